@@ -1,4 +1,11 @@
 """Message filtering: tag subscriptions (hash codes) and SQL92 property selectors."""
+from rmqd.filter.message_filter import (
+    SQL92,
+    TAG,
+    ExpressionMessageFilter,
+    build_subscription_data,
+    is_tag_type,
+)
 from rmqd.filter.sql92 import (
     CompiledFilter,
     FilterEvaluationError,
@@ -15,6 +22,11 @@ from rmqd.filter.tags import (
 )
 
 __all__ = [
+    "SQL92",
+    "TAG",
+    "ExpressionMessageFilter",
+    "build_subscription_data",
+    "is_tag_type",
     "SUB_ALL",
     "CompiledFilter",
     "FilterEvaluationError",
