@@ -21,7 +21,8 @@ Scenarios:
                    (-> RECONSUME_LATER -> CONSUMER_SEND_MSG_BACK) and succeeds afterwards.
   producer_errors  namesrv answers TOPIC_NOT_EXIST for the first route request and the broker
                    answers SYSTEM_ERROR to every send (observe retries / error surfacing).
-                   Frames of this scenario are never saved as fixtures.
+  producer_timeout the broker never answers sends (observe timeout and retries).
+                   Frames of the two error scenarios are never saved as fixtures.
 
 Saved fixtures: tests/fixtures/cpp_frames/<NNN>_<code>_<name>.bin (first frame of each
 (scenario, code) pair plus a few interesting extras). A JSON summary of the whole
@@ -201,6 +202,8 @@ class FakeCluster:
         if code in (310, 10, 320):
             if self.scenario == "producer_errors":
                 return encode_response(op, 1, remark="fake SYSTEM_ERROR from capture script")
+            if self.scenario == "producer_timeout":
+                return None  # never answer: observe the client's send timeout / retries
             qid = ext.get("e", ext.get("queueId", "0"))
             msgid = self.offset_msgid(self.phys_offset)
             self.phys_offset += 200
@@ -342,6 +345,20 @@ for i in range(2):
 p.shutdown()
 emit(op='shutdown')
 ''',
+    "producer_timeout": r'''
+p = Producer('PG')
+p.set_namesrv_addr(NS)
+p.start()
+m = Message('TopicTest'); m.set_tags('TagA'); m.set_body('x')
+t = time.time()
+try:
+    r = p.send_sync(m)
+    emit(op='send_sync', status=int(r.status), msg_id=r.msg_id, secs=round(time.time()-t, 3))
+except Exception as e:
+    emit(op='send_sync', error=repr(e)[:500], secs=round(time.time()-t, 3))
+p.shutdown()
+emit(op='shutdown')
+''',
     "consumer": r'''
 from rocketmq.client import RecvMessage
 from rocketmq.ffi import dll
@@ -415,7 +432,7 @@ def pick_frames(frames: list[Frame]) -> list[Frame]:
     """First frame per (scenario, role, code); plus the 2nd pull and the batch send."""
     chosen, seen = [], {}
     for fr in frames:
-        if fr.scenario == "producer_errors" or fr.flag & 1:
+        if fr.scenario.startswith("producer_") or fr.flag & 1:
             continue
         ext = (fr.header or {}).get("extFields") or {}
         key = (fr.scenario, fr.role, fr.code)
