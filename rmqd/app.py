@@ -1,0 +1,87 @@
+"""Process runners: `rmqd serve` (name server + broker), `rmqd namesrv`, `rmqd broker`."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from dataclasses import dataclass, field
+
+from rmqd.broker_controller import BrokerController
+from rmqd.config import BrokerConfig, NamesrvConfig
+from rmqd.namesrv.server import NameServer
+
+log = logging.getLogger(__name__)
+
+
+def install_event_loop_policy() -> None:
+    """Use uvloop where it is available (it is a dependency on Linux and macOS)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - non-POSIX platforms
+        log.warning("uvloop not available; using the default asyncio loop")
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+@dataclass
+class Services:
+    """What a process runs; either part may be absent."""
+
+    namesrv: NameServer | None = None
+    broker: BrokerController | None = None
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def start(self) -> None:
+        if self.namesrv is not None:
+            await self.namesrv.start()
+            if self.broker is not None and not self.broker.config.namesrvAddr:
+                self.broker.config.namesrvAddr = self.namesrv.address
+        if self.broker is not None:
+            await self.broker.start()
+
+    async def close(self) -> None:
+        if self.broker is not None:
+            await self.broker.close()
+        if self.namesrv is not None:
+            await self.namesrv.close()
+        self.stopped.set()
+
+    def describe(self) -> list[str]:
+        lines = []
+        if self.namesrv is not None:
+            lines.append(f"rmqd name server listening on {self.namesrv.address}")
+        if self.broker is not None:
+            c = self.broker.config
+            lines.append(f"rmqd broker {c.brokerName} ({c.brokerClusterName}) listening on {self.broker.address} "
+                         f"(vip {self.broker.vip_address}), store {c.storePathRootDir}, "
+                         f"name server {c.namesrvAddr or '-'}")
+        return lines
+
+
+async def run_until_signalled(services: Services) -> int:
+    """Start services, print their addresses, run until SIGINT/SIGTERM, shut down cleanly."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await services.start()
+    for line in services.describe():
+        print(line, flush=True)
+    await stop.wait()
+    print("rmqd shutting down", flush=True)
+    await services.close()
+    return 0
+
+
+def run(services_factory) -> int:
+    install_event_loop_policy()
+
+    async def main() -> int:
+        return await run_until_signalled(services_factory())
+
+    try:
+        return asyncio.run(main())
+    except OSError as exc:
+        print(f"rmqd: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,243 @@
+"""Broker and name-server configuration with the Java broker's property names.
+
+Attribute names are exactly the Java ``BrokerConfig``/``MessageStoreConfig``/``NettyServerConfig``
+property names so a ``broker.conf`` written for the Java broker works unchanged and
+GET_BROKER_CONFIG / UPDATE_BROKER_CONFIG map one to one.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Iterable, Mapping
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+# Java spells a few properties in two ways over the versions; accept both.
+ALIASES = {
+    "mappedFileSizeCommitLog": "mapedFileSizeCommitLog",
+    "mappedFileSizeConsumeQueue": "mapedFileSizeConsumeQueue",
+}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse java.util.Properties text: ``k=v``, ``k: v``, ``k v``, comments, continuations."""
+    props: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip()
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while _continues(line) and i < len(lines):
+            line = line[:-1] + lines[i].lstrip()
+            i += 1
+        key, value = _split_key_value(line)
+        props[_unescape(key)] = _unescape(value)
+    return props
+
+
+def _continues(line: str) -> bool:
+    trailing = len(line) - len(line.rstrip("\\"))
+    return trailing % 2 == 1
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    j = 0
+    while j < len(line):
+        ch = line[j]
+        if ch == "\\":
+            j += 2
+            continue
+        if ch in "=: \t\f":
+            break
+        j += 1
+    key = line[:j]
+    rest = line[j:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":") and (j >= len(line) or line[j] in " \t\f" or line[j] in "=:"):
+        rest = rest[1:].lstrip(" \t\f")
+    return key, rest
+
+
+def _unescape(s: str) -> str:
+    if "\\" not in s:
+        return s
+    out = []
+    i = 0
+    while i < len(s):
+        ch = s[i]
+        if ch == "\\" and i + 1 < len(s):
+            nxt = s[i + 1]
+            if nxt == "u" and i + 5 < len(s):
+                out.append(chr(int(s[i + 2:i + 6], 16)))
+                i += 6
+                continue
+            out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _coerce(default: Any, value: str) -> Any:
+    if isinstance(default, bool):
+        return value.strip().lower() == "true"
+    if isinstance(default, int):
+        return int(value.strip())
+    if isinstance(default, float):
+        return float(value.strip())
+    return value.strip() if isinstance(value, str) else value
+
+
+class _PropertiesConfig:
+    """Typed properties with Java names; unknown keys are kept in ``extra``."""
+
+    _DEFAULTS: dict[str, Any] = {}
+
+    def __init__(self, **overrides: Any) -> None:
+        for key, value in self._DEFAULTS.items():
+            setattr(self, key, value)
+        self.extra: dict[str, str] = {}
+        self.update(overrides)
+
+    def update(self, values: Mapping[str, Any], source: str = "") -> list[str]:
+        """Apply values (strings are coerced to the default's type); returns unknown keys."""
+        unknown = []
+        for key, value in values.items():
+            key = ALIASES.get(key, key)
+            if key in self._DEFAULTS:
+                default = self._DEFAULTS[key]
+                if value is None:
+                    setattr(self, key, None)
+                elif isinstance(value, str) and default is not None and not isinstance(default, str):
+                    setattr(self, key, _coerce(default, value))
+                else:
+                    setattr(self, key, value)
+            else:
+                self.extra[key] = str(value)
+                unknown.append(key)
+        if unknown:
+            log.info("%s: keeping unknown properties (not used by rmqd): %s", source or "config", ", ".join(sorted(unknown)))
+        return unknown
+
+    def load_file(self, path: str) -> None:
+        with open(path, encoding="utf-8") as f:
+            self.update(parse_properties(f.read()), source=path)
+
+    def to_properties(self) -> dict[str, str]:
+        out = {}
+        for key in self._DEFAULTS:
+            value = getattr(self, key)
+            if value is None:
+                continue
+            out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        out.update(self.extra)
+        return out
+
+    def to_properties_text(self) -> str:
+        return "".join(f"{k}={v}\n" for k, v in sorted(self.to_properties().items()))
+
+    def keys(self) -> Iterable[str]:
+        return self._DEFAULTS.keys()
+
+
+class BrokerConfig(_PropertiesConfig):
+    """Broker + store + remoting settings (Java property names, local-dev defaults)."""
+
+    _DEFAULTS = {
+        # identity and network
+        "brokerClusterName": "DefaultCluster",
+        "brokerName": "broker-a",
+        "brokerId": 0,
+        "brokerIP1": "127.0.0.1",
+        "brokerIP2": None,
+        "listenPort": 10911,
+        "haListenPort": 10912,
+        "namesrvAddr": None,
+        "brokerRole": "ASYNC_MASTER",
+        "brokerPermission": 6,
+        "regionId": "DefaultRegion",
+        "traceOn": True,
+        "serverMaxFrameLength": 16 * 1024 * 1024,
+        "registerNameServerPeriod": 30000,
+        # topics and groups
+        "autoCreateTopicEnable": True,
+        "autoCreateSubscriptionGroup": True,
+        "defaultTopicQueueNums": 8,
+        "enablePropertyFilter": True,
+        "rejectTransactionMessage": False,
+        "traceTopicEnable": False,
+        "defaultQueryMaxNum": 32,
+        # pools and fast failure
+        "sendMessageThreadPoolNums": 4,
+        "pullMessageThreadPoolNums": 8,
+        "queryMessageThreadPoolNums": 4,
+        "adminBrokerThreadPoolNums": 4,
+        "clientManageThreadPoolNums": 4,
+        "consumerManageThreadPoolNums": 4,
+        "endTransactionThreadPoolNums": 4,
+        "sendThreadPoolQueueCapacity": 10000,
+        "pullThreadPoolQueueCapacity": 100000,
+        "queryThreadPoolQueueCapacity": 20000,
+        "waitTimeMillsInSendQueue": 200,
+        "waitTimeMillsInPullQueue": 5000,
+        "waitTimeMillsInTransactionQueue": 3000,
+        # long polling
+        "longPollingEnable": True,
+        "shortPollingTimeMills": 1000,
+        # transactions
+        "transactionTimeOut": 6000,
+        "transactionCheckMax": 15,
+        "transactionCheckInterval": 60000,
+        # store
+        "storePathRootDir": os.path.join(os.path.expanduser("~"), ".rmqd", "store"),
+        "storePathCommitLog": None,
+        "mapedFileSizeCommitLog": 1024 * 1024 * 1024,
+        "mapedFileSizeConsumeQueue": 300000 * 20,
+        "flushDiskType": "ASYNC_FLUSH",
+        "flushIntervalCommitLog": 500,
+        "flushCommitLogLeastPages": 4,
+        "syncFlushTimeout": 5000,
+        "maxMessageSize": 4 * 1024 * 1024,
+        "messageDelayLevel": DEFAULT_DELAY_LEVELS,
+        "deleteWhen": "04",
+        "fileReservedTime": 72,
+        "diskMaxUsedSpaceRatio": 75,
+        "maxHashSlotNum": 5000000,
+        "maxIndexNum": 5000000 * 4,
+        "flushConsumerOffsetInterval": 5000,
+        "flushDelayOffsetInterval": 10000,
+        "maxTransferBytesOnMessageInMemory": 256 * 1024,
+        "maxTransferCountOnMessageInMemory": 32,
+        "enableCompaction": True,
+    }
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.brokerIP1}:{self.listenPort}"
+
+    @property
+    def vip_port(self) -> int:
+        return self.listenPort - 2 if self.listenPort >= 2 else 0
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        if not self.namesrvAddr:
+            return []
+        return [a.strip() for a in str(self.namesrvAddr).split(";") if a.strip()]
+
+
+class NamesrvConfig(_PropertiesConfig):
+    """Name server settings (Java NamesrvConfig + NettyServerConfig names)."""
+
+    _DEFAULTS = {
+        "listenPort": 9876,
+        "orderMessageEnable": False,
+        "kvConfigPath": os.path.join(os.path.expanduser("~"), ".rmqd", "namesrv", "kvConfig.json"),
+        "serverMaxFrameLength": 16 * 1024 * 1024,
+        "brokerExpiredMillis": 120000,
+        "scanNotActiveBrokerInterval": 10000,
+    }

@@ -1,0 +1,148 @@
+"""Remoting clients: an asyncio one (broker -> name server) and a blocking one (admin, tests)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import time
+
+from rmqd.remoting.command import (
+    DEFAULT_MAX_FRAME_LENGTH,
+    RPC_ONEWAY,
+    FrameReader,
+    RemotingCommand,
+    encode_frame_bytes,
+)
+from rmqd.remoting.connection import Connection
+from rmqd.remoting.dispatch import Dispatcher
+
+log = logging.getLogger(__name__)
+
+
+def split_address(addr: str) -> tuple[str, int]:
+    host, _, port = addr.strip().rpartition(":")
+    return host, int(port)
+
+
+class RemotingClient:
+    """Keeps one connection per address on the running loop and multiplexes calls by opaque."""
+
+    def __init__(self, dispatcher: Dispatcher | None = None, connect_timeout: float = 3.0) -> None:
+        self.dispatcher = dispatcher
+        self.connect_timeout = connect_timeout
+        self._conns: dict[str, Connection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def connection(self, addr: str) -> Connection:
+        conn = self._conns.get(addr)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._locks.setdefault(addr, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(addr)
+            if conn is not None and not conn.closed:
+                return conn
+            host, port = split_address(addr)
+            loop = asyncio.get_running_loop()
+            _, conn = await asyncio.wait_for(loop.create_connection(
+                lambda: Connection(self.dispatcher, max_frame_length=DEFAULT_MAX_FRAME_LENGTH, name="client"),
+                host, port), self.connect_timeout)
+            self._conns[addr] = conn
+            return conn
+
+    async def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        conn = await self.connection(addr)
+        return await conn.invoke(request, timeout)
+
+    async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
+        conn = await self.connection(addr)
+        conn.invoke_oneway(request)
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+
+class BlockingClient:
+    """A plain-socket client for one address: ``invoke`` waits for the matching response.
+
+    Requests the server pushes on this connection (e.g. NOTIFY_CONSUMER_IDS_CHANGED) are kept in
+    ``server_requests`` for inspection.  Thread-safe for sequential callers.
+    """
+
+    def __init__(self, addr: str, timeout: float = 5.0) -> None:
+        self.addr = addr
+        self.timeout = timeout
+        self.sock = socket.create_connection(split_address(addr), timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.reader = FrameReader()
+        self.server_requests: list[RemotingCommand] = []
+        self._responses: dict[int, RemotingCommand] = {}
+        self._opaque = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "BlockingClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def _next_opaque(self) -> int:
+        self._opaque = (self._opaque + 1) & 0x7FFFFFFF
+        return self._opaque
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, request: RemotingCommand) -> int:
+        """Write ``request`` (assigning an opaque if it has none); returns the opaque."""
+        if not request.opaque:
+            request.opaque = self._next_opaque()
+        self.sock.sendall(encode_frame_bytes(request))
+        return request.opaque
+
+    def invoke(self, request: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
+        with self._lock:
+            request.opaque = self._next_opaque()
+            request.flag &= ~RPC_ONEWAY
+            self.sock.sendall(encode_frame_bytes(request))
+            return self.wait_response(request.opaque, timeout)
+
+    def invoke_oneway(self, request: RemotingCommand) -> None:
+        with self._lock:
+            request.opaque = self._next_opaque()
+            request.flag |= RPC_ONEWAY
+            self.sock.sendall(encode_frame_bytes(request))
+
+    def wait_response(self, opaque: int, timeout: float | None = None) -> RemotingCommand:
+        deadline = time.monotonic() + (timeout if timeout is not None else self.timeout)
+        while opaque not in self._responses:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no response for opaque {opaque} from {self.addr}")
+            self.read_some(remaining)
+        return self._responses.pop(opaque)
+
+    def read_some(self, timeout: float) -> bool:
+        """Read once from the socket; returns False on EOF."""
+        self.sock.settimeout(timeout)
+        try:
+            data = self.sock.recv(1 << 20)
+        except socket.timeout:
+            return True
+        if not data:
+            raise ConnectionError(f"connection to {self.addr} closed")
+        for cmd in self.reader.feed(data):
+            if cmd.flag & 1:
+                self._responses[cmd.opaque] = cmd
+            else:
+                self.server_requests.append(cmd)
+        return True

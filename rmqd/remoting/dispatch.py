@@ -1,0 +1,216 @@
+"""Request dispatch: request code -> (processor, pool), RocketMQ's processor table.
+
+A processor is ``handler(conn, request) -> RemotingCommand | None | awaitable``.  Cheap
+non-blocking processors run inline on the loop; anything that may block (disk, fsync, big scans)
+is registered with a bounded ``ProcessorPool``.  A request that waited in a pool queue longer than
+the pool's limit is answered SYSTEM_BUSY at once (RocketMQ's fast failure), as is a request that
+finds the queue full.  Returning None means "no reply now" (oneway, or the processor replies later
+through ``conn.reply``, e.g. a held long-poll pull).
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import logging
+import threading
+import time
+from typing import Any, Callable, Iterable
+
+from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.command import MissingHeaderField, RemotingCommand, error_response
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Any, RemotingCommand], Any]
+
+
+def run_handler(handler: Handler, conn: Any, request: RemotingCommand) -> None:
+    """Run one processor and send what it returns; errors become SYSTEM_ERROR responses."""
+    try:
+        response = handler(conn, request)
+    except MissingHeaderField as exc:
+        response = error_response(ResponseCode.SYSTEM_ERROR, str(exc))
+    except Exception as exc:  # a processor bug must not kill the connection
+        log.exception("processor for code %d failed (peer %s)", request.code, getattr(conn, "remote_address", "?"))
+        response = error_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+    if response is None:
+        return
+    if inspect.isawaitable(response):
+        _finish_async(response, conn, request)
+        return
+    conn.reply(request, response)
+
+
+def _finish_async(awaitable: Any, conn: Any, request: RemotingCommand) -> None:
+    loop = conn.loop
+    on_loop = threading.get_ident() == getattr(conn, "_loop_thread", None)
+    future = (asyncio.ensure_future(awaitable, loop=loop) if on_loop
+              else asyncio.run_coroutine_threadsafe(awaitable, loop))
+
+    def done(fut: Any) -> None:
+        try:
+            response = fut.result()
+        except MissingHeaderField as exc:
+            response = error_response(ResponseCode.SYSTEM_ERROR, str(exc))
+        except Exception as exc:
+            log.exception("async processor for code %d failed (peer %s)", request.code, conn.remote_address)
+            response = error_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        if response is not None:
+            conn.reply(request, response)
+
+    future.add_done_callback(done)
+
+
+class ProcessorPool:
+    """A bounded executor for one processor family with queue-age fast failure."""
+
+    def __init__(self, name: str, threads: int, capacity: int = 10000,
+                 max_wait_ms: int | None = None) -> None:
+        self.name = name
+        self.threads = threads
+        self.capacity = capacity
+        self.max_wait_ms = max_wait_ms
+        self._queue: collections.deque = collections.deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._workers: list[threading.Thread] = []
+        self._stopping = False
+        self.rejected = 0
+        self.expired = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        for i in range(self.threads):
+            t = threading.Thread(target=self._work, name=f"{self.name}-{i}", daemon=True)
+            t.start()
+            self._workers.append(t)
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        deadline = time.monotonic() + timeout
+        for t in self._workers:
+            t.join(max(0.0, deadline - time.monotonic()))
+        self._workers.clear()
+
+    # -- queueing ----------------------------------------------------------------------------
+    def submit(self, handler: Handler, conn: Any, request: RemotingCommand) -> None:
+        with self._cond:
+            if len(self._queue) < self.capacity and not self._stopping:
+                self._queue.append((time.monotonic(), handler, conn, request))
+                self._cond.notify()
+                return
+        self.rejected += 1
+        conn.reply(request, error_response(
+            ResponseCode.SYSTEM_BUSY,
+            "[OVERLOAD]system busy, start flow control for a while"))
+
+    @property
+    def queue_size(self) -> int:
+        return len(self._queue)
+
+    def head_wait_ms(self) -> int:
+        """How long the oldest queued request has waited (0 when empty)."""
+        try:
+            enqueued = self._queue[0][0]
+        except IndexError:
+            return 0
+        return int((time.monotonic() - enqueued) * 1000)
+
+    def expire_aged(self) -> int:
+        """Answer SYSTEM_BUSY to queued requests older than the limit; returns how many."""
+        if self.max_wait_ms is None:
+            return 0
+        limit = self.max_wait_ms / 1000.0
+        now = time.monotonic()
+        expired = []
+        with self._cond:
+            queue = self._queue
+            while queue and now - queue[0][0] > limit:
+                expired.append(queue.popleft())
+            size = len(queue)
+        for enqueued, _handler, conn, request in expired:
+            self._busy(conn, request, now - enqueued, size)
+        return len(expired)
+
+    def _busy(self, conn: Any, request: RemotingCommand, waited: float, size: int) -> None:
+        self.expired += 1
+        conn.reply(request, error_response(
+            ResponseCode.SYSTEM_BUSY,
+            f"[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while, "
+            f"period in queue: {int(waited * 1000)}ms, size of queue: {size}"))
+
+    def _work(self) -> None:
+        limit = None if self.max_wait_ms is None else self.max_wait_ms / 1000.0
+        queue = self._queue
+        cond = self._cond
+        while True:
+            with cond:
+                while not queue and not self._stopping:
+                    cond.wait()
+                if self._stopping and not queue:
+                    return
+                enqueued, handler, conn, request = queue.popleft()
+            if limit is not None:
+                waited = time.monotonic() - enqueued
+                if waited > limit:
+                    self._busy(conn, request, waited, len(queue))
+                    continue
+            run_handler(handler, conn, request)
+
+
+class Dispatcher:
+    """Maps request codes to processors and their pools."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._table: dict[int, tuple[Handler, ProcessorPool | None]] = {}
+        self.pools: dict[str, ProcessorPool] = {}
+        self._cleaner: asyncio.TimerHandle | None = None
+
+    def add_pool(self, pool: ProcessorPool) -> ProcessorPool:
+        self.pools[pool.name] = pool
+        return pool
+
+    def register(self, codes: int | Iterable[int], handler: Handler, pool: ProcessorPool | None = None) -> None:
+        if isinstance(codes, int):
+            codes = [codes]
+        if pool is not None and pool.name not in self.pools:
+            self.add_pool(pool)
+        for code in codes:
+            self._table[int(code)] = (handler, pool)
+
+    def handles(self, code: int) -> bool:
+        return code in self._table
+
+    def dispatch(self, conn: Any, request: RemotingCommand) -> None:
+        entry = self._table.get(request.code)
+        if entry is None:
+            log.debug("%s: request code %d not supported (peer %s)", self.name, request.code, conn.remote_address)
+            conn.reply(request, error_response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"))
+            return
+        handler, pool = entry
+        if pool is None:
+            run_handler(handler, conn, request)
+        else:
+            pool.submit(handler, conn, request)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self, loop: asyncio.AbstractEventLoop, clean_interval: float = 0.01) -> None:
+        for pool in self.pools.values():
+            pool.start()
+        if any(p.max_wait_ms is not None for p in self.pools.values()):
+            def clean() -> None:
+                for pool in self.pools.values():
+                    pool.expire_aged()
+                self._cleaner = loop.call_later(clean_interval, clean)
+            self._cleaner = loop.call_later(clean_interval, clean)
+
+    def shutdown(self) -> None:
+        if self._cleaner is not None:
+            self._cleaner.cancel()
+            self._cleaner = None
+        for pool in self.pools.values():
+            pool.shutdown()
