@@ -318,7 +318,7 @@ def _rel_prop_const(op: str, name: str, conv: Callable[[str], Any], c: Any,
 def _make_equal(a: Node, b: Node, text: str | None = None) -> Node:
     """Java ``doCreateEqual``: one side NULL ⇒ unknown if the left is NULL, else FALSE."""
     text = text or f"({a.text} = {b.text})"
-    if a.prop is not None and b.is_const and b.value is not None:
+    if a.prop is not None and b.value is not None and (b.is_const or _numeric_value(b)):
         return _bool_node(_eq_prop_const(a.prop, b.kind, b.value), text)
     lf, rf, lk, rk = a.fn, b.fn, a.kind, b.kind
 

@@ -243,6 +243,10 @@ CASES = [
     ("z NOT BETWEEN 0 AND 3", P, None),
     ("a NOT BETWEEN 30 AND 0", P, True),  # no bound-order check for NOT BETWEEN
     ("a BETWEEN -20 AND -10", P, False),
+    ("a BETWEEN 1 AND 20 AND b = 'abc'", P, True),  # BETWEEN's AND is consumed first
+    ("a BETWEEN 1 AND 20 AND b = 'x' OR n = -7", P, True),
+    ("n = -7", P, True),
+    ("n <> -7", P, False),
     ("a BETWEEN x AND y", {"a": "5", "x": "1", "y": "9"}, True),  # strings ⇒ doubles
     ("d BETWEEN 3.4 AND 3.6", P, True),
     ("d BETWEEN 3 AND 4", P, ERR),
