@@ -1,0 +1,194 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3
+"""Commit-log hot paths: segment scanning/verification, BLANK markers, msync, tail zeroing.
+
+Everything that touches many bytes runs with the GIL released.
+"""
+from libc.string cimport memset
+from rmqd.cython_ext.message_codec cimport masked_crc, read_i32, read_i64, write_i32
+
+cdef extern from "sys/mman.h" nogil:
+    int msync(void* addr, size_t length, int flags)
+    int MS_SYNC
+cdef extern from "unistd.h" nogil:
+    long sysconf(int name)
+    int _SC_PAGESIZE
+cdef extern from "errno.h":
+    int errno
+
+DEF MAGIC_V1 = -626843481
+DEF BLANK_MAGIC = -875286124
+
+cdef enum:
+    C_END = 0        # zero/garbage size: end of the log
+    C_BLANK = 1      # BLANK marker: continue in the next segment
+    C_CORRUPT = 2    # bad magic, impossible size or CRC mismatch
+    C_LIMIT = 3      # reached the scan limit exactly
+
+SCAN_END = C_END
+SCAN_BLANK = C_BLANK
+SCAN_CORRUPT = C_CORRUPT
+SCAN_LIMIT = C_LIMIT
+
+cdef long PAGE = sysconf(_SC_PAGESIZE)
+
+
+def write_blank(unsigned char[::1] dest, Py_ssize_t pos, int remaining) -> None:
+    """Write the end-of-file marker ``[remaining][BLANK_MAGIC]`` at ``pos``."""
+    if pos < 0 or pos + 8 > dest.shape[0]:
+        raise ValueError("blank marker does not fit")
+    write_i32(&dest[pos], remaining)
+    write_i32(&dest[pos + 4], BLANK_MAGIC)
+
+
+def msync_range(unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end) -> None:
+    """msync(MS_SYNC) the bytes [start, end) of a mapped buffer (page-aligned), GIL released."""
+    cdef Py_ssize_t n = buf.shape[0]
+    if end > n:
+        end = n
+    if start < 0:
+        start = 0
+    if end <= start:
+        return
+    cdef Py_ssize_t aligned = start - (start % PAGE)
+    cdef unsigned char* p = &buf[0]
+    cdef int rc
+    with nogil:
+        rc = msync(<void*>(p + aligned), <size_t>(end - aligned), MS_SYNC)
+    if rc != 0:
+        raise OSError(errno, "msync failed")
+
+
+def scan_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t limit,
+                 bint check_crc, int max_record_size, bint collect=False):
+    """Walk and verify records from ``start`` up to ``limit``.
+
+    Returns ``(end_pos, code, positions)`` where ``end_pos`` is the offset just past the last
+    valid record (or past the BLANK marker), ``code`` one of SCAN_* and ``positions`` a list of
+    ``(pos, size)`` of valid records when ``collect`` (else None).  A record is valid when its
+    size is sane, magic is V1, its internal lengths add up and (optionally) its body CRC matches.
+    """
+    cdef Py_ssize_t n = buf.shape[0]
+    if limit > n:
+        limit = n
+    cdef Py_ssize_t pos = start
+    cdef const unsigned char* base = &buf[0]
+    cdef const unsigned char* r
+    cdef int total, magic, sys_flag, blen, tlen, plen
+    cdef Py_ssize_t q, bh, sh
+    cdef int code = C_LIMIT
+    cdef bint got
+    out = [] if collect else None
+    while True:
+        got = False
+        with nogil:
+            while True:
+                if pos + 8 > limit:
+                    code = C_LIMIT if pos == limit else C_END
+                    break
+                r = base + pos
+                total = read_i32(r)
+                magic = read_i32(r + 4)
+                if magic == BLANK_MAGIC:
+                    if total >= 8 and pos + total <= n:
+                        pos = pos + total
+                        code = C_BLANK
+                    else:
+                        code = C_CORRUPT
+                    break
+                if total == 0 and magic == 0:
+                    code = C_END
+                    break
+                if magic != MAGIC_V1 or total < 91 or total > max_record_size or pos + total > limit:
+                    code = C_CORRUPT
+                    break
+                sys_flag = read_i32(r + 36)
+                bh = 20 if (sys_flag & 0x10) else 8
+                sh = 20 if (sys_flag & 0x20) else 8
+                q = 48 + bh + 8 + sh + 12
+                blen = read_i32(r + q)
+                q += 4
+                if blen < 0 or q + blen + 3 > total:
+                    code = C_CORRUPT
+                    break
+                if check_crc and blen > 0:
+                    if masked_crc(r + q, blen) != <unsigned int>read_i32(r + 8):
+                        code = C_CORRUPT
+                        break
+                q += blen
+                tlen = r[q]
+                q += 1 + tlen
+                if q + 2 > total:
+                    code = C_CORRUPT
+                    break
+                plen = (r[q] << 8) | r[q + 1]
+                if q + 2 + plen != total:
+                    code = C_CORRUPT
+                    break
+                if collect:
+                    got = True
+                    break          # hand the record to Python below, then continue
+                pos += total
+        if got:
+            out.append((pos, total))
+            pos += total
+            continue
+        break
+    return pos, code, out
+
+
+def zero_tail(unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t stop_after_zero_run) -> int:
+    """Zero garbage after ``start``: walk 64 KiB chunks, clearing non-zero ones, until a run of
+    ``stop_after_zero_run`` zero bytes (or the end of the buffer).  Returns bytes cleared up to."""
+    cdef Py_ssize_t n = buf.shape[0]
+    cdef Py_ssize_t pos = start, end, i, zero_run = 0
+    cdef unsigned char* p = &buf[0]
+    cdef bint nonzero
+    if start >= n:
+        return start
+    with nogil:
+        while pos < n and zero_run < stop_after_zero_run:
+            end = pos + 65536 - ((pos) % 65536)
+            if end > n:
+                end = n
+            nonzero = False
+            for i in range(pos, end):
+                if p[i] != 0:
+                    nonzero = True
+                    break
+            if nonzero:
+                memset(p + pos, 0, end - pos)
+                zero_run = 0
+            else:
+                zero_run += end - pos
+            pos = end
+    return pos
+
+
+def read_header(const unsigned char[::1] buf, Py_ssize_t pos):
+    """``(total_size, magic)`` of the record at ``pos`` or ``(0, 0)`` if out of range."""
+    if pos < 0 or pos + 8 > buf.shape[0]:
+        return 0, 0
+    return read_i32(&buf[pos]), read_i32(&buf[pos + 4])
+
+
+def record_dispatch_fields(const unsigned char[::1] buf, Py_ssize_t pos):
+    """Fields recovery needs to re-dispatch the record at ``pos`` (already validated):
+    ``(total, queue_id, queue_offset, phys_offset, sys_flag, store_ts, topic_bytes, props_bytes)``."""
+    cdef const unsigned char* r = &buf[pos]
+    cdef int total = read_i32(r)
+    cdef int sys_flag = read_i32(r + 36)
+    cdef Py_ssize_t bh = 20 if (sys_flag & 0x10) else 8
+    cdef Py_ssize_t sh = 20 if (sys_flag & 0x20) else 8
+    cdef Py_ssize_t q = 48 + bh
+    cdef long long store_ts = read_i64(r + q)
+    q += 8 + sh + 12
+    cdef int blen = read_i32(r + q)
+    q += 4 + blen
+    cdef int tlen = r[q]
+    q += 1
+    topic = bytes(r[q:q + tlen])
+    q += tlen
+    cdef int plen = (r[q] << 8) | r[q + 1]
+    q += 2
+    props = bytes(r[q:q + plen])
+    return total, read_i32(r + 12), read_i64(r + 20), read_i64(r + 28), sys_flag, store_ts, topic, props

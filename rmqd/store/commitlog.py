@@ -1,0 +1,219 @@
+"""CommitLog: append-only mapped segments of section 4.1 records, flush services, recovery scan."""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Callable, Optional
+
+from rmqd.cython_ext import message_codec as _codec
+from rmqd.cython_ext import store_commitlog as _cl
+from rmqd.store.mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
+
+log = logging.getLogger(__name__)
+
+PAGE = 4096
+END_FILE_MIN_BLANK = 8
+
+
+class AllocateService(threading.Thread):
+    """Creates the next segment in the background so roll-over does not block the put path."""
+
+    def __init__(self, mfq: MappedFileQueue):
+        super().__init__(name="rmqd-store-allocate", daemon=True)
+        self.mfq = mfq
+        self._cv = threading.Condition()
+        self._want: Optional[int] = None
+        self._ready: Optional[MappedFile] = None
+        self._stopping = False
+
+    def request(self, start: int) -> None:
+        with self._cv:
+            if (self._ready is None or self._ready.file_from_offset != start) and self._want != start:
+                self._want = start
+                self._cv.notify()
+
+    def take(self, start: int) -> Optional[MappedFile]:
+        with self._cv:
+            mf = self._ready
+            if mf is not None and mf.file_from_offset == start:
+                self._ready = None
+                return mf
+            return None
+
+    def run(self) -> None:
+        while True:
+            with self._cv:
+                while self._want is None and not self._stopping:
+                    self._cv.wait()
+                if self._stopping:
+                    return
+                start = self._want
+                self._want = None
+                old = self._ready
+                self._ready = None
+            if old is not None and old.file_from_offset != start:
+                old.destroy()
+            try:
+                path = os.path.join(self.mfq.directory, offset_to_file_name(start))
+                mf = MappedFile(path, start, self.mfq.file_size)
+            except Exception:
+                log.exception("preallocating commit log segment %d failed", start)
+                continue
+            with self._cv:
+                if self._stopping:
+                    mf.destroy()
+                    return
+                self._ready = mf
+
+    def shutdown(self) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify()
+            mf, self._ready = self._ready, None
+        if self.is_alive():
+            self.join(2)
+        if mf is not None:
+            mf.destroy()
+
+
+class CommitLog:
+    """Segments under ``<root>/commitlog``.  Appends happen under the store's put lock."""
+
+    def __init__(self, directory: str, file_size: int, max_record_size: int):
+        self.mfq = MappedFileQueue(directory, file_size)
+        self.file_size = file_size
+        self.max_record_size = max_record_size
+        self.allocator = AllocateService(self.mfq)
+        self.flushed_where = 0
+        self._flush_lock = threading.Lock()
+
+    # ---- bounds ------------------------------------------------------------------------
+    def min_offset(self) -> int:
+        return self.mfq.min_offset()
+
+    def max_offset(self) -> int:
+        return self.mfq.max_offset()
+
+    # ---- write -------------------------------------------------------------------------
+    def reserve(self, total: int) -> tuple[MappedFile, int]:
+        """Position for a record of ``total`` bytes, writing a BLANK marker and rolling to a new
+        segment if it does not fit.  Caller holds the put lock and then calls :meth:`commit`."""
+        mf = self.mfq.last()
+        if mf is None:
+            mf = self.mfq.create_file(0)
+            self.allocator.request(mf.end_offset)
+        elif mf.remaining < total + END_FILE_MIN_BLANK:
+            if mf.remaining >= END_FILE_MIN_BLANK:
+                _cl.write_blank(mf.mm, mf.wrote_pos, mf.remaining)
+            mf.wrote_pos = mf.file_size
+            nxt = mf.end_offset
+            mf = self.mfq.create_file(nxt, self.allocator.take(nxt))
+            self.allocator.request(mf.end_offset)
+        return mf, mf.wrote_pos
+
+    @staticmethod
+    def commit(mf: MappedFile, total: int) -> None:
+        mf.wrote_pos += total
+
+    # ---- read --------------------------------------------------------------------------
+    def get(self, phys: int, size: int) -> Optional[memoryview]:
+        """Zero-copy view of ``size`` bytes at ``phys`` if wholly written and still present."""
+        mf = self.mfq.find(phys)
+        if mf is None:
+            return None
+        pos = phys - mf.file_from_offset
+        if pos + size > mf.wrote_pos or size <= 0:
+            return None
+        return mf.view(pos, size)
+
+    def read_record(self, phys: int) -> Optional[memoryview]:
+        """Whole record at ``phys`` if a valid, fully written record starts there."""
+        mf = self.mfq.find(phys)
+        if mf is None:
+            return None
+        pos = phys - mf.file_from_offset
+        total, magic = _cl.read_header(mf.mm, pos)
+        if magic != _codec.MESSAGE_MAGIC_CODE or total <= 0 or pos + total > mf.wrote_pos:
+            return None
+        end, code, _ = _cl.scan_records(mf.mm, pos, pos + total, False, self.max_record_size)
+        if code != _cl.SCAN_LIMIT or end != pos + total:
+            return None
+        return mf.view(pos, total)
+
+    def roll_next_file(self, phys: int) -> int:
+        return phys + self.file_size - phys % self.file_size
+
+    # ---- flush -------------------------------------------------------------------------
+    def dirty_bytes(self) -> int:
+        return self.max_offset() - self.flushed_where
+
+    def flush(self) -> int:
+        """msync everything written so far; returns the flushed offset."""
+        with self._flush_lock:
+            target = self.max_offset()
+            for mf in self.mfq.files:
+                if mf.end_offset <= self.flushed_where:
+                    continue
+                mf.flush()
+            self.flushed_where = max(self.flushed_where, target)
+            return self.flushed_where
+
+    # ---- recovery ----------------------------------------------------------------------
+    def recover(self, start_offset: int, check_crc: bool,
+                on_record: Optional[Callable[[MappedFile, int, int], None]] = None,
+                dispatch_from: int = 0) -> int:
+        """Verify records from the segment containing ``start_offset`` to the end.
+
+        Sets write positions, zeroes the torn tail, removes later segments and returns the valid
+        end offset.  ``on_record(mf, pos, size)`` is called for valid records at or past
+        ``dispatch_from``.
+        """
+        files = self.mfq.files
+        if not files:
+            return 0
+        idx = 0
+        for i, mf in enumerate(files):
+            if mf.file_from_offset <= start_offset:
+                idx = i
+        valid_end = files[idx].file_from_offset
+        for i in range(idx, len(files)):
+            mf = files[i]
+            mf.wrote_pos = 0
+            want = on_record is not None and mf.end_offset > dispatch_from
+            end, code, recs = _cl.scan_records(mf.mm, 0, mf.file_size, check_crc,
+                                               self.max_record_size, want)
+            if recs:
+                for pos, size in recs:
+                    if mf.file_from_offset + pos >= dispatch_from:
+                        on_record(mf, pos, size)
+            mf.wrote_pos = mf.flushed_pos = end
+            valid_end = mf.file_from_offset + end
+            if code == _cl.SCAN_BLANK:
+                mf.wrote_pos = mf.flushed_pos = mf.file_size
+                valid_end = mf.end_offset
+                continue
+            if code == _cl.SCAN_LIMIT and end == mf.file_size:
+                continue
+            if code == _cl.SCAN_CORRUPT:
+                log.warning("commit log recovery: damaged record at offset %d; truncating there",
+                            valid_end)
+            cleared = _cl.zero_tail(mf.mm, end, self.max_record_size + 65536)
+            if cleared > end:
+                _cl.msync_range(mf.mm, end, cleared)
+            break
+        if valid_end % self.file_size == 0 and valid_end > files[idx].file_from_offset:
+            self.mfq.truncate_from(valid_end)
+        else:
+            self.mfq.truncate_from(valid_end - valid_end % self.file_size + self.file_size)
+        self.flushed_where = valid_end
+        return valid_end
+
+    def start(self) -> None:
+        self.allocator.start()
+
+    def shutdown(self) -> None:
+        self.allocator.shutdown()
+        self.flush()
+        self.mfq.close()

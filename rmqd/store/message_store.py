@@ -1,0 +1,852 @@
+"""MessageStore facade: CommitLog + ConsumeQueues + IndexFiles with flush, recovery, retention.
+
+Threading: every public method is blocking and thread-safe.  Appends (commit log write, consume
+queue entry, index items) happen synchronously under one put lock, so a message is visible to
+:meth:`MessageStore.get_messages` as soon as ``put_message`` returns (before the SYNC_FLUSH wait).
+Dispatch listeners run after the put lock is released, in the putting thread.
+
+Buffers returned by :meth:`get_messages` are zero-copy ``memoryview`` slices of the commit log
+mapping; they stay valid (and keep the mapping alive) until released, even if retention deletes
+the segment meanwhile (see :mod:`rmqd.store.mapped_file`).  ``read_message`` and ``query_message``
+return copies.
+"""
+from __future__ import annotations
+
+import enum
+import fcntl
+import logging
+import os
+import shutil
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+from rmqd.cython_ext import message_codec as _codec
+from rmqd.store.checkpoint import StoreCheckpoint
+from rmqd.store.commitlog import PAGE, CommitLog
+from rmqd.store.consume_queue import BLANK_ENTRY, CQ_UNIT, ConsumeQueue
+from rmqd.store.index_file import IndexService
+from rmqd.store.message import (BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG,
+                                TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
+                                MessageToStore, decode_properties, find_property, pack_host,
+                                tags_code_of)
+from rmqd.cython_ext import store_commitlog as _cl
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNIT_MS = {"s": 1000, "m": 60000, "h": 3600000, "d": 86400000}
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """``"1s 5s ... 2h"`` → list of delays in ms (level i = index i-1)."""
+    return [int(tok[:-1]) * _UNIT_MS[tok[-1]] for tok in spec.split()]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class StoreConfig:
+    store_root_dir: str
+    mapped_file_size_commitlog: int = 1 << 30
+    mapped_file_size_consume_queue: int = 300000 * CQ_UNIT
+    flush_disk_type: str = "ASYNC_FLUSH"
+    flush_interval_commitlog_ms: int = 500
+    flush_commitlog_thorough_interval_ms: int = 10000
+    flush_least_pages: int = 4
+    flush_interval_consume_queue_ms: int = 1000
+    sync_flush_timeout_ms: int = 5000
+    max_message_size: int = 4 * 1024 * 1024
+    file_reserved_time_hours: float = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
+    clean_resource_interval_ms: int = 10000
+    delete_files_batch_max: int = 10
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    message_index_enable: bool = True
+    check_crc_on_recover: bool = True
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    clock: Callable[[], int] = _now_ms
+    disk_usage: Optional[Callable[[str], float]] = None   # path -> used percent (0..100)
+
+    @property
+    def commitlog_dir(self) -> str:
+        return os.path.join(self.store_root_dir, "commitlog")
+
+    @property
+    def consume_queue_dir(self) -> str:
+        return os.path.join(self.store_root_dir, "consumequeue")
+
+    @property
+    def compaction_dir(self) -> str:
+        """Reserved for per-(topic, queue) compaction logs (5.x compaction topics)."""
+        return os.path.join(self.store_root_dir, "compaction")
+
+    @property
+    def index_dir(self) -> str:
+        return os.path.join(self.store_root_dir, "index")
+
+    @property
+    def config_dir(self) -> str:
+        return os.path.join(self.store_root_dir, "config")
+
+
+class PutMessageStatus(enum.Enum):
+    PUT_OK = 0
+    FLUSH_DISK_TIMEOUT = 1
+    FLUSH_SLAVE_TIMEOUT = 2
+    SLAVE_NOT_AVAILABLE = 3
+    SERVICE_NOT_AVAILABLE = 4
+    CREATE_MAPEDFILE_FAILED = 5
+    MESSAGE_ILLEGAL = 6
+    PROPERTIES_SIZE_EXCEEDED = 7
+    OS_PAGECACHE_BUSY = 8
+    UNKNOWN_ERROR = 9
+
+
+@dataclass
+class PutMessageResult:
+    status: PutMessageStatus
+    wrote_offsets: list = field(default_factory=list)
+    queue_offset: int = 0
+    msg_count: int = 0
+    store_timestamp: int = 0
+    wrote_bytes: int = 0
+    remark: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Stored (PUT_OK, or FLUSH_DISK_TIMEOUT where the message is stored but not yet flushed)."""
+        return self.status in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+
+
+class GetMessageStatus(enum.Enum):
+    FOUND = 0
+    NO_MATCHED_MESSAGE = 1
+    MESSAGE_WAS_REMOVING = 2
+    OFFSET_FOUND_NULL = 3
+    OFFSET_OVERFLOW_BADLY = 4
+    OFFSET_OVERFLOW_ONE = 5
+    OFFSET_TOO_SMALL = 6
+    NO_MATCHED_LOGIC_QUEUE = 7
+    NO_MESSAGE_IN_QUEUE = 8
+
+
+@dataclass
+class GetMessageResult:
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    buffers: list = field(default_factory=list)
+    queue_offsets: list = field(default_factory=list)
+    buffer_total_size: int = 0
+
+    @property
+    def message_count(self) -> int:
+        return len(self.buffers)
+
+    def body(self) -> bytes:
+        """Concatenated records, i.e. a PULL response body."""
+        return b"".join(self.buffers)
+
+    def release(self) -> None:
+        """Release the zero-copy views early (optional; GC does it otherwise)."""
+        for b in self.buffers:
+            if isinstance(b, memoryview):
+                b.release()
+        self.buffers = []
+
+
+@dataclass
+class QueryResult:
+    messages: list
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+@dataclass(slots=True)
+class DispatchRequest:
+    topic: str
+    queue_id: int
+    commitlog_offset: int
+    size: int
+    tags_code: int
+    store_timestamp: int
+    queue_offset: int
+    keys: Optional[str]
+    uniq_key: Optional[str]
+    sys_flag: int
+    properties: str
+
+
+@dataclass
+class StoreStats:
+    put_message_times_total: int = 0
+    put_message_size_total: int = 0
+    put_message_failed_times: int = 0
+    put_latency_max_ms: float = 0.0
+    get_message_times_total: int = 0
+    get_message_found_total: int = 0
+    get_message_transferred_total: int = 0
+    dispatch_behind_bytes: int = 0
+    commitlog_disk_ratio: float = 0.0
+    consume_queue_disk_ratio: float = 0.0
+    commitlog_min_offset: int = 0
+    commitlog_max_offset: int = 0
+    commitlog_flushed_offset: int = 0
+    start_time_ms: int = 0
+
+
+class _GroupCommit(threading.Thread):
+    """SYNC_FLUSH group commit: putters wait; one msync covers every pending request."""
+
+    def __init__(self, store: "MessageStore"):
+        super().__init__(name="rmqd-store-group-commit", daemon=True)
+        self.store = store
+        self._cv = threading.Condition()
+        self._reqs: list = []
+        self._stopping = False
+
+    def wait_flushed(self, offset: int, timeout_s: float) -> bool:
+        ev = threading.Event()
+        with self._cv:
+            if self._stopping:
+                return self.store.commitlog.flushed_where >= offset
+            self._reqs.append((offset, ev))
+            self._cv.notify()
+        return ev.wait(timeout_s)
+
+    def run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._reqs and not self._stopping:
+                    self._cv.wait()
+                batch, self._reqs = self._reqs, []
+                stop = self._stopping
+            if batch:
+                try:
+                    self.store._flush_commitlog()
+                except Exception:
+                    log.exception("group commit flush failed; %d putters will time out", len(batch))
+                    batch = []
+                flushed = self.store.commitlog.flushed_where
+                for off, ev in batch:
+                    if off <= flushed:
+                        ev.set()
+                    else:
+                        with self._cv:
+                            self._reqs.append((off, ev))
+            if stop:
+                return
+
+    def shutdown(self) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify()
+        self.join(5)
+
+
+class MessageStore:
+    """RocketMQ-style message store (see module docstring for threading/lifetime rules)."""
+
+    def __init__(self, config: StoreConfig):
+        self.config = config
+        self.clock = config.clock
+        seg = config.mapped_file_size_commitlog
+        self.max_record_size = min(seg - 8, config.max_message_size + 64 * 1024 + 512)
+        self.commitlog = CommitLog(config.commitlog_dir, seg, self.max_record_size)
+        self.index = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num,
+                                  self.clock)
+        self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self._cq_lock = threading.Lock()
+        self._queue_offsets: dict[tuple[str, int], int] = {}
+        self._put_lock = threading.Lock()
+        self._listeners: list[Callable[[DispatchRequest], None]] = []
+        self._delay_levels = parse_delay_levels(config.message_delay_level)
+        self._running = False
+        self._shutdown_done = False
+        self._disk_full = False
+        self._last_store_ts = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._group_commit: Optional[_GroupCommit] = None
+        self._stats = StoreStats()
+        self._stats_lock = threading.Lock()
+        self._checkpoint: Optional[StoreCheckpoint] = None
+        self._lock_fd = -1
+        self._host_cache: dict = {}
+        self._last_thorough_flush = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def abort_file(self) -> str:
+        return os.path.join(self.config.store_root_dir, "abort")
+
+    def start(self) -> None:
+        """Recover (fast after a clean shutdown, verifying after a crash) and start services."""
+        cfg = self.config
+        for d in (cfg.store_root_dir, cfg.commitlog_dir, cfg.consume_queue_dir, cfg.index_dir):
+            os.makedirs(d, exist_ok=True)
+        self._lock_fd = os.open(os.path.join(cfg.store_root_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            raise RuntimeError(f"store {cfg.store_root_dir} is locked by another process")
+        self._checkpoint = StoreCheckpoint(os.path.join(cfg.store_root_dir, "checkpoint"))
+        abnormal = os.path.exists(self.abort_file)
+        t0 = time.perf_counter()
+        self._recover(abnormal)
+        log.info("store recovered (%s) in %.3fs: commitlog [%d, %d), %d consume queues",
+                 "abnormal" if abnormal else "normal", time.perf_counter() - t0,
+                 self.commitlog.min_offset(), self.commitlog.max_offset(), len(self._cqs))
+        fd = os.open(self.abort_file, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.fsync(fd)
+        os.close(fd)
+        self._stats.start_time_ms = self.clock()
+        self._running = True
+        self.commitlog.start()
+        self._check_disk()
+        if cfg.flush_disk_type == "SYNC_FLUSH":
+            self._group_commit = _GroupCommit(self)
+            self._group_commit.start()
+        else:
+            self._spawn("rmqd-store-flush-commitlog", self._async_flush_loop)
+        self._spawn("rmqd-store-flush-cq", self._cq_flush_loop)
+        self._spawn("rmqd-store-clean", self._clean_loop)
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def shutdown(self) -> None:
+        """Stop services, flush everything, write the checkpoint and remove the abort marker."""
+        if not self._running:
+            return
+        with self._put_lock:
+            self._running = False
+        self._stop.set()
+        if self._group_commit:
+            self._group_commit.shutdown()
+        for t in self._threads:
+            t.join(5)
+        self._flush_commitlog()
+        self._flush_logics()
+        self.commitlog.shutdown()
+        with self._cq_lock:
+            for cq in self._cqs.values():
+                cq.close()
+        self.index.close()
+        self._checkpoint.close()
+        os.unlink(self.abort_file)
+        os.close(self._lock_fd)
+        self._lock_fd = -1
+
+    # ------------------------------------------------------------------ recovery
+    def _load_consume_queues(self) -> None:
+        root = self.config.consume_queue_dir
+        for topic in os.listdir(root):
+            tdir = os.path.join(root, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for q in os.listdir(tdir):
+                if not q.lstrip("-").isdigit():
+                    continue
+                cq = ConsumeQueue(root, topic, int(q), self.config.mapped_file_size_consume_queue)
+                cq.load()
+                self._cqs[(topic, int(q))] = cq
+
+    def _recover(self, abnormal: bool) -> None:
+        cl = self.commitlog
+        ck = self._checkpoint
+        cl.mfq.load()
+        self._load_consume_queues()
+        self.index.load()
+        files = cl.mfq.files
+        if abnormal:
+            idx_from = self.index.destroy_after(ck.index_offset)
+            dispatch_from = min(ck.logics_offset, idx_from)
+            start = min(ck.physic_offset, dispatch_from)
+        else:
+            dispatch_from = min(ck.logics_offset, ck.index_offset)
+            start = files[max(0, len(files) - 3)].file_from_offset if files else 0
+            start = min(start, dispatch_from)
+        start = max(start, cl.min_offset())
+        recs: list = []
+        valid_end = cl.recover(start, self.config.check_crc_on_recover or abnormal,
+                               lambda mf, pos, size: recs.append((mf, pos)), dispatch_from)
+        for cq in self._cqs.values():
+            cq.truncate_dirty(valid_end)
+        if recs:
+            log.info("re-dispatching %d records from commit log offset %d", len(recs),
+                     recs[0][0].file_from_offset + recs[0][1])
+        for mf, pos in recs:
+            (total, qid, qoff, phys, sys_flag, store_ts, topic_b, props_b) = \
+                _cl.record_dispatch_fields(mf.mm, pos)
+            topic = topic_b.decode("utf-8", errors="replace")
+            props = props_b.decode("utf-8", errors="replace")
+            req = DispatchRequest(topic, qid, phys, total, self._tags_code(topic, props, store_ts),
+                                  store_ts, qoff, find_property(props, "KEYS"),
+                                  find_property(props, "UNIQ_KEY"), sys_flag, props)
+            self._dispatch(req)
+            self._last_store_ts = max(self._last_store_ts, store_ts)
+        cl_min = cl.min_offset()
+        for key, cq in self._cqs.items():
+            cq.correct_min_offset(cl_min)
+            self._queue_offsets[key] = cq.max_offset
+        self._flush_logics()
+
+    # ------------------------------------------------------------------ put
+    def _tags_code(self, topic: str, props: str, store_ts: int) -> int:
+        if topic == SCHEDULE_TOPIC:
+            lvl = find_property(props, "DELAY")
+            if lvl and lvl.lstrip("-").isdigit():
+                level = min(max(int(lvl), 1), len(self._delay_levels))
+                return store_ts + self._delay_levels[level - 1]
+        return tags_code_of(props)
+
+    def _packed_host(self, host) -> bytes:
+        b = self._host_cache.get(host)
+        if b is None:
+            b = pack_host(host)
+            if len(self._host_cache) < 4096:
+                self._host_cache[host] = b
+        return b
+
+    def put_message(self, msg: MessageToStore) -> PutMessageResult:
+        """Append one message.  Thread-safe, blocking (SYNC_FLUSH waits for the fsync)."""
+        return self.put_messages([msg])
+
+    def put_messages(self, msgs: Sequence[MessageToStore]) -> PutMessageResult:
+        """Append a batch (one topic/queue, contiguous queue offsets) atomically w.r.t. other puts."""
+        t0 = time.perf_counter()
+        if not msgs:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
+        if not self._running:
+            return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running")
+        if self._disk_full:
+            return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                              "disk is nearly full; message store refuses writes")
+        cfg = self.config
+        prepared = []
+        for m in msgs:
+            topic_b = m.topic.encode("utf-8")
+            if not topic_b or len(topic_b) > 127:
+                return self._fail(PutMessageStatus.MESSAGE_ILLEGAL,
+                                  f"topic length {len(topic_b)} must be 1..127 bytes")
+            body = m.body if m.body is not None else b""
+            if len(body) > cfg.max_message_size:
+                return self._fail(PutMessageStatus.MESSAGE_ILLEGAL,
+                                  f"message body size {len(body)} exceeds {cfg.max_message_size}")
+            props_b = m.properties.encode("utf-8") if m.properties else b""
+            if len(props_b) > 32767:
+                return self._fail(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                                  f"properties size {len(props_b)} exceeds 32767")
+            born = self._packed_host(tuple(m.born_host))
+            store = self._packed_host(tuple(m.store_host))
+            sys_flag = m.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+            if len(born) == 20:
+                sys_flag |= BORNHOST_V6_FLAG
+            if len(store) == 20:
+                sys_flag |= STOREHOSTADDRESS_V6_FLAG
+            total = _codec.record_size(len(body), len(topic_b), len(props_b), len(born), len(store))
+            if total > self.max_record_size:
+                return self._fail(PutMessageStatus.MESSAGE_ILLEGAL,
+                                  f"record size {total} exceeds {self.max_record_size}")
+            prepared.append((m, topic_b, body, props_b, born, store, sys_flag, total))
+
+        reqs: list[DispatchRequest] = []
+        offsets: list[int] = []
+        wrote = 0
+        cl = self.commitlog
+        with self._put_lock:
+            if not self._running:
+                return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is shut down")
+            store_ts = self.clock()
+            if store_ts < self._last_store_ts:
+                store_ts = self._last_store_ts     # keep store times monotonic
+            first_qoff = None
+            for (m, topic_b, body, props_b, born, store, sys_flag, total) in prepared:
+                tt = sys_flag & 0xC
+                dispatch_cq = tt not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+                key = (m.topic, m.queue_id)
+                qoff = self._queue_offsets.get(key, 0) if dispatch_cq else 0
+                try:
+                    mf, pos = cl.reserve(total)
+                except OSError as e:
+                    log.exception("creating commit log segment failed")
+                    return self._fail(PutMessageStatus.CREATE_MAPEDFILE_FAILED, str(e))
+                phys = mf.file_from_offset + pos
+                _codec.encode_record_into(mf.mm, pos, total, topic_b, m.queue_id, m.flag, qoff, phys,
+                                          sys_flag, m.born_timestamp, born, store_ts, store,
+                                          m.reconsume_times, m.prepared_transaction_offset, body,
+                                          props_b)
+                cl.commit(mf, total)
+                if dispatch_cq:
+                    self._queue_offsets[key] = qoff + 1
+                if first_qoff is None:
+                    first_qoff = qoff
+                tags = m.tags_code
+                if m.topic == SCHEDULE_TOPIC:
+                    tags = self._tags_code(m.topic, m.properties, store_ts)
+                req = DispatchRequest(m.topic, m.queue_id, phys, total, tags, store_ts, qoff, m.keys,
+                                      m.uniq_key, sys_flag, m.properties)
+                self._dispatch(req)
+                reqs.append(req)
+                offsets.append(phys)
+                wrote += total
+            self._last_store_ts = store_ts
+            end_offset = offsets[-1] + prepared[-1][7]
+        for req in reqs:
+            for fn in self._listeners:
+                try:
+                    fn(req)
+                except Exception:
+                    log.exception("dispatch listener %r failed for %s/%d@%d", fn, req.topic,
+                                  req.queue_id, req.queue_offset)
+        status = PutMessageStatus.PUT_OK
+        remark = ""
+        if self._group_commit is not None and find_property(msgs[0].properties or "", "WAIT") != "false":
+            if not self._group_commit.wait_flushed(end_offset, cfg.sync_flush_timeout_ms / 1000):
+                status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+                remark = f"flush did not complete within {cfg.sync_flush_timeout_ms} ms"
+                log.warning("SYNC_FLUSH timeout for offset %d", end_offset)
+        elapsed = (time.perf_counter() - t0) * 1000
+        with self._stats_lock:
+            st = self._stats
+            st.put_message_times_total += len(msgs)
+            st.put_message_size_total += wrote
+            if elapsed > st.put_latency_max_ms:
+                st.put_latency_max_ms = elapsed
+        return PutMessageResult(status, offsets, first_qoff, len(msgs), store_ts, wrote, remark)
+
+    def _fail(self, status: PutMessageStatus, remark: str) -> PutMessageResult:
+        with self._stats_lock:
+            self._stats.put_message_failed_times += 1
+        return PutMessageResult(status, remark=remark)
+
+    def _dispatch(self, req: DispatchRequest) -> None:
+        """Write the consume queue entry and index items (caller holds the put lock or recovers)."""
+        tt = req.sys_flag & 0xC
+        if tt not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
+            cq = self._find_cq(req.topic, req.queue_id, create=True)
+            cq.put(req.queue_offset, req.commitlog_offset, req.size, req.tags_code)
+        if self.config.message_index_enable and tt != TRANSACTION_ROLLBACK_TYPE and \
+                (req.keys or req.uniq_key):
+            self.index.build(req.topic, req.keys, req.uniq_key, req.commitlog_offset,
+                             req.store_timestamp)
+
+    def add_dispatch_listener(self, fn: Callable[[DispatchRequest], None]) -> None:
+        """Call ``fn(DispatchRequest)`` after each message is appended and dispatched (any thread)."""
+        self._listeners.append(fn)
+
+    # ------------------------------------------------------------------ consume queues
+    def _find_cq(self, topic: str, queue_id: int, create: bool = False) -> Optional[ConsumeQueue]:
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None and create:
+            with self._cq_lock:
+                cq = self._cqs.get((topic, queue_id))
+                if cq is None:
+                    cq = ConsumeQueue(self.config.consume_queue_dir, topic, queue_id,
+                                      self.config.mapped_file_size_consume_queue)
+                    self._cqs = {**self._cqs, (topic, queue_id): cq}
+        return cq
+
+    def get_max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._find_cq(topic, queue_id)
+        return cq.max_offset if cq else 0
+
+    def get_min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._find_cq(topic, queue_id)
+        return cq.min_offset if cq else 0
+
+    def _store_time_of(self, phys: int, size: int) -> int:
+        v = self.commitlog.get(phys, min(size, 64))
+        if v is None or len(v) < 64:
+            return -1
+        sys_flag = _I32.unpack_from(v, 36)[0]
+        return _I64.unpack_from(v, 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8))[0]
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Store time of the message at ``queue_offset`` or -1."""
+        cq = self._find_cq(topic, queue_id)
+        e = cq.get_entry(queue_offset) if cq and queue_offset >= cq.min_offset else None
+        if e is None or e[1] == BLANK_ENTRY[1]:
+            return -1
+        return self._store_time_of(e[0], e[1])
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self._find_cq(topic, queue_id)
+        if cq is None:
+            return -1
+        return self.get_message_store_timestamp(topic, queue_id, cq.min_offset)
+
+    def get_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        cq = self._find_cq(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.offset_by_time(timestamp, self._store_time_of)
+
+    def delete_topic(self, topic: str) -> int:
+        """Drop every consume queue of ``topic``; returns how many were removed."""
+        with self._put_lock, self._cq_lock:
+            gone = [k for k in self._cqs if k[0] == topic]
+            new = dict(self._cqs)
+            for k in gone:
+                new.pop(k).destroy()
+                self._queue_offsets.pop(k, None)
+            self._cqs = new
+        tdir = os.path.join(self.config.consume_queue_dir, topic)
+        if os.path.isdir(tdir):
+            shutil.rmtree(tdir)
+        return len(gone)
+
+    def topics(self) -> set[str]:
+        return {k[0] for k in self._cqs}
+
+    # ------------------------------------------------------------------ get
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                     max_total_bytes: Optional[int] = None, message_filter=None) -> GetMessageResult:
+        """Read up to ``max_nums`` messages from logical ``offset`` (status table of README §3.3)."""
+        S = GetMessageStatus
+        with self._stats_lock:
+            self._stats.get_message_times_total += 1
+        cq = self._find_cq(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        mn, mx = cq.min_offset, cq.max_offset
+        if mx == 0:
+            return GetMessageResult(S.NO_MESSAGE_IN_QUEUE, 0, mn, mx)
+        if offset < mn:
+            return GetMessageResult(S.OFFSET_TOO_SMALL, mn, mn, mx)
+        if offset == mx:
+            return GetMessageResult(S.OFFSET_OVERFLOW_ONE, offset, mn, mx)
+        if offset > mx:
+            return GetMessageResult(S.OFFSET_OVERFLOW_BADLY, mx, mn, mx)
+        cfg = self.config
+        limit_bytes = cfg.max_transfer_bytes_on_message_in_memory
+        if max_total_bytes is not None:
+            limit_bytes = min(limit_bytes, max_total_bytes)
+        limit_count = min(max_nums, cfg.max_transfer_count_on_message_in_memory)
+        entries = cq.iter_from(offset, max(16000, max_nums * CQ_UNIT))
+        if entries is None:
+            return GetMessageResult(S.OFFSET_FOUND_NULL, cq.roll_next_file(offset), mn, mx)
+        res = GetMessageResult(S.NO_MATCHED_MESSAGE, offset, mn, mx)
+        cl = self.commitlog
+        next_phy_file_start = -1
+        scanned = 0
+        total = 0
+        for phys, size, tags in entries:
+            if res.buffers and (len(res.buffers) >= limit_count or total + size > limit_bytes):
+                break
+            scanned += 1
+            if phys < next_phy_file_start:
+                continue
+            if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags):
+                if not res.buffers:
+                    res.status = S.NO_MATCHED_MESSAGE
+                continue
+            view = cl.get(phys, size) if size != BLANK_ENTRY[1] else None
+            if view is None:
+                if not res.buffers:
+                    res.status = S.MESSAGE_WAS_REMOVING
+                next_phy_file_start = cl.roll_next_file(phys)
+                continue
+            if message_filter is not None and not message_filter.is_matched_by_commit_log(
+                    view, _LazyProps(view)):
+                view.release()
+                if not res.buffers:
+                    res.status = S.NO_MATCHED_MESSAGE
+                continue
+            res.buffers.append(view)
+            res.queue_offsets.append(offset + scanned - 1)
+            total += size
+            res.status = S.FOUND
+            next_phy_file_start = -1
+        res.next_begin_offset = offset + scanned
+        res.buffer_total_size = total
+        if res.buffers:
+            with self._stats_lock:
+                self._stats.get_message_found_total += 1
+                self._stats.get_message_transferred_total += len(res.buffers)
+        return res
+
+    def read_message(self, phys_offset: int) -> Optional[bytes]:
+        """One whole record at ``phys_offset`` (copy), or None if gone or not a valid record."""
+        v = self.commitlog.read_record(phys_offset)
+        return bytes(v) if v is not None else None
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int = 0,
+                      end_ts: int = 2 ** 62) -> QueryResult:
+        """Messages indexed under ``topic#key`` (KEYS token or UNIQ_KEY), newest first."""
+        r = self.index.query(topic, key, max_num, begin_ts, end_ts)
+        msgs = []
+        for off in r.phy_offsets:
+            b = self.read_message(off)
+            if b is not None:
+                msgs.append(b)
+        return QueryResult(msgs, r.index_last_update_timestamp, r.index_last_update_phyoffset)
+
+    def commitlog_min_offset(self) -> int:
+        return self.commitlog.min_offset()
+
+    def commitlog_max_offset(self) -> int:
+        return self.commitlog.max_offset()
+
+    # ------------------------------------------------------------------ flush
+    def _flush_commitlog(self) -> None:
+        ts = self._last_store_ts
+        self.commitlog.flush()
+        self._checkpoint.physic_msg_timestamp = max(self._checkpoint.physic_msg_timestamp, ts)
+        self._checkpoint.physic_offset = self.commitlog.flushed_where
+
+    def _flush_logics(self) -> None:
+        with self._put_lock:
+            disp = self.commitlog.max_offset()
+            ts = self._last_store_ts
+        for cq in list(self._cqs.values()):
+            cq.flush()
+        self.index.flush()
+        ck = self._checkpoint
+        ck.logics_offset = ck.index_offset = disp
+        ck.logics_msg_timestamp = ck.index_msg_timestamp = ts
+        ck.physic_offset = self.commitlog.flushed_where
+        ck.flush()
+
+    def flush(self) -> None:
+        """Flush the commit log, consume queues, index files and the checkpoint now."""
+        self._flush_commitlog()
+        self._flush_logics()
+
+    def _async_flush_loop(self) -> None:
+        cfg = self.config
+        while not self._stop.wait(cfg.flush_interval_commitlog_ms / 1000):
+            try:
+                now = time.monotonic()
+                thorough = now - self._last_thorough_flush >= cfg.flush_commitlog_thorough_interval_ms / 1000
+                if thorough or self.commitlog.dirty_bytes() >= cfg.flush_least_pages * PAGE:
+                    self._flush_commitlog()
+                    if thorough:
+                        self._last_thorough_flush = now
+            except Exception:
+                log.exception("async commit log flush failed")
+
+    def _cq_flush_loop(self) -> None:
+        while not self._stop.wait(self.config.flush_interval_consume_queue_ms / 1000):
+            try:
+                self._flush_logics()
+            except Exception:
+                log.exception("consume queue/index flush failed")
+
+    # ------------------------------------------------------------------ retention
+    def _disk_ratio(self, path: str) -> float:
+        if self.config.disk_usage is not None:
+            return float(self.config.disk_usage(path))
+        u = shutil.disk_usage(path)
+        return 100.0 * (u.total - u.free) / u.total if u.total else 0.0
+
+    def _check_disk(self) -> float:
+        ratio = self._disk_ratio(self.config.commitlog_dir)
+        full = ratio > self.config.disk_space_warning_level_ratio
+        if full != self._disk_full:
+            (log.error if full else log.info)("commit log disk usage %.1f%%: writes %s", ratio,
+                                             "refused" if full else "allowed again")
+        self._disk_full = full
+        self._stats.commitlog_disk_ratio = ratio
+        return ratio
+
+    def _clean_loop(self) -> None:
+        while not self._stop.wait(self.config.clean_resource_interval_ms / 1000):
+            try:
+                self.run_retention_once()
+            except Exception:
+                log.exception("retention run failed")
+
+    def _is_delete_hour(self) -> bool:
+        hour = time.localtime(self.clock() / 1000).tm_hour
+        return any(h.strip().isdigit() and int(h) == hour for h in self.config.delete_when.split(";"))
+
+    def run_retention_once(self) -> int:
+        """Delete expired commit-log segments (and then unreachable CQ/index files).
+
+        Runs at ``delete_when`` hours, or whenever disk usage exceeds ``disk_max_used_space_ratio``;
+        above ``disk_space_clean_forcibly_ratio`` even unexpired segments go.  Returns the number
+        of commit-log segments deleted.
+        """
+        cfg = self.config
+        ratio = self._check_disk()
+        space_full = ratio > cfg.disk_max_used_space_ratio
+        force = ratio > cfg.disk_space_clean_forcibly_ratio
+        deleted = 0
+        if space_full or self._is_delete_hour():
+            now = self.clock()
+            expired_ms = cfg.file_reserved_time_hours * 3600 * 1000
+            n = 0
+            for mf in self.commitlog.mfq.files[:-1]:
+                try:
+                    mtime = os.path.getmtime(mf.path) * 1000
+                except FileNotFoundError:
+                    log.warning("commit log segment %s vanished", mf.path)
+                    mtime = 0
+                if now >= mtime + expired_ms or force:
+                    n += 1
+                    if n >= cfg.delete_files_batch_max:
+                        break
+                else:
+                    break
+            if n:
+                gone = self.commitlog.mfq.remove_first(n)
+                deleted = len(gone)
+                log.info("retention: deleted %d commit log segment(s) (disk %.1f%%), min offset now %d",
+                         deleted, ratio, self.commitlog.min_offset())
+        cl_min = self.commitlog.min_offset()
+        for cq in list(self._cqs.values()):
+            cq.delete_expired_files(cl_min)
+        self.index.delete_expired(cl_min)
+        return deleted
+
+    # ------------------------------------------------------------------ stats
+    @property
+    def stats(self) -> StoreStats:
+        """Snapshot of runtime statistics."""
+        with self._stats_lock:
+            s = StoreStats(**self._stats.__dict__)
+        s.commitlog_min_offset = self.commitlog.min_offset()
+        s.commitlog_max_offset = self.commitlog.max_offset()
+        s.commitlog_flushed_offset = self.commitlog.flushed_where
+        s.dispatch_behind_bytes = 0   # dispatch is synchronous with the append
+        try:
+            s.consume_queue_disk_ratio = self._disk_ratio(self.config.consume_queue_dir)
+        except OSError:
+            log.exception("disk usage of %s", self.config.consume_queue_dir)
+        return s
+
+
+class _LazyProps:
+    """Callable returning the properties dict of a record, decoded on first call."""
+
+    __slots__ = ("_view", "_props")
+
+    def __init__(self, view: memoryview):
+        self._view = view
+        self._props = None
+
+    def __call__(self) -> dict:
+        if self._props is None:
+            f = _codec.decode_record(self._view, 0)
+            self._props = decode_properties(f[17].decode("utf-8", errors="replace"))
+        return self._props
