@@ -96,7 +96,7 @@ def to_long(s: str) -> int:
 def to_double(s: str) -> float:
     """Java ``Double.valueOf(String)`` (no hex floats); NaN maps to +inf so that
     ordering matches ``Double.compareTo`` (NaN above everything) against finite values."""
-    if s.isascii() and s.isdigit():
+    if s.isascii() and s.replace(".", "", 1).isdigit():  # plain "123" / "12.5" / ".5" / "5."
         return float(s)
     t = s.strip(_JAVA_TRIM)
     if _DOUBLE_RE.match(t):

@@ -82,6 +82,12 @@ CASES = [
     ("x = 5.0", {"x": "NaN"}, False),
     ("x > 5", {"x": "٦"}, True),  # Java Character.digit accepts Unicode digits
     ("x > 5", {"x": "5.0"}, ERR),
+    ("x >= 10.5 AND x < 100", {"x": "14.50"}, ERR),  # 100 is an Integer: "14.50" fails
+    ("x >= 10.5 AND x < 100.0", {"x": "14.50"}, True),
+    ("x > 5.0", {"x": "5."}, False),
+    ("x > 0.25", {"x": ".5"}, True),
+    ("x > 5.0", {"x": "."}, ERR),
+    ("x > 5.0", {"x": "1.2.3"}, ERR),
     # --- two properties
     ("x > y", {"x": "2.5", "y": "1"}, True),
     ("x < y", {"x": "2.5", "y": "10"}, True),  # numeric, not lexicographic
