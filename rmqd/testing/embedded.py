@@ -1,0 +1,168 @@
+"""Embedded rmqd: name server + broker in this process, on free loopback ports.
+
+    with EmbeddedServer() as server:            # runs its own uvloop thread
+        producer.set_namesrv_addr(server.namesrv_addr)
+
+    async with AsyncEmbeddedServer() as server:  # runs on the caller's event loop
+        ...
+
+The store lives in a temporary directory (removed on exit) unless ``store_dir`` is given; a
+server can be stopped and started again on the same ports and store to test restarts.
+"""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import threading
+from typing import Any, Mapping
+
+from rmqd.app import Services
+from rmqd.broker_controller import BrokerController
+from rmqd.config import BrokerConfig, NamesrvConfig
+from rmqd.namesrv.server import NameServer
+
+
+class AsyncEmbeddedServer:
+    """Name server + broker on the running loop (``async with``)."""
+
+    def __init__(self, store_dir: str | None = None, broker_properties: Mapping[str, Any] | None = None,
+                 namesrv_port: int = 0, broker_port: int = 0) -> None:
+        self._own_store = store_dir is None
+        self.store_dir = store_dir or tempfile.mkdtemp(prefix="rmqd-store-")
+        self.broker_properties = dict(broker_properties or {})
+        self.namesrv_port = namesrv_port
+        self.broker_port = broker_port
+        self.services: Services | None = None
+
+    def _build(self) -> Services:
+        ns_config = NamesrvConfig(listenPort=self.namesrv_port,
+                                  kvConfigPath=f"{self.store_dir}/namesrv/kvConfig.json")
+        broker_config = BrokerConfig(listenPort=self.broker_port, storePathRootDir=self.store_dir)
+        broker_config.update(self.broker_properties, source="embedded")
+        return Services(NameServer(ns_config), BrokerController(broker_config))
+
+    async def start(self) -> "AsyncEmbeddedServer":
+        self.services = self._build()
+        await self.services.start()
+        # Restarts reuse the ports that were picked the first time.
+        self.namesrv_port = self.services.namesrv.server.port
+        self.broker_port = self.services.broker.server.port
+        return self
+
+    async def stop(self) -> None:
+        if self.services is not None:
+            await self.services.close()
+            self.services = None
+
+    def cleanup(self) -> None:
+        if self._own_store:
+            shutil.rmtree(self.store_dir, ignore_errors=True)
+
+    @property
+    def namesrv_addr(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def broker_addr(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    @property
+    def broker(self) -> BrokerController:
+        assert self.services is not None and self.services.broker is not None
+        return self.services.broker
+
+    async def __aenter__(self) -> "AsyncEmbeddedServer":
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+        self.cleanup()
+
+
+class EmbeddedServer:
+    """Name server + broker on a background uvloop thread (``with``), for synchronous tests."""
+
+    def __init__(self, store_dir: str | None = None, broker_properties: Mapping[str, Any] | None = None,
+                 namesrv_port: int = 0, broker_port: int = 0, start_timeout: float = 10.0) -> None:
+        self._server = AsyncEmbeddedServer(store_dir, broker_properties, namesrv_port, broker_port)
+        self._start_timeout = start_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "EmbeddedServer":
+        import uvloop
+
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        self._loop = uvloop.new_event_loop()
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+
+            async def boot() -> None:
+                try:
+                    await self._server.start()
+                except BaseException as exc:  # reported to the starting thread
+                    failure.append(exc)
+                finally:
+                    ready.set()
+
+            self._loop.run_until_complete(boot())
+            if not failure:
+                self._loop.run_forever()
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.close()
+
+        self._thread = threading.Thread(target=run, name="rmqd-embedded", daemon=True)
+        self._thread.start()
+        if not ready.wait(self._start_timeout):
+            raise TimeoutError("embedded rmqd did not start in time")
+        if failure:
+            self._thread.join(5)
+            raise failure[0]
+        return self
+
+    def stop(self) -> None:
+        """Shut the servers down cleanly (store flushed); the store directory is kept."""
+        if self._loop is None or self._thread is None:
+            return
+        fut = asyncio.run_coroutine_threadsafe(self._server.stop(), self._loop)
+        fut.result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop = None
+        self._thread = None
+
+    def restart(self) -> "EmbeddedServer":
+        """Stop and start again on the same ports and store."""
+        self.stop()
+        return self.start()
+
+    def call(self, coro: Any, timeout: float = 10.0) -> Any:
+        """Run a coroutine on the server's loop and return its result."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    @property
+    def namesrv_addr(self) -> str:
+        return self._server.namesrv_addr
+
+    @property
+    def broker_addr(self) -> str:
+        return self._server.broker_addr
+
+    @property
+    def store_dir(self) -> str:
+        return self._server.store_dir
+
+    @property
+    def broker(self) -> BrokerController:
+        return self._server.broker
+
+    def __enter__(self) -> "EmbeddedServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self._server.cleanup()
