@@ -8,7 +8,7 @@ that has the client installed, and read what the script reports as JSON lines on
 
 Example::
 
-    from compat_tests.clientrunner import available_clients, run_client_script
+    from clientrunner import available_clients, run_client_script
 
     SCRIPT = '''
     from rocketmq.client import Producer, Message
@@ -28,10 +28,12 @@ With ``prelude=True`` (the default) the script is prefixed with :data:`PRELUDE`,
 provides ``NAMESRV`` (from the env var of that name), ``emit(**fields)`` (prints one JSON line,
 flushed), ``subscribe_raw(consumer, topic, expression, fn)`` (register a message callback whose
 return value decides the status: ``False``/``1``/``'RECONSUME_LATER'`` or an exception →
-RECONSUME_LATER; anything else (``True``/``None``/``0``) → CONSUME_SUCCESS. The wheel's
-own ``subscribe()`` re-raises exceptions
-inside the ctypes callback, so the status returned after an exception is undefined), and
-``wait_until(pred, timeout)``.
+RECONSUME_LATER; anything else (``True``/``None``/``0``) → CONSUME_SUCCESS. The wheel's own
+``subscribe()`` re-raises exceptions inside the ctypes callback, so the status returned after an
+exception is undefined), and ``wait_until(pred, timeout)``.
+
+``compat_tests`` has no ``__init__.py``; tests next to this file can ``import clientrunner``
+(pytest's default rootdir-relative import puts the test's directory on ``sys.path``).
 
 The C++ client's logs are redirected into a fresh temporary directory: ``HOME`` is pointed there
 (1.x logs to ``$HOME/logs/rocketmq-cpp/<pid>_rocketmq-cpp.log.N``) and
