@@ -26,6 +26,7 @@ class AllocateService(threading.Thread):
         self._cv = threading.Condition()
         self._want: Optional[int] = None
         self._ready: Optional[MappedFile] = None
+        self._creating: Optional[int] = None
         self._stopping = False
 
     def request(self, start: int) -> None:
@@ -35,7 +36,13 @@ class AllocateService(threading.Thread):
                 self._cv.notify()
 
     def take(self, start: int) -> Optional[MappedFile]:
+        """The preallocated file for ``start`` (waiting if it is being created right now), or
+        None — then the caller creates it and no background creation of it is pending."""
         with self._cv:
+            if self._want == start:
+                self._want = None
+            while self._creating == start:
+                self._cv.wait(1.0)
             mf = self._ready
             if mf is not None and mf.file_from_offset == start:
                 self._ready = None
@@ -53,15 +60,21 @@ class AllocateService(threading.Thread):
                 self._want = None
                 old = self._ready
                 self._ready = None
-            if old is not None and old.file_from_offset != start:
+                self._creating = start
+            if old is not None:
+                log.warning("discarding unused preallocated segment %s", old.path)
                 old.destroy()
+            mf = None
             try:
                 path = os.path.join(self.mfq.directory, offset_to_file_name(start))
                 mf = MappedFile(path, start, self.mfq.file_size)
             except Exception:
                 log.exception("preallocating commit log segment %d failed", start)
-                continue
             with self._cv:
+                self._creating = None
+                self._cv.notify_all()
+                if mf is None:
+                    continue
                 if self._stopping:
                     mf.destroy()
                     return

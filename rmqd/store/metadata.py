@@ -1,0 +1,602 @@
+"""Broker metadata persisted as JSON in the Java broker's shapes (README §3.0, §5.5).
+
+* :func:`atomic_write` – tmp + fsync, previous content kept as ``.bak``, atomic rename.
+* :func:`load_json_file` – falls back to ``.bak``; :func:`loads_lenient` accepts fastjson's
+  unquoted integer keys (``{0:123}``).
+* Managers: :class:`TopicConfigManager` (topics.json), :class:`SubscriptionGroupManager`
+  (subscriptionGroup.json), :class:`ConsumerOffsetManager` (consumerOffset.json),
+  :class:`DelayOffsetManager` (delayOffset.json).  All are thread-safe.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+log = logging.getLogger(__name__)
+
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
+TBW102 = "TBW102"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+BENCHMARK_TOPIC = "BenchmarkTest"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+TOPIC_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
+# ---------------------------------------------------------------------------------- JSON I/O
+def atomic_write(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` crash-safely: ``path.tmp`` (fsynced), old content → ``path.bak``,
+    then rename tmp over ``path`` and fsync the directory."""
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    if os.path.exists(path):
+        bak_tmp = path + ".bak.tmp"
+        shutil.copyfile(path, bak_tmp)
+        with open(bak_tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(bak_tmp, path + ".bak")
+    os.replace(tmp, path)
+    dfd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _quote_numeric_keys(text: str) -> str:
+    """Quote bare numeric object keys outside strings: ``{0:1,-1:2}`` → ``{"0":1,"-1":2}``."""
+    out = []
+    i, n = 0, len(text)
+    in_str = False
+    expect_key = False
+    while i < n:
+        c = text[i]
+        if in_str:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if c == '"':
+                in_str = False
+            i += 1
+            continue
+        if c == '"':
+            in_str = True
+            expect_key = False
+        elif c in "{,":
+            expect_key = True
+        elif expect_key and (c.isdigit() or c == "-"):
+            j = i + 1
+            while j < n and text[j].isdigit():
+                j += 1
+            k = j
+            while k < n and text[k] in " \t\r\n":
+                k += 1
+            if k < n and text[k] == ":":
+                out.append('"' + text[i:j] + '"')
+                i = j
+                expect_key = False
+                continue
+            expect_key = False
+        elif not c.isspace():
+            expect_key = False
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def loads_lenient(text: str) -> Any:
+    """json.loads that also accepts fastjson's unquoted integer keys."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return json.loads(_quote_numeric_keys(text))
+
+
+def load_json_file(path: str) -> Optional[Any]:
+    """Parse ``path``, falling back to ``path.bak`` if missing/empty/corrupt; None if neither."""
+    for p in (path, path + ".bak"):
+        try:
+            with open(p, "r", encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            continue
+        if not text.strip():
+            log.warning("config file %s is empty", p)
+            continue
+        try:
+            return loads_lenient(text)
+        except (json.JSONDecodeError, ValueError) as e:
+            log.error("config file %s is corrupt (%s); trying the backup", p, e)
+    return None
+
+
+def dumps_pretty(obj: Any) -> str:
+    return json.dumps(obj, indent="\t", sort_keys=True, ensure_ascii=False)
+
+
+class ConfigManager:
+    """Base: ``encode() -> dict`` / ``decode(dict)`` + load/persist with .bak fallback."""
+
+    file_name = ""
+
+    def __init__(self, config_dir: str):
+        self.config_dir = config_dir
+        self.path = os.path.join(config_dir, self.file_name)
+        self._lock = threading.RLock()
+
+    def load(self) -> bool:
+        data = load_json_file(self.path)
+        if data is None:
+            return False
+        with self._lock:
+            self.decode(data)
+        return True
+
+    def persist(self) -> None:
+        with self._lock:
+            text = dumps_pretty(self.encode())
+        atomic_write(self.path, text)
+
+    def encode(self) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def decode(self, data: dict) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+@dataclass
+class DataVersion:
+    counter: int = 0
+    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def next_version(self) -> None:
+        self.timestamp = int(time.time() * 1000)
+        self.counter += 1
+
+    def to_json(self) -> dict:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+    @classmethod
+    def from_json(cls, d: Optional[dict]) -> "DataVersion":
+        d = d or {}
+        return cls(int(d.get("counter", 0)), int(d.get("timestamp", 0)))
+
+
+# ---------------------------------------------------------------------------------- topics
+@dataclass
+class TopicConfig:
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+    attributes: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        d = {"order": self.order, "perm": self.perm, "readQueueNums": self.read_queue_nums,
+             "topicFilterType": self.topic_filter_type, "topicName": self.topic_name,
+             "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
+        if self.attributes:
+            d["attributes"] = dict(self.attributes)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TopicConfig":
+        return cls(topic_name=d["topicName"], read_queue_nums=int(d.get("readQueueNums", 16)),
+                   write_queue_nums=int(d.get("writeQueueNums", 16)), perm=int(d.get("perm", 6)),
+                   topic_filter_type=d.get("topicFilterType", "SINGLE_TAG"),
+                   topic_sys_flag=int(d.get("topicSysFlag", 0)), order=bool(d.get("order", False)),
+                   attributes=dict(d.get("attributes") or {}))
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def is_valid_topic_name(topic: str) -> bool:
+    return bool(topic) and len(topic) <= 127 and bool(TOPIC_NAME_RE.match(topic))
+
+
+class TopicConfigManager(ConfigManager):
+    """topics.json: TopicConfigSerializeWrapper ``{"dataVersion":…, "topicConfigTable":{…}}``.
+
+    ``on_change(topic_config | None)`` is called after a change is persisted (e.g. to re-register
+    with the name server); it may be called from any thread.
+    """
+
+    file_name = "topics.json"
+
+    def __init__(self, config_dir: str, broker_cluster_name: str = "DefaultCluster",
+                 broker_name: str = "broker-a", auto_create_topic_enable: bool = True,
+                 default_topic_queue_nums: int = 8, cluster_topic_enable: bool = True,
+                 broker_topic_enable: bool = True, trace_topic_enable: bool = False,
+                 on_change: Optional[Callable[[Optional[TopicConfig]], None]] = None):
+        super().__init__(config_dir)
+        self.cluster = broker_cluster_name
+        self.broker_name = broker_name
+        self.auto_create_topic_enable = auto_create_topic_enable
+        self.data_version = DataVersion()
+        self.table: dict[str, TopicConfig] = {}
+        self.on_change = on_change
+        self.system_topics: set[str] = set()
+        self._add_system(TopicConfig(SELF_TEST_TOPIC, 1, 1))
+        if auto_create_topic_enable:
+            self._add_system(TopicConfig(TBW102, default_topic_queue_nums, default_topic_queue_nums,
+                                         PERM_INHERIT | PERM_READ | PERM_WRITE))
+        self._add_system(TopicConfig(BENCHMARK_TOPIC, 1024, 1024))
+        perm = PERM_INHERIT | ((PERM_READ | PERM_WRITE) if cluster_topic_enable else 0)
+        self._add_system(TopicConfig(broker_cluster_name, 16, 16, perm))
+        perm = PERM_INHERIT | ((PERM_READ | PERM_WRITE) if broker_topic_enable else 0)
+        self._add_system(TopicConfig(broker_name, 1, 1, perm))
+        self._add_system(TopicConfig(OFFSET_MOVED_EVENT, 1, 1))
+        self._add_system(TopicConfig(SCHEDULE_TOPIC, 18, 18))
+        if trace_topic_enable:
+            self._add_system(TopicConfig(TRACE_TOPIC, 1, 1))
+        self._add_system(TopicConfig(f"{broker_cluster_name}_{REPLY_TOPIC_POSTFIX}", 1, 1))
+        for t in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC):
+            self._add_system(TopicConfig(t, 1, 1))
+
+    def _add_system(self, tc: TopicConfig) -> None:
+        self.table[tc.topic_name] = tc
+        self.system_topics.add(tc.topic_name)
+
+    def is_system_topic(self, topic: str) -> bool:
+        return topic in self.system_topics or topic.startswith("rmq_sys_")
+
+    # -- persistence
+    def encode(self) -> dict:
+        return {"dataVersion": self.data_version.to_json(),
+                "topicConfigTable": {k: v.to_json() for k, v in sorted(self.table.items())}}
+
+    def decode(self, data: dict) -> None:
+        for name, d in (data.get("topicConfigTable") or {}).items():
+            tc = TopicConfig.from_json(d)
+            if name == TBW102 and not self.auto_create_topic_enable:
+                tc.perm = PERM_READ | PERM_WRITE
+            self.table[name] = tc
+        self.data_version = DataVersion.from_json(data.get("dataVersion"))
+
+    def wrapper(self) -> dict:
+        """TopicConfigSerializeWrapper for REGISTER_BROKER / GET_ALL_TOPIC_CONFIG."""
+        with self._lock:
+            return self.encode()
+
+    # -- access
+    def get(self, topic: str) -> Optional[TopicConfig]:
+        return self.table.get(topic)
+
+    def topics(self) -> list[str]:
+        return list(self.table)
+
+    def _changed(self, tc: Optional[TopicConfig]) -> None:
+        self.data_version.next_version()
+        self.persist()
+        if self.on_change is not None:
+            try:
+                self.on_change(tc)
+            except Exception:
+                log.exception("topic change callback failed for %s", tc.topic_name if tc else None)
+
+    def update(self, tc: TopicConfig) -> None:
+        """Create or replace a topic config, persist and notify."""
+        with self._lock:
+            old = self.table.get(tc.topic_name)
+            self.table[tc.topic_name] = tc
+            log.info("topic config %s: %s -> %s", "updated" if old else "created", old, tc)
+            self._changed(tc)
+
+    def delete(self, topic: str) -> Optional[TopicConfig]:
+        with self._lock:
+            old = self.table.pop(topic, None)
+            if old is not None:
+                log.info("topic config deleted: %s", old)
+                self._changed(None)
+            return old
+
+    def create_topic_in_send_message_method(self, topic: str, default_topic: str, remote_addr: str,
+                                            client_default_topic_queue_nums: int,
+                                            topic_sys_flag: int = 0) -> Optional[TopicConfig]:
+        """Auto-create ``topic`` from ``default_topic`` (README §6.11); None if not allowed."""
+        with self._lock:
+            tc = self.table.get(topic)
+            if tc is not None:
+                return tc
+            dflt = self.table.get(default_topic)
+            if dflt is None:
+                log.warning("create topic %s from %s (%s): default topic does not exist", topic,
+                            default_topic, remote_addr)
+                return None
+            perm = dflt.perm
+            if default_topic == TBW102 and not self.auto_create_topic_enable:
+                perm = PERM_READ | PERM_WRITE
+            if not perm & PERM_INHERIT:
+                log.warning("create topic %s from %s (%s): default topic has no inherit perm (%d)",
+                            topic, default_topic, remote_addr, perm)
+                return None
+            n = max(0, min(client_default_topic_queue_nums, dflt.write_queue_nums))
+            tc = TopicConfig(topic, n, n, perm & ~PERM_INHERIT, dflt.topic_filter_type, topic_sys_flag)
+            self.table[topic] = tc
+            log.info("auto-created topic %s from %s for %s: %s", topic, default_topic, remote_addr, tc)
+            self._changed(tc)
+            return tc
+
+    def create_topic_in_send_message_back_method(self, topic: str, client_queue_nums: int,
+                                                 perm: int = PERM_READ | PERM_WRITE,
+                                                 topic_sys_flag: int = 0) -> TopicConfig:
+        """Create retry/DLQ topics (independent of autoCreateTopicEnable)."""
+        with self._lock:
+            tc = self.table.get(topic)
+            if tc is not None:
+                return tc
+            tc = TopicConfig(topic, client_queue_nums, client_queue_nums, perm, "SINGLE_TAG",
+                             topic_sys_flag)
+            self.table[topic] = tc
+            self._changed(tc)
+            return tc
+
+    def create_retry_topic(self, group: str, retry_queue_nums: int = 1) -> TopicConfig:
+        return self.create_topic_in_send_message_back_method(retry_topic(group), retry_queue_nums)
+
+    def create_dlq_topic(self, group: str) -> TopicConfig:
+        return self.create_topic_in_send_message_back_method(dlq_topic(group), 1)
+
+
+# ---------------------------------------------------------------------------------- groups
+@dataclass
+class SubscriptionGroupConfig:
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+    attributes: dict = field(default_factory=dict)
+
+    _MAP = (("group_name", "groupName"), ("consume_enable", "consumeEnable"),
+            ("consume_from_min_enable", "consumeFromMinEnable"),
+            ("consume_broadcast_enable", "consumeBroadcastEnable"),
+            ("retry_queue_nums", "retryQueueNums"), ("retry_max_times", "retryMaxTimes"),
+            ("broker_id", "brokerId"),
+            ("which_broker_when_consume_slowly", "whichBrokerWhenConsumeSlowly"),
+            ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"))
+
+    def to_json(self) -> dict:
+        d = {j: getattr(self, p) for p, j in self._MAP}
+        if self.attributes:
+            d["attributes"] = dict(self.attributes)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "SubscriptionGroupConfig":
+        kw = {p: d[j] for p, j in cls._MAP if j in d}
+        kw["attributes"] = dict(d.get("attributes") or {})
+        return cls(**kw)
+
+
+SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+                 "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_SYS_RMQ_TRANS")
+
+
+class SubscriptionGroupManager(ConfigManager):
+    """subscriptionGroup.json: ``{"dataVersion":…, "subscriptionGroupTable":{…}}``."""
+
+    file_name = "subscriptionGroup.json"
+
+    def __init__(self, config_dir: str, auto_create_subscription_group: bool = True):
+        super().__init__(config_dir)
+        self.auto_create = auto_create_subscription_group
+        self.data_version = DataVersion()
+        self.table: dict[str, SubscriptionGroupConfig] = {}
+        for g in SYSTEM_GROUPS:
+            self.table[g] = SubscriptionGroupConfig(g, consume_broadcast_enable=True)
+
+    def encode(self) -> dict:
+        return {"dataVersion": self.data_version.to_json(),
+                "subscriptionGroupTable": {k: v.to_json() for k, v in sorted(self.table.items())}}
+
+    def decode(self, data: dict) -> None:
+        for name, d in (data.get("subscriptionGroupTable") or {}).items():
+            self.table[name] = SubscriptionGroupConfig.from_json(d)
+        self.data_version = DataVersion.from_json(data.get("dataVersion"))
+
+    def find(self, group: str) -> Optional[SubscriptionGroupConfig]:
+        """Config of ``group``; auto-created (and persisted) when enabled."""
+        sg = self.table.get(group)
+        if sg is None and self.auto_create:
+            with self._lock:
+                sg = self.table.get(group)
+                if sg is None:
+                    sg = SubscriptionGroupConfig(group)
+                    self.table[group] = sg
+                    log.info("auto-created subscription group %s", group)
+                    self.data_version.next_version()
+                    self.persist()
+        return sg
+
+    def update(self, sg: SubscriptionGroupConfig) -> None:
+        with self._lock:
+            self.table[sg.group_name] = sg
+            self.data_version.next_version()
+            self.persist()
+
+    def delete(self, group: str) -> Optional[SubscriptionGroupConfig]:
+        with self._lock:
+            old = self.table.pop(group, None)
+            if old is not None:
+                self.data_version.next_version()
+                self.persist()
+            return old
+
+
+# ---------------------------------------------------------------------------------- offsets
+class _Periodic:
+    """Mixin: persist every ``interval_s`` when dirty, and on :meth:`shutdown`."""
+
+    interval_s = 5.0
+
+    def _init_periodic(self) -> None:
+        self._dirty = False
+        self._stopping = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self, first_delay_s: Optional[float] = None) -> None:
+        def loop() -> None:
+            if self._stopping.wait(self.interval_s if first_delay_s is None else first_delay_s):
+                return
+            while True:
+                try:
+                    self.persist_if_dirty()
+                except Exception:
+                    log.exception("persisting %s failed", self.path)
+                if self._stopping.wait(self.interval_s):
+                    return
+        self._thread = threading.Thread(target=loop, name=f"rmqd-persist-{self.file_name}",
+                                        daemon=True)
+        self._thread.start()
+
+    def persist_if_dirty(self) -> bool:
+        with self._lock:
+            if not self._dirty:
+                return False
+            self._dirty = False
+        self.persist()
+        return True
+
+    def shutdown(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        self.persist()
+
+
+class ConsumerOffsetManager(_Periodic, ConfigManager):
+    """consumerOffset.json ``{"offsetTable":{"T@G":{"0":123}}}``; persisted every 5 s if changed."""
+
+    file_name = "consumerOffset.json"
+    interval_s = 5.0
+
+    def __init__(self, config_dir: str):
+        ConfigManager.__init__(self, config_dir)
+        self._init_periodic()
+        self.table: dict[str, dict[int, int]] = {}
+
+    def encode(self) -> dict:
+        return {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())}
+                                for k, v in self.table.items()}}
+
+    def decode(self, data: dict) -> None:
+        self.table = {k: {int(q): int(o) for q, o in (v or {}).items()}
+                      for k, v in (data.get("offsetTable") or {}).items()}
+
+    def commit_offset(self, client_host: str, group: str, topic: str, queue_id: int,
+                      offset: int) -> None:
+        key = f"{topic}@{group}"
+        with self._lock:
+            m = self.table.setdefault(key, {})
+            prev = m.get(queue_id)
+            m[queue_id] = offset
+            self._dirty = True
+        if prev is not None and offset < prev:
+            log.debug("offset of %s q%d moved back %d -> %d by %s", key, queue_id, prev, offset,
+                      client_host)
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """Committed offset or -1."""
+        m = self.table.get(f"{topic}@{group}")
+        return m.get(queue_id, -1) if m else -1
+
+    def query_offsets(self, group: str, topic: str) -> dict[int, int]:
+        return dict(self.table.get(f"{topic}@{group}", {}))
+
+    def which_topic_by_consumer(self, group: str) -> set[str]:
+        return {k.split("@", 1)[0] for k in list(self.table) if k.split("@", 1)[1] == group}
+
+    def which_group_by_topic(self, topic: str) -> set[str]:
+        return {k.split("@", 1)[1] for k in list(self.table) if k.split("@", 1)[0] == topic}
+
+    def remove_offset(self, group: str, topic: Optional[str] = None) -> int:
+        """Drop offsets of ``group`` (all topics, or just ``topic``); returns entries removed."""
+        with self._lock:
+            gone = [k for k in self.table if k.split("@", 1)[1] == group
+                    and (topic is None or k.split("@", 1)[0] == topic)]
+            for k in gone:
+                del self.table[k]
+            if gone:
+                self._dirty = True
+            return len(gone)
+
+    def remove_topic(self, topic: str) -> int:
+        with self._lock:
+            gone = [k for k in self.table if k.split("@", 1)[0] == topic]
+            for k in gone:
+                del self.table[k]
+            if gone:
+                self._dirty = True
+            return len(gone)
+
+    def clone_offset(self, src_group: str, dest_group: str, topic: str) -> None:
+        with self._lock:
+            m = self.table.get(f"{topic}@{src_group}")
+            if m is not None:
+                self.table[f"{topic}@{dest_group}"] = dict(m)
+                self._dirty = True
+
+
+class DelayOffsetManager(_Periodic, ConfigManager):
+    """delayOffset.json ``{"offsetTable":{1:0,2:17}}`` (level → next SCHEDULE queue offset)."""
+
+    file_name = "delayOffset.json"
+    interval_s = 10.0
+
+    def __init__(self, config_dir: str):
+        ConfigManager.__init__(self, config_dir)
+        self._init_periodic()
+        self.table: dict[int, int] = {}
+
+    def encode(self) -> dict:
+        return {"offsetTable": {str(k): v for k, v in sorted(self.table.items())}}
+
+    def decode(self, data: dict) -> None:
+        self.table = {int(k): int(v) for k, v in (data.get("offsetTable") or {}).items()}
+
+    def update(self, level: int, offset: int) -> None:
+        with self._lock:
+            self.table[level] = offset
+            self._dirty = True
+
+    def get(self, level: int) -> int:
+        return self.table.get(level, 0)
