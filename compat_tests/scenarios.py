@@ -1,0 +1,162 @@
+"""Client-side scenario scripts run by the C++ client in a subprocess (see clientrunner).
+
+Each script reads its parameters from the JSON env var ``SCENARIO_ARGS`` and reports events as
+JSON lines through ``emit``.  Helpers here start them (optionally in a background thread).
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+from clientrunner import ClientRun, run_client_script
+
+PRODUCER = r'''
+from rocketmq.client import Producer, Message
+A = _json.loads(_os.environ['SCENARIO_ARGS'])
+p = Producer(A['group'])
+p.set_namesrv_addr(NAMESRV)
+p.start()
+
+def make(i):
+    m = Message(A['topic'])
+    m.set_body('%s-%d' % (A['prefix'], i))
+    if A.get('tag'):
+        m.set_tags(A['tag'])
+    m.set_keys('key-%s-%d' % (A['prefix'], i))
+    m.set_property('seq', str(i))
+    m.set_property('origin', 'compat')
+    if A.get('delay_level'):
+        m.set_delay_time_level(A['delay_level'])
+    return m
+
+mode = A['mode']
+done = []
+for i in range(A['count']):
+    m = make(i)
+    t0 = _time.time()
+    if mode == 'sync':
+        r = p.send_sync(m)
+        emit(op='send', i=i, status=int(r.status), msg_id=r.msg_id, offset=r.offset, ts=t0)
+    elif mode == 'oneway':
+        p.send_oneway(m)
+        emit(op='send', i=i, ts=t0)
+    elif mode == 'orderly':
+        arg = A['keys'][i]
+        r = p.send_orderly(m, arg)
+        emit(op='send', i=i, status=int(r.status), msg_id=r.msg_id, offset=r.offset, arg=arg, ts=t0)
+    elif mode == 'async':
+        def ok(r, i=i):
+            emit(op='send', i=i, status=int(r.status), msg_id=r.msg_id, offset=r.offset)
+            done.append(i)
+        def fail(e, i=i):
+            emit(op='send_error', i=i, error=str(e))
+            done.append(i)
+        p.send_async(m, ok, fail)
+    elif mode == 'batch':
+        pass
+if mode == 'batch':
+    msgs = [make(i) for i in range(A['count'])]
+    r = p.send_batch(msgs)
+    emit(op='batch', status=int(r.status), msg_id=r.msg_id, offset=r.offset)
+if mode == 'async':
+    wait_until(lambda: len(done) >= A['count'], 30)
+if mode == 'oneway':
+    _time.sleep(1.0)
+p.shutdown()
+emit(op='producer_done')
+'''
+
+PUSH_CONSUMER = r'''
+from rocketmq.client import PushConsumer
+A = _json.loads(_os.environ['SCENARIO_ARGS'])
+c = PushConsumer(A['group'], orderly=A.get('orderly', False))
+c.set_namesrv_addr(NAMESRV)
+if A.get('instance'):
+    c.set_instance_name(A['instance'])
+seen = []
+fail_first = set(A.get('fail_bodies', []))
+failed = set()
+
+def on_message(msg):
+    body = msg.body.decode('utf-8', 'replace')
+    props = {k: (msg.get_property(k) or b'').decode() for k in A.get('props', [])}
+    emit(op='recv', body=body, topic=msg.topic, tags=(msg.tags or b'').decode(), keys=(msg.keys or b'').decode(),
+         props=props, queue_id=msg.queue_id, offset=msg.queue_offset, id=msg.id,
+         reconsume=msg.reconsume_times, t=_time.time())
+    if body in fail_first and body not in failed:
+        failed.add(body)
+        return 'RECONSUME_LATER'
+    seen.append(body)
+    return True
+
+subscribe_raw(c, A['topic'], A.get('expr', '*'), on_message)
+c.start()
+emit(op='started')
+wait_until(lambda: len(seen) >= A['expect'], A['timeout'])
+_time.sleep(A.get('linger', 0))
+emit(op='done', n=len(seen))
+if A.get('shutdown', True):
+    c.shutdown()
+    emit(op='shutdown')
+'''
+
+PULL_CONSUMER = r'''
+from rocketmq.client import PullConsumer
+A = _json.loads(_os.environ['SCENARIO_ARGS'])
+c = PullConsumer(A['group'])
+c.set_namesrv_addr(NAMESRV)
+c.start()
+got = []
+deadline = _time.time() + A['timeout']
+while len(got) < A['expect'] and _time.time() < deadline:
+    for msg in c.pull(A['topic'], A.get('expr', '*')):
+        got.append(1)
+        emit(op='recv', body=msg.body.decode(), queue_id=msg.queue_id, offset=msg.queue_offset,
+             tags=(msg.tags or b'').decode(), keys=(msg.keys or b'').decode())
+    _time.sleep(0.2)
+emit(op='done', n=len(got))
+c.shutdown()
+'''
+
+
+def run(python: str, script: str, namesrv: str, args: dict[str, Any], timeout: float = 60.0) -> ClientRun:
+    """Run one scenario script to completion."""
+    return run_client_script(python, script, env={"NAMESRV": namesrv, "SCENARIO_ARGS": json.dumps(args)},
+                             timeout=timeout)
+
+
+class Background:
+    """Run a scenario in a thread; ``result()`` joins and returns the ClientRun."""
+
+    def __init__(self, python: str, script: str, namesrv: str, args: dict[str, Any], timeout: float = 90.0):
+        self._result: ClientRun | None = None
+        self._thread = threading.Thread(target=self._run, args=(python, script, namesrv, args, timeout), daemon=True)
+        self._thread.start()
+
+    def _run(self, *a: Any) -> None:
+        self._result = run(*a)
+
+    def result(self, timeout: float = 120.0) -> ClientRun:
+        self._thread.join(timeout)
+        assert self._result is not None, "scenario did not finish"
+        return self._result
+
+
+def produce(python: str, namesrv: str, topic: str, count: int, mode: str = "sync", prefix: str = "m",
+            group: str = "PG_COMPAT", **extra: Any) -> ClientRun:
+    res = run(python, PRODUCER, namesrv, dict(topic=topic, count=count, mode=mode, prefix=prefix, group=group, **extra))
+    assert res.returncode == 0 and not res.timed_out, f"producer failed: {res.stderr[-2000:]}\n{res.client_log[-3000:]}"
+    return res
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.1, what: str = "condition"):
+    """Poll ``predicate`` until it returns a truthy value (returned) or fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
