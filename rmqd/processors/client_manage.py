@@ -1,0 +1,155 @@
+"""HEART_BEAT (34), UNREGISTER_CLIENT (35), CHECK_CLIENT_CONFIG (46), GET_CONSUMER_RUNNING_INFO (307).
+
+Java: ``ClientManageProcessor``, ``AdminBrokerProcessor.getConsumerRunningInfo`` /
+``Broker2Client.callClient`` (README §3.4).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, Optional
+
+import orjson
+
+from rmqd.filter import SQLParseError, compile_expression, is_tag_type
+from rmqd.processors.client_manager import (CONSUME_FROM_WHERE, CONSUME_TYPES, MESSAGE_MODELS,
+                                            ClientChannelInfo, enum_name)
+from rmqd.remoting import fastjson
+from rmqd.remoting.codes import RequestCode, ResponseCode, Version
+from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response, require
+from rmqd.store.metadata import retry_topic
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+
+def parse_json_body(request: RemotingCommand) -> Any:
+    """Decode a JSON body (orjson first; fastjson liberties as a fallback)."""
+    raw = request.body_bytes() if request.body is not None else b""
+    if not raw:
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return fastjson.loads_lenient(raw)
+
+
+class ClientManageProcessor:
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+
+    # ------------------------------------------------------------------ HEART_BEAT
+    def heart_beat(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        data = parse_json_body(request) or {}
+        broker = self.broker
+        client_id = str(data.get("clientID") or "")
+        language = request.language if isinstance(request.language, str) else str(request.language)
+        for cd in data.get("consumerDataSet") or []:
+            group = cd.get("groupName")
+            if not group:
+                continue
+            sg = broker.subscription_group_manager.find(group)
+            notify = True
+            if sg is not None:
+                notify = sg.notify_consumer_ids_changed_enable
+                rt = retry_topic(group)
+                if broker.topic_config_manager.get(rt) is None:
+                    # topics.json change callback re-registers with the name servers.
+                    broker.topic_config_manager.create_topic_in_send_message_back_method(
+                        rt, sg.retry_queue_nums, 6, 0)
+            channel = ClientChannelInfo(conn, client_id, language, request.version)
+            changed = broker.consumer_manager.register(
+                group, channel,
+                enum_name(cd.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY"),
+                enum_name(cd.get("messageModel"), MESSAGE_MODELS, "CLUSTERING"),
+                enum_name(cd.get("consumeFromWhere"), CONSUME_FROM_WHERE, "CONSUME_FROM_LAST_OFFSET"),
+                list(cd.get("subscriptionDataSet") or []), notify=notify)
+            if changed:
+                log.info("consumer group %s changed by heartbeat from %s (%s)", group, client_id,
+                         conn.remote_address)
+        for pd in data.get("producerDataSet") or []:
+            group = pd.get("groupName")
+            if group:
+                broker.producer_manager.register(group, ClientChannelInfo(conn, client_id, language,
+                                                                          request.version))
+        return new_response()
+
+    # ------------------------------------------------------------------ UNREGISTER_CLIENT
+    def unregister_client(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        require(request, "clientID")
+        ext = request.ext_fields or {}
+        broker = self.broker
+        producer_group = ext.get("producerGroup")
+        if producer_group:
+            broker.producer_manager.unregister(producer_group, conn)
+        consumer_group = ext.get("consumerGroup")
+        if consumer_group:
+            sg = broker.subscription_group_manager.table.get(consumer_group)
+            notify = sg.notify_consumer_ids_changed_enable if sg is not None else True
+            broker.consumer_manager.unregister(consumer_group, conn, notify=notify)
+        return new_response()
+
+    # ------------------------------------------------------------------ CHECK_CLIENT_CONFIG
+    def check_client_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        body = parse_json_body(request) or {}
+        sub = body.get("subscriptionData")
+        if sub:
+            etype = sub.get("expressionType")
+            if is_tag_type(etype):
+                return new_response()
+            if not self.broker.config.enablePropertyFilter:
+                return error_response(ResponseCode.SYSTEM_ERROR,
+                                      f"The broker does not support consumer to filter message by {etype}")
+            if etype != "SQL92":
+                return error_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                      f"Not found filter for type {etype}")
+            try:
+                compile_expression(sub.get("subString") or "")
+            except SQLParseError as exc:
+                return error_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
+        return new_response()
+
+    # ------------------------------------------------------------------ GET_CONSUMER_RUNNING_INFO
+    async def get_consumer_running_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """Relay to the consumer's own connection (loop handler; awaits the client)."""
+        group, client_id = require(request, "consumerGroup", "clientId")
+        info = self.broker.consumer_manager.get(group)
+        channel = info.find_channel(client_id) if info is not None else None
+        if channel is None or channel.conn.closed:
+            return error_response(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+        if channel.version < Version.V3_1_8_SNAPSHOT:
+            return error_response(ResponseCode.SYSTEM_ERROR,
+                                  f"The Consumer <{group}> Version <{channel.version}> too low to finish, "
+                                  "please upgrade it to V3_1_8_SNAPSHOT")
+        ext = {k: v for k, v in (request.ext_fields or {}).items()}
+        relay = new_request(RequestCode.GET_CONSUMER_RUNNING_INFO, ext)
+        try:
+            answer = await channel.conn.invoke(relay, self.broker.call_client_timeout)
+        except asyncio.TimeoutError:
+            return error_response(ResponseCode.CONSUME_MSG_TIMEOUT,
+                                  f"consumer <{group}> <{client_id}> Timeout: invoke client timeout")
+        except Exception as exc:  # connection closed while waiting
+            log.warning("GET_CONSUMER_RUNNING_INFO relay to %s failed: %s", channel.conn.remote_address, exc)
+            return error_response(ResponseCode.SYSTEM_ERROR,
+                                  f"invoke consumer <{group}> <{client_id}> Exception: {exc}")
+        return new_response(answer.code, answer.remark, answer.ext_fields,
+                            answer.body_bytes() if answer.body is not None else None)
+
+
+def notify_consumer_ids_changed(group: str, conns: list) -> None:
+    """Send NOTIFY_CONSUMER_IDS_CHANGED (oneway, header consumerGroup) to every channel of a group."""
+    for conn in conns:
+        if conn.closed:
+            continue
+        try:
+            conn.invoke_oneway(new_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}))
+        except Exception:
+            log.exception("notify consumer ids changed to %s failed (group %s)", conn.remote_address, group)
+
+
+def find_consumer_conn(broker: "BrokerController", group: str, client_id: str) -> Optional[Any]:
+    info = broker.consumer_manager.get(group)
+    ch = info.find_channel(client_id) if info is not None else None
+    return ch.conn if ch is not None else None

@@ -1,0 +1,302 @@
+"""ConsumerManager / ProducerManager: who is online, per group, on which channel.
+
+Java: ``broker/client/ConsumerManager``, ``ConsumerGroupInfo``, ``ProducerManager``.  Tables are
+touched from pool threads (heartbeats) and the loop (connection close, expiry scan), so every
+mutation happens under one lock per manager.  Consumer-id change notifications are returned to the
+caller (or given to ``on_group_changed``) rather than sent under the lock.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from rmqd.filter import ExpressionMessageFilter, SQLParseError, is_tag_type
+
+log = logging.getLogger(__name__)
+
+CONSUME_TYPES = ["CONSUME_ACTIVELY", "CONSUME_PASSIVELY", "CONSUME_POP"]
+MESSAGE_MODELS = ["BROADCASTING", "CLUSTERING"]
+CONSUME_FROM_WHERE = [
+    "CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
+    "CONSUME_FROM_TIMESTAMP",
+]
+
+
+def enum_name(value: Any, names: list[str], default: str) -> str:
+    """Java enums arrive as names (Java/Go) or ordinals (C++); normalise to the name."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return names[value] if 0 <= value < len(names) else default
+    s = str(value)
+    if s.lstrip("-").isdigit():
+        i = int(s)
+        return names[i] if 0 <= i < len(names) else default
+    return s
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(eq=False)
+class ClientChannelInfo:
+    """One client on one connection (Java ClientChannelInfo)."""
+
+    conn: Any
+    client_id: str
+    language: str
+    version: int
+    last_update: int = field(default_factory=now_ms)
+
+    def to_connection_json(self) -> dict:
+        """The ``Connection`` JSON shape used by admin bodies."""
+        return {"clientAddr": self.conn.remote_address, "clientId": self.client_id,
+                "language": self.language, "version": self.version}
+
+
+class SubscriptionEntry:
+    """A registered SubscriptionData plus its compiled broker-side filter (if any)."""
+
+    __slots__ = ("data", "sub_version", "filter", "filter_error")
+
+    def __init__(self, data: dict) -> None:
+        self.data = data
+        self.sub_version = int(data.get("subVersion") or 0)
+        self.filter: Optional[ExpressionMessageFilter] = None
+        self.filter_error: Optional[str] = None
+        try:
+            self.filter = ExpressionMessageFilter.from_subscription_data(data)
+        except SQLParseError as exc:
+            self.filter_error = str(exc)
+            log.warning("subscription %r of topic %s does not compile: %s", data.get("subString"),
+                        data.get("topic"), exc)
+
+    @property
+    def is_tag(self) -> bool:
+        return is_tag_type(self.data.get("expressionType"))
+
+
+def normalize_subscription(sub: dict) -> dict:
+    """SubscriptionData as Java would re-serialize it (C++ sends strings/ints, omits fields)."""
+    out = dict(sub)
+    out["subVersion"] = int(out.get("subVersion") or 0)
+    out.setdefault("classFilterMode", False)
+    out.setdefault("codeSet", [])
+    out.setdefault("tagsSet", [])
+    out.setdefault("expressionType", "TAG")
+    if not out.get("expressionType"):
+        out["expressionType"] = "TAG"
+    out.pop("filterClassSource", None)
+    return out
+
+
+class ConsumerGroupInfo:
+    """Channels and subscriptions of one consumer group."""
+
+    def __init__(self, group: str, consume_type: str, message_model: str, consume_from_where: str) -> None:
+        self.group = group
+        self.consume_type = consume_type
+        self.message_model = message_model
+        self.consume_from_where = consume_from_where
+        self.channels: dict[Any, ClientChannelInfo] = {}
+        self.subscriptions: dict[str, SubscriptionEntry] = {}
+        self.last_update = now_ms()
+
+    def client_ids(self) -> list[str]:
+        return [c.client_id for c in self.channels.values()]
+
+    def find_channel(self, client_id: str) -> Optional[ClientChannelInfo]:
+        for info in self.channels.values():
+            if info.client_id == client_id:
+                return info
+        return None
+
+    def update_channel(self, info: ClientChannelInfo, consume_type: str, message_model: str,
+                       consume_from_where: str) -> bool:
+        """Register/refresh a channel; True when the channel is new to the group."""
+        self.consume_type = consume_type
+        self.message_model = message_model
+        self.consume_from_where = consume_from_where
+        old = self.channels.get(info.conn)
+        if old is None:
+            self.channels[info.conn] = info
+            new = True
+        else:
+            if old.client_id != info.client_id:
+                log.error("consumer group %s: channel %s changed client id %s -> %s", self.group,
+                          info.conn.remote_address, old.client_id, info.client_id)
+                old.client_id = info.client_id
+            old.last_update = info.last_update
+            new = False
+        self.last_update = now_ms()
+        return new
+
+    def update_subscriptions(self, subs: list[dict]) -> bool:
+        """Java rule: replace a topic's entry only for a newer subVersion; drop absent topics.
+
+        Returns True when topics were added or removed.
+        """
+        changed = False
+        seen = set()
+        for raw in subs:
+            sub = normalize_subscription(raw)
+            topic = sub.get("topic")
+            seen.add(topic)
+            old = self.subscriptions.get(topic)
+            if old is None:
+                self.subscriptions[topic] = SubscriptionEntry(sub)
+                changed = True
+            elif sub["subVersion"] > old.sub_version:
+                self.subscriptions[topic] = SubscriptionEntry(sub)
+        for topic in [t for t in self.subscriptions if t not in seen]:
+            del self.subscriptions[topic]
+            changed = True
+        self.last_update = now_ms()
+        return changed
+
+
+class ConsumerManager:
+    """group → ConsumerGroupInfo.  ``on_group_changed(group, conns)`` sends notifications."""
+
+    def __init__(self, on_group_changed: Optional[Callable[[str, list], None]] = None) -> None:
+        self._groups: dict[str, ConsumerGroupInfo] = {}
+        self._lock = threading.RLock()
+        self.on_group_changed = on_group_changed
+
+    def get(self, group: str) -> Optional[ConsumerGroupInfo]:
+        return self._groups.get(group)
+
+    def groups(self) -> dict[str, ConsumerGroupInfo]:
+        return dict(self._groups)
+
+    def find_subscription(self, group: str, topic: str) -> Optional[SubscriptionEntry]:
+        info = self._groups.get(group)
+        return info.subscriptions.get(topic) if info else None
+
+    def _notify(self, group: str, info: Optional[ConsumerGroupInfo], notify: bool) -> None:
+        if notify and self.on_group_changed is not None and info is not None:
+            self.on_group_changed(group, list(info.channels))
+
+    def register(self, group: str, channel: ClientChannelInfo, consume_type: str, message_model: str,
+                 consume_from_where: str, subscriptions: list[dict], notify: bool = True) -> bool:
+        """Heartbeat registration; returns True when membership or subscriptions changed."""
+        with self._lock:
+            info = self._groups.get(group)
+            if info is None:
+                info = self._groups[group] = ConsumerGroupInfo(group, consume_type, message_model,
+                                                               consume_from_where)
+            r1 = info.update_channel(channel, consume_type, message_model, consume_from_where)
+            r2 = info.update_subscriptions(subscriptions)
+            changed = r1 or r2
+        if changed:
+            self._notify(group, info, notify)
+        return changed
+
+    def unregister(self, group: str, conn: Any, notify: bool = True) -> bool:
+        with self._lock:
+            info = self._groups.get(group)
+            if info is None or info.channels.pop(conn, None) is None:
+                return False
+            if not info.channels:
+                del self._groups[group]
+        self._notify(group, info, notify)
+        return True
+
+    def do_channel_close(self, conn: Any) -> list[str]:
+        """Remove ``conn`` from every group; notifies the remaining members.  Returns the groups."""
+        removed = []
+        with self._lock:
+            for group, info in list(self._groups.items()):
+                if info.channels.pop(conn, None) is not None:
+                    removed.append((group, info))
+                    if not info.channels:
+                        del self._groups[group]
+        for group, info in removed:
+            self._notify(group, info, True)
+        return [g for g, _ in removed]
+
+    def scan_not_active(self, timeout_ms: int) -> list[Any]:
+        """Drop channels silent for more than ``timeout_ms``; returns their connections."""
+        limit = now_ms() - timeout_ms
+        expired = []
+        changed = []
+        with self._lock:
+            for group, info in list(self._groups.items()):
+                dead = [c for c, ch in info.channels.items() if ch.last_update < limit]
+                for c in dead:
+                    log.warning("consumer group %s: channel %s (%s) expired", group, c.remote_address,
+                                info.channels[c].client_id)
+                    del info.channels[c]
+                    expired.append(c)
+                if dead:
+                    changed.append((group, info))
+                    if not info.channels:
+                        del self._groups[group]
+        for group, info in changed:
+            self._notify(group, info, True)
+        return expired
+
+
+class ProducerManager:
+    """group → {conn: ClientChannelInfo} (Java ProducerManager)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, dict[Any, ClientChannelInfo]] = {}
+        self._lock = threading.Lock()
+
+    def register(self, group: str, channel: ClientChannelInfo) -> None:
+        with self._lock:
+            chans = self._groups.setdefault(group, {})
+            old = chans.get(channel.conn)
+            if old is None:
+                chans[channel.conn] = channel
+            else:
+                old.last_update = channel.last_update
+                old.client_id = channel.client_id
+
+    def unregister(self, group: str, conn: Any) -> None:
+        with self._lock:
+            chans = self._groups.get(group)
+            if chans is not None:
+                chans.pop(conn, None)
+                if not chans:
+                    del self._groups[group]
+
+    def get(self, group: str) -> list[ClientChannelInfo]:
+        return list(self._groups.get(group, {}).values())
+
+    def groups(self) -> dict[str, list[ClientChannelInfo]]:
+        return {g: list(c.values()) for g, c in self._groups.items()}
+
+    def available_channel(self, group: str) -> Optional[Any]:
+        """A live connection of ``group`` (for broker → producer calls)."""
+        for info in self._groups.get(group, {}).values():
+            if not info.conn.closed:
+                return info.conn
+        return None
+
+    def do_channel_close(self, conn: Any) -> None:
+        with self._lock:
+            for group, chans in list(self._groups.items()):
+                if chans.pop(conn, None) is not None and not chans:
+                    del self._groups[group]
+
+    def scan_not_active(self, timeout_ms: int) -> list[Any]:
+        limit = now_ms() - timeout_ms
+        expired = []
+        with self._lock:
+            for group, chans in list(self._groups.items()):
+                for c in [c for c, ch in chans.items() if ch.last_update < limit]:
+                    log.warning("producer group %s: channel %s expired", group, c.remote_address)
+                    del chans[c]
+                    expired.append(c)
+                if not chans:
+                    del self._groups[group]
+        return expired

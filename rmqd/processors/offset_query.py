@@ -1,0 +1,33 @@
+"""GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), SEARCH_OFFSET_BY_TIMESTAMP (29),
+GET_EARLIEST_MSG_STORETIME (32) – consume-queue bounds for clients and admin (README §3.3)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rmqd.remoting.command import RemotingCommand, new_response, require
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+
+class OffsetQueryProcessor:
+    def __init__(self, broker: "BrokerController") -> None:
+        self.store = broker.store
+
+    def get_max_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        topic, queue_id = require(request, "topic", "queueId")
+        return new_response(ext_fields={"offset": str(self.store.get_max_offset(topic, int(queue_id)))})
+
+    def get_min_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        topic, queue_id = require(request, "topic", "queueId")
+        return new_response(ext_fields={"offset": str(self.store.get_min_offset(topic, int(queue_id)))})
+
+    def search_offset_by_timestamp(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        topic, queue_id, ts = require(request, "topic", "queueId", "timestamp")
+        offset = self.store.get_offset_by_time(topic, int(queue_id), int(ts))
+        return new_response(ext_fields={"offset": str(offset)})
+
+    def get_earliest_msg_storetime(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        topic, queue_id = require(request, "topic", "queueId")
+        ts = self.store.get_earliest_message_time(topic, int(queue_id))
+        return new_response(ext_fields={"timestamp": str(ts)})

@@ -1,0 +1,152 @@
+"""PULL_MESSAGE (11): every check of Java ``PullMessageProcessor`` in order (README §3.3).
+
+The response body is the list of zero-copy record views from the store; the remoting layer writes
+it with ``transport.writelines`` without joining.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from typing import TYPE_CHECKING, Any, Optional
+
+from rmqd.filter import ExpressionMessageFilter, SQLParseError, is_tag_type
+from rmqd.processors.long_polling import PullRequest
+from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+from rmqd.store.message_store import GetMessageStatus as S
+from rmqd.store.metadata import PERM_READ
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+FLAG_CLASS_FILTER = 0x8
+
+FAQ = " https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+
+
+def _moved_if_nonzero(offset: int) -> int:
+    return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+
+
+_STATUS_CODES = {
+    S.FOUND: lambda o: ResponseCode.SUCCESS,
+    S.MESSAGE_WAS_REMOVING: lambda o: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    S.NO_MATCHED_MESSAGE: lambda o: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    S.NO_MATCHED_LOGIC_QUEUE: _moved_if_nonzero,
+    S.NO_MESSAGE_IN_QUEUE: _moved_if_nonzero,
+    S.OFFSET_FOUND_NULL: lambda o: ResponseCode.PULL_NOT_FOUND,
+    S.OFFSET_OVERFLOW_BADLY: lambda o: ResponseCode.PULL_OFFSET_MOVED,
+    S.OFFSET_OVERFLOW_ONE: lambda o: ResponseCode.PULL_NOT_FOUND,
+    S.OFFSET_TOO_SMALL: lambda o: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def _is_match_all(f: ExpressionMessageFilter) -> bool:
+    sub = f.tag_subscription
+    return f.compiled is None and (f.class_filter_mode or (sub is not None and sub.sub_all))
+
+
+class PullMessageProcessor:
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+        self.config = broker.config
+        self._rerun_handler = functools.partial(self.process, allow_suspend=False)
+
+    def rerun(self, conn: Any, request: RemotingCommand) -> None:
+        """Re-execute a held pull in the pull pool (no suspension, no offset commit)."""
+        self.broker.pools["pull"].submit(self._rerun_handler, conn, request)
+
+    def process(self, conn: Any, request: RemotingCommand, allow_suspend: bool = True) -> Optional[RemotingCommand]:
+        (group, topic, queue_id, queue_offset, max_nums, sys_flag, commit_offset, suspend_ms,
+         sub_version) = require(request, "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums",
+                                "sysFlag", "commitOffset", "suspendTimeoutMillis", "subVersion")
+        broker = self.broker
+        cfg = self.config
+        qid = int(queue_id)
+        offset = int(queue_offset)
+        sys_flag = int(sys_flag)
+        sub_version = int(sub_version)
+        if not (cfg.brokerPermission & PERM_READ):
+            return error_response(ResponseCode.NO_PERMISSION,
+                                  f"the broker[{cfg.brokerIP1}] pulling message is forbidden")
+        sg = broker.subscription_group_manager.find(group)
+        if sg is None:
+            return error_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                  f"subscription group [{group}] does not exist,{FAQ}")
+        if not sg.consume_enable:
+            return error_response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+        has_suspend = bool(sys_flag & FLAG_SUSPEND)
+        has_commit = bool(sys_flag & FLAG_COMMIT_OFFSET)
+        has_subscription = bool(sys_flag & FLAG_SUBSCRIPTION)
+        tc = broker.topic_config_manager.get(topic)
+        if tc is None:
+            log.error("pull: topic %s of group %s (%s) does not exist", topic, group, conn.remote_address)
+            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ}")
+        if not (tc.perm & PERM_READ):
+            return error_response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
+        if qid < 0 or qid >= tc.read_queue_nums:
+            return error_response(ResponseCode.SYSTEM_ERROR,
+                                  f"queueId[{qid}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                                  f"[{tc.read_queue_nums}] consumer:[{conn.remote_address}]")
+        ext = request.ext_fields
+        if has_subscription:
+            etype = ext.get("expressionType")
+            try:
+                message_filter = ExpressionMessageFilter(etype, ext.get("subscription"),
+                                                         bool(sys_flag & FLAG_CLASS_FILTER))
+            except SQLParseError as exc:
+                log.warning("pull: bad subscription %r (%s) of group %s: %s", ext.get("subscription"), etype,
+                            group, exc)
+                return error_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                      "parse the consumer's subscription failed")
+        else:
+            info = broker.consumer_manager.get(group)
+            if info is None:
+                return error_response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                      f"the consumer's group info not exist{FAQ}")
+            if info.message_model == "BROADCASTING" and not sg.consume_broadcast_enable:
+                return error_response(ResponseCode.NO_PERMISSION,
+                                      f"the consumer group[{group}] can not consume by broadcast way")
+            entry = info.subscriptions.get(topic)
+            if entry is None:
+                return error_response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                      f"the consumer's subscription not exist{FAQ}")
+            if entry.sub_version < sub_version:
+                return error_response(ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                                      "the consumer's subscription not latest")
+            etype = entry.data.get("expressionType")
+            if entry.filter is None:
+                return error_response(ResponseCode.FILTER_DATA_NOT_EXIST,
+                                      "The broker's consumer filter data is not exist!Your expression may be wrong!")
+            message_filter = entry.filter
+        if not is_tag_type(etype) and not cfg.enablePropertyFilter:
+            return error_response(ResponseCode.SYSTEM_ERROR,
+                                  f"The broker does not support consumer to filter message by {etype}")
+
+        result = broker.store.get_messages(topic, qid, offset, int(max_nums), None,
+                                           None if _is_match_all(message_filter) else message_filter)
+        code = _STATUS_CODES[result.status](offset)
+        ext_out = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
+                   "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
+        response: Optional[RemotingCommand]
+        if code == ResponseCode.SUCCESS:
+            response = new_response(code, result.status.name, ext_out, result.buffers)
+        elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:
+            if cfg.longPollingEnable:
+                pr = PullRequest(conn, request, topic, qid, offset, message_filter, int(suspend_ms))
+            else:
+                pr = PullRequest(conn, request, topic, qid, offset, message_filter, cfg.shortPollingTimeMills,
+                                 wakeable=False)
+            broker.pull_hold_service.suspend(pr)
+            response = None
+        else:
+            response = new_response(code, result.status.name, ext_out)
+        if allow_suspend and has_commit and cfg.brokerRole != "SLAVE":
+            broker.consumer_offset_manager.commit_offset(conn.remote_address, group, topic, qid,
+                                                         int(commit_offset))
+        return response
