@@ -1,0 +1,123 @@
+"""KVConfigManager: the name server's namespaced key/value store (RocketMQ's KVConfigManager).
+
+Persisted to ``NamesrvConfig.kvConfigPath`` as ``{"configTable":{ns:{k:v}}}``.  Mutations update
+memory at once (on the loop); :meth:`persist` snapshots the table on the caller's thread and writes
+the file on a single-thread executor (tmp + fsync + rename + directory fsync), so writes land in
+order and the loop never blocks on the disk.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import threading
+
+from rmqd.remoting.fastjson import dumps, loads_lenient
+
+log = logging.getLogger(__name__)
+
+NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+
+def write_file_atomically(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` so a crash leaves either the old or the new content."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class KVConfigManager:
+    """Namespaced KV config with crash-safe, off-loop persistence."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lock = threading.RLock()
+        self.configTable: dict[str, dict[str, str]] = {}
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def load(self) -> None:
+        """Read the file if it exists (startup, before serving)."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return
+        if not data.strip():
+            return
+        try:
+            table = (loads_lenient(data) or {}).get("configTable") or {}
+        except ValueError:
+            log.exception("kv config file %s is corrupt; starting with an empty KV table", self.path)
+            return
+        with self.lock:
+            self.configTable = {str(ns): {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items()}
+        log.info("loaded %d KV namespaces from %s", len(self.configTable), self.path)
+
+    def close(self) -> None:
+        """Wait for pending writes and stop the writer thread."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    # -- operations --------------------------------------------------------------------------
+    def put(self, namespace: str, key: str, value: str) -> None:
+        with self.lock:
+            table = self.configTable.setdefault(namespace, {})
+            previous = table.get(key)
+            table[key] = value
+        if previous is None:
+            log.info("putKVConfig create new Namespace: %s Key: %s Value: %s", namespace, key, value)
+        else:
+            log.info("putKVConfig update config item, Namespace: %s Key: %s Value: %s", namespace, key, value)
+
+    def delete(self, namespace: str, key: str) -> bool:
+        with self.lock:
+            table = self.configTable.get(namespace)
+            if table is None or key not in table:
+                return False
+            value = table.pop(key)
+        log.info("deleteKVConfig delete a config item, Namespace: %s Key: %s Value: %s", namespace, key, value)
+        return True
+
+    def get(self, namespace: str, key: str) -> str | None:
+        with self.lock:
+            return self.configTable.get(namespace, {}).get(key)
+
+    def get_kv_list_by_namespace(self, namespace: str) -> bytes | None:
+        """KVTable JSON of one namespace, or None when the namespace does not exist."""
+        with self.lock:
+            table = self.configTable.get(namespace)
+            if table is None:
+                return None
+            return dumps({"table": dict(table)})
+
+    # -- persistence -------------------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        with self.lock:
+            return dumps({"configTable": {ns: dict(kv) for ns, kv in self.configTable.items()}})
+
+    def persist_sync(self) -> None:
+        write_file_atomically(self.path, self.snapshot())
+
+    async def persist(self) -> None:
+        """Snapshot now, write on the KV writer thread; errors are logged (as Java does)."""
+        data = self.snapshot()
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="namesrv-kv-writer")
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, write_file_atomically, self.path, data)
+        except OSError:
+            log.exception("persist kvconfig to %s failed", self.path)

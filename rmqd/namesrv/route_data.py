@@ -1,0 +1,195 @@
+"""Name-server value types in RocketMQ's JSON shapes (README §3.0): DataVersion, TopicConfig,
+QueueData, BrokerData, and the RegisterBrokerBody codec (JSON and the ``compressed`` zlib form)."""
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from rmqd.remoting.fastjson import dumps, loads_lenient
+
+MASTER_ID = 0
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+TOPIC_SYS_FLAG_UNIT = 0x1
+TOPIC_SYS_FLAG_UNIT_SUB = 0x2
+
+
+@dataclass
+class DataVersion:
+    """A broker's topic-config version; equal when timestamp, counter (and stateVersion) match."""
+
+    timestamp: int = 0
+    counter: int = 0
+    stateVersion: int | None = None  # 5.x only; omitted from JSON when absent
+
+    def key(self) -> tuple[int, int, int]:
+        return (self.timestamp, self.counter, self.stateVersion or 0)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DataVersion) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def to_fastjson(self) -> dict:
+        d = {"counter": self.counter, "timestamp": self.timestamp}
+        if self.stateVersion is not None:
+            d["stateVersion"] = self.stateVersion
+        return d
+
+    @classmethod
+    def from_json(cls, d: Any) -> "DataVersion":
+        if not isinstance(d, dict):
+            return cls()
+        sv = d.get("stateVersion")
+        return cls(int(d.get("timestamp") or 0), int(d.get("counter") or 0),
+                   None if sv is None else int(sv))
+
+
+@dataclass
+class TopicConfig:
+    """The parts of a broker's TopicConfig the name server keeps."""
+
+    topicName: str
+    readQueueNums: int = 16
+    writeQueueNums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topicFilterType: str = "SINGLE_TAG"
+    topicSysFlag: int = 0
+    order: bool = False
+
+    def to_fastjson(self) -> dict:
+        return {"order": self.order, "perm": self.perm, "readQueueNums": self.readQueueNums,
+                "topicFilterType": self.topicFilterType, "topicName": self.topicName,
+                "topicSysFlag": self.topicSysFlag, "writeQueueNums": self.writeQueueNums}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TopicConfig":
+        return cls(str(d["topicName"]), int(d.get("readQueueNums", 16)), int(d.get("writeQueueNums", 16)),
+                   int(d.get("perm", PERM_READ | PERM_WRITE)), str(d.get("topicFilterType") or "SINGLE_TAG"),
+                   int(d.get("topicSysFlag") or 0), bool(d.get("order", False)))
+
+    def encode_compact(self) -> str:
+        """TopicConfig.encode(): ``"name readQ writeQ perm FILTERTYPE"`` (compressed register body)."""
+        return f"{self.topicName} {self.readQueueNums} {self.writeQueueNums} {self.perm} {self.topicFilterType}"
+
+    @classmethod
+    def decode_compact(cls, text: str) -> "TopicConfig":
+        parts = text.split(" ")
+        if len(parts) < 5:
+            raise ValueError(f"bad compact TopicConfig {text!r}")
+        return cls(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4])
+
+
+@dataclass
+class QueueData:
+    """One broker's queues of one topic (route ``queueDatas`` entry)."""
+
+    brokerName: str
+    readQueueNums: int
+    writeQueueNums: int
+    perm: int
+    topicSysFlag: int = 0
+
+    def to_fastjson(self) -> dict:
+        return {"brokerName": self.brokerName, "perm": self.perm, "readQueueNums": self.readQueueNums,
+                "topicSysFlag": self.topicSysFlag, "writeQueueNums": self.writeQueueNums}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "QueueData":
+        return cls(str(d["brokerName"]), int(d.get("readQueueNums", 0)), int(d.get("writeQueueNums", 0)),
+                   int(d.get("perm", PERM_READ | PERM_WRITE)), int(d.get("topicSysFlag") or 0))
+
+
+@dataclass
+class BrokerData:
+    """A broker group: cluster, name and id → address (0 = master)."""
+
+    cluster: str
+    brokerName: str
+    brokerAddrs: dict[int, str] = field(default_factory=dict)
+
+    def clone(self) -> "BrokerData":
+        return BrokerData(self.cluster, self.brokerName, dict(self.brokerAddrs))
+
+    def to_fastjson(self) -> dict:
+        return {"brokerAddrs": self.brokerAddrs, "brokerName": self.brokerName, "cluster": self.cluster}
+
+
+@dataclass
+class RegisterBrokerBody:
+    """REGISTER_BROKER body: TopicConfigSerializeWrapper + filter server list."""
+
+    data_version: DataVersion = field(default_factory=DataVersion)
+    topic_configs: dict[str, TopicConfig] = field(default_factory=dict)
+    filter_server_list: list[str] = field(default_factory=list)
+
+    def to_fastjson(self) -> dict:
+        return {"filterServerList": self.filter_server_list,
+                "topicConfigSerializeWrapper": {"dataVersion": self.data_version,
+                                                "topicConfigTable": self.topic_configs}}
+
+    def encode(self, compressed: bool = False) -> bytes:
+        """The body a Java broker sends (``RegisterBrokerBody.encode(compress)``)."""
+        if not compressed:
+            return dumps(self)
+        out = bytearray()
+
+        def chunk(data: bytes) -> None:
+            out.extend(struct.pack(">i", len(data)))
+            out.extend(data)
+
+        chunk(dumps(self.data_version))
+        out.extend(struct.pack(">i", len(self.topic_configs)))
+        for tc in self.topic_configs.values():
+            chunk(tc.encode_compact().encode("utf-8"))
+        chunk(dumps(self.filter_server_list))
+        return zlib.compress(bytes(out), 9)
+
+    @classmethod
+    def decode(cls, body: bytes, compressed: bool = False, wrapper_only: bool = False) -> "RegisterBrokerBody":
+        """Parse a REGISTER_BROKER body; ``wrapper_only`` = pre-3.0.11 brokers (bare wrapper JSON)."""
+        if compressed:
+            return cls._decode_compressed(body)
+        data = loads_lenient(body) or {}
+        wrapper = data if wrapper_only else (data.get("topicConfigSerializeWrapper") or {})
+        table = wrapper.get("topicConfigTable") or {}
+        configs = {}
+        for name, tc in table.items():
+            config = TopicConfig.from_json(tc)
+            configs[str(name)] = config
+        filters = [] if wrapper_only else [str(a) for a in (data.get("filterServerList") or [])]
+        return cls(DataVersion.from_json(wrapper.get("dataVersion")), configs, filters)
+
+    @classmethod
+    def _decode_compressed(cls, body: bytes) -> "RegisterBrokerBody":
+        raw = zlib.decompress(body)
+        pos = 0
+
+        def read_int() -> int:
+            nonlocal pos
+            if pos + 4 > len(raw):
+                raise ValueError("End of compressed data has reached")
+            (value,) = struct.unpack_from(">i", raw, pos)
+            pos += 4
+            return value
+
+        def read_bytes(n: int) -> bytes:
+            nonlocal pos
+            if n < 0 or pos + n > len(raw):
+                raise ValueError("End of compressed data has reached")
+            data = raw[pos:pos + n]
+            pos += n
+            return data
+
+        version = DataVersion.from_json(loads_lenient(read_bytes(read_int())))
+        configs = {}
+        for _ in range(read_int()):
+            tc = TopicConfig.decode_compact(read_bytes(read_int()).decode("utf-8"))
+            configs[tc.topicName] = tc
+        filters = loads_lenient(read_bytes(read_int())) or []
+        return cls(version, configs, [str(a) for a in filters])
