@@ -19,8 +19,13 @@ def fixture_frame(name: str) -> tuple[bytes, RemotingCommand]:
     return data, cmd
 
 
-def invoke_raw(client: BlockingClient, name: str, timeout: float = 5.0) -> RemotingCommand:
+def invoke_raw(client: BlockingClient, name: str, timeout: float = 5.0,
+               replace: tuple[bytes, bytes] | None = None) -> RemotingCommand:
+    """Send a captured frame as is (or with a same-length byte patch) and wait for the answer."""
     data, cmd = fixture_frame(name)
+    if replace is not None:
+        assert len(replace[0]) == len(replace[1]) and replace[0] in data
+        data = data.replace(*replace)
     client.send_raw(data)
     return client.wait_response(cmd.opaque, timeout)
 
