@@ -38,6 +38,32 @@ V2_NAMES = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defau
             "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
             "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch"}
 
+FULL_TO_V2 = {v: k for k, v in V2_NAMES.items()}
+_REQUIRED = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+             "bornTimestamp", "flag")
+
+
+class _V2Header:
+    """Read-only view of a V2 (``a..n``) header under the full field names (no copy)."""
+
+    __slots__ = ("ext",)
+
+    def __init__(self, ext: dict) -> None:
+        self.ext = ext
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.ext.get(FULL_TO_V2.get(name, name), default)
+
+    def __getitem__(self, name: str) -> Any:
+        value = self.get(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def to_dict(self) -> dict:
+        return {V2_NAMES.get(k, k): v for k, v in self.ext.items()}
+
+
 PROP_SEP = "\x02"
 NV_SEP = "\x01"
 _BATCH_HDR = struct.Struct(">iiiii")   # totalSize, magic, bodyCRC, flag, bodyLen
@@ -148,9 +174,8 @@ class SendMessageProcessor:
         if request.code == 10:
             h = ext
         else:
-            h = {V2_NAMES.get(k, k): v for k, v in ext.items()}
-        for name in ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
-                     "sysFlag", "bornTimestamp", "flag"):
+            h = _V2Header(ext)
+        for name in _REQUIRED:
             if h.get(name) is None:
                 return error_response(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is null")
         return self.send(conn, request, h)
@@ -266,7 +291,8 @@ class SendMessageProcessor:
                                    born_host, store_host, reconsume_times, 0,
                                    java_string_hash(tags) if tags else 0, keys, uniq)]
         if self.before_store:
-            ctx = SendContext(conn, request, h, tc, queue_id, h["producerGroup"], batch)
+            header = h.to_dict() if isinstance(h, _V2Header) else h
+            ctx = SendContext(conn, request, header, tc, queue_id, header["producerGroup"], batch)
             for hook in self.before_store:
                 resp = hook(ctx, msgs)
                 if resp is not None:
