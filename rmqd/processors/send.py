@@ -277,6 +277,10 @@ class SendMessageProcessor:
                                            find_property(own, "KEYS"), find_property(own, "UNIQ_KEY")))
         else:
             body = request.body if request.body is not None else b""
+            if props and self.config.rejectTransactionMessage and \
+                    find_property(props, "TRAN_MSG") == "true":
+                return error_response(ResponseCode.NO_PERMISSION,
+                                      f"the broker[{self.config.brokerIP1}] sending transaction message is forbidden")
             if props:
                 tags = find_property(props, "TAGS")
                 keys = find_property(props, "KEYS")

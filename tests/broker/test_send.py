@@ -109,3 +109,9 @@ def test_retry_topic_to_dlq(broker, client):
     assert broker.store.get_max_offset("%DLQ%G1", 0) == 1
     (m,) = messages(pull(client, "%DLQ%G1", group="G1", subscription="*", sys_flag=4))
     assert "DELAY" not in m.properties
+
+
+def test_transaction_message_rejected_when_configured(harness):
+    harness.start(rejectTransactionMessage=True)
+    r = send_v2(harness.client(), "TopicT", properties="TRAN_MSG\x01true\x02PGROUP\x01PG", f="4")
+    assert r.code == 16 and "transaction" in r.remark
