@@ -18,11 +18,13 @@ from typing import Any, Callable, Optional
 import orjson
 
 from rmqd.config import BrokerConfig
+from rmqd.processors import admin_install
 from rmqd.processors.client_manage import ClientManageProcessor, notify_consumer_ids_changed
 from rmqd.processors.client_manager import ConsumerManager, ProducerManager
 from rmqd.processors.consumer_manage import ConsumerManageProcessor
 from rmqd.processors.long_polling import PullRequestHoldService
 from rmqd.processors.offset_query import OffsetQueryProcessor
+from rmqd.processors import schedule
 from rmqd.processors.pull import PullMessageProcessor
 from rmqd.processors.send import SendMessageProcessor
 from rmqd.remoting.client import RemotingClient
@@ -116,6 +118,9 @@ class BrokerController:
         self._started = False
         self.store_host: tuple = (c.brokerIP1, c.listenPort)
         self.msg_id_prefix = ""
+        # Background services (start()/shutdown()): started after the store and metadata load,
+        # shut down (reverse order) before metadata is persisted.
+        self.services: list[Any] = []
         self._register_processors()
 
     # ------------------------------------------------------------------ processors
@@ -141,6 +146,8 @@ class BrokerController:
         d.register(RequestCode.GET_MIN_OFFSET, oq.get_min_offset, p["admin"])
         d.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, oq.search_offset_by_timestamp, p["admin"])
         d.register(RequestCode.GET_EARLIEST_MSG_STORETIME, oq.get_earliest_msg_storetime, p["admin"])
+        schedule.install_all(self)   # delay levels, 5.x timers, CONSUMER_SEND_MSG_BACK
+        admin_install.install(self)   # admin codes (topics, groups, broker config/stats)
 
     # ------------------------------------------------------------------ addresses
     @property
@@ -158,6 +165,8 @@ class BrokerController:
         for mgr in (self.topic_config_manager, self.subscription_group_manager,
                     self.consumer_offset_manager, self.delay_offset_manager):
             mgr.load()
+        for svc in self.services:
+            svc.start()
 
     async def start(self) -> None:
         loop = self.loop = asyncio.get_running_loop()
@@ -222,6 +231,11 @@ class BrokerController:
             await loop.run_in_executor(None, self._shutdown_blocking)
 
     def _shutdown_blocking(self) -> None:
+        for svc in reversed(self.services):
+            try:
+                svc.shutdown()
+            except Exception:
+                log.exception("shutting down %s failed", type(svc).__name__)
         for mgr in (self.consumer_offset_manager, self.delay_offset_manager):
             try:
                 mgr.shutdown()

@@ -1,0 +1,340 @@
+"""5.x arbitrary-time delivery: ``TIMER_DELIVER_MS`` / ``TIMER_DELAY_SEC`` / ``TIMER_DELAY_MS``.
+
+Java: ``HookUtils.transformTimerMessage`` (park) and ``TimerMessageStore`` (deliver).  rmqd keeps
+the Java on-disk contract that matters to clients and tools — the parked message is an ordinary
+message of the system topic ``rmq_sys_wheel_timer`` queue 0 carrying ``TIMER_OUT_MS``,
+``REAL_TOPIC`` and ``REAL_QID`` — but replaces the timer wheel/timer log files with an in-memory
+min-heap of ``(deliver ms, queue offset, commit-log offset)`` rebuilt on start from that queue.
+
+Progress (``config/timerProgress.json``, persisted every ``flushDelayOffsetInterval`` and on
+shutdown) is three numbers taken at one consistent point of the delivery thread:
+
+* ``scanOffset`` S: entries below S had been read into the heap;
+* ``watermark`` W: every entry below W was delivered (the smallest queue offset still pending);
+* ``headDeliverMs``/``headOffset`` H: the heap head; every scanned entry ordered before H (by
+  (deliver ms, queue offset)) was delivered, because the heap holds every scanned pending entry.
+
+On start the queue is re-read from W; an entry below S that sorts before H is skipped as already
+delivered, everything else is pending again.  So a clean restart neither loses nor repeats timers;
+a crash repeats at most what was delivered since the last persist (at-least-once).
+
+Differences from Java: no precision rounding (Java rounds the deliver time down to
+``timerPrecisionMs`` = 1 s); the delivered message keeps ``TIMER_OUT_MS`` (and ``TIMER_DELIVER_MS``)
+and gains ``TIMER_ENQUEUE_MS``/``TIMER_DEQUEUE_MS`` like Java, while ``TIMER_DELAY_SEC``/``TIMER_DELAY_MS``
+and ``REAL_TOPIC``/``REAL_QID`` are removed.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Optional
+
+from rmqd.processors.schedule import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC,
+                                      PROPERTY_WAIT, delay_level_of, edit_properties, now_ms)
+from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.command import error_response
+from rmqd.store.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, MessageToStore,
+                                decode_message, find_property, tags_code_of)
+from rmqd.store.message_store import GetMessageStatus
+from rmqd.store.metadata import TopicConfig, atomic_write, load_json_file
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+    from rmqd.store.message_store import DispatchRequest, MessageStore
+
+log = logging.getLogger(__name__)
+
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+TIMER_DELAY_MS = "TIMER_DELAY_MS"
+TIMER_OUT_MS = "TIMER_OUT_MS"
+TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+TIMER_PROPERTIES = (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS)
+DEFAULT_TIMER_MAX_DELAY_SEC = 3 * 24 * 3600
+
+_SCAN_BATCH = 256
+_RETRY_S = 0.1
+
+
+def deliver_ms_of(props: str, now: int) -> Optional[int]:
+    """Deliver time from the TIMER_* properties (DELAY_SEC > DELAY_MS > DELIVER_MS, like Java);
+    raises ValueError when the value is not a number, None when no timer property is set."""
+    sec = find_property(props, TIMER_DELAY_SEC)
+    if sec is not None:
+        return now + int(sec) * 1000
+    ms = find_property(props, TIMER_DELAY_MS)
+    if ms is not None:
+        return now + int(ms)
+    at = find_property(props, TIMER_DELIVER_MS)
+    if at is not None:
+        return int(at)
+    return None
+
+
+def is_timer_message(props: str) -> bool:
+    return bool(props) and "TIMER_DEL" in props and any(
+        find_property(props, p) is not None for p in TIMER_PROPERTIES)
+
+
+class TimerProgress:
+    """``config/timerProgress.json`` (see the module docstring)."""
+
+    def __init__(self, config_dir: str) -> None:
+        self.path = os.path.join(config_dir, "timerProgress.json")
+        self.scan_offset = 0
+        self.watermark = 0
+        self.head: tuple[int, int] = (0, 0)
+
+    def load(self) -> None:
+        data = load_json_file(self.path)
+        if not data:
+            return
+        self.scan_offset = int(data.get("scanOffset", 0))
+        self.watermark = int(data.get("watermark", 0))
+        self.head = (int(data.get("headDeliverMs", 0)), int(data.get("headOffset", 0)))
+
+    def persist(self, scan_offset: int, watermark: int, head: tuple[int, int]) -> None:
+        atomic_write(self.path, json.dumps({"scanOffset": scan_offset, "watermark": watermark,
+                                            "headDeliverMs": head[0], "headOffset": head[1]},
+                                           indent=4))
+
+
+class TimerMessageService:
+    """Parks timer messages and delivers them from a min-heap on one thread."""
+
+    def __init__(self, store: "MessageStore", config_dir: str, flush_interval_ms: int = 10000) -> None:
+        self.store = store
+        self.progress = TimerProgress(config_dir)
+        self.flush_interval_s = max(0.1, flush_interval_ms / 1000.0)
+        self._heap: list[tuple[int, int, int]] = []      # (deliver ms, queue offset, phys offset)
+        self._scan_offset = 0
+        self._skip_below: tuple[int, int, int] = (0, (0, 0), 0)   # (S, H, W) from the progress file
+        self._cond = threading.Condition()
+        self._new_data = True
+        self._running = False
+        self._thread: Optional[threading.Thread] = None
+        self.delivered = 0
+
+    @property
+    def pending(self) -> int:
+        return len(self._heap)
+
+    # -- lifecycle
+    def start(self) -> None:
+        self.progress.load()
+        p = self.progress
+        self._scan_offset = min(p.watermark, self.store.get_max_offset(TIMER_TOPIC, 0))
+        self._skip_below = (p.scan_offset, p.head, p.watermark)
+        self.store.add_dispatch_listener(self._on_dispatch)
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name="rmqd-timer", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._running = False
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+        self._persist()
+
+    def _on_dispatch(self, req: "DispatchRequest") -> None:
+        if req.topic == TIMER_TOPIC:
+            with self._cond:
+                self._new_data = True
+                self._cond.notify()
+
+    # -- progress
+    def _persist(self) -> None:
+        with self._cond:
+            heap = self._heap
+            head = (heap[0][0], heap[0][1]) if heap else (0, 0)
+            watermark = min((e[1] for e in heap), default=self._scan_offset)
+            scan = self._scan_offset
+        try:
+            self.progress.persist(scan, watermark, head)
+        except OSError:
+            log.exception("persisting timer progress to %s failed", self.progress.path)
+
+    # -- delivery thread
+    def _run(self) -> None:
+        last_persist = time.monotonic()
+        while True:
+            with self._cond:
+                if not self._running:
+                    return
+                scan = self._new_data
+                self._new_data = False
+            if scan:
+                try:
+                    self._scan()
+                except Exception:
+                    log.exception("scanning %s from %d failed", TIMER_TOPIC, self._scan_offset)
+                    with self._cond:
+                        self._new_data = True
+            retry = self._deliver_due()
+            if time.monotonic() - last_persist >= self.flush_interval_s:
+                self._persist()
+                last_persist = time.monotonic()
+            with self._cond:
+                if not self._running or self._new_data:
+                    continue
+                timeout = self.flush_interval_s - (time.monotonic() - last_persist)
+                if retry:
+                    timeout = min(timeout, _RETRY_S)
+                elif self._heap:
+                    timeout = min(timeout, (self._heap[0][0] - now_ms()) / 1000.0)
+                if timeout > 0:
+                    self._cond.wait(timeout)
+
+    def _scan(self) -> None:
+        """Read new entries of the timer queue into the heap."""
+        S = GetMessageStatus
+        skip_s, skip_head, skip_w = self._skip_below
+        while self._running:
+            res = self.store.get_messages(TIMER_TOPIC, 0, self._scan_offset, _SCAN_BATCH)
+            try:
+                if not res.buffers:
+                    if res.status in (S.OFFSET_TOO_SMALL, S.OFFSET_FOUND_NULL, S.MESSAGE_WAS_REMOVING) \
+                            and res.next_begin_offset > self._scan_offset:
+                        log.warning("timer queue: %s at %d, moving to %d", res.status.name,
+                                    self._scan_offset, res.next_begin_offset)
+                        self._scan_offset = res.next_begin_offset
+                        continue
+                    if res.status is S.OFFSET_OVERFLOW_BADLY:
+                        self._scan_offset = res.max_offset
+                    return
+                entries = []
+                for view, qoff in zip(res.buffers, res.queue_offsets):
+                    msg = decode_message(view)
+                    out = find_property(msg.properties_str, TIMER_OUT_MS)
+                    try:
+                        due = int(out)
+                    except (TypeError, ValueError):
+                        log.error("timer message at %d has no valid TIMER_OUT_MS (%r); delivering now",
+                                  msg.commit_log_offset, out)
+                        due = 0
+                    if qoff < skip_w or (qoff < skip_s and (due, qoff) < skip_head):
+                        continue          # delivered before the last persist
+                    entries.append((due, qoff, msg.commit_log_offset))
+                with self._cond:
+                    for e in entries:
+                        heapq.heappush(self._heap, e)
+                    self._scan_offset = max(self._scan_offset, res.next_begin_offset)
+            finally:
+                res.release()
+
+    def _deliver_due(self) -> bool:
+        """Deliver every due entry; True when a store write failed (retry soon)."""
+        while self._running:
+            with self._cond:
+                if not self._heap or self._heap[0][0] > now_ms():
+                    return False
+                entry = self._heap[0]
+            if not self._deliver(entry):
+                return True
+            with self._cond:
+                heapq.heappop(self._heap)
+        return False
+
+    def _deliver(self, entry: tuple[int, int, int]) -> bool:
+        due, qoff, phys = entry
+        raw = self.store.read_message(phys)
+        if raw is None:
+            log.error("timer message %d (queue offset %d) is gone from the commit log; skipped", phys, qoff)
+            return True
+        msg = decode_message(raw)
+        props = msg.properties_str
+        topic = find_property(props, PROPERTY_REAL_TOPIC)
+        qid = find_property(props, PROPERTY_REAL_QID)
+        if not topic or qid is None or not qid.lstrip("-").isdigit():
+            log.error("timer message %d has no REAL_TOPIC/REAL_QID; dropped", phys)
+            return True
+        put = {TIMER_ENQUEUE_MS: str(msg.store_timestamp), TIMER_DEQUEUE_MS: str(now_ms())}
+        if find_property(props, PROPERTY_WAIT) is None:
+            put[PROPERTY_WAIT] = "false"
+        new_props = edit_properties(props, remove=(TIMER_DELAY_SEC, TIMER_DELAY_MS, PROPERTY_REAL_TOPIC,
+                                                   PROPERTY_REAL_QID), put=put)
+        inner = MessageToStore(topic, int(qid), msg.body, new_props, msg.flag, msg.sys_flag,
+                               msg.born_timestamp, msg.born_host, msg.store_host, msg.reconsume_times,
+                               0, tags_code_of(new_props), find_property(new_props, "KEYS"),
+                               find_property(new_props, "UNIQ_KEY"))
+        result = self.store.put_message(inner)
+        if not result.ok:
+            log.warning("delivering timer message %d to %s/%s failed: %s %s", phys, topic, qid,
+                        result.status.name, result.remark)
+            return False
+        self.delivered += 1
+        return True
+
+
+def park_timer_message(msg: MessageToStore, now: int, max_delay_ms: int) -> Optional[str]:
+    """Rewrite ``msg`` in place to the timer topic when its deliver time is in the future.
+
+    Returns an error remark (the send answers MESSAGE_ILLEGAL) or None."""
+    props = msg.properties or ""
+    try:
+        deliver = deliver_ms_of(props, now)
+    except ValueError:
+        return "timer message illegal, the TIMER_* property is not a number"
+    if deliver is None or deliver <= now:
+        return None                      # due already: stored as a normal message
+    if deliver - now > max_delay_ms:
+        return (f"timer message illegal, the delay time should not be bigger than the max delay "
+                f"{max_delay_ms}ms; or if set del msg, the delay time should be bigger than the "
+                f"current time")
+    msg.properties = edit_properties(props, put={TIMER_OUT_MS: str(deliver),
+                                                 PROPERTY_REAL_TOPIC: msg.topic,
+                                                 PROPERTY_REAL_QID: str(msg.queue_id)})
+    msg.topic = TIMER_TOPIC
+    msg.queue_id = 0
+    return None
+
+
+def _extra_bool(config, name: str, default: bool) -> bool:
+    value = config.extra.get(name)
+    return default if value is None else value.strip().lower() == "true"
+
+
+def install(broker: "BrokerController") -> TimerMessageService:
+    """Add the send hook, the timer system topic and the delivery service."""
+    c = broker.config
+    svc = TimerMessageService(broker.store, broker.store_config.config_dir, int(c.flushDelayOffsetInterval))
+    broker.timer_message_service = svc
+    enabled = _extra_bool(c, "timerWheelEnable", True)
+    max_delay_ms = int(c.extra.get("timerMaxDelaySec", DEFAULT_TIMER_MAX_DELAY_SEC)) * 1000
+    tcm = broker.topic_config_manager
+    if tcm.get(TIMER_TOPIC) is None:
+        tcm.table[TIMER_TOPIC] = TopicConfig(TIMER_TOPIC, 1, 1)
+    tcm.system_topics.add(TIMER_TOPIC)
+
+    def before_store(ctx, msgs):
+        if ctx.batch:
+            return None
+        for m in msgs:
+            props = m.properties or ""
+            if not is_timer_message(props):
+                continue
+            if (m.sys_flag & 0xC) not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+                continue
+            if PROPERTY_DELAY in props and delay_level_of(props) > 0:
+                m.properties = edit_properties(props, remove=TIMER_PROPERTIES)   # delay level wins
+                continue
+            if not enabled:
+                return error_response(ResponseCode.SYSTEM_ERROR,
+                                      "accurate timer message is not enabled, timerWheelEnable is false")
+            remark = park_timer_message(m, now_ms(), max_delay_ms)
+            if remark is not None:
+                return error_response(ResponseCode.MESSAGE_ILLEGAL, remark)
+        return None
+
+    broker.send_processor.before_store.append(before_store)
+    broker.services.append(svc)
+    return svc
