@@ -136,6 +136,7 @@ class PullMessageProcessor:
         response: Optional[RemotingCommand]
         if code == ResponseCode.SUCCESS:
             response = new_response(code, result.status.name, ext_out, result.buffers)
+            broker.broker_stats.inc_group_get(group, topic, result.message_count, result.buffer_total_size)
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:
             if cfg.longPollingEnable:
                 pr = PullRequest(conn, request, topic, qid, offset, message_filter, int(suspend_ms))

@@ -1,0 +1,220 @@
+"""Broker-level admin codes: GET_BROKER_RUNTIME_INFO (28), GET_BROKER_CONFIG (26),
+UPDATE_BROKER_CONFIG (25), VIEW_BROKER_STATS_DATA (315).
+
+Java: ``AdminBrokerProcessor.getBrokerRuntimeInfo/prepareRuntimeInfo``, ``StoreStatsService``,
+``Configuration`` (README §3.5).  UPDATE_BROKER_CONFIG applies what the Java broker applies at
+runtime: ``brokerPermission`` (re-register at once), ``autoCreateTopicEnable``,
+``enablePropertyFilter`` and other flags read per request, and store settings the store reads
+on each use (flush intervals, retention...).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from rmqd.config import BrokerConfig, parse_properties
+from rmqd.processors.admin_common import json_response
+from rmqd.remoting.codes import RequestCode, ResponseCode, Version
+from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+from rmqd.store.metadata import DataVersion
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONFIG_BLACK_LIST = "configBlackList;brokerConfigPath"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_DISTRIBUTE_BUCKETS = ("<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms", "500ms~1s",
+                       "1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~")
+
+
+def version_desc(ordinal: int) -> str:
+    """MQVersion.getVersionDesc for the 4.9.x ordinals rmqd announces."""
+    if ordinal >= 400:   # V4_9_4_SNAPSHOT = 400, V4_9_4 = 401, ... V4_9_8 = 409
+        off = ordinal - 400
+        return f"V4_9_{4 + off // 2}" + ("" if off % 2 else "_SNAPSHOT")
+    return f"V{ordinal}"
+
+
+def human_bytes(n: int) -> str:
+    """MixAll.humanReadableByteCount(bytes, si=false): ``"12.3 GiB"``."""
+    if n < 1024:
+        return f"{n} B"
+    exp = 0
+    v = float(n)
+    while v >= 1024 and exp < 6:
+        v /= 1024
+        exp += 1
+    return "%.1f %siB" % (n / (1024 ** exp), "KMGTPE"[exp - 1])
+
+
+def runtime_text(ms: int) -> str:
+    s = ms // 1000
+    return "[ %d days, %d hours, %d minutes, %d seconds ]" % (s // 86400, s % 86400 // 3600, s % 3600 // 60, s % 60)
+
+
+class BrokerAdminProcessor:
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+        self.config_data_version = DataVersion()
+
+    # ------------------------------------------------------------------ 28
+    def runtime_info(self) -> dict[str, str]:
+        """The KVTable the Java broker answers GET_BROKER_RUNTIME_INFO with (real values)."""
+        broker = self.broker
+        store = broker.store
+        st = store.stats
+        stats = getattr(broker, "broker_stats", None)
+        now = int(time.time() * 1000)
+        pools = broker.pools
+        t: dict[str, str] = {}
+        # store (StoreStatsService.getRuntimeInfo + DefaultMessageStore.getRuntimeInfo)
+        t["bootTimestamp"] = str(st.start_time_ms)
+        t["runtime"] = runtime_text(max(0, now - st.start_time_ms))
+        t["putMessageEntireTimeMax"] = str(int(st.put_latency_max_ms))
+        t["putMessageTimesTotal"] = str(st.put_message_times_total)
+        t["putMessageFailedTimes"] = str(st.put_message_failed_times)
+        t["putMessageSizeTotal"] = str(st.put_message_size_total)
+        t["putMessageDistributeTime"] = "".join(f"[{b}]:0 " for b in _DISTRIBUTE_BUCKETS)
+        avg = st.put_message_size_total / st.put_message_times_total if st.put_message_times_total else 0.0
+        t["putMessageAverageSize"] = repr(float(avg))
+        t["dispatchMaxBuffer"] = "0"
+        t["getMessageEntireTimeMax"] = "0"
+        if stats is not None:
+            t["putTps"] = stats.tps_triplet(1)
+            t["getFoundTps"] = stats.tps_triplet(2)
+            t["getMissTps"] = stats.tps_triplet(5)
+            t["getTotalTps"] = stats.tps_triplet(3)
+            t["getTransferedTps"] = stats.tps_triplet(4)
+        else:
+            for k in ("putTps", "getFoundTps", "getMissTps", "getTotalTps", "getTransferedTps"):
+                t[k] = "0.00 0.00 0.00"
+        t["putLatency99"] = "%.2f" % st.put_latency_max_ms
+        t["putLatency999"] = "%.2f" % st.put_latency_max_ms
+        t["commitLogDiskRatio"] = repr(st.commitlog_disk_ratio / 100.0)
+        t["commitLogDiskRatio_" + store.config.commitlog_dir] = t["commitLogDiskRatio"]
+        t["consumeQueueDiskRatio"] = repr(st.consume_queue_disk_ratio / 100.0)
+        t["commitLogMinOffset"] = str(st.commitlog_min_offset)
+        t["commitLogMaxOffset"] = str(st.commitlog_max_offset)
+        # schedule (delay level → "delivered offset,max offset")
+        levels = len(str(broker.config.messageDelayLevel).split())
+        for level in range(1, levels + 1):
+            mx = store.get_max_offset(SCHEDULE_TOPIC, level - 1)
+            t[f"scheduleMessageOffset_{level}"] = f"{broker.delay_offset_manager.get(level)},{mx}"
+        # broker (AdminBrokerProcessor.prepareRuntimeInfo)
+        t["brokerVersionDesc"] = version_desc(Version.V4_9_8)
+        t["brokerVersion"] = str(Version.V4_9_8)
+        morning = stats.morning if stats is not None else {}
+        t["msgPutTotalYesterdayMorning"] = str(morning.get("put_yesterday", 0))
+        t["msgPutTotalTodayMorning"] = str(morning.get("put_today", 0))
+        t["msgPutTotalTodayNow"] = str(st.put_message_times_total)
+        t["msgGetTotalYesterdayMorning"] = str(morning.get("get_yesterday", 0))
+        t["msgGetTotalTodayMorning"] = str(morning.get("get_today", 0))
+        t["msgGetTotalTodayNow"] = str(st.get_message_transferred_total)
+        for name, key in (("send", "sendThreadPool"), ("pull", "pullThreadPool"), ("query", "queryThreadPool")):
+            pool = pools[name]
+            t[f"{key}QueueSize"] = str(pool.queue_size)
+            t[f"{key}QueueCapacity"] = str(pool.capacity)
+            t[f"{key}QueueHeadWaitTimeMills"] = str(pool.head_wait_ms())
+        t["EndTransactionQueueSize"] = str(pools["transaction"].queue_size)
+        t["EndTransactionThreadPoolQueueCapacity"] = str(pools["transaction"].capacity)
+        t["dispatchBehindBytes"] = str(st.dispatch_behind_bytes)
+        t["pageCacheLockTimeMills"] = "0"   # appends are synchronous and short; no lock is held while idle
+        earliest = 0
+        if st.commitlog_max_offset > st.commitlog_min_offset:
+            earliest = max(0, store._store_time_of(st.commitlog_min_offset, 64))
+        t["earliestMessageTimeStamp"] = str(earliest)
+        t["startAcceptSendRequestTimeStamp"] = str(stats.start_accept_send_ts if stats else st.start_time_ms)
+        t["remainHowManyDataToFlush"] = human_bytes(max(0, st.commitlog_max_offset - st.commitlog_flushed_offset))
+        t["remainHowManyDataToCommit"] = human_bytes(0)
+        try:
+            du = shutil.disk_usage(store.config.commitlog_dir)
+            t["commitLogDirCapacity"] = f"Total : {human_bytes(du.total)}, Free : {human_bytes(du.free)}."
+        except OSError as exc:
+            log.warning("disk usage of %s: %s", store.config.commitlog_dir, exc)
+        return t
+
+    def get_broker_runtime_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        return json_response({"table": self.runtime_info()})
+
+    # ------------------------------------------------------------------ 26 / 25
+    def get_broker_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        text = self.broker.config.to_properties_text()
+        version = orjson.dumps(self.config_data_version.to_json()).decode()
+        return new_response(ResponseCode.SUCCESS, None, {"version": version}, text.encode("utf-8"))
+
+    def update_broker_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        raw = request.body_bytes() if request.body is not None else b""
+        if not raw:
+            return new_response()
+        try:
+            props = parse_properties(raw.decode("utf-8"))
+        except Exception as exc:
+            log.warning("updateBrokerConfig from %s: unparsable body: %s", conn.remote_address, exc)
+            return error_response(ResponseCode.SYSTEM_ERROR, "string2Properties error")
+        black = str(self.broker.config.extra.get("configBlackList") or DEFAULT_CONFIG_BLACK_LIST)
+        if any(k in {b.strip() for b in black.split(";") if b.strip()} for k in props):
+            return error_response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        try:
+            self.apply(props)
+        except (ValueError, TypeError) as exc:
+            return error_response(ResponseCode.SYSTEM_ERROR, f"update broker config failed: {exc}")
+        log.info("updateBrokerConfig called by %s: %s", conn.remote_address, props)
+        return new_response()
+
+    def apply(self, props: dict[str, str]) -> None:
+        """Update the live config and push the changes where Java applies them at runtime."""
+        from rmqd.broker_controller import store_config_from
+
+        broker = self.broker
+        cfg = broker.config
+        before = BrokerConfig(**{k: getattr(cfg, k) for k in cfg.keys()})
+        old_perm = cfg.brokerPermission
+        check = BrokerConfig(**{k: getattr(cfg, k) for k in cfg.keys()})
+        check.update(props, source="updateBrokerConfig")   # raises on bad values before touching cfg
+        cfg.update(props, source="updateBrokerConfig")
+        self.config_data_version.next_version()
+        tcm = broker.topic_config_manager
+        tcm.auto_create_topic_enable = bool(cfg.autoCreateTopicEnable)
+        sgm = broker.subscription_group_manager
+        sgm.auto_create = bool(cfg.autoCreateSubscriptionGroup)
+        # store settings read on each use
+        old_sc, new_sc = store_config_from(before), store_config_from(cfg)
+        for f in dataclasses.fields(new_sc):
+            nv = getattr(new_sc, f.name)
+            if nv != getattr(old_sc, f.name) and f.name not in ("store_root_dir", "mapped_file_size_commitlog",
+                                                                "mapped_file_size_consume_queue"):
+                setattr(broker.store.config, f.name, nv)
+        if "flushConsumerOffsetInterval" in props:
+            broker.offset_persist_interval_s = cfg.flushConsumerOffsetInterval / 1000.0
+        if "brokerPermission" in props and cfg.brokerPermission != old_perm:
+            log.info("brokerPermission %d -> %d: re-registering with the name servers", old_perm,
+                     cfg.brokerPermission)
+            with tcm._lock:
+                tcm.data_version.next_version()
+            broker.register_broker_all_sync()
+
+    # ------------------------------------------------------------------ 315
+    def view_broker_stats_data(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        name, key = require(request, "statsName", "statsKey")
+        stats = getattr(self.broker, "broker_stats", None)
+        item = stats.get(name, key) if stats is not None else None
+        if item is None:
+            return error_response(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+        return json_response(item.stats_data())
+
+
+def install(broker: "BrokerController") -> BrokerAdminProcessor:
+    p = BrokerAdminProcessor(broker)
+    d, pool = broker.dispatcher, broker.pools["admin"]
+    d.register(RequestCode.GET_BROKER_RUNTIME_INFO, p.get_broker_runtime_info, pool)
+    d.register(RequestCode.GET_BROKER_CONFIG, p.get_broker_config, pool)
+    d.register(RequestCode.UPDATE_BROKER_CONFIG, p.update_broker_config, pool)
+    d.register(RequestCode.VIEW_BROKER_STATS_DATA, p.view_broker_stats_data, pool)
+    return p

@@ -1,0 +1,92 @@
+"""Helpers shared by the admin processors (``admin_topic``, ``admin_group``, ``admin_broker``)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from rmqd.remoting import fastjson
+from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.command import RemotingCommand, error_response, new_response
+from rmqd.store.metadata import TOPIC_NAME_RE
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+# TopicValidator.SYSTEM_TOPIC_SET (4.9.8) plus the ``rmq_sys_`` prefix.
+SYSTEM_TOPIC_SET = frozenset({
+    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+})
+SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPIC_SET or topic.startswith("rmq_sys_")
+
+
+def validate_topic(topic: Optional[str]) -> Optional[RemotingCommand]:
+    """TopicValidator.validateTopic: SYSTEM_ERROR with the Java remark, or None if fine."""
+    if not topic or not topic.strip():
+        return error_response(ResponseCode.SYSTEM_ERROR, "The specified topic is blank.")
+    if not TOPIC_NAME_RE.match(topic):
+        return error_response(ResponseCode.SYSTEM_ERROR,
+                              "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")
+    if len(topic) > 127:
+        return error_response(ResponseCode.SYSTEM_ERROR, "The specified topic is longer than topic max length.")
+    return None
+
+
+def check_system_topic(topic: str) -> Optional[RemotingCommand]:
+    if is_system_topic(topic):
+        return error_response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+    return None
+
+
+def slave_error(broker: "BrokerController") -> Optional[RemotingCommand]:
+    if str(broker.config.brokerRole).upper() == "SLAVE":
+        return error_response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+    return None
+
+
+def json_response(obj: Any, ext: Optional[dict] = None) -> RemotingCommand:
+    """SUCCESS with a fastjson-dialect body (MessageQueue keys as objects, int keys unquoted)."""
+    return new_response(ResponseCode.SUCCESS, None, ext, fastjson.dumps(obj))
+
+
+def offset_wrapper(store: Any, offsets: Any, group: str, topic: str, queue_id: int) -> tuple[dict, int]:
+    """OffsetWrapper JSON for (group, topic, queue) and its lag (ConsumeStats rules)."""
+    broker_offset = max(0, store.get_max_offset(topic, queue_id))
+    consumer_offset = offsets.query_offset(group, topic, queue_id)
+    if consumer_offset < 0:
+        consumer_offset = 0
+    last_ts = 0
+    if consumer_offset - 1 >= 0:
+        ts = store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1)
+        if ts > 0:
+            last_ts = ts
+    return ({"brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": last_ts},
+            broker_offset - consumer_offset)
+
+
+def consume_stats(broker: "BrokerController", group: str, topics: list[str]) -> tuple[dict, int]:
+    """ConsumeStats JSON for ``group`` over ``topics`` (GET_CONSUME_STATS) and the total lag."""
+    store = broker.store
+    offsets = broker.consumer_offset_manager
+    info = broker.consumer_manager.get(group)
+    table: dict = {}
+    tps = 0.0
+    diff = 0
+    for topic in topics:
+        tc = broker.topic_config_manager.get(topic)
+        if tc is None:
+            continue
+        if info is not None and info.subscriptions and topic not in info.subscriptions:
+            continue
+        for qid in range(tc.read_queue_nums):
+            mq = fastjson.MessageQueue(topic, broker.config.brokerName, qid)
+            wrapper, lag = offset_wrapper(store, offsets, group, topic, qid)
+            table[mq] = wrapper
+            diff += lag
+        stats = getattr(broker, "broker_stats", None)
+        if stats is not None:
+            tps += stats.tps_group_get_nums(group, topic)
+    return {"consumeTps": float(tps), "offsetTable": table}, diff

@@ -1,0 +1,372 @@
+"""Consumer/producer group admin codes.
+
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
+DELETE_SUBSCRIPTIONGROUP (207), GET_CONSUME_STATS (208), GET_CONSUMER_CONNECTION_LIST (203),
+GET_PRODUCER_CONNECTION_LIST (204), QUERY_TOPIC_CONSUME_BY_WHO (300),
+INVOKE_BROKER_TO_RESET_OFFSET (222, pushes RESET_CONSUMER_CLIENT_OFFSET 220),
+INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, asks clients with 221), CLONE_GROUP_OFFSET (314),
+QUERY_CONSUME_TIME_SPAN (303), QUERY_CORRECTION_OFFSET (308), CONSUME_MESSAGE_DIRECTLY (309 relay),
+GET_BROKER_CONSUME_STATS (317), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45).
+
+Java: ``AdminBrokerProcessor``, ``Broker2Client`` (README §3.5).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from rmqd.processors.admin_common import consume_stats, json_response, slave_error
+from rmqd.processors.client_manage import parse_json_body
+from rmqd.remoting import fastjson
+from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.remoting.command import (RemotingCommand, error_response, ext_bool, new_request,
+                                   new_response, require)
+from rmqd.store.message import decode_offset_msg_id
+from rmqd.store.metadata import SubscriptionGroupConfig
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+V3_0_7_SNAPSHOT = 43   # MQVersion ordinal: first client able to handle 220 / 221
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupAdminProcessor:
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+
+    # ------------------------------------------------------------------ 200 / 201 / 207
+    def update_and_create_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        err = slave_error(broker)
+        if err is not None:
+            return err
+        data = parse_json_body(request)
+        if not isinstance(data, dict) or not data.get("groupName"):
+            return error_response(ResponseCode.SYSTEM_ERROR, "the subscription group config body is invalid")
+        sg = SubscriptionGroupConfig.from_json(data)
+        log.info("updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_address, sg)
+        broker.subscription_group_manager.update(sg)
+        return new_response()
+
+    def get_all_subscription_group_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        mgr = self.broker.subscription_group_manager
+        with mgr._lock:
+            wrapper = mgr.encode()
+        if not wrapper.get("subscriptionGroupTable"):
+            return error_response(ResponseCode.SYSTEM_ERROR, "No subscription group in this broker")
+        return json_response(wrapper)
+
+    def delete_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        err = slave_error(broker)
+        if err is not None:
+            return err
+        (group,) = require(request, "groupName")
+        log.info("deleteSubscriptionGroup called by %s: %s", conn.remote_address, group)
+        broker.subscription_group_manager.delete(group)
+        if ext_bool(request, "removeOffset") or ext_bool(request, "cleanOffset"):
+            broker.consumer_offset_manager.remove_offset(group)
+        stats = getattr(broker, "broker_stats", None)
+        if stats is not None:
+            stats.on_group_deleted(group)
+        return new_response()
+
+    # ------------------------------------------------------------------ 208 / 317
+    def get_consume_stats(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        (group,) = require(request, "consumerGroup")
+        ext = request.ext_fields or {}
+        topic = ext.get("topic")
+        if topic:
+            topics = [topic]
+        elif ext.get("topicList"):
+            topics = [t for t in ext["topicList"].split(";") if t]
+        else:
+            topics = sorted(self.broker.consumer_offset_manager.which_topic_by_consumer(group))
+        stats, _ = consume_stats(self.broker, group, topics)
+        return json_response(stats)
+
+    def get_broker_consume_stats(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        is_order = ext_bool(request, "isOrder")
+        result = []
+        total_diff = 0
+        for group, info in sorted(broker.consumer_manager.groups().items()):
+            topics = sorted(broker.consumer_offset_manager.which_topic_by_consumer(group)
+                            | set(info.subscriptions))
+            per_group = []
+            for topic in topics:
+                tc = broker.topic_config_manager.get(topic)
+                if tc is None or (is_order and not tc.order):
+                    continue
+                stats, diff = consume_stats(broker, group, [topic])
+                if not stats["offsetTable"]:
+                    continue
+                total_diff += diff
+                per_group.append(stats)
+            result.append({group: per_group})
+        return json_response({"brokerAddr": broker.address, "consumeStatsList": result,
+                              "totalDiff": total_diff})
+
+    # ------------------------------------------------------------------ 203 / 204 / 300
+    def get_consumer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        (group,) = require(request, "consumerGroup")
+        info = self.broker.consumer_manager.get(group)
+        if info is None or not info.channels:
+            return error_response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+        body = {
+            "connectionSet": [c.to_connection_json() for c in list(info.channels.values())],
+            "consumeFromWhere": info.consume_from_where,
+            "consumeType": info.consume_type,
+            "messageModel": info.message_model,
+            "subscriptionTable": {t: e.data for t, e in list(info.subscriptions.items())},
+        }
+        return json_response(body)
+
+    def get_producer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        (group,) = require(request, "producerGroup")
+        chans = self.broker.producer_manager.get(group)
+        if not chans:
+            return error_response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        return json_response({"connectionSet": [c.to_connection_json() for c in chans]})
+
+    def query_topic_consume_by_who(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        (topic,) = require(request, "topic")
+        broker = self.broker
+        groups = {g for g, info in broker.consumer_manager.groups().items() if topic in info.subscriptions}
+        groups |= broker.consumer_offset_manager.which_group_by_topic(topic)
+        return json_response({"groupList": sorted(groups)})
+
+    # ------------------------------------------------------------------ 222 → 220
+    def _reset_offset_table(self, topic: str, group: str, timestamp: int, force: bool):
+        """MessageQueue → target offset, or an error response (Broker2Client.resetOffset)."""
+        broker = self.broker
+        tc = broker.topic_config_manager.get(topic)
+        if tc is None:
+            return error_response(ResponseCode.SYSTEM_ERROR, f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
+        store, offsets = broker.store, broker.consumer_offset_manager
+        table = {}
+        for qid in range(tc.write_queue_nums):
+            committed = offsets.query_offset(group, topic, qid)
+            if committed == -1:
+                return error_response(ResponseCode.SYSTEM_ERROR, f"THe consumer group <{group}> not exist")
+            if timestamp == -1:
+                target = store.get_max_offset(topic, qid)
+            else:
+                target = store.get_offset_by_time(topic, qid, timestamp)
+            if target < 0:
+                target = 0
+            table[fastjson.MessageQueue(topic, broker.config.brokerName, qid)] = \
+                target if (force or target < committed) else committed
+        return table
+
+    def invoke_broker_to_reset_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        topic, group, timestamp = require(request, "topic", "group", "timestamp")
+        force = ext_bool(request, "isForce")
+        ts = int(timestamp)
+        table = self._reset_offset_table(topic, group, ts, force)
+        if isinstance(table, RemotingCommand):
+            return table
+        info = self.broker.consumer_manager.get(group)
+        if info is None or not info.channels:
+            return error_response(ResponseCode.CONSUMER_NOT_ONLINE,
+                                  f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
+                                  f"Timestamp: {ts}")
+        body = fastjson.dumps({"offsetTable": table})
+        body_c = fastjson.dumps({"offsetTable": [
+            {"brokerName": mq.brokerName, "offset": off, "queueId": mq.queueId, "topic": mq.topic}
+            for mq, off in table.items()]})
+        header = {"topic": topic, "group": group, "timestamp": str(ts), "isForce": "true" if force else "false"}
+        for ch in list(info.channels.values()):
+            if ch.conn.closed:
+                continue
+            if ch.version < V3_0_7_SNAPSHOT:
+                log.warning("[reset-offset] client %s of %s too old (%d) to reset offsets", ch.client_id, group,
+                            ch.version)
+                continue
+            is_c = str(ch.language).upper() == "CPP"
+            push = new_request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, header, body_c if is_c else body,
+                               oneway=True)
+            try:
+                ch.conn.invoke_oneway(push)
+                log.info("[reset-offset] reset offset of %s/%s to %s sent to %s", topic, group, ts, ch.client_id)
+            except Exception:
+                log.exception("[reset-offset] sending RESET_CONSUMER_CLIENT_OFFSET to %s failed",
+                              ch.conn.remote_address)
+        is_c_admin = str(request.language).upper() == "CPP"
+        return new_response(ResponseCode.SUCCESS, None, None, body_c if is_c_admin else body)
+
+    # ------------------------------------------------------------------ 223 → 221 (loop handler)
+    async def invoke_broker_to_get_consumer_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        topic, group = require(request, "topic", "group")
+        client_addr = (request.ext_fields or {}).get("clientAddr")
+        info = self.broker.consumer_manager.get(group)
+        chans = list(info.channels.values()) if info is not None else []
+        if not chans:
+            return error_response(ResponseCode.SYSTEM_ERROR,
+                                  f"No Any Consumer online in the consumer group: [{group}]")
+        header = {"topic": topic, "group": group}
+        if client_addr:
+            header["clientAddr"] = client_addr
+        result: dict = {}
+        for ch in chans:
+            if ch.version < V3_0_7_SNAPSHOT:
+                return error_response(ResponseCode.SYSTEM_ERROR,
+                                      f"the client does not support this feature. version={ch.version}")
+            if client_addr and ch.conn.remote_address != client_addr:
+                continue
+            try:
+                answer = await ch.conn.invoke(new_request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, header),
+                                              5.0)
+            except Exception as exc:
+                log.warning("GET_CONSUMER_STATUS_FROM_CLIENT to %s failed: %r", ch.conn.remote_address, exc)
+                continue
+            if answer.code == ResponseCode.SUCCESS and answer.body is not None:
+                try:
+                    data = fastjson.loads_lenient(answer.body_bytes())
+                    result[ch.client_id] = dict((data or {}).get("messageQueueTable") or {})
+                except ValueError as exc:
+                    log.warning("bad consumer status body from %s: %s", ch.client_id, exc)
+        return json_response({"consumerTable": result, "messageQueueTable": {}})
+
+    # ------------------------------------------------------------------ 314
+    def clone_group_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        src, dest = require(request, "srcGroup", "destGroup")
+        ext = request.ext_fields or {}
+        topic = ext.get("topic")
+        offline = ext_bool(request, "offline")
+        broker = self.broker
+        offsets = broker.consumer_offset_manager
+        topics = [topic] if topic else sorted(offsets.which_topic_by_consumer(src))
+        info = broker.consumer_manager.get(src)
+        for t in topics:
+            if broker.topic_config_manager.get(t) is None:
+                log.warning("[cloneGroupOffset] topic %s does not exist", t)
+                continue
+            if not offline and info is not None and info.subscriptions and t not in info.subscriptions:
+                log.warning("[cloneGroupOffset] %s does not subscribe %s", src, t)
+                continue
+            offsets.clone_offset(src, dest, t)
+        return new_response()
+
+    # ------------------------------------------------------------------ 303
+    def query_consume_time_span(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        topic, group = require(request, "topic", "group")
+        broker = self.broker
+        tc = broker.topic_config_manager.get(topic)
+        if tc is None:
+            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        store = broker.store
+        spans = []
+        now = _now_ms()
+        for qid in range(tc.write_queue_nums):
+            mq = fastjson.MessageQueue(topic, broker.config.brokerName, qid)
+            min_time = max(0, store.get_earliest_message_time(topic, qid))
+            max_off = store.get_max_offset(topic, qid)
+            max_time = max(0, store.get_message_store_timestamp(topic, qid, max_off - 1)) if max_off > 0 else 0
+            consumer_offset = broker.consumer_offset_manager.query_offset(group, topic, qid)
+            if consumer_offset > 0:
+                consume_time = max(0, store.get_message_store_timestamp(topic, qid, consumer_offset - 1))
+            else:
+                consume_time = min_time
+            delay = 0
+            if 0 <= consumer_offset < max_off:
+                next_ts = store.get_message_store_timestamp(topic, qid, consumer_offset)
+                if next_ts > 0:
+                    delay = now - next_ts
+            spans.append({"consumeTimeStamp": consume_time, "delayTime": delay, "maxTimeStamp": max_time,
+                          "messageQueue": mq, "minTimeStamp": min_time})
+        return json_response({"consumeTimeSpanSet": spans})
+
+    # ------------------------------------------------------------------ 308
+    def query_correction_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        topic, compare_group = require(request, "topic", "compareGroup")
+        filters = {g for g in ((request.ext_fields or {}).get("filterGroups") or "").split(",") if g}
+        offsets = self.broker.consumer_offset_manager
+        correction: dict[int, int] = {}
+        for group in offsets.which_group_by_topic(topic):
+            if group in filters:
+                continue
+            for qid, off in offsets.query_offsets(group, topic).items():
+                correction[qid] = min(off, correction.get(qid, off))
+        for qid, off in offsets.query_offsets(compare_group, topic).items():
+            if qid in correction and correction[qid] > off:
+                correction[qid] = 2 ** 63 - 1
+        return json_response({"correctionOffsets": correction})
+
+    # ------------------------------------------------------------------ 309 relay (loop handler)
+    async def consume_message_directly(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        group, client_id, msg_id = require(request, "consumerGroup", "clientId", "msgId")
+        broker = self.broker
+        ext = dict(request.ext_fields or {})
+        ext["brokerName"] = broker.config.brokerName
+        try:
+            _, _, offset = decode_offset_msg_id(msg_id)
+        except Exception as exc:
+            return error_response(ResponseCode.SYSTEM_ERROR, f"bad msgId {msg_id}: {exc}")
+        loop = asyncio.get_running_loop()
+        body = await loop.run_in_executor(None, broker.store.read_message, offset)
+        if body is None:
+            return error_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        info = broker.consumer_manager.get(group)
+        ch = info.find_channel(client_id) if info is not None else None
+        if ch is None or ch.conn.closed:
+            return error_response(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+        try:
+            answer = await ch.conn.invoke(new_request(RequestCode.CONSUME_MESSAGE_DIRECTLY, ext, body),
+                                          broker.call_client_timeout)
+        except asyncio.TimeoutError:
+            return error_response(ResponseCode.CONSUME_MSG_TIMEOUT,
+                                  f"consumer <{group}> <{client_id}> Timeout: invoke client timeout")
+        except Exception as exc:
+            log.warning("CONSUME_MESSAGE_DIRECTLY relay to %s failed: %r", ch.conn.remote_address, exc)
+            return error_response(ResponseCode.SYSTEM_ERROR,
+                                  f"invoke consumer <{group}> <{client_id}> Exception: {exc}")
+        return new_response(answer.code, answer.remark, answer.ext_fields,
+                            answer.body_bytes() if answer.body is not None else None)
+
+    # ------------------------------------------------------------------ 43 / 45
+    def get_all_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        mgr = self.broker.consumer_offset_manager
+        with mgr._lock:
+            table = {k: dict(v) for k, v in mgr.table.items()}
+        if not table:
+            return error_response(ResponseCode.SYSTEM_ERROR, "No consumer offset in this broker")
+        return json_response({"offsetTable": table})
+
+    def get_all_delay_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        mgr = self.broker.delay_offset_manager
+        with mgr._lock:
+            table = dict(mgr.table)
+        if not table:
+            return error_response(ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
+        return json_response({"offsetTable": table})
+
+
+def install(broker: "BrokerController") -> GroupAdminProcessor:
+    p = GroupAdminProcessor(broker)
+    d, pool = broker.dispatcher, broker.pools["admin"]
+    d.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, p.update_and_create_subscription_group, pool)
+    d.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, p.get_all_subscription_group_config, pool)
+    d.register(RequestCode.DELETE_SUBSCRIPTIONGROUP, p.delete_subscription_group, pool)
+    d.register(RequestCode.GET_CONSUME_STATS, p.get_consume_stats, pool)
+    d.register(RequestCode.GET_BROKER_CONSUME_STATS, p.get_broker_consume_stats, pool)
+    d.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, p.get_consumer_connection_list, pool)
+    d.register(RequestCode.GET_PRODUCER_CONNECTION_LIST, p.get_producer_connection_list, pool)
+    d.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, p.query_topic_consume_by_who, pool)
+    d.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, p.invoke_broker_to_reset_offset, pool)
+    d.register(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, p.invoke_broker_to_get_consumer_status)
+    d.register(RequestCode.CLONE_GROUP_OFFSET, p.clone_group_offset, pool)
+    d.register(RequestCode.QUERY_CONSUME_TIME_SPAN, p.query_consume_time_span, pool)
+    d.register(RequestCode.QUERY_CORRECTION_OFFSET, p.query_correction_offset, pool)
+    d.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, p.consume_message_directly)
+    d.register(RequestCode.GET_ALL_CONSUMER_OFFSET, p.get_all_consumer_offset, pool)
+    d.register(RequestCode.GET_ALL_DELAY_OFFSET, p.get_all_delay_offset, pool)
+    return p

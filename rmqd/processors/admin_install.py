@@ -1,0 +1,16 @@
+"""Installs every admin processor family and the broker stats on a BrokerController."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rmqd.processors import admin_broker, admin_group, admin_topic, broker_stats
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+
+def install(broker: "BrokerController") -> None:
+    broker_stats.install(broker)
+    broker.admin_topic_processor = admin_topic.install(broker)
+    broker.admin_group_processor = admin_group.install(broker)
+    broker.admin_broker_processor = admin_broker.install(broker)

@@ -1,0 +1,179 @@
+"""Topic admin codes: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215),
+GET_ALL_TOPIC_CONFIG (21), GET_TOPIC_STATS_INFO (202), GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305),
+CLEAN_EXPIRED_CONSUMEQUEUE (306), CLEAN_UNUSED_TOPIC (316).
+
+Java: ``AdminBrokerProcessor`` (README §3.5).  Handlers block on metadata persistence and the
+store: they run in the admin pool.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Optional
+
+from rmqd.processors.admin_common import (check_system_topic, json_response, slave_error,
+                                          validate_topic)
+from rmqd.remoting import fastjson
+from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.remoting.command import RemotingCommand, error_response, ext_int, new_response, require
+from rmqd.store.metadata import SCHEDULE_TOPIC, TopicConfig
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+
+class AttributeError_(ValueError):
+    """Bad ``attributes`` header (5.x AttributeUtil rules)."""
+
+
+def parse_attributes(spec: Optional[str]) -> dict[str, str]:
+    """``"+k=v,+k2=v2,-k3"`` → ``{"+k": "v", "+k2": "v2", "-k3": ""}`` (AttributeParser.parseToMap)."""
+    out: dict[str, str] = {}
+    if not spec or not spec.strip():
+        return out
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if item[0] not in "+-":
+            raise AttributeError_(f"attribute format is wrong: {item}")
+        if item[0] == "+":
+            if "=" not in item:
+                raise AttributeError_(f"add/alter attribute format is wrong: {item}")
+            k, v = item.split("=", 1)
+            out[k] = v
+        else:
+            if "=" in item:
+                raise AttributeError_(f"delete attribute format is wrong: {item}")
+            out[item] = ""
+    return out
+
+
+def alter_attributes(create: bool, current: dict[str, str], new: dict[str, str]) -> dict[str, str]:
+    """Apply ``+k=v`` / ``-k`` operations (AttributeUtil.alterCurrentAttributes); keys stored bare."""
+    result = {} if create else dict(current)
+    for key, value in new.items():
+        real = key[1:]
+        if key.startswith("+"):
+            result[real] = value
+        else:
+            if create:
+                raise AttributeError_(f"only add attribute is supported while creating topic. key: {real}")
+            if real not in result:
+                raise AttributeError_(f"attempt to delete a nonexistent key: {real}")
+            del result[real]
+    return result
+
+
+class TopicAdminProcessor:
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+
+    # ------------------------------------------------------------------ 17
+    def update_and_create_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        err = slave_error(broker)
+        if err is not None:
+            return err
+        (topic,) = require(request, "topic")
+        err = validate_topic(topic) or check_system_topic(topic)
+        if err is not None:
+            return err
+        read_q, write_q, perm = require(request, "readQueueNums", "writeQueueNums", "perm")
+        ext = request.ext_fields or {}
+        mgr = broker.topic_config_manager
+        old = mgr.get(topic)
+        try:
+            attrs = alter_attributes(old is None, old.attributes if old else {},
+                                     parse_attributes(ext.get("attributes")))
+        except AttributeError_ as exc:
+            return error_response(ResponseCode.SYSTEM_ERROR, str(exc))
+        tc = TopicConfig(topic, int(read_q), int(write_q), int(perm),
+                         ext.get("topicFilterType") or "SINGLE_TAG", ext_int(request, "topicSysFlag", 0) or 0,
+                         (ext.get("order") or "false").strip().lower() == "true", attrs)
+        log.info("updateAndCreateTopic called by %s: %s", conn.remote_address, tc)
+        mgr.update(tc)   # persists, then re-registers with the name servers (on_change)
+        return new_response()
+
+    # ------------------------------------------------------------------ 215
+    def delete_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        err = slave_error(broker)
+        if err is not None:
+            return err
+        (topic,) = require(request, "topic")
+        err = validate_topic(topic) or check_system_topic(topic)
+        if err is not None:
+            return err
+        log.info("deleteTopic called by %s: %s", conn.remote_address, topic)
+        broker.topic_config_manager.delete(topic)
+        removed = broker.store.delete_topic(topic)
+        broker.consumer_offset_manager.remove_topic(topic)
+        stats = getattr(broker, "broker_stats", None)
+        if stats is not None:
+            stats.on_topic_deleted(topic)
+        log.info("topic %s deleted: %d consume queue(s) removed", topic, removed)
+        return new_response()
+
+    # ------------------------------------------------------------------ 21
+    def get_all_topic_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        wrapper = self.broker.topic_config_manager.wrapper()
+        if not wrapper.get("topicConfigTable"):
+            return error_response(ResponseCode.SYSTEM_ERROR, "No topic in this broker")
+        return json_response(wrapper)
+
+    # ------------------------------------------------------------------ 202
+    def get_topic_stats_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        (topic,) = require(request, "topic")
+        broker = self.broker
+        tc = broker.topic_config_manager.get(topic)
+        if tc is None:
+            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        return json_response({"offsetTable": topic_offset_table(broker, topic, tc.write_queue_nums)})
+
+    # ------------------------------------------------------------------ 305
+    def get_system_topic_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        mgr = self.broker.topic_config_manager
+        topics = sorted(t for t in mgr.topics() if mgr.is_system_topic(t))
+        return json_response({"topicList": topics})
+
+    # ------------------------------------------------------------------ 306 / 316
+    def clean_unused_topics(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """Drop consume queues of topics no longer configured (Java cleanUnusedTopic /
+        cleanExpiredConsumerQueue; expired CQ files themselves go with commit-log retention)."""
+        broker = self.broker
+        mgr = broker.topic_config_manager
+        gone = [t for t in broker.store.topics() if mgr.get(t) is None and t != SCHEDULE_TOPIC]
+        for topic in gone:
+            log.info("%s: removing consume queues of unused topic %s",
+                     RequestCode(request.code).name, topic)
+            broker.store.delete_topic(topic)
+        return new_response()
+
+
+def topic_offset_table(broker: "BrokerController", topic: str, queues: int) -> dict:
+    """TopicStatsTable.offsetTable: MessageQueue → TopicOffset (min, max, last update)."""
+    store = broker.store
+    table = {}
+    for qid in range(queues):
+        mn = max(0, store.get_min_offset(topic, qid))
+        mx = max(0, store.get_max_offset(topic, qid))
+        ts = 0
+        if mx > 0:
+            ts = max(0, store.get_message_store_timestamp(topic, qid, mx - 1))
+        table[fastjson.MessageQueue(topic, broker.config.brokerName, qid)] = {
+            "lastUpdateTimestamp": ts, "maxOffset": mx, "minOffset": mn}
+    return table
+
+
+def install(broker: "BrokerController") -> TopicAdminProcessor:
+    p = TopicAdminProcessor(broker)
+    d, pool = broker.dispatcher, broker.pools["admin"]
+    d.register(RequestCode.UPDATE_AND_CREATE_TOPIC, p.update_and_create_topic, pool)
+    d.register(RequestCode.DELETE_TOPIC_IN_BROKER, p.delete_topic, pool)
+    d.register(RequestCode.GET_ALL_TOPIC_CONFIG, p.get_all_topic_config, pool)
+    d.register(RequestCode.GET_TOPIC_STATS_INFO, p.get_topic_stats_info, pool)
+    d.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, p.get_system_topic_list, pool)
+    d.register([RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, RequestCode.CLEAN_UNUSED_TOPIC], p.clean_unused_topics, pool)
+    return p

@@ -1,0 +1,250 @@
+"""Broker statistics: per-topic / per-group counters and store TPS, sampled periodically.
+
+Java: ``BrokerStatsManager`` + ``StatsItemSet`` (sum/times per key with minute/hour/day
+snapshots), ``StoreStatsService`` (put/get TPS over 10 s / 1 min / 10 min) and ``BrokerStats``
+(message totals at this morning's and yesterday morning's midnight).
+
+Hot paths only do dict increments under a lock:
+
+* puts: a store dispatch listener counts ``TOPIC_PUT_NUMS`` / ``TOPIC_PUT_SIZE`` per message;
+* gets: the pull processor calls :meth:`BrokerStatsManager.inc_group_get` for found messages.
+
+A daemon sampler thread (1 Hz) records store-level counters for the TPS triplets and takes the
+stats items' minute (every 10 s), hour (every 10 min) and day (every hour) snapshots.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
+TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
+GROUP_GET_NUMS = "GROUP_GET_NUMS"
+GROUP_GET_SIZE = "GROUP_GET_SIZE"
+SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
+BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
+BROKER_GET_NUMS = "BROKER_GET_NUMS"
+GROUP_GET_FROM_DISK_NUMS = "GROUP_GET_FROM_DISK_NUMS"
+GROUP_GET_FROM_DISK_SIZE = "GROUP_GET_FROM_DISK_SIZE"
+BROKER_GET_FROM_DISK_NUMS = "BROKER_GET_FROM_DISK_NUMS"
+BROKER_GET_FROM_DISK_SIZE = "BROKER_GET_FROM_DISK_SIZE"
+GROUP_GET_LATENCY = "GROUP_GET_LATENCY"
+ALL_STATS = (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS,
+             BROKER_PUT_NUMS, BROKER_GET_NUMS, GROUP_GET_FROM_DISK_NUMS, GROUP_GET_FROM_DISK_SIZE,
+             BROKER_GET_FROM_DISK_NUMS, BROKER_GET_FROM_DISK_SIZE, GROUP_GET_LATENCY)
+
+SAMPLE_RECORDS = 601          # StoreStatsService keeps 10 min of 1 s samples
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class StatsItem:
+    """A cumulative (sum, times) counter with minute/hour/day snapshot windows."""
+
+    __slots__ = ("value", "times", "minute", "hour", "day")
+
+    def __init__(self) -> None:
+        self.value = 0
+        self.times = 0
+        now = _now_ms()
+        self.minute: collections.deque = collections.deque([(now, 0, 0)], maxlen=7)
+        self.hour: collections.deque = collections.deque([(now, 0, 0)], maxlen=7)
+        self.day: collections.deque = collections.deque([(now, 0, 0)], maxlen=25)
+
+    @staticmethod
+    def _window(snaps: collections.deque, now: tuple) -> dict:
+        first = snaps[0]
+        sum_ = now[1] - first[1]
+        times = now[2] - first[2]
+        elapsed = now[0] - first[0]
+        tps = (sum_ * 1000.0 / elapsed) if elapsed > 0 else 0.0
+        avgpt = (sum_ / times) if times > 0 else 0.0
+        return {"avgpt": float(avgpt), "sum": int(sum_), "tps": float(tps)}
+
+    def snapshot(self) -> tuple:
+        return (_now_ms(), self.value, self.times)
+
+    def stats_data(self) -> dict:
+        """BrokerStatsData JSON (statsMinute/statsHour/statsDay of BrokerStatsItem)."""
+        cur = self.snapshot()
+        return {"statsDay": self._window(self.day, cur), "statsHour": self._window(self.hour, cur),
+                "statsMinute": self._window(self.minute, cur)}
+
+    def minute_tps(self) -> float:
+        return self._window(self.minute, self.snapshot())["tps"]
+
+
+class BrokerStatsManager:
+    """Stats items by name and key (``topic``, ``topic@group``, cluster name...)."""
+
+    def __init__(self, broker: Optional["BrokerController"] = None) -> None:
+        self._lock = threading.Lock()
+        self.items: dict[str, dict[str, StatsItem]] = {name: {} for name in ALL_STATS}
+        self.store_samples: collections.deque = collections.deque(maxlen=SAMPLE_RECORDS)
+        self.morning = {"put_yesterday": 0, "put_today": 0, "get_yesterday": 0, "get_today": 0}
+        self._day = time.localtime().tm_yday
+        self._last_minute = self._last_hour = self._last_day = time.monotonic()
+        self._broker_ref = weakref.ref(broker) if broker is not None else None
+        self._thread: Optional[threading.Thread] = None
+        self.start_accept_send_ts = _now_ms()
+
+    # ------------------------------------------------------------------ counting (hot paths)
+    def _inc(self, name: str, key: str, value: int, times: int = 1) -> None:
+        table = self.items[name]
+        with self._lock:
+            item = table.get(key)
+            if item is None:
+                item = table[key] = StatsItem()
+            item.value += value
+            item.times += times
+
+    def on_dispatch(self, req: Any) -> None:
+        """Store dispatch listener: one stored message (any producer, incl. retries)."""
+        table_n = self.items[TOPIC_PUT_NUMS]
+        table_s = self.items[TOPIC_PUT_SIZE]
+        topic = req.topic
+        with self._lock:
+            n = table_n.get(topic)
+            if n is None:
+                n = table_n[topic] = StatsItem()
+                s = table_s[topic] = StatsItem()
+            else:
+                s = table_s.get(topic) or table_s.setdefault(topic, StatsItem())
+            n.value += 1
+            n.times += 1
+            s.value += req.size
+            s.times += 1
+
+    def inc_group_get(self, group: str, topic: str, nums: int, size: int) -> None:
+        key = f"{topic}@{group}"
+        self._inc(GROUP_GET_NUMS, key, nums)
+        self._inc(GROUP_GET_SIZE, key, size)
+
+    def inc_send_back(self, group: str, topic: str) -> None:
+        self._inc(SNDBCK_PUT_NUMS, f"{topic}@{group}", 1)
+
+    # ------------------------------------------------------------------ reading
+    def get(self, name: str, key: str) -> Optional[StatsItem]:
+        table = self.items.get(name)
+        return table.get(key) if table is not None else None
+
+    def tps_group_get_nums(self, group: str, topic: str) -> float:
+        item = self.get(GROUP_GET_NUMS, f"{topic}@{group}")
+        return item.minute_tps() if item is not None else 0.0
+
+    def on_topic_deleted(self, topic: str) -> None:
+        with self._lock:
+            for name, table in self.items.items():
+                for key in [k for k in table if k == topic or k.startswith(topic + "@")]:
+                    del table[key]
+
+    def on_group_deleted(self, group: str) -> None:
+        with self._lock:
+            for table in self.items.values():
+                for key in [k for k in table if k.endswith("@" + group)]:
+                    del table[key]
+
+    # ------------------------------------------------------------------ store TPS
+    def store_tps(self, field: int, seconds: int) -> float:
+        """TPS of store sample column ``field`` over the last ``seconds`` (Java getPutTps(10)...)."""
+        samples = self.store_samples
+        if len(samples) < 2:
+            return 0.0
+        last = samples[-1]
+        idx = max(0, len(samples) - 1 - seconds)
+        first = samples[idx]
+        elapsed = last[0] - first[0]
+        if elapsed <= 0:
+            return 0.0
+        return (last[field] - first[field]) * 1000.0 / elapsed
+
+    def tps_triplet(self, field: int) -> str:
+        return " ".join("%.2f" % self.store_tps(field, s) for s in (10, 60, 600))
+
+    # ------------------------------------------------------------------ sampling
+    def sample_store(self, store: Any) -> None:
+        """Record (ts, put times, get found, get total, get transferred, get miss)."""
+        st = store.stats
+        miss = st.get_message_times_total - st.get_message_found_total
+        self.store_samples.append((_now_ms(), st.put_message_times_total, st.get_message_found_total,
+                                   st.get_message_times_total, st.get_message_transferred_total, miss))
+        day = time.localtime().tm_yday
+        if day != self._day:
+            self._day = day
+            m = self.morning
+            m["put_yesterday"], m["put_today"] = m["put_today"], st.put_message_times_total
+            m["get_yesterday"], m["get_today"] = m["get_today"], st.get_message_transferred_total
+
+    def sample_items(self, force: bool = False) -> None:
+        """Take the minute/hour/day snapshots that are due (all of them with ``force``)."""
+        now = time.monotonic()
+        windows = []
+        if force or now - self._last_minute >= 10:
+            windows.append("minute")
+            self._last_minute = now
+        if force or now - self._last_hour >= 600:
+            windows.append("hour")
+            self._last_hour = now
+        if force or now - self._last_day >= 3600:
+            windows.append("day")
+            self._last_day = now
+        if not windows:
+            return
+        with self._lock:
+            for table in self.items.values():
+                for item in table.values():
+                    snap = item.snapshot()
+                    for w in windows:
+                        getattr(item, w).append(snap)
+
+    def start(self) -> None:
+        """Start the 1 Hz sampler (daemon; it ends when the broker closes or is collected)."""
+        if self._thread is not None:
+            return
+        ref = self._broker_ref
+        if ref is None:
+            return
+        me = weakref.ref(self)
+
+        def run() -> None:
+            seen_started = False
+            while True:
+                time.sleep(1.0)
+                broker, stats = ref(), me()
+                if broker is None or stats is None:
+                    return
+                started = bool(getattr(broker, "_started", False))
+                if seen_started and not started:
+                    return
+                seen_started = seen_started or started
+                if not started:
+                    continue
+                try:
+                    stats.sample_store(broker.store)
+                    stats.sample_items()
+                except Exception:
+                    log.exception("broker stats sampling failed")
+                del broker, stats
+
+        self._thread = threading.Thread(target=run, name="rmqd-broker-stats", daemon=True)
+        self._thread.start()
+
+
+def install(broker: "BrokerController") -> BrokerStatsManager:
+    """Attach ``broker.broker_stats`` (put counting via the store dispatch listener)."""
+    stats = BrokerStatsManager(broker)
+    broker.broker_stats = stats
+    broker.store.add_dispatch_listener(stats.on_dispatch)
+    stats.start()
+    return stats
