@@ -19,7 +19,6 @@ import orjson
 
 from rmqd.config import BrokerConfig
 from rmqd.processors import admin_install
-from rmqd.processors import admin_install
 from rmqd.processors.client_manage import ClientManageProcessor, notify_consumer_ids_changed
 from rmqd.processors.client_manager import ConsumerManager, ProducerManager
 from rmqd.processors.consumer_manage import ConsumerManageProcessor
@@ -147,7 +146,6 @@ class BrokerController:
         d.register(RequestCode.GET_MIN_OFFSET, oq.get_min_offset, p["admin"])
         d.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, oq.search_offset_by_timestamp, p["admin"])
         d.register(RequestCode.GET_EARLIEST_MSG_STORETIME, oq.get_earliest_msg_storetime, p["admin"])
-        admin_install.install(self)   # admin codes (topics, groups, broker config/stats)
         schedule.install_all(self)   # delay levels, 5.x timers, CONSUMER_SEND_MSG_BACK
         admin_install.install(self)   # admin codes (topics, groups, broker config/stats)
 
