@@ -1,0 +1,103 @@
+"""Shared helpers for the delay / timer / retry feature tests: an embedded broker that can be
+restarted on the same store, byte-exact SEND_MESSAGE_V2 / PULL / CONSUMER_SEND_MSG_BACK requests."""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.command import RemotingCommand, new_request
+from rmqd.store.message import StoredMessage, decode_messages
+from rmqd.testing.embedded import EmbeddedServer
+
+FAST_LEVELS = "1s 2s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
+
+
+class Broker:
+    """An EmbeddedServer plus one blocking client to its broker port."""
+
+    def __init__(self, store_dir: str, **properties: Any) -> None:
+        props = dict(messageDelayLevel=FAST_LEVELS, flushDelayOffsetInterval=500)
+        props.update(properties)
+        self.server = EmbeddedServer(store_dir=store_dir, broker_properties=props)
+        self.client: Optional[BlockingClient] = None
+
+    def start(self) -> "Broker":
+        self.server.start()
+        self.client = BlockingClient(self.server.broker_addr, timeout=5.0)
+        return self
+
+    def stop(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        self.server.stop()
+
+    def restart(self) -> "Broker":
+        self.stop()
+        return self.start()
+
+    @property
+    def broker(self):
+        return self.server.broker
+
+
+def props(**kv: Any) -> str:
+    return "".join(f"{k}\x01{v}\x02" for k, v in kv.items())
+
+
+def send(client: BlockingClient, topic: str, body: bytes = b"hello", queue_id: int = 0,
+         properties: str = "", reconsume_times: int = 0, max_reconsume: Optional[int] = None,
+         version: Optional[int] = None) -> RemotingCommand:
+    ext = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
+           "g": str(int(time.time() * 1000)), "h": "0", "i": properties, "j": str(reconsume_times),
+           "k": "false", "m": "false"}
+    if max_reconsume is not None:
+        ext["l"] = str(max_reconsume)
+    req = new_request(310, ext, body)
+    if version is not None:
+        req.version = version
+    return client.invoke(req)
+
+
+def pull(client: BlockingClient, topic: str, queue_id: int = 0, offset: int = 0,
+         group: str = "CG_TEST", max_nums: int = 32) -> list[StoredMessage]:
+    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id), "queueOffset": str(offset),
+           "maxMsgNums": str(max_nums), "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0",
+           "subVersion": "0", "subscription": "*"}
+    resp = client.invoke(new_request(11, ext))
+    if resp.code != 0 or resp.body is None:
+        return []
+    return decode_messages(resp.body_bytes())
+
+
+def pull_all(client: BlockingClient, topic: str, queue_id: int = 0) -> list[StoredMessage]:
+    """Every message of one queue (pages past the 32-per-pull transfer limit)."""
+    out: list[StoredMessage] = []
+    while True:
+        page = pull(client, topic, queue_id, offset=len(out))
+        if not page:
+            return out
+        out.extend(page)
+
+
+def wait_messages(client: BlockingClient, topic: str, count: int, timeout: float, queue_ids=(0,),
+                  interval: float = 0.02) -> list[StoredMessage]:
+    """Poll queues until ``count`` messages are there (returns what was found at the deadline)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = [m for q in queue_ids for m in pull_all(client, topic, q)]
+        if len(got) >= count or time.monotonic() > deadline:
+            return got
+        time.sleep(interval)
+
+
+def send_back(client: BlockingClient, offset: int, group: str, delay_level: int = 0,
+              max_reconsume: Optional[int] = None, version: Optional[int] = None) -> RemotingCommand:
+    ext = {"offset": str(offset), "group": group, "delayLevel": str(delay_level)}
+    if max_reconsume is not None:
+        ext["maxReconsumeTimes"] = str(max_reconsume)
+    req = new_request(36, ext)
+    if version is not None:
+        req.version = version
+    return client.invoke(req)
