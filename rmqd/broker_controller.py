@@ -129,7 +129,8 @@ class BrokerController:
         d, p = self.dispatcher, self.pools
         self.send_processor = SendMessageProcessor(self)
         d.register([RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE],
-                   self.send_processor.process, p["send"])
+                   self.send_processor.process, p["send"],
+                   inline_first=self.send_processor.process_inline)
         self.pull_processor = PullMessageProcessor(self)
         d.register(RequestCode.PULL_MESSAGE, self.pull_processor.process, p["pull"])
         cm = self.client_manage_processor = ClientManageProcessor(self)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from rmqd.remoting.codes import ResponseCode, Version
 from rmqd.remoting.command import RemotingCommand, error_response, new_response
+from rmqd.remoting.dispatch import TO_POOL
 from rmqd.store.message import (MULTI_TAGS_FLAG, MessageToStore, find_property, java_string_hash)
 from rmqd.store.message_store import PutMessageStatus
 from rmqd.store.metadata import (DLQ_GROUP_TOPIC_PREFIX, PERM_READ, PERM_WRITE,
@@ -63,6 +64,9 @@ class _V2Header:
     def to_dict(self) -> dict:
         return {V2_NAMES.get(k, k): v for k, v in self.ext.items()}
 
+
+# Largest body appended on the event loop (a few pages of memcpy); larger ones use the pool.
+INLINE_MAX_BODY = 64 * 1024
 
 PROP_SEP = "\x02"
 NV_SEP = "\x01"
@@ -179,6 +183,31 @@ class SendMessageProcessor:
             if h.get(name) is None:
                 return error_response(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is null")
         return self.send(conn, request, h)
+
+    def process_inline(self, conn: Any, request: RemotingCommand) -> Any:
+        """Loop-thread fast path (see ``Dispatcher.register(inline_first=...)``).
+
+        Under ASYNC_FLUSH, appending one small message to an existing topic is a memory copy into
+        the mapped CommitLog: it is answered right here.  Anything that may block or loop over
+        many messages (SYNC_FLUSH waits, auto-create writing topics.json and re-registering,
+        retry/DLQ routing, batches, large bodies) goes to the send pool.
+        """
+        if self.store.config.flush_disk_type != "ASYNC_FLUSH":
+            return TO_POOL
+        body = request.body
+        if body is not None and len(body) > INLINE_MAX_BODY:
+            return TO_POOL
+        ext = request.ext_fields
+        if not ext:
+            return TO_POOL
+        if request.code == 10:
+            topic, batch = ext.get("topic"), ext.get("batch")
+        else:
+            topic, batch = ext.get("b"), ext.get("m")
+        if topic is None or _truthy(batch) or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or \
+                self.topics.get(topic) is None:
+            return TO_POOL
+        return self.process(conn, request)
 
     # ------------------------------------------------------------------ checks (Java msgCheck)
     def _check_topic(self, conn: Any, h: dict) -> tuple[Optional[RemotingCommand], Any]:

@@ -6,6 +6,12 @@ is registered with a bounded ``ProcessorPool``.  A request that waited in a pool
 the pool's limit is answered SYSTEM_BUSY at once (RocketMQ's fast failure), as is a request that
 finds the queue full.  Returning None means "no reply now" (oneway, or the processor replies later
 through ``conn.reply``, e.g. a held long-poll pull).
+
+A family may also register an ``inline_first`` handler: it runs on the loop and either answers
+(the cheap common case, e.g. an ASYNC_FLUSH append of a small message to an existing topic) or
+returns ``TO_POOL`` to have the full handler run in the family's pool.  Every hand-off between
+the loop and a pool thread costs GIL transfers and context switches that dwarf a small append,
+so the common case must not pay them.
 """
 from __future__ import annotations
 
@@ -24,9 +30,14 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Any, RemotingCommand], Any]
 
+TO_POOL = object()  # returned by an inline_first handler: "run me in the pool instead"
 
-def run_handler(handler: Handler, conn: Any, request: RemotingCommand) -> None:
-    """Run one processor and send what it returns; errors become SYSTEM_ERROR responses."""
+
+def run_handler(handler: Handler, conn: Any, request: RemotingCommand) -> Any:
+    """Run one processor and send what it returns; errors become SYSTEM_ERROR responses.
+
+    Returns ``TO_POOL`` when the handler asked for it (nothing is sent then), else None.
+    """
     try:
         response = handler(conn, request)
     except MissingHeaderField as exc:
@@ -35,11 +46,14 @@ def run_handler(handler: Handler, conn: Any, request: RemotingCommand) -> None:
         log.exception("processor for code %d failed (peer %s)", request.code, getattr(conn, "remote_address", "?"))
         response = error_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
     if response is None:
-        return
+        return None
+    if response is TO_POOL:
+        return TO_POOL
     if inspect.isawaitable(response):
         _finish_async(response, conn, request)
-        return
+        return None
     conn.reply(request, response)
+    return None
 
 
 def _finish_async(awaitable: Any, conn: Any, request: RemotingCommand) -> None:
@@ -165,7 +179,7 @@ class Dispatcher:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._table: dict[int, tuple[Handler, ProcessorPool | None]] = {}
+        self._table: dict[int, tuple[Handler, ProcessorPool | None, Handler | None]] = {}
         self.pools: dict[str, ProcessorPool] = {}
         self._cleaner: asyncio.TimerHandle | None = None
 
@@ -173,13 +187,21 @@ class Dispatcher:
         self.pools[pool.name] = pool
         return pool
 
-    def register(self, codes: int | Iterable[int], handler: Handler, pool: ProcessorPool | None = None) -> None:
+    def register(self, codes: int | Iterable[int], handler: Handler, pool: ProcessorPool | None = None,
+                 inline_first: Handler | None = None) -> None:
+        """Route ``codes`` to ``handler`` (inline, or in ``pool``).
+
+        With ``inline_first`` (requires a pool), that handler runs on the loop first and may
+        return ``TO_POOL`` to hand the request to ``handler`` in the pool.
+        """
         if isinstance(codes, int):
             codes = [codes]
+        if inline_first is not None and pool is None:
+            raise ValueError("inline_first needs a pool to fall back to")
         if pool is not None and pool.name not in self.pools:
             self.add_pool(pool)
         for code in codes:
-            self._table[int(code)] = (handler, pool)
+            self._table[int(code)] = (handler, pool, inline_first)
 
     def handles(self, code: int) -> bool:
         return code in self._table
@@ -191,10 +213,10 @@ class Dispatcher:
             conn.reply(request, error_response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"))
             return
-        handler, pool = entry
+        handler, pool, inline_first = entry
         if pool is None:
             run_handler(handler, conn, request)
-        else:
+        elif inline_first is None or run_handler(inline_first, conn, request) is TO_POOL:
             pool.submit(handler, conn, request)
 
     # -- lifecycle ---------------------------------------------------------------------------
