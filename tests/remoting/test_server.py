@@ -17,7 +17,7 @@ from rmqd.remoting.command import (
     new_response,
 )
 from rmqd.remoting.connection import Connection
-from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
+from rmqd.remoting.dispatch import TO_POOL, Dispatcher, ProcessorPool
 from rmqd.remoting.server import RemotingServer
 
 
@@ -91,6 +91,15 @@ async def server():
     dispatcher.register(1002, block, slow_pool)
     dispatcher.register(1003, echo, slow_pool)
     dispatcher.register(1004, ask_back)
+
+    def where(conn, req):
+        return new_response(0, threading.current_thread().name)
+
+    def where_inline(conn, req):
+        return TO_POOL if req.ext("big") == "true" else where(conn, req)
+
+    fast_pool = ProcessorPool("fast", threads=1)
+    dispatcher.register(1005, where, fast_pool, inline_first=where_inline)
     srv = RemotingServer(dispatcher, "127.0.0.1", 0, name="test")
     await srv.start()
     srv.release = release
@@ -241,3 +250,17 @@ async def test_replies_from_pool_threads_reach_the_client(server):
     got = [await c.recv(), await c.recv()]
     assert sorted(r.opaque for r in got) == sorted(opaques)
     c.close()
+
+
+async def test_inline_first_answers_on_the_loop_or_hands_over_to_the_pool(server):
+    c = await RawClient.connect(server.port)
+    small = await c.call(RemotingCommand(1005, {"big": "false"}))
+    big = await c.call(RemotingCommand(1005, {"big": "true"}))
+    assert small.remark == threading.main_thread().name   # the event loop runs in the main thread here
+    assert big.remark == "fast-0"
+    c.close()
+
+
+def test_inline_first_requires_a_pool():
+    with pytest.raises(ValueError):
+        Dispatcher("x").register(1, lambda c, r: None, None, inline_first=lambda c, r: None)
