@@ -1,0 +1,156 @@
+"""AdminClient: blocking request/response to name servers and brokers (DefaultMQAdminExt's role)."""
+from __future__ import annotations
+
+import os
+import random
+import socket
+import time
+from typing import Any, Optional
+
+from rmqd.remoting import fastjson
+from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.remoting.command import RemotingCommand, new_request
+from rmqd.store.message import decode_messages, encode_properties
+
+TOOLS_CONSUMER = "TOOLS_CONSUMER"
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+
+class AdminError(Exception):
+    """A non-SUCCESS answer: ``code`` and ``remark`` as the server sent them."""
+
+    def __init__(self, code: int, remark: Optional[str], addr: str = "") -> None:
+        super().__init__(f"CODE: {code}  DESC: {remark}" + (f"  ({addr})" if addr else ""))
+        self.code = code
+        self.remark = remark
+
+
+class AdminClient:
+    def __init__(self, namesrv_addr: Optional[str] = None, timeout: float = 10.0) -> None:
+        addr = namesrv_addr or os.environ.get("NAMESRV_ADDR") or "127.0.0.1:9876"
+        self.namesrv_addrs = [a.strip() for a in addr.split(";") if a.strip()]
+        self.timeout = timeout
+        self._clients: dict[str, BlockingClient] = {}
+        self.client_id = f"{socket.gethostname()}@{os.getpid()}#{int(time.time() * 1000)}"
+
+    def close(self) -> None:
+        for c in self._clients.values():
+            c.close()
+        self._clients.clear()
+
+    # ------------------------------------------------------------------ transport
+    def _client(self, addr: str) -> BlockingClient:
+        c = self._clients.get(addr)
+        if c is None:
+            c = self._clients[addr] = BlockingClient(addr)
+        return c
+
+    def call(self, addr: str, code: int, ext: Optional[dict] = None, body: Any = None,
+             ok: tuple = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+        """Invoke and return the response; raise :class:`AdminError` unless its code is in ``ok``."""
+        ext = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (ext or {}).items()
+               if v is not None}
+        resp = self._client(addr).invoke(new_request(code, ext, body), self.timeout)
+        if resp.code not in ok:
+            raise AdminError(resp.code, resp.remark, addr)
+        return resp
+
+    def call_json(self, addr: str, code: int, ext: Optional[dict] = None, body: Any = None) -> Any:
+        resp = self.call(addr, code, ext, body)
+        raw = resp.body_bytes() if resp.body is not None else b""
+        return fastjson.loads_lenient(raw) if raw else None
+
+    def namesrv(self, code: int, ext: Optional[dict] = None, body: Any = None, **kw: Any) -> RemotingCommand:
+        last: Optional[Exception] = None
+        for addr in self.namesrv_addrs:
+            try:
+                return self.call(addr, code, ext, body, **kw)
+            except (OSError, TimeoutError, ConnectionError) as exc:
+                last = exc
+        raise last or AdminError(-1, "no name server address")
+
+    def namesrv_json(self, code: int, ext: Optional[dict] = None) -> Any:
+        resp = self.namesrv(code, ext)
+        raw = resp.body_bytes() if resp.body is not None else b""
+        return fastjson.loads_lenient(raw) if raw else None
+
+    # ------------------------------------------------------------------ name server views
+    def cluster_info(self) -> dict:
+        return self.namesrv_json(RequestCode.GET_BROKER_CLUSTER_INFO) or {}
+
+    def route(self, topic: str) -> dict:
+        return self.namesrv_json(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}) or {}
+
+    def topic_list(self) -> list[str]:
+        return list((self.namesrv_json(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) or {}).get("topicList", []))
+
+    def master_addrs(self, cluster: str) -> list[str]:
+        info = self.cluster_info()
+        addrs = []
+        for name in sorted(info.get("clusterAddrTable", {}).get(cluster, [])):
+            bd = info.get("brokerAddrTable", {}).get(name) or {}
+            a = _addr(bd, 0)
+            if a:
+                addrs.append(a)
+        return addrs
+
+    def broker_names(self, cluster: str) -> list[str]:
+        return sorted(self.cluster_info().get("clusterAddrTable", {}).get(cluster, []))
+
+    def broker_addrs_of(self, broker: Optional[str], cluster: Optional[str]) -> list[str]:
+        """``-b`` wins over ``-c`` (mqadmin's rule)."""
+        if broker:
+            return [broker]
+        if cluster:
+            return self.master_addrs(cluster)
+        raise AdminError(-1, "please set -b or -c")
+
+    def route_masters(self, topic: str) -> dict[str, str]:
+        """brokerName → master address from the topic route."""
+        out = {}
+        for bd in self.route(topic).get("brokerDatas", []):
+            a = _addr(bd, 0)
+            if a:
+                out[bd["brokerName"]] = a
+        return out
+
+    # ------------------------------------------------------------------ broker helpers
+    def max_offset(self, addr: str, topic: str, qid: int) -> int:
+        return int(self.call(addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": qid}).ext_fields["offset"])
+
+    def min_offset(self, addr: str, topic: str, qid: int) -> int:
+        return int(self.call(addr, RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": qid}).ext_fields["offset"])
+
+    def search_offset(self, addr: str, topic: str, qid: int, ts: int) -> int:
+        return int(self.call(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                             {"topic": topic, "queueId": qid, "timestamp": ts}).ext_fields["offset"])
+
+    def pull(self, addr: str, topic: str, qid: int, offset: int, max_nums: int = 32, group: str = TOOLS_CONSUMER,
+             sub: str = "*") -> tuple[int, int, list]:
+        """One PULL_MESSAGE (subscription in the request, no suspend): (code, nextBeginOffset, messages)."""
+        resp = self.call(addr, RequestCode.PULL_MESSAGE, {
+            "consumerGroup": group, "topic": topic, "queueId": qid, "queueOffset": offset,
+            "maxMsgNums": max_nums, "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0,
+            "subscription": sub, "subVersion": 0, "expressionType": "TAG"},
+            ok=(ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
+                ResponseCode.PULL_OFFSET_MOVED))
+        msgs = decode_messages(resp.body_bytes()) if resp.code == ResponseCode.SUCCESS and resp.body is not None else []
+        return resp.code, int((resp.ext_fields or {}).get("nextBeginOffset", offset)), msgs
+
+    def send(self, addr: str, topic: str, queue_id: int, body: bytes, tags: Optional[str] = None,
+             keys: Optional[str] = None, group: str = "SELF_TEST_P_GROUP") -> RemotingCommand:
+        props = {"UNIQ_KEY": "%032X" % random.getrandbits(128), "WAIT": "true"}
+        if tags:
+            props["TAGS"] = tags
+        if keys:
+            props["KEYS"] = keys
+        return self.call(addr, RequestCode.SEND_MESSAGE, {
+            "producerGroup": group, "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+            "queueId": queue_id, "sysFlag": 0, "bornTimestamp": int(time.time() * 1000), "flag": 0,
+            "properties": encode_properties(props), "reconsumeTimes": 0, "unitMode": False, "batch": False}, body)
+
+
+def _addr(broker_data: dict, bid: int) -> Optional[str]:
+    addrs = broker_data.get("brokerAddrs") or {}
+    return addrs.get(bid) or addrs.get(str(bid))
