@@ -153,11 +153,20 @@ cdef RemotingCommand _decode_json_header(object header):
     if ext is None:
         cmd.ext_fields = None
     elif isinstance(ext, dict):
-        fields = {}
-        for k, v in (<dict>ext).items():
-            if v is not None:
-                fields[k] = _scalar_to_str(v)
-        cmd.ext_fields = fields
+        # Java/Go send only strings: keep orjson's dict as is.  C++ sends numbers and booleans
+        # for some fields: only then build a coerced copy.
+        for v in (<dict>ext).values():
+            if type(v) is not str:
+                break
+        else:
+            cmd.ext_fields = ext
+            ext = None
+        if ext is not None:
+            fields = {}
+            for k, v in (<dict>ext).items():
+                if v is not None:
+                    fields[k] = _scalar_to_str(v)
+            cmd.ext_fields = fields
     else:
         raise FrameError("extFields is not an object")
     cmd.serialize_type = JSON
