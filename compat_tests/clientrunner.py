@@ -228,6 +228,31 @@ def available_clients(require_import: bool = True) -> dict[str, str]:
     return found
 
 
+CPP2_PACKAGE = "rocketmq-python-cvs==2.1.0.3"
+
+
+def ensure_cpp2_python(venv: str | None = None) -> str:
+    """Interpreter with the C++ 2.x client, creating its venv on first use.
+
+    ``$RMQD_CPP2_PYTHON`` wins; else ``$RMQD_CPP2_VENV`` or ``<repo>/.venv-cpp2`` is created
+    (``python -m venv`` + ``pip install rocketmq-python-cvs==2.1.0.3``, a few seconds: the sdist
+    ships a prebuilt librocketmq).  Raises if the client still cannot be imported.
+    """
+    explicit = os.environ.get("RMQD_CPP2_PYTHON")
+    if explicit:
+        return explicit
+    venv_dir = Path(venv or os.environ.get("RMQD_CPP2_VENV") or REPO / ".venv-cpp2")
+    python = venv_dir / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv_dir)], check=True, timeout=120)
+    if not _has_client(str(python)):
+        subprocess.run([str(python), "-m", "pip", "install", "-q", CPP2_PACKAGE], check=True, timeout=600)
+        _has_client.cache_clear()
+    if not _has_client(str(python)):
+        raise RuntimeError(f"{CPP2_PACKAGE} is not importable from {python}")
+    return str(python)
+
+
 if __name__ == "__main__":  # tiny manual check: python compat_tests/clientrunner.py
     print(available_clients())
     r = run_client_script(sys.executable, "emit(op='hello', ns=NAMESRV)", env={"NAMESRV": "x:1"},

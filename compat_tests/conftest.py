@@ -8,37 +8,20 @@ run instead of skipping it.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from clientrunner import _has_client  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
-CPP2_VENV = Path(os.environ.get("RMQD_CPP2_VENV", REPO / ".venv-cpp2"))
-CPP2_PACKAGE = "rocketmq-python-cvs==2.1.0.3"
-
-
-def _ensure_cpp2() -> str:
-    python = CPP2_VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(CPP2_VENV)], check=True, timeout=120)
-    if not _has_client(str(python)):
-        subprocess.run([str(python), "-m", "pip", "install", "-q", CPP2_PACKAGE], check=True, timeout=600)
-        _has_client.cache_clear()
-    assert _has_client(str(python)), f"{CPP2_PACKAGE} is not importable from {python}"
-    return str(python)
+from clientrunner import _has_client, ensure_cpp2_python  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def client_pythons() -> dict[str, str]:
     cpp1 = os.environ.get("RMQD_CPP1_PYTHON", sys.executable)
     assert _has_client(cpp1), "the rocketmq wheel (test extra) is not importable"
-    return {"cpp1": cpp1, "cpp2": os.environ.get("RMQD_CPP2_PYTHON") or _ensure_cpp2()}
+    return {"cpp1": cpp1, "cpp2": ensure_cpp2_python()}
 
 
 @pytest.fixture(params=["cpp1", "cpp2"])
