@@ -19,6 +19,7 @@ import orjson
 
 from rmqd.config import BrokerConfig
 from rmqd.processors import admin_install
+from rmqd.processors import query, queue_lock, reply, transaction
 from rmqd.processors.client_manage import ClientManageProcessor, notify_consumer_ids_changed
 from rmqd.processors.client_manager import ConsumerManager, ProducerManager
 from rmqd.processors.consumer_manage import ConsumerManageProcessor
@@ -149,6 +150,7 @@ class BrokerController:
         d.register(RequestCode.GET_EARLIEST_MSG_STORETIME, oq.get_earliest_msg_storetime, p["admin"])
         schedule.install_all(self)   # delay levels, 5.x timers, CONSUMER_SEND_MSG_BACK
         admin_install.install(self)   # admin codes (topics, groups, broker config/stats)
+        for m in (queue_lock, query, transaction, reply): m.install(self)  # locks, queries, transactions, request/reply
 
     # ------------------------------------------------------------------ addresses
     @property

@@ -170,6 +170,8 @@ class SendMessageProcessor:
         self.topics = broker.topic_config_manager
         self.groups = broker.subscription_group_manager
         self.before_store: list[Callable[[SendContext, list], Optional[RemotingCommand]]] = []
+        # TRAN_MSG=true → half message (installed by rmqd.processors.transaction)
+        self.prepare_half_message: Optional[Callable[[MessageToStore], MessageToStore]] = None
         self._valid_topics: set[str] = set()
 
     # ------------------------------------------------------------------ entry point
@@ -288,6 +290,7 @@ class SendMessageProcessor:
         store_host = broker.store_host
         born_ts = int(h["bornTimestamp"])
         cluster = NV_SEP.join(("CLUSTER", self.config.brokerClusterName))
+        tran = False
         if batch:
             try:
                 records = decode_batch(request.body if request.body is not None else b"")
@@ -306,8 +309,8 @@ class SendMessageProcessor:
                                            find_property(own, "KEYS"), find_property(own, "UNIQ_KEY")))
         else:
             body = request.body if request.body is not None else b""
-            if props and self.config.rejectTransactionMessage and \
-                    find_property(props, "TRAN_MSG") == "true":
+            tran = bool(props) and "TRAN_MSG" in props and find_property(props, "TRAN_MSG") == "true"
+            if tran and self.config.rejectTransactionMessage:
                 return error_response(ResponseCode.NO_PERMISSION,
                                       f"the broker[{self.config.brokerIP1}] sending transaction message is forbidden")
             if props:
@@ -323,6 +326,9 @@ class SendMessageProcessor:
             msgs = [MessageToStore(topic, queue_id, body, stored_props, int(h["flag"]), sys_flag, born_ts,
                                    born_host, store_host, reconsume_times, 0,
                                    java_string_hash(tags) if tags else 0, keys, uniq)]
+            if tran and self.prepare_half_message is not None and \
+                    not (reconsume_times > 0 and find_property(props, "DELAY")):
+                self.prepare_half_message(msgs[0])
         if self.before_store:
             header = h.to_dict() if isinstance(h, _V2Header) else h
             ctx = SendContext(conn, request, header, tc, queue_id, header["producerGroup"], batch)
@@ -342,13 +348,16 @@ class SendMessageProcessor:
             msg_id = "%s%016X" % (prefix, result.wrote_offsets[0])
         else:
             msg_id = ",".join("%s%016X" % (prefix, off) for off in result.wrote_offsets)
-        return new_response(code, None, {
+        ext = {
             "msgId": msg_id,
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
             "MSG_REGION": self.config.regionId,
             "TRACE_ON": "true" if self.config.traceOn else "false",
-        })
+        }
+        if tran and uniq:
+            ext["transactionId"] = uniq
+        return new_response(code, None, ext)
 
     # ------------------------------------------------------------------ retry topics
     def _handle_retry(self, conn: Any, request: RemotingCommand, h: dict, topic: str, queue_id: int,
