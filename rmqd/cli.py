@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 
-from rmqd.admin import main as admin_main
+from rmqd.admin.main import build_parser as build_admin_parser, run as run_admin
 from rmqd.app import Services, run
 from rmqd.broker_controller import BrokerController
 from rmqd.config import BrokerConfig, NamesrvConfig
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker = sub.add_parser("broker", help="broker only, registering with name servers")
     broker.add_argument("-n", "--namesrv-addr", help="name server address(es), 'host:port;host:port'")
     _add_broker_options(broker)
-    admin_main.build_parser(sub.add_parser("admin", help="mqadmin sub-commands, in Python (no JVM)"))
+    build_admin_parser(sub.add_parser("admin", help="mqadmin sub-commands, in Python (no JVM)"))
     return parser
 
 
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "namesrv":
         return run(lambda: Services(namesrv=NameServer(_namesrv_config(args, args.namesrv_port))))
     if args.command == "admin":
-        return admin_main.run(args)
+        return run_admin(args)
     if args.command == "broker":
         return run(lambda: Services(broker=BrokerController(_broker_config(args))))
     return 2
