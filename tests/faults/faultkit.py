@@ -1,0 +1,423 @@
+"""Shared harness of the fault suite and the soak scripts (scripts/*_soak.py, scripts/fuzz_*.py).
+
+``ServerProcess`` runs ``python -m rmqd.cli serve`` (name server + broker) in a subprocess on free
+127.0.0.1 ports with a ``broker.conf``; it can be SIGKILLed and restarted on the same store.
+``Producer`` threads send SEND_MESSAGE_V2 through ``BlockingClient`` and record every SUCCESS;
+``pull_queue`` reads a queue back with PULL_MESSAGE.
+"""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.command import RemotingCommand, new_request
+from rmqd.store.message import decode_messages, decode_properties
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYTHON = sys.executable
+
+
+def rss_kb(pid: int) -> int:
+    """Resident set size of ``pid`` in KiB (Linux /proc)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class ServerProcess:
+    """``rmqd serve`` in a subprocess; addresses parsed from its start-up lines."""
+
+    def __init__(self, store_dir: str, conf: Optional[dict] = None, log_path: Optional[str] = None,
+                 log_level: str = "INFO") -> None:
+        self.store_dir = store_dir
+        self.conf = dict(conf or {})
+        self.log_path = log_path or os.path.join(os.path.dirname(store_dir.rstrip("/")) or ".",
+                                                 "server.log")
+        self.log_level = log_level
+        self.proc: Optional[subprocess.Popen] = None
+        self.broker_addr = ""
+        self.namesrv_addr = ""
+        self.last_start_s = 0.0
+        self.starts = 0
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc else 0
+
+    def _write_conf(self) -> str:
+        path = os.path.join(os.path.dirname(self.store_dir.rstrip("/")) or ".", "broker.conf")
+        with open(path, "w") as f:
+            for k, v in self.conf.items():
+                f.write(f"{k}={v}\n")
+        return path
+
+    def start(self, timeout: float = 30.0) -> "ServerProcess":
+        """Start and wait until both listeners are up and the broker answers."""
+        conf = self._write_conf()
+        t0 = time.monotonic()
+        logf = open(self.log_path, "a")
+        logf.write(f"==== start #{self.starts + 1} at {time.time():.3f}\n")
+        logf.flush()
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "rmqd.cli", "--log-level", self.log_level, "serve", "--namesrv-port", "0",
+             "--broker-port", "0", "--store-dir", self.store_dir, "-c", conf],
+            stdout=subprocess.PIPE, stderr=logf, cwd=REPO, env=env, text=True)
+        logf.close()
+        self.starts += 1
+        deadline = t0 + timeout
+        lines: list[str] = []
+        while not (self.broker_addr_ok(lines)):
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError(f"server did not start within {timeout}s; log {self.log_path}")
+            line = self.proc.stdout.readline()
+            if not line:
+                rc = self.proc.wait(5)
+                raise RuntimeError(f"server exited with {rc} during start; log {self.log_path}:\n"
+                                   + tail(self.log_path))
+            lines.append(line)
+        self.last_start_s = time.monotonic() - t0
+        # Keep draining stdout so the server never blocks on a full pipe.
+        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
+        return self
+
+    def broker_addr_ok(self, lines: list[str]) -> bool:
+        for line in lines:
+            if line.startswith("rmqd name server listening on "):
+                self.namesrv_addr = line.split()[-1].strip()
+            if line.startswith("rmqd broker ") and " listening on " in line:
+                self.broker_addr = line.split(" listening on ")[1].split()[0]
+        return bool(self.broker_addr and self.namesrv_addr) and \
+            any(line.startswith("rmqd broker ") for line in lines)
+
+    @staticmethod
+    def _drain(proc: subprocess.Popen) -> None:
+        try:
+            for _ in proc.stdout:
+                pass
+        except (OSError, ValueError):
+            pass
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(30)
+
+    def stop(self) -> int:
+        """Clean shutdown (SIGTERM); returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def client(self, timeout: float = 5.0) -> BlockingClient:
+        return BlockingClient(self.broker_addr, timeout)
+
+
+def tail(path: str, n: int = 40) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError as exc:
+        return f"(no log: {exc})"
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------------------- requests
+def send_v2(client: BlockingClient, topic: str, body: bytes, queue_id: int = 0, properties: str = "",
+            timeout: Optional[float] = None) -> RemotingCommand:
+    ext = {"a": "PG_FAULT", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
+           "g": str(int(time.time() * 1000)), "h": "0", "i": properties, "j": "0", "k": "false",
+           "m": "false"}
+    return client.invoke(new_request(310, ext, body), timeout)
+
+
+def pull(client: BlockingClient, topic: str, queue_id: int, offset: int, group: str = "CG_FAULT",
+         max_nums: int = 32, timeout: float = 10.0) -> RemotingCommand:
+    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id), "queueOffset": str(offset),
+           "maxMsgNums": str(max_nums), "sysFlag": "4", "commitOffset": "0", "subscription": "*",
+           "suspendTimeoutMillis": "0", "subVersion": "0"}
+    return client.invoke(new_request(11, ext), timeout)
+
+
+def pull_queue(client: BlockingClient, topic: str, queue_id: int, start: int = 0,
+               limit: int = 1_000_000) -> dict[int, Any]:
+    """Every message of one queue from ``start``: queue offset -> StoredMessage."""
+    out: dict[int, Any] = {}
+    offset = start
+    while len(out) < limit:
+        resp = pull(client, topic, queue_id, offset)
+        if resp.code != ResponseCode.SUCCESS:
+            break
+        msgs = decode_messages(resp.body_bytes())
+        if not msgs:
+            break
+        for m in msgs:
+            out[m.queue_offset] = m
+        offset = int(resp.ext_fields["nextBeginOffset"])
+    return out
+
+
+def max_offset(client: BlockingClient, topic: str, queue_id: int) -> int:
+    resp = client.invoke(new_request(30, {"topic": topic, "queueId": str(queue_id)}))
+    assert resp.code == ResponseCode.SUCCESS, resp
+    return int(resp.ext_fields["offset"])
+
+
+def commit_offset(client: BlockingClient, group: str, topic: str, queue_id: int, offset: int) -> int:
+    resp = client.invoke(new_request(15, {"consumerGroup": group, "topic": topic, "queueId": str(queue_id),
+                                          "commitOffset": str(offset)}))
+    return resp.code
+
+
+def query_offset(client: BlockingClient, group: str, topic: str, queue_id: int) -> int:
+    resp = client.invoke(new_request(14, {"consumerGroup": group, "topic": topic, "queueId": str(queue_id)}))
+    if resp.code != ResponseCode.SUCCESS:
+        return -1
+    return int(resp.ext_fields["offset"])
+
+
+def healthy(addr: str, timeout: float = 5.0, code: int = 28) -> bool:
+    """The server answers a request (default GET_BROKER_RUNTIME_INFO) on a fresh connection."""
+    try:
+        with BlockingClient(addr, timeout) as c:
+            resp = c.invoke(new_request(code, {"topic": "TBW102"}), timeout)
+            return resp is not None
+    except (OSError, TimeoutError, ConnectionError):
+        return False
+
+
+# ---------------------------------------------------------------------------------------- producers
+@dataclass
+class Acked:
+    topic: str
+    queue_id: int
+    queue_offset: int
+    msg_id: str
+    body: bytes
+    properties: str
+
+
+@dataclass
+class Producer:
+    """``threads`` threads sending SEND_MESSAGE_V2 until stopped (or the server goes away)."""
+
+    addr: str
+    topic: str
+    queues: int = 4
+    threads: int = 3
+    body_size: tuple = (16, 4096)
+    seed: int = 0
+    acked: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+    sent: int = 0
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._workers: list[threading.Thread] = []
+
+    def start(self) -> "Producer":
+        for i in range(self.threads):
+            t = threading.Thread(target=self._run, args=(i,), daemon=True, name=f"producer-{i}")
+            t.start()
+            self._workers.append(t)
+        return self
+
+    def _run(self, idx: int) -> None:
+        rnd = random.Random(self.seed * 1000 + idx)
+        try:
+            client = BlockingClient(self.addr, 10.0)
+        except OSError as exc:
+            self.errors.append(repr(exc))
+            return
+        n = 0
+        try:
+            while not self._stop.is_set():
+                n += 1
+                qid = rnd.randrange(self.queues)
+                size = rnd.randint(*self.body_size)
+                body = (f"{idx}-{n}-".encode() + rnd.randbytes(size))[:size]
+                props = f"KEYS\x01k{idx}_{n}\x02TAGS\x01t{n % 3}\x02UNIQ_KEY\x01U{idx:02d}{n:010d}"
+                try:
+                    resp = send_v2(client, self.topic, body, qid, props)
+                except (OSError, TimeoutError, ConnectionError):
+                    return   # server killed
+                with self._lock:
+                    self.sent += 1
+                    if resp.code == ResponseCode.SUCCESS:
+                        e = resp.ext_fields
+                        self.acked.append(Acked(self.topic, int(e["queueId"]), int(e["queueOffset"]),
+                                                e["msgId"], body, props))
+                    else:
+                        self.errors.append((resp.code, resp.remark))
+        finally:
+            client.close()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self._stop.set()
+        for t in self._workers:
+            t.join(timeout)
+
+
+def verify_acked(client: BlockingClient, acked: list) -> list[str]:
+    """Pull back every acknowledged message; returns the problems found (empty = all intact)."""
+    problems: list[str] = []
+    by_queue: dict[tuple, list] = {}
+    for a in acked:
+        by_queue.setdefault((a.topic, a.queue_id), []).append(a)
+    for (topic, qid), items in sorted(by_queue.items()):
+        got = pull_queue(client, topic, qid, 0)
+        for a in items:
+            m = got.get(a.queue_offset)
+            if m is None:
+                problems.append(f"{topic}/{qid}@{a.queue_offset} ({a.msg_id}) missing")
+                continue
+            if m.body != a.body:
+                problems.append(f"{topic}/{qid}@{a.queue_offset}: body differs")
+                continue
+            sent = decode_properties(a.properties)
+            for k, v in sent.items():
+                if m.properties.get(k) != v:
+                    problems.append(f"{topic}/{qid}@{a.queue_offset}: property {k} {m.properties.get(k)!r} != {v!r}")
+                    break
+            if m.commit_log_offset != int(a.msg_id[-16:], 16):   # the port may differ after a restart
+                problems.append(f"{topic}/{qid}@{a.queue_offset}: msgId {m.msg_id} != {a.msg_id}")
+    return problems
+
+
+def check_queue_consistent(client: BlockingClient, topic: str, queue_id: int) -> list[str]:
+    """A queue reads back contiguous from its min offset to its max offset with valid body CRCs."""
+    from rmqd.store.message import body_crc
+    problems = []
+    mx = max_offset(client, topic, queue_id)
+    got = pull_queue(client, topic, queue_id, 0)
+    if mx and sorted(got) != list(range(min(got or [0]), mx)):
+        missing = sorted(set(range(min(got or [0]), mx)) - set(got))
+        problems.append(f"{topic}/{queue_id}: {len(missing)} offsets below max {mx} unreadable, e.g. {missing[:5]}")
+    for off, m in got.items():
+        if body_crc(m.body) != m.body_crc:
+            problems.append(f"{topic}/{queue_id}@{off}: body CRC mismatch")
+        if m.topic != topic or m.queue_id != queue_id:
+            problems.append(f"{topic}/{queue_id}@{off}: record belongs to {m.topic}/{m.queue_id}")
+    return problems
+
+
+@dataclass
+class CrashTrial:
+    trial: int
+    run_s: float
+    acked: int
+    sent: int
+    recovery_s: float
+    problems: list
+
+
+def crash_trials(root: str, trials: int, flush_type: str = "SYNC_FLUSH", seed: int = 0,
+                 run_s: tuple = (0.3, 1.5), segment: int = 256 * 1024, threads: int = 3,
+                 queues: int = 4, log=print) -> list[CrashTrial]:
+    """Load -> SIGKILL at a random moment -> restart -> every acknowledged send must read back.
+
+    Trials share one store, so each recovery also re-verifies every earlier trial's messages.
+    """
+    rnd = random.Random(seed)
+    conf = {"flushDiskType": flush_type, "mapedFileSizeCommitLog": segment,
+            "mapedFileSizeConsumeQueue": 300 * 20, "flushIntervalCommitLog": 200}
+    srv = ServerProcess(os.path.join(root, "store"), conf, os.path.join(root, "server.log"))
+    srv.start()
+    all_acked: list[Acked] = []
+    results = []
+    topic = f"Crash_{flush_type}"
+    try:
+        for i in range(trials):
+            prod = Producer(srv.broker_addr, topic, queues=queues, threads=threads,
+                            seed=seed * 100 + i, body_size=(16, rnd.choice([512, 4096, 40000]))).start()
+            run = rnd.uniform(*run_s)
+            time.sleep(run)
+            srv.kill(signal.SIGKILL)
+            prod.stop()
+            all_acked.extend(prod.acked)
+            srv.start()
+            with srv.client(15.0) as c:
+                problems = verify_acked(c, all_acked)
+                for q in range(queues):
+                    problems += check_queue_consistent(c, topic, q)
+            results.append(CrashTrial(i, run, len(prod.acked), prod.sent, srv.last_start_s, problems))
+            log(f"trial {i}: ran {run:.2f}s, acked {len(prod.acked)}/{prod.sent}, total acked "
+                f"{len(all_acked)}, restart {srv.last_start_s:.2f}s, problems {len(problems)}"
+                + (f": {problems[:3]}" if problems else ""))
+    finally:
+        srv.stop()
+    return results
+
+
+def offset_trial(root: str, persist_ms: int = 1000, queues: int = 4, rounds: int = 3,
+                 rnd: Optional[random.Random] = None) -> list[str]:
+    """Commit consumer offsets, SIGKILL, restart: offsets may go back at most one persist interval."""
+    rnd = rnd or random.Random(0)
+    conf = {"flushConsumerOffsetInterval": persist_ms, "mapedFileSizeCommitLog": 1 << 20}
+    srv = ServerProcess(os.path.join(root, "ostore"), conf, os.path.join(root, "offsets.log"))
+    srv.start()
+    problems = []
+    topic, group = "OffsetT", "CG_OFFSETS"
+    try:
+        with srv.client() as c:
+            for q in range(queues):   # offsets are clamped to the queue's max: give them room
+                for _ in range(40):
+                    send_v2(c, topic, b"m", q)
+        for r in range(rounds):
+            history: dict[int, list] = {q: [] for q in range(queues)}
+            with srv.client() as c:
+                t_end = time.monotonic() + persist_ms / 1000 * rnd.uniform(1.2, 2.5)
+                base = r * 10
+                step = 0
+                while time.monotonic() < t_end:
+                    step += 1
+                    for q in range(queues):
+                        off = min(40, base + step // 4)
+                        assert commit_offset(c, group, topic, q, off) == ResponseCode.SUCCESS
+                        history[q].append((time.monotonic(), off))
+                    time.sleep(0.02)
+            killed_at = time.monotonic()
+            srv.kill(signal.SIGKILL)
+            srv.start()
+            with srv.client() as c:
+                for q in range(queues):
+                    got = query_offset(c, group, topic, q)
+                    # the newest commit made at least one persist interval (+ slack) before the kill
+                    safe = [o for t, o in history[q] if t <= killed_at - persist_ms / 1000 - 0.5]
+                    floor = max(safe) if safe else 0
+                    last = history[q][-1][1]
+                    if not (floor <= got <= last):
+                        problems.append(f"round {r} queue {q}: offset after restart {got}, expected "
+                                        f"[{floor}, {last}]")
+    finally:
+        srv.stop()
+    return problems
