@@ -1,4 +1,8 @@
-"""Command line: rmqd serve | namesrv | broker."""
+"""Command line: rmqd serve | namesrv | broker | admin.
+
+Heavy modules are imported only by the sub-command that needs them, so `rmqd admin` does not
+load the broker and the servers do not load the admin tool.
+"""
 from __future__ import annotations
 
 import argparse
@@ -6,11 +10,7 @@ import logging
 import os
 import sys
 
-from rmqd.admin.main import build_parser as build_admin_parser, run as run_admin
-from rmqd.app import Services, run
-from rmqd.broker_controller import BrokerController
 from rmqd.config import BrokerConfig, NamesrvConfig
-from rmqd.namesrv.server import NameServer
 
 
 def _broker_config(args: argparse.Namespace) -> BrokerConfig:
@@ -61,21 +61,30 @@ def build_parser() -> argparse.ArgumentParser:
     broker = sub.add_parser("broker", help="broker only, registering with name servers")
     broker.add_argument("-n", "--namesrv-addr", help="name server address(es), 'host:port;host:port'")
     _add_broker_options(broker)
-    build_admin_parser(sub.add_parser("admin", help="mqadmin sub-commands, in Python (no JVM)"))
+    admin = sub.add_parser("admin", help="mqadmin sub-commands, in Python (no JVM); `rmqd admin -h` lists them",
+                           add_help=False)
+    admin.add_argument("admin_args", nargs=argparse.REMAINDER)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["admin"]:
+        # The admin tool has its own parser (mqadmin's sub-commands and options).
+        from rmqd.admin.main import main as admin_main
+        return admin_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from rmqd.app import Services, run
+    from rmqd.broker_controller import BrokerController
+    from rmqd.namesrv.server import NameServer
+
     if args.command == "serve":
         return run(lambda: Services(NameServer(_namesrv_config(args, args.namesrv_port)),
                                     BrokerController(_broker_config(args))))
     if args.command == "namesrv":
         return run(lambda: Services(namesrv=NameServer(_namesrv_config(args, args.namesrv_port))))
-    if args.command == "admin":
-        return run_admin(args)
     if args.command == "broker":
         return run(lambda: Services(broker=BrokerController(_broker_config(args))))
     return 2
