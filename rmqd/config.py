@@ -171,6 +171,7 @@ class BrokerConfig(_PropertiesConfig):
         "rejectTransactionMessage": False,
         "traceTopicEnable": False,
         "defaultQueryMaxNum": 32,
+        "storeReplyMessageEnable": True,
         # pools and fast failure
         "sendMessageThreadPoolNums": 4,
         "pullMessageThreadPoolNums": 8,
