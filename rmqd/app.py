@@ -8,7 +8,6 @@ import sys
 from dataclasses import dataclass, field
 
 from rmqd.broker_controller import BrokerController
-from rmqd.config import BrokerConfig, NamesrvConfig
 from rmqd.namesrv.server import NameServer
 
 log = logging.getLogger(__name__)

@@ -7,23 +7,11 @@ Both serialize types (JSON, ROCKETMQ).  Each case runs for a bounded time; the m
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
-import sys
 import time
 
+from benchenv import machine_line
 from rmqd.remoting.command import JSON, ROCKETMQ, FrameReader, RemotingCommand, encode_frame, new_response, prepare_reply
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def send_v2_request(stype: int, body_size: int = 1024) -> RemotingCommand:
@@ -65,7 +53,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
-    print(f"python {sys.version.split()[0]} on {platform.machine()} / {cpu_model()} / {platform.system()}")
+    print(machine_line())
     print(f"{'case':<52}{'frames/s (median of %d)' % args.runs:>24}")
     for name, stype in (("JSON", JSON), ("ROCKETMQ", ROCKETMQ)):
         for label, fn in (("decode SEND_MESSAGE_V2 request, 1 KB body", bench_decode),

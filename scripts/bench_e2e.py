@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import socket
@@ -28,13 +27,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "compat_tests"))
 
+from benchenv import machine_line  # noqa: E402
 from clientrunner import run_client_script  # noqa: E402
 
 ADDR = re.compile(r"listening on (127\.0\.0\.1:\d+)")
@@ -138,17 +137,6 @@ def pct(q): return v[min(len(v) - 1, int(q * len(v)))] * 1000 if v else None
 emit(op='e2e', sent=n, received=len(v), p50=pct(0.5), p99=pct(0.99), max=(v[-1] * 1000 if v else None))
 _os._exit(0)
 '''
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def rss_mb(pid: int) -> float:
@@ -277,7 +265,7 @@ def main() -> None:
     ap.add_argument("--flush", default="ASYNC_FLUSH")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
-    print(f"python {sys.version.split()[0]} on {platform.machine()} / {cpu_model()} / {os.cpu_count()} cpus")
+    print(machine_line())
 
     # Load generator ceiling against a null broker (name server + broker in one tiny process).
     null = subprocess.Popen([sys.executable, "-c", NULL_BROKER], stdout=subprocess.PIPE, text=True)

@@ -7,13 +7,11 @@ and reports the median. Usage: ``.venv/bin/python scripts/bench_filter.py [--sec
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
-import sys
 import time
 from typing import Callable
 
+from benchenv import machine_line
 from rmqd.filter import ExpressionMessageFilter, clear_cache, compile_expression, tags_to_code
 from rmqd.filter.sql92 import _compile_uncached
 
@@ -71,9 +69,7 @@ def main() -> None:
     args = ap.parse_args()
     secs = args.seconds
 
-    print(f"Python {sys.version.split()[0]} ({platform.python_implementation()}) on "
-          f"{platform.machine()} {platform.system()} {platform.release()}, "
-          f"{os.cpu_count()} CPUs, {platform.processor() or 'unknown cpu'}")
+    print(machine_line())
     msgs = make_messages()
     nprops = statistics.mean(len(m) for m in msgs)
     print(f"{len(msgs)} messages, {nprops:.1f} properties each; median of 3 x {secs:.1f}s\n")

@@ -23,6 +23,13 @@ from rmqd.cython_ext.remoting_codec import (  # noqa: F401  (re-exported)
 )
 from rmqd.remoting.codes import ResponseCode
 
+__all__ = [
+    "DEFAULT_MAX_FRAME_LENGTH", "JSON", "LANGUAGE_NAMES", "ROCKETMQ", "SERVER_VERSION", "FrameError",
+    "FrameReader", "RemotingCommand", "decode_header", "encode_frame", "encode_frame_bytes", "encode_header",
+    "RPC_TYPE_RESPONSE", "RPC_ONEWAY", "new_request", "new_response", "error_response", "prepare_reply",
+    "MissingHeaderField", "require", "ext_int", "ext_bool",
+]
+
 RPC_TYPE_RESPONSE = 1
 RPC_ONEWAY = 2
 
