@@ -5,7 +5,7 @@ import dataclasses
 import time
 
 import pytest
-from scenarios import PUSH_CONSUMER, Background, produce, run, wait_for
+from scenarios import PUSH_CONSUMER, Background, produce, wait_for
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
