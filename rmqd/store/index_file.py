@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from rmqd.cython_ext import store_put as _sp
 from rmqd.store.mapped_file import MappedFile
 from rmqd.store.message import java_string_hash
 
@@ -21,9 +22,9 @@ log = logging.getLogger(__name__)
 HEADER_SIZE = 40
 SLOT_SIZE = 4
 ITEM_SIZE = 20
-_HEADER = struct.Struct(">qqqqii")
 _ITEM = struct.Struct(">iqii")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 
 def key_hash(key: str) -> int:
@@ -37,18 +38,28 @@ def index_file_name(ts_ms: int) -> str:
     return time.strftime("%Y%m%d%H%M%S", time.localtime(ts_ms / 1000)) + f"{ts_ms % 1000:03d}"
 
 
+def _header_field(fmt: struct.Struct, pos: int, doc: str) -> property:
+    return property(lambda self: fmt.unpack_from(self.mf.buf, pos)[0], doc=doc)
+
+
 class IndexFile:
+    """One index file; the header fields live only in the mapping (the C put path updates them)."""
+
     def __init__(self, path: str, slots: int, max_index: int, create: bool):
         self.slots = slots
         self.max_index = max_index
         size = HEADER_SIZE + slots * SLOT_SIZE + max_index * ITEM_SIZE
         self.mf = MappedFile(path, 0, size, create=create)
-        (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
-         self.hash_slot_count, self.index_count) = _HEADER.unpack_from(self.mf.buf, 0)
         if self.index_count == 0:
-            self.index_count = 1
-            self._write_header()
+            _I32.pack_into(self.mf.buf, 36, 1)
         self.mf.wrote_pos = size
+
+    begin_timestamp = _header_field(_I64, 0, "store time of the first item")
+    end_timestamp = _header_field(_I64, 8, "store time of the last item")
+    begin_phy_offset = _header_field(_I64, 16, "commit-log offset of the first item")
+    end_phy_offset = _header_field(_I64, 24, "commit-log offset of the last item")
+    hash_slot_count = _header_field(_I32, 32, "slots in use")
+    index_count = _header_field(_I32, 36, "next item number (items start at 1)")
 
     @property
     def path(self) -> str:
@@ -57,39 +68,10 @@ class IndexFile:
     def is_full(self) -> bool:
         return self.index_count >= self.max_index
 
-    def _write_header(self) -> None:
-        _HEADER.pack_into(self.mf.buf, 0, self.begin_timestamp, self.end_timestamp,
-                          self.begin_phy_offset, self.end_phy_offset, self.hash_slot_count,
-                          self.index_count)
-
     def put_key(self, key: str, phy_offset: int, store_ts: int) -> bool:
         """Add one key; False when the file is full."""
-        if self.is_full():
-            return False
-        h = key_hash(key)
-        slot_pos = HEADER_SIZE + (h % self.slots) * SLOT_SIZE
-        buf = self.mf.buf
-        slot_value = _I32.unpack_from(buf, slot_pos)[0]
-        if slot_value <= 0 or slot_value > self.index_count:
-            slot_value = 0
-        if self.begin_timestamp <= 0:
-            time_diff = 0
-        else:
-            time_diff = (store_ts - self.begin_timestamp) // 1000
-            time_diff = max(0, min(time_diff, 0x7FFFFFFF))
-        item_pos = HEADER_SIZE + self.slots * SLOT_SIZE + self.index_count * ITEM_SIZE
-        _ITEM.pack_into(buf, item_pos, h, phy_offset, time_diff, slot_value)
-        _I32.pack_into(buf, slot_pos, self.index_count)
-        if self.index_count <= 1:
-            self.begin_phy_offset = phy_offset
-            self.begin_timestamp = store_ts
-        if slot_value == 0:
-            self.hash_slot_count += 1
-        self.index_count += 1
-        self.end_phy_offset = phy_offset
-        self.end_timestamp = store_ts
-        self._write_header()
-        return True
+        return _sp.index_put_key(self.mf.ptr, self.slots, self.max_index, key_hash(key),
+                                 phy_offset, store_ts)
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         return ((begin < self.begin_timestamp and end > self.end_timestamp)

@@ -15,6 +15,7 @@ import threading
 from typing import Optional
 
 from rmqd.cython_ext import store_commitlog as _cl
+from rmqd.cython_ext.store_put import MapPtr
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ def offset_to_file_name(offset: int) -> str:
 class MappedFile:
     """One fixed-size file mapped read/write.  ``wrote_pos``/``flushed_pos`` are file-relative."""
 
-    __slots__ = ("path", "file_from_offset", "file_size", "fd", "mm", "buf", "wrote_pos",
+    __slots__ = ("path", "file_from_offset", "file_size", "fd", "mm", "buf", "ptr", "wrote_pos",
                  "flushed_pos", "_closed")
 
     def __init__(self, path: str, file_from_offset: int, file_size: int, create: bool = True):
@@ -44,6 +45,7 @@ class MappedFile:
             os.close(self.fd)
             raise
         self.buf = memoryview(self.mm)
+        self.ptr = MapPtr(self.mm)     # raw address for the C put path; released on close
         self.wrote_pos = 0
         self.flushed_pos = 0
         self._closed = False
@@ -75,6 +77,7 @@ class MappedFile:
         if self._closed:
             return
         self._closed = True
+        self.ptr.release()
         try:
             self.buf.release()
         except BufferError:

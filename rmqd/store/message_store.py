@@ -33,6 +33,8 @@ from rmqd.store.message import (BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG,
                                 MessageToStore, decode_properties, find_property, pack_host,
                                 tags_code_of)
 from rmqd.cython_ext import store_commitlog as _cl
+from rmqd.cython_ext import store_put as _sp
+from rmqd.cython_ext.store_put import DispatchRequest, PutMessageResult  # noqa: F401 (public API)
 
 log = logging.getLogger(__name__)
 
@@ -116,20 +118,7 @@ class PutMessageStatus(enum.Enum):
     UNKNOWN_ERROR = 9
 
 
-@dataclass
-class PutMessageResult:
-    status: PutMessageStatus
-    wrote_offsets: list = field(default_factory=list)
-    queue_offset: int = 0
-    msg_count: int = 0
-    store_timestamp: int = 0
-    wrote_bytes: int = 0
-    remark: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """Stored (PUT_OK, or FLUSH_DISK_TIMEOUT where the message is stored but not yet flushed)."""
-        return self.status in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+_sp.init_status(PutMessageStatus)
 
 
 class GetMessageStatus(enum.Enum):
@@ -175,21 +164,6 @@ class QueryResult:
     messages: list
     index_last_update_timestamp: int
     index_last_update_phyoffset: int
-
-
-@dataclass(slots=True)
-class DispatchRequest:
-    topic: str
-    queue_id: int
-    commitlog_offset: int
-    size: int
-    tags_code: int
-    store_timestamp: int
-    queue_offset: int
-    keys: Optional[str]
-    uniq_key: Optional[str]
-    sys_flag: int
-    properties: str
 
 
 @dataclass
@@ -276,10 +250,11 @@ class MessageStore:
         self._put_lock = threading.Lock()
         self._listeners: list[Callable[[DispatchRequest], None]] = []
         self._delay_levels = parse_delay_levels(config.message_delay_level)
-        self._running = False
+        self._engine = _sp.PutEngine(self, self.commitlog, self.index, self._put_lock,
+                                     None if config.clock is _now_ms else config.clock,
+                                     self._tags_code, pack_host, self._fail, self._listeners,
+                                     config.max_message_size, self.max_record_size)
         self._shutdown_done = False
-        self._disk_full = False
-        self._last_store_ts = 0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._group_commit: Optional[_GroupCommit] = None
@@ -287,8 +262,32 @@ class MessageStore:
         self._stats_lock = threading.Lock()
         self._checkpoint: Optional[StoreCheckpoint] = None
         self._lock_fd = -1
-        self._host_cache: dict = {}
         self._last_thorough_flush = 0.0
+
+    # state shared with the C put engine
+    @property
+    def _running(self) -> bool:
+        return self._engine.running
+
+    @_running.setter
+    def _running(self, v: bool) -> None:
+        self._engine.running = v
+
+    @property
+    def _disk_full(self) -> bool:
+        return self._engine.disk_full
+
+    @_disk_full.setter
+    def _disk_full(self, v: bool) -> None:
+        self._engine.disk_full = v
+
+    @property
+    def _last_store_ts(self) -> int:
+        return self._engine.last_store_ts
+
+    @_last_store_ts.setter
+    def _last_store_ts(self, v: int) -> None:
+        self._engine.last_store_ts = v
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -339,6 +338,7 @@ class MessageStore:
             return
         with self._put_lock:
             self._running = False
+            self._engine.reset()
         self._stop.set()
         if self._group_commit:
             self._group_commit.shutdown()
@@ -408,6 +408,7 @@ class MessageStore:
         for key, cq in self._cqs.items():
             cq.correct_min_offset(cl_min)
             self._queue_offsets[key] = cq.max_offset
+        self._engine.reset()
         self._flush_logics()
 
     # ------------------------------------------------------------------ put
@@ -419,120 +420,38 @@ class MessageStore:
                 return store_ts + self._delay_levels[level - 1]
         return tags_code_of(props)
 
-    def _packed_host(self, host) -> bytes:
-        b = self._host_cache.get(host)
-        if b is None:
-            b = pack_host(host)
-            if len(self._host_cache) < 4096:
-                self._host_cache[host] = b
-        return b
-
     def put_message(self, msg: MessageToStore) -> PutMessageResult:
         """Append one message.  Thread-safe, blocking (SYNC_FLUSH waits for the fsync)."""
-        return self.put_messages([msg])
+        if self._group_commit is None:
+            return self._engine.put_message(msg)
+        return self._put_sync([msg])
 
     def put_messages(self, msgs: Sequence[MessageToStore]) -> PutMessageResult:
-        """Append a batch (one topic/queue, contiguous queue offsets) atomically w.r.t. other puts."""
-        t0 = time.perf_counter()
-        if not msgs:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
-        if not self._running:
-            return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running")
-        if self._disk_full:
-            return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                              "disk is nearly full; message store refuses writes")
-        cfg = self.config
-        prepared = []
-        for m in msgs:
-            topic_b = m.topic.encode("utf-8")
-            if not topic_b or len(topic_b) > 127:
-                return self._fail(PutMessageStatus.MESSAGE_ILLEGAL,
-                                  f"topic length {len(topic_b)} must be 1..127 bytes")
-            body = m.body if m.body is not None else b""
-            if len(body) > cfg.max_message_size:
-                return self._fail(PutMessageStatus.MESSAGE_ILLEGAL,
-                                  f"message body size {len(body)} exceeds {cfg.max_message_size}")
-            props_b = m.properties.encode("utf-8") if m.properties else b""
-            if len(props_b) > 32767:
-                return self._fail(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                                  f"properties size {len(props_b)} exceeds 32767")
-            born = self._packed_host(tuple(m.born_host))
-            store = self._packed_host(tuple(m.store_host))
-            sys_flag = m.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
-            if len(born) == 20:
-                sys_flag |= BORNHOST_V6_FLAG
-            if len(store) == 20:
-                sys_flag |= STOREHOSTADDRESS_V6_FLAG
-            total = _codec.record_size(len(body), len(topic_b), len(props_b), len(born), len(store))
-            if total > self.max_record_size:
-                return self._fail(PutMessageStatus.MESSAGE_ILLEGAL,
-                                  f"record size {total} exceeds {self.max_record_size}")
-            prepared.append((m, topic_b, body, props_b, born, store, sys_flag, total))
+        """Append a batch (one topic/queue, contiguous queue offsets) atomically w.r.t. other puts.
 
-        reqs: list[DispatchRequest] = []
-        offsets: list[int] = []
-        wrote = 0
-        cl = self.commitlog
-        with self._put_lock:
-            if not self._running:
-                return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is shut down")
-            store_ts = self.clock()
-            if store_ts < self._last_store_ts:
-                store_ts = self._last_store_ts     # keep store times monotonic
-            first_qoff = None
-            for (m, topic_b, body, props_b, born, store, sys_flag, total) in prepared:
-                tt = sys_flag & 0xC
-                dispatch_cq = tt not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
-                key = (m.topic, m.queue_id)
-                qoff = self._queue_offsets.get(key, 0) if dispatch_cq else 0
-                try:
-                    mf, pos = cl.reserve(total)
-                except OSError as e:
-                    log.exception("creating commit log segment failed")
-                    return self._fail(PutMessageStatus.CREATE_MAPEDFILE_FAILED, str(e))
-                phys = mf.file_from_offset + pos
-                _codec.encode_record_into(mf.mm, pos, total, topic_b, m.queue_id, m.flag, qoff, phys,
-                                          sys_flag, m.born_timestamp, born, store_ts, store,
-                                          m.reconsume_times, m.prepared_transaction_offset, body,
-                                          props_b)
-                cl.commit(mf, total)
-                if dispatch_cq:
-                    self._queue_offsets[key] = qoff + 1
-                if first_qoff is None:
-                    first_qoff = qoff
-                tags = m.tags_code
-                if m.topic == SCHEDULE_TOPIC:
-                    tags = self._tags_code(m.topic, m.properties, store_ts)
-                req = DispatchRequest(m.topic, m.queue_id, phys, total, tags, store_ts, qoff, m.keys,
-                                      m.uniq_key, sys_flag, m.properties)
-                self._dispatch(req)
-                reqs.append(req)
-                offsets.append(phys)
-                wrote += total
-            self._last_store_ts = store_ts
-            end_offset = offsets[-1] + prepared[-1][7]
-        for req in reqs:
-            for fn in self._listeners:
-                try:
-                    fn(req)
-                except Exception:
-                    log.exception("dispatch listener %r failed for %s/%d@%d", fn, req.topic,
-                                  req.queue_id, req.queue_offset)
-        status = PutMessageStatus.PUT_OK
-        remark = ""
-        if self._group_commit is not None and find_property(msgs[0].properties or "", "WAIT") != "false":
+        The append (record, consume queue entry, index items, dispatch listeners) runs in
+        :class:`rmqd.cython_ext.store_put.PutEngine`; validation happens before any byte is written.
+        """
+        if self._group_commit is None:
+            return self._engine.put_messages(msgs)
+        return self._put_sync(msgs)
+
+    def _put_sync(self, msgs: Sequence[MessageToStore]) -> PutMessageResult:
+        t0 = time.perf_counter()
+        r = self._engine.put_messages(msgs)
+        if r.status is not PutMessageStatus.PUT_OK:
+            return r
+        cfg = self.config
+        if find_property(msgs[0].properties or "", "WAIT") != "false":
+            end_offset = r.end_offset
             if not self._group_commit.wait_flushed(end_offset, cfg.sync_flush_timeout_ms / 1000):
-                status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-                remark = f"flush did not complete within {cfg.sync_flush_timeout_ms} ms"
+                r.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+                r.remark = f"flush did not complete within {cfg.sync_flush_timeout_ms} ms"
                 log.warning("SYNC_FLUSH timeout for offset %d", end_offset)
         elapsed = (time.perf_counter() - t0) * 1000
-        with self._stats_lock:
-            st = self._stats
-            st.put_message_times_total += len(msgs)
-            st.put_message_size_total += wrote
-            if elapsed > st.put_latency_max_ms:
-                st.put_latency_max_ms = elapsed
-        return PutMessageResult(status, offsets, first_qoff, len(msgs), store_ts, wrote, remark)
+        if elapsed > self._engine.put_latency_max_ms:
+            self._engine.put_latency_max_ms = elapsed
+        return r
 
     def _fail(self, status: PutMessageStatus, remark: str) -> PutMessageResult:
         with self._stats_lock:
@@ -610,6 +529,7 @@ class MessageStore:
                 new.pop(k).destroy()
                 self._queue_offsets.pop(k, None)
             self._cqs = new
+            self._engine.drop_topic(topic)
         tdir = os.path.join(self.config.consume_queue_dir, topic)
         if os.path.isdir(tdir):
             shutil.rmtree(tdir)
@@ -825,6 +745,10 @@ class MessageStore:
         """Snapshot of runtime statistics."""
         with self._stats_lock:
             s = StoreStats(**self._stats.__dict__)
+        e = self._engine
+        s.put_message_times_total += e.put_times_total
+        s.put_message_size_total += e.put_size_total
+        s.put_latency_max_ms = max(s.put_latency_max_ms, e.put_latency_max_ms)
         s.commitlog_min_offset = self.commitlog.min_offset()
         s.commitlog_max_offset = self.commitlog.max_offset()
         s.commitlog_flushed_offset = self.commitlog.flushed_where

@@ -1,0 +1,717 @@
+# distutils: libraries = z
+# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3, initializedcheck=False
+"""The store's put path in one C call: commit-log record, ConsumeQueue entry and IndexFile items.
+
+:class:`PutEngine` appends straight into the mapped segments through raw pointers cached per
+segment (:class:`MapPtr` holds one buffer export of the mmap, so the mapping cannot be closed
+under it; ``release()`` nulls the pointer and the engine falls back to the Python slow path).
+Slow paths (segment roll-over, first entry of a queue, CQ file full, index file full, SCHEDULE
+tags) call back into the Python objects, which remain the source of truth for file lists and
+``wrote_pos``; the engine re-reads its caches from them afterwards.
+
+CRC32 + body copy run holding the GIL for bodies up to 256 KiB (cheaper than a GIL round trip)
+and without it above.
+"""
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_SIMPLE
+from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.string cimport memcpy, memset
+from libc.stdlib cimport malloc, free
+from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME, CLOCK_MONOTONIC
+import logging
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
+
+cdef extern from "zlib.h" nogil:
+    unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int len)
+
+log = logging.getLogger("rmqd.store.message_store")
+
+DEF MAGIC_V1 = -626843481
+DEF NOGIL_BODY = 262144
+DEF HEADER_SIZE = 40
+DEF CQ_UNIT = 20
+DEF TX_PREPARED = 0x4
+DEF TX_ROLLBACK = 0xC
+
+cdef str SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+# PutMessageStatus members, bound by init_status()
+cdef object ST_PUT_OK = None
+cdef object ST_FLUSH_DISK_TIMEOUT = None
+cdef object ST_SERVICE_NOT_AVAILABLE = None
+cdef object ST_MESSAGE_ILLEGAL = None
+cdef object ST_PROPERTIES_SIZE_EXCEEDED = None
+cdef object ST_CREATE_MAPEDFILE_FAILED = None
+
+
+def init_status(status_enum) -> None:
+    """Bind the PutMessageStatus enum (defined in rmqd.store.message_store)."""
+    global ST_PUT_OK, ST_FLUSH_DISK_TIMEOUT, ST_SERVICE_NOT_AVAILABLE, ST_MESSAGE_ILLEGAL
+    global ST_PROPERTIES_SIZE_EXCEEDED, ST_CREATE_MAPEDFILE_FAILED
+    ST_PUT_OK = status_enum.PUT_OK
+    ST_FLUSH_DISK_TIMEOUT = status_enum.FLUSH_DISK_TIMEOUT
+    ST_SERVICE_NOT_AVAILABLE = status_enum.SERVICE_NOT_AVAILABLE
+    ST_MESSAGE_ILLEGAL = status_enum.MESSAGE_ILLEGAL
+    ST_PROPERTIES_SIZE_EXCEEDED = status_enum.PROPERTIES_SIZE_EXCEEDED
+    ST_CREATE_MAPEDFILE_FAILED = status_enum.CREATE_MAPEDFILE_FAILED
+
+
+# ---------------------------------------------------------------------------------- big endian
+cdef inline int rd32(const unsigned char* p) noexcept nogil:
+    return <int>((<unsigned int>p[0] << 24) | (<unsigned int>p[1] << 16) |
+                 (<unsigned int>p[2] << 8) | <unsigned int>p[3])
+
+
+cdef inline long long rd64(const unsigned char* p) noexcept nogil:
+    return <long long>((<unsigned long long><unsigned int>rd32(p) << 32) |
+                       <unsigned long long><unsigned int>rd32(p + 4))
+
+
+cdef inline void wr32(unsigned char* p, int v) noexcept nogil:
+    cdef unsigned int u = <unsigned int>v
+    p[0] = (u >> 24) & 0xFF
+    p[1] = (u >> 16) & 0xFF
+    p[2] = (u >> 8) & 0xFF
+    p[3] = u & 0xFF
+
+
+cdef inline void wr64(unsigned char* p, long long v) noexcept nogil:
+    cdef unsigned long long u = <unsigned long long>v
+    wr32(p, <int>(u >> 32))
+    wr32(p + 4, <int>(<unsigned int>u))
+
+
+cdef inline unsigned int masked_crc(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    cdef unsigned long c = crc32(0, NULL, 0)
+    cdef Py_ssize_t chunk
+    while n > 0:
+        chunk = n if n < 0x40000000 else 0x40000000
+        c = crc32(c, p, <unsigned int>chunk)
+        p += chunk
+        n -= chunk
+    return <unsigned int>(c & 0x7FFFFFFF)
+
+
+cdef inline long long now_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <long long>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+cdef inline double mono_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <double>ts.tv_sec * 1000.0 + <double>ts.tv_nsec / 1e6
+
+
+# ---------------------------------------------------------------------------------- hashing
+cdef inline unsigned int hash_units(unsigned int h, str s, Py_ssize_t start, Py_ssize_t end):
+    """Continue Java's String.hashCode over the UTF-16 units of ``s[start:end]``."""
+    cdef Py_ssize_t i
+    cdef unsigned int c
+    for i in range(start, end):
+        c = <unsigned int>(<Py_UCS4>s[i])
+        if c >= 0x10000:
+            c -= 0x10000
+            h = h * 31 + (0xD800 + (c >> 10))
+            h = h * 31 + (0xDC00 + (c & 0x3FF))
+        else:
+            h = h * 31 + c
+    return h
+
+
+cdef inline unsigned int index_key_hash(unsigned int h) noexcept nogil:
+    """abs(hashCode) with Integer.MIN_VALUE mapped to 0."""
+    cdef int s = <int>h
+    if s == <int>0x80000000:
+        return 0
+    return <unsigned int>(-s if s < 0 else s)
+
+
+# ---------------------------------------------------------------------------------- MapPtr
+cdef class MapPtr:
+    """One writable buffer export of a mapping and its raw address (NULL once released)."""
+    cdef Py_buffer buf
+    cdef unsigned char* p
+    cdef Py_ssize_t size
+
+    def __cinit__(self, obj):
+        PyObject_GetBuffer(obj, &self.buf, PyBUF_WRITABLE)
+        self.p = <unsigned char*>self.buf.buf
+        self.size = self.buf.len
+
+    def release(self) -> None:
+        if self.p != NULL:
+            self.p = NULL
+            PyBuffer_Release(&self.buf)
+
+    @property
+    def alive(self) -> bool:
+        return self.p != NULL
+
+    def __dealloc__(self):
+        if self.p != NULL:
+            self.p = NULL
+            PyBuffer_Release(&self.buf)
+
+
+# ---------------------------------------------------------------------------------- index file
+cdef bint index_put(unsigned char* base, long long slots, long long max_index, unsigned int h,
+                    long long phy, long long ts) noexcept nogil:
+    """IndexFile.put_key on the mapped file (header, slot, item); False when full."""
+    cdef int count = rd32(base + 36)
+    if count >= max_index:
+        return False
+    cdef unsigned char* slot = base + HEADER_SIZE + (h % <unsigned long long>slots) * 4
+    cdef int slot_value = rd32(slot)
+    if slot_value <= 0 or slot_value > count:
+        slot_value = 0
+    cdef long long begin_ts = rd64(base)
+    cdef long long diff = 0
+    if begin_ts > 0:
+        diff = ts - begin_ts
+        diff = diff // 1000 if diff >= 0 else 0
+        if diff > 0x7FFFFFFF:
+            diff = 0x7FFFFFFF
+    cdef unsigned char* item = base + HEADER_SIZE + slots * 4 + <long long>count * 20
+    wr32(item, <int>h)
+    wr64(item + 4, phy)
+    wr32(item + 12, <int>diff)
+    wr32(item + 16, slot_value)
+    wr32(slot, count)
+    if count <= 1:
+        wr64(base + 16, phy)        # beginPhyOffset
+        wr64(base, ts)              # beginTimestamp
+    if slot_value == 0:
+        wr32(base + 32, rd32(base + 32) + 1)
+    wr32(base + 36, count + 1)
+    wr64(base + 24, phy)            # endPhyOffset
+    wr64(base + 8, ts)              # endTimestamp
+    return True
+
+
+def index_put_key(MapPtr ptr, long long slots, long long max_index, unsigned int key_hash,
+                  long long phy, long long ts) -> bool:
+    """Add one item with ``key_hash`` (already abs'ed) to the mapped IndexFile; False if full."""
+    if ptr.p == NULL:
+        raise ValueError("index file is closed")
+    return index_put(ptr.p, slots, max_index, key_hash, phy, ts)
+
+
+# ---------------------------------------------------------------------------------- value types
+cdef class DispatchRequest:
+    """One appended message, as handed to dispatch listeners."""
+    cdef public object topic
+    cdef public int queue_id
+    cdef public long long commitlog_offset
+    cdef public int size
+    cdef public long long tags_code
+    cdef public long long store_timestamp
+    cdef public long long queue_offset
+    cdef public object keys
+    cdef public object uniq_key
+    cdef public int sys_flag
+    cdef public object properties
+
+    def __init__(self, topic, int queue_id, long long commitlog_offset, int size, long long tags_code,
+                 long long store_timestamp, long long queue_offset, keys, uniq_key, int sys_flag,
+                 properties):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.commitlog_offset = commitlog_offset
+        self.size = size
+        self.tags_code = tags_code
+        self.store_timestamp = store_timestamp
+        self.queue_offset = queue_offset
+        self.keys = keys
+        self.uniq_key = uniq_key
+        self.sys_flag = sys_flag
+        self.properties = properties
+
+    def __repr__(self):
+        return (f"DispatchRequest(topic={self.topic!r}, queue_id={self.queue_id}, "
+                f"commitlog_offset={self.commitlog_offset}, size={self.size}, "
+                f"tags_code={self.tags_code}, store_timestamp={self.store_timestamp}, "
+                f"queue_offset={self.queue_offset}, keys={self.keys!r}, uniq_key={self.uniq_key!r}, "
+                f"sys_flag={self.sys_flag}, properties={self.properties!r})")
+
+
+cdef class PutMessageResult:
+    """Outcome of a put (``ok``: stored, possibly not yet flushed)."""
+    cdef public object status
+    cdef public list wrote_offsets
+    cdef public long long queue_offset
+    cdef public int msg_count
+    cdef public long long store_timestamp
+    cdef public long long wrote_bytes
+    cdef public str remark
+    cdef readonly long long end_offset      # commit-log offset just past the last record
+
+    def __init__(self, status, wrote_offsets=None, long long queue_offset=0, int msg_count=0,
+                 long long store_timestamp=0, long long wrote_bytes=0, str remark=""):
+        self.status = status
+        self.wrote_offsets = list(wrote_offsets) if wrote_offsets is not None else []
+        self.queue_offset = queue_offset
+        self.msg_count = msg_count
+        self.store_timestamp = store_timestamp
+        self.wrote_bytes = wrote_bytes
+        self.remark = remark
+
+    @property
+    def ok(self) -> bool:
+        """Stored (PUT_OK, or FLUSH_DISK_TIMEOUT where the message is stored but not yet flushed)."""
+        return self.status is ST_PUT_OK or self.status is ST_FLUSH_DISK_TIMEOUT
+
+    def __eq__(self, other):
+        if not isinstance(other, PutMessageResult):
+            return NotImplemented
+        o = <PutMessageResult>other
+        return (self.status == o.status and self.wrote_offsets == o.wrote_offsets and
+                self.queue_offset == o.queue_offset and self.msg_count == o.msg_count and
+                self.store_timestamp == o.store_timestamp and self.wrote_bytes == o.wrote_bytes and
+                self.remark == o.remark)
+
+    def __repr__(self):
+        return (f"PutMessageResult(status={self.status}, wrote_offsets={self.wrote_offsets}, "
+                f"queue_offset={self.queue_offset}, msg_count={self.msg_count}, "
+                f"store_timestamp={self.store_timestamp}, wrote_bytes={self.wrote_bytes}, "
+                f"remark={self.remark!r})")
+
+
+cdef PutMessageResult make_result(status, list offsets, long long qoff, int n, long long ts,
+                                  long long wrote, str remark):
+    cdef PutMessageResult r = PutMessageResult.__new__(PutMessageResult)
+    r.status = status
+    r.wrote_offsets = offsets
+    r.queue_offset = qoff
+    r.msg_count = n
+    r.store_timestamp = ts
+    r.wrote_bytes = wrote
+    r.remark = remark
+    return r
+
+
+# ---------------------------------------------------------------------------------- engine
+cdef class QueueState:
+    """Write cursor of one consume queue (its last mapped file)."""
+    cdef public object cq
+    cdef public long long next_qoff
+    cdef long long max_phys        # phys + size of the last entry written by the engine
+    cdef object mf
+    cdef MapPtr ptr
+    cdef long long file_from, file_size, wrote_pos
+
+    cdef void refresh(self):
+        mf = self.cq.mfq.last()
+        self.mf = mf
+        if mf is None:
+            self.ptr = None
+            return
+        self.ptr = <MapPtr?>mf.ptr
+        self.file_from = mf.file_from_offset
+        self.file_size = mf.file_size
+        self.wrote_pos = mf.wrote_pos
+
+
+cdef struct Prep:
+    const unsigned char* topic_p
+    Py_ssize_t topic_len
+    const unsigned char* body_p
+    Py_ssize_t body_len
+    const unsigned char* props_p
+    Py_ssize_t props_len
+    const unsigned char* born_p
+    Py_ssize_t born_len
+    const unsigned char* store_p
+    Py_ssize_t store_len
+    int sys_flag
+    int total
+    int queue_id
+    int flag
+    int reconsume
+    long long born_ts
+    long long prepared
+    long long tags
+    bint has_buf
+    Py_buffer buf
+
+
+cdef class PutEngine:
+    """Appends messages for a MessageStore (see module docstring)."""
+    cdef object store, config, commitlog, index, lock, clock, tags_code_fn, pack_host_fn, fail_fn
+    cdef public list listeners
+    cdef public dict states
+    cdef dict host_cache
+    cdef public bint running, disk_full
+    cdef public long long last_store_ts
+    cdef public long long put_times_total, put_size_total
+    cdef public double put_latency_max_ms
+    cdef long long max_message_size, max_record_size
+    cdef object cl_mf
+    cdef MapPtr cl_ptr
+    cdef long long cl_from, cl_size, cl_pos
+    cdef object ix_file
+    cdef MapPtr ix_ptr
+    cdef long long ix_slots, ix_max
+
+    def __init__(self, store, commitlog, index, lock, clock, tags_code_fn, pack_host_fn, fail_fn,
+                 list listeners, long long max_message_size, long long max_record_size):
+        """``clock`` None = wall clock in C; else a callable returning ms."""
+        self.store = store
+        self.config = store.config
+        self.commitlog = commitlog
+        self.index = index
+        self.lock = lock
+        self.clock = clock
+        self.tags_code_fn = tags_code_fn
+        self.pack_host_fn = pack_host_fn
+        self.fail_fn = fail_fn
+        self.listeners = listeners
+        self.states = {}
+        self.host_cache = {}
+        self.max_message_size = max_message_size
+        self.max_record_size = max_record_size
+
+    def reset(self) -> None:
+        """Forget every cached cursor (after recovery, before shutdown)."""
+        self.states = {}
+        self.cl_mf = None
+        self.cl_ptr = None
+        self.ix_file = None
+        self.ix_ptr = None
+
+    def drop_topic(self, topic) -> None:
+        self.states = {k: v for k, v in self.states.items() if k[0] != topic}
+
+    def queue_offset(self, topic, int queue_id) -> int:
+        """Next queue offset of ``(topic, queue_id)`` if the engine tracks it, else -1."""
+        st = self.states.get((topic, queue_id))
+        return (<QueueState>st).next_qoff if st is not None else -1
+
+    # -------------------------------------------------------------------------------- helpers
+    cdef bytes _host(self, h):
+        b = self.host_cache.get(h) if type(h) is tuple else None
+        if b is None:
+            b = self.pack_host_fn(tuple(h))
+            if len(self.host_cache) < 4096:
+                self.host_cache[tuple(h)] = b
+        return <bytes>b
+
+    cdef QueueState _state(self, topic, int queue_id):
+        key = (topic, queue_id)
+        st = self.states.get(key)
+        if st is None:
+            cq = self.store._find_cq(topic, queue_id, True)
+            s = QueueState()
+            s.cq = cq
+            off = self.store._queue_offsets.get(key)
+            s.next_qoff = off if off is not None else cq.max_offset
+            s.max_phys = cq.max_phys_offset
+            s.refresh()
+            self.states[key] = s
+            return s
+        return <QueueState>st
+
+    cdef int _cl_refresh(self, int total) except -1:
+        mf, pos = self.commitlog.reserve(total)
+        self.cl_mf = mf
+        self.cl_ptr = <MapPtr?>mf.ptr
+        self.cl_from = mf.file_from_offset
+        self.cl_size = mf.file_size
+        self.cl_pos = pos
+        if self.cl_ptr.p == NULL:
+            raise OSError("commit log segment is closed")
+        return 0
+
+    cdef int _cq_put(self, QueueState st, long long qoff, long long phys, int size,
+                     long long tags) except -1:
+        cdef unsigned char* e
+        if (st.ptr is not None and st.ptr.p != NULL and st.wrote_pos + CQ_UNIT <= st.file_size
+                and st.file_from + st.wrote_pos == qoff * CQ_UNIT):
+            e = st.ptr.p + st.wrote_pos
+            wr64(e, phys)
+            wr32(e + 8, size)
+            wr64(e + 12, tags)
+            st.wrote_pos += CQ_UNIT
+            st.mf.wrote_pos = st.wrote_pos
+        else:
+            st.cq.max_phys_offset = st.max_phys
+            st.cq.put(qoff, phys, size, tags)
+            st.refresh()
+        st.max_phys = phys + size
+        return 0
+
+    cdef int _index_key(self, unsigned int h, long long phys, long long ts) except -1:
+        cdef int tries
+        for tries in range(2):
+            if self.ix_ptr is None or self.ix_ptr.p == NULL:
+                f = self.index._writable()
+                self.ix_file = f
+                self.ix_ptr = <MapPtr?>f.mf.ptr
+                self.ix_slots = f.slots
+                self.ix_max = f.max_index
+                if self.ix_ptr.p == NULL:
+                    raise OSError("index file is closed")
+            if index_put(self.ix_ptr.p, self.ix_slots, self.ix_max, index_key_hash(h), phys, ts):
+                return 0
+            self.ix_ptr = None      # full: roll to a new file
+        log.error("index: cannot add key at %d", phys)
+        return 0
+
+    cdef int _index(self, str topic, keys, uniq, long long phys, long long ts) except -1:
+        cdef unsigned int base
+        cdef Py_ssize_t i, j, n
+        cdef str ks
+        cdef Py_UCS4 ch
+        if self.ix_ptr is not None and self.ix_ptr.p != NULL and phys < rd64(self.ix_ptr.p + 24):
+            return 0      # already indexed
+        if self.ix_ptr is None:
+            files = self.index.files
+            if files and phys < files[len(files) - 1].end_phy_offset:
+                return 0
+        base = hash_units(hash_units(0, topic, 0, len(topic)), "#", 0, 1)
+        if uniq is not None and len(uniq) > 0:
+            ks = <str?>uniq
+            self._index_key(hash_units(base, ks, 0, len(ks)), phys, ts)
+        if keys is not None and len(keys) > 0:
+            ks = <str?>keys
+            n = len(ks)
+            i = 0
+            while i < n:
+                j = i
+                while j < n:
+                    ch = ks[j]
+                    if ch == 32:
+                        break
+                    j += 1
+                if j > i:
+                    self._index_key(hash_units(base, ks, i, j), phys, ts)
+                i = j + 1
+        return 0
+
+    # -------------------------------------------------------------------------------- put
+    cdef object _prep(self, Prep* p, m):
+        """Validate and gather one message; returns None or a failure PutMessageResult."""
+        cdef Py_ssize_t n
+        cdef const char* s
+        topic = m.topic
+        s = PyUnicode_AsUTF8AndSize(topic, &n)
+        if n == 0 or n > 127:
+            return self.fail_fn(ST_MESSAGE_ILLEGAL, f"topic length {n} must be 1..127 bytes")
+        p.topic_p = <const unsigned char*>s
+        p.topic_len = n
+        body = m.body
+        if body is None:
+            p.body_p = <const unsigned char*>""
+            p.body_len = 0
+        elif PyBytes_CheckExact(body):
+            p.body_p = <const unsigned char*>PyBytes_AS_STRING(body)
+            p.body_len = PyBytes_GET_SIZE(body)
+        else:
+            PyObject_GetBuffer(body, &p.buf, PyBUF_SIMPLE)
+            p.has_buf = True
+            p.body_p = <const unsigned char*>p.buf.buf
+            p.body_len = p.buf.len
+        if p.body_len > self.max_message_size:
+            return self.fail_fn(ST_MESSAGE_ILLEGAL,
+                                f"message body size {p.body_len} exceeds {self.max_message_size}")
+        props = m.properties
+        if props:
+            s = PyUnicode_AsUTF8AndSize(props, &n)
+            if n > 32767:
+                return self.fail_fn(ST_PROPERTIES_SIZE_EXCEEDED, f"properties size {n} exceeds 32767")
+            p.props_p = <const unsigned char*>s
+            p.props_len = n
+        else:
+            p.props_p = <const unsigned char*>""
+            p.props_len = 0
+        born = self._host(m.born_host)
+        store = self._host(m.store_host)
+        p.born_p = <const unsigned char*>PyBytes_AS_STRING(born)
+        p.born_len = PyBytes_GET_SIZE(born)
+        p.store_p = <const unsigned char*>PyBytes_AS_STRING(store)
+        p.store_len = PyBytes_GET_SIZE(store)
+        cdef int sys_flag = m.sys_flag
+        sys_flag &= ~(0x10 | 0x20)
+        if p.born_len == 20:
+            sys_flag |= 0x10
+        if p.store_len == 20:
+            sys_flag |= 0x20
+        p.sys_flag = sys_flag
+        cdef long long total = (4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + p.born_len + 8 + p.store_len
+                                + 4 + 8 + 4 + p.body_len + 1 + p.topic_len + 2 + p.props_len)
+        if total > self.max_record_size:
+            return self.fail_fn(ST_MESSAGE_ILLEGAL,
+                                f"record size {total} exceeds {self.max_record_size}")
+        p.total = <int>total
+        p.queue_id = m.queue_id
+        p.flag = m.flag
+        p.reconsume = m.reconsume_times
+        p.born_ts = m.born_timestamp
+        p.prepared = m.prepared_transaction_offset
+        p.tags = m.tags_code
+        return None
+
+    cdef void _write_record(self, Prep* p, long long qoff, long long phys, long long store_ts):
+        cdef unsigned char* r = self.cl_ptr.p + self.cl_pos
+        cdef unsigned char* q = r
+        cdef unsigned int crc = 0
+        cdef Py_ssize_t blen = p.body_len
+        wr32(q, p.total); q += 4
+        wr32(q, MAGIC_V1); q += 4
+        q += 4                                  # CRC below
+        wr32(q, p.queue_id); q += 4
+        wr32(q, p.flag); q += 4
+        wr64(q, qoff); q += 8
+        wr64(q, phys); q += 8
+        wr32(q, p.sys_flag); q += 4
+        wr64(q, p.born_ts); q += 8
+        memcpy(q, p.born_p, p.born_len); q += p.born_len
+        wr64(q, store_ts); q += 8
+        memcpy(q, p.store_p, p.store_len); q += p.store_len
+        wr32(q, p.reconsume); q += 4
+        wr64(q, p.prepared); q += 8
+        wr32(q, <int>blen); q += 4
+        if blen > NOGIL_BODY:
+            with nogil:
+                crc = masked_crc(p.body_p, blen)
+                memcpy(q, p.body_p, blen)
+        elif blen > 0:
+            crc = masked_crc(p.body_p, blen)
+            memcpy(q, p.body_p, blen)
+        q += blen
+        q[0] = <unsigned char>p.topic_len; q += 1
+        memcpy(q, p.topic_p, p.topic_len); q += p.topic_len
+        q[0] = (p.props_len >> 8) & 0xFF
+        q[1] = p.props_len & 0xFF
+        q += 2
+        if p.props_len > 0:
+            memcpy(q, p.props_p, p.props_len)
+        wr32(r + 8, <int>crc)
+
+    cdef object _put(self, list msgs):
+        cdef Py_ssize_t n = len(msgs), i
+        cdef Prep one
+        cdef Prep* preps = &one
+        cdef double t0 = mono_ms()
+        cdef long long store_ts, qoff, phys, first_qoff = 0, wrote = 0, tags, end_offset = 0
+        cdef PutMessageResult res
+        cdef int tt
+        cdef bint dispatch_cq, want_reqs
+        cdef QueueState st
+        cdef list offsets, reqs = None
+        cdef DispatchRequest req
+        if n == 0:
+            return make_result(ST_MESSAGE_ILLEGAL, [], 0, 0, 0, 0, "empty batch")
+        if not self.running:
+            return self.fail_fn(ST_SERVICE_NOT_AVAILABLE, "message store is not running")
+        if self.disk_full:
+            return self.fail_fn(ST_SERVICE_NOT_AVAILABLE,
+                                "disk is nearly full; message store refuses writes")
+        if n > 1:
+            preps = <Prep*>malloc(n * sizeof(Prep))
+            if preps == NULL:
+                raise MemoryError()
+        for i in range(n):
+            preps[i].has_buf = False
+        try:
+            for i in range(n):
+                bad = self._prep(&preps[i], msgs[i])
+                if bad is not None:
+                    return bad
+            offsets = []
+            want_reqs = len(self.listeners) > 0
+            if want_reqs:
+                reqs = []
+            self.lock.acquire()
+            try:
+                if not self.running:
+                    return self.fail_fn(ST_SERVICE_NOT_AVAILABLE, "message store is shut down")
+                store_ts = now_ms() if self.clock is None else self.clock()
+                if store_ts < self.last_store_ts:
+                    store_ts = self.last_store_ts      # keep store times monotonic
+                for i in range(n):
+                    m = msgs[i]
+                    topic = m.topic
+                    tt = preps[i].sys_flag & 0xC
+                    dispatch_cq = tt != TX_PREPARED and tt != TX_ROLLBACK
+                    st = None
+                    qoff = 0
+                    if dispatch_cq:
+                        st = self._state(topic, preps[i].queue_id)
+                        qoff = st.next_qoff
+                    if (self.cl_ptr is None or self.cl_ptr.p == NULL or
+                            self.cl_pos + preps[i].total + 8 > self.cl_size):
+                        try:
+                            self._cl_refresh(preps[i].total)
+                        except OSError as e:
+                            log.exception("creating commit log segment failed")
+                            return self.fail_fn(ST_CREATE_MAPEDFILE_FAILED, str(e))
+                    phys = self.cl_from + self.cl_pos
+                    self._write_record(&preps[i], qoff, phys, store_ts)
+                    self.cl_pos += preps[i].total
+                    self.cl_mf.wrote_pos = self.cl_pos
+                    tags = preps[i].tags
+                    if topic == SCHEDULE_TOPIC:
+                        tags = self.tags_code_fn(topic, m.properties, store_ts)
+                    if dispatch_cq:
+                        st.next_qoff = qoff + 1
+                        self._cq_put(st, qoff, phys, preps[i].total, tags)
+                    if i == 0:
+                        first_qoff = qoff
+                    if tt != TX_ROLLBACK and self.config.message_index_enable:
+                        keys = m.keys
+                        uniq = m.uniq_key
+                        if keys or uniq:
+                            self._index(topic, keys, uniq, phys, store_ts)
+                    if want_reqs:
+                        req = DispatchRequest.__new__(DispatchRequest)
+                        req.topic = topic
+                        req.queue_id = preps[i].queue_id
+                        req.commitlog_offset = phys
+                        req.size = preps[i].total
+                        req.tags_code = tags
+                        req.store_timestamp = store_ts
+                        req.queue_offset = qoff
+                        req.keys = m.keys
+                        req.uniq_key = m.uniq_key
+                        req.sys_flag = preps[i].sys_flag
+                        req.properties = m.properties
+                        reqs.append(req)
+                    offsets.append(phys)
+                    wrote += preps[i].total
+                self.last_store_ts = store_ts
+                end_offset = self.cl_from + self.cl_pos
+            finally:
+                self.lock.release()
+        finally:
+            for i in range(n):
+                if preps[i].has_buf:
+                    PyBuffer_Release(&preps[i].buf)
+            if preps != &one:
+                free(preps)
+        if want_reqs:
+            for r in reqs:
+                for fn in self.listeners:
+                    try:
+                        fn(r)
+                    except Exception:
+                        log.exception("dispatch listener %r failed for %s/%d@%d", fn,
+                                      (<DispatchRequest>r).topic, (<DispatchRequest>r).queue_id,
+                                      (<DispatchRequest>r).queue_offset)
+        self.put_times_total += n
+        self.put_size_total += wrote
+        cdef double el = mono_ms() - t0
+        if el > self.put_latency_max_ms:
+            self.put_latency_max_ms = el
+        res = make_result(ST_PUT_OK, offsets, first_qoff, <int>n, store_ts, wrote, "")
+        res.end_offset = end_offset
+        return res
+
+    def put_messages(self, msgs) -> PutMessageResult:
+        """Append a batch atomically w.r.t. other puts (validation before any byte is written)."""
+        return self._put(msgs if type(msgs) is list else list(msgs))
+
+    def put_message(self, msg) -> PutMessageResult:
+        return self._put([msg])
