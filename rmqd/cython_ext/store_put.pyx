@@ -389,6 +389,10 @@ cdef class PutEngine:
         st = self.states.get((topic, queue_id))
         return (<QueueState>st).next_qoff if st is not None else -1
 
+    def active_cq_files(self) -> list:
+        """Last mapped file of every consume queue written since the last reset."""
+        return [(<QueueState>s).mf for s in list(self.states.values()) if (<QueueState>s).mf is not None]
+
     # -------------------------------------------------------------------------------- helpers
     cdef bytes _host(self, h):
         b = self.host_cache.get(h) if type(h) is tuple else None
@@ -715,3 +719,34 @@ cdef class PutEngine:
 
     def put_message(self, msg) -> PutMessageResult:
         return self._put([msg])
+
+
+# ---------------------------------------------------------------------------------- page warming
+cdef extern from "sys/mman.h" nogil:
+    int madvise(void* addr, size_t length, int advice)
+cdef extern from "errno.h":
+    int errno
+
+DEF MADV_POPULATE_WRITE = 23
+DEF PAGE = 4096
+
+
+def populate(MapPtr ptr, Py_ssize_t start, Py_ssize_t end) -> int:
+    """Pre-fault the pages of ``[start, end)`` writable (MADV_POPULATE_WRITE, GIL released).
+
+    Never changes data, so it may overlap bytes being written concurrently.  Returns 0, or the
+    errno (EINVAL: the kernel predates 5.14 and cannot populate; callers stop trying)."""
+    cdef unsigned char* p = ptr.p
+    if p == NULL:
+        return 0
+    if start < 0:
+        start = 0
+    if end > ptr.size:
+        end = ptr.size
+    start -= start % PAGE
+    if end <= start:
+        return 0
+    cdef int rc
+    with nogil:
+        rc = madvise(<void*>(p + start), <size_t>(end - start), MADV_POPULATE_WRITE)
+    return errno if rc != 0 else 0

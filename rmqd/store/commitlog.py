@@ -35,6 +35,10 @@ class AllocateService(threading.Thread):
                 self._want = start
                 self._cv.notify()
 
+    def ready_file(self) -> Optional[MappedFile]:
+        """The preallocated next segment, if any (read without locking; for the page warmer)."""
+        return self._ready
+
     def take(self, start: int) -> Optional[MappedFile]:
         """The preallocated file for ``start`` (waiting if it is being created right now), or
         None — then the caller creates it and no background creation of it is pending."""

@@ -27,7 +27,9 @@ from rmqd.cython_ext import message_codec as _codec
 from rmqd.store.checkpoint import StoreCheckpoint
 from rmqd.store.commitlog import PAGE, CommitLog
 from rmqd.store.consume_queue import BLANK_ENTRY, CQ_UNIT, ConsumeQueue
+from rmqd.store.cq_check import repair_consume_queues
 from rmqd.store.index_file import IndexService
+from rmqd.store.page_warmer import PageWarmer
 from rmqd.store.message import (BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG,
                                 TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
                                 MessageToStore, decode_properties, find_property, pack_host,
@@ -82,6 +84,7 @@ class StoreConfig:
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     clock: Callable[[], int] = _now_ms
     disk_usage: Optional[Callable[[str], float]] = None   # path -> used percent (0..100)
+    warm_mapped_pages: bool = True     # pre-fault pages ahead of the writers (PageWarmer)
 
     @property
     def commitlog_dir(self) -> str:
@@ -258,6 +261,7 @@ class MessageStore:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._group_commit: Optional[_GroupCommit] = None
+        self._warmer: Optional[PageWarmer] = None
         self._stats = StoreStats()
         self._stats_lock = threading.Lock()
         self._checkpoint: Optional[StoreCheckpoint] = None
@@ -325,6 +329,9 @@ class MessageStore:
         else:
             self._spawn("rmqd-store-flush-commitlog", self._async_flush_loop)
         self._spawn("rmqd-store-flush-cq", self._cq_flush_loop)
+        if cfg.warm_mapped_pages:
+            self._warmer = PageWarmer(self)
+            self._warmer.start()
         self._spawn("rmqd-store-clean", self._clean_loop)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
@@ -340,6 +347,9 @@ class MessageStore:
             self._running = False
             self._engine.reset()
         self._stop.set()
+        if self._warmer is not None:
+            self._warmer.stop()
+            self._warmer = None
         if self._group_commit:
             self._group_commit.shutdown()
         for t in self._threads:
@@ -391,6 +401,11 @@ class MessageStore:
                                lambda mf, pos, size: recs.append((mf, pos)), dispatch_from)
         for cq in self._cqs.values():
             cq.truncate_dirty(valid_end)
+        redo = repair_consume_queues(list(self._cqs.values()), cl, valid_end, self.max_record_size)
+        if redo is not None and max(redo, cl.min_offset()) < dispatch_from:   # rebuild damaged CQs
+            recs.clear()
+            cl.recover(max(redo, cl.min_offset()), True, lambda mf, pos, size: recs.append((mf, pos)),
+                       max(redo, cl.min_offset()))
         if recs:
             log.info("re-dispatching %d records from commit log offset %d", len(recs),
                      recs[0][0].file_from_offset + recs[0][1])
