@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from rmqd.cython_ext.store_put import populate
@@ -45,14 +46,20 @@ class PageWarmer(threading.Thread):
             self.join(5)
 
     def run(self) -> None:
+        last_error = 0.0
         while self._supported and not self._stop_ev.wait(self.interval_s):
             try:
                 self.warm_once()
             except Exception:
-                log.exception("page warmer pass failed")
+                now = time.monotonic()
+                if now - last_error > 60:     # a file closed under us; do not flood the log
+                    last_error = now
+                    log.exception("page warmer pass failed (further failures muted for 60 s)")
 
     def _warm(self, mf, upto: int, floor: int = -1) -> None:
         """Populate ``mf`` from where we stopped last time (or its write position) up to ``upto``."""
+        if mf._closed:
+            return
         upto = min(upto, mf.file_size)
         start = max(self._done.get(mf, 0), mf.wrote_pos if floor < 0 else floor)
         while start < upto and not self._stop_ev.is_set():
@@ -83,6 +90,8 @@ class PageWarmer(threading.Thread):
         files = st.index.files
         if files and st.config.message_index_enable:
             f = files[-1]
+            if f.mf._closed:
+                return
             live.add(f.mf)
             items = 40 + f.slots * 4
             if self._done.get(f.mf, 0) < items:     # the slot table is written at random
