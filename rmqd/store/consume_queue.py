@@ -46,7 +46,7 @@ class ConsumeQueue:
     # ---- load / recovery -----------------------------------------------------------------
     def load(self) -> None:
         """Map files and find the write position of the last one (first all-zero entry)."""
-        self.mfq.load()
+        self.mfq.load(pad_short=True)   # damaged entries are found and rebuilt by cq_check
         files = self.mfq.files
         if not files:
             return

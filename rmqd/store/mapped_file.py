@@ -109,15 +109,21 @@ class MappedFileQueue:
         self.files: list[MappedFile] = []
         self._lock = threading.Lock()
 
-    def load(self) -> None:
-        """Map every existing file (sorted by offset); files of the wrong size are rejected."""
+    def load(self, pad_short: bool = False) -> None:
+        """Map every existing file (sorted by offset); files of the wrong size are rejected,
+        except that a short last file (or any short file with ``pad_short``) is zero-filled."""
         os.makedirs(self.directory, exist_ok=True)
         files = []
-        for name in sorted(os.listdir(self.directory)):
-            if not (len(name) == 20 and name.isdigit()):
-                continue
+        names = [n for n in sorted(os.listdir(self.directory)) if len(n) == 20 and n.isdigit()]
+        for name in names:
             path = os.path.join(self.directory, name)
             size = os.path.getsize(path)
+            if size < self.file_size and (pad_short or name == names[-1]):
+                # a torn/truncated file: zero-fill to full size; recovery then drops the damage
+                log.error("recovery: %s is truncated (%d of %d bytes); zero-filling it", path, size,
+                          self.file_size)
+                os.truncate(path, self.file_size)
+                size = self.file_size
             if size != self.file_size:
                 raise RuntimeError(f"{path}: size {size} != configured {self.file_size}; "
                                    "refusing to load (file size config changed?)")

@@ -121,16 +121,16 @@ def load_json_file(path: str) -> Optional[Any]:
     """Parse ``path``, falling back to ``path.bak`` if missing/empty/corrupt; None if neither."""
     for p in (path, path + ".bak"):
         try:
-            with open(p, "r", encoding="utf-8") as f:
-                text = f.read()
+            with open(p, "rb") as f:
+                raw = f.read()
         except FileNotFoundError:
             continue
-        if not text.strip():
+        if not raw.strip():
             log.warning("config file %s is empty", p)
             continue
         try:
-            return loads_lenient(text)
-        except (json.JSONDecodeError, ValueError) as e:
+            return loads_lenient(raw.decode("utf-8"))
+        except (json.JSONDecodeError, ValueError) as e:   # incl. UnicodeDecodeError (flipped bytes)
             log.error("config file %s is corrupt (%s); trying the backup", p, e)
     return None
 
@@ -153,8 +153,18 @@ class ConfigManager:
         data = load_json_file(self.path)
         if data is None:
             return False
-        with self._lock:
-            self.decode(data)
+        try:
+            with self._lock:
+                self.decode(data)
+        except Exception as e:   # well-formed JSON of the wrong shape: a damaged file
+            log.error("config file %s does not decode (%r); trying the backup", self.path, e)
+            data = load_json_file(self.path + ".bak")
+            try:
+                with self._lock:
+                    self.decode(data or {})
+            except Exception as e2:
+                log.error("backup of %s does not decode either (%r); starting from defaults", self.path, e2)
+                return False
         return True
 
     def persist(self) -> None:
