@@ -35,6 +35,7 @@ from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.server import RemotingServer
 from rmqd.store.message import pack_host
 from rmqd.store.message_store import MessageStore, StoreConfig
+from rmqd.store.topic_restore import restore_topics_from_store
 from rmqd.store.metadata import (ConsumerOffsetManager, DelayOffsetManager, SubscriptionGroupManager,
                                  TopicConfigManager)
 
@@ -168,6 +169,7 @@ class BrokerController:
         for mgr in (self.topic_config_manager, self.subscription_group_manager,
                     self.consumer_offset_manager, self.delay_offset_manager):
             mgr.load()
+        restore_topics_from_store(self.topic_config_manager, list(self.store._cqs))  # topics.json damaged/lost
         for svc in self.services:
             svc.start()
 
