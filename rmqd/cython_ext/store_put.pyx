@@ -199,6 +199,77 @@ def index_put_key(MapPtr ptr, long long slots, long long max_index, unsigned int
     return index_put(ptr.p, slots, max_index, key_hash, phy, ts)
 
 
+
+# ---------------------------------------------------------------------------------- MessageToStore
+cdef class MessageToStore:
+    """A message handed to ``MessageStore.put_message(s)`` (fields are read by the engine in C)."""
+    cdef public object topic
+    cdef public int queue_id
+    cdef public object body
+    cdef public object properties
+    cdef public int flag
+    cdef public int sys_flag
+    cdef public long long born_timestamp
+    cdef public object born_host
+    cdef public object store_host
+    cdef public int reconsume_times
+    cdef public long long prepared_transaction_offset
+    cdef public long long tags_code
+    cdef public object keys
+    cdef public object uniq_key
+
+    def __init__(self, topic, int queue_id, body, properties="", int flag=0, int sys_flag=0,
+                 long long born_timestamp=0, born_host=("127.0.0.1", 0),
+                 store_host=("127.0.0.1", 10911), int reconsume_times=0,
+                 long long prepared_transaction_offset=0, long long tags_code=0, keys=None,
+                 uniq_key=None):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.body = body
+        self.properties = properties
+        self.flag = flag
+        self.sys_flag = sys_flag
+        self.born_timestamp = born_timestamp
+        self.born_host = born_host
+        self.store_host = store_host
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+        self.tags_code = tags_code
+        self.keys = keys
+        self.uniq_key = uniq_key
+
+    @classmethod
+    def create(cls, topic, int queue_id, body, properties=None, **kw):
+        """Convenience constructor: encodes ``properties`` and derives tags_code/keys/uniq_key."""
+        from rmqd.cython_ext.message_codec import java_string_hash
+        p = properties or {}
+        props = "\x02".join(f"{k}\x01{v}" for k, v in p.items() if v is not None)
+        kw.setdefault("tags_code", java_string_hash(p["TAGS"]) if p.get("TAGS") else 0)
+        kw.setdefault("keys", p.get("KEYS"))
+        kw.setdefault("uniq_key", p.get("UNIQ_KEY"))
+        return cls(topic, queue_id, body, props, **kw)
+
+    cdef tuple _fields(self):
+        return (self.topic, self.queue_id, self.body, self.properties, self.flag, self.sys_flag,
+                self.born_timestamp, self.born_host, self.store_host, self.reconsume_times,
+                self.prepared_transaction_offset, self.tags_code, self.keys, self.uniq_key)
+
+    def __eq__(self, other):
+        if not isinstance(other, MessageToStore):
+            return NotImplemented
+        return self._fields() == (<MessageToStore>other)._fields()
+
+    __hash__ = None
+
+    def __repr__(self):
+        return ("MessageToStore(topic=%r, queue_id=%d, body=<%d bytes>, properties=%r, flag=%d, "
+                "sys_flag=%d, born_timestamp=%d, born_host=%r, store_host=%r, reconsume_times=%d, "
+                "prepared_transaction_offset=%d, tags_code=%d, keys=%r, uniq_key=%r)" % (
+                    self.topic, self.queue_id, len(self.body) if self.body is not None else 0,
+                    self.properties, self.flag, self.sys_flag, self.born_timestamp, self.born_host,
+                    self.store_host, self.reconsume_times, self.prepared_transaction_offset,
+                    self.tags_code, self.keys, self.uniq_key))
+
 # ---------------------------------------------------------------------------------- value types
 cdef class DispatchRequest:
     """One appended message, as handed to dispatch listeners."""
@@ -495,7 +566,7 @@ cdef class PutEngine:
         return 0
 
     # -------------------------------------------------------------------------------- put
-    cdef object _prep(self, Prep* p, m):
+    cdef object _prep(self, Prep* p, MessageToStore m):
         """Validate and gather one message; returns None or a failure PutMessageResult."""
         cdef Py_ssize_t n
         cdef const char* s
@@ -606,6 +677,7 @@ cdef class PutEngine:
         cdef QueueState st
         cdef list offsets, reqs = None
         cdef DispatchRequest req
+        cdef MessageToStore m
         if n == 0:
             return make_result(ST_MESSAGE_ILLEGAL, [], 0, 0, 0, 0, "empty batch")
         if not self.running:
@@ -621,7 +693,7 @@ cdef class PutEngine:
             preps[i].has_buf = False
         try:
             for i in range(n):
-                bad = self._prep(&preps[i], msgs[i])
+                bad = self._prep(&preps[i], <MessageToStore?>msgs[i])
                 if bad is not None:
                     return bad
             offsets = []
@@ -636,7 +708,7 @@ cdef class PutEngine:
                 if store_ts < self.last_store_ts:
                     store_ts = self.last_store_ts      # keep store times monotonic
                 for i in range(n):
-                    m = msgs[i]
+                    m = <MessageToStore?>msgs[i]
                     topic = m.topic
                     tt = preps[i].sys_flag & 0xC
                     dispatch_cq = tt != TX_PREPARED and tt != TX_ROLLBACK

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from rmqd.cython_ext import message_codec as _codec
+from rmqd.cython_ext import store_put as _store_put
 
 MAGIC_CODE = _codec.MESSAGE_MAGIC_CODE
 BLANK_MAGIC_CODE = _codec.BLANK_MAGIC_CODE
@@ -93,35 +94,11 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
     return ip, port, struct.unpack(">q", raw[-8:])[0]
 
 
-@dataclass(slots=True)
-class MessageToStore:
-    """A message handed to :meth:`MessageStore.put_message`."""
-
-    topic: str
-    queue_id: int
-    body: Union[bytes, bytearray, memoryview]
-    properties: str = ""
-    flag: int = 0
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: Host = ("127.0.0.1", 0)
-    store_host: Host = ("127.0.0.1", 10911)
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
-    tags_code: int = 0
-    keys: Optional[str] = None
-    uniq_key: Optional[str] = None
-
-    @classmethod
-    def create(cls, topic: str, queue_id: int, body: bytes, properties: Optional[dict] = None,
-               **kw) -> "MessageToStore":
-        """Convenience constructor: encodes ``properties`` and derives tags_code/keys/uniq_key."""
-        props = encode_properties(properties or {})
-        p = properties or {}
-        kw.setdefault("tags_code", java_string_hash(p[PROPERTY_TAGS]) if p.get(PROPERTY_TAGS) else 0)
-        kw.setdefault("keys", p.get(PROPERTY_KEYS))
-        kw.setdefault("uniq_key", p.get(PROPERTY_UNIQ_KEY))
-        return cls(topic=topic, queue_id=queue_id, body=body, properties=props, **kw)
+# A message handed to MessageStore.put_message(s): a C class so the put engine reads its fields
+# without attribute lookups.  Fields (positional order): topic, queue_id, body, properties="",
+# flag=0, sys_flag=0, born_timestamp=0, born_host, store_host, reconsume_times=0,
+# prepared_transaction_offset=0, tags_code=0, keys=None, uniq_key=None; ``MessageToStore.create``.
+MessageToStore = _store_put.MessageToStore
 
 
 @dataclass(slots=True)
