@@ -770,6 +770,10 @@ cdef class PutEngine:
         if want_reqs:
             for r in reqs:
                 for fn in self.listeners:
+                    if type(fn) is tuple:        # (topic, fn): only that topic's messages
+                        if (<tuple>fn)[0] != (<DispatchRequest>r).topic:
+                            continue
+                        fn = (<tuple>fn)[1]
                     try:
                         fn(r)
                     except Exception:

@@ -147,7 +147,7 @@ class ScheduleMessageService:
                             self.offsets.get(level), mx)
                 self.offsets.update(level, mx)
             self._due[level] = 0          # scan every level once at start
-        self.store.add_dispatch_listener(self._on_dispatch)
+        self.store.add_dispatch_listener(self._on_dispatch, SCHEDULE_TOPIC)
         self.offsets.interval_s = max(0.1, self.flush_interval_ms / 1000.0)
         self.offsets.start()
         self._running = True

@@ -131,7 +131,7 @@ class TimerMessageService:
         p = self.progress
         self._scan_offset = min(p.watermark, self.store.get_max_offset(TIMER_TOPIC, 0))
         self._skip_below = (p.scan_offset, p.head, p.watermark)
-        self.store.add_dispatch_listener(self._on_dispatch)
+        self.store.add_dispatch_listener(self._on_dispatch, TIMER_TOPIC)
         self._running = True
         self._thread = threading.Thread(target=self._run, name="rmqd-timer", daemon=True)
         self._thread.start()

@@ -484,9 +484,12 @@ class MessageStore:
             self.index.build(req.topic, req.keys, req.uniq_key, req.commitlog_offset,
                              req.store_timestamp)
 
-    def add_dispatch_listener(self, fn: Callable[[DispatchRequest], None]) -> None:
-        """Call ``fn(DispatchRequest)`` after each message is appended and dispatched (any thread)."""
-        self._listeners.append(fn)
+    def add_dispatch_listener(self, fn: Callable[[DispatchRequest], None],
+                              topic: Optional[str] = None) -> None:
+        """Call ``fn(DispatchRequest)`` after each message is appended and dispatched (in the
+        putting thread, after the put lock is released).  With ``topic``, only for messages of
+        that topic (skipped in C: no Python call for the others)."""
+        self._listeners.append(fn if topic is None else (topic, fn))
 
     # ------------------------------------------------------------------ consume queues
     def _find_cq(self, topic: str, queue_id: int, create: bool = False) -> Optional[ConsumeQueue]:
