@@ -52,6 +52,8 @@ def first_damaged_entry(cq: ConsumeQueue, commitlog: Any, valid_end: int, max_re
         if not ok:
             return logical, good_end
         prev_end = good_end = phys + size
+    if cq.mfq.padded:   # a truncated file was zero-filled: entries past the end may be lost
+        return cq.max_offset, good_end
     return None
 
 

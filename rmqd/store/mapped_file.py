@@ -108,6 +108,7 @@ class MappedFileQueue:
         self.file_size = file_size
         self.files: list[MappedFile] = []
         self._lock = threading.Lock()
+        self.padded = False   # load() zero-filled a truncated file
 
     def load(self, pad_short: bool = False) -> None:
         """Map every existing file (sorted by offset); files of the wrong size are rejected,
@@ -124,6 +125,7 @@ class MappedFileQueue:
                           self.file_size)
                 os.truncate(path, self.file_size)
                 size = self.file_size
+                self.padded = True
             if size != self.file_size:
                 raise RuntimeError(f"{path}: size {size} != configured {self.file_size}; "
                                    "refusing to load (file size config changed?)")

@@ -69,7 +69,7 @@ class ServerProcess:
         logf = open(self.log_path, "a")
         logf.write(f"==== start #{self.starts + 1} at {time.time():.3f}\n")
         logf.flush()
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "rmqd.cli", "--log-level", self.log_level, "serve", "--namesrv-port", "0",
              "--broker-port", "0", "--store-dir", self.store_dir, "-c", conf],
@@ -421,3 +421,151 @@ def offset_trial(root: str, persist_ms: int = 1000, queues: int = 4, rounds: int
     finally:
         srv.stop()
     return problems
+
+
+# ---------------------------------------------------------------------------------------- corruption
+CORRUPTION_TARGETS = ("commitlog", "consumequeue", "index", "topics.json", "subscriptionGroup.json",
+                      "consumerOffset.json", "delayOffset.json")
+CORRUPTION_CONF = {"mapedFileSizeCommitLog": 64 * 1024, "mapedFileSizeConsumeQueue": 40 * 20,
+                   "flushIntervalCommitLog": 100, "flushConsumerOffsetInterval": 500}
+CORR_TOPIC = "CorruptT"
+CORR_GROUP = "CG_CORRUPT"
+
+
+def populate_store(root: str, messages: int = 400, clean_stop: bool = True, seed: int = 0) -> list:
+    """A store with several commit-log segments, multi-file consume queues, index entries, topics,
+    a subscription group, consumer offsets and delay offsets.  Returns the acknowledged sends."""
+    rnd = random.Random(seed)
+    srv = ServerProcess(os.path.join(root, "store"), CORRUPTION_CONF, os.path.join(root, "populate.log"))
+    srv.start()
+    acked = []
+    try:
+        with srv.client() as c:
+            for i in range(messages):
+                q = i % 4
+                size = rnd.randint(20, 700)
+                body = rnd.randbytes(size)
+                props = f"KEYS\x01key{i}\x02TAGS\x01tag{i % 3}\x02UNIQ_KEY\x01UQ{seed:04d}{i:08d}"
+                resp = send_v2(c, CORR_TOPIC, body, q, props)
+                assert resp.code == ResponseCode.SUCCESS, resp
+                e = resp.ext_fields
+                acked.append(Acked(CORR_TOPIC, q, int(e["queueOffset"]), e["msgId"], body, props))
+            # a delayed message (delayOffset.json) and a pulled + committed group (offsets, groups)
+            assert send_v2(c, "DelayT", b"later", 0, "DELAY\x011").code == ResponseCode.SUCCESS
+            for q in range(4):
+                pull(c, CORR_TOPIC, q, 0, group=CORR_GROUP)
+                commit_offset(c, CORR_GROUP, CORR_TOPIC, q, 10 + q)
+            time.sleep(1.6)   # delay level 1 (1 s) delivered, offsets persisted
+    finally:
+        if clean_stop:
+            srv.stop()
+        else:
+            srv.kill()
+    return acked
+
+
+def _files(store: str, target: str) -> list[str]:
+    if target == "commitlog":
+        d = os.path.join(store, "commitlog")
+        return [os.path.join(d, sorted(os.listdir(d))[-1])]
+    if target == "consumequeue":
+        d = os.path.join(store, "consumequeue", CORR_TOPIC)
+        return sorted(os.path.join(d, q, f) for q in os.listdir(d) for f in os.listdir(os.path.join(d, q)))
+    if target == "index":
+        d = os.path.join(store, "index")
+        return sorted(os.path.join(d, f) for f in os.listdir(d))
+    return [os.path.join(store, "config", target)]
+
+
+def _data_end(data: bytes) -> int:
+    """Length without the trailing zero bytes (where the written part of a mapped file ends)."""
+    return len(data.rstrip(b"\0"))
+
+
+def corrupt(store: str, target: str, rnd: random.Random) -> dict:
+    """Flip random bytes in, or truncate, one file of ``target``.  Returns what was done; for
+    the commit log, ``damage_from`` is the lowest absolute offset touched."""
+    files = _files(store, target)
+    path = rnd.choice(files)
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    end = max(1, _data_end(data))
+    kind = rnd.choice(["flip", "flip", "truncate"])
+    if kind == "flip":
+        n = rnd.choice([1, 1, 2, 8, 64])
+        positions = sorted(rnd.randrange(end) for _ in range(n))
+        for p in positions:
+            data[p] ^= rnd.randrange(1, 256)
+        lowest = positions[0]
+    else:
+        lowest = rnd.randrange(end)
+        data = data[:lowest]
+    with open(path, "wb") as f:
+        f.write(data)
+    done = {"target": target, "file": os.path.relpath(path, store), "kind": kind, "at": lowest}
+    if target == "commitlog":
+        done["damage_from"] = int(os.path.basename(path)) + lowest
+    return done
+
+
+@dataclass
+class CorruptionResult:
+    what: dict
+    started: bool
+    recovery_s: float
+    problems: list
+    logged: list
+
+
+def corruption_trial(snapshot: str, work: str, acked: list, target: str, rnd: random.Random) -> CorruptionResult:
+    """Copy ``snapshot`` (a populated store), corrupt it, start, and check what is served."""
+    import shutil
+    if os.path.exists(work):
+        shutil.rmtree(work)
+    shutil.copytree(snapshot, os.path.join(work, "store"))
+    what = corrupt(os.path.join(work, "store"), target, rnd)
+    log_path = os.path.join(work, "server.log")
+    srv = ServerProcess(os.path.join(work, "store"), CORRUPTION_CONF, log_path)
+    problems: list[str] = []
+    try:
+        srv.start(timeout=30)
+    except (RuntimeError, TimeoutError) as exc:
+        return CorruptionResult(what, False, 0.0, [f"server did not start: {str(exc)[-600:]}"], [])
+    try:
+        damage = what.get("damage_from", 1 << 62)
+        expected = [a for a in acked if int(a.msg_id[-16:], 16) + 4096 <= damage]
+        with srv.client(15.0) as c:
+            got_all = {q: pull_queue(c, CORR_TOPIC, q, 0) for q in range(4)}
+            for a in expected:
+                m = got_all[a.queue_id].get(a.queue_offset)
+                if m is None:
+                    problems.append(f"{a.queue_id}@{a.queue_offset} missing")
+                elif m.body != a.body or m.properties_str.split("\x02CLUSTER")[0] != a.properties:
+                    problems.append(f"{a.queue_id}@{a.queue_offset} differs")
+                elif m.commit_log_offset != int(a.msg_id[-16:], 16):
+                    problems.append(f"{a.queue_id}@{a.queue_offset} at another commit-log offset")
+            for q, got in got_all.items():
+                for off, m in got.items():
+                    if m.queue_id != q or m.topic != CORR_TOPIC or m.queue_offset != off:
+                        problems.append(f"queue {q}@{off} serves a foreign record "
+                                        f"{m.topic}/{m.queue_id}@{m.queue_offset}")
+            # the broker still takes and serves new messages
+            resp = send_v2(c, CORR_TOPIC, b"after-recovery", 0, "KEYS\x01after")
+            if resp.code != ResponseCode.SUCCESS:
+                problems.append(f"send after recovery failed: {resp.code} {resp.remark}")
+            else:
+                qoff = int(resp.ext_fields["queueOffset"])
+                back = pull_queue(c, CORR_TOPIC, 0, qoff, limit=1)
+                if qoff not in back or back[qoff].body != b"after-recovery":
+                    problems.append(f"message sent after recovery not served at 0@{qoff}")
+    except ValueError as exc:
+        problems.append(f"a pull served an undecodable record: {exc}")
+    except (OSError, TimeoutError, ConnectionError, AssertionError) as exc:
+        problems.append(f"server failed while verifying: {exc!r}")
+    finally:
+        if not srv.alive():
+            problems.append("server died: " + tail(log_path, 15))
+        srv.stop()
+    logged = [line.strip() for line in open(log_path, errors="replace")
+              if (" WARNING " in line or " ERROR " in line) and "rmqd.namesrv" not in line]
+    return CorruptionResult(what, True, srv.last_start_s, problems, logged)
