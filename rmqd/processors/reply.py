@@ -23,7 +23,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
-from rmqd.processors.send import _REQUIRED, _V2Header, _truthy
+from rmqd.processors.send import _REQUIRED, _truthy, full_header
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response
 from rmqd.store.message import MessageToStore, find_property, java_string_hash
@@ -70,7 +70,7 @@ class ReplyMessageProcessor:
 
     def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
-        h = _V2Header(ext) if request.code == RequestCode.SEND_REPLY_MESSAGE_V2 else ext
+        h = full_header(request) if request.code == RequestCode.SEND_REPLY_MESSAGE_V2 else ext
         for name in _REQUIRED:
             if h.get(name) is None:
                 return error_response(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is null")

@@ -39,30 +39,17 @@ V2_NAMES = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defau
             "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
             "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch"}
 
-FULL_TO_V2 = {v: k for k, v in V2_NAMES.items()}
 _REQUIRED = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
              "bornTimestamp", "flag")
 
 
-class _V2Header:
-    """Read-only view of a V2 (``a..n``) header under the full field names (no copy)."""
-
-    __slots__ = ("ext",)
-
-    def __init__(self, ext: dict) -> None:
-        self.ext = ext
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.ext.get(FULL_TO_V2.get(name, name), default)
-
-    def __getitem__(self, name: str) -> Any:
-        value = self.get(name)
-        if value is None:
-            raise KeyError(name)
-        return value
-
-    def to_dict(self) -> dict:
-        return {V2_NAMES.get(k, k): v for k, v in self.ext.items()}
+def full_header(request: RemotingCommand) -> dict:
+    """The send header under its full field names (codes 310/320 use the compact ``a..n``)."""
+    ext = request.ext_fields or {}
+    if request.code == 10:
+        return ext
+    names = V2_NAMES
+    return {names.get(k, k): v for k, v in ext.items()}
 
 
 # Largest body appended on the event loop (a few pages of memcpy); larger ones use the pool.
@@ -176,13 +163,9 @@ class SendMessageProcessor:
 
     # ------------------------------------------------------------------ entry point
     def process(self, conn: Any, request: RemotingCommand) -> Optional[RemotingCommand]:
-        ext = request.ext_fields or {}
-        if request.code == 10:
-            h = ext
-        else:
-            h = _V2Header(ext)
+        h = full_header(request)
         for name in _REQUIRED:
-            if h.get(name) is None:
+            if name not in h:
                 return error_response(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is null")
         return self.send(conn, request, h)
 
@@ -330,8 +313,7 @@ class SendMessageProcessor:
                     not (reconsume_times > 0 and find_property(props, "DELAY")):
                 self.prepare_half_message(msgs[0])
         if self.before_store:
-            header = h.to_dict() if isinstance(h, _V2Header) else h
-            ctx = SendContext(conn, request, header, tc, queue_id, header["producerGroup"], batch)
+            ctx = SendContext(conn, request, h, tc, queue_id, h["producerGroup"], batch)
             for hook in self.before_store:
                 resp = hook(ctx, msgs)
                 if resp is not None:
