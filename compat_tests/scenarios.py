@@ -71,7 +71,11 @@ emit(op='producer_done')
 PUSH_CONSUMER = r'''
 from rocketmq.client import PushConsumer
 A = _json.loads(_os.environ['SCENARIO_ARGS'])
-c = PushConsumer(A['group'], orderly=A.get('orderly', False))
+if A.get('broadcast'):
+    from rocketmq.client import MessageModel
+    c = PushConsumer(A['group'], message_model=MessageModel.BROADCASTING)
+else:
+    c = PushConsumer(A['group'], orderly=A.get('orderly', False))
 c.set_namesrv_addr(NAMESRV)
 if A.get('instance'):
     c.set_instance_name(A['instance'])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import json
+import time
 
 from scenarios import PULL_CONSUMER, PUSH_CONSUMER, Background, produce, run, wait_for
 
@@ -22,6 +23,15 @@ def consumer_ids(broker_addr: str, group: str) -> list[str]:
         if resp.code != 0:
             return []
         return json.loads(resp.body_bytes())["consumerIdList"]
+
+
+def create_topic(broker_addr: str, topic: str, queues: int = 4) -> None:
+    """UPDATE_AND_CREATE_TOPIC, as `mqadmin updateTopic` sends it (the broker registers it at once)."""
+    with BlockingClient(broker_addr) as c:
+        resp = c.invoke(new_request(17, {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues,
+                                         "writeQueueNums": queues, "perm": 6, "topicFilterType": "SINGLE_TAG",
+                                         "topicSysFlag": 0, "order": "false"}))
+        assert resp.code == 0, resp.remark
 
 
 def bodies(run_result, op="recv"):
@@ -137,3 +147,18 @@ def test_broker_restart_keeps_messages_and_offsets(client, rmqd_server):
     assert sorted(bodies(r2)) == sorted(f"after-{i}" for i in range(5))
     r3 = consume(python, ns, topic, f"{group}_new", expect=15, linger=1)
     assert sorted(bodies(r3)) == sorted([f"before-{i}" for i in range(10)] + [f"after-{i}" for i in range(5)])
+
+
+def test_broadcast_consumers_each_get_every_message(client, rmqd_server):
+    name, python = client
+    ns, broker = rmqd_server.namesrv_addr, rmqd_server.broker_addr
+    topic, group = f"CompatBroadcast_{name}", f"CG_bcast_{name}"
+    create_topic(broker, topic)
+    consumers = [Background(python, PUSH_CONSUMER, ns, dict(topic=topic, group=group, expect=20, timeout=40,
+                                                            instance=i, broadcast=True, linger=1, props=PROPS))
+                 for i in ("A", "B")]
+    wait_for(lambda: len(consumer_ids(broker, group)) == 2, 20, what="two broadcast consumers registered")
+    time.sleep(3)                           # let both rebalance onto every queue
+    produce(python, ns, topic, 20, "sync", prefix="b")
+    for bg in consumers:
+        assert sorted(bodies(bg.result(90))) == sorted(f"b-{i}" for i in range(20))
