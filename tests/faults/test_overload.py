@@ -1,0 +1,129 @@
+"""In-process broker: disk full refusal, SYSTEM_BUSY under send-pool overload, 10,000 topics."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+import uvloop
+
+from faultkit import pull_queue, send_v2
+from rmqd.app import Services
+from rmqd.broker_controller import BrokerController
+from rmqd.config import BrokerConfig, NamesrvConfig
+from rmqd.namesrv.server import NameServer
+from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.command import FrameReader, encode_frame_bytes, new_request
+from rmqd.store.metadata import TopicConfig
+
+pytestmark = pytest.mark.timeout(180)
+
+
+class Running:
+    """namesrv + broker on a uvloop thread."""
+
+    def __init__(self, store: str, **props) -> None:
+        self.loop = uvloop.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        cfg = BrokerConfig(listenPort=0, storePathRootDir=store, brokerIP1="127.0.0.1",
+                           mapedFileSizeCommitLog=1 << 20, **props)
+        self.services = Services(NameServer(NamesrvConfig(listenPort=0, kvConfigPath=store + "/kv.json")),
+                                 BrokerController(cfg))
+        self.call(self.services.start())
+        self.broker = self.services.broker
+
+    def call(self, coro, timeout=60):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.call(self.services.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+def test_disk_full_refuses_writes_clearly_and_damages_nothing(tmp_path):
+    usage = {"pct": 50.0}
+    r = Running(str(tmp_path / "s"))
+    r.broker.store.config.disk_usage = lambda path: usage["pct"]
+    try:
+        with BlockingClient(r.broker.address) as c:
+            assert send_v2(c, "DiskT", b"before", 0).code == ResponseCode.SUCCESS
+            usage["pct"] = 97.0
+            r.broker.store.run_retention_once()
+            resp = send_v2(c, "DiskT", b"refused", 0)
+            assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE, resp
+            assert "disk" in resp.remark.lower(), resp.remark
+            assert [m.body for m in pull_queue(c, "DiskT", 0).values()] == [b"before"]
+            usage["pct"] = 50.0
+            r.broker.store.run_retention_once()
+            assert send_v2(c, "DiskT", b"after", 0).code == ResponseCode.SUCCESS
+            assert [m.body for m in pull_queue(c, "DiskT", 0).values()] == [b"before", b"after"]
+    finally:
+        r.close()
+
+
+def test_send_pool_overload_answers_system_busy_quickly(tmp_path):
+    r = Running(str(tmp_path / "s"), flushDiskType="SYNC_FLUSH", sendMessageThreadPoolNums=1,
+                waitTimeMillsInSendQueue=200)
+    gate = threading.Event()
+    r.broker.send_processor.before_store.append(lambda ctx, msgs: gate.wait(10) and None)
+    try:
+        with BlockingClient(r.broker.address, 10) as c:
+            ext = {"a": "PG", "b": "BusyT", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0",
+                   "i": "", "j": "0", "k": "false", "m": "false"}
+            t0 = time.monotonic()
+            opaques = []
+            for _ in range(20):
+                opaques.append(c.send(new_request(310, ext, b"x")))
+            codes = {}
+            for o in opaques[1:]:
+                codes[o] = c.wait_response(o, 5).code
+            waited = time.monotonic() - t0
+            gate.set()
+            first = c.wait_response(opaques[0], 10).code
+        assert set(codes.values()) == {ResponseCode.SYSTEM_BUSY}, codes
+        assert waited < 3.0, f"SYSTEM_BUSY took {waited:.1f}s"
+        assert first == ResponseCode.SUCCESS
+    finally:
+        gate.set()
+        r.close()
+
+
+def test_10000_topics_routed_and_persisted(tmp_path):
+    """10,000 topics x 8 queues.  UPDATE_AND_CREATE_TOPIC (17) costs O(topics) per call (full
+    topics.json rewrite + full re-registration), so 10,000 of them take far longer than this
+    test may; they are created through the TopicConfigManager in bulk, one persist and one
+    registration (see RELIABILITY.md), and code 17 is exercised on a few on top."""
+    store = str(tmp_path / "s")
+    r = Running(store)
+    t0 = time.monotonic()
+    try:
+        mgr = r.broker.topic_config_manager
+        with mgr._lock:
+            for i in range(10000):
+                mgr.table[f"Many{i:05d}"] = TopicConfig(f"Many{i:05d}", 8, 8, 6)
+            mgr.data_version.next_version()
+        mgr.persist()
+        with BlockingClient(r.broker.address, 30) as c:
+            for i in range(3):
+                resp = c.invoke(new_request(17, {"topic": f"Via17_{i}", "readQueueNums": "8", "writeQueueNums": "8",
+                                                 "perm": "6", "topicFilterType": "SINGLE_TAG"}))
+                assert resp.code == ResponseCode.SUCCESS, resp
+        with BlockingClient(r.services.namesrv.address, 30) as n:
+            for t in ("Many00000", "Many05000", "Many09999", "Via17_2"):
+                resp = n.invoke(new_request(105, {"topic": t}))
+                assert resp.code == ResponseCode.SUCCESS, (t, resp)
+                assert b'"readQueueNums":8' in resp.body_bytes()
+    finally:
+        r.close()
+    r = Running(store)
+    try:
+        mgr = r.broker.topic_config_manager
+        assert sum(1 for t in mgr.topics() if t.startswith("Many")) == 10000
+        assert mgr.get("Via17_2").write_queue_nums == 8
+    finally:
+        r.close()
+    assert time.monotonic() - t0 < 60
