@@ -485,7 +485,9 @@ def _data_end(data: bytes) -> int:
 def corrupt(store: str, target: str, rnd: random.Random) -> dict:
     """Flip random bytes in, or truncate, one file of ``target``.  Returns what was done; for
     the commit log, ``damage_from`` is the lowest absolute offset touched."""
-    files = _files(store, target)
+    files = [f for f in _files(store, target) if os.path.exists(f)]
+    if not files:   # e.g. delayOffset.json not yet persisted in a SIGKILLed store
+        target, files = "commitlog", _files(store, "commitlog")
     path = rnd.choice(files)
     with open(path, "rb") as f:
         data = bytearray(f.read())
