@@ -364,6 +364,12 @@ cdef PutMessageResult make_result(status, list offsets, long long qoff, int n, l
 
 
 # ---------------------------------------------------------------------------------- engine
+cdef class TopicPutCounter:
+    """Messages and bytes stored for one topic since start (read by the broker's stats)."""
+    cdef public long long nums
+    cdef public long long size
+
+
 cdef class QueueState:
     """Write cursor of one consume queue (its last mapped file)."""
     cdef public object cq
@@ -410,9 +416,11 @@ cdef struct Prep:
 
 cdef class PutEngine:
     """Appends messages for a MessageStore (see module docstring)."""
-    cdef object store, config, commitlog, index, lock, clock, tags_code_fn, pack_host_fn, fail_fn
+    cdef object store, config, commitlog, index, lock, tags_code_fn, pack_host_fn, fail_fn
+    cdef public object clock          # None = wall clock read in C; else a callable returning ms
     cdef public list listeners
     cdef public dict states
+    cdef public dict topic_counters   # topic -> TopicPutCounter (never reset but by drop_topic)
     cdef dict host_cache
     cdef public bint running, disk_full
     cdef public long long last_store_ts
@@ -440,6 +448,7 @@ cdef class PutEngine:
         self.fail_fn = fail_fn
         self.listeners = listeners
         self.states = {}
+        self.topic_counters = {}
         self.host_cache = {}
         self.max_message_size = max_message_size
         self.max_record_size = max_record_size
@@ -454,6 +463,7 @@ cdef class PutEngine:
 
     def drop_topic(self, topic) -> None:
         self.states = {k: v for k, v in self.states.items() if k[0] != topic}
+        self.topic_counters.pop(topic, None)
 
     def queue_offset(self, topic, int queue_id) -> int:
         """Next queue offset of ``(topic, queue_id)`` if the engine tracks it, else -1."""
@@ -755,6 +765,11 @@ cdef class PutEngine:
                         req.sys_flag = preps[i].sys_flag
                         req.properties = m.properties
                         reqs.append(req)
+                    counter = self.topic_counters.get(topic)
+                    if counter is None:
+                        counter = self.topic_counters[topic] = TopicPutCounter()
+                    (<TopicPutCounter>counter).nums += 1
+                    (<TopicPutCounter>counter).size += preps[i].total
                     offsets.append(phys)
                     wrote += preps[i].total
                 self.last_store_ts = store_ts

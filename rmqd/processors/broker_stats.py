@@ -6,7 +6,8 @@ snapshots), ``StoreStatsService`` (put/get TPS over 10 s / 1 min / 10 min) and `
 
 Hot paths only do dict increments under a lock:
 
-* puts: a store dispatch listener counts ``TOPIC_PUT_NUMS`` / ``TOPIC_PUT_SIZE`` per message;
+* puts: the store's put engine counts messages and bytes per topic in C; ``TOPIC_PUT_NUMS`` /
+  ``TOPIC_PUT_SIZE`` are synced from it when sampled or read (no per-message Python call);
 * gets: the pull processor calls :meth:`BrokerStatsManager.inc_group_get` for found messages.
 
 A daemon sampler thread (1 Hz) records store-level counters for the TPS triplets and takes the
@@ -109,22 +110,25 @@ class BrokerStatsManager:
             item.value += value
             item.times += times
 
-    def on_dispatch(self, req: Any) -> None:
-        """Store dispatch listener: one stored message (any producer, incl. retries)."""
+    def sync_topic_puts(self) -> None:
+        """Copy the store's per-topic put totals (counted in C by the put engine) into the tables."""
+        broker = self._broker_ref() if self._broker_ref is not None else None
+        if broker is None or broker.store is None:
+            return
+        totals = broker.store.topic_put_totals()
         table_n = self.items[TOPIC_PUT_NUMS]
         table_s = self.items[TOPIC_PUT_SIZE]
-        topic = req.topic
         with self._lock:
-            n = table_n.get(topic)
-            if n is None:
-                n = table_n[topic] = StatsItem()
-                s = table_s[topic] = StatsItem()
-            else:
-                s = table_s.get(topic) or table_s.setdefault(topic, StatsItem())
-            n.value += 1
-            n.times += 1
-            s.value += req.size
-            s.times += 1
+            for topic, (nums, size) in totals.items():
+                n = table_n.get(topic)
+                if n is None:
+                    n = table_n[topic] = StatsItem()
+                s = table_s.get(topic)
+                if s is None:
+                    s = table_s[topic] = StatsItem()
+                n.value = n.times = nums
+                s.value = size
+                s.times = nums
 
     def inc_group_get(self, group: str, topic: str, nums: int, size: int) -> None:
         key = f"{topic}@{group}"
@@ -136,6 +140,8 @@ class BrokerStatsManager:
 
     # ------------------------------------------------------------------ reading
     def get(self, name: str, key: str) -> Optional[StatsItem]:
+        if name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
+            self.sync_topic_puts()
         table = self.items.get(name)
         return table.get(key) if table is not None else None
 
@@ -232,6 +238,7 @@ class BrokerStatsManager:
                     continue
                 try:
                     stats.sample_store(broker.store)
+                    stats.sync_topic_puts()
                     stats.sample_items()
                 except Exception:
                     log.exception("broker stats sampling failed")
@@ -242,9 +249,8 @@ class BrokerStatsManager:
 
 
 def install(broker: "BrokerController") -> BrokerStatsManager:
-    """Attach ``broker.broker_stats`` (put counting via the store dispatch listener)."""
+    """Attach ``broker.broker_stats`` (puts are counted by the store, gets by the pull processor)."""
     stats = BrokerStatsManager(broker)
     broker.broker_stats = stats
-    broker.store.add_dispatch_listener(stats.on_dispatch)
     stats.start()
     return stats

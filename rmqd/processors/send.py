@@ -16,7 +16,7 @@ import struct
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from rmqd.remoting.codes import ResponseCode, Version
-from rmqd.remoting.command import RemotingCommand, error_response, new_response
+from rmqd.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand, error_response
 from rmqd.remoting.dispatch import TO_POOL
 from rmqd.store.message import (MULTI_TAGS_FLAG, MessageToStore, find_property, java_string_hash)
 from rmqd.store.message_store import PutMessageStatus
@@ -79,6 +79,10 @@ _STATUS_CODES = {
                                          "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
+
+
+_PUT_OK = PutMessageStatus.PUT_OK
+_SUCCESS = int(ResponseCode.SUCCESS)
 
 
 def _truthy(value: Optional[str]) -> bool:
@@ -318,13 +322,16 @@ class SendMessageProcessor:
                 resp = hook(ctx, msgs)
                 if resp is not None:
                     return resp
-        result = self.store.put_messages(msgs)
-        code, remark = _STATUS_CODES.get(result.status, (ResponseCode.SYSTEM_ERROR, None))
-        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
-                        ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE):
-            if result.remark:
-                remark = f"{remark} ({result.remark})" if remark else result.remark
-            return error_response(code, remark or result.status.name)
+        result = self.store.put_message(msgs[0]) if len(msgs) == 1 else self.store.put_messages(msgs)
+        if result.status is _PUT_OK:
+            code = _SUCCESS
+        else:
+            code, remark = _STATUS_CODES.get(result.status, (ResponseCode.SYSTEM_ERROR, None))
+            if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
+                            ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE):
+                if result.remark:
+                    remark = f"{remark} ({result.remark})" if remark else result.remark
+                return error_response(code, remark or result.status.name)
         prefix = broker.msg_id_prefix
         if len(result.wrote_offsets) == 1:
             msg_id = "%s%016X" % (prefix, result.wrote_offsets[0])
@@ -339,7 +346,7 @@ class SendMessageProcessor:
         }
         if tran and uniq:
             ext["transactionId"] = uniq
-        return new_response(code, None, ext)
+        return RemotingCommand(code, ext, None, None, 0, RPC_TYPE_RESPONSE)
 
     # ------------------------------------------------------------------ retry topics
     def _handle_retry(self, conn: Any, request: RemotingCommand, h: dict, topic: str, queue_id: int,

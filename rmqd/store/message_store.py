@@ -241,12 +241,12 @@ class MessageStore:
 
     def __init__(self, config: StoreConfig):
         self.config = config
-        self.clock = config.clock
+        self._clock = config.clock
         seg = config.mapped_file_size_commitlog
         self.max_record_size = min(seg - 8, config.max_message_size + 64 * 1024 + 512)
         self.commitlog = CommitLog(config.commitlog_dir, seg, self.max_record_size)
         self.index = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num,
-                                  self.clock)
+                                  self._clock)
         self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
         self._cq_lock = threading.Lock()
         self._queue_offsets: dict[tuple[str, int], int] = {}
@@ -267,6 +267,16 @@ class MessageStore:
         self._checkpoint: Optional[StoreCheckpoint] = None
         self._lock_fd = -1
         self._last_thorough_flush = 0.0
+
+    @property
+    def clock(self) -> Callable[[], int]:
+        """Milliseconds clock for store timestamps (tests may replace it at run time)."""
+        return self._clock
+
+    @clock.setter
+    def clock(self, fn: Callable[[], int]) -> None:
+        self._clock = fn
+        self._engine.clock = None if fn is _now_ms else fn
 
     # state shared with the C put engine
     @property
@@ -555,6 +565,10 @@ class MessageStore:
 
     def topics(self) -> set[str]:
         return {k[0] for k in self._cqs}
+
+    def topic_put_totals(self) -> dict[str, tuple[int, int]]:
+        """Messages and record bytes stored per topic since start (counted in the put engine)."""
+        return {topic: (c.nums, c.size) for topic, c in list(self._engine.topic_counters.items())}
 
     # ------------------------------------------------------------------ get
     def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
