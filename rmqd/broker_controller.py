@@ -181,7 +181,8 @@ class BrokerController:
             self.pull_hold_service = PullRequestHoldService(loop, self.store.get_max_offset,
                                                             self.pull_processor.rerun)
             if self.config.longPollingEnable:
-                self.store.add_dispatch_listener(self.pull_hold_service.on_dispatch)
+                self.store.add_dispatch_listener(self.pull_hold_service.on_dispatch,
+                                                 watch=self.pull_hold_service.watched_queues)
             self.pull_hold_service.start()
             await self.server.start()
         except BaseException:

@@ -414,6 +414,15 @@ cdef struct Prep:
     Py_buffer buf
 
 
+cdef inline bint _entry_wants(tuple entry, topic, int queue_id):
+    """Listener filter: ``(topic, fn)`` matches one topic; ``(keys, fn)`` matches when
+    ``(topic, queue_id) in keys`` (a live container, e.g. the long-poll holds)."""
+    key = entry[0]
+    if type(key) is str:
+        return key == topic
+    return (topic, queue_id) in key
+
+
 cdef class PutEngine:
     """Appends messages for a MessageStore (see module docstring)."""
     cdef object store, config, commitlog, index, lock, tags_code_fn, pack_host_fn, fail_fn
@@ -460,6 +469,13 @@ cdef class PutEngine:
         self.cl_ptr = None
         self.ix_file = None
         self.ix_ptr = None
+
+    cdef bint _wanted(self, topic, int queue_id):
+        """Does any listener want messages of (topic, queue_id)?  Builds no DispatchRequest otherwise."""
+        for entry in self.listeners:
+            if type(entry) is not tuple or _entry_wants(<tuple>entry, topic, queue_id):
+                return True
+        return False
 
     def drop_topic(self, topic) -> None:
         self.states = {k: v for k, v in self.states.items() if k[0] != topic}
@@ -751,7 +767,7 @@ cdef class PutEngine:
                         uniq = m.uniq_key
                         if keys or uniq:
                             self._index(topic, keys, uniq, phys, store_ts)
-                    if want_reqs:
+                    if want_reqs and self._wanted(topic, preps[i].queue_id):
                         req = DispatchRequest.__new__(DispatchRequest)
                         req.topic = topic
                         req.queue_id = preps[i].queue_id
@@ -785,8 +801,8 @@ cdef class PutEngine:
         if want_reqs:
             for r in reqs:
                 for fn in self.listeners:
-                    if type(fn) is tuple:        # (topic, fn): only that topic's messages
-                        if (<tuple>fn)[0] != (<DispatchRequest>r).topic:
+                    if type(fn) is tuple:        # (topic or watched keys, fn): filtered in C
+                        if not _entry_wants(<tuple>fn, (<DispatchRequest>r).topic, (<DispatchRequest>r).queue_id):
                             continue
                         fn = (<tuple>fn)[1]
                     try:

@@ -79,6 +79,12 @@ class PullRequestHoldService:
                 pr.timer.cancel()
 
     @property
+    def watched_queues(self) -> dict:
+        """Live ``(topic, queue_id) -> holds`` map: the store calls :meth:`on_dispatch` only for
+        messages of these queues."""
+        return self._holds
+
+    @property
     def hold_count(self) -> int:
         return sum(len(v) for v in self._holds.values())
 

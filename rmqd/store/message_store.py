@@ -21,7 +21,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Callable, Container, Optional, Sequence
 
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.store.checkpoint import StoreCheckpoint
@@ -495,11 +495,17 @@ class MessageStore:
                              req.store_timestamp)
 
     def add_dispatch_listener(self, fn: Callable[[DispatchRequest], None],
-                              topic: Optional[str] = None) -> None:
+                              topic: Optional[str] = None, watch: Optional[Container] = None) -> None:
         """Call ``fn(DispatchRequest)`` after each message is appended and dispatched (in the
         putting thread, after the put lock is released).  With ``topic``, only for messages of
-        that topic (skipped in C: no Python call for the others)."""
-        self._listeners.append(fn if topic is None else (topic, fn))
+        that topic; with ``watch``, only when ``(topic, queue_id) in watch`` (a live container the
+        caller keeps up to date).  Filtered in C: no request object, no Python call otherwise."""
+        if topic is not None:
+            self._listeners.append((topic, fn))
+        elif watch is not None:
+            self._listeners.append((watch, fn))
+        else:
+            self._listeners.append(fn)
 
     # ------------------------------------------------------------------ consume queues
     def _find_cq(self, topic: str, queue_id: int, create: bool = False) -> Optional[ConsumeQueue]:
