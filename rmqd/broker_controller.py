@@ -279,11 +279,14 @@ class BrokerController:
         return {"brokerName": c.brokerName, "brokerAddr": self.address, "clusterName": c.brokerClusterName,
                 "haServerAddr": f"{c.brokerIP2 or c.brokerIP1}:{c.haListenPort}", "brokerId": str(c.brokerId)}
 
-    def register_body(self) -> tuple[bytes, int]:
+    def register_body(self, only: Any = None) -> tuple[bytes, int]:
         """RegisterBrokerBody JSON (topic config wrapper + empty filter server list) and the
         topics DataVersion counter it carries.  Takes the topic manager's lock: never call it on
-        the loop thread (a pool thread may hold that lock while it waits for the loop)."""
-        wrapper = self.topic_config_manager.wrapper()
+        the loop thread (a pool thread may hold that lock while it waits for the loop).
+
+        With ``only`` (a TopicConfig), the body carries just that topic (Java's
+        registerIncrementBrokerData): the name server adds or updates it and keeps the others."""
+        wrapper = self.topic_config_manager.wrapper(only)
         perm = self.config.brokerPermission
         if (perm & 6) != 6:
             for tc in wrapper["topicConfigTable"].values():
@@ -335,7 +338,7 @@ class BrokerController:
 
         await asyncio.gather(*(one(a) for a in addrs))
 
-    def register_broker_all_sync(self, timeout: float = 5.0) -> None:
+    def register_broker_all_sync(self, timeout: float = 5.0, only: Any = None) -> None:
         """Re-register now.  From a pool thread: waits until done, so a new topic is routable when
         the caller answers its client.  On the loop: schedules it."""
         loop = self.loop
@@ -348,7 +351,7 @@ class BrokerController:
         if running is loop:
             loop.create_task(self.register_broker_all())
             return
-        body, version = self.register_body()
+        body, version = self.register_body(only)
         fut = asyncio.run_coroutine_threadsafe(self.register_broker_all(body, version), loop)
         try:
             fut.result(timeout)
@@ -356,4 +359,5 @@ class BrokerController:
             log.warning("re-registration with the name servers did not finish within %.1fs", timeout)
 
     def _on_topic_change(self, topic_config: Any) -> None:
-        self.register_broker_all_sync()
+        # A created/updated topic is registered alone; a deletion re-registers the whole table.
+        self.register_broker_all_sync(only=topic_config)

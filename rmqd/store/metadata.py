@@ -13,11 +13,12 @@ import json
 import logging
 import os
 import re
-import shutil
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
+
+import orjson
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +54,13 @@ def atomic_write(path: str, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     if os.path.exists(path):
+        # The old content becomes the backup by a hard link (no copy, no extra fsync): the
+        # directory fsync below makes both renames durable, and at every instant either the old
+        # or the new file is complete under ``path``.
         bak_tmp = path + ".bak.tmp"
-        shutil.copyfile(path, bak_tmp)
-        with open(bak_tmp, "rb") as f:
-            os.fsync(f.fileno())
+        if os.path.lexists(bak_tmp):
+            os.unlink(bak_tmp)
+        os.link(path, bak_tmp)
         os.replace(bak_tmp, path + ".bak")
     os.replace(tmp, path)
     dfd = os.open(d, os.O_RDONLY)
@@ -136,7 +140,9 @@ def load_json_file(path: str) -> Optional[Any]:
 
 
 def dumps_pretty(obj: Any) -> str:
-    return json.dumps(obj, indent="\t", sort_keys=True, ensure_ascii=False)
+    """Pretty, key-sorted JSON like the Java broker's files (orjson: the stdlib encoder falls back
+    to pure Python when indenting, which made every topic change O(topics) slow)."""
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
 
 
 class ConfigManager:
@@ -297,10 +303,14 @@ class TopicConfigManager(ConfigManager):
             self.table[name] = tc
         self.data_version = DataVersion.from_json(data.get("dataVersion"))
 
-    def wrapper(self) -> dict:
-        """TopicConfigSerializeWrapper for REGISTER_BROKER / GET_ALL_TOPIC_CONFIG."""
+    def wrapper(self, only: Optional[TopicConfig] = None) -> dict:
+        """TopicConfigSerializeWrapper for REGISTER_BROKER / GET_ALL_TOPIC_CONFIG; with ``only``,
+        the same shape holding just that topic (incremental registration)."""
         with self._lock:
-            return self.encode()
+            if only is None:
+                return self.encode()
+            return {"dataVersion": self.data_version.to_json(),
+                    "topicConfigTable": {only.topic_name: only.to_json()}}
 
     # -- access
     def get(self, topic: str) -> Optional[TopicConfig]:
