@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import inspect
+import json
 import logging
 import threading
 import time
@@ -42,6 +43,11 @@ def run_handler(handler: Handler, conn: Any, request: RemotingCommand) -> Any:
         response = handler(conn, request)
     except MissingHeaderField as exc:
         response = error_response(ResponseCode.SYSTEM_ERROR, str(exc))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        # Garbage from a client, not a bug of ours: one line, no traceback.
+        log.warning("request code %d from %s: undecodable body: %s", request.code,
+                    getattr(conn, "remote_address", "?"), exc)
+        response = error_response(ResponseCode.SYSTEM_ERROR, f"bad request body: {exc}")
     except Exception as exc:  # a processor bug must not kill the connection
         log.exception("processor for code %d failed (peer %s)", request.code, getattr(conn, "remote_address", "?"))
         response = error_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")

@@ -88,6 +88,12 @@ async def server():
 
     dispatcher.register(1000, echo)
     dispatcher.register(1001, boom)
+
+    def parse_body(conn, req):
+        import orjson
+        return new_response(0, str(orjson.loads(req.body_bytes())))
+
+    dispatcher.register(1006, parse_body)
     dispatcher.register(1002, block, slow_pool)
     dispatcher.register(1003, echo, slow_pool)
     dispatcher.register(1004, ask_back)
@@ -264,3 +270,13 @@ async def test_inline_first_answers_on_the_loop_or_hands_over_to_the_pool(server
 def test_inline_first_requires_a_pool():
     with pytest.raises(ValueError):
         Dispatcher("x").register(1, lambda c, r: None, None, inline_first=lambda c, r: None)
+
+
+async def test_undecodable_body_is_a_one_line_system_error(server, caplog):
+    c = await RawClient.connect(server.port)
+    with caplog.at_level("WARNING"):
+        resp = await c.call(RemotingCommand(1006, None, b"{not json"))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and resp.remark.startswith("bad request body")
+    assert "undecodable body" in caplog.text and "Traceback" not in caplog.text
+    assert (await c.call(RemotingCommand(1006, None, b"[1]"))).remark == "[1]"
+    c.close()
