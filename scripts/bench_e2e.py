@@ -77,7 +77,7 @@ allv = sorted(v for l in lat for v in l)
 def pct(q): return allv[min(len(allv) - 1, int(q * len(allv)))] * 1000 if allv else None
 emit(op='load', sent=len(allv), errors=sum(errors), seconds=elapsed, tps=len(allv) / elapsed,
      avg_ms=(sum(allv) / len(allv) * 1000) if allv else None, p50=pct(0.5), p99=pct(0.99), p999=pct(0.999))
-p.shutdown()
+_os._exit(0)   # the C++ 1.x producer's shutdown can hang with many sender threads
 '''
 
 CONSUME = r'''
@@ -139,10 +139,12 @@ _os._exit(0)
 '''
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """A memory figure of /proc/<pid>/status in MB.  VmRSS counts the touched pages of the mapped
+    CommitLog/ConsumeQueue files (page cache, RssFile) too; RssAnon is the process's own memory."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -150,20 +152,21 @@ def rss_mb(pid: int) -> float:
 class RssSampler(threading.Thread):
     def __init__(self, pid: int):
         super().__init__(daemon=True)
-        self.pid, self.peak, self._stop = pid, 0.0, threading.Event()
+        self.pid, self.peak, self.peak_anon, self._halt = pid, 0.0, 0.0, threading.Event()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             try:
                 self.peak = max(self.peak, rss_mb(self.pid))
+                self.peak_anon = max(self.peak_anon, rss_mb(self.pid, "RssAnon"))
             except OSError:
                 return
-            self._stop.wait(0.1)
+            self._halt.wait(0.1)
 
-    def stop(self) -> float:
-        self._stop.set()
+    def stop(self) -> tuple[float, float]:
+        self._halt.set()
         self.join()
-        return self.peak
+        return self.peak, self.peak_anon
 
 
 def answers(addr: str) -> bool:
@@ -290,16 +293,18 @@ def main() -> None:
             proc.wait(10)
         proc, ns, broker, _ = start_server(os.path.join(store, "main"), ["-c", conf.name])
         time.sleep(1.0)
-        idle_rss = rss_mb(proc.pid)
+        idle_rss, idle_anon = rss_mb(proc.pid), rss_mb(proc.pid, "RssAnon")
         sampler = RssSampler(proc.pid)
         sampler.start()
         results = {"cpp": {}, "native": {}}
         for n in threads:
             results["native"][n] = median_run(lambda: native_load(broker, "BenchTopic", n, args.seconds, args.size),
                                               args.runs)
+            print(f"  native loadgen, {n} threads: {results['native'][n]['tps']:,.0f}/s", flush=True)
             results["cpp"][n] = median_run(lambda: load(ns, "BenchTopic", n, args.seconds, args.size), args.runs)
+            print(f"  C++ client, {n} threads: {results['cpp'][n]['tps']:,.0f}/s", flush=True)
         total_sent = sum(r["sent"] for kind in results.values() for r in kind.values())
-        peak_rss = sampler.stop()
+        peak_rss, peak_anon = sampler.stop()
         backlog = min(total_sent, 300000)
         cres = run_client_script(sys.executable, CONSUME, env={"NAMESRV": ns, "ARGS": json.dumps(
             dict(topic="BenchTopic", group="BenchConsume", expect=backlog, timeout=90))}, timeout=150)
@@ -314,7 +319,8 @@ def main() -> None:
         os.unlink(conf.name)
 
     print(f"\nstart-up (launch -> both ports answering), median of 3: {statistics.median(starts) * 1000:.0f} ms")
-    print(f"server RSS idle: {idle_rss:.1f} MB; peak under load: {peak_rss:.1f} MB")
+    print(f"server memory idle: RSS {idle_rss:.1f} MB (own/anonymous {idle_anon:.1f} MB); peak under load: "
+          f"RSS {peak_rss:.1f} MB (own/anonymous {peak_anon:.1f} MB; the rest is page cache of the mapped store files)")
     print(f"\nsync send, {args.size} B, {args.flush}, {args.seconds:.0f} s per point, median of {args.runs}")
     print(f"{'load generator':<16} {'threads':>7} {'TPS':>10} {'avg ms':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9}"
           f" {'errors':>7} {'ceiling TPS':>12}")

@@ -258,6 +258,7 @@ class MessageStore:
                                      self._tags_code, pack_host, self._fail, self._listeners,
                                      config.max_message_size, self.max_record_size)
         self._shutdown_done = False
+        self._unreadable_paths: set[str] = set()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._group_commit: Optional[_GroupCommit] = None
@@ -712,9 +713,21 @@ class MessageStore:
 
     # ------------------------------------------------------------------ retention
     def _disk_ratio(self, path: str) -> float:
+        """Used-space percentage of the disk holding ``path``.  An unreadable path (the store
+        directory vanished, I/O error) counts as a full disk, so writes are refused instead of
+        failing in odd ways; it is logged once until it becomes readable again."""
         if self.config.disk_usage is not None:
             return float(self.config.disk_usage(path))
-        u = shutil.disk_usage(path)
+        try:
+            u = shutil.disk_usage(path)
+        except OSError as exc:
+            if path not in self._unreadable_paths:
+                self._unreadable_paths.add(path)
+                log.error("cannot read the disk usage of %s (%s): treating the disk as full", path, exc)
+            return 100.0
+        if path in self._unreadable_paths:
+            self._unreadable_paths.discard(path)
+            log.warning("disk usage of %s is readable again", path)
         return 100.0 * (u.total - u.free) / u.total if u.total else 0.0
 
     def _check_disk(self) -> float:
@@ -791,10 +804,7 @@ class MessageStore:
         s.commitlog_max_offset = self.commitlog.max_offset()
         s.commitlog_flushed_offset = self.commitlog.flushed_where
         s.dispatch_behind_bytes = 0   # dispatch is synchronous with the append
-        try:
-            s.consume_queue_disk_ratio = self._disk_ratio(self.config.consume_queue_dir)
-        except OSError:
-            log.exception("disk usage of %s", self.config.consume_queue_dir)
+        s.consume_queue_disk_ratio = self._disk_ratio(self.config.consume_queue_dir)
         return s
 
 

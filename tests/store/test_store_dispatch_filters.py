@@ -27,3 +27,17 @@ def test_listener_filters(tmp_path):
         assert watched == [("B", 1)]
     finally:
         store.shutdown()
+
+
+def test_vanished_store_directory_refuses_writes_and_logs_once(tmp_path, caplog):
+    import shutil
+    store = MessageStore(StoreConfig(store_root_dir=str(tmp_path / "s"), mapped_file_size_commitlog=1 << 20))
+    store.start()
+    try:
+        shutil.rmtree(tmp_path / "s" / "consumequeue", ignore_errors=True)
+        with caplog.at_level("ERROR"):
+            for _ in range(3):
+                assert store.stats.consume_queue_disk_ratio == 100.0
+        assert caplog.text.count("cannot read the disk usage") == 1
+    finally:
+        store.shutdown()
