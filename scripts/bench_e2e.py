@@ -52,6 +52,7 @@ for _ in range(20):
     p.send_sync(warm)
 lat = [[] for _ in range(A['threads'])]
 errors = [0] * A['threads']
+samples = []
 stop = _time.perf_counter() + A['seconds']
 
 def worker(k):
@@ -63,8 +64,10 @@ def worker(k):
             return
         try:
             p.send_sync(m)
-        except Exception:
+        except Exception as exc:
             errors[k] += 1
+            if len(samples) < 3:
+                samples.append(str(exc)[:300])
             continue
         mine.append(_time.perf_counter() - t0)
 
@@ -75,12 +78,13 @@ for t in ts: t.join()
 elapsed = _time.perf_counter() - t0
 allv = sorted(v for l in lat for v in l)
 def pct(q): return allv[min(len(allv) - 1, int(q * len(allv)))] * 1000 if allv else None
-emit(op='load', sent=len(allv), errors=sum(errors), seconds=elapsed, tps=len(allv) / elapsed,
+emit(op='load', sent=len(allv), errors=sum(errors), error_samples=samples, seconds=elapsed, tps=len(allv) / elapsed,
      avg_ms=(sum(allv) / len(allv) * 1000) if allv else None, p50=pct(0.5), p99=pct(0.99), p999=pct(0.999))
 _os._exit(0)   # the C++ 1.x producer's shutdown can hang with many sender threads
 '''
 
 CONSUME = r'''
+import threading
 from rocketmq.client import PushConsumer
 A = _json.loads(_os.environ['ARGS'])
 c = PushConsumer(A['group'])
@@ -95,7 +99,6 @@ def on(msg):
         n[0] += 1
         if first[0] is None: first[0] = now
         last[0] = now
-import threading
 subscribe_raw(c, A['topic'], '*', on)
 c.start()
 wait_until(lambda: n[0] >= A['expect'], A['timeout'], 0.01)
