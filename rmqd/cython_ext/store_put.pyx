@@ -1,4 +1,3 @@
-# distutils: libraries = z
 # cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3, initializedcheck=False
 """The store's put path in one C call: commit-log record, ConsumeQueue entry and IndexFile items.
 
@@ -16,14 +15,12 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.string cimport memcpy, memset
 from libc.stdlib cimport malloc, free
+from rmqd.cython_ext.message_codec cimport masked_crc
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME, CLOCK_MONOTONIC
 import logging
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
-
-cdef extern from "zlib.h" nogil:
-    unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int len)
 
 log = logging.getLogger("rmqd.store.message_store")
 
@@ -80,17 +77,6 @@ cdef inline void wr64(unsigned char* p, long long v) noexcept nogil:
     cdef unsigned long long u = <unsigned long long>v
     wr32(p, <int>(u >> 32))
     wr32(p + 4, <int>(<unsigned int>u))
-
-
-cdef inline unsigned int masked_crc(const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    cdef unsigned long c = crc32(0, NULL, 0)
-    cdef Py_ssize_t chunk
-    while n > 0:
-        chunk = n if n < 0x40000000 else 0x40000000
-        c = crc32(c, p, <unsigned int>chunk)
-        p += chunk
-        n -= chunk
-    return <unsigned int>(c & 0x7FFFFFFF)
 
 
 cdef inline long long now_ms() noexcept nogil:
