@@ -12,6 +12,9 @@ from typing import Any
 
 from clientrunner import ClientRun, run_client_script
 
+from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.command import new_request
+
 PRODUCER = r'''
 from rocketmq.client import Producer, Message
 A = _json.loads(_os.environ['SCENARIO_ARGS'])
@@ -98,7 +101,9 @@ def on_message(msg):
 subscribe_raw(c, A['topic'], A.get('expr', '*'), on_message)
 c.start()
 emit(op='started')
-wait_until(lambda: len(seen) >= A['expect'], A['timeout'])
+prefix = A.get('expect_prefix')
+wait_until(lambda: (sum(1 for b in seen if b.startswith(prefix)) if prefix else len(seen)) >= A['expect'],
+           A['timeout'])
 _time.sleep(A.get('linger', 0))
 emit(op='done', n=len(seen))
 if A.get('shutdown', True):
@@ -164,3 +169,12 @@ def wait_for(predicate, timeout: float, interval: float = 0.1, what: str = "cond
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def create_topic(broker_addr: str, topic: str, queues: int = 4) -> None:
+    """UPDATE_AND_CREATE_TOPIC, as `mqadmin updateTopic` sends it (the broker registers it at once)."""
+    with BlockingClient(broker_addr) as c:
+        resp = c.invoke(new_request(17, {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues,
+                                         "writeQueueNums": queues, "perm": 6, "topicFilterType": "SINGLE_TAG",
+                                         "topicSysFlag": 0, "order": "false"}))
+        assert resp.code == 0, resp.remark

@@ -9,7 +9,7 @@ import collections
 import json
 import time
 
-from scenarios import PULL_CONSUMER, PUSH_CONSUMER, Background, produce, run, wait_for
+from scenarios import PULL_CONSUMER, PUSH_CONSUMER, Background, create_topic, produce, run, wait_for
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
@@ -23,15 +23,6 @@ def consumer_ids(broker_addr: str, group: str) -> list[str]:
         if resp.code != 0:
             return []
         return json.loads(resp.body_bytes())["consumerIdList"]
-
-
-def create_topic(broker_addr: str, topic: str, queues: int = 4) -> None:
-    """UPDATE_AND_CREATE_TOPIC, as `mqadmin updateTopic` sends it (the broker registers it at once)."""
-    with BlockingClient(broker_addr) as c:
-        resp = c.invoke(new_request(17, {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues,
-                                         "writeQueueNums": queues, "perm": 6, "topicFilterType": "SINGLE_TAG",
-                                         "topicSysFlag": 0, "order": "false"}))
-        assert resp.code == 0, resp.remark
 
 
 def bodies(run_result, op="recv"):
@@ -102,8 +93,9 @@ def test_two_consumers_split_queues_and_one_takes_over(client, rmqd_server):
     ns, broker = rmqd_server.namesrv_addr, rmqd_server.broker_addr
     topic, group = f"CompatSplit_{name}", f"CG_split_{name}"
     produce(python, ns, topic, 1, "sync", prefix="warm")         # create the topic (4 queues)
-    a = Background(python, PUSH_CONSUMER, ns, dict(topic=topic, group=group, expect=10**6, timeout=75,
-                                                   instance="A", props=PROPS))
+    # A runs until it has every "two-" message (B's queues included, after the takeover).
+    a = Background(python, PUSH_CONSUMER, ns, dict(topic=topic, group=group, expect=40, expect_prefix="two-",
+                                                   timeout=110, linger=1, instance="A", props=PROPS), timeout=130)
     b = Background(python, PUSH_CONSUMER, ns, dict(topic=topic, group=group, expect=10**6, timeout=25,
                                                    instance="B", props=PROPS))
     wait_for(lambda: len(consumer_ids(broker, group)) == 2, 20, what="two consumers registered")
@@ -112,7 +104,7 @@ def test_two_consumers_split_queues_and_one_takes_over(client, rmqd_server):
     rb = b.result(60)                                              # B stops after ~25 s
     wait_for(lambda: len(consumer_ids(broker, group)) == 1, 30, what="B gone from the group")
     produce(python, ns, topic, 40, "sync", prefix="two")
-    ra = a.result(90)
+    ra = a.result(130)
     a_first = {x for x in bodies(ra) if x.startswith("one-")}
     b_first = {x for x in bodies(rb) if x.startswith("one-")}
     assert a_first and b_first, "both consumers should have had a share of the queues"

@@ -5,7 +5,7 @@ import dataclasses
 import time
 
 import pytest
-from scenarios import PUSH_CONSUMER, Background, produce, wait_for
+from scenarios import PUSH_CONSUMER, Background, create_topic, produce, wait_for
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
@@ -76,6 +76,8 @@ def test_delay_level_2_arrives_after_5s(client, rmqd_server):
     name, python = client
     ns = rmqd_server.namesrv_addr
     topic = f"CompatDelay_{name}"
+    # The consumer must find the topic's route at its first lookup: its next one is 30 s later.
+    create_topic(rmqd_server.broker_addr, topic)
     consumer = Background(python, PUSH_CONSUMER, ns, dict(topic=topic, group=f"CG_delay_{name}", expect=1,
                                                           timeout=25, linger=0.5), timeout=40)
     sent = produce(python, ns, topic, 1, "sync", prefix="late", delay_level=2)
