@@ -55,7 +55,7 @@ def run_handler(handler: Handler, conn: Any, request: RemotingCommand) -> Any:
         return None
     if response is TO_POOL:
         return TO_POOL
-    if inspect.isawaitable(response):
+    if type(response) is not RemotingCommand and inspect.isawaitable(response):
         _finish_async(response, conn, request)
         return None
     conn.reply(request, response)
