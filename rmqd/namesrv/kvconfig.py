@@ -10,31 +10,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import os
 import threading
 
+from rmqd.fileutil import atomic_write
 from rmqd.remoting.fastjson import dumps, loads_lenient
 
 log = logging.getLogger(__name__)
 
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
-
-
-def write_file_atomically(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a crash leaves either the old or the new content."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class KVConfigManager:
@@ -109,7 +92,7 @@ class KVConfigManager:
             return dumps({"configTable": {ns: dict(kv) for ns, kv in self.configTable.items()}})
 
     def persist_sync(self) -> None:
-        write_file_atomically(self.path, self.snapshot())
+        atomic_write(self.path, self.snapshot(), keep_backup=False)
 
     async def persist(self) -> None:
         """Snapshot now, write on the KV writer thread; errors are logged (as Java does)."""
@@ -118,6 +101,6 @@ class KVConfigManager:
             self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="namesrv-kv-writer")
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._executor, write_file_atomically, self.path, data)
+            await loop.run_in_executor(self._executor, atomic_write, self.path, data, False)
         except OSError:
             log.exception("persist kvconfig to %s failed", self.path)

@@ -12,6 +12,7 @@ import logging
 import random
 from typing import TYPE_CHECKING, Any
 
+from rmqd.processors.send import _truthy
 from rmqd.processors.schedule import (PROPERTY_DELAY, PROPERTY_WAIT, divert_delay_level,
                                       edit_properties)
 from rmqd.remoting.codes import RequestCode, ResponseCode, Version
@@ -28,10 +29,6 @@ PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 DLQ_NUMS_PER_GROUP = 1
 FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
-
-
-def _truthy(value: Any) -> bool:
-    return value is not None and (value == "1" or str(value).lower() == "true")
 
 
 class SendMessageBackProcessor:

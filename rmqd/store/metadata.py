@@ -20,6 +20,8 @@ from typing import Any, Callable, Optional
 
 import orjson
 
+from rmqd.fileutil import atomic_write  # noqa: F401  (re-exported for callers)
+
 log = logging.getLogger(__name__)
 
 PERM_PRIORITY = 8
@@ -43,33 +45,6 @@ TOPIC_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
 # ---------------------------------------------------------------------------------- JSON I/O
-def atomic_write(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` crash-safely: ``path.tmp`` (fsynced), old content → ``path.bak``,
-    then rename tmp over ``path`` and fsync the directory."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    if os.path.exists(path):
-        # The old content becomes the backup by a hard link (no copy, no extra fsync): the
-        # directory fsync below makes both renames durable, and at every instant either the old
-        # or the new file is complete under ``path``.
-        bak_tmp = path + ".bak.tmp"
-        if os.path.lexists(bak_tmp):
-            os.unlink(bak_tmp)
-        os.link(path, bak_tmp)
-        os.replace(bak_tmp, path + ".bak")
-    os.replace(tmp, path)
-    dfd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
 def _quote_numeric_keys(text: str) -> str:
     """Quote bare numeric object keys outside strings: ``{0:1,-1:2}`` → ``{"0":1,"-1":2}``."""
     out = []
