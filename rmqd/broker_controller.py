@@ -95,7 +95,7 @@ class BrokerController:
             self.dispatcher.add_pool(pool)
         extra = [c.vip_port] if c.listenPort else [0]
         self.server = RemotingServer(self.dispatcher, host, c.listenPort, extra_ports=extra, name="broker",
-                                     max_frame_length=c.serverMaxFrameLength)
+                                     max_frame_length=c.serverMaxFrameLength, busy_poll_us=int(c.busyPollMicros))
         self.server.add_close_listener(self._on_channel_close)
 
         # store and metadata
@@ -191,6 +191,8 @@ class BrokerController:
         self.config.listenPort = self.server.port
         self.store_host = (self.config.brokerIP1, self.server.port)
         self.msg_id_prefix = pack_host(self.store_host).hex().upper()
+        self.send_processor.open_lane()
+        self.dispatcher.lane = self.send_processor.lane
         self.namesrv_client = RemotingClient()
         self._started = True
         await self.register_broker_all()
@@ -229,6 +231,7 @@ class BrokerController:
             await self.unregister_broker_all()
         if self.pull_hold_service is not None:
             self.pull_hold_service.shutdown()
+        self.send_processor.close_lane()
         await self.server.close()
         if self.namesrv_client is not None:
             self.namesrv_client.close()

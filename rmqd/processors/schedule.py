@@ -284,7 +284,7 @@ def install(broker: "BrokerController") -> ScheduleMessageService:
                 divert_delay_level(m, max_level)
         return None
 
-    broker.send_processor.before_store.append(before_store)
+    broker.send_processor.add_before_store(before_store, (PROPERTY_DELAY,))
     broker.services.append(svc)
     return svc
 

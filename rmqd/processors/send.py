@@ -4,9 +4,12 @@ Java: ``SendMessageProcessor`` / ``AbstractSendMessageProcessor.msgCheck``.  Run
 this is the throughput path, so the common case (existing topic, single message) does one dict
 lookup for the topic, a few string operations on the properties and one ``put_messages`` call.
 
-Hook: ``SendMessageProcessor.before_store`` – a list of callables ``(ctx, msgs) -> response|None``
-run just before the store write (delay levels, transactions, ... plug in here).  Returning a
-response short-circuits the send (e.g. a half message stored elsewhere).
+Hook: ``SendMessageProcessor.add_before_store(hook, markers)`` – a callable
+``(ctx, msgs) -> response|None`` run just before the store write (delay levels, timers plug in
+here).  Returning a response short-circuits the send.  ``markers`` are the property substrings
+the hook acts on: a message carrying none of them may take the send fast lane
+(``rmqd.cython_ext.send_lane``), which serves plain single-message sends on the event loop and
+hands everything else to this processor.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from rmqd.remoting.codes import ResponseCode, Version
 from rmqd.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand, error_response
+from rmqd.cython_ext.send_lane import SendLane
 from rmqd.remoting.dispatch import TO_POOL
 from rmqd.store.message import (MULTI_TAGS_FLAG, MessageToStore, find_property, java_string_hash)
 from rmqd.store.message_store import PutMessageStatus
@@ -164,6 +168,33 @@ class SendMessageProcessor:
         # TRAN_MSG=true → half message (installed by rmqd.processors.transaction)
         self.prepare_half_message: Optional[Callable[[MessageToStore], MessageToStore]] = None
         self._valid_topics: set[str] = set()
+        self.lane = SendLane()
+        self.lane.valid_topics = self._valid_topics
+        self.lane.markers = ("TRAN_MSG",)
+
+    # ------------------------------------------------------------------ fast lane
+    def add_before_store(self, hook: Callable[[SendContext, list], Optional[RemotingCommand]],
+                         markers: tuple[str, ...]) -> None:
+        """Run ``hook`` before every store write; messages whose properties contain one of
+        ``markers`` (substrings) never take the fast lane, so the hook sees all it acts on."""
+        self.before_store.append(hook)
+        self.lane.markers = tuple(dict.fromkeys(self.lane.markers + tuple(markers)))
+
+    def open_lane(self) -> None:
+        """Serve plain sends on the event loop (ASYNC_FLUSH only; called once the broker's
+        address is known, since it is part of every msgId)."""
+        lane = self.lane
+        lane.engine = self.store._engine
+        lane.ok_status = _PUT_OK
+        lane.topic_manager = self.topics
+        lane.broker_config = self.config
+        lane.store_host = self.broker.store_host
+        lane.msg_id_prefix = self.broker.msg_id_prefix
+        lane.max_body = INLINE_MAX_BODY
+        lane.enabled = self.store.config.flush_disk_type == "ASYNC_FLUSH"
+
+    def close_lane(self) -> None:
+        self.lane.enabled = False
 
     # ------------------------------------------------------------------ entry point
     def process(self, conn: Any, request: RemotingCommand) -> Optional[RemotingCommand]:

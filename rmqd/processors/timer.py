@@ -335,6 +335,6 @@ def install(broker: "BrokerController") -> TimerMessageService:
                 return error_response(ResponseCode.MESSAGE_ILLEGAL, remark)
         return None
 
-    broker.send_processor.before_store.append(before_store)
+    broker.send_processor.add_before_store(before_store, ("TIMER_DEL",))
     broker.services.append(svc)
     return svc

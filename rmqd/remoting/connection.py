@@ -20,8 +20,10 @@ from rmqd.remoting.command import (
     FrameReader,
     RemotingCommand,
     encode_frame,
+    error_response,
     prepare_reply,
 )
+from rmqd.remoting.codes import ResponseCode
 
 if TYPE_CHECKING:
     from rmqd.remoting.dispatch import Dispatcher
@@ -78,6 +80,7 @@ class Connection(asyncio.Protocol):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.peer_host = ""
         self.peer_port = 0
+        self.peer: tuple = ("", 0)
         self.local_port = 0
         self.name = name
         self.closed = False
@@ -88,6 +91,10 @@ class Connection(asyncio.Protocol):
         self._close_listeners: list[Callable[["Connection"], None]] = []
         self._loop_thread = 0
         self._writer: LoopWriter | None = None
+        # While the requests of one read are handled, replies made on the loop collect here and
+        # go out in one write (many requests in flight on one connection: one syscall, one wake-up).
+        self._corked: list | None = None
+        self.busy_poll: Any = None      # rmqd.remoting.busy_poll.BusyPoll of the server, if on
 
     # -- identity ------------------------------------------------------------------------
     @property
@@ -108,6 +115,7 @@ class Connection(asyncio.Protocol):
         self._writer = loop_writer(self.loop)
         peer = transport.get_extra_info("peername") or ("", 0)
         self.peer_host, self.peer_port = peer[0], peer[1]
+        self.peer = (self.peer_host, self.peer_port)
         sock = transport.get_extra_info("sockname") or ("", 0)
         self.local_port = sock[1]
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)  # type: ignore[attr-defined]
@@ -120,14 +128,43 @@ class Connection(asyncio.Protocol):
             self.abort()
             return
         dispatcher = self.dispatcher
-        for cmd in commands:
-            if cmd.flag & 1:
-                self._complete(cmd)
-            elif dispatcher is not None:
-                dispatcher.dispatch(self, cmd)
-            else:
-                log.warning("%s: %s sent request code %d to a client-only connection; ignored",
-                            self.name, self.remote_address, cmd.code)
+        lane = dispatcher.lane if dispatcher is not None else None
+        if len(commands) > 1:
+            self._corked = []
+        try:
+            for cmd in commands:
+                if cmd.flag & 1:
+                    self._complete(cmd)
+                elif lane is not None and (frame := self._lane(lane, cmd)) is not None:
+                    if frame:
+                        if self._corked is not None:
+                            self._corked.append(frame)
+                        else:
+                            self._write_buffers([frame])
+                elif dispatcher is not None:
+                    dispatcher.dispatch(self, cmd)
+                else:
+                    log.warning("%s: %s sent request code %d to a client-only connection; ignored",
+                                self.name, self.remote_address, cmd.code)
+        finally:
+            corked = self._corked
+            if corked is not None:
+                self._corked = None
+                if corked:
+                    self._write_buffers(corked)
+            if self.busy_poll is not None:
+                self.busy_poll.touch()
+
+    def _lane(self, lane: Any, cmd: RemotingCommand) -> bytes | None:
+        """Try the dispatcher's fast lane; a failure inside it is answered like a processor bug."""
+        try:
+            return lane.handle(self.peer, cmd)
+        except Exception as exc:
+            log.exception("%s: fast lane failed for code %d from %s", self.name, cmd.code, self.remote_address)
+            if cmd.flag & RPC_ONEWAY:
+                return b""
+            return b"".join(encode_frame(prepare_reply(cmd, error_response(
+                ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"))))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -163,7 +200,11 @@ class Connection(asyncio.Protocol):
         """Encode and write ``cmd``; callable from any thread."""
         buffers = encode_frame(cmd)
         if threading.get_ident() == self._loop_thread:
-            self._write_buffers(buffers)
+            corked = self._corked
+            if corked is not None:
+                corked += buffers
+            else:
+                self._write_buffers(buffers)
         elif self._writer is not None:
             self._writer.submit(self, buffers)
 

@@ -188,6 +188,9 @@ class Dispatcher:
         self._table: dict[int, tuple[Handler, ProcessorPool | None, Handler | None]] = {}
         self.pools: dict[str, ProcessorPool] = {}
         self._cleaner: asyncio.TimerHandle | None = None
+        # Optional fast lane tried first by the connection: ``lane.handle(peer, request)`` returns
+        # the encoded response frame (b"" for oneway) or None to dispatch as usual.
+        self.lane: Any = None
 
     def add_pool(self, pool: ProcessorPool) -> ProcessorPool:
         self.pools[pool.name] = pool

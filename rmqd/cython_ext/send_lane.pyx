@@ -1,0 +1,256 @@
+# cython: language_level=3
+"""The send fast lane: one small message to a known topic, answered in one C call on the loop.
+
+SEND_MESSAGE (10) and SEND_MESSAGE_V2 (310) of a single message make up nearly all of a broker's
+traffic.  Under ASYNC_FLUSH the store write is a memory copy, so the request costs what the code
+around it costs.  ``SendLane.handle`` reads the header fields, edits the properties, appends
+through the store's put engine and encodes the response frame without going through the Python
+processor.  It serves only the plain case and declines (returns None) everything else: unknown,
+retry or forbidden topics, batches, large bodies, properties a ``before_store`` hook acts on
+(delay levels, timers, transactions), bad or missing header fields and failed puts.  A declined
+request goes to ``SendMessageProcessor`` unchanged, which answers it exactly as before, so
+the lane never decides an error response.
+"""
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdint cimport uint8_t, uint32_t
+from libc.stdlib cimport rand
+from libc.string cimport memcpy
+
+from rmqd.cython_ext.remoting_codec cimport RemotingCommand
+
+from rmqd.cython_ext.message_codec import java_string_hash
+from rmqd.cython_ext.remoting_codec import SERVER_VERSION, encode_frame
+from rmqd.cython_ext.store_put import MessageToStore
+
+cdef int PERM_WRITE = 2
+cdef int MULTI_TAGS_FLAG = 0x2
+cdef int RPC_TYPE_RESPONSE = 1
+cdef int RPC_ONEWAY = 2
+cdef str RETRY_PREFIX = "%RETRY%"
+cdef str PROP_SEP = "\x02"
+cdef str NV_SEP = "\x01"
+
+
+cdef inline object _prop(str s, str key):
+    """Value of the property whose encoded prefix is ``key`` (``NAME\\x01``) or None."""
+    cdef Py_ssize_t start = 0, i, j
+    while True:
+        i = s.find(key, start)
+        if i < 0:
+            return None
+        if i == 0 or s[i - 1] == "\x02":
+            j = s.find("\x02", i)
+            if j < 0:
+                j = len(s)
+            v = s[i + len(key):j]
+            return v if v else None
+        start = i + 1
+
+
+cdef str _strip_wait(str props):
+    """``props`` without WAIT (and without empty segments), as the full processor writes it."""
+    cdef list kept = []
+    cdef str part
+    for part in props.split(PROP_SEP):
+        if part and not part.startswith("WAIT\x01"):
+            kept.append(part)
+    return PROP_SEP.join(kept)
+
+
+cdef inline void _put32(uint8_t* p, uint32_t v) noexcept nogil:
+    p[0] = (v >> 24) & 0xFF
+    p[1] = (v >> 16) & 0xFF
+    p[2] = (v >> 8) & 0xFF
+    p[3] = v & 0xFF
+
+
+cdef inline bint _json_plain(str s):
+    """True when ``s`` needs no escaping inside a JSON string."""
+    cdef Py_UCS4 ch
+    for ch in s:
+        if ch < 0x20 or ch == 0x22 or ch == 0x5C:
+            return False
+    return True
+
+
+cdef bytes _json_frame(bytes header):
+    """Length-prefixed frame of a JSON ``header`` with no body."""
+    cdef Py_ssize_t hlen = len(header)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, 8 + hlen)
+    cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
+    _put32(p, <uint32_t>(4 + hlen))
+    _put32(p + 4, <uint32_t>hlen)               # serialize type JSON (0) in the high byte
+    memcpy(p + 8, PyBytes_AS_STRING(header), hlen)
+    return out
+
+
+# The JSON response header, byte for byte what the codec writes for the same response.
+cdef bytes OK_JSON = (b'{"code":0,"extFields":{"msgId":"%s%016X","queueId":"%d","queueOffset":"%d",'
+                      b'"MSG_REGION":"%s","TRACE_ON":"%s"},"flag":1,"language":"JAVA","opaque":%d,'
+                      b'"serializeTypeCurrentRPC":"JSON","version":%d}')
+
+
+cdef inline bint _truthy(object v):
+    return v is not None and (v == "1" or (<str>v).lower() == "true")
+
+
+cdef class SendLane:
+    """Fast path for single-message sends; see the module docstring.
+
+    The owner (``SendMessageProcessor``) fills the fields and keeps them current: ``topics`` is
+    the live topic table, ``valid_topics`` the names that passed the topic-name checks,
+    ``markers`` the property substrings that need the full processor.
+    """
+    cdef public bint enabled
+    cdef public object engine            # PutEngine: put_message(MessageToStore) -> PutMessageResult
+    cdef public object ok_status         # PutMessageStatus.PUT_OK
+    cdef public object topic_manager     # .table: topic -> TopicConfig
+    cdef public object broker_config     # .brokerPermission, .regionId, .traceOn (read per request)
+    cdef public set valid_topics
+    cdef public tuple markers
+    cdef public object store_host        # (ip, port)
+    cdef str cluster_name                # broker_config.brokerClusterName when cluster_property was made
+    cdef str cluster_property            # "CLUSTER\x01<cluster>"
+    cdef str _prefix                     # msgId prefix: store host as hex
+    cdef bytes _prefix_b
+    cdef str region                      # last broker_config.regionId seen, and its JSON-safe bytes
+    cdef bytes region_json
+    cdef public Py_ssize_t max_body
+    cdef public long long served
+
+    def __init__(self):
+        self.enabled = False
+        self.valid_topics = set()
+        self.markers = ()
+        self.served = 0
+
+    @property
+    def msg_id_prefix(self) -> str:
+        return self._prefix
+
+    @msg_id_prefix.setter
+    def msg_id_prefix(self, str value) -> None:
+        self._prefix = value
+        self._prefix_b = value.encode("ascii")
+
+    def handle(self, tuple peer, RemotingCommand cmd):
+        """Serve ``cmd`` and return its encoded response frame (b"" for oneway), or None to decline."""
+        cdef int code = cmd.code
+        cdef object ext = cmd.ext_fields
+        cdef str topic, props, stored, tags, marker
+        cdef object v, tc, body
+        cdef int queue_id, sys_flag, flag, reconsume, id_valid
+        cdef long long born_ts
+        cdef Py_ssize_t body_len
+        if not self.enabled or type(ext) is not dict:
+            return None
+        if code == 310:
+            v = (<dict>ext).get("b")
+            if v is None or _truthy((<dict>ext).get("m")):
+                return None
+            if "a" not in <dict>ext or "c" not in <dict>ext or "d" not in <dict>ext:
+                return None
+        elif code == 10:
+            v = (<dict>ext).get("topic")
+            if v is None or _truthy((<dict>ext).get("batch")):
+                return None
+            if ("producerGroup" not in <dict>ext or "defaultTopic" not in <dict>ext
+                    or "defaultTopicQueueNums" not in <dict>ext):
+                return None
+        else:
+            return None
+        topic = <str?>v
+        if topic not in self.valid_topics or topic.startswith(RETRY_PREFIX):
+            return None
+        if not (self.broker_config.brokerPermission & PERM_WRITE):
+            return None
+        tc = self.topic_manager.table.get(topic)
+        if tc is None or not (tc.perm & PERM_WRITE):
+            return None
+        body = cmd.body
+        body_len = 0 if body is None else len(body)
+        if body_len > self.max_body:
+            return None
+        try:
+            if code == 310:
+                queue_id = int((<dict>ext)["e"])
+                sys_flag = int((<dict>ext)["f"])
+                born_ts = int((<dict>ext)["g"])
+                flag = int((<dict>ext)["h"])
+                v = (<dict>ext).get("j")
+                reconsume = int(v) if v else 0
+                v = (<dict>ext).get("i")
+            else:
+                queue_id = int((<dict>ext)["queueId"])
+                sys_flag = int((<dict>ext)["sysFlag"])
+                born_ts = int((<dict>ext)["bornTimestamp"])
+                flag = int((<dict>ext)["flag"])
+                v = (<dict>ext).get("reconsumeTimes")
+                reconsume = int(v) if v else 0
+                v = (<dict>ext).get("properties")
+        except (KeyError, ValueError, TypeError, OverflowError):
+            return None                      # the full processor words the error
+        id_valid = max(<int>tc.write_queue_nums, <int>tc.read_queue_nums)
+        if queue_id >= id_valid:
+            return None
+        if queue_id < 0:                     # "any queue", as the full processor picks it
+            queue_id = rand() % max(1, <int>tc.write_queue_nums)
+        if tc.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MULTI_TAGS_FLAG
+        props = <str?>v if v else ""
+        config = self.broker_config
+        if config.brokerClusterName is not self.cluster_name:
+            self.cluster_name = config.brokerClusterName
+            self.cluster_property = "CLUSTER\x01" + self.cluster_name
+        for marker in self.markers:
+            if marker in props:
+                return None
+        if props:
+            v = _prop(props, "TAGS\x01")
+            tags_code = java_string_hash(v) if v is not None else 0
+            keys = _prop(props, "KEYS\x01")
+            uniq = _prop(props, "UNIQ_KEY\x01")
+            if "WAIT\x01true" in props:
+                props = _strip_wait(props)
+            if not props:
+                stored = self.cluster_property
+            elif props.endswith(PROP_SEP):
+                stored = props + self.cluster_property
+            else:
+                stored = props + PROP_SEP + self.cluster_property
+        else:
+            tags_code = 0
+            keys = uniq = None
+            stored = self.cluster_property
+        msg = MessageToStore(topic, queue_id, body if body is not None else b"", stored, flag, sys_flag,
+                             born_ts, peer, self.store_host, reconsume, 0, tags_code, keys, uniq)
+        result = self.engine.put_message(msg)
+        if result.status is not self.ok_status:
+            return None                      # nothing stored; the full processor retries and answers
+        self.served += 1
+        if cmd.flag & RPC_ONEWAY:
+            return b""
+        region = config.regionId
+        if region is not self.region:
+            self.region = region
+            self.region_json = (<str>region).encode("utf-8") if _json_plain(region) else None
+        if cmd.serialize_type == 0 and self.region_json is not None:
+            return _json_frame(OK_JSON % (self._prefix_b, result.wrote_offsets[0],
+                                          queue_id, result.queue_offset, self.region_json,
+                                          b"true" if config.traceOn else b"false", cmd.opaque,
+                                          SERVER_VERSION))
+        resp = RemotingCommand.__new__(RemotingCommand)
+        resp.code = 0
+        resp.ext_fields = {
+            "msgId": "%s%016X" % (self._prefix, result.wrote_offsets[0]),
+            "queueId": str(queue_id),
+            "queueOffset": str(result.queue_offset),
+            "MSG_REGION": config.regionId,
+            "TRACE_ON": "true" if config.traceOn else "false",
+        }
+        resp.language = "JAVA"
+        resp.version = SERVER_VERSION
+        resp.opaque = cmd.opaque
+        resp.flag = RPC_TYPE_RESPONSE
+        resp.serialize_type = cmd.serialize_type
+        return encode_frame(resp)[0]

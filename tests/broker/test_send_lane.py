@@ -1,0 +1,200 @@
+"""The send fast lane (rmqd.cython_ext.send_lane) answers exactly like SendMessageProcessor.
+
+Every plain send is made twice, once through the lane and once with the lane off, and the
+responses (byte for byte, but for offsets) and the stored records must agree; everything the lane
+must not serve is checked to reach the full processor (and its error responses).
+"""
+from __future__ import annotations
+
+import socket
+
+import pytest
+from conftest import send_v2
+from helpers import messages, pull
+
+from rmqd.remoting.command import (ROCKETMQ, FrameReader, encode_frame_bytes, new_request, new_response,
+                                   prepare_reply)
+
+JAVA_PROPS = "UNIQ_KEY\x01AC11000100002A9F00000000000000A1\x02WAIT\x01true\x02TAGS\x01TagA\x02KEYS\x01k1 k2\x02"
+CPP_PROPS = "TAGS\x01TagB\x02KEYS\x01kk\x02WAIT\x01true\x02UNIQ_KEY\x01ABC\x02a\x01b"
+
+
+def lane_of(broker):
+    return broker.send_processor.lane
+
+
+def send_both_ways(broker, client, topic: str, **kw):
+    """(response via the lane, response via the processor) for the same request."""
+    lane = lane_of(broker)
+    before = lane.served
+    via_lane = send_v2(client, topic, **kw)
+    assert lane.served == before + 1, "the lane did not serve a plain send"
+    lane.enabled = False
+    try:
+        via_processor = send_v2(client, topic, **kw)
+    finally:
+        lane.enabled = True
+    assert lane.served == before + 1
+    return via_lane, via_processor
+
+
+@pytest.mark.parametrize("props", ["", JAVA_PROPS, CPP_PROPS, "WAIT\x01true", "WAIT\x01false\x02TAGS\x01x"])
+@pytest.mark.parametrize("code", [310, 10])
+def test_lane_matches_processor(broker, client, props, code):
+    send_v2(client, "LaneTopic")          # first send validates the topic (full processor)
+    if code == 10:
+        ext = {"producerGroup": "PG", "topic": "LaneTopic", "defaultTopic": "TBW102",
+               "defaultTopicQueueNums": "4", "queueId": "1", "sysFlag": "0", "bornTimestamp": "1700000000000",
+               "flag": "3", "properties": props, "reconsumeTimes": "2"}
+        lane = lane_of(broker)
+        before = lane.served
+        a = client.invoke(new_request(10, ext, b"payload"))
+        lane.enabled = False
+        b = client.invoke(new_request(10, ext, b"payload"))
+        lane.enabled = True
+        assert lane.served == before + 1
+    else:
+        a, b = send_both_ways(broker, client, "LaneTopic", body=b"payload", queue_id=1, properties=props,
+                              h="3", j="2")
+    assert a.code == b.code == 0
+    assert int(b.ext_fields["queueOffset"]) == int(a.ext_fields["queueOffset"]) + 1
+    same = {k: v for k, v in a.ext_fields.items() if k not in ("msgId", "queueOffset")}
+    assert same == {k: v for k, v in b.ext_fields.items() if k not in ("msgId", "queueOffset")}
+    m1, m2 = messages(pull(client, "LaneTopic", queue_id=1, subscription="*", sys_flag=4))[-2:]
+    for field in ("body", "flag", "sys_flag", "born_timestamp", "born_host", "store_host",
+                  "reconsume_times", "properties_str", "topic", "queue_id"):
+        assert getattr(m1, field) == getattr(m2, field), field
+    assert m1.msg_id == a.ext_fields["msgId"] and m2.msg_id == b.ext_fields["msgId"]
+    assert m1.properties["CLUSTER"] == "DefaultCluster" and m1.reconsume_times == 2 and m1.flag == 3
+    if "WAIT\x01true" in props:
+        assert "WAIT" not in m1.properties
+
+
+def test_lane_response_bytes_are_the_codecs(broker, client):
+    """The lane's hand-built JSON header is what the codec writes for the same response."""
+    send_v2(client, "LaneBytes")
+    lane = lane_of(broker)
+    for serialize_type in (0, ROCKETMQ):
+        req = new_request(310, {"a": "PG", "b": "LaneBytes", "c": "TBW102", "d": "4", "e": "2", "f": "0",
+                                "g": "1700000000000", "h": "0", "i": JAVA_PROPS}, b"x")
+        req.opaque = 77
+        req.serialize_type = serialize_type
+        (cmd,) = FrameReader().feed(encode_frame_bytes(req))
+        frame = lane.handle(("127.0.0.1", 40000), cmd)
+        (resp,) = FrameReader().feed(frame)
+        expected = encode_frame_bytes(prepare_reply(cmd, new_response(0, None, resp.ext_fields)))
+        assert frame == expected
+        assert resp.opaque == 77 and resp.serialize_type == serialize_type
+
+
+def test_lane_follows_region_and_trace_changes(broker, client):
+    send_v2(client, "LaneCfg")
+    broker.config.regionId = 'Reg"ion'         # needs escaping: the codec's path
+    broker.config.traceOn = False
+    a, b = send_both_ways(broker, client, "LaneCfg")
+    assert a.ext_fields["MSG_REGION"] == b.ext_fields["MSG_REGION"] == 'Reg"ion'
+    assert a.ext_fields["TRACE_ON"] == b.ext_fields["TRACE_ON"] == "false"
+
+
+DECLINED = [
+    ("batch flag", dict(m="true", body=b"\x00\x00\x00\x05xx"), 13),
+    ("delay level", dict(properties="DELAY\x012"), 0),
+    ("transaction", dict(properties="TRAN_MSG\x01true\x02PGROUP\x01PG"), 0),
+    ("timer", dict(properties="TIMER_DELAY_SEC\x015"), 0),
+    ("queue out of range", dict(queue_id=99), 1),
+    ("bad queue id", dict(e="x"), 1),
+    ("missing producer group", dict(a=None), 1),
+    ("large body", dict(body=b"z" * (65 * 1024)), 0),
+]
+
+
+@pytest.mark.parametrize("case,kw,code", DECLINED, ids=[c[0] for c in DECLINED])
+def test_lane_declines_to_processor(broker, client, case, kw, code):
+    send_v2(client, "LaneDecl")
+    lane = lane_of(broker)
+    kw = dict(kw)
+    if kw.get("a", "") is None:
+        kw.pop("a")
+        ext = {"b": "LaneDecl", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1", "h": "0"}
+        before = lane.served
+        r = client.invoke(new_request(310, ext, b"x"))
+    else:
+        before = lane.served
+        r = send_v2(client, "LaneDecl", **kw)
+    assert lane.served == before, case
+    assert r.code == code, (case, r.remark)
+
+
+def test_lane_leaves_unknown_retry_and_forbidden_topics(broker, client):
+    lane = lane_of(broker)
+    r = send_v2(client, "NeverSeen")             # auto-create happens in the processor
+    assert r.code == 0 and lane.served == 0
+    assert send_v2(client, "NeverSeen").code == 0 and lane.served == 1
+    assert send_v2(client, "SCHEDULE_TOPIC_XXXX").code == 16
+    broker.topic_config_manager.get("NeverSeen").perm = 4  # read only
+    r = send_v2(client, "NeverSeen")
+    assert r.code == 16 and "forbidden" in r.remark and lane.served == 1
+    broker.config.brokerPermission = 4
+    broker.topic_config_manager.get("NeverSeen").perm = 6
+    send_v2(client, "NeverSeen")
+    assert lane.served == 1
+
+
+def test_lane_off_under_sync_flush(harness):
+    broker = harness.start(flushDiskType="SYNC_FLUSH")
+    client = harness.client()
+    assert not lane_of(broker).enabled
+    assert send_v2(client, "SyncTopic").code == 0 and send_v2(client, "SyncTopic").code == 0
+    assert lane_of(broker).served == 0
+
+
+def test_lane_oneway(broker, client):
+    send_v2(client, "LaneOneway")
+    ext = {"a": "PG", "b": "LaneOneway", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1", "h": "0"}
+    client.send(new_request(310, ext, b"one", oneway=True))
+    assert send_v2(client, "LaneOneway", body=b"two").code == 0    # answered: the oneway got no reply
+    assert [m.body for m in messages(pull(client, "LaneOneway", subscription="*", sys_flag=4))] == \
+        [b"hello", b"one", b"two"]
+    assert lane_of(broker).served == 2
+
+
+def test_lane_failure_is_a_system_error_not_a_dead_connection(broker, client):
+    send_v2(client, "LaneFail")
+    lane = lane_of(broker)
+    engine = lane.engine
+
+    class Broken:
+        def put_message(self, msg):
+            raise RuntimeError("boom")
+
+    lane.engine = Broken()
+    try:
+        r = send_v2(client, "LaneFail")
+    finally:
+        lane.engine = engine
+    assert r.code == 1 and "boom" in r.remark
+    assert send_v2(client, "LaneFail").code == 0
+
+
+def test_lane_serves_many_requests_in_one_read(broker, client):
+    """Requests that arrive together are answered together, in order, in one write."""
+    send_v2(client, "LaneBurst")
+    frames = b""
+    for k in range(20):
+        req = new_request(310, {"a": "PG", "b": "LaneBurst", "c": "TBW102", "d": "4", "e": "0", "f": "0",
+                                "g": "1", "h": "0"}, b"m%d" % k)
+        req.opaque = 1000 + k
+        frames += encode_frame_bytes(req)
+    sock = socket.create_connection(("127.0.0.1", broker.server.port))
+    try:
+        sock.sendall(frames)
+        reader = FrameReader()
+        got: list = []
+        while len(got) < 20:
+            data = sock.recv(65536)
+            assert data
+            got += reader.feed(data)
+    finally:
+        sock.close()
+    assert [r.opaque for r in got] == list(range(1000, 1020))
+    assert [int(r.ext_fields["queueOffset"]) for r in got] == list(range(1, 21))
