@@ -162,6 +162,9 @@ class BrokerConfig(_PropertiesConfig):
         "regionId": "DefaultRegion",
         "traceOn": True,
         "serverMaxFrameLength": 16 * 1024 * 1024,
+        # rmqd: keep the loop polling this long after a request instead of sleeping (0 = off);
+        # see rmqd.remoting.busy_poll
+        "busyPollMicros": 0,
         "registerNameServerPeriod": 30000,
         # topics and groups
         "autoCreateTopicEnable": True,
@@ -239,6 +242,9 @@ class NamesrvConfig(_PropertiesConfig):
         "orderMessageEnable": False,
         "kvConfigPath": os.path.join(os.path.expanduser("~"), ".rmqd", "namesrv", "kvConfig.json"),
         "serverMaxFrameLength": 16 * 1024 * 1024,
+        # rmqd: keep the loop polling this long after a request instead of sleeping (0 = off);
+        # see rmqd.remoting.busy_poll
+        "busyPollMicros": 0,
         "brokerExpiredMillis": 120000,
         "scanNotActiveBrokerInterval": 10000,
     }

@@ -5,6 +5,7 @@ import asyncio
 import logging
 from typing import Callable, Iterable
 
+from rmqd.remoting.busy_poll import BusyPoll
 from rmqd.remoting.command import DEFAULT_MAX_FRAME_LENGTH
 from rmqd.remoting.connection import Connection
 from rmqd.remoting.dispatch import Dispatcher
@@ -17,13 +18,15 @@ class RemotingServer:
 
     def __init__(self, dispatcher: Dispatcher, host: str = "127.0.0.1", port: int = 0, *,
                  extra_ports: Iterable[int] = (), name: str = "server",
-                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH, busy_poll_us: int = 0) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
         self.extra_ports = list(extra_ports)
         self.name = name
         self.max_frame_length = max_frame_length
+        self.busy_poll_us = busy_poll_us
+        self._busy_poll: BusyPoll | None = None
         self.connections: set[Connection] = set()
         self.bound_ports: list[int] = []
         self._servers: list[asyncio.base_events.Server] = []
@@ -38,6 +41,7 @@ class RemotingServer:
                           on_close=self._forget, name=self.name)
         for callback in self._close_listeners:
             conn.add_close_listener(callback)
+        conn.busy_poll = self._busy_poll
         return conn
 
     def _forget(self, conn: Connection) -> None:
@@ -47,6 +51,8 @@ class RemotingServer:
         """Bind every port; returns the bound ports (port 0 picks a free one)."""
         loop = asyncio.get_running_loop()
         self.dispatcher.start(loop)
+        if self.busy_poll_us > 0:
+            self._busy_poll = BusyPoll(loop, self.busy_poll_us)
 
         def factory() -> Connection:
             conn = self._make_connection()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -46,6 +47,11 @@ class PageWarmer(threading.Thread):
             self.join(5)
 
     def run(self) -> None:
+        # Background work: let the loop and the put path have the CPU first (nice 19 for this thread).
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except OSError as exc:
+            log.info("page warmer keeps normal priority: %s", exc)
         last_error = 0.0
         while self._supported and not self._stop_ev.wait(self.interval_s):
             try:
