@@ -7,7 +7,7 @@ like the Java benchmark producer's threads.  Latencies are recorded per request.
 """
 from libc.stdint cimport uint8_t, uint32_t
 from libc.stdlib cimport malloc, free
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy, memmove
 
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
@@ -97,3 +97,344 @@ def run_sync_sender(int fd, bytes request, double seconds, double[::1] latencies
     if failed:
         errors += 1
     return sent, errors, t1 - start
+
+
+# -- many sender threads over one connection (how the Java and C++ clients send) -------------
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    int pthread_mutex_init(pthread_mutex_t* m, void* attr)
+    int pthread_mutex_lock(pthread_mutex_t* m)
+    int pthread_mutex_unlock(pthread_mutex_t* m)
+    int pthread_mutex_destroy(pthread_mutex_t* m)
+
+cdef extern from "<semaphore.h>" nogil:
+    ctypedef struct sem_t:
+        pass
+    int sem_init(sem_t* s, int pshared, unsigned int value)
+    int sem_wait(sem_t* s)
+    int sem_post(sem_t* s)
+    int sem_destroy(sem_t* s)
+
+cdef extern from "<string.h>" nogil:
+    void* memmem(const void* haystack, size_t hlen, const void* needle, size_t nlen)
+
+cdef enum SlotState:
+    SLOT_OK = 1
+    SLOT_ERROR = 2
+    SLOT_DEAD = 3
+
+
+cdef long _json_int(const uint8_t* h, Py_ssize_t n, const char* key, Py_ssize_t klen, bint* found) noexcept nogil:
+    """The integer after ``key`` (e.g. b'"opaque":') in a JSON header; ``found`` says whether it was there."""
+    cdef const uint8_t* p = <const uint8_t*>memmem(h, n, key, klen)
+    cdef const uint8_t* end = h + n
+    cdef long v = 0
+    cdef bint neg = False
+    found[0] = False
+    if p == NULL:
+        return 0
+    p += klen
+    while p < end and (p[0] == 32 or p[0] == 34):     # spaces, a quoted number
+        p += 1
+    if p < end and p[0] == 45:
+        neg = True
+        p += 1
+    while p < end and 48 <= p[0] <= 57:
+        v = v * 10 + (p[0] - 48)
+        found[0] = True
+        p += 1
+    return -v if neg else v
+
+
+cdef class SharedConnectionSenders:
+    """N synchronous sender threads multiplexed over one connection, each with its own opaque.
+
+    Call ``worker(k, ...)`` from N Python threads and ``reader()`` from one more; every call
+    releases the GIL.  Thread ``k`` writes its request (opaque ``k + 1``) under a write lock and
+    waits for the reader to hand it the matching response, like a client's ResponseFuture.
+    """
+    cdef int fd
+    cdef int n
+    cdef list requests
+    cdef pthread_mutex_t write_lock
+    cdef sem_t* sems
+    cdef int* state
+    cdef bint dead
+
+    def __cinit__(self, int fd, list requests):
+        self.fd = fd
+        self.n = len(requests)
+        self.requests = requests
+        self.sems = <sem_t*>malloc(sizeof(sem_t) * self.n)
+        self.state = <int*>malloc(sizeof(int) * self.n)
+        if self.sems == NULL or self.state == NULL:
+            raise MemoryError()
+        pthread_mutex_init(&self.write_lock, NULL)
+        for k in range(self.n):
+            sem_init(&self.sems[k], 0, 0)
+            self.state[k] = 0
+        self.dead = False
+
+    def __dealloc__(self):
+        if self.sems != NULL:
+            for k in range(self.n):
+                sem_destroy(&self.sems[k])
+            free(self.sems)
+        free(self.state)
+        pthread_mutex_destroy(&self.write_lock)
+
+    def worker(self, int k, double seconds, double[::1] latencies):
+        """Send request ``k`` in lockstep for ``seconds``; returns (sent, errors, elapsed)."""
+        cdef bytes request = self.requests[k]
+        cdef const uint8_t* req = <const uint8_t*>request
+        cdef Py_ssize_t req_len = len(request)
+        cdef Py_ssize_t cap = latencies.shape[0]
+        cdef Py_ssize_t sent = 0, errors = 0
+        cdef double t0, t1, start, deadline
+        cdef int rc, st
+        with nogil:
+            start = _now()
+            deadline = start + seconds
+            t1 = start
+            while not self.dead:
+                t0 = _now()
+                if t0 >= deadline:
+                    break
+                pthread_mutex_lock(&self.write_lock)
+                rc = _write_all(self.fd, req, req_len)
+                pthread_mutex_unlock(&self.write_lock)
+                if rc < 0:
+                    errors += 1
+                    break
+                sem_wait(&self.sems[k])
+                t1 = _now()
+                st = self.state[k]
+                if st == SLOT_OK:
+                    if sent < cap:
+                        latencies[sent] = t1 - t0
+                    sent += 1
+                elif st == SLOT_DEAD:
+                    errors += 1
+                    break
+                else:
+                    errors += 1
+            t1 = _now()
+        return sent, errors, t1 - start
+
+    def reader(self):
+        """Read responses until the connection closes and wake their senders; returns responses read."""
+        cdef Py_ssize_t cap = 1 << 20, have = 0, pos, got = 0
+        cdef uint8_t* buf = <uint8_t*>malloc(cap)
+        cdef uint8_t* p
+        cdef uint32_t length, hlen
+        cdef ssize_t k
+        cdef long opaque, code
+        cdef bint has_opaque, has_code
+        if buf == NULL:
+            raise MemoryError()
+        with nogil:
+            while True:
+                k = read(self.fd, buf + have, cap - have)
+                if k <= 0:
+                    break
+                have += k
+                pos = 0
+                while have - pos >= 8:
+                    p = buf + pos
+                    length = (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+                    if length < 4 or length + 4 > <uint32_t>cap:
+                        have = -1
+                        break
+                    if have - pos < <Py_ssize_t>length + 4:
+                        break
+                    hlen = (<uint32_t>p[5] << 16) | (<uint32_t>p[6] << 8) | p[7]
+                    if hlen > length - 4:
+                        have = -1
+                        break
+                    opaque = _json_int(p + 8, hlen, b'"opaque":', 9, &has_opaque)
+                    code = _json_int(p + 8, hlen, b'"code":', 7, &has_code)
+                    if has_opaque and 1 <= opaque <= self.n:
+                        self.state[opaque - 1] = SLOT_OK if has_code and code == 0 else SLOT_ERROR
+                        sem_post(&self.sems[opaque - 1])
+                        got += 1
+                    pos += length + 4
+                if have < 0:
+                    break
+                if pos > 0:
+                    memmove(buf, buf + pos, have - pos)
+                    have -= pos
+            self.dead = True
+            for k in range(self.n):
+                self.state[k] = SLOT_DEAD
+                sem_post(&self.sems[k])
+        free(buf)
+        return got
+
+
+def run_closed_loop(int fd, list requests, double seconds, double[::1] latencies):
+    """N synchronous senders in one thread: ``len(requests)`` requests in flight on ``fd``.
+
+    Request ``k`` must carry opaque ``k + 1``.  Each sender sends its next request as soon as the
+    response to its previous one arrives (a closed loop of concurrency N, the load N lockstep
+    threads put on one shared connection) for ``seconds``.  Responses that arrive together are
+    answered with one write, so the generator costs a few syscalls per batch instead of a thread
+    wake-up per message.  Returns (sent, errors, elapsed); a response counts as OK when its code
+    is 0 and its latency (seconds) is recorded in ``latencies`` until that is full.
+    """
+    cdef Py_ssize_t n = len(requests)
+    cdef Py_ssize_t cap = latencies.shape[0]
+    cdef const uint8_t** reqs = <const uint8_t**>malloc(sizeof(uint8_t*) * n)
+    cdef Py_ssize_t* lens = <Py_ssize_t*>malloc(sizeof(Py_ssize_t) * n)
+    cdef double* sent_at = <double*>malloc(sizeof(double) * n)
+    cdef Py_ssize_t in_cap = 1 << 20, have = 0, pos
+    cdef uint8_t* inb = <uint8_t*>malloc(in_cap)
+    cdef Py_ssize_t out_cap = 0, out_len
+    cdef uint8_t* outb
+    cdef Py_ssize_t k, sent = 0, errors = 0, outstanding = 0
+    cdef uint8_t* p
+    cdef uint32_t length, hlen
+    cdef ssize_t got
+    cdef long opaque, code
+    cdef bint has_opaque, has_code, failed = False
+    cdef double start, deadline, now
+    for k in range(n):
+        out_cap += len(<bytes>requests[k])
+    outb = <uint8_t*>malloc(out_cap)
+    if reqs == NULL or lens == NULL or sent_at == NULL or inb == NULL or outb == NULL:
+        free(reqs); free(lens); free(sent_at); free(inb); free(outb)
+        raise MemoryError()
+    for k in range(n):
+        reqs[k] = <const uint8_t*><bytes>requests[k]
+        lens[k] = len(<bytes>requests[k])
+    with nogil:
+        start = _now()
+        deadline = start + seconds
+        out_len = 0
+        for k in range(n):
+            memcpy(outb + out_len, reqs[k], lens[k])
+            out_len += lens[k]
+            sent_at[k] = start
+        outstanding = n
+        if _write_all(fd, outb, out_len) < 0:
+            failed = True
+        while outstanding > 0 and not failed:
+            got = read(fd, inb + have, in_cap - have)
+            if got <= 0:
+                failed = True
+                break
+            have += got
+            now = _now()
+            pos = 0
+            out_len = 0
+            while have - pos >= 8:
+                p = inb + pos
+                length = (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+                hlen = (<uint32_t>p[5] << 16) | (<uint32_t>p[6] << 8) | p[7]
+                if length < 4 or length + 4 > <uint32_t>in_cap or hlen > length - 4:
+                    failed = True
+                    break
+                if have - pos < <Py_ssize_t>length + 4:
+                    break
+                opaque = _json_int(p + 8, hlen, b'"opaque":', 9, &has_opaque)
+                code = _json_int(p + 8, hlen, b'"code":', 7, &has_code)
+                pos += length + 4
+                if not has_opaque or opaque < 1 or opaque > n:
+                    continue
+                k = opaque - 1
+                if has_code and code == 0:
+                    if sent < cap:
+                        latencies[sent] = now - sent_at[k]
+                    sent += 1
+                else:
+                    errors += 1
+                if now < deadline:
+                    memcpy(outb + out_len, reqs[k], lens[k])
+                    out_len += lens[k]
+                    sent_at[k] = now
+                else:
+                    outstanding -= 1
+            if pos > 0:
+                memmove(inb, inb + pos, have - pos)
+                have -= pos
+            if out_len > 0 and _write_all(fd, outb, out_len) < 0:
+                failed = True
+        now = _now()
+    free(reqs); free(lens); free(sent_at); free(inb); free(outb)
+    if failed:
+        errors += 1
+    return sent, errors, now - start
+
+
+# -- a native null broker: the load generator's own ceiling ----------------------------------
+
+cdef extern from "<stdio.h>" nogil:
+    int snprintf(char* buf, size_t n, const char* fmt, ...)
+
+
+def serve_null_connection(int fd, bytes ext_json):
+    """Answer every JSON request on ``fd`` with code 0 and ``ext_json`` as extFields, at once.
+
+    The cheapest possible broker (no Python, no store, GIL released), so the load generator's
+    throughput against it is the generator's own ceiling.  Returns when the peer closes.
+    """
+    cdef const char* ext = <const char*>ext_json
+    cdef Py_ssize_t in_cap = 1 << 20, have = 0, pos
+    cdef uint8_t* inb = <uint8_t*>malloc(in_cap)
+    cdef Py_ssize_t out_cap = 1 << 20, out_len
+    cdef uint8_t* outb = <uint8_t*>malloc(out_cap)
+    cdef uint8_t* p
+    cdef uint32_t length, hlen
+    cdef ssize_t got
+    cdef long opaque
+    cdef bint has_opaque
+    cdef int n
+    if inb == NULL or outb == NULL:
+        free(inb); free(outb)
+        raise MemoryError()
+    with nogil:
+        while True:
+            got = read(fd, inb + have, in_cap - have)
+            if got <= 0:
+                break
+            have += got
+            pos = 0
+            out_len = 0
+            while have - pos >= 8:
+                p = inb + pos
+                length = (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+                hlen = (<uint32_t>p[5] << 16) | (<uint32_t>p[6] << 8) | p[7]
+                if length < 4 or length + 4 > <uint32_t>in_cap or hlen > length - 4:
+                    have = -1
+                    break
+                if have - pos < <Py_ssize_t>length + 4:
+                    break
+                opaque = _json_int(p + 8, hlen, b'"opaque":', 9, &has_opaque)
+                pos += length + 4
+                if out_cap - out_len < 4096:            # flush a full output buffer mid-batch
+                    if _write_all(fd, outb, out_len) < 0:
+                        have = -1
+                        break
+                    out_len = 0
+                n = snprintf(<char*>outb + out_len + 8, 4000,
+                             '{"code":0,"extFields":%s,"flag":1,"language":"JAVA","opaque":%ld,'
+                             '"serializeTypeCurrentRPC":"JSON","version":409}', ext, opaque)
+                outb[out_len] = ((n + 4) >> 24) & 0xFF
+                outb[out_len + 1] = ((n + 4) >> 16) & 0xFF
+                outb[out_len + 2] = ((n + 4) >> 8) & 0xFF
+                outb[out_len + 3] = (n + 4) & 0xFF
+                outb[out_len + 4] = 0
+                outb[out_len + 5] = (n >> 16) & 0xFF
+                outb[out_len + 6] = (n >> 8) & 0xFF
+                outb[out_len + 7] = n & 0xFF
+                out_len += 8 + n
+            if have < 0:
+                break
+            if pos > 0:
+                memmove(inb, inb + pos, have - pos)
+                have -= pos
+            if out_len > 0 and _write_all(fd, outb, out_len) < 0:
+                break
+    free(inb)
+    free(outb)
