@@ -22,6 +22,7 @@ from rmqd.cython_ext.message_codec import java_string_hash
 from rmqd.cython_ext.remoting_codec import SERVER_VERSION, encode_frame
 from rmqd.cython_ext.store_put import MessageToStore
 
+cdef int SERVER_VERSION_C = SERVER_VERSION
 cdef int PERM_WRITE = 2
 cdef int MULTI_TAGS_FLAG = 0x2
 cdef int RPC_TYPE_RESPONSE = 1
@@ -73,21 +74,27 @@ cdef inline bint _json_plain(str s):
     return True
 
 
-cdef bytes _json_frame(bytes header):
-    """Length-prefixed frame of a JSON ``header`` with no body."""
-    cdef Py_ssize_t hlen = len(header)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, 8 + hlen)
-    cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
-    _put32(p, <uint32_t>(4 + hlen))
-    _put32(p + 4, <uint32_t>hlen)               # serialize type JSON (0) in the high byte
-    memcpy(p + 8, PyBytes_AS_STRING(header), hlen)
-    return out
+cdef extern from "<stdio.h>" nogil:
+    int snprintf(char* buf, size_t n, const char* fmt, ...)
 
 
-# The JSON response header, byte for byte what the codec writes for the same response.
-cdef bytes OK_JSON = (b'{"code":0,"extFields":{"msgId":"%s%016X","queueId":"%d","queueOffset":"%d",'
-                      b'"MSG_REGION":"%s","TRACE_ON":"%s"},"flag":1,"language":"JAVA","opaque":%d,'
-                      b'"serializeTypeCurrentRPC":"JSON","version":%d}')
+cdef bytes _ok_frame(bytes prefix, long long phys, int queue_id, long long queue_offset, bytes region,
+                     bint trace_on, int opaque):
+    """The whole SEND response frame with a JSON header, byte for byte what the codec writes.
+    ``prefix`` and ``region`` are short (the caller checks), so it is built on the stack."""
+    cdef char buf[640]
+    cdef int hlen = snprintf(
+        buf + 8, sizeof(buf) - 8,
+        '{"code":0,"extFields":{"msgId":"%s%016llX","queueId":"%d","queueOffset":"%lld",'
+        '"MSG_REGION":"%s","TRACE_ON":"%s"},"flag":1,"language":"JAVA","opaque":%d,'
+        '"serializeTypeCurrentRPC":"JSON","version":%d}',
+        <const char*>prefix, phys, queue_id, queue_offset, <const char*>region,
+        <const char*>(b"true" if trace_on else b"false"), opaque, SERVER_VERSION_C)
+    if hlen < 0 or hlen >= <int>sizeof(buf) - 8:
+        raise ValueError("response header does not fit")
+    _put32(<uint8_t*>buf, <uint32_t>(4 + hlen))
+    _put32(<uint8_t*>buf + 4, <uint32_t>hlen)     # serialize type JSON (0) in the high byte
+    return PyBytes_FromStringAndSize(buf, 8 + hlen)
 
 
 cdef inline bint _truthy(object v):
@@ -135,6 +142,31 @@ cdef class SendLane:
 
     def handle(self, tuple peer, RemotingCommand cmd):
         """Serve ``cmd`` and return its encoded response frame (b"" for oneway), or None to decline."""
+        return self._handle(peer, cmd)
+
+    def serve_all(self, conn, list commands, list out) -> None:
+        """Handle the commands of one read for ``conn`` in order: responses complete ``conn``'s
+        calls, requests the lane serves append their response frame to ``out``, the rest go to
+        ``conn.dispatcher`` (whose replies on this thread land in ``out`` too, keeping the order).
+        A failure inside the lane is answered by ``conn.lane_failed(cmd, exc)`` (SYSTEM_ERROR)."""
+        cdef RemotingCommand cmd
+        cdef tuple peer = conn.peer
+        dispatcher = conn.dispatcher
+        for item in commands:
+            cmd = <RemotingCommand?>item
+            if cmd.flag & RPC_TYPE_RESPONSE:
+                conn._complete(cmd)
+                continue
+            try:
+                frame = self._handle(peer, cmd)
+            except Exception as exc:
+                frame = conn.lane_failed(cmd, exc)
+            if frame is None:
+                dispatcher.dispatch(conn, cmd)
+            elif len(<bytes>frame):
+                out.append(frame)
+
+    cdef object _handle(self, tuple peer, RemotingCommand cmd):
         cdef int code = cmd.code
         cdef object ext = cmd.ext_fields
         cdef str topic, props, stored, tags, marker
@@ -233,12 +265,11 @@ cdef class SendLane:
         region = config.regionId
         if region is not self.region:
             self.region = region
-            self.region_json = (<str>region).encode("utf-8") if _json_plain(region) else None
-        if cmd.serialize_type == 0 and self.region_json is not None:
-            return _json_frame(OK_JSON % (self._prefix_b, result.wrote_offsets[0],
-                                          queue_id, result.queue_offset, self.region_json,
-                                          b"true" if config.traceOn else b"false", cmd.opaque,
-                                          SERVER_VERSION))
+            self.region_json = ((<str>region).encode("utf-8")
+                                if _json_plain(region) and len(<str>region) <= 128 else None)
+        if cmd.serialize_type == 0 and self.region_json is not None and len(self._prefix_b) <= 64:
+            return _ok_frame(self._prefix_b, result.wrote_offsets[0], queue_id, result.queue_offset,
+                             self.region_json, config.traceOn, cmd.opaque)
         resp = RemotingCommand.__new__(RemotingCommand)
         resp.code = 0
         resp.ext_fields = {

@@ -129,18 +129,24 @@ class Connection(asyncio.Protocol):
             return
         dispatcher = self.dispatcher
         lane = dispatcher.lane if dispatcher is not None else None
+        if lane is not None:
+            # The fast lane walks the commands in C; what it does not serve it dispatches.
+            self._corked = corked = []
+            try:
+                lane.serve_all(self, commands, corked)
+            finally:
+                self._corked = None
+                if corked:
+                    self._write_buffers(corked)
+                if self.busy_poll is not None:
+                    self.busy_poll.touch()
+            return
         if len(commands) > 1:
             self._corked = []
         try:
             for cmd in commands:
                 if cmd.flag & 1:
                     self._complete(cmd)
-                elif lane is not None and (frame := self._lane(lane, cmd)) is not None:
-                    if frame:
-                        if self._corked is not None:
-                            self._corked.append(frame)
-                        else:
-                            self._write_buffers([frame])
                 elif dispatcher is not None:
                     dispatcher.dispatch(self, cmd)
                 else:
@@ -155,16 +161,14 @@ class Connection(asyncio.Protocol):
             if self.busy_poll is not None:
                 self.busy_poll.touch()
 
-    def _lane(self, lane: Any, cmd: RemotingCommand) -> bytes | None:
-        """Try the dispatcher's fast lane; a failure inside it is answered like a processor bug."""
-        try:
-            return lane.handle(self.peer, cmd)
-        except Exception as exc:
-            log.exception("%s: fast lane failed for code %d from %s", self.name, cmd.code, self.remote_address)
-            if cmd.flag & RPC_ONEWAY:
-                return b""
-            return b"".join(encode_frame(prepare_reply(cmd, error_response(
-                ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"))))
+    def lane_failed(self, cmd: RemotingCommand, exc: Exception) -> bytes:
+        """The fast lane raised for ``cmd``: log it and answer like a processor bug (SYSTEM_ERROR)."""
+        log.error("%s: fast lane failed for code %d from %s", self.name, cmd.code, self.remote_address,
+                  exc_info=exc)
+        if cmd.flag & RPC_ONEWAY:
+            return b""
+        return b"".join(encode_frame(prepare_reply(cmd, error_response(
+            ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"))))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
