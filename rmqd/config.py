@@ -164,7 +164,7 @@ class BrokerConfig(_PropertiesConfig):
         "serverMaxFrameLength": 16 * 1024 * 1024,
         # rmqd: keep the loop polling this long after a request instead of sleeping (0 = off);
         # see rmqd.remoting.busy_poll
-        "busyPollMicros": 0,
+        "busyPollMicros": 300,
         "registerNameServerPeriod": 30000,
         # topics and groups
         "autoCreateTopicEnable": True,
@@ -244,7 +244,7 @@ class NamesrvConfig(_PropertiesConfig):
         "serverMaxFrameLength": 16 * 1024 * 1024,
         # rmqd: keep the loop polling this long after a request instead of sleeping (0 = off);
         # see rmqd.remoting.busy_poll
-        "busyPollMicros": 0,
+        "busyPollMicros": 300,
         "brokerExpiredMillis": 120000,
         "scanNotActiveBrokerInterval": 10000,
     }

@@ -7,11 +7,16 @@ Measures, each bounded in time:
   * sync send TPS and latency p50/p99/p99.9 for 1 KB messages at 1, 4 and 16 producer threads,
     from the official C++ client (rocketmq wheel, via ctypes) and from a native raw-protocol
     sender (scripts/loadgen.py: the C++ client 1.0.1 itself tops out near 3k sends/s here, so it
-    cannot show the server's capacity);
+    cannot show the server's capacity).  The native sender runs in three modes: closed-loop (the
+    headline: N synchronous senders on one connection, what the Java benchmark producer's N
+    threads put on the wire), shared (N real threads on one connection) and per-thread (N
+    threads, N connections);
   * consume TPS from the backlog those sends left (push consumer);
   * end-to-end latency send -> push consumer callback at a fixed moderate rate;
   * the load generator's own ceiling: the same producer against a null broker that answers
-    every send at once without storing anything (so the client side is shown not to be the limit).
+    every send at once without storing anything (so the client side is shown not to be the limit):
+    a native one for the native sender, a Python one (it also answers route lookups) for the
+    C++ client.
 
 Usage: python scripts/bench_e2e.py [--seconds 8] [--threads 1,4,16] [--runs 1] [--size 1024]
 """
@@ -238,6 +243,25 @@ uvloop.run(main())
 '''
 
 
+NATIVE_NULL_BROKER = r'''
+import socket, threading
+from rmqd.cython_ext.loadgen import serve_null_connection
+EXT = (b'{"msgId":"7F0000010000000000000000000000AA","queueId":"0","queueOffset":"0",'
+       b'"MSG_REGION":"DefaultRegion","TRACE_ON":"true"}')
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(256)
+print("listening on 127.0.0.1:%d" % srv.getsockname()[1], flush=True)
+while True:
+    conn, _ = srv.accept()
+    threading.Thread(target=serve_null_connection, args=(conn.detach(), EXT), daemon=True).start()
+'''
+
+NATIVE_MODES = (("native", "closed-loop"), ("native-shared", "shared"), ("native-per-thread", "per-thread"))
+LABELS = {"native": "native closed-loop", "native-shared": "native threads, 1 conn",
+          "native-per-thread": "native threads, N conns", "cpp": "C++ client 1.x"}
+
+
 def load(namesrv: str, topic: str, threads: int, seconds: float, size: int) -> dict:
     res = run_client_script(sys.executable, LOAD, env={"NAMESRV": namesrv, "ARGS": json.dumps(
         dict(topic=topic, threads=threads, seconds=seconds, size=size))}, timeout=seconds + 120)
@@ -247,9 +271,10 @@ def load(namesrv: str, topic: str, threads: int, seconds: float, size: int) -> d
     return events[0]
 
 
-def native_load(broker: str, topic: str, threads: int, seconds: float, size: int) -> dict:
+def native_load(broker: str, topic: str, threads: int, seconds: float, size: int, mode: str = "closed-loop") -> dict:
     out = subprocess.run([sys.executable, os.path.join(HERE, "loadgen.py"), "--broker", broker, "--topic", topic,
-                          "--threads", str(threads), "--seconds", str(seconds), "--size", str(size)],
+                          "--threads", str(threads), "--seconds", str(seconds), "--size", str(size),
+                          "--mode", mode],
                          capture_output=True, text=True, timeout=seconds + 60)
     if out.returncode != 0 or not out.stdout.strip():
         raise RuntimeError(f"loadgen failed: {out.stderr[-2000:]}")
@@ -273,13 +298,19 @@ def main() -> None:
     threads = [int(t) for t in args.threads.split(",")]
     print(machine_line())
 
-    # Load generator ceiling against a null broker (name server + broker in one tiny process).
+    # Load generator ceilings against null brokers (the C++ client also needs a name server).
+    ceilings: dict = {kind: {} for kind in LABELS}
     null = subprocess.Popen([sys.executable, "-c", NULL_BROKER], stdout=subprocess.PIPE, text=True)
     null_addr = ADDR.search(null.stdout.readline()).group(1)
-    ceilings = {"cpp": {}, "native": {}}
     for n in threads:
         ceilings["cpp"][n] = load(null_addr, "NullTopic", n, min(args.seconds, 5), args.size)
-        ceilings["native"][n] = native_load(null_addr, "NullTopic", n, min(args.seconds, 5), args.size)
+    null.kill()
+    null.wait()
+    null = subprocess.Popen([sys.executable, "-c", NATIVE_NULL_BROKER], stdout=subprocess.PIPE, text=True)
+    null_addr = ADDR.search(null.stdout.readline()).group(1)
+    for kind, mode in NATIVE_MODES:
+        for n in threads:
+            ceilings[kind][n] = native_load(null_addr, "NullTopic", n, min(args.seconds, 5), args.size, mode)
     null.kill()
     null.wait()
 
@@ -299,11 +330,13 @@ def main() -> None:
         idle_rss, idle_anon = rss_mb(proc.pid), rss_mb(proc.pid, "RssAnon")
         sampler = RssSampler(proc.pid)
         sampler.start()
-        results = {"cpp": {}, "native": {}}
+        results: dict = {kind: {} for kind in LABELS}
         for n in threads:
-            results["native"][n] = median_run(lambda: native_load(broker, "BenchTopic", n, args.seconds, args.size),
-                                              args.runs)
-            print(f"  native loadgen, {n} threads: {results['native'][n]['tps']:,.0f}/s", flush=True)
+            for kind, mode in NATIVE_MODES:
+                runs = args.runs if kind == "native" else 1
+                results[kind][n] = median_run(
+                    lambda: native_load(broker, "BenchTopic", n, args.seconds, args.size, mode), runs)
+                print(f"  {LABELS[kind]}, {n} threads: {results[kind][n]['tps']:,.0f}/s", flush=True)
             results["cpp"][n] = median_run(lambda: load(ns, "BenchTopic", n, args.seconds, args.size), args.runs)
             print(f"  C++ client, {n} threads: {results['cpp'][n]['tps']:,.0f}/s", flush=True)
         total_sent = sum(r["sent"] for kind in results.values() for r in kind.values())
@@ -325,14 +358,15 @@ def main() -> None:
     print(f"server memory idle: RSS {idle_rss:.1f} MB (own/anonymous {idle_anon:.1f} MB); peak under load: "
           f"RSS {peak_rss:.1f} MB (own/anonymous {peak_anon:.1f} MB; the rest is page cache of the mapped store files)")
     print(f"\nsync send, {args.size} B, {args.flush}, {args.seconds:.0f} s per point, median of {args.runs}")
-    print(f"{'load generator':<16} {'threads':>7} {'TPS':>10} {'avg ms':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9}"
+    print(f"{'load generator':<24} {'threads':>7} {'TPS':>10} {'avg ms':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9}"
           f" {'errors':>7} {'ceiling TPS':>12}")
-    for kind, label in (("native", "native loadgen"), ("cpp", "C++ client 1.x")):
+    for kind, label in LABELS.items():
         for n in threads:
             r, c = results[kind][n], ceilings[kind][n]
-            print(f"{label:<16} {n:>7} {r['tps']:>10,.0f} {r['avg_ms']:>8.3f} {r['p50']:>8.3f} {r['p99']:>8.3f}"
+            print(f"{label:<24} {n:>7} {r['tps']:>10,.0f} {r['avg_ms']:>8.3f} {r['p50']:>8.3f} {r['p99']:>8.3f}"
                   f" {r['p999']:>9.3f} {r['errors']:>7} {c['tps']:>12,.0f}")
-    print("(ceiling = the same load generator against a null broker that stores nothing)")
+    print(f"(median of {args.runs} runs for native closed-loop and the C++ client, 1 run for the other modes; "
+          "ceiling = the same load generator against a null broker that stores nothing)")
     if consume.get("tps"):
         print(f"\nconsume from backlog: {consume['received']:,} msgs at {consume['tps']:,.0f} msg/s")
     else:
