@@ -12,9 +12,11 @@ it buys latency.  The same trade as Linux's ``SO_BUSY_POLL``; ``busyPollMicros=0
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 _now = time.perf_counter
+_yield = os.sched_yield
 
 
 class BusyPoll:
@@ -39,6 +41,9 @@ class BusyPoll:
 
     def _spin(self) -> None:
         if _now() - self._last < self._budget:
+            # Polite spinning: a thread woken onto this CPU (often the client we just answered)
+            # runs at once instead of waiting for our time slice to end.
+            _yield()
             self._loop.call_soon(self._spin)
         else:
             self._spinning = False
