@@ -271,14 +271,24 @@ def load(namesrv: str, topic: str, threads: int, seconds: float, size: int) -> d
     return events[0]
 
 
+def cpu_ticks() -> list[int]:
+    with open("/proc/stat") as f:
+        return [int(v) for v in f.readline().split()[1:]]
+
+
 def native_load(broker: str, topic: str, threads: int, seconds: float, size: int, mode: str = "closed-loop") -> dict:
+    t0 = cpu_ticks()
     out = subprocess.run([sys.executable, os.path.join(HERE, "loadgen.py"), "--broker", broker, "--topic", topic,
                           "--threads", str(threads), "--seconds", str(seconds), "--size", str(size),
                           "--mode", mode],
                          capture_output=True, text=True, timeout=seconds + 60)
     if out.returncode != 0 or not out.stdout.strip():
         raise RuntimeError(f"loadgen failed: {out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    d = [b - a for a, b in zip(t0, cpu_ticks())]
+    # steal: CPU time the hypervisor gave to other guests while this point ran (noisy neighbours)
+    result["steal_pct"] = 100.0 * d[7] / max(1, sum(d)) if len(d) > 7 else 0.0
+    return result
 
 
 def median_run(fn, runs: int) -> dict:
@@ -359,14 +369,17 @@ def main() -> None:
           f"RSS {peak_rss:.1f} MB (own/anonymous {peak_anon:.1f} MB; the rest is page cache of the mapped store files)")
     print(f"\nsync send, {args.size} B, {args.flush}, {args.seconds:.0f} s per point, median of {args.runs}")
     print(f"{'load generator':<24} {'threads':>7} {'TPS':>10} {'avg ms':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9}"
-          f" {'errors':>7} {'ceiling TPS':>12}")
+          f" {'errors':>7} {'ceiling TPS':>12} {'gen µs/msg':>11} {'steal %':>8}")
     for kind, label in LABELS.items():
         for n in threads:
             r, c = results[kind][n], ceilings[kind][n]
+            gen, steal = r.get("gen_cpu_us_per_msg"), r.get("steal_pct")
             print(f"{label:<24} {n:>7} {r['tps']:>10,.0f} {r['avg_ms']:>8.3f} {r['p50']:>8.3f} {r['p99']:>8.3f}"
-                  f" {r['p999']:>9.3f} {r['errors']:>7} {c['tps']:>12,.0f}")
+                  f" {r['p999']:>9.3f} {r['errors']:>7} {c['tps']:>12,.0f} {('-' if gen is None else f'{gen:.1f}'):>11}"
+                  f" {('-' if steal is None else f'{steal:.1f}'):>8}")
     print(f"(median of {args.runs} runs for native closed-loop and the C++ client, 1 run for the other modes; "
-          "ceiling = the same load generator against a null broker that stores nothing)")
+          "ceiling = the same load generator against a null broker that stores nothing and sleeps between "
+          "requests; gen µs/msg = CPU the native generator itself spent per send)")
     if consume.get("tps"):
         print(f"\nconsume from backlog: {consume['received']:,} msgs at {consume['tps']:,.0f} msg/s")
     else:

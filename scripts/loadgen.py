@@ -76,6 +76,7 @@ def run(broker: str, topic: str, threads: int, seconds: float, size: int, mode: 
         extra = [threading.Thread(target=shared.reader)]
 
     ts = [threading.Thread(target=worker, args=(k,)) for k in range(len(results))]
+    cpu0 = time.process_time()
     for t in extra + ts:
         t.start()
     for t in ts:
@@ -85,6 +86,7 @@ def run(broker: str, topic: str, threads: int, seconds: float, size: int, mode: 
         s.close()
     for t in extra:
         t.join()
+    cpu = time.process_time() - cpu0
     sent = sum(r[0] for r in results)
     errors = sum(r[1] for r in results)
     elapsed = max(r[2] for r in results)
@@ -93,7 +95,8 @@ def run(broker: str, topic: str, threads: int, seconds: float, size: int, mode: 
     def pct(q: float) -> float | None:
         return lats[min(len(lats) - 1, int(q * len(lats)))] * 1000 if lats else None
 
-    return dict(op="load", mode=mode, threads=threads, warmup_sent=warm_sent, sent=sent, errors=errors, seconds=elapsed, tps=sent / elapsed,
+    return dict(op="load", mode=mode, threads=threads, warmup_sent=warm_sent, sent=sent, errors=errors,
+                gen_cpu_us_per_msg=cpu / max(1, sent) * 1e6, seconds=elapsed, tps=sent / elapsed,
                 avg_ms=(sum(lats) / len(lats) * 1000) if lats else None, p50=pct(0.5), p99=pct(0.99), p999=pct(0.999))
 
 
