@@ -234,9 +234,12 @@ class Dispatcher:
             pool.start()
         if any(p.max_wait_ms is not None for p in self.pools.values()):
             def clean() -> None:
+                busy = False
                 for pool in self.pools.values():
                     pool.expire_aged()
-                self._cleaner = loop.call_later(clean_interval, clean)
+                    busy = busy or pool.queue_size > 0
+                # All queues empty: look again in 10 intervals (still well inside any wait limit).
+                self._cleaner = loop.call_later(clean_interval if busy else clean_interval * 10, clean)
             self._cleaner = loop.call_later(clean_interval, clean)
 
     def shutdown(self) -> None:
