@@ -18,9 +18,10 @@ from libc.string cimport memcpy
 
 from rmqd.cython_ext.remoting_codec cimport RemotingCommand
 
+from rmqd.cython_ext.store_put cimport MessageToStore, PutEngine, PutMessageResult
+
 from rmqd.cython_ext.message_codec import java_string_hash
 from rmqd.cython_ext.remoting_codec import SERVER_VERSION, encode_frame
-from rmqd.cython_ext.store_put import MessageToStore
 
 cdef int SERVER_VERSION_C = SERVER_VERSION
 cdef int PERM_WRITE = 2
@@ -49,9 +50,25 @@ cdef inline object _prop(str s, str key):
 
 
 cdef str _strip_wait(str props):
-    """``props`` without WAIT (and without empty segments), as the full processor writes it."""
-    cdef list kept = []
-    cdef str part
+    """``props`` without WAIT and without empty segments, as the full processor writes it
+    (``"\x02".join(p for p in props.split("\x02") if p and not p.startswith("WAIT\x01"))``)."""
+    cdef Py_ssize_t i = -1, j, n = len(props)
+    cdef list kept
+    cdef str part, out
+    # Common shapes (Java: "...\x02WAIT\x01true\x02...\x02", C++: no trailing separator):
+    # exactly one WAIT segment and no empty segment but a trailing one.
+    if props.find("WAIT\x01") == props.rfind("WAIT\x01") and "\x02\x02" not in props \
+            and not props.startswith(PROP_SEP):
+        i = props.find("WAIT\x01")
+        if i > 0 and props[i - 1] != "\x02":
+            i = -1                                  # "xWAIT\x01" inside another segment
+    if i >= 0:
+        j = props.find(PROP_SEP, i)
+        out = props[:i] + props[j + 1:] if j >= 0 else props[:i]
+        if out.endswith(PROP_SEP):
+            out = out[:len(out) - 1]
+        return out
+    kept = []
     for part in props.split(PROP_SEP):
         if part and not part.startswith("WAIT\x01"):
             kept.append(part)
@@ -74,8 +91,53 @@ cdef inline bint _json_plain(str s):
     return True
 
 
-cdef extern from "<stdio.h>" nogil:
-    int snprintf(char* buf, size_t n, const char* fmt, ...)
+# Pieces of the JSON response header (fixed key order: the codec's, i.e. orjson's of our dict).
+cdef bytes J_HEAD = b'{"code":0,"extFields":{"msgId":"'
+cdef bytes J_QID = b'","queueId":"'
+cdef bytes J_QOFF = b'","queueOffset":"'
+cdef bytes J_REGION = b'","MSG_REGION":"'
+cdef bytes J_TRACE_T = b'","TRACE_ON":"true"},"flag":1,"language":"JAVA","opaque":'
+cdef bytes J_TRACE_F = b'","TRACE_ON":"false"},"flag":1,"language":"JAVA","opaque":'
+cdef bytes J_TAIL = b',"serializeTypeCurrentRPC":"JSON","version":'
+
+
+cdef inline char* _cat(char* p, const char* s, Py_ssize_t n) noexcept nogil:
+    memcpy(p, s, n)
+    return p + n
+
+
+cdef inline char* _dec(char* p, long long v) noexcept nogil:
+    """Decimal digits of ``v`` at ``p``; returns the end."""
+    cdef char tmp[24]
+    cdef int k = 0
+    cdef unsigned long long u
+    if v < 0:
+        p[0] = 45
+        p += 1
+        u = <unsigned long long>(-(v + 1)) + 1
+    else:
+        u = <unsigned long long>v
+    while True:
+        tmp[k] = <char>(48 + u % 10)
+        k += 1
+        u //= 10
+        if u == 0:
+            break
+    while k > 0:
+        k -= 1
+        p[0] = tmp[k]
+        p += 1
+    return p
+
+
+cdef inline char* _hex16(char* p, long long v) noexcept nogil:
+    """``v`` as 16 upper-case hex digits (Java's %016X of a long)."""
+    cdef unsigned long long u = <unsigned long long>v
+    cdef int k
+    for k in range(15, -1, -1):
+        p[k] = b"0123456789ABCDEF"[u & 0xF]
+        u >>= 4
+    return p + 16
 
 
 cdef bytes _ok_frame(bytes prefix, long long phys, int queue_id, long long queue_offset, bytes region,
@@ -83,18 +145,59 @@ cdef bytes _ok_frame(bytes prefix, long long phys, int queue_id, long long queue
     """The whole SEND response frame with a JSON header, byte for byte what the codec writes.
     ``prefix`` and ``region`` are short (the caller checks), so it is built on the stack."""
     cdef char buf[640]
-    cdef int hlen = snprintf(
-        buf + 8, sizeof(buf) - 8,
-        '{"code":0,"extFields":{"msgId":"%s%016llX","queueId":"%d","queueOffset":"%lld",'
-        '"MSG_REGION":"%s","TRACE_ON":"%s"},"flag":1,"language":"JAVA","opaque":%d,'
-        '"serializeTypeCurrentRPC":"JSON","version":%d}',
-        <const char*>prefix, phys, queue_id, queue_offset, <const char*>region,
-        <const char*>(b"true" if trace_on else b"false"), opaque, SERVER_VERSION_C)
-    if hlen < 0 or hlen >= <int>sizeof(buf) - 8:
-        raise ValueError("response header does not fit")
+    cdef char* p = buf + 8
+    p = _cat(p, <const char*>J_HEAD, len(J_HEAD))
+    p = _cat(p, <const char*>prefix, len(prefix))
+    p = _hex16(p, phys)
+    p = _cat(p, <const char*>J_QID, len(J_QID))
+    p = _dec(p, queue_id)
+    p = _cat(p, <const char*>J_QOFF, len(J_QOFF))
+    p = _dec(p, queue_offset)
+    p = _cat(p, <const char*>J_REGION, len(J_REGION))
+    p = _cat(p, <const char*>region, len(region))
+    if trace_on:
+        p = _cat(p, <const char*>J_TRACE_T, len(J_TRACE_T))
+    else:
+        p = _cat(p, <const char*>J_TRACE_F, len(J_TRACE_F))
+    p = _dec(p, opaque)
+    p = _cat(p, <const char*>J_TAIL, len(J_TAIL))
+    p = _dec(p, SERVER_VERSION_C)
+    p = _cat(p, b'}', 1)
+    cdef int hlen = <int>(p - buf - 8)
     _put32(<uint8_t*>buf, <uint32_t>(4 + hlen))
     _put32(<uint8_t*>buf + 4, <uint32_t>hlen)     # serialize type JSON (0) in the high byte
     return PyBytes_FromStringAndSize(buf, 8 + hlen)
+
+
+cdef inline int _int32(object v) except? -1:
+    """``_int`` limited to a Java int (OverflowError otherwise, as assigning ``int()`` did)."""
+    cdef long long r = _int(v)
+    if r < -2147483648 or r > 2147483647:
+        raise OverflowError("value out of int range")
+    return <int>r
+
+
+cdef long long _int(object v) except? -1:
+    """Java-style integer field: plain [-]digits are read in C, anything else as ``int()`` does
+    (which raises for what the full processor would reject too)."""
+    cdef Py_ssize_t i, n, start = 0
+    cdef long long r = 0
+    cdef long d
+    if type(v) is str:
+        n = len(<str>v)
+        if n > 0 and (<str>v)[0] == u"-":
+            start = 1
+        if 0 < n - start <= 18:
+            i = start
+            while i < n:
+                d = <long>(<Py_UCS4>(<str>v)[i]) - 48
+                if d < 0 or d > 9:
+                    break
+                r = r * 10 + d
+                i += 1
+            if i == n:
+                return -r if start else r
+    return int(v)
 
 
 cdef inline bint _truthy(object v):
@@ -205,20 +308,20 @@ cdef class SendLane:
             return None
         try:
             if code == 310:
-                queue_id = int((<dict>ext)["e"])
-                sys_flag = int((<dict>ext)["f"])
-                born_ts = int((<dict>ext)["g"])
-                flag = int((<dict>ext)["h"])
+                queue_id = _int32((<dict>ext)["e"])
+                sys_flag = _int32((<dict>ext)["f"])
+                born_ts = _int((<dict>ext)["g"])
+                flag = _int32((<dict>ext)["h"])
                 v = (<dict>ext).get("j")
-                reconsume = int(v) if v else 0
+                reconsume = _int32(v) if v else 0
                 v = (<dict>ext).get("i")
             else:
-                queue_id = int((<dict>ext)["queueId"])
-                sys_flag = int((<dict>ext)["sysFlag"])
-                born_ts = int((<dict>ext)["bornTimestamp"])
-                flag = int((<dict>ext)["flag"])
+                queue_id = _int32((<dict>ext)["queueId"])
+                sys_flag = _int32((<dict>ext)["sysFlag"])
+                born_ts = _int((<dict>ext)["bornTimestamp"])
+                flag = _int32((<dict>ext)["flag"])
                 v = (<dict>ext).get("reconsumeTimes")
-                reconsume = int(v) if v else 0
+                reconsume = _int32(v) if v else 0
                 v = (<dict>ext).get("properties")
         except (KeyError, ValueError, TypeError, OverflowError):
             return None                      # the full processor words the error
@@ -254,9 +357,27 @@ cdef class SendLane:
             tags_code = 0
             keys = uniq = None
             stored = self.cluster_property
-        msg = MessageToStore(topic, queue_id, body if body is not None else b"", stored, flag, sys_flag,
-                             born_ts, peer, self.store_host, reconsume, 0, tags_code, keys, uniq)
-        result = self.engine.put_message(msg)
+        cdef MessageToStore msg = MessageToStore.__new__(MessageToStore)
+        msg.topic = topic
+        msg.queue_id = queue_id
+        msg.body = body if body is not None else b""
+        msg.properties = stored
+        msg.flag = flag
+        msg.sys_flag = sys_flag
+        msg.born_timestamp = born_ts
+        msg.born_host = peer
+        msg.store_host = self.store_host
+        msg.reconsume_times = reconsume
+        msg.prepared_transaction_offset = 0
+        msg.tags_code = tags_code
+        msg.keys = keys
+        msg.uniq_key = uniq
+        engine = self.engine
+        cdef PutMessageResult result
+        if type(engine) is PutEngine:
+            result = <PutMessageResult?>(<PutEngine>engine)._put([msg])
+        else:
+            result = <PutMessageResult?>engine.put_message(msg)
         if result.status is not self.ok_status:
             return None                      # nothing stored; the full processor retries and answers
         self.served += 1
@@ -265,8 +386,9 @@ cdef class SendLane:
         region = config.regionId
         if region is not self.region:
             self.region = region
-            self.region_json = ((<str>region).encode("utf-8")
-                                if _json_plain(region) and len(<str>region) <= 128 else None)
+            self.region_json = (<str>region).encode("utf-8") if _json_plain(region) else None
+            if self.region_json is not None and len(self.region_json) > 128:
+                self.region_json = None             # too long for the stack frame: codec path
         if cmd.serialize_type == 0 and self.region_json is not None and len(self._prefix_b) <= 64:
             return _ok_frame(self._prefix_b, result.wrote_offsets[0], queue_id, result.queue_offset,
                              self.region_json, config.traceOn, cmd.opaque)

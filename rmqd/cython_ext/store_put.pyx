@@ -118,9 +118,6 @@ cdef inline unsigned int index_key_hash(unsigned int h) noexcept nogil:
 # ---------------------------------------------------------------------------------- MapPtr
 cdef class MapPtr:
     """One writable buffer export of a mapping and its raw address (NULL once released)."""
-    cdef Py_buffer buf
-    cdef unsigned char* p
-    cdef Py_ssize_t size
 
     def __cinit__(self, obj):
         PyObject_GetBuffer(obj, &self.buf, PyBUF_WRITABLE)
@@ -189,20 +186,6 @@ def index_put_key(MapPtr ptr, long long slots, long long max_index, unsigned int
 # ---------------------------------------------------------------------------------- MessageToStore
 cdef class MessageToStore:
     """A message handed to ``MessageStore.put_message(s)`` (fields are read by the engine in C)."""
-    cdef public object topic
-    cdef public int queue_id
-    cdef public object body
-    cdef public object properties
-    cdef public int flag
-    cdef public int sys_flag
-    cdef public long long born_timestamp
-    cdef public object born_host
-    cdef public object store_host
-    cdef public int reconsume_times
-    cdef public long long prepared_transaction_offset
-    cdef public long long tags_code
-    cdef public object keys
-    cdef public object uniq_key
 
     def __init__(self, topic, int queue_id, body, properties="", int flag=0, int sys_flag=0,
                  long long born_timestamp=0, born_host=("127.0.0.1", 0),
@@ -259,17 +242,6 @@ cdef class MessageToStore:
 # ---------------------------------------------------------------------------------- value types
 cdef class DispatchRequest:
     """One appended message, as handed to dispatch listeners."""
-    cdef public object topic
-    cdef public int queue_id
-    cdef public long long commitlog_offset
-    cdef public int size
-    cdef public long long tags_code
-    cdef public long long store_timestamp
-    cdef public long long queue_offset
-    cdef public object keys
-    cdef public object uniq_key
-    cdef public int sys_flag
-    cdef public object properties
 
     def __init__(self, topic, int queue_id, long long commitlog_offset, int size, long long tags_code,
                  long long store_timestamp, long long queue_offset, keys, uniq_key, int sys_flag,
@@ -296,14 +268,6 @@ cdef class DispatchRequest:
 
 cdef class PutMessageResult:
     """Outcome of a put (``ok``: stored, possibly not yet flushed)."""
-    cdef public object status
-    cdef public list wrote_offsets
-    cdef public long long queue_offset
-    cdef public int msg_count
-    cdef public long long store_timestamp
-    cdef public long long wrote_bytes
-    cdef public str remark
-    cdef readonly long long end_offset      # commit-log offset just past the last record
 
     def __init__(self, status, wrote_offsets=None, long long queue_offset=0, int msg_count=0,
                  long long store_timestamp=0, long long wrote_bytes=0, str remark=""):
@@ -352,18 +316,10 @@ cdef PutMessageResult make_result(status, list offsets, long long qoff, int n, l
 # ---------------------------------------------------------------------------------- engine
 cdef class TopicPutCounter:
     """Messages and bytes stored for one topic since start (read by the broker's stats)."""
-    cdef public long long nums
-    cdef public long long size
 
 
 cdef class QueueState:
     """Write cursor of one consume queue (its last mapped file)."""
-    cdef public object cq
-    cdef public long long next_qoff
-    cdef long long max_phys        # phys + size of the last entry written by the engine
-    cdef object mf
-    cdef MapPtr ptr
-    cdef long long file_from, file_size, wrote_pos
 
     cdef void refresh(self):
         mf = self.cq.mfq.last()
@@ -377,27 +333,6 @@ cdef class QueueState:
         self.wrote_pos = mf.wrote_pos
 
 
-cdef struct Prep:
-    const unsigned char* topic_p
-    Py_ssize_t topic_len
-    const unsigned char* body_p
-    Py_ssize_t body_len
-    const unsigned char* props_p
-    Py_ssize_t props_len
-    const unsigned char* born_p
-    Py_ssize_t born_len
-    const unsigned char* store_p
-    Py_ssize_t store_len
-    int sys_flag
-    int total
-    int queue_id
-    int flag
-    int reconsume
-    long long born_ts
-    long long prepared
-    long long tags
-    bint has_buf
-    Py_buffer buf
 
 
 cdef inline bint _entry_wants(tuple entry, topic, int queue_id):
@@ -411,23 +346,6 @@ cdef inline bint _entry_wants(tuple entry, topic, int queue_id):
 
 cdef class PutEngine:
     """Appends messages for a MessageStore (see module docstring)."""
-    cdef object store, config, commitlog, index, lock, tags_code_fn, pack_host_fn, fail_fn
-    cdef public object clock          # None = wall clock read in C; else a callable returning ms
-    cdef public list listeners
-    cdef public dict states
-    cdef public dict topic_counters   # topic -> TopicPutCounter (never reset but by drop_topic)
-    cdef dict host_cache
-    cdef public bint running, disk_full
-    cdef public long long last_store_ts
-    cdef public long long put_times_total, put_size_total
-    cdef public double put_latency_max_ms
-    cdef long long max_message_size, max_record_size
-    cdef object cl_mf
-    cdef MapPtr cl_ptr
-    cdef long long cl_from, cl_size, cl_pos
-    cdef object ix_file
-    cdef MapPtr ix_ptr
-    cdef long long ix_slots, ix_max
 
     def __init__(self, store, commitlog, index, lock, clock, tags_code_fn, pack_host_fn, fail_fn,
                  list listeners, long long max_message_size, long long max_record_size):

@@ -38,7 +38,13 @@ def send_both_ways(broker, client, topic: str, **kw):
     return via_lane, via_processor
 
 
-@pytest.mark.parametrize("props", ["", JAVA_PROPS, CPP_PROPS, "WAIT\x01true", "WAIT\x01false\x02TAGS\x01x"])
+PROPERTY_SHAPES = ["", JAVA_PROPS, CPP_PROPS, "WAIT\x01true", "WAIT\x01false\x02TAGS\x01x",
+                   "WAIT\x01true\x02", "TAGS\x01x\x02WAIT\x01true", "\x02WAIT\x01true\x02TAGS\x01x",
+                   "a\x01b\x02\x02WAIT\x01true", "xWAIT\x01true\x02a\x01b", "WAIT\x01true\x02WAIT\x01true",
+                   "a\x01b\x02WAIT\x01true\x02\x02", "k\x01v\x02WAIT\x01true\x02TAGS\x01t\x02UNIQ_KEY\x01u\x02"]
+
+
+@pytest.mark.parametrize("props", PROPERTY_SHAPES)
 @pytest.mark.parametrize("code", [310, 10])
 def test_lane_matches_processor(broker, client, props, code):
     send_v2(client, "LaneTopic")          # first send validates the topic (full processor)
@@ -74,17 +80,17 @@ def test_lane_response_bytes_are_the_codecs(broker, client):
     """The lane's hand-built JSON header is what the codec writes for the same response."""
     send_v2(client, "LaneBytes")
     lane = lane_of(broker)
-    for serialize_type in (0, ROCKETMQ):
+    for serialize_type, opaque in ((0, 77), (ROCKETMQ, 78), (0, 0), (0, -5), (0, 2147483647)):
         req = new_request(310, {"a": "PG", "b": "LaneBytes", "c": "TBW102", "d": "4", "e": "2", "f": "0",
                                 "g": "1700000000000", "h": "0", "i": JAVA_PROPS}, b"x")
-        req.opaque = 77
+        req.opaque = opaque
         req.serialize_type = serialize_type
         (cmd,) = FrameReader().feed(encode_frame_bytes(req))
         frame = lane.handle(("127.0.0.1", 40000), cmd)
         (resp,) = FrameReader().feed(frame)
         expected = encode_frame_bytes(prepare_reply(cmd, new_response(0, None, resp.ext_fields)))
         assert frame == expected
-        assert resp.opaque == 77 and resp.serialize_type == serialize_type
+        assert resp.opaque == opaque and resp.serialize_type == serialize_type
 
 
 def test_lane_follows_region_and_trace_changes(broker, client):
@@ -94,6 +100,9 @@ def test_lane_follows_region_and_trace_changes(broker, client):
     a, b = send_both_ways(broker, client, "LaneCfg")
     assert a.ext_fields["MSG_REGION"] == b.ext_fields["MSG_REGION"] == 'Reg"ion'
     assert a.ext_fields["TRACE_ON"] == b.ext_fields["TRACE_ON"] == "false"
+    broker.config.regionId = "R" * 300           # longer than the lane's stack-built frame takes
+    a, b = send_both_ways(broker, client, "LaneCfg")
+    assert a.ext_fields["MSG_REGION"] == b.ext_fields["MSG_REGION"] == "R" * 300
 
 
 DECLINED = [
