@@ -148,6 +148,19 @@ cdef long _json_int(const uint8_t* h, Py_ssize_t n, const char* key, Py_ssize_t 
     return -v if neg else v
 
 
+cdef inline int _next_frame(const uint8_t* p, Py_ssize_t avail, Py_ssize_t cap, uint32_t* length,
+                            uint32_t* hlen) noexcept nogil:
+    """Header of the frame at ``p`` (``avail`` bytes buffered, ``cap`` the buffer size):
+    1 = complete (``length``/``hlen`` set), 0 = needs more bytes, -1 = malformed or too large."""
+    length[0] = (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+    hlen[0] = (<uint32_t>p[5] << 16) | (<uint32_t>p[6] << 8) | p[7]
+    if length[0] < 4 or length[0] + 4 > <uint32_t>cap or hlen[0] > length[0] - 4:
+        return -1
+    if avail < <Py_ssize_t>length[0] + 4:
+        return 0
+    return 1
+
+
 cdef class SharedConnectionSenders:
     """N synchronous sender threads multiplexed over one connection, each with its own opaque.
 
@@ -232,6 +245,7 @@ cdef class SharedConnectionSenders:
         cdef ssize_t k
         cdef long opaque, code
         cdef bint has_opaque, has_code
+        cdef int st
         if buf == NULL:
             raise MemoryError()
         with nogil:
@@ -243,15 +257,10 @@ cdef class SharedConnectionSenders:
                 pos = 0
                 while have - pos >= 8:
                     p = buf + pos
-                    length = (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-                    if length < 4 or length + 4 > <uint32_t>cap:
+                    st = _next_frame(p, have - pos, cap, &length, &hlen)
+                    if st < 0:
                         have = -1
-                        break
-                    if have - pos < <Py_ssize_t>length + 4:
-                        break
-                    hlen = (<uint32_t>p[5] << 16) | (<uint32_t>p[6] << 8) | p[7]
-                    if hlen > length - 4:
-                        have = -1
+                    if st <= 0:
                         break
                     opaque = _json_int(p + 8, hlen, b'"opaque":', 9, &has_opaque)
                     code = _json_int(p + 8, hlen, b'"code":', 7, &has_code)
@@ -298,6 +307,7 @@ def run_closed_loop(int fd, list requests, double seconds, double[::1] latencies
     cdef ssize_t got
     cdef long opaque, code
     cdef bint has_opaque, has_code, failed = False
+    cdef int st
     cdef double start, deadline, now
     for k in range(n):
         out_cap += len(<bytes>requests[k])
@@ -330,12 +340,10 @@ def run_closed_loop(int fd, list requests, double seconds, double[::1] latencies
             out_len = 0
             while have - pos >= 8:
                 p = inb + pos
-                length = (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-                hlen = (<uint32_t>p[5] << 16) | (<uint32_t>p[6] << 8) | p[7]
-                if length < 4 or length + 4 > <uint32_t>in_cap or hlen > length - 4:
+                st = _next_frame(p, have - pos, in_cap, &length, &hlen)
+                if st < 0:
                     failed = True
-                    break
-                if have - pos < <Py_ssize_t>length + 4:
+                if st <= 0:
                     break
                 opaque = _json_int(p + 8, hlen, b'"opaque":', 9, &has_opaque)
                 code = _json_int(p + 8, hlen, b'"code":', 7, &has_code)
@@ -389,7 +397,7 @@ def serve_null_connection(int fd, bytes ext_json):
     cdef ssize_t got
     cdef long opaque
     cdef bint has_opaque
-    cdef int n
+    cdef int n, st
     if inb == NULL or outb == NULL:
         free(inb); free(outb)
         raise MemoryError()
@@ -403,12 +411,10 @@ def serve_null_connection(int fd, bytes ext_json):
             out_len = 0
             while have - pos >= 8:
                 p = inb + pos
-                length = (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-                hlen = (<uint32_t>p[5] << 16) | (<uint32_t>p[6] << 8) | p[7]
-                if length < 4 or length + 4 > <uint32_t>in_cap or hlen > length - 4:
+                st = _next_frame(p, have - pos, in_cap, &length, &hlen)
+                if st < 0:
                     have = -1
-                    break
-                if have - pos < <Py_ssize_t>length + 4:
+                if st <= 0:
                     break
                 opaque = _json_int(p + 8, hlen, b'"opaque":', 9, &has_opaque)
                 pos += length + 4

@@ -217,11 +217,9 @@ def decode_properties(str s) -> dict:
     return out
 
 
-def find_property(str s, str name):
-    """Value of property ``name`` in encoded string ``s`` or None, without building a dict."""
-    cdef dict d
+cdef object property_by_key(str s, str key):
+    """Value of the property whose encoded prefix is ``key`` (``NAME\\x01``) in ``s``, or None."""
     cdef Py_ssize_t start = 0, i, j, n = len(s)
-    cdef str key = name + '\x01'
     while True:
         i = s.find(key, start)
         if i < 0:
@@ -233,3 +231,8 @@ def find_property(str s, str name):
             v = s[i + len(key):j]
             return v if v else None
         start = i + 1
+
+
+def find_property(str s, str name):
+    """Value of property ``name`` in encoded string ``s`` or None, without building a dict."""
+    return property_by_key(s, name + '\x01')

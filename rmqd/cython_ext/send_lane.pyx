@@ -18,6 +18,7 @@ from libc.string cimport memcpy
 
 from rmqd.cython_ext.remoting_codec cimport RemotingCommand
 
+from rmqd.cython_ext.message_codec cimport property_by_key
 from rmqd.cython_ext.store_put cimport MessageToStore, PutEngine, PutMessageResult
 
 from rmqd.cython_ext.message_codec import java_string_hash
@@ -31,22 +32,6 @@ cdef int RPC_ONEWAY = 2
 cdef str RETRY_PREFIX = "%RETRY%"
 cdef str PROP_SEP = "\x02"
 cdef str NV_SEP = "\x01"
-
-
-cdef inline object _prop(str s, str key):
-    """Value of the property whose encoded prefix is ``key`` (``NAME\\x01``) or None."""
-    cdef Py_ssize_t start = 0, i, j
-    while True:
-        i = s.find(key, start)
-        if i < 0:
-            return None
-        if i == 0 or s[i - 1] == "\x02":
-            j = s.find("\x02", i)
-            if j < 0:
-                j = len(s)
-            v = s[i + len(key):j]
-            return v if v else None
-        start = i + 1
 
 
 cdef str _strip_wait(str props):
@@ -341,10 +326,10 @@ cdef class SendLane:
             if marker in props:
                 return None
         if props:
-            v = _prop(props, "TAGS\x01")
+            v = property_by_key(props, "TAGS\x01")
             tags_code = java_string_hash(v) if v is not None else 0
-            keys = _prop(props, "KEYS\x01")
-            uniq = _prop(props, "UNIQ_KEY\x01")
+            keys = property_by_key(props, "KEYS\x01")
+            uniq = property_by_key(props, "UNIQ_KEY\x01")
             if "WAIT\x01true" in props:
                 props = _strip_wait(props)
             if not props:
