@@ -24,6 +24,22 @@ from rmqd.cython_ext.store_put cimport MessageToStore, PutEngine, PutMessageResu
 from rmqd.cython_ext.message_codec import java_string_hash
 from rmqd.cython_ext.remoting_codec import SERVER_VERSION, encode_frame
 
+# Send header field names: SEND_MESSAGE (10) full names, SEND_MESSAGE_V2 (310) compact ones.
+# The first F_REQUIRED are mandatory (present, not parsed by the lane).
+cdef tuple V1_FIELDS = ("producerGroup", "defaultTopic", "defaultTopicQueueNums", "topic", "queueId",
+                        "sysFlag", "bornTimestamp", "flag", "reconsumeTimes", "properties", "batch")
+cdef tuple V2_FIELDS = ("a", "c", "d", "b", "e", "f", "g", "h", "j", "i", "m")
+cdef enum:
+    F_REQUIRED = 3
+    F_TOPIC = 3
+    F_QUEUE_ID = 4
+    F_SYS_FLAG = 5
+    F_BORN_TS = 6
+    F_FLAG = 7
+    F_RECONSUME = 8
+    F_PROPERTIES = 9
+    F_BATCH = 10
+
 cdef int SERVER_VERSION_C = SERVER_VERSION
 cdef int PERM_WRITE = 2
 cdef int MULTI_TAGS_FLAG = 0x2
@@ -259,26 +275,24 @@ cdef class SendLane:
         cdef object ext = cmd.ext_fields
         cdef str topic, props, stored, tags, marker
         cdef object v, tc, body
+        cdef tuple names
         cdef int queue_id, sys_flag, flag, reconsume, id_valid
         cdef long long born_ts
         cdef Py_ssize_t body_len
         if not self.enabled or type(ext) is not dict:
             return None
         if code == 310:
-            v = (<dict>ext).get("b")
-            if v is None or _truthy((<dict>ext).get("m")):
-                return None
-            if "a" not in <dict>ext or "c" not in <dict>ext or "d" not in <dict>ext:
-                return None
+            names = V2_FIELDS
         elif code == 10:
-            v = (<dict>ext).get("topic")
-            if v is None or _truthy((<dict>ext).get("batch")):
-                return None
-            if ("producerGroup" not in <dict>ext or "defaultTopic" not in <dict>ext
-                    or "defaultTopicQueueNums" not in <dict>ext):
-                return None
+            names = V1_FIELDS
         else:
             return None
+        v = (<dict>ext).get(names[F_TOPIC])
+        if v is None or _truthy((<dict>ext).get(names[F_BATCH])):
+            return None
+        for name in names[:F_REQUIRED]:           # the full processor words a missing field
+            if name not in <dict>ext:
+                return None
         topic = <str?>v
         if topic not in self.valid_topics or topic.startswith(RETRY_PREFIX):
             return None
@@ -292,22 +306,13 @@ cdef class SendLane:
         if body_len > self.max_body:
             return None
         try:
-            if code == 310:
-                queue_id = _int32((<dict>ext)["e"])
-                sys_flag = _int32((<dict>ext)["f"])
-                born_ts = _int((<dict>ext)["g"])
-                flag = _int32((<dict>ext)["h"])
-                v = (<dict>ext).get("j")
-                reconsume = _int32(v) if v else 0
-                v = (<dict>ext).get("i")
-            else:
-                queue_id = _int32((<dict>ext)["queueId"])
-                sys_flag = _int32((<dict>ext)["sysFlag"])
-                born_ts = _int((<dict>ext)["bornTimestamp"])
-                flag = _int32((<dict>ext)["flag"])
-                v = (<dict>ext).get("reconsumeTimes")
-                reconsume = _int32(v) if v else 0
-                v = (<dict>ext).get("properties")
+            queue_id = _int32((<dict>ext)[names[F_QUEUE_ID]])
+            sys_flag = _int32((<dict>ext)[names[F_SYS_FLAG]])
+            born_ts = _int((<dict>ext)[names[F_BORN_TS]])
+            flag = _int32((<dict>ext)[names[F_FLAG]])
+            v = (<dict>ext).get(names[F_RECONSUME])
+            reconsume = _int32(v) if v else 0
+            v = (<dict>ext).get(names[F_PROPERTIES])
         except (KeyError, ValueError, TypeError, OverflowError):
             return None                      # the full processor words the error
         id_valid = max(<int>tc.write_queue_nums, <int>tc.read_queue_nums)

@@ -129,35 +129,24 @@ class Connection(asyncio.Protocol):
             return
         dispatcher = self.dispatcher
         lane = dispatcher.lane if dispatcher is not None else None
-        if lane is not None:
-            # The fast lane walks the commands in C; what it does not serve it dispatches.
-            self._corked = corked = []
-            try:
-                lane.serve_all(self, commands, corked)
-            finally:
-                self._corked = None
-                if corked:
-                    self._write_buffers(corked)
-                if self.busy_poll is not None:
-                    self.busy_poll.touch()
-            return
-        if len(commands) > 1:
-            self._corked = []
+        self._corked = corked = []
         try:
-            for cmd in commands:
-                if cmd.flag & 1:
-                    self._complete(cmd)
-                elif dispatcher is not None:
-                    dispatcher.dispatch(self, cmd)
-                else:
-                    log.warning("%s: %s sent request code %d to a client-only connection; ignored",
-                                self.name, self.remote_address, cmd.code)
+            if lane is not None:
+                # The fast lane walks the commands in C; what it does not serve it dispatches.
+                lane.serve_all(self, commands, corked)
+            else:
+                for cmd in commands:
+                    if cmd.flag & 1:
+                        self._complete(cmd)
+                    elif dispatcher is not None:
+                        dispatcher.dispatch(self, cmd)
+                    else:
+                        log.warning("%s: %s sent request code %d to a client-only connection; ignored",
+                                    self.name, self.remote_address, cmd.code)
         finally:
-            corked = self._corked
-            if corked is not None:
-                self._corked = None
-                if corked:
-                    self._write_buffers(corked)
+            self._corked = None
+            if corked:
+                self._write_buffers(corked)
             if self.busy_poll is not None:
                 self.busy_poll.touch()
 
