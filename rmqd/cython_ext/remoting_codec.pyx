@@ -89,10 +89,6 @@ cdef Py_ssize_t _body_len(object body) except -1:
     return len(body)
 
 
-cdef inline uint32_t _be32(const uint8_t* p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
-
-
 cdef inline int _be16(const uint8_t* p) noexcept nogil:
     return <int16_t>((p[0] << 8) | p[1])
 
@@ -184,15 +180,15 @@ cdef RemotingCommand _decode_rocketmq_header(const uint8_t* p, Py_ssize_t n):
     lang = p[2]
     cmd.language = LANGUAGE_NAMES[lang] if lang < len(LANGUAGE_NAMES) else "OTHER"
     cmd.version = _be16(p + 3)
-    cmd.opaque = <int32_t>_be32(p + 5)
-    cmd.flag = <int32_t>_be32(p + 9)
-    remark_len = <int32_t>_be32(p + 13)
+    cmd.opaque = <int32_t>be32(p + 5)
+    cmd.flag = <int32_t>be32(p + 9)
+    remark_len = <int32_t>be32(p + 13)
     pos = 17
     if remark_len < 0 or remark_len > n - pos - 4:
         raise FrameError("ROCKETMQ remark length %d out of range" % remark_len)
     cmd.remark = (p + pos)[:remark_len].decode("utf-8", "replace") if remark_len > 0 else None
     pos += remark_len
-    ext_len = <int32_t>_be32(p + pos)
+    ext_len = <int32_t>be32(p + pos)
     pos += 4
     if ext_len < 0 or ext_len > n - pos:
         raise FrameError("ROCKETMQ extFields length %d out of range" % ext_len)
@@ -208,7 +204,7 @@ cdef RemotingCommand _decode_rocketmq_header(const uint8_t* p, Py_ssize_t n):
                 raise FrameError("ext key overruns header")
             key = (p + pos)[:klen].decode("utf-8", "replace")
             pos += klen
-            vlen = <int32_t>_be32(p + pos)
+            vlen = <int32_t>be32(p + pos)
             pos += 4
             if vlen < 0 or vlen > end - pos:
                 raise FrameError("ext value overruns header")
@@ -251,69 +247,79 @@ cdef class FrameReader:
         return self._buffered
 
     def feed(self, data):
+        """Decode every complete frame of ``data`` (and of what earlier calls buffered)."""
+        return self._decode_all(self._take(data))
+
+    cdef bytes _take(self, object data):
+        """Add ``data`` and return the complete frames as one bytes object (b"" if none yet),
+        keeping any partial frame for the next call.  Every returned frame's length, header
+        length and serialize type are checked (FrameError otherwise)."""
         if type(data) is not bytes:
             data = bytes(data)
-        if not self._chunks:
-            return self._parse(data)
-        self._chunks.append(data)
-        self._buffered += len(<bytes>data)
-        if self._buffered < self._need:
-            return []
-        buf = b"".join(self._chunks)
-        self._chunks = []
-        self._buffered = 0
-        return self._parse(buf)
-
-    cdef list _parse(self, object buf):
+        if self._chunks:
+            self._chunks.append(data)
+            self._buffered += len(<bytes>data)
+            if self._buffered < self._need:
+                return b""
+            data = b"".join(self._chunks)
+            self._chunks = []
+            self._buffered = 0
+        cdef bytes buf = <bytes>data
         cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(buf)
-        cdef Py_ssize_t n = len(<bytes>buf)
-        cdef Py_ssize_t pos = 0, hstart, bstart, end
+        cdef Py_ssize_t n = len(buf)
+        cdef Py_ssize_t pos = 0
         cdef int32_t length
         cdef uint32_t word
         cdef int stype
-        cdef Py_ssize_t hlen
-        cdef list out = []
-        cdef RemotingCommand cmd
-        mv = None
         while n - pos >= 4:
-            length = <int32_t>_be32(p + pos)
+            length = <int32_t>be32(p + pos)
             if length < 4:
                 raise FrameError("frame length %d < 4" % length)
             if length > self.max_frame_length:
                 raise FrameError("frame length %d over max %d" % (length, self.max_frame_length))
             if n - pos - 4 < length:
                 break
-            word = _be32(p + pos + 4)
+            word = be32(p + pos + 4)
             stype = (word >> 24) & 0xFF
-            hlen = word & 0xFFFFFF
-            if hlen > length - 4:
-                raise FrameError("header length %d larger than frame %d" % (hlen, length))
-            hstart = pos + 8
-            bstart = hstart + hlen
-            end = pos + 4 + length
-            if mv is None:
-                mv = memoryview(buf)
-            if stype == JSON:
-                cmd = _decode_json_header(mv[hstart:bstart])
-            elif stype == ROCKETMQ:
-                cmd = _decode_rocketmq_header(p + hstart, hlen)
-            else:
+            if <Py_ssize_t>(word & 0xFFFFFF) > length - 4:
+                raise FrameError("header length %d larger than frame %d" % (word & 0xFFFFFF, length))
+            if stype != JSON and stype != ROCKETMQ:
                 raise FrameError("unknown serialize type %d" % stype)
-            if end > bstart:
-                cmd.body = mv[bstart:end]
-            out.append(cmd)
-            pos = end
+            pos += 4 + length
         if pos < n:
-            rest = buf[pos:] if pos else buf
-            self._chunks = [rest]
+            self._chunks = [buf[pos:] if pos else buf]
             self._buffered = n - pos
-            if self._buffered >= 4:
-                self._need = 4 + <int32_t>_be32(p + pos)
-            else:
-                self._need = 4
-        else:
-            self._need = 4
+            self._need = 4 + <int32_t>be32(p + pos) if self._buffered >= 4 else 4
+            return buf[:pos] if pos else b""
+        self._need = 4
+        return buf
+
+    cdef list _decode_all(self, bytes buf):
+        cdef list out = []
+        cdef Py_ssize_t pos = 0, n = len(buf)
+        mv = memoryview(buf) if n else None
+        while pos < n:
+            out.append(decode_frame_at(buf, mv, pos))
+            pos += 4 + <int32_t>be32(<const uint8_t*>PyBytes_AS_STRING(buf) + pos)
         return out
+
+
+cdef RemotingCommand decode_frame_at(bytes buf, object mv, Py_ssize_t pos):
+    """Decode the frame at ``pos`` of ``buf`` (already checked by ``FrameReader._take``); its
+    body is a slice of ``mv``, a memoryview of ``buf``."""
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(buf) + pos
+    cdef Py_ssize_t end = pos + 4 + <int32_t>be32(p)
+    cdef uint32_t word = be32(p + 4)
+    cdef Py_ssize_t hstart = pos + 8
+    cdef Py_ssize_t bstart = hstart + (word & 0xFFFFFF)
+    cdef RemotingCommand cmd
+    if (word >> 24) & 0xFF == JSON:
+        cmd = _decode_json_header(mv[hstart:bstart])
+    else:
+        cmd = _decode_rocketmq_header(p + 8, bstart - hstart)
+    if end > bstart:
+        cmd.body = mv[bstart:end]
+    return cmd
 
 
 cdef bytes _json_header(RemotingCommand cmd):
