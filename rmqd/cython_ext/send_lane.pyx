@@ -10,13 +10,21 @@ retry or forbidden topics, batches, large bodies, properties a ``before_store`` 
 (delay levels, timers, transactions), bad or missing header fields and failed puts.  A declined
 request goes to ``SendMessageProcessor`` unchanged, which answers it exactly as before, so
 the lane never decides an error response.
+
+``SendLane.serve_data`` takes the bytes of one read: a send with a JSON header (what Java, Go
+and C++ clients write) is read by ``json_scan`` straight from those bytes, so no header dict,
+no field strings and no RemotingCommand are made for it.  A header the scanner does not fully
+understand, and every other frame, is decoded as usual and goes through ``handle`` or the
+dispatcher.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport uint8_t, uint32_t
-from libc.stdlib cimport rand
-from libc.string cimport memcpy
+from libc.stdlib cimport free, malloc, rand
+from libc.string cimport memcmp, memcpy
 
-from rmqd.cython_ext.remoting_codec cimport RemotingCommand
+from rmqd.cython_ext.json_scan cimport (V_ABSENT, V_FALSE, V_NUM, V_STR, V_STR_ESC, V_TRUE, Header, Slice,
+                                        ext_value, scan_header, slice_int, unescape)
+from rmqd.cython_ext.remoting_codec cimport FrameReader, RemotingCommand, be32, decode_frame_at
 
 from rmqd.cython_ext.message_codec cimport property_by_key
 from rmqd.cython_ext.store_put cimport MessageToStore, PutEngine, PutMessageResult
@@ -29,6 +37,8 @@ from rmqd.cython_ext.remoting_codec import SERVER_VERSION, encode_frame
 cdef tuple V1_FIELDS = ("producerGroup", "defaultTopic", "defaultTopicQueueNums", "topic", "queueId",
                         "sysFlag", "bornTimestamp", "flag", "reconsumeTimes", "properties", "batch")
 cdef tuple V2_FIELDS = ("a", "c", "d", "b", "e", "f", "g", "h", "j", "i", "m")
+cdef tuple V1_FIELDS_B = tuple(name.encode("ascii") for name in V1_FIELDS)
+cdef tuple V2_FIELDS_B = tuple(name.encode("ascii") for name in V2_FIELDS)
 cdef enum:
     F_REQUIRED = 3
     F_TOPIC = 3
@@ -48,6 +58,11 @@ cdef int RPC_ONEWAY = 2
 cdef str RETRY_PREFIX = "%RETRY%"
 cdef str PROP_SEP = "\x02"
 cdef str NV_SEP = "\x01"
+
+cdef extern from "Python.h":
+    void* PyUnicode_DATA(object s)
+    Py_ssize_t PyUnicode_GET_LENGTH(object s)
+    str PyUnicode_DecodeASCII(const char* s, Py_ssize_t size, const char* errors)
 
 
 cdef str _strip_wait(str props):
@@ -201,6 +216,35 @@ cdef long long _int(object v) except? -1:
     return int(v)
 
 
+cdef inline bint _fits_int(long long v) noexcept nogil:
+    return -2147483648 <= v <= 2147483647
+
+
+cdef inline const Slice* _field(const Header* h, tuple names, int i):
+    """The scanned value of send header field ``i`` (names: V1_FIELDS_B or V2_FIELDS_B)."""
+    cdef bytes name = <bytes>names[i]
+    return ext_value(h, PyBytes_AS_STRING(name), len(name))
+
+
+cdef inline bint _int_field(const Header* h, tuple names, int i, long long* out):
+    cdef const Slice* v = _field(h, names, i)
+    return v != NULL and slice_int(v, out)
+
+
+cdef int _slice_truthy(const Slice* v) noexcept:
+    """``_truthy`` of the value the decoder would make of ``v``: 1, 0, or -1 (escaped: not read)."""
+    if v.kind == V_TRUE:
+        return 1
+    if v.kind == V_STR or v.kind == V_NUM:
+        if v.n == 1 and v.p[0] == 49:
+            return 1
+        return 1 if (v.kind == V_STR and v.n == 4 and (v.p[0] | 32) == 116 and (v.p[1] | 32) == 114
+                     and (v.p[2] | 32) == 117 and (v.p[3] | 32) == 101) else 0
+    if v.kind == V_STR_ESC:
+        return -1
+    return 0
+
+
 cdef inline bint _truthy(object v):
     return v is not None and (v == "1" or (<str>v).lower() == "true")
 
@@ -228,12 +272,17 @@ cdef class SendLane:
     cdef bytes region_json
     cdef public Py_ssize_t max_body
     cdef public long long served
+    cdef public long long served_raw     # of which served from the bytes (JSON header not decoded)
+    cdef str _last_topic                 # the str made for the last raw topic (reused when equal)
+    cdef uint8_t* _scratch               # unescaped properties of a raw request
+    cdef Py_ssize_t _scratch_cap
 
     def __init__(self):
         self.enabled = False
         self.valid_topics = set()
         self.markers = ()
         self.served = 0
+        self.served_raw = 0
 
     @property
     def msg_id_prefix(self) -> str:
@@ -244,41 +293,152 @@ cdef class SendLane:
         self._prefix = value
         self._prefix_b = value.encode("ascii")
 
+    def __dealloc__(self):
+        free(self._scratch)
+
     def handle(self, tuple peer, RemotingCommand cmd):
         """Serve ``cmd`` and return its encoded response frame (b"" for oneway), or None to decline."""
         return self._handle(peer, cmd)
 
     def serve_all(self, conn, list commands, list out) -> None:
-        """Handle the commands of one read for ``conn`` in order: responses complete ``conn``'s
-        calls, requests the lane serves append their response frame to ``out``, the rest go to
-        ``conn.dispatcher`` (whose replies on this thread land in ``out`` too, keeping the order).
-        A failure inside the lane is answered by ``conn.lane_failed(cmd, exc)`` (SYSTEM_ERROR)."""
-        cdef RemotingCommand cmd
+        """Handle decoded commands of one read for ``conn`` in order: responses complete
+        ``conn``'s calls, requests the lane serves append their response frame to ``out``, the
+        rest go to ``conn.dispatcher`` (whose replies on this thread land in ``out`` too, keeping
+        the order).  A failure inside the lane is answered by ``conn.lane_failed(cmd, exc)``."""
         cdef tuple peer = conn.peer
         dispatcher = conn.dispatcher
         for item in commands:
-            cmd = <RemotingCommand?>item
-            if cmd.flag & RPC_TYPE_RESPONSE:
-                conn._complete(cmd)
-                continue
-            try:
-                frame = self._handle(peer, cmd)
-            except Exception as exc:
-                frame = conn.lane_failed(cmd, exc)
+            self._serve_cmd(conn, peer, dispatcher, <RemotingCommand?>item, out)
+
+    def serve_data(self, conn, data, list out) -> None:
+        """Like ``serve_all`` for the bytes of one read, fed through ``conn.reader``.
+
+        A plain JSON send is served from the received bytes without decoding its header into
+        Python objects; every other frame is decoded and handled as ``serve_all`` does.  Raises
+        FrameError for a malformed frame (frames before it have been handled)."""
+        cdef FrameReader reader = <FrameReader?>conn.reader
+        cdef bytes buf = reader._take(data)
+        cdef Py_ssize_t n = len(buf), pos = 0, end
+        if n == 0:
+            return
+        cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(buf)
+        cdef tuple peer = conn.peer
+        dispatcher = conn.dispatcher
+        mv = memoryview(buf)
+        while pos < n:
+            end = pos + 4 + <Py_ssize_t>be32(p + pos)
+            frame = None
+            if self.enabled and p[pos + 4] == 0:      # JSON header
+                try:
+                    frame = self._serve_raw(peer, buf, mv, pos)
+                except Exception as exc:
+                    frame = conn.lane_failed(decode_frame_at(buf, mv, pos), exc)
             if frame is None:
-                dispatcher.dispatch(conn, cmd)
+                self._serve_cmd(conn, peer, dispatcher, decode_frame_at(buf, mv, pos), out)
             elif len(<bytes>frame):
                 out.append(frame)
+            pos = end
+
+    cdef _serve_cmd(self, conn, tuple peer, dispatcher, RemotingCommand cmd, list out):
+        if cmd.flag & RPC_TYPE_RESPONSE:
+            conn._complete(cmd)
+            return
+        try:
+            frame = self._handle(peer, cmd)
+        except Exception as exc:
+            frame = conn.lane_failed(cmd, exc)
+        if frame is None:
+            dispatcher.dispatch(conn, cmd)
+        elif len(<bytes>frame):
+            out.append(frame)
+
+    cdef object _serve_raw(self, tuple peer, bytes buf, object mv, Py_ssize_t pos):
+        """Serve the JSON frame at ``pos`` of ``buf`` from its bytes, or None (decode it)."""
+        cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(buf) + pos
+        cdef Py_ssize_t end = pos + 4 + <Py_ssize_t>be32(p)
+        cdef Py_ssize_t hlen = be32(p + 4) & 0xFFFFFF
+        cdef Py_ssize_t bstart = pos + 8 + hlen
+        cdef Header h
+        cdef long long code, rpc_flag = 0, opaque = 0, queue_id, sys_flag, born_ts, flag, reconsume = 0
+        cdef const Slice* v
+        cdef tuple names
+        if not scan_header(p + 8, hlen, &h) or not h.has_ext or not slice_int(&h.code, &code):
+            return None
+        if code == 310:
+            names = V2_FIELDS_B
+        elif code == 10:
+            names = V1_FIELDS_B
+        else:
+            return None
+        if h.flag.kind != V_ABSENT and (h.flag.kind != V_NUM or not slice_int(&h.flag, &rpc_flag)):
+            return None
+        if h.opaque.kind != V_ABSENT and (h.opaque.kind != V_NUM or not slice_int(&h.opaque, &opaque)):
+            return None
+        if rpc_flag & RPC_TYPE_RESPONSE or not _fits_int(rpc_flag) or not _fits_int(opaque):
+            return None
+        v = _field(&h, names, F_BATCH)
+        if v != NULL and _slice_truthy(v) != 0:
+            return None                         # a batch, or a value the dict path must read
+        for i in range(F_REQUIRED):
+            if _field(&h, names, i) == NULL:
+                return None
+        v = _field(&h, names, F_TOPIC)
+        if v == NULL or v.kind != V_STR:
+            return None
+        topic = self._topic_str(v)
+        if (not _int_field(&h, names, F_QUEUE_ID, &queue_id) or not _int_field(&h, names, F_SYS_FLAG, &sys_flag)
+                or not _int_field(&h, names, F_BORN_TS, &born_ts) or not _int_field(&h, names, F_FLAG, &flag)):
+            return None
+        if not (_fits_int(queue_id) and _fits_int(sys_flag) and _fits_int(flag)):
+            return None
+        v = _field(&h, names, F_RECONSUME)
+        if v != NULL and not (v.kind == V_STR and v.n == 0):
+            if not slice_int(v, &reconsume) or not _fits_int(reconsume):
+                return None
+        v = _field(&h, names, F_PROPERTIES)
+        if v == NULL:
+            props = ""
+        elif v.kind == V_STR or v.kind == V_STR_ESC:
+            props = self._ascii_str(v)
+        else:
+            return None
+        body = mv[bstart:end] if end > bstart else None
+        frame = self._serve(peer, topic, <int>queue_id, <int>sys_flag, born_ts, <int>flag, <int>reconsume,
+                            props, body, <int>opaque, <int>rpc_flag, 0)
+        if frame is not None:
+            self.served_raw += 1
+        return frame
+
+    cdef str _topic_str(self, const Slice* v):
+        """The topic as a str, reusing the last one when the bytes are the same (its hash too)."""
+        cdef str last = self._last_topic
+        if (last is not None and PyUnicode_GET_LENGTH(last) == v.n
+                and memcmp(PyUnicode_DATA(last), v.p, v.n) == 0):
+            return last
+        self._last_topic = PyUnicode_DecodeASCII(<const char*>v.p, v.n, NULL)
+        return self._last_topic
+
+    cdef str _ascii_str(self, const Slice* v):
+        cdef Py_ssize_t n
+        if v.kind == V_STR:
+            return PyUnicode_DecodeASCII(<const char*>v.p, v.n, NULL)
+        if v.n > self._scratch_cap:
+            free(self._scratch)
+            self._scratch = <uint8_t*>malloc(v.n)
+            self._scratch_cap = 0 if self._scratch == NULL else v.n
+            if self._scratch == NULL:
+                raise MemoryError()
+        n = unescape(v, self._scratch)
+        return PyUnicode_DecodeASCII(<const char*>self._scratch, n, NULL)
 
     cdef object _handle(self, tuple peer, RemotingCommand cmd):
+        """The lane for a decoded command (ROCKETMQ headers, JSON the scanner leaves alone)."""
         cdef int code = cmd.code
         cdef object ext = cmd.ext_fields
-        cdef str topic, props, stored, tags, marker
-        cdef object v, tc, body
+        cdef object v
         cdef tuple names
-        cdef int queue_id, sys_flag, flag, reconsume, id_valid
+        cdef int queue_id, sys_flag, flag, reconsume
         cdef long long born_ts
-        cdef Py_ssize_t body_len
         if not self.enabled or type(ext) is not dict:
             return None
         if code == 310:
@@ -294,17 +454,6 @@ cdef class SendLane:
             if name not in <dict>ext:
                 return None
         topic = <str?>v
-        if topic not in self.valid_topics or topic.startswith(RETRY_PREFIX):
-            return None
-        if not (self.broker_config.brokerPermission & PERM_WRITE):
-            return None
-        tc = self.topic_manager.table.get(topic)
-        if tc is None or not (tc.perm & PERM_WRITE):
-            return None
-        body = cmd.body
-        body_len = 0 if body is None else len(body)
-        if body_len > self.max_body:
-            return None
         try:
             queue_id = _int32((<dict>ext)[names[F_QUEUE_ID]])
             sys_flag = _int32((<dict>ext)[names[F_SYS_FLAG]])
@@ -315,6 +464,26 @@ cdef class SendLane:
             v = (<dict>ext).get(names[F_PROPERTIES])
         except (KeyError, ValueError, TypeError, OverflowError):
             return None                      # the full processor words the error
+        return self._serve(peer, topic, queue_id, sys_flag, born_ts, flag, reconsume,
+                           <str?>v if v else "", cmd.body, cmd.opaque, cmd.flag, cmd.serialize_type)
+
+    cdef object _serve(self, tuple peer, str topic, int queue_id, int sys_flag, long long born_ts, int flag,
+                       int reconsume, str props, object body, int opaque, int rpc_flag, int serialize_type):
+        """Store one plain send and build its response frame, or None when it is not plain."""
+        cdef str stored, marker
+        cdef object tc, v
+        cdef int id_valid
+        cdef Py_ssize_t body_len
+        if topic not in self.valid_topics or topic.startswith(RETRY_PREFIX):
+            return None
+        if not (self.broker_config.brokerPermission & PERM_WRITE):
+            return None
+        tc = self.topic_manager.table.get(topic)
+        if tc is None or not (tc.perm & PERM_WRITE):
+            return None
+        body_len = 0 if body is None else len(body)
+        if body_len > self.max_body:
+            return None
         id_valid = max(<int>tc.write_queue_nums, <int>tc.read_queue_nums)
         if queue_id >= id_valid:
             return None
@@ -322,7 +491,6 @@ cdef class SendLane:
             queue_id = rand() % max(1, <int>tc.write_queue_nums)
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
-        props = <str?>v if v else ""
         config = self.broker_config
         if config.brokerClusterName is not self.cluster_name:
             self.cluster_name = config.brokerClusterName
@@ -371,7 +539,7 @@ cdef class SendLane:
         if result.status is not self.ok_status:
             return None                      # nothing stored; the full processor retries and answers
         self.served += 1
-        if cmd.flag & RPC_ONEWAY:
+        if rpc_flag & RPC_ONEWAY:
             return b""
         region = config.regionId
         if region is not self.region:
@@ -379,9 +547,9 @@ cdef class SendLane:
             self.region_json = (<str>region).encode("utf-8") if _json_plain(region) else None
             if self.region_json is not None and len(self.region_json) > 128:
                 self.region_json = None             # too long for the stack frame: codec path
-        if cmd.serialize_type == 0 and self.region_json is not None and len(self._prefix_b) <= 64:
+        if serialize_type == 0 and self.region_json is not None and len(self._prefix_b) <= 64:
             return _ok_frame(self._prefix_b, result.wrote_offsets[0], queue_id, result.queue_offset,
-                             self.region_json, config.traceOn, cmd.opaque)
+                             self.region_json, config.traceOn, opaque)
         resp = RemotingCommand.__new__(RemotingCommand)
         resp.code = 0
         resp.ext_fields = {
@@ -393,7 +561,7 @@ cdef class SendLane:
         }
         resp.language = "JAVA"
         resp.version = SERVER_VERSION
-        resp.opaque = cmd.opaque
+        resp.opaque = opaque
         resp.flag = RPC_TYPE_RESPONSE
-        resp.serialize_type = cmd.serialize_type
+        resp.serialize_type = serialize_type
         return encode_frame(resp)[0]

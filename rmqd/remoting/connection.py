@@ -121,21 +121,15 @@ class Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
-        try:
-            commands = self.reader.feed(data)
-        except FrameError as exc:
-            log.warning("%s: closing connection from %s: malformed frame: %s", self.name, self.remote_address, exc)
-            self.abort()
-            return
         dispatcher = self.dispatcher
         lane = dispatcher.lane if dispatcher is not None else None
         self._corked = corked = []
         try:
             if lane is not None:
-                # The fast lane walks the commands in C; what it does not serve it dispatches.
-                lane.serve_all(self, commands, corked)
+                # The fast lane walks the frames in C; what it does not serve it dispatches.
+                lane.serve_data(self, data, corked)
             else:
-                for cmd in commands:
+                for cmd in self.reader.feed(data):
                     if cmd.flag & 1:
                         self._complete(cmd)
                     elif dispatcher is not None:
@@ -143,6 +137,12 @@ class Connection(asyncio.Protocol):
                     else:
                         log.warning("%s: %s sent request code %d to a client-only connection; ignored",
                                     self.name, self.remote_address, cmd.code)
+        except FrameError as exc:
+            log.warning("%s: closing connection from %s: malformed frame: %s", self.name, self.remote_address, exc)
+            if corked:                          # answers to the frames before the bad one go first
+                self._write_buffers(corked)
+                corked.clear()
+            self.abort()
         finally:
             self._corked = None
             if corked:

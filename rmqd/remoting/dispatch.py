@@ -188,8 +188,8 @@ class Dispatcher:
         self._table: dict[int, tuple[Handler, ProcessorPool | None, Handler | None]] = {}
         self.pools: dict[str, ProcessorPool] = {}
         self._cleaner: asyncio.TimerHandle | None = None
-        # Optional fast lane tried first by the connection: ``lane.handle(peer, request)`` returns
-        # the encoded response frame (b"" for oneway) or None to dispatch as usual.
+        # Optional fast lane (send_lane.SendLane): the connection hands it each read
+        # (``lane.serve_data``); what it does not serve it dispatches here.
         self.lane: Any = None
 
     def add_pool(self, pool: ProcessorPool) -> ProcessorPool:

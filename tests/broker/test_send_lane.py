@@ -207,3 +207,98 @@ def test_lane_serves_many_requests_in_one_read(broker, client):
         sock.close()
     assert [r.opaque for r in got] == list(range(1000, 1020))
     assert [int(r.ext_fields["queueOffset"]) for r in got] == list(range(1, 21))
+
+
+# Hand-written JSON headers for SEND_MESSAGE_V2 to "LaneRaw": (id, header text, served from the bytes?)
+RAW_BASE = ('"a":"PG","b":"LaneRaw","c":"TBW102","d":"4","e":"1","f":"0","g":"1700000000000","h":"3",'
+            '"i":"TAGS\\u0001t\\u0002KEYS\\u0001k1 k2\\u0002WAIT\\u0001true","j":"2","m":"false"')
+RAW_VARIANTS = [
+    ("java", '{"code":310,"extFields":{%s},"flag":0,"language":"JAVA","opaque":%%d,'
+             '"serializeTypeCurrentRPC":"JSON","version":399}' % RAW_BASE, True),
+    ("spaces and key order", ' {\n "opaque" : %%d , "extFields" : { %s } ,\t"code" : 310 } ' % RAW_BASE, True),
+    ("cpp numbers", '{"code":310,"extFields":{"a":"PG","b":"LaneRaw","c":"TBW102","d":4,"e":1,"f":0,'
+                    '"g":1700000000000,"h":3,"i":"TAGS\\u0001t","j":2,"m":false},"flag":0,"opaque":%d}', True),
+    ("repeated key", '{"code":310,"extFields":{%s,"e":"0","e":"1"},"opaque":%%d}' % RAW_BASE, True),
+    ("null properties", '{"code":310,"extFields":{%s,"i":null},"opaque":%%d}' % RAW_BASE, True),
+    ("code 10", '{"code":10,"extFields":{"producerGroup":"PG","topic":"LaneRaw","defaultTopic":"TBW102",'
+                '"defaultTopicQueueNums":"4","queueId":"1","sysFlag":"0","bornTimestamp":"1","flag":"3",'
+                '"properties":"a\\u0001b"},"opaque":%d}', True),
+    ("escaped topic", '{"code":310,"extFields":{%s,"b":"L\\u0061neRaw"},"opaque":%%d}' % RAW_BASE, False),
+    ("non-ascii property", '{"code":310,"extFields":{%s,"i":"TAGS\\u0001caf\u00e9"},"opaque":%%d}' % RAW_BASE,
+     False),
+    ("string opaque", '{"code":310,"extFields":{%s},"opaque":"%%d"}' % RAW_BASE, False),
+    ("queue id with plus", '{"code":310,"extFields":{%s,"e":"+1"},"opaque":%%d}' % RAW_BASE, False),
+    ("batch TRUE", '{"code":310,"extFields":{%s,"m":"TRUE"},"opaque":%%d}' % RAW_BASE, False),
+    ("missing group", '{"code":310,"extFields":{%s,"a":null},"opaque":%%d}' % RAW_BASE, False),
+]
+
+
+def raw_exchange(port: int, frames: bytes, replies: int) -> list:
+    sock = socket.create_connection(("127.0.0.1", port))
+    try:
+        sock.sendall(frames)
+        reader = FrameReader()
+        got: list = []
+        while len(got) < replies:
+            data = sock.recv(65536)
+            if not data:
+                break
+            got += reader.feed(data)
+        return got
+    finally:
+        sock.close()
+
+
+def json_frame(header: str, body: bytes) -> bytes:
+    h = header.encode("utf-8")
+    return (4 + len(h) + len(body)).to_bytes(4, "big") + len(h).to_bytes(4, "big") + h + body
+
+
+@pytest.mark.parametrize("case,header,raw", RAW_VARIANTS, ids=[v[0] for v in RAW_VARIANTS])
+def test_raw_json_headers_answer_like_the_processor(broker, client, case, header, raw):
+    """Each header shape gets the processor's answer and record, served from the bytes when plain."""
+    send_v2(client, "LaneRaw")
+    lane = lane_of(broker)
+    port = broker.server.port
+    served, served_raw = lane.served, lane.served_raw
+    (a,) = raw_exchange(port, json_frame(header % 41, b"raw-body"), 1)
+    assert lane.served_raw - served_raw == (1 if raw else 0), case
+    lane.enabled = False
+    try:
+        (b,) = raw_exchange(port, json_frame(header % 42, b"raw-body"), 1)
+    finally:
+        lane.enabled = True
+    assert (a.opaque, b.opaque) == (41, 42)
+    assert a.code == b.code, (case, a.remark, b.remark)
+    if a.code != 0:
+        assert lane.served == served, case
+        return
+    same = {k: v for k, v in a.ext_fields.items() if k not in ("msgId", "queueOffset")}
+    assert same == {k: v for k, v in b.ext_fields.items() if k not in ("msgId", "queueOffset")}
+    queue_id = int(a.ext_fields["queueId"])
+    m1, m2 = messages(pull(client, "LaneRaw", queue_id=queue_id, subscription="*", sys_flag=4))[-2:]
+    for field in ("body", "flag", "sys_flag", "born_timestamp", "reconsume_times", "properties_str", "topic"):
+        assert getattr(m1, field) == getattr(m2, field), (case, field)
+    assert m1.msg_id == a.ext_fields["msgId"] and m1.body == b"raw-body"
+
+
+def test_raw_lane_response_bytes_are_the_codecs(broker, client):
+    send_v2(client, "LaneRaw")
+    header = RAW_VARIANTS[0][1]
+    for opaque in (0, 7, -5, 2147483647):
+        (resp,) = raw_exchange(broker.server.port, json_frame(header % opaque, b"x"), 1)
+        assert resp.opaque == opaque
+        assert encode_frame_bytes(resp) == encode_frame_bytes(
+            prepare_reply(resp, new_response(0, None, resp.ext_fields)))
+
+
+def test_sends_before_a_malformed_frame_are_answered_then_the_connection_closes(broker, client):
+    send_v2(client, "LaneRaw")
+    lane = lane_of(broker)
+    before = lane.served_raw
+    good = json_frame(RAW_VARIANTS[0][1] % 9, b"ok")
+    bad = json_frame('{"code":310,"extFields":{"b":"LaneRaw"}', b"")        # cut-off JSON
+    got = raw_exchange(broker.server.port, good + bad + good, 3)
+    assert [r.opaque for r in got] == [9]                # the first answered, then closed
+    assert lane.served_raw == before + 1
+    assert send_v2(client, "LaneRaw").code == 0           # other connections carry on
