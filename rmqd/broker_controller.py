@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import os
-import threading
 import zlib
 from typing import Any, Callable, Optional
 

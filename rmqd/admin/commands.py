@@ -140,7 +140,7 @@ def update_topic_perm(c: AdminClient, a: Any) -> None:
             print(f"topic[{a.topic}] not exist in broker[{addr}]")
             continue
         if qd["perm"] == a.perm:
-            print(f"new perm equals to the old one!")
+            print("new perm equals to the old one!")
             continue
         c.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
             "topic": a.topic, "defaultTopic": "TBW102", "readQueueNums": qd["readQueueNums"],

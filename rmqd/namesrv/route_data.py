@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
 
+from rmqd.data_version import DataVersion  # noqa: F401  (re-exported: part of the body types)
 from rmqd.remoting.fastjson import dumps, loads_lenient
 
 MASTER_ID = 0
@@ -16,38 +16,6 @@ PERM_WRITE = 2
 PERM_INHERIT = 1
 TOPIC_SYS_FLAG_UNIT = 0x1
 TOPIC_SYS_FLAG_UNIT_SUB = 0x2
-
-
-@dataclass
-class DataVersion:
-    """A broker's topic-config version; equal when timestamp, counter (and stateVersion) match."""
-
-    timestamp: int = 0
-    counter: int = 0
-    stateVersion: int | None = None  # 5.x only; omitted from JSON when absent
-
-    def key(self) -> tuple[int, int, int]:
-        return (self.timestamp, self.counter, self.stateVersion or 0)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, DataVersion) and self.key() == other.key()
-
-    def __hash__(self) -> int:
-        return hash(self.key())
-
-    def to_fastjson(self) -> dict:
-        d = {"counter": self.counter, "timestamp": self.timestamp}
-        if self.stateVersion is not None:
-            d["stateVersion"] = self.stateVersion
-        return d
-
-    @classmethod
-    def from_json(cls, d: Any) -> "DataVersion":
-        if not isinstance(d, dict):
-            return cls()
-        sv = d.get("stateVersion")
-        return cls(int(d.get("timestamp") or 0), int(d.get("counter") or 0),
-                   None if sv is None else int(sv))
 
 
 @dataclass

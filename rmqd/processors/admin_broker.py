@@ -21,7 +21,7 @@ from rmqd.config import BrokerConfig, parse_properties
 from rmqd.processors.admin_common import json_response
 from rmqd.remoting.codes import RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
-from rmqd.store.metadata import DataVersion
+from rmqd.data_version import DataVersion
 
 if TYPE_CHECKING:
     from rmqd.broker_controller import BrokerController
@@ -62,7 +62,7 @@ def runtime_text(ms: int) -> str:
 class BrokerAdminProcessor:
     def __init__(self, broker: "BrokerController") -> None:
         self.broker = broker
-        self.config_data_version = DataVersion()
+        self.config_data_version = DataVersion.fresh()
 
     # ------------------------------------------------------------------ 28
     def runtime_info(self) -> dict[str, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from typing import Callable, Optional
 
 from rmqd.cython_ext import message_codec as _codec

@@ -30,7 +30,7 @@ from rmqd.store.consume_queue import BLANK_ENTRY, CQ_UNIT, ConsumeQueue
 from rmqd.store.cq_check import repair_consume_queues
 from rmqd.store.index_file import IndexService
 from rmqd.store.page_warmer import PageWarmer
-from rmqd.store.message import (BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG,
+from rmqd.store.message import (BORNHOST_V6_FLAG,
                                 TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
                                 MessageToStore, decode_properties, find_property, pack_host,
                                 tags_code_of)

@@ -14,12 +14,12 @@ import logging
 import os
 import re
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import orjson
 
+from rmqd.data_version import DataVersion
 from rmqd.fileutil import atomic_write  # noqa: F401  (re-exported for callers)
 
 log = logging.getLogger(__name__)
@@ -160,24 +160,6 @@ class ConfigManager:
         raise NotImplementedError
 
 
-@dataclass
-class DataVersion:
-    counter: int = 0
-    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
-
-    def next_version(self) -> None:
-        self.timestamp = int(time.time() * 1000)
-        self.counter += 1
-
-    def to_json(self) -> dict:
-        return {"counter": self.counter, "timestamp": self.timestamp}
-
-    @classmethod
-    def from_json(cls, d: Optional[dict]) -> "DataVersion":
-        d = d or {}
-        return cls(int(d.get("counter", 0)), int(d.get("timestamp", 0)))
-
-
 # ---------------------------------------------------------------------------------- topics
 @dataclass
 class TopicConfig:
@@ -237,7 +219,7 @@ class TopicConfigManager(ConfigManager):
         self.cluster = broker_cluster_name
         self.broker_name = broker_name
         self.auto_create_topic_enable = auto_create_topic_enable
-        self.data_version = DataVersion()
+        self.data_version = DataVersion.fresh()
         self.table: dict[str, TopicConfig] = {}
         self.on_change = on_change
         self.system_topics: set[str] = set()
@@ -414,7 +396,7 @@ class SubscriptionGroupManager(ConfigManager):
     def __init__(self, config_dir: str, auto_create_subscription_group: bool = True):
         super().__init__(config_dir)
         self.auto_create = auto_create_subscription_group
-        self.data_version = DataVersion()
+        self.data_version = DataVersion.fresh()
         self.table: dict[str, SubscriptionGroupConfig] = {}
         for g in SYSTEM_GROUPS:
             self.table[g] = SubscriptionGroupConfig(g, consume_broadcast_enable=True)
