@@ -5,41 +5,23 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
+from msgfeat_helpers import Broker as _Broker
+from msgfeat_helpers import pull  # noqa: F401  (re-exported for the delay/timer/retry tests)
+
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import RemotingCommand, new_request
-from rmqd.store.message import StoredMessage, decode_messages
-from rmqd.testing.embedded import EmbeddedServer
+from rmqd.store.message import StoredMessage
 
 FAST_LEVELS = "1s 2s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
 
 
-class Broker:
-    """An EmbeddedServer plus one blocking client to its broker port."""
+class Broker(_Broker):
+    """``msgfeat_helpers.Broker`` with short delay levels and a fast delay-offset flush."""
 
     def __init__(self, store_dir: str, **properties: Any) -> None:
         props = dict(messageDelayLevel=FAST_LEVELS, flushDelayOffsetInterval=500)
         props.update(properties)
-        self.server = EmbeddedServer(store_dir=store_dir, broker_properties=props)
-        self.client: Optional[BlockingClient] = None
-
-    def start(self) -> "Broker":
-        self.server.start()
-        self.client = BlockingClient(self.server.broker_addr, timeout=5.0)
-        return self
-
-    def stop(self) -> None:
-        if self.client is not None:
-            self.client.close()
-            self.client = None
-        self.server.stop()
-
-    def restart(self) -> "Broker":
-        self.stop()
-        return self.start()
-
-    @property
-    def broker(self):
-        return self.server.broker
+        super().__init__(store_dir, **props)
 
 
 def props(**kv: Any) -> str:
@@ -58,17 +40,6 @@ def send(client: BlockingClient, topic: str, body: bytes = b"hello", queue_id: i
     if version is not None:
         req.version = version
     return client.invoke(req)
-
-
-def pull(client: BlockingClient, topic: str, queue_id: int = 0, offset: int = 0,
-         group: str = "CG_TEST", max_nums: int = 32) -> list[StoredMessage]:
-    ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id), "queueOffset": str(offset),
-           "maxMsgNums": str(max_nums), "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0",
-           "subVersion": "0", "subscription": "*"}
-    resp = client.invoke(new_request(11, ext))
-    if resp.code != 0 or resp.body is None:
-        return []
-    return decode_messages(resp.body_bytes())
 
 
 def pull_all(client: BlockingClient, topic: str, queue_id: int = 0) -> list[StoredMessage]:

@@ -6,7 +6,7 @@ import os
 import time
 
 import pytest
-from sched_helpers import Broker, pull, pull_all, props, send, wait_messages
+from sched_helpers import pull, pull_all, props, send, wait_messages
 
 from rmqd.processors.schedule import divert_delay_level, edit_properties
 from rmqd.remoting.command import new_request
@@ -14,13 +14,6 @@ from rmqd.store.message import MessageToStore
 from rmqd.store.message_store import SCHEDULE_TOPIC
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def rb(tmp_path):
-    b = Broker(str(tmp_path / "store")).start()
-    yield b
-    b.stop()
 
 
 def test_divert_rewrites_topic_queue_and_clamps():

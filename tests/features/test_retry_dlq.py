@@ -14,13 +14,6 @@ from rmqd.store.message_store import SCHEDULE_TOPIC
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.fixture
-def rb(tmp_path):
-    b = Broker(str(tmp_path / "store")).start()
-    yield b
-    b.stop()
-
-
 def phys_of(resp) -> int:
     assert resp.code == 0, resp.remark
     return decode_offset_msg_id(resp.ext_fields["msgId"])[2]

@@ -5,18 +5,11 @@ import random
 import time
 
 import pytest
-from sched_helpers import Broker, pull_all, props, send, wait_messages
+from sched_helpers import pull_all, props, send, wait_messages
 
 from rmqd.processors.timer import TIMER_TOPIC
 
 pytestmark = pytest.mark.timeout(90)
-
-
-@pytest.fixture
-def rb(tmp_path):
-    b = Broker(str(tmp_path / "store")).start()
-    yield b
-    b.stop()
 
 
 def now_ms() -> int:
