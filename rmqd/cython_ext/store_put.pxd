@@ -92,6 +92,8 @@ cdef class PutEngine:
     cdef public long long last_store_ts
     cdef public long long put_times_total, put_size_total
     cdef public double put_latency_max_ms
+    cdef public bint latency_by_caller   # SYNC_FLUSH: the store records put + flush wait instead
+    cdef long long put_dist[13]          # puts per latency bucket (StoreStatsService's buckets)
     cdef long long max_message_size, max_record_size
     cdef object cl_mf
     cdef MapPtr cl_ptr
@@ -111,3 +113,4 @@ cdef class PutEngine:
     cdef object _prep(self, Prep* p, MessageToStore m)
     cdef void _write_record(self, Prep* p, long long qoff, long long phys, long long store_ts)
     cdef object _put(self, list msgs)
+    cdef void _note_latency(self, double ms) noexcept

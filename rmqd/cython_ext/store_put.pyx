@@ -300,6 +300,12 @@ cdef class PutMessageResult:
                 f"remark={self.remark!r})")
 
 
+# Upper bounds (exclusive, whole ms) of the first 12 put-latency buckets; the 13th is 10 s and over.
+# Bucket 0 is "<=0ms": under 1 ms.
+cdef long long DIST_BOUNDS[12]
+DIST_BOUNDS[:] = [1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000]
+
+
 cdef PutMessageResult make_result(status, list offsets, long long qoff, int n, long long ts,
                                   long long wrote, str remark):
     cdef PutMessageResult r = PutMessageResult.__new__(PutMessageResult)
@@ -717,12 +723,29 @@ cdef class PutEngine:
                                       (<DispatchRequest>r).queue_offset)
         self.put_times_total += n
         self.put_size_total += wrote
-        cdef double el = mono_ms() - t0
-        if el > self.put_latency_max_ms:
-            self.put_latency_max_ms = el
+        if not self.latency_by_caller:
+            self._note_latency(mono_ms() - t0)
         res = make_result(ST_PUT_OK, offsets, first_qoff, <int>n, store_ts, wrote, "")
         res.end_offset = end_offset
         return res
+
+    cdef void _note_latency(self, double ms) noexcept:
+        cdef long long v = <long long>ms
+        cdef int i = 0
+        if ms > self.put_latency_max_ms:
+            self.put_latency_max_ms = ms
+        while i < 12 and v >= DIST_BOUNDS[i]:
+            i += 1
+        self.put_dist[i] += 1
+
+    def record_latency(self, double ms) -> None:
+        """Count one put that took ``ms`` (the caller measured it: SYNC_FLUSH waits included)."""
+        self._note_latency(ms)
+
+    def put_distribution(self) -> list:
+        """Puts per latency bucket: <=0ms, 0~10ms, 10~50ms, 50~100ms, 100~200ms, 200~500ms,
+        500ms~1s, 1~2s, 2~3s, 3~4s, 4~5s, 5~10s, 10s~ (whole milliseconds, as Java counts)."""
+        return [self.put_dist[i] for i in range(13)]
 
     def put_messages(self, msgs) -> PutMessageResult:
         """Append a batch atomically w.r.t. other puts (validation before any byte is written)."""

@@ -32,6 +32,26 @@ DEFAULT_CONFIG_BLACK_LIST = "configBlackList;brokerConfigPath"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _DISTRIBUTE_BUCKETS = ("<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms", "500ms~1s",
                        "1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~")
+_BUCKET_UPPER_MS = (1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
+
+
+def latency_percentile(counts: list[int], px: float, max_ms: float) -> float:
+    """The ``px`` latency (ms) from per-bucket put counts, interpolated within its bucket (as
+    Java's ``findPutMessageEntireTimePX`` does), never above the largest put seen (``max_ms``)."""
+    total = sum(counts)
+    if total == 0:
+        return 0.0
+    rank = int(total * px)
+    passed = 0
+    lower = 0.0
+    for i, count in enumerate(counts):
+        upper = float(_BUCKET_UPPER_MS[i]) if i < len(_BUCKET_UPPER_MS) else max(max_ms, lower)
+        if rank <= passed + count:
+            value = lower + ((upper - lower) * (rank - passed) / count if count else 0.0)
+            return min(value, max_ms) if max_ms > 0 else value
+        passed += count
+        lower = upper
+    return max_ms
 
 
 def version_desc(ordinal: int) -> str:
@@ -81,11 +101,12 @@ class BrokerAdminProcessor:
         t["putMessageTimesTotal"] = str(st.put_message_times_total)
         t["putMessageFailedTimes"] = str(st.put_message_failed_times)
         t["putMessageSizeTotal"] = str(st.put_message_size_total)
-        t["putMessageDistributeTime"] = "".join(f"[{b}]:0 " for b in _DISTRIBUTE_BUCKETS)
+        t["putMessageDistributeTime"] = "".join(f"[{b}]:{n} " for b, n in zip(_DISTRIBUTE_BUCKETS,
+                                                                              st.put_distribution))
         avg = st.put_message_size_total / st.put_message_times_total if st.put_message_times_total else 0.0
         t["putMessageAverageSize"] = repr(float(avg))
         t["dispatchMaxBuffer"] = "0"
-        t["getMessageEntireTimeMax"] = "0"
+        t["getMessageEntireTimeMax"] = str(int(st.get_latency_max_ms))
         if stats is not None:
             t["putTps"] = stats.tps_triplet(1)
             t["getFoundTps"] = stats.tps_triplet(2)
@@ -95,8 +116,8 @@ class BrokerAdminProcessor:
         else:
             for k in ("putTps", "getFoundTps", "getMissTps", "getTotalTps", "getTransferedTps"):
                 t[k] = "0.00 0.00 0.00"
-        t["putLatency99"] = "%.2f" % st.put_latency_max_ms
-        t["putLatency999"] = "%.2f" % st.put_latency_max_ms
+        t["putLatency99"] = "%.2f" % latency_percentile(st.put_distribution, 0.99, st.put_latency_max_ms)
+        t["putLatency999"] = "%.2f" % latency_percentile(st.put_distribution, 0.999, st.put_latency_max_ms)
         t["commitLogDiskRatio"] = repr(st.commitlog_disk_ratio / 100.0)
         t["commitLogDiskRatio_" + store.config.commitlog_dir] = t["commitLogDiskRatio"]
         t["consumeQueueDiskRatio"] = repr(st.consume_queue_disk_ratio / 100.0)

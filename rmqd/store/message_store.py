@@ -175,6 +175,8 @@ class StoreStats:
     put_message_size_total: int = 0
     put_message_failed_times: int = 0
     put_latency_max_ms: float = 0.0
+    put_distribution: list = field(default_factory=lambda: [0] * 13)   # PutEngine.put_distribution()
+    get_latency_max_ms: float = 0.0
     get_message_times_total: int = 0
     get_message_found_total: int = 0
     get_message_transferred_total: int = 0
@@ -337,6 +339,7 @@ class MessageStore:
         if cfg.flush_disk_type == "SYNC_FLUSH":
             self._group_commit = _GroupCommit(self)
             self._group_commit.start()
+            self._engine.latency_by_caller = True     # _put_sync counts put + flush wait
         else:
             self._spawn("rmqd-store-flush-commitlog", self._async_flush_loop)
         self._spawn("rmqd-store-flush-cq", self._cq_flush_loop)
@@ -474,9 +477,7 @@ class MessageStore:
                 r.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
                 r.remark = f"flush did not complete within {cfg.sync_flush_timeout_ms} ms"
                 log.warning("SYNC_FLUSH timeout for offset %d", end_offset)
-        elapsed = (time.perf_counter() - t0) * 1000
-        if elapsed > self._engine.put_latency_max_ms:
-            self._engine.put_latency_max_ms = elapsed
+        self._engine.record_latency((time.perf_counter() - t0) * 1000)
         return r
 
     def _fail(self, status: PutMessageStatus, remark: str) -> PutMessageResult:
@@ -581,9 +582,19 @@ class MessageStore:
     def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
                      max_total_bytes: Optional[int] = None, message_filter=None) -> GetMessageResult:
         """Read up to ``max_nums`` messages from logical ``offset`` (status table of README §3.3)."""
+        t0 = time.perf_counter()
+        try:
+            return self._get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
+        finally:
+            elapsed = (time.perf_counter() - t0) * 1000
+            with self._stats_lock:
+                self._stats.get_message_times_total += 1
+                if elapsed > self._stats.get_latency_max_ms:
+                    self._stats.get_latency_max_ms = elapsed
+
+    def _get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                      max_total_bytes: Optional[int], message_filter) -> GetMessageResult:
         S = GetMessageStatus
-        with self._stats_lock:
-            self._stats.get_message_times_total += 1
         cq = self._find_cq(topic, queue_id)
         if cq is None:
             return GetMessageResult(S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -800,6 +811,7 @@ class MessageStore:
         s.put_message_times_total += e.put_times_total
         s.put_message_size_total += e.put_size_total
         s.put_latency_max_ms = max(s.put_latency_max_ms, e.put_latency_max_ms)
+        s.put_distribution = e.put_distribution()
         s.commitlog_min_offset = self.commitlog.min_offset()
         s.commitlog_max_offset = self.commitlog.max_offset()
         s.commitlog_flushed_offset = self.commitlog.flushed_where

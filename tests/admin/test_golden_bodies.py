@@ -6,6 +6,7 @@ MessageQueue map keys as JSON objects, integer map keys unquoted, doubles as ``0
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
@@ -109,3 +110,33 @@ def test_runtime_info_shape(server, admin):
     for k in ("msgPutTotalTodayNow", "commitLogMaxOffset", "sendThreadPoolQueueSize", "pageCacheLockTimeMills",
               "earliestMessageTimeStamp", "pullThreadPoolQueueHeadWaitTimeMills"):
         int(table[k])
+
+
+def test_runtime_info_put_distribution_and_latencies(server, admin):
+    """The put-latency buckets count every put; percentiles and get latency are real numbers."""
+    import re
+    from rmqd.processors.admin_broker import latency_percentile
+    before = orjson.loads(_body(server.broker_addr, 28, {}))["table"]
+    with BlockingClient(server.broker_addr) as c:
+        for i in range(25):
+            r = c.invoke(new_request(310, {"a": "PG", "b": "TBW102", "c": "TBW102", "d": "4", "e": "0", "f": "0",
+                                           "g": "1", "h": "0", "i": ""}, b"m%d" % i))
+            assert r.code == 0, r.remark
+    table = orjson.loads(_body(server.broker_addr, 28, {}))["table"]
+
+    def counts(t):
+        pairs = re.findall(r"\[([^\]]+)\]:(\d+) ", t["putMessageDistributeTime"])
+        assert [name for name, _ in pairs] == ["<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms",
+                                               "500ms~1s", "1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~"]
+        return [int(n) for _, n in pairs]
+
+    assert sum(counts(table)) - sum(counts(before)) == 25
+    assert sum(counts(table)) == int(table["putMessageTimesTotal"])
+    p99, p999 = float(table["putLatency99"]), float(table["putLatency999"])
+    assert 0.0 < p99 <= p999 <= float(table["putMessageEntireTimeMax"]) + 1
+    assert int(table["getMessageEntireTimeMax"]) >= 0
+    # The percentile reads the buckets, interpolating inside one and capped by the largest put.
+    assert latency_percentile([99] + [0] * 12, 0.99, 5.0) == pytest.approx(98 / 99)
+    assert latency_percentile([990, 0, 10] + [0] * 10, 0.999, 48.0) == pytest.approx(10 + 40 * 9 / 10)
+    assert latency_percentile([990, 0, 10] + [0] * 10, 0.999, 30.0) == 30.0
+    assert latency_percentile([0] * 13, 0.99, 0.0) == 0.0
