@@ -161,6 +161,44 @@ cdef inline int _next_frame(const uint8_t* p, Py_ssize_t avail, Py_ssize_t cap, 
     return 1
 
 
+cdef struct FrameIn:
+    uint8_t* buf             # received bytes: frames taken are before ``pos``, unread after ``have``
+    Py_ssize_t cap
+    Py_ssize_t have
+    Py_ssize_t pos
+
+
+cdef int _fill(int fd, FrameIn* f) noexcept nogil:
+    """Drop the frames already taken and read more bytes: 0 when the peer closed or failed."""
+    cdef ssize_t k
+    if f.pos > 0:
+        memmove(f.buf, f.buf + f.pos, f.have - f.pos)
+        f.have -= f.pos
+        f.pos = 0
+    k = read(fd, f.buf + f.have, f.cap - f.have)
+    if k <= 0:
+        return 0
+    f.have += k
+    return 1
+
+
+cdef bint _take_frame(FrameIn* f, uint8_t** frame, uint32_t* length, uint32_t* hlen,
+                      bint* malformed) noexcept nogil:
+    """Take the next whole frame (``frame`` points at it); False when more bytes are needed or the
+    next frame is malformed (then ``malformed`` is set)."""
+    cdef int st
+    if f.have - f.pos < 8:
+        return False
+    st = _next_frame(f.buf + f.pos, f.have - f.pos, f.cap, length, hlen)
+    if st < 0:
+        malformed[0] = True
+    if st <= 0:
+        return False
+    frame[0] = f.buf + f.pos
+    f.pos += length[0] + 4
+    return True
+
+
 cdef class SharedConnectionSenders:
     """N synchronous sender threads multiplexed over one connection, each with its own opaque.
 
@@ -238,47 +276,31 @@ cdef class SharedConnectionSenders:
 
     def reader(self):
         """Read responses until the connection closes and wake their senders; returns responses read."""
-        cdef Py_ssize_t cap = 1 << 20, have = 0, pos, got = 0
-        cdef uint8_t* buf = <uint8_t*>malloc(cap)
+        cdef FrameIn f
+        cdef Py_ssize_t got = 0
         cdef uint8_t* p
         cdef uint32_t length, hlen
-        cdef ssize_t k
         cdef long opaque, code
-        cdef bint has_opaque, has_code
-        cdef int st
-        if buf == NULL:
+        cdef bint has_opaque, has_code, bad = False
+        f.cap = 1 << 20
+        f.have = f.pos = 0
+        f.buf = <uint8_t*>malloc(f.cap)
+        if f.buf == NULL:
             raise MemoryError()
         with nogil:
-            while True:
-                k = read(self.fd, buf + have, cap - have)
-                if k <= 0:
-                    break
-                have += k
-                pos = 0
-                while have - pos >= 8:
-                    p = buf + pos
-                    st = _next_frame(p, have - pos, cap, &length, &hlen)
-                    if st < 0:
-                        have = -1
-                    if st <= 0:
-                        break
+            while not bad and _fill(self.fd, &f):
+                while _take_frame(&f, &p, &length, &hlen, &bad):
                     opaque = _json_int(p + 8, hlen, b'"opaque":', 9, &has_opaque)
                     code = _json_int(p + 8, hlen, b'"code":', 7, &has_code)
                     if has_opaque and 1 <= opaque <= self.n:
                         self.state[opaque - 1] = SLOT_OK if has_code and code == 0 else SLOT_ERROR
                         sem_post(&self.sems[opaque - 1])
                         got += 1
-                    pos += length + 4
-                if have < 0:
-                    break
-                if pos > 0:
-                    memmove(buf, buf + pos, have - pos)
-                    have -= pos
             self.dead = True
             for k in range(self.n):
                 self.state[k] = SLOT_DEAD
                 sem_post(&self.sems[k])
-        free(buf)
+        free(f.buf)
         return got
 
 
@@ -297,23 +319,23 @@ def run_closed_loop(int fd, list requests, double seconds, double[::1] latencies
     cdef const uint8_t** reqs = <const uint8_t**>malloc(sizeof(uint8_t*) * n)
     cdef Py_ssize_t* lens = <Py_ssize_t*>malloc(sizeof(Py_ssize_t) * n)
     cdef double* sent_at = <double*>malloc(sizeof(double) * n)
-    cdef Py_ssize_t in_cap = 1 << 20, have = 0, pos
-    cdef uint8_t* inb = <uint8_t*>malloc(in_cap)
+    cdef FrameIn f
     cdef Py_ssize_t out_cap = 0, out_len
     cdef uint8_t* outb
     cdef Py_ssize_t k, sent = 0, errors = 0, outstanding = 0
     cdef uint8_t* p
     cdef uint32_t length, hlen
-    cdef ssize_t got
     cdef long opaque, code
     cdef bint has_opaque, has_code, failed = False
-    cdef int st
     cdef double start, deadline, now
     for k in range(n):
         out_cap += len(<bytes>requests[k])
     outb = <uint8_t*>malloc(out_cap)
-    if reqs == NULL or lens == NULL or sent_at == NULL or inb == NULL or outb == NULL:
-        free(reqs); free(lens); free(sent_at); free(inb); free(outb)
+    f.cap = 1 << 20
+    f.have = f.pos = 0
+    f.buf = <uint8_t*>malloc(f.cap)
+    if reqs == NULL or lens == NULL or sent_at == NULL or f.buf == NULL or outb == NULL:
+        free(reqs); free(lens); free(sent_at); free(f.buf); free(outb)
         raise MemoryError()
     for k in range(n):
         reqs[k] = <const uint8_t*><bytes>requests[k]
@@ -330,24 +352,14 @@ def run_closed_loop(int fd, list requests, double seconds, double[::1] latencies
         if _write_all(fd, outb, out_len) < 0:
             failed = True
         while outstanding > 0 and not failed:
-            got = read(fd, inb + have, in_cap - have)
-            if got <= 0:
+            if not _fill(fd, &f):
                 failed = True
                 break
-            have += got
             now = _now()
-            pos = 0
             out_len = 0
-            while have - pos >= 8:
-                p = inb + pos
-                st = _next_frame(p, have - pos, in_cap, &length, &hlen)
-                if st < 0:
-                    failed = True
-                if st <= 0:
-                    break
+            while _take_frame(&f, &p, &length, &hlen, &failed):
                 opaque = _json_int(p + 8, hlen, b'"opaque":', 9, &has_opaque)
                 code = _json_int(p + 8, hlen, b'"code":', 7, &has_code)
-                pos += length + 4
                 if not has_opaque or opaque < 1 or opaque > n:
                     continue
                 k = opaque - 1
@@ -363,13 +375,10 @@ def run_closed_loop(int fd, list requests, double seconds, double[::1] latencies
                     sent_at[k] = now
                 else:
                     outstanding -= 1
-            if pos > 0:
-                memmove(inb, inb + pos, have - pos)
-                have -= pos
             if out_len > 0 and _write_all(fd, outb, out_len) < 0:
                 failed = True
         now = _now()
-    free(reqs); free(lens); free(sent_at); free(inb); free(outb)
+    free(reqs); free(lens); free(sent_at); free(f.buf); free(outb)
     if failed:
         errors += 1
     return sent, errors, now - start
@@ -388,39 +397,28 @@ def serve_null_connection(int fd, bytes ext_json):
     throughput against it is the generator's own ceiling.  Returns when the peer closes.
     """
     cdef const char* ext = <const char*>ext_json
-    cdef Py_ssize_t in_cap = 1 << 20, have = 0, pos
-    cdef uint8_t* inb = <uint8_t*>malloc(in_cap)
+    cdef FrameIn f
     cdef Py_ssize_t out_cap = 1 << 20, out_len
     cdef uint8_t* outb = <uint8_t*>malloc(out_cap)
     cdef uint8_t* p
     cdef uint32_t length, hlen
-    cdef ssize_t got
     cdef long opaque
-    cdef bint has_opaque
-    cdef int n, st
-    if inb == NULL or outb == NULL:
-        free(inb); free(outb)
+    cdef bint has_opaque, failed = False
+    cdef int n
+    f.cap = 1 << 20
+    f.have = f.pos = 0
+    f.buf = <uint8_t*>malloc(f.cap)
+    if f.buf == NULL or outb == NULL:
+        free(f.buf); free(outb)
         raise MemoryError()
     with nogil:
-        while True:
-            got = read(fd, inb + have, in_cap - have)
-            if got <= 0:
-                break
-            have += got
-            pos = 0
+        while not failed and _fill(fd, &f):
             out_len = 0
-            while have - pos >= 8:
-                p = inb + pos
-                st = _next_frame(p, have - pos, in_cap, &length, &hlen)
-                if st < 0:
-                    have = -1
-                if st <= 0:
-                    break
+            while _take_frame(&f, &p, &length, &hlen, &failed):
                 opaque = _json_int(p + 8, hlen, b'"opaque":', 9, &has_opaque)
-                pos += length + 4
                 if out_cap - out_len < 4096:            # flush a full output buffer mid-batch
                     if _write_all(fd, outb, out_len) < 0:
-                        have = -1
+                        failed = True
                         break
                     out_len = 0
                 n = snprintf(<char*>outb + out_len + 8, 4000,
@@ -435,12 +433,7 @@ def serve_null_connection(int fd, bytes ext_json):
                 outb[out_len + 6] = (n >> 8) & 0xFF
                 outb[out_len + 7] = n & 0xFF
                 out_len += 8 + n
-            if have < 0:
-                break
-            if pos > 0:
-                memmove(inb, inb + pos, have - pos)
-                have -= pos
-            if out_len > 0 and _write_all(fd, outb, out_len) < 0:
-                break
-    free(inb)
+            if not failed and out_len > 0 and _write_all(fd, outb, out_len) < 0:
+                failed = True
+    free(f.buf)
     free(outb)
