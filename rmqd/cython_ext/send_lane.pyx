@@ -50,6 +50,7 @@ cdef enum:
     F_PROPERTIES = 9
     F_BATCH = 10
 
+cdef object DECLINED = object()             # _serve_raw: read in full, not for the lane
 cdef int SERVER_VERSION_C = SERVER_VERSION
 cdef int PERM_WRITE = 2
 cdef int MULTI_TAGS_FLAG = 0x2
@@ -335,6 +336,8 @@ cdef class SendLane:
                     frame = conn.lane_failed(decode_frame_at(buf, mv, pos), exc)
             if frame is None:
                 self._serve_cmd(conn, peer, dispatcher, decode_frame_at(buf, mv, pos), out)
+            elif frame is DECLINED:                  # read in full and not plain: the processor's
+                dispatcher.dispatch(conn, decode_frame_at(buf, mv, pos))
             elif len(<bytes>frame):
                 out.append(frame)
             pos = end
@@ -353,7 +356,8 @@ cdef class SendLane:
             out.append(frame)
 
     cdef object _serve_raw(self, tuple peer, bytes buf, object mv, Py_ssize_t pos):
-        """Serve the JSON frame at ``pos`` of ``buf`` from its bytes, or None (decode it)."""
+        """Serve the JSON frame at ``pos`` of ``buf`` from its bytes: its response frame, None when
+        the header needs the decoder, DECLINED when it was read in full but is not a plain send."""
         cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(buf) + pos
         cdef Py_ssize_t end = pos + 4 + <Py_ssize_t>be32(p)
         cdef Py_ssize_t hlen = be32(p + 4) & 0xFFFFFF
@@ -405,8 +409,9 @@ cdef class SendLane:
         body = mv[bstart:end] if end > bstart else None
         frame = self._serve(peer, topic, <int>queue_id, <int>sys_flag, born_ts, <int>flag, <int>reconsume,
                             props, body, <int>opaque, <int>rpc_flag, 0)
-        if frame is not None:
-            self.served_raw += 1
+        if frame is None:
+            return DECLINED                  # the dict path would read the same fields and decline too
+        self.served_raw += 1
         return frame
 
     cdef str _topic_str(self, const Slice* v):
