@@ -301,21 +301,14 @@ cdef class SendLane:
         """Serve ``cmd`` and return its encoded response frame (b"" for oneway), or None to decline."""
         return self._handle(peer, cmd)
 
-    def serve_all(self, conn, list commands, list out) -> None:
-        """Handle decoded commands of one read for ``conn`` in order: responses complete
-        ``conn``'s calls, requests the lane serves append their response frame to ``out``, the
-        rest go to ``conn.dispatcher`` (whose replies on this thread land in ``out`` too, keeping
-        the order).  A failure inside the lane is answered by ``conn.lane_failed(cmd, exc)``."""
-        cdef tuple peer = conn.peer
-        dispatcher = conn.dispatcher
-        for item in commands:
-            self._serve_cmd(conn, peer, dispatcher, <RemotingCommand?>item, out)
-
     def serve_data(self, conn, data, list out) -> None:
-        """Like ``serve_all`` for the bytes of one read, fed through ``conn.reader``.
+        """Handle the frames of one read for ``conn`` (fed through ``conn.reader``), in order.
 
         A plain JSON send is served from the received bytes without decoding its header into
-        Python objects; every other frame is decoded and handled as ``serve_all`` does.  Raises
+        Python objects.  Every other frame is decoded: responses complete ``conn``'s calls,
+        sends the lane serves append their response frame to ``out``, the rest go to
+        ``conn.dispatcher`` (whose replies on this thread land in ``out`` too, keeping the order).
+        A failure inside the lane is answered by ``conn.lane_failed(cmd, exc)``.  Raises
         FrameError for a malformed frame (frames before it have been handled)."""
         cdef FrameReader reader = <FrameReader?>conn.reader
         cdef bytes buf = reader._take(data)
