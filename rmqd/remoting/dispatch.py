@@ -232,14 +232,17 @@ class Dispatcher:
     def start(self, loop: asyncio.AbstractEventLoop, clean_interval: float = 0.01) -> None:
         for pool in self.pools.values():
             pool.start()
-        if any(p.max_wait_ms is not None for p in self.pools.values()):
+        limits = [p.max_wait_ms for p in self.pools.values() if p.max_wait_ms is not None]
+        if limits:
+            # All queues empty: look again later, but within half the smallest wait limit.
+            idle_interval = max(clean_interval, min(clean_interval * 10, min(limits) / 2000.0))
+
             def clean() -> None:
                 busy = False
                 for pool in self.pools.values():
                     pool.expire_aged()
                     busy = busy or pool.queue_size > 0
-                # All queues empty: look again in 10 intervals (still well inside any wait limit).
-                self._cleaner = loop.call_later(clean_interval if busy else clean_interval * 10, clean)
+                self._cleaner = loop.call_later(clean_interval if busy else idle_interval, clean)
             self._cleaner = loop.call_later(clean_interval, clean)
 
     def shutdown(self) -> None:
