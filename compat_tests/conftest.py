@@ -29,3 +29,17 @@ def client(request: pytest.FixtureRequest, client_pythons: dict[str, str]) -> tu
     """(name, python executable) of each C++ client generation."""
     return request.param, client_pythons[request.param]
 
+
+
+@pytest.fixture(scope="session")
+def reference_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """The real Java 4.9.8 name server + broker, started once per test session (javakit)."""
+    from javakit import ReferenceCluster, require_kit
+
+    require_kit()
+    cluster = ReferenceCluster(tmp_path_factory.mktemp("reference-cluster"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -1,0 +1,18 @@
+"""The Java kit itself works here: our program compiles and sends to rmqd and to the reference broker."""
+from __future__ import annotations
+
+from javakit import mqadmin, require_kit, run_java
+
+
+def test_java_program_sends_to_rmqd_and_reference(rmqd_server, reference_cluster) -> None:
+    require_kit()
+    for addr in (rmqd_server.namesrv_addr, reference_cluster.namesrv_addr):
+        res = run_java("KitSmoke", addr, "KitSmokeTopic", timeout=60)
+        assert res.returncode == 0 and not res.timed_out, res.stderr[-2000:]
+        assert res.events == [{"op": "send", "status": "SEND_OK", "queueOffset": 0}]
+
+
+def test_mqadmin_cluster_list_names_the_broker(rmqd_server) -> None:
+    res = mqadmin("clusterList", "-n", rmqd_server.namesrv_addr)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "DefaultCluster" in res.stdout and "broker-a" in res.stdout

@@ -1,0 +1,208 @@
+"""The Java RocketMQ 4.9.8 kit in tests: our Java programs, mqadmin, and the reference cluster.
+
+The kit (``../shared/rocketmq-4.9.8`` beside the repository, or ``$RMQD_JAVA_KIT``) holds the Java
+client library, mqadmin, the benchmark tools and the real Java name server + broker. Java tests are
+core tests: when ``java``/``javac`` or the kit is missing they fail with a clear message
+(:func:`require_kit`), they never skip.
+
+- :func:`compile_java` compiles ``compat_tests/java/src/*.java`` once per source hash into a cache
+  directory; :func:`run_java` runs one of those programs (JSON lines on stdout, as the C++ runner).
+- :func:`mqadmin` runs ``bin/mqadmin`` with a hard timeout.
+- :class:`ReferenceCluster` starts ``bin/reference-cluster`` on free loopback ports (the
+  ``reference_cluster`` session fixture in ``compat_tests/conftest.py`` starts one per test session).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping, Sequence
+
+REPO = Path(__file__).resolve().parent.parent
+JAVA_SRC = Path(__file__).resolve().parent / "java" / "src"
+
+
+def kit_dir() -> Path | None:
+    """The kit's root, or None when it cannot be found."""
+    candidates = [os.environ.get("RMQD_JAVA_KIT", ""), str(REPO.parent / "shared" / "rocketmq-4.9.8"),
+                  "/work/shared/rocketmq-4.9.8"]
+    for c in candidates:
+        if c and (Path(c) / "lib").is_dir() and (Path(c) / "bin" / "common.sh").is_file():
+            return Path(c).resolve()
+    return None
+
+
+def missing_reason() -> str | None:
+    """Why the Java tests cannot run here, or None when they can."""
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not on PATH: the Java compatibility tests need a JDK 17 (apt install openjdk-17-jdk)"
+    if kit_dir() is None:
+        return ("the RocketMQ 4.9.8 Java kit was not found (looked in $RMQD_JAVA_KIT and "
+                f"{REPO.parent / 'shared' / 'rocketmq-4.9.8'}); the Java compatibility tests need it")
+    return None
+
+
+def require_kit() -> Path:
+    """The kit's root; fails the calling test (does not skip) when Java or the kit is missing."""
+    import pytest
+
+    reason = missing_reason()
+    if reason:
+        pytest.fail(reason, pytrace=False)
+    return kit_dir()  # type: ignore[return-value]
+
+
+@lru_cache(maxsize=1)
+def jdk17_opts() -> tuple[str, ...]:
+    """The ``--add-opens`` flags RocketMQ 4.9.8 needs on Java 17, read from the kit's common.sh."""
+    common = kit_dir() / "bin" / "common.sh"  # type: ignore[operator]
+    out = subprocess.run(["bash", "-c", f'. "{common}"; printf "%s\\n" "${{JDK17_OPTS[@]}}"'],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    return tuple(line for line in out.splitlines() if line)
+
+
+def classpath(*extra: str | Path) -> str:
+    kit = kit_dir()
+    return os.pathsep.join([str(kit / "conf"), str(kit / "lib" / "*"), *map(str, extra)])
+
+
+def compile_java(src_dir: Path = JAVA_SRC, timeout: float = 180.0) -> Path:
+    """Compile every ``.java`` under ``src_dir`` (once per content hash); returns the classes dir."""
+    sources = sorted(src_dir.rglob("*.java"))
+    if not sources:
+        raise FileNotFoundError(f"no Java sources under {src_dir}")
+    digest = hashlib.sha256()
+    for s in sources:
+        digest.update(s.name.encode() + b"\0" + s.read_bytes())
+    out = Path(tempfile.gettempdir()) / f"rmqd-java-classes-{digest.hexdigest()[:16]}"
+    if (out / ".done").exists():
+        return out
+    tmp = Path(tempfile.mkdtemp(prefix="rmqd-javac-"))
+    res = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", classpath(), "-d", str(tmp),
+                          *map(str, sources)], capture_output=True, text=True, timeout=timeout)
+    if res.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RuntimeError(f"javac failed:\n{res.stdout}\n{res.stderr}")
+    (tmp / ".done").write_text("ok")
+    try:
+        tmp.rename(out)
+    except OSError:          # a concurrent session compiled the same sources first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+class JavaRun(subprocess.CompletedProcess):
+    """A finished Java program: ``events`` are the JSON objects it printed one per line."""
+
+    def __init__(self, args, returncode, stdout, stderr, timed_out: bool) -> None:
+        super().__init__(args, returncode, stdout, stderr)
+        self.timed_out = timed_out
+        self.events = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+    def events_of(self, op: str) -> list[dict]:
+        return [e for e in self.events if e.get("op") == op]
+
+
+def _run(cmd: Sequence[str], timeout: float, env: Mapping[str, str] | None, home: str | None) -> JavaRun:
+    full_env = dict(os.environ)
+    if home:
+        full_env["HOME"] = home   # client logs go to $HOME/logs/rocketmqlogs
+    full_env.update(env or {})
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=full_env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        out, err = proc.communicate()
+        timed_out = True
+    return JavaRun(list(cmd), proc.returncode, out, err, timed_out)
+
+
+def run_java(main_class: str, *args: str, timeout: float = 60.0, env: Mapping[str, str] | None = None,
+             heap: str = "-Xmx256m", system_props: Mapping[str, str] | None = None) -> JavaRun:
+    """Run one of our compiled programs (``compat_tests/java/src``) with a hard timeout."""
+    classes = compile_java()
+    props = [f"-D{k}={v}" for k, v in (system_props or {}).items()]
+    cmd = ["java", heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *jdk17_opts(), *props,
+           "-Drocketmq.client.logUseSlf4j=false", "-cp", classpath(classes), main_class, *args]
+    return _run(cmd, timeout, env, home=tempfile.gettempdir())
+
+
+def mqadmin(*args: str, timeout: float = 60.0, env: Mapping[str, str] | None = None) -> JavaRun:
+    """Run the kit's ``bin/mqadmin`` (e.g. ``mqadmin('topicList', '-n', addr)``)."""
+    kit = require_kit()
+    return _run([str(kit / "bin" / "mqadmin"), *args], timeout, env, home=tempfile.gettempdir())
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_block(count: int = 4, low: int = 20000, high: int = 60000) -> int:
+    """A base port such that ``base .. base+count-1`` are all free on loopback."""
+    import random
+
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        base = rng.randrange(low, high - count)
+        if all(_port_free(base + i) for i in range(count)):
+            return base
+    raise RuntimeError("no free block of loopback ports")
+
+
+class ReferenceCluster:
+    """The kit's real Java name server + broker on free loopback ports, in ``workdir``.
+
+    ``extra_conf`` lines are appended to the broker's broker.conf (e.g. ``aclEnable=true``)."""
+
+    def __init__(self, workdir: str | Path, extra_conf: Sequence[str] = ()) -> None:
+        self.kit = require_kit()
+        self.workdir = Path(workdir)
+        self.extra_conf = list(extra_conf)
+        base = free_port_block(5)
+        self.namesrv_port, self.broker_port = base, base + 3   # broker uses bp-2 (VIP), bp, bp+1 (HA)
+        self.namesrv_addr = f"127.0.0.1:{self.namesrv_port}"
+        self.broker_addr = f"127.0.0.1:{self.broker_port}"
+        self.started = False
+
+    def start(self, timeout: float = 120.0) -> "ReferenceCluster":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        args = [str(self.kit / "bin" / "reference-cluster"), "start", str(self.workdir),
+                "--namesrv-port", str(self.namesrv_port), "--broker-port", str(self.broker_port)]
+        if self.extra_conf:
+            conf = self.workdir / "extra-broker.conf"
+            conf.write_text("".join(line + "\n" for line in self.extra_conf))
+            args += ["--conf", str(conf)]
+        res = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        if res.returncode != 0:
+            self.stop()
+            raise RuntimeError(f"reference cluster did not start: {res.stdout}\n{res.stderr}")
+        self.started = True
+        return self
+
+    def stop(self) -> None:
+        subprocess.run([str(self.kit / "bin" / "reference-cluster"), "stop", str(self.workdir)],
+                       capture_output=True, text=True, timeout=60)
+        self.started = False
+
+    def __enter__(self) -> "ReferenceCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
