@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from rmqd.broker_controller import BrokerController
 from rmqd.namesrv.server import NameServer
@@ -23,12 +24,25 @@ def install_event_loop_policy() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
+class Endpoint(Protocol):
+    """A server that runs beside the broker in the same process and loop (gRPC, metrics, console).
+
+    Started after the name server and broker (so it can use them), closed before them."""
+
+    async def start(self, services: "Services") -> None: ...
+
+    async def close(self) -> None: ...
+
+    def describe(self) -> list[str]: ...
+
+
 @dataclass
 class Services:
-    """What a process runs; either part may be absent."""
+    """What a process runs; any part may be absent."""
 
     namesrv: NameServer | None = None
     broker: BrokerController | None = None
+    endpoints: list[Endpoint] = field(default_factory=list)
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> None:
@@ -38,8 +52,15 @@ class Services:
                 self.broker.config.namesrvAddr = self.namesrv.address
         if self.broker is not None:
             await self.broker.start()
+        for endpoint in self.endpoints:
+            await endpoint.start(self)
 
     async def close(self) -> None:
+        for endpoint in reversed(self.endpoints):
+            try:
+                await endpoint.close()
+            except Exception:
+                log.exception("closing %s failed", type(endpoint).__name__)
         if self.broker is not None:
             await self.broker.close()
         if self.namesrv is not None:
@@ -55,6 +76,8 @@ class Services:
             lines.append(f"rmqd broker {c.brokerName} ({c.brokerClusterName}) listening on {self.broker.address} "
                          f"(vip {self.broker.vip_address}), store {c.storePathRootDir}, "
                          f"name server {c.namesrvAddr or '-'}")
+        for endpoint in self.endpoints:
+            lines.extend(endpoint.describe())
         return lines
 
 
