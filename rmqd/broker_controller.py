@@ -61,6 +61,7 @@ def store_config_from(c: BrokerConfig) -> StoreConfig:
         max_index_num=int(c.maxIndexNum),
         max_transfer_bytes_on_message_in_memory=int(c.maxTransferBytesOnMessageInMemory),
         max_transfer_count_on_message_in_memory=int(c.maxTransferCountOnMessageInMemory),
+        access_message_in_memory_max_ratio=int(c.accessMessageInMemoryMaxRatio),
         message_delay_level=c.messageDelayLevel,
     )
 

@@ -216,6 +216,7 @@ class BrokerConfig(_PropertiesConfig):
         "flushDelayOffsetInterval": 10000,
         "maxTransferBytesOnMessageInMemory": 256 * 1024,
         "maxTransferCountOnMessageInMemory": 32,
+        "accessMessageInMemoryMaxRatio": 40,
         "enableCompaction": True,
     }
 

@@ -4,7 +4,6 @@ Java: ``ConsumerManageProcessor`` (README §3.3, §3.4, §6.5).
 """
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -14,17 +13,6 @@ from rmqd.remoting.command import RemotingCommand, error_response, new_response,
 
 if TYPE_CHECKING:
     from rmqd.broker_controller import BrokerController
-
-
-def _physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 8 << 30
-
-
-# Java's "hot" threshold: data within 40 % of RAM of the commit log head is "in memory".
-HOT_DATA_LIMIT = int(_physical_memory() * 0.40)
 
 
 class ConsumerManageProcessor:
@@ -46,13 +34,10 @@ class ConsumerManageProcessor:
         return new_response()
 
     def query_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        """Stored offset; else 0 when the queue still starts at 0 and its head is "hot".
-
-        "Hot" emulates Java's ``checkInDiskByConsumeOffset(topic, q, 0) == false``: the whole
-        commit log (max - min) fits in 40 % of physical RAM, so message 0 of the queue is
-        considered in memory.  Otherwise QUERY_NOT_FOUND (22) and the client decides by
-        consumeFromWhere.  A queue that never received a message (min == max == 0) answers 0.
-        """
+        """Stored offset; else 0 when the queue still starts at 0 and its message 0 is "hot"
+        (Java: ``minOffset <= 0 && !checkInDiskByConsumeOffset(topic, q, 0)``: it lies within 40 % of
+        RAM behind the CommitLog head); otherwise QUERY_NOT_FOUND (22) and the client decides by
+        consumeFromWhere. A queue that never received a message answers 0."""
         group, topic, queue_id = require(request, "consumerGroup", "topic", "queueId")
         qid = int(queue_id)
         broker = self.broker
@@ -61,8 +46,7 @@ class ConsumerManageProcessor:
             return new_response(ext_fields={"offset": str(offset)})
         store = broker.store
         min_offset = store.get_min_offset(topic, qid)
-        if min_offset <= 0 and (store.get_max_offset(topic, qid) == 0 or
-                                store.commitlog_max_offset() - store.commitlog_min_offset() <= HOT_DATA_LIMIT):
+        if min_offset <= 0 and not store.check_in_disk_by_consume_offset(topic, qid, 0):
             return new_response(ext_fields={"offset": "0"})
         return error_response(ResponseCode.QUERY_NOT_FOUND,
                               "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")

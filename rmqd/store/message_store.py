@@ -52,6 +52,13 @@ def parse_delay_levels(spec: str) -> list[int]:
     return [int(tok[:-1]) * _UNIT_MS[tok[-1]] for tok in spec.split()]
 
 
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -85,6 +92,7 @@ class StoreConfig:
     clock: Callable[[], int] = _now_ms
     disk_usage: Optional[Callable[[str], float]] = None   # path -> used percent (0..100)
     warm_mapped_pages: bool = True     # pre-fault pages ahead of the writers (PageWarmer)
+    access_message_in_memory_max_ratio: int = 40   # % of RAM behind the CommitLog head that counts as hot
 
     @property
     def commitlog_dir(self) -> str:
@@ -270,6 +278,7 @@ class MessageStore:
         self._checkpoint: Optional[StoreCheckpoint] = None
         self._lock_fd = -1
         self._last_thorough_flush = 0.0
+        self.hot_data_limit = int(_physical_memory() * config.access_message_in_memory_max_ratio / 100)
 
     @property
     def clock(self) -> Callable[[], int]:
@@ -528,6 +537,16 @@ class MessageStore:
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         cq = self._find_cq(topic, queue_id)
         return cq.min_offset if cq else 0
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
+        """Java's ``checkInDiskByConsumeOffset``: is the message at ``consume_offset`` further behind
+        the CommitLog head than ``access_message_in_memory_max_ratio`` % of RAM ("cold")?
+        False when the queue or the entry does not exist."""
+        cq = self._find_cq(topic, queue_id)
+        e = cq.get_entry(consume_offset) if cq is not None else None
+        if e is None:
+            return False
+        return self.commitlog.max_offset() - e[0] > self.hot_data_limit
 
     def _store_time_of(self, phys: int, size: int) -> int:
         v = self.commitlog.get(phys, min(size, 64))

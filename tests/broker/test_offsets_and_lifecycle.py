@@ -44,10 +44,25 @@ def test_offset_codes(broker, client):
 
 
 def test_query_offset_not_found_when_cold(broker, client, monkeypatch):
-    from rmqd.processors import consumer_manage
     send_v2(client, "Cold")
-    monkeypatch.setattr(consumer_manage, "HOT_DATA_LIMIT", 0)
+    monkeypatch.setattr(broker.store, "hot_data_limit", 0)
     r = q(client, 14, consumerGroup="G", topic="Cold", queueId=0)
+    assert r.code == 22 and "maybe this group consumer boot first" in r.remark
+
+
+def test_query_offset_hot_is_judged_by_the_queues_first_message(broker, client, monkeypatch):
+    """Java's checkInDiskByConsumeOffset(topic, q, 0): the distance from the queue's message 0 to the
+    CommitLog head counts, not the span of the whole CommitLog (older topics must not make a new
+    group of a new topic skip its backlog)."""
+    for _ in range(5):
+        send_v2(client, "OldTopic", b"x" * 1000)
+    send_v2(client, "NewTopic", b"y" * 1000)
+    store = broker.store
+    head = store.commitlog_max_offset()
+    new_first = store._find_cq("NewTopic", 0).get_entry(0)[0]
+    monkeypatch.setattr(store, "hot_data_limit", head - new_first)   # NewTopic's message 0 is just hot
+    assert q(client, 14, consumerGroup="G", topic="NewTopic", queueId=0).ext_fields["offset"] == "0"
+    r = q(client, 14, consumerGroup="G", topic="OldTopic", queueId=0)
     assert r.code == 22 and "maybe this group consumer boot first" in r.remark
 
 
