@@ -134,7 +134,8 @@ class BrokerController:
                    self.send_processor.process, p["send"],
                    inline_first=self.send_processor.process_inline)
         self.pull_processor = PullMessageProcessor(self)
-        d.register(RequestCode.PULL_MESSAGE, self.pull_processor.process, p["pull"])
+        d.register(RequestCode.PULL_MESSAGE, self.pull_processor.process, p["pull"],
+                   inline_first=self.pull_processor.process_inline)
         cm = self.client_manage_processor = ClientManageProcessor(self)
         d.register(RequestCode.HEART_BEAT, cm.heart_beat, p["client"])
         d.register(RequestCode.UNREGISTER_CLIENT, cm.unregister_client, p["client"])

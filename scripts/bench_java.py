@@ -48,6 +48,7 @@ from rmqd.remoting.codes import RequestCode  # noqa: E402
 TPS = re.compile(r"Send TPS: (\d+) Max RT\(ms\): (\d+) Average RT\(ms\):\s+([\d.]+) Send Failed: (\d+)")
 CONSUME = re.compile(r"TPS: (\d+) FAIL: (\d+) AVG\(B2C\) RT\(ms\):\s+([\d.NaN]+) AVG\(S2C\) RT\(ms\):\s+([\d.NaN]+)")
 WINDOW_S = 10.0
+POINTS = ("idle", "send", "big", "drain", "live", "sync")
 
 
 # ---------------------------------------------------------------------------------------------- system probes
@@ -69,10 +70,11 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """VmRSS (includes touched pages of mapped store files) or RssAnon (the process's own memory)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -314,7 +316,8 @@ def idle(target: Target, seconds: float = 10.0) -> dict:
     time.sleep(2.0)
     c0 = proc_cpu_s(target.pid)
     time.sleep(seconds)
-    return {"cpu_pct": 100.0 * (proc_cpu_s(target.pid) - c0) / seconds, "rss_mb": rss_mb(target.pid)}
+    return {"cpu_pct": 100.0 * (proc_cpu_s(target.pid) - c0) / seconds, "rss_mb": rss_mb(target.pid),
+            "anon_mb": rss_mb(target.pid, "RssAnon")}
 
 
 # ---------------------------------------------------------------------------------------------- main
@@ -323,24 +326,34 @@ def run_pass(target: Target, args: argparse.Namespace, results: dict) -> None:
         results.setdefault(key, {}).setdefault(target.name, []).append(value)
         print(f"  {target.name:5} {key:22} {json.dumps(value)}", flush=True)
 
+    points = set(args.points)
     target.start({})
     try:
-        rec("idle", idle(target, args.idle_seconds))
-        for threads in args.threads:
-            topic = f"Bench1k_{threads}"
-            create_topic(target, topic)
-            rec(f"send 1KB x{threads}", produce(target, topic, threads, 1024, args.window_count))
-        for size in (16 * 1024, 128 * 1024):
-            topic = f"Bench{size // 1024}k"
-            create_topic(target, topic)
-            rec(f"send {size // 1024}KB x16", produce(target, topic, 16, size, args.window_count))
-        create_topic(target, "BenchDrain")
-        n = fill_backlog(target, "BenchDrain", args.backlog)
-        rec("drain", dict(drain(target, "BenchDrain", n), backlog=n))
-        create_topic(target, "BenchLive")
-        rec("live 4 producers", live_latency(target, "BenchLive", args.window_count))
+        if "idle" in points:
+            rec("idle", idle(target, args.idle_seconds))
+        if "send" in points:
+            for threads in args.threads:
+                topic = f"Bench1k_{threads}"
+                create_topic(target, topic)
+                rec(f"send 1KB x{threads}", produce(target, topic, threads, 1024, args.window_count))
+        if "big" in points:
+            for size in (16 * 1024, 128 * 1024):
+                topic = f"Bench{size // 1024}k"
+                create_topic(target, topic)
+                rec(f"send {size // 1024}KB x16", produce(target, topic, 16, size, args.window_count))
+        if "drain" in points:
+            create_topic(target, "BenchDrain")
+            n = fill_backlog(target, "BenchDrain", args.backlog)
+            rec("drain", dict(drain(target, "BenchDrain", n), backlog=n))
+        if "live" in points:
+            create_topic(target, "BenchLive")
+            rec("live 4 producers", live_latency(target, "BenchLive", args.window_count))
+        if "idle" in points:
+            rec("idle after load", idle(target, args.idle_seconds))
     finally:
         target.stop()
+    if "sync" not in points:
+        return
     target.start({"flushDiskType": "SYNC_FLUSH"})
     try:
         create_topic(target, "BenchSync")
@@ -374,7 +387,11 @@ def summarize(results: dict, dsync: list[float]) -> None:
         a = med("SYNC_FLUSH x16", "rmqd", "tps")
         print(f"| dd oflag=dsync 1 KB writes/s | {lim:,.0f} | | rmqd SYNC_FLUSH = {100 * (a or 0) / lim:.0f}% |")
     row("idle CPU (% of a core)", "idle", "cpu_pct", "{:.2f}", higher_better=False)
-    row("idle RSS (MB)", "idle", "rss_mb", "{:.0f}", higher_better=False)
+    row("idle RSS after start (MB)", "idle", "rss_mb", "{:.0f}", higher_better=False)
+    row("idle RSS after start, own memory (RssAnon MB)", "idle", "anon_mb", "{:.0f}", higher_better=False)
+    row("idle RSS after the load (MB)", "idle after load", "rss_mb", "{:.0f}", higher_better=False)
+    row("idle RSS after the load, own memory (RssAnon MB)", "idle after load", "anon_mb", "{:.0f}",
+        higher_better=False)
 
 
 def main() -> None:
@@ -385,6 +402,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 4, 16, 64])
     ap.add_argument("--idle-seconds", type=float, default=10.0)
     ap.add_argument("--only", choices=["rmqd", "java"])
+    ap.add_argument("--points", nargs="+", default=list(POINTS), choices=POINTS,
+                    help="which measurements to take (default: all)")
     ap.add_argument("--quick", action="store_true", help="1 pass, 1 window, 300k backlog")
     ap.add_argument("--json", help="write the raw results here")
     args = ap.parse_args()

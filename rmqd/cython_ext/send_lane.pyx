@@ -109,7 +109,8 @@ cdef inline bint _json_plain(str s):
 
 
 # Pieces of the JSON response header (fixed key order: the codec's, i.e. orjson's of our dict).
-cdef bytes J_HEAD = b'{"code":0,"extFields":{"msgId":"'
+cdef bytes J_CODE = b'{"code":'
+cdef bytes J_HEAD = b',"extFields":{"msgId":"'
 cdef bytes J_QID = b'","queueId":"'
 cdef bytes J_QOFF = b'","queueOffset":"'
 cdef bytes J_REGION = b'","MSG_REGION":"'
@@ -158,11 +159,14 @@ cdef inline char* _hex16(char* p, long long v) noexcept nogil:
 
 
 cdef bytes _ok_frame(bytes prefix, long long phys, int queue_id, long long queue_offset, bytes region,
-                     bint trace_on, int opaque):
-    """The whole SEND response frame with a JSON header, byte for byte what the codec writes.
+                     bint trace_on, int opaque, int code=0):
+    """The whole SEND response frame with a JSON header, byte for byte what the codec writes
+    (``code`` 0 SUCCESS, or 10 FLUSH_DISK_TIMEOUT: stored, flush not confirmed in time).
     ``prefix`` and ``region`` are short (the caller checks), so it is built on the stack."""
     cdef char buf[640]
     cdef char* p = buf + 8
+    p = _cat(p, <const char*>J_CODE, len(J_CODE))
+    p = _dec(p, code)
     p = _cat(p, <const char*>J_HEAD, len(J_HEAD))
     p = _cat(p, <const char*>prefix, len(prefix))
     p = _hex16(p, phys)
@@ -272,6 +276,8 @@ cdef class SendLane:
     cdef str region                      # last broker_config.regionId seen, and its JSON-safe bytes
     cdef bytes region_json
     cdef public Py_ssize_t max_body
+    cdef public bint sync_flush          # SYNC_FLUSH store: answers wait for the group commit
+    cdef public object flush_waiter      # (conn, end_offset, ok_frame, timeout_frame) -> None
     cdef public long long served
     cdef public long long served_raw     # of which served from the bytes (JSON header not decoded)
     cdef str _last_topic                 # the str made for the last raw topic (reused when equal)
@@ -298,7 +304,9 @@ cdef class SendLane:
         free(self._scratch)
 
     def handle(self, tuple peer, RemotingCommand cmd):
-        """Serve ``cmd`` and return its encoded response frame (b"" for oneway), or None to decline."""
+        """Serve ``cmd`` and return its encoded response frame (b"" for oneway), or None to decline.
+        Under ``sync_flush`` an answer that must wait for the flush is returned as
+        ``(end_offset, ok_frame, timeout_frame)`` for ``flush_waiter``."""
         return self._handle(peer, cmd)
 
     def serve_data(self, conn, data, list out) -> None:
@@ -331,6 +339,8 @@ cdef class SendLane:
                 self._serve_cmd(conn, peer, dispatcher, decode_frame_at(buf, mv, pos), out)
             elif frame is DECLINED:                  # read in full and not plain: the processor's
                 dispatcher.dispatch(conn, decode_frame_at(buf, mv, pos))
+            elif type(frame) is tuple:               # SYNC_FLUSH: answered once flushed
+                self.flush_waiter(conn, *frame)
             elif len(<bytes>frame):
                 out.append(frame)
             pos = end
@@ -345,6 +355,8 @@ cdef class SendLane:
             frame = conn.lane_failed(cmd, exc)
         if frame is None:
             dispatcher.dispatch(conn, cmd)
+        elif type(frame) is tuple:
+            self.flush_waiter(conn, *frame)
         elif len(<bytes>frame):
             out.append(frame)
 
@@ -496,6 +508,7 @@ cdef class SendLane:
         for marker in self.markers:
             if marker in props:
                 return None
+        wait_flush = self.sync_flush and "WAIT\x01false" not in props
         if props:
             v = property_by_key(props, "TAGS\x01")
             tags_code = java_string_hash(v) if v is not None else 0
@@ -539,6 +552,14 @@ cdef class SendLane:
         self.served += 1
         if rpc_flag & RPC_ONEWAY:
             return b""
+        frame = self._response(queue_id, result, opaque, serialize_type, 0)
+        if wait_flush:
+            return (result.end_offset, frame, self._response(queue_id, result, opaque, serialize_type, 10))
+        return frame
+
+    cdef bytes _response(self, int queue_id, PutMessageResult result, int opaque, int serialize_type, int code):
+        """The response frame of a stored send (code 0, or 10 FLUSH_DISK_TIMEOUT)."""
+        config = self.broker_config
         region = config.regionId
         if region is not self.region:
             self.region = region
@@ -547,9 +568,9 @@ cdef class SendLane:
                 self.region_json = None             # too long for the stack frame: codec path
         if serialize_type == 0 and self.region_json is not None and len(self._prefix_b) <= 64:
             return _ok_frame(self._prefix_b, result.wrote_offsets[0], queue_id, result.queue_offset,
-                             self.region_json, config.traceOn, opaque)
+                             self.region_json, config.traceOn, opaque, code)
         resp = RemotingCommand.__new__(RemotingCommand)
-        resp.code = 0
+        resp.code = code
         resp.ext_fields = {
             "msgId": "%s%016X" % (self._prefix, result.wrote_offsets[0]),
             "queueId": str(queue_id),

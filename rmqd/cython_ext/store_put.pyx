@@ -16,6 +16,7 @@ from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SI
 from libc.string cimport memcpy, memset
 from libc.stdlib cimport malloc, free
 from rmqd.cython_ext.message_codec cimport masked_crc
+from rmqd.cython_ext.byteorder cimport rd32, rd64, wr32, wr64
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME, CLOCK_MONOTONIC
 import logging
 
@@ -52,31 +53,6 @@ def init_status(status_enum) -> None:
     ST_MESSAGE_ILLEGAL = status_enum.MESSAGE_ILLEGAL
     ST_PROPERTIES_SIZE_EXCEEDED = status_enum.PROPERTIES_SIZE_EXCEEDED
     ST_CREATE_MAPEDFILE_FAILED = status_enum.CREATE_MAPEDFILE_FAILED
-
-
-# ---------------------------------------------------------------------------------- big endian
-cdef inline int rd32(const unsigned char* p) noexcept nogil:
-    return <int>((<unsigned int>p[0] << 24) | (<unsigned int>p[1] << 16) |
-                 (<unsigned int>p[2] << 8) | <unsigned int>p[3])
-
-
-cdef inline long long rd64(const unsigned char* p) noexcept nogil:
-    return <long long>((<unsigned long long><unsigned int>rd32(p) << 32) |
-                       <unsigned long long><unsigned int>rd32(p + 4))
-
-
-cdef inline void wr32(unsigned char* p, int v) noexcept nogil:
-    cdef unsigned int u = <unsigned int>v
-    p[0] = (u >> 24) & 0xFF
-    p[1] = (u >> 16) & 0xFF
-    p[2] = (u >> 8) & 0xFF
-    p[3] = u & 0xFF
-
-
-cdef inline void wr64(unsigned char* p, long long v) noexcept nogil:
-    cdef unsigned long long u = <unsigned long long>v
-    wr32(p, <int>(u >> 32))
-    wr32(p + 4, <int>(<unsigned int>u))
 
 
 cdef inline long long now_ms() noexcept nogil:

@@ -13,6 +13,8 @@ from rmqd.filter import ExpressionMessageFilter, SQLParseError, is_tag_type
 from rmqd.processors.long_polling import PullRequest
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+from rmqd.remoting.dispatch import TO_POOL, run_handler
+from rmqd.store.message_store import GetMessageResult
 from rmqd.store.message_store import GetMessageStatus as S
 from rmqd.store.metadata import PERM_READ
 
@@ -51,17 +53,39 @@ def _is_match_all(f: ExpressionMessageFilter) -> bool:
     return f.compiled is None and (f.class_filter_mode or (sub is not None and sub.sub_all))
 
 
+def _tag_codes(f: ExpressionMessageFilter) -> Any:
+    """What the resident fast path filters by: None (every tag), the tag hash codes, or TO_POOL
+    when the filter needs the message itself (SQL92)."""
+    if _is_match_all(f):
+        return None
+    if f.compiled is not None or f.tag_subscription is None:
+        return TO_POOL
+    return f.tag_subscription.code_set
+
+
 class PullMessageProcessor:
+    """PULL_MESSAGE. On the event loop first (:meth:`process_inline`): the checks and, when every
+    page it needs is resident, the read itself (one C call, no hand-off to a pool thread, whose GIL
+    wait under load costs milliseconds); otherwise the pull pool runs :meth:`process`."""
+
     def __init__(self, broker: "BrokerController") -> None:
         self.broker = broker
         self.config = broker.config
         self._rerun_handler = functools.partial(self.process, allow_suspend=False)
+        self._rerun_inline = functools.partial(self.process, allow_suspend=False, inline=True)
 
     def rerun(self, conn: Any, request: RemotingCommand) -> None:
-        """Re-execute a held pull in the pull pool (no suspension, no offset commit)."""
-        self.broker.pools["pull"].submit(self._rerun_handler, conn, request)
+        """Re-execute a held pull (no suspension, no offset commit): on the loop when it can be
+        served there (the caller is on the loop), else in the pull pool."""
+        if run_handler(self._rerun_inline, conn, request) is TO_POOL:
+            self.broker.pools["pull"].submit(self._rerun_handler, conn, request)
 
-    def process(self, conn: Any, request: RemotingCommand, allow_suspend: bool = True) -> Optional[RemotingCommand]:
+    def process_inline(self, conn: Any, request: RemotingCommand) -> Any:
+        """The dispatcher's inline-first handler: answers on the loop or returns TO_POOL."""
+        return self.process(conn, request, True, True)
+
+    def process(self, conn: Any, request: RemotingCommand, allow_suspend: bool = True,
+                inline: bool = False) -> Any:
         (group, topic, queue_id, queue_offset, max_nums, sys_flag, commit_offset, suspend_ms,
          sub_version) = require(request, "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums",
                                 "sysFlag", "commitOffset", "suspendTimeoutMillis", "subVersion")
@@ -128,8 +152,19 @@ class PullMessageProcessor:
             return error_response(ResponseCode.SYSTEM_ERROR,
                                   f"The broker does not support consumer to filter message by {etype}")
 
-        result = broker.store.get_messages(topic, qid, offset, int(max_nums), None,
-                                           None if _is_match_all(message_filter) else message_filter)
+        store = broker.store
+        if inline:
+            codes = _tag_codes(message_filter)
+            if codes is TO_POOL:
+                return TO_POOL
+            result = store.get_messages_resident(topic, qid, offset, int(max_nums), codes)
+            if result is None:
+                if offset != store.get_max_offset(topic, qid) or offset <= store.get_min_offset(topic, qid):
+                    return TO_POOL
+                result = GetMessageResult(S.OFFSET_OVERFLOW_ONE, offset, store.get_min_offset(topic, qid), offset)
+        else:
+            result = store.get_messages(topic, qid, offset, int(max_nums), None,
+                                        None if _is_match_all(message_filter) else message_filter)
         code = _STATUS_CODES[result.status](offset)
         ext_out = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
                    "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}

@@ -191,7 +191,15 @@ class SendMessageProcessor:
         lane.store_host = self.broker.store_host
         lane.msg_id_prefix = self.broker.msg_id_prefix
         lane.max_body = INLINE_MAX_BODY
-        lane.enabled = self.store.config.flush_disk_type == "ASYNC_FLUSH"
+        lane.sync_flush = self.store.config.flush_disk_type == "SYNC_FLUSH"
+        lane.flush_waiter = self._answer_when_flushed
+        lane.enabled = True
+
+    def _answer_when_flushed(self, conn: Any, end_offset: int, ok_frame: bytes, timeout_frame: bytes) -> None:
+        """SYNC_FLUSH lane sends: the message is stored; its answer leaves once the group commit
+        has flushed it (FLUSH_DISK_TIMEOUT after syncFlushTimeout), without holding a thread."""
+        self.store.on_flushed(end_offset, lambda flushed: conn.send_encoded(
+            [ok_frame if flushed else timeout_frame]))
 
     def close_lane(self) -> None:
         self.lane.enabled = False

@@ -191,7 +191,10 @@ class Connection(asyncio.Protocol):
 
     def send(self, cmd: RemotingCommand) -> None:
         """Encode and write ``cmd``; callable from any thread."""
-        buffers = encode_frame(cmd)
+        self.send_encoded(encode_frame(cmd))
+
+    def send_encoded(self, buffers: list) -> None:
+        """Write already encoded frame buffers; callable from any thread."""
         if threading.get_ident() == self._loop_thread:
             corked = self._corked
             if corked is not None:

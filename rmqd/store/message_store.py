@@ -35,6 +35,7 @@ from rmqd.store.message import (BORNHOST_V6_FLAG,
                                 MessageToStore, decode_properties, find_property, pack_host,
                                 tags_code_of)
 from rmqd.cython_ext import store_commitlog as _cl
+from rmqd.cython_ext import store_get as _sg
 from rmqd.cython_ext import store_put as _sp
 from rmqd.cython_ext.store_put import DispatchRequest, PutMessageResult  # noqa: F401 (public API)
 
@@ -153,10 +154,11 @@ class GetMessageResult:
     buffers: list = field(default_factory=list)
     queue_offsets: list = field(default_factory=list)
     buffer_total_size: int = 0
+    message_count_hint: int = -1      # messages in ``buffers`` when one buffer holds several
 
     @property
     def message_count(self) -> int:
-        return len(self.buffers)
+        return self.message_count_hint if self.message_count_hint >= 0 else len(self.buffers)
 
     def body(self) -> bytes:
         """Concatenated records, i.e. a PULL response body."""
@@ -198,7 +200,11 @@ class StoreStats:
 
 
 class _GroupCommit(threading.Thread):
-    """SYNC_FLUSH group commit: putters wait; one msync covers every pending request."""
+    """SYNC_FLUSH group commit: one msync covers every pending request.
+
+    A request is an end offset, a deadline and a callback ``done(flushed: bool)`` run on this thread
+    once the CommitLog is flushed past the offset (True) or the deadline passed first (False).
+    Requests that arrive while a flush runs share the next one."""
 
     def __init__(self, store: "MessageStore"):
         super().__init__(name="rmqd-store-group-commit", daemon=True)
@@ -207,14 +213,33 @@ class _GroupCommit(threading.Thread):
         self._reqs: list = []
         self._stopping = False
 
+    def on_flushed(self, offset: int, timeout_s: float, done: Callable[[bool], None]) -> None:
+        """Call ``done(True)`` once everything before ``offset`` is on disk (``done(False)`` after
+        ``timeout_s``); never blocks."""
+        with self._cv:
+            if not self._stopping:
+                self._reqs.append((offset, time.monotonic() + timeout_s, done))
+                self._cv.notify()
+                return
+        done(self.store.commitlog.flushed_where >= offset)
+
     def wait_flushed(self, offset: int, timeout_s: float) -> bool:
         ev = threading.Event()
-        with self._cv:
-            if self._stopping:
-                return self.store.commitlog.flushed_where >= offset
-            self._reqs.append((offset, ev))
-            self._cv.notify()
-        return ev.wait(timeout_s)
+        result = [False]
+
+        def done(flushed: bool) -> None:
+            result[0] = flushed
+            ev.set()
+        self.on_flushed(offset, timeout_s, done)
+        ev.wait(timeout_s + 1.0)
+        return result[0]
+
+    @staticmethod
+    def _call(done: Callable[[bool], None], flushed: bool) -> None:
+        try:
+            done(flushed)
+        except Exception:
+            log.exception("group commit callback failed")
 
     def run(self) -> None:
         while True:
@@ -228,15 +253,25 @@ class _GroupCommit(threading.Thread):
                     self.store._flush_commitlog()
                 except Exception:
                     log.exception("group commit flush failed; %d putters will time out", len(batch))
-                    batch = []
                 flushed = self.store.commitlog.flushed_where
-                for off, ev in batch:
-                    if off <= flushed:
-                        ev.set()
+                now = time.monotonic()
+                retry = []
+                for req in batch:
+                    if req[0] <= flushed:
+                        self._call(req[2], True)
+                    elif now >= req[1] or stop:
+                        self._call(req[2], False)
                     else:
-                        with self._cv:
-                            self._reqs.append((off, ev))
+                        retry.append(req)
+                if retry:
+                    with self._cv:
+                        self._reqs[:0] = retry
+                    time.sleep(0.001)      # a failing flush must not spin
             if stop:
+                with self._cv:
+                    rest, self._reqs = self._reqs, []
+                for req in rest:
+                    self._call(req[2], self.store.commitlog.flushed_where >= req[0])
                 return
 
     def shutdown(self) -> None:
@@ -489,6 +524,23 @@ class MessageStore:
         self._engine.record_latency((time.perf_counter() - t0) * 1000)
         return r
 
+    def on_flushed(self, end_offset: int, done: Callable[[bool], None]) -> None:
+        """SYNC_FLUSH without blocking: ``done(True)`` on the group-commit thread once the
+        CommitLog is on disk up to ``end_offset``, ``done(False)`` after ``syncFlushTimeout``.
+        Under ASYNC_FLUSH, at once with True."""
+        gc = self._group_commit
+        if gc is None:
+            done(True)
+            return
+        t0 = time.perf_counter()
+
+        def finished(flushed: bool) -> None:
+            if not flushed:
+                log.warning("SYNC_FLUSH timeout for offset %d", end_offset)
+            self._engine.record_latency((time.perf_counter() - t0) * 1000)
+            done(flushed)
+        gc.on_flushed(end_offset, self.config.sync_flush_timeout_ms / 1000, finished)
+
     def _fail(self, status: PutMessageStatus, remark: str) -> PutMessageResult:
         with self._stats_lock:
             self._stats.put_message_failed_times += 1
@@ -672,6 +724,43 @@ class MessageStore:
             with self._stats_lock:
                 self._stats.get_message_found_total += 1
                 self._stats.get_message_transferred_total += len(res.buffers)
+        return res
+
+    def get_messages_resident(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                              tag_codes: Optional[Sequence[int]]) -> Optional[GetMessageResult]:
+        """The event-loop fast path of :meth:`get_messages`: FOUND or NO_MATCHED_MESSAGE for a pull
+        whose ConsumeQueue and CommitLog pages are all resident (no page fault can block the
+        caller), with the records in one ``bytes`` (``buffers == [body]``). None when it cannot
+        serve the pull; then :meth:`get_messages` must (in a thread that may block).
+
+        ``tag_codes`` None matches every tag; otherwise the tag hash codes to keep. Store layers
+        (compaction, tier) that route a queue elsewhere must answer None for it."""
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return None
+        cfg = self.config
+        t0 = time.perf_counter()
+        got = _sg.read_resident(cq, self.commitlog, offset,
+                                min(max_nums, cfg.max_transfer_count_on_message_in_memory),
+                                cfg.max_transfer_bytes_on_message_in_memory, tag_codes, self.hot_data_limit)
+        if got is None:
+            return None
+        status, next_begin, count, body = got
+        res = GetMessageResult(GetMessageStatus.FOUND if status == _sg.FOUND else GetMessageStatus.NO_MATCHED_MESSAGE,
+                               next_begin, cq.min_offset, cq.max_offset)
+        if count:
+            res.buffers = [body]
+            res.buffer_total_size = len(body)
+            res.message_count_hint = count
+        elapsed = (time.perf_counter() - t0) * 1000
+        with self._stats_lock:
+            st = self._stats
+            st.get_message_times_total += 1
+            if elapsed > st.get_latency_max_ms:
+                st.get_latency_max_ms = elapsed
+            if count:
+                st.get_message_found_total += 1
+                st.get_message_transferred_total += count
         return res
 
     def read_message(self, phys_offset: int) -> Optional[bytes]:

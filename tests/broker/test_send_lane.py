@@ -149,12 +149,31 @@ def test_lane_leaves_unknown_retry_and_forbidden_topics(broker, client):
     assert lane.served == 1
 
 
-def test_lane_off_under_sync_flush(harness):
+def test_lane_under_sync_flush_answers_once_flushed(harness):
+    """SYNC_FLUSH: the lane stores the message on the loop; its answer waits for the group commit
+    (no thread held), so every answer means "on disk"."""
     broker = harness.start(flushDiskType="SYNC_FLUSH")
     client = harness.client()
-    assert not lane_of(broker).enabled
-    assert send_v2(client, "SyncTopic").code == 0 and send_v2(client, "SyncTopic").code == 0
-    assert lane_of(broker).served == 0
+    lane = lane_of(broker)
+    assert lane.enabled and lane.sync_flush
+    send_v2(client, "SyncTopic")
+    served = lane.served
+    for i in range(5):
+        r = send_v2(client, "SyncTopic", body=b"m%d" % i)
+        assert r.code == 0
+        assert broker.store.commitlog.flushed_where >= broker.store.commitlog_max_offset()
+    assert lane.served == served + 5
+
+
+def test_lane_under_sync_flush_times_out_with_flush_disk_timeout(harness, monkeypatch):
+    broker = harness.start(flushDiskType="SYNC_FLUSH", syncFlushTimeout=200)
+    client = harness.client()
+    send_v2(client, "SyncSlow")
+    monkeypatch.setattr(broker.store, "_flush_commitlog", lambda: None)   # the disk never confirms
+    r = send_v2(client, "SyncSlow", body=b"late")
+    assert r.code == 10 and r.ext_fields["queueOffset"] == "1"            # stored, flush not confirmed
+    r = send_v2(client, "SyncSlow", body=b"nowait", properties="WAIT\x01false\x02")
+    assert r.code == 0                                                     # WAIT=false: no flush wait
 
 
 def test_lane_oneway(broker, client):
