@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="name server + broker in one process")
     serve.add_argument("--namesrv-port", type=int, default=None, help="name server port (default 9876)")
     serve.add_argument("--namesrv-config", help="namesrv properties file")
+    serve.add_argument("--brokers", type=int, default=1, metavar="N",
+                       help="run N broker processes (broker-a, broker-b, ...; ports listenPort+10*i, stores "
+                            "<store-dir>/<brokerName>) registered with this name server (default 1)")
     _add_broker_options(serve)
 
     ns = sub.add_parser("namesrv", help="name server only")
@@ -65,6 +68,27 @@ def build_parser() -> argparse.ArgumentParser:
                            add_help=False)
     admin.add_argument("admin_args", nargs=argparse.REMAINDER)
     return parser
+
+
+def _serve_services(args: argparse.Namespace):
+    """Name server + broker in this process, plus the other broker processes of ``--brokers N``."""
+    from rmqd.app import Services
+    from rmqd.broker_controller import BrokerController
+    from rmqd.namesrv.server import NameServer
+
+    config = _broker_config(args)
+    endpoints = []
+    if args.brokers > 1:
+        from rmqd.broker_processes import ExtraBrokers, broker_names, store_dir_of
+
+        names = broker_names(config.brokerName, args.brokers)
+        root = config.storePathRootDir
+        config.brokerName = names[0]
+        config.storePathRootDir = store_dir_of(root, names[0])
+        endpoints.append(ExtraBrokers(names[1:], os.path.abspath(args.config) if args.config else None, root,
+                                      int(config.listenPort), args.log_level))
+    return Services(NameServer(_namesrv_config(args, args.namesrv_port)), BrokerController(config),
+                    endpoints=endpoints)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,8 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     from rmqd.namesrv.server import NameServer
 
     if args.command == "serve":
-        return run(lambda: Services(NameServer(_namesrv_config(args, args.namesrv_port)),
-                                    BrokerController(_broker_config(args))))
+        if args.brokers < 1:
+            print("rmqd: --brokers must be at least 1", file=sys.stderr)
+            return 2
+        return run(lambda: _serve_services(args))
     if args.command == "namesrv":
         return run(lambda: Services(namesrv=NameServer(_namesrv_config(args, args.namesrv_port))))
     if args.command == "broker":

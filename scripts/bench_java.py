@@ -57,6 +57,16 @@ def cpu_ticks() -> list[int]:
         return [int(v) for v in f.readline().split()[1:]]
 
 
+def cpu_shares(start: tuple[float, float, float], broker_pid: int, client_pid: int) -> dict:
+    """Cores used by the broker process and by the benchmark client JVM since ``start``."""
+    wall = time.monotonic() - start[2]
+    try:
+        return {"broker_cores": round((proc_cpu_s(broker_pid) - start[0]) / wall, 2),
+                "client_cores": round((proc_cpu_s(client_pid) - start[1]) / wall, 2)}
+    except OSError:
+        return {}
+
+
 def steal_pct(before: list[int], after: list[int]) -> float:
     d = [b - a for a, b in zip(before, after)]
     total = sum(d[:8]) or 1
@@ -77,6 +87,20 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
             if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+def prime_memory(fraction: float = 0.8) -> float:
+    """Touch most of the free RAM once and give it back (seconds taken).
+
+    On a VM the first write to a guest page costs a fault on the host (~12 µs per 4 KiB, measured
+    here), ten times a reused page. Whichever broker ran first on a fresh machine would pay that for
+    every page of its page cache and the second would not; after this both run on backed memory."""
+    t0 = time.perf_counter()
+    with open("/proc/meminfo") as f:
+        avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    chunks = [bytearray(1 << 28) for _ in range(int(avail * fraction) >> 28)]
+    del chunks
+    return time.perf_counter() - t0
 
 
 def dsync_limit(directory: str, count: int = 2000) -> float:
@@ -206,6 +230,7 @@ def produce(target: Target, topic: str, threads: int, size: int, windows: int) -
     proc = kit_tool("bench-producer", "-n", target.namesrv, "-t", topic, "-w", str(threads), "-s", str(size))
     rows: list[tuple[int, float, int]] = []
     before = cpu_ticks()
+    cpu0 = (proc_cpu_s(target.pid), proc_cpu_s(proc.pid), time.monotonic())
     deadline = time.monotonic() + WINDOW_S * (windows + 1) + 20
     for line in proc.stdout:
         m = TPS.search(line)
@@ -216,12 +241,13 @@ def produce(target: Target, topic: str, threads: int, size: int, windows: int) -
         if time.monotonic() > deadline:
             break
     steal = steal_pct(before, cpu_ticks())
+    shares = cpu_shares(cpu0, target.pid, proc.pid)
     stop_tool(proc)
     used = rows[1:] or rows
     if not used:
         raise RuntimeError("bench-producer printed no TPS line")
     return {"tps": statistics.median(r[0] for r in used), "rt_ms": statistics.median(r[1] for r in used),
-            "failed": sum(r[2] for r in used), "windows": [r[0] for r in used], "steal": round(steal, 1)}
+            "failed": sum(r[2] for r in used), "windows": [r[0] for r in used], "steal": round(steal, 1), **shares}
 
 
 def fill_backlog(target: Target, topic: str, count: int, timeout_s: float = 600) -> int:
@@ -267,6 +293,7 @@ def drain(target: Target, topic: str, backlog: int, timeout_s: float = 300) -> d
         t_first = t_last = None
         first_value = done = 0
         before = cpu_ticks()
+        cpu0 = (proc_cpu_s(target.pid), proc_cpu_s(proc.pid), time.monotonic())
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             value = consumed(admin, target, group, topic)
@@ -279,13 +306,14 @@ def drain(target: Target, topic: str, backlog: int, timeout_s: float = 300) -> d
                 break
             time.sleep(0.02)
         steal = steal_pct(before, cpu_ticks())
+        shares = cpu_shares(cpu0, target.pid, proc.pid)
     finally:
         admin.close()
         stop_tool(proc)
     if t_first is None or t_last is None or t_last <= t_first:
         return {"rate": 0.0, "consumed": done, "steal": 0.0}
     return {"rate": (done - first_value) / (t_last - t_first), "consumed": done,
-            "seconds": round(t_last - t_first, 2), "steal": round(steal, 1)}
+            "seconds": round(t_last - t_first, 2), "steal": round(steal, 1), **shares}
 
 
 def live_latency(target: Target, topic: str, windows: int) -> dict:
@@ -376,10 +404,23 @@ def summarize(results: dict, dsync: list[float]) -> None:
         fb = fmt.format(b) if b is not None else "-"
         print(f"| {label} | {fa} | {fb} | {ratio} |")
 
-    for key in sorted(k for k in results if k.startswith("send")):
+    def cpu_row(label: str, key: str) -> None:
+        cells = []
+        for name in ("rmqd", "java"):
+            b, c = med(key, name, "broker_cores"), med(key, name, "client_cores")
+            cells.append("-" if b is None else f"{b:.2f} / {c:.2f}")
+        print(f"| {label} CPU, broker / client JVM (cores) | {cells[0]} | {cells[1]} | |")
+
+    def size_order(key: str) -> tuple:
+        m = re.match(r"send (\d+)KB x(\d+)", key)
+        return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+    for key in sorted((k for k in results if k.startswith("send")), key=size_order):
         row(f"{key} (msg/s)", key, "tps", "{:,.0f}")
         row(f"{key} avg RT (ms)", key, "rt_ms", "{:.3f}", higher_better=False)
+        cpu_row(key, key)
     row("drain backlog (msg/s)", "drain", "rate", "{:,.0f}")
+    cpu_row("drain", "drain")
     row("live: store-to-consume (ms)", "live 4 producers", "s2c_ms", "{:.1f}", higher_better=False)
     row("SYNC_FLUSH x16 (msg/s)", "SYNC_FLUSH x16", "tps", "{:,.0f}")
     if dsync:
@@ -406,12 +447,15 @@ def main() -> None:
                     help="which measurements to take (default: all)")
     ap.add_argument("--quick", action="store_true", help="1 pass, 1 window, 300k backlog")
     ap.add_argument("--json", help="write the raw results here")
+    ap.add_argument("--no-prime", action="store_true", help="skip touching the free RAM first (see prime_memory)")
     args = ap.parse_args()
     if args.quick:
         args.passes, args.window_count, args.backlog, args.idle_seconds = 1, 1, 300_000, 3.0
     if kit_dir() is None:
         sys.exit("the RocketMQ 4.9.8 kit was not found (../shared/rocketmq-4.9.8 or $RMQD_JAVA_KIT)")
     print(machine_line(), flush=True)
+    if not args.no_prime:
+        print(f"primed guest memory in {prime_memory():.0f} s", flush=True)
     workdir = tempfile.mkdtemp(prefix="bench-java-")
     results: dict = {}
     dsync: list[float] = []

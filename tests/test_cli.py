@@ -66,3 +66,20 @@ def test_namesrv_and_broker_run_apart(tmp_path):
     finally:
         ns.terminate()
         assert ns.wait(10) == 0
+
+
+def test_multi_broker_names_and_stores():
+    from rmqd.broker_processes import broker_names, store_dir_of
+
+    assert broker_names("broker-a", 3) == ["broker-a", "broker-b", "broker-c"]
+    assert broker_names("broker-x", 3) == ["broker-x", "broker-y", "broker-z"]
+    assert broker_names("broker-y", 3) == ["broker-y", "broker-y-1", "broker-y-2"]   # past z
+    assert broker_names("edge", 2) == ["edge", "edge-1"]
+    assert store_dir_of("/s", "broker-b") == "/s/broker-b"
+
+
+def test_serve_refuses_zero_brokers(capsys):
+    from rmqd.cli import main
+
+    assert main(["serve", "--brokers", "0"]) == 2
+    assert "--brokers must be at least 1" in capsys.readouterr().err

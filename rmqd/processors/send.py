@@ -57,7 +57,7 @@ def full_header(request: RemotingCommand) -> dict:
 
 
 # Largest body appended on the event loop (a few pages of memcpy); larger ones use the pool.
-INLINE_MAX_BODY = 64 * 1024
+INLINE_MAX_BODY = 256 * 1024
 
 PROP_SEP = "\x02"
 NV_SEP = "\x01"
