@@ -113,7 +113,7 @@ DECLINED = [
     ("queue out of range", dict(queue_id=99), 1),
     ("bad queue id", dict(e="x"), 1),
     ("missing producer group", dict(a=None), 1),
-    ("large body", dict(body=b"z" * (65 * 1024)), 0),
+    ("large body", dict(body=b"z" * (257 * 1024)), 0),
 ]
 
 

@@ -72,8 +72,9 @@ def test_send_pool_overload_answers_system_busy_quickly(tmp_path):
     r.broker.send_processor.before_store.append(lambda ctx, msgs: gate.wait(10) and None)
     try:
         with BlockingClient(r.broker.address, 10) as c:
+            # a delay level keeps every send off the loop's send lane: all of them queue for the pool
             ext = {"a": "PG", "b": "BusyT", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0",
-                   "i": "", "j": "0", "k": "false", "m": "false"}
+                   "i": "DELAY\x011", "j": "0", "k": "false", "m": "false"}
             t0 = time.monotonic()
             opaques = []
             for _ in range(20):
