@@ -190,6 +190,7 @@ class BrokerController:
             await loop.run_in_executor(None, self.store.shutdown)
             raise
         self.config.listenPort = self.server.port
+        self.config.haListenPort = self.server.port + 1     # BrokerStartup: haListenPort = listenPort + 1
         self.store_host = (self.config.brokerIP1, self.server.port)
         self.msg_id_prefix = pack_host(self.store_host).hex().upper()
         self.send_processor.open_lane()

@@ -30,3 +30,25 @@ def atomic_write(path: str, data: str | bytes, keep_backup: bool = True) -> None
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+def disk_partition_space_used_percent(path: str) -> float:
+    """Java's ``UtilAll.getDiskPartitionSpaceUsedPercent``: the used share of the disk holding ``path``
+    as a fraction rounded *up* to a whole percent (0.3 for 29.2 %), or -1 when it cannot be read.
+
+    used = total - free (free counts the blocks reserved for root), and the share is of used + usable
+    (usable = what an unprivileged writer can still use), so reserved blocks count neither as used nor
+    as available: the figure ``df`` prints."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1.0
+    total = st.f_blocks * st.f_frsize
+    if total <= 0:
+        return -1.0
+    used = total - st.f_bfree * st.f_frsize
+    entire = used + st.f_bavail * st.f_frsize
+    if entire <= 0:
+        return -1.0
+    percent = used * 100 // entire + (1 if used * 100 % entire else 0)
+    return percent / 100.0

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from rmqd.config import BrokerConfig, parse_properties
+from rmqd.java_config_defaults import java_broker_properties
 from rmqd.processors.admin_common import json_response
 from rmqd.remoting.codes import RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
@@ -155,10 +156,10 @@ class BrokerAdminProcessor:
         t["remainHowManyDataToFlush"] = human_bytes(max(0, st.commitlog_max_offset - st.commitlog_flushed_offset))
         t["remainHowManyDataToCommit"] = human_bytes(0)
         try:
-            du = shutil.disk_usage(store.config.commitlog_dir)
+            du = shutil.disk_usage(store.config.store_root_dir)
             t["commitLogDirCapacity"] = f"Total : {human_bytes(du.total)}, Free : {human_bytes(du.free)}."
         except OSError as exc:
-            log.warning("disk usage of %s: %s", store.config.commitlog_dir, exc)
+            log.warning("disk usage of %s: %s", store.config.store_root_dir, exc)
         return t
 
     def get_broker_runtime_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -166,7 +167,10 @@ class BrokerAdminProcessor:
 
     # ------------------------------------------------------------------ 26 / 25
     def get_broker_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        text = self.broker.config.to_properties_text()
+        """Every property the Java broker reports (see rmqd.java_config_defaults), rmqd's values where
+        it has them."""
+        props = java_broker_properties(self.broker.config.to_properties())
+        text = "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
         version = orjson.dumps(self.config_data_version.to_json()).decode()
         return new_response(ResponseCode.SUCCESS, None, {"version": version}, text.encode("utf-8"))
 

@@ -67,8 +67,13 @@ def offset_wrapper(store: Any, offsets: Any, group: str, topic: str, queue_id: i
             broker_offset - consumer_offset)
 
 
-def consume_stats(broker: "BrokerController", group: str, topics: list[str]) -> tuple[dict, int]:
-    """ConsumeStats JSON for ``group`` over ``topics`` (GET_CONSUME_STATS) and the total lag."""
+def consume_stats(broker: "BrokerController", group: str, topics: list[str], queue_nums: int | None = None,
+                  check_subscription: bool = True) -> tuple[dict, int]:
+    """ConsumeStats JSON for ``group`` over ``topics`` (GET_CONSUME_STATS) and the total lag.
+
+    Queues are the topic's read queues unless ``queue_nums`` is given (the broker-wide stats use the
+    write queues, as Java does); ``check_subscription`` skips topics an online group does not
+    subscribe to."""
     store = broker.store
     offsets = broker.consumer_offset_manager
     info = broker.consumer_manager.get(group)
@@ -79,9 +84,9 @@ def consume_stats(broker: "BrokerController", group: str, topics: list[str]) -> 
         tc = broker.topic_config_manager.get(topic)
         if tc is None:
             continue
-        if info is not None and info.subscriptions and topic not in info.subscriptions:
+        if check_subscription and info is not None and info.subscriptions and topic not in info.subscriptions:
             continue
-        for qid in range(tc.read_queue_nums):
+        for qid in range(tc.read_queue_nums if queue_nums is None else queue_nums):
             mq = fastjson.MessageQueue(topic, broker.config.brokerName, qid)
             wrapper, lag = offset_wrapper(store, offsets, group, topic, qid)
             table[mq] = wrapper

@@ -94,21 +94,24 @@ class GroupAdminProcessor:
         return json_response(stats)
 
     def get_broker_consume_stats(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """Java ``fetchAllConsumeStatsInBroker``: every subscription group, over the topics of its
+        committed offsets (so a group that consumed and went offline is still listed), skipping topics
+        an online group no longer subscribes to; ``isOrder`` keeps ordered topics only."""
         broker = self.broker
         is_order = ext_bool(request, "isOrder")
         result = []
         total_diff = 0
-        for group, info in sorted(broker.consumer_manager.groups().items()):
-            topics = sorted(broker.consumer_offset_manager.which_topic_by_consumer(group)
-                            | set(info.subscriptions))
+        for group in sorted(list(broker.subscription_group_manager.table)):
+            info = broker.consumer_manager.get(group)
             per_group = []
-            for topic in topics:
+            for topic in sorted(broker.consumer_offset_manager.which_topic_by_consumer(group)):
                 tc = broker.topic_config_manager.get(topic)
                 if tc is None or (is_order and not tc.order):
                     continue
-                stats, diff = consume_stats(broker, group, [topic])
-                if not stats["offsetTable"]:
+                if info is not None and info.subscriptions and topic not in info.subscriptions:
                     continue
+                stats, diff = consume_stats(broker, group, [topic], queue_nums=tc.write_queue_nums,
+                                            check_subscription=False)
                 total_diff += diff
                 per_group.append(stats)
             result.append({group: per_group})

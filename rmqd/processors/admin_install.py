@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rmqd.processors import admin_broker, admin_group, admin_topic, broker_stats
+from rmqd.processors import admin_broker, admin_group, admin_store, admin_topic, broker_stats
 
 if TYPE_CHECKING:
     from rmqd.broker_controller import BrokerController
@@ -14,3 +14,4 @@ def install(broker: "BrokerController") -> None:
     broker.admin_topic_processor = admin_topic.install(broker)
     broker.admin_group_processor = admin_group.install(broker)
     broker.admin_broker_processor = admin_broker.install(broker)
+    broker.admin_store_processor = admin_store.install(broker)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Container, Optional, Sequence
 
 from rmqd.cython_ext import message_codec as _codec
+from rmqd.fileutil import disk_partition_space_used_percent
 from rmqd.store.checkpoint import StoreCheckpoint
 from rmqd.store.commitlog import PAGE, CommitLog
 from rmqd.store.consume_queue import BLANK_ENTRY, CQ_UNIT, ConsumeQueue
@@ -42,6 +43,7 @@ from rmqd.cython_ext.store_put import DispatchRequest, PutMessageResult  # noqa:
 log = logging.getLogger(__name__)
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+MAX_MANUAL_DELETE_FILE_TIMES = 20    # retention runs that honour one DELETE_EXPIRED_COMMITLOG (Java's)
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNIT_MS = {"s": 1000, "m": 60000, "h": 3600000, "d": 86400000}
 _I32 = struct.Struct(">i")
@@ -314,6 +316,7 @@ class MessageStore:
         self._lock_fd = -1
         self._last_thorough_flush = 0.0
         self.hot_data_limit = int(_physical_memory() * config.access_message_in_memory_max_ratio / 100)
+        self._manual_delete_times = 0
 
     @property
     def clock(self) -> Callable[[], int]:
@@ -832,22 +835,22 @@ class MessageStore:
 
     # ------------------------------------------------------------------ retention
     def _disk_ratio(self, path: str) -> float:
-        """Used-space percentage of the disk holding ``path``.  An unreadable path (the store
-        directory vanished, I/O error) counts as a full disk, so writes are refused instead of
-        failing in odd ways; it is logged once until it becomes readable again."""
+        """Used-space percentage of the disk holding ``path``, as the Java broker computes it
+        (:func:`rmqd.fileutil.disk_partition_space_used_percent`: a whole percent).  An unreadable
+        path (the store directory vanished, I/O error) counts as a full disk, so writes are refused
+        instead of failing in odd ways; it is logged once until it becomes readable again."""
         if self.config.disk_usage is not None:
             return float(self.config.disk_usage(path))
-        try:
-            u = shutil.disk_usage(path)
-        except OSError as exc:
+        fraction = disk_partition_space_used_percent(path)
+        if fraction < 0:
             if path not in self._unreadable_paths:
                 self._unreadable_paths.add(path)
-                log.error("cannot read the disk usage of %s (%s): treating the disk as full", path, exc)
+                log.error("cannot read the disk usage of %s: treating the disk as full", path)
             return 100.0
         if path in self._unreadable_paths:
             self._unreadable_paths.discard(path)
             log.warning("disk usage of %s is readable again", path)
-        return 100.0 * (u.total - u.free) / u.total if u.total else 0.0
+        return round(fraction * 100)
 
     def _check_disk(self) -> float:
         ratio = self._disk_ratio(self.config.commitlog_dir)
@@ -866,6 +869,12 @@ class MessageStore:
             except Exception:
                 log.exception("retention run failed")
 
+    def execute_delete_files_manually(self) -> int:
+        """Java's executeDeleteFilesManually (DELETE_EXPIRED_COMMITLOG): expired CommitLog files go now
+        and in the next 20 retention runs whatever the hour; returns how many went now."""
+        self._manual_delete_times = MAX_MANUAL_DELETE_FILE_TIMES
+        return self.run_retention_once()
+
     def _is_delete_hour(self) -> bool:
         hour = time.localtime(self.clock() / 1000).tm_hour
         return any(h.strip().isdigit() and int(h) == hour for h in self.config.delete_when.split(";"))
@@ -881,8 +890,11 @@ class MessageStore:
         ratio = self._check_disk()
         space_full = ratio > cfg.disk_max_used_space_ratio
         force = ratio > cfg.disk_space_clean_forcibly_ratio
+        manual = self._manual_delete_times > 0
+        if manual:
+            self._manual_delete_times -= 1
         deleted = 0
-        if space_full or self._is_delete_hour():
+        if space_full or manual or self._is_delete_hour():
             now = self.clock()
             expired_ms = cfg.file_reserved_time_hours * 3600 * 1000
             n = 0

@@ -1,0 +1,142 @@
+"""Issue 21: mqadmin sub-commands where rmqd answered differently from the Java 4.9.8 broker.
+
+Each test drives the real mqadmin (compat_tests/javakit.py) against rmqd and, with the same data,
+against the reference Java broker (the session `reference_cluster`), and compares the answers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+from javakit import mqadmin
+from scenarios import PUSH_CONSUMER, create_topic, produce, run, wait_for
+
+from rmqd.fileutil import disk_partition_space_used_percent
+
+
+def _ok(res) -> str:
+    assert res.returncode == 0 and not res.timed_out, (res.stdout[-2000:], res.stderr[-2000:])
+    return res.stdout
+
+
+def _space_column(cluster_list: str) -> float:
+    row = next(line for line in cluster_list.splitlines() if line.startswith("DefaultCluster"))
+    return float(row.split()[-1])
+
+
+def test_disk_ratio_is_javas_used_over_used_plus_usable(rmqd_server, reference_cluster) -> None:
+    """clusterList #SPACE (commitLogDiskRatio): Java's UtilAll formula on the store's disk, the same
+    figure the Java broker reports for the same disk."""
+    ours = _space_column(_ok(mqadmin("clusterList", "-n", rmqd_server.namesrv_addr)))
+    expected = disk_partition_space_used_percent(rmqd_server.store_dir)
+    assert abs(ours - expected) <= 0.011, (ours, expected)
+    same_disk = os.stat(rmqd_server.store_dir).st_dev == os.stat(reference_cluster.workdir).st_dev
+    if same_disk:
+        theirs = _space_column(_ok(mqadmin("clusterList", "-n", reference_cluster.namesrv_addr)))
+        assert abs(ours - theirs) <= 0.011, (ours, theirs)
+
+
+def _config_keys(text: str) -> set[str]:
+    return {line.split("=", 1)[0].strip() for line in text.splitlines()
+            if "=" in line and not line.startswith("=")}
+
+
+def test_get_broker_config_has_every_java_property_and_export_configs_works(rmqd_server, reference_cluster,
+                                                                            tmp_path) -> None:
+    ours = _config_keys(_ok(mqadmin("getBrokerConfig", "-n", rmqd_server.namesrv_addr,
+                                    "-b", rmqd_server.broker_addr)))
+    theirs = _config_keys(_ok(mqadmin("getBrokerConfig", "-n", reference_cluster.namesrv_addr,
+                                      "-b", reference_cluster.broker_addr)))
+    assert len(theirs) > 170
+    assert theirs - ours == set(), f"missing Java properties: {sorted(theirs - ours)}"
+    out = _ok(mqadmin("exportConfigs", "-n", rmqd_server.namesrv_addr, "-c", "DefaultCluster",
+                      "-f", str(tmp_path)))
+    assert "success" in out
+    exported = json.loads((tmp_path / "configs.json").read_text())
+    broker_cfg = exported["brokerConfigs"]["broker-a"]
+    for key in ("filterServerNums", "msgTraceTopicName", "slaveReadEnable", "useTLS"):
+        assert key in broker_cfg, key
+
+
+def _broker_consume_rows(output: str, topic: str, group: str) -> list[list[str]]:
+    return [line.split() for line in output.splitlines() if line.startswith(topic) and group in line]
+
+
+def test_broker_consume_stats_lists_an_offline_groups_offsets(rmqd_server, reference_cluster,
+                                                               client_pythons) -> None:
+    """A push group consumed a 4-queue topic (40 messages) and went offline: like the Java broker,
+    brokerConsumeStats still lists its 4 queues from the offset table."""
+    python = client_pythons["cpp1"]
+    rows = {}
+    for name, cluster in (("rmqd", rmqd_server), ("java", reference_cluster)):
+        topic, group = f"OfflineStats_{name}", f"CG_offline_{name}"
+        create_topic(cluster.broker_addr, topic, queues=4)
+        produce(python, cluster.namesrv_addr, topic, 40, "sync", prefix="os")
+        res = run(python, PUSH_CONSUMER, cluster.namesrv_addr,
+                  dict(topic=topic, group=group, expect=40, timeout=40, linger=6.0, props=[]), timeout=90)
+        assert len({e["body"] for e in res.events_of("recv")}) == 40
+        out = wait_for(lambda: (o if len(_broker_consume_rows(
+            o := _ok(mqadmin("brokerConsumeStats", "-n", cluster.namesrv_addr, "-b", cluster.broker_addr)),
+            topic, group)) == 4 else None), 30, interval=1.0, what=f"{name}: 4 rows of the offline group")
+        rows[name] = _broker_consume_rows(out, topic, group)
+    for name, got in rows.items():
+        assert sorted(int(r[3]) for r in got) == [0, 1, 2, 3], (name, got)     # #QID
+        assert sum(int(r[4]) for r in got) == 40 and sum(int(r[5]) for r in got) == 40, (name, got)
+        assert all(r[6] == "0" for r in got), (name, got)                       # #Diff
+
+
+def _cq_units(output: str) -> list[str]:
+    """The ConsumeQueueData lines of queryCq with the physical offset masked."""
+    return [re.sub(r"physicOffset=\d+", "physicOffset=*", line) for line in output.splitlines()
+            if line.startswith("ConsumeQueueData")]
+
+
+def test_query_cq_prints_the_units_like_java(rmqd_server, reference_cluster, client_pythons) -> None:
+    python = client_pythons["cpp1"]
+    outputs = {}
+    for name, cluster in (("rmqd", rmqd_server), ("java", reference_cluster)):
+        topic = f"QueryCq_{name}"
+        create_topic(cluster.broker_addr, topic, queues=1)
+        produce(python, cluster.namesrv_addr, topic, 6, "sync", prefix="cq", tag="TagQ")
+        out = _ok(mqadmin("queryCq", "-n", cluster.namesrv_addr, "-t", topic, "-q", "0", "-i", "1", "-c", "3"))
+        assert "max: 6, min: 0" in out, (name, out)
+        outputs[name] = _cq_units(out)
+    assert len(outputs["rmqd"]) == 3
+    assert outputs["rmqd"] == outputs["java"]
+
+
+def test_query_cq_of_a_queue_without_messages_is_javas_error(rmqd_server, reference_cluster) -> None:
+    for name, cluster in (("rmqd", rmqd_server), ("java", reference_cluster)):
+        topic = f"EmptyCq_{name}"
+        create_topic(cluster.broker_addr, topic, queues=2)       # routable, but no queue ever written
+        res = mqadmin("queryCq", "-n", cluster.namesrv_addr, "-t", topic, "-q", "1", "-i", "0")
+        assert f"CODE: 1  DESC: 1@{topic} is not exist!" in res.stdout + res.stderr, (name, res.stderr[-800:])
+
+
+@pytest.mark.rmqd_broker(mapedFileSizeCommitLog=64 * 1024, fileReservedTime=0, deleteWhen="99")
+def test_delete_expired_commitlog_deletes_now(rmqd_server, client_pythons) -> None:
+    """deleteExpiredCommitLog: Java answers success and runs the expired-file deletion at once,
+    whatever deleteWhen says (fileReservedTime 0: every sealed file is expired)."""
+    produce(client_pythons["cpp1"], rmqd_server.namesrv_addr, "ExpireMe", 300, "sync", prefix="x" * 600)
+    cl_dir = os.path.join(rmqd_server.store_dir, "commitlog")
+    head = rmqd_server.broker.store.commitlog_max_offset()
+    sealed = [f for f in os.listdir(cl_dir) if int(f) + 64 * 1024 <= head]
+    assert len(sealed) >= 2
+    out = _ok(mqadmin("deleteExpiredCommitLog", "-n", rmqd_server.namesrv_addr, "-c", "DefaultCluster"))
+    assert "success" in out
+    assert set(sealed) & set(os.listdir(cl_dir)) == set()          # every sealed (expired) file went
+    assert rmqd_server.broker.store.commitlog_min_offset() > 0
+
+
+def test_export_metrics_reports_cpu_num(rmqd_server, reference_cluster, tmp_path) -> None:
+    envs = {}
+    for name, cluster in (("rmqd", rmqd_server), ("java", reference_cluster)):
+        d = tmp_path / name
+        d.mkdir()
+        _ok(mqadmin("exportMetrics", "-n", cluster.namesrv_addr, "-c", "DefaultCluster", "-f", str(d)))
+        report = json.loads((d / "metrics.json").read_text())["evaluateReport"]["broker-a"]
+        envs[name] = report["runtimeEnv"]
+    assert envs["rmqd"]["cpuNum"] == str(os.cpu_count())
+    assert envs["rmqd"] == envs["java"]

@@ -1,0 +1,81 @@
+"""Store admin codes: QUERY_CONSUME_QUEUE (321, ``mqadmin queryCq``) and DELETE_EXPIRED_COMMITLOG (329,
+``mqadmin deleteExpiredCommitLog``).
+
+Java: ``AdminBrokerProcessor.queryConsumeQueue`` / ``deleteExpiredCommitLog``. Both read or change store
+files, so they run in the admin pool.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+from typing import TYPE_CHECKING, Any
+
+from rmqd.processors.admin_common import json_response
+from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+_CQ_UNIT = struct.Struct(">qiq")
+
+
+class StoreAdminProcessor:
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+
+    def query_consume_queue(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """The units of one ConsumeQueue from ``index`` (at most ``count``), its min/max index and, with a
+        consumer group, the group's subscription (QueryConsumeQueueResponseBody)."""
+        topic, queue_id = require(request, "topic", "queueId")
+        ext = request.ext_fields or {}
+        qid, index, count = int(queue_id), int(ext.get("index") or 0), int(ext.get("count") or 0)
+        group = ext.get("consumerGroup")
+        broker = self.broker
+        cq = broker.store._find_cq(topic, qid)
+        if cq is None:
+            return error_response(ResponseCode.SYSTEM_ERROR, f"{qid}@{topic} is not exist!")
+        body: dict[str, Any] = {"maxQueueIndex": cq.max_offset, "minQueueIndex": cq.min_offset}
+        if group is not None:
+            info = broker.consumer_manager.get(group)
+            entry = info.subscriptions.get(topic) if info is not None else None
+            if entry is None:
+                body["filterData"] = f"{group}@{topic} is not online!"
+            else:
+                body["subscriptionData"] = entry.data
+                body["filterData"] = "null"      # JSON of the group's ConsumerFilterData: none is kept
+        units = []
+        if cq.min_offset <= index < cq.max_offset:
+            end = min(cq.max_offset, index + max(0, count), _file_end(cq, index))
+            for i in range(index, end):
+                e = cq.get_entry(i)
+                if e is None:
+                    break
+                units.append({"eval": False, "physicOffset": e[0], "physicSize": e[1], "tagsCode": e[2]})
+        else:
+            return new_response(ResponseCode.SUCCESS, f"Index {index} of {qid}@{topic} is not exist!")
+        body["queueData"] = units
+        return json_response(body)
+
+    def delete_expired_commit_log(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """Delete expired CommitLog files now, whatever the hour (Java executeDeleteFilesManually)."""
+        log.warning("invoke deleteExpiredCommitLog start (from %s)", conn.remote_address)
+        deleted = self.broker.store.execute_delete_files_manually()
+        log.warning("invoke deleteExpiredCommitLog end: %d commit log file(s) deleted", deleted)
+        return new_response()
+
+
+def _file_end(cq: Any, index: int) -> int:
+    """First index past the ConsumeQueue file holding ``index`` (Java reads one file's buffer)."""
+    per_file = cq.file_size // _CQ_UNIT.size
+    return (index // per_file + 1) * per_file
+
+
+def install(broker: "BrokerController") -> StoreAdminProcessor:
+    p = StoreAdminProcessor(broker)
+    d, pool = broker.dispatcher, broker.pools["admin"]
+    d.register(RequestCode.QUERY_CONSUME_QUEUE, p.query_consume_queue, pool)
+    d.register(RequestCode.DELETE_EXPIRED_COMMITLOG, p.delete_expired_commit_log, pool)
+    return p

@@ -1,0 +1,54 @@
+"""Disk usage as the Java broker measures it (UtilAll.getDiskPartitionSpaceUsedPercent)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from rmqd import fileutil
+from rmqd.store.message_store import MessageStore, StoreConfig
+
+
+class FakeStatvfs:
+    def __init__(self, blocks: int, bfree: int, bavail: int, frsize: int = 4096) -> None:
+        self.f_blocks, self.f_bfree, self.f_bavail, self.f_frsize = blocks, bfree, bavail, frsize
+
+
+@pytest.mark.parametrize("blocks,bfree,bavail,expected", [
+    (1000, 880, 580, 0.18),   # used 120, usable 580 (300 reserved): 120/700 = 17.1 % -> 18 %
+    (1000, 700, 700, 0.30),   # no reserve: 300 / 1000
+    (1000, 700, 200, 0.60),   # used 300, usable 200 -> 300/500
+    (3, 2, 2, 0.34),          # 1/3 = 33.33 % rounds UP to 34 %, like Java's roundNum
+    (1000, 1000, 1000, 0.0),
+    (1000, 0, 0, 1.0),
+])
+def test_java_formula(monkeypatch, blocks, bfree, bavail, expected):
+    monkeypatch.setattr(fileutil.os, "statvfs", lambda p: FakeStatvfs(blocks, bfree, bavail))
+    assert fileutil.disk_partition_space_used_percent("/x") == expected
+
+
+def test_reserved_blocks_do_not_count_as_used(monkeypatch):
+    """The issue's disk: df says 30 %; (total - available) / total would say 72 %."""
+    monkeypatch.setattr(fileutil.os, "statvfs", lambda p: FakeStatvfs(10000, 6050, 2773))
+    assert fileutil.disk_partition_space_used_percent("/x") == 0.59   # 3950 / (3950 + 2773)
+    monkeypatch.setattr(fileutil.os, "statvfs", lambda p: FakeStatvfs(10000, 7228, 6700))
+    # used 2772, usable 6700: 29.3 % -> 0.30 (old formula: (10000 - 6700) / 10000 = 33 %)
+    assert fileutil.disk_partition_space_used_percent("/x") == 0.30
+
+
+def test_unreadable_path_is_minus_one(tmp_path):
+    assert fileutil.disk_partition_space_used_percent(str(tmp_path / "missing")) == -1.0
+
+
+def test_store_retention_and_stats_use_the_java_figure(tmp_path, monkeypatch):
+    monkeypatch.setattr(fileutil.os, "statvfs", lambda p: FakeStatvfs(10000, 7228, 6700))
+    store = MessageStore(StoreConfig(store_root_dir=str(tmp_path / "s"), mapped_file_size_commitlog=1 << 20,
+                                     warm_mapped_pages=False))
+    store.start()
+    try:
+        assert store._check_disk() == 30                   # percent, below diskMaxUsedSpaceRatio 75
+        assert store.stats.commitlog_disk_ratio == 30 and store.stats.consume_queue_disk_ratio == 30
+        assert not store._disk_full
+    finally:
+        store.shutdown()
+    assert os.path.isdir(tmp_path / "s")
