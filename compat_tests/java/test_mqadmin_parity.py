@@ -140,3 +140,29 @@ def test_export_metrics_reports_cpu_num(rmqd_server, reference_cluster, tmp_path
         envs[name] = report["runtimeEnv"]
     assert envs["rmqd"]["cpuNum"] == str(os.cpu_count())
     assert envs["rmqd"] == envs["java"]
+
+
+def _rmqd_admin(*argv: str) -> str:
+    import contextlib
+    import io
+
+    from rmqd.admin.main import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(list(argv)) == 0
+    return out.getvalue()
+
+
+def test_rmqd_admin_query_cq_and_delete_expired_commitlog_print_what_mqadmin_prints(rmqd_server,
+                                                                                    client_pythons) -> None:
+    topic = "AdminCq"
+    create_topic(rmqd_server.broker_addr, topic, queues=1)
+    produce(client_pythons["cpp1"], rmqd_server.namesrv_addr, topic, 4, "sync", prefix="ac", tag="T1")
+    args = ["queryCq", "-n", rmqd_server.namesrv_addr, "-t", topic, "-q", "0", "-i", "1", "-c", "2"]
+    java = _ok(mqadmin(*args))
+    ours = _rmqd_admin(*args)
+    assert [ln for ln in ours.splitlines() if ln.strip()] == [ln for ln in java.splitlines() if ln.strip()]
+    assert _rmqd_admin("deleteExpiredCommitLog", "-n", rmqd_server.namesrv_addr, "-c", "DefaultCluster").strip() \
+        == _ok(mqadmin("deleteExpiredCommitLog", "-n", rmqd_server.namesrv_addr, "-c", "DefaultCluster")).strip() \
+        == "success"

@@ -450,22 +450,53 @@ def add_write_perm(c: AdminClient, a: Any) -> None:
               f"{resp.ext_fields.get('addTopicCount')}")
 
 
-def clean_expired_cq(c: AdminClient, a: Any) -> None:
-    targets = [a.brokerAddr] if a.brokerAddr else (c.master_addrs(a.clusterName) if a.clusterName else
-                                                   [x for cl in c.cluster_info().get("clusterAddrTable", {})
-                                                    for x in c.master_addrs(cl)])
+def _broker_targets(c: AdminClient, a: Any) -> list[str]:
+    """``-b`` if given, else the masters of ``-c``, else every master of every cluster."""
+    if a.brokerAddr:
+        return [a.brokerAddr]
+    if a.clusterName:
+        return c.master_addrs(a.clusterName)
+    return [x for cl in c.cluster_info().get("clusterAddrTable", {}) for x in c.master_addrs(cl)]
+
+
+def _call_each(c: AdminClient, a: Any, code: int) -> None:
+    targets = _broker_targets(c, a)
     for addr in targets:
-        c.call(addr, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
+        c.call(addr, code)
     print(f"{'success' if targets else 'false'}")
+
+
+def clean_expired_cq(c: AdminClient, a: Any) -> None:
+    _call_each(c, a, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
 
 
 def clean_unused_topic(c: AdminClient, a: Any) -> None:
-    targets = [a.brokerAddr] if a.brokerAddr else (c.master_addrs(a.clusterName) if a.clusterName else
-                                                   [x for cl in c.cluster_info().get("clusterAddrTable", {})
-                                                    for x in c.master_addrs(cl)])
-    for addr in targets:
-        c.call(addr, RequestCode.CLEAN_UNUSED_TOPIC)
-    print(f"{'success' if targets else 'false'}")
+    _call_each(c, a, RequestCode.CLEAN_UNUSED_TOPIC)
+
+
+def delete_expired_commit_log(c: AdminClient, a: Any) -> None:
+    _call_each(c, a, RequestCode.DELETE_EXPIRED_COMMITLOG)
+
+
+def query_cq(c: AdminClient, a: Any) -> None:
+    """mqadmin queryCq: the units of one ConsumeQueue (QUERY_CONSUME_QUEUE)."""
+    addr = a.broker or next(iter(c.route_masters(a.topic).values()), None)
+    if addr is None:
+        raise AdminError(ResponseCode.TOPIC_NOT_EXIST, "No topic route data!")
+    ext = {"topic": a.topic, "queueId": str(a.queue), "index": str(a.index), "count": str(a.count)}
+    if a.consumer:
+        ext["consumerGroup"] = a.consumer
+    body = c.call_json(addr, RequestCode.QUERY_CONSUME_QUEUE, ext) or {}
+    rule = "======================================"
+    if body.get("subscriptionData") is not None:
+        print(f"Subscription data: \n{json.dumps(body['subscriptionData'], indent=4)}\n{rule}")
+    if body.get("filterData") is not None:
+        print(f"Filter data: \n{body['filterData']}\n{rule}")
+    print(f"Queue data: \nmax: {body.get('maxQueueIndex', 0)}, min: {body.get('minQueueIndex', 0)}\n{rule}")
+    for i, u in enumerate(body.get("queueData") or [], start=a.index):
+        print(f"idx: {i}\nConsumeQueueData{{physicOffset={u['physicOffset']}, physicSize={u['physicSize']}, "
+              f"tagsCode={u['tagsCode']}, extendDataJson='{u.get('extendDataJson')}', bitMap='{u.get('bitMap')}', "
+              f"eval={'true' if u.get('eval') else 'false'}, msg='{u.get('msg')}'}}\n{rule}".replace("'None'", "'null'"))
 
 
 def _stats_data(c: AdminClient, addr: str, name: str, key: str) -> Optional[dict]:

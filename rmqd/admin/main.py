@@ -75,6 +75,12 @@ SPEC: dict[str, tuple[Callable, str, list]] = {
         (("-b", "--brokerName"), {"required": True})]),
     "cleanExpiredCQ": (commands.clean_expired_cq, "Clean expired ConsumeQueue on broker", [(_B, {}), (_C, {})]),
     "cleanUnusedTopic": (commands.clean_unused_topic, "Clean unused topic on broker", [(_B, {}), (_C, {})]),
+    "deleteExpiredCommitLog": (commands.delete_expired_commit_log, "Delete expired CommitLog files",
+                               [(_B, {}), (_C, {})]),
+    "queryCq": (commands.query_cq, "Query cq command.", [
+        (_T, {"required": True}), (("-q", "--queue"), {"type": int, "required": True}),
+        (("-i", "--index"), {"type": int, "required": True}), (("-c", "--count"), {"type": int, "default": 10}),
+        (("-b", "--broker"), {}), (("-g", "--consumer"), {})]),
     "statsAll": (commands.stats_all, "Topic and Consumer tps stats", [
         (("-a", "--activeTopic"), {"action": "store_true"}), (_T, {})]),
     "brokerConsumeStats": (commands.broker_consume_stats, "Fetch broker consume stats data", [
