@@ -44,6 +44,7 @@ class Services:
     broker: BrokerController | None = None
     endpoints: list[Endpoint] = field(default_factory=list)
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
+    started: bool = False
 
     async def start(self) -> None:
         if self.namesrv is not None:
@@ -54,8 +55,14 @@ class Services:
             await self.broker.start()
         for endpoint in self.endpoints:
             await endpoint.start(self)
+        self.started = True
+
+    def ready(self) -> bool:
+        """Everything started and not closing (``/healthz``)."""
+        return self.started and not self.stopped.is_set()
 
     async def close(self) -> None:
+        self.started = False
         for endpoint in reversed(self.endpoints):
             try:
                 await endpoint.close()
@@ -80,6 +87,18 @@ class Services:
             lines.extend(endpoint.describe())
         return lines
 
+    def ready_line(self) -> str:
+        """One line with every endpoint this process serves."""
+        parts = []
+        if self.namesrv is not None:
+            parts.append(f"name server {self.namesrv.address}")
+        if self.broker is not None:
+            parts.append(f"broker {self.broker.address} (vip {self.broker.vip_address})")
+        for endpoint in self.endpoints:
+            ready_parts = getattr(endpoint, "ready_parts", None)
+            parts.extend(ready_parts() if ready_parts is not None else endpoint.describe())
+        return "rmqd ready: " + ", ".join(parts)
+
 
 async def run_until_signalled(services: Services) -> int:
     """Start services, print their addresses, run until SIGINT/SIGTERM, shut down cleanly."""
@@ -90,6 +109,7 @@ async def run_until_signalled(services: Services) -> int:
     await services.start()
     for line in services.describe():
         print(line, flush=True)
+    print(services.ready_line(), flush=True)
     await stop.wait()
     print("rmqd shutting down", flush=True)
     await services.close()

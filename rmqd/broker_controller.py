@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 import orjson
 
 from rmqd.config import BrokerConfig
+from rmqd.metrics.recorders import BrokerMetrics
 from rmqd.processors import admin_install
 from rmqd.processors import query, queue_lock, reply, transaction
 from rmqd.processors.client_manage import ClientManageProcessor, notify_consumer_ids_changed
@@ -123,6 +124,9 @@ class BrokerController:
         # Background services (start()/shutdown()): started after the store and metadata load,
         # shut down (reverse order) before metadata is persisted.
         self.services: list[Any] = []
+        # rmqd.metrics: counters the processors and the dispatcher record into (read at scrape time)
+        self.metrics = BrokerMetrics()
+        self.dispatcher.set_observer(self.metrics.rpc.observe)
         self._register_processors()
 
     # ------------------------------------------------------------------ processors

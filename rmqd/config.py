@@ -218,6 +218,12 @@ class BrokerConfig(_PropertiesConfig):
         "maxTransferCountOnMessageInMemory": 32,
         "accessMessageInMemoryMaxRatio": 40,
         "enableCompaction": True,
+        # metrics (RocketMQ 5.x names): PROM serves /metrics on metricsPromExporterHost:Port
+        "metricsExporterType": "DISABLE",
+        "metricsPromExporterPort": 5557,
+        "metricsPromExporterHost": "",
+        "metricsLabel": "",
+        "metricsInDelta": False,
     }
 
     @property

@@ -21,6 +21,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport uint8_t, uint32_t
 from libc.stdlib cimport free, malloc, rand
 from libc.string cimport memcmp, memcpy
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from rmqd.cython_ext.json_scan cimport (V_ABSENT, V_FALSE, V_NUM, V_STR, V_STR_ESC, V_TRUE, Header, Slice,
                                         ext_value, scan_header, slice_int, unescape)
@@ -254,6 +255,85 @@ cdef inline bint _truthy(object v):
     return v is not None and (v == "1" or (<str>v).lower() == "true")
 
 
+# ----------------------------------------------------------------------------- metrics
+# What the lane serves never reaches the processors, so it counts for rmqd.metrics itself:
+# per topic (messages, bytes, message-size buckets) and, per read, the time the read took for
+# every send it served (rpc latency).  A few C increments per send; read at scrape time.
+DEF N_SIZE_BUCKETS = 7             # <= 1 KiB, 4 KiB, 512 KiB, 1 MiB, 2 MiB, 4 MiB, +Inf
+DEF N_LAT_BUCKETS = 10             # <= 1, 3, 5, 7, 10, 100, 1000, 2000, 3000 ms, +Inf
+cdef long long SIZE_BOUNDS[6]
+SIZE_BOUNDS[:] = [1024, 4096, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024]
+cdef double LAT_BOUNDS[9]
+LAT_BOUNDS[:] = [1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0]
+
+
+cdef class LaneTopicCounter:
+    """Messages and bytes the lane stored for one topic, with message-size bucket counts."""
+    cdef public long long nums
+    cdef public long long size
+    cdef long long buckets[N_SIZE_BUCKETS]
+
+    cdef inline void add(self, long long n) noexcept:
+        cdef int i = 0
+        self.nums += 1
+        self.size += n
+        while i < 6 and n > SIZE_BOUNDS[i]:
+            i += 1
+        self.buckets[i] += 1
+
+    def bucket_counts(self) -> tuple:
+        """Non-cumulative counts per size bucket (last = above 4 MiB)."""
+        return tuple(self.buckets[i] for i in range(N_SIZE_BUCKETS))
+
+
+cdef class LaneMetrics:
+    """Counters of the sends the lane served (see rmqd.metrics)."""
+    cdef public dict topics                      # topic -> LaneTopicCounter
+    cdef long long pending[4]                    # served in the current read, by (v2, oneway)
+    cdef long long lat[4][N_LAT_BUCKETS]
+    cdef double lat_sum[4]
+
+    def __init__(self):
+        self.topics = {}
+
+    cdef inline void on_put(self, str topic, long long body_len, bint v2, bint oneway):
+        c = self.topics.get(topic)
+        if c is None:
+            c = LaneTopicCounter()
+            self.topics[topic] = c
+        (<LaneTopicCounter>c).add(body_len)
+        self.pending[(2 if v2 else 0) + (1 if oneway else 0)] += 1
+
+    cdef void end_read(self, double elapsed_ms) noexcept:
+        cdef int slot, i
+        cdef long long n
+        for slot in range(4):
+            n = self.pending[slot]
+            if n:
+                i = 0
+                while i < 9 and elapsed_ms > LAT_BOUNDS[i]:
+                    i += 1
+                self.lat[slot][i] += n
+                self.lat_sum[slot] += elapsed_ms * n
+                self.pending[slot] = 0
+
+    def rpc_latency(self) -> list:
+        """[(request code, oneway, bucket counts (non-cumulative), sum in ms)] of served sends."""
+        self.end_read(0.0)                       # sends served through handle() outside a read
+        out = []
+        for slot in range(4):
+            counts = tuple(self.lat[slot][i] for i in range(N_LAT_BUCKETS))
+            if any(counts):
+                out.append((310 if slot >= 2 else 10, bool(slot & 1), counts, self.lat_sum[slot]))
+        return out
+
+
+cdef inline double _now_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6
+
+
 cdef class SendLane:
     """Fast path for single-message sends; see the module docstring.
 
@@ -282,6 +362,8 @@ cdef class SendLane:
     cdef public long long served_raw     # of which served from the bytes (JSON header not decoded)
     cdef str _last_topic                 # the str made for the last raw topic (reused when equal)
     cdef uint8_t* _scratch               # unescaped properties of a raw request
+    cdef public LaneMetrics metrics      # what the served sends count for rmqd.metrics
+    cdef bint _v2                        # the send being served is SEND_MESSAGE_V2
     cdef Py_ssize_t _scratch_cap
 
     def __init__(self):
@@ -290,6 +372,7 @@ cdef class SendLane:
         self.markers = ()
         self.served = 0
         self.served_raw = 0
+        self.metrics = LaneMetrics()
 
     @property
     def msg_id_prefix(self) -> str:
@@ -325,6 +408,7 @@ cdef class SendLane:
             return
         cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(buf)
         cdef tuple peer = conn.peer
+        cdef double t0 = _now_ms()
         dispatcher = conn.dispatcher
         mv = memoryview(buf)
         while pos < n:
@@ -344,6 +428,7 @@ cdef class SendLane:
             elif len(<bytes>frame):
                 out.append(frame)
             pos = end
+        self.metrics.end_read(_now_ms() - t0)
 
     cdef _serve_cmd(self, conn, tuple peer, dispatcher, RemotingCommand cmd, list out):
         if cmd.flag & RPC_TYPE_RESPONSE:
@@ -379,6 +464,7 @@ cdef class SendLane:
             names = V1_FIELDS_B
         else:
             return None
+        self._v2 = code == 310
         if h.flag.kind != V_ABSENT and (h.flag.kind != V_NUM or not slice_int(&h.flag, &rpc_flag)):
             return None
         if h.opaque.kind != V_ABSENT and (h.opaque.kind != V_NUM or not slice_int(&h.opaque, &opaque)):
@@ -457,6 +543,7 @@ cdef class SendLane:
             names = V1_FIELDS
         else:
             return None
+        self._v2 = code == 310
         v = (<dict>ext).get(names[F_TOPIC])
         if v is None or _truthy((<dict>ext).get(names[F_BATCH])):
             return None
@@ -550,6 +637,7 @@ cdef class SendLane:
         if result.status is not self.ok_status:
             return None                      # nothing stored; the full processor retries and answers
         self.served += 1
+        self.metrics.on_put(topic, body_len, self._v2, rpc_flag & RPC_ONEWAY)
         if rpc_flag & RPC_ONEWAY:
             return b""
         frame = self._response(queue_id, result, opaque, serialize_type, 0)

@@ -53,7 +53,9 @@ class GroupAdminProcessor:
             return error_response(ResponseCode.SYSTEM_ERROR, "the subscription group config body is invalid")
         sg = SubscriptionGroupConfig.from_json(data)
         log.info("updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_address, sg)
+        t0 = time.monotonic()
         broker.subscription_group_manager.update(sg)
+        broker.metrics.messages.on_create("group", time.monotonic() - t0, True)
         return new_response()
 
     def get_all_subscription_group_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:

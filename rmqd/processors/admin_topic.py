@@ -8,6 +8,7 @@ store: they run in the admin pool.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Optional
 
 from rmqd.processors.admin_common import (check_system_topic, json_response, slave_error,
@@ -93,7 +94,9 @@ class TopicAdminProcessor:
                          ext.get("topicFilterType") or "SINGLE_TAG", ext_int(request, "topicSysFlag", 0) or 0,
                          (ext.get("order") or "false").strip().lower() == "true", attrs)
         log.info("updateAndCreateTopic called by %s: %s", conn.remote_address, tc)
+        t0 = time.monotonic()
         mgr.update(tc)   # persists, then re-registers with the name servers (on_change)
+        broker.metrics.messages.on_create("topic", time.monotonic() - t0, True, mgr.is_system_topic(topic))
         return new_response()
 
     # ------------------------------------------------------------------ 215

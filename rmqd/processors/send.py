@@ -364,6 +364,7 @@ class SendMessageProcessor:
         result = self.store.put_message(msgs[0]) if len(msgs) == 1 else self.store.put_messages(msgs)
         if result.status is _PUT_OK:
             code = _SUCCESS
+            broker.metrics.messages.on_put(tc.topic_name, h.get("properties"), [len(m.body) for m in msgs])
         else:
             code, remark = _STATUS_CODES.get(result.status, (ResponseCode.SYSTEM_ERROR, None))
             if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
@@ -405,5 +406,7 @@ class SendMessageProcessor:
             tc = self.topics.create_topic_in_send_message_back_method(dlq, 1, PERM_READ | PERM_WRITE, 0)
             if tc is None:
                 return error_response(ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist"), topic, queue_id
+            self.broker.metrics.messages.on_dlq(group, find_property(h.get("properties") or "", "RETRY_TOPIC")
+                                                or topic)
             return None, dlq, random.randrange(max(1, tc.write_queue_nums))
         return None, topic, queue_id

@@ -109,6 +109,8 @@ class SendMessageBackProcessor:
         if not remove:
             divert_delay_level(inner, self._max_level())
         result = self.store.put_message(inner)
+        if result.ok and remove:
+            self.broker.metrics.messages.on_dlq(group, find_property(props, PROPERTY_RETRY_TOPIC) or msg.topic)
         if result.ok:
             return new_response(ResponseCode.SUCCESS)
         log.warning("send back of %d for %s to %s failed: %s %s", offset, group, new_topic,

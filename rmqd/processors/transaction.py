@@ -190,14 +190,17 @@ class EndTransactionProcessor:
                         "commit" if kind == TRANSACTION_COMMIT_TYPE else "rollback", conn.remote_address,
                         origin, ext.get("msgId"), err.remark)
             return err
+        real_topic = half.properties.get("REAL_TOPIC") or half.topic
         if kind == TRANSACTION_ROLLBACK_TYPE:
             self.bridge.put_op_message(half.queue_offset, half.queue_id)
+            self.broker.metrics.messages.on_end_transaction(real_topic, commit=False)
             return new_response()
         final = self.end_message_transaction(half, cl_offset)
         result = self.broker.store.put_message(final)
         code, remark = _FINAL_STATUS.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
         if code == ResponseCode.SUCCESS:
             self.bridge.put_op_message(half.queue_offset, half.queue_id)
+            self.broker.metrics.messages.on_end_transaction(real_topic, commit=True)
             return new_response()
         log.error("END_TRANSACTION commit of %s: storing the final message failed: %s %s", half.msg_id,
                   result.status.name, result.remark)

@@ -25,7 +25,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from rmqd.remoting.codes import ResponseCode
-from rmqd.remoting.command import MissingHeaderField, RemotingCommand, error_response
+from rmqd.remoting.command import RPC_ONEWAY, MissingHeaderField, RemotingCommand, error_response
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +33,17 @@ Handler = Callable[[Any, RemotingCommand], Any]
 
 TO_POOL = object()  # returned by an inline_first handler: "run me in the pool instead"
 
+# observer(request_code, response_code, elapsed_s, oneway): told of every answered request
+# (rmqd.metrics' rpc latency); a request answered later (a held long-poll pull) is not reported.
+Observer = Callable[[int, int, float, bool], None]
 
-def run_handler(handler: Handler, conn: Any, request: RemotingCommand) -> Any:
+
+def run_handler(handler: Handler, conn: Any, request: RemotingCommand,
+                observer: Observer | None = None, t0: float = 0.0) -> Any:
     """Run one processor and send what it returns; errors become SYSTEM_ERROR responses.
 
     Returns ``TO_POOL`` when the handler asked for it (nothing is sent then), else None.
+    ``observer`` (with the request's arrival time ``t0``, time.monotonic) is told of the answer.
     """
     try:
         response = handler(conn, request)
@@ -52,17 +58,22 @@ def run_handler(handler: Handler, conn: Any, request: RemotingCommand) -> Any:
         log.exception("processor for code %d failed (peer %s)", request.code, getattr(conn, "remote_address", "?"))
         response = error_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
     if response is None:
+        if observer is not None and request.flag & RPC_ONEWAY:
+            observer(request.code, 0, time.monotonic() - t0, True)
         return None
     if response is TO_POOL:
         return TO_POOL
     if type(response) is not RemotingCommand and inspect.isawaitable(response):
-        _finish_async(response, conn, request)
+        _finish_async(response, conn, request, observer, t0)
         return None
     conn.reply(request, response)
+    if observer is not None:
+        observer(request.code, response.code, time.monotonic() - t0, bool(request.flag & RPC_ONEWAY))
     return None
 
 
-def _finish_async(awaitable: Any, conn: Any, request: RemotingCommand) -> None:
+def _finish_async(awaitable: Any, conn: Any, request: RemotingCommand,
+                  observer: Observer | None = None, t0: float = 0.0) -> None:
     loop = conn.loop
     on_loop = threading.get_ident() == getattr(conn, "_loop_thread", None)
     future = (asyncio.ensure_future(awaitable, loop=loop) if on_loop
@@ -78,6 +89,8 @@ def _finish_async(awaitable: Any, conn: Any, request: RemotingCommand) -> None:
             response = error_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         if response is not None:
             conn.reply(request, response)
+            if observer is not None:
+                observer(request.code, response.code, time.monotonic() - t0, bool(request.flag & RPC_ONEWAY))
 
     future.add_done_callback(done)
 
@@ -97,6 +110,7 @@ class ProcessorPool:
         self._stopping = False
         self.rejected = 0
         self.expired = 0
+        self.observer: Observer | None = None     # set by Dispatcher.set_observer
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -177,7 +191,7 @@ class ProcessorPool:
                 if waited > limit:
                     self._busy(conn, request, waited, len(queue))
                     continue
-            run_handler(handler, conn, request)
+            run_handler(handler, conn, request, self.observer, enqueued)
 
 
 class Dispatcher:
@@ -191,9 +205,17 @@ class Dispatcher:
         # Optional fast lane (send_lane.SendLane): the connection hands it each read
         # (``lane.serve_data``); what it does not serve it dispatches here.
         self.lane: Any = None
+        self.observer: Observer | None = None
+
+    def set_observer(self, observer: Observer | None) -> None:
+        """Report every answered request to ``observer`` (see ``Observer``), in every pool too."""
+        self.observer = observer
+        for pool in self.pools.values():
+            pool.observer = observer
 
     def add_pool(self, pool: ProcessorPool) -> ProcessorPool:
         self.pools[pool.name] = pool
+        pool.observer = self.observer
         return pool
 
     def register(self, codes: int | Iterable[int], handler: Handler, pool: ProcessorPool | None = None,
@@ -223,9 +245,11 @@ class Dispatcher:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"))
             return
         handler, pool, inline_first = entry
+        observer = self.observer
+        t0 = time.monotonic() if observer is not None else 0.0
         if pool is None:
-            run_handler(handler, conn, request)
-        elif inline_first is None or run_handler(inline_first, conn, request) is TO_POOL:
+            run_handler(handler, conn, request, observer, t0)
+        elif inline_first is None or run_handler(inline_first, conn, request, observer, t0) is TO_POOL:
             pool.submit(handler, conn, request)
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import asyncio
 import shutil
 import tempfile
 import threading
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from rmqd.app import Services
 from rmqd.broker_controller import BrokerController
@@ -27,8 +27,10 @@ class AsyncEmbeddedServer:
     """Name server + broker on the running loop (``async with``)."""
 
     def __init__(self, store_dir: str | None = None, broker_properties: Mapping[str, Any] | None = None,
-                 namesrv_port: int = 0, broker_port: int = 0) -> None:
+                 namesrv_port: int = 0, broker_port: int = 0,
+                 endpoints: Callable[[], list] | None = None) -> None:
         self._own_store = store_dir is None
+        self.endpoints_factory = endpoints     # () -> [Endpoint]: servers beside the broker (metrics, console)
         self.store_dir = store_dir or tempfile.mkdtemp(prefix="rmqd-store-")
         self.broker_properties = dict(broker_properties or {})
         self.namesrv_port = namesrv_port
@@ -40,7 +42,8 @@ class AsyncEmbeddedServer:
                                   kvConfigPath=f"{self.store_dir}/namesrv/kvConfig.json")
         broker_config = BrokerConfig(listenPort=self.broker_port, storePathRootDir=self.store_dir)
         broker_config.update(self.broker_properties, source="embedded")
-        return Services(NameServer(ns_config), BrokerController(broker_config))
+        endpoints = self.endpoints_factory() if self.endpoints_factory is not None else []
+        return Services(NameServer(ns_config), BrokerController(broker_config), endpoints)
 
     async def start(self) -> "AsyncEmbeddedServer":
         self.services = self._build()
@@ -84,8 +87,9 @@ class EmbeddedServer:
     """Name server + broker on a background uvloop thread (``with``), for synchronous tests."""
 
     def __init__(self, store_dir: str | None = None, broker_properties: Mapping[str, Any] | None = None,
-                 namesrv_port: int = 0, broker_port: int = 0, start_timeout: float = 10.0) -> None:
-        self._server = AsyncEmbeddedServer(store_dir, broker_properties, namesrv_port, broker_port)
+                 namesrv_port: int = 0, broker_port: int = 0, start_timeout: float = 10.0,
+                 endpoints: Callable[[], list] | None = None) -> None:
+        self._server = AsyncEmbeddedServer(store_dir, broker_properties, namesrv_port, broker_port, endpoints)
         self._start_timeout = start_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -159,6 +163,10 @@ class EmbeddedServer:
     @property
     def broker(self) -> BrokerController:
         return self._server.broker
+
+    @property
+    def services(self) -> Services | None:
+        return self._server.services
 
     def __enter__(self) -> "EmbeddedServer":
         return self.start()

@@ -1,0 +1,264 @@
+"""One scrape: the hot-path counters plus gauges read from the broker's tables at scrape time.
+
+``collect(broker)`` walks the topic, group, offset and connection tables and a few store numbers;
+it may take tens of milliseconds with thousands of topics and groups, so the HTTP endpoint runs it
+in an executor thread, never on the event loop.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from typing import TYPE_CHECKING, Any, Iterable
+
+from rmqd.metrics.families import BY_INSTRUMENT, SPECS, Family, render
+from rmqd.metrics.recorders import DLQ_PREFIX, RETRY_PREFIX, code_name
+from rmqd.remoting.codes import RequestCode
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+# rocketmq_processor_watermark{processor}: Java's pool names -> rmqd's pools (absent ones export 0)
+PROCESSORS = (("send", "send"), ("async_put", None), ("pull", "pull"), ("ack", None),
+              ("query_message", "query"), ("client_manager", "client"), ("heartbeat", None),
+              ("lite_pull", None), ("transaction", "transaction"), ("consumer_manager", "consumer"),
+              ("admin", "admin"), ("reply", None))
+CONSUME_MODES = {"CONSUME_PASSIVELY": "push", "CONSUME_ACTIVELY": "pull", "CONSUME_POP": "pop"}
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
+STORE_LABELS = ("local", "disk")
+
+
+def _b(v: bool) -> str:
+    return "true" if v else "false"
+
+
+def parse_metrics_label(spec: str | None) -> list[tuple[str, str]]:
+    """``metricsLabel`` ("k:v,k:v") as label pairs."""
+    out = []
+    for part in (spec or "").split(","):
+        if ":" in part:
+            k, v = part.split(":", 1)
+            if k.strip():
+                out.append((k.strip(), v.strip()))
+    return out
+
+
+def common_labels(broker: "BrokerController") -> list[tuple[str, str]]:
+    c = broker.config
+    return ([("cluster", c.brokerClusterName), ("node_type", "broker"), ("node_id", c.brokerName)]
+            + parse_metrics_label(getattr(c, "metricsLabel", "")) + [("otel_scope_name", "broker-meter")])
+
+
+class Scrape:
+    """Builds every family for one scrape of one broker."""
+
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+        self.fams = {s.instrument: Family(s) for s in SPECS}
+        self.topics = broker.topic_config_manager
+        self.now_ms = int(time.time() * 1000)
+
+    def is_system_topic(self, topic: str) -> bool:
+        return self.topics.is_system_topic(topic)
+
+    @staticmethod
+    def is_system_group(group: str) -> bool:
+        from rmqd.store.metadata import SYSTEM_GROUPS
+        return group in SYSTEM_GROUPS or group.startswith(SYSTEM_GROUP_PREFIX)
+
+    def fam(self, instrument: str) -> Family:
+        return self.fams[instrument]
+
+    # ---------------------------------------------------------------- counters
+    def messages_in(self) -> None:
+        sizes: dict[tuple, list] = {}
+        lane = getattr(self.broker.send_processor, "lane", None)
+        lane_metrics = getattr(lane, "metrics", None)
+        if lane_metrics is not None:
+            for topic, c in list(lane_metrics.topics.items()):
+                sizes[(topic, "normal")] = [list(c.bucket_counts()), float(c.size)]
+        for key, (counts, total) in self.broker.metrics.messages.snapshot()["sizes"].items():
+            cur = sizes.get(key)
+            if cur is None:
+                sizes[key] = [counts, total]
+            else:
+                cur[0] = [a + b for a, b in zip(cur[0], counts)]
+                cur[1] += total
+        f_in, f_bytes, f_size = (self.fam("rocketmq_messages_in_total"), self.fam("rocketmq_throughput_in_total"),
+                                 self.fam("rocketmq_message_size"))
+        for (topic, mtype), (counts, total) in sorted(sizes.items()):
+            labels = (topic, mtype, _b(self.is_system_topic(topic)))
+            f_in.add(labels, sum(counts))
+            f_bytes.add(labels, int(total))
+            f_size.add_histogram(labels, counts, total)
+
+    def messages_out(self) -> None:
+        from rmqd.processors.broker_stats import GROUP_GET_NUMS, GROUP_GET_SIZE
+        stats = getattr(self.broker, "broker_stats", None)
+        if stats is None:
+            return
+        f_out, f_bytes = self.fam("rocketmq_messages_out_total"), self.fam("rocketmq_throughput_out_total")
+        nums = dict(stats.items.get(GROUP_GET_NUMS, {}))
+        size = dict(stats.items.get(GROUP_GET_SIZE, {}))
+        for key in sorted(nums):
+            topic, _, group = key.partition("@")
+            if topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX):
+                continue
+            labels = (topic, group, _b(self.is_system_topic(topic) or self.is_system_group(group)))
+            f_out.add(labels, nums[key].value)
+            item = size.get(key)
+            f_bytes.add(labels, item.value if item is not None else 0)
+
+    def counters(self) -> None:
+        snap = self.broker.metrics.messages.snapshot()
+        f = self.fam("rocketmq_send_to_dlq_messages_total")
+        for (group, topic), n in sorted(snap["dlq"].items()):
+            f.add((group, topic, _b(self.is_system_group(group))), n)
+        for name, table in (("rocketmq_commit_messages_total", snap["commit"]),
+                            ("rocketmq_rollback_messages_total", snap["rollback"])):
+            f = self.fam(name)
+            for topic, n in sorted(table.items()):
+                f.add((topic,), n)
+        for name, key in (("rocketmq_topic_create_execution_time", "topic_create"),
+                          ("rocketmq_consumer_group_create_execution_time", "group_create")):
+            f = self.fam(name)
+            for labels, (counts, total) in sorted(snap[key].items()):
+                f.add_histogram(labels, counts, total)
+
+    def rpc_latency(self) -> None:
+        series = dict(self.broker.metrics.rpc.snapshot())
+        lane = getattr(self.broker.send_processor, "lane", None)
+        lane_metrics = getattr(lane, "metrics", None)
+        if lane_metrics is not None:
+            for code, oneway, counts, total in lane_metrics.rpc_latency():
+                labels = ("remoting", code_name(RequestCode, code), "success", "false",
+                          "oneway" if oneway else "success")
+                cur = series.get(labels)
+                if cur is None:
+                    series[labels] = (list(counts), total)
+                else:
+                    series[labels] = ([a + b for a, b in zip(cur[0], counts)], cur[1] + total)
+        f = self.fam("rocketmq_rpc_latency")
+        for labels, (counts, total) in sorted(series.items()):
+            f.add_histogram(labels, counts, total)
+
+    # ---------------------------------------------------------------- gauges
+    def tables(self) -> None:
+        b = self.broker
+        self.fam("rocketmq_topic_number").add((), len(self.topics.table))
+        self.fam("rocketmq_consumer_group_number").add((), len(b.subscription_group_manager.table))
+        self.fam("rocketmq_broker_permission").add((), int(b.config.brokerPermission))
+        f = self.fam("rocketmq_processor_watermark")
+        for name, pool in PROCESSORS:
+            p = b.pools.get(pool) if pool else None
+            f.add((name,), p.queue_size if p is not None else 0)
+
+    def connections(self) -> None:
+        from rmqd.processors.admin_broker import version_desc
+        b = self.broker
+        counts: dict[tuple, int] = {}
+        for _group, channels in list(b.producer_manager.groups().items()):
+            for ch in list(channels):
+                key = (str(ch.language).lower(), version_desc(int(ch.version)).lower(), "remoting")
+                counts[key] = counts.get(key, 0) + 1
+        f = self.fam("rocketmq_producer_connections")
+        for key, n in sorted(counts.items()):
+            f.add(key, n)
+        counts = {}
+        for group, info in list(b.consumer_manager.groups().items()):
+            mode = CONSUME_MODES.get(str(info.consume_type), str(info.consume_type).lower())
+            for ch in list(info.channels.values()):
+                key = (group, str(ch.language).lower(), version_desc(int(ch.version)).lower(), mode, "remoting",
+                       _b(self.is_system_group(group)))
+                counts[key] = counts.get(key, 0) + 1
+        f = self.fam("rocketmq_consumer_connections")
+        for key, n in sorted(counts.items()):
+            f.add(key, n)
+
+    def consumer_lag(self) -> None:
+        """Per (group, topic): lag from committed offsets, the age of the oldest unconsumed message.
+
+        rmqd keeps no separate pull offsets, so a message counts as pulled when it is committed:
+        ready = lag, inflight = 0, queueing latency = lag latency."""
+        b = self.broker
+        store = b.store
+        pairs: dict[tuple[str, str], dict[int, int]] = {}
+        for key, offsets in list(b.consumer_offset_manager.table.items()):
+            topic, _, group = key.partition("@")
+            pairs[(group, topic)] = dict(offsets)
+        for group, info in list(b.consumer_manager.groups().items()):
+            for topic in list(info.subscriptions):
+                pairs.setdefault((group, topic), {})
+        fams = [self.fam(n) for n in ("rocketmq_consumer_lag_messages", "rocketmq_consumer_lag_latency",
+                                      "rocketmq_consumer_inflight_messages",
+                                      "rocketmq_consumer_queueing_latency", "rocketmq_consumer_ready_messages")]
+        now = self.now_ms
+        for (group, topic), offsets in sorted(pairs.items()):
+            lag = 0
+            oldest = -1
+            for qid, committed in offsets.items():
+                if committed < 0:
+                    continue
+                behind = store.get_max_offset(topic, qid) - committed
+                if behind > 0:
+                    lag += behind
+                    ts = store.get_message_store_timestamp(topic, qid, committed)
+                    if ts > 0 and (oldest < 0 or ts < oldest):
+                        oldest = ts
+            latency = max(0, now - oldest) if oldest > 0 else 0
+            labels = (topic, group, _b(topic.startswith(RETRY_PREFIX)),
+                      _b(self.is_system_topic(topic) or self.is_system_group(group)))
+            for fam, value in zip(fams, (lag, latency, 0, latency, lag)):
+                fam.add(labels, value)
+
+    def storage(self) -> None:
+        b = self.broker
+        store = b.store
+        root = b.config.storePathRootDir
+        try:
+            used = shutil.disk_usage(root).used
+        except OSError as exc:
+            log.warning("metrics: disk usage of %s: %s", root, exc)
+            used = 0
+        self.fam("rocketmq_storage_size").add(STORE_LABELS, used)
+        commitlog = getattr(store, "commitlog", None)
+        behind = commitlog.dirty_bytes() if commitlog is not None and hasattr(commitlog, "dirty_bytes") else 0
+        self.fam("rocketmq_storage_flush_behind_bytes").add(STORE_LABELS, max(0, behind))
+        # The put engine appends the ConsumeQueue entry and the index with the record: nothing lags.
+        self.fam("rocketmq_storage_dispatch_behind_bytes").add(STORE_LABELS, 0)
+        reserve = 0
+        try:
+            lo, hi = store.commitlog_min_offset(), store.commitlog_max_offset()
+            if hi > lo:
+                ts = store._store_time_of(lo, 64)
+                reserve = max(0, self.now_ms - ts) if ts > 0 else 0
+        except Exception:
+            log.exception("metrics: earliest message time")
+        self.fam("rocketmq_storage_message_reserve_time").add(STORE_LABELS, reserve)
+
+    def half_messages(self) -> None:
+        # Half messages waiting for commit/rollback live in RMQ_SYS_TRANS_HALF_TOPIC; rmqd does not
+        # keep a per-topic count of unresolved ones, so only families with data are exported.
+        return
+
+    def families(self) -> Iterable[Family]:
+        for step in (self.messages_in, self.messages_out, self.counters, self.rpc_latency, self.tables,
+                     self.connections, self.consumer_lag, self.storage, self.half_messages):
+            try:
+                step()
+            except Exception:
+                log.exception("metrics: %s failed", step.__name__)
+        return self.fams.values()
+
+
+def collect(broker: "BrokerController") -> str:
+    """The Prometheus text of one scrape (blocking; run it off the event loop)."""
+    scrape = Scrape(broker)
+    fams = list(scrape.families())
+    return render(fams, common_labels(broker))
+
+
+def spec(instrument: str) -> Any:
+    return BY_INSTRUMENT[instrument]

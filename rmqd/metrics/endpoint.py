@@ -1,0 +1,85 @@
+"""``GET /metrics`` (Prometheus text) and ``GET /healthz`` beside the broker, on its event loop.
+
+Joins ``rmqd serve``/``rmqd broker`` as a ``Services`` endpoint.  A scrape runs in a one-thread
+executor (scrapes queue behind each other, the loop never waits for one).
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from typing import TYPE_CHECKING, Any, Optional
+
+from rmqd.metrics.collector import collect
+
+if TYPE_CHECKING:
+    from rmqd.app import Services
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+EXPORTER_TYPES = {"0": "DISABLE", "1": "OTLP_GRPC", "2": "PROM", "3": "LOG"}
+
+
+def exporter_type(value: Any) -> str:
+    """metricsExporterType by name or number (Java accepts both)."""
+    v = str(value or "DISABLE").strip().upper()
+    return EXPORTER_TYPES.get(v, v)
+
+
+class MetricsEndpoint:
+    """Prometheus pull endpoint for the broker of the ``Services`` it joins."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 5557) -> None:
+        self.host = host
+        self.port = port
+        self._runner: Any = None
+        self._services: Optional["Services"] = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rmqd-metrics")
+
+    async def start(self, services: "Services") -> None:
+        from aiohttp import web
+        self._services = services
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # the port picked for port 0
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        self._executor.shutdown(wait=False)
+
+    def describe(self) -> list[str]:
+        return [f"rmqd metrics on {self.url}"]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/metrics"
+
+    def ready_parts(self) -> list[str]:
+        return [f"metrics {self.url}"]
+
+    async def _metrics(self, request: Any) -> Any:
+        from aiohttp import web
+        broker = self._services.broker if self._services is not None else None
+        if broker is None:
+            return web.Response(status=503, text="no broker in this process\n")
+        loop = asyncio.get_running_loop()
+        text = await loop.run_in_executor(self._executor, collect, broker)
+        return web.Response(body=text.encode("utf-8"), headers={"Content-Type": CONTENT_TYPE})
+
+    async def _healthz(self, request: Any) -> Any:
+        from aiohttp import web
+        return health_response(web, self._services)
+
+
+def health_response(web: Any, services: Optional["Services"]) -> Any:
+    """200 ``ok`` when the process's name server and broker are up, else 503."""
+    ready = services is not None and services.ready()
+    return web.json_response({"status": "ok" if ready else "starting"}, status=200 if ready else 503)

@@ -1,0 +1,139 @@
+"""The broker's metric families and the Prometheus text exposition (format 0.0.4).
+
+Each family is declared once with its OTel instrument name, unit, type and label keys; the exported
+name comes from ``naming.exported_name``.  Every series also carries the common labels
+(``cluster``, ``node_type``, ``node_id``, ``otel_scope_name`` and any ``metricsLabel`` pairs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from rmqd.metrics.naming import exported_name
+
+LATENCY_BUCKETS_MS = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
+MESSAGE_SIZE_BUCKETS = (1024.0, 4096.0, 512 * 1024.0, 1024 * 1024.0, 2 * 1024 * 1024.0, 4 * 1024 * 1024.0)
+CREATE_TIME_BUCKETS_MS = (10.0, 100.0, 1000.0, 3000.0, 5000.0)
+
+COMMON_LABELS = ("cluster", "node_type", "node_id")
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    instrument: str          # OTel instrument name (what the RocketMQ docs show)
+    kind: str                # counter | gauge | histogram
+    unit: str
+    labels: tuple[str, ...]
+    help: str
+    buckets: tuple[float, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return exported_name(self.instrument, self.unit, self.kind)
+
+
+_L_IN = ("topic", "message_type", "is_system")
+_L_OUT = ("topic", "consumer_group", "is_system")
+_L_LAG = ("topic", "consumer_group", "is_retry", "is_system")
+_L_STORE = ("storage_type", "storage_medium")
+
+SPECS: tuple[FamilySpec, ...] = (
+    FamilySpec("rocketmq_messages_in_total", "counter", "", _L_IN, "Messages written (successful puts)."),
+    FamilySpec("rocketmq_throughput_in_total", "counter", "", _L_IN, "Bytes of message bodies written."),
+    FamilySpec("rocketmq_message_size", "histogram", "", _L_IN, "Size of the messages written.",
+               MESSAGE_SIZE_BUCKETS),
+    FamilySpec("rocketmq_messages_out_total", "counter", "", _L_OUT, "Messages delivered to consumers."),
+    FamilySpec("rocketmq_throughput_out_total", "counter", "", _L_OUT, "Bytes delivered to consumers."),
+    FamilySpec("rocketmq_send_to_dlq_messages_total", "counter", "", ("consumer_group", "topic", "is_system"),
+               "Messages moved to a dead-letter queue."),
+    FamilySpec("rocketmq_rpc_latency", "histogram", "ms",
+               ("protocol_type", "request_code", "response_code", "is_long_polling", "result"),
+               "Remoting request latency.", LATENCY_BUCKETS_MS),
+    FamilySpec("rocketmq_topic_number", "gauge", "1", (), "Topics in the topic-config table."),
+    FamilySpec("rocketmq_consumer_group_number", "gauge", "1", (), "Subscription groups."),
+    FamilySpec("rocketmq_broker_permission", "gauge", "1", (), "brokerPermission (6 = read/write)."),
+    FamilySpec("rocketmq_processor_watermark", "gauge", "1", ("processor",), "Queued requests per processor pool."),
+    FamilySpec("rocketmq_producer_connections", "gauge", "1", ("language", "version", "protocol_type"),
+               "Producer connections."),
+    FamilySpec("rocketmq_consumer_connections", "gauge", "1",
+               ("consumer_group", "language", "version", "consume_mode", "protocol_type", "is_system"),
+               "Consumer connections."),
+    FamilySpec("rocketmq_consumer_lag_messages", "gauge", "1", _L_LAG, "Messages not yet acknowledged."),
+    FamilySpec("rocketmq_consumer_lag_latency", "gauge", "ms", _L_LAG,
+               "Age of the oldest message not yet acknowledged."),
+    FamilySpec("rocketmq_consumer_inflight_messages", "gauge", "1", _L_LAG,
+               "Messages pulled but not yet acknowledged."),
+    FamilySpec("rocketmq_consumer_queueing_latency", "gauge", "ms", _L_LAG,
+               "Age of the oldest message not yet pulled."),
+    FamilySpec("rocketmq_consumer_ready_messages", "gauge", "1", _L_LAG, "Messages not yet pulled."),
+    FamilySpec("rocketmq_topic_create_execution_time", "histogram", "ms", ("invocation_status", "is_system"),
+               "Time to create a topic.", CREATE_TIME_BUCKETS_MS),
+    FamilySpec("rocketmq_consumer_group_create_execution_time", "histogram", "ms", ("invocation_status",),
+               "Time to create a subscription group.", CREATE_TIME_BUCKETS_MS),
+    FamilySpec("rocketmq_commit_messages_total", "counter", "", ("topic",), "Transactions committed."),
+    FamilySpec("rocketmq_rollback_messages_total", "counter", "", ("topic",), "Transactions rolled back."),
+    FamilySpec("rocketmq_half_messages", "gauge", "1", ("topic",), "Half messages not yet resolved."),
+    FamilySpec("rocketmq_storage_size", "gauge", "By", _L_STORE,
+               "Disk space used on the store directory's filesystem."),
+    FamilySpec("rocketmq_storage_flush_behind_bytes", "gauge", "By", _L_STORE,
+               "CommitLog bytes written but not yet flushed."),
+    FamilySpec("rocketmq_storage_dispatch_behind_bytes", "gauge", "By", _L_STORE,
+               "CommitLog bytes not yet dispatched to consume queues and index."),
+    FamilySpec("rocketmq_storage_message_reserve_time", "gauge", "ms", _L_STORE,
+               "Age of the earliest stored message."),
+)
+BY_INSTRUMENT = {s.instrument: s for s in SPECS}
+
+
+@dataclass
+class Family:
+    """Samples of one family: gauge/counter ``(labels, value)``; histogram ``(labels, counts, sum)``
+    with non-cumulative bucket counts (``len(buckets) + 1`` of them)."""
+
+    spec: FamilySpec
+    samples: list = field(default_factory=list)
+
+    def add(self, labels: Sequence[str], value: float) -> None:
+        self.samples.append((tuple(labels), value))
+
+    def add_histogram(self, labels: Sequence[str], counts: Sequence[int], total: float) -> None:
+        self.samples.append((tuple(labels), tuple(counts), total))
+
+
+def _escape(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _num(v: float) -> str:
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e15):
+        return f"{int(v)}.0" if isinstance(v, float) else str(v)
+    return repr(float(v))
+
+
+def render(families: Iterable[Family], common: Sequence[tuple[str, str]]) -> str:
+    """Prometheus text format 0.0.4 for ``families`` with ``common`` labels on every series."""
+    head = ",".join(f'{k}="{_escape(v)}"' for k, v in common)
+    out: list[str] = []
+    emit = out.append
+    for fam in families:
+        spec = fam.spec
+        name = spec.name
+        emit(f"# HELP {name} {spec.help}\n# TYPE {name} {spec.kind}\n")
+        keys = spec.labels
+        for sample in fam.samples:
+            labels = sample[0]
+            own = ",".join(f'{k}="{_escape(str(v))}"' for k, v in zip(keys, labels))
+            lbl = head + ("," + own if own and head else own)
+            if spec.kind != "histogram":
+                emit(f"{name}{{{lbl}}} {_num(sample[1])}\n")
+                continue
+            counts, total = sample[1], sample[2]
+            cum = 0
+            sep = "," if lbl else ""
+            for bound, n in zip(spec.buckets, counts):
+                cum += n
+                emit(f'{name}_bucket{{{lbl}{sep}le="{bound}"}} {cum}\n')
+            cum += counts[len(spec.buckets)] if len(counts) > len(spec.buckets) else 0
+            emit(f'{name}_bucket{{{lbl}{sep}le="+Inf"}} {cum}\n')
+            emit(f"{name}_count{{{lbl}}} {cum}\n{name}_sum{{{lbl}}} {_num(float(total))}\n")
+    return "".join(out)

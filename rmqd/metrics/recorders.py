@@ -1,0 +1,134 @@
+"""Counters updated where things happen (the rest of the metrics are read at scrape time).
+
+The send fast lane counts its own sends in C (``send_lane.LaneMetrics``); what goes through the
+processors is counted here: a lock and a few dict operations per request, on paths that already
+cost tens of microseconds.
+"""
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from typing import Any, Optional
+
+from rmqd.metrics.families import CREATE_TIME_BUCKETS_MS, LATENCY_BUCKETS_MS, MESSAGE_SIZE_BUCKETS
+from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.store.message import find_property
+
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+
+
+def code_name(enum: Any, code: int) -> str:
+    """RequestCode/ResponseCode field name, lower-cased (the number when unknown), as 5.x labels it."""
+    try:
+        return enum(code).name.lower()
+    except ValueError:
+        return str(code)
+
+
+def message_type(props: Optional[str]) -> str:
+    """TopicMessageType.parseFromMessageProperty: transaction | delay | fifo | normal."""
+    if not props:
+        return "normal"
+    if "TRAN_MSG" in props and find_property(props, "TRAN_MSG") == "true":
+        return "transaction"
+    for key in ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"):
+        if key in props and find_property(props, key) not in (None, "", "0"):
+            return "delay"
+    if "__SHARDINGKEY" in props and find_property(props, "__SHARDINGKEY"):
+        return "fifo"
+    return "normal"
+
+
+class Histogram:
+    """Non-cumulative bucket counts + sum per label tuple."""
+
+    __slots__ = ("bounds", "series")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.series: dict[tuple, list] = {}
+
+    def observe(self, labels: tuple, value: float, n: int = 1) -> None:
+        s = self.series.get(labels)
+        if s is None:
+            s = self.series[labels] = [[0] * (len(self.bounds) + 1), 0.0]
+        s[0][bisect.bisect_left(self.bounds, value)] += n
+        s[1] += value * n
+
+
+class RpcLatency:
+    """rocketmq_rpc_latency_milliseconds for requests answered through the dispatcher."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.hist = Histogram(LATENCY_BUCKETS_MS)
+
+    def observe(self, request_code: int, response_code: int, elapsed_s: float, oneway: bool = False,
+                long_polling: bool = False) -> None:
+        labels = ("remoting", code_name(RequestCode, request_code),
+                  code_name(ResponseCode, response_code) if not oneway else "success",
+                  "true" if long_polling else "false", "oneway" if oneway else "success")
+        with self._lock:
+            self.hist.observe(labels, elapsed_s * 1000.0)
+
+    def snapshot(self) -> dict[tuple, tuple[list, float]]:
+        with self._lock:
+            return {k: (list(v[0]), v[1]) for k, v in self.hist.series.items()}
+
+
+class MessageCounters:
+    """Messages/bytes in (by topic and message type) for sends served by the processors, DLQ moves,
+    transaction outcomes and create timings."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.sizes = Histogram(MESSAGE_SIZE_BUCKETS)     # (topic, type) -> buckets, sum = bytes
+        self.dlq: dict[tuple[str, str], int] = {}
+        self.commit: dict[str, int] = {}
+        self.rollback: dict[str, int] = {}
+        self.topic_create = Histogram(CREATE_TIME_BUCKETS_MS)
+        self.group_create = Histogram(CREATE_TIME_BUCKETS_MS)
+
+    def on_put(self, topic: str, props: Optional[str], body_sizes: list[int]) -> None:
+        """A send stored ``len(body_sizes)`` messages to ``topic`` (retry/DLQ topics are skipped)."""
+        if topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX):
+            return
+        key = (topic, message_type(props))
+        with self._lock:
+            for size in body_sizes:
+                self.sizes.observe(key, float(size))
+
+    def on_dlq(self, group: str, topic: str) -> None:
+        with self._lock:
+            self.dlq[(group, topic)] = self.dlq.get((group, topic), 0) + 1
+
+    def on_end_transaction(self, topic: str, commit: bool) -> None:
+        table = self.commit if commit else self.rollback
+        with self._lock:
+            table[topic] = table.get(topic, 0) + 1
+
+    def on_create(self, what: str, elapsed_s: float, ok: bool, is_system: bool = False) -> None:
+        status = "success" if ok else "failure"
+        with self._lock:
+            if what == "topic":
+                self.topic_create.observe((status, "true" if is_system else "false"), elapsed_s * 1000.0)
+            else:
+                self.group_create.observe((status,), elapsed_s * 1000.0)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {"sizes": {k: (list(v[0]), v[1]) for k, v in self.sizes.series.items()},
+                    "dlq": dict(self.dlq), "commit": dict(self.commit), "rollback": dict(self.rollback),
+                    "topic_create": {k: (list(v[0]), v[1]) for k, v in self.topic_create.series.items()},
+                    "group_create": {k: (list(v[0]), v[1]) for k, v in self.group_create.series.items()}}
+
+
+class BrokerMetrics:
+    """What the broker's hot paths record into (``broker.metrics``)."""
+
+    def __init__(self) -> None:
+        self.rpc = RpcLatency()
+        self.messages = MessageCounters()
+        self.started_at = time.time()
