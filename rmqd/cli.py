@@ -42,6 +42,20 @@ def _add_broker_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--broker-port", type=int, help="broker listen port (default 10911; 0 = any free port)")
     p.add_argument("--store-dir", help="store root directory (default ~/.rmqd/store)")
     p.add_argument("--broker-name", help="brokerName (default broker-a)")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus /metrics on this port (same as metricsExporterType=PROM + "
+                        "metricsPromExporterPort; 0 = any free port)")
+
+
+def _add_console_options(p: argparse.ArgumentParser, default_port: int | None) -> None:
+    p.add_argument("--console-port", type=int, default=default_port,
+                   help="web console port (serve: default 8080, 0 = off; broker: off unless given, "
+                        "0 = any free port)")
+    p.add_argument("--console-host", default="127.0.0.1",
+                   help="web console bind address (default 127.0.0.1; any other address needs the token)")
+    p.add_argument("--read-only", action="store_true", help="the console refuses every change (403)")
+    p.add_argument("--console-token", default=os.environ.get("RMQD_CONSOLE_TOKEN"),
+                   help="token the console asks for when not bound to loopback (default: a random one, printed)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run N broker processes (broker-a, broker-b, ...; ports listenPort+10*i, stores "
                             "<store-dir>/<brokerName>) registered with this name server (default 1)")
     _add_broker_options(serve)
+    _add_console_options(serve, None)
 
     ns = sub.add_parser("namesrv", help="name server only")
     ns.add_argument("--port", "--namesrv-port", dest="namesrv_port", type=int, default=None)
@@ -64,6 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
     broker = sub.add_parser("broker", help="broker only, registering with name servers")
     broker.add_argument("-n", "--namesrv-addr", help="name server address(es), 'host:port;host:port'")
     _add_broker_options(broker)
+    _add_console_options(broker, None)
+    console = sub.add_parser("console", help="the web console alone, for any RocketMQ-compatible cluster")
+    console.add_argument("-n", "--namesrv-addr", required=True, help="name server address(es), 'host:port;host:port'")
+    console.add_argument("--port", dest="console_port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
+    console.add_argument("--host", dest="console_host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    console.add_argument("--read-only", action="store_true", help="refuse every change (403)")
+    console.add_argument("--token", dest="console_token", default=os.environ.get("RMQD_CONSOLE_TOKEN"),
+                         help="token required when not bound to loopback (default: a random one, printed)")
+    metrics = sub.add_parser("metrics", help="metrics helpers: `rmqd metrics grafana > rmqd.json`")
+    metrics.add_argument("what", choices=["grafana", "names"],
+                         help="grafana: the Grafana dashboard JSON; names: the exported metric families")
     admin = sub.add_parser("admin", help="mqadmin sub-commands, in Python (no JVM); `rmqd admin -h` lists them",
                            add_help=False)
     admin.add_argument("admin_args", nargs=argparse.REMAINDER)
@@ -86,7 +112,7 @@ def _serve_services(args: argparse.Namespace):
         config.brokerName = names[0]
         config.storePathRootDir = store_dir_of(root, names[0])
         endpoints.append(ExtraBrokers(names[1:], os.path.abspath(args.config) if args.config else None, root,
-                                      int(config.listenPort), args.log_level))
+                                      int(config.listenPort), args.log_level, _metrics_port(args, config)))
     return Services(NameServer(_namesrv_config(args, args.namesrv_port)), BrokerController(config),
                     endpoints=endpoints)
 
@@ -98,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         from rmqd.admin.main import main as admin_main
         return admin_main(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.command == "metrics":
+        return _metrics_main(args.what)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from rmqd.app import Services, run
@@ -108,12 +136,69 @@ def main(argv: list[str] | None = None) -> int:
         if args.brokers < 1:
             print("rmqd: --brokers must be at least 1", file=sys.stderr)
             return 2
-        return run(lambda: _serve_services(args))
+        return run(lambda: _with_endpoints(_serve_services(args), args))
     if args.command == "namesrv":
         return run(lambda: Services(namesrv=NameServer(_namesrv_config(args, args.namesrv_port))))
     if args.command == "broker":
-        return run(lambda: Services(broker=BrokerController(_broker_config(args))))
+        return run(lambda: _with_endpoints(Services(broker=BrokerController(_broker_config(args))), args))
+    if args.command == "console":
+        return run(lambda: _with_endpoints(Services(), args, namesrv_addr=args.namesrv_addr))
     return 2
+
+
+def _metrics_main(what: str) -> int:
+    if what == "grafana":
+        from rmqd.metrics.grafana import dashboard_json
+        sys.stdout.write(dashboard_json())
+    else:
+        from rmqd.metrics.families import SPECS
+        for spec in SPECS:
+            print(f"{spec.name} {spec.kind} {','.join(spec.labels)}")
+    return 0
+
+
+def _with_endpoints(services, args: argparse.Namespace, namesrv_addr: str | None = None):
+    """Add the metrics and console endpoints the options and broker.conf ask for."""
+    broker = services.broker
+    if broker is not None:
+        c = broker.config
+        port = _metrics_port(args, c)
+        if port is not None:
+            if _have_aiohttp("metrics"):
+                from rmqd.metrics.endpoint import MetricsEndpoint
+                host = c.metricsPromExporterHost or c.brokerIP1 or "127.0.0.1"
+                services.endpoints.append(MetricsEndpoint(host, port))
+    port = args.console_port
+    optional = False
+    if args.command == "serve":
+        # serve: on by default at 8080 (skipped with a warning when that port is taken); 0 = off
+        optional = port is None
+        port = 8080 if port is None else (port or None)
+    if port is not None and _have_aiohttp("console"):
+        from rmqd.console.endpoint import ConsoleEndpoint
+        services.endpoints.append(ConsoleEndpoint(args.console_host, port, read_only=args.read_only,
+                                                  token=args.console_token, namesrv_addr=namesrv_addr,
+                                                  optional=optional))
+    return services
+
+
+def _metrics_port(args: argparse.Namespace, config: BrokerConfig) -> int | None:
+    """--metrics-port, else metricsPromExporterPort when broker.conf says metricsExporterType=PROM."""
+    from rmqd.metrics.endpoint import exporter_type
+    if getattr(args, "metrics_port", None) is not None:
+        return args.metrics_port
+    if exporter_type(config.metricsExporterType) == "PROM":
+        return int(config.metricsPromExporterPort)
+    return None
+
+
+def _have_aiohttp(extra: str) -> bool:
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        print(f"rmqd: the {extra} endpoint needs aiohttp: pip install 'rmqd[{extra}]'", file=sys.stderr)
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -1,0 +1,479 @@
+"""The console's aiohttp application: JSON API under /api, SSE live tail, the single-page UI.
+
+Security: no login on a loopback bind; on any other address every request needs the console token
+(``Authorization: Bearer``, the ``rmqd_token`` cookie, or ``?token=`` once, which sets the cookie).
+Every POST needs the ``X-CSRF-Token`` header equal to the ``rmqd_csrf`` cookie the page gets
+(double-submit) and, when the browser sends an Origin, a same-origin one.  ``read_only`` answers 403
+to every request that is not GET/HEAD/OPTIONS.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hmac
+import logging
+import os
+import secrets
+import time
+from typing import Any, Callable, Optional
+from urllib.parse import urlparse
+
+import orjson
+from aiohttp import web
+
+from rmqd.admin.client import AdminError
+from rmqd.console.jobs import SearchJobs
+from rmqd.console.lag_history import LagHistory
+from rmqd.console.view import ClusterView, ViewError
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+CSRF_COOKIE = "rmqd_csrf"
+TOKEN_COOKIE = "rmqd_token"
+MAX_TAILS = 32
+TAIL_POLL_S = 0.2
+TAIL_BATCH = 200
+
+VIEW = web.AppKey("view", ClusterView)
+STATE = web.AppKey("state", object)
+
+
+class ConsoleState:
+    """What the handlers share: the view, its executor, searches, lag history, the secrets."""
+
+    def __init__(self, view: ClusterView, read_only: bool, token: Optional[str], workers: int = 4) -> None:
+        self.view = view
+        self.read_only = read_only
+        self.token = token
+        self.csrf = secrets.token_urlsafe(24)
+        self.executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="rmqd-console")
+        self.searches = SearchJobs()
+        self.lag = LagHistory()
+        self.tails = 0
+        self.closing = False
+
+    async def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, lambda: fn(*args, **kw))
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS), status=status,
+                        content_type="application/json")
+
+
+def _error(message: str, status: int) -> web.Response:
+    return _json({"error": message}, status)
+
+
+def _int(request: web.Request, name: str, default: int = 0) -> int:
+    v = request.query.get(name, "")
+    try:
+        return int(v) if v.strip() else default
+    except ValueError:
+        raise ViewError(f"{name} must be a number")
+
+
+async def _body(request: web.Request) -> dict:
+    if not request.can_read_body:
+        return {}
+    try:
+        data = await request.json(loads=orjson.loads)
+    except (ValueError, orjson.JSONDecodeError):
+        raise ViewError("the request body is not JSON")
+    if not isinstance(data, dict):
+        raise ViewError("the request body must be a JSON object")
+    return data
+
+
+# ---------------------------------------------------------------------------------- middlewares
+@web.middleware
+async def security(request: web.Request, handler: Callable) -> web.StreamResponse:
+    st: ConsoleState = request.app[STATE]
+    path = request.path
+    if path == "/healthz":
+        return await handler(request)
+    if st.token:
+        given = ""
+        auth = request.headers.get("Authorization", "")
+        if auth.startswith("Bearer "):
+            given = auth[7:].strip()
+        given = given or request.cookies.get(TOKEN_COOKIE, "") or request.query.get("token", "")
+        if not given or not hmac.compare_digest(given, st.token):
+            if path.startswith("/api/") or request.method not in SAFE_METHODS:
+                return _error("a console token is required (Authorization: Bearer <token>)", 401)
+            return web.Response(status=401, content_type="text/html",
+                                text="<!doctype html><title>rmqd console</title><p>This console needs its token: "
+                                     "open it as <code>/?token=&lt;token&gt;</code> (printed by rmqd at start).")
+    if request.method not in SAFE_METHODS:
+        if st.read_only:
+            return _error("the console is read-only", 403)
+        sent = request.headers.get("X-CSRF-Token", "")
+        if not sent or not hmac.compare_digest(sent, st.csrf) or \
+                not hmac.compare_digest(request.cookies.get(CSRF_COOKIE, ""), st.csrf):
+            return _error("missing or wrong CSRF token", 403)
+        origin = request.headers.get("Origin")
+        if origin and origin != "null" and urlparse(origin).netloc != request.host:
+            return _error("cross-origin request refused", 403)
+    try:
+        resp = await handler(request)
+    except ViewError as exc:
+        return _error(str(exc), exc.status)
+    except AdminError as exc:
+        return _error(f"the cluster answered: {exc}", 502)
+    except (OSError, TimeoutError) as exc:
+        return _error(f"cannot reach the cluster: {exc}", 502)
+    if st.token and request.query.get("token") and isinstance(resp, web.Response):
+        resp.set_cookie(TOKEN_COOKIE, st.token, httponly=True, samesite="Strict")
+    return resp
+
+
+# ---------------------------------------------------------------------------------- pages
+async def index(request: web.Request) -> web.StreamResponse:
+    st: ConsoleState = request.app[STATE]
+    resp = web.FileResponse(os.path.join(STATIC_DIR, "index.html"),
+                            headers={"Cache-Control": "no-store", "Content-Type": "text/html; charset=utf-8"})
+    resp.set_cookie(CSRF_COOKIE, st.csrf, samesite="Strict")
+    if st.token and request.query.get("token"):
+        resp.set_cookie(TOKEN_COOKIE, st.token, httponly=True, samesite="Strict")
+    return resp
+
+
+async def healthz(request: web.Request) -> web.Response:
+    ready = request.app.get("ready")
+    ok = ready() if ready is not None else True
+    return _json({"status": "ok" if ok else "starting"}, 200 if ok else 503)
+
+
+async def session(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json({"readOnly": st.read_only, "mode": st.view.mode, "tokenRequired": bool(st.token)})
+
+
+# ---------------------------------------------------------------------------------- cluster
+async def overview(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json(await st.run(st.view.overview))
+
+
+async def broker(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json(await st.run(st.view.broker, request.match_info["addr"]))
+
+
+async def features(request: web.Request) -> web.Response:
+    from rmqd.console.extensions import PLANNED
+    st: ConsoleState = request.app[STATE]
+    return _json({"features": await st.run(st.view.extensions), "planned": list(PLANNED)})
+
+
+# ---------------------------------------------------------------------------------- topics
+async def topics(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    q = request.query
+    return _json(await st.run(st.view.topics, q.get("q", ""), q.get("kind", "all"), _int(request, "page", 1),
+                              _int(request, "size", 20)))
+
+
+async def topic(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json(await st.run(st.view.topic, request.match_info["topic"]))
+
+
+async def upsert_topic(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    b = await _body(request)
+    name = str(b.get("topic") or request.match_info.get("topic") or "").strip()
+    try:
+        args = dict(read_queues=int(b.get("readQueueNums", 4)), write_queues=int(b.get("writeQueueNums", 4)),
+                    perm=int(b.get("perm", 6)), order=bool(b.get("order", False)))
+    except (TypeError, ValueError):
+        raise ViewError("queue numbers and perm must be numbers")
+    if not (0 < args["read_queues"] <= 1024 and 0 < args["write_queues"] <= 1024):
+        raise ViewError("queue numbers must be between 1 and 1024")
+    return _json(await st.run(st.view.upsert_topic, name, **args))
+
+
+async def delete_topic(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json(await st.run(st.view.delete_topic, request.match_info["topic"]))
+
+
+async def send_test(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    b = await _body(request)
+    return _json(await st.run(st.view.send_test, request.match_info["topic"], str(b.get("body", "")),
+                              str(b.get("tags") or ""), str(b.get("keys") or "")))
+
+
+async def tail(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: ``message`` events (a JSON list of new messages) and ``pos`` events (the
+    positions to resume from), polled every 200 ms; new messages reach the page within a second."""
+    st: ConsoleState = request.app[STATE]
+    topic_name = request.match_info["topic"]
+    if st.tails >= MAX_TAILS:
+        return _error("too many live tails open", 429)
+    start = request.query.get("from")
+    if start:
+        try:
+            positions = {str(k): int(v) for k, v in orjson.loads(start).items()}
+        except (ValueError, AttributeError, TypeError):
+            raise ViewError("from must be a JSON object of queue positions")
+    else:
+        positions = await st.run(st.view.tail_start, topic_name)
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
+                                       "X-Accel-Buffering": "no"})
+    await resp.prepare(request)
+    st.tails += 1
+    last_beat = time.monotonic()
+    try:
+        await resp.write(b"event: pos\ndata: " + orjson.dumps(positions) + b"\n\n")
+        while not st.closing:
+            msgs, positions = await st.run(st.view.tail_poll, topic_name, positions)
+            if msgs:
+                for i in range(0, len(msgs), TAIL_BATCH):
+                    await resp.write(b"event: message\ndata: " + orjson.dumps(msgs[i:i + TAIL_BATCH]) + b"\n\n")
+                await resp.write(b"event: pos\ndata: " + orjson.dumps(positions) + b"\n\n")
+                continue
+            if time.monotonic() - last_beat > 10:
+                await resp.write(b": keep-alive\n\n")
+                last_beat = time.monotonic()
+            await asyncio.sleep(TAIL_POLL_S)
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    except (ViewError, AdminError, OSError) as exc:
+        try:
+            await resp.write(b"event: failure\ndata: " + orjson.dumps({"error": str(exc)}) + b"\n\n")
+        except (ConnectionResetError, OSError):
+            pass
+    finally:
+        st.tails -= 1
+    return resp
+
+
+# ---------------------------------------------------------------------------------- groups
+async def groups(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    q = request.query
+    return _json(await st.run(st.view.groups, q.get("q", ""), _int(request, "page", 1), _int(request, "size", 20),
+                              q.get("system", "") == "true"))
+
+
+async def group(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json(await st.run(st.view.group, request.match_info["group"]))
+
+
+async def upsert_group(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    b = await _body(request)
+    name = str(b.get("group") or "").strip()
+    if not name:
+        raise ViewError("group name is empty")
+    return _json(await st.run(st.view.upsert_group, name, int(b.get("retryMaxTimes", 16))))
+
+
+async def lag_history(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    g = request.match_info["group"]
+    return _json({"group": g, "samples": [{"t": t, "lag": lag} for t, lag in st.lag.of(g)]})
+
+
+async def running_info(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json(await st.run(st.view.running_info, request.match_info["group"], request.match_info["client"]))
+
+
+async def reset_offset(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    b = await _body(request)
+    topic_name = str(b.get("topic") or "")
+    if not topic_name:
+        raise ViewError("topic is required")
+    try:
+        ts = int(b.get("timestamp"))
+    except (TypeError, ValueError):
+        raise ViewError("timestamp (ms) is required")
+    return _json(await st.run(st.view.reset_offset, request.match_info["group"], topic_name, ts))
+
+
+async def skip_backlog(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    b = await _body(request)
+    topic_name = str(b.get("topic") or "")
+    if not topic_name:
+        raise ViewError("topic is required")
+    return _json(await st.run(st.view.reset_offset, request.match_info["group"], topic_name, -1))
+
+
+async def producers(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    t, g = request.query.get("topic", ""), request.query.get("group", "")
+    if not t or not g:
+        raise ViewError("topic and group are required")
+    return _json(await st.run(st.view.producers, t, g))
+
+
+# ---------------------------------------------------------------------------------- messages
+async def messages(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    q = request.query
+    t = q.get("topic", "")
+    if not t:
+        raise ViewError("topic is required")
+    if q.get("key"):
+        return _json(await st.run(st.view.messages_by_key, t, q["key"]))
+    now = int(time.time() * 1000)
+    begin = _int(request, "begin", now - 3600_000)
+    end = _int(request, "end", now + 1000)
+    if end < begin:
+        raise ViewError("the end of the time range is before its beginning")
+    return _json(await st.run(st.view.messages_by_time, t, begin, end, _int(request, "limit", 200)))
+
+
+async def message(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json(await st.run(st.view.message, request.match_info["id"], request.query.get("topic", "")))
+
+
+async def message_raw(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    mid = request.match_info["id"]
+    raw = await st.run(st.view.message_raw, mid, request.query.get("topic", ""))
+    return web.Response(body=raw, content_type="application/octet-stream",
+                        headers={"Content-Disposition": f'attachment; filename="{mid}.bin"'})
+
+
+async def resend(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    b = await _body(request)
+    g = str(b.get("group") or "")
+    if not g:
+        raise ViewError("group is required")
+    return _json(await st.run(st.view.resend, request.match_info["id"], g, str(b.get("clientId") or ""),
+                              str(b.get("topic") or "")))
+
+
+async def dlq(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    now = int(time.time() * 1000)
+    return _json(await st.run(st.view.dlq, request.match_info["group"], _int(request, "begin", 0),
+                              _int(request, "end", now + 1000), _int(request, "limit", 200)))
+
+
+async def dlq_resend(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    b = await _body(request)
+    mid = str(b.get("msgId") or "")
+    if not mid:
+        raise ViewError("msgId is required")
+    return _json(await st.run(st.view.dlq_resend, request.match_info["group"], mid))
+
+
+async def search_start(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    q = request.query
+    t = q.get("topic", "")
+    if not t:
+        raise ViewError("topic is required")
+    job = st.searches.create(t, q.get("q", ""), q.get("field", "all"), q.get("mode", "contains"),
+                             _int(request, "begin", 0), _int(request, "end", 0), _int(request, "max", 10_000))
+    asyncio.get_running_loop().run_in_executor(st.executor, job.run, st.view)
+    return _json(job.progress())
+
+
+async def search_progress(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json(st.searches.get(request.match_info["id"]).progress())
+
+
+async def search_cancel(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    job = st.searches.get(request.match_info["id"])
+    job.cancelled = True
+    return _json(job.progress())
+
+
+async def not_found(request: web.Request) -> web.Response:
+    return _error(f"no such API: {request.path}", 404)
+
+
+# ---------------------------------------------------------------------------------- app
+def build_app(view: ClusterView, read_only: bool = False, token: Optional[str] = None,
+              ready: Optional[Callable[[], bool]] = None, lag_interval_s: float = 10.0) -> web.Application:
+    app = web.Application(middlewares=[security], client_max_size=8 * 1024 * 1024)
+    st = ConsoleState(view, read_only, token)
+    app[STATE] = st
+    if ready is not None:
+        app["ready"] = ready
+    app["lag_interval_s"] = lag_interval_s
+    r = app.router
+    r.add_get("/healthz", healthz)
+    r.add_get("/api/session", session)
+    r.add_get("/api/overview", overview)
+    r.add_get("/api/brokers/{addr}", broker)
+    r.add_get("/api/features", features)
+    r.add_get("/api/topics", topics)
+    r.add_post("/api/topics", upsert_topic)
+    r.add_get("/api/topics/{topic}", topic)
+    r.add_post("/api/topics/{topic}", upsert_topic)
+    r.add_post("/api/topics/{topic}/delete", delete_topic)
+    r.add_delete("/api/topics/{topic}", delete_topic)
+    r.add_post("/api/topics/{topic}/send", send_test)
+    r.add_get("/api/topics/{topic}/tail", tail)
+    r.add_get("/api/groups", groups)
+    r.add_post("/api/groups", upsert_group)
+    r.add_get("/api/groups/{group}", group)
+    r.add_get("/api/groups/{group}/lag-history", lag_history)
+    r.add_get("/api/groups/{group}/clients/{client}/running-info", running_info)
+    r.add_post("/api/groups/{group}/reset-offset", reset_offset)
+    r.add_post("/api/groups/{group}/skip-backlog", skip_backlog)
+    r.add_get("/api/producers", producers)
+    r.add_get("/api/messages", messages)
+    r.add_get("/api/messages/{id}", message)
+    r.add_get("/api/messages/{id}/raw", message_raw)
+    r.add_post("/api/messages/{id}/resend", resend)
+    r.add_get("/api/dlq/{group}", dlq)
+    r.add_post("/api/dlq/{group}/resend", dlq_resend)
+    r.add_get("/api/search", search_start)
+    r.add_get("/api/search/{id}", search_progress)
+    r.add_post("/api/search/{id}/cancel", search_cancel)
+    r.add_route("*", "/api/{tail:.*}", not_found)
+    r.add_static("/static/", STATIC_DIR, append_version=False)
+    r.add_get("/{path:.*}", index)       # every page URL is deep-linkable: the UI routes it
+    app.on_startup.append(_start_sampler)
+    app.on_shutdown.append(_stop)
+    return app
+
+
+async def _start_sampler(app: web.Application) -> None:
+    st: ConsoleState = app[STATE]
+    interval = float(app["lag_interval_s"])
+
+    async def sample() -> None:
+        while not st.closing:
+            try:
+                await st.run(st.lag.sample, st.view)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("console lag sampling failed", exc_info=True)
+            await asyncio.sleep(interval)
+
+    app["sampler"] = asyncio.get_running_loop().create_task(sample(), name="rmqd-console-lag")
+
+
+async def _stop(app: web.Application) -> None:
+    st: ConsoleState = app[STATE]
+    st.closing = True
+    st.searches.cancel_all()
+    task = app.get("sampler")
+    if task is not None:
+        task.cancel()
+        try:
+            await task
+        except (asyncio.CancelledError, Exception):
+            pass
+    st.executor.shutdown(wait=False, cancel_futures=True)

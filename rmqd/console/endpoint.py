@@ -1,0 +1,97 @@
+"""ConsoleEndpoint: the console as a ``Services`` endpoint (``rmqd serve``, ``rmqd console``)."""
+from __future__ import annotations
+
+import ipaddress
+import logging
+import secrets
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from rmqd.app import Services
+
+log = logging.getLogger(__name__)
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class ConsoleEndpoint:
+    """Serves the console for the in-process broker, or for ``namesrv_addr``'s cluster when given."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 8080, read_only: bool = False,
+                 token: Optional[str] = None, namesrv_addr: Optional[str] = None,
+                 require_token: Optional[bool] = None, lag_interval_s: float = 10.0,
+                 optional: bool = False) -> None:
+        self.host = host
+        self.optional = optional          # a taken port is a warning, not a failure (serve's default)
+        self.failed: Optional[str] = None
+        self.port = port
+        self.read_only = read_only
+        self.namesrv_addr = namesrv_addr
+        need = (not is_loopback(host)) if require_token is None else require_token
+        self.token = (token or secrets.token_urlsafe(18)) if need else None
+        self.lag_interval_s = lag_interval_s
+        self.view: Any = None
+        self._runner: Any = None
+
+    async def start(self, services: "Services") -> None:
+        from aiohttp import web
+
+        from rmqd.console.app import build_app
+        from rmqd.console.local_view import LocalClusterView
+        from rmqd.console.view import RemoteClusterView
+        if self.namesrv_addr or services.broker is None:
+            addr = self.namesrv_addr or (services.namesrv.address if services.namesrv is not None else None)
+            if not addr:
+                raise ValueError("the console needs a broker in this process or a name server address")
+            self.view = RemoteClusterView(addr)
+        else:
+            self.view = LocalClusterView(services)
+        app = build_app(self.view, self.read_only, self.token, ready=services.ready,
+                        lag_interval_s=self.lag_interval_s)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            if not self.optional:
+                raise
+            self.failed = f"console not started: {self.host}:{self.port}: {exc.strerror or exc} (use --console-port)"
+            log.warning("%s", self.failed)
+            await self._runner.cleanup()
+            self._runner = None
+            return
+        self.port = site._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self.view is not None:
+            self.view.close()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
+
+    def describe(self) -> list[str]:
+        if self.failed:
+            return [f"rmqd {self.failed}"]
+        mode = " (read-only)" if self.read_only else ""
+        lines = [f"rmqd console on {self.url}{mode}"]
+        if self.token:
+            lines.append(f"rmqd console token: {self.token} (open {self.url}?token={self.token})")
+        return lines
+
+    def ready_parts(self) -> list[str]:
+        if self.failed:
+            return ["console off (port taken)"]
+        return [f"console {self.url}" + (" (read-only)" if self.read_only else "")]

@@ -1,0 +1,35 @@
+"""Extension point for feature pages that depend on broker features built in parallel:
+compaction status, tiered storage, ACL accounts.
+
+A feature registers ``register(name, fn)`` with ``fn(broker) -> dict | None`` (None = the broker
+does not have the feature).  The console lists every registered feature that answers on the
+``/features`` page and at ``GET /api/features``; its status dict is shown as a table.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+log = logging.getLogger(__name__)
+
+_FEATURES: dict[str, Callable[[Any], Optional[dict]]] = {}
+# The pages these features will fill once they exist on main; listed so the UI can say so.
+PLANNED = ("compaction", "tier", "acl")
+
+
+def register(name: str, fn: Callable[[Any], Optional[dict]]) -> None:
+    """Add (or replace) the status provider of feature ``name``."""
+    _FEATURES[name] = fn
+
+
+def local_extensions(broker: Any) -> dict:
+    out = {}
+    for name, fn in sorted(_FEATURES.items()):
+        try:
+            status = fn(broker)
+        except Exception:
+            log.exception("console feature %s failed", name)
+            status = {"error": "status unavailable (see the broker log)"}
+        if status is not None:
+            out[name] = status
+    return out

@@ -1,0 +1,188 @@
+"""LocalClusterView: ``rmqd serve``'s console reads its own broker's tables in-process.
+
+Lists, lag, queue status, connections and producers come straight from the topic, subscription,
+offset and connection tables and the store (dict reads and a few mmap reads per row of the page
+shown).  Writes, message reads and anything about other brokers go through ``RemoteClusterView``
+(the admin codes over loopback), so the broker's own admin rules apply to them unchanged.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Optional
+
+from rmqd.console.view import RETRY, RemoteClusterView, ViewError, page_of, topic_kind
+
+if TYPE_CHECKING:
+    from rmqd.app import Services
+
+CONSUME_TYPES = {"CONSUME_PASSIVELY": "CONSUME_PASSIVELY", "CONSUME_ACTIVELY": "CONSUME_ACTIVELY"}
+
+
+class LocalClusterView(RemoteClusterView):
+    """The cluster of an in-process broker (and name server, if this process runs one)."""
+
+    mode = "local"
+
+    def __init__(self, services: "Services", timeout: float = 5.0) -> None:
+        broker = services.broker
+        if broker is None:
+            raise ValueError("LocalClusterView needs a broker in this process")
+        ns = services.namesrv.address if services.namesrv is not None else (broker.config.namesrvAddr or "")
+        super().__init__(ns, timeout)
+        self.services = services
+        self.broker_ctl = broker
+        self._offsets_by_group: tuple[float, dict[str, list[str]]] = (0.0, {})
+
+    # ------------------------------------------------------------------ helpers
+    def _alone(self) -> bool:
+        """True when this broker is the whole cluster (then every list is local)."""
+        ns = self.services.namesrv
+        if ns is None:
+            return not self.broker_ctl.config.namesrvAddr
+        table = ns.route_info.brokerAddrTable
+        return set(table) <= {self.broker_ctl.config.brokerName}
+
+    @property
+    def name(self) -> str:
+        return self.broker_ctl.config.brokerName
+
+    def _group_keys(self) -> dict[str, list[str]]:
+        """group -> its "topic@group" offset keys (rebuilt at most once a second)."""
+        built, index = self._offsets_by_group
+        now = time.monotonic()
+        if now - built > 1.0:
+            index = {}
+            for key in list(self.broker_ctl.consumer_offset_manager.table):
+                topic, _, group = key.partition("@")
+                index.setdefault(group, []).append(key)
+            self._offsets_by_group = (now, index)
+        return index
+
+    # ------------------------------------------------------------------ cluster
+    def brokers(self) -> list[dict]:
+        ns = self.services.namesrv
+        if ns is not None and not self._alone():
+            return super().brokers()
+        c = self.broker_ctl.config
+        return [{"cluster": c.brokerClusterName, "brokerName": c.brokerName, "brokerId": int(c.brokerId),
+                 "addr": self.broker_ctl.address}]
+
+    # ------------------------------------------------------------------ topics
+    def topic_names(self) -> list[str]:
+        if not self._alone():
+            return super().topic_names()
+        return list(self.broker_ctl.topic_config_manager.table)
+
+    def system_topics(self) -> set[str]:
+        return set(self.broker_ctl.topic_config_manager.system_topics)
+
+    def _fill_topic_row(self, row: dict) -> None:
+        tc = self.broker_ctl.topic_config_manager.get(row["topic"])
+        if tc is None:
+            return super()._fill_topic_row(row)
+        row.update({"brokers": [self.name], "readQueueNums": tc.read_queue_nums,
+                    "writeQueueNums": tc.write_queue_nums, "perm": tc.perm})
+
+    def topic(self, topic: str) -> dict:
+        b = self.broker_ctl
+        tc = b.topic_config_manager.get(topic)
+        if tc is None or not self._alone():
+            return super().topic(topic)
+        store = b.store
+        queues = []
+        for qid in range(tc.read_queue_nums):
+            hi = store.get_max_offset(topic, qid)
+            last = store.get_message_store_timestamp(topic, qid, hi - 1) if hi > 0 else 0
+            queues.append({"broker": self.name, "queueId": qid, "minOffset": store.get_min_offset(topic, qid),
+                           "maxOffset": hi, "lastUpdateTimestamp": max(0, last)})
+        groups = sorted(b.consumer_offset_manager.which_group_by_topic(topic)
+                        | {g for g, info in b.consumer_manager.groups().items() if topic in info.subscriptions})
+        ns = self.services.namesrv
+        route = ns.route_info.pickup_topic_route_data(topic) if ns is not None else None
+        return {"topic": topic, "route": route or {}, "queues": queues, "groups": groups, "perm": tc.perm,
+                "readQueueNums": tc.read_queue_nums, "writeQueueNums": tc.write_queue_nums,
+                "messages": sum(max(0, q["maxOffset"] - q["minOffset"]) for q in queues)}
+
+    # ------------------------------------------------------------------ groups
+    def group_names(self) -> dict[str, dict]:
+        if not self._alone():
+            return super().group_names()
+        return {name: sg.to_json() for name, sg in list(self.broker_ctl.subscription_group_manager.table.items())}
+
+    def _lag_rows(self, group: str) -> list[dict]:
+        b = self.broker_ctl
+        store = b.store
+        rows = []
+        for key in self._group_keys().get(group, []):
+            topic = key.partition("@")[0]
+            for qid, committed in sorted(b.consumer_offset_manager.query_offsets(group, topic).items()):
+                hi = max(0, store.get_max_offset(topic, qid))
+                consumer = max(0, committed)
+                last = store.get_message_store_timestamp(topic, qid, consumer - 1) if consumer > 0 else 0
+                rows.append({"topic": topic, "broker": self.name, "queueId": qid, "brokerOffset": hi,
+                             "consumerOffset": consumer, "lag": max(0, hi - consumer),
+                             "lastTimestamp": max(0, last)})
+        return rows
+
+    def _conn_info(self, group: str) -> dict:
+        info = self.broker_ctl.consumer_manager.get(group)
+        if info is None:
+            return {}
+        return {"connectionSet": [c.to_connection_json() for c in list(info.channels.values())],
+                "consumeType": info.consume_type, "messageModel": info.message_model,
+                "consumeFromWhere": info.consume_from_where,
+                "subscriptionTable": {t: e.data for t, e in list(info.subscriptions.items())}}
+
+    def group_summary(self, group: str) -> dict:
+        if not self._alone():
+            return super().group_summary(group)
+        rows = self._lag_rows(group)
+        conn = self._conn_info(group)
+        stats = getattr(self.broker_ctl, "broker_stats", None)
+        tps = 0.0
+        if stats is not None:
+            for topic in {r["topic"] for r in rows}:
+                tps += stats.tps_group_get_nums(group, topic)
+        return {"lag": sum(r["lag"] for r in rows), "consumeTps": round(tps, 2),
+                "online": len(conn.get("connectionSet", [])), "consumeType": conn.get("consumeType", ""),
+                "messageModel": conn.get("messageModel", "")}
+
+    def group(self, group: str) -> dict:
+        if not self._alone():
+            return super().group(group)
+        b = self.broker_ctl
+        sg = b.subscription_group_manager.table.get(group)
+        rows = self._lag_rows(group)
+        if sg is None and not rows:
+            raise ViewError(f"consumer group {group} not found", 404)
+        conn = self._conn_info(group)
+        subs = {t: sd.get("subString") for t, sd in (conn.get("subscriptionTable") or {}).items()}
+        return {"group": group, "config": sg.to_json() if sg is not None else {}, "queues": rows,
+                "lag": sum(r["lag"] for r in rows), "connections": conn.get("connectionSet", []),
+                "subscriptions": subs, "consumeType": conn.get("consumeType", ""),
+                "messageModel": conn.get("messageModel", ""), "consumeFromWhere": conn.get("consumeFromWhere", "")}
+
+    def group_lags(self) -> dict[str, int]:
+        """Total lag of every group with offsets (the lag-trend sampler's one pass)."""
+        store = self.broker_ctl.store
+        out: dict[str, int] = {}
+        for key, offsets in list(self.broker_ctl.consumer_offset_manager.table.items()):
+            topic, _, group = key.partition("@")
+            lag = 0
+            for qid, committed in list(offsets.items()):
+                if committed >= 0:
+                    lag += max(0, store.get_max_offset(topic, qid) - committed)
+            out[group] = out.get(group, 0) + lag
+        return out
+
+    # ------------------------------------------------------------------ producers
+    def producers(self, topic: str, group: str) -> dict:
+        if not self._alone():
+            return super().producers(topic, group)
+        conns = [dict(c.to_connection_json(), broker=self.name)
+                 for c in self.broker_ctl.producer_manager.get(group)]
+        return {"topic": topic, "group": group, "connections": conns}
+
+    def extensions(self) -> dict:
+        from rmqd.console.extensions import local_extensions
+        return local_extensions(self.broker_ctl)
