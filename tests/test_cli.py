@@ -40,7 +40,7 @@ def answers(addr):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_serve_starts_fast_and_stops_cleanly(tmp_path, sig):
     t0 = time.monotonic()
-    proc = start(["serve", "--namesrv-port", "0", "--broker-port", "0", "--store-dir", str(tmp_path / "s")], tmp_path)
+    proc = start(["serve", "--namesrv-port", "0", "--broker-port", "0", "--console-port", "0", "--store-dir", str(tmp_path / "s")], tmp_path)
     try:
         addrs = read_addresses(proc, 2)
         assert len(addrs) == 2, proc.stderr.read()

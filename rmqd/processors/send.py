@@ -170,7 +170,8 @@ class SendMessageProcessor:
         self._valid_topics: set[str] = set()
         self.lane = SendLane()
         self.lane.valid_topics = self._valid_topics
-        self.lane.markers = ("TRAN_MSG",)
+        # TRAN_MSG: half messages; __SHARDINGKEY: FIFO messages, counted as message_type=fifo (rmqd.metrics)
+        self.lane.markers = ("TRAN_MSG", "__SHARDINGKEY")
 
     # ------------------------------------------------------------------ fast lane
     def add_before_store(self, hook: Callable[[SendContext, list], Optional[RemotingCommand]],

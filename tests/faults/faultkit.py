@@ -72,7 +72,7 @@ class ServerProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "rmqd.cli", "--log-level", self.log_level, "serve", "--namesrv-port", "0",
-             "--broker-port", "0", "--store-dir", self.store_dir, "-c", conf],
+             "--broker-port", "0", "--console-port", "0", "--store-dir", self.store_dir, "-c", conf],
             stdout=subprocess.PIPE, stderr=logf, cwd=REPO, env=env, text=True)
         logf.close()
         self.starts += 1

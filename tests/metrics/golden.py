@@ -1,0 +1,40 @@
+"""The RocketMQ 5.1.4+ broker metric families (OTel Java 1.29 Prometheus names), from the broker's
+BrokerMetricsManager / BrokerMetricsConstant: exported name -> (type, label keys besides the common
+ones).  Written from the 5.x sources, not from rmqd's own table, so the parity test is independent.
+"""
+COMMON = ("cluster", "node_type", "node_id")
+
+FAMILIES = {
+    "rocketmq_messages_in_total": ("counter", ("topic", "message_type", "is_system")),
+    "rocketmq_throughput_in_total": ("counter", ("topic", "message_type", "is_system")),
+    "rocketmq_message_size": ("histogram", ("topic", "message_type", "is_system")),
+    "rocketmq_messages_out_total": ("counter", ("topic", "consumer_group", "is_system")),
+    "rocketmq_throughput_out_total": ("counter", ("topic", "consumer_group", "is_system")),
+    "rocketmq_send_to_dlq_messages_total": ("counter", ("consumer_group", "topic", "is_system")),
+    "rocketmq_rpc_latency_milliseconds": ("histogram", ("protocol_type", "request_code", "response_code",
+                                                         "is_long_polling", "result")),
+    "rocketmq_topic_number": ("gauge", ()),
+    "rocketmq_consumer_group_number": ("gauge", ()),
+    "rocketmq_broker_permission": ("gauge", ()),
+    "rocketmq_processor_watermark": ("gauge", ("processor",)),
+    "rocketmq_producer_connections": ("gauge", ("language", "version", "protocol_type")),
+    "rocketmq_consumer_connections": ("gauge", ("consumer_group", "language", "version", "consume_mode",
+                                                "protocol_type", "is_system")),
+    "rocketmq_consumer_lag_messages": ("gauge", ("topic", "consumer_group", "is_retry", "is_system")),
+    "rocketmq_consumer_lag_latency_milliseconds": ("gauge", ("topic", "consumer_group", "is_retry", "is_system")),
+    "rocketmq_consumer_inflight_messages": ("gauge", ("topic", "consumer_group", "is_retry", "is_system")),
+    "rocketmq_consumer_queueing_latency_milliseconds": ("gauge", ("topic", "consumer_group", "is_retry",
+                                                                  "is_system")),
+    "rocketmq_consumer_ready_messages": ("gauge", ("topic", "consumer_group", "is_retry", "is_system")),
+    "rocketmq_topic_create_execution_time_milliseconds": ("histogram", ("invocation_status", "is_system")),
+    "rocketmq_consumer_group_create_execution_time_milliseconds": ("histogram", ("invocation_status",)),
+    "rocketmq_commit_messages_total": ("counter", ("topic",)),
+    "rocketmq_rollback_messages_total": ("counter", ("topic",)),
+    "rocketmq_half_messages": ("gauge", ("topic",)),
+    "rocketmq_storage_size_bytes": ("gauge", ("storage_type", "storage_medium")),
+    "rocketmq_storage_flush_behind_bytes": ("gauge", ("storage_type", "storage_medium")),
+    "rocketmq_storage_dispatch_behind_bytes": ("gauge", ("storage_type", "storage_medium")),
+    "rocketmq_storage_message_reserve_time_milliseconds": ("gauge", ("storage_type", "storage_medium")),
+}
+PROCESSORS = {"send", "async_put", "pull", "ack", "query_message", "client_manager", "heartbeat", "lite_pull",
+              "transaction", "consumer_manager", "admin", "reply"}

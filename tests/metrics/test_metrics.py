@@ -1,0 +1,223 @@
+"""Prometheus /metrics: parity with the 5.x families, values after known traffic, scrape budget,
+the Grafana dashboard's queries, the unit-suffix naming rule."""
+from __future__ import annotations
+
+import os
+import time
+import urllib.request
+
+import orjson
+import pytest
+
+from rmqd.admin.client import AdminClient
+from rmqd.metrics.collector import collect
+from rmqd.metrics.endpoint import MetricsEndpoint
+from rmqd.metrics.grafana import dashboard, metric_names
+from rmqd.metrics.naming import exported_name
+from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.codes import RequestCode
+from rmqd.remoting.command import new_request
+from rmqd.store.message import encode_properties
+from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
+from rmqd.testing import EmbeddedServer
+
+from tests.metrics import golden
+from tests.metrics.promtext import family_of, parse, series, value
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    eps = []
+
+    def endpoints():
+        eps[:] = [MetricsEndpoint("127.0.0.1", 0)]
+        return list(eps)
+
+    srv = EmbeddedServer(store_dir=str(tmp_path_factory.mktemp("metrics-store")),
+                         broker_properties={"metricsLabel": "region:test,az:a"}, endpoints=endpoints)
+    srv.start()
+    srv.metrics_url = eps[0].url
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(server):
+    c = AdminClient(server.namesrv_addr)
+    yield c
+    c.close()
+
+
+def scrape(server) -> tuple[dict, list]:
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        return parse(r.read().decode("utf-8"))
+
+
+def test_naming_follows_otel_1_29_unit_suffix_rule():
+    assert exported_name("rocketmq_rpc_latency", "ms", "histogram") == "rocketmq_rpc_latency_milliseconds"
+    assert exported_name("rocketmq_storage_size", "By", "gauge") == "rocketmq_storage_size_bytes"
+    assert exported_name("rocketmq_storage_flush_behind_bytes", "By", "gauge") == "rocketmq_storage_flush_behind_bytes"
+    assert exported_name("rocketmq_message_size", "", "histogram") == "rocketmq_message_size"
+    assert exported_name("rocketmq_messages_in_total", "", "counter") == "rocketmq_messages_in_total"
+    assert exported_name("rocketmq_send_to_dlq_messages", "", "counter") == "rocketmq_send_to_dlq_messages_total"
+
+
+def test_parity_with_the_5x_families_types_and_labels(server, admin):
+    admin.send(server.broker_addr, "TBW102", 0, b"warm-up")       # at least one series per traffic family
+    types, samples = scrape(server)
+    for name, (kind, keys) in golden.FAMILIES.items():
+        assert types.get(name) == kind, f"{name}: exported as {types.get(name)}, 5.x exports {kind}"
+    assert set(types) - set(golden.FAMILIES) == set(), "families a 5.x broker does not export"
+    expected_keys = {n: set(golden.COMMON) | set(k) | {"otel_scope_name", "region", "az"}
+                     for n, (_, k) in golden.FAMILIES.items()}
+    seen = set()
+    for name, labels, _ in samples:
+        fam = family_of(name, types)
+        keys = set(labels) - {"le"}
+        assert keys == expected_keys[fam], f"{name}: labels {sorted(keys)}"
+        assert labels["node_type"] == "broker" and labels["node_id"] == "broker-a"
+        assert labels["cluster"] == "DefaultCluster" and labels["region"] == "test"
+        seen.add(fam)
+    for must in ("rocketmq_messages_in_total", "rocketmq_rpc_latency_milliseconds", "rocketmq_topic_number",
+                 "rocketmq_processor_watermark", "rocketmq_storage_size_bytes"):
+        assert must in seen
+    assert {lb["processor"] for lb in series(samples, "rocketmq_processor_watermark")} == golden.PROCESSORS
+
+
+def _send(client: BlockingClient, topic: str, body: bytes, props: dict) -> None:
+    resp = client.invoke(new_request(RequestCode.SEND_MESSAGE, {
+        "producerGroup": "PG_METRICS", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+        "queueId": "0", "sysFlag": "0", "bornTimestamp": str(int(time.time() * 1000)), "flag": "0",
+        "properties": encode_properties(props), "reconsumeTimes": "0", "unitMode": "false", "batch": "false"},
+        body), 5)
+    assert resp.code == 0, resp.remark
+
+
+def test_values_after_known_traffic(server, admin):
+    topic, group = "MetricsValueTopic", "MetricsValueGroup"
+    broker = server.broker_addr
+    admin.call(broker, RequestCode.UPDATE_AND_CREATE_TOPIC,
+               {"topic": topic, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6})
+    _, before = scrape(server)
+    sends_before = value(before, "rocketmq_rpc_latency_milliseconds_count", request_code="send_message")
+    t_first = int(time.time() * 1000)
+    for i in range(7):                                                    # plain sends: the fast lane
+        admin.send(broker, topic, 0, b"x" * 100, keys=f"k{i}")
+    with BlockingClient(broker) as c:                                     # delay sends: the processor
+        for _ in range(2):
+            _send(c, topic, b"d" * 2000, {"DELAY": "3", "UNIQ_KEY": os.urandom(16).hex().upper(), "WAIT": "true"})
+        _send(c, topic, b"t" * 10, {"UNIQ_KEY": os.urandom(16).hex().upper(), "__SHARDINGKEY": "order-1"})
+    code, nxt, msgs = admin.pull(broker, topic, 0, 0, 32, group=group)
+    assert len(msgs) == 8 and nxt == 8                                    # 7 plain + the fifo one
+    admin.call(broker, RequestCode.UPDATE_CONSUMER_OFFSET,
+               {"consumerGroup": group, "topic": topic, "queueId": 0, "commitOffset": 3})
+    dead = msgs[0]
+    admin.call(broker, RequestCode.CONSUMER_SEND_MSG_BACK,
+               {"offset": dead.commit_log_offset, "group": group, "delayLevel": -1, "originMsgId": dead.msg_id,
+                "originTopic": topic, "unitMode": "false", "maxReconsumeTimes": 16})
+
+    types, samples = scrape(server)
+    assert value(samples, "rocketmq_messages_in_total", topic=topic, message_type="normal") == 7
+    assert value(samples, "rocketmq_throughput_in_total", topic=topic, message_type="normal") == 700
+    assert value(samples, "rocketmq_messages_in_total", topic=topic, message_type="delay") == 2
+    assert value(samples, "rocketmq_throughput_in_total", topic=topic, message_type="delay") == 4000
+    assert value(samples, "rocketmq_messages_in_total", topic=topic, message_type="fifo") == 1
+    assert value(samples, "rocketmq_message_size_count", topic=topic, message_type="delay") == 2
+    assert value(samples, "rocketmq_message_size_bucket", topic=topic, message_type="delay", le="1024.0") == 0
+    assert value(samples, "rocketmq_message_size_bucket", topic=topic, message_type="delay", le="4096.0") == 2
+    assert value(samples, "rocketmq_messages_in_total", topic=topic, is_system="false") == 10
+    assert value(samples, "rocketmq_messages_out_total", topic=topic, consumer_group=group) == 8
+    assert value(samples, "rocketmq_throughput_out_total", topic=topic, consumer_group=group) > 8 * 100
+    # lag: 8 stored in queue 0, 3 committed
+    lag = dict(topic=topic, consumer_group=group, is_retry="false", is_system="false")
+    assert value(samples, "rocketmq_consumer_lag_messages", **lag) == 5
+    assert value(samples, "rocketmq_consumer_ready_messages", **lag) == 5
+    age = value(samples, "rocketmq_consumer_lag_latency_milliseconds", **lag)
+    assert 0 <= age <= int(time.time() * 1000) - t_first + 1000
+    assert value(samples, "rocketmq_send_to_dlq_messages_total", consumer_group=group, topic=topic) == 1
+    # every send answered: 7 through the lane + 3 through the processor, all SEND_MESSAGE / success
+    assert value(samples, "rocketmq_rpc_latency_milliseconds_count", request_code="send_message",
+                 response_code="success", result="success") - sends_before == 10
+    assert value(samples, "rocketmq_rpc_latency_milliseconds_bucket", request_code="send_message",
+                 le="+Inf") - sends_before == 10
+    assert value(samples, "rocketmq_rpc_latency_milliseconds_count", request_code="consumer_send_msg_back") == 1
+    assert value(samples, "rocketmq_rpc_latency_milliseconds_count", request_code="pull_message") >= 1
+    assert value(samples, "rocketmq_topic_create_execution_time_milliseconds_count",
+                 invocation_status="success") >= 1
+    assert value(samples, "rocketmq_broker_permission") == 6
+    assert value(samples, "rocketmq_topic_number") == len(server.broker.topic_config_manager.table)
+    assert value(samples, "rocketmq_consumer_group_number") == len(server.broker.subscription_group_manager.table)
+    assert value(samples, "rocketmq_storage_size_bytes") > 0
+    assert value(samples, "rocketmq_storage_message_reserve_time_milliseconds") >= 0
+
+
+def test_connections_from_heartbeats(server):
+    hb = {"clientID": "metrics-test@1", "producerDataSet": [{"groupName": "PG_HB"}],
+          "consumerDataSet": [{"groupName": "CG_HB", "consumeType": "CONSUME_PASSIVELY",
+                               "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                               "unitMode": False,
+                               "subscriptionDataSet": [{"topic": "TBW102", "subString": "*", "tagsSet": [],
+                                                        "codeSet": [], "subVersion": 0, "classFilterMode": False,
+                                                        "expressionType": "TAG"}]}]}
+    with BlockingClient(server.broker_addr) as c:
+        req = new_request(RequestCode.HEART_BEAT, None, orjson.dumps(hb))
+        req.language = "JAVA"
+        req.version = 409
+        assert c.invoke(req, 5).code == 0
+        types, samples = scrape(server)
+        assert value(samples, "rocketmq_producer_connections", language="java", version="v4_9_8",
+                     protocol_type="remoting") == 1
+        assert value(samples, "rocketmq_consumer_connections", consumer_group="CG_HB", consume_mode="push",
+                     language="java", is_system="false") == 1
+
+
+def test_grafana_dashboard_queries_only_exported_metrics(server):
+    types, samples = scrape(server)
+    exported = set(types) | {n for n, _, _ in samples}
+    used = metric_names(dashboard())
+    assert used, "the dashboard queries nothing"
+    assert used - exported == set()
+    for p in dashboard()["panels"]:
+        assert p["targets"] and p["datasource"]["type"] == "prometheus"
+
+
+def test_healthz(server):
+    with urllib.request.urlopen(server.metrics_url.replace("/metrics", "/healthz"), timeout=5) as r:
+        assert r.status == 200 and orjson.loads(r.read())["status"] == "ok"
+
+
+def test_scrape_budget_1000_topics_x_100_groups(tmp_path):
+    """Gauges are computed at scrape time: 1,000 topics x 100 groups (each group with offsets on ten
+    topics, half of them behind) must scrape in < 200 ms."""
+    with EmbeddedServer(store_dir=str(tmp_path / "s"), broker_properties={"mapedFileSizeConsumeQueue": 20 * 1000}) as srv:
+        b = srv.broker
+        tm, gm, om = b.topic_config_manager, b.subscription_group_manager, b.consumer_offset_manager
+        for i in range(1000):
+            tm.table[f"T{i:04d}"] = TopicConfig(f"T{i:04d}", 4, 4)
+        for g in range(100):
+            gm.table[f"G{g:03d}"] = SubscriptionGroupConfig(f"G{g:03d}")
+            for k in range(10):
+                om.table[f"T{(g * 10 + k) % 1000:04d}@G{g:03d}"] = {q: 0 for q in range(4)}
+        admin = AdminClient(srv.namesrv_addr)
+        try:
+            for i in range(0, 1000, 2):                                  # half the topics have a message
+                admin.send(srv.broker_addr, f"T{i:04d}", 0, b"m")
+        finally:
+            admin.close()
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            text = collect(b)
+            times.append(time.perf_counter() - t0)
+        types, samples = parse(text)
+        assert len(series(samples, "rocketmq_consumer_lag_messages")) == 1000
+        assert value(samples, "rocketmq_consumer_lag_messages") == 500
+        assert value(samples, "rocketmq_messages_in_total") >= 500
+        print("scrape ms", [round(t * 1000) for t in times])
+        assert min(times) < 0.2, f"scrape took {[round(t * 1000) for t in times]} ms"
