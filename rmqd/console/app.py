@@ -36,8 +36,10 @@ MAX_TAILS = 32
 TAIL_POLL_S = 0.2
 TAIL_BATCH = 200
 
-VIEW = web.AppKey("view", ClusterView)
 STATE = web.AppKey("state", object)
+READY = web.AppKey("ready", object)
+LAG_INTERVAL = web.AppKey("lag_interval_s", float)
+SAMPLER = web.AppKey("sampler", object)
 
 
 class ConsoleState:
@@ -142,7 +144,7 @@ async def index(request: web.Request) -> web.StreamResponse:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    ready = request.app.get("ready")
+    ready = request.app.get(READY)
     ok = ready() if ready is not None else True
     return _json({"status": "ok" if ok else "starting"}, 200 if ok else 503)
 
@@ -407,8 +409,8 @@ def build_app(view: ClusterView, read_only: bool = False, token: Optional[str] =
     st = ConsoleState(view, read_only, token)
     app[STATE] = st
     if ready is not None:
-        app["ready"] = ready
-    app["lag_interval_s"] = lag_interval_s
+        app[READY] = ready
+    app[LAG_INTERVAL] = lag_interval_s
     r = app.router
     r.add_get("/healthz", healthz)
     r.add_get("/api/session", session)
@@ -450,7 +452,7 @@ def build_app(view: ClusterView, read_only: bool = False, token: Optional[str] =
 
 async def _start_sampler(app: web.Application) -> None:
     st: ConsoleState = app[STATE]
-    interval = float(app["lag_interval_s"])
+    interval = float(app[LAG_INTERVAL])
 
     async def sample() -> None:
         while not st.closing:
@@ -462,14 +464,14 @@ async def _start_sampler(app: web.Application) -> None:
                 log.warning("console lag sampling failed", exc_info=True)
             await asyncio.sleep(interval)
 
-    app["sampler"] = asyncio.get_running_loop().create_task(sample(), name="rmqd-console-lag")
+    app[SAMPLER] = asyncio.get_running_loop().create_task(sample(), name="rmqd-console-lag")
 
 
 async def _stop(app: web.Application) -> None:
     st: ConsoleState = app[STATE]
     st.closing = True
     st.searches.cancel_all()
-    task = app.get("sampler")
+    task = app.get(SAMPLER)
     if task is not None:
         task.cancel()
         try:

@@ -31,7 +31,7 @@ class LocalClusterView(RemoteClusterView):
         super().__init__(ns, timeout)
         self.services = services
         self.broker_ctl = broker
-        self._offsets_by_group: tuple[float, dict[str, list[str]]] = (0.0, {})
+        self._offsets_by_group: tuple[float, int, dict[str, list[str]]] = (0.0, -1, {})
 
     # ------------------------------------------------------------------ helpers
     def _alone(self) -> bool:
@@ -48,14 +48,15 @@ class LocalClusterView(RemoteClusterView):
 
     def _group_keys(self) -> dict[str, list[str]]:
         """group -> its "topic@group" offset keys (rebuilt at most once a second)."""
-        built, index = self._offsets_by_group
+        built, size, index = self._offsets_by_group
+        table = self.broker_ctl.consumer_offset_manager.table
         now = time.monotonic()
-        if now - built > 1.0:
+        if now - built > 1.0 or size != len(table):
             index = {}
-            for key in list(self.broker_ctl.consumer_offset_manager.table):
+            for key in list(table):
                 topic, _, group = key.partition("@")
                 index.setdefault(group, []).append(key)
-            self._offsets_by_group = (now, index)
+            self._offsets_by_group = (now, len(table), index)
         return index
 
     # ------------------------------------------------------------------ cluster
@@ -110,18 +111,21 @@ class LocalClusterView(RemoteClusterView):
         return {name: sg.to_json() for name, sg in list(self.broker_ctl.subscription_group_manager.table.items())}
 
     def _lag_rows(self, group: str) -> list[dict]:
+        """Per queue of every topic the group has offsets on, by GET_CONSUME_STATS' rule (a queue
+        without a committed offset counts from 0)."""
+        from rmqd.processors.admin_common import offset_wrapper
         b = self.broker_ctl
-        store = b.store
         rows = []
-        for key in self._group_keys().get(group, []):
+        for key in sorted(self._group_keys().get(group, [])):
             topic = key.partition("@")[0]
-            for qid, committed in sorted(b.consumer_offset_manager.query_offsets(group, topic).items()):
-                hi = max(0, store.get_max_offset(topic, qid))
-                consumer = max(0, committed)
-                last = store.get_message_store_timestamp(topic, qid, consumer - 1) if consumer > 0 else 0
-                rows.append({"topic": topic, "broker": self.name, "queueId": qid, "brokerOffset": hi,
-                             "consumerOffset": consumer, "lag": max(0, hi - consumer),
-                             "lastTimestamp": max(0, last)})
+            tc = b.topic_config_manager.get(topic)
+            if tc is None:
+                continue
+            for qid in range(tc.read_queue_nums):
+                w, lag = offset_wrapper(b.store, b.consumer_offset_manager, group, topic, qid)
+                rows.append({"topic": topic, "broker": self.name, "queueId": qid, "brokerOffset": w["brokerOffset"],
+                             "consumerOffset": w["consumerOffset"], "lag": max(0, lag),
+                             "lastTimestamp": w["lastTimestamp"]})
         return rows
 
     def _conn_info(self, group: str) -> dict:

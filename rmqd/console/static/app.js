@@ -224,7 +224,7 @@ async function pageGroup(name) {
     h("h2", {}, "Connections"), d.connections.length ? table(["Client", "Address", "Language", "Version", ""], crows, { class: "list", id: "connections" }) : nothing("No consumer of this group is online."), info,
     h("h2", {}, "Subscriptions"), h("pre", { id: "subscriptions" }, JSON.stringify(d.subscriptions, null, 2)),
     h("h2", {}, "Reset offsets"),
-    h("div", { class: "panel" }, h("div", { class: "toolbar" }, "topic", topicSel, "to the first message stored at/after", when,
+    h("div", { class: "panel" }, h("div", { class: "toolbar" }, "topic", topicSel, "to the message stored nearest to", when,
       mutating(h("button", { type: "button", id: "reset-btn", onclick: async () => {
         try { showRes(await api(`/api/groups/${enc(name)}/reset-offset`, { method: "POST", body: { topic: topicSel.value, timestamp: fromLocalInput(when.value) } })); }
         catch (err) { res.replaceChildren(errorBox(err)); } } }, "Reset")),
