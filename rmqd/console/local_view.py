@@ -157,9 +157,9 @@ class LocalClusterView(RemoteClusterView):
         b = self.broker_ctl
         sg = b.subscription_group_manager.table.get(group)
         rows = self._lag_rows(group)
-        if sg is None and not rows:
-            raise ViewError(f"consumer group {group} not found", 404)
         conn = self._conn_info(group)
+        if sg is None and not rows and not conn:
+            raise ViewError(f"consumer group {group} not found", 404)
         subs = {t: sd.get("subString") for t, sd in (conn.get("subscriptionTable") or {}).items()}
         return {"group": group, "config": sg.to_json() if sg is not None else {}, "queues": rows,
                 "lag": sum(r["lag"] for r in rows), "connections": conn.get("connectionSet", []),

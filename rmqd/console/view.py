@@ -36,6 +36,24 @@ class ViewError(Exception):
         self.status = status
 
 
+def jsonable(obj: Any) -> Any:
+    """fastjson bodies as plain JSON: a MessageQueue map key becomes "topic/brokerName/queueId"."""
+    if isinstance(obj, dict):
+        return {_key(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set)):
+        return [jsonable(v) for v in obj]
+    to = getattr(obj, "to_fastjson", None)
+    return jsonable(to()) if to is not None else obj
+
+
+def _key(k: Any) -> str:
+    if isinstance(k, str):
+        return k
+    if isinstance(k, fastjson.MessageQueue):
+        return f"{k.topic}/{k.brokerName}/{k.queueId}"
+    return str(k)
+
+
 def page_of(items: list, page: int, size: int) -> dict:
     size = max(1, min(MAX_PAGE, int(size)))
     total = len(items)
@@ -117,7 +135,11 @@ class RemoteClusterView(ClusterView):
         """Run ``fn(admin, ...)``; a broken connection is dropped and the call retried once."""
         try:
             return fn(self.admin, *args, **kw)
-        except (OSError, ConnectionError, TimeoutError):
+        except TimeoutError:                          # the peer is slow, not gone: do not ask twice
+            self._reset_client()
+            raise
+        except (OSError, ConnectionError) as exc:
+            log.info("console: reconnecting after %s", exc)
             self._reset_client()
             return fn(self.admin, *args, **kw)
 
@@ -372,8 +394,8 @@ class RemoteClusterView(ClusterView):
                                                    "jstackEnable": False}))
                 raw = resp.body_bytes() if resp.body is not None else b""
                 try:
-                    return {"clientId": client_id, "info": fastjson.loads_lenient(raw)}
-                except Exception:
+                    return {"clientId": client_id, "info": jsonable(fastjson.loads_lenient(raw))}
+                except ValueError:                       # not JSON: show the text as the client sent it
                     return {"clientId": client_id, "text": raw.decode("utf-8", "replace")}
             except AdminError as exc:
                 last = exc
@@ -494,11 +516,11 @@ class RemoteClusterView(ClusterView):
                 for m in self.call(lambda a: _query(a, topic, msg_id, True, 32)):
                     if m.properties.get("UNIQ_KEY") == msg_id:
                         return m, by_addr.get("%s:%d" % tuple(m.store_host), "")
-            except AdminError:
-                pass
+            except AdminError as exc:                # not a unique key of this topic: try it as an offset id
+                log.debug("unique-key lookup of %s in %s: %s", msg_id, topic, exc)
         try:
             ip, port, offset = decode_offset_msg_id(msg_id)
-        except Exception:
+        except ValueError:
             raise ViewError(f"message {msg_id} not found", 404)
         addr = f"{ip}:{port}"
         if addr not in by_addr:
@@ -528,8 +550,8 @@ class RemoteClusterView(ClusterView):
         raw = resp.body_bytes() if resp.body is not None else b""
         result: Any = raw.decode("utf-8", "replace")
         try:
-            result = fastjson.loads_lenient(raw) if raw else None
-        except Exception:
+            result = jsonable(fastjson.loads_lenient(raw)) if raw else None
+        except ValueError:
             pass
         if resp.code != ResponseCode.SUCCESS:
             raise ViewError(f"resend failed: {resp.remark}", 502)

@@ -1,0 +1,103 @@
+"""Browser-test fixtures: one headless Chromium (Debian's chromium + chromium-driver) per session,
+a screenshot of the page saved for every failed test, live Java clients for the console."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))                     # javakit, clientrunner
+sys.path.insert(0, str(HERE.parent.parent))              # tests.console.kit
+
+CHROMIUM = os.environ.get("RMQD_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("RMQD_CHROMEDRIVER", "/usr/bin/chromedriver")
+SHOT_DIR = Path(os.environ.get("RMQD_SCREENSHOT_DIR", HERE.parent.parent / "test-screenshots"))
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium driven by Selenium, driver path passed explicitly, fresh profile."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    for path, pkg in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
+        if not os.path.exists(path):
+            pytest.fail(f"{path} is missing: the console browser tests need Debian's {pkg} "
+                        f"(apt-get install -y chromium chromium-driver; .ci/run installs them)", pytrace=False)
+    profile = tempfile.mkdtemp(prefix="rmqd-chromium-")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,1000"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(20)
+    driver.set_script_timeout(20)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call" and rep.failed and "browser" in item.fixturenames:
+        driver = item.funcargs.get("browser")
+        if driver is not None:
+            SHOT_DIR.mkdir(parents=True, exist_ok=True)
+            path = SHOT_DIR / f"{item.name.replace('/', '_')}.png"
+            try:
+                driver.save_screenshot(str(path))
+                rep.sections.append(("screenshot", f"{path} (page {driver.current_url})"))
+            except Exception as exc:                        # the browser itself may be gone
+                rep.sections.append(("screenshot", f"failed: {exc}"))
+
+
+class JavaClients:
+    """compat_tests/java/src/ConsoleClients.java in the background: a producer + push consumer."""
+
+    def __init__(self, namesrv: str, topic: str, group: str, producer_group: str, seconds: int = 120) -> None:
+        import javakit
+        javakit.require_kit()
+        classes = javakit.compile_java()
+        cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *javakit.jdk17_opts(),
+               "-Drocketmq.client.logUseSlf4j=false", "-cp", javakit.classpath(classes), "ConsoleClients",
+               namesrv, topic, group, producer_group, str(seconds)]
+        self.home = tempfile.mkdtemp(prefix="rmqd-java-home-")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, env=dict(os.environ, HOME=self.home), start_new_session=True)
+        self.events: list[dict] = []
+        import json
+        import threading
+
+        def read() -> None:
+            for line in self.proc.stdout:
+                if line.startswith("{"):
+                    self.events.append(json.loads(line))
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
+
+    def received(self) -> list[dict]:
+        return [e for e in self.events if e.get("op") == "recv"]
+
+    def started(self) -> dict | None:
+        return next((e for e in self.events if e.get("op") == "started"), None)
+
+    def stop(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(10)
+        except Exception:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait(5)
+        shutil.rmtree(self.home, ignore_errors=True)
