@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         return _metrics_main(args.what)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from rmqd import progress
+    progress.set_reporter(progress.Reporter())      # a bar when stderr is a terminal, log lines otherwise
     from rmqd.app import Services, run
     from rmqd.broker_controller import BrokerController
     from rmqd.namesrv.server import NameServer

@@ -6,6 +6,7 @@ import os
 import threading
 from typing import Callable, Optional
 
+from rmqd import progress
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.cython_ext import store_commitlog as _cl
 from rmqd.store.mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
@@ -194,8 +195,10 @@ class CommitLog:
             if mf.file_from_offset <= start_offset:
                 idx = i
         valid_end = files[idx].file_from_offset
+        verify = progress.phase("verifying commit log", sum(f.file_size for f in files[idx:]), "B")
         for i in range(idx, len(files)):
             mf = files[i]
+            verify.advance(files[i - 1].file_size if i > idx else 0)     # the files verified so far
             mf.wrote_pos = 0
             want = on_record is not None and mf.end_offset > dispatch_from
             end, code, recs = _cl.scan_records(mf.mm, 0, mf.file_size, check_crc,
@@ -219,6 +222,7 @@ class CommitLog:
             if cleared > end:
                 _cl.msync_range(mf.mm, end, cleared)
             break
+        verify.__exit__(None, None, None)
         if valid_end % self.file_size == 0 and valid_end > files[idx].file_from_offset:
             self.mfq.truncate_from(valid_end)
         else:

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Container, Optional, Sequence
 
+from rmqd import progress
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.fileutil import disk_partition_space_used_percent
 from rmqd.store.checkpoint import StoreCheckpoint
@@ -430,16 +431,17 @@ class MessageStore:
     # ------------------------------------------------------------------ recovery
     def _load_consume_queues(self) -> None:
         root = self.config.consume_queue_dir
-        for topic in os.listdir(root):
-            tdir = os.path.join(root, topic)
-            if not os.path.isdir(tdir):
-                continue
-            for q in os.listdir(tdir):
-                if not q.lstrip("-").isdigit():
-                    continue
-                cq = ConsumeQueue(root, topic, int(q), self.config.mapped_file_size_consume_queue)
-                cq.load()
-                self._cqs[(topic, int(q))] = cq
+        topics = [t for t in os.listdir(root) if os.path.isdir(os.path.join(root, t))]
+        with progress.phase("loading consume queues", len(topics), "topics") as p:
+            for topic in topics:
+                tdir = os.path.join(root, topic)
+                for q in os.listdir(tdir):
+                    if not q.lstrip("-").isdigit():
+                        continue
+                    cq = ConsumeQueue(root, topic, int(q), self.config.mapped_file_size_consume_queue)
+                    cq.load()
+                    self._cqs[(topic, int(q))] = cq
+                p.advance()
 
     def _recover(self, abnormal: bool) -> None:
         cl = self.commitlog
@@ -470,7 +472,9 @@ class MessageStore:
         if recs:
             log.info("re-dispatching %d records from commit log offset %d", len(recs),
                      recs[0][0].file_from_offset + recs[0][1])
+        redispatch = progress.phase("re-dispatching records", len(recs), "records")
         for mf, pos in recs:
+            redispatch.advance()
             (total, qid, qoff, phys, sys_flag, store_ts, topic_b, props_b) = \
                 _cl.record_dispatch_fields(mf.mm, pos)
             topic = topic_b.decode("utf-8", errors="replace")
@@ -480,6 +484,7 @@ class MessageStore:
                                   find_property(props, "UNIQ_KEY"), sys_flag, props)
             self._dispatch(req)
             self._last_store_ts = max(self._last_store_ts, store_ts)
+        redispatch.__exit__(None, None, None)
         cl_min = cl.min_offset()
         for key, cq in self._cqs.items():
             cq.correct_min_offset(cl_min)

@@ -394,3 +394,20 @@ def test_remote_view_reads_the_same_cluster(kit):
     r = remote.post_json("/api/topics", {"topic": "RemoteMade", "readQueueNums": 1, "writeQueueNums": 1})
     assert r["brokers"] == [kit.broker_addr]
     assert kit.server.broker.topic_config_manager.get("RemoteMade") is not None
+
+
+def test_a_taken_default_port_is_a_warning_not_a_failure(kit):
+    """`rmqd serve` without --console-port: 8080 taken -> the broker runs on, without a console."""
+    from rmqd.console.endpoint import ConsoleEndpoint
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen(1)
+        ep = ConsoleEndpoint("127.0.0.1", blocker.getsockname()[1], optional=True)
+        kit.server.call(ep.start(kit.server.services))
+        assert ep.failed and "console not started" in ep.describe()[0]
+        assert ep.ready_parts() == ["console off (port taken)"]
+        kit.server.call(ep.close())
+        strict = ConsoleEndpoint("127.0.0.1", blocker.getsockname()[1])
+        with pytest.raises(OSError):
+            kit.server.call(strict.start(kit.server.services))
+        kit.server.call(strict.close())

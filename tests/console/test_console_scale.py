@@ -1,0 +1,64 @@
+"""Scale: with 5,000 topics and 2,000 consumer groups the first page of each list answers in
+< 300 ms (p95).  The metadata is created directly in the broker's managers."""
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+
+from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
+
+from tests.console.kit import ConsoleKit
+
+pytestmark = pytest.mark.timeout(120)
+
+N_TOPICS, N_GROUPS = 5000, 2000
+
+
+def populate(kit: ConsoleKit) -> None:
+    b = kit.server.broker
+    tm, gm, om = b.topic_config_manager, b.subscription_group_manager, b.consumer_offset_manager
+    for i in range(N_TOPICS):
+        tm.table[f"scale-topic-{i:05d}"] = TopicConfig(f"scale-topic-{i:05d}", 4, 4)
+    for g in range(N_GROUPS):
+        name = f"scale-group-{g:05d}"
+        gm.table[name] = SubscriptionGroupConfig(name)
+        for k in range(2):
+            om.table[f"scale-topic-{(g * 2 + k) % N_TOPICS:05d}@{name}"] = {q: 0 for q in range(4)}
+    for i in range(0, 40, 2):                       # the first groups' topics hold a few messages (real lag)
+        kit.send(f"scale-topic-{i:05d}", b"m", queue_id=0)
+
+
+@pytest.fixture(scope="module")
+def scale_kit(tmp_path_factory):
+    k = ConsoleKit(str(tmp_path_factory.mktemp("scale-store")), {"mapedFileSizeConsumeQueue": 20 * 1000},
+                   lag_interval_s=60).start()
+    populate(k)
+    try:
+        yield k
+    finally:
+        k.stop()
+
+
+def p95(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=20)[-1]
+
+
+@pytest.mark.parametrize("path, key", [("/api/topics?page=1&size=20", "topic"),
+                                       ("/api/topics?q=scale-topic-04&page=1&size=20", "topic"),
+                                       ("/api/groups?page=1&size=20", "group"),
+                                       ("/api/groups?q=scale-group-01&page=1&size=20", "group")])
+def test_first_page_p95_under_300ms(scale_kit, path, key):
+    web = scale_kit.http()
+    web.get_json(path)                                     # warm
+    times = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        d = web.get_json(path)
+        times.append(time.perf_counter() - t0)
+    assert len(d["items"]) == 20 and d["total"] >= (1000 if "q=" in path else N_GROUPS)
+    assert all(row[key].startswith("scale-") or key == "topic" for row in d["items"])
+    assert p95(times) < 0.3, f"{path}: p95 {p95(times) * 1000:.0f} ms (median {statistics.median(times) * 1000:.0f})"
+    if key == "group" and "q=" not in path:
+        assert d["items"][0]["lag"] == 1                   # scale-group-00000 on topics 0 and 1: one message
