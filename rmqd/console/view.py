@@ -64,11 +64,14 @@ def page_of(items: list, page: int, size: int) -> dict:
 
 
 def topic_kind(topic: str, system: bool = False) -> str:
+    """retry | dlq | system (TopicValidator's system topics, the cluster/broker-name topics, the
+    reply topic) | normal."""
+    from rmqd.processors.admin_common import is_system_topic
     if topic.startswith(RETRY):
         return "retry"
     if topic.startswith(DLQ):
         return "dlq"
-    return "system" if system else "normal"
+    return "system" if system or is_system_topic(topic) or topic.endswith("_REPLY_TOPIC") else "normal"
 
 
 def message_json(m: StoredMessage, broker: str = "", body: bool = False) -> dict:
