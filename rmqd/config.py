@@ -223,7 +223,6 @@ class BrokerConfig(_PropertiesConfig):
         "metricsPromExporterPort": 5557,
         "metricsPromExporterHost": "",
         "metricsLabel": "",
-        "metricsInDelta": False,
     }
 
     @property
