@@ -414,10 +414,11 @@ def scale_kit(tmp_path_factory):
 def test_first_page_renders_under_300ms_with_5000_topics_and_2000_groups(browser, scale_kit, path, table):
     open_page(browser, scale_kit.url() + path)                       # warm the page cache
     times = []
-    for _ in range(10):
+    for _ in range(20):
         t0 = time.perf_counter()
         open_page(browser, scale_kit.url() + path, path)
         times.append(time.perf_counter() - t0)
     assert len(rows(browser, table)) == 20
     p95 = statistics.quantiles(times, n=20)[-1]
+    print(f"/{path}: render ms", sorted(round(t * 1000) for t in times))
     assert p95 < 0.3, f"/{path}: p95 {p95 * 1000:.0f} ms, median {statistics.median(times) * 1000:.0f} ms"

@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable, Iterator, Optional
 
 from rmqd.admin.client import TOOLS_CONSUMER, AdminClient, AdminError, _addr
+from rmqd.processors.admin_common import is_system_topic
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.store.message import StoredMessage, decode_messages, decode_offset_msg_id, encode_properties
@@ -66,7 +67,6 @@ def page_of(items: list, page: int, size: int) -> dict:
 def topic_kind(topic: str, system: bool = False) -> str:
     """retry | dlq | system (TopicValidator's system topics, the cluster/broker-name topics, the
     reply topic) | normal."""
-    from rmqd.processors.admin_common import is_system_topic
     if topic.startswith(RETRY):
         return "retry"
     if topic.startswith(DLQ):
