@@ -239,9 +239,11 @@ class Scrape:
         self.fam("rocketmq_storage_message_reserve_time").add(STORE_LABELS, reserve)
 
     def half_messages(self) -> None:
-        # Half messages waiting for commit/rollback live in RMQ_SYS_TRANS_HALF_TOPIC; rmqd does not
-        # keep a per-topic count of unresolved ones, so only families with data are exported.
-        return
+        """Half messages prepared and not yet committed or rolled back, per real topic, counted since
+        the broker started (Java persists its count; after a restart rmqd starts again from 0)."""
+        f = self.fam("rocketmq_half_messages")
+        for topic, n in sorted(self.broker.metrics.messages.snapshot()["half"].items()):
+            f.add((topic,), n)
 
     def families(self) -> Iterable[Family]:
         for step in (self.messages_in, self.messages_out, self.counters, self.rpc_latency, self.tables,

@@ -88,6 +88,7 @@ class MessageCounters:
         self.dlq: dict[tuple[str, str], int] = {}
         self.commit: dict[str, int] = {}
         self.rollback: dict[str, int] = {}
+        self.half: dict[str, int] = {}          # prepared, not yet committed/rolled back (since start)
         self.topic_create = Histogram(CREATE_TIME_BUCKETS_MS)
         self.group_create = Histogram(CREATE_TIME_BUCKETS_MS)
 
@@ -99,6 +100,8 @@ class MessageCounters:
         with self._lock:
             for size in body_sizes:
                 self.sizes.observe(key, float(size))
+            if key[1] == "transaction":
+                self.half[topic] = self.half.get(topic, 0) + len(body_sizes)
 
     def on_dlq(self, group: str, topic: str) -> None:
         with self._lock:
@@ -108,6 +111,8 @@ class MessageCounters:
         table = self.commit if commit else self.rollback
         with self._lock:
             table[topic] = table.get(topic, 0) + 1
+            if self.half.get(topic, 0) > 0:
+                self.half[topic] -= 1
 
     def on_create(self, what: str, elapsed_s: float, ok: bool, is_system: bool = False) -> None:
         status = "success" if ok else "failure"
@@ -121,6 +126,7 @@ class MessageCounters:
         with self._lock:
             return {"sizes": {k: (list(v[0]), v[1]) for k, v in self.sizes.series.items()},
                     "dlq": dict(self.dlq), "commit": dict(self.commit), "rollback": dict(self.rollback),
+                    "half": dict(self.half),
                     "topic_create": {k: (list(v[0]), v[1]) for k, v in self.topic_create.series.items()},
                     "group_create": {k: (list(v[0]), v[1]) for k, v in self.group_create.series.items()}}
 

@@ -221,3 +221,37 @@ def test_scrape_budget_1000_topics_x_100_groups(tmp_path):
         assert value(samples, "rocketmq_messages_in_total") >= 500
         print("scrape ms", [round(t * 1000) for t in times])
         assert min(times) < 0.2, f"scrape took {[round(t * 1000) for t in times]} ms"
+
+
+def test_transaction_counters(server):
+    from rmqd.store.message import decode_offset_msg_id
+    topic = "MetricsTxTopic"
+    with BlockingClient(server.broker_addr) as c:
+        def prepare() -> dict:
+            resp = c.invoke(new_request(RequestCode.SEND_MESSAGE, {
+                "producerGroup": "PG_TX", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+                "queueId": "0", "sysFlag": "4", "bornTimestamp": str(int(time.time() * 1000)), "flag": "0",
+                "properties": encode_properties({"TRAN_MSG": "true", "PGROUP": "PG_TX",
+                                                 "UNIQ_KEY": os.urandom(16).hex().upper()}),
+                "reconsumeTimes": "0", "unitMode": "false", "batch": "false"}, b"tx"), 5)
+            assert resp.code == 0, resp.remark
+            return resp.ext_fields
+
+        def end(ext: dict, kind: int) -> None:
+            _, _, offset = decode_offset_msg_id(ext["msgId"])
+            resp = c.invoke(new_request(RequestCode.END_TRANSACTION, {
+                "producerGroup": "PG_TX", "tranStateTableOffset": ext["queueOffset"], "commitLogOffset": offset,
+                "commitOrRollback": kind, "fromTransactionCheck": "false", "msgId": ext["msgId"],
+                "transactionId": ext.get("transactionId", "")}), 5)
+            assert resp.code == 0, resp.remark
+
+        a, b, pending = prepare(), prepare(), prepare()
+        _, samples = scrape(server)
+        assert value(samples, "rocketmq_half_messages", topic=topic) == 3
+        assert value(samples, "rocketmq_messages_in_total", topic=topic, message_type="transaction") == 3
+        end(a, 8)
+        end(b, 12)
+    _, samples = scrape(server)
+    assert value(samples, "rocketmq_commit_messages_total", topic=topic) == 1
+    assert value(samples, "rocketmq_rollback_messages_total", topic=topic) == 1
+    assert value(samples, "rocketmq_half_messages", topic=topic) == 1
