@@ -409,9 +409,7 @@ class RemoteClusterView(ClusterView):
                 "consumeBroadcastEnable": bool(consume_broadcast), "retryQueueNums": 1,
                 "retryMaxTimes": int(retry_max_times), "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
                 "notifyConsumerIdsChangedEnable": True}
-        raw = fastjson.dumps(body) if hasattr(fastjson, "dumps") else None
-        import orjson
-        raw = raw or orjson.dumps(body)
+        raw = fastjson.dumps(body)
         for addr in self.masters().values():
             self.call(lambda a: a.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, raw))
         return {"group": group}

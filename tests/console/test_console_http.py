@@ -411,3 +411,19 @@ def test_a_taken_default_port_is_a_warning_not_a_failure(kit):
         with pytest.raises(OSError):
             kit.server.call(strict.start(kit.server.services))
         kit.server.call(strict.close())
+
+
+def test_create_group_delete_method_and_search_cancel(web, kit):
+    assert web.post_json("/api/groups", {"group": "HttpGroup", "retryMaxTimes": 3}) == {"group": "HttpGroup"}
+    g = web.get_json("/api/groups/HttpGroup")
+    assert g["config"]["retryMaxTimes"] == 3 and g["lag"] == 0
+    assert web.post("/api/groups", {"group": ""})[0] == 400
+    web.post_json("/api/topics", {"topic": "DeleteMethodTopic", "readQueueNums": 1, "writeQueueNums": 1})
+    code, _, _ = web.request("DELETE", "/api/topics/DeleteMethodTopic", None, {"X-CSRF-Token": web.csrf()})
+    assert code == 200
+    web.get_json("/api/topics/DeleteMethodTopic", status=404)
+    job = web.get_json(f"/api/search?topic={TOPIC}&q=x&max=100000")
+    cancelled = web.post_json(f"/api/search/{job['id']}/cancel", {})
+    assert cancelled["cancelled"] is True
+    done = wait_for(lambda: (lambda j: j if j["done"] else None)(web.get_json(f"/api/search/{job['id']}")), 10)
+    assert done["cancelled"] is True
