@@ -167,15 +167,19 @@ class LocalClusterView(RemoteClusterView):
                 "messageModel": conn.get("messageModel", ""), "consumeFromWhere": conn.get("consumeFromWhere", "")}
 
     def group_lags(self) -> dict[str, int]:
-        """Total lag of every group with offsets (the lag-trend sampler's one pass)."""
-        store = self.broker_ctl.store
+        """Total lag of every group with offsets (the lag-trend sampler's one pass), by the same rule
+        as the group page: every readable queue of each topic, a queue without an offset from 0."""
+        b = self.broker_ctl
+        store = b.store
         out: dict[str, int] = {}
-        for key, offsets in list(self.broker_ctl.consumer_offset_manager.table.items()):
+        for key, offsets in list(b.consumer_offset_manager.table.items()):
             topic, _, group = key.partition("@")
+            tc = b.topic_config_manager.get(topic)
+            if tc is None:
+                continue
             lag = 0
-            for qid, committed in list(offsets.items()):
-                if committed >= 0:
-                    lag += max(0, store.get_max_offset(topic, qid) - committed)
+            for qid in range(tc.read_queue_nums):
+                lag += max(0, store.get_max_offset(topic, qid) - max(0, offsets.get(qid, 0)))
             out[group] = out.get(group, 0) + lag
         return out
 

@@ -427,3 +427,9 @@ def test_create_group_delete_method_and_search_cancel(web, kit):
     assert cancelled["cancelled"] is True
     done = wait_for(lambda: (lambda j: j if j["done"] else None)(web.get_json(f"/api/search/{job['id']}")), 10)
     assert done["cancelled"] is True
+
+
+def test_lag_trend_samples_agree_with_the_group_page(web, kit):
+    lag = web.get_json(f"/api/groups/{GROUP}")["lag"]
+    wait_for(lambda: web.get_json(f"/api/groups/{GROUP}/lag-history")["samples"][-1]["lag"] == lag, 5,
+             what="a sample equal to the page's lag")
