@@ -76,7 +76,6 @@ def test_store_recovery_after_kill_reports_its_phases(tmp_path):
         for line in first.stdout:
             if line.startswith("rmqd ready:"):
                 break
-        addr = None
         from rmqd.admin.client import AdminClient
         ns = line.split("name server ")[1].split(",")[0]
         admin = AdminClient(ns)

@@ -8,15 +8,12 @@ shown).  Writes, message reads and anything about other brokers go through ``Rem
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING
 
-from rmqd.console.view import RETRY, RemoteClusterView, ViewError, page_of, topic_kind
+from rmqd.console.view import RemoteClusterView, ViewError
 
 if TYPE_CHECKING:
     from rmqd.app import Services
-
-CONSUME_TYPES = {"CONSUME_PASSIVELY": "CONSUME_PASSIVELY", "CONSUME_ACTIVELY": "CONSUME_ACTIVELY"}
-
 
 class LocalClusterView(RemoteClusterView):
     """The cluster of an in-process broker (and name server, if this process runs one)."""
