@@ -27,6 +27,7 @@ MAX_PAGE = 200
 MAX_MESSAGES = 2000           # one message list (the dashboard's cap)
 PREVIEW_CHARS = 160
 TOPIC_KINDS = ("all", "normal", "retry", "dlq", "system")
+CLUSTER_INFO_TTL_S = 2.0
 
 
 class ViewError(Exception):
@@ -117,6 +118,7 @@ class RemoteClusterView(ClusterView):
         self._local = threading.local()
         self._clients: list[AdminClient] = []
         self._lock = threading.Lock()
+        self._cluster_info: Optional[tuple[float, dict]] = None
 
     # ------------------------------------------------------------------ transport
     @property
@@ -157,7 +159,14 @@ class RemoteClusterView(ClusterView):
 
     # ------------------------------------------------------------------ cluster
     def cluster_info(self) -> dict:
-        return self.call(lambda a: a.cluster_info())
+        """GET_BROKER_CLUSTER_INFO, reused for CLUSTER_INFO_TTL_S (a page asks for it per row)."""
+        now = time.monotonic()
+        cached = self._cluster_info
+        if cached is not None and now - cached[0] < CLUSTER_INFO_TTL_S:
+            return cached[1]
+        info = self.call(lambda a: a.cluster_info())
+        self._cluster_info = (now, info)
+        return info
 
     def brokers(self) -> list[dict]:
         """Every broker (masters and slaves) with cluster, name, id and address."""
