@@ -178,40 +178,45 @@ class Scrape:
             f.add(key, n)
 
     def consumer_lag(self) -> None:
-        """Per (group, topic): lag from committed offsets, the age of the oldest unconsumed message.
-
-        rmqd keeps no separate pull offsets, so a message counts as pulled when it is committed:
-        ready = lag, inflight = 0, queueing latency = lag latency."""
+        """Java's ConsumerLagCalculator (non-POP): every subscription group with online consumers,
+        each topic they subscribe to (retry topics skipped), every write queue; a queue without a
+        committed offset counts from the queue's end (no lag).  Lag latency is the age of the first
+        unconsumed message.  rmqd keeps no separate pull offsets, so a message counts as pulled when
+        it is committed: ready = lag, inflight = 0, queueing latency = lag latency."""
         b = self.broker
         store = b.store
-        pairs: dict[tuple[str, str], dict[int, int]] = {}
-        for key, offsets in list(b.consumer_offset_manager.table.items()):
-            topic, _, group = key.partition("@")
-            pairs[(group, topic)] = dict(offsets)
-        for group, info in list(b.consumer_manager.groups().items()):
-            for topic in list(info.subscriptions):
-                pairs.setdefault((group, topic), {})
+        offsets = b.consumer_offset_manager
+        subscription_groups = b.subscription_group_manager.table
         fams = [self.fam(n) for n in ("rocketmq_consumer_lag_messages", "rocketmq_consumer_lag_latency",
                                       "rocketmq_consumer_inflight_messages",
                                       "rocketmq_consumer_queueing_latency", "rocketmq_consumer_ready_messages")]
         now = self.now_ms
-        for (group, topic), offsets in sorted(pairs.items()):
-            lag = 0
-            oldest = -1
-            for qid, committed in offsets.items():
-                if committed < 0:
+        perm = int(b.config.brokerPermission)
+        for group, info in sorted(b.consumer_manager.groups().items()):
+            if group not in subscription_groups:
+                continue
+            for topic in sorted(info.subscriptions):
+                if topic.startswith(RETRY_PREFIX):
                     continue
-                behind = store.get_max_offset(topic, qid) - committed
-                if behind > 0:
-                    lag += behind
-                    ts = store.get_message_store_timestamp(topic, qid, committed)
-                    if ts > 0 and (oldest < 0 or ts < oldest):
-                        oldest = ts
-            latency = max(0, now - oldest) if oldest > 0 else 0
-            labels = (topic, group, _b(topic.startswith(RETRY_PREFIX)),
-                      _b(self.is_system_topic(topic) or self.is_system_group(group)))
-            for fam, value in zip(fams, (lag, latency, 0, latency, lag)):
-                fam.add(labels, value)
+                tc = self.topics.get(topic)
+                if tc is None or not (tc.perm & perm & 6):
+                    continue
+                lag = 0
+                oldest = 0
+                for qid in range(tc.write_queue_nums):
+                    broker_offset = max(0, store.get_max_offset(topic, qid))
+                    consumer = offsets.query_offset(group, topic, qid)
+                    if consumer < 0:
+                        consumer = broker_offset
+                    if broker_offset > consumer:
+                        lag += broker_offset - consumer
+                        ts = store.get_message_store_timestamp(topic, qid, consumer)
+                        if ts > 0 and (oldest == 0 or ts < oldest):
+                            oldest = ts
+                latency = max(0, now - oldest) if oldest else 0
+                labels = (topic, group, "false", _b(self.is_system_topic(topic) or self.is_system_group(group)))
+                for fam, value in zip(fams, (lag, latency, 0, latency, lag)):
+                    fam.add(labels, value)
 
     def storage(self) -> None:
         b = self.broker

@@ -14,6 +14,7 @@ from rmqd.metrics.collector import collect
 from rmqd.metrics.endpoint import MetricsEndpoint
 from rmqd.metrics.grafana import dashboard, metric_names
 from rmqd.metrics.naming import exported_name
+from rmqd.processors.client_manager import ClientChannelInfo
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import RequestCode
 from rmqd.remoting.command import new_request
@@ -90,6 +91,23 @@ def test_parity_with_the_5x_families_types_and_labels(server, admin):
     assert {lb["processor"] for lb in series(samples, "rocketmq_processor_watermark")} == golden.PROCESSORS
 
 
+def heartbeat(client: BlockingClient, consumer_group: str | None, topic: str = "TBW102",
+              producer_group: str | None = None) -> None:
+    """A Java client's HEART_BEAT: the connection becomes a producer and/or push consumer."""
+    hb = {"clientID": f"metrics-test-{consumer_group or producer_group}",
+          "producerDataSet": [{"groupName": producer_group}] if producer_group else [],
+          "consumerDataSet": [{"groupName": consumer_group, "consumeType": "CONSUME_PASSIVELY",
+                               "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                               "unitMode": False,
+                               "subscriptionDataSet": [{"topic": topic, "subString": "*", "tagsSet": [],
+                                                        "codeSet": [], "subVersion": 0, "classFilterMode": False,
+                                                        "expressionType": "TAG"}]}] if consumer_group else []}
+    req = new_request(RequestCode.HEART_BEAT, None, orjson.dumps(hb))
+    req.language = "JAVA"
+    req.version = 409
+    assert client.invoke(req, 5).code == 0
+
+
 def _send(client: BlockingClient, topic: str, body: bytes, props: dict) -> None:
     resp = client.invoke(new_request(RequestCode.SEND_MESSAGE, {
         "producerGroup": "PG_METRICS", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
@@ -122,7 +140,9 @@ def test_values_after_known_traffic(server, admin):
                {"offset": dead.commit_log_offset, "group": group, "delayLevel": -1, "originMsgId": dead.msg_id,
                 "originTopic": topic, "unitMode": "false", "maxReconsumeTimes": 16})
 
-    types, samples = scrape(server)
+    with BlockingClient(broker) as consumer:                              # an online consumer of the group
+        heartbeat(consumer, group, topic)
+        types, samples = scrape(server)
     assert value(samples, "rocketmq_messages_in_total", topic=topic, message_type="normal") == 7
     assert value(samples, "rocketmq_throughput_in_total", topic=topic, message_type="normal") == 700
     assert value(samples, "rocketmq_messages_in_total", topic=topic, message_type="delay") == 2
@@ -134,10 +154,11 @@ def test_values_after_known_traffic(server, admin):
     assert value(samples, "rocketmq_messages_in_total", topic=topic, is_system="false") == 10
     assert value(samples, "rocketmq_messages_out_total", topic=topic, consumer_group=group) == 8
     assert value(samples, "rocketmq_throughput_out_total", topic=topic, consumer_group=group) > 8 * 100
-    # lag: 8 stored in queue 0, 3 committed
+    # lag (Java's ConsumerLagCalculator): 8 stored in queue 0, 3 committed; queues 1-3 have no offset
     lag = dict(topic=topic, consumer_group=group, is_retry="false", is_system="false")
     assert value(samples, "rocketmq_consumer_lag_messages", **lag) == 5
     assert value(samples, "rocketmq_consumer_ready_messages", **lag) == 5
+    assert value(samples, "rocketmq_consumer_inflight_messages", **lag) == 0
     age = value(samples, "rocketmq_consumer_lag_latency_milliseconds", **lag)
     assert 0 <= age <= int(time.time() * 1000) - t_first + 1000
     assert value(samples, "rocketmq_send_to_dlq_messages_total", consumer_group=group, topic=topic) == 1
@@ -158,23 +179,17 @@ def test_values_after_known_traffic(server, admin):
 
 
 def test_connections_from_heartbeats(server):
-    hb = {"clientID": "metrics-test@1", "producerDataSet": [{"groupName": "PG_HB"}],
-          "consumerDataSet": [{"groupName": "CG_HB", "consumeType": "CONSUME_PASSIVELY",
-                               "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-                               "unitMode": False,
-                               "subscriptionDataSet": [{"topic": "TBW102", "subString": "*", "tagsSet": [],
-                                                        "codeSet": [], "subVersion": 0, "classFilterMode": False,
-                                                        "expressionType": "TAG"}]}]}
     with BlockingClient(server.broker_addr) as c:
-        req = new_request(RequestCode.HEART_BEAT, None, orjson.dumps(hb))
-        req.language = "JAVA"
-        req.version = 409
-        assert c.invoke(req, 5).code == 0
+        heartbeat(c, "CG_HB", producer_group="PG_HB")
         types, samples = scrape(server)
         assert value(samples, "rocketmq_producer_connections", language="java", version="v4_9_8",
                      protocol_type="remoting") == 1
         assert value(samples, "rocketmq_consumer_connections", consumer_group="CG_HB", consume_mode="push",
                      language="java", is_system="false") == 1
+        # online, nothing committed: a lag series of 0 (Java counts an offset-less queue from its end)
+        assert series(samples, "rocketmq_consumer_lag_messages", consumer_group="CG_HB", topic="TBW102")
+    _, samples = scrape(server)
+    assert not series(samples, "rocketmq_consumer_lag_messages", consumer_group="CG_HB")   # offline: no series
 
 
 def test_grafana_dashboard_queries_only_exported_metrics(server):
@@ -192,8 +207,16 @@ def test_healthz(server):
         assert r.status == 200 and orjson.loads(r.read())["status"] == "ok"
 
 
+class FakeConn:
+    """A consumer channel registered straight into the ConsumerManager (no socket)."""
+
+    def __init__(self, n: int) -> None:
+        self.remote_address = f"127.0.0.1:{20000 + n}"
+        self.closed = False
+
+
 def test_scrape_budget_1000_topics_x_100_groups(tmp_path):
-    """Gauges are computed at scrape time: 1,000 topics x 100 groups (each group with offsets on ten
+    """Gauges are computed at scrape time: 1,000 topics x 100 online groups (each subscribed to ten
     topics, half of them behind) must scrape in < 200 ms."""
     with EmbeddedServer(store_dir=str(tmp_path / "s"), broker_properties={"mapedFileSizeConsumeQueue": 20 * 1000}) as srv:
         b = srv.broker
@@ -202,8 +225,15 @@ def test_scrape_budget_1000_topics_x_100_groups(tmp_path):
             tm.table[f"T{i:04d}"] = TopicConfig(f"T{i:04d}", 4, 4)
         for g in range(100):
             gm.table[f"G{g:03d}"] = SubscriptionGroupConfig(f"G{g:03d}")
+            subs = []
             for k in range(10):
-                om.table[f"T{(g * 10 + k) % 1000:04d}@G{g:03d}"] = {q: 0 for q in range(4)}
+                topic = f"T{(g * 10 + k) % 1000:04d}"
+                om.table[f"{topic}@G{g:03d}"] = {q: 0 for q in range(4)}
+                subs.append({"topic": topic, "subString": "*", "expressionType": "TAG", "tagsSet": [],
+                             "codeSet": [], "subVersion": 0, "classFilterMode": False})
+            b.consumer_manager.register(f"G{g:03d}", ClientChannelInfo(FakeConn(g), f"client-{g}", "JAVA", 409),
+                                        "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET", subs,
+                                        notify=False)
         admin = AdminClient(srv.namesrv_addr)
         try:
             for i in range(0, 1000, 2):                                  # half the topics have a message
