@@ -57,7 +57,7 @@ class Phase:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._logged or self.reporter.tty:
+        if self._logged:                    # quick work stays silent, on a terminal too
             if self.total:
                 self.done = max(self.done, self.total) if exc[0] is None else self.done
             self.reporter.show(self, final=True)
