@@ -138,10 +138,31 @@ def run_java(main_class: str, *args: str, timeout: float = 60.0, env: Mapping[st
     return _run(cmd, timeout, env, home=tempfile.gettempdir())
 
 
-def mqadmin(*args: str, timeout: float = 60.0, env: Mapping[str, str] | None = None) -> JavaRun:
-    """Run the kit's ``bin/mqadmin`` (e.g. ``mqadmin('topicList', '-n', addr)``)."""
+def mqadmin(*args: str, timeout: float = 60.0, env: Mapping[str, str] | None = None,
+            home: str | Path | None = None) -> JavaRun:
+    """Run the kit's ``bin/mqadmin`` (e.g. ``mqadmin('topicList', '-n', addr)``); with ``home`` (a
+    :func:`shadow_home`), mqadmin reads that ``conf/tools.yml`` (ACL credentials) instead of the kit's."""
     kit = require_kit()
+    if home is not None:
+        env = dict(env or {}, JAVA_OPT_EXT=f"-Drocketmq.home.dir={home}")
     return _run([str(kit / "bin" / "mqadmin"), *args], timeout, env, home=tempfile.gettempdir())
+
+
+def shadow_home(directory: str | Path, conf_files: Mapping[str, str]) -> Path:
+    """A ROCKETMQ_HOME of our own (the kit is read-only): ``conf/`` holds copies of the kit's conf
+    files, replaced or completed by ``conf_files`` (e.g. ``{"tools.yml": ..., "plain_acl.yml": ...}``).
+    Java programs, mqadmin and the reference broker read it with ``-Drocketmq.home.dir``."""
+    kit = require_kit()
+    home = Path(directory)
+    conf = home / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    for f in (kit / "conf").iterdir():
+        if f.is_file():
+            (conf / f.name).write_bytes(f.read_bytes())
+    for name, text in conf_files.items():
+        (conf / name).parent.mkdir(parents=True, exist_ok=True)
+        (conf / name).write_text(text)
+    return home
 
 
 def _port_free(port: int) -> bool:
@@ -169,12 +190,14 @@ def free_port_block(count: int = 4, low: int = 20000, high: int = 60000) -> int:
 class ReferenceCluster:
     """The kit's real Java name server + broker on free loopback ports, in ``workdir``.
 
-    ``extra_conf`` lines are appended to the broker's broker.conf (e.g. ``aclEnable=true``)."""
+    ``extra_conf`` lines are appended to the broker's broker.conf (e.g. ``aclEnable=true``); ``home``
+    (a :func:`shadow_home`) replaces the kit's ROCKETMQ_HOME (where the broker finds plain_acl.yml)."""
 
-    def __init__(self, workdir: str | Path, extra_conf: Sequence[str] = ()) -> None:
+    def __init__(self, workdir: str | Path, extra_conf: Sequence[str] = (), home: str | Path | None = None) -> None:
         self.kit = require_kit()
         self.workdir = Path(workdir)
         self.extra_conf = list(extra_conf)
+        self.home = home
         base = free_port_block(5)
         self.namesrv_port, self.broker_port = base, base + 3   # broker uses bp-2 (VIP), bp, bp+1 (HA)
         self.namesrv_addr = f"127.0.0.1:{self.namesrv_port}"
@@ -189,7 +212,10 @@ class ReferenceCluster:
             conf = self.workdir / "extra-broker.conf"
             conf.write_text("".join(line + "\n" for line in self.extra_conf))
             args += ["--conf", str(conf)]
-        res = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        env = dict(os.environ)
+        if self.home is not None:
+            env["JAVA_OPT_EXT"] = f"-Drocketmq.home.dir={self.home}"
+        res = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
         if res.returncode != 0:
             self.stop()
             raise RuntimeError(f"reference cluster did not start: {res.stdout}\n{res.stderr}")

@@ -17,7 +17,7 @@ import orjson
 
 from rmqd.config import BrokerConfig
 from rmqd.metrics.recorders import BrokerMetrics
-from rmqd.processors import admin_install
+from rmqd.processors import admin_acl, admin_install
 from rmqd.processors import query, queue_lock, reply, transaction
 from rmqd.processors.client_manage import ClientManageProcessor, notify_consumer_ids_changed
 from rmqd.processors.client_manager import ConsumerManager, ProducerManager
@@ -127,6 +127,12 @@ class BrokerController:
         # rmqd.metrics: counters the processors and the dispatcher record into (read at scrape time)
         self.metrics = BrokerMetrics()
         self.dispatcher.set_observer(self.metrics.rpc.observe)
+        self.acl_manager = None
+        if c.aclEnable:
+            from rmqd.acl.setup import build_acl
+
+            self.acl_manager, self.dispatcher.request_hook = build_acl(c.aclFile)
+            self.services.append(self.acl_manager)
         self._register_processors()
 
     # ------------------------------------------------------------------ processors
@@ -156,6 +162,7 @@ class BrokerController:
         d.register(RequestCode.GET_EARLIEST_MSG_STORETIME, oq.get_earliest_msg_storetime, p["admin"])
         schedule.install_all(self)   # delay levels, 5.x timers, CONSUMER_SEND_MSG_BACK
         admin_install.install(self)   # admin codes (topics, groups, broker config/stats)
+        admin_acl.install(self)       # ACL admin codes 50-53
         for m in (queue_lock, query, transaction, reply): m.install(self)  # locks, queries, transactions, request/reply
 
     # ------------------------------------------------------------------ addresses

@@ -59,7 +59,8 @@ class ExtraBrokers:
     """Broker processes 2..N of `rmqd serve --brokers N` (an endpoint of :class:`rmqd.app.Services`)."""
 
     def __init__(self, names: list[str], config_file: Optional[str], store_root: str, base_port: int,
-                 log_level: str = "WARNING", metrics_port: Optional[int] = None) -> None:
+                 log_level: str = "WARNING", metrics_port: Optional[int] = None,
+                 extra_args: Optional[list[str]] = None) -> None:
         self.children = []
         for i, name in enumerate(names, start=1):
             port = base_port + PORT_STEP * i if base_port else 0
@@ -70,6 +71,7 @@ class ExtraBrokers:
                 args += ["-c", config_file]
             if metrics_port is not None:        # each broker serves its own /metrics: port + i (0 = any)
                 args += ["--metrics-port", str(metrics_port + i if metrics_port else 0)]
+            args += extra_args or []
             self.children.append(_Child(name, args))
         self._stopping = False
         self._namesrv = ""

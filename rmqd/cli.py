@@ -25,6 +25,9 @@ def _broker_config(args: argparse.Namespace) -> BrokerConfig:
         config.namesrvAddr = args.namesrv_addr
     if args.broker_name:
         config.brokerName = args.broker_name
+    if getattr(args, "acl", None):
+        config.aclEnable = True
+        config.aclFile = os.path.abspath(os.path.expanduser(args.acl))
     return config
 
 
@@ -42,6 +45,7 @@ def _add_broker_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--broker-port", type=int, help="broker listen port (default 10911; 0 = any free port)")
     p.add_argument("--store-dir", help="store root directory (default ~/.rmqd/store)")
     p.add_argument("--broker-name", help="brokerName (default broker-a)")
+    p.add_argument("--acl", metavar="FILE", help="turn ACL on with this plain_acl.yml (aclEnable=true, aclFile=FILE)")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus /metrics on this port (same as metricsExporterType=PROM + "
                         "metricsPromExporterPort; 0 = any free port)")
@@ -112,7 +116,8 @@ def _serve_services(args: argparse.Namespace):
         config.brokerName = names[0]
         config.storePathRootDir = store_dir_of(root, names[0])
         endpoints.append(ExtraBrokers(names[1:], os.path.abspath(args.config) if args.config else None, root,
-                                      int(config.listenPort), args.log_level, _metrics_port(args, config)))
+                                      int(config.listenPort), args.log_level, _metrics_port(args, config),
+                                      ["--acl", config.aclFile] if args.acl else []))
     return Services(NameServer(_namesrv_config(args, args.namesrv_port)), BrokerController(config),
                     endpoints=endpoints)
 

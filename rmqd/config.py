@@ -223,6 +223,9 @@ class BrokerConfig(_PropertiesConfig):
         "metricsPromExporterPort": 5557,
         "metricsPromExporterHost": "",
         "metricsLabel": "",
+        # access control (plain_acl.yml); aclFile is rmqd's own: the default ACL file (`rmqd serve --acl`)
+        "aclEnable": False,
+        "aclFile": None,
     }
 
     @property

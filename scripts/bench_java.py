@@ -206,8 +206,8 @@ def stop_tool(proc: subprocess.Popen) -> str:
     return proc.communicate()[0]
 
 
-def create_topic(target: Target, topic: str, queues: int = 8) -> None:
-    admin = AdminClient(target.namesrv)
+def create_topic(target: Target, topic: str, queues: int = 8, credentials: Optional[tuple] = None) -> None:
+    admin = AdminClient(target.namesrv, credentials=credentials)
     try:
         admin.call(target.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
             "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
@@ -225,9 +225,10 @@ def create_topic(target: Target, topic: str, queues: int = 8) -> None:
         admin.close()
 
 
-def produce(target: Target, topic: str, threads: int, size: int, windows: int) -> dict:
+def produce(target: Target, topic: str, threads: int, size: int, windows: int, extra: tuple = ()) -> dict:
     """bench-producer for ``windows`` 10 s windows after the warm-up window; median TPS and RT."""
-    proc = kit_tool("bench-producer", "-n", target.namesrv, "-t", topic, "-w", str(threads), "-s", str(size))
+    proc = kit_tool("bench-producer", "-n", target.namesrv, "-t", topic, "-w", str(threads), "-s", str(size),
+                    *extra)
     rows: list[tuple[int, float, int]] = []
     before = cpu_ticks()
     cpu0 = (proc_cpu_s(target.pid), proc_cpu_s(proc.pid), time.monotonic())

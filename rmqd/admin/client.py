@@ -8,6 +8,7 @@ import time
 from typing import Any, Optional
 
 from rmqd.remoting import fastjson
+from rmqd.acl.signer import sign_request
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request
@@ -26,11 +27,30 @@ class AdminError(Exception):
         self.remark = remark
 
 
+def tools_credentials(home: Optional[str] = None) -> Optional[tuple[str, str]]:
+    """(accessKey, secretKey) of ``$ROCKETMQ_HOME/conf/tools.yml``, where mqadmin reads the ACL
+    credentials it signs with; None without such a file (or without both keys)."""
+    home = home or os.environ.get("ROCKETMQ_HOME")
+    if not home:
+        return None
+    path = os.path.join(home, "conf", "tools.yml")
+    if not os.path.isfile(path):
+        return None
+    import yaml
+
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f) or {}
+    ak, sk = data.get("accessKey"), data.get("secretKey")
+    return (str(ak), str(sk)) if ak and sk else None
+
+
 class AdminClient:
-    def __init__(self, namesrv_addr: Optional[str] = None, timeout: float = 10.0) -> None:
+    def __init__(self, namesrv_addr: Optional[str] = None, timeout: float = 10.0,
+                 credentials: Optional[tuple[str, str]] = None) -> None:
         addr = namesrv_addr or os.environ.get("NAMESRV_ADDR") or "127.0.0.1:9876"
         self.namesrv_addrs = [a.strip() for a in addr.split(";") if a.strip()]
         self.timeout = timeout
+        self.credentials = credentials      # (accessKey, secretKey): every request is signed (ACL)
         self._clients: dict[str, BlockingClient] = {}
         self.client_id = f"{socket.gethostname()}@{os.getpid()}#{int(time.time() * 1000)}"
 
@@ -51,6 +71,8 @@ class AdminClient:
         """Invoke and return the response; raise :class:`AdminError` unless its code is in ``ok``."""
         ext = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (ext or {}).items()
                if v is not None}
+        if self.credentials is not None:
+            sign_request(ext, body if isinstance(body, (bytes, bytearray)) else None, *self.credentials)
         resp = self._client(addr).invoke(new_request(code, ext, body), self.timeout)
         if resp.code not in ok:
             raise AdminError(resp.code, resp.remark, addr)

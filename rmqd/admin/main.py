@@ -6,7 +6,7 @@ import sys
 from typing import Callable, Optional
 
 from rmqd.admin import commands
-from rmqd.admin.client import AdminClient, AdminError
+from rmqd.admin.client import AdminClient, AdminError, tools_credentials
 
 # sub-command → (handler, help, [(flags, kwargs)...])
 _B = ("-b", "--brokerAddr")
@@ -118,6 +118,18 @@ SPEC: dict[str, tuple[Callable, str, list]] = {
     "updateKvConfig": (commands.update_kv_config, "Create or update KV config", [
         (("-s", "--namespace"), {"required": True}), (("-k", "--key"), {"required": True}),
         (("-v", "--value"), {"required": True})]),
+    "updateAclConfig": (commands.update_acl_config, "Update acl config yaml file in broker", [
+        (_B, {}), (_C, {}), (("-a", "--accessKey"), {"required": True}), (("-s", "--secretKey"), {}),
+        (("-w", "--whiteRemoteAddress"), {}), (("-i", "--defaultTopicPerm"), {}), (("-u", "--defaultGroupPerm"), {}),
+        (("-t", "--topicPerms"), {}), (("-g", "--groupPerms"), {}), (("-m", "--admin"), {})]),
+    "deleteAclConfig": (commands.delete_acl_config, "Delete Acl Config Account in broker", [
+        (_B, {}), (_C, {}), (("-a", "--accessKey"), {"required": True})]),
+    "clusterAclConfigVersion": (commands.cluster_acl_config_version, "List all of acl config version information "
+                                "in cluster", [(_B, {}), (_C, {})]),
+    "updateGlobalWhiteAddr": (commands.update_global_white_addr, "Update global white address for acl Config File "
+                              "in broker", [(_B, {}), (_C, {}), (("-g", "--globalWhiteRemoteAddresses"),
+                                                                  {"required": True}),
+                                            (("-p", "--aclFileFullPath"), {})]),
     "deleteKvConfig": (commands.delete_kv_config, "Delete KV config", [
         (("-s", "--namespace"), {"required": True}), (("-k", "--key"), {"required": True})]),
 }
@@ -137,7 +149,7 @@ def build_parser(parser: Optional[argparse.ArgumentParser] = None) -> argparse.A
 
 
 def run(args: argparse.Namespace) -> int:
-    client = AdminClient(args.namesrvAddr)
+    client = AdminClient(args.namesrvAddr, credentials=tools_credentials())
     try:
         args.admin_handler(client, args)
         return 0

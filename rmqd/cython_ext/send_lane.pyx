@@ -32,6 +32,7 @@ from rmqd.cython_ext.store_put cimport MessageToStore, PutEngine, PutMessageResu
 
 from rmqd.cython_ext.message_codec import java_string_hash
 from rmqd.cython_ext.remoting_codec import SERVER_VERSION, encode_frame
+from rmqd.remoting.command import prepare_reply
 
 # Send header field names: SEND_MESSAGE (10) full names, SEND_MESSAGE_V2 (310) compact ones.
 # The first F_REQUIRED are mandatory (present, not parsed by the lane).
@@ -358,6 +359,7 @@ cdef class SendLane:
     cdef public Py_ssize_t max_body
     cdef public bint sync_flush          # SYNC_FLUSH store: answers wait for the group commit
     cdef public object flush_waiter      # (conn, end_offset, ok_frame, timeout_frame) -> None
+    cdef public object request_hook      # the dispatcher's request hook (ACL): checked before serving
     cdef public long long served
     cdef public long long served_raw     # of which served from the bytes (JSON header not decoded)
     cdef str _last_topic                 # the str made for the last raw topic (reused when equal)
@@ -411,10 +413,11 @@ cdef class SendLane:
         cdef double t0 = _now_ms()
         dispatcher = conn.dispatcher
         mv = memoryview(buf)
+        cdef bint raw = self.request_hook is None     # a hook needs the decoded request
         while pos < n:
             end = pos + 4 + <Py_ssize_t>be32(p + pos)
             frame = None
-            if self.enabled and p[pos + 4] == 0:      # JSON header
+            if raw and self.enabled and p[pos + 4] == 0:      # JSON header
                 try:
                     frame = self._serve_raw(peer, buf, mv, pos)
                 except Exception as exc:
@@ -434,12 +437,22 @@ cdef class SendLane:
         if cmd.flag & RPC_TYPE_RESPONSE:
             conn._complete(cmd)
             return
+        hook = self.request_hook
+        if hook is not None:
+            refusal = hook(conn, cmd)
+            if refusal is not None:
+                if not cmd.flag & RPC_ONEWAY:
+                    out.extend(encode_frame(prepare_reply(cmd, refusal)))
+                return
         try:
             frame = self._handle(peer, cmd)
         except Exception as exc:
             frame = conn.lane_failed(cmd, exc)
         if frame is None:
-            dispatcher.dispatch(conn, cmd)
+            if hook is not None:
+                dispatcher.dispatch_checked(conn, cmd)
+            else:
+                dispatcher.dispatch(conn, cmd)
         elif type(frame) is tuple:
             self.flush_waiter(conn, *frame)
         elif len(<bytes>frame):

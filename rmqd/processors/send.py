@@ -194,6 +194,7 @@ class SendMessageProcessor:
         lane.max_body = INLINE_MAX_BODY
         lane.sync_flush = self.store.config.flush_disk_type == "SYNC_FLUSH"
         lane.flush_waiter = self._answer_when_flushed
+        lane.request_hook = self.broker.dispatcher.request_hook
         lane.enabled = True
 
     def _answer_when_flushed(self, conn: Any, end_offset: int, ok_frame: bytes, timeout_frame: bytes) -> None:

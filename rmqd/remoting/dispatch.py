@@ -206,6 +206,9 @@ class Dispatcher:
         # (``lane.serve_data``); what it does not serve it dispatches here.
         self.lane: Any = None
         self.observer: Observer | None = None
+        # Optional check run before every request (the broker's ACL): ``hook(conn, request)`` returns
+        # None to go on, or the response to send instead of processing the request.
+        self.request_hook: Callable[[Any, RemotingCommand], RemotingCommand | None] | None = None
 
     def set_observer(self, observer: Observer | None) -> None:
         """Report every answered request to ``observer`` (see ``Observer``), in every pool too."""
@@ -238,6 +241,16 @@ class Dispatcher:
         return code in self._table
 
     def dispatch(self, conn: Any, request: RemotingCommand) -> None:
+        hook = self.request_hook
+        if hook is not None:
+            refusal = hook(conn, request)
+            if refusal is not None:
+                conn.reply(request, refusal)
+                return
+        self.dispatch_checked(conn, request)
+
+    def dispatch_checked(self, conn: Any, request: RemotingCommand) -> None:
+        """Dispatch a request that already passed the request hook."""
         entry = self._table.get(request.code)
         if entry is None:
             log.debug("%s: request code %d not supported (peer %s)", self.name, request.code, conn.remote_address)

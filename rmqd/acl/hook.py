@@ -1,0 +1,30 @@
+"""The broker's request hook: every request on the broker ports is checked before it is processed."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from rmqd.acl.permission import AclError
+from rmqd.acl.validator import AclValidator, remark
+from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.command import RemotingCommand, error_response
+
+log = logging.getLogger(__name__)
+
+
+class AclRequestHook:
+    """``hook(conn, request)`` -> None (go on) or the refusal to send instead (Java 4.9.8: SYSTEM_ERROR
+    with the AclException as remark)."""
+
+    def __init__(self, validator: AclValidator) -> None:
+        self.validator = validator
+        self.refused = 0
+
+    def __call__(self, conn: Any, request: RemotingCommand) -> Optional[RemotingCommand]:
+        try:
+            self.validator.check(conn.peer_host, request.code, request.ext_fields, request.body)
+        except AclError as exc:
+            self.refused += 1
+            log.info("ACL: refused request code %d from %s: %s", request.code, conn.remote_address, exc.message)
+            return error_response(ResponseCode.SYSTEM_ERROR, remark(exc))
+        return None

@@ -1,0 +1,142 @@
+"""What a request needs, and the plain-ACL checks in the Java 4.9.8 broker's order.
+
+``resources_of`` is Java's ``PlainAccessValidator.parse``: per request code, the topics and groups (a
+group as its ``%RETRY%`` topic) the request touches and the permission it needs; every other code only
+passes the account and signature checks. ``AclValidator.check`` is ``PlainPermissionManager.validate``:
+
+1. the peer matches ``globalWhiteRemoteAddresses``: allowed, nothing else is checked;
+2. no AccessKey: "No accessKey is configured"; 3. unknown AccessKey: "No acl config for <ak>";
+4. the peer matches the account's ``whiteRemoteAddress``: allowed without signature or permissions;
+5. bad signature: "Check signature failed for accessKey=<ak>";
+6. a PUB to RMQ_SYS_TRACE_TOPIC: allowed;
+7. admin codes need ``admin: true``; each resource needs its permission, from topicPerms/groupPerms,
+   else from defaultTopicPerm/defaultGroupPerm: "No default permission for topic:T" / "group:G".
+
+A refusal is answered as the 4.9.8 broker answers it: SYSTEM_ERROR (1) with the remark
+``org.apache.rocketmq.acl.common.AclException: <message>, <first stack frame>``.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import orjson
+
+from rmqd.acl import permission as P
+from rmqd.acl.permission import AclError
+from rmqd.acl.signer import ACCESS_KEY, SIGNATURE, UNIQUE_KEY_QUERY, request_content
+
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+EXCEPTION_CLASS = "org.apache.rocketmq.acl.common.AclException"
+
+# The first stack frame the 4.9.8 broker's remark names for each refusal (read off the reference broker).
+_MANAGER = "org.apache.rocketmq.acl.plain.PlainPermissionManager"
+FRAME_NO_ACCESS_KEY = f"{_MANAGER}.validate(PlainPermissionManager.java:664)"
+FRAME_NO_ACL_CONFIG = f"{_MANAGER}.validate(PlainPermissionManager.java:668)"
+FRAME_NO_RESOURCE = f"{_MANAGER}.validate(PlainPermissionManager.java:674)"
+FRAME_SIGNATURE = f"{_MANAGER}.validate(PlainPermissionManager.java:684)"
+FRAME_ADMIN = f"{_MANAGER}.checkPerm(PlainPermissionManager.java:581)"
+FRAME_DEFAULT_PERM = f"{_MANAGER}.checkPerm(PlainPermissionManager.java:606)"
+FRAME_RESOURCE_PERM = f"{_MANAGER}.checkPerm(PlainPermissionManager.java:611)"
+FRAME_PARSE = "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java:134)"
+
+
+def remark(err: AclError) -> str:
+    """The remark of the 4.9.8 broker's SYSTEM_ERROR answer to a refused request."""
+    text = f"{EXCEPTION_CLASS}: {err.message}"
+    return f"{text}, {err.frame}" if err.frame else text
+
+
+def resources_of(code: int, ext: dict, body: Optional[bytes]) -> dict[str, int]:
+    """Resource -> needed permission of one request (Java ``PlainAccessValidator.parse``)."""
+    need: dict[str, int] = {}
+
+    def add(resource: Optional[str], perm: int) -> None:
+        if resource is not None:
+            need[resource] = perm
+
+    get = ext.get
+    try:
+        if code == 10 or code == 310:
+            topic, group = (get("topic"), get("group")) if code == 10 else (get("b"), get("a"))
+            if P.is_retry_topic(topic):
+                add(P.retry_topic(group), P.SUB)
+            else:
+                add(topic, P.PUB)
+        elif code == 36:                                   # CONSUMER_SEND_MSG_BACK
+            add(P.retry_topic(get("group")), P.SUB)
+        elif code == 11:                                   # PULL_MESSAGE
+            add(get("topic"), P.SUB)
+            add(P.retry_topic(get("consumerGroup")), P.SUB)
+        elif code == 12:                                   # QUERY_MESSAGE
+            add(get("topic"), P.SUB)
+        elif code == 34:                                   # HEART_BEAT
+            data = orjson.loads(body or b"")
+            for consumer in data.get("consumerDataSet") or ():
+                add(P.retry_topic(consumer.get("groupName")), P.SUB)
+                for sub in consumer.get("subscriptionDataSet") or ():
+                    add(sub.get("topic"), P.SUB)
+        elif code in (35, 38):                             # UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP
+            add(P.retry_topic(get("consumerGroup")), P.SUB)
+        elif code == 15:                                   # UPDATE_CONSUMER_OFFSET
+            add(P.retry_topic(get("consumerGroup")), P.SUB)
+            add(get("topic"), P.SUB)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise AclError(f"{type(exc).__name__}: {exc}", FRAME_PARSE) from exc
+    return need
+
+
+class AclValidator:
+    """Checks requests against a :class:`rmqd.acl.plain_acl.PlainAclManager`'s current accounts."""
+
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+
+    def check(self, remote_host: str, code: int, ext: Optional[dict], body: Optional[bytes]) -> None:
+        """Raise AclError when the request is refused."""
+        state = self.manager.state
+        need = resources_of(code, ext, body) if ext is not None else {}   # Java parses before it checks
+        for match in state.global_white:
+            if match(remote_host):
+                return
+        ext = ext or {}
+        access_key = ext.get(ACCESS_KEY)
+        if access_key is None:
+            raise AclError("No accessKey is configured", FRAME_NO_ACCESS_KEY)
+        account = state.accounts.get(access_key)
+        if account is None:
+            raise AclError(f"No acl config for {access_key}", FRAME_NO_ACL_CONFIG)
+        if account.white_match(remote_host):
+            return
+        if not self._signature_ok(ext, body, account.verifier):
+            raise AclError(f"Check signature failed for accessKey={access_key}", FRAME_SIGNATURE)
+        if need.get(TRACE_TOPIC) == P.PUB:
+            return
+        self._check_perm(code, need, account)
+
+    @staticmethod
+    def _signature_ok(ext: dict, body: Optional[bytes], verifier: Any) -> bool:
+        """Java 4.9.8 leaves ``_UNIQUE_KEY_QUERY`` out of the signed content; later clients sign it:
+        either matches."""
+        given = ext.get(SIGNATURE)
+        if given is None:
+            return False
+        if verifier.matches(request_content(ext, body, (SIGNATURE, UNIQUE_KEY_QUERY)), given):
+            return True
+        return UNIQUE_KEY_QUERY in ext and verifier.matches(request_content(ext, body), given)
+
+    @staticmethod
+    def _check_perm(code: int, need: dict[str, int], account: Any) -> None:
+        if code in P.ADMIN_CODES and not account.admin:
+            raise AclError(f"Need admin permission for request code={code}, but accessKey={account.access_key} "
+                           "is not", FRAME_ADMIN)
+        if not need or (not account.perms and account.admin):
+            return
+        for resource, needed in need.items():
+            owned = account.perms.get(resource)
+            if owned is None:
+                default = account.default_group_perm if P.is_retry_topic(resource) else account.default_topic_perm
+                if not P.check_permission(needed, default):
+                    raise AclError(f"No default permission for {P.describe_resource(resource)}",
+                                   FRAME_DEFAULT_PERM)
+            elif not P.check_permission(needed, owned):
+                raise AclError(f"No default permission for {P.describe_resource(resource)}", FRAME_RESOURCE_PERM)

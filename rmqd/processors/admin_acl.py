@@ -1,0 +1,104 @@
+"""ACL admin codes (mqadmin updateAclConfig, deleteAclConfig, clusterAclConfigVersion,
+updateGlobalWhiteAddr): UPDATE_AND_CREATE_ACL_CONFIG (50), DELETE_ACL_CONFIG (51),
+GET_BROKER_CLUSTER_ACL_INFO (52), UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53).
+
+Java: ``AdminBrokerProcessor`` with ``PlainAccessValidator``. They rewrite YAML files, so they run in the
+admin pool. With ACL off the Java broker has no validator and these requests fail; rmqd answers with the
+failure code and a remark that says ACL is off.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Optional
+
+from rmqd.acl.permission import AclError
+from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+
+if TYPE_CHECKING:
+    from rmqd.acl.plain_acl import PlainAclManager
+    from rmqd.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+
+def _split(value: Optional[str]) -> Optional[list[str]]:
+    """UtilAll.split: None stays None; otherwise the comma-separated parts."""
+    if value is None:
+        return None
+    return [part for part in value.split(",")]
+
+
+def _off(code: ResponseCode) -> RemotingCommand:
+    return error_response(code, "ACL is not enabled on this broker (aclEnable=false)")
+
+
+class AclAdminProcessor:
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+
+    @property
+    def manager(self) -> "Optional[PlainAclManager]":
+        return getattr(self.broker, "acl_manager", None)
+
+    def update_and_create_acl_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        (access_key,) = require(request, "accessKey")
+        manager = self.manager
+        if manager is None:
+            return _off(ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED)
+        ext = request.ext_fields
+        cfg = {"accessKey": access_key, "secretKey": ext.get("secretKey"),
+               "whiteRemoteAddress": ext.get("whiteRemoteAddress"),
+               "admin": str(ext.get("admin", "false")).lower() == "true",
+               "defaultTopicPerm": ext.get("defaultTopicPerm"), "defaultGroupPerm": ext.get("defaultGroupPerm"),
+               "topicPerms": _split(ext.get("topicPerms")), "groupPerms": _split(ext.get("groupPerms"))}
+        try:
+            manager.update_account(cfg)
+        except (AclError, OSError, ValueError) as exc:
+            log.warning("updateAclConfig of %s from %s failed: %s", access_key, conn.remote_address, exc)
+            return error_response(ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED, str(exc))
+        return new_response()
+
+    def delete_acl_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        (access_key,) = require(request, "accessKey")
+        manager = self.manager
+        if manager is None:
+            return _off(ResponseCode.DELETE_ACL_CONFIG_FAILED)
+        if not manager.delete_account(access_key):
+            return error_response(ResponseCode.DELETE_ACL_CONFIG_FAILED,
+                                  f"The accesskey[{access_key}] corresponding to accessConfig has been deleted failed.")
+        return new_response()
+
+    def get_broker_cluster_acl_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        manager = self.manager
+        if manager is None:
+            return _off(ResponseCode.SYSTEM_ERROR)
+        version, all_versions = manager.version_info()
+        cfg = self.broker.config
+        return new_response(ext_fields={"version": version, "allAclFileVersion": all_versions,
+                                        "brokerName": cfg.brokerName, "brokerAddr": self.broker.address,
+                                        "clusterName": cfg.brokerClusterName})
+
+    def update_global_white_addrs_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        (addrs,) = require(request, "globalWhiteAddrs")
+        manager = self.manager
+        if manager is None:
+            return _off(ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED)
+        try:
+            ok = manager.update_global_white(_split(addrs) or [], request.ext_fields.get("aclFileFullPath"))
+        except (AclError, OSError, ValueError) as exc:
+            return error_response(ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, str(exc))
+        if not ok:
+            return error_response(ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+                                  f"The globalWhiteAddresses[{addrs}] has been updated failed.")
+        return new_response()
+
+
+def install(broker: "BrokerController") -> AclAdminProcessor:
+    p = AclAdminProcessor(broker)
+    d, pool = broker.dispatcher, broker.pools["admin"]
+    d.register(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, p.update_and_create_acl_config, pool)
+    d.register(RequestCode.DELETE_ACL_CONFIG, p.delete_acl_config, pool)
+    d.register(RequestCode.GET_BROKER_CLUSTER_ACL_INFO, p.get_broker_cluster_acl_info, pool)
+    d.register(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, p.update_global_white_addrs_config, pool)
+    return p
