@@ -12,7 +12,24 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_java import RmqdTarget, create_topic, machine_line, prime_memory, produce  # noqa: E402
+from bench_java import JavaTarget, RmqdTarget, create_topic, machine_line, prime_memory, produce  # noqa: E402
+from javakit import ReferenceCluster, shadow_home  # noqa: E402
+
+
+class JavaAclTarget(JavaTarget):
+    """The reference broker; with ``aclEnable`` it reads plain_acl.yml from a ROCKETMQ_HOME of ours."""
+
+    def __init__(self, workdir: str, acl_yaml: str) -> None:
+        super().__init__(workdir)
+        self.acl_yaml = acl_yaml
+
+    def start(self, props: dict) -> None:
+        d = tempfile.mkdtemp(prefix="ref-", dir=self.workdir)
+        home = shadow_home(Path(d) / "home", {"plain_acl.yml": self.acl_yaml}) if props else None
+        self.cluster = ReferenceCluster(Path(d) / "cluster", extra_conf=[f"{k}={v}" for k, v in props.items()],
+                                        home=home).start()
+        self.namesrv, self.broker_addr = self.cluster.namesrv_addr, self.cluster.broker_addr
+        self.pid = int((Path(d) / "cluster" / "broker.pid").read_text().strip())
 
 AK, SK = "benchUser01", "benchSecret01"
 ACL_YAML = f"accounts:\n  - {{accessKey: {AK}, secretKey: {SK}, admin: true}}\n"
@@ -24,6 +41,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--windows", type=int, default=2)
     ap.add_argument("--no-prime", action="store_true")
+    ap.add_argument("--broker", choices=["rmqd", "java", "both"], default="both")
     args = ap.parse_args()
     print(machine_line(), flush=True)
     if not args.no_prime:
@@ -32,11 +50,16 @@ def main() -> None:
     acl_file = Path(work) / "conf" / "plain_acl.yml"
     acl_file.parent.mkdir(parents=True)
     acl_file.write_text(ACL_YAML)
-    results: dict[str, list] = {"off": [], "on": []}
+    brokers = ["rmqd", "java"] if args.broker == "both" else [args.broker]
+    results: dict[tuple, list] = {(b, m): [] for b in brokers for m in ("off", "on")}
     for p in range(args.passes):
-        for mode in ("off", "on"):
-            target = RmqdTarget(work)
-            props = {"aclEnable": "true", "aclFile": str(acl_file)} if mode == "on" else {}
+        for broker, mode in ((b, m) for b in brokers for m in ("off", "on")):
+            if broker == "rmqd":
+                target = RmqdTarget(work)
+                props = {"aclEnable": "true", "aclFile": str(acl_file)} if mode == "on" else {}
+            else:
+                target = JavaAclTarget(work, ACL_YAML)
+                props = {"aclEnable": "true"} if mode == "on" else {}
             target.start(props)
             try:
                 creds = (AK, SK) if mode == "on" else None
@@ -45,15 +68,16 @@ def main() -> None:
                 r = produce(target, "BenchAcl", args.threads, 1024, args.windows, extra)
             finally:
                 target.stop()
-            results[mode].append(r)
-            print(f"pass {p + 1} ACL {mode}: {r}", flush=True)
-    off = statistics.median(r["tps"] for r in results["off"])
-    on = statistics.median(r["tps"] for r in results["on"])
-    print(f"\n| {args.threads} senders, 1 KB | ACL off | ACL on | cost |\n|---|---:|---:|---:|")
-    print(f"| sends/s (median of {args.passes}) | {off:,.0f} | {on:,.0f} | {100 * (off - on) / off:.1f} % |")
-    rt_off = statistics.median(r["rt_ms"] for r in results["off"])
-    rt_on = statistics.median(r["rt_ms"] for r in results["on"])
-    print(f"| average RT (ms) | {rt_off:.3f} | {rt_on:.3f} | |")
+            results[(broker, mode)].append(r)
+            print(f"pass {p + 1} {broker} ACL {mode}: {r}", flush=True)
+    print(f"\n| {args.threads} senders, 1 KB (median of {args.passes}) | ACL off | ACL on | cost | "
+          f"broker CPU per send off / on (µs) |\n|---|---:|---:|---:|---:|")
+    for broker in brokers:
+        off, on = results[(broker, "off")], results[(broker, "on")]
+        tps_off, tps_on = (statistics.median(r["tps"] for r in rs) for rs in (off, on))
+        cpu = [statistics.median(1e6 * r["broker_cores"] / r["tps"] for r in rs) for rs in (off, on)]
+        print(f"| {broker} sends/s | {tps_off:,.0f} | {tps_on:,.0f} | {100 * (tps_off - tps_on) / tps_off:.1f} % "
+              f"| {cpu[0]:.1f} / {cpu[1]:.1f} |")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,19 @@ class AclRequestHook:
         try:
             self.validator.check(conn.peer_host, request.code, request.ext_fields, request.body)
         except AclError as exc:
-            self.refused += 1
-            log.info("ACL: refused request code %d from %s: %s", request.code, conn.remote_address, exc.message)
-            return error_response(ResponseCode.SYSTEM_ERROR, remark(exc))
+            return self._refuse(request.code, conn.remote_address, exc)
         return None
+
+    def signed_send(self, peer_host: str, code: int, access_key: str, signature: str, content: bytes,
+                    body: Any, topic: str, group: Optional[str]) -> Optional[RemotingCommand]:
+        """The send lane's entry (it read the header from the raw bytes and built the signed content)."""
+        try:
+            self.validator.check_signed_send(peer_host, code, access_key, signature, content, body, topic, group)
+        except AclError as exc:
+            return self._refuse(code, peer_host, exc)
+        return None
+
+    def _refuse(self, code: int, peer: str, exc: AclError) -> RemotingCommand:
+        self.refused += 1
+        log.info("ACL: refused request code %d from %s: %s", code, peer, exc.message)
+        return error_response(ResponseCode.SYSTEM_ERROR, remark(exc))

@@ -9,7 +9,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from typing import Mapping, Optional
+from operator import itemgetter
+from typing import Any, Mapping, Optional
 
 ACCESS_KEY = "AccessKey"
 SIGNATURE = "Signature"
@@ -17,15 +18,27 @@ SECURITY_TOKEN = "SecurityToken"
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 
 
+def header_content(ext_fields: Mapping[str, Optional[str]], skip: tuple[str, ...] = (SIGNATURE,)) -> bytes:
+    """The signed header part: the values in name order, without the ``skip`` fields."""
+    keys = sorted(ext_fields)
+    for name in skip:
+        if name in ext_fields:
+            keys.remove(name)
+    if not keys:
+        return b""
+    values = itemgetter(*keys)(ext_fields)
+    if len(keys) == 1:
+        values = (values,)
+    try:
+        return "".join(values).encode("utf-8")
+    except TypeError:                       # a non-string value (JSON null or number): as Java prints it
+        return "".join("null" if v is None else str(v) for v in values).encode("utf-8")
+
+
 def request_content(ext_fields: Mapping[str, Optional[str]], body: Optional[bytes],
                     skip: tuple[str, ...] = (SIGNATURE,)) -> bytes:
-    try:
-        values = "".join([ext_fields[k] for k in sorted(ext_fields) if k not in skip])
-    except TypeError:                       # a non-string value (JSON null or number): as Java prints it
-        values = "".join("null" if ext_fields[k] is None else str(ext_fields[k])
-                         for k in sorted(ext_fields) if k not in skip)
-    data = values.encode("utf-8")
-    return data + body if type(body) is bytes else (data + bytes(body) if body else data)
+    data = header_content(ext_fields, skip)
+    return data + bytes(body) if body else data
 
 
 class Verifier:
@@ -36,9 +49,12 @@ class Verifier:
     def __init__(self, secret_key: str) -> None:
         self._keyed = hmac.new(secret_key.encode("utf-8"), None, hashlib.sha1)
 
-    def matches(self, content: bytes, given: str) -> bool:
+    def matches(self, content: bytes, given: str, body: Any = None) -> bool:
+        """Whether ``given`` signs ``content`` (followed by ``body``, when given apart)."""
         h = self._keyed.copy()
         h.update(content)
+        if body:
+            h.update(body)
         try:
             expected = base64.b64decode(given, validate=True)
         except (ValueError, TypeError):

@@ -23,7 +23,7 @@ import orjson
 
 from rmqd.acl import permission as P
 from rmqd.acl.permission import AclError
-from rmqd.acl.signer import ACCESS_KEY, SIGNATURE, UNIQUE_KEY_QUERY, request_content
+from rmqd.acl.signer import ACCESS_KEY, SIGNATURE, UNIQUE_KEY_QUERY, header_content
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 EXCEPTION_CLASS = "org.apache.rocketmq.acl.common.AclException"
@@ -46,6 +46,13 @@ def remark(err: AclError) -> str:
     return f"{text}, {err.frame}" if err.frame else text
 
 
+def send_resources(topic: Optional[str], group: Optional[str]) -> dict[str, int]:
+    """A send needs PUB on its topic; a send to a ``%RETRY%`` topic needs SUB on the group instead."""
+    if P.is_retry_topic(topic):
+        return {} if group is None else {P.RETRY_PREFIX + group: P.SUB}
+    return {} if topic is None else {topic: P.PUB}
+
+
 def resources_of(code: int, ext: dict, body: Optional[bytes]) -> dict[str, int]:
     """Resource -> needed permission of one request (Java ``PlainAccessValidator.parse``)."""
     need: dict[str, int] = {}
@@ -58,10 +65,7 @@ def resources_of(code: int, ext: dict, body: Optional[bytes]) -> dict[str, int]:
     try:
         if code == 10 or code == 310:
             topic, group = (get("topic"), get("group")) if code == 10 else (get("b"), get("a"))
-            if P.is_retry_topic(topic):
-                add(P.retry_topic(group), P.SUB)
-            else:
-                add(topic, P.PUB)
+            return send_resources(topic, group)
         elif code == 36:                                   # CONSUMER_SEND_MSG_BACK
             add(P.retry_topic(get("group")), P.SUB)
         elif code == 11:                                   # PULL_MESSAGE
@@ -94,24 +98,48 @@ class AclValidator:
     def check(self, remote_host: str, code: int, ext: Optional[dict], body: Optional[bytes]) -> None:
         """Raise AclError when the request is refused."""
         state = self.manager.state
-        need = resources_of(code, ext, body) if ext is not None else {}   # Java parses before it checks
+        if ext is None:
+            need = {}
+        elif code == 310:                                   # the common case first
+            need = send_resources(ext.get("b"), ext.get("a"))
+        else:
+            need = resources_of(code, ext, body)            # Java parses before it checks
+        ext = ext or {}
+        account = self._signer_of(state, remote_host, ext.get(ACCESS_KEY))
+        if account is None:
+            return
+        if not self._signature_ok(ext, body, account.verifier):
+            raise AclError(f"Check signature failed for accessKey={account.access_key}", FRAME_SIGNATURE)
+        self._check_perm(code, need, account)
+
+    def check_signed_send(self, remote_host: str, code: int, access_key: str, given: str, content: bytes,
+                          body: Any, topic: str, group: Optional[str]) -> None:
+        """:meth:`check` for a SEND (10/310) whose signed content (the header values, without the body)
+        the send lane built from the raw header; raise AclError when refused."""
+        state = self.manager.state
+        need = send_resources(topic, group)
+        account = self._signer_of(state, remote_host, access_key)
+        if account is None:
+            return
+        if not account.verifier.matches(content, given, body):
+            raise AclError(f"Check signature failed for accessKey={access_key}", FRAME_SIGNATURE)
+        self._check_perm(code, need, account)
+
+    @staticmethod
+    def _signer_of(state: Any, remote_host: str, access_key: Optional[str]) -> Any:
+        """Steps 1-4: None when a white list lets the request through unchecked, else the account
+        whose signature and permissions decide."""
         for match in state.global_white:
             if match(remote_host):
-                return
-        ext = ext or {}
-        access_key = ext.get(ACCESS_KEY)
+                return None
         if access_key is None:
             raise AclError("No accessKey is configured", FRAME_NO_ACCESS_KEY)
         account = state.accounts.get(access_key)
         if account is None:
             raise AclError(f"No acl config for {access_key}", FRAME_NO_ACL_CONFIG)
         if account.white_match(remote_host):
-            return
-        if not self._signature_ok(ext, body, account.verifier):
-            raise AclError(f"Check signature failed for accessKey={access_key}", FRAME_SIGNATURE)
-        if need.get(TRACE_TOPIC) == P.PUB:
-            return
-        self._check_perm(code, need, account)
+            return None
+        return account
 
     @staticmethod
     def _signature_ok(ext: dict, body: Optional[bytes], verifier: Any) -> bool:
@@ -120,12 +148,14 @@ class AclValidator:
         given = ext.get(SIGNATURE)
         if given is None:
             return False
-        if verifier.matches(request_content(ext, body, (SIGNATURE, UNIQUE_KEY_QUERY)), given):
+        if verifier.matches(header_content(ext, (SIGNATURE, UNIQUE_KEY_QUERY)), given, body):
             return True
-        return UNIQUE_KEY_QUERY in ext and verifier.matches(request_content(ext, body), given)
+        return UNIQUE_KEY_QUERY in ext and verifier.matches(header_content(ext), given, body)
 
     @staticmethod
     def _check_perm(code: int, need: dict[str, int], account: Any) -> None:
+        if need.get(TRACE_TOPIC) == P.PUB:
+            return
         if code in P.ADMIN_CODES and not account.admin:
             raise AclError(f"Need admin permission for request code={code}, but accessKey={account.access_key} "
                            "is not", FRAME_ADMIN)

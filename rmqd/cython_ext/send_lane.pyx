@@ -23,7 +23,7 @@ from libc.stdlib cimport free, malloc, rand
 from libc.string cimport memcmp, memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
-from rmqd.cython_ext.json_scan cimport (V_ABSENT, V_FALSE, V_NUM, V_STR, V_STR_ESC, V_TRUE, Header, Slice,
+from rmqd.cython_ext.json_scan cimport (MAX_EXT, V_ABSENT, V_FALSE, V_NUM, V_STR, V_STR_ESC, V_TRUE, Header, Slice,
                                         ext_value, scan_header, slice_int, unescape)
 from rmqd.cython_ext.remoting_codec cimport FrameReader, RemotingCommand, be32, decode_frame_at
 
@@ -53,6 +53,8 @@ cdef enum:
     F_BATCH = 10
 
 cdef object DECLINED = object()             # _serve_raw: read in full, not for the lane
+cdef bytes ACCESS_KEY_B = b"AccessKey"
+cdef bytes SIGNATURE_B = b"Signature"
 cdef int SERVER_VERSION_C = SERVER_VERSION
 cdef int PERM_WRITE = 2
 cdef int MULTI_TAGS_FLAG = 0x2
@@ -252,6 +254,15 @@ cdef int _slice_truthy(const Slice* v) noexcept:
     return 0
 
 
+cdef inline int _key_cmp(const Slice* a, const Slice* b) noexcept nogil:
+    """Byte order of two names (ASCII: the order of Java's String.compareTo)."""
+    cdef Py_ssize_t n = a.n if a.n < b.n else b.n
+    cdef int c = memcmp(a.p, b.p, n)
+    if c != 0:
+        return c
+    return <int>(a.n - b.n)
+
+
 cdef inline bint _truthy(object v):
     return v is not None and (v == "1" or (<str>v).lower() == "true")
 
@@ -364,6 +375,8 @@ cdef class SendLane:
     cdef public long long served_raw     # of which served from the bytes (JSON header not decoded)
     cdef str _last_topic                 # the str made for the last raw topic (reused when equal)
     cdef uint8_t* _scratch               # unescaped properties of a raw request
+    cdef uint8_t* _acl_buf               # the signed content of a raw request (ACL on)
+    cdef Py_ssize_t _acl_cap
     cdef public LaneMetrics metrics      # what the served sends count for rmqd.metrics
     cdef bint _v2                        # the send being served is SEND_MESSAGE_V2
     cdef Py_ssize_t _scratch_cap
@@ -387,6 +400,7 @@ cdef class SendLane:
 
     def __dealloc__(self):
         free(self._scratch)
+        free(self._acl_buf)
 
     def handle(self, tuple peer, RemotingCommand cmd):
         """Serve ``cmd`` and return its encoded response frame (b"" for oneway), or None to decline.
@@ -413,7 +427,8 @@ cdef class SendLane:
         cdef double t0 = _now_ms()
         dispatcher = conn.dispatcher
         mv = memoryview(buf)
-        cdef bint raw = self.request_hook is None     # a hook needs the decoded request
+        # a hook needs the decoded request, unless it checks raw sends itself (the ACL's signed_send)
+        cdef bint raw = self.request_hook is None or hasattr(self.request_hook, "signed_send")
         while pos < n:
             end = pos + 4 + <Py_ssize_t>be32(p + pos)
             frame = None
@@ -424,8 +439,8 @@ cdef class SendLane:
                     frame = conn.lane_failed(decode_frame_at(buf, mv, pos), exc)
             if frame is None:
                 self._serve_cmd(conn, peer, dispatcher, decode_frame_at(buf, mv, pos), out)
-            elif frame is DECLINED:                  # read in full and not plain: the processor's
-                dispatcher.dispatch(conn, decode_frame_at(buf, mv, pos))
+            elif frame is DECLINED:                  # read in full (and checked) but not plain: the processor's
+                dispatcher.dispatch_checked(conn, decode_frame_at(buf, mv, pos))
             elif type(frame) is tuple:               # SYNC_FLUSH: answered once flushed
                 self.flush_waiter(conn, *frame)
             elif len(<bytes>frame):
@@ -511,12 +526,65 @@ cdef class SendLane:
         else:
             return None
         body = mv[bstart:end] if end > bstart else None
+        if self.request_hook is not None:
+            refusal = self._acl_raw(peer, &h, <int>code, names, topic, body)
+            if refusal is None:
+                return None                      # the dict path and the hook decide
+            if refusal is not True:
+                if rpc_flag & RPC_ONEWAY:
+                    return b""
+                return b"".join(encode_frame(prepare_reply(decode_frame_at(buf, mv, pos), refusal)))
         frame = self._serve(peer, topic, <int>queue_id, <int>sys_flag, born_ts, <int>flag, <int>reconsume,
                             props, body, <int>opaque, <int>rpc_flag, 0)
         if frame is None:
             return DECLINED                  # the dict path would read the same fields and decline too
         self.served_raw += 1
         return frame
+
+    cdef object _acl_raw(self, tuple peer, const Header* h, int code, tuple names, str topic, object body):
+        """ACL check of a raw send: True (allowed), the refusal to answer with, or None when the header
+        is not one this path reads (non-string values, repeated or escaped names): the hook decides."""
+        cdef int idx[MAX_EXT]
+        cdef int n = 0, i, j, t
+        cdef const Slice* ak = ext_value(h, <const char*>ACCESS_KEY_B, len(ACCESS_KEY_B))
+        cdef const Slice* sig = ext_value(h, <const char*>SIGNATURE_B, len(SIGNATURE_B))
+        cdef const Slice* grp = _field(h, names, 0)
+        cdef Py_ssize_t total = 0, o = 0
+        if ak == NULL or sig == NULL or ak.kind != V_STR or sig.kind != V_STR:
+            return None
+        if grp != NULL and grp.kind != V_STR:
+            return None
+        for i in range(h.n_ext):                   # the signed fields, sorted by name (Java TreeMap order)
+            if h.keys[i].n == 9 and memcmp(h.keys[i].p, <const char*>SIGNATURE_B, 9) == 0:
+                continue
+            if h.vals[i].kind != V_STR and h.vals[i].kind != V_STR_ESC:
+                return None
+            j = n
+            while j > 0:
+                t = _key_cmp(&h.keys[idx[j - 1]], &h.keys[i])
+                if t == 0:
+                    return None                    # a repeated name: the decoder keeps the last one
+                if t < 0:
+                    break
+                idx[j] = idx[j - 1]
+                j -= 1
+            idx[j] = i
+            n += 1
+            total += h.vals[i].n
+        if total > self._acl_cap:
+            free(self._acl_buf)
+            self._acl_buf = <uint8_t*>malloc(total + 256)
+            self._acl_cap = 0 if self._acl_buf == NULL else total + 256
+            if self._acl_buf == NULL:
+                raise MemoryError()
+        for i in range(n):
+            o += unescape(&h.vals[idx[i]], self._acl_buf + o)
+        content = PyBytes_FromStringAndSize(<const char*>self._acl_buf, o)
+        refusal = self.request_hook.signed_send(
+            peer[0], code, PyUnicode_DecodeASCII(<const char*>ak.p, ak.n, NULL),
+            PyUnicode_DecodeASCII(<const char*>sig.p, sig.n, NULL), content, body, topic,
+            None if grp == NULL else PyUnicode_DecodeASCII(<const char*>grp.p, grp.n, NULL))
+        return True if refusal is None else refusal
 
     cdef str _topic_str(self, const Slice* v):
         """The topic as a str, reusing the last one when the bytes are the same (its hash too)."""
