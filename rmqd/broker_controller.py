@@ -33,6 +33,8 @@ from rmqd.remoting.command import new_request
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.server import RemotingServer
 from rmqd.store.message import pack_host
+from rmqd.store.compaction.store import CompactionConfig
+from rmqd.store.topic_attributes import is_compaction_topic
 from rmqd.store.layers import build_store
 from rmqd.store.message_store import StoreConfig
 from rmqd.store.topic_restore import restore_topics_from_store
@@ -64,6 +66,18 @@ def store_config_from(c: BrokerConfig) -> StoreConfig:
         max_transfer_count_on_message_in_memory=int(c.maxTransferCountOnMessageInMemory),
         access_message_in_memory_max_ratio=int(c.accessMessageInMemoryMaxRatio),
         message_delay_level=c.messageDelayLevel,
+    )
+
+
+def compaction_config_from(c: BrokerConfig) -> CompactionConfig:
+    """The compaction store's settings from their RocketMQ 5.x broker.conf names."""
+    return CompactionConfig(
+        enabled=str(c.enableCompaction).lower() == "true",
+        log_file_size=int(c.compactionMappedFileSize),
+        cq_file_size=int(c.compactionCqMappedFileSize),
+        schedule_interval_ms=int(c.compactionScheduleInternal),
+        max_offset_map_size=int(c.maxOffsetMapSize),
+        thread_num=int(c.compactionThreadNum),
     )
 
 
@@ -101,7 +115,7 @@ class BrokerController:
 
         # store and metadata
         self.store_config = store_config_from(c)
-        self.store = build_store(self.store_config)
+        self.store = build_store(self.store_config, compaction_config_from(c))
         cfg_dir = self.store_config.config_dir
         self.topic_config_manager = TopicConfigManager(
             cfg_dir, c.brokerClusterName, c.brokerName, c.autoCreateTopicEnable, c.defaultTopicQueueNums,
@@ -182,6 +196,8 @@ class BrokerController:
                     self.consumer_offset_manager, self.delay_offset_manager):
             mgr.load()
         restore_topics_from_store(self.topic_config_manager, list(self.store._cqs))  # topics.json damaged/lost
+        for tc in list(self.topic_config_manager.table.values()):
+            self._tell_store_policy(tc)
         for svc in self.services:
             svc.start()
 
@@ -374,6 +390,14 @@ class BrokerController:
         except concurrent.futures.TimeoutError:
             log.warning("re-registration with the name servers did not finish within %.1fs", timeout)
 
+    def _tell_store_policy(self, tc: Any) -> None:
+        """A COMPACTION topic's reads go to the compaction store; its sends skip the fast lane
+        (the processor checks the key)."""
+        if tc is not None and is_compaction_topic(tc) and self.store.compaction is not None:
+            self.store.compaction.on_topic_config(tc.topic_name, True)
+            self.send_processor.forget_lane_topic(tc.topic_name)
+
     def _on_topic_change(self, topic_config: Any) -> None:
+        self._tell_store_policy(topic_config)
         # A created/updated topic is registered alone; a deletion re-registers the whole table.
         self.register_broker_all_sync(only=topic_config)

@@ -218,6 +218,12 @@ class BrokerConfig(_PropertiesConfig):
         "maxTransferCountOnMessageInMemory": 32,
         "accessMessageInMemoryMaxRatio": 40,
         "enableCompaction": True,
+        # compaction topics (RocketMQ 5.x names; compactionScheduleInternal is Java's spelling)
+        "compactionMappedFileSize": 100 * 1024 * 1024,
+        "compactionCqMappedFileSize": 10 * 1024 * 1024,
+        "compactionScheduleInternal": 15 * 60 * 1000,
+        "maxOffsetMapSize": 100 * 1024 * 1024,
+        "compactionThreadNum": 6,
         # metrics (RocketMQ 5.x names): PROM serves /metrics on metricsPromExporterHost:Port
         "metricsExporterType": "DISABLE",
         "metricsPromExporterPort": 5557,

@@ -160,6 +160,8 @@ class BrokerAdminProcessor:
             t["commitLogDirCapacity"] = f"Total : {human_bytes(du.total)}, Free : {human_bytes(du.free)}."
         except OSError as exc:
             log.warning("disk usage of %s: %s", store.config.store_root_dir, exc)
+        if store.compaction is not None:
+            t.update(store.compaction.runtime_info())
         return t
 
     def get_broker_runtime_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:

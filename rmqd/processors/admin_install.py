@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rmqd.processors import admin_broker, admin_group, admin_store, admin_topic, broker_stats
+from rmqd.processors import (admin_broker, admin_compaction, admin_group, admin_store, admin_topic,
+                             broker_stats)
 
 if TYPE_CHECKING:
     from rmqd.broker_controller import BrokerController
@@ -15,3 +16,4 @@ def install(broker: "BrokerController") -> None:
     broker.admin_group_processor = admin_group.install(broker)
     broker.admin_broker_processor = admin_broker.install(broker)
     broker.admin_store_processor = admin_store.install(broker)
+    broker.admin_compaction_processor = admin_compaction.install(broker)

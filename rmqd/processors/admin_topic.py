@@ -16,55 +16,13 @@ from rmqd.processors.admin_common import (check_system_topic, json_response, sla
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, ext_int, new_response, require
+from rmqd.store import topic_attributes
 from rmqd.store.metadata import SCHEDULE_TOPIC, TopicConfig
 
 if TYPE_CHECKING:
     from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
-
-
-class AttributeError_(ValueError):
-    """Bad ``attributes`` header (5.x AttributeUtil rules)."""
-
-
-def parse_attributes(spec: Optional[str]) -> dict[str, str]:
-    """``"+k=v,+k2=v2,-k3"`` → ``{"+k": "v", "+k2": "v2", "-k3": ""}`` (AttributeParser.parseToMap)."""
-    out: dict[str, str] = {}
-    if not spec or not spec.strip():
-        return out
-    for item in spec.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if item[0] not in "+-":
-            raise AttributeError_(f"attribute format is wrong: {item}")
-        if item[0] == "+":
-            if "=" not in item:
-                raise AttributeError_(f"add/alter attribute format is wrong: {item}")
-            k, v = item.split("=", 1)
-            out[k] = v
-        else:
-            if "=" in item:
-                raise AttributeError_(f"delete attribute format is wrong: {item}")
-            out[item] = ""
-    return out
-
-
-def alter_attributes(create: bool, current: dict[str, str], new: dict[str, str]) -> dict[str, str]:
-    """Apply ``+k=v`` / ``-k`` operations (AttributeUtil.alterCurrentAttributes); keys stored bare."""
-    result = {} if create else dict(current)
-    for key, value in new.items():
-        real = key[1:]
-        if key.startswith("+"):
-            result[real] = value
-        else:
-            if create:
-                raise AttributeError_(f"only add attribute is supported while creating topic. key: {real}")
-            if real not in result:
-                raise AttributeError_(f"attempt to delete a nonexistent key: {real}")
-            del result[real]
-    return result
 
 
 class TopicAdminProcessor:
@@ -86,9 +44,9 @@ class TopicAdminProcessor:
         mgr = broker.topic_config_manager
         old = mgr.get(topic)
         try:
-            attrs = alter_attributes(old is None, old.attributes if old else {},
-                                     parse_attributes(ext.get("attributes")))
-        except AttributeError_ as exc:
+            attrs = topic_attributes.alter(old is None, old.attributes if old else {},
+                                           topic_attributes.parse(ext.get("attributes")))
+        except topic_attributes.AttributeValueError as exc:
             return error_response(ResponseCode.SYSTEM_ERROR, str(exc))
         tc = TopicConfig(topic, int(read_q), int(write_q), int(perm),
                          ext.get("topicFilterType") or "SINGLE_TAG", ext_int(request, "topicSysFlag", 0) or 0,

@@ -24,6 +24,7 @@ from rmqd.cython_ext.send_lane import SendLane
 from rmqd.remoting.dispatch import TO_POOL
 from rmqd.store.message import (MULTI_TAGS_FLAG, MessageToStore, find_property, java_string_hash)
 from rmqd.store.message_store import PutMessageStatus
+from rmqd.store.topic_attributes import is_compaction_topic
 from rmqd.store.metadata import (DLQ_GROUP_TOPIC_PREFIX, PERM_READ, PERM_WRITE,
                                  RETRY_GROUP_TOPIC_PREFIX, TOPIC_NAME_RE)
 
@@ -203,6 +204,10 @@ class SendMessageProcessor:
         self.store.on_flushed(end_offset, lambda flushed: conn.send_encoded(
             [ok_frame if flushed else timeout_frame]))
 
+    def forget_lane_topic(self, topic: str) -> None:
+        """Keep ``topic`` off the fast lane (a COMPACTION topic: its sends need the key check)."""
+        self._valid_topics.discard(topic)
+
     def close_lane(self) -> None:
         self.lane.enabled = False
 
@@ -261,9 +266,10 @@ class SendMessageProcessor:
             if topic in NOT_ALLOWED_SEND_TOPICS:
                 return error_response(ResponseCode.NO_PERMISSION,
                                       f"Sending message to topic[{topic}] is forbidden."), None
-            if len(self._valid_topics) < 100000:
-                self._valid_topics.add(topic)
         tc = self.topics.get(topic)
+        if topic not in self._valid_topics and len(self._valid_topics) < 100000 and \
+                (tc is None or not is_compaction_topic(tc)):
+            self._valid_topics.add(topic)
         if tc is None:
             sys_flag = 0
             if _truthy(h.get("unitMode")):
@@ -351,6 +357,8 @@ class SendMessageProcessor:
             else:
                 tags = keys = uniq = None
                 stored_props = cluster
+            if is_compaction_topic(tc) and not (keys and keys.strip()):
+                return error_response(ResponseCode.MESSAGE_ILLEGAL, "Required message key is missing")
             msgs = [MessageToStore(topic, queue_id, body, stored_props, int(h["flag"]), sys_flag, born_ts,
                                    born_host, store_host, reconsume_times, 0,
                                    java_string_hash(tags) if tags else 0, keys, uniq)]

@@ -7,9 +7,15 @@ what it does not change), so processors keep talking to one narrow store interfa
 """
 from __future__ import annotations
 
+from typing import Optional
+
+from rmqd.store.compaction.store import CompactionConfig, CompactionStore
 from rmqd.store.message_store import MessageStore, StoreConfig
 
 
-def build_store(store_config: StoreConfig) -> MessageStore:
+def build_store(store_config: StoreConfig,
+                compaction_config: Optional[CompactionConfig] = None) -> MessageStore:
     """The local store, wrapped by the layers that are switched on."""
-    return MessageStore(store_config)
+    store = MessageStore(store_config)
+    store.compaction = CompactionStore(store, compaction_config or CompactionConfig())
+    return store

@@ -318,6 +318,9 @@ class MessageStore:
         self._last_thorough_flush = 0.0
         self.hot_data_limit = int(_physical_memory() * config.access_message_in_memory_max_ratio / 100)
         self._manual_delete_times = 0
+        # The compaction store (rmqd.store.compaction), set by rmqd.store.layers.build_store: reads
+        # of COMPACTION topics go there, like Java's DefaultMessageStore -> CompactionStore.
+        self.compaction = None
 
     @property
     def clock(self) -> Callable[[], int]:
@@ -395,6 +398,8 @@ class MessageStore:
             self._warmer = PageWarmer(self)
             self._warmer.start()
         self._spawn("rmqd-store-clean", self._clean_loop)
+        if self.compaction is not None:
+            self.compaction.start()
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
@@ -409,6 +414,8 @@ class MessageStore:
             self._running = False
             self._engine.reset()
         self._stop.set()
+        if self.compaction is not None:
+            self.compaction.shutdown()
         if self._warmer is not None:
             self._warmer.stop()
             self._warmer = None
@@ -590,11 +597,29 @@ class MessageStore:
                     self._cqs = {**self._cqs, (topic, queue_id): cq}
         return cq
 
+    def _compacted(self, topic: str):
+        c = self.compaction
+        return c if c is not None and topic in c.topics else None
+
     def get_max_offset(self, topic: str, queue_id: int) -> int:
+        c = self._compacted(topic)
+        if c is not None:
+            return c.max_offset(topic, queue_id)
         cq = self._find_cq(topic, queue_id)
         return cq.max_offset if cq else 0
 
     def get_min_offset(self, topic: str, queue_id: int) -> int:
+        c = self._compacted(topic)
+        if c is not None:
+            return c.min_offset(topic, queue_id)
+        cq = self._find_cq(topic, queue_id)
+        return cq.min_offset if cq else 0
+
+    def _local_max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._find_cq(topic, queue_id)
+        return cq.max_offset if cq else 0
+
+    def _local_min_offset(self, topic: str, queue_id: int) -> int:
         cq = self._find_cq(topic, queue_id)
         return cq.min_offset if cq else 0
 
@@ -617,6 +642,12 @@ class MessageStore:
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """Store time of the message at ``queue_offset`` or -1."""
+        c = self._compacted(topic)
+        if c is not None:
+            return c.store_time(topic, queue_id, queue_offset)
+        return self._local_store_time(topic, queue_id, queue_offset)
+
+    def _local_store_time(self, topic: str, queue_id: int, queue_offset: int) -> int:
         cq = self._find_cq(topic, queue_id)
         e = cq.get_entry(queue_offset) if cq and queue_offset >= cq.min_offset else None
         if e is None or e[1] == BLANK_ENTRY[1]:
@@ -624,12 +655,21 @@ class MessageStore:
         return self._store_time_of(e[0], e[1])
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        c = self._compacted(topic)
+        if c is not None:
+            return c.earliest_time(topic, queue_id)
         cq = self._find_cq(topic, queue_id)
         if cq is None:
             return -1
         return self.get_message_store_timestamp(topic, queue_id, cq.min_offset)
 
     def get_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        c = self._compacted(topic)
+        if c is not None:
+            return c.offset_by_time(topic, queue_id, timestamp)
+        return self._local_offset_by_time(topic, queue_id, timestamp)
+
+    def _local_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         cq = self._find_cq(topic, queue_id)
         if cq is None:
             return 0
@@ -648,6 +688,8 @@ class MessageStore:
         tdir = os.path.join(self.config.consume_queue_dir, topic)
         if os.path.isdir(tdir):
             shutil.rmtree(tdir)
+        if self.compaction is not None and topic in self.compaction.topics:
+            self.compaction.delete_topic(topic)
         return len(gone)
 
     def topics(self) -> set[str]:
@@ -663,6 +705,15 @@ class MessageStore:
         """Read up to ``max_nums`` messages from logical ``offset`` (status table of README §3.3)."""
         t0 = time.perf_counter()
         try:
+            c = self._compacted(topic)
+            if c is not None:
+                cfg = self.config
+                limit = cfg.max_transfer_bytes_on_message_in_memory
+                if max_total_bytes is not None:
+                    limit = min(limit, max_total_bytes)
+                return c.get_messages(topic, queue_id, offset,
+                                      min(max_nums, cfg.max_transfer_count_on_message_in_memory), limit,
+                                      message_filter)
             return self._get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
         finally:
             elapsed = (time.perf_counter() - t0) * 1000
@@ -670,6 +721,11 @@ class MessageStore:
                 self._stats.get_message_times_total += 1
                 if elapsed > self._stats.get_latency_max_ms:
                     self._stats.get_latency_max_ms = elapsed
+
+    def _get_local(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                   max_total_bytes: Optional[int], message_filter) -> GetMessageResult:
+        """The local consume queue's answer, whatever the topic (the compaction store's tail)."""
+        return self._get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
 
     def _get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
                       max_total_bytes: Optional[int], message_filter) -> GetMessageResult:
@@ -744,7 +800,7 @@ class MessageStore:
         ``tag_codes`` None matches every tag; otherwise the tag hash codes to keep. Store layers
         (compaction, tier) that route a queue elsewhere must answer None for it."""
         cq = self._cqs.get((topic, queue_id))
-        if cq is None:
+        if cq is None or self._compacted(topic) is not None:
             return None
         cfg = self.config
         t0 = time.perf_counter()
@@ -892,6 +948,8 @@ class MessageStore:
         of commit-log segments deleted.
         """
         cfg = self.config
+        if self.compaction is not None:
+            self.compaction.catch_up_all()    # compaction logs first: retention must not lose them
         ratio = self._check_disk()
         space_full = ratio > cfg.disk_max_used_space_ratio
         force = ratio > cfg.disk_space_clean_forcibly_ratio

@@ -1,0 +1,294 @@
+# cython: language_level=3
+"""Compaction hot paths: the OffsetMap and the per-record scans of a compaction log segment.
+
+A segment is a CommitLog-format log file plus its 46-byte CQ units (Java's bcq layout):
+phys i64, size i32, tagsCode i64, storeTime i64, queueOffset i64, batchSize i16, compactOffset i32,
+reserved i32, big-endian. The scans walk the units, find each record in the log buffer, read the
+record's KEYS property in C, and hash the key with MD5 (hashlib's OpenSSL one-shot) only when the
+OffsetMap needs it. The copies of kept records run without the GIL.
+"""
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp, memcpy, memset
+
+import hashlib
+
+cdef object _md5 = hashlib.md5
+
+ctypedef unsigned int uint32_t_
+
+DEF UNIT = 46
+DEF ENTRY = 24
+DEF BORNHOST_V6 = 0x10
+DEF STOREHOST_V6 = 0x20
+
+CQ_UNIT_SIZE = UNIT
+OFFSET_MAP_ENTRY_SIZE = ENTRY
+BLANK_MAGIC = -875286124      # 0xCBD43194, CommitLog BLANK_MAGIC_CODE
+
+
+cdef inline int64_t _get64(const uint8_t* p) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(8):
+        v = (v << 8) | p[i]
+    return <int64_t>v
+
+
+cdef inline int32_t _get32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint64_t>p[0] << 24) | (<uint64_t>p[1] << 16) | (<uint64_t>p[2] << 8) | p[3])
+
+
+cdef inline void _put64(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint64_t u = <uint64_t>v
+    cdef int i
+    for i in range(7, -1, -1):
+        p[i] = u & 0xFF
+        u >>= 8
+
+
+cdef inline void _put32(uint8_t* p, int32_t v) noexcept nogil:
+    cdef uint64_t u = <uint32_t_>v
+    p[0] = (u >> 24) & 0xFF
+    p[1] = (u >> 16) & 0xFF
+    p[2] = (u >> 8) & 0xFF
+    p[3] = u & 0xFF
+
+
+cdef inline void _put16(uint8_t* p, int16_t v) noexcept nogil:
+    p[0] = (<uint32_t_>v >> 8) & 0xFF
+    p[1] = <uint32_t_>v & 0xFF
+
+
+cdef int _record_key(const uint8_t* rec, Py_ssize_t size, Py_ssize_t* kstart, Py_ssize_t* klen,
+                     int32_t* body_len, int64_t* store_ts) noexcept nogil:
+    """Locate KEYS in a record: 1 found, 0 keyless, -1 malformed. Also the body length and store time."""
+    cdef int32_t sys_flag
+    cdef Py_ssize_t p, born_len, store_len, props_len, end, i, j
+    if size < 60:
+        return -1
+    sys_flag = _get32(rec + 36)
+    born_len = 20 if sys_flag & BORNHOST_V6 else 8
+    store_len = 20 if sys_flag & STOREHOST_V6 else 8
+    p = 48 + born_len
+    if p + 8 > size:
+        return -1
+    store_ts[0] = _get64(rec + p)
+    p += 8 + store_len + 4 + 8
+    if p + 4 > size:
+        return -1
+    body_len[0] = _get32(rec + p)
+    if body_len[0] < 0:
+        return -1
+    p += 4 + body_len[0]
+    if p + 1 > size:
+        return -1
+    p += 1 + rec[p]
+    if p + 2 > size:
+        return -1
+    props_len = (rec[p] << 8) | rec[p + 1]
+    p += 2
+    end = p + props_len
+    if end > size:
+        return -1
+    # properties: name \x01 value \x02 ...; find the entry named KEYS
+    i = p
+    while i < end:
+        j = i
+        while j < end and rec[j] != 1:
+            j += 1
+        if j >= end:
+            return 0
+        if j - i == 4 and rec[i] == 75 and rec[i + 1] == 69 and rec[i + 2] == 89 and rec[i + 3] == 83:
+            kstart[0] = j + 1
+            j += 1
+            while j < end and rec[j] != 2:
+                j += 1
+            klen[0] = j - kstart[0]
+            return 1 if klen[0] > 0 else 0
+        while j < end and rec[j] != 2:
+            j += 1
+        i = j + 1
+    return 0
+
+
+def record_info(const uint8_t[::1] rec):
+    """``(key bytes or None, body length, store timestamp)`` of one CommitLog-format record."""
+    cdef Py_ssize_t ks = 0, kl = 0
+    cdef int32_t body_len = 0
+    cdef int64_t ts = 0
+    cdef int r = _record_key(&rec[0], rec.shape[0], &ks, &kl, &body_len, &ts)
+    if r < 0:
+        raise ValueError("malformed message record")
+    key = PyBytes_FromStringAndSize(<char*>&rec[ks], kl) if r == 1 else None
+    return key, body_len, ts
+
+
+cdef class OffsetMap:
+    """MD5(key) -> newest queue offset, open addressing in one C buffer of 24-byte entries
+    (16-byte digest + 8-byte offset), like Java's OffsetMap. ``put`` answers False once the map
+    holds ``capacity`` keys and the key is new: the caller compacts what it has and continues."""
+    cdef uint8_t* table
+    cdef readonly Py_ssize_t slots
+    cdef readonly Py_ssize_t capacity
+    cdef readonly Py_ssize_t size
+    cdef public int64_t last_offset
+
+    def __cinit__(self, Py_ssize_t memory_bytes):
+        self.slots = max(memory_bytes // ENTRY, 128)
+        self.capacity = self.slots * 3 // 4
+        self.table = <uint8_t*>malloc(self.slots * ENTRY)
+        if self.table == NULL:
+            raise MemoryError()
+        memset(self.table, 0xFF, self.slots * ENTRY)
+        self.size = 0
+        self.last_offset = -1
+
+    def __dealloc__(self):
+        free(self.table)
+
+    cdef inline Py_ssize_t _slot(self, const uint8_t* digest) noexcept nogil:
+        cdef uint64_t h = <uint64_t>_get64(digest)
+        cdef Py_ssize_t i = <Py_ssize_t>(h % <uint64_t>self.slots)
+        cdef uint8_t* e
+        while True:
+            e = self.table + i * ENTRY
+            if _get64(e + 16) == -1 or memcmp(e, digest, 16) == 0:
+                return i
+            i += 1
+            if i == self.slots:
+                i = 0
+
+    cdef int _put(self, const uint8_t* digest, int64_t offset) noexcept nogil:
+        cdef Py_ssize_t i = self._slot(digest)
+        cdef uint8_t* e = self.table + i * ENTRY
+        if _get64(e + 16) == -1:
+            if self.size >= self.capacity:
+                return 0
+            memcpy(e, digest, 16)
+            self.size += 1
+        _put64(e + 16, offset)
+        if offset > self.last_offset:
+            self.last_offset = offset
+        return 1
+
+    cdef int64_t _get(self, const uint8_t* digest) noexcept nogil:
+        return _get64(self.table + self._slot(digest) * ENTRY + 16)
+
+    def put(self, bytes digest, int64_t offset) -> bool:
+        return self._put(<const uint8_t*>PyBytes_AS_STRING(digest), offset) == 1
+
+    def get(self, bytes digest) -> int:
+        return self._get(<const uint8_t*>PyBytes_AS_STRING(digest))
+
+
+cdef inline bytes _digest(const uint8_t* rec, Py_ssize_t ks, Py_ssize_t kl):
+    return _md5(PyBytes_FromStringAndSize(<const char*>rec + ks, kl)).digest()
+
+
+def build_map(OffsetMap m, const uint8_t[::1] log, int64_t log_base, const uint8_t[::1] cq,
+              int64_t after_offset):
+    """Add the keys of the records above ``after_offset`` (in unit order) to ``m``.
+
+    Returns ``(units_done, full)``: how many units were consumed; ``full`` when the map could not
+    take a new key (``m.last_offset`` is then the last offset whose key went in)."""
+    cdef Py_ssize_t n = cq.shape[0] // UNIT, i, ks = 0, kl = 0
+    cdef const uint8_t* u
+    cdef int64_t phys, qoff, ts = 0
+    cdef int32_t size, body_len = 0
+    cdef int r
+    cdef bytes d
+    for i in range(n):
+        u = &cq[i * UNIT]
+        phys = _get64(u)
+        size = _get32(u + 8)
+        qoff = _get64(u + 28)
+        if qoff <= after_offset:
+            continue
+        if phys < log_base or phys - log_base + size > log.shape[0]:
+            raise ValueError(f"cq unit {i} points outside its log file ({phys}, {size})")
+        r = _record_key(&log[phys - log_base], size, &ks, &kl, &body_len, &ts)
+        if r != 1:
+            continue
+        d = _digest(&log[phys - log_base], ks, kl)
+        if m._put(<const uint8_t*>PyBytes_AS_STRING(d), qoff) == 0:
+            return i, True
+    return n, False
+
+
+def rewrite(OffsetMap m, const uint8_t[::1] log, int64_t log_base, const uint8_t[::1] cq,
+            int64_t upto_offset, bytearray out_log, bytearray out_cq, int64_t out_base):
+    """Append the records of one segment that survive ``m`` to ``out_log``/``out_cq``.
+
+    A record at or below ``upto_offset`` (the map's range) is dropped when its key maps to a newer
+    offset, or when it is the newest and its body is empty (a tombstone). Everything else is kept
+    with its queue offset; PHYSICALOFFSET (byte 28) is set to its new position ``out_base + len``.
+    Returns the number of records kept."""
+    cdef Py_ssize_t n = cq.shape[0] // UNIT, i, ks = 0, kl = 0, pos, kept = 0
+    cdef Py_ssize_t out_n = len(out_log), cq_n = len(out_cq)
+    cdef const uint8_t* u
+    cdef uint8_t* w
+    cdef uint8_t* wu
+    cdef int64_t phys, qoff, ts = 0, newest
+    cdef int32_t size, body_len = 0
+    cdef int r
+    cdef bytes d
+    cdef list keep = []
+    for i in range(n):
+        u = &cq[i * UNIT]
+        phys = _get64(u)
+        size = _get32(u + 8)
+        qoff = _get64(u + 28)
+        if phys < log_base or phys - log_base + size > log.shape[0]:
+            raise ValueError(f"cq unit {i} points outside its log file ({phys}, {size})")
+        if qoff <= upto_offset:
+            r = _record_key(&log[phys - log_base], size, &ks, &kl, &body_len, &ts)
+            if r == 1:
+                d = _digest(&log[phys - log_base], ks, kl)
+                newest = m._get(<const uint8_t*>PyBytes_AS_STRING(d))
+                if newest != -1 and (qoff < newest or body_len == 0):
+                    continue
+        keep.append(i)
+    if not keep:
+        return 0
+    total = 0
+    for i in keep:
+        total += _get32(&cq[i * UNIT + 8])
+    out_log.extend(b"\0" * total)
+    out_cq.extend(b"\0" * (len(keep) * UNIT))
+    w = <uint8_t*><char*>out_log
+    wu = <uint8_t*><char*>out_cq
+    pos = out_n
+    for i in keep:
+        u = &cq[i * UNIT]
+        phys = _get64(u)
+        size = _get32(u + 8)
+        with nogil:
+            memcpy(w + pos, &log[phys - log_base], size)
+            _put64(w + pos + 28, out_base + pos)
+            memcpy(wu + cq_n, u, UNIT)
+            _put64(wu + cq_n, out_base + pos)
+        pos += size
+        cq_n += UNIT
+        kept += 1
+    return kept
+
+
+def pack_unit(int64_t phys, int32_t size, int64_t tags_code, int64_t store_ts, int64_t queue_offset) -> bytes:
+    """One 46-byte CQ unit (batchSize 1, compactOffset -1, reserved 0)."""
+    cdef uint8_t buf[UNIT]
+    _put64(buf, phys)
+    _put32(buf + 8, size)
+    _put64(buf + 12, tags_code)
+    _put64(buf + 20, store_ts)
+    _put64(buf + 28, queue_offset)
+    _put16(buf + 36, 1)
+    _put32(buf + 38, -1)
+    _put32(buf + 42, 0)
+    return PyBytes_FromStringAndSize(<char*>buf, UNIT)
+
+
+def set_phys_offset(bytearray rec, int64_t phys) -> None:
+    """Rewrite PHYSICALOFFSET (byte 28) of a record in place."""
+    _put64(<uint8_t*><char*>rec + 28, phys)

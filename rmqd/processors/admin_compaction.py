@@ -1,0 +1,59 @@
+"""rmqd's own admin codes for compaction topics (documented in the README):
+
+* ``COMPACT_TOPIC`` (9001), header ``topic`` and optional ``queueId``: copy and compact now; the
+  body lists the run of each queue.
+* ``GET_COMPACTION_STATUS`` (9002), optional ``topic``: per queue, the last compacted offset, files,
+  records, bytes before/after and the last run's time and duration.
+
+Both block on disk work: they run in the admin pool.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from rmqd.processors.admin_common import json_response
+from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.command import RemotingCommand, error_response, require
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+COMPACT_TOPIC = 9001
+GET_COMPACTION_STATUS = 9002
+
+
+class CompactionAdminProcessor:
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+
+    def compact_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        (topic,) = require(request, "topic")
+        ext = request.ext_fields or {}
+        comp = self.broker.store.compaction
+        if comp is None or not comp.is_compaction_topic(topic):
+            return error_response(ResponseCode.SYSTEM_ERROR,
+                                  f"topic[{topic}] is not a compaction topic (cleanup.policy=COMPACTION)")
+        qid = int(ext["queueId"]) if ext.get("queueId") not in (None, "", "-1") else None
+        log.info("compactTopic %s queue %s requested by %s", topic, qid, conn.remote_address)
+        try:
+            runs = comp.compact(topic, qid)
+        except Exception as exc:
+            return error_response(ResponseCode.SYSTEM_ERROR, f"compaction of {topic} failed: {exc}")
+        return json_response({"runs": [{"queueId": q, **asdict(r)} for q, r in runs]})
+
+    def compaction_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        topic = (request.ext_fields or {}).get("topic") or None
+        comp = self.broker.store.compaction
+        return json_response({"queues": comp.status(topic) if comp is not None else []})
+
+
+def install(broker: "BrokerController") -> CompactionAdminProcessor:
+    p = CompactionAdminProcessor(broker)
+    d, pool = broker.dispatcher, broker.pools["admin"]
+    d.register(COMPACT_TOPIC, p.compact_topic, pool)
+    d.register(GET_COMPACTION_STATUS, p.compaction_status, pool)
+    return p

@@ -1,0 +1,115 @@
+"""Topic attributes of RocketMQ 5.x (``TopicAttributes``, ``AttributeUtil``), with the Java texts.
+
+``cleanup.policy`` (DELETE | COMPACTION) and ``queue.type`` cannot change after creation;
+``message.type`` and ``reserve.time`` can. Unknown keys are refused. Set contents print in Java
+HashSet order, as the Java broker's error remarks show them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+CLEANUP_POLICY = "cleanup.policy"
+COMPACTION = "COMPACTION"
+
+
+@dataclass(frozen=True)
+class Attribute:
+    name: str
+    changeable: bool
+    universe: Optional[tuple] = None        # enum values, in Java HashSet iteration order
+    value_range: Optional[tuple] = None     # (min, max) of a long attribute
+
+    def verify(self, value: str) -> None:
+        if self.universe is not None:
+            if value not in self.universe:
+                raise AttributeValueError(f"value is not in set: [{', '.join(self.universe)}]")
+            return
+        try:
+            v = int(value)
+        except ValueError:
+            raise AttributeValueError(f'For input string: "{value}"') from None
+        lo, hi = self.value_range
+        if v < lo or v > hi:
+            raise AttributeValueError(f"value is not in range({lo}, {hi})")
+
+
+class AttributeValueError(ValueError):
+    """An attribute change the Java broker refuses (its message is the remark)."""
+
+
+ALL = {a.name: a for a in (
+    Attribute("queue.type", False, ("SimpleCQ", "BatchCQ")),
+    Attribute(CLEANUP_POLICY, False, ("DELETE", COMPACTION)),
+    Attribute("message.type", True, ("UNSPECIFIED", "MIXED", "TRANSACTION", "FIFO", "DELAY", "NORMAL")),
+    Attribute("reserve.time", True, value_range=(-1, 2 ** 63 - 1)),
+)}
+
+
+def parse(spec: Optional[str]) -> dict[str, str]:
+    """``"+k=v,+k2=v2,-k3"`` -> ``{"+k": "v", "+k2": "v2", "-k3": ""}`` (AttributeParser.parseToMap)."""
+    out: dict[str, str] = {}
+    if not spec or not spec.strip():
+        return out
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if item[0] not in "+-":
+            raise AttributeValueError(f"attribute format is wrong: {item}")
+        if item[0] == "+":
+            if "=" not in item:
+                raise AttributeValueError(f"add/alter attribute format is wrong: {item}")
+            k, v = item.split("=", 1)
+            out[k] = v
+        else:
+            if "=" in item:
+                raise AttributeValueError(f"delete attribute format is wrong: {item}")
+            out[item] = ""
+    return out
+
+
+def alter(create: bool, current: dict[str, str], new: dict[str, str]) -> dict[str, str]:
+    """AttributeUtil.alterCurrentAttributes: the topic's attributes after ``new`` (keys bare)."""
+    init, add, update, delete = {}, {}, {}, {}
+    seen: set[str] = set()
+    for key, value in new.items():
+        real = key[1:]
+        if not real or "+" in real or "-" in real:
+            raise AttributeValueError("kv string format wrong.")
+        if real in seen:
+            raise AttributeValueError(f"alter duplication key. key: {real}")
+        seen.add(real)
+        if create:
+            if not key.startswith("+"):
+                raise AttributeValueError(f"only add attribute is supported while creating topic. key: {real}")
+            init[real] = value
+        elif key.startswith("+"):
+            (update if real in current else add)[real] = value
+        else:
+            if real not in current:
+                raise AttributeValueError(f"attempt to delete a nonexistent key: {real}")
+            delete[real] = value
+    for group, is_init, is_delete in ((init, True, False), (add, False, False), (update, False, False),
+                                      (delete, False, True)):
+        for real, value in group.items():
+            attr = ALL.get(real)
+            if attr is None:
+                raise AttributeValueError(f"unsupported key: {real}")
+            if not is_init and not attr.changeable:
+                raise AttributeValueError(f"attempt to update an unchangeable attribute. key: {real}")
+            if not is_delete:
+                attr.verify(value)
+    if create:
+        return init
+    result = dict(current)
+    result.update(add)
+    result.update(update)
+    for real in delete:
+        result.pop(real, None)
+    return result
+
+
+def is_compaction_topic(topic_config: Any) -> bool:
+    attrs = getattr(topic_config, "attributes", None)
+    return bool(attrs) and attrs.get(CLEANUP_POLICY) == COMPACTION

@@ -1,0 +1,149 @@
+"""Compaction topics in the store: the newest value per key survives, offsets stay, reads route."""
+from __future__ import annotations
+
+import os
+
+from rmqd.store.message_store import GetMessageStatus
+from tests.compaction.helpers import TOPIC, newest_per_key, open_store, put, read_all
+
+
+def _fill(store, versions=50, keys=10, filler=400, size=100):
+    sent = []
+    for v in range(versions):
+        for k in range(keys):
+            val = f"k{k}-v{v}-".encode() + b"x" * size
+            sent.append((put(store, f"key-{k}", val), f"key-{k}", val))
+    for f in range(filler):                      # unique keys: roll the log files
+        val = f"f{f}".encode() + b"y" * size
+        sent.append((put(store, f"filler-{f}", val), f"filler-{f}", val))
+    return sent
+
+
+def _expected(store, sent):
+    """What a consumer from the start must see: the newest value per key for the sealed files,
+    everything in the file still being written (Java leaves the active file alone)."""
+    qlog = store.compaction.logs[(TOPIC, 0)]
+    active_from = qlog.segments[-1].qoffs[0]
+    table = newest_per_key([s for s in sent if s[0] < active_from])
+    want = sorted((off, k, v) for k, (off, v) in table.items())
+    return want + [s for s in sent if s[0] >= active_from]
+
+
+def test_newest_value_per_key_with_original_offsets(tmp_path):
+    store = open_store(tmp_path / "s")
+    sent = _fill(store)
+    before = read_all(store)
+    assert before == sent                            # not compacted yet: everything, in order
+    (q, res), = store.compaction.compact(TOPIC, 0)
+    assert res.segments_rewritten > 0 and res.records_out < res.records_in
+    got = read_all(store)
+    assert got == _expected(store, sent)
+    offs = [g[0] for g in got]
+    assert offs == sorted(offs) and len(set(offs)) == len(offs)
+    newest = newest_per_key(sent)
+    for k in range(10):
+        assert newest[f"key-{k}"] in [(o, v) for o, kk, v in got if kk == f"key-{k}"]
+    # a pull inside a gap returns the next surviving record; at max: OFFSET_OVERFLOW_ONE
+    first_two = [g[0] for g in got[:2]]
+    if first_two[1] - first_two[0] > 1:
+        r = store.get_messages(TOPIC, 0, first_two[0] + 1, 1)
+        assert r.status is GetMessageStatus.FOUND and r.queue_offsets == [first_two[1]]
+    mx = store.get_max_offset(TOPIC, 0)
+    assert mx == len(sent)
+    assert store.get_messages(TOPIC, 0, mx, 32).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
+    assert store.get_min_offset(TOPIC, 0) == got[0][0]
+    # live tail after compaction
+    off = put(store, "key-3", b"live")
+    assert read_all(store, start=off) == [(off, "key-3", b"live")]
+    # the checkpoint and files are Java's layout
+    root = tmp_path / "s" / "compaction"
+    assert (root / "position-checkpoint").exists()
+    assert os.listdir(root / "compactionLog" / TOPIC / "0") and os.listdir(root / "compactionCq" / TOPIC / "0")
+    store.shutdown()
+
+
+def test_second_run_is_incremental_and_stable(tmp_path):
+    store = open_store(tmp_path / "s")
+    sent = _fill(store)
+    store.compaction.compact(TOPIC)
+    first = read_all(store)
+    (_, res), = store.compaction.compact(TOPIC, 0)
+    assert res.segments_rewritten == 0
+    assert read_all(store) == first
+    sent += _fill(store, versions=5, filler=400)
+    store.compaction.compact(TOPIC, 0)
+    assert read_all(store) == _expected(store, sent)
+    store.shutdown()
+
+
+def test_tombstone_removes_the_key(tmp_path):
+    store = open_store(tmp_path / "s")
+    sent = _fill(store, versions=3)
+    put(store, "key-4", b"")                                  # empty body: delete key-4
+    sent2 = _fill(store, versions=0, filler=500)
+    store.compaction.compact(TOPIC, 0)
+    keys = [k for _o, k, _v in read_all(store)]
+    assert "key-4" not in keys and "key-3" in keys
+    assert len(keys) == len(set(keys)) or sent2  # fillers are unique
+    store.shutdown()
+
+
+def test_tag_and_sql_filters_apply_to_compacted_reads(tmp_path):
+    from rmqd.filter.message_filter import ExpressionMessageFilter
+    store = open_store(tmp_path / "s")
+    for v in range(30):
+        for k in range(6):
+            put(store, f"key-{k}", f"v{v}".encode() + b"z" * 200, tags="even" if k % 2 == 0 else "odd")
+    for f in range(400):
+        put(store, f"filler-{f}", b"f" * 200, tags="filler")
+    store.compaction.compact(TOPIC, 0)
+    want = [g for g in read_all(store) if g[1].startswith("key-") and int(g[1][4:]) % 2 == 0]
+    assert len(want) == 3
+    tag = ExpressionMessageFilter("TAG", "even")
+    assert [g for g in read_all(store, message_filter=tag) if g[1].startswith("key-")] == want
+    sql = ExpressionMessageFilter("SQL92", "TAGS = 'even'")
+    assert [g for g in read_all(store, message_filter=sql) if g[1].startswith("key-")] == want
+    store.shutdown()
+
+
+def test_restart_after_compaction(tmp_path):
+    store = open_store(tmp_path / "s")
+    sent = _fill(store)
+    store.compaction.compact(TOPIC, 0)
+    want = read_all(store)
+    store.shutdown()
+    store = open_store(tmp_path / "s")
+    assert read_all(store) == want
+    assert store.get_max_offset(TOPIC, 0) == len(sent)
+    off = put(store, "key-1", b"after-restart")
+    assert off == len(sent)
+    store.shutdown()
+
+
+def test_table_survives_commitlog_retention(tmp_path):
+    store = open_store(tmp_path / "s", commitlog_size=64 * 1024, file_reserved_time_hours=0)
+    sent = _fill(store)
+    put(store, "other", b"x", topic="Plain")
+    assert store.commitlog_min_offset() == 0
+    store.execute_delete_files_manually()
+    store.run_retention_once()                    # the copier runs first, then files go
+    assert store.commitlog_min_offset() > 0
+    store.compaction.compact(TOPIC, 0)
+    got = read_all(store)
+    assert got == _expected(store, sent)
+    assert store.get_min_offset(TOPIC, 0) == got[0][0]
+    ts = store.get_earliest_message_time(TOPIC, 0)
+    assert ts > 0 and store.get_offset_by_time(TOPIC, 0, ts) == got[0][0]
+    store.shutdown()
+
+
+def test_keyless_records_are_left_out_and_plain_topics_untouched(tmp_path):
+    store = open_store(tmp_path / "s")
+    put(store, None, b"no key")
+    put(store, "a", b"1")
+    store.compaction.catch_up(TOPIC, 0)
+    assert store.compaction.logs[(TOPIC, 0)].record_count() == 1
+    put(store, "a", b"1", topic="Plain")
+    assert store.get_messages_resident("Plain", 0, 0, 32, None) is not None
+    assert store.get_messages_resident(TOPIC, 0, 0, 32, None) is None
+    store.shutdown()
