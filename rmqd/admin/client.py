@@ -117,6 +117,11 @@ class AdminClient:
                 addrs.append(a)
         return addrs
 
+    def all_master_addrs(self) -> list[str]:
+        """Every master of every cluster known to the name server."""
+        info = self.cluster_info()
+        return [a for _n, bd in sorted(info.get("brokerAddrTable", {}).items()) if (a := _addr(bd, 0))]
+
     def broker_names(self, cluster: str) -> list[str]:
         return sorted(self.cluster_info().get("clusterAddrTable", {}).get(cluster, []))
 

@@ -82,8 +82,13 @@ def delete_topic(c: AdminClient, a: Any) -> None:
 def topic_list(c: AdminClient, a: Any) -> None:
     topics = c.topic_list()
     if not a.clusterModel:
+        attrs = {}
+        for table in _topic_configs(c).values():
+            for name, tc in table.items():
+                if tc.get("attributes"):
+                    attrs[name] = tc["attributes"]
         for t in topics:
-            print(t)
+            print(f"{t}  {_attrs_text(attrs[t])}" if t in attrs else t)
         return
     info = c.cluster_info()
     print("%-20s  %-48s  %-48s" % ("#Cluster Name", "#Topic", "#Consumer Group"))
@@ -111,6 +116,11 @@ def topic_route(c: AdminClient, a: Any) -> None:
 
 
 def topic_status(c: AdminClient, a: Any) -> None:
+    attrs = {}
+    for table in _topic_configs(c, a.topic).values():
+        attrs.update((table.get(a.topic) or {}).get("attributes") or {})
+    if attrs:
+        print(f"#Attributes: {_attrs_text(attrs)}")
     print("%-32s  %-4s  %-20s  %-20s    %s" % ("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"))
     rows = []
     for name, addr in sorted(c.route_masters(a.topic).items()):
@@ -797,3 +807,85 @@ def cluster_acl_config_version(c: AdminClient, a: Any) -> None:
                          str(version.get("counter")),
                          datetime.fromtimestamp(int(version.get("timestamp", 0)) / 1000).strftime("%Y-%m-%d %H:%M:%S")))
     print("get cluster's plain access config version success.")
+
+
+# ====================================================================== topic attributes, compaction
+def _attrs_text(attrs: Optional[dict]) -> str:
+    return "{" + ", ".join(f"{k}={v}" for k, v in sorted((attrs or {}).items())) + "}"
+
+
+def _topic_configs(c: AdminClient, topic: Optional[str] = None, broker: Optional[str] = None) -> dict:
+    """brokerAddr -> {topic: TopicConfig dict} from GET_ALL_TOPIC_CONFIG."""
+    addrs = [broker] if broker else (list(c.route_masters(topic).values()) if topic else c.all_master_addrs())
+    out = {}
+    for addr in addrs:
+        try:
+            body = c.call_json(addr, RequestCode.GET_ALL_TOPIC_CONFIG, {}) or {}
+        except (AdminError, OSError, TimeoutError) as exc:
+            print(f"# {addr}: topic configs unavailable ({exc})")
+            continue
+        out[addr] = body.get("topicConfigTable", {})
+    return out
+
+
+def get_topic_config(c: AdminClient, a: Any) -> None:
+    """The topic's config on each broker, attributes included (5.x getTopicConfig)."""
+    found = False
+    for addr, table in sorted(_topic_configs(c, a.topic, a.brokerAddr).items()):
+        tc = table.get(a.topic)
+        if tc is None:
+            continue
+        found = True
+        print(f"{addr}: " + _topic_config_text({**tc, "attributes": _attrs_text(tc.get("attributes"))}))
+    if not found:
+        raise AdminError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{a.topic}] not exist")
+
+
+def _compaction_addrs(c: AdminClient, a: Any) -> list[str]:
+    if getattr(a, "brokerAddr", None):
+        return [a.brokerAddr]
+    addrs = list(c.route_masters(a.topic).values()) if getattr(a, "topic", None) else c.all_master_addrs()
+    if not addrs:
+        raise AdminError(ResponseCode.TOPIC_NOT_EXIST, "No topic route data!")
+    return addrs
+
+
+def compact_topic(c: AdminClient, a: Any) -> None:
+    """Copy and compact a COMPACTION topic now (rmqd admin code 9001)."""
+    ext = {"topic": a.topic}
+    if a.queueId is not None:
+        ext["queueId"] = str(a.queueId)
+    saved, c.timeout = c.timeout, max(c.timeout, 600.0)     # a big queue takes a while
+    try:
+        bodies = [(addr, c.call_json(addr, 9001, ext) or {}) for addr in _compaction_addrs(c, a)]
+    finally:
+        c.timeout = saved
+    for addr, body in bodies:
+        for r in body.get("runs", []):
+            print(f"{addr} {a.topic} queue {r['queueId']}: {r['records_in']} -> {r['records_out']} records, "
+                  f"{r['bytes_in']} -> {r['bytes_out']} bytes, {r['segments_rewritten']} file(s) rewritten, "
+                  f"{r['rounds']} round(s), checkpoint {r['checkpoint']}, {r['duration_s'] * 1000:.1f} ms")
+
+
+def compaction_status(c: AdminClient, a: Any) -> None:
+    """Per queue: last compacted offset, files, records, bytes before/after, last run (code 9002)."""
+    print("%-32s  %-4s  %-14s  %-14s  %-6s  %-10s  %-12s  %-12s  %-12s  %s" % (
+        "#Topic", "#QID", "#MinOffset", "#Compacted", "#Files", "#Records", "#Bytes", "#Before", "#After",
+        "#LastRun (ms)"))
+    ext = {"topic": a.topic} if a.topic else {}
+    for addr in _compaction_addrs(c, a):
+        for q in (c.call_json(addr, 9002, ext) or {}).get("queues", []):
+            print("%-32s  %-4d  %-14d  %-14d  %-6d  %-10d  %-12d  %-12d  %-12d  %s (%s)" % (
+                q["topic"], q["queueId"], q["minOffset"], q["last_compacted_offset"], q["files"], q["records"],
+                q["bytes"], q["last_bytes_before"], q["last_bytes_after"], _ts(q["last_run_ms"]),
+                q["last_duration_ms"]))
+
+
+def dump_compaction_log(c: Optional[AdminClient], a: Any) -> None:
+    """Decode one compaction log file (mqadmin dumpCompactionLog -f FILE)."""
+    from rmqd.store.compaction.queue_log import decode_log_file
+    for rec in decode_log_file(a.file):
+        m = rec["message"]
+        print(f"position={rec['position']} size={rec['size']} queueOffset={m.queue_offset} "
+              f"physicalOffset={m.commit_log_offset} storeTimestamp={m.store_timestamp} "
+              f"keys={m.properties.get('KEYS')} tags={m.properties.get('TAGS')} bodyLength={len(m.body)}")

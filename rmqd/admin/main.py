@@ -130,6 +130,13 @@ SPEC: dict[str, tuple[Callable, str, list]] = {
                               "in broker", [(_B, {}), (_C, {}), (("-g", "--globalWhiteRemoteAddresses"),
                                                                   {"required": True}),
                                             (("-p", "--aclFileFullPath"), {})]),
+    "getTopicConfig": (commands.get_topic_config, "Get the topic's config, attributes included", [
+        (_T, {"required": True}), (_B, {})]),
+    "compactTopic": (commands.compact_topic, "Compact a COMPACTION topic now (rmqd)", [
+        (_T, {"required": True}), (("-q", "--queueId"), {"type": int}), (_B, {})]),
+    "compactionStatus": (commands.compaction_status, "Compaction state per queue (rmqd)", [(_T, {}), (_B, {})]),
+    "dumpCompactionLog": (commands.dump_compaction_log, "Decode a compaction log file", [
+        (("-f", "--file"), {"required": True})]),
     "deleteKvConfig": (commands.delete_kv_config, "Delete KV config", [
         (("-s", "--namespace"), {"required": True}), (("-k", "--key"), {"required": True})]),
 }
