@@ -32,9 +32,15 @@ def test_update_topic_with_attributes_and_order(server, admin):
     tc = _topics_json(server)["AdmT1"]
     assert tc["attributes"] == {"cleanup.policy": "COMPACTION"} and tc["order"] is True
     assert "broker-a:3" in admin("updateOrderConf", "-t", "AdmT1", "-m", "get")
-    # update: -k deletes an attribute; deleting a missing one fails like Java
-    admin("updateTopic", "-b", server.broker_addr, "-t", "AdmT1", "-r", "3", "-w", "3", "--attributes=-cleanup.policy")
-    assert "attributes" not in _topics_json(server)["AdmT1"]
+    # update: -k deletes a changeable attribute; cleanup.policy is not changeable; deleting a missing one
+    # fails like Java
+    err = admin("updateTopic", "-b", server.broker_addr, "-t", "AdmT1", "-r", "3", "-w", "3",
+                "--attributes=-cleanup.policy", rc=1)
+    assert "attempt to update an unchangeable attribute. key: cleanup.policy" in err
+    admin("updateTopic", "-b", server.broker_addr, "-t", "AdmT1", "-r", "3", "-w", "3", "-a", "+message.type=FIFO")
+    assert _topics_json(server)["AdmT1"]["attributes"] == {"cleanup.policy": "COMPACTION", "message.type": "FIFO"}
+    admin("updateTopic", "-b", server.broker_addr, "-t", "AdmT1", "-r", "3", "-w", "3", "--attributes=-message.type")
+    assert _topics_json(server)["AdmT1"]["attributes"] == {"cleanup.policy": "COMPACTION"}
     err = admin("updateTopic", "-b", server.broker_addr, "-t", "AdmT1", "--attributes=-nope", rc=1)
     assert "nonexistent" in err
     # system topics are refused

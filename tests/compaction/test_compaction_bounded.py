@@ -5,7 +5,7 @@ import time
 
 from rmqd.cython_ext import compaction as _cx
 from rmqd.store.message import MessageToStore, decode_messages
-from tests.compaction.helpers import TOPIC, open_store
+from compaction.helpers import TOPIC, open_store
 
 KEYS = 1_000_000
 MAP_KEYS = 100_000

@@ -10,14 +10,14 @@ import textwrap
 import pytest
 
 from rmqd.store.message import MessageToStore
-from tests.compaction.helpers import TOPIC, newest_per_key, open_store, read_all
+from compaction.helpers import TOPIC, newest_per_key, open_store, read_all
 
 STEPS = ["build", "writing", "write", "rename", "moved-log", "installed", "checkpoint"]
 
 CHILD = textwrap.dedent("""
     import os, sys
-    sys.path.insert(0, {repo!r})
-    from tests.compaction.helpers import open_store, TOPIC
+    sys.path.insert(0, {tests!r})
+    from compaction.helpers import open_store, TOPIC
     store = open_store({root!r}, map_bytes={map_bytes})
     seen = {{}}
     def hook(step):
@@ -64,7 +64,7 @@ def test_kill_at_step_then_restart(tmp_path, step):
     root = str(tmp_path / "s")
     sent = _prepare(root)
     nth = 2 if step in ("writing", "write", "rename", "moved-log", "installed") else 1
-    script = CHILD.format(repo=REPO, root=root, map_bytes=400 * 24, step=step, nth=nth)
+    script = CHILD.format(tests=os.path.join(REPO, "tests"), root=root, map_bytes=400 * 24, step=step, nth=nth)
     rc = subprocess.run([sys.executable, "-c", script], timeout=60).returncode
     assert rc == 9, f"child exited {rc}, not killed at {step}"
     store = open_store(root, map_bytes=400 * 24)
