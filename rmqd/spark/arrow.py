@@ -1,0 +1,73 @@
+"""The connector's row layout (Kafka's columns first) and Arrow record batches from decoded buffers."""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from rmqd.cython_ext import record_columns as _rc
+
+TIMESTAMP_TYPE_LOG_APPEND = 1     # Kafka's LogAppendTime: ``timestamp`` is the broker's store time
+
+HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+HEADERS = pa.list_(pa.field("element", HEADER))
+TS = pa.timestamp("us", tz="UTC")          # Spark's TimestampType in Arrow
+
+SCHEMA = pa.schema([
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", TS),
+    pa.field("timestampType", pa.int32()),
+    pa.field("headers", HEADERS),
+    pa.field("brokerName", pa.string()),
+    pa.field("tags", pa.string()),
+    pa.field("msgId", pa.string()),
+    pa.field("bornTimestamp", TS),
+    pa.field("commitLogOffset", pa.int64()),
+    pa.field("reconsumeTimes", pa.int32()),
+])
+
+DDL = ("key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, "
+       "timestampType int, headers array<struct<key:string,value:binary>>, brokerName string, tags string, "
+       "msgId string, bornTimestamp timestamp, commitLogOffset bigint, reconsumeTimes int")
+
+
+def _var(t: pa.DataType, col: tuple) -> pa.Array:
+    n, nulls, valid, offsets, data = col
+    return pa.Array.from_buffers(t, n, [pa.py_buffer(valid) if nulls else None, pa.py_buffer(offsets),
+                                        pa.py_buffer(data)], null_count=nulls)
+
+
+def _fixed(t: pa.DataType, n: int, data: Any) -> pa.Array:
+    return pa.Array.from_buffers(t, n, [None, pa.py_buffer(data)])
+
+
+def decode_batch(buf: Any, broker_name: str, lo: int = -1, hi: int = -1,
+                 max_rows: int = -1) -> tuple[pa.RecordBatch, int, int, Any]:
+    """Records in ``buf`` with queue offset in [lo, hi) -> (RecordBatch, rows, bytes consumed, the rows'
+    sysFlag int32 buffer)."""
+    cols, used = _rc.decode(buf, lo, hi, max_rows)
+    n = cols["rows"]
+    hk, hv = _var(pa.string(), cols["header_key"]), _var(pa.binary(), cols["header_value"])
+    headers = pa.ListArray.from_arrays(_fixed(pa.int32(), n + 1, cols["header_offsets"]),
+                                       pa.StructArray.from_arrays([hk, hv], fields=list(HEADER)), type=HEADERS)
+    arrays = [
+        _var(pa.binary(), cols["key"]),
+        _var(pa.binary(), cols["value"]),
+        _var(pa.string(), cols["topic"]),
+        _fixed(pa.int32(), n, cols["partition"]),
+        _fixed(pa.int64(), n, cols["offset"]),
+        _fixed(pa.int64(), n, cols["timestamp"]).view(TS),
+        pa.repeat(pa.scalar(TIMESTAMP_TYPE_LOG_APPEND, pa.int32()), n),
+        headers,
+        pa.repeat(pa.scalar(broker_name, pa.string()), n),
+        _var(pa.string(), cols["tags"]),
+        _var(pa.string(), cols["msgId"]),
+        _fixed(pa.int64(), n, cols["bornTimestamp"]).view(TS),
+        _fixed(pa.int64(), n, cols["commitLogOffset"]),
+        _fixed(pa.int32(), n, cols["reconsumeTimes"]),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA), n, used, cols["sysFlag"]

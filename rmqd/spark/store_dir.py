@@ -1,0 +1,211 @@
+"""Reading a store directory with no broker running (the ``path`` option).
+
+The layout is RocketMQ's: ``consumequeue/<topic>/<qid>/<20-digit byte offset>`` files of 20-byte units
+(phys i64, size i32, tagsCode i64) and ``commitlog/<20-digit start>`` files. A partition is one queue's
+offset range; only the ConsumeQueue files overlapping it and the CommitLog files its records live in
+are opened. Offset, queue, topic and store-time filters narrow the ranges first (time by binary
+search over the units). Every file opened is appended to ``fileAccessLog`` when that option is set.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import struct
+from dataclasses import dataclass
+from typing import Optional
+
+from rmqd.spark.remote import ConnectorError
+
+CQ_UNIT = 20
+_UNIT = struct.Struct(">qiq")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+BLANK_SIZE = 0x7FFFFFFF
+
+
+class FileAccess:
+    """Opens files read-only (mmap), remembers them, and logs each first open to ``log_path``."""
+
+    def __init__(self, log_path: Optional[str] = None) -> None:
+        self.log_path = log_path
+        self._maps: dict[str, mmap.mmap] = {}
+
+    def map(self, path: str) -> Optional[mmap.mmap]:
+        m = self._maps.get(path)
+        if m is None:
+            try:
+                with open(path, "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    if size == 0:
+                        return None
+                    m = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+            except FileNotFoundError:
+                return None
+            self._maps[path] = m
+            if self.log_path:
+                with open(self.log_path, "a") as log:
+                    log.write(path + "\n")
+        return m
+
+    def close(self) -> None:
+        for m in self._maps.values():
+            m.close()
+        self._maps.clear()
+
+
+def _numbered(d: str) -> list[int]:
+    try:
+        return sorted(int(n) for n in os.listdir(d) if n.isdigit())
+    except FileNotFoundError:
+        return []
+
+
+@dataclass
+class StoreLayout:
+    root: str
+
+    @property
+    def cq_root(self) -> str:
+        return os.path.join(self.root, "consumequeue")
+
+    @property
+    def commitlog_dir(self) -> str:
+        return os.path.join(self.root, "commitlog")
+
+    def check(self) -> None:
+        if not os.path.isdir(self.cq_root) or not os.path.isdir(self.commitlog_dir):
+            raise ConnectorError(f"option 'path': {self.root!r} is not a RocketMQ store directory (no "
+                                 "consumequeue/ and commitlog/)")
+
+    def topics(self, topic: Optional[str], pattern: Optional[str]) -> list[str]:
+        present = sorted(os.listdir(self.cq_root))
+        if topic:
+            wanted = [t.strip() for t in topic.split(",") if t.strip()]
+            missing = [t for t in wanted if t not in present]
+            if missing:
+                raise ConnectorError(f"option 'topic': {', '.join(missing)} not in the store at {self.root!r}")
+            return wanted
+        if pattern:
+            rx = re.compile(pattern)
+            return [t for t in present if rx.fullmatch(t)]
+        raise ConnectorError("set one of the options 'topic' (comma list) and 'topicPattern'")
+
+    def queue_ids(self, topic: str) -> list[int]:
+        d = os.path.join(self.cq_root, topic)
+        return sorted(int(q) for q in os.listdir(d) if q.isdigit())
+
+    def cq_files(self, topic: str, qid: int) -> tuple[str, list[int]]:
+        d = os.path.join(self.cq_root, topic, str(qid))
+        return d, _numbered(d)
+
+    def commitlog_files(self) -> list[int]:
+        return _numbered(self.commitlog_dir)
+
+
+class QueueFiles:
+    """One queue's ConsumeQueue files and the CommitLog files, opened on demand through FileAccess."""
+
+    def __init__(self, layout: StoreLayout, topic: str, qid: int, access: FileAccess,
+                 cq_file_size: Optional[int] = None, commitlog_size: Optional[int] = None) -> None:
+        self.layout, self.access = layout, access
+        self.cq_dir, self.cq_names = layout.cq_files(topic, qid)
+        self.cl_names = layout.commitlog_files()
+        self.cq_file_size = cq_file_size or self._size(self.cq_dir, self.cq_names)
+        self.cl_size = commitlog_size or self._size(layout.commitlog_dir, self.cl_names)
+
+    @staticmethod
+    def _size(d: str, names: list[int]) -> int:
+        """Files are preallocated to the configured size: the first one tells it (the last may be short)."""
+        if not names:
+            return 0
+        return max(os.path.getsize(os.path.join(d, f"{n:020d}")) for n in names[:1])
+
+    def bounds(self) -> tuple[int, int]:
+        """[min, max) logical offsets present: first file's start .. the first zero unit of the last file."""
+        if not self.cq_names or not self.cq_file_size:
+            return 0, 0
+        per = self.cq_file_size // CQ_UNIT
+        lo = self.cq_names[0] // CQ_UNIT
+        last = self.cq_names[-1]
+        m = self.access.map(os.path.join(self.cq_dir, f"{last:020d}"))
+        n = 0 if m is None else len(m) // CQ_UNIT
+        a, b = 0, n
+        while a < b:                                 # first unit whose size is 0
+            mid = (a + b) // 2
+            if _I32.unpack_from(m, mid * CQ_UNIT + 8)[0] != 0:
+                a = mid + 1
+            else:
+                b = mid
+        del per
+        return lo, last // CQ_UNIT + a
+
+    def unit(self, logical: int) -> Optional[tuple[int, int, int]]:
+        byte = logical * CQ_UNIT
+        start = byte - byte % self.cq_file_size
+        m = self.access.map(os.path.join(self.cq_dir, f"{start:020d}"))
+        pos = byte - start
+        if m is None or pos + CQ_UNIT > len(m):
+            return None
+        return _UNIT.unpack_from(m, pos)
+
+    def record(self, phys: int, size: int) -> Optional[memoryview]:
+        if not self.cl_size:
+            return None
+        start = phys - phys % self.cl_size
+        m = self.access.map(os.path.join(self.layout.commitlog_dir, f"{start:020d}"))
+        pos = phys - start
+        if m is None or pos + size > len(m):
+            return None
+        return memoryview(m)[pos:pos + size]
+
+    def store_time(self, logical: int) -> int:
+        u = self.unit(logical)
+        if u is None or u[1] in (0, BLANK_SIZE):
+            return -1
+        rec = self.record(u[0], min(u[1], 96))
+        if rec is None or len(rec) < 64:
+            return -1
+        sys_flag = _I32.unpack_from(rec, 36)[0]
+        return _I64.unpack_from(rec, 48 + (20 if sys_flag & 0x10 else 8))[0]
+
+    def offset_at_time(self, ts: int, lo: int, hi: int) -> int:
+        """First logical offset in [lo, hi) stored at or after ``ts`` (hi when none)."""
+        a, b = lo, hi
+        while a < b:
+            mid = (a + b) // 2
+            t = self.store_time(mid)
+            if t < 0 or t < ts:
+                a = mid + 1
+            else:
+                b = mid
+        return a
+
+    def records(self, start: int, end: int, max_bytes: int) -> tuple[bytearray, int]:
+        """Concatenated records of [start, end) up to about ``max_bytes``; returns (buffer, next offset)."""
+        out = bytearray()
+        off = start
+        per = self.cq_file_size // CQ_UNIT
+        while off < end and len(out) < max_bytes:
+            byte = off * CQ_UNIT
+            fstart = byte - byte % self.cq_file_size
+            m = self.access.map(os.path.join(self.cq_dir, f"{fstart:020d}"))
+            if m is None:                               # this file is gone: skip to the next one
+                off = (off // per + 1) * per
+                continue
+            pos = byte - fstart
+            stop = min(len(m), (end - off) * CQ_UNIT + pos)
+            while pos + CQ_UNIT <= stop and len(out) < max_bytes:
+                phys, size, _tags = _UNIT.unpack_from(m, pos)
+                pos += CQ_UNIT
+                off += 1
+                if size == 0:
+                    return out, end
+                if size == BLANK_SIZE:
+                    continue
+                rec = self.record(phys, size)
+                if rec is not None:
+                    out += rec
+            if pos >= len(m):
+                off = max(off, fstart // CQ_UNIT + per)
+        return out, off

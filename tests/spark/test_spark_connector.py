@@ -1,0 +1,208 @@
+"""format("rocketmq") in a real local[2] Spark: batch reads (broker and store directory), pushdown,
+streaming with restart, the sink, and errors that name the option."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+
+import pytest
+
+from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.command import new_request
+
+pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
+
+COLS = ["partition", "offset", "key", "value", "tags", "topic"]
+
+
+def create_topic(addr: str, topic: str, queues: int = 4) -> None:
+    with BlockingClient(addr) as c:
+        r = c.invoke(new_request(17, {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues,
+                                      "writeQueueNums": queues, "perm": 6, "topicFilterType": "SINGLE_TAG",
+                                      "topicSysFlag": 0, "order": "false"}))
+        assert r.code == 0, r.remark
+
+
+def send_many(addr: str, topic: str, n: int, queues: int = 4, seed: int = 7, tag_of=None) -> list[dict]:
+    """Sends over the wire; returns what the broker acknowledged (queue, offset) with each message."""
+    rnd = random.Random(seed)
+    sent = []
+    with BlockingClient(addr) as c:
+        for i in range(n):
+            body = rnd.randbytes(rnd.randint(0, 2000))
+            tag = tag_of(i) if tag_of else ("TagA" if i % 3 == 0 else "TagB")
+            props = f"KEYS\x01key-{i}\x02TAGS\x01{tag}\x02num\x01{i}\x02"
+            r = c.invoke(new_request(310, {"a": "PG_spark", "b": topic, "c": "TBW102", "d": "4", "e": str(i % queues),
+                                           "f": "0", "g": str(int(time.time() * 1000)), "h": "0", "i": props}, body))
+            assert r.code == 0, r.remark
+            sent.append({"partition": int(r.ext_fields["queueId"]), "offset": int(r.ext_fields["queueOffset"]),
+                         "key": f"key-{i}".encode(), "value": body, "tags": tag, "topic": topic, "num": str(i)})
+    return sent
+
+
+def rows(df, cols=COLS) -> list[tuple]:
+    return sorted(tuple(bytes(v) if isinstance(v, (bytearray, memoryview)) else v for v in r)
+                  for r in df.select(*cols).collect())
+
+
+def expected(sent, cols=COLS) -> list[tuple]:
+    return sorted(tuple(s[c] for c in cols) for s in sent)
+
+
+@pytest.fixture(scope="module")
+def loaded(broker):
+    create_topic(broker.broker_addr, "SparkT1")
+    sent = send_many(broker.broker_addr, "SparkT1", 1200)
+    return broker, sent
+
+
+def reader(spark, broker, **opts):
+    r = spark.read.format("rocketmq").option("nameServer", broker.namesrv_addr)
+    for k, v in opts.items():
+        r = r.option(k, v)
+    return r
+
+
+def test_batch_read_from_the_broker_is_byte_for_byte_what_was_sent(spark, loaded):
+    broker, sent = loaded
+    df = reader(spark, broker, topic="SparkT1", maxRecordsPerPartition="100").load()
+    assert df.rdd.getNumPartitions() >= 12
+    assert rows(df) == expected(sent)
+    one = df.where("offset = 0 and partition = 1").collect()[0]
+    assert one.brokerName == "broker-a" and one.timestampType == 1 and len(one.msgId) == 32
+    assert {h.key: bytes(h.value) for h in one.headers} == {"num": b"1"}
+    assert one.timestamp is not None and one.bornTimestamp is not None and one.commitLogOffset >= 0
+
+
+def test_offset_ranges_timestamps_and_filters(spark, loaded):
+    broker, sent = loaded
+    spec = json.dumps({"SparkT1": {"broker-a": {"0": 10, "1": -2, "2": -1, "3": 5}}})
+    end = json.dumps({"SparkT1": {"broker-a": {"0": 20, "1": 3, "2": -1, "3": -1}}})
+    got = rows(reader(spark, broker, topic="SparkT1", startingOffsets=spec, endingOffsets=end).load())
+    want = [s for s in sent if (s["partition"] == 0 and 10 <= s["offset"] < 20) or
+            (s["partition"] == 1 and s["offset"] < 3) or (s["partition"] == 3 and s["offset"] >= 5)]
+    assert got == expected(want)
+    tags = rows(reader(spark, broker, topic="SparkT1", subExpression="TagA").load())
+    assert tags == expected([s for s in sent if s["tags"] == "TagA"])
+    sql = rows(reader(spark, broker, topic="SparkT1", sql="num >= 1000 AND TAGS = 'TagB'").load())
+    assert sql == expected([s for s in sent if int(s["num"]) >= 1000 and s["tags"] == "TagB"])
+    future = str(int(time.time() * 1000) + 3_600_000)
+    assert reader(spark, broker, topic="SparkT1", startingTimestamp=future).load().count() == 0
+
+
+def test_store_directory_read_equals_broker_read_and_prunes_files(spark, loaded, tmp_path):
+    broker, sent = loaded
+    broker.broker.store.flush()
+    store_dir = broker.broker.store.config.store_root_dir
+    all_cols = ["partition", "offset", "key", "value", "tags", "topic", "msgId", "commitLogOffset", "timestamp",
+                "bornTimestamp", "brokerName"]
+    from_broker = rows(reader(spark, broker, topic="SparkT1").load(), all_cols)
+    from_dir = rows(spark.read.format("rocketmq").option("path", store_dir).option("topic", "SparkT1").load(),
+                    all_cols)
+    assert from_dir == from_broker and len(from_dir) == len(sent)
+    access = tmp_path / "opened.txt"
+    df = (spark.read.format("rocketmq").option("path", store_dir).option("topic", "SparkT1")
+          .option("fileAccessLog", str(access)).load().where("partition = 2 AND offset >= 250"))
+    got = rows(df)
+    assert got == expected([s for s in sent if s["partition"] == 2 and s["offset"] >= 250])
+    opened = set(access.read_text().split())
+    cq_files = [f for f in opened if "/consumequeue/" in f]
+    all_cq = sum(len(files) for _d, _s, files in os.walk(os.path.join(store_dir, "consumequeue", "SparkT1")))
+    all_cl = len(os.listdir(os.path.join(store_dir, "commitlog")))
+    assert cq_files and all("/consumequeue/SparkT1/2/" in f for f in cq_files)   # other queues pruned
+    assert len(cq_files) < all_cq / 4 + 1
+    assert len([f for f in opened if "/commitlog/" in f]) < all_cl
+
+
+def test_streaming_available_now_restarts_without_gap_or_duplicate(spark, broker, tmp_path):
+    create_topic(broker.broker_addr, "SparkStream")
+    first = send_many(broker.broker_addr, "SparkStream", 400, seed=1)
+    out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
+
+    def run_once():
+        q = (spark.readStream.format("rocketmq").option("nameServer", broker.namesrv_addr)
+             .option("topic", "SparkStream").option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", "150").option("group", "spark_stream_cg")
+             .option("commitOffsets", "true").load()
+             .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
+             .trigger(availableNow=True).start())
+        assert q.awaitTermination(120)
+        assert q.exception() is None
+    run_once()
+    assert rows(spark.read.parquet(out)) == expected(first)
+    second = send_many(broker.broker_addr, "SparkStream", 300, seed=2)
+    run_once()
+    assert rows(spark.read.parquet(out)) == expected(first + second)
+    # the group's progress is on the broker (mqadmin consumerProgress shows it): Spark commits a
+    # batch's end offsets once the batch is done (the last batch of a run when the next run starts)
+    with BlockingClient(broker.broker_addr) as c:
+        for q in range(4):
+            r = c.invoke(new_request(14, {"consumerGroup": "spark_stream_cg", "topic": "SparkStream",
+                                          "queueId": str(q)}))
+            assert r.code == 0 and 100 <= int(r.ext_fields["offset"]) <= 175, (q, r.ext_fields)
+
+
+def test_fail_on_data_loss(broker):
+    from rmqd.spark.remote import ConnectorError
+    from rmqd.spark.source import StreamReader
+    create_topic(broker.broker_addr, "SparkLoss", 1)
+    send_many(broker.broker_addr, "SparkLoss", 10, queues=1)
+    base = {"nameServer": broker.namesrv_addr, "topic": "SparkLoss"}
+    r = StreamReader(dict(base))
+    r._c().min_offset = lambda addr, ref: 6          # as if retention deleted offsets 0..5
+    start = {"SparkLoss": {"broker-a": {"0": 2}}}
+    end = {"SparkLoss": {"broker-a": {"0": 10}}}
+    with pytest.raises(ConnectorError, match="failOnDataLoss"):
+        r.partitions(start, end)
+    r = StreamReader({**base, "failOnDataLoss": "false"})
+    r._c().min_offset = lambda addr, ref: 6
+    (p,) = r.partitions(start, end)
+    assert (p.start, p.end) == (6, 10)
+
+
+def test_sink_round_trip_and_the_cpp_client_reads_it(spark, broker, client_python_cpp1):
+    from pyspark.sql import Row
+    create_topic(broker.broker_addr, "SparkSink")
+    data = [Row(value=(f"value-{i}-" * (i % 7 + 1)).encode(), key=f"k{i}", tags="TagS" if i % 2 else None,
+                headers=[{"key": "origin", "value": b"spark"}]) for i in range(300)]
+    df = spark.createDataFrame(data, "value binary, key string, tags string, "
+                                     "headers array<struct<key:string,value:binary>>")
+    df.repartition(2).write.format("rocketmq").option("nameServer", broker.namesrv_addr) \
+        .option("topic", "SparkSink").mode("append").save()
+    back = reader(spark, broker, topic="SparkSink").load()
+    got = sorted((r.key.decode(), bytes(r.value), r.tags, tuple((h.key, bytes(h.value)) for h in r.headers))
+                 for r in back.collect())
+    assert got == sorted((d.key, d.value, d.tags, (("origin", b"spark"),)) for d in data)
+    # the same key always lands in the same queue
+    from pyspark.sql import functions as F
+    assert back.groupBy("key").agg(F.countDistinct("partition").alias("n")).where("n > 1").count() == 0
+    from scenarios import PULL_CONSUMER, run
+    res = run(client_python_cpp1, PULL_CONSUMER, broker.namesrv_addr,
+              dict(topic="SparkSink", group="CG_spark_sink", expect=300, timeout=60), timeout=90)
+    assert res.returncode == 0 and not res.timed_out, res.stderr[-2000:]
+    assert sorted((e["keys"], e["body"]) for e in res.events_of("recv")) == \
+        sorted((d.key, d.value.decode()) for d in data)
+
+
+def test_bad_rows_fail_the_write_naming_the_row(spark, broker):
+    create_topic(broker.broker_addr, "SparkBad")
+    df = spark.createDataFrame([(b"ok",), (None,)], "value binary")
+    with pytest.raises(Exception, match="row 1: 'value' is null"):
+        df.coalesce(1).write.format("rocketmq").option("nameServer", broker.namesrv_addr) \
+            .option("topic", "SparkBad").mode("append").save()
+
+
+@pytest.mark.parametrize("opts,needle", [
+    ({"topic": "NoSuchTopic"}, "option 'topic': topic 'NoSuchTopic' does not exist"),
+    ({"topic": "SparkT1", "startingOffsets": "{not json"}, "option 'startingOffsets'"),
+    ({"topic": "SparkT1", "nameServer": "127.0.0.1:1"}, "option 'nameServer': cannot reach"),
+])
+def test_errors_name_the_option(spark, loaded, opts, needle):
+    broker, _ = loaded
+    r = spark.read.format("rocketmq").option("nameServer", broker.namesrv_addr)
+    for k, v in opts.items():
+        r = r.option(k, v)
+    with pytest.raises(Exception, match=needle.replace("(", r"\(").replace("{", r"\{")):
+        r.load().collect()
