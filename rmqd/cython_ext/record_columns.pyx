@@ -262,3 +262,51 @@ cdef inline bint memcmp8(const uint8_t* a, const char* b) noexcept:
         if a[i] != <uint8_t>b[i]:
             return False
     return True
+
+
+def gather(const uint8_t[::1] cq, Py_ssize_t pos, Py_ssize_t stop, int64_t cl_base,
+           const uint8_t[::1] cl, bytearray out, Py_ssize_t max_bytes):
+    """Copy the records that ConsumeQueue units ``cq[pos:stop]`` (20 bytes: phys, size, tagsCode) point
+    at inside one CommitLog file ``cl`` (starting at ``cl_base``) to the end of ``out``.
+
+    Returns ``(pos, why)``: where it stopped and why: 0 the range is done, 1 the next record is in another
+    CommitLog file (or missing), 2 ``out`` reached ``max_bytes``, 3 an empty unit (the queue's end).
+    Blank units (size 0x7FFFFFFF) are skipped."""
+    cdef int64_t phys
+    cdef int32_t size
+    cdef Py_ssize_t start = len(out), n = 0, total = 0, p = pos, q
+    cdef Py_ssize_t cl_len = cl.shape[0]
+    cdef char* w
+    # first pass: how much fits
+    while p + 20 <= stop:
+        phys = _g64(&cq[p])
+        size = _g32(&cq[p + 8])
+        if size == 0:
+            break
+        if size != 0x7FFFFFFF:
+            if phys < cl_base or phys - cl_base + size > cl_len:
+                break
+            if total and total + size > max_bytes:
+                break
+            total += size
+        p += 20
+    out.extend(bytearray(total))
+    w = PyByteArray_AS_STRING(out) + start
+    q = pos
+    with nogil:
+        while q < p:
+            phys = _g64(&cq[q])
+            size = _g32(&cq[q + 8])
+            if size != 0x7FFFFFFF:
+                memcpy(w, &cl[phys - cl_base], size)
+                w += size
+            q += 20
+    if p + 20 > stop:
+        return p, 0
+    size = _g32(&cq[p + 8])
+    if size == 0:
+        return p, 3
+    phys = _g64(&cq[p])
+    if phys < cl_base or phys - cl_base + size > cl_len:
+        return p, 1
+    return p, 2

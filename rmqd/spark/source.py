@@ -156,16 +156,13 @@ class _Plan:
 
 
 class BatchReader(DataSourceReader):
+    """Batch reads from the brokers, or from a store directory (``path``)."""
+
     def __init__(self, options: dict) -> None:
         self.plan = _Plan(options)
-        self.filters: list = []
         self.pushed: dict[str, Any] = {}
 
-    # ------------------------------------------------------------------ filter pushdown (store dir)
-    def pushFilters(self, filters: list) -> Iterator:
-        if not self.plan.path:
-            yield from filters
-            return
+    def _push(self, filters: list) -> Iterator:
         from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan,
                                             LessThanOrEqual)
         for f in filters:
@@ -281,6 +278,15 @@ class BatchReader(DataSourceReader):
         elif isinstance(partition, QueueRange):
             yield from read_from_broker(partition, plan.group, plan.expr_type, plan.expression)
         # else: Spark's placeholder partition when partitions() found nothing to read
+
+
+class PruningBatchReader(BatchReader):
+    """A store-directory read with ``filterPushdown=true``: Spark hands over the query's filters on topic,
+    partition, offset and timestamp, which prune files (Spark insists on
+    ``spark.sql.python.filterPushdown.enabled=true`` for any reader that takes filters)."""
+
+    def pushFilters(self, filters: list) -> Iterator:
+        yield from self._push(filters)
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -555,6 +561,9 @@ class RocketMQDataSource(DataSource):
         return DDL
 
     def reader(self, schema: Any) -> BatchReader:
+        o = Options(self.options)
+        if o.get("path") and o.bool("filterPushdown", False):
+            return PruningBatchReader(self.options)
         return BatchReader(self.options)
 
     def streamReader(self, schema: Any) -> StreamReader:

@@ -182,7 +182,9 @@ class QueueFiles:
         return a
 
     def records(self, start: int, end: int, max_bytes: int) -> tuple[bytearray, int]:
-        """Concatenated records of [start, end) up to about ``max_bytes``; returns (buffer, next offset)."""
+        """Concatenated records of [start, end) up to about ``max_bytes``; returns (buffer, next offset).
+        The copying runs in C (record_columns.gather), one CommitLog file at a time."""
+        from rmqd.cython_ext import record_columns as _rc
         out = bytearray()
         off = start
         per = self.cq_file_size // CQ_UNIT
@@ -195,17 +197,21 @@ class QueueFiles:
                 continue
             pos = byte - fstart
             stop = min(len(m), (end - off) * CQ_UNIT + pos)
-            while pos + CQ_UNIT <= stop and len(out) < max_bytes:
-                phys, size, _tags = _UNIT.unpack_from(m, pos)
-                pos += CQ_UNIT
+            if pos + CQ_UNIT > stop:
+                off = max(off, fstart // CQ_UNIT + per) if stop >= len(m) else end
+                continue
+            phys, size, _tags = _UNIT.unpack_from(m, pos)
+            if size == 0:
+                return out, end
+            cl_start = phys - phys % self.cl_size if self.cl_size else 0
+            cl = self.access.map(os.path.join(self.layout.commitlog_dir, f"{cl_start:020d}")) if self.cl_size else None
+            if cl is None:                              # its CommitLog file is gone: skip the unit
                 off += 1
-                if size == 0:
-                    return out, end
-                if size == BLANK_SIZE:
-                    continue
-                rec = self.record(phys, size)
-                if rec is not None:
-                    out += rec
-            if pos >= len(m):
-                off = max(off, fstart // CQ_UNIT + per)
+                continue
+            new_pos, why = _rc.gather(m, pos, stop, cl_start, cl, out, max_bytes - len(out) if out else max_bytes)
+            off += (new_pos - pos) // CQ_UNIT
+            if why == 3:
+                return out, end
+            if why == 1 and new_pos == pos:             # record beyond the file's end: damaged, skip it
+                off += 1
         return out, off

@@ -104,7 +104,8 @@ def test_store_directory_read_equals_broker_read_and_prunes_files(spark, loaded,
     assert from_dir == from_broker and len(from_dir) == len(sent)
     access = tmp_path / "opened.txt"
     df = (spark.read.format("rocketmq").option("path", store_dir).option("topic", "SparkT1")
-          .option("fileAccessLog", str(access)).load().where("partition = 2 AND offset >= 250"))
+          .option("filterPushdown", "true").option("fileAccessLog", str(access)).load()
+          .where("partition = 2 AND offset >= 250"))
     got = rows(df)
     assert got == expected([s for s in sent if s["partition"] == 2 and s["offset"] >= 250])
     opened = set(access.read_text().split())
