@@ -200,9 +200,9 @@ def _metrics_port(args: argparse.Namespace, config: BrokerConfig) -> int | None:
 
 
 def _have_aiohttp(extra: str) -> bool:
-    try:
-        import aiohttp  # noqa: F401
-    except ImportError:
+    """Whether aiohttp is installed (found, not imported: the console loads it on first use)."""
+    import importlib.util
+    if importlib.util.find_spec("aiohttp") is None:
         print(f"rmqd: the {extra} endpoint needs aiohttp: pip install 'rmqd[{extra}]'", file=sys.stderr)
         return False
     return True

@@ -39,41 +39,87 @@ class ConsoleEndpoint:
         self.lag_interval_s = lag_interval_s
         self.view: Any = None
         self._runner: Any = None
+        self._sock: Any = None
+        self._services: Any = None
+        self._loop: Any = None
+        self._activating: Any = None
 
     async def start(self, services: "Services") -> None:
-        from aiohttp import web
+        """Bind the port now; load the HTTP stack (aiohttp, the views) when the first connection waits
+        on it, so a console nobody opens costs no memory (the pending connection is accepted then)."""
+        import asyncio
+        import socket
 
-        from rmqd.console.app import build_app
-        from rmqd.console.local_view import LocalClusterView
-        from rmqd.console.view import RemoteClusterView
-        if self.namesrv_addr or services.broker is None:
-            addr = self.namesrv_addr or (services.namesrv.address if services.namesrv is not None else None)
-            if not addr:
-                raise ValueError("the console needs a broker in this process or a name server address")
-            self.view = RemoteClusterView(addr)
-        else:
-            self.view = LocalClusterView(services)
-        app = build_app(self.view, self.read_only, self.token, ready=services.ready,
-                        lag_interval_s=self.lag_interval_s)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        if (self.namesrv_addr is None and services.broker is None and services.namesrv is None):
+            raise ValueError("the console needs a broker in this process or a name server address")
+        self._services = services
         try:
-            await site.start()
+            sock = socket.create_server((self.host, self.port), family=socket.AF_INET6 if ":" in self.host
+                                        else socket.AF_INET, backlog=128, reuse_port=False)
         except OSError as exc:
             if not self.optional:
                 raise
             self.failed = f"console not started: {self.host}:{self.port}: {exc.strerror or exc} (use --console-port)"
             log.warning("%s", self.failed)
-            await self._runner.cleanup()
-            self._runner = None
             return
-        self.port = site._server.sockets[0].getsockname()[1]
+        sock.setblocking(False)
+        self._sock = sock
+        self.port = sock.getsockname()[1]
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._activating = None
+        loop.add_reader(sock.fileno(), self._first_connection)
+
+    def _first_connection(self) -> None:
+        import asyncio
+        self._loop.remove_reader(self._sock.fileno())
+        self._activating = asyncio.ensure_future(self._activate())
+
+    async def _activate(self) -> None:
+        try:
+            await self.activate()
+        except Exception:
+            log.exception("starting the console's HTTP server on %s failed", self.url)
+
+    async def activate(self) -> None:
+        """Start the HTTP server on the bound socket (also callable directly)."""
+        if self._runner is not None or self._sock is None:
+            return
+        from aiohttp import web
+
+        from rmqd.console.app import build_app
+        from rmqd.console.local_view import LocalClusterView
+        from rmqd.console.view import RemoteClusterView
+        services = self._services
+        if self.namesrv_addr or services.broker is None:
+            addr = self.namesrv_addr or (services.namesrv.address if services.namesrv is not None else None)
+            self.view = RemoteClusterView(addr)
+        else:
+            self.view = LocalClusterView(services)
+        app = build_app(self.view, self.read_only, self.token, ready=services.ready,
+                        lag_interval_s=self.lag_interval_s)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+        await runner.setup()
+        await web.SockSite(runner, self._sock).start()
+        self._runner = runner
+        log.info("console HTTP server started on %s", self.url)
 
     async def close(self) -> None:
+        sock = self._sock
+        if self._runner is None and sock is not None:
+            try:
+                self._loop.remove_reader(sock.fileno())
+            except (ValueError, OSError):
+                pass
+        act = self._activating
+        if act is not None and not act.done():
+            act.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if sock is not None:
+            sock.close()
+            self._sock = None
         if self.view is not None:
             self.view.close()
 
