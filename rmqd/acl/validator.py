@@ -94,10 +94,46 @@ class AclValidator:
 
     def __init__(self, manager: Any) -> None:
         self.manager = manager
+        self._send_state: Any = None
+        self._send_cache: dict = {}
+
+    def _send_decision(self, state: Any, remote_host: str, ak: Optional[str], topic: Optional[str],
+                       group: Optional[str]) -> tuple:
+        """Steps 1-4 and 6-7 of a SEND_MESSAGE_V2 for one (peer, key, topic, group), cached per ACL
+        snapshot: ("pass",) when a white list lets it through, else (account, refusal or None). Only the
+        signature (step 5) depends on the request itself."""
+        if self._send_state is not state:
+            self._send_state, self._send_cache = state, {}
+        key = (remote_host, ak, topic, group)
+        d = self._send_cache.get(key)
+        if d is None:
+            account = self._signer_of(state, remote_host, ak)     # raises for steps 2-3 (not cached)
+            if account is None:
+                d = ("pass",)
+            else:
+                try:
+                    self._check_perm(310, send_resources(topic, group), account)
+                    d = (account, None)
+                except AclError as exc:
+                    d = (account, exc)
+            if len(self._send_cache) > 10000:
+                self._send_cache.clear()
+            self._send_cache[key] = d
+        return d
 
     def check(self, remote_host: str, code: int, ext: Optional[dict], body: Optional[bytes]) -> None:
         """Raise AclError when the request is refused."""
         state = self.manager.state
+        if code == 310 and ext is not None:                 # the common case, without re-deciding
+            d = self._send_decision(state, remote_host, ext.get(ACCESS_KEY), ext.get("b"), ext.get("a"))
+            if len(d) == 1:
+                return
+            account, refusal = d
+            if not self._signature_ok(ext, body, account.verifier):
+                raise AclError(f"Check signature failed for accessKey={account.access_key}", FRAME_SIGNATURE)
+            if refusal is not None:
+                raise AclError(refusal.message, refusal.frame)
+            return
         if ext is None:
             need = {}
         elif code == 310:                                   # the common case first
