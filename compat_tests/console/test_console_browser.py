@@ -44,7 +44,7 @@ def open_page(browser, url: str, page: str | None = None, timeout: float = 10.0)
 
 
 def wait_ready(browser, page: str | None = None, timeout: float = 10.0):
-    main = WebDriverWait(browser, timeout).until(
+    main = WebDriverWait(browser, timeout, poll_frequency=0.05).until(
         lambda d: (lambda m: m if m.get_attribute("data-ready") == "1" and
                    (page is None or m.get_attribute("data-page") == page) else None)(d.find_element(By.ID, "main")))
     errors = main.find_elements(By.CSS_SELECTOR, ".error")
@@ -414,10 +414,9 @@ def scale_kit(tmp_path_factory):
 def test_first_page_renders_under_300ms_with_5000_topics_and_2000_groups(browser, scale_kit, path, table):
     open_page(browser, scale_kit.url() + path)                       # warm the page cache
     times = []
-    for _ in range(20):
-        t0 = time.perf_counter()
-        open_page(browser, scale_kit.url() + path, path)
-        times.append(time.perf_counter() - t0)
+    for _ in range(20):      # the page's own clock: navigation start -> rendered (not WebDriver's polling)
+        main = open_page(browser, scale_kit.url() + path, path)
+        times.append(int(main.get_attribute("data-ready-ms")) / 1000)
     assert len(rows(browser, table)) == 20
     p95 = nearest_rank_p95(times)
     print(f"/{path}: render ms", sorted(round(t * 1000) for t in times))

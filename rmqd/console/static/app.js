@@ -66,7 +66,8 @@ function setPage(name, ...kids) {
 function navOf(page) {
   return { topic: "topics", group: "groups", broker: "overview", message: "messages", tail: "topics" }[page] || page;
 }
-function ready() { main.dataset.ready = "1"; }
+// data-ready-ms: milliseconds from the navigation start to this render (what a user waits for a page)
+function ready() { main.dataset.readyMs = String(Math.round(performance.now())); main.dataset.ready = "1"; }
 function nothing(text) { return h("div", { class: "empty", id: "nothing-found" }, text); }
 function go(url) { history.pushState({}, "", url); route(); }
 function qs() { return new URLSearchParams(location.search); }
