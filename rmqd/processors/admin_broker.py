@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -156,6 +155,7 @@ class BrokerAdminProcessor:
         t["remainHowManyDataToFlush"] = human_bytes(max(0, st.commitlog_max_offset - st.commitlog_flushed_offset))
         t["remainHowManyDataToCommit"] = human_bytes(0)
         try:
+            import shutil          # imports bz2/lzma: only when needed
             du = shutil.disk_usage(store.config.store_root_dir)
             t["commitLogDirCapacity"] = f"Total : {human_bytes(du.total)}, Free : {human_bytes(du.free)}."
         except OSError as exc:

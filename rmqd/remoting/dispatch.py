@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RPC_ONEWAY, MissingHeaderField, RemotingCommand, error_response
@@ -107,6 +107,8 @@ class ProcessorPool:
         self._queue: collections.deque = collections.deque()
         self._cond = threading.Condition(threading.Lock())
         self._workers: list[threading.Thread] = []
+        self._idle = 0               # workers waiting for a request
+        self._started = False
         self._stopping = False
         self.rejected = 0
         self.expired = 0
@@ -114,17 +116,25 @@ class ProcessorPool:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
-        for i in range(self.threads):
-            t = threading.Thread(target=self._work, name=f"{self.name}-{i}", daemon=True)
-            t.start()
-            self._workers.append(t)
+        """Accept work. Workers start on demand, up to ``threads`` (an idle broker holds none)."""
+        self._started = True
+
+    def _spawn_locked(self) -> Optional[threading.Thread]:
+        """A new worker when every running one is busy and the pool may grow (called under _cond)."""
+        if self._idle > 0 or len(self._workers) >= self.threads or not self._started or self._stopping:
+            return None
+        t = threading.Thread(target=self._work, name=f"{self.name}-{len(self._workers)}", daemon=True)
+        self._workers.append(t)
+        return t
 
     def shutdown(self, timeout: float = 5.0) -> None:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
         deadline = time.monotonic() + timeout
-        for t in self._workers:
+        with self._cond:
+            workers = list(self._workers)
+        for t in workers:
             t.join(max(0.0, deadline - time.monotonic()))
         self._workers.clear()
 
@@ -134,7 +144,13 @@ class ProcessorPool:
             if len(self._queue) < self.capacity and not self._stopping:
                 self._queue.append((time.monotonic(), handler, conn, request))
                 self._cond.notify()
-                return
+                spawn = self._spawn_locked()
+            else:
+                spawn = False
+        if spawn is not False:
+            if spawn is not None:
+                spawn.start()
+            return
         self.rejected += 1
         conn.reply(request, error_response(
             ResponseCode.SYSTEM_BUSY,
@@ -182,7 +198,9 @@ class ProcessorPool:
         while True:
             with cond:
                 while not queue and not self._stopping:
+                    self._idle += 1
                     cond.wait()
+                    self._idle -= 1
                 if self._stopping and not queue:
                     return
                 enqueued, handler, conn, request = queue.popleft()

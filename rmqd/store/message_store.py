@@ -16,7 +16,6 @@ import enum
 import fcntl
 import logging
 import os
-import shutil
 import struct
 import threading
 import time
@@ -687,6 +686,7 @@ class MessageStore:
             self._engine.drop_topic(topic)
         tdir = os.path.join(self.config.consume_queue_dir, topic)
         if os.path.isdir(tdir):
+            import shutil          # imports bz2/lzma: only when needed
             shutil.rmtree(tdir)
         if self.compaction is not None and topic in self.compaction.topics:
             self.compaction.delete_topic(topic)
