@@ -162,6 +162,8 @@ class BrokerAdminProcessor:
             log.warning("disk usage of %s: %s", store.config.store_root_dir, exc)
         if store.compaction is not None:
             t.update(store.compaction.runtime_info())
+        if store.tier is not None and store.tier.started:
+            t.update(store.tier.runtime_info())
         return t
 
     def get_broker_runtime_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:

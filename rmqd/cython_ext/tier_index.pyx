@@ -1,0 +1,244 @@
+# cython: language_level=3
+"""Hot paths of the tiered store's random index (layouts in :mod:`rmqd.store.tier.index.layout`).
+
+* :func:`put_batch` — Java ``IndexStoreFile.putKey`` for many messages on the mapped writable file:
+  item, slot head, header (magic, end time, used slots, item count), in that order per key.
+* :func:`compact` — the slot-grouped compacted form, written into a mapped scratch file, GIL free.
+* :func:`query_chain` — walk one slot's chain of a writable file.
+* :func:`filter_run` — the items of one compacted slot run matching a hash and a time window.
+
+Multi-byte fields are big-endian. Pure Python equivalents (the reference the tests compare against
+byte for byte) live in the layout module.
+"""
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+DEF HEADER = 28
+DEF SLOT = 8
+DEF ITEM = 32
+DEF CITEM = 28
+DEF BEGIN_MAGIC = -1127939447        # 0xCCDDEEFF ^ 1880681590 as a Java int
+DEF END_MAGIC = -1127939451          # 0xCCDDEEFF ^ 1880681594
+
+
+cdef inline int32_t rd32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
+
+
+cdef inline int64_t rd64(const uint8_t* p) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(8):
+        v = (v << 8) | p[i]
+    return <int64_t>v
+
+
+cdef inline void wr32(uint8_t* p, int32_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = u >> 24
+    p[1] = (u >> 16) & 0xFF
+    p[2] = (u >> 8) & 0xFF
+    p[3] = u & 0xFF
+
+
+cdef inline void wr64(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint64_t u = <uint64_t>v
+    cdef int i
+    for i in range(8):
+        p[7 - i] = u & 0xFF
+        u >>= 8
+
+
+cdef inline int64_t slot_of(int32_t h, int64_t slots) noexcept nogil:
+    if h < 0:
+        return (<int64_t>(h & 0x7FFFFFFF)) % slots
+    return (<int64_t>h) % slots
+
+
+cdef inline int32_t time_diff(int64_t ts, int64_t begin) noexcept nogil:
+    cdef int64_t d = ts - begin
+    cdef int64_t q = d / 1000          # C division truncates toward zero, as Java's
+    return <int32_t>q
+
+
+def put_batch(uint8_t[::1] buf, int64_t slots, int64_t max_items, int64_t begin_ts, list messages):
+    """Put messages into a writable file; each message is ``(hashes, topicId, queueId, offset,
+    size, storeTime)`` with ``hashes`` a tuple/list of its keys' hashes in put order. Returns how
+    many messages were put: the first one whose keys would reach ``max_items`` stops the batch
+    (the file is then full, Java's FILE_FULL/SEALED)."""
+    cdef uint8_t* base = &buf[0]
+    if buf.shape[0] < HEADER + slots * SLOT + max_items * ITEM:
+        raise ValueError("index buffer smaller than its layout")
+    cdef int32_t count = rd32(base + 24)
+    cdef int32_t used = rd32(base + 20)
+    cdef int64_t end_ts = rd64(base + 12)
+    cdef Py_ssize_t put = 0
+    cdef object msg, hashes
+    cdef int32_t h, topic_id, queue_id, size, old
+    cdef int64_t offset, ts
+    cdef uint8_t* sp
+    cdef uint8_t* ip
+    for msg in messages:
+        hashes, topic_id, queue_id, offset, size, ts = msg
+        if len(hashes) == 0:
+            put += 1
+            continue
+        if <int64_t>count + len(hashes) >= max_items:
+            break
+        for hobj in hashes:
+            h = <int32_t>hobj
+            sp = base + HEADER + slot_of(h, slots) * SLOT
+            old = rd32(sp)
+            if old < 0:
+                old = 0
+            count += 1
+            ip = base + HEADER + slots * SLOT + <int64_t>count * ITEM
+            wr32(ip, h)
+            wr32(ip + 4, topic_id)
+            wr32(ip + 8, queue_id)
+            wr64(ip + 12, offset)
+            wr32(ip + 20, size)
+            wr32(ip + 24, time_diff(ts, begin_ts))
+            wr32(ip + 28, old)
+            wr32(sp, count)
+            if old <= 0:
+                used += 1
+            if end_ts < ts:
+                end_ts = ts
+            wr32(base, END_MAGIC if max_items == <int64_t>count + 1 else BEGIN_MAGIC)
+            wr64(base + 4, begin_ts)
+            wr64(base + 12, end_ts)
+            wr32(base + 20, used)
+            wr32(base + 24, count)
+        put += 1
+    return put
+
+
+def init_header(uint8_t[::1] buf, int64_t begin_ts, int64_t max_items) -> None:
+    """The header of a fresh writable file (Java: end time 0, no slots, no items)."""
+    cdef uint8_t* base = &buf[0]
+    wr32(base, END_MAGIC if max_items == 1 else BEGIN_MAGIC)
+    wr64(base + 4, begin_ts)
+    wr64(base + 12, 0)
+    wr32(base + 20, 0)
+    wr32(base + 24, 0)
+
+
+def compact(const uint8_t[::1] src, uint8_t[::1] dst, int64_t slots) -> int:
+    """Write the compacted form of writable file ``src`` into ``dst`` (exactly
+    ``28 + slots*8 + 28*items`` bytes); returns the bytes written. Runs without the GIL."""
+    cdef const uint8_t* s = &src[0]
+    cdef uint8_t* d = &dst[0]
+    cdef int32_t items = rd32(s + 24)
+    cdef int64_t end = HEADER + slots * SLOT + <int64_t>items * CITEM
+    if dst.shape[0] < end:
+        raise ValueError("compaction target too small")
+    cdef int64_t wpos = HEADER + slots * SLOT
+    cdef int64_t i, begin
+    cdef int32_t cur
+    cdef const uint8_t* ip
+    with nogil:
+        for i in range(slots):
+            cur = rd32(s + HEADER + i * SLOT)
+            begin = wpos
+            while cur > 0 and wpos < end:
+                ip = s + HEADER + slots * SLOT + <int64_t>cur * ITEM
+                memcpy(d + wpos, ip, CITEM)
+                cur = rd32(ip + CITEM)
+                wpos += CITEM
+            wr32(d + HEADER + i * SLOT, <int32_t>begin)
+            wr32(d + HEADER + i * SLOT + 4, <int32_t>(wpos - begin))
+        wr32(d, END_MAGIC)
+        memcpy(d + 4, s + 4, 24)
+    return wpos
+
+
+def query_chain(const uint8_t[::1] buf, int64_t slots, int32_t h, int64_t t_lo, int64_t t_hi,
+                Py_ssize_t max_count, Py_ssize_t max_hops=-1):
+    """Items of a writable file's chain for hash ``h`` whose claimed time is in [t_lo, t_hi],
+    newest first: ``[(topicId, queueId, offset, size, timeDiff)]``, at most ``max_count``.
+    Returns ``(items, hops)``; ``max_hops`` -1 walks the whole chain (bounded by the item count)."""
+    cdef const uint8_t* base = &buf[0]
+    cdef int32_t count = rd32(base + 24)
+    cdef int64_t begin_ts = rd64(base + 4)
+    cdef int32_t cur = rd32(base + HEADER + slot_of(h, slots) * SLOT)
+    cdef Py_ssize_t hops = 0
+    cdef Py_ssize_t limit = count if max_hops < 0 else max_hops
+    cdef const uint8_t* ip
+    cdef int64_t t
+    out = []
+    while cur > 0 and cur <= count and hops < limit and len(out) < max_count:
+        ip = base + HEADER + slots * SLOT + <int64_t>cur * ITEM
+        hops += 1
+        if rd32(ip) == h:
+            t = begin_ts + <int64_t>rd32(ip + 24) * 1000
+            if t_lo <= t <= t_hi:
+                out.append((rd32(ip + 4), rd32(ip + 8), rd64(ip + 12), rd32(ip + 20), rd32(ip + 24)))
+        cur = rd32(ip + CITEM)
+    return out, hops
+
+
+def filter_run(const uint8_t[::1] run, int32_t h, int64_t begin_ts, int64_t t_lo, int64_t t_hi,
+               Py_ssize_t max_count):
+    """Items of a compacted slot run (28-byte items) for hash ``h`` with claimed time in
+    [t_lo, t_hi]: ``[(topicId, queueId, offset, size, timeDiff)]``, at most ``max_count``."""
+    cdef Py_ssize_t n = run.shape[0] // CITEM
+    cdef Py_ssize_t i
+    cdef const uint8_t* ip
+    cdef int64_t t
+    out = []
+    if n == 0:
+        return out
+    for i in range(n):
+        if len(out) >= max_count:
+            break
+        ip = &run[0] + i * CITEM
+        if rd32(ip) != h:
+            continue
+        t = begin_ts + <int64_t>rd32(ip + 24) * 1000
+        if t_lo <= t <= t_hi:
+            out.append((rd32(ip + 4), rd32(ip + 8), rd64(ip + 12), rd32(ip + 20), rd32(ip + 24)))
+    return out
+
+
+def undo_after(uint8_t[::1] buf, int64_t slots, int64_t max_items, int32_t keep, int64_t end_ts,
+               int32_t used) -> int:
+    """Roll a writable file back to its first ``keep`` items (crash recovery: items written after
+    the last metadata checkpoint are re-dispatched). Items are unlinked newest first, so each
+    slot head returns to the value it had; returns how many items were dropped."""
+    cdef uint8_t* base = &buf[0]
+    cdef int64_t last = min(max_items - 1, <int64_t>rd32(base + 24) + 1)
+    cdef uint8_t* ip
+    cdef uint8_t* sp
+    cdef int64_t i
+    cdef int32_t dropped = 0
+    cdef int j
+    cdef bint empty
+    with nogil:
+        # the highest item written: the header's count, or one more when a kill came between an
+        # item and its header update
+        while last > keep:
+            ip = base + HEADER + slots * SLOT + last * ITEM
+            empty = True
+            for j in range(ITEM):
+                if ip[j] != 0:
+                    empty = False
+                    break
+            if not empty:
+                break
+            last -= 1
+        i = last
+        while i > keep:
+            ip = base + HEADER + slots * SLOT + i * ITEM
+            sp = base + HEADER + slot_of(rd32(ip), slots) * SLOT
+            if rd32(sp) == i:
+                wr32(sp, rd32(ip + CITEM))
+            for j in range(ITEM):
+                ip[j] = 0
+            dropped += 1
+            i -= 1
+        wr32(base, END_MAGIC if max_items == <int64_t>keep + 1 else BEGIN_MAGIC)
+        wr64(base + 12, end_ts)
+        wr32(base + 20, used)
+        wr32(base + 24, keep)
+    return dropped

@@ -1,0 +1,155 @@
+"""The copier (Java ``MessageStoreDispatcherImpl``): follows each queue's local ConsumeQueue into
+the tier.
+
+Per queue, from the tier's next offset, records are read from the local CommitLog and appended as
+one group commit (``tieredStoreGroupCommitCount`` records / ``tieredStoreGroupCommitSize`` bytes)
+to the flat CommitLog, then their ConsumeQueue units, then their keys go into the index. A queue
+whose oldest pending record is younger than ``tieredStoreGroupCommitTimeout`` and has fewer than a
+group's worth pending waits (as in Java), unless forced (retention, ``rmqd admin commitTier``).
+At the end of a round the new state of every touched queue and the writable index file's item
+count are committed together (:class:`rmqd.store.tier.metadata.TierMetadata`). A queue starts at
+the local min offset, so everything still on disk reaches the tier.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from rmqd.cython_ext import message_codec as _codec
+from rmqd.store.tier.index.layout import entries_of_message
+from rmqd.store.tier.queue import BLANK_SIZE, record_store_time
+
+if TYPE_CHECKING:
+    from rmqd.store.tier.store import TieredStore
+
+log = logging.getLogger(__name__)
+
+MAX_GROUPS_PER_QUEUE_PER_ROUND = 8      # fairness between queues within one round
+
+
+def record_keys(rec: bytes) -> tuple:
+    """``(KEYS, UNIQ_KEY)`` properties of a record (None when absent)."""
+    props = _codec.decode_record(rec, 0)[17].decode("utf-8", errors="replace")
+    return _codec.find_property(props, "KEYS"), _codec.find_property(props, "UNIQ_KEY")
+
+
+class TierDispatcher:
+    def __init__(self, tier: "TieredStore") -> None:
+        self.tier = tier
+        self.lock = threading.Lock()
+        self._last_expire = 0.0
+        self.copied_total = 0
+
+    def run_once(self, force: bool = False) -> int:
+        """One round over every queue; returns how many records were copied."""
+        tier = self.tier
+        local = tier.local
+        cfg = tier.config
+        with self.lock:
+            now = time.time()
+            touched = {}
+            if now - self._last_expire >= cfg.delete_file_interval_ms / 1000:
+                self._last_expire = now
+                touched.update(self._expire(now))
+            tier.index.maybe_roll()
+            copied = 0
+            for (topic, qid), cq in list(local._cqs.items()):
+                if not tier.eligible(topic):
+                    continue
+                tq = tier.queue(topic, qid, create=True, init_offset=cq.min_offset)
+                try:
+                    n = self._copy_queue(tq, cq, force)
+                except Exception:
+                    log.exception("tier: copying %s-%d failed at offset %d", topic, qid, tq.max_offset)
+                    raise
+                if n:
+                    copied += n
+                    touched[tq.key] = tq.to_json()
+                elif tq.key not in tier.metadata.queues:
+                    touched[tq.key] = tq.to_json()
+            entries = tier.index.checkpoint()
+            if touched or entries:
+                tier.index.flush()
+                tier.step("dispatch.metadata")
+                tier.metadata.commit(touched, entries)
+                tier.index.committed(entries)
+                tier.mark_committed()
+            self.copied_total += copied
+            return copied
+
+    def _expire(self, now: float) -> dict:
+        limit = int((now - self.tier.config.file_reserved_hours * 3600) * 1000)
+        out = {}
+        for tq in list(self.tier.queues.values()):
+            if tq.delete_expired(limit):
+                log.info("tier: expired segments of %s-%d, min offset now %d", tq.topic, tq.queue_id, tq.min_offset)
+                out[tq.key] = tq.to_json()
+        return out
+
+    def _copy_queue(self, tq, cq, force: bool) -> int:
+        tier = self.tier
+        cfg = tier.config
+        local = tier.local
+        nxt = tq.max_offset
+        if nxt < cq.min_offset:
+            log.error("tier: %s-%d lost offsets %d..%d locally before they were copied; the tier restarts "
+                      "at %d", tq.topic, tq.queue_id, nxt, cq.min_offset - 1, cq.min_offset)
+            tq.destroy()
+            tq.init(cq.min_offset)
+            nxt = cq.min_offset
+        if nxt > cq.max_offset:
+            return 0
+        total = 0
+        topic_id = tier.metadata.topic_id(tq.topic)
+        for group in range(MAX_GROUPS_PER_QUEUE_PER_ROUND):
+            pending = cq.max_offset - nxt
+            if pending <= 0:
+                break
+            entries = cq.iter_from(nxt, cfg.group_commit_count * 20)
+            if not entries:
+                break
+            if group == 0 and not force and pending < cfg.group_commit_count:
+                e = entries[0]
+                ts = local._store_time_of(e[0], e[1]) if e[1] != BLANK_SIZE else 0
+                if ts > 0 and ts + cfg.group_commit_timeout_ms > local.clock():
+                    break
+            batch = []
+            size = 0
+            for phys, sz, tags in entries:
+                if sz == BLANK_SIZE:
+                    batch.append((None, 0, 0, -1))
+                    continue
+                if batch and size + sz > cfg.group_commit_size:
+                    break
+                view = local.commitlog.get(phys, sz)
+                if view is None:
+                    log.warning("tier: %s-%d offset %d: record at %d is not in the local CommitLog",
+                                tq.topic, tq.queue_id, nxt + len(batch), phys)
+                    break
+                rec = bytes(view)
+                view.release()
+                batch.append((rec, tags, record_store_time(rec), phys))
+                size += sz
+            if not batch:
+                break
+            tier.step("dispatch.commitlog")
+            positions = tq.append(batch)
+            if cfg.message_index_enable:
+                msgs = []
+                for (rec, tags, ts, phys), pos in zip(batch, positions):
+                    if rec is None:
+                        continue
+                    keys, uniq = record_keys(rec)
+                    if not keys and not uniq:
+                        continue
+                    found = entries_of_message(tq.topic, topic_id, tq.queue_id, keys, uniq, pos, len(rec), ts)
+                    if found:
+                        msgs.append((tuple(e.hash_code for e in found), topic_id, tq.queue_id, pos, len(rec), ts))
+                tier.step("dispatch.index")
+                if msgs:
+                    tier.index.put(msgs)
+            nxt += len(batch)
+            total += len(batch)
+        return total
