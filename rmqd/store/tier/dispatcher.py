@@ -49,35 +49,45 @@ class TierDispatcher:
         cfg = tier.config
         with self.lock:
             now = time.time()
-            touched = {}
             if now - self._last_expire >= cfg.delete_file_interval_ms / 1000:
                 self._last_expire = now
-                touched.update(self._expire(now))
-            tier.index.maybe_roll()
-            copied = 0
-            for (topic, qid), cq in list(local._cqs.items()):
-                if not tier.eligible(topic):
-                    continue
-                tq = tier.queue(topic, qid, create=True, init_offset=cq.min_offset)
-                try:
-                    n = self._copy_queue(tq, cq, force)
-                except Exception:
-                    log.exception("tier: copying %s-%d failed at offset %d", topic, qid, tq.max_offset)
-                    raise
-                if n:
-                    copied += n
-                    touched[tq.key] = tq.to_json()
-                elif tq.key not in tier.metadata.queues:
-                    touched[tq.key] = tq.to_json()
-            entries = tier.index.checkpoint()
-            if touched or entries:
-                tier.index.flush()
-                tier.step("dispatch.metadata")
-                tier.metadata.commit(touched, entries)
-                tier.index.committed(entries)
-                tier.mark_committed()
+                expired = self._expire(now)
+                if expired:
+                    tier.metadata.commit(expired, {})
+                    tier.mark_committed()
+            try:
+                copied, touched = self._round(force)
+                entries = tier.index.checkpoint()
+                if touched or entries:
+                    tier.index.flush()
+                    tier.step("dispatch.metadata")
+                    tier.metadata.commit(touched, entries)
+                    tier.index.committed(entries)
+                    tier.mark_committed()
+            except BaseException:
+                tier.rollback_uncommitted()       # back to the committed state; the next round redoes it
+                raise
             self.copied_total += copied
             return copied
+
+    def _round(self, force: bool) -> tuple[int, dict]:
+        tier = self.tier
+        copied = 0
+        touched = {}
+        tier.index.maybe_roll()
+        for (topic, qid), cq in list(tier.local._cqs.items()):
+            if not tier.eligible(topic):
+                continue
+            tq = tier.queue(topic, qid, create=True, init_offset=cq.min_offset)
+            try:
+                n = self._copy_queue(tq, cq, force)
+            except Exception:
+                log.exception("tier: copying %s-%d failed at offset %d", topic, qid, tq.max_offset)
+                raise
+            if n or tq.key not in tier.metadata.queues:
+                copied += n
+                touched[tq.key] = tq.to_json()
+        return copied, touched
 
     def _expire(self, now: float) -> dict:
         limit = int((now - self.tier.config.file_reserved_hours * 3600) * 1000)

@@ -110,14 +110,13 @@ class TieredStore:
 
     def _spawn(self, name: str, fn: Callable[[], None], interval_ms: int) -> None:
         def loop() -> None:
-            while not self._stop.is_set():
+            while not self._stop.wait(interval_ms / 1000):
                 try:
                     fn()
                     self.last_error = ""
                 except Exception as exc:
                     self.last_error = f"{type(exc).__name__}: {exc}"
                     log.exception("tier: %s failed; retrying", name)
-                self._stop.wait(interval_ms / 1000)
         t = threading.Thread(target=loop, name=name, daemon=True)
         t.start()
         self._threads.append(t)
@@ -166,6 +165,27 @@ class TieredStore:
                     tq.init(init_offset)
                     self.queues = {**self.queues, (topic, qid): tq}
         return tq
+
+    def rollback_uncommitted(self) -> None:
+        """After a failed copy round: every queue and the writable index file go back to what the
+        metadata holds (as a restart would), so the next round copies the same messages again."""
+        md = self.metadata
+        with self._queues_lock:
+            kept = {}
+            for key, tq in self.queues.items():
+                doc = md.queues.get(tq.key)
+                live = tq.commitlog.paths() | tq.consume_queue.paths()
+                if doc is None:
+                    tq.destroy()
+                    continue
+                tq.load_json(doc)
+                tq.recover()
+                for path in live - (tq.commitlog.paths() | tq.consume_queue.paths()):
+                    self.backend.delete(path)
+                kept[key] = tq
+            self.queues = kept
+        self.index.rollback()
+        log.warning("tier: rolled back to the last committed state")
 
     def mark_committed(self) -> None:
         self.committed_max = {(d["topic"], int(d["queueId"])): _cq_end(d) for d in self.metadata.queues.values()}

@@ -188,6 +188,25 @@ class IndexStoreService:
         return {f.begin_ts: f.to_json() for f in self.files
                 if f.state == WRITING and (f.items != f.committed_items or f.sealed != f.committed_sealed)}
 
+    def rollback(self) -> None:
+        """Writing files back to their committed item counts; files never committed go."""
+        keep = []
+        for f in self.files:
+            e = self.metadata.index_files.get(f.begin_ts)
+            if f.state != WRITING:
+                keep.append(f)
+                continue
+            if e is None:
+                f.delete_local()
+                continue
+            f.undo_to(int(e["items"]), int(e["endTs"]), int(e["usedSlots"]))
+            f.sealed = bool(e["sealed"])
+            f.min_ts, f.max_ts = int(e["minTs"]), int(e["maxTs"])
+            keep.append(f)
+        self.files = keep
+        writing = [f for f in keep if f.state == WRITING and not f.sealed]
+        self.current = writing[-1] if writing else None
+
     def committed(self, entries: dict[int, dict]) -> None:
         for f in self.files:
             e = entries.get(f.begin_ts)
@@ -198,6 +217,9 @@ class IndexStoreService:
     def run_once(self) -> bool:
         """One step of work: expire, compact or upload; True when something was done."""
         did = self.expire()
+        for f in self.files:
+            if f.state == UPLOADED and os.path.exists(f.compacted_path):
+                f.delete_local()                 # a failure between the upload's commit and this
         for f in list(self.files):
             if f.state == WRITING and f.sealed and f.committed_sealed and f.committed_items == f.items:
                 self._compact(f)
