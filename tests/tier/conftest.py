@@ -1,8 +1,12 @@
-"""Fixtures of the tier tests: an S3 server (moto's, in this process, on 127.0.0.1 and a free
-port, one per session) and the backend factory every backend test is parametrised over."""
+"""Fixtures of the tier tests: an S3 server (moto's, on 127.0.0.1 and a free port, one per
+session) and the backend factory every backend test is parametrised over."""
 from __future__ import annotations
 
-import logging
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 import uuid
 
 import pytest
@@ -12,14 +16,32 @@ from tests.tier.helpers import make_backend_of
 
 @pytest.fixture(scope="session")
 def s3_endpoint():
-    moto_server = pytest.importorskip("moto.server", reason="moto[server] comes with the test extra")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    """moto's S3 server in its own process (it would otherwise share this process's GIL)."""
+    pytest.importorskip("moto.server", reason="moto[server] comes with the test extra")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(url + "/moto-api/", timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"moto S3 server did not start on {url}")
+            time.sleep(0.05)
     try:
-        yield f"http://127.0.0.1:{server._server.server_port}"
+        yield url
     finally:
-        server.stop()
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 @pytest.fixture(params=["posix", "memory", "s3"])

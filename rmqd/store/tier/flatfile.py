@@ -76,8 +76,7 @@ class FlatFile:
                 self._new_segment(base)
 
     def _new_segment(self, base: int) -> Segment:
-        path = self.path_of(base)
-        self.backend.delete(path)          # an orphan from a crash before the metadata commit
+        # (an orphan at this path from a crash or a rolled-back round was deleted by then)
         seg = Segment(base=base, created_ms=int(time.time() * 1000))
         self.segments = self.segments + [seg]
         return seg

@@ -253,8 +253,7 @@ class IndexStoreService:
         self.metadata.commit({}, {f.begin_ts: f.to_json()})
         self._step("index.uploading")
         path = self.segment_path(base)
-        self.backend.delete(path)
-        self.backend.upload(path, f.compacted_path)
+        self.backend.upload(path, f.compacted_path)      # replaces a partial upload at this base
         size = os.path.getsize(f.compacted_path)
         self._step("index.uploaded")
         entry = f.to_json()
