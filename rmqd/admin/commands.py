@@ -892,11 +892,16 @@ def dump_compaction_log(c: Optional[AdminClient], a: Any) -> None:
 
 
 # ====================================================================== tiered storage
+def _tier_addrs(c: AdminClient, a: Any) -> list[str]:
+    """-b, else every master of the cluster (the topic filters the answer, not the brokers)."""
+    return [a.brokerAddr] if getattr(a, "brokerAddr", None) else c.all_master_addrs()
+
+
 def tier_status(c: AdminClient, a: Any) -> None:
     """Per queue the tier's min/max offset and size; per index file its state, items and time
     range (rmqd admin code 9003)."""
     ext = {"topic": a.topic} if a.topic else {}
-    for addr in _compaction_addrs(c, a):
+    for addr in _tier_addrs(c, a):
         st = c.call_json(addr, 9003, ext) or {}
         print(f"# {addr} backend {st.get('backend')} level {st.get('level')} copied {st.get('copied')}"
               + (f" lastError {st['lastError']}" if st.get("lastError") else ""))
@@ -921,7 +926,7 @@ def commit_tier(c: AdminClient, a: Any) -> None:
     ext = {"upload": "false" if str(a.upload).lower() == "false" else "true"}
     saved, c.timeout = c.timeout, max(c.timeout, 600.0)
     try:
-        for addr in _compaction_addrs(c, a):
+        for addr in _tier_addrs(c, a):
             body = c.call_json(addr, 9004, ext) or {}
             print(f"{addr}: copied {body.get('copied')} message(s), {body.get('indexSteps')} index step(s)")
     finally:
