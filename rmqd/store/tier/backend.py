@@ -156,10 +156,13 @@ class PosixBackend(TierBackend):
     def upload(self, path: str, local_file: str, chunk: int = 8 << 20) -> None:
         full = self._full(path)
         os.makedirs(os.path.dirname(full), exist_ok=True)
-        with open(local_file, "rb") as src, open(full, "wb") as dst:
-            shutil.copyfileobj(src, dst, chunk)
-            dst.flush()
-            os.fsync(dst.fileno())
+        shutil.copyfile(local_file, full)                 # sendfile(2) on Linux
+        fd = os.open(full, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._forget(path)
         self._count_write(os.path.getsize(full))
 
     def _read_fd(self, path: str) -> int:

@@ -45,7 +45,6 @@ class TierDispatcher:
     def run_once(self, force: bool = False) -> int:
         """One round over every queue; returns how many records were copied."""
         tier = self.tier
-        local = tier.local
         cfg = tier.config
         with self.lock:
             now = time.time()

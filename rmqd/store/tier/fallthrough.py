@@ -101,7 +101,7 @@ class TierReads:
 
     def get_messages(self, topic: str, qid: int, offset: int, max_nums: int, max_bytes: int, message_filter,
                      local: Callable[[], "GetMessageResult"]) -> "GetMessageResult":
-        from rmqd.store.message_store import GetMessageResult, GetMessageStatus as S, _LazyProps
+        from rmqd.store.message_store import GetMessageStatus as S
         tq = self._tq(topic, qid)
         if tq is None or not self.serves_pull(topic, qid, offset):
             res = local()

@@ -13,7 +13,6 @@ event loop.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import TYPE_CHECKING, Callable, Optional

@@ -117,6 +117,9 @@ def java_hashset_order(keys: Iterable[str]) -> list[str]:
     """The iteration order of a ``java.util.HashSet<String>`` filled with ``keys`` in this order
     (default capacity 16, load factor 0.75, duplicates dropped; bins long enough to treeify in a
     table of 64+ buckets — 8+ colliding keys in one message — are not modelled)."""
+    keys = list(dict.fromkeys(keys))             # duplicates dropped, first occurrence kept
+    if len(keys) <= 8:                           # no resize, no long bin: bucket order, then insertion
+        return sorted(keys, key=lambda k: _spread(java_string_hash(k)) & 15) if len(keys) > 1 else keys
     cap, threshold = 16, 12
     bins: dict[int, list[tuple[int, str]]] = {}
     members: set[str] = set()
