@@ -17,9 +17,9 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from rmqd.cython_ext import message_codec as _codec
+from rmqd.cython_ext.tier_index import record_index_fields
 from rmqd.store.tier.index.layout import entries_of_message
-from rmqd.store.tier.queue import BLANK_SIZE, record_store_time
+from rmqd.store.tier.queue import BLANK_SIZE
 
 if TYPE_CHECKING:
     from rmqd.store.tier.store import TieredStore
@@ -27,12 +27,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_GROUPS_PER_QUEUE_PER_ROUND = 8      # fairness between queues within one round
-
-
-def record_keys(rec: bytes) -> tuple:
-    """``(KEYS, UNIQ_KEY)`` properties of a record (None when absent)."""
-    props = _codec.decode_record(rec, 0)[17].decode("utf-8", errors="replace")
-    return _codec.find_property(props, "KEYS"), _codec.find_property(props, "UNIQ_KEY")
 
 
 class TierDispatcher:
@@ -128,7 +122,7 @@ class TierDispatcher:
             size = 0
             for phys, sz, tags in entries:
                 if sz == BLANK_SIZE:
-                    batch.append((None, 0, 0, -1))
+                    batch.append((None, 0, 0, -1, None, None))
                     continue
                 if batch and size + sz > cfg.group_commit_size:
                     break
@@ -139,19 +133,17 @@ class TierDispatcher:
                     break
                 rec = bytes(view)
                 view.release()
-                batch.append((rec, tags, record_store_time(rec), phys))
+                ts, keys, uniq = record_index_fields(rec)
+                batch.append((rec, tags, ts, phys, keys, uniq))
                 size += sz
             if not batch:
                 break
             tier.step("dispatch.commitlog")
-            positions = tq.append(batch)
+            positions = tq.append([b[:4] for b in batch])
             if cfg.message_index_enable:
                 msgs = []
-                for (rec, tags, ts, phys), pos in zip(batch, positions):
-                    if rec is None:
-                        continue
-                    keys, uniq = record_keys(rec)
-                    if not keys and not uniq:
+                for (rec, tags, ts, phys, keys, uniq), pos in zip(batch, positions):
+                    if rec is None or (not keys and not uniq):
                         continue
                     found = entries_of_message(tq.topic, topic_id, tq.queue_id, keys, uniq, pos, len(rec), ts)
                     if found:
