@@ -261,10 +261,14 @@ cdef inline object _prop(const uint8_t* p, Py_ssize_t n, const char* name, Py_ss
 def record_index_fields(const uint8_t[::1] rec):
     """``(storeTimestamp, KEYS or None, UNIQ_KEY or None)`` of one CommitLog-format record: what
     the tier's copier needs per message, read in C without decoding the rest."""
-    cdef Py_ssize_t n = rec.shape[0]
+    if rec.shape[0] < 64:
+        raise ValueError("record too short")
+    return _index_fields(&rec[0], rec.shape[0])
+
+
+cdef tuple _index_fields(const uint8_t* r, Py_ssize_t n):
     if n < 64:
         raise ValueError("record too short")
-    cdef const uint8_t* r = &rec[0]
     cdef int32_t magic = rd32(r + 4)
     cdef int32_t sys_flag = rd32(r + 36)
     cdef Py_ssize_t p = 48 + (20 if sys_flag & 0x10 else 8)
@@ -286,3 +290,148 @@ def record_index_fields(const uint8_t[::1] rec):
     if p + plen > n:
         raise ValueError("malformed record")
     return ts, _prop(r + p, plen, b"KEYS", 4), _prop(r + p, plen, b"UNIQ_KEY", 8)
+
+
+# ---------------------------------------------------------------------------- the copier's batch
+cdef inline uint32_t _h16(const uint8_t* p, Py_ssize_t n, Py_ssize_t* units) noexcept:
+    """Java String.hashCode of ASCII bytes (one UTF-16 unit each)."""
+    cdef uint32_t h = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = h * 31 + p[i]
+    units[0] = n
+    return h
+
+
+cdef uint32_t _hstr(str s, Py_ssize_t* units):
+    """Java String.hashCode of a str (UTF-16 code units) and its length in units."""
+    cdef uint32_t h = 0
+    cdef Py_UCS4 ch
+    cdef uint32_t c
+    cdef Py_ssize_t n = 0
+    for ch in s:
+        c = <uint32_t>ch
+        if c >= 0x10000:
+            c -= 0x10000
+            h = h * 31 + (0xD800 + (c >> 10))
+            h = h * 31 + (0xDC00 + (c & 0x3FF))
+            n += 2
+        else:
+            h = h * 31 + c
+            n += 1
+    units[0] = n
+    return h
+
+
+cdef inline uint32_t _pow31(Py_ssize_t n) noexcept:
+    cdef uint32_t r = 1, b = 31
+    while n > 0:
+        if n & 1:
+            r *= b
+        b *= b
+        n >>= 1
+    return r
+
+
+cdef inline int32_t _abs_java(uint32_t h) noexcept:
+    cdef int32_t v = <int32_t>h
+    if v < 0:
+        return <int32_t>(<uint32_t>0 - h)       # -Integer.MIN_VALUE stays MIN_VALUE, as in Java
+    return v
+
+
+cdef inline bint _blank(str s):
+    return s is None or len(s) == 0 or s.isspace()
+
+
+def message_key_hashes(str topic, str keys, str uniq, object hashset_order):
+    """The stored hashes of one message's index entries, in put order: the same result as
+    ``[e.hash_code for e in layout.entries_of_message(topic, ..., keys, uniq, ...)]`` (the rule
+    lives there; this is its fast path, tested equal). ``hashset_order`` is
+    ``layout.java_hashset_order``, used for messages with more than 8 distinct keys."""
+    cdef list seq = []
+    cdef list parts
+    if not _blank(uniq):
+        seq.append(uniq)
+    if not _blank(keys):
+        parts = keys.split(" ")
+        while parts and len(<str>parts[len(parts) - 1]) == 0:
+            parts.pop()
+        seq.extend(parts)
+    if not seq:
+        return ()
+    seq = list(dict.fromkeys(seq))
+    cdef Py_ssize_t n = len(seq), i, j, units
+    cdef uint32_t hk
+    cdef list order
+    cdef list buckets
+    if n > 8:
+        order = hashset_order(seq)
+    elif n == 1:
+        order = seq
+    else:
+        buckets = []
+        for i in range(n):
+            hk = _hstr(seq[i], &units)
+            buckets.append(((hk ^ (hk >> 16)) & 15, i))
+        buckets.sort()
+        order = [seq[b[1]] for b in buckets]
+    cdef uint32_t th = _hstr(topic + "#", &units)
+    out = []
+    for k in order:
+        hk = _hstr(k, &units)
+        out.append(_abs_java(th * _pow31(units) + hk))
+    return tuple(out)
+
+
+def cq_units(list entries, Py_ssize_t count, int64_t base) -> bytes:
+    """The tier's ConsumeQueue units for the first ``count`` local entries ``(phys, size, tags)``
+    whose records were appended back to back from flat offset ``base``."""
+    cdef bytearray out = bytearray(count * 20)
+    cdef uint8_t* p = out
+    cdef int64_t pos = base
+    cdef Py_ssize_t i
+    cdef int32_t size
+    for i in range(count):
+        e = entries[i]
+        size = e[1]
+        wr64(p + i * 20, pos)
+        wr32(p + i * 20 + 8, size)
+        wr64(p + i * 20 + 12, e[2])
+        pos += size
+    return bytes(out)
+
+
+def index_batch(bytes body, str topic, int32_t topic_id, int32_t queue_id, int64_t base, object hashset_order,
+                bint with_keys=True):
+    """Walk records appended back to back (a group commit's flat CommitLog bytes, first at flat
+    offset ``base``): ``(index messages for put_batch, min store time, max store time, first and
+    last original CommitLog offset)``. Messages without keys are left out of the index list."""
+    cdef const uint8_t* b = <const uint8_t*>body
+    cdef Py_ssize_t n = len(body), p = 0
+    cdef int32_t size
+    cdef int64_t ts, min_ts = -1, max_ts = -1, first = -1, last = -1, phys
+    msgs = []
+    while p + 64 <= n:
+        size = rd32(b + p)
+        if size <= 0 or p + size > n:
+            raise ValueError(f"malformed record at {p} of a batch of {n} bytes")
+        phys = rd64(b + p + 28)
+        ts, keys, uniq = _index_fields(b + p, size) if with_keys else (_ts_of(b + p), None, None)
+        if first < 0:
+            first = phys
+        last = phys
+        if min_ts < 0 or ts < min_ts:
+            min_ts = ts
+        if ts > max_ts:
+            max_ts = ts
+        if keys is not None or uniq is not None:
+            hashes = message_key_hashes(topic, keys, uniq, hashset_order)
+            if hashes:
+                msgs.append((hashes, topic_id, queue_id, base + p, size, ts))
+        p += size
+    return msgs, min_ts, max_ts, first, last
+
+
+cdef inline int64_t _ts_of(const uint8_t* r) noexcept:
+    return rd64(r + 48 + (20 if rd32(r + 36) & 0x10 else 8))

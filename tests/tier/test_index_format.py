@@ -163,3 +163,16 @@ def test_undo_restores_the_committed_bytes():
     hdr = L.parse_header(two)
     assert X.undo_after(buf, 5, 4, 2, hdr.end_timestamp, hdr.hash_slot_count) == 1
     assert bytes(buf) == two
+
+
+def test_c_key_hashes_follow_the_rule():
+    """The copier's C fast path computes exactly what entries_of_message (the rule) gives."""
+    rnd = random.Random(11)
+    alphabet = ["a", "b", "Aa", "BB", " ", "  ", "k1", "\u00e9", "\U0001F600", "zz", "", "x y"]
+    for _ in range(5000):
+        keys = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 14))) if rnd.random() < 0.9 else None
+        uniq = rnd.choice([None, "", " ", "U1", "a", "\U0001F600x"])
+        topic = rnd.choice(["T", "Topic\u00e9", "TopicMin"])
+        ref = tuple(e.hash_code for e in L.entries_of_message(topic, 1, 0, keys, uniq, 0, 1, 0))
+        assert X.message_key_hashes(topic, keys, uniq, L.java_hashset_order) == ref, (topic, keys, uniq)
+    assert X.message_key_hashes("TopicMin", "\ub3cdakxA", None, L.java_hashset_order) == (-2 ** 31,)

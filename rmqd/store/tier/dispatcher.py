@@ -17,8 +17,9 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from rmqd.cython_ext.tier_index import record_index_fields
-from rmqd.store.tier.index.layout import entries_of_message
+from rmqd.cython_ext import store_get as _sg
+from rmqd.cython_ext import tier_index as _ix
+from rmqd.store.tier.index.layout import entries_of_message, java_hashset_order
 from rmqd.store.tier.queue import BLANK_SIZE
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_GROUPS_PER_QUEUE_PER_ROUND = 8      # fairness between queues within one round
+FAST_GROUP_MAX = 1024                   # records per C gather (store_get.read_resident's batch)
 
 
 class TierDispatcher:
@@ -82,6 +84,68 @@ class TierDispatcher:
                 touched[tq.key] = tq.to_json()
         return copied, touched
 
+    def _copy_group_fast(self, tq, cq, nxt: int, entries: list, topic_id: int) -> int:
+        """One group commit in C when its records are in memory (the usual case: the copier
+        follows the head): one memcpy gather, one scan for times and keys. -1 when it cannot."""
+        tier = self.tier
+        cfg = tier.config
+        local = tier.local
+        count = min(len(entries), FAST_GROUP_MAX)
+        got = _sg.read_resident(cq, local.commitlog, nxt, count, cfg.group_commit_size, None, 1 << 62, count * 20)
+        if got is None or got[0] != _sg.FOUND or got[2] <= 0:
+            return -1
+        _status, _next, n, body = got
+        base = tq.commitlog.commit_offset
+        msgs, min_ts, max_ts, first, last = _ix.index_batch(body, tq.topic, topic_id, tq.queue_id, base,
+                                                            java_hashset_order, cfg.message_index_enable)
+        tier.step("dispatch.commitlog")
+        tq.append_raw(body, _ix.cq_units(entries, n, base), min_ts, max_ts, first, last)
+        if cfg.message_index_enable:
+            tier.step("dispatch.index")
+            if msgs:
+                tier.index.put(msgs)
+        return n
+
+    def _copy_group(self, tq, nxt: int, entries: list, topic_id: int) -> int:
+        """One group commit record by record (blank entries, records not in memory)."""
+        tier = self.tier
+        cfg = tier.config
+        local = tier.local
+        batch = []
+        size = 0
+        for phys, sz, tags in entries:
+            if sz == BLANK_SIZE:
+                batch.append((None, 0, 0, -1, None, None))
+                continue
+            if batch and size + sz > cfg.group_commit_size:
+                break
+            view = local.commitlog.get(phys, sz)
+            if view is None:
+                log.warning("tier: %s-%d offset %d: record at %d is not in the local CommitLog",
+                            tq.topic, tq.queue_id, nxt + len(batch), phys)
+                break
+            rec = bytes(view)
+            view.release()
+            ts, keys, uniq = _ix.record_index_fields(rec)
+            batch.append((rec, tags, ts, phys, keys, uniq))
+            size += sz
+        if not batch:
+            return 0
+        tier.step("dispatch.commitlog")
+        positions = tq.append([b[:4] for b in batch])
+        if cfg.message_index_enable:
+            msgs = []
+            for (rec, tags, ts, phys, keys, uniq), pos in zip(batch, positions):
+                if rec is None or (not keys and not uniq):
+                    continue
+                found = entries_of_message(tq.topic, topic_id, tq.queue_id, keys, uniq, pos, len(rec), ts)
+                if found:
+                    msgs.append((tuple(e.hash_code for e in found), topic_id, tq.queue_id, pos, len(rec), ts))
+            tier.step("dispatch.index")
+            if msgs:
+                tier.index.put(msgs)
+        return len(batch)
+
     def _expire(self, now: float) -> dict:
         limit = int((now - self.tier.config.file_reserved_hours * 3600) * 1000)
         out = {}
@@ -110,7 +174,7 @@ class TierDispatcher:
             pending = cq.max_offset - nxt
             if pending <= 0:
                 break
-            entries = cq.iter_from(nxt, cfg.group_commit_count * 20)
+            entries = cq.iter_from(nxt, min(cfg.group_commit_count, FAST_GROUP_MAX) * 20)
             if not entries:
                 break
             if group == 0 and not force and pending < cfg.group_commit_count:
@@ -118,39 +182,12 @@ class TierDispatcher:
                 ts = local._store_time_of(e[0], e[1]) if e[1] != BLANK_SIZE else 0
                 if ts > 0 and ts + cfg.group_commit_timeout_ms > local.clock():
                     break
-            batch = []
-            size = 0
-            for phys, sz, tags in entries:
-                if sz == BLANK_SIZE:
-                    batch.append((None, 0, 0, -1, None, None))
-                    continue
-                if batch and size + sz > cfg.group_commit_size:
-                    break
-                view = local.commitlog.get(phys, sz)
-                if view is None:
-                    log.warning("tier: %s-%d offset %d: record at %d is not in the local CommitLog",
-                                tq.topic, tq.queue_id, nxt + len(batch), phys)
-                    break
-                rec = bytes(view)
-                view.release()
-                ts, keys, uniq = record_index_fields(rec)
-                batch.append((rec, tags, ts, phys, keys, uniq))
-                size += sz
-            if not batch:
+            n = self._copy_group_fast(tq, cq, nxt, entries, topic_id)
+            if n < 0:
+                n = self._copy_group(tq, nxt, entries, topic_id)
+            if n <= 0:
                 break
-            tier.step("dispatch.commitlog")
-            positions = tq.append([b[:4] for b in batch])
-            if cfg.message_index_enable:
-                msgs = []
-                for (rec, tags, ts, phys, keys, uniq), pos in zip(batch, positions):
-                    if rec is None or (not keys and not uniq):
-                        continue
-                    found = entries_of_message(tq.topic, topic_id, tq.queue_id, keys, uniq, pos, len(rec), ts)
-                    if found:
-                        msgs.append((tuple(e.hash_code for e in found), topic_id, tq.queue_id, pos, len(rec), ts))
-                tier.step("dispatch.index")
-                if msgs:
-                    tier.index.put(msgs)
-            nxt += len(batch)
-            total += len(batch)
+            nxt += n
+            total += n
+            time.sleep(0)                           # let the event loop have the GIL between groups
         return total

@@ -115,6 +115,17 @@ class TieredQueue:
         self.consume_queue.append(bytes(units), min_ts, max_ts, roll_cq, first_phys, last_phys)
         return positions
 
+    def append_raw(self, body: bytes, units: bytes, min_ts: int, max_ts: int, first_phys: int,
+                   last_phys: int) -> None:
+        """Append a group commit prepared in C: ``body`` (records back to back, the first at the
+        flat CommitLog's end) and its ConsumeQueue ``units``."""
+        roll = self._roll_commitlog(len(body))
+        self.commitlog.append(body, min_ts, max_ts, roll)
+        cq_segs = self.consume_queue.segments
+        roll_cq = bool(cq_segs) and cq_segs[-1].size > 0 and \
+            cq_segs[-1].size + len(units) > self.config.consume_queue_file_size
+        self.consume_queue.append(units, min_ts, max_ts, roll_cq, first_phys, last_phys)
+
     # ---- read -----------------------------------------------------------------------------
     def units(self, offset: int, count: int) -> list[tuple[int, int, int]]:
         """ConsumeQueue units from ``offset`` (at most ``count``, clipped to what is stored)."""
