@@ -166,8 +166,15 @@ class TierReads:
         local_earliest = self._local_earliest(topic, qid)
         if self.level != Level.FORCE and local_earliest >= 0 and ts >= local_earliest:
             return local(ts)
+        lo = tq.min_offset
         hi = tq.max_offset - 1 if local_min < 0 else min(tq.max_offset, local_min) - 1
-        off, t = search_offset_by_time(tq.min_offset, hi, ts, tq.store_time)
+        for seg in tq.consume_queue.segments:          # narrow to the segment(s) around ts: fewer reads
+            if 0 <= seg.max_ts < ts and seg.end // 20 - 1 < hi:
+                lo = max(lo, seg.end // 20 - 1)
+            elif seg.min_ts > ts and seg.base // 20 > lo:
+                hi = min(hi, seg.base // 20)
+                break
+        off, t = search_offset_by_time(lo, hi, ts, tq.store_time)
         if off < 0:
             return local(ts)
         if t < ts and local_earliest >= 0 and abs(local_earliest - ts) < abs(ts - t):
