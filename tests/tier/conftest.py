@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.tier.helpers import make_backend_of
+from tier.helpers import make_backend_of
 
 
 @pytest.fixture(scope="session")

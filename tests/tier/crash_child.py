@@ -8,9 +8,9 @@ import os
 import signal
 import sys
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-from tests.tier.helpers import make_store, put  # noqa: E402
+from tier.helpers import make_store, put  # noqa: E402
 
 
 def main() -> int:

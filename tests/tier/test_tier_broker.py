@@ -13,7 +13,7 @@ from rmqd.cli import _broker_config, build_parser
 from rmqd.config import BrokerConfig
 from rmqd.store.tier.config import TieredStorageLevel, tier_config_from
 from rmqd.testing.embedded import EmbeddedServer
-from tests.tier.helpers import put
+from tier.helpers import put
 
 
 def admin(ns: str, *args: str) -> tuple[int, str]:

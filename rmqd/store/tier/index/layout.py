@@ -19,6 +19,10 @@ Entry points
   write position with length 0, as Java writes them.
 * :func:`parse_header`, :func:`item_time` — readers.
 
+The broker's copier runs the same rule through C fast paths (``rmqd.cython_ext.tier_index``:
+``message_key_hashes``, ``put_batch``, ``compact``), which the tests hold byte for byte to the
+functions here.
+
 All integers are big-endian. ``hash = abs(String.hashCode(topic + "#" + key))`` in 32-bit
 arithmetic; Java leaves ``Integer.MIN_VALUE`` negative and then fails on a negative slot. rmqd
 stores the same hash but puts that one value in slot ``(hash & 0x7FFFFFFF) % slots`` (slot 0), so
