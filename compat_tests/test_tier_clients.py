@@ -87,8 +87,17 @@ def admin(ns: str, *args: str) -> str:
     return out.getvalue()
 
 
+def roll_commitlog(server) -> None:
+    """Fill the current CommitLog file (64 KiB) so every message sent so far is in a sealed one."""
+    from rmqd.store.message import MessageToStore
+    store = server.broker.store
+    for i in range(300):
+        assert store.put_message(MessageToStore.create("TierFiller", 0, b"f" * 300, {"KEYS": f"filler-{i}"})).ok
+
+
 def tier_and_delete_local(server, topic: str) -> None:
     ns = server.namesrv_addr
+    roll_commitlog(server)
     out = admin(ns, "commitTier")
     assert "copied" in out
     store = server.broker.store
@@ -164,6 +173,7 @@ def test_java_client_and_mqadmin_across_both_tiers(tiered_server):
     assert not sent.timed_out and sent.returncode == 0, sent.stderr[-3000:]
     sends = sent.events_of("sent")
     assert len(sends) == COUNT and all(e["status"] == "SEND_OK" for e in sends)
+    roll_commitlog(server)
     admin(ns, "commitTier")
     admin(ns, "deleteExpiredCommitLog")
     store = server.broker.store
