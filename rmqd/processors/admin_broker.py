@@ -174,6 +174,8 @@ class BrokerAdminProcessor:
         """Every property the Java broker reports (see rmqd.java_config_defaults), rmqd's values where
         it has them."""
         props = java_broker_properties(self.broker.config.to_properties())
+        if props.get("objectStoreSecretKey"):
+            props["objectStoreSecretKey"] = "******"       # the tier's S3 secret is never shown
         text = "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
         version = orjson.dumps(self.config_data_version.to_json()).decode()
         return new_response(ResponseCode.SUCCESS, None, {"version": version}, text.encode("utf-8"))
