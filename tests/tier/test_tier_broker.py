@@ -54,7 +54,7 @@ def test_tier_dir_flag(tmp_path):
 def test_admin_codes_runtime_info_and_console_page(tmp_path):
     props = {"messageStorePlugIn": "tiered", "tieredBackendServiceProvider": "memory",
              "tieredStoreIndexFileMaxHashSlotNum": 16, "tieredStoreIndexFileMaxIndexNum": 64,
-             "tieredStoreGroupCommitTimeout": 0}
+             "tieredStoreGroupCommitTimeout": 0, "objectStoreSecretKey": "s3cr3t"}
     with EmbeddedServer(store_dir=str(tmp_path / "store"), broker_properties=props) as server:
         ns = server.namesrv_addr
         put(server.broker.store, "TierAdmin", 50)
@@ -66,6 +66,8 @@ def test_admin_codes_runtime_info_and_console_page(tmp_path):
         info = server.broker.admin_broker_processor.runtime_info()
         assert info["tier_TierAdmin_0"].startswith("minOffset=0,maxOffset=25,")
         assert any(k.startswith("tierIndex_") and "state=uploaded" in v for k, v in info.items())
+        rc, out = admin(ns, "getBrokerConfig", "-b", server.broker_addr)
+        assert rc == 0 and "tieredStorageLevel" in out and "s3cr3t" not in out
         from rmqd.console.extensions import local_extensions
         page = local_extensions(server.broker)["tier"]
         assert page["queues"][0]["topic"] == "TierAdmin" and page["indexFiles"]
