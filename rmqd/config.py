@@ -224,6 +224,28 @@ class BrokerConfig(_PropertiesConfig):
         "compactionScheduleInternal": 15 * 60 * 1000,
         "maxOffsetMapSize": 100 * 1024 * 1024,
         "compactionThreadNum": 6,
+        # tiered storage (RocketMQ 5.x tieredstore names; see the README's "Tiered storage")
+        "messageStorePlugIn": "",
+        "tieredBackendServiceProvider": "org.apache.rocketmq.tieredstore.provider.MemoryFileSegment",
+        "tieredStoreFilePath": "",
+        "tieredStorageLevel": "NOT_IN_DISK",
+        "tieredStoreCommitLogMaxSize": 1024 * 1024 * 1024,
+        "tieredStoreConsumeQueueMaxSize": 100 * 1024 * 1024,
+        "tieredStoreIndexFileMaxHashSlotNum": 5000000,
+        "tieredStoreIndexFileMaxIndexNum": 5000000 * 4,
+        "tieredStoreFileReservedTime": 72,
+        "tieredStoreDeleteFileInterval": 3600 * 1000,
+        "commitLogRollingInterval": 24,
+        "commitLogRollingMinimumSize": 16 * 1024 * 1024,
+        "tieredStoreGroupCommitCount": 4096,
+        "tieredStoreGroupCommitSize": 4 * 1024 * 1024,
+        "tieredStoreGroupCommitTimeout": 30000,
+        "objectStoreEndpoint": "",
+        "objectStoreBucket": "",
+        "objectStoreAccessKey": "",
+        "objectStoreSecretKey": "",
+        "objectStoreRegion": "",          # rmqd: the S3 backend's region (default us-east-1)
+        "tieredStoreDispatchInterval": 1000,   # rmqd: ms between the copier's rounds
         # metrics (RocketMQ 5.x names): PROM serves /metrics on metricsPromExporterHost:Port
         "metricsExporterType": "DISABLE",
         "metricsPromExporterPort": 5557,

@@ -162,6 +162,8 @@ class BrokerAdminProcessor:
             log.warning("disk usage of %s: %s", store.config.store_root_dir, exc)
         if store.compaction is not None:
             t.update(store.compaction.runtime_info())
+        if store.tier is not None and store.tier.started:
+            t.update(store.tier.runtime_info())
         return t
 
     def get_broker_runtime_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -172,6 +174,8 @@ class BrokerAdminProcessor:
         """Every property the Java broker reports (see rmqd.java_config_defaults), rmqd's values where
         it has them."""
         props = java_broker_properties(self.broker.config.to_properties())
+        if props.get("objectStoreSecretKey"):
+            props["objectStoreSecretKey"] = "******"       # the tier's S3 secret is never shown
         text = "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
         version = orjson.dumps(self.config_data_version.to_json()).decode()
         return new_response(ResponseCode.SUCCESS, None, {"version": version}, text.encode("utf-8"))
