@@ -985,6 +985,11 @@ class MessageStore:
         return deleted
 
     # ------------------------------------------------------------------ stats
+    def lock_time_mills(self) -> int:
+        """How long the put in progress has held the put lock, in ms (0 when no put runs): Java's
+        ``MessageStore.lockTimeMills`` (``pageCacheLockTimeMills`` in the runtime info)."""
+        return self._engine.lock_time_mills()
+
     @property
     def stats(self) -> StoreStats:
         """Snapshot of runtime statistics."""
