@@ -18,7 +18,8 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  * The kit's mqadmin, many sub-commands in one JVM: each stdin line is a JSON object
  * {"args": [sub-command, options...], "timeoutMs": N}; each is run through mqadmin's own entry point
  * (MQAdminStartup.main0, what bin/mqadmin runs) with System.out/err captured, and answered with one line
- * {"out": ..., "ms": ..., "timedOut": bool}. Saves a JVM start per sub-command.
+ * {"out": ..., "ms": ..., "timedOut": bool}. Saves a JVM start per sub-command. MQAdminStartup's list of
+ * sub-command objects is emptied before each run, so every run gets new ones, as bin/mqadmin does.
  */
 public class MqadminShell {
     public static void main(String[] args) throws Exception {
@@ -29,6 +30,9 @@ public class MqadminShell {
             t.setDaemon(true);
             return t;
         });
+        java.lang.reflect.Field listField = MQAdminStartup.class.getDeclaredField("subCommandList");
+        listField.setAccessible(true);
+        List<?> commands = (List<?>) listField.get(null);
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         realOut.println("{\"ready\":true}");
         realOut.flush();
@@ -46,6 +50,7 @@ public class MqadminShell {
             System.setErr(capture);
             long t0 = System.nanoTime();
             boolean timedOut = false;
+            commands.clear();   // fresh sub-command objects, as in a new JVM (some cache a shut-down admin client)
             Future<?> f = worker.submit(() -> MQAdminStartup.main0(cmd, null));
             try {
                 f.get(timeoutMs, TimeUnit.MILLISECONDS);
