@@ -65,3 +65,34 @@ def test_populate_and_warmer(tmp_path):
     finally:
         s.shutdown()
     assert populate(mf.ptr, 0, 4096) == 0                  # released pointer: no-op
+
+
+def test_lock_time_mills_is_how_long_the_running_put_holds_the_lock(tmp_path):
+    """pageCacheLockTimeMills (GET_BROKER_RUNTIME_INFO): Java's CommitLog.lockTimeMills, from the put path."""
+    import threading
+    import time
+
+    s = _store(tmp_path)
+    entered, release = threading.Event(), threading.Event()
+    real_reserve = s.commitlog.reserve
+
+    def slow_reserve(total):                  # the first put maps its segment under the put lock
+        entered.set()
+        release.wait(10)
+        return real_reserve(total)
+
+    s.commitlog.reserve = slow_reserve
+    try:
+        assert s.lock_time_mills() == 0
+        t = threading.Thread(target=lambda: s.put_message(MessageToStore("L", 0, b"x")))
+        t.start()
+        assert entered.wait(10)
+        time.sleep(0.3)
+        held = s.lock_time_mills()
+        release.set()
+        t.join(10)
+        assert 250 <= held < 10_000, held
+        assert s.lock_time_mills() == 0 and s.get_max_offset("L", 0) == 1
+    finally:
+        release.set()
+        s.shutdown()
