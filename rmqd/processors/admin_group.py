@@ -147,7 +147,7 @@ class GroupAdminProcessor:
     def get_producer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "producerGroup")
         chans = self.broker.producer_manager.get(group)
-        if not chans:
+        if not chans and not self.broker.producer_manager.known(group):
             return error_response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
         return json_response({"connectionSet": [c.to_connection_json() for c in chans]})
 

@@ -129,6 +129,9 @@ class TransactionalMessageBridge:
     def put_op_message(self, half_queue_offset: int, queue_id: int) -> bool:
         """Op ("remove") record for the half message at ``half_queue_offset``."""
         props = f"TAGS\x01{REMOVE_TAG}\x02WAIT\x01false"
+        tcm = self.broker.topic_config_manager
+        if tcm.get(TRANS_OP_HALF_TOPIC) is None:       # created on first use, as Java's bridge does
+            tcm.create_topic_in_send_message_back_method(TRANS_OP_HALF_TOPIC, 1, 6, 0)
         host = self.broker.store_host
         msg = MessageToStore(TRANS_OP_HALF_TOPIC, queue_id, str(half_queue_offset).encode(), props, 0, 0,
                              int(time.time() * 1000), host, host, 0, 0, java_string_hash(REMOVE_TAG))

@@ -245,8 +245,9 @@ class TopicConfigManager(ConfigManager):
         if trace_topic_enable:
             self._add_system(TopicConfig(TRACE_TOPIC, 1, 1))
         self._add_system(TopicConfig(f"{broker_cluster_name}_{REPLY_TOPIC_POSTFIX}", 1, 1))
-        for t in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC):
-            self._add_system(TopicConfig(t, 1, 1))
+        # the transaction topics appear when first used, as in Java: the half topic in the checker's first
+        # round, the op-half and check-max-time topics when first written (TransactionalMessageBridge)
+        self.system_topics.update((TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC))
 
     def _add_system(self, tc: TopicConfig) -> None:
         self.table[tc.topic_name] = tc
