@@ -28,6 +28,7 @@ from rmqd.remoting.command import RemotingCommand, encode_frame_bytes, new_reque
 from rmqd.remoting.fastjson import MessageQueue, loads_lenient
 
 TOPIC, GROUP, ONLINE_GROUP, CLIENT_ID = "DiffTopic", "DiffGroup", "DiffOnlineGroup", "127.0.0.1@diff-probe"
+DELAY_TOPIC = "DiffDelayTopic"
 UNKNOWN_TOPIC, UNKNOWN_GROUP = "DiffNoSuchTopic", "DiffNoSuchGroup"
 
 # JSON fields whose keys are data (topic names, group names, broker ids, client ids ...), not a schema.
@@ -85,8 +86,13 @@ def mask(text: str | None) -> str | None:
 
 
 def _key_mask(key: str) -> str:
-    """Keys that carry a path (GET_BROKER_RUNTIME_INFO's ``commitLogDiskRatio_<store path>``)."""
-    return "commitLogDiskRatio_<path>" if key.startswith("commitLogDiskRatio_") else key
+    """Keys that carry data (GET_BROKER_RUNTIME_INFO's ``commitLogDiskRatio_<store path>`` and
+    ``scheduleMessageOffset_<delay level>``: other tests may have used other levels on the shared broker)."""
+    if key.startswith("commitLogDiskRatio_"):
+        return "commitLogDiskRatio_<path>"
+    if key.startswith("scheduleMessageOffset_"):
+        return "scheduleMessageOffset_<level>"
+    return key
 
 
 def _kind(value: str) -> str:
@@ -262,11 +268,15 @@ def heartbeat_body(group: str = ONLINE_GROUP, client_id: str = CLIENT_ID, topic:
 
 def prepare(broker_addr: str) -> BlockingClient:
     """The same state on a fresh broker: DiffTopic (4 queues) with 3 messages in queue 0, DiffGroup with
-    offset 1 there, and an online consumer of DiffOnlineGroup (the returned connection: keep it open)."""
+    offset 1 there, one delayed message (level 1, DiffDelayTopic) and an online consumer of DiffOnlineGroup
+    (the returned connection: keep it open)."""
     with BlockingClient(broker_addr) as c:
-        r = c.invoke(new_request(17, {"topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": "4",
-                                      "writeQueueNums": "4", "perm": "6", "topicFilterType": "SINGLE_TAG",
-                                      "topicSysFlag": "0", "order": "false"}))
+        for topic in (TOPIC, DELAY_TOPIC):
+            r = c.invoke(new_request(17, {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": "4",
+                                          "writeQueueNums": "4", "perm": "6", "topicFilterType": "SINGLE_TAG",
+                                          "topicSysFlag": "0", "order": "false"}))
+            assert r.code == 0, r.remark
+        r = c.invoke(new_request(310, send_header(b=DELAY_TOPIC, i="DELAY\u00011\u0002"), b"later"))
         assert r.code == 0, r.remark
         r = c.invoke(new_request(200, None, orjson.dumps({"groupName": GROUP, "consumeEnable": True,
                                                           "consumeBroadcastEnable": True,

@@ -179,7 +179,8 @@ MALFORMED_FRAMES = [
     Probe("a header length beyond the frame", frame=frame(b"{}", length=4 + 1)),
     Probe("a frame over 16 MiB", frame=frame(json_header(105), length=16 * 1024 * 1024 + 1)),
     Probe("a JSON header without a code", frame=frame(b'{"flag":0,"opaque":1,"language":"JAVA","version":409}')),
-    Probe("a JSON header whose code is a string", frame=frame(b'{"code":"abc","flag":0,"opaque":1,"language":"JAVA","version":409}')),
+    Probe("a JSON header whose code is a string",
+          frame=frame(b'{"code":"abc","flag":0,"opaque":1,"language":"JAVA","version":409}')),
     Probe("a ROCKETMQ header cut short", frame=frame(b"\x00\x69\x00", serialize_type=1)),
 ]
 

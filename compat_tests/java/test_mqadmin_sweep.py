@@ -160,8 +160,10 @@ def test_online_clients_trace_and_monitoring(server, adm):
         assert T in (Path(work_dir()) / info_file).read_text()
         pconn = adm("producerConnection", "-g", "SweepOnlinePG", "-t", T)
         assert "JAVA" in pconn and "V4_9_8" in pconn
-        progress = wait_for(lambda: (o if (o := adm("consumerProgress", "-g", "SweepOnlineCG", ok=False)).count("broker-a") >= 4
-                                     else None), 30, interval=1.0, what="consumerProgress lists the 4 queues")
+        def progress_of_4_queues():
+            out = adm("consumerProgress", "-g", "SweepOnlineCG", ok=False)   # offsets appear once committed
+            return out if out.count("broker-a") >= 4 else None
+        progress = wait_for(progress_of_4_queues, 30, interval=1.0, what="consumerProgress lists the 4 queues")
         assert T in progress
         assert "SweepOnlinePG" in adm("producer", "-b", server.broker_addr)
         msg_id = ready["tracedMsgId"]
