@@ -347,9 +347,11 @@ cdef class PutEngine:
         self.host_cache = {}
         self.max_message_size = max_message_size
         self.max_record_size = max_record_size
+        self.dispatched_where = -1
 
     def reset(self) -> None:
         """Forget every cached cursor (after recovery, before shutdown)."""
+        self.dispatched_where = -1          # recovery dispatched everything in the CommitLog
         self.states = {}
         self.cl_mf = None
         self.cl_ptr = None
@@ -668,6 +670,7 @@ cdef class PutEngine:
                         req.sys_flag = preps[i].sys_flag
                         req.properties = m.properties
                         reqs.append(req)
+                    self.dispatched_where = phys + preps[i].total
                     counter = self.topic_counters.get(topic)
                     if counter is None:
                         counter = self.topic_counters[topic] = TopicPutCounter()

@@ -1003,7 +1003,10 @@ class MessageStore:
         s.commitlog_min_offset = self.commitlog.min_offset()
         s.commitlog_max_offset = self.commitlog.max_offset()
         s.commitlog_flushed_offset = self.commitlog.flushed_where
-        s.dispatch_behind_bytes = 0   # dispatch is synchronous with the append
+        # ReputMessageService.behind(): the bytes appended but not yet in ConsumeQueue/index. rmqd dispatches
+        # each record inside the append, so this is only ever the record being written right now.
+        dispatched = e.dispatched_where
+        s.dispatch_behind_bytes = max(0, s.commitlog_max_offset - dispatched) if dispatched >= 0 else 0
         s.consume_queue_disk_ratio = self._disk_ratio(self.config.consume_queue_dir)
         return s
 

@@ -96,3 +96,18 @@ def test_lock_time_mills_is_how_long_the_running_put_holds_the_lock(tmp_path):
     finally:
         release.set()
         s.shutdown()
+
+
+def test_dispatch_behind_bytes_follows_the_dispatched_offset(tmp_path):
+    """dispatchBehindBytes (GET_BROKER_RUNTIME_INFO): CommitLog max minus what ConsumeQueue/index hold."""
+    s = _store(tmp_path)
+    try:
+        assert s.stats.dispatch_behind_bytes == 0
+        for i in range(3):
+            assert s.put_message(MessageToStore("D", 0, b"x" * (100 + i))).ok
+        assert s._engine.dispatched_where == s.commitlog.max_offset() > 0
+        assert s.stats.dispatch_behind_bytes == 0
+        s._engine.dispatched_where -= 10                 # as seen while a record is being written
+        assert s.stats.dispatch_behind_bytes == 10
+    finally:
+        s.shutdown()
