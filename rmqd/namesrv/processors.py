@@ -161,8 +161,9 @@ class NamesrvProcessors:
         topic = (request.ext_fields or {}).get("topic")
         route = self.route_info.pickup_topic_route_data(topic) if topic is not None else None
         if route is None:                   # a missing topic is Java's null: no route for "null"
+            shown = "null" if topic is None else topic
             return error_response(ResponseCode.TOPIC_NOT_EXIST,
-                                  f"No topic route info in name server for the topic: {'null' if topic is None else topic}"
+                                  f"No topic route info in name server for the topic: {shown}"
                                   + suggest_todo(APPLY_TOPIC_URL))
         if self.config.orderMessageEnable:
             conf = self.kv_config.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
