@@ -259,15 +259,15 @@ class MqadminShell:
         kit = require_kit()
         self.proc = JavaProcess("MqadminShell", system_props={"rocketmq.home.dir": str(kit)})
         self.proc.wait_for(lambda ev: any(e.get("ready") for e in ev), 120, "mqadmin shell start")
-        self._answered = 1
+        self._next_id = 0
 
     def run(self, *args: str, timeout: float = 60.0) -> JavaRun:
         """Run ``mqadmin <args>`` in the shared JVM."""
-        self.proc.send(json.dumps({"args": list(args), "timeoutMs": int(timeout * 1000)}))
-        want = self._answered + 1
-        self.proc.wait_for(lambda ev: len(ev) >= want, timeout + 30, f"mqadmin {' '.join(args[:1])}")
-        self._answered = want
-        ev = self.proc.events[want - 1]
+        self._next_id += 1
+        rid = self._next_id
+        self.proc.send(json.dumps({"id": rid, "args": list(args), "timeoutMs": int(timeout * 1000)}))
+        ev = self.proc.wait_for(lambda evs: next((e for e in reversed(evs) if e.get("id") == rid), None),
+                                timeout + 30, f"mqadmin {' '.join(args[:1])}")
         return JavaRun(["mqadmin", *args], -1 if ev["timedOut"] else 0, ev["out"], "", ev["timedOut"])
 
     def close(self) -> None:

@@ -16,9 +16,9 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
 
 /**
  * The kit's mqadmin, many sub-commands in one JVM: each stdin line is a JSON object
- * {"args": [sub-command, options...], "timeoutMs": N}; each is run through mqadmin's own entry point
+ * {"id": N, "args": [sub-command, options...], "timeoutMs": N}; each is run through mqadmin's own entry point
  * (MQAdminStartup.main0, what bin/mqadmin runs) with System.out/err captured, and answered with one line
- * {"out": ..., "ms": ..., "timedOut": bool}. Saves a JVM start per sub-command. MQAdminStartup's list of
+ * {"id": N, "out": ..., "ms": ..., "timedOut": bool}. Saves a JVM start per sub-command. MQAdminStartup's list of
  * sub-command objects is emptied before each run, so every run gets new ones, as bin/mqadmin does.
  */
 public class MqadminShell {
@@ -65,6 +65,7 @@ public class MqadminShell {
             }
             capture.flush();
             Map<String, Object> res = new LinkedHashMap<>();
+            res.put("id", req.get("id"));
             res.put("out", new String(buf.toByteArray(), StandardCharsets.UTF_8));
             res.put("ms", (System.nanoTime() - t0) / 1000000);
             res.put("timedOut", timedOut);
