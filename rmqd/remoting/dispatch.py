@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RPC_ONEWAY, MissingHeaderField, RemotingCommand, error_response
+from rmqd.remoting.java_errors import NullBodyError, NumberFormatError, number_format_remark
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +50,23 @@ def run_handler(handler: Handler, conn: Any, request: RemotingCommand,
         response = handler(conn, request)
     except MissingHeaderField as exc:
         response = error_response(ResponseCode.SYSTEM_ERROR, str(exc))
+    except (NullBodyError, NumberFormatError) as exc:
+        log.info("request code %d from %s refused: %s", request.code, getattr(conn, "remote_address", "?"), exc)
+        response = error_response(ResponseCode.SYSTEM_ERROR, str(exc))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         # Garbage from a client, not a bug of ours: one line, no traceback.
         log.warning("request code %d from %s: undecodable body: %s", request.code,
                     getattr(conn, "remote_address", "?"), exc)
         response = error_response(ResponseCode.SYSTEM_ERROR, f"bad request body: {exc}")
     except Exception as exc:  # a processor bug must not kill the connection
-        log.exception("processor for code %d failed (peer %s)", request.code, getattr(conn, "remote_address", "?"))
-        response = error_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        remark = number_format_remark(exc) if isinstance(exc, ValueError) else None
+        if remark is not None:       # a header number Java's parser refuses too: Java's words
+            log.info("request code %d from %s refused: %s", request.code, getattr(conn, "remote_address", "?"), exc)
+            response = error_response(ResponseCode.SYSTEM_ERROR, remark)
+        else:
+            log.exception("processor for code %d failed (peer %s)", request.code,
+                          getattr(conn, "remote_address", "?"))
+            response = error_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
     if response is None:
         if observer is not None and request.flag & RPC_ONEWAY:
             observer(request.code, 0, time.monotonic() - t0, True)

@@ -1021,6 +1021,11 @@ class MessageStore:
         return deleted
 
     # ------------------------------------------------------------------ stats
+    def lock_time_mills(self) -> int:
+        """How long the put in progress has held the put lock, in ms (0 when no put runs): Java's
+        ``MessageStore.lockTimeMills`` (``pageCacheLockTimeMills`` in the runtime info)."""
+        return self._engine.lock_time_mills()
+
     @property
     def stats(self) -> StoreStats:
         """Snapshot of runtime statistics."""
@@ -1034,7 +1039,10 @@ class MessageStore:
         s.commitlog_min_offset = self.commitlog.min_offset()
         s.commitlog_max_offset = self.commitlog.max_offset()
         s.commitlog_flushed_offset = self.commitlog.flushed_where
-        s.dispatch_behind_bytes = 0   # dispatch is synchronous with the append
+        # ReputMessageService.behind(): the bytes appended but not yet in ConsumeQueue/index. rmqd dispatches
+        # each record inside the append, so this is only ever the record being written right now.
+        dispatched = e.dispatched_where
+        s.dispatch_behind_bytes = max(0, s.commitlog_max_offset - dispatched) if dispatched >= 0 else 0
         s.consume_queue_disk_ratio = self._disk_ratio(self.config.consume_queue_dir)
         return s
 
