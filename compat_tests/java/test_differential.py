@@ -25,12 +25,34 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 RMQD_OWN_TOPICS = {"rmq_sys_wheel_timer"}
 
 # Property names only rmqd has (GET_BROKER_CONFIG 26, GET_NAMESRV_CONFIG 319): its own settings
-# (busy polling, frame limit, 5.x compaction and metrics, name-server broker expiry). Java's are all there.
+# (busy polling, frame limit, 5.x compaction, tiered store and metrics, name-server broker expiry). Java's
+# are all there.
 RMQD_OWN_PROPERTIES = {
     "busyPollMicros", "serverMaxFrameLength", "compactionCqMappedFileSize", "compactionMappedFileSize",
     "compactionScheduleInternal", "compactionThreadNum", "enableCompaction", "maxOffsetMapSize",
     "metricsExporterType", "metricsLabel", "metricsPromExporterHost", "metricsPromExporterPort",
     "brokerExpiredMillis", "scanNotActiveBrokerInterval",
+    # the 5.x tiered store's keys (Java 5.x's tieredstore MessageStoreConfig names)
+    "commitLogRollingInterval",
+    "commitLogRollingMinimumSize",
+    "objectStoreAccessKey",
+    "objectStoreBucket",
+    "objectStoreEndpoint",
+    "objectStoreRegion",
+    "objectStoreSecretKey",
+    "tieredBackendServiceProvider",
+    "tieredStorageLevel",
+    "tieredStoreCommitLogMaxSize",
+    "tieredStoreConsumeQueueMaxSize",
+    "tieredStoreDeleteFileInterval",
+    "tieredStoreDispatchInterval",
+    "tieredStoreFilePath",
+    "tieredStoreFileReservedTime",
+    "tieredStoreGroupCommitCount",
+    "tieredStoreGroupCommitSize",
+    "tieredStoreGroupCommitTimeout",
+    "tieredStoreIndexFileMaxHashSlotNum",
+    "tieredStoreIndexFileMaxIndexNum",
 }
 
 MISSING_FIELD = ("Java 4.9.8's header decoder swallows its own \"the custom field <x> is null\" and leaves the "
