@@ -22,6 +22,7 @@ in a commit are skipped: a re-run only adds new segments.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
 import logging
 import os
@@ -36,7 +37,7 @@ import pyarrow.compute as pc
 
 from rmqd.pipeline.errors import PipelineError, TaskError
 from rmqd.pipeline.fs import OutputFS
-from rmqd.pipeline.parquet_out import PartitionedWriter, escape_value, split_rows
+from rmqd.pipeline.parquet_out import PartitionedWriter, escape_value, split_rows, split_runs
 from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors
 from rmqd.pipeline.segments import LocalCommitLog, SegmentRef, SegmentReport, day_of, segment_batches
 from rmqd.spark.arrow import DDL as CONNECTOR_DDL
@@ -63,6 +64,10 @@ KEYINDEX_FILE_SCHEMA = pa.schema([
 MESSAGES_DDL = CONNECTOR_DDL + ", queueId int, day date"
 KEYINDEX_DDL = "key string, uniqueKey string, queueId int, offset bigint, storeTimestamp timestamp, topic string"
 PARTITIONING = {MESSAGES: ["topic", "queueId", "day"], KEYINDEX: ["topic"]}
+# Parquet dictionaries where values repeat, statistics where readers prune (not on bodies: 1 KB min/max)
+MESSAGE_DICTIONARY = ("partition", "timestampType", "brokerName", "tags", "reconsumeTimes", "headers.list.element.key")
+MESSAGE_STATISTICS = ("partition", "offset", "timestamp", "commitLogOffset", "bornTimestamp", "tags", "msgId", "key")
+_EPOCH = dt.date(1970, 1, 1)
 
 
 def archive_meta() -> dict:
@@ -104,17 +109,26 @@ def archive_segment(ref: SegmentRef, out_uri: str, run_id: str, broker_name: str
     stage = f"{STAGING}/{run_id}"
     prefix = f"part-{ref.name}-a{attempt}"
     limits = limits or {}
-    msgs = PartitionedWriter(fs, f"{stage}/{MESSAGES}", MESSAGE_FILE_SCHEMA, prefix, **limits)
+    msgs = PartitionedWriter(fs, f"{stage}/{MESSAGES}", MESSAGE_FILE_SCHEMA, prefix,
+                             dictionary_columns=MESSAGE_DICTIONARY, statistics_columns=MESSAGE_STATISTICS, **limits)
     keys = PartitionedWriter(fs, f"{stage}/{KEYINDEX}", KEYINDEX_FILE_SCHEMA, prefix, sort_by="key",
-                             bloom_columns=("key", "uniqueKey"), **limits)
+                             bloom_columns=("key", "uniqueKey"), dictionary_columns=("queueId",), **limits)
     report = SegmentReport()
     pause = float(os.environ.get("RMQD_PIPELINE_TEST_PAUSE_AFTER_FIRST_FILE", "0") or 0)
     try:
         for batch in segment_batches(ref, broker_name, on_corrupt, report):
             table = pa.Table.from_batches([batch])
-            table = table.append_column("__day", day_of(table["timestamp"].combine_chunks()))
-            for (topic, qid, day), rows in split_rows(table, ["topic", "partition", "__day"]):
-                msgs.write(f"topic={escape_value(topic)}/queueId={qid}/day={day.isoformat()}", rows)
+            topics = pc.dictionary_encode(batch.column("topic"))
+            names = topics.dictionary.to_pylist()
+            qids = np.asarray(batch.column("partition"), dtype=np.int64)
+            days = np.asarray(pc.cast(day_of(batch.column("timestamp")), pa.int32()), dtype=np.int64)
+            if qids.min() < 0 or qids.max() >= 1 << 20 or days.min() < 0 or days.max() >= 1 << 20:
+                raise PipelineError(f"{ref.path}: queue id or store time out of range")
+            key = (np.asarray(topics.indices, dtype=np.int64) << 40) | (qids << 20) | days
+            for k, rows in split_runs(table, key):
+                day = _EPOCH + dt.timedelta(days=k & 0xFFFFF)
+                msgs.write(f"topic={escape_value(names[k >> 40])}/queueId={(k >> 20) & 0xFFFFF}/day={day.isoformat()}",
+                           rows)
             for (topic,), rows in split_rows(key_rows(table), ["topic"]):
                 keys.write(f"topic={escape_value(topic)}", rows)
             if pause:                                   # tests: hold a task mid-write to kill the job

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 import posixpath
+import re
 from collections import OrderedDict
 from typing import Iterator, Optional, Sequence
 
@@ -33,20 +34,42 @@ def escape_value(value: str) -> str:
     return "".join(f"%{ord(ch):02X}" if ch in _ESCAPE else ch for ch in value)
 
 
+def unescape_value(name: str) -> str:
+    return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), name)
+
+
 def split_rows(table: pa.Table, cols: Sequence[str]) -> Iterator[tuple[tuple, pa.Table]]:
-    """``(values of cols, the rows with those values)`` for each distinct combination."""
+    """``(values of cols, the rows with those values)`` for each distinct combination, in bulk (one
+    group-by and one take; any number of combinations)."""
     n = table.num_rows
     if n == 0:
         return
     keys = table.select(list(cols))
-    if all(pc.count_distinct(keys[c]).as_py() == 1 for c in cols):
-        yield tuple(keys[c][0].as_py() for c in cols), table
-        return
     grouped = keys.append_column("__i", pa.array(np.arange(n, dtype=np.int64))) \
         .group_by(list(cols), use_threads=False).aggregate([("__i", "list")])
+    if grouped.num_rows == 1:
+        yield tuple(grouped[c][0].as_py() for c in cols), table
+        return
     idx = grouped["__i_list"]
     for r in range(grouped.num_rows):
         yield tuple(grouped[c][r].as_py() for c in cols), table.take(idx[r].values)
+
+
+def split_runs(table: pa.Table, key: np.ndarray, min_run: int = 32) -> Iterator[tuple[int, pa.Table]]:
+    """Rows grouped by an int64 partition ``key`` per row, without copying when the rows come in runs
+    (a CommitLog holds each producer batch's records together): ``(key, zero-copy slice)`` per run;
+    rows that alternate more often are reordered once (a stable sort and one take)."""
+    n = len(key)
+    if n == 0:
+        return
+    starts = np.flatnonzero(key[1:] != key[:-1]) + 1
+    if len(starts) * min_run > n:
+        order = np.argsort(key, kind="stable")
+        table, key = table.take(pa.array(order)), key[order]
+        starts = np.flatnonzero(key[1:] != key[:-1]) + 1
+    bounds = np.concatenate(([0], starts, [n]))
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        yield int(key[a]), table.slice(int(a), int(b - a))
 
 
 class PartitionedWriter:
@@ -55,8 +78,10 @@ class PartitionedWriter:
     def __init__(self, fs: OutputFS, root: str, schema: pa.Schema, prefix: str,
                  row_group_bytes: int = 64 << 20, max_buffered_bytes: int = 256 << 20,
                  max_open_files: int = 64, sort_by: Optional[str] = None,
-                 bloom_columns: Sequence[str] = ()) -> None:
+                 bloom_columns: Sequence[str] = (), dictionary_columns: Sequence[str] = (),
+                 statistics_columns: Optional[Sequence[str]] = None) -> None:
         self.fs, self.root, self.schema, self.prefix = fs, root, schema, prefix
+        self.dictionary_columns, self.statistics_columns = list(dictionary_columns), statistics_columns
         self.row_group_bytes, self.max_buffered = row_group_bytes, max_buffered_bytes
         self.max_open, self.sort_by, self.bloom_columns = max_open_files, sort_by, tuple(bloom_columns)
         self._buf: dict[str, list[pa.Table]] = {}
@@ -76,15 +101,16 @@ class PartitionedWriter:
         self._total += nb
         if self._buf_bytes[part] >= self.row_group_bytes:
             self._flush(part)
-        while self._total > self.max_buffered and self._buf_bytes:
-            self._flush(max(self._buf_bytes, key=self._buf_bytes.__getitem__))
+        if self._total > self.max_buffered:        # slices pin their batches: free them all
+            for p in list(self._buf):
+                self._flush(p)
 
     def _flush(self, part: str) -> None:
         tables = self._buf.pop(part, [])
         self._total -= self._buf_bytes.pop(part, 0)
         if not tables:
             return
-        table = pa.concat_tables(tables).combine_chunks()
+        table = pa.concat_tables(tables)                 # no copy: the writer walks the chunks
         if self.sort_by:
             table = table.sort_by(self.sort_by)
         writer, rel, rows = self._writer(part, table.num_rows)
@@ -101,7 +127,10 @@ class PartitionedWriter:
         self._seq[part] = n + 1
         rel = posixpath.join(self.root, part, f"{self.prefix}-{n:04d}.zstd.parquet")
         self.fs.mkdirs(posixpath.dirname(rel))
-        opts: dict = {"compression": "zstd", "compression_level": ZSTD_LEVEL}
+        opts: dict = {"compression": "zstd", "compression_level": ZSTD_LEVEL,
+                      "use_dictionary": self.dictionary_columns or False}
+        if self.statistics_columns is not None:
+            opts["write_statistics"] = list(self.statistics_columns)
         if self.bloom_columns and _BLOOM:
             opts["bloom_filter_options"] = {c: {"ndv": max(rows_hint, 1024), "fpp": 0.01}
                                             for c in self.bloom_columns}

@@ -18,7 +18,7 @@ from rmqd.pipeline.archive import (INTENT, KEYINDEX, KEYINDEX_DDL, MESSAGES, MES
                                    archive_meta)
 from rmqd.pipeline.errors import PipelineError
 from rmqd.pipeline.fs import OutputFS
-from rmqd.pipeline.parquet_out import escape_value
+from rmqd.pipeline.parquet_out import escape_value, unescape_value
 from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ class Query:
             raise PipelineError("--to is before --from")
         self.topic_dir = f"topic={escape_value(topic)}"
         if not self.fs.is_dir(f"{MESSAGES}/{self.topic_dir}"):
-            topics = [n.split("=", 1)[1] for n in self.fs.listdir(MESSAGES) if n.startswith("topic=")]
+            topics = [unescape_value(n.split("=", 1)[1]) for n in self.fs.listdir(MESSAGES) if n.startswith("topic=")]
             raise PipelineError(f"--topic {topic}: not in the archive (it has {len(topics)} topic(s)"
                                 f"{': ' + ', '.join(topics[:10]) if topics else ''})")
         pending = [r for r in self.fs.listdir(STAGING) if self.fs.exists(f"{STAGING}/{r}/{INTENT}")]

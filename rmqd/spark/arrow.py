@@ -77,9 +77,10 @@ def decode_batch(buf: Any, broker_name: str, lo: int = -1, hi: int = -1,
 
 def decompress_values(batch: pa.RecordBatch, sys_flags: Any) -> pa.RecordBatch:
     """Rows whose sysFlag says COMPRESSED carry a zlib body (producers compress big bodies): inflate."""
-    flags = memoryview(sys_flags).cast("i")
-    if not any(f & COMPRESSED_FLAG for f in flags):
+    import numpy as np
+    if not (np.frombuffer(sys_flags, dtype=np.int32, count=batch.num_rows) & COMPRESSED_FLAG).any():
         return batch
+    flags = memoryview(sys_flags).cast("i")
     values = batch.column("value").to_pylist()
     for i, f in enumerate(flags):
         if f & COMPRESSED_FLAG and values[i] is not None:

@@ -105,8 +105,8 @@ def test_kill_9_mid_write_then_rerun_gives_the_uninterrupted_output(spark, store
         os.killpg(proc.pid, signal.SIGKILL)            # the job's driver, its JVM and Python workers
         proc.wait(30)
     assert not os.path.exists(os.path.join(out, "messages"))      # nothing visible, nothing committed
-    assert os.listdir(staged) and not os.listdir(os.path.join(out, COMMITS)) if os.path.exists(
-        os.path.join(out, COMMITS)) else True
+    assert os.listdir(staged)
+    assert not os.path.exists(os.path.join(out, COMMITS)) or not os.listdir(os.path.join(out, COMMITS))
     s = Archive(store_dir, out).run(spark)
     assert s.details["recovered"] and s.details["recovered"][0].startswith("dropped")
     assert archive_rows(out) == archive_rows(archived[0])
