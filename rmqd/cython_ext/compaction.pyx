@@ -382,3 +382,53 @@ def pack_unit(int64_t phys, int32_t size, int64_t tags_code, int64_t store_ts, i
 def set_phys_offset(bytearray rec, int64_t phys) -> None:
     """Rewrite PHYSICALOFFSET (byte 28) of a record in place."""
     _put64(<uint8_t*><char*>rec + 28, phys)
+
+
+def scan_cq(const uint8_t[::1] cq, int64_t base, int64_t log_len):
+    """Validate a segment's CQ units against its log: units are taken up to the first end marker (phys < 0)
+    or the first that does not fit the log or goes backwards. Returns ``(good units, log bytes they cover,
+    first store time or -1, their queue offsets as native int64 bytes)``."""
+    cdef Py_ssize_t n = cq.shape[0] // UNIT, i, good = 0
+    cdef int64_t end = 0, phys, first_ts = -1
+    cdef int32_t size
+    cdef bytearray offs = bytearray(8 * n)
+    cdef int64_t* po = <int64_t*><char*>offs
+    cdef const uint8_t* u
+    with nogil:
+        for i in range(n):
+            u = &cq[i * UNIT]
+            phys = _get64(u)
+            size = _get32(u + 8)
+            if phys < 0 or size < 0:
+                break
+            if phys - base + size > log_len or phys - base < end:
+                break
+            po[i] = _get64(u + 28)
+            if first_ts < 0:
+                first_ts = _get64(u + 20)
+            end = phys - base + size
+            good += 1
+    return good, end, first_ts, bytes(offs[:8 * good])
+
+
+def window_bounds(const uint8_t[::1] cq, int64_t window):
+    """Split CQ units into windows of about ``window`` log bytes (at least one unit each):
+    ``[(first unit, end unit, first phys, end phys), ...]``."""
+    cdef Py_ssize_t n = cq.shape[0] // UNIT, i = 0, j
+    cdef int64_t first_phys, end, phys
+    cdef int32_t size
+    out = []
+    while i < n:
+        first_phys = _get64(&cq[i * UNIT])
+        j = i
+        end = first_phys
+        while j < n:
+            phys = _get64(&cq[j * UNIT])
+            size = _get32(&cq[j * UNIT + 8])
+            if j > i and phys + size - first_phys > window:
+                break
+            end = phys + size
+            j += 1
+        out.append((i, j, first_phys, end))
+        i = j
+    return out

@@ -12,7 +12,7 @@ Output (``--out``, a path or any pyarrow file-system URI)::
     _rmqd/commits/<run>.json    the manifest: each committed run's segments, rows and files
     _rmqd/staging/<run>/        a run in flight
 
-One Spark task per segment writes its files under the run's staging directory. When every task is
+Spark tasks (a few segments each, see ``runner.task_groups``) write their files under the run's staging directory. When every task is
 done the driver writes ``staging/<run>/COMMITTING.json`` (the commit point), moves the files into
 place, writes ``commits/<run>.json`` last and removes the staging directory. The next run first
 finishes a run that reached its commit point and throws away one that did not, so a killed run leaves
@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from rmqd.pipeline.errors import PipelineError, TaskError
 from rmqd.pipeline.fs import OutputFS
 from rmqd.pipeline.parquet_out import PartitionedWriter, escape_value, split_rows, split_runs
-from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors
+from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors, task_groups
 from rmqd.pipeline.segments import LocalCommitLog, SegmentRef, SegmentReport, day_of, segment_batches
 from rmqd.spark.arrow import DDL as CONNECTOR_DDL
 from rmqd.spark.arrow import SCHEMA as CONNECTOR_SCHEMA
@@ -102,39 +102,52 @@ def key_rows(table: pa.Table) -> pa.Table:
                      "offset": base["offset"], "storeTimestamp": base["timestamp"]})
 
 
-def archive_segment(ref: SegmentRef, out_uri: str, run_id: str, broker_name: str, on_corrupt: str,
-                    attempt: int = 0, limits: Optional[dict] = None) -> dict:
-    """One Spark task: the segment's messages and key-index rows into the run's staging directory."""
+def _write_batch(msgs: PartitionedWriter, keys: PartitionedWriter, ref: SegmentRef, batch: pa.RecordBatch) -> None:
+    table = pa.Table.from_batches([batch])
+    topics = pc.dictionary_encode(batch.column("topic"))
+    names = topics.dictionary.to_pylist()
+    qids = np.asarray(batch.column("partition"), dtype=np.int64)
+    days = np.asarray(pc.cast(day_of(batch.column("timestamp")), pa.int32()), dtype=np.int64)
+    if qids.min() < 0 or qids.max() >= 1 << 20 or days.min() < 0 or days.max() >= 1 << 20:
+        raise PipelineError(f"{ref.path}: a queue id or store time out of range")
+    key = (np.asarray(topics.indices, dtype=np.int64) << 40) | (qids << 20) | days
+    for k, rows in split_runs(table, key):
+        day = _EPOCH + dt.timedelta(days=k & 0xFFFFF)
+        msgs.write(f"topic={escape_value(names[k >> 40])}/queueId={(k >> 20) & 0xFFFFF}/day={day.isoformat()}", rows)
+    for (topic,), rows in split_rows(key_rows(table), ["topic"]):
+        keys.write(f"topic={escape_value(topic)}", rows)
+
+
+def archive_segments(refs: list[SegmentRef], out_uri: str, run_id: str, broker_name: str, on_corrupt: str,
+                     attempt: int = 0, limits: Optional[dict] = None,
+                     progress: Optional[Callable[[SegmentRef, int], None]] = None) -> dict:
+    """One Spark task: the messages and key-index rows of some segments into the run's staging directory
+    (one file per partition and task). Returns the segments' reports and the files written."""
     fs = OutputFS(out_uri)
     stage = f"{STAGING}/{run_id}"
-    prefix = f"part-{ref.name}-a{attempt}"
+    prefix = f"part-{refs[0].name}-a{attempt}"
     limits = limits or {}
     msgs = PartitionedWriter(fs, f"{stage}/{MESSAGES}", MESSAGE_FILE_SCHEMA, prefix,
                              dictionary_columns=MESSAGE_DICTIONARY, statistics_columns=MESSAGE_STATISTICS, **limits)
     keys = PartitionedWriter(fs, f"{stage}/{KEYINDEX}", KEYINDEX_FILE_SCHEMA, prefix, sort_by="key",
                              bloom_columns=("key", "uniqueKey"), dictionary_columns=("queueId",), **limits)
-    report = SegmentReport()
     pause = float(os.environ.get("RMQD_PIPELINE_TEST_PAUSE_AFTER_FIRST_FILE", "0") or 0)
+    segments = []
     try:
-        for batch in segment_batches(ref, broker_name, on_corrupt, report):
-            table = pa.Table.from_batches([batch])
-            topics = pc.dictionary_encode(batch.column("topic"))
-            names = topics.dictionary.to_pylist()
-            qids = np.asarray(batch.column("partition"), dtype=np.int64)
-            days = np.asarray(pc.cast(day_of(batch.column("timestamp")), pa.int32()), dtype=np.int64)
-            if qids.min() < 0 or qids.max() >= 1 << 20 or days.min() < 0 or days.max() >= 1 << 20:
-                raise PipelineError(f"{ref.path}: queue id or store time out of range")
-            key = (np.asarray(topics.indices, dtype=np.int64) << 40) | (qids << 20) | days
-            for k, rows in split_runs(table, key):
-                day = _EPOCH + dt.timedelta(days=k & 0xFFFFF)
-                msgs.write(f"topic={escape_value(names[k >> 40])}/queueId={(k >> 20) & 0xFFFFF}/day={day.isoformat()}",
-                           rows)
-            for (topic,), rows in split_rows(key_rows(table), ["topic"]):
-                keys.write(f"topic={escape_value(topic)}", rows)
-            if pause:                                   # tests: hold a task mid-write to kill the job
-                msgs.close()
-                time.sleep(pause)
-                pause = 0
+        for ref in refs:
+            report = SegmentReport()
+            for batch in segment_batches(ref, broker_name, on_corrupt, report):
+                _write_batch(msgs, keys, ref, batch)
+                if pause:                               # tests: hold a task mid-write to kill the job
+                    msgs.close()
+                    time.sleep(pause)
+                    pause = 0
+            segments.append({"segment": ref.key, "source": ref.source, "name": ref.name, "base": ref.base,
+                             "size": ref.size, "fingerprint": ref.fingerprint, "rows": report.rows,
+                             "recordBytes": report.record_bytes, "skippedTransactions": report.skipped_transactions,
+                             "corrupt": report.corrupt})
+            if progress:
+                progress(ref, report.rows)
         files = msgs.close() + keys.close()
     except BaseException:
         msgs.abort()
@@ -142,25 +155,24 @@ def archive_segment(ref: SegmentRef, out_uri: str, run_id: str, broker_name: str
         raise
     for f in files:                                  # paths relative to the output root
         f["file"] = posixpath.relpath(f["file"], stage)
-    return {"segment": ref.key, "source": ref.source, "name": ref.name, "base": ref.base, "size": ref.size,
-            "fingerprint": ref.fingerprint, "rows": report.rows, "recordBytes": report.record_bytes,
-            "skippedTransactions": report.skipped_transactions, "corrupt": report.corrupt, "files": files}
+    return {"segments": segments, "files": files}
 
 
 def _task(out_uri: str, run_id: str, broker_name: str, on_corrupt: str, rows_acc: Any, bytes_acc: Any,
-          limits: Optional[dict]) -> Callable[[SegmentRef], dict]:
-    def run(ref: SegmentRef) -> dict:
+          limits: Optional[dict]) -> Callable[[list[SegmentRef]], dict]:
+    def run(refs: list[SegmentRef]) -> dict:
         from pyspark import TaskContext
         from rmqd.pipeline.errors import PipelineError as _PE
         ctx = TaskContext.get()
+
+        def done(ref: SegmentRef, rows: int) -> None:
+            rows_acc.add(rows)
+            bytes_acc.add(ref.size)
         try:
-            res = archive_segment(ref, out_uri, run_id, broker_name, on_corrupt,
-                                  ctx.attemptNumber() if ctx else 0, limits)
+            return archive_segments(refs, out_uri, run_id, broker_name, on_corrupt,
+                                    ctx.attemptNumber() if ctx else 0, limits, done)
         except _PE as exc:
             raise TaskError(exc) from None
-        rows_acc.add(res["rows"])
-        bytes_acc.add(ref.size)
-        return res
     return run
 
 
@@ -248,14 +260,13 @@ class Archive:
 
     def _finish(self, run: str, intent: dict) -> None:
         stage = f"{STAGING}/{run}"
-        for seg in intent["segments"]:
-            for f in seg["files"]:
-                src, dst = f"{stage}/{f['file']}", f["file"]
-                if self.fs.exists(src):
-                    self.fs.move(src, dst)
-                    self.hook("moved")
-                elif not self.fs.exists(dst):
-                    raise PipelineError(f"archive {self.fs.uri}: {src} of committed run {run} is missing")
+        for f in intent["files"]:
+            src, dst = f"{stage}/{f['file']}", f["file"]
+            if self.fs.exists(src):
+                self.fs.move(src, dst)
+                self.hook("moved")
+            elif not self.fs.exists(dst):
+                raise PipelineError(f"archive {self.fs.uri}: {src} of committed run {run} is missing")
         self.hook("moved-all")
         self.fs.write_json(f"{COMMITS}/{run}.json", intent)
         self.hook("committed")
@@ -295,26 +306,27 @@ class Archive:
             if todo:
                 if spark is None:
                     raise PipelineError("archive: new segments appeared; run again")
-                results = self._spark(spark, todo)
-                summary.rows = sum(r["rows"] for r in results)
-                summary.bytes = sum(r["size"] for r in results)
+                intent = self._spark(spark, todo)
+                segs, files = intent["segments"], intent["files"]
+                summary.rows = sum(r["rows"] for r in segs)
+                summary.bytes = sum(r["size"] for r in segs)
                 summary.details.update({
-                    "recordBytes": sum(r["recordBytes"] for r in results),
-                    "files": sum(len(r["files"]) for r in results),
-                    "parquetBytes": sum(f["bytes"] for r in results for f in r["files"]),
-                    "skippedTransactions": sum(r["skippedTransactions"] for r in results),
-                    "corrupt": [c for r in results for c in r["corrupt"]]})
+                    "recordBytes": sum(r["recordBytes"] for r in segs), "files": len(files),
+                    "parquetBytes": sum(f["bytes"] for f in files),
+                    "skippedTransactions": sum(r["skippedTransactions"] for r in segs),
+                    "corrupt": [c for r in segs for c in r["corrupt"]]})
             summary.details["archivedSegments"] = len(self.committed())
         summary.seconds = time.perf_counter() - t0
         return summary
 
     @spark_errors("archive")
-    def _spark(self, spark: Any, todo: list[SegmentRef]) -> list[dict]:
+    def _spark(self, spark: Any, todo: list[SegmentRef]) -> dict:
         sc = spark.sparkContext
         run = f"{int(time.time() * 1000):013d}-{uuid.uuid4().hex[:8]}"
         rows_acc, bytes_acc = sc.accumulator(0), sc.accumulator(0)
         fn = _task(self.fs.uri, run, self.broker_name, self.on_corrupt, rows_acc, bytes_acc, self.limits)
-        rdd = sc.parallelize(todo, len(todo)).map(fn)
+        groups = task_groups(todo, lambda r: r.size, sc.defaultParallelism)
+        rdd = sc.parallelize(groups, len(groups)).map(fn)
         prog = SparkProgress(sc, f"archive {len(todo)} segment(s)", sum(r.size for r in todo), rows_acc, bytes_acc)
         try:
             results = prog.run(f"rmqd pipeline archive -> {self.fs.uri}", rdd.collect)
@@ -322,9 +334,10 @@ class Archive:
             self.fs.delete_dir(f"{STAGING}/{run}")       # nothing of it was committed: no trace left
             raise
         intent = {"run": run, "createdMs": int(time.time() * 1000), "brokerName": self.broker_name,
-                  "segments": sorted(results, key=lambda r: (r["source"], r["base"]))}
+                  "segments": sorted((s for r in results for s in r["segments"]), key=lambda s: (s["source"], s["base"])),
+                  "files": sorted((f for r in results for f in r["files"]), key=lambda f: f["file"])}
         self.hook("staged")
         self.fs.write_json(f"{STAGING}/{run}/{INTENT}", intent)
         self.hook("committing")
         self._finish(run, intent)
-        return results
+        return intent

@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", help="where the output goes (default <store>/compaction/pipeline, where the "
                                  "broker looks for it at start)")
     c.add_argument("--rows-per-shard", type=int, default=None,
-                   help="records per OffsetMap shard (default 4,000,000: about 200 MB per task)")
+                   help="records per OffsetMap shard (default 4,000,000: about 500 MB per task)")
     c.add_argument("--on-corrupt", choices=["fail", "skip"], default="fail",
                    help="a damaged segment: fail (default) or compact only the segments before it")
 
@@ -83,6 +83,11 @@ def _print_messages(msgs: list[dict]) -> None:
 def main(argv: Optional[Sequence[str]] = None, spark: Any = None) -> int:
     """Run one job; ``spark``: an existing SparkSession to use instead of making one (tests, notebooks)."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    import importlib.util
+    missing = [m for m in ("pyspark", "pyarrow", "numpy") if importlib.util.find_spec(m) is None]
+    if missing:
+        return _fail(args, f"rmqd pipeline {args.job}", f"needs {', '.join(missing)}: pip install 'rmqd[spark]'",
+                     EXIT_BAD_INPUT)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")

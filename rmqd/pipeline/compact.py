@@ -7,8 +7,8 @@ is newer or it is that newest record with an empty body (``compaction.pyx``: ``O
 bounded map; here the map is sharded by key digest, so each shard's map is small and the shards run
 in parallel:
 
-1. check (a task per segment): the CQ's units fit the log (``queue_log.scan_units``);
-2. scan (a task per segment): queue offset, MD5 of the key, body length per record (``key_digests``);
+1. check: the CQ's units fit the log (``queue_log.scan_units``);
+2. scan: queue offset, MD5 of the key, body length per record (``key_digests``) (tasks of a few segments);
 3. shard (``groupBy(queueId, shard)``): one ``OffsetMap`` per shard, filled in offset order (``put_all``),
    then the rule (``survivors``) gives the surviving offsets;
 4. write (``groupBy(queueId, segment)``): the surviving records of a segment copied with the broker's
@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rmqd.pipeline.errors import CorruptSegment, PipelineError, TaskError
-from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors
+from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors, task_groups
 from rmqd.pipeline.segments import check_store_dir
 from rmqd.store.compaction import adopt as _adopt
 
@@ -46,7 +46,8 @@ UNIT = 46
 _UNIT = struct.Struct(">qiqqqhii")
 _BLANK = struct.Struct(">ii")
 BLANK_MAGIC = -875286124
-DEFAULT_ROWS_PER_SHARD = 4_000_000        # ~200 MB of map and rows per shard task
+CHECK_TASK_BYTES = 64 << 20               # of CQ files per check task
+DEFAULT_ROWS_PER_SHARD = 4_000_000        # ~500 MB per shard task: its rows, their sort, the OffsetMap
 
 SCAN_SCHEMA = "queueId int, shard int, offset bigint, digest binary, bodyLen int, keyed tinyint"
 SURVIVOR_SCHEMA = "queueId int, segment bigint, offset bigint"
@@ -268,6 +269,11 @@ class Compact:
         os.makedirs(tmp)
         try:
             staged, written, skipped = self._spark(spark, descs, tmp, job)
+            if not staged.queues:                     # no sealed segment yet: nothing for the broker to adopt
+                shutil.rmtree(tmp)
+                return JobSummary("compact", seconds=time.perf_counter() - t0, details={
+                    "topic": self.topic, "segments": 0, "skippedCorrupt": skipped,
+                    "note": "nothing to compact: no sealed compaction-log segment"})
             _adopt.write_manifest(tmp, staged)
             self.hook("manifest")
             final = _adopt.publish(tmp)
@@ -295,9 +301,10 @@ class Compact:
         rows_acc, bytes_acc = sc.accumulator(0), sc.accumulator(0)
         checks: dict[tuple[int, int], dict] = {}
         if descs:
-            check = _wrap(check_segment)
+            check = _wrap(lambda group: [check_segment(d) for d in group])
+            groups = task_groups(descs, lambda d: d.cq_bytes, sc.defaultParallelism, CHECK_TASK_BYTES)
             got = SparkProgress(sc, f"compact {self.topic}: check", 0).run(
-                "rmqd pipeline compact: check", sc.parallelize(descs, len(descs)).map(check).collect)
+                "rmqd pipeline compact: check", sc.parallelize(groups, len(groups)).flatMap(check).collect)
             checks = {(c["queueId"], c["base"]): c for c in got}
         inputs, skipped = self._choose(descs, checks)
         per_queue: dict[int, list[SegmentDesc]] = {}
@@ -327,7 +334,8 @@ class Compact:
                         rows_acc.add(n)
                         bytes_acc.add(checks[(d.queue_id, d.base)]["logSize"])
 
-            keys = sc.parallelize([(d.queue_id, d.base) for d in inputs], len(inputs))
+            groups = task_groups(inputs, lambda d: checks[(d.queue_id, d.base)]["logSize"], sc.defaultParallelism)
+            keys = sc.parallelize(groups, len(groups)).flatMap(lambda g: [(d.queue_id, d.base) for d in g])
             df = spark.createDataFrame(keys, "queueId int, base bigint").mapInArrow(scan, SCAN_SCHEMA)
             survivors = df.groupBy("queueId", "shard").applyInArrow(
                 lambda t: shard_survivors(t, firsts), SURVIVOR_SCHEMA)

@@ -164,6 +164,28 @@ class SparkProgress:
             self.sc.setLocalProperty("spark.jobGroup.id", None)
 
 
+TASK_BYTES = 256 << 20
+
+
+def task_groups(items: Sequence[Any], size: Callable[[Any], int], parallelism: int,
+                task_bytes: int = TASK_BYTES) -> list[list[Any]]:
+    """Consecutive items grouped into Spark tasks: at least two tasks per core when there are enough
+    items, else tasks of about ``task_bytes`` (a task costs ~0.1 s to schedule: small segments share one)."""
+    if not items:
+        return []
+    total = sum(size(i) for i in items)
+    n = min(len(items), max(2 * max(parallelism, 1), -(-total // task_bytes)))
+    per = total / n
+    groups: list[list[Any]] = [[]]
+    acc = 0.0
+    for it in items:
+        if groups[-1] and acc >= per * len(groups) and len(groups) < n:
+            groups.append([])
+        groups[-1].append(it)
+        acc += size(it)
+    return groups
+
+
 def spark_errors(job: str) -> Callable:
     """Decorator: a PipelineError raised on an executor comes back as that PipelineError."""
     def wrap(fn: Callable) -> Callable:

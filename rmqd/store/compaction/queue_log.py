@@ -108,19 +108,10 @@ def scan_units(seg: Segment, cq: bytes, log_len: int) -> tuple[int, int]:
     """Fill ``seg`` (qoffs, first_store_ts, log_size, sealed) from its CQ bytes and log length: units are
     taken up to the first end marker (phys < 0) or the first that does not fit the log; the log is sealed
     when a blank record follows the last one. Returns ``(good units, log bytes they cover)``."""
-    end = 0
-    good = 0
-    for i in range(len(cq) // UNIT):
-        phys, size, _t, ts, qoff = _UNIT.unpack_from(cq, i * UNIT)[:5]
-        if phys < 0:
-            break
-        if phys - seg.base + size > log_len or phys - seg.base < end:
-            break
-        seg.qoffs.append(qoff)
-        if seg.first_store_ts < 0:
-            seg.first_store_ts = ts
-        end = phys - seg.base + size
-        good += 1
+    good, end, first_ts, qoffs = _cx.scan_cq(cq, seg.base, log_len)
+    seg.qoffs.frombytes(qoffs)
+    if seg.first_store_ts < 0:
+        seg.first_store_ts = first_ts
     seg.log_size = end
     tail = os.pread(seg.log_fd, 8, end) if log_len >= end + 8 else b""
     seg.sealed = len(tail) == 8 and _BLANK.unpack(tail)[1] == BLANK_MAGIC
