@@ -206,6 +206,7 @@ def main() -> None:
         spark = spark_session("local[2]", [("spark.driver.memory", a.driver_memory),
                                            ("spark.sql.shuffle.partitions", "4")], app="bench_pipeline")
         print(f"# Spark {spark.version} {spark.sparkContext.master}, driver memory {a.driver_memory}")
+        spark.sparkContext.parallelize(range(8), 8).map(lambda x: x).count()       # start the Python workers
         jvm = spark.sparkContext._gateway.proc.pid
         workers = WorkerRss(jvm)
         workers.start()
@@ -224,6 +225,8 @@ def main() -> None:
             def archive() -> None:
                 summary["s"] = Archive(store, out).run(spark)
             r_arch = timed("rmqd pipeline archive (zstd, partitioned, key index)", archive, a.messages)
+            print(f"#   Python workers' peak during the archive: {workers.peak_kb / 1024:,.0f} MB "
+                  f"({workers.peak_anon_kb / 1024:,.0f} MB anonymous)")
             s = summary["s"]
             rows = s.rows
             print(f"#   {rows:,} rows, {s.details['files']} files, {s.details['parquetBytes'] / 1e6:,.0f} MB of "
@@ -243,6 +246,8 @@ def main() -> None:
             shutil.rmtree(out, ignore_errors=True)
             print(f"archive at {100 * r_arch / r_a:.0f}% of reference A (goal >= 50%), {100 * r_arch / r_b:.0f}% "
                   "of reference B")
+            print(f"#   Python workers' peak so far: {workers.peak_kb / 1024:,.0f} MB "
+                  f"({workers.peak_anon_kb / 1024:,.0f} MB anonymous)")
 
         if a.only != "archive":
             broker_root, job_root = os.path.join(work, "c-broker"), os.path.join(work, "c-job")
@@ -256,6 +261,8 @@ def main() -> None:
             t = time.perf_counter()
             cs = Compact(job_root, CTOPIC).run(spark)
             s_job = time.perf_counter() - t
+            print(f"#   Python workers' peak so far: {workers.peak_kb / 1024:,.0f} MB "
+                  f"({workers.peak_anon_kb / 1024:,.0f} MB anonymous)")
             t = time.perf_counter()
             same = in_child(surviving, job_root) == in_child(surviving, broker_root)    # opening job_root adopts
             s_adopt = time.perf_counter() - t

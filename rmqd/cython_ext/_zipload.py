@@ -1,7 +1,8 @@
 """Loading the compiled modules when rmqd itself is imported from a zip archive.
 
-``spark-submit --py-files rmqd-<version>-cp311-...whl`` puts the wheel on the executors' ``sys.path``; Python
-imports pure modules from a zip but not extension modules. This finder serves ``rmqd.cython_ext.<name>``
+``spark-submit --py-files rmqd-<version>-cp311.zip`` (the wheel under a ``.zip`` name: Spark ships ``.zip``,
+not ``.whl``, files to the executors) puts the archive on ``sys.path``; Python imports pure modules from a
+zip but not extension modules. This finder serves ``rmqd.cython_ext.<name>``
 from the archive instead: the member ``rmqd/cython_ext/<name><EXTENSION_SUFFIX>`` is extracted once per
 archive version into ``<tmp>/rmqd-ext-<uid>/<digest>/`` (written under a temporary name, then renamed,
 so concurrent workers are safe) and loaded from there.

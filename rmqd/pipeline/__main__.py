@@ -1,7 +1,8 @@
 """``python -m rmqd.pipeline <job> ...``; also the script to give ``spark-submit``:
 
-    spark-submit --master yarn --py-files rmqd-0.1.0-cp311-cp311-linux_x86_64.whl \
-        "$(python3 -c 'import rmqd.pipeline.__main__ as m; print(m.__file__)')" archive --store ... --out ...
+    spark-submit --master yarn --py-files rmqd-0.1.0-cp311.zip rmqd/pipeline/__main__.py archive --store ... --out ...
+
+(``rmqd-0.1.0-cp311.zip``: the wheel, ``pip wheel --no-deps .``, copied to a ``.zip`` name; README "Pipeline".)
 """
 import sys
 

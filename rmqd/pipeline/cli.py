@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, Optional, Sequence
 
-from rmqd.pipeline.errors import PipelineError, user_error
+from rmqd.pipeline.errors import PipelineError, describe, user_error
 
 log = logging.getLogger("rmqd.pipeline")
 
@@ -91,6 +91,7 @@ def main(argv: Optional[Sequence[str]] = None, spark: Any = None) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.getLogger("py4j").setLevel(logging.WARNING)        # one line per gateway connection otherwise
     from rmqd import progress
     progress.set_reporter(progress.Reporter())           # a bar on a terminal, log lines otherwise
     name = f"rmqd pipeline {args.job}"
@@ -112,8 +113,7 @@ def main(argv: Optional[Sequence[str]] = None, spark: Any = None) -> int:
         if msg is not None:
             return _fail(args, name, msg, EXIT_BAD_INPUT)
         log.debug("%s failed", name, exc_info=True)
-        first = (str(exc).strip().splitlines() or [""])[0]
-        return _fail(args, name, f"{type(exc).__name__}: {first[:500]}", EXIT_FAILED)
+        return _fail(args, name, f"{describe(exc)} (--log-level DEBUG shows the traceback)", EXIT_FAILED)
     messages = None
     if isinstance(summary, tuple):
         summary, messages = summary

@@ -31,3 +31,17 @@ def user_error(exc: BaseException) -> Optional[str]:
     """The PipelineError message inside a (Spark) exception's text, if there is one."""
     m = _FOUND.search(str(exc))
     return m.group(1).strip() if m else None
+
+
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)): (.*)$")
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an unexpected failure: the exception, and for a Spark task's failure the Python
+    exception that ended the task (the last ``SomethingError: ...`` line of the worker's traceback)."""
+    text = str(exc)
+    head = (text.strip().splitlines() or [""])[0]
+    inner = [m.group(0) for m in (_EXC_LINE.match(line.strip()) for line in text.splitlines())
+             if m and not m.group(1).startswith(("org.", "java.", "py4j.", "scala."))]
+    detail = f" ({inner[-1]})" if inner and inner[-1] not in head else ""
+    return f"{type(exc).__name__}: {head[:300]}{detail[:500]}"

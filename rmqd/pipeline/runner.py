@@ -127,7 +127,7 @@ class SparkProgress:
             if st is not None:
                 text = f"stage {stages.index(active[0]) + 1}/{len(stages)}: {st.numCompletedTasks}/{st.numTasks} tasks"
         rows = self.rows_acc.value if self.rows_acc is not None else None
-        return text + (f", {rows:,} rows" if rows is not None else "")
+        return ", ".join(p for p in (text, f"{rows:,} rows" if rows is not None else "") if p)
 
     def _tick(self) -> None:
         try:

@@ -1,5 +1,5 @@
-"""`spark-submit --py-files rmqd-*.whl`: with rmqd only inside a zip archive (no site-packages at all),
-the compiled modules the jobs use import from the archive and work."""
+"""`spark-submit --py-files rmqd-0.1.0-cp311.zip` (the wheel under a .zip name): with rmqd only inside a zip
+archive (no site-packages at all), the compiled modules the jobs use import from the archive and work."""
 from __future__ import annotations
 
 import os
@@ -24,7 +24,7 @@ print(cl.__file__)
 
 
 def test_compiled_modules_import_from_a_zip(tmp_path):
-    whl = str(tmp_path / "rmqd-0.1.0-py3-none-any.whl")
+    whl = str(tmp_path / "rmqd-0.1.0-cp311.zip")
     with zipfile.ZipFile(whl, "w") as z:
         for dp, _dn, files in os.walk(os.path.join(REPO, "rmqd")):
             for f in files:
