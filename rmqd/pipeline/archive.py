@@ -39,7 +39,8 @@ from rmqd.pipeline.errors import PipelineError, TaskError
 from rmqd.pipeline.fs import OutputFS
 from rmqd.pipeline.parquet_out import PartitionedWriter, escape_value, split_rows, split_runs
 from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors, task_groups
-from rmqd.pipeline.segments import LocalCommitLog, SegmentRef, SegmentReport, day_of, segment_batches
+from rmqd.pipeline.segments import (LocalCommitLog, SegmentRef, SegmentReport, SegmentSource, day_of,
+                                    segment_batches)
 from rmqd.spark.arrow import DDL as CONNECTOR_DDL
 from rmqd.spark.arrow import SCHEMA as CONNECTOR_SCHEMA
 from rmqd.spark.arrow import TS
@@ -181,10 +182,13 @@ class Archive:
     """One archive run over a store directory into an output; see the module docstring."""
 
     def __init__(self, store: str, out: str, broker_name: str = "broker-a", on_corrupt: str = "fail",
-                 hook: Optional[Callable[[str], None]] = None, limits: Optional[dict] = None) -> None:
+                 hook: Optional[Callable[[str], None]] = None, limits: Optional[dict] = None,
+                 sources: Optional[list[SegmentSource]] = None) -> None:
+        """``sources``: where sealed segments come from (default: the store's local CommitLog); a segment is
+        known in the manifest by ``<source kind>:<name>``."""
         if on_corrupt not in ("fail", "skip"):
             raise PipelineError(f"--on-corrupt {on_corrupt!r}: fail or skip")
-        self.source = LocalCommitLog(store)
+        self.sources = sources if sources is not None else [LocalCommitLog(store)]
         self.fs = OutputFS(out)
         self.broker_name, self.on_corrupt = broker_name, on_corrupt
         self.hook = hook or (lambda _step: None)
@@ -233,7 +237,7 @@ class Archive:
         """Sealed segments not archived yet (refusing an output made from another store)."""
         done = self.committed()
         todo = []
-        for ref in self.source.sealed_segments():
+        for ref in (r for src in self.sources for r in src.sealed_segments()):
             rec = done.get(ref.key)
             if rec is None:
                 todo.append(ref)
