@@ -70,6 +70,9 @@ def fill_compaction(root: str, records: int, keys: int) -> None:
             store.put_messages(batch)
     for q in range(2):
         store.compaction.catch_up(CTOPIC, q)
+        copied = store.compaction.logs[(CTOPIC, q)].record_count()
+        if copied != records // 2:       # both compactions must start from the whole topic
+            raise RuntimeError(f"setup: queue {q}'s compaction log holds {copied} of {records // 2} records")
     store.shutdown()
 
 
@@ -181,6 +184,7 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--only", choices=["archive", "compact"])
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (printed)")
     a = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from benchenv import machine_line
@@ -257,7 +261,8 @@ def main() -> None:
             broker_root, job_root = os.path.join(work, "c-broker"), os.path.join(work, "c-job")
             shutil.copytree(croot, broker_root)
             shutil.copytree(croot, job_root)
-            shutil.rmtree(croot)
+            if not a.keep:
+                shutil.rmtree(croot)
 
             s_broker = in_child(broker_compact, broker_root)
             t = time.perf_counter()
@@ -278,7 +283,10 @@ def main() -> None:
               f"({workers.peak_anon_kb / 1024:,.0f} MB anonymous)")
         spark.stop()
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if a.keep:
+            print(f"# kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

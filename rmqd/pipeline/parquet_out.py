@@ -17,7 +17,6 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rmqd.pipeline.fs import OutputFS, fsync_file
