@@ -14,6 +14,8 @@ from rmqd.store.message import MessageToStore
 
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 
+pytestmark = pytest.mark.timeout(300)      # a Spark job's first run on a loaded 2-core host
+
 KEYS, VERSIONS, FILLERS = 40, 60, 700
 TOMBSTONED = {3, 17}
 

@@ -22,6 +22,7 @@ from rmqd.pipeline.compact import Compact  # noqa: E402
 from rmqd.pipeline.errors import PipelineError  # noqa: E402
 from rmqd.store.compaction import adopt as _adopt  # noqa: E402
 
+pytestmark = pytest.mark.timeout(300)      # a Spark job's first run on a loaded 2-core host
 LOG_FILE = 16 * 1024
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

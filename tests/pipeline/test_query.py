@@ -12,6 +12,8 @@ pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]'
 
 from rmqd.pipeline.cli import main  # noqa: E402
 
+pytestmark = pytest.mark.timeout(300)      # a Spark job's first run on a loaded 2-core host
+
 
 def query(spark, capsys, *argv):
     rc = main(["query", *argv, "--json"], spark=spark)
