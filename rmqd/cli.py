@@ -1,4 +1,4 @@
-"""Command line: rmqd serve | namesrv | broker | admin.
+"""Command line: rmqd serve | namesrv | broker | admin | pipeline.
 
 Heavy modules are imported only by the sub-command that needs them, so `rmqd admin` does not
 load the broker and the servers do not load the admin tool.
@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     admin = sub.add_parser("admin", help="mqadmin sub-commands, in Python (no JVM); `rmqd admin -h` lists them",
                            add_help=False)
     admin.add_argument("admin_args", nargs=argparse.REMAINDER)
+    pipeline = sub.add_parser("pipeline", help="the store's offline jobs on Spark: archive, compact, query "
+                                               "(`rmqd pipeline -h`)", add_help=False)
+    pipeline.add_argument("pipeline_args", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -138,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         # The admin tool has its own parser (mqadmin's sub-commands and options).
         from rmqd.admin.main import main as admin_main
         return admin_main(argv[1:])
+    if argv[:1] == ["pipeline"]:
+        # Spark jobs with their own parser (rmqd.pipeline.cli); pyspark comes with the spark extra.
+        from rmqd.pipeline.cli import main as pipeline_main
+        return pipeline_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "metrics":
         return _metrics_main(args.what)

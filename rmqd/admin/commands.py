@@ -881,6 +881,31 @@ def compaction_status(c: AdminClient, a: Any) -> None:
                 q["last_duration_ms"]))
 
 
+def adopt_compaction(c: AdminClient, a: Any) -> None:
+    """Adopt the output of `rmqd pipeline compact` now (rmqd admin code 9005)."""
+    ext = {k: v for k, v in (("topic", a.topic), ("dir", a.dir)) if v}
+    saved, c.timeout = c.timeout, max(c.timeout, 600.0)
+    try:
+        bodies = [(addr, c.call_json(addr, 9005, ext) or {}) for addr in _compaction_addrs(c, a)]
+    finally:
+        c.timeout = saved
+    failed = []
+    for addr, body in bodies:
+        results = body.get("results", [])
+        if not results:
+            print(f"{addr}: no compaction output to adopt")
+        for r in results:
+            if r.get("adopted"):
+                print(f"{addr} adopted {r['output']} (job {r['job']}{', rolled forward' if r.get('resumed') else ''}): "
+                      f"{r['segmentsReplaced']} segment(s) replaced, {r['segmentsDropped']} dropped, "
+                      f"{r['recordsBefore']} -> {r['recordsAfter']} records")
+            else:
+                print(f"{addr} did not adopt {r['output']}: {r.get('error')}")
+                failed.append(r["output"])
+    if failed:
+        raise AdminError(1, f"{len(failed)} output(s) not adopted")
+
+
 def dump_compaction_log(c: Optional[AdminClient], a: Any) -> None:
     """Decode one compaction log file (mqadmin dumpCompactionLog -f FILE)."""
     from rmqd.store.compaction.queue_log import decode_log_file

@@ -134,6 +134,9 @@ SPEC: dict[str, tuple[Callable, str, list]] = {
         (_T, {"required": True}), (_B, {})]),
     "compactTopic": (commands.compact_topic, "Compact a COMPACTION topic now (rmqd)", [
         (_T, {"required": True}), (("-q", "--queueId"), {"type": int}), (_B, {})]),
+    "adoptCompaction": (commands.adopt_compaction, "Adopt the output of `rmqd pipeline compact` (rmqd)", [
+        (_T, {}), (("-d", "--dir"), {"help": "where the output is, on the broker's host (default "
+                                              "<store>/compaction/pipeline)"}), (_B, {})]),
     "compactionStatus": (commands.compaction_status, "Compaction state per queue (rmqd)", [(_T, {}), (_B, {})]),
     "tierStatus": (commands.tier_status, "Tiered storage: queues and index files (rmqd)", [(_T, {}), (_B, {})]),
     "commitTier": (commands.commit_tier, "Copy pending messages to the tier, seal and upload the index (rmqd)", [

@@ -217,24 +217,26 @@ def build_map(OffsetMap m, const uint8_t[::1] log, int64_t log_base, const uint8
     return n, False
 
 
+cdef inline bint _superseded(int64_t newest, int64_t qoff, int32_t body_len) noexcept nogil:
+    """The compaction rule, for a keyed record inside the OffsetMap's range: it is dropped when its key
+    maps to a newer offset, or when it is the newest and its body is empty (a tombstone)."""
+    return newest != -1 and (qoff < newest or body_len == 0)
+
+
 def rewrite(OffsetMap m, const uint8_t[::1] log, int64_t log_base, const uint8_t[::1] cq,
             int64_t upto_offset, bytearray out_log, bytearray out_cq, int64_t out_base):
     """Append the records of one segment that survive ``m`` to ``out_log``/``out_cq``.
 
-    A record at or below ``upto_offset`` (the map's range) is dropped when its key maps to a newer
-    offset, or when it is the newest and its body is empty (a tombstone). Everything else is kept
-    with its queue offset; PHYSICALOFFSET (byte 28) is set to its new position ``out_base + len``.
-    Returns the number of records kept."""
-    cdef Py_ssize_t n = cq.shape[0] // UNIT, i, ks = 0, kl = 0, pos, kept = 0
-    cdef Py_ssize_t out_n = len(out_log), cq_n = len(out_cq)
+    A record at or below ``upto_offset`` (the map's range) is dropped by the rule (``_superseded``).
+    Everything else is kept with its queue offset; PHYSICALOFFSET (byte 28) is set to its new position
+    ``out_base + len``. Returns the number of records kept."""
+    cdef Py_ssize_t n = cq.shape[0] // UNIT, i, ks = 0, kl = 0
     cdef const uint8_t* u
-    cdef uint8_t* w
-    cdef uint8_t* wu
-    cdef int64_t phys, qoff, ts = 0, newest
+    cdef int64_t phys, qoff, ts = 0
     cdef int32_t size, body_len = 0
     cdef int r
     cdef bytes d
-    cdef list keep = []
+    cdef bytearray keep = bytearray(n)
     for i in range(n):
         u = &cq[i * UNIT]
         phys = _get64(u)
@@ -246,33 +248,121 @@ def rewrite(OffsetMap m, const uint8_t[::1] log, int64_t log_base, const uint8_t
             r = _record_key(&log[phys - log_base], size, &ks, &kl, &body_len, &ts)
             if r == 1:
                 d = _digest(&log[phys - log_base], ks, kl)
-                newest = m._get(<const uint8_t*>PyBytes_AS_STRING(d))
-                if newest != -1 and (qoff < newest or body_len == 0):
+                if _superseded(m._get(<const uint8_t*>PyBytes_AS_STRING(d)), qoff, body_len):
                     continue
-        keep.append(i)
-    if not keep:
+        keep[i] = 1
+    return copy_units(log, log_base, cq, keep, out_log, out_cq, out_base)
+
+
+def copy_units(const uint8_t[::1] log, int64_t log_base, const uint8_t[::1] cq, const uint8_t[::1] keep,
+               bytearray out_log, bytearray out_cq, int64_t out_base):
+    """The compacted-file writer's inner step: append the records of the units whose ``keep`` byte is
+    set to ``out_log``/``out_cq``, keeping their queue offsets, with PHYSICALOFFSET (byte 28 of the
+    record, the first 8 bytes of the unit) set to the new position ``out_base + len(out_log)``.
+    Returns the number of records kept."""
+    cdef Py_ssize_t n = cq.shape[0] // UNIT, i, pos, kept = 0, total = 0
+    cdef Py_ssize_t cq_n = len(out_cq)
+    cdef const uint8_t* u
+    cdef uint8_t* w
+    cdef uint8_t* wu
+    cdef int64_t phys
+    cdef int32_t size
+    if keep.shape[0] < n:
+        raise ValueError("keep mask shorter than the units")
+    for i in range(n):
+        if keep[i]:
+            u = &cq[i * UNIT]
+            phys = _get64(u)
+            size = _get32(u + 8)
+            if size < 0 or phys < log_base or phys - log_base + size > log.shape[0]:
+                raise ValueError(f"cq unit {i} points outside its log file ({phys}, {size})")
+            total += size
+            kept += 1
+    if not kept:
         return 0
-    total = 0
-    for i in keep:
-        total += _get32(&cq[i * UNIT + 8])
+    pos = len(out_log)
     out_log.extend(b"\0" * total)
-    out_cq.extend(b"\0" * (len(keep) * UNIT))
+    out_cq.extend(b"\0" * (kept * UNIT))
     w = <uint8_t*><char*>out_log
     wu = <uint8_t*><char*>out_cq
-    pos = out_n
-    for i in keep:
-        u = &cq[i * UNIT]
-        phys = _get64(u)
-        size = _get32(u + 8)
-        with nogil:
+    with nogil:
+        for i in range(n):
+            if not keep[i]:
+                continue
+            u = &cq[i * UNIT]
+            phys = _get64(u)
+            size = _get32(u + 8)
             memcpy(w + pos, &log[phys - log_base], size)
             _put64(w + pos + 28, out_base + pos)
             memcpy(wu + cq_n, u, UNIT)
             _put64(wu + cq_n, out_base + pos)
-        pos += size
-        cq_n += UNIT
-        kept += 1
+            pos += size
+            cq_n += UNIT
     return kept
+
+
+def key_digests(const uint8_t[::1] log, int64_t log_base, const uint8_t[::1] cq):
+    """Per unit of one segment window: ``(offsets, digests, body_lens, keyed)`` as native-endian int64,
+    16-byte MD5 digests (zeros when keyless), int32 body lengths and 0/1 bytes (1: a keyed record the
+    rule applies to; malformed and keyless records are never dropped, as in ``rewrite``). This is what a
+    distributed job shards by digest to build its OffsetMaps (``put_all`` / ``survivors``)."""
+    cdef Py_ssize_t n = cq.shape[0] // UNIT, i, ks = 0, kl = 0
+    cdef const uint8_t* u
+    cdef int64_t phys, ts = 0
+    cdef int32_t size, body_len = 0
+    cdef int r
+    cdef bytes d
+    cdef bytearray offs = bytearray(8 * n), digs = bytearray(16 * n), lens = bytearray(4 * n)
+    cdef bytearray keyed = bytearray(n)
+    cdef int64_t* po = <int64_t*><char*>offs
+    cdef int32_t* pl = <int32_t*><char*>lens
+    cdef uint8_t* pd = <uint8_t*><char*>digs
+    cdef uint8_t* pk = <uint8_t*><char*>keyed
+    for i in range(n):
+        u = &cq[i * UNIT]
+        phys = _get64(u)
+        size = _get32(u + 8)
+        po[i] = _get64(u + 28)
+        if size < 0 or phys < log_base or phys - log_base + size > log.shape[0]:
+            raise ValueError(f"cq unit {i} points outside its log file ({phys}, {size})")
+        body_len = 0
+        r = _record_key(&log[phys - log_base], size, &ks, &kl, &body_len, &ts)
+        pl[i] = body_len
+        if r == 1:
+            d = _digest(&log[phys - log_base], ks, kl)
+            memcpy(pd + 16 * i, PyBytes_AS_STRING(d), 16)
+            pk[i] = 1
+    return offs, digs, lens, keyed
+
+
+def put_all(OffsetMap m, const uint8_t[::1] digests, const int64_t[::1] offsets,
+            const uint8_t[::1] keyed) -> bool:
+    """``m.put`` every keyed row, in the given (ascending offset) order; False once the map is full."""
+    cdef Py_ssize_t n = offsets.shape[0], i
+    cdef bint full = False
+    if digests.shape[0] < 16 * n or keyed.shape[0] < n:
+        raise ValueError("digests/keyed shorter than the offsets")
+    with nogil:
+        for i in range(n):
+            if keyed[i] and m._put(&digests[16 * i], offsets[i]) == 0:
+                full = True
+                break
+    return not full
+
+
+def survivors(OffsetMap m, const uint8_t[::1] digests, const int64_t[::1] offsets,
+              const int32_t[::1] body_lens, const uint8_t[::1] keyed) -> bytearray:
+    """0/1 per row: whether it survives ``m`` by the compaction rule (keyless rows always do)."""
+    cdef Py_ssize_t n = offsets.shape[0], i
+    cdef bytearray out = bytearray(n)
+    cdef uint8_t* po = <uint8_t*><char*>out
+    if digests.shape[0] < 16 * n or keyed.shape[0] < n or body_lens.shape[0] < n:
+        raise ValueError("digests/keyed/body_lens shorter than the offsets")
+    with nogil:
+        for i in range(n):
+            po[i] = 1 if not keyed[i] else (0 if _superseded(m._get(&digests[16 * i]), offsets[i],
+                                                             body_lens[i]) else 1)
+    return out
 
 
 def pack_unit(int64_t phys, int32_t size, int64_t tags_code, int64_t store_ts, int64_t queue_offset) -> bytes:
@@ -292,3 +382,53 @@ def pack_unit(int64_t phys, int32_t size, int64_t tags_code, int64_t store_ts, i
 def set_phys_offset(bytearray rec, int64_t phys) -> None:
     """Rewrite PHYSICALOFFSET (byte 28) of a record in place."""
     _put64(<uint8_t*><char*>rec + 28, phys)
+
+
+def scan_cq(const uint8_t[::1] cq, int64_t base, int64_t log_len):
+    """Validate a segment's CQ units against its log: units are taken up to the first end marker (phys < 0)
+    or the first that does not fit the log or goes backwards. Returns ``(good units, log bytes they cover,
+    first store time or -1, their queue offsets as native int64 bytes)``."""
+    cdef Py_ssize_t n = cq.shape[0] // UNIT, i, good = 0
+    cdef int64_t end = 0, phys, first_ts = -1
+    cdef int32_t size
+    cdef bytearray offs = bytearray(8 * n)
+    cdef int64_t* po = <int64_t*><char*>offs
+    cdef const uint8_t* u
+    with nogil:
+        for i in range(n):
+            u = &cq[i * UNIT]
+            phys = _get64(u)
+            size = _get32(u + 8)
+            if phys < 0 or size < 0:
+                break
+            if phys - base + size > log_len or phys - base < end:
+                break
+            po[i] = _get64(u + 28)
+            if first_ts < 0:
+                first_ts = _get64(u + 20)
+            end = phys - base + size
+            good += 1
+    return good, end, first_ts, bytes(offs[:8 * good])
+
+
+def window_bounds(const uint8_t[::1] cq, int64_t window):
+    """Split CQ units into windows of about ``window`` log bytes (at least one unit each):
+    ``[(first unit, end unit, first phys, end phys), ...]``."""
+    cdef Py_ssize_t n = cq.shape[0] // UNIT, i = 0, j
+    cdef int64_t first_phys, end, phys
+    cdef int32_t size
+    out = []
+    while i < n:
+        first_phys = _get64(&cq[i * UNIT])
+        j = i
+        end = first_phys
+        while j < n:
+            phys = _get64(&cq[j * UNIT])
+            size = _get32(&cq[j * UNIT + 8])
+            if j > i and phys + size - first_phys > window:
+                break
+            end = phys + size
+            j += 1
+        out.append((i, j, first_phys, end))
+        i = j
+    return out

@@ -4,12 +4,16 @@
   body lists the run of each queue.
 * ``GET_COMPACTION_STATUS`` (9002), optional ``topic``: per queue, the last compacted offset, files,
   records, bytes before/after and the last run's time and duration.
+* ``ADOPT_COMPACTION`` (9005), optional ``topic`` and ``dir``: adopt the complete outputs of
+  ``rmqd pipeline compact`` found in ``dir`` (default ``<store>/compaction/pipeline``); the body lists
+  the result per output.
 
 Both block on disk work: they run in the admin pool.
 """
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +28,7 @@ log = logging.getLogger(__name__)
 
 COMPACT_TOPIC = 9001
 GET_COMPACTION_STATUS = 9002
+ADOPT_COMPACTION = 9005
 
 
 class CompactionAdminProcessor:
@@ -51,9 +56,22 @@ class CompactionAdminProcessor:
         return json_response({"queues": comp.status(topic) if comp is not None else []})
 
 
+    def adopt_compaction(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        topic, directory = ext.get("topic") or None, ext.get("dir") or None
+        comp = self.broker.store.compaction
+        if comp is None:
+            return error_response(ResponseCode.SYSTEM_ERROR, "compaction is not enabled on this broker")
+        if directory is not None and not os.path.isdir(directory):
+            return error_response(ResponseCode.SYSTEM_ERROR, f"no directory {directory} on the broker")
+        log.info("adoptCompaction topic %s dir %s requested by %s", topic, directory, conn.remote_address)
+        return json_response({"results": comp.adopt_pending(topic, directory)})
+
+
 def install(broker: "BrokerController") -> CompactionAdminProcessor:
     p = CompactionAdminProcessor(broker)
     d, pool = broker.dispatcher, broker.pools["admin"]
     d.register(COMPACT_TOPIC, p.compact_topic, pool)
     d.register(GET_COMPACTION_STATUS, p.compaction_status, pool)
+    d.register(ADOPT_COMPACTION, p.adopt_compaction, pool)
     return p

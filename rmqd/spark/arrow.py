@@ -1,12 +1,14 @@
 """The connector's row layout (Kafka's columns first) and Arrow record batches from decoded buffers."""
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import pyarrow as pa
 
 from rmqd.cython_ext import record_columns as _rc
 
+COMPRESSED_FLAG = 0x1              # sysFlag bit: the body is zlib-compressed
 TIMESTAMP_TYPE_LOG_APPEND = 1     # Kafka's LogAppendTime: ``timestamp`` is the broker's store time
 
 HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
@@ -71,3 +73,17 @@ def decode_batch(buf: Any, broker_name: str, lo: int = -1, hi: int = -1,
         _fixed(pa.int32(), n, cols["reconsumeTimes"]),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA), n, used, cols["sysFlag"]
+
+
+def decompress_values(batch: pa.RecordBatch, sys_flags: Any) -> pa.RecordBatch:
+    """Rows whose sysFlag says COMPRESSED carry a zlib body (producers compress big bodies): inflate."""
+    import numpy as np
+    if not (np.frombuffer(sys_flags, dtype=np.int32, count=batch.num_rows) & COMPRESSED_FLAG).any():
+        return batch
+    flags = memoryview(sys_flags).cast("i")
+    values = batch.column("value").to_pylist()
+    for i, f in enumerate(flags):
+        if f & COMPRESSED_FLAG and values[i] is not None:
+            values[i] = zlib.decompress(values[i])
+    idx = batch.schema.get_field_index("value")
+    return batch.set_column(idx, batch.schema.field(idx), pa.array(values, pa.binary()))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from rmqd.remoting import fastjson
+from rmqd.spark.arrow import decompress_values  # noqa: F401  (re-exported: the connector imports it from here)
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request
@@ -159,20 +160,6 @@ def pull(clients: Clients, addr: str, group: str, ref: QueueRef, offset: int, ex
         raise ConnectorError(f"pull of {ref} at {offset} from {addr} failed: {r.code} {r.remark}")
     body = r.body_bytes() if r.body is not None else b""
     return r.code, int(ext.get("nextBeginOffset", offset)), int(ext.get("maxOffset", 0)), body
-
-
-def decompress_values(batch, sys_flags) -> object:
-    """Rows whose sysFlag says COMPRESSED carry a zlib body (producers compress big bodies): inflate."""
-    import pyarrow as pa
-    flags = memoryview(sys_flags).cast("i")
-    if not any(f & COMPRESSED_FLAG for f in flags):
-        return batch
-    values = batch.column("value").to_pylist()
-    for i, f in enumerate(flags):
-        if f & COMPRESSED_FLAG and values[i] is not None:
-            values[i] = zlib.decompress(values[i])
-    idx = batch.schema.get_field_index("value")
-    return batch.set_column(idx, batch.schema.field(idx), pa.array(values, pa.binary()))
 
 
 def encode_batch(messages: list[tuple[bytes, str]]) -> bytes:

@@ -1,4 +1,4 @@
-"""One SparkSession (local[2]) for the whole run, and one embedded rmqd per module."""
+"""One embedded rmqd per module (the SparkSession is the run-wide one of the root conftest.py)."""
 from __future__ import annotations
 
 import os
@@ -11,24 +11,6 @@ from rmqd.testing import EmbeddedServer
 # small files, so a few thousand messages span several CommitLog and ConsumeQueue files
 BROKER_PROPS = dict(mapedFileSizeCommitLog=256 * 1024, mapedFileSizeConsumeQueue=20 * 500,
                     flushIntervalCommitLog=50)
-
-
-@pytest.fixture(scope="session")
-def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)      # executors run this interpreter
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-    session = (SparkSession.builder.master("local[2]").appName("rmqd-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.python.filterPushdown.enabled", "true")
-               .config("spark.python.worker.reuse", "true")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

@@ -40,21 +40,8 @@ class RunResult:
 
 def _windows(seg: Segment, cq: bytes):
     """Yield ``(log_base, log bytes, cq bytes)`` windows of about WINDOW bytes of records."""
-    n = len(cq) // UNIT
-    i = 0
-    while i < n:
-        first_phys = int.from_bytes(cq[i * UNIT:i * UNIT + 8], "big", signed=True)
-        j = i
-        end = first_phys
-        while j < n:
-            phys = int.from_bytes(cq[j * UNIT:j * UNIT + 8], "big", signed=True)
-            size = int.from_bytes(cq[j * UNIT + 8:j * UNIT + 12], "big", signed=True)
-            if j > i and phys + size - first_phys > WINDOW:
-                break
-            end = phys + size
-            j += 1
+    for i, j, first_phys, end in _cx.window_bounds(cq, WINDOW):
         yield first_phys, seg_pread(seg, first_phys, end), cq[i * UNIT:j * UNIT]
-        i = j
 
 
 def seg_pread(seg: Segment, start: int, end: int) -> bytes:

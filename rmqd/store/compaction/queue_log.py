@@ -46,6 +46,22 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _place(src: str, dst: str) -> None:
+    """``dst`` becomes a durable copy of ``src``: a hard link on the same file system, else a copy."""
+    if os.path.exists(dst):
+        os.unlink(dst)
+    try:
+        os.link(src, dst)
+    except OSError:
+        import shutil
+        shutil.copyfile(src, dst)
+        fd = os.open(dst, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def _write_file(path: str, data: bytes) -> None:
     with open(path, "wb") as f:
         f.write(data)
@@ -86,6 +102,32 @@ class Segment:
     def unit(self, i: int) -> tuple:
         """``(phys, size, tags_code, store_ts, queue_offset)`` of unit ``i``."""
         return _UNIT.unpack(os.pread(self.cq_fd, UNIT, i * UNIT))[:5]
+
+
+def scan_units(seg: Segment, cq: bytes, log_len: int) -> tuple[int, int]:
+    """Fill ``seg`` (qoffs, first_store_ts, log_size, sealed) from its CQ bytes and log length: units are
+    taken up to the first end marker (phys < 0) or the first that does not fit the log; the log is sealed
+    when a blank record follows the last one. Returns ``(good units, log bytes they cover)``."""
+    good, end, first_ts, qoffs = _cx.scan_cq(cq, seg.base, log_len)
+    seg.qoffs.frombytes(qoffs)
+    if seg.first_store_ts < 0:
+        seg.first_store_ts = first_ts
+    seg.log_size = end
+    tail = os.pread(seg.log_fd, 8, end) if log_len >= end + 8 else b""
+    seg.sealed = len(tail) == 8 and _BLANK.unpack(tail)[1] == BLANK_MAGIC
+    return good, end
+
+
+def open_readonly(log_path: str, cq_path: str, base: int) -> Segment:
+    """A segment opened read-only (nothing is cut back): what a job reading the broker's files uses."""
+    seg = Segment(base, log_path, cq_path, os.open(log_path, os.O_RDONLY), os.open(cq_path, os.O_RDONLY))
+    try:
+        cq = os.pread(seg.cq_fd, os.fstat(seg.cq_fd).st_size, 0)
+        scan_units(seg, cq, os.fstat(seg.log_fd).st_size)
+    except BaseException:
+        seg.close()
+        raise
+    return seg
 
 
 class QueueCompactionLog:
@@ -165,29 +207,12 @@ class QueueCompactionLog:
         seg = Segment(base, lp, cp, os.open(lp, os.O_RDWR), os.open(cp, os.O_RDWR))
         cq = os.pread(seg.cq_fd, os.fstat(seg.cq_fd).st_size, 0)
         log_len = os.fstat(seg.log_fd).st_size
-        n = len(cq) // UNIT
-        end = 0
-        good = 0
-        for i in range(n):
-            phys, size, _t, ts, qoff = _UNIT.unpack_from(cq, i * UNIT)[:5]
-            if phys < 0:
-                break
-            if phys - base + size > log_len or phys - base < end:
-                break
-            seg.qoffs.append(qoff)
-            if seg.first_store_ts < 0:
-                seg.first_store_ts = ts
-            end = phys - base + size
-            good += 1
+        good, end = scan_units(seg, cq, log_len)
         if good * UNIT != len(cq):
             log.warning("compaction log %s-%d: cutting %s back to %d units", self.topic, self.queue_id,
                         cp, good)
             os.ftruncate(seg.cq_fd, good * UNIT)
-        seg.log_size = end
-        tail = os.pread(seg.log_fd, 8, end) if log_len >= end + 8 else b""
-        if len(tail) == 8 and _BLANK.unpack(tail)[1] == BLANK_MAGIC:
-            seg.sealed = True
-        elif log_len != end:
+        if not seg.sealed and log_len != end:
             os.ftruncate(seg.log_fd, end)
         return seg
 
@@ -380,6 +405,42 @@ class QueueCompactionLog:
             else:
                 self.segments = [new if s is seg else s for s in self.segments]
 
+    def segment_at(self, base: int) -> Optional[Segment]:
+        with self.lock:
+            return next((s for s in self.segments if s.base == base), None)
+
+    def adopt(self, base: int, log_src: str, cq_src: str, hook=None) -> None:
+        """Swap in compacted files made elsewhere (``rmqd pipeline compact``) for the segment at ``base``,
+        by the same steps as the broker's own swap: placed under ``compacting/`` (hard link, or a copy
+        across file systems), marked ``.done``, then moved into place (``install``)."""
+        with self.lock:
+            seg = self.segment_at(base)
+            if seg is None:
+                raise ValueError(f"compaction log {self.topic}-{self.queue_id} has no segment {_name(base)}")
+            self.drop_unfinished(seg)
+            lp, cp = self.compacting_paths(seg)
+            _place(log_src, lp)
+            _place(cq_src, cp)
+            _fsync_dir(os.path.dirname(lp))
+            if hook:
+                hook("adopt-placed")
+            _write_file(os.path.join(self.cq_dir, COMPACTING, seg.name + ".done"), b"")
+            _fsync_dir(os.path.dirname(cp))
+            self.install(seg, hook)
+
+    def drop(self, base: int) -> None:
+        """Remove the sealed segment at ``base`` (a compaction elsewhere kept none of its records)."""
+        with self.lock:
+            seg = self.segment_at(base)
+            if seg is None:
+                return
+            self.segments = [s for s in self.segments if s is not seg]
+            seg.close()
+            for p in (seg.log_path, seg.cq_path):      # the log first: a CQ without its log is dropped on load
+                os.unlink(p)
+            _fsync_dir(self.log_dir)
+            _fsync_dir(self.cq_dir)
+
     def drop_unfinished(self, seg: Segment) -> None:
         for p in self.compacting_paths(seg) + (os.path.join(self.cq_dir, COMPACTING, seg.name + ".done"),):
             if os.path.exists(p):
@@ -388,9 +449,10 @@ class QueueCompactionLog:
 
 class CompactingWriter:
     """Streams one compacted segment to ``compacting/``; ``finish`` seals, fsyncs, and writes the
-    ``.done`` marker that makes the swap roll forward after a crash."""
+    ``.done`` marker that makes the swap roll forward after a crash. A job staging its output for
+    adoption passes no marker (its own manifest commits the files)."""
 
-    def __init__(self, log_path: str, cq_path: str, marker: str, base: int, file_size: int):
+    def __init__(self, log_path: str, cq_path: str, marker: Optional[str], base: int, file_size: int):
         self.log_path, self.cq_path, self.marker = log_path, cq_path, marker
         self.base, self.file_size = base, file_size
         self.written = 0
@@ -415,7 +477,8 @@ class CompactingWriter:
             os.fsync(f.fileno())
             f.close()
         _fsync_dir(os.path.dirname(self.log_path))
-        _write_file(self.marker, b"")
+        if self.marker is not None:
+            _write_file(self.marker, b"")
         _fsync_dir(os.path.dirname(self.cq_path))
 
     def abort(self) -> None:

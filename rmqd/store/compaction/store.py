@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.cython_ext import compaction as _cx
+from rmqd.store.compaction import adopt as _adopt
 from rmqd.store.compaction.compactor import RunResult, compact_queue
 from rmqd.store.compaction.queue_log import QueueCompactionLog
 
@@ -128,6 +129,7 @@ class CompactionStore:
         self.logs: dict[tuple[str, int], QueueCompactionLog] = {}
         self.stats: dict[tuple[str, int], QueueStats] = {}
         self.checkpoint = PositionCheckpoint(os.path.join(self.root, "position-checkpoint"))
+        self.pipeline_dir = os.path.join(self.root, _adopt.PIPELINE_DIR)     # `rmqd pipeline compact` output
         self._logs_lock = threading.Lock()
         self._queue_locks: dict[tuple[str, int], threading.Lock] = {}
         self._next_run: dict[tuple[str, int], float] = {}
@@ -147,6 +149,7 @@ class CompactionStore:
                     if q.isdigit():
                         self._log(topic, int(q))
                 self.topics.add(topic)
+        self.adopt_pending()                 # before the scheduler and before anything is served
         self._pool = ThreadPoolExecutor(self.config.threads, thread_name_prefix="rmqd-compaction")
         self._thread = threading.Thread(target=self._schedule_loop, name="rmqd-compaction-schedule",
                                         daemon=True)
@@ -303,6 +306,64 @@ class CompactionStore:
             self._run(topic, qid)
         except Exception:
             pass   # logged with context in _run; retried next period
+
+    # ------------------------------------------------------------------ adoption (rmqd pipeline compact)
+    def adopt_pending(self, topic: Optional[str] = None, root: Optional[str] = None) -> list[dict]:
+        """Adopt every complete job output under ``root`` (default ``compaction/pipeline``), oldest
+        first; a stale one is set aside as ``<dir>.stale``. Returns one result per output."""
+        results = []
+        for path in _adopt.pending_outputs(root or self.pipeline_dir, topic):
+            try:
+                results.append(self.adopt(path))
+            except _adopt.StaleOutput as exc:
+                _adopt.set_aside(path, str(exc))
+                results.append({"output": path, "adopted": False, "error": f"stale: {exc}"})
+            except Exception as exc:
+                log.exception("adopting compaction output %s failed", path)
+                results.append({"output": path, "adopted": False, "error": f"{type(exc).__name__}: {exc}"})
+        return results
+
+    def adopt(self, path: str) -> dict:
+        """Swap in one job output atomically per queue (see :mod:`rmqd.store.compaction.adopt`)."""
+        staged = _adopt.read_manifest(path)
+        topic = staged.topic
+        plans = sorted(staged.queues, key=lambda q: q.queue_id)
+        qlogs = {q.queue_id: self._log(topic, q.queue_id) for q in plans}
+        locks = [self._queue_locks[(topic, q.queue_id)] for q in plans]
+        for lk in locks:
+            lk.acquire()
+        step = self.step_hook or (lambda _s: None)
+        try:
+            resuming = _adopt.is_adopting(path)
+            if not resuming:
+                for q in plans:
+                    _adopt.check_current(qlogs[q.queue_id], q)
+                _adopt.mark_adopting(path)
+            step("adopt-marked")
+            replaced = dropped = 0
+            for q in plans:
+                if os.path.exists(_adopt.queue_done_marker(path, q.queue_id)):
+                    continue
+                r, d = _adopt.adopt_queue(qlogs[q.queue_id], q, path, self.step_hook)
+                replaced, dropped = replaced + r, dropped + d
+                if q.checkpoint > self.checkpoint.get(topic, q.queue_id):
+                    self.checkpoint.set(topic, q.queue_id, q.checkpoint)
+                st = self.stats[(topic, q.queue_id)]
+                st.last_compacted_offset = max(st.last_compacted_offset, q.checkpoint)
+                _adopt.mark_queue_done(path, q.queue_id)
+                step("adopt-queue")
+            _adopt.remove_output(path)
+        finally:
+            for lk in reversed(locks):
+                lk.release()
+        self.topics.add(topic)
+        log.info("adopted compaction output %s (job %s)%s: %d segment(s) replaced, %d dropped, %d -> %d records",
+                 path, staged.job, " (rolled forward)" if resuming else "", replaced, dropped,
+                 sum(q.records_in() for q in plans), sum(q.records_out() for q in plans))
+        return {"output": path, "adopted": True, "topic": topic, "job": staged.job, "resumed": resuming,
+                "segmentsReplaced": replaced, "segmentsDropped": dropped,
+                "recordsBefore": sum(q.records_in() for q in plans),
+                "recordsAfter": sum(q.records_out() for q in plans)}
 
     # ------------------------------------------------------------------ reads
     def min_offset(self, topic: str, qid: int) -> int:

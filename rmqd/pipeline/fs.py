@@ -1,0 +1,126 @@
+"""Output locations: a local path, ``file://``, or any URI pyarrow's file systems open (``s3://``,
+``gs://``, ``hdfs://`` with libhdfs). The driver and the executors both build one from the same URI.
+
+Local paths get durable writes (fsync of the file and its directory), so the commit records of a job
+survive a crash of the machine, not only of the process.
+"""
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from rmqd.pipeline.errors import PipelineError
+
+
+def _is_local_path(uri: str) -> bool:
+    return "://" not in uri
+
+
+class OutputFS:
+    """One output root and the file operations the jobs need (paths are relative to the root)."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        if _is_local_path(uri):
+            self.fs: pafs.FileSystem = pafs.LocalFileSystem()
+            self.root = os.path.abspath(os.path.expanduser(uri))
+        else:
+            try:
+                self.fs, self.root = pafs.FileSystem.from_uri(uri)
+            except Exception as exc:               # pyarrow raises ArrowInvalid / OSError subclasses
+                raise PipelineError(f"cannot open {uri!r}: {exc}") from None
+        self.local = isinstance(self.fs, pafs.LocalFileSystem)
+
+    def __reduce__(self) -> tuple:                 # executors rebuild it from the URI
+        return (OutputFS, (self.uri,))
+
+    def path(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts) if parts else self.root
+
+    def url(self, *parts: str) -> str:
+        """A location Spark's readers accept (a plain path for local outputs)."""
+        p = self.path(*parts)
+        if self.local:
+            return p
+        return self.uri.split("://", 1)[0] + "://" + p
+
+    def info(self, rel: str) -> pafs.FileInfo:
+        return self.fs.get_file_info(self.path(rel))
+
+    def exists(self, rel: str) -> bool:
+        return self.info(rel).type != pafs.FileType.NotFound
+
+    def is_dir(self, rel: str) -> bool:
+        return self.info(rel).type == pafs.FileType.Directory
+
+    def listdir(self, rel: str) -> list[str]:
+        if not self.is_dir(rel):
+            return []
+        sel = pafs.FileSelector(self.path(rel), allow_not_found=True)
+        return sorted(posixpath.basename(i.path) for i in self.fs.get_file_info(sel))
+
+    def walk_files(self, rel: str) -> list[str]:
+        """Every file under ``rel``, as paths relative to ``rel``."""
+        base = self.path(rel)
+        sel = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        return sorted(posixpath.relpath(i.path, base) for i in self.fs.get_file_info(sel)
+                      if i.type == pafs.FileType.File)
+
+    def mkdirs(self, rel: str) -> None:
+        self.fs.create_dir(self.path(rel), recursive=True)
+
+    def delete_dir(self, rel: str) -> None:
+        if self.exists(rel):
+            self.fs.delete_dir(self.path(rel))
+
+    def delete_file(self, rel: str) -> None:
+        if self.exists(rel):
+            self.fs.delete_file(self.path(rel))
+
+    def move(self, src: str, dst: str) -> None:
+        """Rename (atomic on a local or HDFS file system; a copy and delete on object stores)."""
+        self.mkdirs(posixpath.dirname(dst))
+        self.fs.move(self.path(src), self.path(dst))
+        if self.local:
+            _fsync_dir(os.path.dirname(self.path(dst)))
+
+    def read_json(self, rel: str) -> Any:
+        with self.fs.open_input_stream(self.path(rel)) as f:
+            return json.loads(f.read())
+
+    def write_json(self, rel: str, obj: Any) -> None:
+        """Write ``rel`` whole or not at all (a temporary name, then a rename)."""
+        data = json.dumps(obj, indent=1, sort_keys=True).encode()
+        tmp = rel + ".part"
+        self.mkdirs(posixpath.dirname(rel))
+        if self.local:
+            with open(self.path(tmp), "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(self.path(tmp), self.path(rel))
+            _fsync_dir(os.path.dirname(self.path(rel)))
+            return
+        with self.fs.open_output_stream(self.path(tmp)) as f:
+            f.write(data)
+        self.fs.move(self.path(tmp), self.path(rel))
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,204 @@
+"""What every pipeline job shares: the SparkSession, progress from Spark's status tracker, the summary.
+
+- :func:`spark_session`: ``--master`` (default ``local[*]``; under ``spark-submit`` its own master) and
+  ``--conf k=v`` go straight to the builder. Local masters bind the driver to 127.0.0.1 and leave the
+  web UI off unless a ``--conf`` says otherwise; Spark's own console bar is off (ours replaces it).
+- :class:`SparkProgress`: a bar on a terminal, a plain log line every few seconds otherwise
+  (:mod:`rmqd.progress`), showing the stage, tasks, rows and bytes of the job group it watches.
+- :class:`JobSummary`: rows, bytes, seconds and output paths, as text or ``--json``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+from rmqd import progress
+from rmqd.pipeline.errors import PipelineError, user_error
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MASTER = "local[*]"
+
+
+def under_spark_submit() -> bool:
+    """spark-submit starts the Python driver with a gateway to its JVM (and chose the master)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def parse_conf(items: Sequence[str]) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k.strip():
+            raise PipelineError(f"--conf {item!r}: expected key=value (e.g. spark.executor.memory=4g)")
+        out.append((k.strip(), v))
+    return out
+
+
+def spark_session(master: Optional[str] = None, conf: Sequence[tuple[str, str]] = (),
+                  app: str = "rmqd pipeline") -> Any:
+    """A SparkSession for a job (the existing one if this process already has it)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)          # local executors: this interpreter
+    from pyspark.sql import SparkSession
+    builder = SparkSession.builder.appName(app)
+    effective = master or (None if under_spark_submit() else DEFAULT_MASTER)
+    if effective:
+        builder = builder.master(effective)
+    settings = {"spark.ui.showConsoleProgress": "false"}
+    if effective and effective.startswith("local"):
+        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                         "spark.ui.enabled": "false"})
+    settings.update(dict(conf))
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    t0 = time.perf_counter()
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel(os.environ.get("RMQD_SPARK_LOG_LEVEL", "ERROR"))
+    log.info("Spark %s (%s) ready in %.1f s", session.version, session.sparkContext.master,
+             time.perf_counter() - t0)
+    return session
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+@dataclass
+class JobSummary:
+    job: str
+    rows: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    outputs: list[str] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"job": self.job, "rows": self.rows, "bytes": self.bytes, "seconds": round(self.seconds, 3),
+                "outputs": self.outputs, **self.details}
+
+    def text(self) -> str:
+        rate = f", {self.bytes / 1e6 / self.seconds:.1f} MB/s" if self.seconds > 0 and self.bytes else ""
+        lines = [f"{self.job}: {self.rows:,} rows, {human_bytes(self.bytes)} in {self.seconds:.1f} s{rate}"]
+        for k, v in self.details.items():
+            if isinstance(v, (list, dict)):
+                if v:
+                    lines.append(f"  {k}: {len(v)} (see --json)" if len(str(v)) > 200 else f"  {k}: {v}")
+            else:
+                lines.append(f"  {k}: {v}")
+        lines += [f"  output: {o}" for o in self.outputs]
+        return "\n".join(lines)
+
+
+class SparkProgress:
+    """Watches one job group: stage n of m, tasks done, rows and bytes (accumulators) against a total."""
+
+    def __init__(self, sc: Any, name: str, total_bytes: int, rows_acc: Any = None, bytes_acc: Any = None,
+                 reporter: Optional[progress.Reporter] = None) -> None:
+        self.sc, self.name = sc, name
+        self.rows_acc, self.bytes_acc = rows_acc, bytes_acc
+        self.group = f"rmqd-{uuid.uuid4().hex[:12]}"
+        self.phase = reporter.phase(name, total_bytes, "B") if reporter else progress.phase(name, total_bytes, "B")
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._last_bytes = 0
+
+    def _status(self) -> str:
+        tracker = self.sc.statusTracker()
+        stages = []
+        for jid in tracker.getJobIdsForGroup(self.group) or []:
+            info = tracker.getJobInfo(jid)
+            if info is not None:
+                stages += list(info.stageIds)
+        stages = sorted(set(stages))
+        active = [s for s in tracker.getActiveStageIds() if s in stages]
+        text = ""
+        if active:
+            st = tracker.getStageInfo(active[0])
+            if st is not None:
+                text = f"stage {stages.index(active[0]) + 1}/{len(stages)}: {st.numCompletedTasks}/{st.numTasks} tasks"
+        rows = self.rows_acc.value if self.rows_acc is not None else None
+        return ", ".join(p for p in (text, f"{rows:,} rows" if rows is not None else "") if p)
+
+    def _tick(self) -> None:
+        try:
+            status = self._status()
+        except Exception as exc:                  # the tracker can race the job's end; say why we skip
+            log.debug("progress: status tracker unavailable: %s", exc)
+            return
+        self.phase.name = f"{self.name} [{status}]" if status else self.name
+        done = self.bytes_acc.value if self.bytes_acc is not None else 0
+        self.phase.advance(done - self._last_bytes)
+        self._last_bytes = done
+
+    def _loop(self) -> None:
+        period = min(0.5, self.phase.reporter.interval)
+        while not self._stop.wait(period):
+            self._tick()
+
+    def run(self, description: str, action: Callable[[], Any]) -> Any:
+        """Run ``action`` (a Spark action) in this progress' job group, showing progress meanwhile."""
+        self.sc.setJobGroup(self.group, description, interruptOnCancel=True)
+        self._thread = threading.Thread(target=self._loop, name="rmqd-pipeline-progress", daemon=True)
+        self._thread.start()
+        ok = False
+        try:
+            result = action()
+            ok = True
+            return result
+        finally:
+            self._stop.set()
+            self._thread.join(2)
+            if ok:
+                self._tick()
+            self.phase.__exit__(None if ok else RuntimeError, None, None)
+            self.sc.setLocalProperty("spark.jobGroup.id", None)
+
+
+TASK_BYTES = 256 << 20
+
+
+def task_groups(items: Sequence[Any], size: Callable[[Any], int], parallelism: int,
+                task_bytes: int = TASK_BYTES) -> list[list[Any]]:
+    """Consecutive items grouped into Spark tasks: at least two tasks per core when there are enough
+    items, else tasks of about ``task_bytes`` (a task costs ~0.1 s to schedule: small segments share one)."""
+    if not items:
+        return []
+    total = sum(size(i) for i in items)
+    n = min(len(items), max(2 * max(parallelism, 1), -(-total // task_bytes)))
+    per = total / n
+    groups: list[list[Any]] = [[]]
+    acc = 0.0
+    for it in items:
+        if groups[-1] and acc >= per * len(groups) and len(groups) < n:
+            groups.append([])
+        groups[-1].append(it)
+        acc += size(it)
+    return groups
+
+
+def spark_errors(job: str) -> Callable:
+    """Decorator: a PipelineError raised on an executor comes back as that PipelineError."""
+    def wrap(fn: Callable) -> Callable:
+        def inner(*a: Any, **kw: Any) -> Any:
+            try:
+                return fn(*a, **kw)
+            except PipelineError:
+                raise
+            except Exception as exc:
+                msg = user_error(exc)
+                if msg is not None:
+                    raise PipelineError(msg) from None
+                raise
+        inner.__name__, inner.__doc__ = fn.__name__, fn.__doc__
+        return inner
+    return wrap
