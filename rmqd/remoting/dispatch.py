@@ -250,11 +250,12 @@ class Dispatcher:
         return pool
 
     def register(self, codes: int | Iterable[int], handler: Handler, pool: ProcessorPool | None = None,
-                 inline_first: Handler | None = None) -> None:
+                 inline_first: Handler | None = None, replace: bool = False) -> None:
         """Route ``codes`` to ``handler`` (inline, or in ``pool``).
 
         With ``inline_first`` (requires a pool), that handler runs on the loop first and may
-        return ``TO_POOL`` to hand the request to ``handler`` in the pool.
+        return ``TO_POOL`` to hand the request to ``handler`` in the pool. A code that already has a
+        handler raises ValueError unless ``replace`` (two features must not claim one code).
         """
         if isinstance(codes, int):
             codes = [codes]
@@ -262,8 +263,13 @@ class Dispatcher:
             raise ValueError("inline_first needs a pool to fall back to")
         if pool is not None and pool.name not in self.pools:
             self.add_pool(pool)
+        codes = [int(c) for c in codes]
+        if not replace:
+            taken = [c for c in codes if c in self._table]
+            if taken:
+                raise ValueError(f"{self.name}: request code(s) {taken} already have a handler")
         for code in codes:
-            self._table[int(code)] = (handler, pool, inline_first)
+            self._table[code] = (handler, pool, inline_first)
 
     def handles(self, code: int) -> bool:
         return code in self._table

@@ -267,6 +267,25 @@ async def test_inline_first_answers_on_the_loop_or_hands_over_to_the_pool(server
     c.close()
 
 
+def test_a_code_claimed_twice_is_refused_unless_replaced():
+    d = Dispatcher("x")
+    d.register([1, 2], lambda c, r: None)
+    with pytest.raises(ValueError, match=r"\[2\] already have a handler"):
+        d.register(2, lambda c, r: None)
+    d.register(2, lambda c, r: "new", replace=True)
+
+
+def test_a_broker_with_every_feature_on_claims_each_code_once(tmp_path):
+    """Compaction, tier, ACL, POP ... each register their own admin codes: none may collide."""
+    from rmqd.testing import EmbeddedServer
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text("accounts:\n  - accessKey: everyFeature1\n    secretKey: everySecret1\n    admin: true\n")
+    props = {"aclEnable": "true", "aclFile": str(acl), "tieredStoreFilePath": str(tmp_path / "tier"),
+             "messageStorePlugIn": "org.apache.rocketmq.tieredstore.TieredMessageStore"}
+    with EmbeddedServer(store_dir=str(tmp_path / "store"), broker_properties=props) as s:
+        assert s.broker.dispatcher.handles(9003) and s.broker.dispatcher.handles(9005)
+
+
 def test_inline_first_requires_a_pool():
     with pytest.raises(ValueError):
         Dispatcher("x").register(1, lambda c, r: None, None, inline_first=lambda c, r: None)
