@@ -214,15 +214,20 @@ class CompactionStore:
                 nxt = cq.roll_next_file(nxt)
                 continue
             batch = []
+            missing = 0
             for i, (phys, size, tags) in enumerate(entries):
                 view = self.local.commitlog.get(phys, size)
-                if view is None:
+                if view is None:              # its CommitLog file is gone (retention): nothing to copy
+                    missing += 1
                     continue
                 rec = bytes(view)
                 view.release()
                 key, _body_len, ts = _cx.record_info(rec)
                 if key is not None:
                     batch.append((rec, nxt + i, tags, ts))
+            if missing:
+                log.warning("compaction copy of %s/%d: %d record(s) from offset %d are no longer in the CommitLog "
+                            "(removed by retention before they were copied); left out", topic, qid, missing, nxt)
             nxt += len(entries)
             if batch:
                 qlog.append(batch)
