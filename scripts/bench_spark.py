@@ -91,6 +91,14 @@ def main() -> None:
             spark.read.format("rocketmq").option("path", server.broker.store.config.store_root_dir)
             .option("topic", TOPIC).load()))
         r_pq = timed("read parquet", n, mb, lambda: noop(spark.read.parquet(pq)))
+
+        def rows_out(df) -> None:
+            """Every column of every row, as Spark's benchmark sink consumes them (no column pruning)."""
+            df.write.format("noop").mode("overwrite").save()
+        dir_df = (lambda: spark.read.format("rocketmq").option("path", server.broker.store.config.store_root_dir)
+                  .option("topic", TOPIC).load())
+        f_dir = timed("full rows: store directory", n, mb, lambda: rows_out(dir_df()))
+        f_pq = timed("full rows: parquet", n, mb, lambda: rows_out(spark.read.parquet(pq)))
         rows = spark.read.parquet(pq).select("value", "key", "tags").cache()
         rows.count()
         with BlockingClient(server.broker_addr) as c:
@@ -100,7 +108,8 @@ def main() -> None:
         w_sink = timed("write via rocketmq sink", n, mb, lambda: rows.write.format("rocketmq").option(
             "nameServer", server.namesrv_addr).option("topic", TOPIC + "Out").mode("append").save())
         w_pq = timed("write parquet", n, mb, lambda: rows.write.mode("overwrite").parquet(pq + ".out"))
-        print(f"store-directory read at {100 * r_dir / r_pq:.0f}% of the Parquet read's rows/s (goal >= 50%); "
+        print(f"store-directory read at {100 * r_dir / r_pq:.0f}% of the Parquet read's rows/s when Parquet reads "
+              f"only the value column, {100 * f_dir / f_pq:.0f}% with every column (goal >= 50%); "
               f"broker read {r_broker:,.0f} and sink {w_sink:,.0f} rows/s (goal >= 20,000); parquet write "
               f"{w_pq:,.0f} rows/s")
     finally:
