@@ -244,6 +244,11 @@ class TopicConfigManager(ConfigManager):
         self.table[tc.topic_name] = tc
         self.system_topics.add(tc.topic_name)
 
+    def add_system_topic(self, tc: TopicConfig) -> None:
+        """Add a broker-internal topic (e.g. the POP revive topic) to the table, not persisted."""
+        with self._lock:
+            self._add_system(tc)
+
     def is_system_topic(self, topic: str) -> bool:
         return topic in self.system_topics or topic.startswith("rmq_sys_")
 
