@@ -306,9 +306,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 msg_filter = ExpressionMessageFilter("SQL92" if fe.type == d.SQL else "TAG", fe.expression)
             except (SQLParseError, ValueError) as exc:
                 raise RpcError(C.ILLEGAL_FILTER_EXPRESSION, f"filter expression is illegal: {exc}") from None
-        qid = request.message_queue.id if request.message_queue.id >= 0 else -1
-        if qid >= tc.read_queue_nums:
-            qid = -1
+        qid = -1     # as the proxy: a receive pops every queue of the broker, whatever queue the client names
         try:
             result, state = await pop_with_polling(self.pop, self.pop_executor, group, topic, qid, request.batch_size,
                                                    invisible, msg_filter, 0, poll, f"{peer[0]}:{peer[1]}")
