@@ -9,6 +9,7 @@ and properties.
 """
 from __future__ import annotations
 
+import hashlib
 import zlib
 from typing import Any, Optional
 
@@ -91,7 +92,8 @@ def to_properties(msg: Any, producer_group: Optional[str]) -> dict[str, str]:
 
 
 def body_digest(body: bytes) -> Any:
-    return d.Digest(type=d.CRC32, checksum=format(zlib.crc32(body) & 0xFFFFFFFF, "08X"))
+    """MD5, upper-case hex, as the proxy sends it (clients format CRC32 differently, MD5 alike)."""
+    return d.Digest(type=d.MD5, checksum=hashlib.md5(body).hexdigest().upper())
 
 
 def to_grpc_message(m: StoredMessage, topic: Optional[str] = None, receipt: Optional[ReceiptHandle] = None,
