@@ -22,12 +22,14 @@ class PopLongPolling:
         self._waiters: dict[str, set[asyncio.Future]] = {}
         self._counts: dict[tuple, int] = {}        # (topic, group, queueId) -> parked requests
         self._lock = threading.Lock()
+        self._parked = 0
         # (topic, queueId) keys the store checks in C before calling on_dispatch
         self.watched: dict[tuple[str, int], int] = {}
 
     @property
     def polling_num(self) -> int:
-        return sum(len(s) for s in self._waiters.values())
+        """Requests parked now."""
+        return self._parked
 
     def polling_count(self, topic: str, group: str, queue_id: int) -> int:
         return self._counts.get((topic, group, queue_id), 0)
@@ -53,6 +55,7 @@ class PopLongPolling:
                 for q in range(max(nums, 1)):
                     self.watched[(topic, q)] = self.watched.get((topic, q), 0) + 1
             self._counts[key] = self._counts.get(key, 0) + 1
+            self._parked += 1
         try:
             if ready is not None and ready():
                 return "woken"
@@ -74,6 +77,7 @@ class PopLongPolling:
                             self.watched[(topic, q)] = n
                         else:
                             self.watched.pop((topic, q), None)
+                self._parked -= 1
                 n = self._counts.get(key, 0) - 1
                 if n > 0:
                     self._counts[key] = n
