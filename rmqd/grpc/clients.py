@@ -57,6 +57,7 @@ class GrpcChannel:
         self.language = "JAVA"
         self.outbox: Optional[asyncio.Queue] = None      # the open Telemetry stream's outgoing commands
         self.last_seen = time.monotonic()
+        self.on_close: Optional[Any] = None               # (channel) -> None: the manager forgets it
 
     def send_command(self, cmd: Any) -> bool:
         """Queue a TelemetryCommand for the client (any thread); False when it has no stream."""
@@ -93,7 +94,10 @@ class GrpcChannel:
             log.warning("transaction check of %s: gRPC client %s has no telemetry stream", tid, self.client_id)
 
     def close(self) -> None:
+        """Expired (no heartbeat) or terminated: end its Telemetry stream and forget it."""
         self.closed = True
+        if self.on_close is not None:
+            self.on_close(self)
         box = self.outbox
         if box is not None:
             try:
@@ -113,6 +117,7 @@ class GrpcClientManager:
         ch = self.channels.get(client_id)
         if ch is None or ch.closed:
             ch = self.channels[client_id] = GrpcChannel(client_id, peer, asyncio.get_running_loop())
+            ch.on_close = self._forget
         ch.last_seen = time.monotonic()
         return ch
 
@@ -146,6 +151,10 @@ class GrpcClientManager:
                                                       "CONSUME_FROM_LAST_OFFSET", subs, notify=False)
             except Exception:
                 log.exception("registering gRPC consumer %s of %s failed", ch.client_id, st.subscription.group.name)
+
+    def _forget(self, ch: GrpcChannel) -> None:
+        if self.channels.get(ch.client_id) is ch:
+            del self.channels[ch.client_id]
 
     def terminate(self, client_id: str) -> None:
         ch = self.channels.pop(client_id, None)

@@ -316,13 +316,19 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             if state == "full":
                 return status(C.TOO_MANY_REQUESTS, "too many long-polling receive requests"), [], invisible
             return status(C.MESSAGE_NOT_FOUND, "no new message"), [], invisible
-        ns = request.message_queue.topic.resource_namespace
+        out = await self.pop_executor.run(self._to_messages, result.messages, topic, invisible,
+                                          request.message_queue.topic.resource_namespace)
+        return status(C.OK), out, invisible
+
+    @staticmethod
+    def _to_messages(popped: list, topic: str, invisible: int, namespace: str) -> list:
+        """Popped records as 5.x messages (in the executor: decoding is CPU work)."""
         out = []
-        for pm in result.messages:
+        for pm in popped:
             m = decode_message(pm.record)
             real = (m.properties.get("RETRY_TOPIC") or topic) if pm.topic.startswith("%RETRY%") else pm.topic
-            out.append(to_grpc_message(m, real, ReceiptHandle(pm.extra, m.commit_log_offset), invisible, ns))
-        return status(C.OK), out, invisible
+            out.append(to_grpc_message(m, real, ReceiptHandle(pm.extra, m.commit_log_offset), invisible, namespace))
+        return out
 
     # ------------------------------------------------------------------ ack, invisible time, DLQ
     async def AckMessage(self, request: Any, context: Any) -> Any:

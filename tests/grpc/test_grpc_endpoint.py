@@ -235,3 +235,22 @@ def test_generated_modules_are_current():
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_grpc.py"), "--check"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_forward_to_dead_letter_queue(g):
+    m = d.Message(topic=d.Resource(name="GT"), body=b"poison", system_properties=d.SystemProperties(message_id="DLQ1"))
+    assert g.stub.SendMessage(s.SendMessageRequest(messages=[m]), metadata=MD).status.code == d.OK
+    out = [r for r in g.stub.ReceiveMessage(receive_req(poll_s=2), metadata=MD, timeout=10) if r.HasField("message")]
+    got = [r.message for r in out if r.message.system_properties.message_id == "DLQ1"][0]
+    r = g.stub.ForwardMessageToDeadLetterQueue(s.ForwardMessageToDeadLetterQueueRequest(
+        group=d.Resource(name="GG"), topic=d.Resource(name="GT"), message_id="DLQ1",
+        receipt_handle=got.system_properties.receipt_handle, delivery_attempt=1, max_delivery_attempts=17),
+        metadata=MD)
+    assert r.status.code == d.OK
+    from rmqd.store.message import decode_message
+    res = g.server.broker.store.get_messages("%DLQ%GG", 0, 0, 10)
+    dlq = [decode_message(bytes(b)) for b in res.buffers]
+    assert [(x.properties["UNIQ_KEY"], x.body) for x in dlq] == [("DLQ1", b"poison")]
+    # acked: not delivered again after its invisible time
+    pop = g.server.broker.pop_service
+    assert not any(ck.topic == "GT" and ck.unacked() for ck in list(pop._cks.values()))
