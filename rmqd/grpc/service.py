@@ -115,10 +115,14 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             raise RpcError(C.TOPIC_NOT_FOUND, f"topic not found: {name}")
         return tc
 
-    def _group(self, name: str) -> Any:
+    async def _group(self, name: str) -> Any:
+        """The group's config; auto-creating one writes subscriptionGroup.json, so that runs off the loop."""
         if not name:
             raise RpcError(C.ILLEGAL_CONSUMER_GROUP, "consumer group cannot be empty")
-        sg = self.broker.subscription_group_manager.find(name)
+        groups = self.broker.subscription_group_manager
+        sg = groups.table.get(name)
+        if sg is None and groups.auto_create:
+            sg = await self.send_executor.run(groups.find, name)
         if sg is None:
             raise RpcError(C.CONSUMER_GROUP_NOT_FOUND, f"consumer group not found: {name}")
         return sg
@@ -168,7 +172,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _heartbeat(self, request: Any, context: Any) -> Any:
         md, peer = self._begin(context)
         if request.HasField("group") and request.group.name and request.client_type != d.PRODUCER:
-            self._group(request.group.name)
+            await self._group(request.group.name)
         ch = self.clients.channel(md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")
         self.clients.touch(ch)
         return s.HeartbeatResponse(status=status(C.OK))
@@ -179,7 +183,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _query_assignment(self, request: Any, context: Any) -> Any:
         self._begin(context, {request.topic.name: SUB, f"%RETRY%{request.group.name}": SUB})
         tc = self._topic(request.topic.name)
-        self._group(request.group.name)
+        await self._group(request.group.name)
         mq = d.MessageQueue(topic=request.topic, id=-1, permission=d.READ_WRITE,
                             broker=self._broker_pb(request.endpoints), accept_message_types=self._accept_types(tc))
         return s.QueryAssignmentResponse(status=status(C.OK), assignments=[d.Assignment(message_queue=mq)])
@@ -286,8 +290,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _receive(self, request: Any, context: Any) -> tuple[Any, list, int]:
         topic, group = request.message_queue.topic.name, request.group.name
         _, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
-        tc = self._topic(topic)
-        self._group(group)
+        self._topic(topic)
+        await self._group(group)
         if request.batch_size <= 0 or request.batch_size > MAX_BATCH:
             raise RpcError(C.BAD_REQUEST, f"batch size {request.batch_size} is out of range (1..{MAX_BATCH})")
         invisible = duration_ms(request.invisible_duration) if request.HasField("invisible_duration") \
@@ -338,7 +342,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         topic, group = request.topic.name, request.group.name
         self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
         self._topic(topic)
-        self._group(group)
+        await self._group(group)
         if not request.entries:
             raise RpcError(C.BAD_REQUEST, "no entry to ack")
         results = []
@@ -364,7 +368,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         topic, group = request.topic.name, request.group.name
         self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
         self._topic(topic)
-        self._group(group)
+        await self._group(group)
         try:
             h = ReceiptHandle.parse(request.receipt_handle)
         except ValueError:
@@ -387,7 +391,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         topic, group = request.topic.name, request.group.name
         _, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
         self._topic(topic)
-        self._group(group)
+        await self._group(group)
         try:
             h = ReceiptHandle.parse(request.receipt_handle)
         except ValueError:
@@ -451,7 +455,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         st.CopyFrom(client)
         st.request_timeout.CopyFrom(ms_to_duration(3000))
         if client.HasField("subscription"):
-            sg = self.broker.subscription_group_manager.find(client.subscription.group.name)
+            sg = self.broker.subscription_group_manager.table.get(client.subscription.group.name)
             attempts = (sg.retry_max_times if sg is not None else 16) + 1
             st.backoff_policy.CopyFrom(d.RetryPolicy(max_attempts=attempts, customized_backoff=d.CustomizedBackoff(
                 next=[ms_to_duration(ms) for ms in (1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000,
@@ -495,7 +499,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         mq = request.message_queue
         _, peer = self._begin(context, {mq.topic.name: SUB})
         self._topic(mq.topic.name)
-        self._group(request.group.name)
+        await self._group(request.group.name)
         self.broker.consumer_offset_manager.commit_offset(f"{peer[0]}:{peer[1]}", request.group.name, mq.topic.name,
                                                           mq.id, request.offset)
         return s.UpdateOffsetResponse(status=status(C.OK))

@@ -61,11 +61,10 @@ class PopMessageProcessor:
             return error_response(ResponseCode.NO_PERMISSION, f"the broker[{self.broker_ip}] pop message is forbidden")
         if ext_bool(request, "order"):
             return error_response(ResponseCode.SYSTEM_ERROR, "orderly POP is not supported by rmqd")
+        if int(nums) > 32:
+            return error_response(INVALID_PARAMETER, f"the broker[{self.broker_ip}] pop message's num is greater than 32")
         try:
-            self.pop.check_pop(group, topic, int(qid), int(nums), self.broker_ip, conn.remote_address)
             msg_filter = self._filter(request)
-        except PopError as exc:
-            return pop_error_response(exc)
         except SQLParseError:
             return error_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
         except ValueError as exc:
@@ -104,9 +103,12 @@ class PopMessageProcessor:
         qid = int(qid)
         if self.pop.topics.get(topic) is None:
             return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
-        if self.pop.groups.find(group) is None:
-            return error_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                  f"subscription group [{group}] does not exist")
+        try:
+            if await self.executor.run(self.pop.groups.find, group) is None:   # may create it: a file write
+                return error_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                      f"subscription group [{group}] does not exist")
+        except Busy as exc:
+            return busy_response(exc)
         has = self.pop.has_message(group, topic, qid)
         full = False
         if not has:
@@ -126,7 +128,8 @@ class PopMessageProcessor:
             return error_response(INVALID_PARAMETER, f"queueId[{qid}] is illegal, topic:[{topic}] "
                                                      f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:"
                                                      f"[{conn.remote_address}]")
-        if self.pop.groups.find(group) is None:
+        groups = self.pop.groups
+        if group not in groups.table and not groups.auto_create:
             return error_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                   f"subscription group [{group}] does not exist")
         return new_response(ResponseCode.SUCCESS, None,
