@@ -241,7 +241,6 @@ class BrokerConfig(_PropertiesConfig):
         # minInvisibleTimeMillsForRecv is the smallest invisible duration a ReceiveMessage may ask for
         "grpcServerPort": 8081,
         "minInvisibleTimeMillsForRecv": 10000,
-        "grpcClientIdleTimeMills": 120000,
     }
 
     @property

@@ -48,7 +48,8 @@ class GrpcEndpoint:
         else:
             err = None
         if not port:
-            msg = f"gRPC endpoint not started: {self.host}:{self.port}: {err or 'port taken'} (use --grpc-port)"
+            log.debug("binding the gRPC endpoint to %s:%s failed: %s", self.host, self.port, err)
+            msg = f"gRPC endpoint not started: {self.host}:{self.port} is in use (use --grpc-port)"
             if not self.optional:
                 raise OSError(msg)
             self.failed = msg
