@@ -18,7 +18,7 @@ from rmqd.grpc.convert import to_grpc_message
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.pb import service_pb2 as s
 from rmqd.processors.client_manager import ClientChannelInfo
-from rmqd.remoting.codes import RequestCode
+from rmqd.remoting.codes import RequestCode, Version
 from rmqd.store.message import decode_message
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,10 @@ class GrpcChannel:
             self._recover_orphaned(request)
         # NOTIFY_CONSUMER_IDS_CHANGED and friends mean nothing to a 5.x client (it asks QueryAssignment)
 
+    async def invoke(self, request: Any, timeout: float = 3.0) -> Any:
+        """Remoting calls to a client (running info, consume directly, status) have no gRPC equivalent here."""
+        raise RuntimeError(f"the RocketMQ 5 gRPC client {self.client_id} does not answer request code {request.code}")
+
     def _recover_orphaned(self, request: Any) -> None:
         m = decode_message(bytes(request.body))
         ext = request.ext_fields or {}
@@ -122,7 +126,7 @@ class GrpcClientManager:
         return ch
 
     def _info(self, ch: GrpcChannel) -> ClientChannelInfo:
-        return ClientChannelInfo(ch, ch.client_id, ch.language, 0)
+        return ClientChannelInfo(ch, ch.client_id, ch.language, Version.V4_9_8)
 
     def on_settings(self, ch: GrpcChannel, settings: Any) -> None:
         """A client's Settings: remember them and register it as a producer or consumer."""
