@@ -7,7 +7,8 @@ Starts ``rmqd serve`` (gRPC on a free port), then, each bounded in time and coun
     backlog with receive(32) + ack (receive+ack/s; acks from 8 threads, all confirmed before the clock stops);
   * 4.x: the C++ client (rocketmq wheel 0.4.4, remoting): sync sends of 1 KB at the same thread counts,
     and a push consumer draining its backlog (consumed/s);
-  * the server's RSS idle and peak.
+  * the 5.x client's own ceiling: the same programs against a null gRPC server that answers at once;
+  * the server's CPU per run and its RSS idle and peak.
 
 Usage: python scripts/bench_grpc.py [--seconds 8] [--threads 1,8] [--size 1024] [--py5 PATH]
 """
@@ -154,6 +155,65 @@ c.shutdown()
 '''
 
 
+NULL_GRPC = r'''
+import asyncio, hashlib, sys, time
+import grpc
+from rmqd.grpc.pb import definition_pb2 as d, service_pb2 as s, service_pb2_grpc as sg
+OK = d.Status(code=d.OK, message="OK")
+BODY = b"x" * int(sys.argv[2])
+class Null(sg.MessagingServiceServicer):
+    """Answers at once, stores nothing: the 5.x client's own ceiling."""
+    def __init__(self, port):
+        self.port, self.n = port, 0
+    async def QueryRoute(self, r, c):
+        b = d.Broker(name="null", endpoints=d.Endpoints(scheme=d.IPv4, addresses=[d.Address(host="127.0.0.1", port=self.port)]))
+        return s.QueryRouteResponse(status=OK, message_queues=[d.MessageQueue(topic=r.topic, id=i, permission=d.READ_WRITE,
+                                    broker=b, accept_message_types=[d.NORMAL]) for i in range(4)])
+    async def Heartbeat(self, r, c):
+        return s.HeartbeatResponse(status=OK)
+    async def SendMessage(self, r, c):
+        return s.SendMessageResponse(status=OK, entries=[s.SendResultEntry(status=OK, message_id=m.system_properties.message_id)
+                                                         for m in r.messages])
+    async def ReceiveMessage(self, r, c):
+        yield s.ReceiveMessageResponse(status=OK)
+        digest = d.Digest(type=d.MD5, checksum=hashlib.md5(BODY).hexdigest().upper())
+        for _ in range(r.batch_size):
+            self.n += 1
+            sp = d.SystemProperties(message_id=f"N{self.n:030d}", body_digest=digest, body_encoding=d.IDENTITY,
+                                    message_type=d.NORMAL, receipt_handle=f"0 0 60000 0 0 null 0 {self.n} 0",
+                                    delivery_attempt=1)
+            yield s.ReceiveMessageResponse(message=d.Message(topic=r.message_queue.topic, system_properties=sp, body=BODY))
+    async def AckMessage(self, r, c):
+        return s.AckMessageResponse(status=OK, entries=[s.AckMessageResultEntry(message_id=e.message_id, status=OK)
+                                                        for e in r.entries])
+    async def Telemetry(self, it, c):
+        async for cmd in it:
+            if cmd.HasField("settings"):
+                st = d.Settings(); st.CopyFrom(cmd.settings)
+                if st.HasField("publishing"):
+                    st.publishing.max_body_size = 4 << 20
+                yield s.TelemetryCommand(status=OK, settings=st)
+    async def NotifyClientTermination(self, r, c):
+        return s.NotifyClientTerminationResponse(status=OK)
+async def main():
+    port = int(sys.argv[1])
+    server = grpc.aio.server()
+    sg.add_MessagingServiceServicer_to_server(Null(port), server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    print("ready", flush=True)
+    await server.wait_for_termination()
+import uvloop; uvloop.install(); asyncio.run(main())
+'''
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -202,13 +262,37 @@ def start_server(store: str) -> tuple[subprocess.Popen, str, str, str]:
     return proc, addrs[0], addrs[1], grpc_addr
 
 
-def run_json(python: str, script: str, args: dict, namesrv: str = "", timeout: float = 120) -> dict:
+def run_json(python: str, script: str, args: dict, namesrv: str = "", timeout: float = 120,
+             server_pid: int | None = None) -> dict:
+    """Run one client program; with ``server_pid``, add the server's CPU use over the run (cores busy)."""
+    cpu0, t0 = (cpu_seconds(server_pid), time.monotonic()) if server_pid else (0.0, 0.0)
     res = run_client_script(python, textwrap.dedent(script), env={"ARGS": json.dumps(args), "NAMESRV": namesrv},
                             timeout=timeout)
     results = res.events_of("result")
     if res.returncode != 0 or not results:
         raise RuntimeError(f"client run failed (rc={res.returncode}): {res.stderr[-2000:]}")
-    return results[-1]
+    out = results[-1]
+    if server_pid:
+        out["server_cpu"] = (cpu_seconds(server_pid) - cpu0) / (time.monotonic() - t0)
+    return out
+
+
+def null_ceiling(py5: str, a: argparse.Namespace, threads: int) -> tuple[dict, dict]:
+    """The 5.x client against a gRPC server that answers at once: what the client itself can do."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", NULL_GRPC, str(port), str(a.size)], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        if proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("the null gRPC server did not start")
+        endpoint = f"127.0.0.1:{port}"
+        p = run_json(py5, PRODUCE5, dict(size=a.size, threads=threads, seconds=a.seconds,
+                                         max_per_thread=a.max_per_thread, endpoint=endpoint, topic="Null"))
+        c = run_json(py5, CONSUME5, dict(endpoint=endpoint, topic="Null", expect=p["sent"], seconds=a.seconds))
+        return p, c
+    finally:
+        proc.kill()
+        proc.wait(10)
 
 
 def ensure_py5(path: str | None) -> str:
@@ -251,18 +335,20 @@ def main() -> None:
             create_topic(broker, topic4, 4)
             time.sleep(0.3)
             common = dict(size=a.size, threads=t, seconds=a.seconds, max_per_thread=a.max_per_thread)
-            p5 = run_json(py5, PRODUCE5, dict(common, endpoint=grpc_addr, topic=topic5))
+            pid = proc.pid
+            p5 = run_json(py5, PRODUCE5, dict(common, endpoint=grpc_addr, topic=topic5), server_pid=pid)
             c5 = run_json(py5, CONSUME5, dict(endpoint=grpc_addr, topic=topic5, expect=p5["sent"],
-                                              seconds=max(30.0, a.seconds * 4)))
-            p4 = run_json(cpp, PRODUCE4, dict(common, topic=topic4), namesrv)
+                                              seconds=max(30.0, a.seconds * 4)), server_pid=pid)
+            p4 = run_json(cpp, PRODUCE4, dict(common, topic=topic4), namesrv, server_pid=pid)
             c4 = run_json(cpp, CONSUME4, dict(topic=topic4, expect=p4["sent"], seconds=max(30.0, a.seconds * 4)),
-                          namesrv)
+                          namesrv, server_pid=pid)
             rows.append((t, p5, c5, p4, c4))
             print(f"threads={t}: 5.x send {p5['tps']:.0f}/s p50 {fmt(p5['p50'], 2)} ms p99 {fmt(p5['p99'], 2)} ms, "
                   f"receive+ack {c5['tps']:.0f}/s ({c5['acked']}/{p5['sent']}); 4.x send {p4['tps']:.0f}/s "
                   f"p50 {fmt(p4['p50'], 2)} ms p99 {fmt(p4['p99'], 2)} ms, push consume {c4['tps']:.0f}/s "
                   f"({c4['received']}/{p4['sent']})", flush=True)
         peak_rss = peak.stop()
+        ceilings = {t: null_ceiling(py5, a, t) for t in threads}
     finally:
         proc.terminate()
         try:
@@ -273,12 +359,18 @@ def main() -> None:
     print()
     print(f"machine: {machine_line()}; {a.size} B messages, {a.seconds:g} s per send run")
     print(f"server RSS: idle {idle:.0f} MB, peak {peak_rss:.0f} MB")
-    print("| producer threads | 5.x gRPC send/s | p50 / p99 ms | 5.x SimpleConsumer receive+ack/s | "
-          "4.x remoting send/s | p50 / p99 ms | 4.x push consume/s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| producer threads | 5.x gRPC send/s (server CPU) | p50 / p99 ms | 5.x client ceiling send/s | "
+          "5.x receive+ack/s (server CPU) | 5.x client ceiling receive+ack/s | 4.x remoting send/s (server CPU) | "
+          "p50 / p99 ms | 4.x push consume/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for t, p5, c5, p4, c4 in rows:
-        print(f"| {t} | {p5['tps']:.0f} | {fmt(p5['p50'], 2)} / {fmt(p5['p99'], 2)} | {c5['tps']:.0f} | "
-              f"{p4['tps']:.0f} | {fmt(p4['p50'], 2)} / {fmt(p4['p99'], 2)} | {c4['tps']:.0f} |")
+        np5, nc5 = ceilings[t]
+        print(f"| {t} | {p5['tps']:.0f} ({p5['server_cpu']:.0%}) | {fmt(p5['p50'], 2)} / {fmt(p5['p99'], 2)} | "
+              f"{np5['tps']:.0f} | {c5['tps']:.0f} ({c5['server_cpu']:.0%}) | {nc5['tps']:.0f} | "
+              f"{p4['tps']:.0f} ({p4['server_cpu']:.0%}) | {fmt(p4['p50'], 2)} / {fmt(p4['p99'], 2)} | "
+              f"{c4['tps']:.0f} |")
+    print("server CPU: the rmqd process's CPU time over the client run, in cores (100% = one core busy); "
+          "client ceiling: the same 5.x client program against a gRPC server that answers at once")
 
 
 if __name__ == "__main__":

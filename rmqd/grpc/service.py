@@ -28,6 +28,7 @@ from rmqd.pop.frontend import Busy, PopExecutor, pop_with_polling
 from rmqd.pop.service import PopError
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
+from rmqd.remoting.dispatch import TO_POOL
 from rmqd.store.message import decode_message, encode_properties, java_string_hash
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.clients = GrpcClientManager(broker)
         self.address = endpoint_address
         self.min_invisible_ms = int(c.minInvisibleTimeMillsForRecv)
+        self.inline_acks = broker.store.config.flush_disk_type == "ASYNC_FLUSH"
 
     def close(self) -> None:
         self.clients.close_all()
@@ -217,12 +219,21 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 entries.append(s.SendResultEntry(status=status(C.ILLEGAL_MESSAGE_PROPERTY_KEY,
                                                                f"property key {bad[0]} is reserved")))
                 continue
-            entries.append(await self.send_executor.run(self._send_one, conn, tc, m))
+            request_, transactional = self._send_request(tc, m)
+            sp = self.broker.send_processor
+            # the broker's send lane rule: a small ASYNC_FLUSH append to an existing topic is a memory copy,
+            # answered on the loop; anything that may block goes to the executor
+            resp = sp.process_inline(conn, request_)
+            if resp is TO_POOL:
+                resp = await self.send_executor.run(sp.process, conn, request_)
+            entries.append(self._send_result(resp, m.system_properties, transactional))
         codes = {e.status.code for e in entries}
         top = entries[0].status if len(codes) == 1 else status(C.MULTIPLE_RESULTS, "multiple results")
         return s.SendMessageResponse(status=top, entries=entries)
 
-    def _send_one(self, conn: GrpcConn, tc: Any, m: Any) -> Any:
+    @staticmethod
+    def _send_request(tc: Any, m: Any) -> tuple[Any, bool]:
+        """The SEND_MESSAGE request a 4.x client would send for ``m`` (and whether it is transactional)."""
         sp = m.system_properties
         transactional = sp.message_type == d.TRANSACTION
         props = to_properties(m, producer_group_of(tc.topic_name) if transactional else None)
@@ -236,7 +247,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                "sysFlag": "4" if transactional else "0", "bornTimestamp": str(born), "flag": "0",
                "properties": encode_properties(props), "reconsumeTimes": "0", "unitMode": "false",
                "batch": "false"}
-        resp = self.broker.send_processor.process(conn, new_request(RequestCode.SEND_MESSAGE, ext, m.body))
+        return new_request(RequestCode.SEND_MESSAGE, ext, m.body), transactional
+
+    @staticmethod
+    def _send_result(resp: Any, sp: Any, transactional: bool) -> Any:
         code = _SEND_CODES.get(resp.code, C.INTERNAL_ERROR)
         if code != C.OK:
             return s.SendResultEntry(status=status(code, resp.remark or ""), message_id=sp.message_id)
@@ -350,7 +364,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             code, msg = C.OK, "OK"
             try:
                 h = ReceiptHandle.parse(e.receipt_handle)
-                await self.pop_executor.run(self.pop.ack, group, topic, h.extra, h.extra.queue_offset)
+                if self.inline_acks:        # ASYNC_FLUSH: an ack record is a memory copy, done on the loop
+                    self.pop.ack(group, topic, h.extra, h.extra.queue_offset)
+                else:
+                    await self.pop_executor.run(self.pop.ack, group, topic, h.extra, h.extra.queue_offset)
             except ValueError:
                 code, msg = C.INVALID_RECEIPT_HANDLE, "receipt handle is invalid"
             except PopError as exc:
