@@ -109,9 +109,9 @@ class GrpcServer:
         resp = self.admin.invoke(new_request(17, ext), 10)
         assert resp.code == 0, resp.remark
 
-    def create_group(self, group: str, retry_max_times: int = 16) -> None:
+    def create_group(self, group: str, retry_max_times: int = 16, fifo: bool = False) -> None:
         import orjson
-        body = orjson.dumps({"groupName": group, "consumeEnable": True, "consumeFromMinEnable": True,
+        body = orjson.dumps({"groupName": group, "consumeMessageOrderly": fifo, "consumeEnable": True, "consumeFromMinEnable": True,
                              "consumeBroadcastEnable": True, "retryQueueNums": 1, "retryMaxTimes": retry_max_times,
                              "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
                              "notifyConsumerIdsChangedEnable": True})

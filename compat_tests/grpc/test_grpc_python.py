@@ -182,3 +182,40 @@ def test_push_consumer(py5_python, grpc_server):
     bodies = [e["body"] for e in res.events_of("got")]
     assert sorted(set(bodies)) == sorted([f"push-{i}" for i in range(10)] + ["fail-once"])
     assert {"body": "fail-once", "attempt": 2, "op": "got"} in res.events_of("got")
+
+
+def test_fifo_push_consumer_keeps_each_message_group_in_order(py5_python, grpc_server):
+    grpc_server.create_topic("G5FifoPush", message_type="FIFO")
+    grpc_server.create_group("G5FifoGroup", fifo=True)
+    res = run5(py5_python, grpc_server, '''
+        import threading
+        log, lock, done = [], threading.Lock(), set()
+        class L(MessageListener):
+            def consume(self, m):
+                body = m.body.decode()
+                with lock:
+                    fail = body == "g1-3" and not any(b == body for b, _ in log)
+                    log.append((body, "fail" if fail else "ok"))
+                    if not fail:
+                        done.add(body)
+                time.sleep(0.01)
+                return ConsumeResult.FAILURE if fail else ConsumeResult.SUCCESS
+        p = Producer(CONFIG, ("G5FifoPush",)); p.startup()
+        for i in range(8):
+            for g in range(3):
+                m = Message(); m.topic = "G5FifoPush"; m.body = f"g{g}-{i}".encode(); m.message_group = f"group-{g}"
+                p.send(m)
+        c = PushConsumer(CONFIG, "G5FifoGroup", L(), {"G5FifoPush": FilterExpression()})
+        c.startup()
+        wait_until(lambda: len(done) >= 24, timeout=40)
+        for body, outcome in log:
+            emit(op="consumed", body=body, outcome=outcome)
+        c.shutdown(); p.shutdown()
+    ''', timeout=90)
+    log = [(e["body"], e["outcome"]) for e in res.events_of("consumed")]
+    assert ("g1-3", "fail") in log
+    for g in range(3):
+        ok = [b for b, outcome in log if b.startswith(f"g{g}-") and outcome == "ok"]
+        assert ok == [f"g{g}-{i}" for i in range(8)], (g, ok)          # in order, each once
+    seq = [b for b, _ in log]
+    assert seq.index("g1-4") > max(i for i, (b, o) in enumerate(log) if b == "g1-3" and o == "ok")

@@ -305,7 +305,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         topic, group = request.message_queue.topic.name, request.group.name
         _, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
         self._topic(topic)
-        await self._group(group)
+        sg = await self._group(group)
         if request.batch_size <= 0 or request.batch_size > MAX_BATCH:
             raise RpcError(C.BAD_REQUEST, f"batch size {request.batch_size} is out of range (1..{MAX_BATCH})")
         invisible = duration_ms(request.invisible_duration) if request.HasField("invisible_duration") \
@@ -327,7 +327,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         qid = -1     # as the proxy: a receive pops every queue of the broker, whatever queue the client names
         try:
             result, state = await pop_with_polling(self.pop, self.pop_executor, group, topic, qid, request.batch_size,
-                                                   invisible, msg_filter, 0, poll, f"{peer[0]}:{peer[1]}")
+                                                   invisible, msg_filter, 0, poll, f"{peer[0]}:{peer[1]}",
+                                                   order=sg.consume_message_orderly)
         except PopError as exc:
             raise RpcError(_POP_CODES.get(exc.code, C.INTERNAL_ERROR), exc.remark) from None
         if not result.messages:
@@ -345,7 +346,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         for pm in popped:
             m = decode_message(pm.record)
             real = (m.properties.get("RETRY_TOPIC") or topic) if pm.topic.startswith("%RETRY%") else pm.topic
-            out.append(to_grpc_message(m, real, ReceiptHandle(pm.extra, m.commit_log_offset), invisible, namespace))
+            msg = to_grpc_message(m, real, ReceiptHandle(pm.extra, m.commit_log_offset), invisible, namespace)
+            if pm.attempt:                  # an orderly batch handed out again
+                msg.system_properties.delivery_attempt = pm.attempt
+            out.append(msg)
         return out
 
     # ------------------------------------------------------------------ ack, invisible time, DLQ
@@ -478,7 +482,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 next=[ms_to_duration(ms) for ms in (1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000,
                                                      300000, 360000, 420000, 480000, 540000, 600000, 1200000,
                                                      1800000, 3600000, 7200000)])))
-            st.subscription.fifo = False
+            st.subscription.fifo = bool(sg is not None and sg.consume_message_orderly)
             st.subscription.receive_batch_size = MAX_BATCH
             st.subscription.long_polling_timeout.CopyFrom(ms_to_duration(DEFAULT_LONG_POLLING_MS))
         else:

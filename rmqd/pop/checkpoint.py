@@ -6,7 +6,7 @@ Acks set bits; once every bit is set the checkpoint is done.  If its deadline pa
 revive service puts the un-acked messages back (retry topic, or DLQ after the max attempts).
 
 Records in the revive topic (JSON bodies, tagged like Java's): ``ck`` (Java's field names
-``so pt it n q t c d bn`` + ``ro``), ``ack`` (``so pt q t c bn ao``) and ``bAck`` (the same with
+``so pt it n q t c d bn``, plus ``rq`` and, for orderly pops, ``o``/``at``), ``ack`` (``so pt q t c bn ao``) and ``bAck`` (the same with
 ``aol``, a list of acked offsets; also written after a revive, so a replay does not revive twice).
 """
 from __future__ import annotations
@@ -34,6 +34,8 @@ class PopCheckPoint:
     offsets: list[int]
     acked: set = field(default_factory=set)
     revive_offset: int = -1          # queue offset of its ``ck`` record in the revive queue
+    order: bool = False              # an orderly pop: the queue stays locked until it is acked, no revive
+    attempt: int = 0                 # orderly redeliveries so far (delivery attempt = attempt + 1)
 
     @property
     def key(self) -> CkKey:
@@ -50,17 +52,20 @@ class PopCheckPoint:
         return len(self.acked) >= len(self.offsets) and all(o in self.acked for o in self.offsets)
 
     def ck_record(self) -> bytes:
-        return orjson.dumps({"so": self.start_offset, "pt": self.pop_time, "it": self.invisible_time,
-                             "n": len(self.offsets), "q": self.queue_id, "t": self.topic, "c": self.group,
-                             "d": [o - self.start_offset for o in self.offsets], "bn": self.broker_name,
-                             "rq": self.revive_qid})
+        d = {"so": self.start_offset, "pt": self.pop_time, "it": self.invisible_time, "n": len(self.offsets),
+             "q": self.queue_id, "t": self.topic, "c": self.group, "d": [o - self.start_offset for o in self.offsets],
+             "bn": self.broker_name, "rq": self.revive_qid}
+        if self.order:
+            d["o"], d["at"] = 1, self.attempt
+        return orjson.dumps(d)
 
     @classmethod
     def from_ck_record(cls, body: bytes, revive_offset: int) -> "PopCheckPoint":
         d = orjson.loads(body)
         so = int(d["so"])
         return cls(d["t"], d["c"], int(d["q"]), so, int(d["pt"]), int(d["it"]), int(d.get("rq", 0)),
-                   d.get("bn", ""), [so + int(x) for x in d["d"]], revive_offset=revive_offset)
+                   d.get("bn", ""), [so + int(x) for x in d["d"]], revive_offset=revive_offset,
+                   order=bool(d.get("o")), attempt=int(d.get("at", 0)))
 
 
 def ack_record(key: CkKey, broker_name: str, offsets: list[int]) -> tuple[str, bytes]:

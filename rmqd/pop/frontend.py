@@ -45,8 +45,8 @@ class PopExecutor:
 
 async def pop_with_polling(service: PopService, executor: PopExecutor, group: str, topic: str, queue_id: int,
                            max_nums: int, invisible_ms: int, message_filter: Any, init_mode: int,
-                           poll_ms: int, client_host: str = "",
-                           deadline: Optional[float] = None) -> tuple[PopResult, str]:
+                           poll_ms: int, client_host: str = "", deadline: Optional[float] = None,
+                           order: bool = False) -> tuple[PopResult, str]:
     """Pop; if nothing came, park up to ``poll_ms`` and pop again when the topic gets a message.
 
     Returns the result and how it ended: ``"found"``, ``"timeout"`` or ``"full"`` (too many parked)."""
@@ -54,18 +54,18 @@ async def pop_with_polling(service: PopService, executor: PopExecutor, group: st
     end = loop.time() + max(0, poll_ms) / 1000.0 if deadline is None else deadline
     while True:
         result = await executor.run(service.pop, group, topic, queue_id, max_nums, invisible_ms, message_filter,
-                                    init_mode, client_host)
+                                    init_mode, client_host, order)
         if result.messages:
             return result, "found"
         left = end - loop.time()
         if left <= 0:
             return result, "timeout"
-        state = await service.polling.wait(service.wait_topics(group, topic), group, queue_id, left,
-                                          lambda: service.has_message(group, topic, queue_id))
+        state = await service.polling.wait(service.wait_topics(group, topic, order), group, queue_id, left,
+                                          lambda: service.has_message(group, topic, queue_id, order))
         if state == "full":
             return result, "full"
         if state == "timeout":
             # one last look: a message may have landed between the pop and the park
             result = await executor.run(service.pop, group, topic, queue_id, max_nums, invisible_ms,
-                                        message_filter, init_mode, client_host)
+                                        message_filter, init_mode, client_host, order)
             return result, "found" if result.messages else "timeout"

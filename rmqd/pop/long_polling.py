@@ -94,6 +94,16 @@ class PopLongPolling:
         except RuntimeError:      # loop closed during shutdown
             pass
 
+    def notify_threadsafe(self, topic: str) -> None:
+        """:meth:`notify` from any thread."""
+        loop = self.loop
+        if loop is None or topic not in self._waiters:
+            return
+        try:
+            loop.call_soon_threadsafe(self.notify, topic)
+        except RuntimeError:      # loop closed during shutdown
+            pass
+
     def notify(self, topic: str) -> None:
         """Loop thread: wake every request parked on ``topic``."""
         with self._lock:

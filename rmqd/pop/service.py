@@ -79,6 +79,7 @@ class PoppedMessage:
     queue_id: int
     queue_offset: int
     extra: ExtraInfo         # what the client sends back to ack it
+    attempt: int = 0         # orderly redelivery: the delivery attempt (the record's reconsumeTimes + 1 otherwise)
 
 
 @dataclass
@@ -90,6 +91,7 @@ class PopResult:
     messages: list[PoppedMessage] = field(default_factory=list)
     start_infos: list = field(default_factory=list)
     msg_infos: list = field(default_factory=list)
+    order_infos: list = field(default_factory=list)     # orderly pops: (flag, qid, redeliveries)
 
     @property
     def start_offset_info(self) -> str:
@@ -98,6 +100,11 @@ class PopResult:
     @property
     def msg_offset_info(self) -> str:
         return msg_offset_info(self.msg_infos)
+
+    @property
+    def order_count_info(self) -> str:
+        """``flag qid count;…`` (Java ``orderCountInfo``): how often each queue's batch was handed out before."""
+        return ";".join(f"{flag} {qid} {n}" for flag, qid, n in self.order_infos)
 
     def body(self) -> bytes:
         return b"".join(m.record for m in self.messages)
@@ -120,6 +127,7 @@ class PopService:
         self.revive_topic = f"rmq_sys_REVIVE_LOG_{cluster}"
         self.polling = PopLongPolling()
         self._cks: dict[CkKey, PopCheckPoint] = {}
+        self._order_cks: dict[tuple, list[PopCheckPoint]] = {}     # (topic, group, qid) -> orderly checkpoints
         self._heap: list[tuple[int, int, CkKey]] = []
         self._seq = itertools.count()
         self._revive_counter = itertools.count()
@@ -183,10 +191,24 @@ class PopService:
         return tc, sg
 
     def pop(self, group: str, topic: str, queue_id: int, max_nums: int, invisible_ms: int,
-            message_filter: Any = None, init_mode: int = INIT_MODE_LAST, client_host: str = "") -> PopResult:
-        """Hand out up to ``max_nums`` messages of ``topic`` (queue -1 = every queue) and its POP retry topic."""
-        tc, _ = self.check_pop(group, topic, queue_id, max_nums, client=client_host)
+            message_filter: Any = None, init_mode: int = INIT_MODE_LAST, client_host: str = "",
+            order: bool = False) -> PopResult:
+        """Hand out up to ``max_nums`` messages of ``topic`` (queue -1 = every queue) and its POP retry topic.
+
+        ``order`` (a FIFO group): each queue hands out one batch at a time, in queue order; a batch not
+        acked within its invisible time is handed out again from the same queue (no retry topic), up to
+        the group's max attempts, then goes to the DLQ."""
+        tc, sg = self.check_pop(group, topic, queue_id, max_nums, client=client_host)
         result = PopResult(now_ms(), int(invisible_ms), next(self._revive_counter) % self.revive_queue_num)
+        if order:
+            for qid in ([queue_id] if queue_id >= 0 else self._rotate(list(range(tc.read_queue_nums)))):
+                need = max_nums - len(result.messages)
+                if need <= 0:
+                    result.rest_num += self._backlog(topic, group, qid)
+                    continue
+                result.rest_num += self._pop_queue_orderly(topic, qid, group, need, message_filter, init_mode,
+                                                           client_host, result, sg.retry_max_times)
+            return result
         retry = pop_retry_topic(group, topic)
         rtc = self.topics.get(retry)
         queues = ([queue_id] if queue_id >= 0 else
@@ -239,38 +261,105 @@ class PopService:
     def _backlog(self, topic: str, group: str, qid: int) -> int:
         return max(0, self.store.get_max_offset(topic, qid) - self.pop_offset(group, topic, qid))
 
-    def _pop_queue(self, topic: str, qid: int, group: str, need: int, message_filter: Any, init_mode: int,
-                   client_host: str, result: PopResult) -> int:
-        with self._queue_lock((topic, group, qid)):
-            offset = self.pop_offset(group, topic, qid, init_mode)
-            res = self.store.get_messages(topic, qid, offset, need, message_filter=message_filter)
-            if res.status in (_S.OFFSET_TOO_SMALL, _S.OFFSET_OVERFLOW_BADLY, _S.OFFSET_FOUND_NULL):
-                log.info("pop offset of %s@%s q%d corrected %d -> %d (%s)", topic, group, qid, offset,
-                         res.next_begin_offset, res.status.name)
-                offset = res.next_begin_offset
-                res = self.store.get_messages(topic, qid, offset, need, message_filter=message_filter)
-            try:
-                if res.buffers:
-                    records = [bytes(b) for b in res.buffers]
-                    offs = list(res.queue_offsets)
-                    ck = PopCheckPoint(topic, group, qid, offset, result.pop_time, result.invisible_time,
-                                       result.revive_qid, self.broker_name, offs)
-                    self._add_checkpoint(ck)
-                    flag = retry_flag(topic)
-                    result.start_infos.append((flag, qid, offset))
-                    result.msg_infos.append((flag, qid, offs))
-                    for rec, off in zip(records, offs):
-                        extra = ExtraInfo(offset, result.pop_time, result.invisible_time, result.revive_qid, flag,
-                                          self.broker_name, qid, off)
-                        result.messages.append(PoppedMessage(rec, topic, qid, off, extra))
-            finally:
-                res.release()
-            nxt = res.next_begin_offset
-            if nxt > offset and res.status in (_S.FOUND, _S.NO_MATCHED_MESSAGE, _S.MESSAGE_WAS_REMOVING):
-                self.offsets.commit_offset(client_host, group, topic, qid, nxt)
+    def _hand_out(self, topic: str, group: str, qid: int, start: int, records: list[bytes], offs: list[int],
+                  result: PopResult, order: bool = False, attempt: int = 0) -> PopCheckPoint:
+        """Checkpoint ``records`` (durably) and add them to ``result``."""
+        ck = PopCheckPoint(topic, group, qid, start, result.pop_time, result.invisible_time, result.revive_qid,
+                           self.broker_name, offs, order=order, attempt=attempt)
+        self._add_checkpoint(ck)
+        flag = retry_flag(topic)
+        result.start_infos.append((flag, qid, start))
+        result.msg_infos.append((flag, qid, offs))
+        if order:
+            result.order_infos.append((flag, qid, attempt))
+        for rec, off in zip(records, offs):
+            extra = ExtraInfo(start, result.pop_time, result.invisible_time, result.revive_qid, flag,
+                              self.broker_name, qid, off)
+            result.messages.append(PoppedMessage(rec, topic, qid, off, extra, attempt + 1 if order else 0))
+        return ck
+
+    def _open_orderly(self, key: tuple) -> list[PopCheckPoint]:
+        """The queue's orderly checkpoints still open (caller holds the queue lock)."""
+        with self._lock:
+            live = [ck for ck in self._order_cks.get(key, ()) if self._cks.get(ck.key) is ck and not ck.done()]
+            if live:
+                self._order_cks[key] = list(live)      # a copy: checkpoints added later must not join ``live``
             else:
-                nxt = offset
-            return max(0, res.max_offset - nxt)
+                self._order_cks.pop(key, None)
+        return live
+
+    def queue_locked(self, topic: str, group: str, qid: int, now: Optional[int] = None) -> bool:
+        """An orderly queue whose last batch is still invisible and not yet acked."""
+        now = now_ms() if now is None else now
+        return any(ck.deadline > now for ck in self._open_orderly((topic, group, qid)))
+
+    def _pop_queue_orderly(self, topic: str, qid: int, group: str, need: int, message_filter: Any,
+                           init_mode: int, client_host: str, result: PopResult, max_times: int) -> int:
+        key = (topic, group, qid)
+        with self._queue_lock(key):
+            open_ = self._open_orderly(key)
+            if any(ck.deadline > result.pop_time for ck in open_):
+                return self._backlog(topic, group, qid)          # the last batch is still out
+            if open_:                                            # not acked in time: the same messages again
+                pending = sorted({o for ck in open_ for o in ck.unacked()})[:need]
+                attempt = max(ck.attempt for ck in open_) + 1
+                records, offs = [], []
+                for off in pending:
+                    res = self.store.get_messages(topic, qid, off, 1)
+                    try:
+                        if res.buffers and res.queue_offsets[0] == off:
+                            records.append(bytes(res.buffers[0]))
+                            offs.append(off)
+                    finally:
+                        res.release()
+                if attempt > max_times:                          # past the max attempts: DLQ, then go on
+                    for rec in records:
+                        self._to_dlq(group, topic, decode_message(rec), attempt)
+                elif records:
+                    self._hand_out(topic, group, qid, offs[0], records, offs, result, True, attempt)
+                for ck in open_:                                 # the old checkpoints are settled
+                    done = [o for o in ck.unacked() if o in pending]
+                    if done:
+                        self._settle(ck, done)
+                if attempt <= max_times and records:
+                    return self._backlog(topic, group, qid)
+            return self._pop_queue(topic, qid, group, need, message_filter, init_mode, client_host, result,
+                                   order=True, locked=True)
+
+    def _settle(self, ck: PopCheckPoint, offsets: list[int]) -> None:
+        """Record ``offsets`` of ``ck`` as done (a ``bAck``) and forget the checkpoint when nothing is left."""
+        tag, body = ack_record(ck.key, self.broker_name, offsets)
+        self._append(tag, body, ck.revive_qid)
+        with self._lock:
+            ck.acked.update(offsets)
+            if ck.done() and self._cks.get(ck.key) is ck:
+                del self._cks[ck.key]
+
+    def _pop_queue(self, topic: str, qid: int, group: str, need: int, message_filter: Any, init_mode: int,
+                   client_host: str, result: PopResult, order: bool = False, locked: bool = False) -> int:
+        if not locked:
+            with self._queue_lock((topic, group, qid)):
+                return self._pop_queue(topic, qid, group, need, message_filter, init_mode, client_host, result,
+                                       order, True)
+        offset = self.pop_offset(group, topic, qid, init_mode)
+        res = self.store.get_messages(topic, qid, offset, need, message_filter=message_filter)
+        if res.status in (_S.OFFSET_TOO_SMALL, _S.OFFSET_OVERFLOW_BADLY, _S.OFFSET_FOUND_NULL):
+            log.info("pop offset of %s@%s q%d corrected %d -> %d (%s)", topic, group, qid, offset,
+                     res.next_begin_offset, res.status.name)
+            offset = res.next_begin_offset
+            res = self.store.get_messages(topic, qid, offset, need, message_filter=message_filter)
+        try:
+            if res.buffers:
+                self._hand_out(topic, group, qid, offset, [bytes(b) for b in res.buffers],
+                               list(res.queue_offsets), result, order)
+        finally:
+            res.release()
+        nxt = res.next_begin_offset
+        if nxt > offset and res.status in (_S.FOUND, _S.NO_MATCHED_MESSAGE, _S.MESSAGE_WAS_REMOVING):
+            self.offsets.commit_offset(client_host, group, topic, qid, nxt)
+        else:
+            nxt = offset
+        return max(0, res.max_offset - nxt)
 
     # ------------------------------------------------------------------ peek / notification
     def peek(self, group: str, topic: str, queue_id: int, max_nums: int) -> list[bytes]:
@@ -287,21 +376,28 @@ class PopService:
                 res.release()
         return out
 
-    def has_message(self, group: str, topic: str, queue_id: int) -> bool:
-        """Whether a pop would find something (NOTIFICATION's ``hasMsg``)."""
+    def has_message(self, group: str, topic: str, queue_id: int, order: bool = False) -> bool:
+        """Whether a pop would find something (NOTIFICATION's ``hasMsg``); for an orderly pop, only in queues
+        whose last batch is settled or expired."""
         tc = self.topics.get(topic)
         if tc is None:
             return False
         qids = [queue_id] if queue_id >= 0 else list(range(tc.read_queue_nums))
+        if order:
+            now = now_ms()
+            return any(not self.queue_locked(topic, group, q, now) and
+                       (self._backlog(topic, group, q) > 0 or self._open_orderly((topic, group, q))) for q in qids)
         if any(self._backlog(topic, group, q) > 0 for q in qids):
             return True
         rtc = self.topics.get(pop_retry_topic(group, topic))
         return rtc is not None and any(self._backlog(rtc.topic_name, group, q) > 0
                                        for q in range(rtc.read_queue_nums))
 
-    def wait_topics(self, group: str, topic: str) -> list[tuple[str, int]]:
+    def wait_topics(self, group: str, topic: str, order: bool = False) -> list[tuple[str, int]]:
         """(topic, queue count) pairs a parked pop of ``topic`` wakes on (the topic and its POP retry topic)."""
         tc = self.topics.get(topic)
+        if order:
+            return [(topic, tc.read_queue_nums if tc else 1)]
         retry = pop_retry_topic(group, topic)
         rtc = self.topics.get(retry)
         return [(topic, tc.read_queue_nums if tc else 1), (retry, rtc.read_queue_nums if rtc else 1)]
@@ -339,12 +435,16 @@ class PopService:
             return 0
         tag, body = ack_record(key, self.broker_name, live)
         self._append(tag, body, extra.revive_qid)
+        unlocked = False
         with self._lock:
             ck = self._cks.get(key)
             if ck is not None:
                 ck.acked.update(live)
                 if ck.done():
                     del self._cks[key]
+                    unlocked = ck.order
+        if unlocked:                         # an orderly queue is free again: parked pops may go on
+            self.polling.notify_threadsafe(ck_topic)
         return len(live)
 
     def change_invisible_time(self, group: str, topic: str, extra: ExtraInfo, offset: int,
@@ -355,8 +455,11 @@ class PopService:
         with self._lock:
             while (ck_topic, group, extra.queue_id, offset, pop_time) in self._cks:
                 pop_time += 1
+        with self._lock:
+            old = self._cks.get((ck_topic, group, extra.queue_id, extra.ck_queue_offset, extra.pop_time))
         ck = PopCheckPoint(ck_topic, group, extra.queue_id, offset, pop_time, int(invisible_ms), extra.revive_qid,
-                           self.broker_name, [offset])
+                           self.broker_name, [offset], order=bool(old and old.order),
+                           attempt=old.attempt if old else 0)
         self._add_checkpoint(ck)
         self.batch_ack(group, topic, extra, [offset])
         return ExtraInfo(offset, pop_time, int(invisible_ms), extra.revive_qid, extra.retry, self.broker_name,
@@ -383,6 +486,9 @@ class PopService:
             ck.revive_offset = self._append(CK_TAG, ck.ck_record(), ck.revive_qid)
             with self._cond:
                 self._cks[ck.key] = ck
+                if ck.order:                     # handed out again by the next orderly pop, not revived
+                    self._order_cks.setdefault((ck.topic, ck.group, ck.queue_id), []).append(ck)
+                    return
                 heapq.heappush(self._heap, (ck.deadline, next(self._seq), ck.key))
                 if self._heap[0][2] == ck.key:
                     self._cond.notify()
@@ -418,7 +524,10 @@ class PopService:
             if ck.done():
                 del self._cks[ck.key]
                 continue
-            heapq.heappush(self._heap, (ck.deadline, next(self._seq), ck.key))
+            if ck.order:
+                self._order_cks.setdefault((ck.topic, ck.group, ck.queue_id), []).append(ck)
+            else:
+                heapq.heappush(self._heap, (ck.deadline, next(self._seq), ck.key))
             nxt = max(ck.offsets) + 1      # the pop offset may not have been persisted before a crash
             if self.offsets.query_offset(ck.group, ck.topic, ck.queue_id) < nxt:
                 self.offsets.commit_offset("", ck.group, ck.topic, ck.queue_id, nxt)
@@ -519,14 +628,18 @@ class PopService:
         max_times = sg.retry_max_times if sg is not None else 16
         reconsume = m.reconsume_times + 1
         if reconsume > max_times:
-            target = dlq_topic(ck.group)
-            self.topics.create_topic_in_send_message_back_method(target, 1, PERM_READ | PERM_WRITE, 0)
+            self._to_dlq(ck.group, real, m, reconsume, ck.pop_time)
+            return
         else:
             target = ck.topic if ck.topic.startswith("%RETRY%") else pop_retry_topic(ck.group, ck.topic)
             if self.topics.get(target) is None:
                 self.topics.create_topic_in_send_message_back_method(target, 1, PERM_READ | PERM_WRITE, 0)
+        self._store_again(target, m, props, real, reconsume, ck.pop_time)
+        self.revived += 1
+
+    def _store_again(self, target: str, m: Any, props: dict, real: str, reconsume: int, pop_time: int) -> None:
         props.setdefault(PROPERTY_RETRY_TOPIC, real)
-        props.setdefault(PROPERTY_FIRST_POP_TIME, str(ck.pop_time))
+        props.setdefault(PROPERTY_FIRST_POP_TIME, str(pop_time))
         props.pop("DELAY", None)
         encoded = encode_properties(props)
         msg = MessageToStore(target, 0, m.body, encoded, m.flag, m.sys_flag & ~0xC, m.born_timestamp, m.born_host,
@@ -534,10 +647,16 @@ class PopService:
                              find_property(encoded, "KEYS"), find_property(encoded, "UNIQ_KEY"))
         result = self.store.put_message(msg)
         if not result.ok:
-            raise RuntimeError(f"storing the revived message in {target} failed: {result.status.name}")
-        self.revived += 1
-        if target.startswith("%DLQ%"):
-            self.to_dlq += 1
-            if self.on_dlq is not None:
-                self.on_dlq(ck.group, real)
-            log.info("POP: %s of %s reached %d attempts; moved to %s", props.get("UNIQ_KEY"), real, reconsume, target)
+            raise RuntimeError(f"storing the message again in {target} failed: {result.status.name}")
+
+    def _to_dlq(self, group: str, real: str, m: Any, reconsume: int, pop_time: Optional[int] = None) -> None:
+        """``m`` reached the group's max attempts: store it in ``%DLQ%<group>``."""
+        target = dlq_topic(group)
+        self.topics.create_topic_in_send_message_back_method(target, 1, PERM_READ | PERM_WRITE, 0)
+        props = decode_properties(m.properties_str)
+        real = props.get(PROPERTY_RETRY_TOPIC) or real
+        self._store_again(target, m, props, real, reconsume, pop_time or now_ms())
+        self.to_dlq += 1
+        if self.on_dlq is not None:
+            self.on_dlq(group, real)
+        log.info("POP: %s of %s reached %d attempts; moved to %s", props.get("UNIQ_KEY"), real, reconsume, target)

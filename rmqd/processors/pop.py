@@ -3,8 +3,8 @@ NOTIFICATION 200054, POLLING_INFO 200055.
 
 Java: ``PopMessageProcessor``, ``PeekMessageProcessor``, ``NotificationProcessor``,
 ``PollingInfoProcessor``.  Headers and response fields are Java's (``popTime``, ``invisibleTime``,
-``reviveQid``, ``restNum``, ``startOffsetInfo``, ``msgOffsetInfo``); the body is the stored
-records, as a pull's.  The state lives in :class:`rmqd.pop.PopService`; these handlers run on the
+``reviveQid``, ``restNum``, ``startOffsetInfo``, ``msgOffsetInfo``, and ``orderCountInfo`` for an orderly
+pop); the body is the stored records, as a pull's.  The state lives in :class:`rmqd.pop.PopService`; these handlers run on the
 loop and await the blocking parts in the POP executor, parking a request at most ``pollTime``.
 """
 from __future__ import annotations
@@ -59,8 +59,6 @@ class PopMessageProcessor:
             request, "consumerGroup", "topic", "queueId", "maxMsgNums", "invisibleTime", "pollTime", "bornTime")
         if not self.readable():
             return error_response(ResponseCode.NO_PERMISSION, f"the broker[{self.broker_ip}] pop message is forbidden")
-        if ext_bool(request, "order"):
-            return error_response(ResponseCode.SYSTEM_ERROR, "orderly POP is not supported by rmqd")
         if int(nums) > 32:
             return error_response(INVALID_PARAMETER, f"the broker[{self.broker_ip}] pop message's num is greater than 32")
         try:
@@ -70,9 +68,10 @@ class PopMessageProcessor:
         except ValueError as exc:
             return error_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}")
         try:
+            order = ext_bool(request, "order")
             result, state = await pop_with_polling(self.pop, self.executor, group, topic, int(qid), int(nums),
                                                    int(invisible), msg_filter, ext_int(request, "initMode", 0),
-                                                   int(poll), conn.remote_address)
+                                                   int(poll), conn.remote_address, order=order)
         except PopError as exc:
             return pop_error_response(exc)
         except Busy as exc:
@@ -84,6 +83,8 @@ class PopMessageProcessor:
         ext = {"popTime": str(result.pop_time), "invisibleTime": str(result.invisible_time),
                "reviveQid": str(result.revive_qid), "restNum": str(result.rest_num),
                "startOffsetInfo": result.start_offset_info, "msgOffsetInfo": result.msg_offset_info}
+        if order:
+            ext["orderCountInfo"] = result.order_count_info
         return new_response(code, remark, ext, result.body() if result.messages else None)
 
     async def peek_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:

@@ -366,6 +366,7 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False         # 5.x: a FIFO group (POP hands each queue out in order)
     attributes: dict = field(default_factory=dict)
 
     _MAP = (("group_name", "groupName"), ("consume_enable", "consumeEnable"),
@@ -374,10 +375,13 @@ class SubscriptionGroupConfig:
             ("retry_queue_nums", "retryQueueNums"), ("retry_max_times", "retryMaxTimes"),
             ("broker_id", "brokerId"),
             ("which_broker_when_consume_slowly", "whichBrokerWhenConsumeSlowly"),
-            ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"))
+            ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"),
+            ("consume_message_orderly", "consumeMessageOrderly"))
 
     def to_json(self) -> dict:
         d = {j: getattr(self, p) for p, j in self._MAP}
+        if not self.consume_message_orderly:       # 4.9 has no such field: written only when set (5.x)
+            del d["consumeMessageOrderly"]
         if self.attributes:
             d["attributes"] = dict(self.attributes)
         return d

@@ -20,8 +20,8 @@ def create_topic(c: BlockingClient, topic: str, queues: int = 1) -> None:
     assert resp.code == 0, resp.remark
 
 
-def create_group(c: BlockingClient, group: str, retry_max_times: int = 16) -> None:
-    body = orjson.dumps({"groupName": group, "consumeEnable": True, "consumeFromMinEnable": True,
+def create_group(c: BlockingClient, group: str, retry_max_times: int = 16, orderly: bool = False) -> None:
+    body = orjson.dumps({"groupName": group, "consumeMessageOrderly": orderly, "consumeEnable": True, "consumeFromMinEnable": True,
                          "consumeBroadcastEnable": True, "retryQueueNums": 1, "retryMaxTimes": retry_max_times,
                          "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True})
     resp = c.invoke(new_request(200, None, body), 5)
@@ -40,10 +40,13 @@ def send(c: BlockingClient, topic: str, body: bytes, tags: str = "", queue_id: i
 
 
 def pop(c: BlockingClient, topic: str, group: str, queue_id: int = -1, max_nums: int = 32, invisible: int = 60000,
-        poll: int = 0, init_mode: int = 0, exp: str | None = None, timeout: float = 10) -> RemotingCommand:
+        poll: int = 0, init_mode: int = 0, exp: str | None = None, timeout: float = 10,
+        order: bool = False) -> RemotingCommand:
     ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id), "maxMsgNums": str(max_nums),
            "invisibleTime": str(invisible), "pollTime": str(poll), "bornTime": str(int(time.time() * 1000)),
            "initMode": str(init_mode)}
+    if order:
+        ext["order"] = "true"
     if exp is not None:
         ext.update(expType="TAG", exp=exp)
     return c.invoke(new_request(POP, ext), timeout)
