@@ -118,6 +118,7 @@ class AssignmentProcessor:
 
 def install(broker: "BrokerController") -> AssignmentProcessor:
     modes = MessageRequestModeManager(broker.store_config.config_dir)
+    modes.load()                  # at construction, before the loop runs (a missing file is fine)
     broker.message_request_mode_manager = modes
     proc = AssignmentProcessor(broker, modes)
     broker.dispatcher.register(QUERY_ASSIGNMENT, proc.query_assignment, broker.pools["client"])

@@ -209,7 +209,7 @@ def test_peek_notification_polling_info(client, names):
     assert info.code == 0 and info.ext_fields == {"pollingNum": "0"}
 
 
-def test_query_assignment_and_request_mode(client, names):
+def test_query_assignment_and_request_mode(client, names, server):
     topic, group = names
     body = {"topic": topic, "consumerGroup": group, "clientId": "c1", "strategyName": "AVG",
             "messageModel": "CLUSTERING"}
@@ -220,6 +220,10 @@ def test_query_assignment_and_request_mode(client, names):
     r = client.invoke(new_request(400, None, orjson.dumps(body)), 5)
     assert orjson.loads(r.body_bytes())["messageQueueAssignments"] == [
         {"messageQueue": {"topic": topic, "brokerName": "broker-a", "queueId": -1}, "mode": "POP", "attachments": {}}]
+    server.restart()                                        # the mode is kept (messageRequestMode.json)
+    with BlockingClient(server.broker_addr) as c2:
+        r = c2.invoke(new_request(400, None, orjson.dumps(body)), 5)
+        assert orjson.loads(r.body_bytes())["messageQueueAssignments"][0]["mode"] == "POP"
 
 
 def test_restart_in_the_middle_of_the_invisible_time_loses_nothing(tmp_path):
