@@ -25,7 +25,7 @@ from rmqd.grpc.pb import service_pb2_grpc
 from rmqd.acl.permission import PUB, SUB
 from rmqd.pop.extra_info import ReceiptHandle
 from rmqd.pop.frontend import Busy, PopExecutor, pop_with_polling
-from rmqd.pop.service import PopError
+from rmqd.pop.codes import PopError
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.remoting.dispatch import TO_POOL

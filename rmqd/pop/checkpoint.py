@@ -11,6 +11,7 @@ Records in the revive topic (JSON bodies, tagged like Java's): ``ck`` (Java's fi
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -19,6 +20,10 @@ import orjson
 CK_TAG, ACK_TAG, BATCH_ACK_TAG = "ck", "ack", "bAck"
 
 CkKey = tuple  # (topic, group, queue_id, start_offset, pop_time)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclass

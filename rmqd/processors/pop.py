@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Optional
 from rmqd.filter.message_filter import ExpressionMessageFilter
 from rmqd.filter.sql92 import SQLParseError
 from rmqd.pop.frontend import Busy, PopExecutor, pop_with_polling
-from rmqd.pop.service import INVALID_PARAMETER, POLLING_FULL, POLLING_TIMEOUT, PopError, PopService
+from rmqd.pop.codes import INVALID_PARAMETER, POLLING_FULL, POLLING_TIMEOUT, PopError
+from rmqd.pop.service import PopService
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, ext_bool, ext_int, new_response, require
 
