@@ -201,7 +201,11 @@ def _add_grpc_endpoint(services, args: argparse.Namespace, config: BrokerConfig)
     port = given if given is not None else int(config.grpcServerPort)
     if port <= 0:
         return
-    if importlib.util.find_spec("grpc") is None or importlib.util.find_spec("google.protobuf") is None:
+    try:
+        missing = importlib.util.find_spec("grpc") is None or importlib.util.find_spec("google.protobuf") is None
+    except ModuleNotFoundError:         # grpcio without protobuf: no ``google`` package at all
+        missing = True
+    if missing:
         print("rmqd: the gRPC endpoint (RocketMQ 5 clients) needs grpcio and protobuf: pip install 'rmqd[grpc]'",
               file=sys.stderr)
         return
