@@ -59,6 +59,7 @@ class GrpcEndpoint:
         self.service = MessagingService(broker, (self.host, port))
         service_pb2_grpc.add_MessagingServiceServicer_to_server(self.service, server)
         await server.start()
+        self.service.start()
         self.server = server
         log.info("gRPC MessagingService on %s", self.address)
 

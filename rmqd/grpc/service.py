@@ -37,6 +37,8 @@ C = d.Code
 MAX_BATCH = 32
 DEFAULT_INVISIBLE_MS = 60_000
 DEFAULT_LONG_POLLING_MS = 20_000
+MAX_RENEW_MS = 3 * 3600 * 1000        # auto-renew keeps a push consumer's message at most this long
+CLIENT_IDLE_S = 120.0                 # a client not heard from for this long gets no more renewals
 _SEND_CODES = {ResponseCode.SUCCESS: C.OK, ResponseCode.FLUSH_DISK_TIMEOUT: C.MASTER_PERSISTENCE_TIMEOUT,
                ResponseCode.FLUSH_SLAVE_TIMEOUT: C.SLAVE_PERSISTENCE_TIMEOUT,
                ResponseCode.SLAVE_NOT_AVAILABLE: C.HA_NOT_AVAILABLE, ResponseCode.SYSTEM_BUSY: C.TOO_MANY_REQUESTS,
@@ -91,8 +93,13 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.address = endpoint_address
         self.min_invisible_ms = int(c.minInvisibleTimeMillsForRecv)
         self.inline_acks = broker.store.config.flush_disk_type == "ASYNC_FLUSH"
+        self._renewals: dict[str, dict] = {}       # client id -> {checkpoint key: (invisible ms, renew until ms)}
+        self._renew_task: Optional[asyncio.Task] = None
+        self.renew_interval_s = 1.0
 
     def close(self) -> None:
+        if self._renew_task is not None:
+            self._renew_task.cancel()
         self.clients.close_all()
         self.send_executor.shutdown()
 
@@ -303,7 +310,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _receive(self, request: Any, context: Any) -> tuple[Any, list, int]:
         topic, group = request.message_queue.topic.name, request.group.name
-        _, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        self.clients.channel(md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")     # seen now
         self._topic(topic)
         sg = await self._group(group)
         if request.batch_size <= 0 or request.batch_size > MAX_BATCH:
@@ -337,7 +345,54 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             return status(C.MESSAGE_NOT_FOUND, "no new message"), [], invisible
         out = await self.pop_executor.run(self._to_messages, result.messages, topic, invisible,
                                           request.message_queue.topic.resource_namespace)
+        if request.auto_renew:          # a push consumer: kept invisible while it works, as the proxy does
+            until = int(time.time() * 1000) + MAX_RENEW_MS
+            mine = self._renewals.setdefault(md["x-mq-client-id"], {})
+            for pm in result.messages:
+                mine[(pm.topic, group, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time)] = (invisible, until)
         return status(C.OK), out, invisible
+
+    # ------------------------------------------------------------------ auto-renew (push consumers)
+    def start(self) -> None:
+        self._renew_task = asyncio.ensure_future(self._renew_loop())
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.renew_interval_s)
+            try:
+                await self._renew_once()
+            except asyncio.CancelledError:
+                raise
+            except Busy:
+                pass                       # the next round renews what this one could not
+            except Exception:
+                log.exception("renewing the invisible time of push consumers' messages failed")
+
+    async def _renew_once(self) -> None:
+        """Extend what live push consumers hold and have not acked; a client gone quiet for
+        CLIENT_IDLE_S (or a message held past MAX_RENEW_MS) is let go, so its messages come back."""
+        now = int(time.time() * 1000)
+        interval_ms = int(self.renew_interval_s * 1000)
+        for cid in list(self._renewals):
+            ch = self.clients.channels.get(cid)
+            entries = self._renewals[cid]
+            if ch is None or ch.closed or time.monotonic() - ch.last_seen > CLIENT_IDLE_S:
+                del self._renewals[cid]
+                continue
+            by_invisible: dict[int, list] = {}
+            for key, (invisible, until) in list(entries.items()):
+                if until < now:
+                    del entries[key]
+                else:
+                    by_invisible.setdefault(invisible, []).append(key)
+            for invisible, keys in by_invisible.items():
+                still = set(await self.pop_executor.run(self.pop.renew, keys, invisible,
+                                                        max(2 * interval_ms, invisible // 2)))
+                for key in keys:
+                    if key not in still:
+                        entries.pop(key, None)
+            if not entries:
+                self._renewals.pop(cid, None)
 
     @staticmethod
     def _to_messages(popped: list, topic: str, invisible: int, namespace: str) -> list:

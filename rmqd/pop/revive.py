@@ -113,7 +113,11 @@ class ReviveMixin:
         try:
             if tag == CK_TAG:
                 ck = PopCheckPoint.from_ck_record(m.body, queue_offset)
-                self._cks[ck.key] = ck
+                old = self._cks.get(ck.key)
+                if old is None:
+                    self._cks[ck.key] = ck
+                else:                               # a renewal: the same checkpoint, invisible for longer
+                    old.invisible_time = max(old.invisible_time, ck.invisible_time)
             elif tag in (ACK_TAG, BATCH_ACK_TAG):
                 key, offs = parse_ack_record(m.body)
                 ck = self._cks.get(key)

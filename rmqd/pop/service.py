@@ -17,6 +17,7 @@ endpoint call the same methods; they run in pool threads (they append to the sto
 """
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 import random
@@ -24,7 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from rmqd.pop.checkpoint import CkKey, PopCheckPoint, ack_record, now_ms
+from rmqd.pop.checkpoint import CK_TAG, CkKey, PopCheckPoint, ack_record, now_ms
 from rmqd.pop.codes import INVALID_PARAMETER, PopError
 from rmqd.pop.extra_info import (ExtraInfo, msg_offset_info, pop_retry_topic, real_topic, retry_flag,
                                  start_offset_info)
@@ -418,6 +419,33 @@ class PopService(ReviveMixin):
         if unlocked:                         # an orderly queue is free again: parked pops may go on
             self.polling.notify_threadsafe(ck_topic)
         return len(live)
+
+    def renew(self, keys: list, invisible_ms: int, within_ms: int) -> list:
+        """Keep checkpoints invisible (the proxy's auto-renew for push consumers): each of ``keys`` whose
+        deadline is less than ``within_ms`` away becomes invisible for ``invisible_ms`` from now, under the
+        same key, so the receipt handles the client holds stay valid.  A ``ck`` record with the longer
+        invisible time makes it durable.  Returns the keys still open (settled ones are dropped)."""
+        now = now_ms()
+        still, due = [], []
+        with self._lock:
+            for key in keys:
+                ck = self._cks.get(key)
+                if ck is None or ck.done():
+                    continue
+                still.append(key)
+                if now < ck.deadline < now + within_ms:
+                    due.append(ck)
+        for ck in due:
+            new_it = now + int(invisible_ms) - ck.pop_time
+            record = PopCheckPoint(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time, new_it,
+                                   ck.revive_qid, ck.broker_name, ck.offsets, order=ck.order, attempt=ck.attempt)
+            self._append(CK_TAG, record.ck_record(), ck.revive_qid)
+            with self._cond:
+                if self._cks.get(ck.key) is ck and new_it > ck.invisible_time:
+                    ck.invisible_time = new_it
+                    if not ck.order:
+                        heapq.heappush(self._heap, (ck.deadline, next(self._seq), ck.key))
+        return still
 
     def change_invisible_time(self, group: str, topic: str, extra: ExtraInfo, offset: int,
                               invisible_ms: int) -> ExtraInfo:

@@ -254,3 +254,33 @@ def test_forward_to_dead_letter_queue(g):
     # acked: not delivered again after its invisible time
     pop = g.server.broker.pop_service
     assert not any(ck.topic == "GT" and ck.unacked() for ck in list(pop._cks.values()))
+
+
+def test_auto_renew_keeps_a_push_consumers_message_until_it_acks(g):
+    """auto_renew (push consumers): the message stays invisible past its invisible time while the client is
+    alive, its original receipt handle still acks it; a vanished client's messages come back."""
+    create_topic(g.server, "Renew")
+    md = [("x-mq-client-id", "pusher-1")]
+    g.stub.Heartbeat(s.HeartbeatRequest(group=d.Resource(name="GG"), client_type=d.PUSH_CONSUMER), metadata=md)
+    for body in (b"keep", b"lost"):
+        m = d.Message(topic=d.Resource(name="Renew"), body=body,
+                      system_properties=d.SystemProperties(message_id=body.decode().upper()))
+        assert g.stub.SendMessage(s.SendMessageRequest(messages=[m]), metadata=md).status.code == d.OK
+    req = receive_req(topic="Renew", invisible_ms=2000, poll_s=2)
+    req.auto_renew = True
+    got = [r.message for r in g.stub.ReceiveMessage(req, metadata=md, timeout=10) if r.HasField("message")]
+    assert sorted(m.body for m in got) == [b"keep", b"lost"]
+    other = receive_req(topic="Renew", invisible_ms=2000, poll_s=0)
+    time.sleep(3.5)                                                     # well past the 2 s invisible time
+    assert first_status(g.stub.ReceiveMessage(other, metadata=[("x-mq-client-id", "other")])).code == \
+        d.MESSAGE_NOT_FOUND
+    keep = next(m for m in got if m.body == b"keep")
+    ack = g.stub.AckMessage(s.AckMessageRequest(group=d.Resource(name="GG"), topic=d.Resource(name="Renew"), entries=[
+        s.AckMessageEntry(message_id="KEEP", receipt_handle=keep.system_properties.receipt_handle)]), metadata=md)
+    assert ack.entries[0].status.code == d.OK
+    # the client goes away: "lost" is no longer renewed and comes back to someone else
+    g.endpoint.service.clients.terminate("pusher-1")
+    other.long_polling_timeout.seconds = 5
+    back = [r.message for r in g.stub.ReceiveMessage(other, metadata=[("x-mq-client-id", "other")], timeout=10)
+            if r.HasField("message")]
+    assert [m.body for m in back] == [b"lost"] and back[0].system_properties.delivery_attempt == 2

@@ -246,3 +246,24 @@ def test_restart_in_the_middle_of_the_invisible_time_loses_nothing(tmp_path):
         assert sorted(m.properties["UNIQ_KEY"] for m in got) == sorted(uniq[1:])
         assert pop(c, "RT", "RG", poll=800).code == 210     # nothing twice, the acked one not at all
         c.close()
+
+
+def test_renewed_invisible_time_survives_a_restart(tmp_path):
+    with EmbeddedServer(store_dir=str(tmp_path), broker_properties=BROKER) as s:
+        c = BlockingClient(s.broker_addr)
+        create_topic(c, "RN")
+        create_group(c, "RNG")
+        send(c, "RN", b"renewed")
+        resp = pop(c, "RN", "RNG", invisible=1500)
+        m = popped(resp)[0]
+        e = resp.ext_fields
+        key = ("RN", "RNG", 0, 0, int(e["popTime"]))
+        assert s.broker.pop_service.renew([key], 60000, 5000) == [key]
+        c.close()
+        s.restart()
+        c = BlockingClient(s.broker_addr)
+        time.sleep(2)                                        # past the first 1.5 s
+        assert pop(c, "RN", "RNG", poll=500).code == 210     # still invisible: the renewal was replayed
+        assert ack(c, "RN", "RNG", extra_info(resp, m), m.queue_offset).code == 0   # the old handle still acks
+        assert s.broker.pop_service.checkpoint_count == 0
+        c.close()
