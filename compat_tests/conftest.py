@@ -43,3 +43,39 @@ def reference_cluster(tmp_path_factory: pytest.TempPathFactory):
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def reference_broker(request: pytest.FixtureRequest):
+    """The real RocketMQ the differential tests compare rmqd with (reference_target.choose_reference):
+    the official image through testcontainers where a Docker engine answers, else the kit's cluster
+    (the session's ``reference_cluster``, so the session runs one Java broker either way)."""
+    from reference_target import DockerReference, choose_reference, docker_engine_answers
+
+    kind = choose_reference()
+    if kind == "kit":
+        cluster = request.getfixturevalue("reference_cluster")
+        cluster.kind = "kit"
+        yield cluster
+        return
+    if not docker_engine_answers():
+        pytest.fail("RMQD_REFERENCE=docker but no Docker engine answers (DOCKER_HOST / /var/run/docker.sock)",
+                    pytrace=False)
+    ref = DockerReference().start()
+    ref.kind = "docker"
+    try:
+        yield ref
+    finally:
+        ref.stop()
+
+
+@pytest.fixture(scope="session")
+def mqadmin_shell():
+    """The kit's mqadmin in one JVM for the whole session (javakit.MqadminShell)."""
+    from javakit import MqadminShell
+
+    shell = MqadminShell()
+    try:
+        yield shell
+    finally:
+        shell.close()

@@ -20,6 +20,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -105,19 +106,37 @@ class JavaRun(subprocess.CompletedProcess):
     def __init__(self, args, returncode, stdout, stderr, timed_out: bool) -> None:
         super().__init__(args, returncode, stdout, stderr)
         self.timed_out = timed_out
-        self.events = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+        self.events = []
+        for line in stdout.splitlines():
+            if line.startswith("{"):
+                try:
+                    self.events.append(json.loads(line))
+                except ValueError:        # e.g. mqadmin's pretty-printed JSON: not an event line
+                    pass
 
     def events_of(self, op: str) -> list[dict]:
         return [e for e in self.events if e.get("op") == op]
 
 
-def _run(cmd: Sequence[str], timeout: float, env: Mapping[str, str] | None, home: str | None) -> JavaRun:
+def work_dir() -> str:
+    """The working directory of every Java process we start: mqadmin writes files into its current
+    directory (``consumerStatus`` writes ``<timestamp>/<clientId>``), which must never be the repository."""
+    d = Path(tempfile.gettempdir()) / "rmqd-java-cwd"
+    d.mkdir(exist_ok=True)
+    return str(d)
+
+
+def _java_env(home: str | None, env: Mapping[str, str] | None) -> dict[str, str]:
     full_env = dict(os.environ)
     if home:
         full_env["HOME"] = home   # client logs go to $HOME/logs/rocketmqlogs
     full_env.update(env or {})
+    return full_env
+
+
+def _run(cmd: Sequence[str], timeout: float, env: Mapping[str, str] | None, home: str | None) -> JavaRun:
     proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=full_env, start_new_session=True)
+                            env=_java_env(home, env), start_new_session=True, cwd=work_dir())
     try:
         out, err = proc.communicate(timeout=timeout)
         timed_out = False
@@ -128,14 +147,95 @@ def _run(cmd: Sequence[str], timeout: float, env: Mapping[str, str] | None, home
     return JavaRun(list(cmd), proc.returncode, out, err, timed_out)
 
 
+def java_command(main_class: str, *args: str, heap: str = "-Xmx256m",
+                 system_props: Mapping[str, str] | None = None) -> list[str]:
+    """The command line that runs one of our compiled programs (``compat_tests/java/src``)."""
+    classes = compile_java()
+    props = [f"-D{k}={v}" for k, v in (system_props or {}).items()]
+    return ["java", heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *jdk17_opts(), *props,
+            "-Drocketmq.client.logUseSlf4j=false", "-cp", classpath(classes), main_class, *args]
+
+
 def run_java(main_class: str, *args: str, timeout: float = 60.0, env: Mapping[str, str] | None = None,
              heap: str = "-Xmx256m", system_props: Mapping[str, str] | None = None) -> JavaRun:
     """Run one of our compiled programs (``compat_tests/java/src``) with a hard timeout."""
-    classes = compile_java()
-    props = [f"-D{k}={v}" for k, v in (system_props or {}).items()]
-    cmd = ["java", heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *jdk17_opts(), *props,
-           "-Drocketmq.client.logUseSlf4j=false", "-cp", classpath(classes), main_class, *args]
+    require_kit()
+    cmd = java_command(main_class, *args, heap=heap, system_props=system_props)
     return _run(cmd, timeout, env, home=tempfile.gettempdir())
+
+
+class JavaProcess:
+    """One of our programs running in the background (a consumer that stays online while the test
+    acts): JSON lines it prints are read by a thread; :meth:`wait_for` polls them with a deadline."""
+
+    def __init__(self, main_class: str, *args: str, env: Mapping[str, str] | None = None,
+                 system_props: Mapping[str, str] | None = None) -> None:
+        require_kit()
+        self.cmd = java_command(main_class, *args, system_props=system_props)
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=_java_env(tempfile.gettempdir(), env),
+                                     start_new_session=True, cwd=work_dir())
+        self.events: list[dict] = []
+        self.stdout_lines: list[str] = []
+        self.stderr_tail: list[str] = []
+        self._cond = threading.Condition()
+        threading.Thread(target=self._read, args=(self.proc.stdout, True), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.proc.stderr, False), daemon=True).start()
+
+    def _read(self, stream, is_stdout: bool) -> None:
+        for line in stream:
+            with self._cond:
+                if not is_stdout:
+                    self.stderr_tail = (self.stderr_tail + [line])[-200:]
+                    continue
+                self.stdout_lines.append(line)
+                if line.startswith("{"):
+                    try:
+                        self.events.append(json.loads(line))
+                    except ValueError:
+                        pass
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def send(self, line: str) -> None:
+        """Write one command line to the program's stdin."""
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def wait_for(self, predicate, timeout: float, what: str):
+        """Wait until ``predicate(events)`` returns something truthy (returned); fails the test after
+        ``timeout`` seconds or when the program exits first."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                got = predicate(self.events)
+                if got:
+                    return got
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not got):
+                    break
+                self._cond.wait(min(left, 0.5))
+        raise AssertionError(f"{what}: not seen within {timeout:.0f}s (exit {self.proc.poll()}); "
+                             f"events {self.events[-10:]}; stderr {''.join(self.stderr_tail)[-3000:]}")
+
+    def stop(self) -> None:
+        """Close stdin (the program's cue to shut down) and wait; kill it if it lingers."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait()
+
+    def __enter__(self) -> "JavaProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def mqadmin(*args: str, timeout: float = 60.0, env: Mapping[str, str] | None = None,
@@ -146,6 +246,38 @@ def mqadmin(*args: str, timeout: float = 60.0, env: Mapping[str, str] | None = N
     if home is not None:
         env = dict(env or {}, JAVA_OPT_EXT=f"-Drocketmq.home.dir={home}")
     return _run([str(kit / "bin" / "mqadmin"), *args], timeout, env, home=tempfile.gettempdir())
+
+
+class MqadminShell:
+    """The kit's mqadmin with one JVM for many sub-commands (``MqadminShell.java`` runs each through
+    ``MQAdminStartup.main0``, the entry point ``bin/mqadmin`` runs): a mqadmin start costs seconds on a
+    busy 2-core machine, a sub-command in a warm JVM a fraction of that. ``run`` answers like
+    :func:`mqadmin` (``stdout`` holds everything the sub-command printed; ``returncode`` 0, or -1 when
+    it timed out). Exceptions are printed, as bin/mqadmin does."""
+
+    def __init__(self) -> None:
+        kit = require_kit()
+        self.proc = JavaProcess("MqadminShell", system_props={"rocketmq.home.dir": str(kit)})
+        self.proc.wait_for(lambda ev: any(e.get("ready") for e in ev), 120, "mqadmin shell start")
+        self._next_id = 0
+
+    def run(self, *args: str, timeout: float = 60.0) -> JavaRun:
+        """Run ``mqadmin <args>`` in the shared JVM."""
+        self._next_id += 1
+        rid = self._next_id
+        self.proc.send(json.dumps({"id": rid, "args": list(args), "timeoutMs": int(timeout * 1000)}))
+        ev = self.proc.wait_for(lambda evs: next((e for e in reversed(evs) if e.get("id") == rid), None),
+                                timeout + 30, f"mqadmin {' '.join(args[:1])}")
+        return JavaRun(["mqadmin", *args], -1 if ev["timedOut"] else 0, ev["out"], "", ev["timedOut"])
+
+    def close(self) -> None:
+        self.proc.stop()
+
+    def __enter__(self) -> "MqadminShell":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def shadow_home(directory: str | Path, conf_files: Mapping[str, str]) -> Path:

@@ -39,6 +39,7 @@ from rmqd.store.compaction.store import CompactionConfig
 from rmqd.store.topic_attributes import is_compaction_topic
 from rmqd.store.layers import build_store
 from rmqd.store.message_store import StoreConfig
+from rmqd.store.tier.config import tier_config_from
 from rmqd.store.topic_restore import restore_topics_from_store
 from rmqd.store.metadata import (ConsumerOffsetManager, DelayOffsetManager, SubscriptionGroupManager,
                                  TopicConfigManager)
@@ -117,7 +118,7 @@ class BrokerController:
 
         # store and metadata
         self.store_config = store_config_from(c)
-        self.store = build_store(self.store_config, compaction_config_from(c))
+        self.store = build_store(self.store_config, compaction_config_from(c), tier_config_from(c.to_properties()))
         cfg_dir = self.store_config.config_dir
         self.topic_config_manager = TopicConfigManager(
             cfg_dir, c.brokerClusterName, c.brokerName, c.autoCreateTopicEnable, c.defaultTopicQueueNums,

@@ -25,6 +25,12 @@ def _broker_config(args: argparse.Namespace) -> BrokerConfig:
         config.namesrvAddr = args.namesrv_addr
     if args.broker_name:
         config.brokerName = args.broker_name
+    if getattr(args, "tier_dir", None):
+        # rmqd's shortcut: the tiered store on the Posix backend in DIR (broker.conf keys otherwise)
+        config.messageStorePlugIn = "org.apache.rocketmq.tieredstore.TieredMessageStore"
+        if "Memory" in str(config.tieredBackendServiceProvider) or config.tieredBackendServiceProvider == "memory":
+            config.tieredBackendServiceProvider = "org.apache.rocketmq.tieredstore.provider.PosixFileSegment"
+        config.tieredStoreFilePath = os.path.abspath(os.path.expanduser(args.tier_dir))
     if getattr(args, "acl", None):
         config.aclEnable = True
         config.aclFile = os.path.abspath(os.path.expanduser(args.acl))
@@ -45,6 +51,9 @@ def _add_broker_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--broker-port", type=int, help="broker listen port (default 10911; 0 = any free port)")
     p.add_argument("--store-dir", help="store root directory (default ~/.rmqd/store)")
     p.add_argument("--broker-name", help="brokerName (default broker-a)")
+    p.add_argument("--tier-dir", metavar="DIR",
+                   help="tiered storage on local disk in DIR (messageStorePlugIn=TieredMessageStore, "
+                        "PosixFileSegment, tieredStoreFilePath=DIR)")
     p.add_argument("--acl", metavar="FILE", help="turn ACL on with this plain_acl.yml (aclEnable=true, aclFile=FILE)")
     p.add_argument("--grpc-port", type=int, default=None,
                    help="gRPC port for RocketMQ 5 clients (default grpcServerPort, 8081; 0 = off); needs "
@@ -120,7 +129,8 @@ def _serve_services(args: argparse.Namespace):
         config.storePathRootDir = store_dir_of(root, names[0])
         endpoints.append(ExtraBrokers(names[1:], os.path.abspath(args.config) if args.config else None, root,
                                       int(config.listenPort), args.log_level, _metrics_port(args, config),
-                                      ["--acl", config.aclFile] if args.acl else []))
+                                      (["--acl", config.aclFile] if args.acl else [])
+                                      + (["--tier-dir", config.tieredStoreFilePath] if args.tier_dir else [])))
     return Services(NameServer(_namesrv_config(args, args.namesrv_port)), BrokerController(config),
                     endpoints=endpoints)
 

@@ -318,28 +318,32 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1, help="runs per thread count (median reported)")
     ap.add_argument("--e2e-rate", type=int, default=500)
     ap.add_argument("--flush", default="ASYNC_FLUSH")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra broker.conf line (repeatable), e.g. messageStorePlugIn=tiered")
+    ap.add_argument("--skip-ceilings", action="store_true", help="do not measure the null-broker ceilings")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     print(machine_line())
 
     # Load generator ceilings against null brokers (the C++ client also needs a name server).
-    ceilings: dict = {kind: {} for kind in LABELS}
-    null = subprocess.Popen([sys.executable, "-c", NULL_BROKER], stdout=subprocess.PIPE, text=True)
-    null_addr = ADDR.search(null.stdout.readline()).group(1)
-    for n in threads:
-        ceilings["cpp"][n] = load(null_addr, "NullTopic", n, min(args.seconds, 5), args.size)
-    null.kill()
-    null.wait()
-    null = subprocess.Popen([sys.executable, "-c", NATIVE_NULL_BROKER], stdout=subprocess.PIPE, text=True)
-    null_addr = ADDR.search(null.stdout.readline()).group(1)
-    for kind, mode in NATIVE_MODES:
+    ceilings: dict = {kind: {n: {"tps": float("nan")} for n in threads} for kind in LABELS}
+    if not args.skip_ceilings:
+        null = subprocess.Popen([sys.executable, "-c", NULL_BROKER], stdout=subprocess.PIPE, text=True)
+        null_addr = ADDR.search(null.stdout.readline()).group(1)
         for n in threads:
-            ceilings[kind][n] = native_load(null_addr, "NullTopic", n, min(args.seconds, 5), args.size, mode)
-    null.kill()
-    null.wait()
+            ceilings["cpp"][n] = load(null_addr, "NullTopic", n, min(args.seconds, 5), args.size)
+        null.kill()
+        null.wait()
+        null = subprocess.Popen([sys.executable, "-c", NATIVE_NULL_BROKER], stdout=subprocess.PIPE, text=True)
+        null_addr = ADDR.search(null.stdout.readline()).group(1)
+        for kind, mode in NATIVE_MODES:
+            for n in threads:
+                ceilings[kind][n] = native_load(null_addr, "NullTopic", n, min(args.seconds, 5), args.size, mode)
+        null.kill()
+        null.wait()
 
     conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
-    conf.write(f"flushDiskType={args.flush}\n")
+    conf.write(f"flushDiskType={args.flush}\n" + "".join(line + "\n" for line in args.conf))
     conf.close()
     store = tempfile.mkdtemp(prefix="rmqd-bench-")
     starts = []

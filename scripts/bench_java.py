@@ -13,7 +13,8 @@ alternately, one target at a time, and prints medians and ratios:
   store-to-consume latency (S2C) windows;
 - SYNC_FLUSH sends at 16 threads, next to the disk's fsync-bound limit measured with ``dd oflag=dsync``
   (1 KB writes) in the same run;
-- idle CPU (% of one core over 10 s with nothing sent) and RSS at idle.
+- idle CPU (% of one core over 10 s with nothing sent) and RSS at idle: of the broker process, and of name
+  server + broker together (what `rmqd serve`, one process, replaces: two JVMs for Java).
 
 Every run is bounded in time. ``--quick`` shortens everything for a smoke run.
 Usage: python scripts/bench_java.py [--passes 2] [--window-count 3] [--backlog 2000000] [--only rmqd]
@@ -119,7 +120,8 @@ class Target:
     name = ""
     namesrv = ""
     broker_addr = ""
-    pid = 0
+    pid = 0                  # the broker's process
+    server_pids: tuple = ()  # every process of the name server + broker (rmqd serve: one; Java: two JVMs)
 
     def start(self, props: dict[str, str]) -> None: ...
 
@@ -155,6 +157,7 @@ class RmqdTarget(Target):
             raise RuntimeError("rmqd did not start")
         threading.Thread(target=self.proc.stdout.read, daemon=True).start()
         self.namesrv, self.broker_addr, self.pid = f"127.0.0.1:{base}", f"127.0.0.1:{base + 3}", self.proc.pid
+        self.server_pids = (self.proc.pid,)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -179,6 +182,7 @@ class JavaTarget(Target):
         self.cluster = ReferenceCluster(d, extra_conf=[f"{k}={v}" for k, v in props.items()]).start()
         self.namesrv, self.broker_addr = self.cluster.namesrv_addr, self.cluster.broker_addr
         self.pid = int(Path(d, "broker.pid").read_text().strip())
+        self.server_pids = (int(Path(d, "namesrv.pid").read_text().strip()), self.pid)
 
     def stop(self) -> None:
         if self.cluster is not None:
@@ -346,7 +350,9 @@ def idle(target: Target, seconds: float = 10.0) -> dict:
     c0 = proc_cpu_s(target.pid)
     time.sleep(seconds)
     return {"cpu_pct": 100.0 * (proc_cpu_s(target.pid) - c0) / seconds, "rss_mb": rss_mb(target.pid),
-            "anon_mb": rss_mb(target.pid, "RssAnon")}
+            "anon_mb": rss_mb(target.pid, "RssAnon"),
+            "server_rss_mb": sum(rss_mb(p) for p in target.server_pids),
+            "server_anon_mb": sum(rss_mb(p, "RssAnon") for p in target.server_pids)}
 
 
 # ---------------------------------------------------------------------------------------------- main
@@ -429,7 +435,10 @@ def summarize(results: dict, dsync: list[float]) -> None:
         a = med("SYNC_FLUSH x16", "rmqd", "tps")
         print(f"| dd oflag=dsync 1 KB writes/s | {lim:,.0f} | | rmqd SYNC_FLUSH = {100 * (a or 0) / lim:.0f}% |")
     row("idle CPU (% of a core)", "idle", "cpu_pct", "{:.2f}", higher_better=False)
-    row("idle RSS after start (MB)", "idle", "rss_mb", "{:.0f}", higher_better=False)
+    row("idle RSS after start, name server + broker (MB)", "idle", "server_rss_mb", "{:.0f}", higher_better=False)
+    row("idle RSS after start, name server + broker, RssAnon (MB)", "idle", "server_anon_mb", "{:.0f}",
+        higher_better=False)
+    row("idle RSS after start, broker process (MB)", "idle", "rss_mb", "{:.0f}", higher_better=False)
     row("idle RSS after start, own memory (RssAnon MB)", "idle", "anon_mb", "{:.0f}", higher_better=False)
     row("idle RSS after the load (MB)", "idle after load", "rss_mb", "{:.0f}", higher_better=False)
     row("idle RSS after the load, own memory (RssAnon MB)", "idle after load", "anon_mb", "{:.0f}",

@@ -44,7 +44,7 @@ def open_page(browser, url: str, page: str | None = None, timeout: float = 10.0)
 
 
 def wait_ready(browser, page: str | None = None, timeout: float = 10.0):
-    main = WebDriverWait(browser, timeout).until(
+    main = WebDriverWait(browser, timeout, poll_frequency=0.05).until(
         lambda d: (lambda m: m if m.get_attribute("data-ready") == "1" and
                    (page is None or m.get_attribute("data-page") == page) else None)(d.find_element(By.ID, "main")))
     errors = main.find_elements(By.CSS_SELECTOR, ".error")
@@ -359,6 +359,40 @@ def test_features_page_lists_the_extension_points(browser, kit):
     open_page(browser, kit.url() + "features", "features")
     for name in ("compaction", "tier", "acl"):
         assert css(browser, f"#feature-{name}").text
+    assert "not available" in css(browser, "#feature-acl").text       # ACL is off on this broker
+
+
+def test_compaction_feature_page_shows_the_compacted_queue(browser, kit):
+    from rmqd.remoting.client import BlockingClient
+    from rmqd.remoting.command import new_request
+    from rmqd.store.message import MessageToStore
+    with BlockingClient(kit.broker_addr) as c:
+        assert c.invoke(new_request(17, {"topic": "BrowserPrices", "readQueueNums": "1", "writeQueueNums": "1",
+                                         "perm": "6", "attributes": "+cleanup.policy=COMPACTION"})).code == 0
+    store = kit.server.broker.store
+    for i in range(200):
+        store.put_message(MessageToStore.create("BrowserPrices", 0, b"v%d" % i, {"KEYS": f"sku-{i % 10}"}))
+    store.compaction.catch_up("BrowserPrices", 0)
+    open_page(browser, kit.url() + "features", "features")
+    browser.find_element(By.LINK_TEXT, "compaction").click()
+    wait_ready(browser, "feature")
+    assert browser.current_url.endswith("/features/compaction")
+    (row,) = [r for r in rows(browser, "compaction-queues") if r[0] == "BrowserPrices"]
+    assert row[1] == "0" and row[3] == "200"                     # queue 0, copied up to offset 200
+
+
+def test_acl_feature_page_lists_accounts_without_secrets(browser, tmp_path):
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text("globalWhiteRemoteAddresses:\n  - 10.0.0.*\naccounts:\n  - accessKey: browserAdmin1\n"
+                   "    secretKey: browserSecret1\n    admin: true\n")
+    k = ConsoleKit(str(tmp_path / "store"), {"aclEnable": "true", "aclFile": str(acl)}).start()
+    try:
+        open_page(browser, k.url() + "features/acl", "feature")
+        assert rows(browser, "acl-accounts")[0][:2] == ["browserAdmin1", "yes"]
+        assert "10.0.0.*" in css(browser, "#feature-acl").text
+        assert "browserSecret1" not in browser.page_source
+    finally:
+        k.stop()
 
 
 # ------------------------------------------------------------------ look and modes
@@ -414,10 +448,9 @@ def scale_kit(tmp_path_factory):
 def test_first_page_renders_under_300ms_with_5000_topics_and_2000_groups(browser, scale_kit, path, table):
     open_page(browser, scale_kit.url() + path)                       # warm the page cache
     times = []
-    for _ in range(20):
-        t0 = time.perf_counter()
-        open_page(browser, scale_kit.url() + path, path)
-        times.append(time.perf_counter() - t0)
+    for _ in range(20):      # the page's own clock: navigation start -> rendered (not WebDriver's polling)
+        main = open_page(browser, scale_kit.url() + path, path)
+        times.append(int(main.get_attribute("data-ready-ms")) / 1000)
     assert len(rows(browser, table)) == 20
     p95 = nearest_rank_p95(times)
     print(f"/{path}: render ms", sorted(round(t * 1000) for t in times))

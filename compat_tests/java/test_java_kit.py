@@ -16,3 +16,12 @@ def test_mqadmin_cluster_list_names_the_broker(rmqd_server) -> None:
     res = mqadmin("clusterList", "-n", rmqd_server.namesrv_addr)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "DefaultCluster" in res.stdout and "broker-a" in res.stdout
+
+
+def test_a_missing_jdk_fails_the_java_tests_with_a_clear_message(monkeypatch) -> None:
+    import javakit
+    import pytest
+
+    monkeypatch.setattr(javakit.shutil, "which", lambda tool: None)
+    with pytest.raises(pytest.fail.Exception, match="`java` is not on PATH"):
+        javakit.require_kit()

@@ -53,6 +53,7 @@ class AclState:
     accounts: dict = field(default_factory=dict)       # access key -> Account
     file_of: dict = field(default_factory=dict)        # access key -> file
     global_white: list = field(default_factory=list)   # matchers
+    global_white_text: list = field(default_factory=list)   # the patterns as written (for display)
     versions: dict = field(default_factory=dict)       # file -> DataVersion
 
 
@@ -140,6 +141,7 @@ class PlainAclManager:
             data = _read_yaml(path)
             for pattern in data.get("globalWhiteRemoteAddresses") or ():
                 state.global_white.append(address_matcher(str(pattern)))
+                state.global_white_text.append(str(pattern))
             for cfg in data.get("accounts") or ():
                 account = build_account(cfg)
                 if account.access_key in state.accounts:

@@ -902,3 +902,45 @@ def dump_compaction_log(c: Optional[AdminClient], a: Any) -> None:
         print(f"position={rec['position']} size={rec['size']} queueOffset={m.queue_offset} "
               f"physicalOffset={m.commit_log_offset} storeTimestamp={m.store_timestamp} "
               f"keys={m.properties.get('KEYS')} tags={m.properties.get('TAGS')} bodyLength={len(m.body)}")
+
+
+# ====================================================================== tiered storage
+def _tier_addrs(c: AdminClient, a: Any) -> list[str]:
+    """-b, else every master of the cluster (the topic filters the answer, not the brokers)."""
+    return [a.brokerAddr] if getattr(a, "brokerAddr", None) else c.all_master_addrs()
+
+
+def tier_status(c: AdminClient, a: Any) -> None:
+    """Per queue the tier's min/max offset and size; per index file its state, items and time
+    range (rmqd admin code 9003)."""
+    ext = {"topic": a.topic} if a.topic else {}
+    for addr in _tier_addrs(c, a):
+        st = c.call_json(addr, 9003, ext) or {}
+        print(f"# {addr} backend {st.get('backend')} level {st.get('level')} copied {st.get('copied')}"
+              + (f" lastError {st['lastError']}" if st.get("lastError") else ""))
+        print("%-32s  %-4s  %-12s  %-12s  %-12s  %-14s  %s" % ("#Topic", "#QID", "#MinOffset", "#MaxOffset",
+                                                             "#Committed", "#Bytes", "#Segments"))
+        for q in st.get("queues", []):
+            print("%-32s  %-4d  %-12d  %-12d  %-12d  %-14d  %d" % (q["topic"], q["queueId"], q["minOffset"],
+                                                                  q["maxOffset"], q["committedOffset"], q["bytes"],
+                                                                  q["segments"]))
+        print("%-16s  %-10s  %-10s  %-25s  %-25s  %s" % ("#IndexFile", "#State", "#Items", "#BeginTime", "#EndTime",
+                                                          "#Bytes"))
+        for f in st.get("indexFiles", []):
+            print("%-16d  %-10s  %-10d  %-25s  %-25s  %d" % (f["beginTs"], f["state"], f["items"],
+                                                            _ts(f["beginTime"]) if f["beginTime"] > 0 else "-",
+                                                            _ts(f["endTime"]) if f["endTime"] > 0 else "-",
+                                                            f["bytes"]))
+
+
+def commit_tier(c: AdminClient, a: Any) -> None:
+    """Copy everything pending into the tier, seal the writable index file and upload the sealed
+    ones now (rmqd admin code 9004)."""
+    ext = {"upload": "false" if str(a.upload).lower() == "false" else "true"}
+    saved, c.timeout = c.timeout, max(c.timeout, 600.0)
+    try:
+        for addr in _tier_addrs(c, a):
+            body = c.call_json(addr, 9004, ext) or {}
+            print(f"{addr}: copied {body.get('copied')} message(s), {body.get('indexSteps')} index step(s)")
+    finally:
+        c.timeout = saved

@@ -140,6 +140,9 @@ SPEC: dict[str, tuple[Callable, str, list]] = {
     "compactTopic": (commands.compact_topic, "Compact a COMPACTION topic now (rmqd)", [
         (_T, {"required": True}), (("-q", "--queueId"), {"type": int}), (_B, {})]),
     "compactionStatus": (commands.compaction_status, "Compaction state per queue (rmqd)", [(_T, {}), (_B, {})]),
+    "tierStatus": (commands.tier_status, "Tiered storage: queues and index files (rmqd)", [(_T, {}), (_B, {})]),
+    "commitTier": (commands.commit_tier, "Copy pending messages to the tier, seal and upload the index (rmqd)", [
+        (_B, {}), (("-u", "--upload"), {"default": "true"})]),
     "dumpCompactionLog": (commands.dump_compaction_log, "Decode a compaction log file", [
         (("-f", "--file"), {"required": True})]),
     "deleteKvConfig": (commands.delete_kv_config, "Delete KV config", [

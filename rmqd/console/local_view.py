@@ -190,4 +190,6 @@ class LocalClusterView(RemoteClusterView):
 
     def extensions(self) -> dict:
         from rmqd.console.extensions import local_extensions
+        from rmqd.console.feature_pages import register_builtin
+        register_builtin()
         return local_extensions(self.broker_ctl)

@@ -194,6 +194,107 @@ cdef bytes _ok_frame(bytes prefix, long long phys, int queue_id, long long queue
     return PyBytes_FromStringAndSize(buf, 8 + hlen)
 
 
+cdef bint _scan_binary(const uint8_t* p, Py_ssize_t n, Header* h, long long* code, long long* flag,
+                       long long* opaque) noexcept nogil:
+    """Read a ROCKETMQ (binary) request header into ``h`` the way the JSON scanner fills it: every
+    extFields value a V_STR slice of the received bytes.  False (the decoder reads it) for a header
+    the decoder would refuse, one with more than MAX_EXT fields, or any non-ASCII byte in a name or
+    value (the decoder turns those into str through UTF-8)."""
+    cdef Py_ssize_t pos, end, remark_len, ext_len, klen, vlen, i
+    if n < 21:
+        return False
+    code[0] = (p[0] << 8) | p[1]
+    opaque[0] = <int>be32(p + 5)
+    flag[0] = <int>be32(p + 9)
+    remark_len = <int>be32(p + 13)
+    pos = 17
+    if remark_len < 0 or remark_len > n - pos - 4:
+        return False
+    pos += remark_len
+    ext_len = <int>be32(p + pos)
+    pos += 4
+    if ext_len < 0 or ext_len > n - pos:
+        return False
+    h.code.kind = h.flag.kind = h.opaque.kind = V_ABSENT
+    h.has_ext = ext_len > 0
+    h.n_ext = 0
+    end = pos + ext_len
+    while pos < end:
+        if end - pos < 2:
+            return False
+        klen = (p[pos] << 8) | p[pos + 1]
+        pos += 2
+        if klen > end - pos - 4 or h.n_ext == MAX_EXT:
+            return False
+        for i in range(pos, pos + klen):
+            if p[i] >= 0x80:
+                return False
+        h.keys[h.n_ext].p = p + pos
+        h.keys[h.n_ext].n = klen
+        h.keys[h.n_ext].kind = V_STR
+        pos += klen
+        vlen = <int>be32(p + pos)
+        pos += 4
+        if vlen < 0 or vlen > end - pos:
+            return False
+        for i in range(pos, pos + vlen):
+            if p[i] >= 0x80:
+                return False
+        h.vals[h.n_ext].p = p + pos
+        h.vals[h.n_ext].n = vlen
+        h.vals[h.n_ext].kind = V_STR
+        h.n_ext += 1
+        pos += vlen
+    return True
+
+
+cdef inline uint8_t* _ext_entry(uint8_t* p, const char* key, Py_ssize_t klen, const char* val,
+                                Py_ssize_t vlen) noexcept nogil:
+    p[0] = (klen >> 8) & 0xFF
+    p[1] = klen & 0xFF
+    memcpy(p + 2, key, klen)
+    p += 2 + klen
+    _put32(p, <uint32_t>vlen)
+    memcpy(p + 4, val, vlen)
+    return p + 4 + vlen
+
+
+cdef bytes _ok_frame_binary(bytes prefix, long long phys, int queue_id, long long queue_offset, bytes region,
+                            bint trace_on, int opaque, int code=0):
+    """``_ok_frame`` with a ROCKETMQ (binary) header: byte for byte what the codec writes for the
+    same response (extFields msgId, queueId, queueOffset, MSG_REGION, TRACE_ON, in that order)."""
+    cdef char buf[640]
+    cdef char num[96]
+    cdef uint8_t* h = <uint8_t*>buf + 8
+    cdef uint8_t* q
+    cdef char* e
+    h[0] = (code >> 8) & 0xFF
+    h[1] = code & 0xFF
+    h[2] = 0                                        # LanguageCode JAVA
+    h[3] = (SERVER_VERSION_C >> 8) & 0xFF
+    h[4] = SERVER_VERSION_C & 0xFF
+    _put32(h + 5, <uint32_t>opaque)
+    _put32(h + 9, 1)                                # flag: response
+    _put32(h + 13, 0)                               # no remark
+    q = h + 21
+    e = _hex16(_cat(num, <const char*>prefix, len(prefix)), phys)
+    q = _ext_entry(q, b"msgId", 5, num, e - num)
+    e = _dec(num, queue_id)
+    q = _ext_entry(q, b"queueId", 7, num, e - num)
+    e = _dec(num, queue_offset)
+    q = _ext_entry(q, b"queueOffset", 11, num, e - num)
+    q = _ext_entry(q, b"MSG_REGION", 10, <const char*>region, len(region))
+    if trace_on:
+        q = _ext_entry(q, b"TRACE_ON", 8, b"true", 4)
+    else:
+        q = _ext_entry(q, b"TRACE_ON", 8, b"false", 5)
+    _put32(h + 17, <uint32_t>(q - h - 21))
+    cdef int hlen = <int>(q - h)
+    _put32(<uint8_t*>buf, <uint32_t>(4 + hlen))
+    _put32(<uint8_t*>buf + 4, (<uint32_t>1 << 24) | <uint32_t>hlen)     # serialize type ROCKETMQ (1)
+    return PyBytes_FromStringAndSize(buf, 8 + hlen)
+
+
 cdef inline int _int32(object v) except? -1:
     """``_int`` limited to a Java int (OverflowError otherwise, as assigning ``int()`` did)."""
     cdef long long r = _int(v)
@@ -372,7 +473,7 @@ cdef class SendLane:
     cdef public object flush_waiter      # (conn, end_offset, ok_frame, timeout_frame) -> None
     cdef public object request_hook      # the dispatcher's request hook (ACL): checked before serving
     cdef public long long served
-    cdef public long long served_raw     # of which served from the bytes (JSON header not decoded)
+    cdef public long long served_raw     # of which served from the bytes (header not decoded)
     cdef str _last_topic                 # the str made for the last raw topic (reused when equal)
     cdef uint8_t* _scratch               # unescaped properties of a raw request
     cdef uint8_t* _acl_buf               # the signed content of a raw request (ACL on)
@@ -432,7 +533,7 @@ cdef class SendLane:
         while pos < n:
             end = pos + 4 + <Py_ssize_t>be32(p + pos)
             frame = None
-            if raw and self.enabled and p[pos + 4] == 0:      # JSON header
+            if raw and self.enabled and p[pos + 4] <= 1:      # JSON (0) or ROCKETMQ (1) header
                 try:
                     frame = self._serve_raw(peer, buf, mv, pos)
                 except Exception as exc:
@@ -484,7 +585,11 @@ cdef class SendLane:
         cdef long long code, rpc_flag = 0, opaque = 0, queue_id, sys_flag, born_ts, flag, reconsume = 0
         cdef const Slice* v
         cdef tuple names
-        if not scan_header(p + 8, hlen, &h) or not h.has_ext or not slice_int(&h.code, &code):
+        cdef int stype = p[4]
+        if stype == 1:
+            if not _scan_binary(p + 8, hlen, &h, &code, &rpc_flag, &opaque) or not h.has_ext:
+                return None
+        elif not scan_header(p + 8, hlen, &h) or not h.has_ext or not slice_int(&h.code, &code):
             return None
         if code == 310:
             names = V2_FIELDS_B
@@ -493,9 +598,10 @@ cdef class SendLane:
         else:
             return None
         self._v2 = code == 310
-        if h.flag.kind != V_ABSENT and (h.flag.kind != V_NUM or not slice_int(&h.flag, &rpc_flag)):
+        if stype == 0 and h.flag.kind != V_ABSENT and (h.flag.kind != V_NUM or not slice_int(&h.flag, &rpc_flag)):
             return None
-        if h.opaque.kind != V_ABSENT and (h.opaque.kind != V_NUM or not slice_int(&h.opaque, &opaque)):
+        if stype == 0 and h.opaque.kind != V_ABSENT and (
+                h.opaque.kind != V_NUM or not slice_int(&h.opaque, &opaque)):
             return None
         if rpc_flag & RPC_TYPE_RESPONSE or not _fits_int(rpc_flag) or not _fits_int(opaque):
             return None
@@ -535,7 +641,7 @@ cdef class SendLane:
                     return b""
                 return b"".join(encode_frame(prepare_reply(decode_frame_at(buf, mv, pos), refusal)))
         frame = self._serve(peer, topic, <int>queue_id, <int>sys_flag, born_ts, <int>flag, <int>reconsume,
-                            props, body, <int>opaque, <int>rpc_flag, 0)
+                            props, body, <int>opaque, <int>rpc_flag, stype)
         if frame is None:
             return DECLINED                  # the dict path would read the same fields and decline too
         self.served_raw += 1
@@ -738,6 +844,9 @@ cdef class SendLane:
         if serialize_type == 0 and self.region_json is not None and len(self._prefix_b) <= 64:
             return _ok_frame(self._prefix_b, result.wrote_offsets[0], queue_id, result.queue_offset,
                              self.region_json, config.traceOn, opaque, code)
+        if serialize_type == 1 and self.region_json is not None and len(self._prefix_b) <= 64:
+            return _ok_frame_binary(self._prefix_b, result.wrote_offsets[0], queue_id, result.queue_offset,
+                                    self.region_json, config.traceOn, opaque, code)
         resp = RemotingCommand.__new__(RemotingCommand)
         resp.code = code
         resp.ext_fields = {

@@ -91,6 +91,8 @@ cdef class PutEngine:
     cdef public bint running, disk_full
     cdef public long long last_store_ts
     cdef public long long put_times_total, put_size_total
+    cdef public long long begin_time_in_lock   # wall ms when the running put took the lock; 0 = none (Java's)
+    cdef public long long dispatched_where     # CommitLog offset up to which ConsumeQueue/index are written; -1 = all
     cdef public double put_latency_max_ms
     cdef public bint latency_by_caller   # SYNC_FLUSH: the store records put + flush wait instead
     cdef long long put_dist[13]          # puts per latency bucket (StoreStatsService's buckets)

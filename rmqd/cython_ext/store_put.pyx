@@ -347,9 +347,11 @@ cdef class PutEngine:
         self.host_cache = {}
         self.max_message_size = max_message_size
         self.max_record_size = max_record_size
+        self.dispatched_where = -1
 
     def reset(self) -> None:
         """Forget every cached cursor (after recovery, before shutdown)."""
+        self.dispatched_where = -1          # recovery dispatched everything in the CommitLog
         self.states = {}
         self.cl_mf = None
         self.cl_ptr = None
@@ -613,6 +615,7 @@ cdef class PutEngine:
             if want_reqs:
                 reqs = []
             self.lock.acquire()
+            self.begin_time_in_lock = now_ms()
             try:
                 if not self.running:
                     return self.fail_fn(ST_SERVICE_NOT_AVAILABLE, "message store is shut down")
@@ -667,6 +670,7 @@ cdef class PutEngine:
                         req.sys_flag = preps[i].sys_flag
                         req.properties = m.properties
                         reqs.append(req)
+                    self.dispatched_where = phys + preps[i].total
                     counter = self.topic_counters.get(topic)
                     if counter is None:
                         counter = self.topic_counters[topic] = TopicPutCounter()
@@ -677,6 +681,7 @@ cdef class PutEngine:
                 self.last_store_ts = store_ts
                 end_offset = self.cl_from + self.cl_pos
             finally:
+                self.begin_time_in_lock = 0
                 self.lock.release()
         finally:
             for i in range(n):
@@ -713,6 +718,13 @@ cdef class PutEngine:
         while i < 12 and v >= DIST_BOUNDS[i]:
             i += 1
         self.put_dist[i] += 1
+
+    def lock_time_mills(self) -> int:
+        """How long the put in progress has held the put lock (ms; 0 when none): CommitLog.lockTimeMills."""
+        cdef long long begin = self.begin_time_in_lock
+        if begin <= 0:
+            return 0
+        return max(0, now_ms() - begin)
 
     def record_latency(self, double ms) -> None:
         """Count one put that took ``ms`` (the caller measured it: SYNC_FLUSH waits included)."""

@@ -7,7 +7,6 @@ in an executor thread, never on the event loop.
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -223,6 +222,7 @@ class Scrape:
         store = b.store
         root = b.config.storePathRootDir
         try:
+            import shutil          # imports bz2/lzma: only when needed
             used = shutil.disk_usage(root).used
         except OSError as exc:
             log.warning("metrics: disk usage of %s: %s", root, exc)

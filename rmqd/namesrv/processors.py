@@ -158,11 +158,12 @@ class NamesrvProcessors:
 
     # -- routes ------------------------------------------------------------------------------
     def get_route_info_by_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        (topic,) = require(request, "topic")
-        route = self.route_info.pickup_topic_route_data(topic)
-        if route is None:
+        topic = (request.ext_fields or {}).get("topic")
+        route = self.route_info.pickup_topic_route_data(topic) if topic is not None else None
+        if route is None:                   # a missing topic is Java's null: no route for "null"
+            shown = "null" if topic is None else topic
             return error_response(ResponseCode.TOPIC_NOT_EXIST,
-                                  f"No topic route info in name server for the topic: {topic}"
+                                  f"No topic route info in name server for the topic: {shown}"
                                   + suggest_todo(APPLY_TOPIC_URL))
         if self.config.orderMessageEnable:
             conf = self.kv_config.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +105,8 @@ class BrokerAdminProcessor:
                                                                               st.put_distribution))
         avg = st.put_message_size_total / st.put_message_times_total if st.put_message_times_total else 0.0
         t["putMessageAverageSize"] = repr(float(avg))
+        # StoreStatsService's dispatch buffer high-water mark: rmqd writes ConsumeQueue and index entries in
+        # the append itself (no dispatch buffer), and 4.9.8 never feeds it either: both report 0.
         t["dispatchMaxBuffer"] = "0"
         t["getMessageEntireTimeMax"] = str(int(st.get_latency_max_ms))
         if stats is not None:
@@ -124,11 +125,14 @@ class BrokerAdminProcessor:
         t["consumeQueueDiskRatio"] = repr(st.consume_queue_disk_ratio / 100.0)
         t["commitLogMinOffset"] = str(st.commitlog_min_offset)
         t["commitLogMaxOffset"] = str(st.commitlog_max_offset)
-        # schedule (delay level → "delivered offset,max offset")
-        levels = len(str(broker.config.messageDelayLevel).split())
-        for level in range(1, levels + 1):
+        # schedule (ScheduleMessageService.buildRunningStats: each level of its offset table, i.e. every
+        # level a delayed message has used → "delivered offset,max offset")
+        dom = broker.delay_offset_manager
+        with dom._lock:
+            used = sorted(dom.table.items())
+        for level, delivered in used:
             mx = store.get_max_offset(SCHEDULE_TOPIC, level - 1)
-            t[f"scheduleMessageOffset_{level}"] = f"{broker.delay_offset_manager.get(level)},{mx}"
+            t[f"scheduleMessageOffset_{level}"] = f"{delivered},{mx}"
         # broker (AdminBrokerProcessor.prepareRuntimeInfo)
         t["brokerVersionDesc"] = version_desc(Version.V4_9_8)
         t["brokerVersion"] = str(Version.V4_9_8)
@@ -147,21 +151,32 @@ class BrokerAdminProcessor:
         t["EndTransactionQueueSize"] = str(pools["transaction"].queue_size)
         t["EndTransactionThreadPoolQueueCapacity"] = str(pools["transaction"].capacity)
         t["dispatchBehindBytes"] = str(st.dispatch_behind_bytes)
-        t["pageCacheLockTimeMills"] = "0"   # appends are synchronous and short; no lock is held while idle
+        t["pageCacheLockTimeMills"] = str(store.lock_time_mills())
         earliest = 0
         if st.commitlog_max_offset > st.commitlog_min_offset:
             earliest = max(0, store._store_time_of(st.commitlog_min_offset, 64))
         t["earliestMessageTimeStamp"] = str(earliest)
         t["startAcceptSendRequestTimeStamp"] = str(stats.start_accept_send_ts if stats else st.start_time_ms)
         t["remainHowManyDataToFlush"] = human_bytes(max(0, st.commitlog_max_offset - st.commitlog_flushed_offset))
-        t["remainHowManyDataToCommit"] = human_bytes(0)
+        # DefaultMessageStore.remainTransientStoreBufferNumbs: Integer.MAX_VALUE without a transient store
+        # pool; with transientStorePoolEnable Java also reports what waits to be committed from the pool's
+        # buffers to the file. rmqd writes into the mapped file directly: every buffer is free, nothing waits.
+        pool_on = str(broker.config.to_properties().get("transientStorePoolEnable", "false")).lower() == "true"
+        if pool_on:
+            t["remainTransientStoreBufferNumbs"] = str(broker.config.to_properties().get("transientStorePoolSize", 5))
+            t["remainHowManyDataToCommit"] = human_bytes(0)
+        else:
+            t["remainTransientStoreBufferNumbs"] = str(2 ** 31 - 1)
         try:
+            import shutil          # imports bz2/lzma: only when needed
             du = shutil.disk_usage(store.config.store_root_dir)
             t["commitLogDirCapacity"] = f"Total : {human_bytes(du.total)}, Free : {human_bytes(du.free)}."
         except OSError as exc:
             log.warning("disk usage of %s: %s", store.config.store_root_dir, exc)
         if store.compaction is not None:
             t.update(store.compaction.runtime_info())
+        if store.tier is not None and store.tier.started:
+            t.update(store.tier.runtime_info())
         return t
 
     def get_broker_runtime_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -172,6 +187,8 @@ class BrokerAdminProcessor:
         """Every property the Java broker reports (see rmqd.java_config_defaults), rmqd's values where
         it has them."""
         props = java_broker_properties(self.broker.config.to_properties())
+        if props.get("objectStoreSecretKey"):
+            props["objectStoreSecretKey"] = "******"       # the tier's S3 secret is never shown
         text = "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
         version = orjson.dumps(self.config_data_version.to_json()).decode()
         return new_response(ResponseCode.SUCCESS, None, {"version": version}, text.encode("utf-8"))

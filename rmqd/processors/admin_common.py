@@ -16,6 +16,8 @@ SYSTEM_TOPIC_SET = frozenset({
     "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
     "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
 })
+# The remark of Java's RemotingCommand.createResponseCommand(null): kept by processors that only set the code.
+NOT_SET_REMARK = "not set any response code"
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 
 
@@ -35,8 +37,19 @@ def validate_topic(topic: Optional[str]) -> Optional[RemotingCommand]:
     return None
 
 
-def check_system_topic(topic: str) -> Optional[RemotingCommand]:
-    if is_system_topic(topic):
+def broker_system_topics(config: Any) -> set[str]:
+    """The names the Java broker's TopicConfigManager adds to TopicValidator's system set at start: its
+    cluster, its broker name, ``<cluster>_REPLY_TOPIC`` and, with traceTopicEnable, the trace topic."""
+    names = {str(config.brokerClusterName), str(config.brokerName), f"{config.brokerClusterName}_REPLY_TOPIC"}
+    if getattr(config, "traceTopicEnable", False):
+        names.add(str(getattr(config, "msgTraceTopicName", None) or config.extra.get("msgTraceTopicName")
+                      or "RMQ_SYS_TRACE_TOPIC"))
+    return names
+
+
+def check_system_topic(topic: str, config: Any = None) -> Optional[RemotingCommand]:
+    """TopicValidator.isSystemTopic as a broker answers it (``config``: the broker's, for its own names)."""
+    if is_system_topic(topic) or (config is not None and topic in broker_system_topics(config)):
         return error_response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
     return None
 

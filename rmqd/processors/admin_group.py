@@ -2,7 +2,7 @@
 
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
 DELETE_SUBSCRIPTIONGROUP (207), GET_CONSUME_STATS (208), GET_CONSUMER_CONNECTION_LIST (203),
-GET_PRODUCER_CONNECTION_LIST (204), QUERY_TOPIC_CONSUME_BY_WHO (300),
+GET_PRODUCER_CONNECTION_LIST (204), GET_ALL_PRODUCER_INFO (328), QUERY_TOPIC_CONSUME_BY_WHO (300),
 INVOKE_BROKER_TO_RESET_OFFSET (222, pushes RESET_CONSUMER_CLIENT_OFFSET 220),
 INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, asks clients with 221), CLONE_GROUP_OFFSET (314),
 QUERY_CONSUME_TIME_SPAN (303), QUERY_CORRECTION_OFFSET (308), CONSUME_MESSAGE_DIRECTLY (309 relay),
@@ -29,7 +29,16 @@ from rmqd.store.metadata import SubscriptionGroupConfig
 if TYPE_CHECKING:
     from rmqd.broker_controller import BrokerController
 
+GET_ALL_PRODUCER_INFO = 328
+
 log = logging.getLogger(__name__)
+
+
+def _java_date(ms: int) -> str:
+    """UtilAll.formatDate(new Date(ms), "yyyy-MM-dd#HH:mm:ss:SSS") in local time (QueueTimeSpan's
+    ``*Str`` getters, which fastjson writes as fields)."""
+    t = time.localtime(ms // 1000)
+    return time.strftime("%Y-%m-%d#%H:%M:%S", t) + ":%03d" % (ms % 1000)
 
 V3_0_7_SNAPSHOT = 43   # MQVersion ordinal: first client able to handle 220 / 221
 
@@ -138,9 +147,18 @@ class GroupAdminProcessor:
     def get_producer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "producerGroup")
         chans = self.broker.producer_manager.get(group)
-        if not chans:
+        if not chans and not self.broker.producer_manager.known(group):
             return error_response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
         return json_response({"connectionSet": [c.to_connection_json() for c in chans]})
+
+    def get_all_producer_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_PRODUCER_INFO (328, ``mqadmin producer``): every online producer by group
+        (ProducerTableInfo: {"data": {group: [ProducerInfo]}})."""
+        data = {}
+        for group, chans in sorted(self.broker.producer_manager.groups().items()):
+            data[group] = [{"clientId": c.client_id, "remoteIP": c.conn.remote_address, "language": c.language,
+                            "version": c.version, "lastUpdateTimestamp": c.last_update} for c in chans]
+        return json_response({"data": data})
 
     def query_topic_consume_by_who(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         (topic,) = require(request, "topic")
@@ -286,8 +304,9 @@ class GroupAdminProcessor:
                 next_ts = store.get_message_store_timestamp(topic, qid, consumer_offset)
                 if next_ts > 0:
                     delay = now - next_ts
-            spans.append({"consumeTimeStamp": consume_time, "delayTime": delay, "maxTimeStamp": max_time,
-                          "messageQueue": mq, "minTimeStamp": min_time})
+            spans.append({"consumeTimeStamp": consume_time, "consumeTimeStampStr": _java_date(consume_time),
+                          "delayTime": delay, "maxTimeStamp": max_time, "maxTimeStampStr": _java_date(max_time),
+                          "messageQueue": mq, "minTimeStamp": min_time, "minTimeStampStr": _java_date(min_time)})
         return json_response({"consumeTimeSpanSet": spans})
 
     # ------------------------------------------------------------------ 308
@@ -350,8 +369,7 @@ class GroupAdminProcessor:
         mgr = self.broker.delay_offset_manager
         with mgr._lock:
             table = dict(mgr.table)
-        if not table:
-            return error_response(ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
+        # Java answers its ScheduleMessageService's encode(): {"offsetTable":{}} before any delayed message
         return json_response({"offsetTable": table})
 
 
@@ -365,6 +383,7 @@ def install(broker: "BrokerController") -> GroupAdminProcessor:
     d.register(RequestCode.GET_BROKER_CONSUME_STATS, p.get_broker_consume_stats, pool)
     d.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, p.get_consumer_connection_list, pool)
     d.register(RequestCode.GET_PRODUCER_CONNECTION_LIST, p.get_producer_connection_list, pool)
+    d.register(GET_ALL_PRODUCER_INFO, p.get_all_producer_info, pool)
     d.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, p.query_topic_consume_by_who, pool)
     d.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, p.invoke_broker_to_reset_offset, pool)
     d.register(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, p.invoke_broker_to_get_consumer_status)

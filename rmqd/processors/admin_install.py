@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rmqd.processors import (admin_broker, admin_compaction, admin_group, admin_store, admin_topic,
+from rmqd.processors import (admin_broker, admin_compaction, admin_group, admin_store, admin_tier, admin_topic,
                              broker_stats)
 
 if TYPE_CHECKING:
@@ -17,3 +17,4 @@ def install(broker: "BrokerController") -> None:
     broker.admin_broker_processor = admin_broker.install(broker)
     broker.admin_store_processor = admin_store.install(broker)
     broker.admin_compaction_processor = admin_compaction.install(broker)
+    broker.admin_tier_processor = admin_tier.install(broker)

@@ -10,7 +10,7 @@ import logging
 import struct
 from typing import TYPE_CHECKING, Any
 
-from rmqd.processors.admin_common import json_response
+from rmqd.processors.admin_common import NOT_SET_REMARK, json_response
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 
@@ -57,7 +57,9 @@ class StoreAdminProcessor:
         else:
             return new_response(ResponseCode.SUCCESS, f"Index {index} of {qid}@{topic} is not exist!")
         body["queueData"] = units
-        return json_response(body)
+        resp = json_response(body)
+        resp.remark = NOT_SET_REMARK        # Java sets the code of its createResponseCommand(null), not the remark
+        return resp
 
     def delete_expired_commit_log(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """Delete expired CommitLog files now, whatever the hour (Java executeDeleteFilesManually)."""

@@ -35,8 +35,8 @@ class TopicAdminProcessor:
         err = slave_error(broker)
         if err is not None:
             return err
-        (topic,) = require(request, "topic")
-        err = validate_topic(topic) or check_system_topic(topic)
+        topic = (request.ext_fields or {}).get("topic")      # Java: a null topic is "blank"
+        err = validate_topic(topic) or check_system_topic(topic, broker.config)
         if err is not None:
             return err
         read_q, write_q, perm = require(request, "readQueueNums", "writeQueueNums", "perm")

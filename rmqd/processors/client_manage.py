@@ -17,6 +17,7 @@ from rmqd.processors.client_manager import (CONSUME_FROM_WHERE, CONSUME_TYPES, M
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response, require
+from rmqd.remoting.java_errors import NullBodyError
 from rmqd.store.metadata import retry_topic
 
 if TYPE_CHECKING:
@@ -26,10 +27,11 @@ log = logging.getLogger(__name__)
 
 
 def parse_json_body(request: RemotingCommand) -> Any:
-    """Decode a JSON body (orjson first; fastjson liberties as a fallback)."""
+    """Decode a JSON body (orjson first; fastjson liberties as a fallback); a request without a body
+    fails as Java's RemotingSerializable.decode does (NullBodyError)."""
     raw = request.body_bytes() if request.body is not None else b""
     if not raw:
-        return None
+        raise NullBodyError()
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:

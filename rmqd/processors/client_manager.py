@@ -247,12 +247,29 @@ class ConsumerManager:
 class ProducerManager:
     """group → {conn: ClientChannelInfo} (Java ProducerManager)."""
 
+    MAX_EMPTIED = 10000
+
     def __init__(self) -> None:
         self._groups: dict[str, dict[Any, ClientChannelInfo]] = {}
+        # groups whose producers all disconnected or expired: Java keeps their (empty) entry, so
+        # GET_PRODUCER_CONNECTION_LIST answers an empty set for them instead of "not exist"
+        self._emptied: dict[str, None] = {}
         self._lock = threading.Lock()
+
+    def _forget(self, group: str, keep_name: bool) -> None:
+        del self._groups[group]
+        if keep_name:
+            self._emptied[group] = None
+            if len(self._emptied) > self.MAX_EMPTIED:
+                self._emptied.pop(next(iter(self._emptied)))
+
+    def known(self, group: str) -> bool:
+        """Has ``group`` had a producer since start (Java's group table has an entry for it)?"""
+        return group in self._groups or group in self._emptied
 
     def register(self, group: str, channel: ClientChannelInfo) -> None:
         with self._lock:
+            self._emptied.pop(group, None)
             chans = self._groups.setdefault(group, {})
             old = chans.get(channel.conn)
             if old is None:
@@ -267,7 +284,7 @@ class ProducerManager:
             if chans is not None:
                 chans.pop(conn, None)
                 if not chans:
-                    del self._groups[group]
+                    self._forget(group, keep_name=False)
 
     def get(self, group: str) -> list[ClientChannelInfo]:
         return list(self._groups.get(group, {}).values())
@@ -286,7 +303,7 @@ class ProducerManager:
         with self._lock:
             for group, chans in list(self._groups.items()):
                 if chans.pop(conn, None) is not None and not chans:
-                    del self._groups[group]
+                    self._forget(group, keep_name=True)
 
     def scan_not_active(self, timeout_ms: int) -> list[Any]:
         limit = now_ms() - timeout_ms
@@ -298,5 +315,5 @@ class ProducerManager:
                     del chans[c]
                     expired.append(c)
                 if not chans:
-                    del self._groups[group]
+                    self._forget(group, keep_name=True)
         return expired

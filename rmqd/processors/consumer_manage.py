@@ -10,6 +10,7 @@ import orjson
 
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+from rmqd.remoting.java_errors import java_int
 
 if TYPE_CHECKING:
     from rmqd.broker_controller import BrokerController
@@ -29,8 +30,8 @@ class ConsumerManageProcessor:
 
     def update_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         group, topic, queue_id, offset = require(request, "consumerGroup", "topic", "queueId", "commitOffset")
-        self.broker.consumer_offset_manager.commit_offset(conn.remote_address, group, topic, int(queue_id),
-                                                          int(offset))
+        self.broker.consumer_offset_manager.commit_offset(conn.remote_address, group, topic, java_int(queue_id),
+                                                          java_int(offset, 64))
         return new_response()
 
     def query_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -39,7 +40,7 @@ class ConsumerManageProcessor:
         RAM behind the CommitLog head); otherwise QUERY_NOT_FOUND (22) and the client decides by
         consumeFromWhere. A queue that never received a message answers 0."""
         group, topic, queue_id = require(request, "consumerGroup", "topic", "queueId")
-        qid = int(queue_id)
+        qid = java_int(queue_id)
         broker = self.broker
         offset = broker.consumer_offset_manager.query_offset(group, topic, qid)
         if offset >= 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rmqd.remoting.command import RemotingCommand, new_response, require
+from rmqd.remoting.java_errors import java_int
 
 if TYPE_CHECKING:
     from rmqd.broker_controller import BrokerController
@@ -16,18 +17,18 @@ class OffsetQueryProcessor:
 
     def get_max_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topic, queue_id = require(request, "topic", "queueId")
-        return new_response(ext_fields={"offset": str(self.store.get_max_offset(topic, int(queue_id)))})
+        return new_response(ext_fields={"offset": str(self.store.get_max_offset(topic, java_int(queue_id)))})
 
     def get_min_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topic, queue_id = require(request, "topic", "queueId")
-        return new_response(ext_fields={"offset": str(self.store.get_min_offset(topic, int(queue_id)))})
+        return new_response(ext_fields={"offset": str(self.store.get_min_offset(topic, java_int(queue_id)))})
 
     def search_offset_by_timestamp(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topic, queue_id, ts = require(request, "topic", "queueId", "timestamp")
-        offset = self.store.get_offset_by_time(topic, int(queue_id), int(ts))
+        offset = self.store.get_offset_by_time(topic, java_int(queue_id), java_int(ts, 64))
         return new_response(ext_fields={"offset": str(offset)})
 
     def get_earliest_msg_storetime(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topic, queue_id = require(request, "topic", "queueId")
-        ts = self.store.get_earliest_message_time(topic, int(queue_id))
+        ts = self.store.get_earliest_message_time(topic, java_int(queue_id))
         return new_response(ext_fields={"timestamp": str(ts)})

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from rmqd.filter import ExpressionMessageFilter, SQLParseError, is_tag_type
 from rmqd.processors.long_polling import PullRequest
-from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.codes import FAQ_SUGGEST, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 from rmqd.remoting.dispatch import TO_POOL, run_handler
 from rmqd.store.message_store import GetMessageResult
@@ -28,7 +28,7 @@ FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
 FLAG_CLASS_FILTER = 0x8
 
-FAQ = " https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+FAQ = FAQ_SUGGEST
 
 
 def _moved_if_nonzero(offset: int) -> int:
@@ -101,7 +101,7 @@ class PullMessageProcessor:
         sg = broker.subscription_group_manager.find(group)
         if sg is None:
             return error_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                  f"subscription group [{group}] does not exist,{FAQ}")
+                                  f"subscription group [{group}] does not exist, {FAQ}")
         if not sg.consume_enable:
             return error_response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
         has_suspend = bool(sys_flag & FLAG_SUSPEND)
@@ -110,13 +110,13 @@ class PullMessageProcessor:
         tc = broker.topic_config_manager.get(topic)
         if tc is None:
             log.error("pull: topic %s of group %s (%s) does not exist", topic, group, conn.remote_address)
-            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ}")
+            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please! {FAQ}")
         if not (tc.perm & PERM_READ):
             return error_response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
         if qid < 0 or qid >= tc.read_queue_nums:
             return error_response(ResponseCode.SYSTEM_ERROR,
                                   f"queueId[{qid}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
-                                  f"[{tc.read_queue_nums}] consumer:[{conn.remote_address}]")
+                                  f"[{tc.read_queue_nums}] consumer:[/{conn.remote_address}]")
         ext = request.ext_fields
         if has_subscription:
             etype = ext.get("expressionType")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
-from rmqd.store.message import decode_message
+from rmqd.store.message import record_carries_key
 
 if TYPE_CHECKING:
     from rmqd.broker_controller import BrokerController
@@ -25,17 +25,10 @@ UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 def record_matches(record: bytes, topic: str, key: str) -> bool:
     """True when the stored ``record`` belongs to ``topic`` and carries ``key`` (KEYS or UNIQ_KEY)."""
     try:
-        m = decode_message(record)
+        return record_carries_key(record, topic, key)
     except ValueError as exc:
         log.warning("query: undecodable record at an index hit: %s", exc)
         return False
-    if m.topic != topic:
-        return False
-    props = m.properties
-    if props.get("UNIQ_KEY") == key:
-        return True
-    keys = props.get("KEYS")
-    return bool(keys) and key in keys.split(" ")
 
 
 class QueryMessageProcessor:

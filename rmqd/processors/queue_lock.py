@@ -18,6 +18,7 @@ import orjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response
 from rmqd.remoting.fastjson import loads_lenient
+from rmqd.remoting.java_errors import NullBodyError
 
 if TYPE_CHECKING:
     from rmqd.broker_controller import BrokerController
@@ -121,9 +122,9 @@ def _mq_json(key: MQKey) -> dict:
 def parse_batch_body(request: RemotingCommand) -> tuple[str, str, list[MQKey]]:
     """LockBatchRequestBody / UnlockBatchRequestBody → (consumerGroup, clientId, queues)."""
     raw = request.body_bytes() if request.body is not None else b""
-    raw = bytes(raw).strip()
     if not raw:
-        raise ValueError("empty request body")
+        raise NullBodyError()
+    raw = bytes(raw).strip()
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -142,6 +143,8 @@ class QueueLockProcessor:
     def lock_batch_mq(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
             group, client_id, mqs = parse_batch_body(request)
+        except NullBodyError:
+            raise
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("bad LOCK_BATCH_MQ body from %s: %s", conn.remote_address, exc)
             return error_response(ResponseCode.SYSTEM_ERROR, f"bad LockBatchRequestBody: {exc}")
@@ -152,6 +155,8 @@ class QueueLockProcessor:
     def unlock_batch_mq(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
             group, client_id, mqs = parse_batch_body(request)
+        except NullBodyError:
+            raise
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("bad UNLOCK_BATCH_MQ body from %s: %s", conn.remote_address, exc)
             return error_response(ResponseCode.SYSTEM_ERROR, f"bad UnlockBatchRequestBody: {exc}")

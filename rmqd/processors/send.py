@@ -18,7 +18,7 @@ import random
 import struct
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from rmqd.remoting.codes import ResponseCode, Version
+from rmqd.remoting.codes import FAQ_SUGGEST, ResponseCode, Version
 from rmqd.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand, error_response
 from rmqd.cython_ext.send_lane import SendLane
 from rmqd.remoting.dispatch import TO_POOL
@@ -44,7 +44,7 @@ V2_NAMES = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defau
             "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
             "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch"}
 
-_REQUIRED = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+_REQUIRED = ("defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
              "bornTimestamp", "flag")
 
 
@@ -72,10 +72,7 @@ _STATUS_CODES = {
     PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, None),
     PutMessageStatus.CREATE_MAPEDFILE_FAILED: (ResponseCode.SYSTEM_ERROR,
                                                "create mapped file failed, server is busy or broken."),
-    PutMessageStatus.MESSAGE_ILLEGAL: (ResponseCode.MESSAGE_ILLEGAL,
-                                       "the message is illegal, maybe msg body or properties length not matched."),
-    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (ResponseCode.MESSAGE_ILLEGAL,
-                                                "the message is illegal, maybe msg properties length limit 32k."),
+    # MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED: ILLEGAL_REMARK with maxMessageSize (SendMessageProcessor)
     PutMessageStatus.SERVICE_NOT_AVAILABLE: (ResponseCode.SERVICE_NOT_AVAILABLE,
                                              "service not available now. It may be caused by one of the following "
                                              "reasons: the broker's disk is full, messages are put to the slave, "
@@ -85,6 +82,10 @@ _STATUS_CODES = {
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
 
+
+ILLEGAL_REMARK = ("the message is illegal, maybe msg body or properties length not matched. msg body length "
+                  "limit %dB, msg properties length limit 32KB.")
+_ILLEGAL = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
 
 _PUT_OK = PutMessageStatus.PUT_OK
 _SUCCESS = int(ResponseCode.SUCCESS)
@@ -214,10 +215,20 @@ class SendMessageProcessor:
     # ------------------------------------------------------------------ entry point
     def process(self, conn: Any, request: RemotingCommand) -> Optional[RemotingCommand]:
         h = full_header(request)
+        if "topic" not in h:        # Java: a null topic fails TopicValidator, with the send ext fields
+            return self._with_send_ext(error_response(ResponseCode.SYSTEM_ERROR, "The specified topic is blank."))
         for name in _REQUIRED:
             if name not in h:
                 return error_response(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is null")
         return self.send(conn, request, h)
+
+    def _with_send_ext(self, response: RemotingCommand) -> RemotingCommand:
+        """Java adds MSG_REGION and TRACE_ON to the send response before any check, so failures carry them."""
+        ext = dict(response.ext_fields or {})
+        ext.setdefault("MSG_REGION", self.config.regionId)
+        ext.setdefault("TRACE_ON", "true" if self.config.traceOn else "false")
+        response.ext_fields = ext
+        return response
 
     def process_inline(self, conn: Any, request: RemotingCommand) -> Any:
         """Loop-thread fast path (see ``Dispatcher.register(inline_first=...)``).
@@ -282,20 +293,25 @@ class SendMessageProcessor:
                     topic, h["defaultTopic"], conn.remote_address, int(h["defaultTopicQueueNums"]), sys_flag)
             if tc is None:
                 return error_response(ResponseCode.TOPIC_NOT_EXIST,
-                                      f"topic[{topic}] not exist, apply first please! "
-                                      "https://rocketmq.apache.org/docs/bestPractice/06FAQ"), None
+                                      f"topic[{topic}] not exist, apply first please!{FAQ_SUGGEST}"), None
             # The topics.json change callback re-registers with the name servers (synchronously
             # on this thread), so the new route is visible when the client gets this response.
         queue_id = int(h["queueId"])
         id_valid = max(tc.write_queue_nums, tc.read_queue_nums)
         if queue_id >= id_valid:
             return error_response(ResponseCode.SYSTEM_ERROR,
-                                  f"request queueId[{queue_id}] is illegal, {tc} Producer: "
+                                  f"request queueId[{queue_id}] is illegal, {tc.java_str()} Producer: "
                                   f"{conn.remote_address}"), None
         return None, tc
 
     # ------------------------------------------------------------------ send
     def send(self, conn: Any, request: RemotingCommand, h: dict) -> RemotingCommand:
+        response = self._send(conn, request, h)
+        if response is not None and response.code != _SUCCESS and not response.ext_fields:
+            self._with_send_ext(response)
+        return response
+
+    def _send(self, conn: Any, request: RemotingCommand, h: dict) -> RemotingCommand:
         err, tc = self._check_topic(conn, h)
         if err is not None:
             return err
@@ -366,7 +382,7 @@ class SendMessageProcessor:
                     not (reconsume_times > 0 and find_property(props, "DELAY")):
                 self.prepare_half_message(msgs[0])
         if self.before_store:
-            ctx = SendContext(conn, request, h, tc, queue_id, h["producerGroup"], batch)
+            ctx = SendContext(conn, request, h, tc, queue_id, h.get("producerGroup"), batch)
             for hook in self.before_store:
                 resp = hook(ctx, msgs)
                 if resp is not None:
@@ -376,6 +392,9 @@ class SendMessageProcessor:
             code = _SUCCESS
             broker.metrics.messages.on_put(tc.topic_name, h.get("properties"), [len(m.body) for m in msgs])
         else:
+            if result.status in _ILLEGAL:
+                log.info("send to %s from %s refused: %s", tc.topic_name, conn.remote_address, result.remark)
+                return error_response(ResponseCode.MESSAGE_ILLEGAL, ILLEGAL_REMARK % self.store.config.max_message_size)
             code, remark = _STATUS_CODES.get(result.status, (ResponseCode.SYSTEM_ERROR, None))
             if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
                             ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE):
@@ -406,8 +425,7 @@ class SendMessageProcessor:
         sg = self.groups.find(group)
         if sg is None:
             return error_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                  f"subscription group not exist, {group} "
-                                  "https://rocketmq.apache.org/docs/bestPractice/06FAQ"), topic, queue_id
+                                  f"subscription group not exist, {group} {FAQ_SUGGEST}"), topic, queue_id
         max_times = sg.retry_max_times
         if request.version >= Version.V3_4_9 and h.get("maxReconsumeTimes") not in (None, ""):
             max_times = int(h["maxReconsumeTimes"])

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rmqd.processors.send import _truthy
 from rmqd.processors.schedule import (PROPERTY_DELAY, PROPERTY_WAIT, divert_delay_level,
                                       edit_properties)
-from rmqd.remoting.codes import RequestCode, ResponseCode, Version
+from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 from rmqd.store.message import MessageToStore, decode_message, find_property, tags_code_of
 from rmqd.store.metadata import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 DLQ_NUMS_PER_GROUP = 1
-FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+FAQ_URL = FAQ_SUGGEST
 
 
 class SendMessageBackProcessor:

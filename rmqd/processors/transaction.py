@@ -88,9 +88,12 @@ class TransactionalMessageBridge:
         self.store = broker.store
 
     # ------------------------------------------------------------------ half messages
-    @staticmethod
-    def prepare_half_message(msg: MessageToStore) -> MessageToStore:
-        """Turn a ``TRAN_MSG=true`` send into its half message (in place; returns it)."""
+    def prepare_half_message(self, msg: MessageToStore) -> MessageToStore:
+        """Turn a ``TRAN_MSG=true`` send into its half message (in place; returns it). The half topic's
+        config appears with the first half message (Java's checker creates it in its first round)."""
+        tcm = self.broker.topic_config_manager
+        if tcm.get(TRANS_HALF_TOPIC) is None:
+            tcm.create_topic_in_send_message_back_method(TRANS_HALF_TOPIC, 1, 6, 0)
         extra = f"{PROPERTY_REAL_TOPIC}\x01{msg.topic}\x02{PROPERTY_REAL_QUEUE_ID}\x01{msg.queue_id}"
         props = msg.properties or ""
         if props and not props.endswith("\x02"):
@@ -129,6 +132,9 @@ class TransactionalMessageBridge:
     def put_op_message(self, half_queue_offset: int, queue_id: int) -> bool:
         """Op ("remove") record for the half message at ``half_queue_offset``."""
         props = f"TAGS\x01{REMOVE_TAG}\x02WAIT\x01false"
+        tcm = self.broker.topic_config_manager
+        if tcm.get(TRANS_OP_HALF_TOPIC) is None:       # created on first use, as Java's bridge does
+            tcm.create_topic_in_send_message_back_method(TRANS_OP_HALF_TOPIC, 1, 6, 0)
         host = self.broker.store_host
         msg = MessageToStore(TRANS_OP_HALF_TOPIC, queue_id, str(half_queue_offset).encode(), props, 0, 0,
                              int(time.time() * 1000), host, host, 0, 0, java_string_hash(REMOVE_TAG))

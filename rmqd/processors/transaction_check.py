@@ -113,7 +113,10 @@ class TransactionalMessageCheckService:
         with self._round_lock:
             if self._stop.is_set():
                 return 0
-            tc = self.broker.topic_config_manager.get(TRANS_HALF_TOPIC)
+            tcm = self.broker.topic_config_manager
+            tc = tcm.get(TRANS_HALF_TOPIC)
+            if tc is None:          # Java's checker creates the half topic in its first round
+                tc = tcm.create_topic_in_send_message_back_method(TRANS_HALF_TOPIC, 1, 6, 0)
             queues = range(max(1, tc.read_queue_nums if tc is not None else 1))
             sent = 0
             for qid in queues:

@@ -93,6 +93,10 @@ class RequestCode(IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
 
 
+# FAQUrl.suggestTodo(<any 4.9.8 FAQ url>): the tail Java appends to many remarks.
+FAQ_SUGGEST = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+
 class ResponseCode(IntEnum):
     SUCCESS = 0
     SYSTEM_ERROR = 1

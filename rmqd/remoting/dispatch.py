@@ -22,10 +22,11 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RPC_ONEWAY, MissingHeaderField, RemotingCommand, error_response
+from rmqd.remoting.java_errors import NullBodyError, NumberFormatError, number_format_remark
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +50,23 @@ def run_handler(handler: Handler, conn: Any, request: RemotingCommand,
         response = handler(conn, request)
     except MissingHeaderField as exc:
         response = error_response(ResponseCode.SYSTEM_ERROR, str(exc))
+    except (NullBodyError, NumberFormatError) as exc:
+        log.info("request code %d from %s refused: %s", request.code, getattr(conn, "remote_address", "?"), exc)
+        response = error_response(ResponseCode.SYSTEM_ERROR, str(exc))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         # Garbage from a client, not a bug of ours: one line, no traceback.
         log.warning("request code %d from %s: undecodable body: %s", request.code,
                     getattr(conn, "remote_address", "?"), exc)
         response = error_response(ResponseCode.SYSTEM_ERROR, f"bad request body: {exc}")
     except Exception as exc:  # a processor bug must not kill the connection
-        log.exception("processor for code %d failed (peer %s)", request.code, getattr(conn, "remote_address", "?"))
-        response = error_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        remark = number_format_remark(exc) if isinstance(exc, ValueError) else None
+        if remark is not None:       # a header number Java's parser refuses too: Java's words
+            log.info("request code %d from %s refused: %s", request.code, getattr(conn, "remote_address", "?"), exc)
+            response = error_response(ResponseCode.SYSTEM_ERROR, remark)
+        else:
+            log.exception("processor for code %d failed (peer %s)", request.code,
+                          getattr(conn, "remote_address", "?"))
+            response = error_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
     if response is None:
         if observer is not None and request.flag & RPC_ONEWAY:
             observer(request.code, 0, time.monotonic() - t0, True)
@@ -107,6 +117,8 @@ class ProcessorPool:
         self._queue: collections.deque = collections.deque()
         self._cond = threading.Condition(threading.Lock())
         self._workers: list[threading.Thread] = []
+        self._idle = 0               # workers waiting for a request
+        self._started = False
         self._stopping = False
         self.rejected = 0
         self.expired = 0
@@ -114,17 +126,25 @@ class ProcessorPool:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
-        for i in range(self.threads):
-            t = threading.Thread(target=self._work, name=f"{self.name}-{i}", daemon=True)
-            t.start()
-            self._workers.append(t)
+        """Accept work. Workers start on demand, up to ``threads`` (an idle broker holds none)."""
+        self._started = True
+
+    def _spawn_locked(self) -> Optional[threading.Thread]:
+        """A new worker when every running one is busy and the pool may grow (called under _cond)."""
+        if self._idle > 0 or len(self._workers) >= self.threads or not self._started or self._stopping:
+            return None
+        t = threading.Thread(target=self._work, name=f"{self.name}-{len(self._workers)}", daemon=True)
+        self._workers.append(t)
+        return t
 
     def shutdown(self, timeout: float = 5.0) -> None:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
         deadline = time.monotonic() + timeout
-        for t in self._workers:
+        with self._cond:
+            workers = list(self._workers)
+        for t in workers:
             t.join(max(0.0, deadline - time.monotonic()))
         self._workers.clear()
 
@@ -134,7 +154,13 @@ class ProcessorPool:
             if len(self._queue) < self.capacity and not self._stopping:
                 self._queue.append((time.monotonic(), handler, conn, request))
                 self._cond.notify()
-                return
+                spawn = self._spawn_locked()
+            else:
+                spawn = False
+        if spawn is not False:
+            if spawn is not None:
+                spawn.start()
+            return
         self.rejected += 1
         conn.reply(request, error_response(
             ResponseCode.SYSTEM_BUSY,
@@ -182,7 +208,9 @@ class ProcessorPool:
         while True:
             with cond:
                 while not queue and not self._stopping:
+                    self._idle += 1
                     cond.wait()
+                    self._idle -= 1
                 if self._stopping and not queue:
                     return
                 enqueued, handler, conn, request = queue.popleft()

@@ -26,7 +26,6 @@ import dataclasses
 import json
 import math
 import re
-from decimal import Decimal
 from typing import Any, Iterable
 
 import orjson
@@ -102,6 +101,7 @@ def java_double(x: float) -> str:
     if x == 0.0:
         return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
     sign = "-" if x < 0 else ""
+    from decimal import Decimal      # rare (float fields); kept out of the idle broker's memory
     _, digit_tuple, exp = Decimal(repr(abs(x))).normalize().as_tuple()
     digits = "".join(map(str, digit_tuple))
     point = len(digits) + int(exp)  # position of the decimal point within digits

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import struct
 from typing import Callable, Optional
 
@@ -254,4 +253,5 @@ class ConsumeQueue:
 
     def destroy(self) -> None:
         self.mfq.close()
+        import shutil          # imports bz2/lzma: only when needed
         shutil.rmtree(self.dir, ignore_errors=False)

@@ -11,11 +11,16 @@ from typing import Optional
 
 from rmqd.store.compaction.store import CompactionConfig, CompactionStore
 from rmqd.store.message_store import MessageStore, StoreConfig
+from rmqd.store.tier.config import TierConfig
 
 
 def build_store(store_config: StoreConfig,
-                compaction_config: Optional[CompactionConfig] = None) -> MessageStore:
+                compaction_config: Optional[CompactionConfig] = None,
+                tier_config: Optional[TierConfig] = None) -> MessageStore:
     """The local store, wrapped by the layers that are switched on."""
     store = MessageStore(store_config)
     store.compaction = CompactionStore(store, compaction_config or CompactionConfig())
+    if tier_config is not None and tier_config.enabled:
+        from rmqd.store.tier.store import TieredStore
+        store.tier = TieredStore(store, tier_config)
     return store

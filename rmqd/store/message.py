@@ -175,3 +175,17 @@ def record_properties(record: Union[bytes, memoryview]) -> str:
     mv = memoryview(record)
     f = _codec.decode_record(mv, 0)
     return f[17].decode("utf-8", errors="replace")
+
+
+def record_carries_key(record: Union[bytes, memoryview], topic: str, key: str) -> bool:
+    """True when the stored ``record`` belongs to ``topic`` and carries ``key`` (a KEYS token or
+    the UNIQ_KEY): the check behind every index hit (an index only knows hashes). Raises
+    ValueError for a malformed record."""
+    f = _codec.decode_record(record, 0)
+    if f[16].decode("utf-8", errors="replace") != topic:
+        return False
+    props = f[17].decode("utf-8", errors="replace")
+    if find_property(props, PROPERTY_UNIQ_KEY) == key:
+        return True
+    keys = find_property(props, PROPERTY_KEYS)
+    return bool(keys) and key in keys.split(" ")

@@ -16,7 +16,6 @@ import enum
 import fcntl
 import logging
 import os
-import shutil
 import struct
 import threading
 import time
@@ -321,6 +320,9 @@ class MessageStore:
         # The compaction store (rmqd.store.compaction), set by rmqd.store.layers.build_store: reads
         # of COMPACTION topics go there, like Java's DefaultMessageStore -> CompactionStore.
         self.compaction = None
+        # The tiered store (rmqd.store.tier), set by build_store when messageStorePlugIn asks for
+        # it: it copies queues to a second tier, and ``tier.reads`` decides which reads go there.
+        self.tier = None
 
     @property
     def clock(self) -> Callable[[], int]:
@@ -400,6 +402,8 @@ class MessageStore:
         self._spawn("rmqd-store-clean", self._clean_loop)
         if self.compaction is not None:
             self.compaction.start()
+        if self.tier is not None:
+            self.tier.start()
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
@@ -416,6 +420,8 @@ class MessageStore:
         self._stop.set()
         if self.compaction is not None:
             self.compaction.shutdown()
+        if self.tier is not None:
+            self.tier.shutdown()
         if self._warmer is not None:
             self._warmer.stop()
             self._warmer = None
@@ -613,7 +619,8 @@ class MessageStore:
         if c is not None:
             return c.min_offset(topic, queue_id)
         cq = self._find_cq(topic, queue_id)
-        return cq.min_offset if cq else 0
+        local = cq.min_offset if cq else 0
+        return local if self.tier is None else self.tier.reads.min_offset(topic, queue_id, local)
 
     def _local_max_offset(self, topic: str, queue_id: int) -> int:
         cq = self._find_cq(topic, queue_id)
@@ -659,14 +666,16 @@ class MessageStore:
         if c is not None:
             return c.earliest_time(topic, queue_id)
         cq = self._find_cq(topic, queue_id)
-        if cq is None:
-            return -1
-        return self.get_message_store_timestamp(topic, queue_id, cq.min_offset)
+        local = -1 if cq is None else self._local_store_time(topic, queue_id, cq.min_offset)
+        return local if self.tier is None else self.tier.reads.earliest_time(topic, queue_id, local)
 
     def get_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         c = self._compacted(topic)
         if c is not None:
             return c.offset_by_time(topic, queue_id, timestamp)
+        if self.tier is not None:
+            return self.tier.reads.offset_by_time(topic, queue_id, timestamp,
+                                                  lambda ts: self._local_offset_by_time(topic, queue_id, ts))
         return self._local_offset_by_time(topic, queue_id, timestamp)
 
     def _local_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
@@ -687,9 +696,12 @@ class MessageStore:
             self._engine.drop_topic(topic)
         tdir = os.path.join(self.config.consume_queue_dir, topic)
         if os.path.isdir(tdir):
+            import shutil          # imports bz2/lzma: only when needed
             shutil.rmtree(tdir)
         if self.compaction is not None and topic in self.compaction.topics:
             self.compaction.delete_topic(topic)
+        if self.tier is not None and self.tier.started:
+            self.tier.delete_topic(topic)
         return len(gone)
 
     def topics(self) -> set[str]:
@@ -714,6 +726,15 @@ class MessageStore:
                 return c.get_messages(topic, queue_id, offset,
                                       min(max_nums, cfg.max_transfer_count_on_message_in_memory), limit,
                                       message_filter)
+            if self.tier is not None:
+                cfg = self.config
+                limit = cfg.max_transfer_bytes_on_message_in_memory
+                if max_total_bytes is not None:
+                    limit = min(limit, max_total_bytes)
+                return self.tier.reads.get_messages(
+                    topic, queue_id, offset, min(max_nums, cfg.max_transfer_count_on_message_in_memory), limit,
+                    message_filter,
+                    lambda: self._get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter))
             return self._get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
         finally:
             elapsed = (time.perf_counter() - t0) * 1000
@@ -802,6 +823,9 @@ class MessageStore:
         cq = self._cqs.get((topic, queue_id))
         if cq is None or self._compacted(topic) is not None:
             return None
+        tier = self.tier
+        if tier is not None and tier.reads.serves_pull(topic, queue_id, offset):
+            return None
         cfg = self.config
         t0 = time.perf_counter()
         got = _sg.read_resident(cq, self.commitlog, offset,
@@ -812,6 +836,8 @@ class MessageStore:
         status, next_begin, count, body = got
         res = GetMessageResult(GetMessageStatus.FOUND if status == _sg.FOUND else GetMessageStatus.NO_MATCHED_MESSAGE,
                                next_begin, cq.min_offset, cq.max_offset)
+        if tier is not None:
+            res.min_offset = tier.reads.min_offset(topic, queue_id, cq.min_offset)
         if count:
             res.buffers = [body]
             res.buffer_total_size = len(body)
@@ -830,6 +856,8 @@ class MessageStore:
     def read_message(self, phys_offset: int) -> Optional[bytes]:
         """One whole record at ``phys_offset`` (copy), or None if gone or not a valid record."""
         v = self.commitlog.read_record(phys_offset)
+        if v is None and self.tier is not None:
+            return self.tier.reads.read_message(phys_offset)
         return bytes(v) if v is not None else None
 
     def query_message(self, topic: str, key: str, max_num: int, begin_ts: int = 0,
@@ -838,9 +866,11 @@ class MessageStore:
         r = self.index.query(topic, key, max_num, begin_ts, end_ts)
         msgs = []
         for off in r.phy_offsets:
-            b = self.read_message(off)
-            if b is not None:
-                msgs.append(b)
+            v = self.commitlog.read_record(off)
+            if v is not None:
+                msgs.append(bytes(v))
+        if self.tier is not None:
+            msgs.extend(self.tier.reads.query(topic, key, max_num, begin_ts, end_ts, msgs))
         return QueryResult(msgs, r.index_last_update_timestamp, r.index_last_update_phyoffset)
 
     def commitlog_min_offset(self) -> int:
@@ -961,7 +991,13 @@ class MessageStore:
             now = self.clock()
             expired_ms = cfg.file_reserved_time_hours * 3600 * 1000
             n = 0
+            # the tier first: a file goes only once everything in it is committed there
+            tier_limit = self.tier.before_retention() if self.tier is not None else 1 << 62
             for mf in self.commitlog.mfq.files[:-1]:
+                if mf.end_offset > tier_limit:
+                    log.info("retention: keeping %s and later until the tier has them (tier at %d)",
+                             mf.path, tier_limit)
+                    break
                 try:
                     mtime = os.path.getmtime(mf.path) * 1000
                 except FileNotFoundError:
@@ -985,6 +1021,11 @@ class MessageStore:
         return deleted
 
     # ------------------------------------------------------------------ stats
+    def lock_time_mills(self) -> int:
+        """How long the put in progress has held the put lock, in ms (0 when no put runs): Java's
+        ``MessageStore.lockTimeMills`` (``pageCacheLockTimeMills`` in the runtime info)."""
+        return self._engine.lock_time_mills()
+
     @property
     def stats(self) -> StoreStats:
         """Snapshot of runtime statistics."""
@@ -998,7 +1039,10 @@ class MessageStore:
         s.commitlog_min_offset = self.commitlog.min_offset()
         s.commitlog_max_offset = self.commitlog.max_offset()
         s.commitlog_flushed_offset = self.commitlog.flushed_where
-        s.dispatch_behind_bytes = 0   # dispatch is synchronous with the append
+        # ReputMessageService.behind(): the bytes appended but not yet in ConsumeQueue/index. rmqd dispatches
+        # each record inside the append, so this is only ever the record being written right now.
+        dispatched = e.dispatched_where
+        s.dispatch_behind_bytes = max(0, s.commitlog_max_offset - dispatched) if dispatched >= 0 else 0
         s.consume_queue_disk_ratio = self._disk_ratio(self.config.consume_queue_dir)
         return s
 

@@ -180,6 +180,14 @@ class TopicConfig:
             d["attributes"] = dict(self.attributes)
         return d
 
+    def java_str(self) -> str:
+        """TopicConfig.toString() of 4.9.8 (quoted in some remarks), perm as PermName.perm2String."""
+        perm = ("R" if self.perm & PERM_READ else "-") + ("W" if self.perm & PERM_WRITE else "-") + \
+            ("X" if self.perm & 1 else "-")
+        return (f"TopicConfig [topicName={self.topic_name}, readQueueNums={self.read_queue_nums}, "
+                f"writeQueueNums={self.write_queue_nums}, perm={perm}, topicFilterType={self.topic_filter_type}, "
+                f"topicSysFlag={self.topic_sys_flag}, order={'true' if self.order else 'false'}]")
+
     @classmethod
     def from_json(cls, d: dict) -> "TopicConfig":
         return cls(topic_name=d["topicName"], read_queue_nums=int(d.get("readQueueNums", 16)),
@@ -237,8 +245,9 @@ class TopicConfigManager(ConfigManager):
         if trace_topic_enable:
             self._add_system(TopicConfig(TRACE_TOPIC, 1, 1))
         self._add_system(TopicConfig(f"{broker_cluster_name}_{REPLY_TOPIC_POSTFIX}", 1, 1))
-        for t in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC):
-            self._add_system(TopicConfig(t, 1, 1))
+        # the transaction topics appear when first used, as in Java: the half topic in the checker's first
+        # round, the op-half and check-max-time topics when first written (TransactionalMessageBridge)
+        self.system_topics.update((TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC))
 
     def _add_system(self, tc: TopicConfig) -> None:
         self.table[tc.topic_name] = tc
@@ -393,8 +402,11 @@ class SubscriptionGroupConfig:
         return cls(**kw)
 
 
-SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
-                 "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_SYS_RMQ_TRANS")
+# The groups SubscriptionGroupManager creates at start (4.9.8); CID_SYS_RMQ_TRANS (the transaction
+# checker's) is a system group too but Java never writes a config for it.
+DEFAULT_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+                  "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER")
+SYSTEM_GROUPS = DEFAULT_GROUPS + ("CID_SYS_RMQ_TRANS",)
 
 
 class SubscriptionGroupManager(ConfigManager):
@@ -407,7 +419,7 @@ class SubscriptionGroupManager(ConfigManager):
         self.auto_create = auto_create_subscription_group
         self.data_version = DataVersion.fresh()
         self.table: dict[str, SubscriptionGroupConfig] = {}
-        for g in SYSTEM_GROUPS:
+        for g in DEFAULT_GROUPS:
             self.table[g] = SubscriptionGroupConfig(g, consume_broadcast_enable=True)
 
     def encode(self) -> dict:

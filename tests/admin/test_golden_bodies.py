@@ -85,7 +85,7 @@ RUNTIME_KEYS = {
     "EndTransactionThreadPoolQueueCapacity", "dispatchBehindBytes", "pageCacheLockTimeMills",
     "sendThreadPoolQueueHeadWaitTimeMills", "pullThreadPoolQueueHeadWaitTimeMills",
     "queryThreadPoolQueueHeadWaitTimeMills", "earliestMessageTimeStamp", "startAcceptSendRequestTimeStamp",
-    "remainHowManyDataToCommit", "remainHowManyDataToFlush", "commitLogDirCapacity", "bootTimestamp", "runtime",
+    "remainTransientStoreBufferNumbs", "remainHowManyDataToFlush", "commitLogDirCapacity", "bootTimestamp", "runtime",
     "putMessageEntireTimeMax", "putMessageTimesTotal", "putMessageFailedTimes", "putMessageSizeTotal",
     "putMessageDistributeTime", "putMessageAverageSize", "dispatchMaxBuffer", "getMessageEntireTimeMax", "putTps",
     "getFoundTps", "getMissTps", "getTotalTps", "getTransferedTps", "putLatency99", "putLatency999",

@@ -65,3 +65,49 @@ def test_populate_and_warmer(tmp_path):
     finally:
         s.shutdown()
     assert populate(mf.ptr, 0, 4096) == 0                  # released pointer: no-op
+
+
+def test_lock_time_mills_is_how_long_the_running_put_holds_the_lock(tmp_path):
+    """pageCacheLockTimeMills (GET_BROKER_RUNTIME_INFO): Java's CommitLog.lockTimeMills, from the put path."""
+    import threading
+    import time
+
+    s = _store(tmp_path)
+    entered, release = threading.Event(), threading.Event()
+    real_reserve = s.commitlog.reserve
+
+    def slow_reserve(total):                  # the first put maps its segment under the put lock
+        entered.set()
+        release.wait(10)
+        return real_reserve(total)
+
+    s.commitlog.reserve = slow_reserve
+    try:
+        assert s.lock_time_mills() == 0
+        t = threading.Thread(target=lambda: s.put_message(MessageToStore("L", 0, b"x")))
+        t.start()
+        assert entered.wait(10)
+        time.sleep(0.3)
+        held = s.lock_time_mills()
+        release.set()
+        t.join(10)
+        assert 250 <= held < 10_000, held
+        assert s.lock_time_mills() == 0 and s.get_max_offset("L", 0) == 1
+    finally:
+        release.set()
+        s.shutdown()
+
+
+def test_dispatch_behind_bytes_follows_the_dispatched_offset(tmp_path):
+    """dispatchBehindBytes (GET_BROKER_RUNTIME_INFO): CommitLog max minus what ConsumeQueue/index hold."""
+    s = _store(tmp_path)
+    try:
+        assert s.stats.dispatch_behind_bytes == 0
+        for i in range(3):
+            assert s.put_message(MessageToStore("D", 0, b"x" * (100 + i))).ok
+        assert s._engine.dispatched_where == s.commitlog.max_offset() > 0
+        assert s.stats.dispatch_behind_bytes == 0
+        s._engine.dispatched_where -= 10                 # as seen while a record is being written
+        assert s.stats.dispatch_behind_bytes == 10
+    finally:
+        s.shutdown()

@@ -64,9 +64,11 @@ function setPage(name, ...kids) {
   document.querySelectorAll("#nav a").forEach(a => a.classList.toggle("active", a.dataset.nav === navOf(name)));
 }
 function navOf(page) {
-  return { topic: "topics", group: "groups", broker: "overview", message: "messages", tail: "topics" }[page] || page;
+  return { topic: "topics", group: "groups", broker: "overview", message: "messages", tail: "topics",
+           feature: "features" }[page] || page;
 }
-function ready() { main.dataset.ready = "1"; }
+// data-ready-ms: milliseconds from the navigation start to this render (what a user waits for a page)
+function ready() { main.dataset.readyMs = String(Math.round(performance.now())); main.dataset.ready = "1"; }
 function nothing(text) { return h("div", { class: "empty", id: "nothing-found" }, text); }
 function go(url) { history.pushState({}, "", url); route(); }
 function qs() { return new URLSearchParams(location.search); }
@@ -409,13 +411,30 @@ async function pageSearch() {
 }
 
 // ------------------------------------------------------------------ pages: features (extension point)
-async function pageFeatures() {
-  setPage("features", h("h1", {}, "Broker features"));
+// A feature's status: {summary: {label: value}, tables: [{id, title, columns, rows}]} (other dicts as JSON).
+function featureBlock(name, st) {
+  if (!st) return h("div", { class: "empty", id: "feature-" + name }, `${name}: not available on this cluster.`);
+  if (!st.tables) return h("pre", { id: "feature-" + name }, JSON.stringify(st, null, 2));
+  const box = h("section", { id: "feature-" + name });
+  const dl = h("dl", { class: "summary" });
+  for (const [k, v] of Object.entries(st.summary || {})) dl.append(h("dt", {}, k), h("dd", {}, String(v)));
+  box.append(dl);
+  for (const t of st.tables) {
+    box.append(h("h3", {}, t.title));
+    if (!t.rows.length) { box.append(nothing(`No ${t.title.toLowerCase()}.`)); continue; }
+    box.append(h("table", { id: t.id },
+      h("thead", {}, h("tr", {}, ...t.columns.map(c => h("th", {}, c)))),
+      h("tbody", {}, ...t.rows.map(r => h("tr", {}, ...r.map(c => h("td", {}, String(c))))))));
+  }
+  return box;
+}
+async function pageFeatures(only) {
+  setPage(only ? "feature" : "features", h("h1", {}, only ? `Feature: ${only}` : "Broker features"));
   const d = await api("/api/features");
-  for (const name of d.planned.concat(Object.keys(d.features).filter(k => !d.planned.includes(k)))) {
-    const st = d.features[name];
-    main.append(h("h2", {}, name), st ? h("pre", { id: "feature-" + name }, JSON.stringify(st, null, 2))
-      : h("div", { class: "empty", id: "feature-" + name }, `${name}: not available on this cluster.`));
+  const names = only ? [only] : d.planned.concat(Object.keys(d.features).filter(k => !d.planned.includes(k)));
+  for (const name of names) {
+    main.append(h("h2", {}, only ? name : h("a", { href: `/features/${encodeURIComponent(name)}`, "data-link": "" }, name)),
+                featureBlock(name, d.features[name]));
   }
   ready();
 }
@@ -425,7 +444,7 @@ const ROUTES = [
   [/^\/$/, pageOverview], [/^\/brokers\/(.+)$/, pageBroker], [/^\/topics$/, pageTopics], [/^\/topics\/(.+)$/, pageTopic],
   [/^\/groups$/, pageGroups], [/^\/groups\/(.+)$/, pageGroup], [/^\/producers$/, pageProducers], [/^\/messages$/, pageMessages],
   [/^\/messages\/(.+)$/, pageMessage], [/^\/dlq$/, pageDlq], [/^\/tail\/(.+)$/, pageTail], [/^\/search$/, pageSearch],
-  [/^\/features$/, pageFeatures],
+  [/^\/features$/, () => pageFeatures()], [/^\/features\/(.+)$/, pageFeatures],
 ];
 async function route() {
   S.cleanup.splice(0).forEach(f => { try { f(); } catch (e) { /* page gone */ } });

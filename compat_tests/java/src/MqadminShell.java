@@ -1,0 +1,77 @@
+import com.alibaba.fastjson.JSON;
+import java.io.BufferedReader;
+import java.io.ByteArrayOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.apache.rocketmq.tools.command.MQAdminStartup;
+
+/**
+ * The kit's mqadmin, many sub-commands in one JVM: each stdin line is a JSON object
+ * {"id": N, "args": [sub-command, options...], "timeoutMs": N}; each is run through mqadmin's own entry point
+ * (MQAdminStartup.main0, what bin/mqadmin runs) with System.out/err captured, and answered with one line
+ * {"id": N, "out": ..., "ms": ..., "timedOut": bool}. Saves a JVM start per sub-command. MQAdminStartup's list of
+ * sub-command objects is emptied before each run, so every run gets new ones, as bin/mqadmin does.
+ */
+public class MqadminShell {
+    public static void main(String[] args) throws Exception {
+        PrintStream realOut = System.out;
+        PrintStream realErr = System.err;
+        ExecutorService worker = Executors.newCachedThreadPool(r -> {
+            Thread t = new Thread(r, "mqadmin-command");
+            t.setDaemon(true);
+            return t;
+        });
+        java.lang.reflect.Field listField = MQAdminStartup.class.getDeclaredField("subCommandList");
+        listField.setAccessible(true);
+        List<?> commands = (List<?>) listField.get(null);
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        realOut.println("{\"ready\":true}");
+        realOut.flush();
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.trim().isEmpty()) continue;
+            Map<String, Object> req = JSON.parseObject(line);
+            List<Object> argList = (List<Object>) req.get("args");
+            String[] cmd = new String[argList.size()];
+            for (int i = 0; i < cmd.length; i++) cmd[i] = String.valueOf(argList.get(i));
+            long timeoutMs = req.containsKey("timeoutMs") ? ((Number) req.get("timeoutMs")).longValue() : 60000L;
+            ByteArrayOutputStream buf = new ByteArrayOutputStream();
+            PrintStream capture = new PrintStream(buf, true, "UTF-8");
+            System.setOut(capture);
+            System.setErr(capture);
+            long t0 = System.nanoTime();
+            boolean timedOut = false;
+            commands.clear();   // fresh sub-command objects, as in a new JVM (some cache a shut-down admin client)
+            Future<?> f = worker.submit(() -> MQAdminStartup.main0(cmd, null));
+            try {
+                f.get(timeoutMs, TimeUnit.MILLISECONDS);
+            } catch (TimeoutException e) {
+                timedOut = true;
+                f.cancel(true);
+            } catch (Exception e) {
+                e.printStackTrace(capture);
+            } finally {
+                System.setOut(realOut);
+                System.setErr(realErr);
+            }
+            capture.flush();
+            Map<String, Object> res = new LinkedHashMap<>();
+            res.put("id", req.get("id"));
+            res.put("out", new String(buf.toByteArray(), StandardCharsets.UTF_8));
+            res.put("ms", (System.nanoTime() - t0) / 1000000);
+            res.put("timedOut", timedOut);
+            realOut.println(JSON.toJSONString(res));
+            realOut.flush();
+        }
+        System.exit(0);
+    }
+}

@@ -1,0 +1,79 @@
+"""The console's built-in feature pages: compaction status and ACL accounts (``/features/<name>``).
+
+Each provider reads the in-process broker and answers the feature page's shape (see
+``rmqd.console.extensions``): ``{"summary": {label: value}, "tables": [{"id", "title", "columns",
+"rows"}]}``, or None when the broker does not run the feature. Secret keys are never read out.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from rmqd.acl import permission as P
+from rmqd.console import extensions
+
+_PERM_NAMES = {P.PUB: "PUB", P.SUB: "SUB", P.PUB | P.SUB: "PUB|SUB", P.DENY: "DENY"}
+
+
+def perm_name(bits: int) -> str:
+    """plain_acl.yml's spelling of a permission (``PUB|SUB``, ``DENY``, ...)."""
+    return _PERM_NAMES.get(bits, str(bits))
+
+
+def _when(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) if ms > 0 else "never"
+
+
+def compaction_page(broker: Any) -> Optional[dict]:
+    """Per queue of every compaction topic: copied and compacted offsets, files, records, bytes, last run."""
+    comp = getattr(broker.store, "compaction", None)
+    if comp is None:
+        return None
+    rows = []
+    for q in comp.status():
+        rows.append([q["topic"], q["queueId"], q["minOffset"], q["copiedOffset"], q["last_compacted_offset"],
+                     q["files"], q["records"], q["bytes"], q["last_bytes_before"], q["last_bytes_after"],
+                     _when(q["last_run_ms"]), round(q["last_duration_ms"], 1), q["runs"], q["failures"],
+                     q["last_error"]])
+    cfg = comp.config
+    return {
+        "summary": {"enabled": cfg.enabled, "compaction topics": len(comp.topics), "queues": len(rows),
+                    "schedule (ms)": cfg.schedule_interval_ms, "threads": cfg.threads,
+                    "maxOffsetMapSize": cfg.max_offset_map_size},
+        "tables": [{"id": "compaction-queues", "title": "Queues",
+                    "columns": ["topic", "queue", "min offset", "copied to", "compacted to", "files", "records",
+                                "bytes", "bytes before", "bytes after", "last run", "took ms", "runs",
+                                "failures", "last error"],
+                    "rows": rows}],
+    }
+
+
+def acl_page(broker: Any) -> Optional[dict]:
+    """Accounts (never their secret keys), permissions and the global white list of plain_acl.yml."""
+    acl = getattr(broker, "acl_manager", None)
+    if acl is None:
+        return None
+    state = acl.state
+    rows = []
+    for key, acc in sorted(state.accounts.items()):
+        topics = ", ".join(f"{r}={perm_name(v)}" for r, v in sorted(acc.perms.items())
+                           if not r.startswith(P.RETRY_PREFIX))
+        groups = ", ".join(f"{r[len(P.RETRY_PREFIX):]}={perm_name(v)}" for r, v in sorted(acc.perms.items())
+                           if r.startswith(P.RETRY_PREFIX))
+        rows.append([key, "yes" if acc.admin else "no", acc.white_remote_address or "",
+                     perm_name(acc.default_topic_perm), perm_name(acc.default_group_perm), topics, groups,
+                     state.file_of.get(key, "")])
+    return {
+        "summary": {"accounts": len(rows), "files": len(state.versions),
+                    "global white addresses": ", ".join(state.global_white_text) or "(none)"},
+        "tables": [{"id": "acl-accounts", "title": "Accounts",
+                    "columns": ["accessKey", "admin", "whiteRemoteAddress", "defaultTopicPerm",
+                                "defaultGroupPerm", "topicPerms", "groupPerms", "file"],
+                    "rows": rows}],
+    }
+
+
+def register_builtin() -> None:
+    """Register the built-in pages (idempotent)."""
+    extensions.register("compaction", compaction_page)
+    extensions.register("acl", acl_page)

@@ -1,0 +1,79 @@
+"""rmqd's own admin codes for the tiered store (documented in the README next to 9001/9002):
+
+* ``GET_TIER_STATUS`` (9003): per queue the tier's min/max offset and size, per index file its
+  state (writing/compacted/uploaded), item count and time range, plus the backend's counters.
+* ``COMMIT_TIER`` (9004): copy everything pending into the tier now, seal the writable index file
+  and compact + upload the sealed ones (optional header ``upload=false`` skips the upload).
+
+Both touch disk or the backend: they run in the admin pool. Without a tier both answer
+SYSTEM_ERROR "tiered storage is not enabled (messageStorePlugIn)".
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Optional
+
+from rmqd.processors.admin_common import json_response
+from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.command import RemotingCommand, error_response
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+GET_TIER_STATUS = 9003
+COMMIT_TIER = 9004
+NOT_ENABLED = "tiered storage is not enabled (messageStorePlugIn)"
+
+
+class TierAdminProcessor:
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+
+    def tier_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        tier = self.broker.store.tier
+        if tier is None or not tier.started:
+            return error_response(ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
+        status = tier.status()
+        topic = (request.ext_fields or {}).get("topic")
+        if topic:
+            status["queues"] = [q for q in status["queues"] if q["topic"] == topic]
+        return json_response(status)
+
+    def commit_tier(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        tier = self.broker.store.tier
+        if tier is None or not tier.started:
+            return error_response(ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
+        upload = (request.ext_fields or {}).get("upload", "true") != "false"
+        log.info("commitTier requested by %s (upload=%s)", conn.remote_address, upload)
+        try:
+            result = tier.commit_now(upload=upload)
+        except Exception as exc:
+            log.exception("commitTier failed")
+            return error_response(ResponseCode.SYSTEM_ERROR, f"commitTier failed: {exc}")
+        return json_response(result)
+
+
+CONSOLE_QUEUES = 200       # rows of the console's tier page
+
+
+def console_status(broker: Any) -> Optional[dict]:
+    """The web console's "tier" feature page (rmqd.console.extensions): None without a tier."""
+    tier = broker.store.tier
+    if tier is None or not tier.started:
+        return None
+    st = tier.status()
+    more = len(st["queues"]) - CONSOLE_QUEUES
+    st["queues"] = st["queues"][:CONSOLE_QUEUES] + ([{"more": more}] if more > 0 else [])
+    return st
+
+
+def install(broker: "BrokerController") -> TierAdminProcessor:
+    from rmqd.console.extensions import register
+    register("tier", console_status)
+    p = TierAdminProcessor(broker)
+    d, pool = broker.dispatcher, broker.pools["admin"]
+    d.register(GET_TIER_STATUS, p.tier_status, pool)
+    d.register(COMMIT_TIER, p.commit_tier, pool)
+    return p

@@ -1,0 +1,109 @@
+"""The tiered store's settings, from RocketMQ 5.x's broker.conf names (``tieredstore``'s
+``MessageStoreConfig``), plus rmqd's ``--tier-dir``."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from rmqd.store.tier.backend import provider_name
+
+# messageStorePlugIn values that switch the tier on: Java's class name, rmqd's short names
+PLUGIN_NAMES = ("org.apache.rocketmq.tieredstore.TieredMessageStore", "TieredMessageStore", "tiered", "tier")
+MB = 1024 * 1024
+
+
+class TieredStorageLevel(enum.IntEnum):
+    """When pulls read the tier (Java ``TieredStorageLevel``)."""
+    DISABLE = 0        # never (the tier is still written)
+    NOT_IN_DISK = 1    # when the message is no longer in the local store (default)
+    NOT_IN_MEM = 2     # also when it is not in memory (cold)
+    FORCE = 3          # whenever the tier has it
+
+    @classmethod
+    def parse(cls, value: Any) -> "TieredStorageLevel":
+        text = str(value).strip().upper()
+        if text.isdigit():
+            return cls(int(text))
+        try:
+            return cls[text]
+        except KeyError:
+            raise ValueError(f"tieredStorageLevel must be one of DISABLE, NOT_IN_DISK, NOT_IN_MEM, FORCE: "
+                             f"{value!r}") from None
+
+
+@dataclass
+class TierConfig:
+    """Field names follow the Java property names (see :func:`tier_config_from`)."""
+    enabled: bool = False
+    cluster: str = "DefaultCluster"
+    broker: str = "broker-a"
+    provider: str = "memory"
+    file_path: str = ""
+    storage_level: TieredStorageLevel = TieredStorageLevel.NOT_IN_DISK
+    commitlog_max_size: int = 1024 * MB
+    consume_queue_max_size: int = 100 * MB
+    index_slots: int = 5_000_000
+    index_max_items: int = 20_000_000
+    file_reserved_hours: float = 72
+    delete_file_interval_ms: int = 3_600_000
+    rolling_interval_hours: float = 24
+    rolling_min_size: int = 16 * MB
+    group_commit_count: int = 4096
+    group_commit_size: int = 4 * MB
+    group_commit_timeout_ms: int = 30_000
+    message_index_enable: bool = True
+    endpoint: str = ""
+    bucket: str = ""
+    access_key: str = ""
+    secret_key: str = ""
+    region: str = ""
+    dispatch_interval_ms: int = 1000         # rmqd: how often the copier looks for new messages
+    index_service_interval_ms: int = 1000    # rmqd: seal/compact/upload/expire check (Java: 10 s)
+
+    @property
+    def consume_queue_file_size(self) -> int:
+        return max(20, self.consume_queue_max_size - self.consume_queue_max_size % 20)
+
+
+def is_plugin_enabled(value: Any) -> bool:
+    v = str(value or "").strip()
+    return any(v == n or v.endswith("." + n) for n in PLUGIN_NAMES) or v.lower() in ("tiered", "tier")
+
+
+def tier_config_from(props: Mapping[str, Any]) -> TierConfig:
+    """A TierConfig from broker properties (a BrokerConfig's attributes or a plain mapping)."""
+    g = props.get
+    cfg = TierConfig(
+        enabled=is_plugin_enabled(g("messageStorePlugIn")),
+        cluster=str(g("brokerClusterName") or "DefaultCluster"),
+        broker=str(g("brokerName") or "broker-a"),
+        provider=provider_name(str(g("tieredBackendServiceProvider") or "memory")),
+        file_path=str(g("tieredStoreFilePath") or ""),
+        storage_level=TieredStorageLevel.parse(g("tieredStorageLevel") or "NOT_IN_DISK"),
+        commitlog_max_size=int(g("tieredStoreCommitLogMaxSize") or 1024 * MB),
+        consume_queue_max_size=int(g("tieredStoreConsumeQueueMaxSize") or 100 * MB),
+        index_slots=int(g("tieredStoreIndexFileMaxHashSlotNum") or 5_000_000),
+        index_max_items=int(g("tieredStoreIndexFileMaxIndexNum") or 20_000_000),
+        file_reserved_hours=float(g("tieredStoreFileReservedTime") or 72),
+        delete_file_interval_ms=int(g("tieredStoreDeleteFileInterval") or 3_600_000),
+        rolling_interval_hours=float(g("commitLogRollingInterval") or 24),
+        rolling_min_size=int(g("commitLogRollingMinimumSize") or 16 * MB),
+        group_commit_count=int(g("tieredStoreGroupCommitCount") or 4096),
+        group_commit_size=int(g("tieredStoreGroupCommitSize") or 4 * MB),
+        group_commit_timeout_ms=int(g("tieredStoreGroupCommitTimeout") if g("tieredStoreGroupCommitTimeout")
+                                    not in (None, "") else 30_000),
+        message_index_enable=str(g("messageIndexEnable", True)).lower() != "false",
+        endpoint=str(g("objectStoreEndpoint") or ""),
+        bucket=str(g("objectStoreBucket") or ""),
+        access_key=str(g("objectStoreAccessKey") or ""),
+        secret_key=str(g("objectStoreSecretKey") or ""),
+        region=str(g("objectStoreRegion") or ""),
+        dispatch_interval_ms=int(g("tieredStoreDispatchInterval") or 1000),
+    )
+    if cfg.index_slots <= 0 or cfg.index_max_items <= 1:
+        raise ValueError("tieredStoreIndexFileMaxHashSlotNum must be > 0 and tieredStoreIndexFileMaxIndexNum > 1")
+    if 28 + cfg.index_slots * 8 + cfg.index_max_items * 32 >= 1 << 31:
+        raise ValueError("tiered index file too large: 28 + slots*8 + maxIndexNum*32 must stay below 2 GiB "
+                         "(Java's int positions)")
+    return cfg

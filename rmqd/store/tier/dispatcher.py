@@ -1,0 +1,193 @@
+"""The copier (Java ``MessageStoreDispatcherImpl``): follows each queue's local ConsumeQueue into
+the tier.
+
+Per queue, from the tier's next offset, records are read from the local CommitLog and appended as
+one group commit (``tieredStoreGroupCommitCount`` records / ``tieredStoreGroupCommitSize`` bytes)
+to the flat CommitLog, then their ConsumeQueue units, then their keys go into the index. A queue
+whose oldest pending record is younger than ``tieredStoreGroupCommitTimeout`` and has fewer than a
+group's worth pending waits (as in Java), unless forced (retention, ``rmqd admin commitTier``).
+At the end of a round the new state of every touched queue and the writable index file's item
+count are committed together (:class:`rmqd.store.tier.metadata.TierMetadata`). A queue starts at
+the local min offset, so everything still on disk reaches the tier.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from rmqd.cython_ext import store_get as _sg
+from rmqd.cython_ext import tier_index as _ix
+from rmqd.store.tier.index.layout import entries_of_message, java_hashset_order
+from rmqd.store.tier.queue import BLANK_SIZE
+
+if TYPE_CHECKING:
+    from rmqd.store.tier.store import TieredStore
+
+log = logging.getLogger(__name__)
+
+MAX_GROUPS_PER_QUEUE_PER_ROUND = 8      # fairness between queues within one round
+FAST_GROUP_MAX = 1024                   # records per C gather (store_get.read_resident's batch)
+
+
+class TierDispatcher:
+    def __init__(self, tier: "TieredStore") -> None:
+        self.tier = tier
+        self.lock = threading.Lock()
+        self._last_expire = 0.0
+        self.copied_total = 0
+
+    def run_once(self, force: bool = False) -> int:
+        """One round over every queue; returns how many records were copied."""
+        tier = self.tier
+        cfg = tier.config
+        with self.lock:
+            now = time.time()
+            if now - self._last_expire >= cfg.delete_file_interval_ms / 1000:
+                self._last_expire = now
+                expired = self._expire(now)
+                if expired:
+                    tier.metadata.commit(expired, {})
+                    tier.mark_committed()
+            try:
+                copied, touched = self._round(force)
+                entries = tier.index.checkpoint()
+                if touched or entries:
+                    tier.index.flush()
+                    tier.step("dispatch.metadata")
+                    tier.metadata.commit(touched, entries)
+                    tier.index.committed(entries)
+                    tier.mark_committed()
+            except BaseException:
+                tier.rollback_uncommitted()       # back to the committed state; the next round redoes it
+                raise
+            self.copied_total += copied
+            return copied
+
+    def _round(self, force: bool) -> tuple[int, dict]:
+        tier = self.tier
+        copied = 0
+        touched = {}
+        tier.index.maybe_roll()
+        for (topic, qid), cq in list(tier.local._cqs.items()):
+            if not tier.eligible(topic):
+                continue
+            tq = tier.queue(topic, qid, create=True, init_offset=cq.min_offset)
+            try:
+                n = self._copy_queue(tq, cq, force)
+            except Exception:
+                log.exception("tier: copying %s-%d failed at offset %d", topic, qid, tq.max_offset)
+                raise
+            if n or tq.key not in tier.metadata.queues:
+                copied += n
+                touched[tq.key] = tq.to_json()
+        return copied, touched
+
+    def _copy_group_fast(self, tq, cq, nxt: int, entries: list, topic_id: int) -> int:
+        """One group commit in C when its records are in memory (the usual case: the copier
+        follows the head): one memcpy gather, one scan for times and keys. -1 when it cannot."""
+        tier = self.tier
+        cfg = tier.config
+        local = tier.local
+        count = min(len(entries), FAST_GROUP_MAX)
+        got = _sg.read_resident(cq, local.commitlog, nxt, count, cfg.group_commit_size, None, 1 << 62, count * 20)
+        if got is None or got[0] != _sg.FOUND or got[2] <= 0:
+            return -1
+        _status, _next, n, body = got
+        base = tq.commitlog.commit_offset
+        msgs, min_ts, max_ts, first, last = _ix.index_batch(body, tq.topic, topic_id, tq.queue_id, base,
+                                                            java_hashset_order, cfg.message_index_enable)
+        tier.step("dispatch.commitlog")
+        tq.append_raw(body, _ix.cq_units(entries, n, base), min_ts, max_ts, first, last)
+        if cfg.message_index_enable:
+            tier.step("dispatch.index")
+            if msgs:
+                tier.index.put(msgs)
+        return n
+
+    def _copy_group(self, tq, nxt: int, entries: list, topic_id: int) -> int:
+        """One group commit record by record (blank entries, records not in memory)."""
+        tier = self.tier
+        cfg = tier.config
+        local = tier.local
+        batch = []
+        size = 0
+        for phys, sz, tags in entries:
+            if sz == BLANK_SIZE:
+                batch.append((None, 0, 0, -1, None, None))
+                continue
+            if batch and size + sz > cfg.group_commit_size:
+                break
+            view = local.commitlog.get(phys, sz)
+            if view is None:
+                log.warning("tier: %s-%d offset %d: record at %d is not in the local CommitLog",
+                            tq.topic, tq.queue_id, nxt + len(batch), phys)
+                break
+            rec = bytes(view)
+            view.release()
+            ts, keys, uniq = _ix.record_index_fields(rec)
+            batch.append((rec, tags, ts, phys, keys, uniq))
+            size += sz
+        if not batch:
+            return 0
+        tier.step("dispatch.commitlog")
+        positions = tq.append([b[:4] for b in batch])
+        if cfg.message_index_enable:
+            msgs = []
+            for (rec, tags, ts, phys, keys, uniq), pos in zip(batch, positions):
+                if rec is None or (not keys and not uniq):
+                    continue
+                found = entries_of_message(tq.topic, topic_id, tq.queue_id, keys, uniq, pos, len(rec), ts)
+                if found:
+                    msgs.append((tuple(e.hash_code for e in found), topic_id, tq.queue_id, pos, len(rec), ts))
+            tier.step("dispatch.index")
+            if msgs:
+                tier.index.put(msgs)
+        return len(batch)
+
+    def _expire(self, now: float) -> dict:
+        limit = int((now - self.tier.config.file_reserved_hours * 3600) * 1000)
+        out = {}
+        for tq in list(self.tier.queues.values()):
+            if tq.delete_expired(limit):
+                log.info("tier: expired segments of %s-%d, min offset now %d", tq.topic, tq.queue_id, tq.min_offset)
+                out[tq.key] = tq.to_json()
+        return out
+
+    def _copy_queue(self, tq, cq, force: bool) -> int:
+        tier = self.tier
+        cfg = tier.config
+        local = tier.local
+        nxt = tq.max_offset
+        if nxt < cq.min_offset:
+            log.error("tier: %s-%d lost offsets %d..%d locally before they were copied; the tier restarts "
+                      "at %d", tq.topic, tq.queue_id, nxt, cq.min_offset - 1, cq.min_offset)
+            tq.destroy()
+            tq.init(cq.min_offset)
+            nxt = cq.min_offset
+        if nxt > cq.max_offset:
+            return 0
+        total = 0
+        topic_id = tier.metadata.topic_id(tq.topic)
+        for group in range(MAX_GROUPS_PER_QUEUE_PER_ROUND):
+            pending = cq.max_offset - nxt
+            if pending <= 0:
+                break
+            entries = cq.iter_from(nxt, min(cfg.group_commit_count, FAST_GROUP_MAX) * 20)
+            if not entries:
+                break
+            if group == 0 and not force and pending < cfg.group_commit_count:
+                e = entries[0]
+                ts = local._store_time_of(e[0], e[1]) if e[1] != BLANK_SIZE else 0
+                if ts > 0 and ts + cfg.group_commit_timeout_ms > local.clock():
+                    break
+            n = self._copy_group_fast(tq, cq, nxt, entries, topic_id)
+            if n < 0:
+                n = self._copy_group(tq, nxt, entries, topic_id)
+            if n <= 0:
+                break
+            nxt += n
+            total += n
+            time.sleep(0)                           # let the event loop have the GIL between groups
+        return total

@@ -1,0 +1,118 @@
+"""``<storePathRootDir>/config/tieredStoreMetadata.json``: the tier's committed state.
+
+It holds the topic ids, every queue's flat CommitLog and ConsumeQueue segments (base, size, time
+range) and every index file (state, item count, time range, its uploaded segment). Only committed
+values are written: the copier commits a whole round at once (queues and the writable index
+file's item count together), the index service commits its state changes, and each write is
+atomic (tmp + fsync + rename, previous version kept as ``.bak``). After a crash this file is the
+truth: bytes and items beyond it are dropped and copied again, so nothing is lost or doubled.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any, Optional
+
+import orjson
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "tieredStoreMetadata.json"
+VERSION = 1
+
+
+class TierMetadata:
+    def __init__(self, config_dir: str) -> None:
+        self.path = os.path.join(config_dir, FILE_NAME)
+        self.topics: dict[str, int] = {}
+        self.next_topic_id = 1
+        self.queues: dict[str, dict] = {}          # "topic/qid" -> {"commitLog": [...], "consumeQueue": [...]}
+        self.index_files: dict[int, dict] = {}     # beginTs -> file entry
+        self.index_segment_end = 0                 # next base offset of the uploaded index flat file
+        self.backend = ""
+        self._lock = threading.RLock()
+
+    # ---- load / persist -----------------------------------------------------------------------
+    def load(self) -> bool:
+        """Read the file (or its backup); False when there is none."""
+        for p in (self.path, self.path + ".bak"):
+            if not os.path.exists(p):
+                continue
+            try:
+                with open(p, "rb") as f:
+                    doc = orjson.loads(f.read())
+            except (OSError, ValueError) as exc:
+                log.error("tier metadata %s unreadable (%s); trying the backup", p, exc)
+                continue
+            self.topics = {k: int(v) for k, v in doc.get("topics", {}).items()}
+            self.next_topic_id = int(doc.get("nextTopicId", max(self.topics.values(), default=0) + 1))
+            self.queues = doc.get("queues", {})
+            self.index_files = {int(k): v for k, v in doc.get("indexFiles", {}).items()}
+            self.index_segment_end = int(doc.get("indexSegmentEnd", 0))
+            self.backend = doc.get("backend", "")
+            return True
+        return False
+
+    def persist(self) -> None:
+        with self._lock:
+            doc = {"version": VERSION, "backend": self.backend, "topics": self.topics,
+                   "nextTopicId": self.next_topic_id, "queues": self.queues,
+                   "indexFiles": {str(k): v for k, v in sorted(self.index_files.items())},
+                   "indexSegmentEnd": self.index_segment_end}
+            data = orjson.dumps(doc)
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            tmp = self.path + ".tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            if os.path.exists(self.path):
+                os.replace(self.path, self.path + ".bak")
+            os.replace(tmp, self.path)
+            dfd = os.open(os.path.dirname(self.path), os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.topics, self.next_topic_id, self.queues = {}, 1, {}
+            self.index_files, self.index_segment_end = {}, 0
+
+    # ---- topics ---------------------------------------------------------------------------------
+    def topic_id(self, topic: str) -> int:
+        with self._lock:
+            tid = self.topics.get(topic)
+            if tid is None:
+                tid = self.topics[topic] = self.next_topic_id
+                self.next_topic_id += 1
+            return tid
+
+    def topic_of(self, topic_id: int) -> Optional[str]:
+        for t, i in list(self.topics.items()):
+            if i == topic_id:
+                return t
+        return None
+
+    def drop_topic(self, topic: str) -> None:
+        with self._lock:
+            self.topics.pop(topic, None)
+            self.queues = {k: v for k, v in self.queues.items() if v.get("topic") != topic}
+
+    # ---- committed state --------------------------------------------------------------------------
+    def commit(self, queues: dict[str, Any], index_entries: dict[int, Optional[dict]],
+               index_segment_end: Optional[int] = None) -> None:
+        """Record a consistent state and persist it (``None`` entries remove index files)."""
+        with self._lock:
+            if queues:
+                self.queues = {**self.queues, **queues}
+            for ts, entry in index_entries.items():
+                if entry is None:
+                    self.index_files.pop(ts, None)
+                else:
+                    self.index_files[ts] = entry
+            if index_segment_end is not None:
+                self.index_segment_end = index_segment_end
+            self.persist()

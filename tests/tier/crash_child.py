@@ -1,0 +1,37 @@
+"""Child process of the kill -9 tests: fills a store with a tier, then runs ``commit_now`` (copy,
+seal, compact, upload) and retention with a hook that sends SIGKILL to this process at the
+``nth`` time step ``step`` is reached. argv: root, props JSON, step, nth, first message, count."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+
+from tier.helpers import make_store, put  # noqa: E402
+
+
+def main() -> int:
+    root, props, step, nth, first, count = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4]), \
+        int(sys.argv[5]), int(sys.argv[6])
+    store = make_store(root, props)
+    store.start()
+    put(store, "CrashTopic", count, start=first)
+    seen = [0]
+
+    def hook(name: str) -> None:
+        if name == step:
+            seen[0] += 1
+            if seen[0] == nth:
+                os.kill(os.getpid(), signal.SIGKILL)
+    store.tier.step_hook = hook
+    store.tier.commit_now()
+    store.execute_delete_files_manually()
+    print("step never reached", step, seen[0], file=sys.stderr)
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
