@@ -27,7 +27,7 @@ from rmqd.remoting.codes import ResponseCode
 from rmqd.store.message import (MessageToStore, decode_message, decode_properties, encode_properties,
                                 find_property, tags_code_of)
 from rmqd.store.message_store import GetMessageStatus
-from rmqd.store.metadata import PERM_READ, PERM_WRITE, dlq_topic
+from rmqd.store.metadata import PERM_READ, PERM_WRITE, TopicConfig, dlq_topic
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,9 @@ _REVIVE_RETRY_MS = 1000
 class ReviveMixin:
     def _append(self, tag: str, body: bytes, revive_qid: int) -> int:
         """Append one record to the revive queue; returns its queue offset."""
+        if self.topics.get(self.revive_topic) is None:
+            self.topics.add_system_topic(TopicConfig(self.revive_topic, self.revive_queue_num,
+                                                     self.revive_queue_num, PERM_READ | PERM_WRITE))
         props = encode_properties({"TAGS": tag, "WAIT": "false"})
         now = now_ms()
         host = self.store_host()
@@ -139,7 +142,8 @@ class ReviveMixin:
             if q in writing:
                 continue
             progress = lowest.get(q, maxes[q])
-            if progress != self.offsets.query_offset(REVIVE_GROUP, self.revive_topic, q):
+            committed = self.offsets.query_offset(REVIVE_GROUP, self.revive_topic, q)
+            if progress != committed and (progress > 0 or committed >= 0):    # nothing ever written: no entry
                 self.offsets.commit_offset("", REVIVE_GROUP, self.revive_topic, q, progress)
 
     # ------------------------------------------------------------------ revive

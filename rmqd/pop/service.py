@@ -34,7 +34,7 @@ from rmqd.pop.revive import ReviveMixin
 from rmqd.remoting.codes import ResponseCode
 from rmqd.store.message import decode_message
 from rmqd.store.message_store import GetMessageStatus
-from rmqd.store.metadata import PERM_READ, PERM_WRITE, TopicConfig
+from rmqd.store.metadata import PERM_READ
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +115,8 @@ class PopService(ReviveMixin):
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        """Create the revive topic, replay the revive log, start the revive thread (blocking)."""
-        if self.topics.get(self.revive_topic) is None:
-            self.topics.add_system_topic(TopicConfig(self.revive_topic, self.revive_queue_num,
-                                                     self.revive_queue_num, PERM_READ | PERM_WRITE))
+        """Replay the revive log, start the revive thread (blocking).  The revive topic is created with the
+        first record, so a broker nobody pops from lists the topics a 4.9 broker does."""
         self._replay()
         self._running = True
         self._thread = threading.Thread(target=self._revive_loop, name="pop-revive", daemon=True)
