@@ -24,7 +24,9 @@ from rmqd.processors.client_manager import ConsumerManager, ProducerManager
 from rmqd.processors.consumer_manage import ConsumerManageProcessor
 from rmqd.processors.long_polling import PullRequestHoldService
 from rmqd.processors.offset_query import OffsetQueryProcessor
-from rmqd.processors import schedule
+from rmqd.processors import assignment, pop, pop_ack, schedule
+from rmqd.pop.frontend import PopExecutor
+from rmqd.pop.service import PopService
 from rmqd.processors.pull import PullMessageProcessor
 from rmqd.processors.send import SendMessageProcessor
 from rmqd.remoting.client import RemotingClient
@@ -179,6 +181,14 @@ class BrokerController:
         admin_install.install(self)   # admin codes (topics, groups, broker config/stats)
         admin_acl.install(self)       # ACL admin codes 50-53
         for m in (queue_lock, query, transaction, reply): m.install(self)  # locks, queries, transactions, request/reply
+        # POP (5.x): one PopService under the remoting codes here and the gRPC endpoint (rmqd.grpc)
+        c = self.config
+        self.pop_service = PopService(c.brokerName, c.brokerClusterName, self.store, self.topic_config_manager,
+                                      self.subscription_group_manager, self.consumer_offset_manager,
+                                      lambda: self.store_host, int(c.reviveQueueNum), self.metrics.messages.on_dlq)
+        self.pop_executor = PopExecutor(max(2, int(c.pullMessageThreadPoolNums)), int(c.popExecutorCapacity))
+        self.services.append(self.pop_service)
+        for m in (pop, pop_ack, assignment): m.install(self)   # POP codes, QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE
 
     # ------------------------------------------------------------------ addresses
     @property
@@ -213,6 +223,7 @@ class BrokerController:
                 self.store.add_dispatch_listener(self.pull_hold_service.on_dispatch,
                                                  watch=self.pull_hold_service.watched_queues)
             self.pull_hold_service.start()
+            self.pop_service.attach(self.store.add_dispatch_listener)
             await self.server.start()
         except BaseException:
             await loop.run_in_executor(None, self.store.shutdown)
@@ -263,6 +274,7 @@ class BrokerController:
             self.pull_hold_service.shutdown()
         self.send_processor.close_lane()
         await self.server.close()
+        self.pop_executor.shutdown()
         if self.namesrv_client is not None:
             self.namesrv_client.close()
         if self._started:

@@ -66,7 +66,8 @@ class ExtraBrokers:
             port = base_port + PORT_STEP * i if base_port else 0
             args = [sys.executable, "-m", "rmqd.cli", "--log-level", log_level, "broker",
                     "--broker-name", name, "--broker-port", str(port),
-                    "--store-dir", store_dir_of(store_root, name)]
+                    "--store-dir", store_dir_of(store_root, name),
+                    "--grpc-port", "0"]          # the gRPC endpoint serves the serve process's broker only
             if config_file:
                 args += ["-c", config_file]
             if metrics_port is not None:        # each broker serves its own /metrics: port + i (0 = any)

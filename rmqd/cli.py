@@ -55,6 +55,9 @@ def _add_broker_options(p: argparse.ArgumentParser) -> None:
                    help="tiered storage on local disk in DIR (messageStorePlugIn=TieredMessageStore, "
                         "PosixFileSegment, tieredStoreFilePath=DIR)")
     p.add_argument("--acl", metavar="FILE", help="turn ACL on with this plain_acl.yml (aclEnable=true, aclFile=FILE)")
+    p.add_argument("--grpc-port", type=int, default=None,
+                   help="gRPC port for RocketMQ 5 clients (default grpcServerPort, 8081; 0 = off); needs "
+                        "pip install 'rmqd[grpc]'")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus /metrics on this port (same as metricsExporterType=PROM + "
                         "metricsPromExporterPort; 0 = any free port)")
@@ -192,6 +195,7 @@ def _with_endpoints(services, args: argparse.Namespace, namesrv_addr: str | None
                 from rmqd.metrics.endpoint import MetricsEndpoint
                 host = c.metricsPromExporterHost or c.brokerIP1 or "127.0.0.1"
                 services.endpoints.append(MetricsEndpoint(host, port))
+        _add_grpc_endpoint(services, args, c)
     port = args.console_port
     optional = False
     if args.command == "serve":
@@ -204,6 +208,27 @@ def _with_endpoints(services, args: argparse.Namespace, namesrv_addr: str | None
                                                   token=args.console_token, namesrv_addr=namesrv_addr,
                                                   optional=optional))
     return services
+
+
+def _add_grpc_endpoint(services, args: argparse.Namespace, config: BrokerConfig) -> None:
+    """The 5.x clients' gRPC endpoint: --grpc-port, else grpcServerPort (8081); 0 turns it off.  Without
+    the grpc extra, say so and run on."""
+    import importlib.util
+    given = getattr(args, "grpc_port", None)
+    port = given if given is not None else int(config.grpcServerPort)
+    if port <= 0:
+        return
+    try:
+        missing = importlib.util.find_spec("grpc") is None or importlib.util.find_spec("google.protobuf") is None
+    except ModuleNotFoundError:         # grpcio without protobuf: no ``google`` package at all
+        missing = True
+    if missing:
+        print("rmqd: the gRPC endpoint (RocketMQ 5 clients) needs grpcio and protobuf: pip install 'rmqd[grpc]'",
+              file=sys.stderr)
+        return
+    from rmqd.grpc.endpoint import GrpcEndpoint
+    services.endpoints.append(GrpcEndpoint(config.brokerIP1 or "127.0.0.1", port,
+                                           optional=given is None))
 
 
 def _metrics_port(args: argparse.Namespace, config: BrokerConfig) -> int | None:

@@ -254,6 +254,15 @@ class BrokerConfig(_PropertiesConfig):
         # access control (plain_acl.yml); aclFile is rmqd's own: the default ACL file (`rmqd serve --acl`)
         "aclEnable": False,
         "aclFile": None,
+        # POP consumption (RocketMQ 5.x names): revive queues, server-side rebalance default;
+        # popExecutorCapacity is rmqd's own (POP requests in flight before SYSTEM_BUSY / TOO_MANY_REQUESTS)
+        "reviveQueueNum": 8,
+        "defaultMessageRequestMode": "PULL",
+        "popExecutorCapacity": 1024,
+        # gRPC endpoint for 5.x clients (the 5.x proxy's names): port 0 turns it off;
+        # minInvisibleTimeMillsForRecv is the smallest invisible duration a ReceiveMessage may ask for
+        "grpcServerPort": 8081,
+        "minInvisibleTimeMillsForRecv": 10000,
     }
 
     @property

@@ -16,7 +16,8 @@ import pytest
 
 pytestmark = pytest.mark.timeout(60)
 
-READY = re.compile(r"^rmqd ready: name server (\S+), broker (\S+) \(vip \S+\), metrics (\S+), console (\S+)$")
+READY = re.compile(r"^rmqd ready: name server (\S+), broker (\S+) \(vip \S+\), metrics (\S+), grpc (\S+), "
+                   r"console (\S+)$")
 
 
 def free_port() -> int:
@@ -58,27 +59,28 @@ def get(url: str) -> tuple[int, bytes]:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cli-endpoints")
-    mport, cport = free_port(), free_port()
+    mport, cport, gport = free_port(), free_port(), free_port()
     conf = tmp / "broker.conf"
     conf.write_text(f"metricsExporterType=PROM\nmetricsPromExporterPort={mport}\nmetricsLabel=env:ci\n")
     proc = rmqd("serve", "--namesrv-port", "0", "--broker-port", "0", "--console-port", str(cport),
-                "--store-dir", str(tmp / "store"), "-c", str(conf), cwd=str(tmp))
+                "--grpc-port", str(gport), "--store-dir", str(tmp / "store"), "-c", str(conf), cwd=str(tmp))
     line = ready_line(proc)
     try:
-        yield proc, line, mport, cport, tmp
+        yield proc, line, mport, cport, tmp, gport
     finally:
         stop(proc)
 
 
 def test_one_ready_line_with_every_endpoint(served):
-    proc, line, mport, cport, _ = served
+    proc, line, mport, cport, _, gport = served
     m = READY.match(line)
     assert m, line
-    assert m.group(3) == f"http://127.0.0.1:{mport}/metrics" and m.group(4) == f"http://127.0.0.1:{cport}/"
+    assert m.group(3) == f"http://127.0.0.1:{mport}/metrics" and m.group(5) == f"http://127.0.0.1:{cport}/"
+    assert m.group(4) == f"127.0.0.1:{gport}"
 
 
 def test_healthz_metrics_from_broker_conf_and_console(served):
-    proc, line, mport, cport, _ = served
+    proc, line, mport, cport, _, _ = served
     assert get(f"http://127.0.0.1:{mport}/healthz") == (200, b'{"status": "ok"}')
     assert json.loads(get(f"http://127.0.0.1:{cport}/healthz")[1]) == {"status": "ok"}
     code, body = get(f"http://127.0.0.1:{mport}/metrics")
@@ -88,7 +90,7 @@ def test_healthz_metrics_from_broker_conf_and_console(served):
 
 
 def test_console_alone_against_a_name_server(served):
-    proc, line, mport, cport, tmp = served
+    proc, line, mport, cport, tmp, _ = served
     ns = READY.match(line).group(1)
     port = free_port()
     alone = rmqd("console", "-n", ns, "--port", str(port), "--read-only", cwd=str(tmp))
@@ -124,3 +126,25 @@ def test_metrics_grafana_prints_the_dashboard(tmp_path):
     d = json.loads(out)
     assert d["uid"] == "rmqd-broker" and len(d["panels"]) >= 10
     assert all(t["expr"].count("rocketmq_") >= 1 for p in d["panels"] for t in p["targets"])
+
+
+def test_grpc_port_taken_explicit_is_an_error_and_missing_extra_runs_on(tmp_path, monkeypatch, capsys):
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen(1)
+        port = blocker.getsockname()[1]
+        proc = rmqd("serve", "--namesrv-port", "0", "--broker-port", "0", "--console-port", "0",
+                    "--grpc-port", str(port), "--store-dir", str(tmp_path / "g"), cwd=str(tmp_path))
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 1 and f"127.0.0.1:{port} is in use" in err
+    # without the grpc extra, serve says so and runs on without the endpoint
+    import importlib.util
+
+    from rmqd import cli
+    from rmqd.app import Services
+    from rmqd.config import BrokerConfig
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "grpc" else real(name, *a))
+    services = Services()
+    cli._add_grpc_endpoint(services, cli.build_parser().parse_args(["serve"]), BrokerConfig())
+    assert services.endpoints == [] and "pip install 'rmqd[grpc]'" in capsys.readouterr().err

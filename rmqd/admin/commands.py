@@ -201,11 +201,24 @@ def update_sub_group(c: AdminClient, a: Any) -> None:
            "groupName": a.consumerGroup, "notifyConsumerIdsChangedEnable": _true(a.notifyConsumerIdsChanged),
            "retryMaxTimes": a.retryMaxTimes, "retryQueueNums": a.retryQueueNums,
            "whichBrokerWhenConsumeSlowly": a.whichBrokerWhenConsumeSlowly}
+    if _true(getattr(a, "consumeMessageOrderly", "false")):      # 5.x: a FIFO group
+        cfg["consumeMessageOrderly"] = True
     body = fastjson.dumps(cfg)
     for addr in c.broker_addrs_of(a.brokerAddr, a.clusterName):
         c.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)
         print(f"create subscription group to {addr} success.")
     print("SubscriptionGroupConfig " + json.dumps(cfg, sort_keys=True))
+
+
+def set_consume_mode(c: AdminClient, a: Any) -> None:
+    """5.x mqadmin setConsumeMode: SET_MESSAGE_REQUEST_MODE (401), how QUERY_ASSIGNMENT serves the group."""
+    body = {"topic": a.topicName, "consumerGroup": a.consumerGroup, "mode": a.mode,
+            "popShareQueueNum": a.popShareQueueNum}
+    for addr in c.broker_addrs_of(a.brokerAddr, a.clusterName):
+        c.call(addr, 401, None, fastjson.dumps(body))
+        print(f"set consume mode to {addr} success.")
+    print(f"topic[{a.topicName}] group[{a.consumerGroup}] consume mode[{a.mode}] "
+          f"popShareQueueNum[{a.popShareQueueNum}]")
 
 
 def delete_sub_group(c: AdminClient, a: Any) -> None:

@@ -40,7 +40,12 @@ SPEC: dict[str, tuple[Callable, str, list]] = {
         (("-q", "--retryQueueNums"), {"type": int, "default": 1}),
         (("-r", "--retryMaxTimes"), {"type": int, "default": 16}), (("-i", "--brokerId"), {"type": int, "default": 0}),
         (("-w", "--whichBrokerWhenConsumeSlowly"), {"type": int, "default": 1}),
-        (("-a", "--notifyConsumerIdsChanged"), {"default": "true"})]),
+        (("-a", "--notifyConsumerIdsChanged"), {"default": "true"}),
+        (("-o", "--consumeMessageOrderly"), {"default": "false"})]),
+    "setConsumeMode": (commands.set_consume_mode, "set consume mode (PULL or POP) of a group on a topic", [
+        (_B, {}), (_C, {}), (("-t", "--topicName"), {"required": True}), (_G, {"required": True}),
+        (("-m", "--mode"), {"required": True, "choices": ["PULL", "POP"]}),
+        (("-q", "--popShareQueueNum"), {"type": int, "default": 0})]),
     "deleteSubGroup": (commands.delete_sub_group, "Delete subscription group from broker", [
         (_B, {}), (_C, {}), (_G, {"required": True}), (("-r", "--removeOffset"), {"default": "false"})]),
     "consumerProgress": (commands.consumer_progress, "Query consumers's progress, speed", [

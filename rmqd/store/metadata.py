@@ -253,6 +253,11 @@ class TopicConfigManager(ConfigManager):
         self.table[tc.topic_name] = tc
         self.system_topics.add(tc.topic_name)
 
+    def add_system_topic(self, tc: TopicConfig) -> None:
+        """Add a broker-internal topic (e.g. the POP revive topic) to the table, not persisted."""
+        with self._lock:
+            self._add_system(tc)
+
     def is_system_topic(self, topic: str) -> bool:
         return topic in self.system_topics or topic.startswith("rmq_sys_")
 
@@ -370,6 +375,7 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False         # 5.x: a FIFO group (POP hands each queue out in order)
     attributes: dict = field(default_factory=dict)
 
     _MAP = (("group_name", "groupName"), ("consume_enable", "consumeEnable"),
@@ -378,10 +384,13 @@ class SubscriptionGroupConfig:
             ("retry_queue_nums", "retryQueueNums"), ("retry_max_times", "retryMaxTimes"),
             ("broker_id", "brokerId"),
             ("which_broker_when_consume_slowly", "whichBrokerWhenConsumeSlowly"),
-            ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"))
+            ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"),
+            ("consume_message_orderly", "consumeMessageOrderly"))
 
     def to_json(self) -> dict:
         d = {j: getattr(self, p) for p, j in self._MAP}
+        if not self.consume_message_orderly:       # 4.9 has no such field: written only when set (5.x)
+            del d["consumeMessageOrderly"]
         if self.attributes:
             d["attributes"] = dict(self.attributes)
         return d

@@ -113,3 +113,15 @@ def test_clone_group_offset(server, admin, broker_client):
     assert "clone group offset success" in admin("cloneGroupOffset", "-s", "AdmG6src", "-d", "AdmG6dst",
                                                  "-t", "AdmGT6", "-o", "true")
     assert server.broker.consumer_offset_manager.query_offsets("AdmG6dst", "AdmGT6") == {0: 5, 1: 7}
+
+
+def test_fifo_sub_group_and_set_consume_mode(server, admin):
+    """5.x mqadmin's `updateSubGroup -o true` (a FIFO group) and `setConsumeMode` (QUERY_ASSIGNMENT mode)."""
+    admin("updateSubGroup", "-c", "DefaultCluster", "-g", "AdmFifo", "-o", "true")
+    assert server.broker.subscription_group_manager.table["AdmFifo"].consume_message_orderly is True
+    admin("updateTopic", "-b", server.broker_addr, "-t", "AdmModeT", "-r", "2", "-w", "2")
+    out = admin("setConsumeMode", "-b", server.broker_addr, "-t", "AdmModeT", "-g", "AdmFifo", "-m", "POP")
+    assert f"set consume mode to {server.broker_addr} success." in out
+    assert server.broker.message_request_mode_manager.get("AdmModeT", "AdmFifo")["mode"] == "POP"
+    with open(os.path.join(server.store_dir, "config", "messageRequestMode.json")) as f:
+        assert json.load(f)["messageRequestModeMap"]["AdmModeT"]["AdmFifo"]["mode"] == "POP"

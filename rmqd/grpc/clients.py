@@ -1,0 +1,173 @@
+"""5.x client sessions: settings, Telemetry streams and the broker's view of gRPC clients.
+
+Each client (``x-mq-client-id``) gets a :class:`GrpcChannel`, a stand-in for a remoting connection,
+registered with the broker's producer and consumer managers like a 4.x client's channel: so admin
+views list 5.x clients, idle ones expire (no heartbeat for ``grpcClientIdleTimeMills``), and the
+transaction check service reaches a 5.x producer through the same ``invoke_oneway`` — the channel
+turns a CHECK_TRANSACTION_STATE into a RecoverOrphanedTransactionCommand on the client's Telemetry
+stream.  A transactional 5.x message carries the producer group :func:`producer_group_of` its topic.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Optional
+
+from rmqd.grpc.convert import to_grpc_message
+from rmqd.grpc.pb import definition_pb2 as d
+from rmqd.grpc.pb import service_pb2 as s
+from rmqd.processors.client_manager import ClientChannelInfo
+from rmqd.remoting.codes import RequestCode, Version
+from rmqd.store.message import decode_message
+
+log = logging.getLogger(__name__)
+
+MAX_PENDING_COMMANDS = 1024
+
+
+def producer_group_of(topic: str) -> str:
+    """The producer group (``PGROUP``) of 5.x transactional messages of ``topic``."""
+    return f"CID_RMQ_SYS_GRPC_{topic}"
+
+
+def transaction_id_of(commit_log_offset: int, queue_offset: int, msg_id: str) -> str:
+    """What rmqd hands a 5.x producer as a transaction id: enough to end the transaction later."""
+    return f"{commit_log_offset:x}:{queue_offset:x}:{msg_id}"
+
+
+def parse_transaction_id(text: str) -> tuple[int, int, str]:
+    """(commit-log offset, half queue offset, message id); ValueError if not one of ours."""
+    cl, qo, msg_id = text.split(":", 2)
+    return int(cl, 16), int(qo, 16), msg_id
+
+
+class GrpcChannel:
+    """One 5.x client as the broker's client managers see it."""
+
+    def __init__(self, client_id: str, peer: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.client_id = client_id
+        host, _, port = peer.rpartition(":")
+        self.peer_host = host.strip("[]") or "127.0.0.1"
+        self.peer_port = int(port) if port.isdigit() else 0
+        self.remote_address = f"{self.peer_host}:{self.peer_port}"
+        self.loop = loop
+        self.closed = False
+        self.settings: Optional[Any] = None
+        self.language = "JAVA"
+        self.outbox: Optional[asyncio.Queue] = None      # the open Telemetry stream's outgoing commands
+        self.last_seen = time.monotonic()
+        self.on_close: Optional[Any] = None               # (channel) -> None: the manager forgets it
+
+    def send_command(self, cmd: Any) -> bool:
+        """Queue a TelemetryCommand for the client (any thread); False when it has no stream."""
+        box = self.outbox
+        if box is None or self.closed:
+            return False
+
+        def put() -> None:
+            if box.qsize() < MAX_PENDING_COMMANDS:
+                box.put_nowait(cmd)
+            else:
+                log.warning("gRPC client %s: telemetry backlog full, dropping a command", self.client_id)
+
+        try:
+            self.loop.call_soon_threadsafe(put)
+        except RuntimeError:
+            return False
+        return True
+
+    # --- the remoting-connection surface the broker's managers use ------------------------------
+    def invoke_oneway(self, request: Any) -> None:
+        if request.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self._recover_orphaned(request)
+        # NOTIFY_CONSUMER_IDS_CHANGED and friends mean nothing to a 5.x client (it asks QueryAssignment)
+
+    async def invoke(self, request: Any, timeout: float = 3.0) -> Any:
+        """Remoting calls to a client (running info, consume directly, status) have no gRPC equivalent here."""
+        raise RuntimeError(f"the RocketMQ 5 gRPC client {self.client_id} does not answer request code {request.code}")
+
+    def _recover_orphaned(self, request: Any) -> None:
+        m = decode_message(bytes(request.body))
+        ext = request.ext_fields or {}
+        tid = transaction_id_of(int(ext["commitLogOffset"]), int(ext["tranStateTableOffset"]),
+                                m.properties.get("UNIQ_KEY") or ext.get("msgId", ""))
+        cmd = s.TelemetryCommand(recover_orphaned_transaction_command=s.RecoverOrphanedTransactionCommand(
+            message=to_grpc_message(m), transaction_id=tid))
+        if not self.send_command(cmd):
+            log.warning("transaction check of %s: gRPC client %s has no telemetry stream", tid, self.client_id)
+
+    def close(self) -> None:
+        """Expired (no heartbeat) or terminated: end its Telemetry stream and forget it."""
+        self.closed = True
+        if self.on_close is not None:
+            self.on_close(self)
+        box = self.outbox
+        if box is not None:
+            try:
+                self.loop.call_soon_threadsafe(box.put_nowait, None)      # ends the Telemetry stream
+            except RuntimeError:
+                pass
+
+
+class GrpcClientManager:
+    """client id -> GrpcChannel, kept in step with the broker's producer and consumer managers."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.channels: dict[str, GrpcChannel] = {}
+
+    def channel(self, client_id: str, peer: str) -> GrpcChannel:
+        ch = self.channels.get(client_id)
+        if ch is None or ch.closed:
+            ch = self.channels[client_id] = GrpcChannel(client_id, peer, asyncio.get_running_loop())
+            ch.on_close = self._forget
+        ch.last_seen = time.monotonic()
+        return ch
+
+    def _info(self, ch: GrpcChannel) -> ClientChannelInfo:
+        return ClientChannelInfo(ch, ch.client_id, ch.language, Version.V4_9_8)
+
+    def on_settings(self, ch: GrpcChannel, settings: Any) -> None:
+        """A client's Settings: remember them and register it as a producer or consumer."""
+        ch.settings = settings
+        ch.language = d.Language.Name(settings.user_agent.language) if settings.user_agent.language else "JAVA"
+        self.touch(ch)
+
+    def touch(self, ch: GrpcChannel) -> None:
+        """Heartbeat: refresh the client's registrations (blocking-free, in memory)."""
+        st = ch.settings
+        if st is None:
+            return
+        info = self._info(ch)
+        if st.HasField("publishing"):
+            for t in st.publishing.topics:
+                self.broker.producer_manager.register(producer_group_of(t.name), info)
+        elif st.HasField("subscription") and st.subscription.group.name:
+            subs = []
+            for e in st.subscription.subscriptions:
+                etype = "SQL92" if e.expression.type == d.SQL else "TAG"
+                subs.append({"topic": e.topic.name, "subString": e.expression.expression or "*",
+                             "expressionType": etype, "tagsSet": [], "codeSet": [], "classFilterMode": False,
+                             "subVersion": int(time.time() * 1000)})
+            try:
+                self.broker.consumer_manager.register(st.subscription.group.name, info, "CONSUME_POP", "CLUSTERING",
+                                                      "CONSUME_FROM_LAST_OFFSET", subs, notify=False)
+            except Exception:
+                log.exception("registering gRPC consumer %s of %s failed", ch.client_id, st.subscription.group.name)
+
+    def _forget(self, ch: GrpcChannel) -> None:
+        if self.channels.get(ch.client_id) is ch:
+            del self.channels[ch.client_id]
+
+    def terminate(self, client_id: str) -> None:
+        ch = self.channels.pop(client_id, None)
+        if ch is None:
+            return
+        self.broker.producer_manager.do_channel_close(ch)
+        self.broker.consumer_manager.do_channel_close(ch)
+        ch.close()
+
+    def close_all(self) -> None:
+        for cid in list(self.channels):
+            self.terminate(cid)

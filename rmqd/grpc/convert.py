@@ -1,0 +1,145 @@
+"""5.x gRPC messages <-> the 4.x stored format, as the 5.x proxy maps them.
+
+message_id <-> ``UNIQ_KEY``; tag <-> ``TAGS``; keys <-> ``KEYS`` (space-joined); message_group <->
+``__SHARDINGKEY``; delivery_timestamp <-> ``TIMER_DELIVER_MS``; TRANSACTION <-> ``TRAN_MSG=true``
++ ``PGROUP``; trace_context <-> ``TRACE_CONTEXT``; receipt_handle <- POP_CK + commit-log offset;
+delivery_attempt = reconsumeTimes + 1.  User properties travel as ordinary properties both ways, so
+a 4.x client reading what a 5.x client sent (and the other way round) sees the same ids, tags, keys
+and properties.
+"""
+from __future__ import annotations
+
+import hashlib
+import zlib
+from typing import Any, Optional
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from rmqd.grpc.pb import definition_pb2 as d
+from rmqd.pop.extra_info import ReceiptHandle
+from rmqd.store.message import StoredMessage
+
+UNIQ_KEY, TAGS, KEYS, SHARDING_KEY = "UNIQ_KEY", "TAGS", "KEYS", "__SHARDINGKEY"
+TIMER_DELIVER_MS, DELAY, TRAN_MSG, PGROUP = "TIMER_DELIVER_MS", "DELAY", "TRAN_MSG", "PGROUP"
+TRACE_CONTEXT, RETRY_TOPIC = "TRACE_CONTEXT", "RETRY_TOPIC"
+# properties the broker or the 4.x client own: never shown as user properties
+SYSTEM_PROPERTY_NAMES = frozenset({
+    UNIQ_KEY, TAGS, KEYS, SHARDING_KEY, TIMER_DELIVER_MS, DELAY, TRAN_MSG, PGROUP, TRACE_CONTEXT, RETRY_TOPIC,
+    "WAIT", "CLUSTER", "MIN_OFFSET", "MAX_OFFSET", "REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS",
+    "TIMER_DEQUEUE_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "POP_CK", "1ST_POP_TIME", "ORIGIN_MESSAGE_ID",
+    "CONSUME_START_TIME", "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS", "MSG_REGION", "TRACE_ON",
+    "__transactionId__", "INNER_NUM", "INNER_BASE", "BORN_HOST",
+})
+# The proxy refuses user properties that collide with these (ILLEGAL_MESSAGE_PROPERTY_KEY).
+RESERVED_USER_KEYS = SYSTEM_PROPERTY_NAMES
+
+
+def ms_to_timestamp(ms: int) -> Timestamp:
+    ts = Timestamp()
+    ts.seconds, ts.nanos = divmod(int(ms), 1000)
+    ts.nanos *= 1_000_000
+    return ts
+
+
+def timestamp_to_ms(ts: Timestamp) -> int:
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
+
+
+def duration_ms(dur: Duration) -> int:
+    return dur.seconds * 1000 + dur.nanos // 1_000_000
+
+
+def ms_to_duration(ms: int) -> Duration:
+    dur = Duration()
+    dur.seconds, rest = divmod(int(ms), 1000)
+    dur.nanos = rest * 1_000_000
+    return dur
+
+
+def message_type_of(props: dict, sys_flag: int) -> int:
+    if props.get(TRAN_MSG) == "true" or sys_flag & 0xC:
+        return d.TRANSACTION
+    if props.get(SHARDING_KEY):
+        return d.FIFO
+    if props.get(TIMER_DELIVER_MS) or props.get(DELAY):
+        return d.DELAY
+    return d.NORMAL
+
+
+def to_properties(msg: Any, producer_group: Optional[str]) -> dict[str, str]:
+    """The 4.x properties of a 5.x ``Message`` being sent (user properties first, then the system ones)."""
+    sp = msg.system_properties
+    props = dict(msg.user_properties)
+    if sp.message_id:
+        props[UNIQ_KEY] = sp.message_id
+    if sp.HasField("tag") and sp.tag:
+        props[TAGS] = sp.tag
+    if sp.keys:
+        props[KEYS] = " ".join(sp.keys)
+    if sp.HasField("message_group") and sp.message_group:
+        props[SHARDING_KEY] = sp.message_group
+    if sp.HasField("delivery_timestamp"):
+        props[TIMER_DELIVER_MS] = str(timestamp_to_ms(sp.delivery_timestamp))
+    if sp.message_type == d.TRANSACTION:
+        props[TRAN_MSG] = "true"
+        if producer_group:
+            props[PGROUP] = producer_group
+    if sp.HasField("trace_context") and sp.trace_context:
+        props[TRACE_CONTEXT] = sp.trace_context
+    props["WAIT"] = "true"
+    return props
+
+
+def body_digest(body: bytes) -> Any:
+    """MD5, upper-case hex, as the proxy sends it (clients format CRC32 differently, MD5 alike)."""
+    return d.Digest(type=d.MD5, checksum=hashlib.md5(body).hexdigest().upper())
+
+
+def to_grpc_message(m: StoredMessage, topic: Optional[str] = None, receipt: Optional[ReceiptHandle] = None,
+                    invisible_ms: Optional[int] = None, namespace: str = "") -> Any:
+    """A stored record as the 5.x ``Message`` a consumer receives (``topic``: the real topic of a
+    retry-topic redelivery)."""
+    props = m.properties
+    body = m.body
+    encoding = d.IDENTITY
+    if m.sys_flag & 0x1:          # COMPRESSED: 4.x clients zlib-deflate bodies
+        try:
+            body = zlib.decompress(body)
+        except zlib.error:
+            pass
+    sp = d.SystemProperties(
+        message_id=props.get(UNIQ_KEY) or m.msg_id,
+        body_digest=body_digest(body),
+        body_encoding=encoding,
+        message_type=message_type_of(props, m.sys_flag),
+        born_timestamp=ms_to_timestamp(m.born_timestamp),
+        born_host=m.born_host[0],
+        store_timestamp=ms_to_timestamp(m.store_timestamp),
+        store_host=f"{m.store_host[0]}:{m.store_host[1]}",
+        queue_id=m.queue_id,
+        queue_offset=m.queue_offset,
+        delivery_attempt=m.reconsume_times + 1,
+    )
+    tag = props.get(TAGS)
+    if tag:
+        sp.tag = tag
+    keys = props.get(KEYS)
+    if keys:
+        sp.keys.extend(k for k in keys.split(" ") if k)
+    group = props.get(SHARDING_KEY)
+    if group:
+        sp.message_group = group
+    deliver = props.get(TIMER_DELIVER_MS)
+    if deliver and deliver.lstrip("-").isdigit():
+        sp.delivery_timestamp.CopyFrom(ms_to_timestamp(int(deliver)))
+    trace = props.get(TRACE_CONTEXT)
+    if trace:
+        sp.trace_context = trace
+    if receipt is not None:
+        sp.receipt_handle = receipt.encode()
+    if invisible_ms is not None:
+        sp.invisible_duration.CopyFrom(ms_to_duration(invisible_ms))
+    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_NAMES}
+    return d.Message(topic=d.Resource(resource_namespace=namespace, name=topic or m.topic),
+                     user_properties=user, system_properties=sp, body=body)

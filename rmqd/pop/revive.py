@@ -1,0 +1,245 @@
+"""The revive half of :class:`rmqd.pop.service.PopService`: the revive log and the revive thread.
+
+- **Revive log**: every checkpoint (``ck``) and ack (``ack``/``bAck``) is a message of
+  ``rmq_sys_REVIVE_LOG_<cluster>`` (queue = reviveQid) in the CommitLog, written before the state it
+  records is used. On start the revive queues are replayed from the revive progress (the lowest live
+  checkpoint record, kept as the offset of ``CID_RMQ_SYS_REVIVE_GROUP``), rebuilding every open checkpoint.
+- **Revive thread**: when a checkpoint's invisible time has passed, each un-acked message is stored
+  again in the POP retry topic ``%RETRY%<group>_<topic>`` with reconsumeTimes + 1 (same UNIQ_KEY, so the
+  same message id), or in ``%DLQ%<group>`` past the group's ``retryMaxTimes``; a ``bAck`` record then
+  marks them done. Orderly checkpoints are not revived (the next orderly pop hands them out again).
+
+A mixin: it works on the state PopService keeps (``_cks``, ``_heap``, ``_order_cks``, ``_lock``/``_cond``,
+``_writing``, ``store``, ``topics``, ``groups``, ``offsets``, ``revive_topic``, ``revive_queue_num``).
+"""
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from typing import Any, Optional
+
+from rmqd.pop.checkpoint import (ACK_TAG, BATCH_ACK_TAG, CK_TAG, PopCheckPoint, ack_record, now_ms,
+                                 parse_ack_record)
+from rmqd.pop.codes import PopError
+from rmqd.pop.extra_info import pop_retry_topic
+from rmqd.remoting.codes import ResponseCode
+from rmqd.store.message import (MessageToStore, decode_message, decode_properties, encode_properties,
+                                find_property, tags_code_of)
+from rmqd.store.message_store import GetMessageStatus
+from rmqd.store.metadata import PERM_READ, PERM_WRITE, TopicConfig, dlq_topic
+
+log = logging.getLogger(__name__)
+
+REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
+_S = GetMessageStatus
+_PROGRESS_INTERVAL_S = 1.0
+_REVIVE_RETRY_MS = 1000
+
+
+class ReviveMixin:
+    def _append(self, tag: str, body: bytes, revive_qid: int) -> int:
+        """Append one record to the revive queue; returns its queue offset."""
+        if self.topics.get(self.revive_topic) is None:
+            self.topics.add_system_topic(TopicConfig(self.revive_topic, self.revive_queue_num,
+                                                     self.revive_queue_num, PERM_READ | PERM_WRITE))
+        props = encode_properties({"TAGS": tag, "WAIT": "false"})
+        now = now_ms()
+        host = self.store_host()
+        msg = MessageToStore(self.revive_topic, revive_qid, body, props, 0, 0, now, host, host, 0, 0,
+                             tags_code_of(props))
+        result = self.store.put_message(msg)
+        if not result.ok:
+            raise PopError(ResponseCode.SYSTEM_ERROR, f"writing the {tag} record failed: {result.status.name}")
+        return result.queue_offset
+
+    def _add_checkpoint(self, ck: PopCheckPoint) -> None:
+        """Write the ``ck`` record, then make the checkpoint live (the revive progress stays below it meanwhile)."""
+        with self._lock:
+            self._writing[ck.revive_qid] = self._writing.get(ck.revive_qid, 0) + 1
+        try:
+            ck.revive_offset = self._append(CK_TAG, ck.ck_record(), ck.revive_qid)
+            with self._cond:
+                self._cks[ck.key] = ck
+                if ck.order:                     # handed out again by the next orderly pop, not revived
+                    self._order_cks.setdefault((ck.topic, ck.group, ck.queue_id), []).append(ck)
+                    return
+                heapq.heappush(self._heap, (ck.deadline, next(self._seq), ck.key))
+                if self._heap[0][2] == ck.key:
+                    self._cond.notify()
+        finally:
+            with self._lock:
+                n = self._writing[ck.revive_qid] - 1
+                if n:
+                    self._writing[ck.revive_qid] = n
+                else:
+                    del self._writing[ck.revive_qid]
+
+    def _replay(self) -> None:
+        """Rebuild the open checkpoints from the revive queues (start-up)."""
+        count = 0
+        for q in range(self.revive_queue_num):
+            off = self.offsets.query_offset(REVIVE_GROUP, self.revive_topic, q)
+            off = max(off, self.store.get_min_offset(self.revive_topic, q))
+            while True:
+                res = self.store.get_messages(self.revive_topic, q, off, 256)
+                if not res.buffers:
+                    if res.status in (_S.OFFSET_TOO_SMALL, _S.OFFSET_FOUND_NULL) and res.next_begin_offset > off:
+                        off = res.next_begin_offset
+                        continue
+                    break
+                try:
+                    for buf, qoff in zip(res.buffers, res.queue_offsets):
+                        self._replay_record(decode_message(buf), qoff)
+                        count += 1
+                finally:
+                    res.release()
+                off = res.next_begin_offset
+        for ck in list(self._cks.values()):
+            if ck.done():
+                del self._cks[ck.key]
+                continue
+            if ck.order:
+                self._order_cks.setdefault((ck.topic, ck.group, ck.queue_id), []).append(ck)
+            else:
+                heapq.heappush(self._heap, (ck.deadline, next(self._seq), ck.key))
+            nxt = max(ck.offsets) + 1      # the pop offset may not have been persisted before a crash
+            if self.offsets.query_offset(ck.group, ck.topic, ck.queue_id) < nxt:
+                self.offsets.commit_offset("", ck.group, ck.topic, ck.queue_id, nxt)
+        if count:
+            log.info("POP: replayed %d revive records, %d checkpoints open", count, len(self._cks))
+
+    def _replay_record(self, m: Any, queue_offset: int) -> None:
+        tag = m.properties.get("TAGS")
+        try:
+            if tag == CK_TAG:
+                ck = PopCheckPoint.from_ck_record(m.body, queue_offset)
+                old = self._cks.get(ck.key)
+                if old is None:
+                    self._cks[ck.key] = ck
+                else:                               # a renewal: the same checkpoint, invisible for longer
+                    old.invisible_time = max(old.invisible_time, ck.invisible_time)
+            elif tag in (ACK_TAG, BATCH_ACK_TAG):
+                key, offs = parse_ack_record(m.body)
+                ck = self._cks.get(key)
+                if ck is not None:
+                    ck.acked.update(offs)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("POP: skipping revive record at %s/%d: %r", self.revive_topic, queue_offset, exc)
+
+    def _persist_progress(self) -> None:
+        """Commit, per revive queue, the offset below which every record is settled."""
+        with self._lock:
+            lowest: dict[int, int] = {}
+            for ck in self._cks.values():
+                if ck.revive_offset >= 0 and ck.revive_offset < lowest.get(ck.revive_qid, 1 << 62):
+                    lowest[ck.revive_qid] = ck.revive_offset
+            writing = set(self._writing)
+            maxes = {q: self.store.get_max_offset(self.revive_topic, q) for q in range(self.revive_queue_num)}
+        for q in range(self.revive_queue_num):
+            if q in writing:
+                continue
+            progress = lowest.get(q, maxes[q])
+            committed = self.offsets.query_offset(REVIVE_GROUP, self.revive_topic, q)
+            if progress != committed and (progress > 0 or committed >= 0):    # nothing ever written: no entry
+                self.offsets.commit_offset("", REVIVE_GROUP, self.revive_topic, q, progress)
+
+    # ------------------------------------------------------------------ revive
+    def _revive_loop(self) -> None:
+        last_progress = time.monotonic()
+        while True:
+            due: list[PopCheckPoint] = []
+            with self._cond:
+                if not self._running:
+                    return
+                now = now_ms()
+                while self._heap and self._heap[0][0] <= now:
+                    _, _, key = heapq.heappop(self._heap)
+                    ck = self._cks.get(key)
+                    if ck is not None and ck.deadline <= now:
+                        due.append(ck)
+                if not due:
+                    wait = (self._heap[0][0] - now) / 1000.0 if self._heap else _PROGRESS_INTERVAL_S
+                    self._cond.wait(min(max(wait, 0.005), _PROGRESS_INTERVAL_S))
+            for ck in due:
+                try:
+                    self._revive(ck)
+                except Exception:
+                    log.exception("POP: reviving %s failed; retrying in %d ms", ck.key, _REVIVE_RETRY_MS)
+                    with self._cond:
+                        if self._cks.get(ck.key) is ck:
+                            heapq.heappush(self._heap, (now_ms() + _REVIVE_RETRY_MS, next(self._seq), ck.key))
+            if time.monotonic() - last_progress >= _PROGRESS_INTERVAL_S:
+                last_progress = time.monotonic()
+                try:
+                    self._persist_progress()
+                except Exception:
+                    log.exception("POP: persisting the revive progress failed")
+
+    def _revive(self, ck: PopCheckPoint) -> None:
+        with self._lock:
+            pending = ck.unacked()
+        done: list[int] = []
+        for off in pending:
+            res = self.store.get_messages(ck.topic, ck.queue_id, off, 1)
+            try:
+                if not res.buffers or res.queue_offsets[0] != off:
+                    log.warning("POP: message %s/%d@%d to revive for %s is gone (%s)", ck.topic, ck.queue_id, off,
+                                ck.group, res.status.name)
+                    done.append(off)
+                    continue
+                self._revive_message(ck, decode_message(bytes(res.buffers[0])))
+                done.append(off)
+            finally:
+                res.release()
+        if done:
+            tag, body = ack_record(ck.key, self.broker_name, done)
+            self._append(tag, body, ck.revive_qid)
+        with self._lock:
+            ck.acked.update(done)
+            if ck.done() and self._cks.get(ck.key) is ck:
+                del self._cks[ck.key]
+
+    def _revive_message(self, ck: PopCheckPoint, m: Any) -> None:
+        """Store an un-acked message again: POP retry topic, or the DLQ after the group's max attempts."""
+        props = decode_properties(m.properties_str)
+        real = props.get(PROPERTY_RETRY_TOPIC) or ck.topic
+        sg = self.groups.find(ck.group)
+        max_times = sg.retry_max_times if sg is not None else 16
+        reconsume = m.reconsume_times + 1
+        if reconsume > max_times:
+            self._to_dlq(ck.group, real, m, reconsume, ck.pop_time)
+            return
+        else:
+            target = ck.topic if ck.topic.startswith("%RETRY%") else pop_retry_topic(ck.group, ck.topic)
+            if self.topics.get(target) is None:
+                self.topics.create_topic_in_send_message_back_method(target, 1, PERM_READ | PERM_WRITE, 0)
+        self._store_again(target, m, props, real, reconsume, ck.pop_time)
+        self.revived += 1
+
+    def _store_again(self, target: str, m: Any, props: dict, real: str, reconsume: int, pop_time: int) -> None:
+        props.setdefault(PROPERTY_RETRY_TOPIC, real)
+        props.setdefault(PROPERTY_FIRST_POP_TIME, str(pop_time))
+        props.pop("DELAY", None)
+        encoded = encode_properties(props)
+        msg = MessageToStore(target, 0, m.body, encoded, m.flag, m.sys_flag & ~0xC, m.born_timestamp, m.born_host,
+                             self.store_host(), reconsume, 0, tags_code_of(encoded),
+                             find_property(encoded, "KEYS"), find_property(encoded, "UNIQ_KEY"))
+        result = self.store.put_message(msg)
+        if not result.ok:
+            raise RuntimeError(f"storing the message again in {target} failed: {result.status.name}")
+
+    def _to_dlq(self, group: str, real: str, m: Any, reconsume: int, pop_time: Optional[int] = None) -> None:
+        """``m`` reached the group's max attempts: store it in ``%DLQ%<group>``."""
+        target = dlq_topic(group)
+        self.topics.create_topic_in_send_message_back_method(target, 1, PERM_READ | PERM_WRITE, 0)
+        props = decode_properties(m.properties_str)
+        real = props.get(PROPERTY_RETRY_TOPIC) or real
+        self._store_again(target, m, props, real, reconsume, pop_time or now_ms())
+        self.to_dlq += 1
+        if self.on_dlq is not None:
+            self.on_dlq(group, real)
+        log.info("POP: %s of %s reached %d attempts; moved to %s", props.get("UNIQ_KEY"), real, reconsume, target)
+

@@ -1,0 +1,126 @@
+"""Server-side rebalance for 5.x remoting consumers: QUERY_ASSIGNMENT 400, SET_MESSAGE_REQUEST_MODE 401.
+
+Java: ``QueryAssignmentProcessor`` and ``MessageRequestModeManager`` (``config/messageRequestMode.json``).
+A (topic, group) is in PULL mode (default, ``defaultMessageRequestMode``) or POP mode (5.x mqadmin
+``setConsumeMode``).  PULL: the broker spreads the topic's queues over the group's live clients
+(AllocateMessageQueueAveragely); POP: every client gets the broker's queue ``-1`` and pops from all
+queues.  BROADCASTING: every queue to everyone.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Optional
+
+import orjson
+
+from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.command import RemotingCommand, error_response, new_response
+from rmqd.store.metadata import ConfigManager
+
+if TYPE_CHECKING:
+    from rmqd.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+QUERY_ASSIGNMENT = 400
+SET_MESSAGE_REQUEST_MODE = 401
+PULL, POP = "PULL", "POP"
+
+
+class MessageRequestModeManager(ConfigManager):
+    """``messageRequestMode.json``: ``{"messageRequestModeMap": {topic: {group: body}}}``."""
+
+    file_name = "messageRequestMode.json"
+
+    def __init__(self, config_dir: str) -> None:
+        super().__init__(config_dir)
+        self.table: dict[str, dict[str, dict]] = {}
+
+    def encode(self) -> dict:
+        return {"messageRequestModeMap": self.table}
+
+    def decode(self, data: dict) -> None:
+        self.table = {t: dict(g) for t, g in (data.get("messageRequestModeMap") or {}).items()}
+
+    def get(self, topic: str, group: str) -> Optional[dict]:
+        return (self.table.get(topic) or {}).get(group)
+
+    def set(self, body: dict) -> None:
+        with self._lock:
+            self.table.setdefault(body["topic"], {})[body["consumerGroup"]] = body
+        self.persist()
+
+
+def allocate_averagely(mqs: list, cids: list[str], cid: str) -> list:
+    """AllocateMessageQueueAveragely (Java's default strategy)."""
+    if cid not in cids or not mqs:
+        return []
+    index = cids.index(cid)
+    mod = len(mqs) % len(cids)
+    if len(mqs) <= len(cids):
+        size = 1
+    else:
+        size = len(mqs) // len(cids) + (1 if mod > 0 and index < mod else 0)
+    start = index * size if mod > 0 and index < mod else index * size + mod
+    rng = min(size, len(mqs) - start)
+    return [mqs[(start + i) % len(mqs)] for i in range(max(rng, 0))]
+
+
+class AssignmentProcessor:
+    def __init__(self, broker: "BrokerController", modes: MessageRequestModeManager) -> None:
+        self.broker = broker
+        self.modes = modes
+
+    def _mode(self, topic: str, group: str) -> dict:
+        body = self.modes.get(topic, group)
+        if body is not None:
+            return body
+        mode = PULL if topic.startswith("%RETRY%") else str(getattr(self.broker.config, "defaultMessageRequestMode",
+                                                                     PULL)).upper()
+        return {"topic": topic, "consumerGroup": group, "mode": mode, "popShareQueueNum": 0}
+
+    def query_assignment(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        body = orjson.loads(bytes(request.body or b"{}"))
+        topic, group, cid = body.get("topic"), body.get("consumerGroup"), body.get("clientId")
+        model = body.get("messageModel") or "CLUSTERING"
+        if not topic or not group:
+            return error_response(ResponseCode.SYSTEM_ERROR, "topic and consumerGroup are required")
+        mode = self._mode(topic, group)
+        tc = self.broker.topic_config_manager.get(topic)
+        name = self.broker.config.brokerName
+        assigned: Optional[list] = None
+        if tc is not None:
+            mqs = [{"topic": topic, "brokerName": name, "queueId": q} for q in range(tc.read_queue_nums)]
+            if model == "BROADCASTING":
+                assigned = mqs
+            elif mode["mode"] == POP:
+                assigned = [{"topic": topic, "brokerName": name, "queueId": -1}]
+            else:
+                info = self.broker.consumer_manager.get(group)
+                cids = sorted(info.client_ids()) if info is not None else []
+                assigned = allocate_averagely(mqs, cids, cid) if cids else None
+        out = None if assigned is None else [{"messageQueue": mq, "mode": mode["mode"], "attachments": {}}
+                                             for mq in assigned]
+        return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps({"messageQueueAssignments": out}))
+
+    def set_message_request_mode(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        body = orjson.loads(bytes(request.body or b"{}"))
+        topic, group = body.get("topic"), body.get("consumerGroup")
+        mode = str(body.get("mode") or PULL).upper()
+        if not topic or not group or mode not in (PULL, POP):
+            return error_response(ResponseCode.SYSTEM_ERROR, "topic, consumerGroup and mode (PULL or POP) are required")
+        if topic.startswith("%RETRY%"):
+            return error_response(ResponseCode.NO_PERMISSION, "retry topic is not allowed to set mode")
+        self.modes.set({"topic": topic, "consumerGroup": group, "mode": mode,
+                        "popShareQueueNum": int(body.get("popShareQueueNum") or 0)})
+        return new_response(ResponseCode.SUCCESS)
+
+
+def install(broker: "BrokerController") -> AssignmentProcessor:
+    modes = MessageRequestModeManager(broker.store_config.config_dir)
+    modes.load()                  # at construction, before the loop runs (a missing file is fine)
+    broker.message_request_mode_manager = modes
+    proc = AssignmentProcessor(broker, modes)
+    broker.dispatcher.register(QUERY_ASSIGNMENT, proc.query_assignment, broker.pools["client"])
+    broker.dispatcher.register(SET_MESSAGE_REQUEST_MODE, proc.set_message_request_mode, broker.pools["admin"])
+    return proc

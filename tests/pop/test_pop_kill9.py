@@ -1,0 +1,65 @@
+"""POP state survives kill -9: un-acked messages come back after their invisible time, acked ones
+never do, and nothing is handed out twice while still invisible."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from pop.pop_helpers import ack, create_group, create_topic, extra_info, pop, popped, send
+from rmqd.remoting.client import BlockingClient
+
+READY = re.compile(r"broker (127\.0\.0\.1:\d+)")
+
+
+def start(store: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "--namesrv-port", "0",
+                             "--broker-port", "0", "--console-port", "0", "--grpc-port", "0", "--store-dir", store],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if line.startswith("rmqd ready:"):
+            return proc, READY.search(line).group(1)
+    proc.kill()
+    raise RuntimeError("rmqd did not start")
+
+
+def test_kill9_in_the_middle_of_the_invisible_time(tmp_path):
+    store = str(tmp_path / "store")
+    proc, addr = start(store)
+    try:
+        c = BlockingClient(addr)
+        create_topic(c, "K9")
+        create_group(c, "K9G")
+        uniq = [send(c, "K9", f"k{i}".encode()) for i in range(4)]
+        resp = pop(c, "K9", "K9G", invisible=3000)
+        msgs = popped(resp)
+        assert len(msgs) == 4
+        for m in msgs[:2]:
+            assert ack(c, "K9", "K9G", extra_info(resp, m), m.queue_offset).code == 0
+        c.close()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    proc, addr = start(store)
+    try:
+        c = BlockingClient(addr)
+        first = pop(c, "K9", "K9G", invisible=60000, poll=0)
+        assert first.code == 210            # still invisible: not handed out again before the deadline
+        got = []
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and len(got) < 2:
+            got += popped(pop(c, "K9", "K9G", invisible=60000, poll=1000))
+        assert sorted(m.properties["UNIQ_KEY"] for m in got) == sorted(uniq[2:])
+        assert all(m.reconsume_times == 1 for m in got)
+        assert pop(c, "K9", "K9G", poll=1500).code == 210
+        c.close()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
