@@ -13,6 +13,8 @@ alternately, one target at a time, and prints medians and ratios:
   store-to-consume latency (S2C) windows;
 - SYNC_FLUSH sends at 16 threads, next to the disk's fsync-bound limit measured with ``dd oflag=dsync``
   (1 KB writes) in the same run;
+- the send points against a null broker that stores nothing (``--no-ceiling`` skips them): what the
+  benchmark producer itself reaches on this machine, so the ceiling of any broker measured with it;
 - idle CPU (% of one core over 10 s with nothing sent) and RSS at idle: of the broker process, and of name
   server + broker together (what `rmqd serve`, one process, replaces: two JVMs for Java).
 
@@ -167,6 +169,32 @@ class RmqdTarget(Target):
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.proc = None
+
+
+class NullTarget(Target):
+    """A null broker (bench_e2e.NULL_BROKER: routes every topic to itself, answers each send at once,
+    stores nothing): what the benchmark client itself reaches on this machine, the ceiling of any broker."""
+    name = "null"
+
+    def __init__(self, workdir: str) -> None:
+        self.proc: Optional[subprocess.Popen] = None
+
+    def start(self, props: dict[str, str]) -> None:
+        from bench_e2e import NULL_BROKER
+        self.proc = subprocess.Popen([sys.executable, "-c", NULL_BROKER], stdout=subprocess.PIPE, text=True)
+        m = re.search(r"listening on (127\.0\.0\.1:\d+)", self.proc.stdout.readline())
+        if not m:
+            self.stop()
+            raise RuntimeError("the null broker did not start")
+        self.namesrv = self.broker_addr = m.group(1)
+        self.pid = self.proc.pid
+        self.server_pids = (self.proc.pid,)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
         self.proc = None
 
 
@@ -362,6 +390,8 @@ def run_pass(target: Target, args: argparse.Namespace, results: dict) -> None:
         print(f"  {target.name:5} {key:22} {json.dumps(value)}", flush=True)
 
     points = set(args.points)
+    if target.name == "null":            # the client's own ceiling: send points only
+        points &= {"send", "big"}
     target.start({})
     try:
         if "idle" in points:
@@ -398,7 +428,7 @@ def run_pass(target: Target, args: argparse.Namespace, results: dict) -> None:
 
 
 def summarize(results: dict, dsync: list[float]) -> None:
-    print("\n| measure | rmqd | Java 4.9.8 | ratio |\n|---|---:|---:|---:|")
+    print("\n| measure | rmqd | Java 4.9.8 | ratio | null broker (client ceiling) |\n|---|---:|---:|---:|---:|")
 
     def med(key: str, name: str, field: str) -> Optional[float]:
         vals = [r[field] for r in results.get(key, {}).get(name, []) if r.get(field) == r.get(field)]
@@ -409,14 +439,16 @@ def summarize(results: dict, dsync: list[float]) -> None:
         ratio = "" if a is None or b is None or not b or not a else f"{(a / b if higher_better else b / a):.2f}x"
         fa = fmt.format(a) if a is not None else "-"
         fb = fmt.format(b) if b is not None else "-"
-        print(f"| {label} | {fa} | {fb} | {ratio} |")
+        c = med(key, "null", field)
+        fc = fmt.format(c) if c is not None else ""
+        print(f"| {label} | {fa} | {fb} | {ratio} | {fc} |")
 
     def cpu_row(label: str, key: str) -> None:
         cells = []
-        for name in ("rmqd", "java"):
+        for name in ("rmqd", "java", "null"):
             b, c = med(key, name, "broker_cores"), med(key, name, "client_cores")
-            cells.append("-" if b is None else f"{b:.2f} / {c:.2f}")
-        print(f"| {label} CPU, broker / client JVM (cores) | {cells[0]} | {cells[1]} | |")
+            cells.append("" if b is None else f"{b:.2f} / {c:.2f}")
+        print(f"| {label} CPU, broker / client JVM (cores) | {cells[0] or '-'} | {cells[1] or '-'} | | {cells[2]} |")
 
     def size_order(key: str) -> tuple:
         m = re.match(r"send (\d+)KB x(\d+)", key)
@@ -456,6 +488,8 @@ def main() -> None:
     ap.add_argument("--points", nargs="+", default=list(POINTS), choices=POINTS,
                     help="which measurements to take (default: all)")
     ap.add_argument("--quick", action="store_true", help="1 pass, 1 window, 300k backlog")
+    ap.add_argument("--no-ceiling", dest="ceiling", action="store_false",
+                    help="skip the send points against a null broker (the benchmark client's own ceiling)")
     ap.add_argument("--json", help="write the raw results here")
     ap.add_argument("--no-prime", action="store_true", help="skip touching the free RAM first (see prime_memory)")
     args = ap.parse_args()
@@ -472,8 +506,11 @@ def main() -> None:
     try:
         for p in range(args.passes):
             dsync.append(dsync_limit(workdir))
-            for target in (RmqdTarget(workdir), JavaTarget(workdir)):
-                if args.only and target.name != args.only:
+            targets = [RmqdTarget(workdir), JavaTarget(workdir)]
+            if args.ceiling:
+                targets.append(NullTarget(workdir))
+            for target in targets:
+                if args.only and target.name not in (args.only, "null"):
                     continue
                 print(f"pass {p + 1}: {target.name}", flush=True)
                 run_pass(target, args, results)
