@@ -3,6 +3,7 @@ the Grafana dashboard's queries, the unit-suffix naming rule."""
 from __future__ import annotations
 
 import os
+import re
 import time
 import urllib.request
 
@@ -12,7 +13,7 @@ import pytest
 from rmqd.admin.client import AdminClient
 from rmqd.metrics.collector import collect
 from rmqd.metrics.endpoint import MetricsEndpoint
-from rmqd.metrics.grafana import dashboard, metric_names
+from rmqd.metrics.grafana import METRIC_RE, dashboard, metric_names
 from rmqd.metrics.naming import exported_name
 from rmqd.processors.client_manager import ClientChannelInfo
 from rmqd.remoting.client import BlockingClient
@@ -192,14 +193,73 @@ def test_connections_from_heartbeats(server):
     assert not series(samples, "rocketmq_consumer_lag_messages", consumer_group="CG_HB")   # offline: no series
 
 
-def test_grafana_dashboard_queries_only_exported_metrics(server):
-    types, samples = scrape(server)
-    exported = set(types) | {n for n, _, _ in samples}
-    used = metric_names(dashboard())
-    assert used, "the dashboard queries nothing"
-    assert used - exported == set()
-    for p in dashboard()["panels"]:
-        assert p["targets"] and p["datasource"]["type"] == "prometheus"
+SELECTOR = re.compile(r"(rocketmq_[a-z0-9_]+)\s*\{([^}]*)\}")
+MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
+GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
+LEGEND = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
+LABEL_VALUES = re.compile(r"label_values\(\s*(rocketmq_[a-z0-9_]+)\s*(?:\{[^}]*\})?\s*,\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)")
+
+
+def query_labels(expr: str, legend: str = "") -> dict[str, set[str]]:
+    """Metric name -> the label names one dashboard query reads from it (its selector's matchers, the
+    ``by``/``without`` grouping around it, the legend's ``{{label}}``; ``label_values(m, l)``'s label)."""
+    names = set(METRIC_RE.findall(expr))
+    shared = {x.strip() for g in GROUPING.findall(expr) for x in g.split(",") if x.strip()}
+    shared |= set(LEGEND.findall(legend))
+    out = {n: set(shared) for n in names}
+    for name, body in SELECTOR.findall(expr):
+        out[name] |= set(MATCHER.findall(body))
+    for name, label in LABEL_VALUES.findall(expr):
+        out[name].add(label)
+    return out
+
+
+def dashboard_queries(d: dict) -> list[tuple[str, str]]:
+    qs = [(t["expr"], t.get("legendFormat", "")) for p in d["panels"] for t in p["targets"]]
+    return qs + [(v["definition"], "") for v in d["templating"]["list"] if v.get("definition")]
+
+
+def test_query_labels_parser():
+    got = query_labels('histogram_quantile(0.99, sum by (le, request_code) '
+                       '(rate(rocketmq_rpc_latency_milliseconds_bucket{cluster=~"$c",node_id!="x"}[5m])))', "{{request_code}}")
+    assert got == {"rocketmq_rpc_latency_milliseconds_bucket": {"le", "request_code", "cluster", "node_id"}}
+    assert query_labels('label_values(rocketmq_topic_number{cluster=~"$cluster"}, node_id)') == {
+        "rocketmq_topic_number": {"cluster", "node_id"}}
+
+
+def test_grafana_dashboard_queries_only_exported_metrics(server, admin):
+    """Every metric a dashboard query reads is a family the exporter declares (its TYPE line) with
+    series, and every label the query selects, groups by or shows in its legend is on those series.
+    The test makes its own traffic (sends, a pull, a DLQ move, an online producer and consumer), so it
+    passes alone and in any order."""
+    topic, group = "GrafanaTopic", "GrafanaGroup"
+    broker = server.broker_addr
+    admin.call(broker, RequestCode.UPDATE_AND_CREATE_TOPIC,
+               {"topic": topic, "readQueueNums": 1, "writeQueueNums": 1, "perm": 6})
+    for i in range(3):
+        admin.send(broker, topic, 0, b"g" * 50, keys=f"g{i}")
+    _, _, msgs = admin.pull(broker, topic, 0, 0, 32, group=group)
+    assert len(msgs) == 3
+    admin.call(broker, RequestCode.CONSUMER_SEND_MSG_BACK,
+               {"offset": msgs[0].commit_log_offset, "group": group, "delayLevel": -1, "originMsgId": msgs[0].msg_id,
+                "originTopic": topic, "unitMode": "false", "maxReconsumeTimes": 16})
+    with BlockingClient(broker) as c:
+        heartbeat(c, group, topic, producer_group="PG_GRAFANA")
+        types, samples = scrape(server)
+    keys: dict[str, set[str]] = {}
+    for name, labels, _ in samples:
+        keys.setdefault(name, set()).update(labels)
+    d = dashboard()
+    queries = dashboard_queries(d)
+    assert queries and all(p["targets"] and p["datasource"]["type"] == "prometheus" for p in d["panels"])
+    used = metric_names(d)
+    assert used == {m for q in queries for m in query_labels(*q)}
+    for expr, legend in queries:
+        for name, labels in query_labels(expr, legend).items():
+            fam = family_of(name, types)
+            assert fam in types, f"{name} (in {expr!r}) is no family the exporter declares"
+            assert name in keys, f"{name} (in {expr!r}) has no series after the traffic"
+            assert labels <= keys[name], f"{expr!r} reads labels {sorted(labels - keys[name])} {name} does not have"
 
 
 def test_healthz(server):
