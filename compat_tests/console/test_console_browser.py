@@ -355,11 +355,50 @@ def test_search_bodies_with_progress(browser, kit):
     assert "Nothing found" in css(browser, "#nothing-found").text
 
 
+def summary_of(section) -> dict[str, str]:
+    return {dt.text: dd.text for dt, dd in zip(section.find_elements(By.TAG_NAME, "dt"),
+                                                section.find_elements(By.TAG_NAME, "dd"))}
+
+
 def test_features_page_lists_the_extension_points(browser, kit):
     open_page(browser, kit.url() + "features", "features")
-    for name in ("compaction", "tier", "acl"):
-        assert css(browser, f"#feature-{name}").text
-    assert "not available" in css(browser, "#feature-acl").text       # ACL is off on this broker
+    assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#main h2 a")] == ["compaction", "tier", "acl"]
+    comp = css(browser, "#feature-compaction")
+    summary = summary_of(comp)
+    cfg = kit.server.broker.store.compaction.config
+    assert summary["compaction topics"] == str(len(kit.server.broker.store.compaction.topics))
+    assert (summary["threads"], summary["schedule (ms)"]) == (str(cfg.threads), str(cfg.schedule_interval_ms))
+    assert [h.text for h in comp.find_elements(By.TAG_NAME, "h3")] == ["Queues"]
+    # this broker runs neither tiered storage nor ACL: the page says so instead of showing nothing
+    assert css(browser, "#feature-tier").text == "tier: not available on this cluster."
+    assert css(browser, "#feature-acl").text == "acl: not available on this cluster."
+
+
+def test_tier_feature_page_local_and_remote(browser, tmp_path):
+    k = ConsoleKit(str(tmp_path / "store"), {"messageStorePlugIn": "tiered", "tieredBackendServiceProvider": "memory",
+                                             "tieredStoreIndexFileMaxHashSlotNum": 16,
+                                             "tieredStoreIndexFileMaxIndexNum": 256}).start()
+    try:
+        k.create_topic("BrowserTier", 2)
+        for i in range(6):
+            k.send("BrowserTier", b"t%d" % i, queue_id=i % 2, keys=f"bt-{i}")
+        assert k.server.broker.store.tier.commit_now()["copied"] == 6
+        open_page(browser, k.url() + "features", "features")
+        browser.find_element(By.LINK_TEXT, "tier").click()
+        wait_ready(browser, "feature")
+        assert browser.current_url.endswith("/features/tier")
+        summary = summary_of(css(browser, "#feature-tier"))
+        assert (summary["backend"], summary["storage level"], summary["queues"]) == ("memory", "NOT_IN_DISK", "2")
+        queues = rows(browser, "tier-queues")
+        assert [r[:6] for r in queues] == [["broker-a", "BrowserTier", "0", "0", "3", "3"],
+                                           ["broker-a", "BrowserTier", "1", "0", "3", "3"]]
+        files = rows(browser, "tier-index-files")
+        assert files and {f[2] for f in files} == {"uploaded"} and sum(int(f[3]) for f in files) >= 6
+        remote = k.remote_console()                                    # rmqd console -n: admin code 9003
+        open_page(browser, remote.url + "features/tier", "feature")
+        assert rows(browser, "tier-queues") == queues and rows(browser, "tier-index-files") == files
+    finally:
+        k.stop()
 
 
 def test_compaction_feature_page_shows_the_compacted_queue(browser, kit):

@@ -166,9 +166,9 @@ async def broker(request: web.Request) -> web.Response:
 
 
 async def features(request: web.Request) -> web.Response:
-    from rmqd.console.extensions import PLANNED
+    from rmqd.console.extensions import BUILTIN
     st: ConsoleState = request.app[STATE]
-    return _json({"features": await st.run(st.view.extensions), "planned": list(PLANNED)})
+    return _json({"features": await st.run(st.view.extensions), "builtin": list(BUILTIN)})
 
 
 # ---------------------------------------------------------------------------------- topics

@@ -318,7 +318,7 @@ def test_live_tail_delivers_new_messages_within_a_second(kit):
 
 def test_features_extension_point(web):
     d = web.get_json("/api/features")
-    assert d["planned"] == ["compaction", "tier", "acl"] and isinstance(d["features"], dict)
+    assert d["builtin"] == ["compaction", "tier", "acl"] and isinstance(d["features"], dict)
 
 
 # ------------------------------------------------------------------ security

@@ -431,7 +431,7 @@ function featureBlock(name, st) {
 async function pageFeatures(only) {
   setPage(only ? "feature" : "features", h("h1", {}, only ? `Feature: ${only}` : "Broker features"));
   const d = await api("/api/features");
-  const names = only ? [only] : d.planned.concat(Object.keys(d.features).filter(k => !d.planned.includes(k)));
+  const names = only ? [only] : d.builtin.concat(Object.keys(d.features).filter(k => !d.builtin.includes(k)));
   for (const name of names) {
     main.append(h("h2", {}, only ? name : h("a", { href: `/features/${encodeURIComponent(name)}`, "data-link": "" }, name)),
                 featureBlock(name, d.features[name]));
