@@ -121,7 +121,8 @@ class Scrape:
             for topic, n in sorted(table.items()):
                 f.add((topic,), n)
         for name, key in (("rocketmq_topic_create_execution_time", "topic_create"),
-                          ("rocketmq_consumer_group_create_execution_time", "group_create")):
+                          ("rocketmq_consumer_group_create_execution_time", "group_create"),
+                          ("rocketmq_finish_message_latency", "finish")):
             f = self.fam(name)
             for labels, (counts, total) in sorted(snap[key].items()):
                 f.add_histogram(labels, counts, total)

@@ -14,6 +14,10 @@ from rmqd.metrics.naming import exported_name
 LATENCY_BUCKETS_MS = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
 MESSAGE_SIZE_BUCKETS = (1024.0, 4096.0, 512 * 1024.0, 1024 * 1024.0, 2 * 1024 * 1024.0, 4 * 1024 * 1024.0)
 CREATE_TIME_BUCKETS_MS = (10.0, 100.0, 1000.0, 3000.0, 5000.0)
+# Java's commitLatencyBuckets: 5 s, 1 min, 10 min, 1 h, 12 h, 24 h.  The broker records whole *seconds*
+# into this "ms" histogram (EndTransactionProcessor: (now - bornTimestamp) / 1000); rmqd does the same,
+# so 5.x dashboards read the same buckets.
+FINISH_LATENCY_BUCKETS = (5.0, 60.0, 600.0, 3600.0, 43200.0, 86400.0)
 
 COMMON_LABELS = ("cluster", "node_type", "node_id")
 
@@ -73,6 +77,9 @@ SPECS: tuple[FamilySpec, ...] = (
     FamilySpec("rocketmq_commit_messages_total", "counter", "", ("topic",), "Transactions committed."),
     FamilySpec("rocketmq_rollback_messages_total", "counter", "", ("topic",), "Transactions rolled back."),
     FamilySpec("rocketmq_half_messages", "gauge", "1", ("topic",), "Half messages not yet resolved."),
+    FamilySpec("rocketmq_finish_message_latency", "histogram", "ms", ("topic",),
+               "Transaction finish latency: whole seconds from the half message's birth to its commit "
+               "(as the 5.x broker records it).", FINISH_LATENCY_BUCKETS),
     FamilySpec("rocketmq_storage_size", "gauge", "By", _L_STORE,
                "Disk space used on the store directory's filesystem."),
     FamilySpec("rocketmq_storage_flush_behind_bytes", "gauge", "By", _L_STORE,

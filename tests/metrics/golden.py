@@ -31,6 +31,7 @@ FAMILIES = {
     "rocketmq_commit_messages_total": ("counter", ("topic",)),
     "rocketmq_rollback_messages_total": ("counter", ("topic",)),
     "rocketmq_half_messages": ("gauge", ("topic",)),
+    "rocketmq_finish_message_latency_milliseconds": ("histogram", ("topic",)),
     "rocketmq_storage_size_bytes": ("gauge", ("storage_type", "storage_medium")),
     "rocketmq_storage_flush_behind_bytes": ("gauge", ("storage_type", "storage_medium")),
     "rocketmq_storage_dispatch_behind_bytes": ("gauge", ("storage_type", "storage_medium")),

@@ -317,10 +317,10 @@ def test_transaction_counters(server):
     from rmqd.store.message import decode_offset_msg_id
     topic = "MetricsTxTopic"
     with BlockingClient(server.broker_addr) as c:
-        def prepare() -> dict:
+        def prepare(age_ms: int = 0) -> dict:
             resp = c.invoke(new_request(RequestCode.SEND_MESSAGE, {
                 "producerGroup": "PG_TX", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-                "queueId": "0", "sysFlag": "4", "bornTimestamp": str(int(time.time() * 1000)), "flag": "0",
+                "queueId": "0", "sysFlag": "4", "bornTimestamp": str(int(time.time() * 1000) - age_ms), "flag": "0",
                 "properties": encode_properties({"TRAN_MSG": "true", "PGROUP": "PG_TX",
                                                  "UNIQ_KEY": os.urandom(16).hex().upper()}),
                 "reconsumeTimes": "0", "unitMode": "false", "batch": "false"}, b"tx"), 5)
@@ -335,14 +335,22 @@ def test_transaction_counters(server):
                 "transactionId": ext.get("transactionId", "")}), 5)
             assert resp.code == 0, resp.remark
 
-        a, b = prepare(), prepare()
+        a, b, old = prepare(), prepare(), prepare(age_ms=125_000)   # `old` was born 125 s ago
         prepare()                                   # left pending
         _, samples = scrape(server)
-        assert value(samples, "rocketmq_half_messages", topic=topic) == 3
-        assert value(samples, "rocketmq_messages_in_total", topic=topic, message_type="transaction") == 3
+        assert value(samples, "rocketmq_half_messages", topic=topic) == 4
+        assert value(samples, "rocketmq_messages_in_total", topic=topic, message_type="transaction") == 4
+        assert not series(samples, "rocketmq_finish_message_latency_milliseconds_count", topic=topic)
         end(a, 8)
         end(b, 12)
+        end(old, 8)
     _, samples = scrape(server)
-    assert value(samples, "rocketmq_commit_messages_total", topic=topic) == 1
+    assert value(samples, "rocketmq_commit_messages_total", topic=topic) == 2
     assert value(samples, "rocketmq_rollback_messages_total", topic=topic) == 1
     assert value(samples, "rocketmq_half_messages", topic=topic) == 1
+    # finish latency, as the 5.x broker records it: commits only, whole seconds since the born timestamp
+    fin = "rocketmq_finish_message_latency_milliseconds"
+    assert value(samples, f"{fin}_count", topic=topic) == 2
+    assert 125 <= value(samples, f"{fin}_sum", topic=topic) <= 125 + 10
+    buckets = {lb["le"]: v for n, lb, v in samples if n == f"{fin}_bucket" and lb.get("topic") == topic}
+    assert buckets == {"5.0": 1, "60.0": 1, "600.0": 2, "3600.0": 2, "43200.0": 2, "86400.0": 2, "+Inf": 2}
