@@ -18,6 +18,7 @@ CREATE_TIME_BUCKETS_MS = (10.0, 100.0, 1000.0, 3000.0, 5000.0)
 # into this "ms" histogram (EndTransactionProcessor: (now - bornTimestamp) / 1000); rmqd does the same,
 # so 5.x dashboards read the same buckets.
 FINISH_LATENCY_BUCKETS = (5.0, 60.0, 600.0, 3600.0, 43200.0, 86400.0)
+POP_SCAN_BUCKETS_MS = (1.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
 
 COMMON_LABELS = ("cluster", "node_type", "node_id")
 
@@ -88,6 +89,26 @@ SPECS: tuple[FamilySpec, ...] = (
                "CommitLog bytes not yet dispatched to consume queues and index."),
     FamilySpec("rocketmq_storage_message_reserve_time", "gauge", "ms", _L_STORE,
                "Age of the earliest stored message."),
+    # POP (Java's PopMetricsManager; its units are spelled "milliseconds")
+    FamilySpec("rocketmq_pop_revive_in_message_total", "counter", "",
+               ("consumer_group", "topic", "revive_message_type", "put_status"),
+               "Checkpoint (CK) and ack (ACK) records written to the revive log."),
+    FamilySpec("rocketmq_pop_revive_out_message_total", "counter", "",
+               ("consumer_group", "topic", "queue_id", "revive_message_type"),
+               "Revive-log records the revive is done with (counted when their checkpoint is settled)."),
+    FamilySpec("rocketmq_pop_revive_retry_messages_total", "counter", "", ("consumer_group", "topic", "put_status"),
+               "Messages the revive put into a POP retry topic."),
+    FamilySpec("rocketmq_pop_revive_lag", "gauge", "milliseconds", ("queue_id",),
+               "Revive-log records the revive is not done with, per revive queue (a count, despite the "
+               "5.x name)."),
+    FamilySpec("rocketmq_pop_revive_latency", "gauge", "milliseconds", ("queue_id",),
+               "Age of the oldest revive-log record the revive is not done with."),
+    FamilySpec("rocketmq_pop_offset_buffer_size", "gauge", "", (),
+               "Pop offsets waiting in the merge buffer (rmqd commits them with the pop: 0)."),
+    FamilySpec("rocketmq_pop_checkpoint_buffer_size", "gauge", "", (),
+               "Checkpoints waiting in the merge buffer (rmqd writes them with the pop: 0)."),
+    FamilySpec("rocketmq_pop_buffer_scan_time_consume", "histogram", "milliseconds", (),
+               "Merge-buffer scan time (rmqd has no merge buffer: no samples).", POP_SCAN_BUCKETS_MS),
 )
 BY_INSTRUMENT = {s.instrument: s for s in SPECS}
 

@@ -139,10 +139,48 @@ class MessageCounters:
                     "group_create": {k: (list(v[0]), v[1]) for k, v in self.group_create.series.items()}}
 
 
+REVIVE_TYPES = {"ck": "CK", "ack": "ACK", "bAck": "ACK"}     # revive-log tag -> PopReviveMessageType
+
+
+class PopCounters:
+    """POP's revive-log traffic (``rocketmq_pop_revive_*_total``): records written to the revive log,
+    records the revive is done with (a checkpoint's ``ck`` records and its ``ack``/``bAck`` records, when
+    the checkpoint is settled: fully acked, revived or handed out again), messages revived into a POP
+    retry topic."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.revive_in: dict[tuple[str, str, str, str], int] = {}   # (group, topic, type, put status)
+        self.revive_out: dict[tuple[str, str, str, str], int] = {}  # (group, topic, revive qid, type)
+        self.retry: dict[tuple[str, str, str], int] = {}            # (group, topic, put status)
+
+    def on_revive_put(self, group: str, topic: str, tag: str, status: str) -> None:
+        key = (group, topic, REVIVE_TYPES.get(tag, tag), status)
+        with self._lock:
+            self.revive_in[key] = self.revive_in.get(key, 0) + 1
+
+    def on_settled(self, group: str, topic: str, revive_qid: int, ck_records: int, ack_records: int) -> None:
+        with self._lock:
+            for kind, n in (("CK", ck_records), ("ACK", ack_records)):
+                if n > 0:
+                    key = (group, topic, str(revive_qid), kind)
+                    self.revive_out[key] = self.revive_out.get(key, 0) + n
+
+    def on_retry_put(self, group: str, topic: str, status: str) -> None:
+        key = (group, topic, status)
+        with self._lock:
+            self.retry[key] = self.retry.get(key, 0) + 1
+
+    def snapshot(self) -> dict[str, dict]:
+        with self._lock:
+            return {"in": dict(self.revive_in), "out": dict(self.revive_out), "retry": dict(self.retry)}
+
+
 class BrokerMetrics:
     """What the broker's hot paths record into (``broker.metrics``)."""
 
     def __init__(self) -> None:
         self.rpc = RpcLatency()
         self.messages = MessageCounters()
+        self.pop = PopCounters()
         self.started_at = time.time()

@@ -24,6 +24,7 @@ from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
 from rmqd.testing import EmbeddedServer
 
 from tests.metrics import golden
+from tests.pop.pop_helpers import PEEK, ack, create_group, create_topic, extra_info, pop, popped, send, wait_until
 from tests.metrics.promtext import family_of, parse, series, value
 
 pytestmark = pytest.mark.timeout(60)
@@ -93,11 +94,11 @@ def test_parity_with_the_5x_families_types_and_labels(server, admin):
 
 
 def heartbeat(client: BlockingClient, consumer_group: str | None, topic: str = "TBW102",
-              producer_group: str | None = None) -> None:
-    """A Java client's HEART_BEAT: the connection becomes a producer and/or push consumer."""
+              producer_group: str | None = None, consume_type: str = "CONSUME_PASSIVELY") -> None:
+    """A Java client's HEART_BEAT: the connection becomes a producer and/or (push) consumer."""
     hb = {"clientID": f"metrics-test-{consumer_group or producer_group}",
           "producerDataSet": [{"groupName": producer_group}] if producer_group else [],
-          "consumerDataSet": [{"groupName": consumer_group, "consumeType": "CONSUME_PASSIVELY",
+          "consumerDataSet": [{"groupName": consumer_group, "consumeType": consume_type,
                                "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
                                "unitMode": False,
                                "subscriptionDataSet": [{"topic": topic, "subString": "*", "tagsSet": [],
@@ -354,3 +355,62 @@ def test_transaction_counters(server):
     assert 125 <= value(samples, f"{fin}_sum", topic=topic) <= 125 + 10
     buckets = {lb["le"]: v for n, lb, v in samples if n == f"{fin}_bucket" and lb.get("topic") == topic}
     assert buckets == {"5.0": 1, "60.0": 1, "600.0": 2, "3600.0": 2, "43200.0": 2, "86400.0": 2, "+Inf": 2}
+
+
+def test_pop_consumer_and_revive_metrics(server):
+    """POP: messages out on pop and peek, Java's POP lag rule (inflight = handed out, not acked), the
+    revive-log counters (in when written, out when the checkpoint is settled), revive retries and the
+    revive backlog per revive queue."""
+    topic, group = "MetricsPopTopic", "MetricsPopGroup"
+    lbl = dict(topic=topic, consumer_group=group)
+    with BlockingClient(server.broker_addr) as c:
+        create_topic(c, topic, 1)
+        create_group(c, group)
+        for i in range(5):
+            send(c, topic, b"pop-%d" % i)
+        heartbeat(c, group, topic, consume_type="CONSUME_POP")
+        first = pop(c, topic, group, max_nums=3, invisible=60_000)
+        a, b, d = popped(first)
+        assert ack(c, topic, group, extra_info(first, a), a.queue_offset).code == 0
+        second = pop(c, topic, group, max_nums=1, invisible=1000)           # revived after 1 s
+        assert [m.body for m in popped(second)] == [b"pop-3"]
+        peek = c.invoke(new_request(PEEK, {"consumerGroup": group, "topic": topic, "queueId": "0", "maxMsgNums": "4"}))
+        assert [m.body for m in popped(peek)] == [b"pop-4"]
+        _, samples = scrape(server)
+        assert value(samples, "rocketmq_consumer_connections", consumer_group=group, consume_mode="pop") == 1
+        assert value(samples, "rocketmq_messages_out_total", **lbl) == 5                # 3 + 1 popped, 1 peeked
+        main = dict(lbl, is_retry="false", is_system="false")
+        # queue end 5, pop offset 4; in flight: b, d (first pop) and pop-3 (second)
+        assert value(samples, "rocketmq_consumer_ready_messages", **main) == 1
+        assert value(samples, "rocketmq_consumer_inflight_messages", **main) == 3
+        assert value(samples, "rocketmq_consumer_lag_messages", **main) == 4
+        assert 0 <= value(samples, "rocketmq_consumer_lag_latency_milliseconds", **main) < 60_000
+        assert series(samples, "rocketmq_consumer_lag_messages", is_retry="true", **lbl)   # no retry topic yet: 0
+        assert value(samples, "rocketmq_consumer_lag_messages", is_retry="true", **lbl) == 0
+        rin = "rocketmq_pop_revive_in_message_total"
+        assert value(samples, rin, revive_message_type="CK", put_status="PUT_OK", **lbl) == 2
+        assert value(samples, rin, revive_message_type="ACK", put_status="PUT_OK", **lbl) == 1
+        assert value(samples, "rocketmq_pop_revive_out_message_total", **lbl) == 0      # nothing settled yet
+        assert value(samples, "rocketmq_pop_revive_lag_milliseconds") == 3              # ck, ack, ck
+        assert {lb["queue_id"] for lb in series(samples, "rocketmq_pop_revive_lag_milliseconds")} == {
+            str(q) for q in range(int(server.broker.config.reviveQueueNum))}
+        assert value(samples, "rocketmq_pop_checkpoint_buffer_size") == 0
+        # the second pop's message is revived into the POP retry topic
+        retried = "rocketmq_pop_revive_retry_messages_total"
+        assert wait_until(lambda: value(scrape(server)[1], retried, put_status="PUT_OK", **lbl) == 1, 10)
+        for m in (b, d):
+            assert ack(c, topic, group, extra_info(first, m), m.queue_offset).code == 0
+        _, samples = scrape(server)
+    out = "rocketmq_pop_revive_out_message_total"
+    # in == out once every checkpoint is settled: 2 ck; 3 acks of the first pop + the revive's bAck
+    assert value(samples, rin, revive_message_type="ACK", **lbl) == 4
+    assert value(samples, out, revive_message_type="CK", **lbl) == 2
+    assert value(samples, out, revive_message_type="ACK", **lbl) == 4
+    assert {lb["queue_id"] for lb in series(samples, out, **lbl)} <= {
+        first.ext_fields["reviveQid"], second.ext_fields["reviveQid"]}
+    assert value(samples, "rocketmq_pop_revive_lag_milliseconds") == 0
+    assert value(samples, "rocketmq_pop_revive_latency_milliseconds") == 0
+    assert series(samples, "rocketmq_consumer_inflight_messages", **main)
+    assert value(samples, "rocketmq_consumer_inflight_messages", **main) == 0
+    # the revived message waits in the retry topic; Java counts its lag from the first pop there
+    assert series(samples, "rocketmq_consumer_lag_messages", is_retry="true", **lbl)
