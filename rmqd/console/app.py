@@ -22,7 +22,7 @@ import orjson
 from aiohttp import web
 
 from rmqd.admin.client import AdminError
-from rmqd.console.jobs import SearchJobs
+from rmqd.console.jobs import SEARCH_WORKERS, SearchJobs
 from rmqd.console.lag_history import LagHistory
 from rmqd.console.view import ClusterView, ViewError
 
@@ -43,7 +43,8 @@ SAMPLER = web.AppKey("sampler", object)
 
 
 class ConsoleState:
-    """What the handlers share: the view, its executor, searches, lag history, the secrets."""
+    """What the handlers share: the view, its executors (pages; searches in a pool of their own),
+    searches, lag history, the secrets."""
 
     def __init__(self, view: ClusterView, read_only: bool, token: Optional[str], workers: int = 4) -> None:
         self.view = view
@@ -51,6 +52,8 @@ class ConsoleState:
         self.token = token
         self.csrf = secrets.token_urlsafe(24)
         self.executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="rmqd-console")
+        self.search_executor = concurrent.futures.ThreadPoolExecutor(SEARCH_WORKERS,
+                                                                     thread_name_prefix="rmqd-console-search")
         self.searches = SearchJobs()
         self.lag = LagHistory()
         self.tails = 0
@@ -382,7 +385,7 @@ async def search_start(request: web.Request) -> web.Response:
         raise ViewError("topic is required")
     job = st.searches.create(t, q.get("q", ""), q.get("field", "all"), q.get("mode", "contains"),
                              _int(request, "begin", 0), _int(request, "end", 0), _int(request, "max", 10_000))
-    asyncio.get_running_loop().run_in_executor(st.executor, job.run, st.view)
+    st.search_executor.submit(job.run, st.view)
     return _json(job.progress())
 
 
@@ -479,3 +482,4 @@ async def _stop(app: web.Application) -> None:
         except (asyncio.CancelledError, Exception):
             pass
     st.executor.shutdown(wait=False, cancel_futures=True)
+    st.search_executor.shutdown(wait=False, cancel_futures=True)

@@ -397,7 +397,8 @@ async function pageSearch() {
   let stop = false; S.cleanup.push(() => { stop = true; });
   while (!stop) {
     bar.max = Math.max(1, job.total); bar.value = job.scanned;
-    info.textContent = `scanned ${job.scanned} of ${job.total} · ${job.matches.length} found` + (job.capped ? " (first 500 shown)" : "") + (job.done ? " · done" : "");
+    info.textContent = (job.state === "queued" ? "waiting for a free search worker · " : "") +
+      `scanned ${job.scanned} of ${job.total} · ${job.matches.length} found` + (job.capped ? " (first 500 shown)" : "") + (job.done ? " · done" : "");
     if (job.done) {
       if (job.error) out.replaceChildren(errorBox(job.error));
       else out.replaceChildren(job.matches.length ? table(MSG_HEAD, messageRows(job.matches, job.topic), { class: "list", id: "search-matches" })
