@@ -464,6 +464,61 @@ def test_read_only_mode(browser, kit):
     assert kit.server.broker.topic_config_manager.get("SneakyTopic") is None
 
 
+def test_token_flow_401_then_token_link_then_cookie(browser, kit):
+    """A console that needs its token (as on a non-loopback bind): without it a 401 page says how to get
+    in; ``/?token=`` once sets an HttpOnly cookie; after that pages and a POST work without the token."""
+    base = kit.url("token")
+    browser.delete_all_cookies()
+    browser.get(base + "topics")
+    assert "needs its token" in browser.find_element(By.TAG_NAME, "body").text
+    assert not browser.find_elements(By.ID, "main")
+    browser.get(base + "?token=wrong-token")
+    assert "needs its token" in browser.find_element(By.TAG_NAME, "body").text
+    open_page(browser, base + "?token=s3cret-token", "overview")
+    cookie = browser.get_cookie("rmqd_token")
+    assert cookie and cookie["value"] == "s3cret-token" and cookie["httpOnly"]
+    assert "rmqd_token" not in browser.execute_script("return document.cookie")      # scripts cannot read it
+    open_page(browser, base + f"topics/{TOPIC}", "topic")                           # no token in the URL now
+    assert len(rows(browser, "queues")) == 4
+    open_page(browser, base + "topics", "topics")
+    css(browser, "#create-topic").click()
+    css(browser, "#new-topic").send_keys("TokenMadeTopic")
+    css(browser, "#create-submit").click()
+    wait_ready(browser, "topic")
+    assert browser.current_url.endswith("/topics/TokenMadeTopic")
+    assert kit.server.broker.topic_config_manager.get("TokenMadeTopic") is not None
+    browser.delete_cookie("rmqd_token")                                             # cookie gone: 401 again
+    browser.get(base + "topics")
+    assert "needs its token" in browser.find_element(By.TAG_NAME, "body").text
+
+
+def test_csrf_forged_header_and_cross_origin_post_are_refused(browser, kit):
+    open_page(browser, kit.url() + "topics", "topics")
+    post = """
+        const [url, csrf, done] = arguments;
+        const headers = {'Content-Type': 'application/json'};
+        if (csrf !== null) headers['X-CSRF-Token'] = csrf;
+        fetch(url, {method: 'POST', headers, body: JSON.stringify({topic: 'ForgedTopic'})})
+          .then(r => r.json().then(b => done([r.status, b.error])));"""
+    assert browser.execute_async_script(post, "/api/topics", "forged-token") == [403, "missing or wrong CSRF token"]
+    assert browser.execute_async_script(post, "/api/topics", None) == [403, "missing or wrong CSRF token"]
+    # a page of another origin (the read-only console's port) posts a plain form to this console: the
+    # browser sends the request with this site's cookies, but without the page's CSRF header it is refused
+    open_page(browser, kit.url("ro") + "topics", "topics")
+    sent = browser.execute_async_script("""
+        const [url, done] = arguments;
+        fetch(url, {method: 'POST', mode: 'no-cors', credentials: 'include', headers: {'Content-Type': 'text/plain'},
+                    body: JSON.stringify({topic: 'ForgedTopic'})}).then(() => done('sent'), e => done(String(e)));""",
+                                    kit.url() + "api/topics")
+    assert sent == "sent"
+    assert kit.server.broker.topic_config_manager.get("ForgedTopic") is None
+    open_page(browser, kit.url() + "topics", "topics")                    # the real page still can post
+    status = browser.execute_async_script(post, "/api/topics",
+                                          browser.execute_script("return document.cookie.split('; ')"
+                                                                 ".find(c => c.startsWith('rmqd_csrf=')).slice(10)"))
+    assert status == [200, None] and kit.server.broker.topic_config_manager.get("ForgedTopic") is not None
+
+
 def test_deep_links_and_unknown_pages(browser, kit):
     open_page(browser, kit.url() + f"groups/{GROUP}", "group")
     assert css(browser, "h1").text == f"Consumer group {GROUP}"

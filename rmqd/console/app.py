@@ -1,7 +1,10 @@
 """The console's aiohttp application: JSON API under /api, SSE live tail, the single-page UI.
 
-Security: no login on a loopback bind; on any other address every request needs the console token
-(``Authorization: Bearer``, the ``rmqd_token`` cookie, or ``?token=`` once, which sets the cookie).
+Security: no login on a loopback bind, but there every request must name the console by a loopback
+Host (``127.0.0.1``, ``localhost``, ``[::1]`` with its port): a page of another site whose name
+resolves to 127.0.0.1 (DNS rebinding) gets 403.  On any other address every request needs the
+console token (``Authorization: Bearer``, the ``rmqd_token`` cookie, or ``?token=`` once, which sets
+the cookie).
 Every POST needs the ``X-CSRF-Token`` header equal to the ``rmqd_csrf`` cookie the page gets
 (double-submit) and, when the browser sends an Origin, a same-origin one.  ``read_only`` answers 403
 to every request that is not GET/HEAD/OPTIONS.
@@ -38,6 +41,7 @@ TAIL_BATCH = 200
 
 STATE = web.AppKey("state", object)
 READY = web.AppKey("ready", object)
+ALLOWED_HOSTS = web.AppKey("allowed_hosts", frozenset)
 LAG_INTERVAL = web.AppKey("lag_interval_s", float)
 SAMPLER = web.AppKey("sampler", object)
 
@@ -98,6 +102,11 @@ async def _body(request: web.Request) -> dict:
 async def security(request: web.Request, handler: Callable) -> web.StreamResponse:
     st: ConsoleState = request.app[STATE]
     path = request.path
+    allowed = request.app.get(ALLOWED_HOSTS)
+    if allowed and (request.headers.get("Host") or "").lower() not in allowed:
+        log.warning("console: refused %s %s with Host %r (not a loopback name of this console)",
+                    request.method, path, request.headers.get("Host"))
+        return _error("this console answers only to 127.0.0.1, localhost or [::1] (DNS rebinding guard)", 403)
     if path == "/healthz":
         return await handler(request)
     if st.token:
@@ -406,11 +415,24 @@ async def not_found(request: web.Request) -> web.Response:
 
 
 # ---------------------------------------------------------------------------------- app
+def loopback_hosts(port: int, bind_host: str = "127.0.0.1") -> frozenset[str]:
+    """The Host values a loopback-bound console on ``port`` answers to."""
+    names = {"127.0.0.1", "localhost", "[::1]", f"[{bind_host}]" if ":" in bind_host else bind_host}
+    hosts = {f"{n}:{port}" for n in names}
+    if port == 80:
+        hosts |= names
+    return frozenset(h.lower() for h in hosts)
+
+
 def build_app(view: ClusterView, read_only: bool = False, token: Optional[str] = None,
-              ready: Optional[Callable[[], bool]] = None, lag_interval_s: float = 10.0) -> web.Application:
+              ready: Optional[Callable[[], bool]] = None, lag_interval_s: float = 10.0,
+              allowed_hosts: Optional[frozenset[str]] = None) -> web.Application:
+    """``allowed_hosts``: the only Host headers served (a loopback bind without a token); None = any."""
     app = web.Application(middlewares=[security], client_max_size=8 * 1024 * 1024)
     st = ConsoleState(view, read_only, token)
     app[STATE] = st
+    if allowed_hosts:
+        app[ALLOWED_HOSTS] = allowed_hosts
     if ready is not None:
         app[READY] = ready
     app[LAG_INTERVAL] = lag_interval_s

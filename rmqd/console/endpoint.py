@@ -87,7 +87,7 @@ class ConsoleEndpoint:
             return
         from aiohttp import web
 
-        from rmqd.console.app import build_app
+        from rmqd.console.app import build_app, loopback_hosts
         from rmqd.console.local_view import LocalClusterView
         from rmqd.console.view import RemoteClusterView
         services = self._services
@@ -96,8 +96,9 @@ class ConsoleEndpoint:
             self.view = RemoteClusterView(addr)
         else:
             self.view = LocalClusterView(services)
+        hosts = loopback_hosts(self.port, self.host) if self.token is None and is_loopback(self.host) else None
         app = build_app(self.view, self.read_only, self.token, ready=services.ready,
-                        lag_interval_s=self.lag_interval_s)
+                        lag_interval_s=self.lag_interval_s, allowed_hosts=hosts)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
         await web.SockSite(runner, self._sock).start()
