@@ -56,6 +56,7 @@ class SearchJob:
         self.cancelled = False
         self.started = time.time()
         self.running = False
+        self.run_started = 0.0
         self.finished = 0.0
         self.last_poll = time.monotonic()
 
@@ -64,6 +65,7 @@ class SearchJob:
         return "done" if self.done else "running" if self.running else "queued"
 
     def run(self, view: ClusterView) -> None:
+        self.run_started = time.time()
         self.running = True
         try:
             if self.cancelled:

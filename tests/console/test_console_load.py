@@ -16,6 +16,8 @@ from rmqd.remoting.codes import RequestCode
 from rmqd.remoting.command import new_request
 from rmqd.store.message import MessageToStore, encode_properties
 
+from rmqd.console.app import STATE
+
 from tests.console.kit import ConsoleKit, wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -76,7 +78,6 @@ def test_searches_and_pages_do_not_stall_sends(kit):
             for _ in range(SEARCHES)]
     stop = threading.Event()
     pages: list[tuple[str, int, float]] = []
-    running_seen: list[int] = []
     errors: list[BaseException] = []
 
     def load_pages() -> None:
@@ -90,19 +91,7 @@ def test_searches_and_pages_do_not_stall_sends(kit):
         except BaseException as exc:            # surfaced by the assertions below
             errors.append(exc)
 
-    def watch_searches() -> None:
-        h = kit.http()
-        try:
-            while not stop.is_set():
-                states = [h.get_json(f"/api/search/{j}")["state"] for j in jobs]
-                running_seen.append(states.count("running"))
-                if states.count("done") == len(jobs):
-                    return
-                time.sleep(0.02)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=load_pages) for _ in range(3)] + [threading.Thread(target=watch_searches)]
+    threads = [threading.Thread(target=load_pages) for _ in range(3)]
     for t in threads:
         t.start()
     try:
@@ -118,7 +107,11 @@ def test_searches_and_pages_do_not_stall_sends(kit):
     for j in jobs:
         done = web.get_json(f"/api/search/{j}")
         assert (done["scanned"], done["total"], len(done["matches"]), done["error"]) == (N_MESSAGES, N_MESSAGES, 6, None)
-    assert running_seen and max(running_seen) <= SEARCH_WORKERS
+    searches = kit.eps["rw"]._runner.app[STATE].searches
+    spans = [(searches.get(j).run_started, searches.get(j).finished) for j in jobs]
+    events = sorted([(t0, 1) for t0, _ in spans] + [(t1, -1) for _, t1 in spans], key=lambda e: (e[0], e[1]))
+    running = [sum(d for _, d in events[:i + 1]) for i in range(len(events))]
+    assert all(t0 > 0 for t0, _ in spans) and max(running) == SEARCH_WORKERS     # the pool, full and no more
 
     # pages kept answering while the searches ran
     assert len(pages) >= 3 * len(PAGES) and {code for _, code, _ in pages} == {200}
@@ -134,3 +127,36 @@ def test_searches_and_pages_do_not_stall_sends(kit):
     assert len(loaded) == 150
     assert p95(loaded) < max(0.25, 10 * p95(baseline))
     assert max(loaded) < 1.5
+
+
+def test_search_progress_is_visible_while_it_runs(kit, monkeypatch):
+    """Polls over HTTP see the search advance: some poll lands strictly between 0 and the total, the
+    scanned count never goes back, and the last one has scanned everything.  The view's scan is paced
+    (5 ms per batch of 32) so the middle of the search is observable on any machine."""
+    web = kit.http()
+    web.get_json("/api/session")                                   # the console's view exists from here on
+    view = kit.eps["rw"].view
+    scan = view.scan
+
+    def paced(*args, **kwargs):
+        for step in scan(*args, **kwargs):
+            time.sleep(0.005)
+            yield step
+    monkeypatch.setattr(view, "scan", paced)
+    job = web.get_json(f"/api/search?topic={TOPIC}&q=needle&field=body&begin=0&max={N_MESSAGES}")
+    polls = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        p = web.get_json(f"/api/search/{job['id']}")
+        polls.append((p["scanned"], p["total"], p["state"], len(p["matches"])))
+        if p["done"]:
+            break
+        time.sleep(0.01)
+    assert polls[-1][:3] == (N_MESSAGES, N_MESSAGES, "done") and polls[-1][3] == 6
+    middle = [(s, t) for s, t, state, _ in polls if state == "running" and 0 < s < t]
+    assert middle, f"no poll saw the search in progress: {polls[:5]} ... {polls[-3:]}"
+    assert all(t == N_MESSAGES for _, t in middle)
+    scanned = [s for s, *_ in polls]
+    assert scanned == sorted(scanned)
+    found = [n for *_, n in polls]
+    assert found == sorted(found)
