@@ -17,6 +17,7 @@ import hmac
 import logging
 import os
 import secrets
+import threading
 import time
 from typing import Any, Callable, Optional
 from urllib.parse import urlparse
@@ -50,8 +51,12 @@ class ConsoleState:
     """What the handlers share: the view, its executors (pages; searches in a pool of their own),
     searches, lag history, the secrets."""
 
-    def __init__(self, view: ClusterView, read_only: bool, token: Optional[str], workers: int = 4) -> None:
-        self.view = view
+    def __init__(self, view: "ClusterView | Callable[[], ClusterView]", read_only: bool, token: Optional[str],
+                 workers: int = 4) -> None:
+        """``view``: the view, or a factory called on first use (once the services it reads are up)."""
+        self._view: Optional[ClusterView] = view if isinstance(view, ClusterView) else None
+        self._make_view: Optional[Callable[[], ClusterView]] = None if self._view is not None else view
+        self._view_lock = threading.Lock()
         self.read_only = read_only
         self.token = token
         self.csrf = secrets.token_urlsafe(24)
@@ -62,6 +67,18 @@ class ConsoleState:
         self.lag = LagHistory()
         self.tails = 0
         self.closing = False
+
+    @property
+    def view(self) -> ClusterView:
+        if self._view is None:
+            with self._view_lock:
+                if self._view is None:
+                    self._view = self._make_view()
+        return self._view
+
+    def close_view(self) -> None:
+        if self._view is not None:
+            self._view.close()
 
     async def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -109,6 +126,9 @@ async def security(request: web.Request, handler: Callable) -> web.StreamRespons
         return _error("this console answers only to 127.0.0.1, localhost or [::1] (DNS rebinding guard)", 403)
     if path == "/healthz":
         return await handler(request)
+    ready = request.app.get(READY)
+    if ready is not None and not ready():
+        return _error("rmqd is starting (or stopping); try again shortly", 503)
     if st.token:
         given = ""
         auth = request.headers.get("Authorization", "")
@@ -424,10 +444,12 @@ def loopback_hosts(port: int, bind_host: str = "127.0.0.1") -> frozenset[str]:
     return frozenset(h.lower() for h in hosts)
 
 
-def build_app(view: ClusterView, read_only: bool = False, token: Optional[str] = None,
+def build_app(view: "ClusterView | Callable[[], ClusterView]", read_only: bool = False, token: Optional[str] = None,
               ready: Optional[Callable[[], bool]] = None, lag_interval_s: float = 10.0,
               allowed_hosts: Optional[frozenset[str]] = None) -> web.Application:
-    """``allowed_hosts``: the only Host headers served (a loopback bind without a token); None = any."""
+    """``view``: the view or its factory (called on first use); ``ready``: until it is true every request
+    but ``/healthz`` answers 503; ``allowed_hosts``: the only Host headers served (a loopback bind
+    without a token), None = any."""
     app = web.Application(middlewares=[security], client_max_size=8 * 1024 * 1024)
     st = ConsoleState(view, read_only, token)
     app[STATE] = st
@@ -478,9 +500,13 @@ def build_app(view: ClusterView, read_only: bool = False, token: Optional[str] =
 async def _start_sampler(app: web.Application) -> None:
     st: ConsoleState = app[STATE]
     interval = float(app[LAG_INTERVAL])
+    ready = app.get(READY)
 
     async def sample() -> None:
         while not st.closing:
+            if ready is not None and not ready():
+                await asyncio.sleep(min(interval, 0.5))
+                continue
             try:
                 await st.run(st.lag.sample, st.view)
             except asyncio.CancelledError:

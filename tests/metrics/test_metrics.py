@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
+import urllib.error
 import urllib.request
 
 import orjson
@@ -266,6 +268,56 @@ def test_grafana_dashboard_queries_only_exported_metrics(server, admin):
 def test_healthz(server):
     with urllib.request.urlopen(server.metrics_url.replace("/metrics", "/healthz"), timeout=5) as r:
         assert r.status == 200 and orjson.loads(r.read())["status"] == "ok"
+
+
+def http_get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_healthz_is_503_while_the_store_loads(tmp_path, monkeypatch):
+    """The metrics and console endpoints bind before the broker: while its store loads, /healthz
+    answers 503 {"status": "starting"} (and /metrics and the console's API 503), then 200."""
+    from rmqd.broker_controller import BrokerController
+    from rmqd.console.endpoint import ConsoleEndpoint
+    loading, release = threading.Event(), threading.Event()
+    load = BrokerController._load_blocking
+
+    def held_load(self) -> None:
+        loading.set()
+        release.wait(20)
+        load(self)
+    monkeypatch.setattr(BrokerController, "_load_blocking", held_load)
+    eps: dict = {}
+
+    def endpoints() -> list:
+        eps.update(metrics=MetricsEndpoint("127.0.0.1", 0), console=ConsoleEndpoint("127.0.0.1", 0, lag_interval_s=60))
+        return list(eps.values())
+    srv = EmbeddedServer(store_dir=str(tmp_path / "store"), endpoints=endpoints)
+    starter = threading.Thread(target=srv.start)
+    starter.start()
+    try:
+        assert loading.wait(20)
+        health, console = eps["metrics"].url.replace("/metrics", "/healthz"), eps["console"].url
+        starting = (503, b'{"status": "starting"}')
+        assert http_get(health) == starting and http_get(console + "healthz")[0] == 503
+        assert orjson.loads(http_get(console + "healthz")[1]) == {"status": "starting"}
+        assert http_get(eps["metrics"].url)[0] == 503
+        code, body = http_get(console + "api/overview")
+        assert code == 503 and "starting" in orjson.loads(body)["error"]
+        release.set()
+        starter.join(20)
+        assert not starter.is_alive()
+        assert http_get(health) == (200, b'{"status": "ok"}')
+        assert http_get(eps["metrics"].url)[0] == 200
+        assert orjson.loads(http_get(console + "api/overview")[1])["brokers"][0]["brokerName"] == "broker-a"
+    finally:
+        release.set()
+        starter.join(20)
+        srv.stop()
 
 
 class FakeConn:
