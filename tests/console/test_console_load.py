@@ -106,7 +106,8 @@ def test_searches_and_pages_do_not_stall_sends(kit):
     # every search scanned the whole topic and found the six needles; never more running than the pool
     for j in jobs:
         done = web.get_json(f"/api/search/{j}")
-        assert (done["scanned"], done["total"], len(done["matches"]), done["error"]) == (N_MESSAGES, N_MESSAGES, 6, None)
+        assert (done["scanned"], done["total"], done["error"]) == (N_MESSAGES, N_MESSAGES, None)
+        assert len(done["matches"]) == 6
     searches = kit.eps["rw"]._runner.app[STATE].searches
     spans = [(searches.get(j).run_started, searches.get(j).finished) for j in jobs]
     events = sorted([(t0, 1) for t0, _ in spans] + [(t1, -1) for _, t1 in spans], key=lambda e: (e[0], e[1]))

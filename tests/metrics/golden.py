@@ -1,6 +1,7 @@
 """The RocketMQ 5.1.4+ broker metric families (OTel Java 1.29 Prometheus names), from the broker's
-BrokerMetricsManager / BrokerMetricsConstant and PopMetricsManager / PopMetricsConstant: exported name -> (type, label keys besides the common
-ones).  Written from the 5.x sources, not from rmqd's own table, so the parity test is independent.
+BrokerMetricsManager / BrokerMetricsConstant and PopMetricsManager / PopMetricsConstant: exported name
+-> (type, label keys besides the common ones).  Written from the 5.x sources, not from rmqd's own
+table, so the parity test is independent.
 """
 COMMON = ("cluster", "node_type", "node_id")
 

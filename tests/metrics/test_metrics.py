@@ -200,7 +200,8 @@ SELECTOR = re.compile(r"(rocketmq_[a-z0-9_]+)\s*\{([^}]*)\}")
 MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
 GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
 LEGEND = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
-LABEL_VALUES = re.compile(r"label_values\(\s*(rocketmq_[a-z0-9_]+)\s*(?:\{[^}]*\})?\s*,\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)")
+LABEL_VALUES = re.compile(r"label_values\(\s*(rocketmq_[a-z0-9_]+)\s*(?:\{[^}]*\})?\s*,"
+                          r"\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)")
 
 
 def query_labels(expr: str, legend: str = "") -> dict[str, set[str]]:
@@ -223,8 +224,8 @@ def dashboard_queries(d: dict) -> list[tuple[str, str]]:
 
 
 def test_query_labels_parser():
-    got = query_labels('histogram_quantile(0.99, sum by (le, request_code) '
-                       '(rate(rocketmq_rpc_latency_milliseconds_bucket{cluster=~"$c",node_id!="x"}[5m])))', "{{request_code}}")
+    got = query_labels('histogram_quantile(0.99, sum by (le, request_code) (rate('
+                       'rocketmq_rpc_latency_milliseconds_bucket{cluster=~"$c",node_id!="x"}[5m])))', "{{request_code}}")
     assert got == {"rocketmq_rpc_latency_milliseconds_bucket": {"le", "request_code", "cluster", "node_id"}}
     assert query_labels('label_values(rocketmq_topic_number{cluster=~"$cluster"}, node_id)') == {
         "rocketmq_topic_number": {"cluster", "node_id"}}
