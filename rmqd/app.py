@@ -27,7 +27,9 @@ def install_event_loop_policy() -> None:
 class Endpoint(Protocol):
     """A server that runs beside the broker in the same process and loop (gRPC, metrics, console).
 
-    Started after the name server and broker (so it can use them), closed before them."""
+    Started after the name server and broker (so it can use them), closed before them; one whose
+    ``starts_early`` is true binds first and answers 503 until ``Services.ready()`` (``/healthz``
+    during a long store recovery)."""
 
     async def start(self, services: "Services") -> None: ...
 
@@ -47,14 +49,28 @@ class Services:
     started: bool = False
 
     async def start(self) -> None:
-        if self.namesrv is not None:
-            await self.namesrv.start()
-            if self.broker is not None and not self.broker.config.namesrvAddr:
-                self.broker.config.namesrvAddr = self.namesrv.address
-        if self.broker is not None:
-            await self.broker.start()
-        for endpoint in self.endpoints:
-            await endpoint.start(self)
+        early = [e for e in self.endpoints if getattr(e, "starts_early", False)]
+        started: list[Endpoint] = []
+        try:
+            for endpoint in early:
+                await endpoint.start(self)
+                started.append(endpoint)
+            if self.namesrv is not None:
+                await self.namesrv.start()
+                if self.broker is not None and not self.broker.config.namesrvAddr:
+                    self.broker.config.namesrvAddr = self.namesrv.address
+            if self.broker is not None:
+                await self.broker.start()
+            for endpoint in self.endpoints:
+                if endpoint not in early:
+                    await endpoint.start(self)
+        except BaseException:
+            for endpoint in reversed(started):
+                try:
+                    await endpoint.close()
+                except Exception:
+                    log.exception("closing %s after a failed start failed", type(endpoint).__name__)
+            raise
         self.started = True
 
     def ready(self) -> bool:

@@ -185,10 +185,17 @@ class BrokerController:
         c = self.config
         self.pop_service = PopService(c.brokerName, c.brokerClusterName, self.store, self.topic_config_manager,
                                       self.subscription_group_manager, self.consumer_offset_manager,
-                                      lambda: self.store_host, int(c.reviveQueueNum), self.metrics.messages.on_dlq)
+                                      lambda: self.store_host, int(c.reviveQueueNum), self.metrics.messages.on_dlq,
+                                      counters=self.metrics.pop, on_out=self._count_pop_out)
         self.pop_executor = PopExecutor(max(2, int(c.pullMessageThreadPoolNums)), int(c.popExecutorCapacity))
         self.services.append(self.pop_service)
         for m in (pop, pop_ack, assignment): m.install(self)   # POP codes, QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE
+
+    def _count_pop_out(self, group: str, topic: str, messages: int, size: int) -> None:
+        """Messages a pop or peek handed out: the GROUP_GET stats (and so rocketmq_messages_out_total)."""
+        stats = getattr(self, "broker_stats", None)
+        if stats is not None:
+            stats.inc_group_get(group, topic, messages, size)
 
     # ------------------------------------------------------------------ addresses
     @property

@@ -148,3 +148,27 @@ def test_grpc_port_taken_explicit_is_an_error_and_missing_extra_runs_on(tmp_path
     services = Services()
     cli._add_grpc_endpoint(services, cli.build_parser().parse_args(["serve"]), BrokerConfig())
     assert services.endpoints == [] and "pip install 'rmqd[grpc]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("conf, host", [
+    ("metricsExporterType=PROM\nmetricsPromExporterHost=127.0.0.1\nbrokerIP1=10.9.8.7\n", "127.0.0.1"),
+    ("metricsExporterType=PROM\nbrokerIP1=10.9.8.7\n", "10.9.8.7"),              # Java: empty -> brokerIP1
+    ("metricsExporterType=2\nmetricsPromExporterHost=::1\nmetricsPromExporterPort=5599\n", "::1"),
+])
+def test_metrics_prom_exporter_host_from_broker_conf(tmp_path, conf, host):
+    """The Prometheus endpoint binds metricsPromExporterHost, else brokerIP1 (as Java's
+    BrokerMetricsManager); metricsExporterType by name or number."""
+    from types import SimpleNamespace
+
+    from rmqd.cli import _broker_config, _with_endpoints, build_parser
+    path = tmp_path / "broker.conf"
+    path.write_text(conf)
+    args = build_parser().parse_args(["serve", "-c", str(path), "--console-port", "0", "--grpc-port", "0",
+                                      "--store-dir", str(tmp_path / "store")])
+    services = SimpleNamespace(broker=SimpleNamespace(config=_broker_config(args)), endpoints=[])
+    _with_endpoints(services, args)
+    (ep,) = services.endpoints
+    assert type(ep).__name__ == "MetricsEndpoint" and ep.host == host
+    assert ep.port == (5599 if "5599" in conf else 5557)
+    assert ep.url == ("http://[::1]:5599/metrics" if host == "::1" else f"http://{host}:5557/metrics")
+

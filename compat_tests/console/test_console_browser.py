@@ -355,11 +355,50 @@ def test_search_bodies_with_progress(browser, kit):
     assert "Nothing found" in css(browser, "#nothing-found").text
 
 
+def summary_of(section) -> dict[str, str]:
+    return {dt.text: dd.text for dt, dd in zip(section.find_elements(By.TAG_NAME, "dt"),
+                                                section.find_elements(By.TAG_NAME, "dd"))}
+
+
 def test_features_page_lists_the_extension_points(browser, kit):
     open_page(browser, kit.url() + "features", "features")
-    for name in ("compaction", "tier", "acl"):
-        assert css(browser, f"#feature-{name}").text
-    assert "not available" in css(browser, "#feature-acl").text       # ACL is off on this broker
+    assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#main h2 a")] == ["compaction", "tier", "acl"]
+    comp = css(browser, "#feature-compaction")
+    summary = summary_of(comp)
+    cfg = kit.server.broker.store.compaction.config
+    assert summary["compaction topics"] == str(len(kit.server.broker.store.compaction.topics))
+    assert (summary["threads"], summary["schedule (ms)"]) == (str(cfg.threads), str(cfg.schedule_interval_ms))
+    assert [h.text for h in comp.find_elements(By.TAG_NAME, "h3")] == ["Queues"]
+    # this broker runs neither tiered storage nor ACL: the page says so instead of showing nothing
+    assert css(browser, "#feature-tier").text == "tier: not available on this cluster."
+    assert css(browser, "#feature-acl").text == "acl: not available on this cluster."
+
+
+def test_tier_feature_page_local_and_remote(browser, tmp_path):
+    k = ConsoleKit(str(tmp_path / "store"), {"messageStorePlugIn": "tiered", "tieredBackendServiceProvider": "memory",
+                                             "tieredStoreIndexFileMaxHashSlotNum": 16,
+                                             "tieredStoreIndexFileMaxIndexNum": 256}).start()
+    try:
+        k.create_topic("BrowserTier", 2)
+        for i in range(6):
+            k.send("BrowserTier", b"t%d" % i, queue_id=i % 2, keys=f"bt-{i}")
+        assert k.server.broker.store.tier.commit_now()["copied"] == 6
+        open_page(browser, k.url() + "features", "features")
+        browser.find_element(By.LINK_TEXT, "tier").click()
+        wait_ready(browser, "feature")
+        assert browser.current_url.endswith("/features/tier")
+        summary = summary_of(css(browser, "#feature-tier"))
+        assert (summary["backend"], summary["storage level"], summary["queues"]) == ("memory", "NOT_IN_DISK", "2")
+        queues = rows(browser, "tier-queues")
+        assert [r[:6] for r in queues] == [["broker-a", "BrowserTier", "0", "0", "3", "3"],
+                                           ["broker-a", "BrowserTier", "1", "0", "3", "3"]]
+        files = rows(browser, "tier-index-files")
+        assert files and {f[2] for f in files} == {"uploaded"} and sum(int(f[3]) for f in files) >= 6
+        remote = k.remote_console()                                    # rmqd console -n: admin code 9003
+        open_page(browser, remote.url + "features/tier", "feature")
+        assert rows(browser, "tier-queues") == queues and rows(browser, "tier-index-files") == files
+    finally:
+        k.stop()
 
 
 def test_compaction_feature_page_shows_the_compacted_queue(browser, kit):
@@ -423,6 +462,61 @@ def test_read_only_mode(browser, kit):
                               body: JSON.stringify({topic: 'SneakyTopic'})}).then(r => done(r.status));""")
     assert status == 403
     assert kit.server.broker.topic_config_manager.get("SneakyTopic") is None
+
+
+def test_token_flow_401_then_token_link_then_cookie(browser, kit):
+    """A console that needs its token (as on a non-loopback bind): without it a 401 page says how to get
+    in; ``/?token=`` once sets an HttpOnly cookie; after that pages and a POST work without the token."""
+    base = kit.url("token")
+    browser.delete_all_cookies()
+    browser.get(base + "topics")
+    assert "needs its token" in browser.find_element(By.TAG_NAME, "body").text
+    assert not browser.find_elements(By.ID, "main")
+    browser.get(base + "?token=wrong-token")
+    assert "needs its token" in browser.find_element(By.TAG_NAME, "body").text
+    open_page(browser, base + "?token=s3cret-token", "overview")
+    cookie = browser.get_cookie("rmqd_token")
+    assert cookie and cookie["value"] == "s3cret-token" and cookie["httpOnly"]
+    assert "rmqd_token" not in browser.execute_script("return document.cookie")      # scripts cannot read it
+    open_page(browser, base + f"topics/{TOPIC}", "topic")                           # no token in the URL now
+    assert len(rows(browser, "queues")) == 4
+    open_page(browser, base + "topics", "topics")
+    css(browser, "#create-topic").click()
+    css(browser, "#new-topic").send_keys("TokenMadeTopic")
+    css(browser, "#create-submit").click()
+    wait_ready(browser, "topic")
+    assert browser.current_url.endswith("/topics/TokenMadeTopic")
+    assert kit.server.broker.topic_config_manager.get("TokenMadeTopic") is not None
+    browser.delete_cookie("rmqd_token")                                             # cookie gone: 401 again
+    browser.get(base + "topics")
+    assert "needs its token" in browser.find_element(By.TAG_NAME, "body").text
+
+
+def test_csrf_forged_header_and_cross_origin_post_are_refused(browser, kit):
+    open_page(browser, kit.url() + "topics", "topics")
+    post = """
+        const [url, csrf, done] = arguments;
+        const headers = {'Content-Type': 'application/json'};
+        if (csrf !== null) headers['X-CSRF-Token'] = csrf;
+        fetch(url, {method: 'POST', headers, body: JSON.stringify({topic: 'ForgedTopic'})})
+          .then(r => r.json().then(b => done([r.status, b.error])));"""
+    assert browser.execute_async_script(post, "/api/topics", "forged-token") == [403, "missing or wrong CSRF token"]
+    assert browser.execute_async_script(post, "/api/topics", None) == [403, "missing or wrong CSRF token"]
+    # a page of another origin (the read-only console's port) posts a plain form to this console: the
+    # browser sends the request with this site's cookies, but without the page's CSRF header it is refused
+    open_page(browser, kit.url("ro") + "topics", "topics")
+    sent = browser.execute_async_script("""
+        const [url, done] = arguments;
+        fetch(url, {method: 'POST', mode: 'no-cors', credentials: 'include', headers: {'Content-Type': 'text/plain'},
+                    body: JSON.stringify({topic: 'ForgedTopic'})}).then(() => done('sent'), e => done(String(e)));""",
+                                    kit.url() + "api/topics")
+    assert sent == "sent"
+    assert kit.server.broker.topic_config_manager.get("ForgedTopic") is None
+    open_page(browser, kit.url() + "topics", "topics")                    # the real page still can post
+    status = browser.execute_async_script(post, "/api/topics",
+                                          browser.execute_script("return document.cookie.split('; ')"
+                                                                 ".find(c => c.startsWith('rmqd_csrf=')).slice(10)"))
+    assert status == [200, None] and kit.server.broker.topic_config_manager.get("ForgedTopic") is not None
 
 
 def test_deep_links_and_unknown_pages(browser, kit):

@@ -1,7 +1,10 @@
 """The console's aiohttp application: JSON API under /api, SSE live tail, the single-page UI.
 
-Security: no login on a loopback bind; on any other address every request needs the console token
-(``Authorization: Bearer``, the ``rmqd_token`` cookie, or ``?token=`` once, which sets the cookie).
+Security: no login on a loopback bind, but there every request must name the console by a loopback
+Host (``127.0.0.1``, ``localhost``, ``[::1]`` with its port): a page of another site whose name
+resolves to 127.0.0.1 (DNS rebinding) gets 403.  On any other address every request needs the
+console token (``Authorization: Bearer``, the ``rmqd_token`` cookie, or ``?token=`` once, which sets
+the cookie).
 Every POST needs the ``X-CSRF-Token`` header equal to the ``rmqd_csrf`` cookie the page gets
 (double-submit) and, when the browser sends an Origin, a same-origin one.  ``read_only`` answers 403
 to every request that is not GET/HEAD/OPTIONS.
@@ -14,6 +17,7 @@ import hmac
 import logging
 import os
 import secrets
+import threading
 import time
 from typing import Any, Callable, Optional
 from urllib.parse import urlparse
@@ -22,7 +26,7 @@ import orjson
 from aiohttp import web
 
 from rmqd.admin.client import AdminError
-from rmqd.console.jobs import SearchJobs
+from rmqd.console.jobs import SEARCH_WORKERS, SearchJobs
 from rmqd.console.lag_history import LagHistory
 from rmqd.console.view import ClusterView, ViewError
 
@@ -38,23 +42,43 @@ TAIL_BATCH = 200
 
 STATE = web.AppKey("state", object)
 READY = web.AppKey("ready", object)
+ALLOWED_HOSTS = web.AppKey("allowed_hosts", frozenset)
 LAG_INTERVAL = web.AppKey("lag_interval_s", float)
 SAMPLER = web.AppKey("sampler", object)
 
 
 class ConsoleState:
-    """What the handlers share: the view, its executor, searches, lag history, the secrets."""
+    """What the handlers share: the view, its executors (pages; searches in a pool of their own),
+    searches, lag history, the secrets."""
 
-    def __init__(self, view: ClusterView, read_only: bool, token: Optional[str], workers: int = 4) -> None:
-        self.view = view
+    def __init__(self, view: "ClusterView | Callable[[], ClusterView]", read_only: bool, token: Optional[str],
+                 workers: int = 4) -> None:
+        """``view``: the view, or a factory called on first use (once the services it reads are up)."""
+        self._view: Optional[ClusterView] = view if isinstance(view, ClusterView) else None
+        self._make_view: Optional[Callable[[], ClusterView]] = None if self._view is not None else view
+        self._view_lock = threading.Lock()
         self.read_only = read_only
         self.token = token
         self.csrf = secrets.token_urlsafe(24)
         self.executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="rmqd-console")
+        self.search_executor = concurrent.futures.ThreadPoolExecutor(SEARCH_WORKERS,
+                                                                     thread_name_prefix="rmqd-console-search")
         self.searches = SearchJobs()
         self.lag = LagHistory()
         self.tails = 0
         self.closing = False
+
+    @property
+    def view(self) -> ClusterView:
+        if self._view is None:
+            with self._view_lock:
+                if self._view is None:
+                    self._view = self._make_view()
+        return self._view
+
+    def close_view(self) -> None:
+        if self._view is not None:
+            self._view.close()
 
     async def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -95,8 +119,16 @@ async def _body(request: web.Request) -> dict:
 async def security(request: web.Request, handler: Callable) -> web.StreamResponse:
     st: ConsoleState = request.app[STATE]
     path = request.path
+    allowed = request.app.get(ALLOWED_HOSTS)
+    if allowed and (request.headers.get("Host") or "").lower() not in allowed:
+        log.warning("console: refused %s %s with Host %r (not a loopback name of this console)",
+                    request.method, path, request.headers.get("Host"))
+        return _error("this console answers only to 127.0.0.1, localhost or [::1] (DNS rebinding guard)", 403)
     if path == "/healthz":
         return await handler(request)
+    ready = request.app.get(READY)
+    if ready is not None and not ready():
+        return _error("rmqd is starting (or stopping); try again shortly", 503)
     if st.token:
         given = ""
         auth = request.headers.get("Authorization", "")
@@ -166,9 +198,9 @@ async def broker(request: web.Request) -> web.Response:
 
 
 async def features(request: web.Request) -> web.Response:
-    from rmqd.console.extensions import PLANNED
+    from rmqd.console.extensions import BUILTIN
     st: ConsoleState = request.app[STATE]
-    return _json({"features": await st.run(st.view.extensions), "planned": list(PLANNED)})
+    return _json({"features": await st.run(st.view.extensions), "builtin": list(BUILTIN)})
 
 
 # ---------------------------------------------------------------------------------- topics
@@ -382,7 +414,7 @@ async def search_start(request: web.Request) -> web.Response:
         raise ViewError("topic is required")
     job = st.searches.create(t, q.get("q", ""), q.get("field", "all"), q.get("mode", "contains"),
                              _int(request, "begin", 0), _int(request, "end", 0), _int(request, "max", 10_000))
-    asyncio.get_running_loop().run_in_executor(st.executor, job.run, st.view)
+    st.search_executor.submit(job.run, st.view)
     return _json(job.progress())
 
 
@@ -403,11 +435,26 @@ async def not_found(request: web.Request) -> web.Response:
 
 
 # ---------------------------------------------------------------------------------- app
-def build_app(view: ClusterView, read_only: bool = False, token: Optional[str] = None,
-              ready: Optional[Callable[[], bool]] = None, lag_interval_s: float = 10.0) -> web.Application:
+def loopback_hosts(port: int, bind_host: str = "127.0.0.1") -> frozenset[str]:
+    """The Host values a loopback-bound console on ``port`` answers to."""
+    names = {"127.0.0.1", "localhost", "[::1]", f"[{bind_host}]" if ":" in bind_host else bind_host}
+    hosts = {f"{n}:{port}" for n in names}
+    if port == 80:
+        hosts |= names
+    return frozenset(h.lower() for h in hosts)
+
+
+def build_app(view: "ClusterView | Callable[[], ClusterView]", read_only: bool = False, token: Optional[str] = None,
+              ready: Optional[Callable[[], bool]] = None, lag_interval_s: float = 10.0,
+              allowed_hosts: Optional[frozenset[str]] = None) -> web.Application:
+    """``view``: the view or its factory (called on first use); ``ready``: until it is true every request
+    but ``/healthz`` answers 503; ``allowed_hosts``: the only Host headers served (a loopback bind
+    without a token), None = any."""
     app = web.Application(middlewares=[security], client_max_size=8 * 1024 * 1024)
     st = ConsoleState(view, read_only, token)
     app[STATE] = st
+    if allowed_hosts:
+        app[ALLOWED_HOSTS] = allowed_hosts
     if ready is not None:
         app[READY] = ready
     app[LAG_INTERVAL] = lag_interval_s
@@ -453,9 +500,13 @@ def build_app(view: ClusterView, read_only: bool = False, token: Optional[str] =
 async def _start_sampler(app: web.Application) -> None:
     st: ConsoleState = app[STATE]
     interval = float(app[LAG_INTERVAL])
+    ready = app.get(READY)
 
     async def sample() -> None:
         while not st.closing:
+            if ready is not None and not ready():
+                await asyncio.sleep(min(interval, 0.5))
+                continue
             try:
                 await st.run(st.lag.sample, st.view)
             except asyncio.CancelledError:
@@ -479,3 +530,4 @@ async def _stop(app: web.Application) -> None:
         except (asyncio.CancelledError, Exception):
             pass
     st.executor.shutdown(wait=False, cancel_futures=True)
+    st.search_executor.shutdown(wait=False, cancel_futures=True)

@@ -22,7 +22,12 @@ def is_loopback(host: str) -> bool:
 
 
 class ConsoleEndpoint:
-    """Serves the console for the in-process broker, or for ``namesrv_addr``'s cluster when given."""
+    """Serves the console for the in-process broker, or for ``namesrv_addr``'s cluster when given.
+
+    It binds before the broker starts (``starts_early``): while the store recovers, ``/healthz``
+    answers 503 and every other request 503 too; its view is made on first use, once everything is up."""
+
+    starts_early = True
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8080, read_only: bool = False,
                  token: Optional[str] = None, namesrv_addr: Optional[str] = None,
@@ -37,7 +42,7 @@ class ConsoleEndpoint:
         need = (not is_loopback(host)) if require_token is None else require_token
         self.token = (token or secrets.token_urlsafe(18)) if need else None
         self.lag_interval_s = lag_interval_s
-        self.view: Any = None
+        self._app: Any = None
         self._runner: Any = None
         self._sock: Any = None
         self._services: Any = None
@@ -87,22 +92,32 @@ class ConsoleEndpoint:
             return
         from aiohttp import web
 
-        from rmqd.console.app import build_app
-        from rmqd.console.local_view import LocalClusterView
-        from rmqd.console.view import RemoteClusterView
+        from rmqd.console.app import build_app, loopback_hosts
         services = self._services
-        if self.namesrv_addr or services.broker is None:
-            addr = self.namesrv_addr or (services.namesrv.address if services.namesrv is not None else None)
-            self.view = RemoteClusterView(addr)
-        else:
-            self.view = LocalClusterView(services)
-        app = build_app(self.view, self.read_only, self.token, ready=services.ready,
-                        lag_interval_s=self.lag_interval_s)
+        hosts = loopback_hosts(self.port, self.host) if self.token is None and is_loopback(self.host) else None
+        app = build_app(self._make_view, self.read_only, self.token, ready=services.ready,
+                        lag_interval_s=self.lag_interval_s, allowed_hosts=hosts)
+        self._app = app
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
         await web.SockSite(runner, self._sock).start()
         self._runner = runner
         log.info("console HTTP server started on %s", self.url)
+
+    def _make_view(self) -> Any:
+        """The view, made on first use (the name server's address is known by then)."""
+        from rmqd.console.local_view import LocalClusterView
+        from rmqd.console.view import RemoteClusterView
+        services = self._services
+        if self.namesrv_addr or services.broker is None:
+            return RemoteClusterView(self.namesrv_addr or (services.namesrv.address if services.namesrv else None))
+        return LocalClusterView(services)
+
+    @property
+    def view(self) -> Any:
+        """The console's view (made on first use; None before the HTTP server is up)."""
+        from rmqd.console.app import STATE
+        return self._app[STATE].view if self._app is not None else None
 
     async def close(self) -> None:
         sock = self._sock
@@ -120,8 +135,10 @@ class ConsoleEndpoint:
         if sock is not None:
             sock.close()
             self._sock = None
-        if self.view is not None:
-            self.view.close()
+        if self._app is not None:
+            from rmqd.console.app import STATE
+            self._app[STATE].close_view()
+            self._app = None
 
     @property
     def url(self) -> str:

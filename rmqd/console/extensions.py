@@ -1,5 +1,5 @@
-"""Extension point for feature pages that depend on broker features built in parallel:
-compaction status, tiered storage, ACL accounts.
+"""Extension point for feature pages: compaction status, tiered storage, ACL accounts (built in,
+``rmqd.console.feature_pages``) and whatever else registers.
 
 A feature registers ``register(name, fn)`` with ``fn(broker) -> dict | None`` (None = the broker
 does not have the feature).  The console lists every registered feature that answers on the
@@ -13,8 +13,8 @@ from typing import Any, Callable, Optional
 log = logging.getLogger(__name__)
 
 _FEATURES: dict[str, Callable[[Any], Optional[dict]]] = {}
-# The pages these features will fill once they exist on main; listed so the UI can say so.
-PLANNED = ("compaction", "tier", "acl")
+# The built-in pages: always listed, so the UI can say when a broker does not run the feature.
+BUILTIN = ("compaction", "tier", "acl")
 
 
 def register(name: str, fn: Callable[[Any], Optional[dict]]) -> None:

@@ -1,4 +1,5 @@
-"""The console's built-in feature pages: compaction status and ACL accounts (``/features/<name>``).
+"""The console's built-in feature pages: compaction status, tiered storage and ACL accounts
+(``/features/<name>``).
 
 Each provider reads the in-process broker and answers the feature page's shape (see
 ``rmqd.console.extensions``): ``{"summary": {label: value}, "tables": [{"id", "title", "columns",
@@ -73,7 +74,59 @@ def acl_page(broker: Any) -> Optional[dict]:
     }
 
 
+TIER_QUEUE_ROWS = 200       # queue rows on the page (``rmqd admin tierStatus -t TOPIC`` shows any topic)
+
+
+def tier_page_of(statuses: list[tuple[str, dict]]) -> Optional[dict]:
+    """The "tier" page from ``(broker name, tier status)`` pairs: ``TieredStore.status()`` in-process,
+    or the body of admin code 9003 (GET_TIER_STATUS) from each broker for ``rmqd console -n``."""
+    if not statuses:
+        return None
+    queues, files, errors = [], [], []
+    for name, st in statuses:
+        for q in st.get("queues") or []:
+            queues.append([name, q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["committedOffset"],
+                           q["bytes"], q["commitLogBytes"], q["consumeQueueBytes"], q["segments"]])
+        for f in st.get("indexFiles") or []:
+            files.append([name, f["beginTs"], f["state"], f["items"], _when(f["beginTime"]), _when(f["endTime"]),
+                          f["bytes"]])
+        if st.get("lastError"):
+            errors.append(f"{name}: {st['lastError']}" if len(statuses) > 1 else str(st["lastError"]))
+    one = len(statuses) == 1
+    shown = queues[:TIER_QUEUE_ROWS]
+    summary = {
+        "backend": statuses[0][1].get("backend", "") if one else
+        "; ".join(f"{n}: {st.get('backend', '')}" for n, st in statuses),
+        "storage level": statuses[0][1].get("level", "") if one else
+        "; ".join(f"{n}: {st.get('level', '')}" for n, st in statuses),
+        "queues": len(queues) if len(shown) == len(queues) else f"{len(queues)} ({len(shown)} shown)",
+        "index files": len(files),
+        "uploaded index files": sum(1 for f in files if f[2] == "uploaded"),
+        "messages copied since start": sum(int(st.get("copied") or 0) for _, st in statuses),
+        "last error": "; ".join(errors) or "none",
+    }
+    return {
+        "summary": summary,
+        "tables": [{"id": "tier-queues", "title": "Queues",
+                    "columns": ["broker", "topic", "queue", "min offset", "max offset", "committed to", "bytes",
+                                "commit log bytes", "consume queue bytes", "segments"],
+                    "rows": shown},
+                   {"id": "tier-index-files", "title": "Index files",
+                    "columns": ["broker", "file", "state", "items", "first item", "last item", "bytes"],
+                    "rows": files}],
+    }
+
+
+def tier_page(broker: Any) -> Optional[dict]:
+    """Per queue the tier's offsets and size, per index file its state, items and time range."""
+    tier = getattr(broker.store, "tier", None)
+    if tier is None or not tier.started:
+        return None
+    return tier_page_of([(broker.config.brokerName, tier.status())])
+
+
 def register_builtin() -> None:
     """Register the built-in pages (idempotent)."""
     extensions.register("compaction", compaction_page)
+    extensions.register("tier", tier_page)
     extensions.register("acl", acl_page)

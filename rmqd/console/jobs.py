@@ -1,8 +1,10 @@
 """Bounded server-side message search with progress (body, keys, tags and properties).
 
-A search walks a topic's queues over a time range in an executor thread, at most ``max_messages``
-messages, and keeps at most ``MAX_MATCHES`` matches.  The page polls ``progress()``; a search
-nobody polled for ``IDLE_CANCEL_S`` is cancelled, and at most ``MAX_JOBS`` are kept.
+A search walks a topic's queues over a time range in a thread of its own small pool
+(``SEARCH_WORKERS``; the console's page pool never runs one, so searches cannot hold up pages), at
+most ``max_messages`` messages, and keeps at most ``MAX_MATCHES`` matches.  The page polls
+``progress()`` (``state``: queued, running, done); a search nobody polled for ``IDLE_CANCEL_S`` is
+cancelled, and at most ``MAX_JOBS`` are kept.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ log = logging.getLogger(__name__)
 MAX_SCAN = 200_000
 MAX_MATCHES = 500
 MAX_JOBS = 16
+SEARCH_WORKERS = 2
 IDLE_CANCEL_S = 60.0
 FIELDS = ("all", "body", "keys", "tags", "properties")
 
@@ -52,11 +55,21 @@ class SearchJob:
         self.error: Optional[str] = None
         self.cancelled = False
         self.started = time.time()
+        self.running = False
+        self.run_started = 0.0
         self.finished = 0.0
         self.last_poll = time.monotonic()
 
+    @property
+    def state(self) -> str:
+        return "done" if self.done else "running" if self.running else "queued"
+
     def run(self, view: ClusterView) -> None:
+        self.run_started = time.time()
+        self.running = True
         try:
+            if self.cancelled:
+                return
             for scanned, total, batch in view.scan(self.topic, self.begin, self.end, self.max_messages):
                 self.scanned, self.total = scanned, total
                 for broker, m in batch:
@@ -77,7 +90,8 @@ class SearchJob:
     def progress(self) -> dict:
         self.last_poll = time.monotonic()
         return {"id": self.id, "topic": self.topic, "q": self.needle, "field": self.field, "mode": self.mode,
-                "scanned": self.scanned, "total": self.total, "done": self.done, "cancelled": self.cancelled,
+                "state": self.state, "scanned": self.scanned, "total": self.total, "done": self.done,
+                "cancelled": self.cancelled,
                 "error": self.error, "matches": list(self.found), "capped": len(self.found) >= MAX_MATCHES,
                 "elapsedMs": int(((self.finished or time.time()) - self.started) * 1000)}
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from rmqd.admin.client import TOOLS_CONSUMER, AdminClient, AdminError, _addr
 from rmqd.processors.admin_common import is_system_topic
+from rmqd.processors.admin_tier import GET_TIER_STATUS
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.store.message import StoredMessage, decode_messages, decode_offset_msg_id, encode_properties
@@ -639,6 +640,21 @@ class RemoteClusterView(ClusterView):
 
     # ------------------------------------------------------------------ extension points
     def extensions(self) -> dict:
-        """Feature pages that depend on broker features built elsewhere (compaction, tiered storage,
-        ACL): name -> status dict, or absent when the cluster does not have the feature."""
-        return {}
+        """Feature pages (name -> status dict, absent when no broker runs the feature). Over the
+        remoting codes: the tier page, from rmqd's admin code 9003 on every master (a broker without
+        a tier, or one that does not know the code, such as the Java broker, is left out)."""
+        from rmqd.console.feature_pages import tier_page_of
+        statuses = []
+        for name, addr in sorted(self.masters().items()):
+            try:
+                st = self._json(addr, GET_TIER_STATUS)
+            except AdminError as exc:
+                log.debug("console: no tier status from %s (%s): %s", name, addr, exc)
+                continue
+            except (OSError, TimeoutError) as exc:
+                log.warning("console: tier status of %s (%s) unavailable: %s", name, addr, exc)
+                continue
+            if isinstance(st, dict):
+                statuses.append((name, st))
+        page = tier_page_of(statuses)
+        return {"tier": page} if page is not None else {}

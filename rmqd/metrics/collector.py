@@ -33,6 +33,12 @@ def _b(v: bool) -> str:
     return "true" if v else "false"
 
 
+def _earliest(current: int, store: Any, topic: str, qid: int, offset: int, end: int) -> int:
+    """The earlier of ``current`` (0 = none yet) and the store time of the message at ``offset``."""
+    ts = store.get_message_store_timestamp(topic, qid, offset) if 0 <= offset < end else -1
+    return ts if ts > 0 and (not current or ts < current) else current
+
+
 def parse_metrics_label(spec: str | None) -> list[tuple[str, str]]:
     """``metricsLabel`` ("k:v,k:v") as label pairs."""
     out = []
@@ -121,7 +127,8 @@ class Scrape:
             for topic, n in sorted(table.items()):
                 f.add((topic,), n)
         for name, key in (("rocketmq_topic_create_execution_time", "topic_create"),
-                          ("rocketmq_consumer_group_create_execution_time", "group_create")):
+                          ("rocketmq_consumer_group_create_execution_time", "group_create"),
+                          ("rocketmq_finish_message_latency", "finish")):
             f = self.fam(name)
             for labels, (counts, total) in sorted(snap[key].items()):
                 f.add_histogram(labels, counts, total)
@@ -177,11 +184,12 @@ class Scrape:
             f.add(key, n)
 
     def consumer_lag(self) -> None:
-        """Java's ConsumerLagCalculator (non-POP): every subscription group with online consumers,
-        each topic they subscribe to (retry topics skipped), every write queue; a queue without a
-        committed offset counts from the queue's end (no lag).  Lag latency is the age of the first
-        unconsumed message.  rmqd keeps no separate pull offsets, so a message counts as pulled when
-        it is committed: ready = lag, inflight = 0, queueing latency = lag latency."""
+        """Java's ConsumerLagCalculator: every subscription group with online consumers, each topic
+        they subscribe to (retry topics skipped), every write queue; a queue without a committed
+        offset counts from the queue's end (no lag).  Lag latency is the age of the first unconsumed
+        message.  rmqd keeps no separate pull offsets, so for pull/push groups a message counts as
+        pulled when it is committed: ready = lag, inflight = 0, queueing latency = lag latency.
+        POP groups: see :meth:`pop_lag`."""
         b = self.broker
         store = b.store
         offsets = b.consumer_offset_manager
@@ -191,6 +199,7 @@ class Scrape:
                                       "rocketmq_consumer_queueing_latency", "rocketmq_consumer_ready_messages")]
         now = self.now_ms
         perm = int(b.config.brokerPermission)
+        inflight = None
         for group, info in sorted(b.consumer_manager.groups().items()):
             if group not in subscription_groups:
                 continue
@@ -199,6 +208,11 @@ class Scrape:
                     continue
                 tc = self.topics.get(topic)
                 if tc is None or not (tc.perm & perm & 6):
+                    continue
+                if str(info.consume_type) == "CONSUME_POP" and getattr(b, "pop_service", None) is not None:
+                    if inflight is None:
+                        inflight = b.pop_service.inflight()
+                    self.pop_lag(group, topic, tc, inflight, fams)
                     continue
                 lag = 0
                 oldest = 0
@@ -216,6 +230,56 @@ class Scrape:
                 labels = (topic, group, "false", _b(self.is_system_topic(topic) or self.is_system_group(group)))
                 for fam, value in zip(fams, (lag, latency, 0, latency, lag)):
                     fam.add(labels, value)
+
+    def pop_lag(self, group: str, topic: str, tc: Any, inflight: dict, fams: list[Family]) -> None:
+        """Java's rule for a POP group: a series for the topic and one (``is_retry="true"``) for its POP
+        retry topic ``%RETRY%<group>_<topic>`` (zeros while it does not exist).  Per write queue: ready =
+        queue end - pop offset; inflight = handed out, not acked or revived; lag = ready + inflight; lag
+        latency = age of the message at (pop offset - inflight); queueing latency = age of the message at
+        the pop offset."""
+        from rmqd.pop.extra_info import pop_retry_topic
+        store = self.broker.store
+        offsets = self.broker.consumer_offset_manager
+        now = self.now_ms
+        is_system = _b(self.is_system_topic(topic) or self.is_system_group(group))
+        retry = self.topics.get(pop_retry_topic(group, topic))
+        for real, cfg, is_retry in ((topic, tc, "false"), (retry.topic_name if retry else "", retry, "true")):
+            ready = flight = 0
+            oldest_unconsumed = oldest_unpulled = 0
+            for qid in range(cfg.write_queue_nums if cfg is not None else 0):
+                end = max(0, store.get_max_offset(real, qid))
+                pulled = offsets.query_offset(group, real, qid)
+                if pulled < 0:
+                    pulled = end
+                n = inflight.get((real, group, qid), 0)
+                ready += max(0, end - pulled)
+                flight += n
+                oldest_unconsumed = _earliest(oldest_unconsumed, store, real, qid, pulled - n, end)
+                oldest_unpulled = _earliest(oldest_unpulled, store, real, qid, pulled, end)
+            labels = (topic, group, is_retry, is_system)
+            lag_ms = max(0, now - oldest_unconsumed) if oldest_unconsumed else 0
+            queue_ms = max(0, now - oldest_unpulled) if oldest_unpulled else 0
+            for fam, value in zip(fams, (ready + flight, lag_ms, flight, queue_ms, ready)):
+                fam.add(labels, value)
+
+    def pop(self) -> None:
+        """rocketmq_pop_*: revive-log counters, revive backlog per revive queue, the merge-buffer gauges."""
+        snap = self.broker.metrics.pop.snapshot()
+        for name, table in (("rocketmq_pop_revive_in_message_total", snap["in"]),
+                            ("rocketmq_pop_revive_out_message_total", snap["out"]),
+                            ("rocketmq_pop_revive_retry_messages_total", snap["retry"])):
+            f = self.fam(name)
+            for labels, n in sorted(table.items()):
+                f.add(labels, n)
+        self.fam("rocketmq_pop_offset_buffer_size").add((), 0)
+        self.fam("rocketmq_pop_checkpoint_buffer_size").add((), 0)
+        svc = getattr(self.broker, "pop_service", None)
+        if svc is None:
+            return
+        lag, latency = self.fam("rocketmq_pop_revive_lag"), self.fam("rocketmq_pop_revive_latency")
+        for qid, behind, age in svc.revive_backlog(self.now_ms):
+            lag.add((str(qid),), behind)
+            latency.add((str(qid),), age)
 
     def storage(self) -> None:
         b = self.broker
@@ -252,7 +316,7 @@ class Scrape:
 
     def families(self) -> Iterable[Family]:
         for step in (self.messages_in, self.messages_out, self.counters, self.rpc_latency, self.tables,
-                     self.connections, self.consumer_lag, self.storage, self.half_messages):
+                     self.connections, self.consumer_lag, self.storage, self.half_messages, self.pop):
             try:
                 step()
             except Exception:

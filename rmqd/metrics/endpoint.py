@@ -28,7 +28,10 @@ def exporter_type(value: Any) -> str:
 
 
 class MetricsEndpoint:
-    """Prometheus pull endpoint for the broker of the ``Services`` it joins."""
+    """Prometheus pull endpoint for the broker of the ``Services`` it joins.  It binds before the broker
+    starts (``starts_early``), so ``/healthz`` answers 503 while the store recovers."""
+
+    starts_early = True
 
     def __init__(self, host: str = "127.0.0.1", port: int = 5557) -> None:
         self.host = host
@@ -60,7 +63,8 @@ class MetricsEndpoint:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/metrics"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
 
     def ready_parts(self) -> list[str]:
         return [f"metrics {self.url}"]
@@ -70,6 +74,8 @@ class MetricsEndpoint:
         broker = self._services.broker if self._services is not None else None
         if broker is None:
             return web.Response(status=503, text="no broker in this process\n")
+        if not self._services.ready():
+            return web.Response(status=503, text="the broker is starting (or stopping)\n")
         loop = asyncio.get_running_loop()
         text = await loop.run_in_executor(self._executor, collect, broker)
         return web.Response(body=text.encode("utf-8"), headers={"Content-Type": CONTENT_TYPE})

@@ -14,6 +14,11 @@ from rmqd.metrics.naming import exported_name
 LATENCY_BUCKETS_MS = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
 MESSAGE_SIZE_BUCKETS = (1024.0, 4096.0, 512 * 1024.0, 1024 * 1024.0, 2 * 1024 * 1024.0, 4 * 1024 * 1024.0)
 CREATE_TIME_BUCKETS_MS = (10.0, 100.0, 1000.0, 3000.0, 5000.0)
+# Java's commitLatencyBuckets: 5 s, 1 min, 10 min, 1 h, 12 h, 24 h.  The broker records whole *seconds*
+# into this "ms" histogram (EndTransactionProcessor: (now - bornTimestamp) / 1000); rmqd does the same,
+# so 5.x dashboards read the same buckets.
+FINISH_LATENCY_BUCKETS = (5.0, 60.0, 600.0, 3600.0, 43200.0, 86400.0)
+POP_SCAN_BUCKETS_MS = (1.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
 
 COMMON_LABELS = ("cluster", "node_type", "node_id")
 
@@ -73,6 +78,9 @@ SPECS: tuple[FamilySpec, ...] = (
     FamilySpec("rocketmq_commit_messages_total", "counter", "", ("topic",), "Transactions committed."),
     FamilySpec("rocketmq_rollback_messages_total", "counter", "", ("topic",), "Transactions rolled back."),
     FamilySpec("rocketmq_half_messages", "gauge", "1", ("topic",), "Half messages not yet resolved."),
+    FamilySpec("rocketmq_finish_message_latency", "histogram", "ms", ("topic",),
+               "Transaction finish latency: whole seconds from the half message's birth to its commit "
+               "(as the 5.x broker records it).", FINISH_LATENCY_BUCKETS),
     FamilySpec("rocketmq_storage_size", "gauge", "By", _L_STORE,
                "Disk space used on the store directory's filesystem."),
     FamilySpec("rocketmq_storage_flush_behind_bytes", "gauge", "By", _L_STORE,
@@ -81,6 +89,26 @@ SPECS: tuple[FamilySpec, ...] = (
                "CommitLog bytes not yet dispatched to consume queues and index."),
     FamilySpec("rocketmq_storage_message_reserve_time", "gauge", "ms", _L_STORE,
                "Age of the earliest stored message."),
+    # POP (Java's PopMetricsManager; its units are spelled "milliseconds")
+    FamilySpec("rocketmq_pop_revive_in_message_total", "counter", "",
+               ("consumer_group", "topic", "revive_message_type", "put_status"),
+               "Checkpoint (CK) and ack (ACK) records written to the revive log."),
+    FamilySpec("rocketmq_pop_revive_out_message_total", "counter", "",
+               ("consumer_group", "topic", "queue_id", "revive_message_type"),
+               "Revive-log records the revive is done with (counted when their checkpoint is settled)."),
+    FamilySpec("rocketmq_pop_revive_retry_messages_total", "counter", "", ("consumer_group", "topic", "put_status"),
+               "Messages the revive put into a POP retry topic."),
+    FamilySpec("rocketmq_pop_revive_lag", "gauge", "milliseconds", ("queue_id",),
+               "Revive-log records the revive is not done with, per revive queue (a count, despite the "
+               "5.x name)."),
+    FamilySpec("rocketmq_pop_revive_latency", "gauge", "milliseconds", ("queue_id",),
+               "Age of the oldest revive-log record the revive is not done with."),
+    FamilySpec("rocketmq_pop_offset_buffer_size", "gauge", "", (),
+               "Pop offsets waiting in the merge buffer (rmqd commits them with the pop: 0)."),
+    FamilySpec("rocketmq_pop_checkpoint_buffer_size", "gauge", "", (),
+               "Checkpoints waiting in the merge buffer (rmqd writes them with the pop: 0)."),
+    FamilySpec("rocketmq_pop_buffer_scan_time_consume", "histogram", "milliseconds", (),
+               "Merge-buffer scan time (rmqd has no merge buffer: no samples).", POP_SCAN_BUCKETS_MS),
 )
 BY_INSTRUMENT = {s.instrument: s for s in SPECS}
 

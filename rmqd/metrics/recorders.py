@@ -11,7 +11,8 @@ import threading
 import time
 from typing import Any, Optional
 
-from rmqd.metrics.families import CREATE_TIME_BUCKETS_MS, LATENCY_BUCKETS_MS, MESSAGE_SIZE_BUCKETS
+from rmqd.metrics.families import (CREATE_TIME_BUCKETS_MS, FINISH_LATENCY_BUCKETS, LATENCY_BUCKETS_MS,
+                                   MESSAGE_SIZE_BUCKETS)
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.store.message import find_property
 
@@ -89,6 +90,7 @@ class MessageCounters:
         self.commit: dict[str, int] = {}
         self.rollback: dict[str, int] = {}
         self.half: dict[str, int] = {}          # prepared, not yet committed/rolled back (since start)
+        self.finish = Histogram(FINISH_LATENCY_BUCKETS)   # (topic,) -> whole seconds from birth to commit
         self.topic_create = Histogram(CREATE_TIME_BUCKETS_MS)
         self.group_create = Histogram(CREATE_TIME_BUCKETS_MS)
 
@@ -107,12 +109,17 @@ class MessageCounters:
         with self._lock:
             self.dlq[(group, topic)] = self.dlq.get((group, topic), 0) + 1
 
-    def on_end_transaction(self, topic: str, commit: bool) -> None:
+    def on_end_transaction(self, topic: str, commit: bool, born_ms: int = 0) -> None:
+        """A half message of ``topic`` was committed or rolled back.  A commit also records the finish
+        latency as the 5.x broker does: whole seconds since the half message's born timestamp (rollbacks
+        are not timed there either)."""
         table = self.commit if commit else self.rollback
         with self._lock:
             table[topic] = table.get(topic, 0) + 1
             if self.half.get(topic, 0) > 0:
                 self.half[topic] -= 1
+            if commit and born_ms > 0:
+                self.finish.observe((topic,), float(max(0, int(time.time() * 1000) - born_ms) // 1000))
 
     def on_create(self, what: str, elapsed_s: float, ok: bool, is_system: bool = False) -> None:
         status = "success" if ok else "failure"
@@ -127,8 +134,46 @@ class MessageCounters:
             return {"sizes": {k: (list(v[0]), v[1]) for k, v in self.sizes.series.items()},
                     "dlq": dict(self.dlq), "commit": dict(self.commit), "rollback": dict(self.rollback),
                     "half": dict(self.half),
+                    "finish": {k: (list(v[0]), v[1]) for k, v in self.finish.series.items()},
                     "topic_create": {k: (list(v[0]), v[1]) for k, v in self.topic_create.series.items()},
                     "group_create": {k: (list(v[0]), v[1]) for k, v in self.group_create.series.items()}}
+
+
+REVIVE_TYPES = {"ck": "CK", "ack": "ACK", "bAck": "ACK"}     # revive-log tag -> PopReviveMessageType
+
+
+class PopCounters:
+    """POP's revive-log traffic (``rocketmq_pop_revive_*_total``): records written to the revive log,
+    records the revive is done with (a checkpoint's ``ck`` records and its ``ack``/``bAck`` records, when
+    the checkpoint is settled: fully acked, revived or handed out again), messages revived into a POP
+    retry topic."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.revive_in: dict[tuple[str, str, str, str], int] = {}   # (group, topic, type, put status)
+        self.revive_out: dict[tuple[str, str, str, str], int] = {}  # (group, topic, revive qid, type)
+        self.retry: dict[tuple[str, str, str], int] = {}            # (group, topic, put status)
+
+    def on_revive_put(self, group: str, topic: str, tag: str, status: str) -> None:
+        key = (group, topic, REVIVE_TYPES.get(tag, tag), status)
+        with self._lock:
+            self.revive_in[key] = self.revive_in.get(key, 0) + 1
+
+    def on_settled(self, group: str, topic: str, revive_qid: int, ck_records: int, ack_records: int) -> None:
+        with self._lock:
+            for kind, n in (("CK", ck_records), ("ACK", ack_records)):
+                if n > 0:
+                    key = (group, topic, str(revive_qid), kind)
+                    self.revive_out[key] = self.revive_out.get(key, 0) + n
+
+    def on_retry_put(self, group: str, topic: str, status: str) -> None:
+        key = (group, topic, status)
+        with self._lock:
+            self.retry[key] = self.retry.get(key, 0) + 1
+
+    def snapshot(self) -> dict[str, dict]:
+        with self._lock:
+            return {"in": dict(self.revive_in), "out": dict(self.revive_out), "retry": dict(self.retry)}
 
 
 class BrokerMetrics:
@@ -137,4 +182,5 @@ class BrokerMetrics:
     def __init__(self) -> None:
         self.rpc = RpcLatency()
         self.messages = MessageCounters()
+        self.pop = PopCounters()
         self.started_at = time.time()

@@ -41,6 +41,8 @@ class PopCheckPoint:
     revive_offset: int = -1          # queue offset of its ``ck`` record in the revive queue
     order: bool = False              # an orderly pop: the queue stays locked until it is acked, no revive
     attempt: int = 0                 # orderly redeliveries so far (delivery attempt = attempt + 1)
+    ck_records: int = 1              # its ``ck`` records in the revive log (renewals add one each)
+    ack_records: int = 0             # the ``ack``/``bAck`` records written for it
 
     @property
     def key(self) -> CkKey:

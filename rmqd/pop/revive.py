@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from rmqd.pop.checkpoint import (ACK_TAG, BATCH_ACK_TAG, CK_TAG, PopCheckPoint, ack_record, now_ms,
                                  parse_ack_record)
@@ -40,8 +40,9 @@ _REVIVE_RETRY_MS = 1000
 
 
 class ReviveMixin:
-    def _append(self, tag: str, body: bytes, revive_qid: int) -> int:
-        """Append one record to the revive queue; returns its queue offset."""
+    def _append(self, tag: str, body: bytes, revive_qid: int, group: str, topic: str) -> int:
+        """Append one record (of ``group``'s checkpoint on ``topic``) to the revive queue; returns its
+        queue offset."""
         if self.topics.get(self.revive_topic) is None:
             self.topics.add_system_topic(TopicConfig(self.revive_topic, self.revive_queue_num,
                                                      self.revive_queue_num, PERM_READ | PERM_WRITE))
@@ -51,16 +52,23 @@ class ReviveMixin:
         msg = MessageToStore(self.revive_topic, revive_qid, body, props, 0, 0, now, host, host, 0, 0,
                              tags_code_of(props))
         result = self.store.put_message(msg)
+        if self.counters is not None:
+            self.counters.on_revive_put(group, topic, tag, result.status.name)
         if not result.ok:
             raise PopError(ResponseCode.SYSTEM_ERROR, f"writing the {tag} record failed: {result.status.name}")
         return result.queue_offset
+
+    def _settled(self, ck: PopCheckPoint) -> None:
+        """``ck`` was forgotten (acked, revived or handed out again): its records are done with."""
+        if self.counters is not None:
+            self.counters.on_settled(ck.group, ck.topic, ck.revive_qid, ck.ck_records, ck.ack_records)
 
     def _add_checkpoint(self, ck: PopCheckPoint) -> None:
         """Write the ``ck`` record, then make the checkpoint live (the revive progress stays below it meanwhile)."""
         with self._lock:
             self._writing[ck.revive_qid] = self._writing.get(ck.revive_qid, 0) + 1
         try:
-            ck.revive_offset = self._append(CK_TAG, ck.ck_record(), ck.revive_qid)
+            ck.revive_offset = self._append(CK_TAG, ck.ck_record(), ck.revive_qid, ck.group, ck.topic)
             with self._cond:
                 self._cks[ck.key] = ck
                 if ck.order:                     # handed out again by the next orderly pop, not revived
@@ -100,6 +108,7 @@ class ReviveMixin:
         for ck in list(self._cks.values()):
             if ck.done():
                 del self._cks[ck.key]
+                self._settled(ck)
                 continue
             if ck.order:
                 self._order_cks.setdefault((ck.topic, ck.group, ck.queue_id), []).append(ck)
@@ -121,11 +130,13 @@ class ReviveMixin:
                     self._cks[ck.key] = ck
                 else:                               # a renewal: the same checkpoint, invisible for longer
                     old.invisible_time = max(old.invisible_time, ck.invisible_time)
+                    old.ck_records += 1
             elif tag in (ACK_TAG, BATCH_ACK_TAG):
                 key, offs = parse_ack_record(m.body)
                 ck = self._cks.get(key)
                 if ck is not None:
                     ck.acked.update(offs)
+                    ck.ack_records += 1
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("POP: skipping revive record at %s/%d: %r", self.revive_topic, queue_offset, exc)
 
@@ -196,11 +207,13 @@ class ReviveMixin:
                 res.release()
         if done:
             tag, body = ack_record(ck.key, self.broker_name, done)
-            self._append(tag, body, ck.revive_qid)
+            self._append(tag, body, ck.revive_qid, ck.group, ck.topic)
         with self._lock:
             ck.acked.update(done)
+            ck.ack_records += 1 if done else 0
             if ck.done() and self._cks.get(ck.key) is ck:
                 del self._cks[ck.key]
+                self._settled(ck)
 
     def _revive_message(self, ck: PopCheckPoint, m: Any) -> None:
         """Store an un-acked message again: POP retry topic, or the DLQ after the group's max attempts."""
@@ -216,10 +229,13 @@ class ReviveMixin:
             target = ck.topic if ck.topic.startswith("%RETRY%") else pop_retry_topic(ck.group, ck.topic)
             if self.topics.get(target) is None:
                 self.topics.create_topic_in_send_message_back_method(target, 1, PERM_READ | PERM_WRITE, 0)
-        self._store_again(target, m, props, real, reconsume, ck.pop_time)
+        counted = ((lambda status: self.counters.on_retry_put(ck.group, ck.topic, status))
+                   if self.counters is not None else None)
+        self._store_again(target, m, props, real, reconsume, ck.pop_time, counted)
         self.revived += 1
 
-    def _store_again(self, target: str, m: Any, props: dict, real: str, reconsume: int, pop_time: int) -> None:
+    def _store_again(self, target: str, m: Any, props: dict, real: str, reconsume: int, pop_time: int,
+                     on_status: Optional[Callable[[str], None]] = None) -> None:
         props.setdefault(PROPERTY_RETRY_TOPIC, real)
         props.setdefault(PROPERTY_FIRST_POP_TIME, str(pop_time))
         props.pop("DELAY", None)
@@ -228,6 +244,8 @@ class ReviveMixin:
                              self.store_host(), reconsume, 0, tags_code_of(encoded),
                              find_property(encoded, "KEYS"), find_property(encoded, "UNIQ_KEY"))
         result = self.store.put_message(msg)
+        if on_status is not None:
+            on_status(result.status.name)
         if not result.ok:
             raise RuntimeError(f"storing the message again in {target} failed: {result.status.name}")
 

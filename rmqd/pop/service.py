@@ -88,7 +88,11 @@ class PopService(ReviveMixin):
 
     def __init__(self, broker_name: str, cluster: str, store: Any, topics: Any, groups: Any, offsets: Any,
                  store_host: Callable[[], tuple], revive_queue_num: int = 8,
-                 on_dlq: Optional[Callable[[str, str], None]] = None) -> None:
+                 on_dlq: Optional[Callable[[str, str], None]] = None, counters: Any = None,
+                 on_out: Optional[Callable[[str, str, int, int], None]] = None) -> None:
+        """``on_dlq(group, topic)``: a message went to the DLQ; ``counters``: a
+        :class:`rmqd.metrics.recorders.PopCounters`; ``on_out(group, topic, messages, bytes)``: messages
+        handed out by a pop or a peek (the broker's GROUP_GET stats)."""
         self.broker_name = broker_name
         self.store = store
         self.topics = topics
@@ -96,6 +100,8 @@ class PopService(ReviveMixin):
         self.offsets = offsets
         self.store_host = store_host
         self.on_dlq = on_dlq
+        self.counters = counters
+        self.on_out = on_out
         self.revive_queue_num = max(1, int(revive_queue_num))
         self.revive_topic = f"rmq_sys_REVIVE_LOG_{cluster}"
         self.polling = PopLongPolling()
@@ -138,6 +144,41 @@ class PopService(ReviveMixin):
     @property
     def checkpoint_count(self) -> int:
         return len(self._cks)
+
+    # ------------------------------------------------------------------ metrics (read at scrape time)
+    def inflight(self) -> dict[tuple[str, str, int], int]:
+        """(topic, group, queue id) -> messages handed out and neither acked nor revived yet."""
+        out: dict[tuple[str, str, int], int] = {}
+        with self._lock:
+            for ck in self._cks.values():
+                n = len(ck.offsets) - len(ck.acked)
+                if n > 0:
+                    key = (ck.topic, ck.group, ck.queue_id)
+                    out[key] = out.get(key, 0) + n
+        return out
+
+    def revive_backlog(self, now: Optional[int] = None) -> list[tuple[int, int, int]]:
+        """Per revive queue: (queue id, records the revive is not done with, age in ms of the oldest).
+
+        The revive is done with everything below the ``ck`` record of the oldest open checkpoint (what
+        the revive progress is committed to); with no open checkpoint, with everything."""
+        now = now_ms() if now is None else now
+        with self._lock:
+            lowest: dict[int, int] = {}
+            for ck in self._cks.values():
+                if 0 <= ck.revive_offset < lowest.get(ck.revive_qid, 1 << 62):
+                    lowest[ck.revive_qid] = ck.revive_offset
+        out = []
+        for q in range(self.revive_queue_num):
+            mx = max(0, self.store.get_max_offset(self.revive_topic, q))
+            progress = min(lowest.get(q, mx), mx)
+            behind = mx - progress
+            age = 0
+            if behind > 0:
+                ts = self.store.get_message_store_timestamp(self.revive_topic, q, progress)
+                age = max(0, now - ts) if ts > 0 else 0
+            out.append((q, behind, age))
+        return out
 
     # ------------------------------------------------------------------ pop
     def check_pop(self, group: str, topic: str, queue_id: int, max_nums: int, broker_ip: str = "",
@@ -247,6 +288,8 @@ class PopService(ReviveMixin):
             extra = ExtraInfo(start, result.pop_time, result.invisible_time, result.revive_qid, flag,
                               self.broker_name, qid, off)
             result.messages.append(PoppedMessage(rec, topic, qid, off, extra, attempt + 1 if order else 0))
+        if self.on_out is not None:
+            self.on_out(group, topic, len(records), sum(len(r) for r in records))
         return ck
 
     def _open_orderly(self, key: tuple) -> list[PopCheckPoint]:
@@ -300,11 +343,13 @@ class PopService(ReviveMixin):
     def _settle(self, ck: PopCheckPoint, offsets: list[int]) -> None:
         """Record ``offsets`` of ``ck`` as done (a ``bAck``) and forget the checkpoint when nothing is left."""
         tag, body = ack_record(ck.key, self.broker_name, offsets)
-        self._append(tag, body, ck.revive_qid)
+        self._append(tag, body, ck.revive_qid, ck.group, ck.topic)
         with self._lock:
             ck.acked.update(offsets)
+            ck.ack_records += 1
             if ck.done() and self._cks.get(ck.key) is ck:
                 del self._cks[ck.key]
+                self._settled(ck)
 
     def _pop_queue(self, topic: str, qid: int, group: str, need: int, message_filter: Any, init_mode: int,
                    client_host: str, result: PopResult, order: bool = False, locked: bool = False) -> int:
@@ -342,9 +387,12 @@ class PopService(ReviveMixin):
                 break
             res = self.store.get_messages(topic, qid, self.pop_offset(group, topic, qid), max_nums - len(out))
             try:
-                out.extend(bytes(b) for b in res.buffers)
+                got = [bytes(b) for b in res.buffers]
             finally:
                 res.release()
+            if got and self.on_out is not None:
+                self.on_out(group, topic, len(got), sum(len(b) for b in got))
+            out.extend(got)
         return out
 
     def has_message(self, group: str, topic: str, queue_id: int, order: bool = False) -> bool:
@@ -405,14 +453,16 @@ class PopService(ReviveMixin):
         if not live:
             return 0
         tag, body = ack_record(key, self.broker_name, live)
-        self._append(tag, body, extra.revive_qid)
+        self._append(tag, body, extra.revive_qid, group, ck_topic)
         unlocked = False
         with self._lock:
             ck = self._cks.get(key)
             if ck is not None:
                 ck.acked.update(live)
+                ck.ack_records += 1
                 if ck.done():
                     del self._cks[key]
+                    self._settled(ck)
                     unlocked = ck.order
         if unlocked:                         # an orderly queue is free again: parked pops may go on
             self.polling.notify_threadsafe(ck_topic)
@@ -437,8 +487,9 @@ class PopService(ReviveMixin):
             new_it = now + int(invisible_ms) - ck.pop_time
             record = PopCheckPoint(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time, new_it,
                                    ck.revive_qid, ck.broker_name, ck.offsets, order=ck.order, attempt=ck.attempt)
-            self._append(CK_TAG, record.ck_record(), ck.revive_qid)
+            self._append(CK_TAG, record.ck_record(), ck.revive_qid, ck.group, ck.topic)
             with self._cond:
+                ck.ck_records += 1
                 if self._cks.get(ck.key) is ck and new_it > ck.invisible_time:
                     ck.invisible_time = new_it
                     if not ck.order:

@@ -11,7 +11,7 @@ SYSTEM_ERROR "tiered storage is not enabled (messageStorePlugIn)".
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from rmqd.processors.admin_common import json_response
 from rmqd.remoting.codes import ResponseCode
@@ -55,23 +55,7 @@ class TierAdminProcessor:
         return json_response(result)
 
 
-CONSOLE_QUEUES = 200       # rows of the console's tier page
-
-
-def console_status(broker: Any) -> Optional[dict]:
-    """The web console's "tier" feature page (rmqd.console.extensions): None without a tier."""
-    tier = broker.store.tier
-    if tier is None or not tier.started:
-        return None
-    st = tier.status()
-    more = len(st["queues"]) - CONSOLE_QUEUES
-    st["queues"] = st["queues"][:CONSOLE_QUEUES] + ([{"more": more}] if more > 0 else [])
-    return st
-
-
 def install(broker: "BrokerController") -> TierAdminProcessor:
-    from rmqd.console.extensions import register
-    register("tier", console_status)
     p = TierAdminProcessor(broker)
     d, pool = broker.dispatcher, broker.pools["admin"]
     d.register(GET_TIER_STATUS, p.tier_status, pool)

@@ -206,7 +206,7 @@ class EndTransactionProcessor:
         code, remark = _FINAL_STATUS.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
         if code == ResponseCode.SUCCESS:
             self.bridge.put_op_message(half.queue_offset, half.queue_id)
-            self.broker.metrics.messages.on_end_transaction(real_topic, commit=True)
+            self.broker.metrics.messages.on_end_transaction(real_topic, commit=True, born_ms=half.born_timestamp)
             return new_response()
         log.error("END_TRANSACTION commit of %s: storing the final message failed: %s %s", half.msg_id,
                   result.status.name, result.remark)

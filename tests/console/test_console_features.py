@@ -1,5 +1,8 @@
-"""The console's built-in feature pages: compaction status and ACL accounts (``/api/features``)."""
+"""The console's built-in feature pages: compaction status, tiered storage and ACL accounts
+(``/api/features``), in-process and over the admin codes (``rmqd console -n``)."""
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -7,7 +10,7 @@ from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 from rmqd.store.message import MessageToStore
 
-from tests.console.kit import ConsoleKit
+from tests.console.kit import ConsoleKit, Http
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -91,11 +94,51 @@ def test_acl_page_lists_accounts_and_white_list_never_secrets(tmp_path):
         kit.stop()
 
 
+TIER_PROPS = {"messageStorePlugIn": "tiered", "tieredBackendServiceProvider": "memory",
+              "tieredStoreIndexFileMaxHashSlotNum": 16, "tieredStoreIndexFileMaxIndexNum": 256,
+              "tieredStoreGroupCommitTimeout": 0}
+
+
+def test_tier_page_per_queue_and_index_file_local_and_remote(tmp_path):
+    kit = ConsoleKit(str(tmp_path / "store"), TIER_PROPS).start()
+    try:
+        kit.create_topic("TierPage", 2)
+        t0 = int(time.time() * 1000)
+        for i in range(9):
+            kit.send("TierPage", b"tiered-%d" % i, queue_id=i % 2, keys=f"tier-key-{i}")
+        result = kit.server.broker.store.tier.commit_now()            # copy, seal and upload the index now
+        assert result["copied"] == 9
+        d = kit.http().get_json("/api/features")["features"]["tier"]
+        s = d["summary"]
+        assert (s["backend"], s["storage level"], s["queues"], s["last error"]) == ("memory", "NOT_IN_DISK", 2, "none")
+        assert s["index files"] >= 1 and s["uploaded index files"] >= 1 and s["messages copied since start"] == 9
+        queues = {(r["topic"], r["queue"]): r for r in table(d, "tier-queues")}
+        assert set(queues) == {("TierPage", 0), ("TierPage", 1)}
+        for (topic, qid), r in queues.items():
+            n = 5 - qid                                                 # 9 messages over 2 queues
+            assert (r["broker"], r["min offset"], r["max offset"], r["committed to"]) == ("broker-a", 0, n, n)
+            assert r["bytes"] == r["commit log bytes"] + r["consume queue bytes"] > 0 and r["segments"] >= 1
+        files = table(d, "tier-index-files")
+        up = [f for f in files if f["state"] == "uploaded"]
+        assert up and sum(f["items"] for f in up) >= 9 and all(f["bytes"] > 0 for f in up)
+        first = time.mktime(time.strptime(up[0]["first item"], "%Y-%m-%d %H:%M:%S"))
+        assert t0 / 1000 - 2 <= first <= time.time() and up[0]["last item"] >= up[0]["first item"]
+        # rmqd console -n: the same page from admin code 9003
+        remote = Http(kit.remote_console().url).get_json("/api/features")["features"]["tier"]
+        assert table(remote, "tier-queues") == table(d, "tier-queues")
+        assert table(remote, "tier-index-files") == table(d, "tier-index-files")
+        assert remote["summary"]["backend"] == "memory"
+    finally:
+        kit.stop()
+
+
 def test_features_off_say_so(tmp_path):
     kit = ConsoleKit(str(tmp_path / "store")).start()
     try:
         d = kit.http().get_json("/api/features")
-        assert "acl" not in d["features"] and "compaction" in d["features"]
-        assert d["planned"] == ["compaction", "tier", "acl"]
+        assert "acl" not in d["features"] and "tier" not in d["features"] and "compaction" in d["features"]
+        assert d["builtin"] == ["compaction", "tier", "acl"]
+        remote = Http(kit.remote_console().url).get_json("/api/features")
+        assert remote["features"] == {} and remote["builtin"] == ["compaction", "tier", "acl"]
     finally:
         kit.stop()

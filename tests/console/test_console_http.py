@@ -318,7 +318,7 @@ def test_live_tail_delivers_new_messages_within_a_second(kit):
 
 def test_features_extension_point(web):
     d = web.get_json("/api/features")
-    assert d["planned"] == ["compaction", "tier", "acl"] and isinstance(d["features"], dict)
+    assert d["builtin"] == ["compaction", "tier", "acl"] and isinstance(d["features"], dict)
 
 
 # ------------------------------------------------------------------ security
@@ -369,6 +369,24 @@ def test_token_required_off_loopback(kit):
     code, headers, _ = anon.get("/?token=s3cret-token")            # ?token= once sets the cookie
     assert code == 200 and {c.name for c in anon.jar} >= {"rmqd_token", "rmqd_csrf"}
     assert anon.get_json("/api/overview")["brokers"]
+
+
+def test_loopback_console_refuses_foreign_host_names(kit):
+    """DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1 reaches the port, but
+    its requests carry Host: evil.example:PORT and are refused; loopback names are served."""
+    port = kit.eps["rw"].port
+    web = kit.http()
+    for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1:{port + 1}", f"localhost.evil.example:{port}"):
+        for path in ("/api/overview", "/", "/healthz"):
+            code, _, body = web.get(path, headers={"Host": host})
+            assert code == 403 and "DNS rebinding" in json.loads(body)["error"], (host, path)
+        code, _, _ = web.post("/api/topics", {"topic": "RebindTopic"}, headers={"Host": host})
+        assert code == 403
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"[::1]:{port}"):
+        assert web.get("/api/session", headers={"Host": host})[0] == 200, host
+    assert kit.server.broker.topic_config_manager.get("RebindTopic") is None
+    # a console that needs a token checks the token instead (non-loopback binds answer to any name)
+    assert kit.http("token", token="s3cret-token").get("/api/session", headers={"Host": "console.example"})[0] == 200
 
 
 def test_non_loopback_bind_requires_a_token():

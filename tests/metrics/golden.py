@@ -1,6 +1,7 @@
 """The RocketMQ 5.1.4+ broker metric families (OTel Java 1.29 Prometheus names), from the broker's
-BrokerMetricsManager / BrokerMetricsConstant: exported name -> (type, label keys besides the common
-ones).  Written from the 5.x sources, not from rmqd's own table, so the parity test is independent.
+BrokerMetricsManager / BrokerMetricsConstant and PopMetricsManager / PopMetricsConstant: exported name
+-> (type, label keys besides the common ones).  Written from the 5.x sources, not from rmqd's own
+table, so the parity test is independent.
 """
 COMMON = ("cluster", "node_type", "node_id")
 
@@ -31,10 +32,22 @@ FAMILIES = {
     "rocketmq_commit_messages_total": ("counter", ("topic",)),
     "rocketmq_rollback_messages_total": ("counter", ("topic",)),
     "rocketmq_half_messages": ("gauge", ("topic",)),
+    "rocketmq_finish_message_latency_milliseconds": ("histogram", ("topic",)),
     "rocketmq_storage_size_bytes": ("gauge", ("storage_type", "storage_medium")),
     "rocketmq_storage_flush_behind_bytes": ("gauge", ("storage_type", "storage_medium")),
     "rocketmq_storage_dispatch_behind_bytes": ("gauge", ("storage_type", "storage_medium")),
     "rocketmq_storage_message_reserve_time_milliseconds": ("gauge", ("storage_type", "storage_medium")),
+    # PopMetricsManager / PopMetricsConstant (units "milliseconds": suffixed; the revive lag is a count)
+    "rocketmq_pop_buffer_scan_time_consume_milliseconds": ("histogram", ()),
+    "rocketmq_pop_revive_in_message_total": ("counter", ("consumer_group", "topic", "revive_message_type",
+                                                         "put_status")),
+    "rocketmq_pop_revive_out_message_total": ("counter", ("consumer_group", "topic", "queue_id",
+                                                          "revive_message_type")),
+    "rocketmq_pop_revive_retry_messages_total": ("counter", ("consumer_group", "topic", "put_status")),
+    "rocketmq_pop_offset_buffer_size": ("gauge", ()),
+    "rocketmq_pop_checkpoint_buffer_size": ("gauge", ()),
+    "rocketmq_pop_revive_lag_milliseconds": ("gauge", ("queue_id",)),
+    "rocketmq_pop_revive_latency_milliseconds": ("gauge", ("queue_id",)),
 }
 PROCESSORS = {"send", "async_put", "pull", "ack", "query_message", "client_manager", "heartbeat", "lite_pull",
               "transaction", "consumer_manager", "admin", "reply"}

@@ -69,8 +69,12 @@ def test_admin_codes_runtime_info_and_console_page(tmp_path):
         rc, out = admin(ns, "getBrokerConfig", "-b", server.broker_addr)
         assert rc == 0 and "tieredStorageLevel" in out and "s3cr3t" not in out
         from rmqd.console.extensions import local_extensions
+        from rmqd.console.feature_pages import register_builtin
+        register_builtin()
         page = local_extensions(server.broker)["tier"]
-        assert page["queues"][0]["topic"] == "TierAdmin" and page["indexFiles"]
+        queues = page["tables"][0]
+        assert queues["id"] == "tier-queues" and [r[1] for r in queues["rows"]] == ["TierAdmin", "TierAdmin"]
+        assert page["tables"][1]["rows"] and page["summary"]["backend"] == "memory"
 
 
 def test_without_a_tier_the_codes_say_so(tmp_path):
@@ -78,4 +82,6 @@ def test_without_a_tier_the_codes_say_so(tmp_path):
         rc, out = admin(server.namesrv_addr, "tierStatus")
         assert rc == 1 and "tiered storage is not enabled (messageStorePlugIn)" in out
         from rmqd.console.extensions import local_extensions
+        from rmqd.console.feature_pages import register_builtin
+        register_builtin()
         assert "tier" not in local_extensions(server.broker)

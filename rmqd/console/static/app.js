@@ -397,7 +397,8 @@ async function pageSearch() {
   let stop = false; S.cleanup.push(() => { stop = true; });
   while (!stop) {
     bar.max = Math.max(1, job.total); bar.value = job.scanned;
-    info.textContent = `scanned ${job.scanned} of ${job.total} · ${job.matches.length} found` + (job.capped ? " (first 500 shown)" : "") + (job.done ? " · done" : "");
+    info.textContent = (job.state === "queued" ? "waiting for a free search worker · " : "") +
+      `scanned ${job.scanned} of ${job.total} · ${job.matches.length} found` + (job.capped ? " (first 500 shown)" : "") + (job.done ? " · done" : "");
     if (job.done) {
       if (job.error) out.replaceChildren(errorBox(job.error));
       else out.replaceChildren(job.matches.length ? table(MSG_HEAD, messageRows(job.matches, job.topic), { class: "list", id: "search-matches" })
@@ -431,7 +432,7 @@ function featureBlock(name, st) {
 async function pageFeatures(only) {
   setPage(only ? "feature" : "features", h("h1", {}, only ? `Feature: ${only}` : "Broker features"));
   const d = await api("/api/features");
-  const names = only ? [only] : d.planned.concat(Object.keys(d.features).filter(k => !d.planned.includes(k)));
+  const names = only ? [only] : d.builtin.concat(Object.keys(d.features).filter(k => !d.builtin.includes(k)));
   for (const name of names) {
     main.append(h("h2", {}, only ? name : h("a", { href: `/features/${encodeURIComponent(name)}`, "data-link": "" }, name)),
                 featureBlock(name, d.features[name]));
