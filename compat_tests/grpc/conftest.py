@@ -5,8 +5,8 @@
 - ``node5_dir``: ``<repo>/.node-client5`` with ``npm install rocketmq-client-nodejs@1.0.8``, kept.
 Both are made by client5_env, bounded in time: only a registry that cannot be reached makes them
 skip; a failed install (a yanked version, a local error) or missing node/npm fails.
-- ``grpc_server``: one rmqd per module (name server, broker, gRPC endpoint on free ports) with a
-  small ``minInvisibleTimeMillsForRecv`` so redelivery tests take seconds.
+- ``grpc_server``: one rmqd per module (name server, broker, gRPC endpoint on free ports) with short
+  invisible times, check-backs and long polls (GRPC_BROKER) so the tests take seconds.
 """
 from __future__ import annotations
 
@@ -21,8 +21,11 @@ from rmqd.remoting.command import new_request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import client5_env  # noqa: E402
 
+# short waits: invisible times from 1 s, transaction check-backs after 1 s, long polls of at most 3 s (a push
+# consumer's shutdown waits for its parked receive)
 GRPC_BROKER = {"brokerIP1": "127.0.0.1", "minInvisibleTimeMillsForRecv": "1000",
-               "transactionCheckInterval": "1000", "transactionTimeOut": "1000"}
+               "transactionCheckInterval": "1000", "transactionTimeOut": "1000",
+               "grpcClientConsumerMaxLongPollingTimeoutMillis": "3000"}
 
 
 @pytest.fixture(scope="session")
