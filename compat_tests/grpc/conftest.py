@@ -86,3 +86,16 @@ def grpc_server():
     s = GrpcServer(GRPC_BROKER)
     yield s
     s.close()
+
+
+@pytest.fixture
+def make_grpc_server():
+    """``make(**broker_properties)``: another rmqd with gRPC (GRPC_BROKER plus these), closed after the test."""
+    made: list[GrpcServer] = []
+
+    def make(**props: str) -> GrpcServer:
+        made.append(GrpcServer({**GRPC_BROKER, **props}))
+        return made[-1]
+    yield make
+    for server in made:
+        server.close()
