@@ -360,7 +360,8 @@ def test_an_idle_client_is_let_go_and_its_auto_renewed_message_comes_back():
         create_topic(x.server, "Idle")
         pusher = [("x-mq-client-id", "idle-pusher")]
         x.stub.Heartbeat(s.HeartbeatRequest(group=d.Resource(name="IG"), client_type=d.PUSH_CONSUMER), metadata=pusher)
-        m = d.Message(topic=d.Resource(name="Idle"), body=b"held", system_properties=d.SystemProperties(message_id="H1"))
+        m = d.Message(topic=d.Resource(name="Idle"), body=b"held",
+                      system_properties=d.SystemProperties(message_id="H1"))
         assert x.stub.SendMessage(s.SendMessageRequest(messages=[m]), metadata=pusher).status.code == d.OK
         req = receive_req(topic="Idle", group="IG", invisible_ms=2000, poll_s=2)
         req.auto_renew = True
