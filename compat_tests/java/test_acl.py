@@ -120,10 +120,10 @@ def test_java_client_matrix_matches_the_java_broker(acl_rmqd, acl_reference) -> 
     theirs = _matrix(acl_reference[0].namesrv_addr)
     assert {k for k, v in ours.items() if v["ok"]} == EXPECTED_OK
     assert ours == theirs
-    assert "No default permission for topic:aclDeny" in ours[f"{app}/send:aclDeny"]["error"]
-    assert "No default permission for topic:aclOther" in ours[f"{app}/send:aclOther"]["error"]
-    assert "No default permission for topic:aclPub" in ours[f"{app}/pull:aclPub:groupOk"]["error"]
-    assert "No default permission for group:groupDeny" in ours[f"{app}/pull:aclSub:groupDeny"]["error"]
+    assert "No default permission for topic:aclDeny" in ours[f"{_APP}/send:aclDeny"]["error"]
+    assert "No default permission for topic:aclOther" in ours[f"{_APP}/send:aclOther"]["error"]
+    assert "No default permission for topic:aclPub" in ours[f"{_APP}/pull:aclPub:groupOk"]["error"]
+    assert "No default permission for group:groupDeny" in ours[f"{_APP}/pull:aclSub:groupDeny"]["error"]
     assert "Check signature failed for accessKey=appUser01" in ours["appUser01:wrongSecret01/send:aclPub"]["error"]
     assert "No acl config for nobodyUser01" in ours["nobodyUser01:nobodySecret01/send:aclPub"]["error"]
     assert "No accessKey is configured" in ours["-:-/send:aclPub"]["error"]
