@@ -255,9 +255,11 @@ class MqadminShell:
     :func:`mqadmin` (``stdout`` holds everything the sub-command printed; ``returncode`` 0, or -1 when
     it timed out). Exceptions are printed, as bin/mqadmin does."""
 
-    def __init__(self) -> None:
+    def __init__(self, home: str | Path | None = None) -> None:
+        """``home``: a :func:`shadow_home` whose ``conf/tools.yml`` (ACL credentials) every sub-command signs
+        with, as :func:`mqadmin`'s; the kit's by default."""
         kit = require_kit()
-        self.proc = JavaProcess("MqadminShell", system_props={"rocketmq.home.dir": str(kit)})
+        self.proc = JavaProcess("MqadminShell", system_props={"rocketmq.home.dir": str(home or kit)})
         self.proc.wait_for(lambda ev: any(e.get("ready") for e in ev), 120, "mqadmin shell start")
         self._next_id = 0
 

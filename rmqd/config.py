@@ -260,9 +260,13 @@ class BrokerConfig(_PropertiesConfig):
         "defaultMessageRequestMode": "PULL",
         "popExecutorCapacity": 1024,
         # gRPC endpoint for 5.x clients (the 5.x proxy's names): port 0 turns it off;
-        # minInvisibleTimeMillsForRecv is the smallest invisible duration a ReceiveMessage may ask for
+        # minInvisibleTimeMillsForRecv is the smallest invisible duration a ReceiveMessage may ask for;
+        # grpcClientConsumerMaxLongPollingTimeoutMillis caps a receive's long poll (and is the one the Settings
+        # give consumers); a client silent for grpcClientIdleTimeMills is let go (registrations, auto-renewals)
         "grpcServerPort": 8081,
         "minInvisibleTimeMillsForRecv": 10000,
+        "grpcClientConsumerMaxLongPollingTimeoutMillis": 20000,
+        "grpcClientIdleTimeMills": 120000,
     }
 
     @property

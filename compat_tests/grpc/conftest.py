@@ -3,82 +3,39 @@
 - ``py5_python``: ``<repo>/.venv-py5`` with the PyPI ``rocketmq-python-client`` 5.1.2 (its import
   name ``rocketmq`` clashes with the C++ wheel, so it gets its own venv), built once and kept.
 - ``node5_dir``: ``<repo>/.node-client5`` with ``npm install rocketmq-client-nodejs@1.0.8``, kept.
-Both are bounded in time; when the package registry cannot be reached they skip with that reason.
-- ``grpc_server``: one rmqd per module (name server, broker, gRPC endpoint on free ports) with a
-  small ``minInvisibleTimeMillsForRecv`` so redelivery tests take seconds.
+Both are made by client5_env, bounded in time: only a registry that cannot be reached makes them
+skip; a failed install (a yanked version, a local error) or missing node/npm fails.
+- ``grpc_server``: one rmqd per module (name server, broker, gRPC endpoint on free ports) with short
+  invisible times, check-backs and long polls (GRPC_BROKER) so the tests take seconds.
 """
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 
-REPO = Path(__file__).resolve().parents[2]
-PY5_PACKAGE = "rocketmq-python-client==5.1.2"
-NODE5_PACKAGE = "rocketmq-client-nodejs@1.0.8"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import client5_env  # noqa: E402
+
+# short waits: invisible times from 1 s, transaction check-backs after 1 s, long polls of at most 3 s (a push
+# consumer's shutdown waits for its parked receive)
 GRPC_BROKER = {"brokerIP1": "127.0.0.1", "minInvisibleTimeMillsForRecv": "1000",
-               "transactionCheckInterval": "1000", "transactionTimeOut": "1000"}
-
-
-def _unreachable(output: str) -> bool:
-    text = output.lower()
-    return any(s in text for s in ("could not find a version", "no matching distribution", "connection",
-                                   "network", "enotfound", "eai_again", "etimedout", "name resolution",
-                                   "temporary failure"))
+               "transactionCheckInterval": "1000", "transactionTimeOut": "1000",
+               "grpcClientConsumerMaxLongPollingTimeoutMillis": "3000"}
 
 
 @pytest.fixture(scope="session")
 def py5_python() -> str:
-    explicit = os.environ.get("RMQD_PY5_PYTHON")
-    if explicit:
-        return explicit
-    venv = Path(os.environ.get("RMQD_PY5_VENV") or REPO / ".venv-py5")
-    python = venv / "bin" / "python"
-    check = [str(python), "-c", "import rocketmq.v5, rocketmq; print(rocketmq.Producer)"]
-    if python.exists() and subprocess.run(check, capture_output=True, timeout=60).returncode == 0:
-        return str(python)
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    try:
-        r = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", PY5_PACKAGE],
-                           capture_output=True, text=True, timeout=480)
-    except subprocess.TimeoutExpired:
-        pytest.skip(f"pip install {PY5_PACKAGE} did not finish in 8 minutes (package registry unreachable?)")
-    if r.returncode != 0:
-        if _unreachable(r.stdout + r.stderr):
-            pytest.skip(f"package registry unreachable: pip install {PY5_PACKAGE}: {r.stderr.strip()[-300:]}")
-        raise RuntimeError(f"pip install {PY5_PACKAGE} failed: {r.stderr[-2000:]}")
-    assert subprocess.run(check, capture_output=True, timeout=60).returncode == 0
-    return str(python)
+    return client5_env.py5_python()
 
 
 @pytest.fixture(scope="session")
 def node5_dir() -> str:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node/npm are not installed")
-    target = Path(os.environ.get("RMQD_NODE5_DIR") or REPO / ".node-client5")
-    marker = target / "node_modules" / "rocketmq-client-nodejs" / "package.json"
-    if marker.exists():
-        return str(target)
-    target.mkdir(parents=True, exist_ok=True)
-    (target / "package.json").write_text('{"name": "rmqd-node5-client", "private": true}\n')
-    try:
-        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", NODE5_PACKAGE],
-                           cwd=target, capture_output=True, text=True, timeout=480)
-    except subprocess.TimeoutExpired:
-        pytest.skip(f"npm install {NODE5_PACKAGE} did not finish in 8 minutes (npm registry unreachable?)")
-    if r.returncode != 0:
-        if _unreachable(r.stdout + r.stderr):
-            pytest.skip(f"npm registry unreachable: npm install {NODE5_PACKAGE}: {r.stderr.strip()[-300:]}")
-        raise RuntimeError(f"npm install {NODE5_PACKAGE} failed: {r.stderr[-2000:]}")
-    return str(target)
+    return client5_env.node5_dir()
 
 
 class GrpcServer:
@@ -129,3 +86,16 @@ def grpc_server():
     s = GrpcServer(GRPC_BROKER)
     yield s
     s.close()
+
+
+@pytest.fixture
+def make_grpc_server():
+    """``make(**broker_properties)``: another rmqd with gRPC (GRPC_BROKER plus these), closed after the test."""
+    made: list[GrpcServer] = []
+
+    def make(**props: str) -> GrpcServer:
+        made.append(GrpcServer({**GRPC_BROKER, **props}))
+        return made[-1]
+    yield make
+    for server in made:
+        server.close()

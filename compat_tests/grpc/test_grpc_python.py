@@ -9,6 +9,8 @@ import textwrap
 
 from clientrunner import run_client_script
 
+from rmqd.remoting.command import new_request
+
 PRELUDE5 = '''
 import logging, time
 from rocketmq import (ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer,
@@ -55,9 +57,11 @@ def test_producer_and_simple_consumer(py5_python, grpc_server):
         for i in range(3):
             m = Message(); m.topic = "G5Fifo"; m.body = f"fifo-{i}".encode(); m.message_group = "order-1"
             p.send(m)
-        m = Message(); m.topic = "G5Delay"; m.body = b"later"; m.delivery_timestamp = int(time.time()) + 3   # the 5.x Python client takes seconds
-        delay_id = p.send(m).message_id
+        # the 5.x Python client takes whole seconds: start on a second boundary, so that "+ 3" is 3 s from now
+        time.sleep(1.0 - time.time() % 1.0)
         delay_sent = time.time()
+        m = Message(); m.topic = "G5Delay"; m.body = b"later"; m.delivery_timestamp = int(delay_sent) + 3
+        delay_id = p.send(m).message_id
         emit(op="sent", ids=sent, delay_id=delay_id)
         c = SimpleConsumer(CONFIG, "G5Simple", {"G5Normal": FilterExpression(), "G5Fifo": FilterExpression(),
                                                 "G5Delay": FilterExpression()}, await_duration=2)
@@ -77,7 +81,7 @@ def test_producer_and_simple_consumer(py5_python, grpc_server):
     fifo = [e for e in got.values() if e["topic"] == "G5Fifo"]
     assert sorted(e["body"] for e in fifo) == ["fifo-0", "fifo-1", "fifo-2"] and {e["group"] for e in fifo} == {"order-1"}
     delayed = got[sent["delay_id"]]
-    assert delayed["body"] == "later" and delayed["age"] >= 1.5
+    assert delayed["body"] == "later" and delayed["age"] >= 2.5, delayed         # 3 s, less a margin for clocks
     # FIFO: one message group, one queue
     stored = [grpc_server.broker.store.get_max_offset("G5Fifo", q) for q in range(4)]
     assert sorted(stored) == [0, 0, 0, 3]
@@ -219,3 +223,98 @@ def test_fifo_push_consumer_keeps_each_message_group_in_order(py5_python, grpc_s
         assert ok == [f"g{g}-{i}" for i in range(8)], (g, ok)          # in order, each once
     seq = [b for b, _ in log]
     assert seq.index("g1-4") > max(i for i, (b, o) in enumerate(log) if b == "g1-3" and o == "ok")
+
+
+def test_failing_fifo_push_consumer_forwards_to_the_dlq(py5_python, grpc_server, monkeypatch):
+    """retryMaxTimes=1: the client's FIFO consume service tries twice, then calls
+    ForwardMessageToDeadLetterQueue itself; the message lands in %DLQ%<group> and is not delivered again.
+    (A concurrent push consumer nacks instead, and the broker's revive moves it to the DLQ.)"""
+    grpc_server.create_topic("G5Poison", message_type="FIFO")
+    grpc_server.create_group("G5PoisonGroup", retry_max_times=1, fifo=True)
+    service = grpc_server.endpoint.service
+    forwarded = []
+    original = service._forward_to_dlq
+
+    async def spy(request, context):
+        response = await original(request, context)
+        forwarded.append((request.message_id, request.delivery_attempt, request.max_delivery_attempts,
+                          response.status.code))
+        return response
+    monkeypatch.setattr(service, "_forward_to_dlq", spy)
+    res = run5(py5_python, grpc_server, '''
+        import threading
+        seen, lock = [], threading.Lock()
+        class L(MessageListener):
+            def consume(self, m):
+                with lock:
+                    seen.append((m.message_id, m.delivery_attempt))
+                return ConsumeResult.FAILURE
+        p = Producer(CONFIG, ("G5Poison",)); p.startup()
+        m = Message(); m.topic = "G5Poison"; m.body = b"poison"; m.message_group = "bad"
+        mid = p.send(m).message_id
+        c = PushConsumer(CONFIG, "G5PoisonGroup", L(), {"G5Poison": FilterExpression()})
+        c.startup()
+        wait_until(lambda: len(seen) >= 2, timeout=20)
+        time.sleep(1.0)                      # the forward, and no third delivery
+        emit(op="done", id=mid, seen=seen)
+        c.shutdown(); p.shutdown()
+    ''', timeout=60)
+    done = res.events_of("done")[0]
+    # two tries (the client retries a FIFO message locally, with the same delivery attempt), then the forward
+    assert [mid for mid, _ in done["seen"]] == [done["id"], done["id"]], done
+    assert [(mid, limit, code) for mid, _, limit, code in forwarded] == [(done["id"], 2, 20000)], forwarded
+    r = grpc_server.broker.store.get_messages("%DLQ%G5PoisonGroup", 0, 0, 10)
+    from rmqd.store.message import decode_message
+    dlq = [decode_message(bytes(b)) for b in r.buffers]
+    assert [(m.properties["UNIQ_KEY"], m.body) for m in dlq] == [(done["id"], b"poison")]
+
+
+ACL_YML = """\
+accounts:
+  - {accessKey: py5User01, secretKey: py5Secret01, admin: false, defaultTopicPerm: DENY, defaultGroupPerm: SUB,
+     topicPerms: ["G5AclPub=PUB|SUB", "G5AclSub=SUB"]}
+  - {accessKey: py5Admin01, secretKey: py5AdminSk1, admin: true}
+"""
+
+
+def test_credentials_against_an_acl_enabled_server(py5_python, make_grpc_server, tmp_path):
+    """The client signs its requests (authorization header): an allowed send goes through, a send to a
+    topic the account may only subscribe to is refused with FORBIDDEN 40300; with a wrong secret nothing goes
+    (UNAUTHORIZED 40100 on its route query)."""
+    from rmqd.acl.signer import sign_request
+
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL_YML)
+    server = make_grpc_server(aclEnable="true", aclFile=str(acl))
+    for topic in ("G5AclPub", "G5AclSub"):
+        ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1",
+               "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
+        assert server.admin.invoke(new_request(17, sign_request(ext, None, "py5Admin01", "py5AdminSk1")), 10).code == 0
+    script = '''
+        p = Producer(CONFIG, ("G5AclPub",)); p.startup()
+        for topic in ("G5AclPub", "G5AclSub"):
+            m = Message(); m.topic = topic; m.body = b"signed"
+            try:
+                emit(op="send", topic=topic, id=p.send(m).message_id)
+            except Exception as e:
+                emit(op="send", topic=topic, code=getattr(e, "code", None), error=str(e))
+        p.shutdown()
+    '''
+    res = run5(py5_python, server, script, AK="py5User01", SK="py5Secret01")
+    sends = {e["topic"]: e for e in res.events_of("send")}
+    assert sends["G5AclPub"].get("id") and server.broker.store.get_max_offset("G5AclPub", 0) == 1
+    assert sends["G5AclSub"]["code"] == 40300 and "No default permission for topic:G5AclSub" in \
+        sends["G5AclSub"]["error"], sends
+    assert server.broker.store.get_max_offset("G5AclSub", 0) == 0
+    wrong = run_client_script(py5_python, PRELUDE5 + textwrap.dedent('''
+        p = Producer(CONFIG, ("G5AclPub",)); p.startup()
+        m = Message(); m.topic = "G5AclPub"; m.body = b"unsigned"
+        try:
+            emit(op="send", id=p.send(m).message_id)
+        except Exception as e:
+            emit(op="send", code=getattr(e, "code", None), error=str(e))
+        p.shutdown()
+    '''), env={"ENDPOINT": server.grpc_addr, "AK": "py5User01", "SK": "wrongSecret1"}, timeout=30)
+    (send,) = wrong.events_of("send")        # its QueryRoute got 40100; the client reports the route
+    assert "id" not in send and "failed to fetch topic:G5AclPub route" in send["error"], send
+    assert server.broker.store.get_max_offset("G5AclPub", 0) == 1

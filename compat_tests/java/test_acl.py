@@ -6,13 +6,14 @@ set_session_credentials, and mqadmin signing with its conf/tools.yml.
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 from clientrunner import run_client_script
-from javakit import ReferenceCluster, mqadmin, run_java, shadow_home
+from javakit import MqadminShell, ReferenceCluster, mqadmin, run_java, shadow_home
 from scenarios import wait_for
 
 from rmqd.acl.signer import sign_request
@@ -64,6 +65,13 @@ MATRIX = [
 ]
 
 
+_APP, _ADMIN, _WHITE = "appUser01:appSecret01", "adminUser01:adminSecret01", "whiteUser01:notTheSecret"
+# the MATRIX cells that are allowed (the Java client gets exactly these from both brokers)
+EXPECTED_OK = {f"{_APP}/send:aclPub", f"{_APP}/send:aclBoth", f"{_APP}/pull:aclSub:groupOk",
+               f"{_APP}/pull:aclBoth:groupOther", f"{_ADMIN}/send:aclOther", f"{_ADMIN}/pull:aclOther:groupAny",
+               f"{_WHITE}/send:aclDeny", f"{_WHITE}/pull:aclDeny:groupDeny"}
+
+
 def _create_topics(addr: str) -> None:
     with BlockingClient(addr) as c:
         for topic in TOPICS:
@@ -110,16 +118,12 @@ def _matrix(namesrv: str) -> dict[str, dict]:
 def test_java_client_matrix_matches_the_java_broker(acl_rmqd, acl_reference) -> None:
     ours = _matrix(acl_rmqd[0].namesrv_addr)
     theirs = _matrix(acl_reference[0].namesrv_addr)
-    app, admin, white = "appUser01:appSecret01", "adminUser01:adminSecret01", "whiteUser01:notTheSecret"
-    expected_ok = {f"{app}/send:aclPub", f"{app}/send:aclBoth", f"{app}/pull:aclSub:groupOk",
-                   f"{app}/pull:aclBoth:groupOther", f"{admin}/send:aclOther", f"{admin}/pull:aclOther:groupAny",
-                   f"{white}/send:aclDeny", f"{white}/pull:aclDeny:groupDeny"}
-    assert {k for k, v in ours.items() if v["ok"]} == expected_ok
+    assert {k for k, v in ours.items() if v["ok"]} == EXPECTED_OK
     assert ours == theirs
-    assert "No default permission for topic:aclDeny" in ours[f"{app}/send:aclDeny"]["error"]
-    assert "No default permission for topic:aclOther" in ours[f"{app}/send:aclOther"]["error"]
-    assert "No default permission for topic:aclPub" in ours[f"{app}/pull:aclPub:groupOk"]["error"]
-    assert "No default permission for group:groupDeny" in ours[f"{app}/pull:aclSub:groupDeny"]["error"]
+    assert "No default permission for topic:aclDeny" in ours[f"{_APP}/send:aclDeny"]["error"]
+    assert "No default permission for topic:aclOther" in ours[f"{_APP}/send:aclOther"]["error"]
+    assert "No default permission for topic:aclPub" in ours[f"{_APP}/pull:aclPub:groupOk"]["error"]
+    assert "No default permission for group:groupDeny" in ours[f"{_APP}/pull:aclSub:groupDeny"]["error"]
     assert "Check signature failed for accessKey=appUser01" in ours["appUser01:wrongSecret01/send:aclPub"]["error"]
     assert "No acl config for nobodyUser01" in ours["nobodyUser01:nobodySecret01/send:aclPub"]["error"]
     assert "No accessKey is configured" in ours["-:-/send:aclPub"]["error"]
@@ -181,19 +185,103 @@ def test_cpp_client_signs_and_is_checked(acl_rmqd, client_pythons) -> None:
     assert send["ok"] is False and server.broker.store.get_max_offset("aclPub", 0) == stored["aclPub"]
 
 
+# The MATRIX cells with the C++ client (set_session_credentials): one process per account, JSON lines like
+# AclProbe's. A pull is one PULL_MESSAGE on queue 0 (the wheel's own pull() loops for ever on an error):
+# the C API reports a refused pull as BROKER_TIMEOUT (4).
+CPP_MATRIX_SCRIPT = r'''
+import ctypes
+from rocketmq.client import Producer, Message, PullConsumer, dll, ffi_check, _CMessageQueue
+A = _json.loads(_os.environ['SCENARIO_ARGS'])
+
+def signed(client):
+    if A['ak'] != '-':
+        client.set_session_credentials(A['ak'], A['sk'], 'ALIYUN')
+    return client
+
+sends = [op for op in A['ops'] if op.startswith('send:')]
+if sends:
+    p = signed(Producer('acl_cpp_matrix_pg'))
+    p.set_namesrv_addr(NAMESRV)
+    p.start()
+    for op in sends:
+        m = Message(op.split(':')[1])
+        m.set_body('cpp-acl-matrix')
+        try:
+            emit(op=op, ok=int(p.send_sync(m).status) == 0)
+        except Exception as e:
+            emit(op=op, ok=False, error=str(e)[:300])
+    p.shutdown()
+for op in A['ops']:
+    if not op.startswith('pull:'):
+        continue
+    _, topic, group = op.split(':')
+    c = signed(PullConsumer(group))
+    c.set_namesrv_addr(NAMESRV)
+    c.start()
+    queues, count = ctypes.POINTER(_CMessageQueue)(), ctypes.c_int()
+    ffi_check(dll.FetchSubscriptionMessageQueues(c._handle, topic.encode(), ctypes.pointer(queues),
+                                                 ctypes.pointer(count)))
+    mq = next(queues[i] for i in range(count.value) if queues[i].queueId == 0)
+    result = dll.Pull(c._handle, ctypes.pointer(mq), b'*', ctypes.c_longlong(0), 4)
+    status = int(result.pullStatus)
+    dll.ReleasePullResult(result)
+    ffi_check(dll.ReleaseSubscriptionMessageQueue(queues))
+    emit(op=op, ok=status != 4, status=status)
+    c.shutdown()
+_os._exit(0)
+'''
+
+
+def _cpp_matrix(python: str, namesrv: str) -> dict[str, dict]:
+    results = {}
+    for ak, sk, ops in MATRIX:
+        res = run_client_script(python, CPP_MATRIX_SCRIPT, env={"NAMESRV": namesrv, "SCENARIO_ARGS": json.dumps(
+            {"ak": ak, "sk": sk, "ops": ops})}, timeout=60)
+        assert res.returncode == 0 and len(res.events) == len(ops), (res.events, res.stderr[-2000:])
+        for ev in res.events:
+            results[f"{ak}:{sk}/{ev['op']}"] = {k: ev.get(k) for k in ("ok", "status")}
+    return results
+
+
+@pytest.mark.parametrize("cpp", ["cpp1", "cpp2"])
+def test_cpp_client_matrix_matches_the_java_client_and_broker(acl_rmqd, acl_reference, client_pythons, cpp) -> None:
+    """The MATRIX cells (SUB-only topic, DENY group, default permissions, account white list, bad signature,
+    unknown and missing keys) with the C++ client: the same cells are allowed as for the Java client, and
+    the Java 4.9.8 broker answers it the same (a refused pull is the same status from both)."""
+    server = acl_rmqd[0]
+    hook = server.broker.dispatcher.request_hook
+    refused_before = hook.refused
+    ours = _cpp_matrix(client_pythons[cpp], server.namesrv_addr)
+    assert {k for k, v in ours.items() if v["ok"]} == EXPECTED_OK
+    assert hook.refused >= len(ours) - len(EXPECTED_OK)             # each denied cell was refused by the broker
+    theirs = _cpp_matrix(client_pythons[cpp], acl_reference[0].namesrv_addr)
+    assert ours == theirs
+
+
 def _tools_home(base: Path, ak: str, sk: str) -> Path:
     return shadow_home(base, {"tools.yml": f"accessKey: {ak}\nsecretKey: {sk}\n"})
 
 
 def test_mqadmin_signs_with_tools_yml_and_admin_codes_need_admin(acl_rmqd, acl_reference, tmp_path) -> None:
-    admin_home = _tools_home(tmp_path / "admin", *ADMIN)
-    user_home = _tools_home(tmp_path / "user", "appUser01", "appSecret01")
-    for name, namesrv in (("rmqd", acl_rmqd[0].namesrv_addr), ("java", acl_reference[0].namesrv_addr)):
-        ok = mqadmin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "aclAdminMade", home=admin_home)
-        assert ok.returncode == 0 and "create topic to" in ok.stdout, (name, ok.stdout, ok.stderr[-1500:])
-        refused = mqadmin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "aclUserMade", home=user_home)
-        assert "Need admin permission for request code=17, but accessKey=appUser01 is not" in \
-            refused.stdout + refused.stderr, name
+    """mqadmin signing as an admin account may create a topic; as a plain account it is refused every admin
+    code it sends (UPDATE_AND_CREATE_TOPIC 17, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200, DELETE_TOPIC_IN_BROKER
+    215) with the same text by both brokers. One mqadmin JVM per account (MqadminShell)."""
+    brokers = (("rmqd", acl_rmqd[0].namesrv_addr), ("java", acl_reference[0].namesrv_addr))
+    with MqadminShell(home=_tools_home(tmp_path / "admin", *ADMIN)) as admin:
+        for name, namesrv in brokers:
+            ok = admin.run("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "aclAdminMade")
+            assert "create topic to" in ok.stdout, (name, ok.stdout[-1500:])
+    with MqadminShell(home=_tools_home(tmp_path / "user", "appUser01", "appSecret01")) as user:
+        for name, namesrv in brokers:
+            for code, args in ((17, ("updateTopic", "-t", "aclUserMade")),
+                               (200, ("updateSubGroup", "-g", "aclUserGroup")),
+                               (215, ("deleteTopic", "-t", "aclAdminMade"))):
+                refused = user.run(args[0], "-n", namesrv, "-c", "DefaultCluster", *args[1:])
+                assert f"Need admin permission for request code={code}, but accessKey=appUser01 is not" in \
+                    refused.stdout, (name, code, refused.stdout[-1500:])
+    assert acl_rmqd[0].broker.topic_config_manager.get("aclAdminMade") is not None          # not deleted
+    assert acl_rmqd[0].broker.topic_config_manager.get("aclUserMade") is None
+    assert acl_rmqd[0].broker.subscription_group_manager.table.get("aclUserGroup") is None   # not made
 
 
 def test_acl_admin_commands_take_effect_live(acl_rmqd, tmp_path) -> None:

@@ -34,7 +34,7 @@ RMQD_OWN_PROPERTIES = {
     "brokerExpiredMillis", "scanNotActiveBrokerInterval",
     # POP and the gRPC endpoint for 5.x clients (the 5.x broker's and proxy's names; popExecutorCapacity is rmqd's)
     "reviveQueueNum", "defaultMessageRequestMode", "popExecutorCapacity", "grpcServerPort",
-    "minInvisibleTimeMillsForRecv",
+    "minInvisibleTimeMillsForRecv", "grpcClientConsumerMaxLongPollingTimeoutMillis", "grpcClientIdleTimeMills",
     # the 5.x tiered store's keys (Java 5.x's tieredstore MessageStoreConfig names)
     "commitLogRollingInterval",
     "commitLogRollingMinimumSize",

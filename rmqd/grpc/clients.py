@@ -2,7 +2,8 @@
 
 Each client (``x-mq-client-id``) gets a :class:`GrpcChannel`, a stand-in for a remoting connection,
 registered with the broker's producer and consumer managers like a 4.x client's channel: so admin
-views list 5.x clients, idle ones expire (no heartbeat for ``grpcClientIdleTimeMills``), and the
+views list 5.x clients, idle ones expire (no request for ``grpcClientIdleTimeMills``), a Telemetry stream
+that ends without NotifyClientTermination releases the client's registrations, and the
 transaction check service reaches a 5.x producer through the same ``invoke_oneway`` — the channel
 turns a CHECK_TRANSACTION_STATE into a RecoverOrphanedTransactionCommand on the client's Telemetry
 stream.  A transactional 5.x message carries the producer group :func:`producer_group_of` its topic.
@@ -155,6 +156,31 @@ class GrpcClientManager:
                                                       "CONSUME_FROM_LAST_OFFSET", subs, notify=False)
             except Exception:
                 log.exception("registering gRPC consumer %s of %s failed", ch.client_id, st.subscription.group.name)
+
+    def seen(self, client_id: str) -> None:
+        """Any request of a known client shows it is alive."""
+        ch = self.channels.get(client_id)
+        if ch is not None:
+            ch.last_seen = time.monotonic()
+
+    def release(self, ch: GrpcChannel) -> None:
+        """The client's Telemetry stream ended without NotifyClientTermination: drop its producer and consumer
+        registrations (a transaction check or a consumer list no longer names it). Its settings are kept, so
+        a live client's next heartbeat or Settings registers it again."""
+        self.broker.producer_manager.do_channel_close(ch)
+        groups = self.broker.consumer_manager.do_channel_close(ch)
+        log.info("gRPC client %s: telemetry stream ended without termination; registrations released%s",
+                 ch.client_id, f" (consumer groups {groups})" if groups else "")
+
+    def expire_idle(self, idle_s: float) -> list[str]:
+        """Let go of clients not heard from for ``idle_s`` (``grpcClientIdleTimeMills``): registrations
+        dropped, Telemetry stream ended. Returns their ids."""
+        limit = time.monotonic() - idle_s
+        gone = [cid for cid, ch in self.channels.items() if ch.last_seen < limit]
+        for cid in gone:
+            log.info("gRPC client %s: idle for more than %.0f s, let go", cid, idle_s)
+            self.terminate(cid)
+        return gone
 
     def _forget(self, ch: GrpcChannel) -> None:
         if self.channels.get(ch.client_id) is ch:

@@ -36,9 +36,7 @@ log = logging.getLogger(__name__)
 C = d.Code
 MAX_BATCH = 32
 DEFAULT_INVISIBLE_MS = 60_000
-DEFAULT_LONG_POLLING_MS = 20_000
 MAX_RENEW_MS = 3 * 3600 * 1000        # auto-renew keeps a push consumer's message at most this long
-CLIENT_IDLE_S = 120.0                 # a client not heard from for this long gets no more renewals
 _SEND_CODES = {ResponseCode.SUCCESS: C.OK, ResponseCode.FLUSH_DISK_TIMEOUT: C.MASTER_PERSISTENCE_TIMEOUT,
                ResponseCode.FLUSH_SLAVE_TIMEOUT: C.SLAVE_PERSISTENCE_TIMEOUT,
                ResponseCode.SLAVE_NOT_AVAILABLE: C.HA_NOT_AVAILABLE, ResponseCode.SYSTEM_BUSY: C.TOO_MANY_REQUESTS,
@@ -92,6 +90,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.clients = GrpcClientManager(broker)
         self.address = endpoint_address
         self.min_invisible_ms = int(c.minInvisibleTimeMillsForRecv)
+        self.max_long_polling_ms = int(c.grpcClientConsumerMaxLongPollingTimeoutMillis)
+        self.client_idle_s = int(c.grpcClientIdleTimeMills) / 1000.0   # then no more renewals, registrations
         self.inline_acks = broker.store.config.flush_disk_type == "ASYNC_FLUSH"
         self._renewals: dict[str, dict] = {}       # client id -> {checkpoint key: (invisible ms, renew until ms)}
         self._renew_task: Optional[asyncio.Task] = None
@@ -106,8 +106,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     # ------------------------------------------------------------------ request context
     def _begin(self, context: Any, need: Optional[dict] = None) -> tuple[dict, tuple[str, int]]:
         md = {m.key: m.value for m in (context.invocation_metadata() or ())}
-        if not md.get("x-mq-client-id"):
+        client_id = md.get("x-mq-client-id")
+        if not client_id:
             raise RpcError(C.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
+        self.clients.seen(client_id)
         peer = _peer(context)
         if self.broker.acl_manager is not None:
             try:
@@ -320,8 +322,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             else DEFAULT_INVISIBLE_MS
         if invisible < self.min_invisible_ms:
             raise RpcError(C.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too small. min: {self.min_invisible_ms}")
-        poll = duration_ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") \
-            else DEFAULT_LONG_POLLING_MS
+        poll = min(duration_ms(request.long_polling_timeout), self.max_long_polling_ms) \
+            if request.HasField("long_polling_timeout") else self.max_long_polling_ms
         remaining = context.time_remaining()
         if remaining is not None:                    # answer before the client's deadline
             poll = min(poll, max(0, int(remaining * 1000) - 1000))
@@ -360,6 +362,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         while True:
             await asyncio.sleep(self.renew_interval_s)
             try:
+                self.clients.expire_idle(self.client_idle_s)
                 await self._renew_once()
             except asyncio.CancelledError:
                 raise
@@ -370,13 +373,13 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _renew_once(self) -> None:
         """Extend what live push consumers hold and have not acked; a client gone quiet for
-        CLIENT_IDLE_S (or a message held past MAX_RENEW_MS) is let go, so its messages come back."""
+        ``grpcClientIdleTimeMills`` (or a message held past MAX_RENEW_MS) is let go, so its messages come back."""
         now = int(time.time() * 1000)
         interval_ms = int(self.renew_interval_s * 1000)
         for cid in list(self._renewals):
             ch = self.clients.channels.get(cid)
             entries = self._renewals[cid]
-            if ch is None or ch.closed or time.monotonic() - ch.last_seen > CLIENT_IDLE_S:
+            if ch is None or ch.closed or time.monotonic() - ch.last_seen > self.client_idle_s:
                 del self._renewals[cid]
                 continue
             by_invisible: dict[int, list] = {}
@@ -500,6 +503,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         async def read() -> None:
             try:
                 async for cmd in request_iterator:
+                    ch.last_seen = time.monotonic()
                     if cmd.HasField("settings"):
                         self.clients.on_settings(ch, cmd.settings)
                         outbox.put_nowait(s.TelemetryCommand(status=status(C.OK),
@@ -524,6 +528,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             reader.cancel()
             if ch.outbox is outbox:
                 ch.outbox = None
+                if not ch.closed:        # ended (or cancelled) by the client without NotifyClientTermination
+                    self.clients.release(ch)
 
     def _server_settings(self, client: Any) -> Any:
         """The Settings the server answers with (the proxy's GrpcClientSettingsManager defaults)."""
@@ -539,7 +545,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                                                      1800000, 3600000, 7200000)])))
             st.subscription.fifo = bool(sg is not None and sg.consume_message_orderly)
             st.subscription.receive_batch_size = MAX_BATCH
-            st.subscription.long_polling_timeout.CopyFrom(ms_to_duration(DEFAULT_LONG_POLLING_MS))
+            st.subscription.long_polling_timeout.CopyFrom(ms_to_duration(self.max_long_polling_ms))
         else:
             st.backoff_policy.CopyFrom(d.RetryPolicy(max_attempts=3, exponential_backoff=d.ExponentialBackoff(
                 initial=ms_to_duration(10), max=ms_to_duration(1000), multiplier=2.0)))

@@ -99,3 +99,51 @@ def test_acl_admin_codes_off_answer_with_a_reason(tmp_path):
     with EmbeddedServer() as s, BlockingClient(s.broker_addr) as c:
         r = c.invoke(new_request(50, {"accessKey": "someone01", "secretKey": "someSecret01"}))
         assert r.code == 209 and "ACL is not enabled" in r.remark
+
+
+@pytest.mark.parametrize("code,ext,body", [
+    (25, {}, b"brokerPermission=6\n"),
+    (215, {"topic": "laneOther"}, None),
+    (200, {}, b'{"groupName":"laneGroup"}'),
+    (207, {"groupName": "laneGroup", "removeOffset": "true"}, None),
+])
+def test_admin_codes_refuse_a_non_admin_account(server, code, ext, body):
+    with BlockingClient(server.broker_addr) as c:
+        r = c.invoke(new_request(code, sign_request(dict(ext), body, *USER), body))
+    assert r.code == 1 and r.remark == (
+        f"org.apache.rocketmq.acl.common.AclException: Need admin permission for request code={code}, but "
+        "accessKey=laneUser01 is not, "
+        "org.apache.rocketmq.acl.plain.PlainPermissionManager.checkPerm(PlainPermissionManager.java:581)")
+    assert server.broker.topic_config_manager.get("laneOther") is not None      # 215 deleted nothing
+
+
+def test_secrets_never_leave_the_broker(server, tmp_path, monkeypatch, caplog):
+    """No secret key in GET_BROKER_RUNTIME_INFO (28), GET_BROKER_CONFIG (26), GET_BROKER_CLUSTER_ACL_INFO (52),
+    `rmqd admin updateAclConfig` output, or the logs."""
+    import contextlib
+    import io
+    import logging
+
+    from rmqd.admin.main import main
+
+    secrets = ("laneSecret01", "laneAdminSk1", "cliSecret0099")
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "tools.yml").write_text(f"accessKey: {ADMIN[0]}\nsecretKey: {ADMIN[1]}\n")
+    monkeypatch.setenv("ROCKETMQ_HOME", str(home))
+    out = io.StringIO()
+    with caplog.at_level(logging.DEBUG), contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        rc = main(["updateAclConfig", "-n", server.namesrv_addr, "-c", "DefaultCluster", "-a", "cliUser0099",
+                   "-s", "cliSecret0099", "-t", "lanePub=PUB"])
+        seen = [out.getvalue()]
+        with BlockingClient(server.broker_addr) as c:
+            for code in (28, 26, 52):
+                r = c.invoke(new_request(code, sign_request({}, None, *ADMIN)))
+                assert r.code == 0, (code, r.remark)
+                seen.append(f"{r.ext_fields} {r.remark} {bytes(r.body or b'').decode('utf-8', 'replace')}")
+    assert rc == 0 and "create or update plain access config to" in seen[0] and "cliUser0099" in seen[0]
+    seen.append(repr(server.broker.acl_manager.state.accounts["cliUser0099"]))       # the account was made
+    assert "aclEnable" in seen[2] and "brokerName" in seen[3]                          # the answers are real
+    for text in seen + [caplog.text]:
+        assert not any(secret in text for secret in secrets), text[:2000]
+    assert server.broker.acl_manager.delete_account("cliUser0099")

@@ -127,6 +127,21 @@ def test_check_order_and_texts(manager):
     _check(manager, "127.0.0.1", 310, {"a": "G", "b": "RMQ_SYS_TRACE_TOPIC"})          # trace PUB always
 
 
+@pytest.mark.parametrize("code,ext", [
+    (17, {"topic": "t1"}),                                  # UPDATE_AND_CREATE_TOPIC
+    (25, {}),                                               # UPDATE_BROKER_CONFIG
+    (215, {"topic": "t1"}),                                 # DELETE_TOPIC_IN_BROKER
+    (200, {}),                                              # UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+    (207, {"groupName": "g1", "removeOffset": "true"}),    # DELETE_SUBSCRIPTIONGROUP
+])
+def test_admin_codes_need_an_admin_account(manager, code, ext):
+    with pytest.raises(AclError) as info:
+        _check(manager, "127.0.0.1", code, ext, b"{}" if code == 200 else None)
+    assert info.value.message == f"Need admin permission for request code={code}, but accessKey=appUser01 is not"
+    assert remark(info.value).endswith("PlainPermissionManager.checkPerm(PlainPermissionManager.java:581)")
+    _check(manager, "127.0.0.1", code, ext, b"{}" if code == 200 else None, ak="adminUser01", sk="adminSecret01")
+
+
 def test_unique_key_query_signed_either_way(manager):
     ext = {"topic": "t2", "key": "k", "_UNIQUE_KEY_QUERY": "true"}
     signed_with = sign_request(dict(ext), None, "appUser01", "appSecret01")            # a later client

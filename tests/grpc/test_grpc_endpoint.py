@@ -284,3 +284,139 @@ def test_auto_renew_keeps_a_push_consumers_message_until_it_acks(g):
     back = [r.message for r in g.stub.ReceiveMessage(other, metadata=[("x-mq-client-id", "other")], timeout=10)
             if r.HasField("message")]
     assert [m.body for m in back] == [b"lost"] and back[0].system_properties.delivery_attempt == 2
+
+
+def test_long_polling_receive_is_woken_by_a_send(g):
+    """A receive parked in its long poll answers as soon as a message arrives, not at the end of the poll."""
+    create_topic(g.server, "Wake")
+    out: list = []
+
+    def receive():
+        started = time.monotonic()
+        out.extend(g.stub.ReceiveMessage(receive_req(topic="Wake", poll_s=15), metadata=MD, timeout=30))
+        out.append(time.monotonic() - started)
+
+    t = threading.Thread(target=receive)
+    t.start()
+    polling = g.server.broker.pop_service.polling
+    deadline = time.monotonic() + 5
+    while polling.polling_count("Wake", "GG", -1) == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert polling.polling_count("Wake", "GG", -1) == 1
+    m = d.Message(topic=d.Resource(name="Wake"), body=b"wake", system_properties=d.SystemProperties(message_id="W1"))
+    sent = time.monotonic()
+    assert g.stub.SendMessage(s.SendMessageRequest(messages=[m]), metadata=MD).status.code == d.OK
+    t.join(20)
+    elapsed = out.pop()
+    assert [r.message.body for r in out if r.HasField("message")] == [b"wake"]
+    assert time.monotonic() - sent < 3 and elapsed < 8, elapsed
+
+
+def _registered(server, client_id: str) -> dict:
+    broker = server.broker
+    producers = [g for g, chans in broker.producer_manager.groups().items() if any(
+        ch.client_id == client_id for ch in chans)]
+    consumers = [g for g in ("GG",) if (info := broker.consumer_manager.get(g)) is not None
+                 and info.find_channel(client_id) is not None]
+    return {"producer": producers, "consumer": consumers}
+
+
+def test_telemetry_stream_cancelled_without_termination_releases_the_registration(g):
+    """A client that drops its Telemetry stream (crash, network cut) without NotifyClientTermination is no
+    longer listed as a producer or consumer; its next Settings register it again."""
+    streams = {}
+    for cid, settings in (("cancel-p", d.Settings(client_type=d.PRODUCER,
+                                                  publishing=d.Publishing(topics=[d.Resource(name="GT")]))),
+                          ("cancel-c", d.Settings(client_type=d.SIMPLE_CONSUMER, subscription=d.Subscription(
+                              group=d.Resource(name="GG"), subscriptions=[d.SubscriptionEntry(
+                                  topic=d.Resource(name="GT"), expression=d.FilterExpression(expression="*"))])))):
+        done = threading.Event()
+
+        def commands(settings=settings, done=done):
+            yield s.TelemetryCommand(settings=settings)
+            done.wait(15)
+
+        stream = g.stub.Telemetry(commands(), metadata=[("x-mq-client-id", cid)], timeout=20)
+        assert next(stream).status.code == d.OK
+        streams[cid] = (stream, done)
+    assert _registered(g.server, "cancel-p")["producer"] == ["CID_RMQ_SYS_GRPC_GT"]
+    assert _registered(g.server, "cancel-c")["consumer"] == ["GG"]
+    for stream, done in streams.values():
+        stream.cancel()
+        done.set()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and (_registered(g.server, "cancel-p")["producer"]
+                                           or _registered(g.server, "cancel-c")["consumer"]):
+        time.sleep(0.05)
+    assert _registered(g.server, "cancel-p") == {"producer": [], "consumer": []}
+    assert _registered(g.server, "cancel-c") == {"producer": [], "consumer": []}
+
+
+def test_an_idle_client_is_let_go_and_its_auto_renewed_message_comes_back():
+    """grpcClientIdleTimeMills: a push consumer that stops talking (no heartbeat, no request) is expired: its
+    registration goes, auto-renewal stops and what it held comes back to another client."""
+    x = Grpc({"grpcClientIdleTimeMills": "1500", "minInvisibleTimeMillsForRecv": "2000"})
+    try:
+        create_topic(x.server, "Idle")
+        pusher = [("x-mq-client-id", "idle-pusher")]
+        x.stub.Heartbeat(s.HeartbeatRequest(group=d.Resource(name="IG"), client_type=d.PUSH_CONSUMER), metadata=pusher)
+        m = d.Message(topic=d.Resource(name="Idle"), body=b"held",
+                      system_properties=d.SystemProperties(message_id="H1"))
+        assert x.stub.SendMessage(s.SendMessageRequest(messages=[m]), metadata=pusher).status.code == d.OK
+        req = receive_req(topic="Idle", group="IG", invisible_ms=2000, poll_s=2)
+        req.auto_renew = True
+        got = [r.message for r in x.stub.ReceiveMessage(req, metadata=pusher, timeout=10) if r.HasField("message")]
+        assert [m.body for m in got] == [b"held"]
+        taken = time.monotonic()
+        clients = x.endpoint.service.clients
+        assert "idle-pusher" in clients.channels
+        # the pusher goes quiet; another client polls: nothing while the renewal holds, then the message
+        other = receive_req(topic="Idle", group="IG", invisible_ms=10000, poll_s=6)
+        back = [r.message for r in x.stub.ReceiveMessage(other, metadata=[("x-mq-client-id", "idle-other")],
+                                                         timeout=15) if r.HasField("message")]
+        assert [m.body for m in back] == [b"held"] and back[0].system_properties.delivery_attempt == 2
+        assert time.monotonic() - taken >= 2.5          # renewed past its 2 s until the client was let go
+        assert "idle-pusher" not in clients.channels
+    finally:
+        x.close()
+
+
+def test_receipt_handle_still_acks_after_a_broker_restart(tmp_path):
+    """A receipt handle handed out before a restart acks the message after it: the acked message does not
+    come back, the other one does (attempt 2)."""
+    endpoint = GrpcEndpoint("127.0.0.1", 0)
+    server = EmbeddedServer(str(tmp_path / "store"), {"minInvisibleTimeMillsForRecv": "1000"},
+                            endpoints=lambda: [endpoint]).start()
+    channel = None
+    try:
+        create_topic(server, "Restart")
+        c = BlockingClient(server.broker_addr)
+        import orjson
+        assert c.invoke(new_request(200, None, orjson.dumps({"groupName": "RG"})), 5).code == 0
+        c.close()
+        channel = grpc.insecure_channel(endpoint.address)
+        stub = sg.MessagingServiceStub(channel)
+        for body in (b"acked", b"dropped"):
+            m = d.Message(topic=d.Resource(name="Restart"), body=body,
+                          system_properties=d.SystemProperties(message_id=body.decode().upper()))
+            assert stub.SendMessage(s.SendMessageRequest(messages=[m]), metadata=MD).status.code == d.OK
+        got = {r.message.body: r.message for r in stub.ReceiveMessage(
+            receive_req(topic="Restart", group="RG", invisible_ms=3000, poll_s=2), metadata=MD, timeout=10)
+            if r.HasField("message")}
+        assert set(got) == {b"acked", b"dropped"}
+        server.restart()
+        ack = stub.AckMessage(s.AckMessageRequest(group=d.Resource(name="RG"), topic=d.Resource(name="Restart"),
+                                                  entries=[s.AckMessageEntry(message_id="ACKED", receipt_handle=got[
+                                                      b"acked"].system_properties.receipt_handle)]),
+                              metadata=MD, timeout=10)
+        assert ack.status.code == d.OK and ack.entries[0].status.code == d.OK
+        back = [r.message for r in stub.ReceiveMessage(
+            receive_req(topic="Restart", group="RG", invisible_ms=10000, poll_s=8), metadata=MD, timeout=15)
+            if r.HasField("message")]
+        assert [(m.body, m.system_properties.delivery_attempt) for m in back] == [(b"dropped", 2)]
+        late = list(stub.ReceiveMessage(receive_req(topic="Restart", group="RG", poll_s=1), metadata=MD, timeout=10))
+        assert late[0].status.code == d.MESSAGE_NOT_FOUND
+    finally:
+        if channel is not None:
+            channel.close()
+        server.stop()
