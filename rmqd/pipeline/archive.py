@@ -12,8 +12,11 @@ Output (``--out``, a path or any pyarrow file-system URI)::
     _rmqd/commits/<run>.json    the manifest: each committed run's segments, rows and files
     _rmqd/staging/<run>/        a run in flight
 
-Spark tasks (a few segments each, see ``runner.task_groups``) write their files under the run's staging directory. When every task is
-done the driver writes ``staging/<run>/COMMITTING.json`` (the commit point), moves the files into
+The driver creates the run's staging directory (with a ``RUN.json`` marker) before any task starts;
+Spark tasks (a few segments each, see ``runner.task_groups``) write their files below it, each as a
+hidden ``.<name>.inprogress`` renamed when complete, and never create the run directory itself: a task
+whose run was dropped meanwhile (a killed job's orphan Python worker waking up after the next run threw
+the run away) fails instead of re-creating it. When every task is done the driver writes ``staging/<run>/COMMITTING.json`` (the commit point), moves the files into
 place, writes ``commits/<run>.json`` last and removes the staging directory. The next run first
 finishes a run that reached its commit point and throws away one that did not, so a killed run leaves
 no uncommitted row visible and a re-run gives the same rows as an uninterrupted one. Segments already
@@ -54,6 +57,7 @@ META = f"{META_DIR}/archive.json"
 COMMITS = f"{META_DIR}/commits"
 STAGING = f"{META_DIR}/staging"
 INTENT = "COMMITTING.json"
+RUN_MARKER = "RUN.json"        # written by the driver: the run's staging directory exists
 LOCK = f"{META_DIR}/lock"
 
 MESSAGE_FILE_SCHEMA = pa.schema([f for f in CONNECTOR_SCHEMA if f.name != "topic"])
@@ -128,9 +132,10 @@ def archive_segments(refs: list[SegmentRef], out_uri: str, run_id: str, broker_n
     stage = f"{STAGING}/{run_id}"
     prefix = f"part-{refs[0].name}-a{attempt}"
     limits = limits or {}
-    msgs = PartitionedWriter(fs, f"{stage}/{MESSAGES}", MESSAGE_FILE_SCHEMA, prefix,
+    guard = (stage, RUN_MARKER)
+    msgs = PartitionedWriter(fs, f"{stage}/{MESSAGES}", MESSAGE_FILE_SCHEMA, prefix, guard=guard,
                              dictionary_columns=MESSAGE_DICTIONARY, statistics_columns=MESSAGE_STATISTICS, **limits)
-    keys = PartitionedWriter(fs, f"{stage}/{KEYINDEX}", KEYINDEX_FILE_SCHEMA, prefix, sort_by="key",
+    keys = PartitionedWriter(fs, f"{stage}/{KEYINDEX}", KEYINDEX_FILE_SCHEMA, prefix, sort_by="key", guard=guard,
                              bloom_columns=("key", "uniqueKey"), dictionary_columns=("queueId",), **limits)
     pause = float(os.environ.get("RMQD_PIPELINE_TEST_PAUSE_AFTER_FIRST_FILE", "0") or 0)
     segments = []
@@ -150,6 +155,11 @@ def archive_segments(refs: list[SegmentRef], out_uri: str, run_id: str, broker_n
             if progress:
                 progress(ref, report.rows)
         files = msgs.close() + keys.close()
+    except FileNotFoundError as exc:                 # the run's staging directory is gone: the run was dropped
+        msgs.abort()
+        keys.abort()
+        raise PipelineError(f"archive run {run_id}: its staging directory was removed (the run was dropped "
+                            f"by a later run or failed); this task stops ({exc})") from None
     except BaseException:
         msgs.abort()
         keys.abort()
@@ -328,6 +338,7 @@ class Archive:
         sc = spark.sparkContext
         run = f"{int(time.time() * 1000):013d}-{uuid.uuid4().hex[:8]}"
         rows_acc, bytes_acc = sc.accumulator(0), sc.accumulator(0)
+        self.fs.write_json(f"{STAGING}/{run}/{RUN_MARKER}", {"run": run, "createdMs": int(time.time() * 1000)})
         fn = _task(self.fs.uri, run, self.broker_name, self.on_corrupt, rows_acc, bytes_acc, self.limits)
         groups = task_groups(todo, lambda r: r.size, sc.defaultParallelism)
         rdd = sc.parallelize(groups, len(groups)).map(fn)
