@@ -1,0 +1,135 @@
+"""The broker's tier as the pipeline's jobs see it: read-only, from the store directory.
+
+The committed state is ``<store>/config/tieredStoreMetadata.json`` (queues, their flat CommitLog and
+ConsumeQueue segments, topic ids, index files); the segment bytes are in the backend it names. The
+jobs read only what that file commits, through the broker's own classes (:class:`TieredQueue` over a
+:class:`~rmqd.store.tier.backend.TierBackend`), and never recover, truncate or delete anything.
+
+Where the backend is: ``--tier-dir`` (a Posix tier), ``--broker-conf`` (the broker's ``broker.conf``:
+``tieredBackendServiceProvider``, ``tieredStoreFilePath``, ``objectStore*``), else the Posix directory
+the metadata names. A backend that is not the one the metadata was written with is refused.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from rmqd.pipeline.errors import PipelineError
+from rmqd.pipeline.segments import check_store_dir
+from rmqd.store.tier.backend import TierBackend
+from rmqd.store.tier.config import TierConfig, tier_config_from
+from rmqd.store.tier.metadata import FILE_NAME, TierMetadata
+from rmqd.store.tier.queue import TieredQueue
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """How to open the tier's backend (picklable: executors open their own)."""
+    provider: str
+    file_path: str = ""
+    endpoint: str = ""
+    bucket: str = ""
+    access_key: str = ""
+    secret_key: str = ""
+    region: str = ""
+
+    def open(self) -> TierBackend:
+        if self.provider == "posix":
+            from rmqd.store.tier.backend import PosixBackend
+            if not os.path.isdir(self.file_path):
+                raise PipelineError(f"tier directory {self.file_path} does not exist")
+            return PosixBackend(self.file_path)
+        if self.provider == "s3":
+            from rmqd.store.tier.backend import _s3_prefix
+            from rmqd.store.tier.s3 import S3Backend
+            return S3Backend(self.endpoint, self.bucket, self.access_key, self.secret_key, self.region or None,
+                             _s3_prefix(self.file_path), create_bucket=False)
+        raise PipelineError(f"the tier's backend is {self.provider!r}: its data does not outlive the broker "
+                            "(Java's MemoryFileSegment); only posix and s3 tiers can be read")
+
+
+@dataclass(frozen=True)
+class QueueDoc:
+    """One tier queue as committed (picklable)."""
+    topic: str
+    queue_id: int
+    topic_id: int
+    doc: dict
+
+
+class TierView:
+    """The committed tier of one store (see the module docstring)."""
+
+    def __init__(self, store: str, broker_conf: Optional[str] = None, tier_dir: Optional[str] = None) -> None:
+        self.root = check_store_dir(store)
+        self.metadata = md = TierMetadata(os.path.join(self.root, "config"))
+        if not md.load():
+            raise PipelineError(f"--store {store}: no tier in it (no config/{FILE_NAME}: the broker writes it once "
+                                "tiered storage is on, messageStorePlugIn=...TieredMessageStore)")
+        props: dict = {}
+        if broker_conf:
+            from rmqd.config import parse_properties
+            try:
+                with open(broker_conf, encoding="utf-8") as f:
+                    props = parse_properties(f.read())
+            except OSError as exc:
+                raise PipelineError(f"--broker-conf {broker_conf}: {exc.strerror or exc}") from None
+        try:
+            cfg = tier_config_from(props)
+        except ValueError as exc:
+            raise PipelineError(f"--broker-conf {broker_conf}: {exc}") from None
+        self.cluster = md.cluster or cfg.cluster
+        self.broker = md.broker or cfg.broker
+        index = md.index_config or {}
+        self.slots = int(index.get("slots") or cfg.index_slots)
+        self.max_items = int(index.get("maxItems") or cfg.index_max_items)
+        self.index_enabled = bool(index.get("enabled", cfg.message_index_enable))
+        self.config = TierConfig(enabled=True, cluster=self.cluster, broker=self.broker,
+                                 message_index_enable=self.index_enabled)
+        self.spec = self._spec(store, cfg, bool(broker_conf), tier_dir)
+
+    def _spec(self, store: str, cfg: TierConfig, from_conf: bool, tier_dir: Optional[str]) -> BackendSpec:
+        described = self.metadata.backend
+        if tier_dir:
+            spec = BackendSpec("posix", os.path.abspath(os.path.expanduser(tier_dir)))
+        elif from_conf and cfg.provider != "memory":
+            spec = BackendSpec(cfg.provider, cfg.file_path if cfg.provider == "s3" else
+                               os.path.abspath(os.path.expanduser(cfg.file_path)), cfg.endpoint, cfg.bucket,
+                               cfg.access_key, cfg.secret_key, cfg.region)
+        elif described.startswith("posix:"):
+            spec = BackendSpec("posix", described[len("posix:"):])
+        elif described.startswith("s3:"):
+            raise PipelineError(f"--store {store}: its tier is in S3 ({described}); give --broker-conf with the "
+                                "broker's objectStore* and tieredStoreFilePath settings")
+        else:
+            spec = BackendSpec(described.split(":", 1)[0] or "memory")
+        if spec.provider == "posix" and described and described != f"posix:{spec.file_path}":
+            raise PipelineError(f"the tier of {store} is {described}, not posix:{spec.file_path}")
+        return spec
+
+    def open_backend(self) -> TierBackend:
+        backend = self.spec.open()
+        if self.metadata.backend and backend.describe() != self.metadata.backend:
+            backend.close()
+            raise PipelineError(f"the tier of {self.root} is {self.metadata.backend}, not {backend.describe()}")
+        return backend
+
+    def queues(self) -> list[QueueDoc]:
+        """The tier's queues in the metadata's order (the order the copier first copied them)."""
+        out = []
+        for doc in self.metadata.queues.values():
+            tid = self.metadata.topics.get(doc["topic"])
+            if tid is not None:
+                out.append(QueueDoc(doc["topic"], int(doc["queueId"]), tid, doc))
+        return out
+
+    def queue(self, q: QueueDoc, backend: TierBackend) -> TieredQueue:
+        return open_queue(q, backend, self.config)
+
+
+def open_queue(q: QueueDoc, backend: TierBackend, config: TierConfig) -> TieredQueue:
+    """A committed tier queue for reading (no recovery: the bytes past the commit are not looked at)."""
+    tq = TieredQueue(backend, config, q.topic, q.queue_id)
+    tq.load_json(q.doc)
+    return tq
