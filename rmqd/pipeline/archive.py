@@ -188,17 +188,39 @@ def _task(out_uri: str, run_id: str, broker_name: str, on_corrupt: str, rows_acc
 
 
 # ---------------------------------------------------------------------------------------------- driver
+def _tier_sources(store: str, broker_conf: Optional[str], tier_dir: Optional[str]) -> list:
+    """The tier source when the store has a tier whose data outlives the broker (posix, s3)."""
+    from rmqd.pipeline.segments import check_store_dir
+    from rmqd.store.tier.metadata import FILE_NAME, TierMetadata
+    md = TierMetadata(os.path.join(check_store_dir(store), "config"))
+    if not os.path.exists(md.path) and not os.path.exists(md.path + ".bak"):
+        return []
+    md.load()
+    if md.backend.startswith("memory") and not (broker_conf or tier_dir):
+        log.info("archive: the store's tier is in memory (gone with the broker): local segments only")
+        return []
+    if md.backend.startswith("s3:") and not (broker_conf or tier_dir):
+        raise PipelineError(f"--store {store}: its tier ({FILE_NAME}) is in S3 ({md.backend}); give --broker-conf "
+                            "with the broker's objectStore* settings, or --no-tier to archive local segments only")
+    from rmqd.pipeline.tier import TierCommitLog
+    return [TierCommitLog(store, broker_conf, tier_dir)]
+
+
 class Archive:
     """One archive run over a store directory into an output; see the module docstring."""
 
     def __init__(self, store: str, out: str, broker_name: str = "broker-a", on_corrupt: str = "fail",
                  hook: Optional[Callable[[str], None]] = None, limits: Optional[dict] = None,
-                 sources: Optional[list[SegmentSource]] = None) -> None:
-        """``sources``: where sealed segments come from (default: the store's local CommitLog); a segment is
-        known in the manifest by ``<source kind>:<name>``."""
+                 sources: Optional[list[SegmentSource]] = None, tier: bool = True,
+                 broker_conf: Optional[str] = None, tier_dir: Optional[str] = None) -> None:
+        """``sources``: where sealed segments come from (default: the store's local CommitLog, and with
+        ``tier`` the files retention deleted, rebuilt from the store's tier if it has one); a segment is
+        known in the manifest by the CommitLog file it is (``local:<name>``), whichever source it came from.
+        ``broker_conf`` / ``tier_dir``: where the tier is (see :mod:`rmqd.pipeline.tier`)."""
         if on_corrupt not in ("fail", "skip"):
             raise PipelineError(f"--on-corrupt {on_corrupt!r}: fail or skip")
-        self.sources = sources if sources is not None else [LocalCommitLog(store)]
+        self.sources = sources if sources is not None else \
+            [LocalCommitLog(store)] + (_tier_sources(store, broker_conf, tier_dir) if tier else [])
         self.fs = OutputFS(out)
         self.broker_name, self.on_corrupt = broker_name, on_corrupt
         self.hook = hook or (lambda _step: None)
@@ -251,7 +273,7 @@ class Archive:
             rec = done.get(ref.key)
             if rec is None:
                 todo.append(ref)
-            elif rec["fingerprint"] != ref.fingerprint:
+            elif rec.get("source", ref.source) == ref.source and rec["fingerprint"] != ref.fingerprint:
                 raise PipelineError(f"--out {self.fs.uri}: segment {ref.name} there was archived from a different "
                                     f"store (its first record differs); archive this store into a new location")
         return todo

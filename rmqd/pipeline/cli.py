@@ -38,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--broker-name", default="broker-a", help="the rows' brokerName (default broker-a)")
     a.add_argument("--on-corrupt", choices=["fail", "skip"], default="fail",
                    help="a damaged record: fail the job (default) or skip to the next valid record")
+    a.add_argument("--broker-conf", help="the broker's broker.conf, for where its tier is (needed for an S3 tier)")
+    a.add_argument("--tier-dir", help="the Posix tier's directory, if it moved since the broker wrote it")
+    a.add_argument("--no-tier", action="store_true",
+                   help="archive the local CommitLog files only (not the ones retention deleted, from the tier)")
 
     c = sub.add_parser("compact", parents=[common], help="compact a COMPACTION topic; the broker adopts the result")
     c.add_argument("--store", required=True, help="the broker's store directory (storePathRootDir)")
@@ -73,7 +77,8 @@ def _job(args: argparse.Namespace) -> Any:
     """The job object: every check that needs no Spark happens here."""
     if args.job == "archive":
         from rmqd.pipeline.archive import Archive
-        return Archive(args.store, args.out, args.broker_name, args.on_corrupt)
+        return Archive(args.store, args.out, args.broker_name, args.on_corrupt, tier=not args.no_tier,
+                       broker_conf=args.broker_conf, tier_dir=args.tier_dir)
     if args.job == "compact":
         from rmqd.pipeline.compact import DEFAULT_ROWS_PER_SHARD, Compact
         return Compact(args.store, args.topic, args.out, args.rows_per_shard or DEFAULT_ROWS_PER_SHARD,

@@ -8,12 +8,17 @@ jobs read only what that file commits, through the broker's own classes (:class:
 Where the backend is: ``--tier-dir`` (a Posix tier), ``--broker-conf`` (the broker's ``broker.conf``:
 ``tieredBackendServiceProvider``, ``tieredStoreFilePath``, ``objectStore*``), else the Posix directory
 the metadata names. A backend that is not the one the metadata was written with is refused.
+
+:class:`TierCommitLog` is the archive's second segment source: the CommitLog files local retention
+deleted, rebuilt from the tier.
 """
 from __future__ import annotations
 
+import mmap
 import os
+import tempfile
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Iterator, Optional
 
 from rmqd.pipeline.errors import PipelineError
 from rmqd.pipeline.segments import check_store_dir
@@ -133,3 +138,131 @@ def open_queue(q: QueueDoc, backend: TierBackend, config: TierConfig) -> TieredQ
     tq = TieredQueue(backend, config, q.topic, q.queue_id)
     tq.load_json(q.doc)
     return tq
+
+
+# ------------------------------------------------------------------------------------------- archive source
+@dataclass(frozen=True)
+class TierSegment:
+    """What an executor needs to rebuild one deleted CommitLog file from the tier (picklable)."""
+    spec: BackendSpec
+    config: TierConfig
+    queues: tuple                      # QueueDocs whose tier records may come from the file
+
+
+class TierCommitLog:
+    """The store's CommitLog files that local retention deleted, rebuilt from the tier: file ``k`` (bytes
+    ``[k*S, (k+1)*S)``, ``S`` the CommitLog file size) holds every tier record whose original CommitLog
+    offset (PHYSICALOFFSET, kept as stored) falls in it. Only files below the first local file are listed:
+    a file still on disk is the local source's, so each message is archived once. The records of topics the
+    tier does not keep (system and compaction topics) went with the local file."""
+    kind = "tier"
+
+    def __init__(self, store: str, broker_conf: Optional[str] = None, tier_dir: Optional[str] = None) -> None:
+        self.tier = TierView(store, broker_conf, tier_dir)
+        self.broker_conf = broker_conf
+        self.fingerprint = "tier:" + _fingerprint_of(self.tier.metadata.backend, self.tier.cluster, self.tier.broker)
+
+    def _local_files(self) -> tuple[int, int]:
+        """(first local file's base, CommitLog file size), from the files on disk."""
+        d = os.path.join(self.tier.root, "commitlog")
+        names = sorted(n for n in os.listdir(d) if n.isdigit() and len(n) == 20)
+        size = 0
+        for n in names:
+            size = max(size, os.path.getsize(os.path.join(d, n)))
+        if not names or not size:
+            from rmqd.pipeline.errors import PipelineError as _PE
+            raise _PE(f"--store {self.tier.root}: no CommitLog file to tell the file size by")
+        return int(names[0]), size
+
+    def sealed_segments(self) -> list:
+        from rmqd.pipeline.segments import SegmentRef
+        first, size = self._local_files()
+        files: dict[int, list[QueueDoc]] = {}
+        for q in self.tier.queues():
+            for seg in q.doc.get("consumeQueue", []):
+                lo, hi = int(seg.get("first_phys", -1)), int(seg.get("last_phys", -1))
+                if lo < 0 or hi < lo or lo >= first:
+                    continue
+                for k in range(lo // size, min(hi, first - 1) // size + 1):
+                    qs = files.setdefault(k, [])
+                    if not qs or qs[-1] is not q:
+                        qs.append(q)
+        desc = self.tier.metadata.backend
+        return [SegmentRef(self.kind, f"{k * size:020d}", k * size, size,
+                           f"tier {desc} (CommitLog file {k * size:020d})", self.fingerprint,
+                           TierSegment(self.tier.spec, self.tier.config, tuple(qs)))
+                for k, qs in sorted(files.items())]
+
+    @staticmethod
+    def open(ref: Any) -> mmap.mmap:
+        """The file's tier records, queue by queue, in a temporary file mapped read-only."""
+        info: TierSegment = ref.extra
+        lo, hi = ref.base, ref.base + ref.size
+        backend = info.spec.open()
+        tmp = tempfile.TemporaryFile(prefix="rmqd-tier-segment-")
+        try:
+            written = 0
+            for q in info.queues:
+                tq = open_queue(q, backend, info.config)
+                a, b = _lower_bound(tq, lo), _lower_bound(tq, hi)
+                for body in _record_windows(tq, a, b):
+                    tmp.write(body)
+                    written += len(body)
+            tmp.flush()
+            if written == 0:
+                tmp.write(b"\0" * 8)                      # an empty file: nothing but the end
+                tmp.flush()
+            return mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ)
+        finally:
+            tmp.close()                                   # the mapping keeps the (unlinked) file
+            backend.close()
+
+
+def _fingerprint_of(*parts: str) -> str:
+    import hashlib
+    return hashlib.sha1("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _lower_bound(tq: TieredQueue, phys: int) -> int:
+    """The first queue offset whose record's original CommitLog offset is >= ``phys`` (blanks skipped)."""
+    lo, hi = max(tq.min_offset, 0), max(tq.max_offset, 0)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        probe, p = mid, tq.original_phys(mid)
+        while p < 0 and probe + 1 < hi:
+            probe += 1
+            p = tq.original_phys(probe)
+        if p < 0 or p >= phys:
+            hi = mid
+        else:
+            lo = probe + 1
+    return lo
+
+
+def _record_windows(tq: TieredQueue, a: int, b: int, window: int = 8 << 20) -> Iterator[bytes]:
+    """The records of queue offsets [a, b), back to back, a few MB at a time."""
+    from rmqd.store.tier.queue import BLANK_SIZE
+    off = a
+    while off < b:
+        units = [u for u in tq.units(off, min(b - off, 1 << 16)) if u[1] != BLANK_SIZE]
+        n = min(b - off, 1 << 16)
+        off += n
+        i = 0
+        while i < len(units):
+            start = end = units[i][0]
+            while i < len(units) and units[i][0] == end and (end == start or end + units[i][1] - start <= window):
+                end += units[i][1]
+                i += 1
+            data = tq.commitlog.read(start, end - start)
+            if len(data) != end - start:
+                from rmqd.pipeline.errors import PipelineError as _PE
+                raise _PE(f"tier queue {tq.topic}-{tq.queue_id}: short read of its flat CommitLog at {start}")
+            yield data
+
+
+def _register() -> None:
+    from rmqd.pipeline.segments import SOURCES
+    SOURCES[TierCommitLog.kind] = TierCommitLog
+
+
+_register()
