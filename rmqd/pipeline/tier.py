@@ -177,6 +177,7 @@ class TierCommitLog:
     def sealed_segments(self) -> list:
         from rmqd.pipeline.segments import SegmentRef
         first, size = self._local_files()
+        self.tier.open_backend().close()            # the backend is reachable and is the metadata's
         files: dict[int, list[QueueDoc]] = {}
         for q in self.tier.queues():
             for seg in q.doc.get("consumeQueue", []):
