@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin = sub.add_parser("admin", help="mqadmin sub-commands, in Python (no JVM); `rmqd admin -h` lists them",
                            add_help=False)
     admin.add_argument("admin_args", nargs=argparse.REMAINDER)
-    pipeline = sub.add_parser("pipeline", help="the store's offline jobs on Spark: archive, compact, query "
+    pipeline = sub.add_parser("pipeline", help="the store's offline jobs on Spark: archive, compact, index, query "
                                                "(`rmqd pipeline -h`)", add_help=False)
     pipeline.add_argument("pipeline_args", nargs=argparse.REMAINDER)
     return parser

@@ -13,12 +13,18 @@ run, compaction records/s next to the broker's own compaction of the same store,
    files (not timed); then, on two copies, the broker's own compaction (``CompactionStore.compact``, one
    thread, timed without the store's start) and ``rmqd pipeline compact`` (its output adopted at the next
    start, not timed); records/s and the check that both keep the same (queue, offset) set.
-4. Peak RSS: the Python driver (VmHWM; setup and checks run in child processes, so it is the driver's
+4. Index: INDEX-MESSAGES messages of SIZE bytes (KEYS ``k<i>`` and a UNIQ_KEY: two keys each, 4 queues)
+   copied into a Posix tier by the broker with ``messageIndexEnable=false`` (not timed); then ``rmqd pipeline
+   index`` (timed): messages/s, keys/s and MB/s of flat CommitLog, and the index files it wrote.
+5. Peak RSS: the Python driver (VmHWM; setup and checks run in child processes, so it is the driver's
    own), the JVM (driver + executors in local mode, VmHWM) and the sum of the Python workers (sampled every
    0.2 s; total and anonymous: the rest is page cache of the segments they map).
 
     python scripts/bench_pipeline.py [--messages 1100000] [--size 1024] [--segment-mb 128]
-                                     [--records 1000000] [--keys 100000] [--only archive|compact]
+                                     [--records 1000000] [--keys 100000] [--index-messages 1000000]
+                                     [--only archive|compact|index] [--quick]
+
+``--quick``: a smoke run at a few MB (20,000 messages, 40,000 records, 8 MB segments); its figures mean nothing.
 """
 from __future__ import annotations
 
@@ -74,6 +80,36 @@ def fill_compaction(root: str, records: int, keys: int) -> None:
         if copied != records // 2:       # both compactions must start from the whole topic
             raise RuntimeError(f"setup: queue {q}'s compaction log holds {copied} of {records // 2} records")
     store.shutdown()
+
+
+def fill_tier(root: str, n: int, size: int) -> None:
+    """A store whose Posix tier (``<root>-tier``) holds ``n`` messages copied without the index."""
+    from rmqd.store.layers import build_store
+    from rmqd.store.message import MessageToStore
+    from rmqd.store.message_store import StoreConfig
+    from rmqd.store.tier.config import tier_config_from
+    props = {"messageStorePlugIn": "tiered", "tieredBackendServiceProvider": "posix",
+             "tieredStoreFilePath": root + "-tier", "messageIndexEnable": "false",
+             "tieredStoreGroupCommitTimeout": "0", "tieredStoreDispatchInterval": "3600000"}
+    store = build_store(StoreConfig(root, mapped_file_size_commitlog=128 << 20, message_index_enable=False,
+                                    warm_mapped_pages=False, file_reserved_time_hours=10_000),
+                        None, tier_config_from(props))
+    store.start()
+    for start in range(0, n, 1024):
+        bodies = os.urandom(size * 1024)
+        for q in range(4):
+            batch = [MessageToStore.create(TOPIC, q, bodies[(i - start) * size:(i - start + 1) * size],
+                                           {"KEYS": f"k{i}", "UNIQ_KEY": f"{0xC0A80001:08X}{i:024X}", "TAGS": "T"})
+                     for i in range(start + q, min(start + 1024, n), 4)]
+            if batch:
+                store.put_messages(batch)
+        if start % (64 * 1024) == 0:
+            store.tier.commit_now(upload=False)
+    store.tier.commit_now(upload=False)
+    copied = sum(tq.max_offset - tq.min_offset for tq in store.tier.queues.values())
+    store.shutdown()
+    if copied != n:
+        raise RuntimeError(f"setup: the tier holds {copied} of {n} messages")
 
 
 def _cconf():
@@ -182,10 +218,16 @@ def main() -> None:
     ap.add_argument("--segment-mb", type=int, default=128)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--index-messages", type=int, default=1_000_000)
     ap.add_argument("--driver-memory", default="4g")
-    ap.add_argument("--only", choices=["archive", "compact"])
+    ap.add_argument("--only", choices=["archive", "compact", "index"])
+    ap.add_argument("--quick", action="store_true", help="a smoke run of a few MB (figures mean nothing)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (printed)")
     a = ap.parse_args()
+    if a.quick:
+        a.messages = a.index_messages = 20_000
+        a.records, a.keys, a.segment_mb = 40_000, 2_000, 8       # compaction logs roll at 16 MB: some sealed
+    todo = {a.only} if a.only else {"archive", "compact", "index"}
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from benchenv import machine_line
     from rmqd.pipeline.archive import MESSAGES_DDL, Archive
@@ -196,7 +238,7 @@ def main() -> None:
     try:
         print(f"# {machine_line()}")
         store, croot = os.path.join(work, "store"), os.path.join(work, "cstore")
-        if a.only != "compact":
+        if "archive" in todo:
             t0 = time.perf_counter()
             in_child(fill_store, store, a.messages, a.size, a.segment_mb << 20)
             from rmqd.pipeline.segments import LocalCommitLog
@@ -204,13 +246,21 @@ def main() -> None:
             mb = sum(s.size for s in segs) / 1e6
             print(f"# {a.messages:,} messages x {a.size} B in {len(segs)} sealed segments of {a.segment_mb} MB "
                   f"({mb:,.0f} MB) stored in {time.perf_counter() - t0:.1f} s")
-        if a.only != "archive":
+        if "compact" in todo:
             t0 = time.perf_counter()
             in_child(fill_compaction, croot, a.records, a.keys)
             cmb = sum(os.path.getsize(os.path.join(dp, f)) for dp, _d, fs in
                       os.walk(os.path.join(croot, "compaction", "compactionLog")) for f in fs) / 1e6
             print(f"# compaction: {a.records:,} records of 1 KB over {a.keys:,} keys, 2 queues, {cmb:,.0f} MB of "
                   f"compaction log (16 MB files), set up in {time.perf_counter() - t0:.1f} s")
+        iroot = os.path.join(work, "istore")
+        if "index" in todo:
+            t0 = time.perf_counter()
+            in_child(fill_tier, iroot, a.index_messages, a.size)
+            imb = sum(os.path.getsize(os.path.join(dp, f)) for dp, _d, fs in os.walk(iroot + "-tier") for f in fs
+                      if "COMMIT_LOG" in dp) / 1e6
+            print(f"# index: {a.index_messages:,} messages x {a.size} B (2 keys each) in a Posix tier, {imb:,.0f} MB "
+                  f"of flat CommitLog, copied without the index in {time.perf_counter() - t0:.1f} s")
         spark = spark_session("local[2]", [("spark.driver.memory", a.driver_memory),
                                            ("spark.sql.shuffle.partitions", "4")], app="bench_pipeline")
         print(f"# Spark {spark.version} {spark.sparkContext.master}, driver memory {a.driver_memory}")
@@ -226,7 +276,7 @@ def main() -> None:
             print(f"{label:<52} {mb / s:>8.1f} MB/s {rows / s:>12,.0f} rows/s  ({s:.1f} s)")
             return mb / s
 
-        if a.only != "compact":
+        if "archive" in todo:
             out = os.path.join(work, "archive")
             summary = {}
 
@@ -257,7 +307,7 @@ def main() -> None:
             print(f"#   Python workers' peak so far: {workers.peak_kb / 1024:,.0f} MB "
                   f"({workers.peak_anon_kb / 1024:,.0f} MB anonymous)")
 
-        if a.only != "archive":
+        if "compact" in todo:
             broker_root, job_root = os.path.join(work, "c-broker"), os.path.join(work, "c-job")
             shutil.copytree(croot, broker_root)
             shutil.copytree(croot, job_root)
@@ -275,8 +325,21 @@ def main() -> None:
             s_adopt = time.perf_counter() - t
             print(f"{'broker compaction (1 thread)':<52} {a.records / s_broker:>12,.0f} records/s  ({s_broker:.1f} s)")
             print(f"{'rmqd pipeline compact (local[2])':<52} {a.records / s_job:>12,.0f} records/s  ({s_job:.1f} s; "
-                  f"{cs.rows:,} sealed records in, {cs.details['recordsAfter']:,} out)")
+                  f"{cs.rows:,} sealed records in, {cs.details.get('recordsAfter', 0):,} out)")
             print(f"#   adoption at start + reading back both sets: {s_adopt:.1f} s; same (queue, offset) set: {same}")
+        if "index" in todo:
+            from rmqd.pipeline.index import Index
+            t = time.perf_counter()
+            ix = Index(iroot).run(spark)
+            s_ix = time.perf_counter() - t
+            keys = ix.details["items"]
+            print(f"{'rmqd pipeline index (local[2])':<52} {ix.rows / s_ix:>12,.0f} messages/s {keys / s_ix:>12,.0f} "
+                  f"keys/s {ix.bytes / 1e6 / s_ix:>8.1f} MB/s  ({s_ix:.1f} s; {ix.details['files']} index file(s), "
+                  f"{ix.details['indexFileBytes'] / 1e6:,.0f} MB)")
+            if keys != 2 * a.index_messages:
+                raise RuntimeError(f"index: {keys} items, expected {2 * a.index_messages}")
+            print(f"#   Python workers' peak so far: {workers.peak_kb / 1024:,.0f} MB "
+                  f"({workers.peak_anon_kb / 1024:,.0f} MB anonymous)")
         workers.stop.set()
         print(f"peak RSS: Python driver {hwm_kb(os.getpid()) / 1024:,.0f} MB, JVM (driver + executors) "
               f"{hwm_kb(jvm) / 1024:,.0f} MB, Python workers (sum) {workers.peak_kb / 1024:,.0f} MB "

@@ -958,6 +958,30 @@ def tier_status(c: AdminClient, a: Any) -> None:
                                                             f["bytes"]))
 
 
+def adopt_tier_index(c: AdminClient, a: Any) -> None:
+    """Adopt the index files of `rmqd pipeline index` now (rmqd admin code 9006)."""
+    ext = {"dir": a.dir} if a.dir else {}
+    saved, c.timeout = c.timeout, max(c.timeout, 600.0)
+    try:
+        bodies = [(addr, c.call_json(addr, 9006, ext) or {}) for addr in _tier_addrs(c, a)]
+    finally:
+        c.timeout = saved
+    failed = []
+    for addr, body in bodies:
+        results = body.get("results", [])
+        if not results:
+            print(f"{addr}: no index output to adopt")
+        for r in results:
+            if r.get("adopted"):
+                print(f"{addr} adopted {r['output']} (job {r['job']}{', finished after a restart' if r.get('resumed') else ''}): "
+                      f"{r['files']} index file(s), {r['items']} item(s)")
+            else:
+                failed.append(r["output"])
+                print(f"{addr} did not adopt {r['output']}: {r.get('reason')}")
+    if failed:
+        raise AdminError(1, f"{len(failed)} index output(s) not adopted")
+
+
 def commit_tier(c: AdminClient, a: Any) -> None:
     """Copy everything pending into the tier, seal the writable index file and upload the sealed
     ones now (rmqd admin code 9004)."""

@@ -144,6 +144,9 @@ SPEC: dict[str, tuple[Callable, str, list]] = {
                                               "<store>/compaction/pipeline)"}), (_B, {})]),
     "compactionStatus": (commands.compaction_status, "Compaction state per queue (rmqd)", [(_T, {}), (_B, {})]),
     "tierStatus": (commands.tier_status, "Tiered storage: queues and index files (rmqd)", [(_T, {}), (_B, {})]),
+    "adoptTierIndex": (commands.adopt_tier_index, "Adopt the index files of `rmqd pipeline index` (rmqd)", [
+        (("-d", "--dir"), {"help": "where the outputs are, on the broker's host (default "
+                                   "<store>/tiered_index_file/pipeline)"}), (_B, {})]),
     "commitTier": (commands.commit_tier, "Copy pending messages to the tier, seal and upload the index (rmqd)", [
         (_B, {}), (("-u", "--upload"), {"default": "true"})]),
     "dumpCompactionLog": (commands.dump_compaction_log, "Decode a compaction log file", [

@@ -4,6 +4,8 @@
   incremental and idempotent.
 - :mod:`rmqd.pipeline.compact`: a compaction topic compacted by the broker's rule, sharded by key digest,
   written in the broker's compaction-log format for adoption (:mod:`rmqd.store.compaction.adopt`).
+- :mod:`rmqd.pipeline.index`: the tier's random-index files for its un-indexed history, byte for byte the
+  broker's, adopted by the broker (:mod:`rmqd.store.tier.index.adopt`).
 - :mod:`rmqd.pipeline.query`: key / msgId / time lookups in an archive.
 
 The job runner (:mod:`rmqd.pipeline.runner`) makes the SparkSession (``--master``, ``--conf``), shows

@@ -12,8 +12,11 @@ Output (``--out``, a path or any pyarrow file-system URI)::
     _rmqd/commits/<run>.json    the manifest: each committed run's segments, rows and files
     _rmqd/staging/<run>/        a run in flight
 
-Spark tasks (a few segments each, see ``runner.task_groups``) write their files under the run's staging directory. When every task is
-done the driver writes ``staging/<run>/COMMITTING.json`` (the commit point), moves the files into
+The driver creates the run's staging directory (with a ``RUN.json`` marker) before any task starts;
+Spark tasks (a few segments each, see ``runner.task_groups``) write their files below it, each as a
+hidden ``.<name>.inprogress`` renamed when complete, and never create the run directory itself: a task
+whose run was dropped meanwhile (a killed job's orphan Python worker waking up after the next run threw
+the run away) fails instead of re-creating it. When every task is done the driver writes ``staging/<run>/COMMITTING.json`` (the commit point), moves the files into
 place, writes ``commits/<run>.json`` last and removes the staging directory. The next run first
 finishes a run that reached its commit point and throws away one that did not, so a killed run leaves
 no uncommitted row visible and a re-run gives the same rows as an uninterrupted one. Segments already
@@ -54,6 +57,7 @@ META = f"{META_DIR}/archive.json"
 COMMITS = f"{META_DIR}/commits"
 STAGING = f"{META_DIR}/staging"
 INTENT = "COMMITTING.json"
+RUN_MARKER = "RUN.json"        # written by the driver: the run's staging directory exists
 LOCK = f"{META_DIR}/lock"
 
 MESSAGE_FILE_SCHEMA = pa.schema([f for f in CONNECTOR_SCHEMA if f.name != "topic"])
@@ -128,9 +132,10 @@ def archive_segments(refs: list[SegmentRef], out_uri: str, run_id: str, broker_n
     stage = f"{STAGING}/{run_id}"
     prefix = f"part-{refs[0].name}-a{attempt}"
     limits = limits or {}
-    msgs = PartitionedWriter(fs, f"{stage}/{MESSAGES}", MESSAGE_FILE_SCHEMA, prefix,
+    guard = (stage, RUN_MARKER)
+    msgs = PartitionedWriter(fs, f"{stage}/{MESSAGES}", MESSAGE_FILE_SCHEMA, prefix, guard=guard,
                              dictionary_columns=MESSAGE_DICTIONARY, statistics_columns=MESSAGE_STATISTICS, **limits)
-    keys = PartitionedWriter(fs, f"{stage}/{KEYINDEX}", KEYINDEX_FILE_SCHEMA, prefix, sort_by="key",
+    keys = PartitionedWriter(fs, f"{stage}/{KEYINDEX}", KEYINDEX_FILE_SCHEMA, prefix, sort_by="key", guard=guard,
                              bloom_columns=("key", "uniqueKey"), dictionary_columns=("queueId",), **limits)
     pause = float(os.environ.get("RMQD_PIPELINE_TEST_PAUSE_AFTER_FIRST_FILE", "0") or 0)
     segments = []
@@ -150,6 +155,11 @@ def archive_segments(refs: list[SegmentRef], out_uri: str, run_id: str, broker_n
             if progress:
                 progress(ref, report.rows)
         files = msgs.close() + keys.close()
+    except FileNotFoundError as exc:                 # the run's staging directory is gone: the run was dropped
+        msgs.abort()
+        keys.abort()
+        raise PipelineError(f"archive run {run_id}: its staging directory was removed (the run was dropped "
+                            f"by a later run or failed); this task stops ({exc})") from None
     except BaseException:
         msgs.abort()
         keys.abort()
@@ -178,17 +188,39 @@ def _task(out_uri: str, run_id: str, broker_name: str, on_corrupt: str, rows_acc
 
 
 # ---------------------------------------------------------------------------------------------- driver
+def _tier_sources(store: str, broker_conf: Optional[str], tier_dir: Optional[str]) -> list:
+    """The tier source when the store has a tier whose data outlives the broker (posix, s3)."""
+    from rmqd.pipeline.segments import check_store_dir
+    from rmqd.store.tier.metadata import FILE_NAME, TierMetadata
+    md = TierMetadata(os.path.join(check_store_dir(store), "config"))
+    if not os.path.exists(md.path) and not os.path.exists(md.path + ".bak"):
+        return []
+    md.load()
+    if md.backend.startswith("memory") and not (broker_conf or tier_dir):
+        log.info("archive: the store's tier is in memory (gone with the broker): local segments only")
+        return []
+    if md.backend.startswith("s3:") and not (broker_conf or tier_dir):
+        raise PipelineError(f"--store {store}: its tier ({FILE_NAME}) is in S3 ({md.backend}); give --broker-conf "
+                            "with the broker's objectStore* settings, or --no-tier to archive local segments only")
+    from rmqd.pipeline.tier import TierCommitLog
+    return [TierCommitLog(store, broker_conf, tier_dir)]
+
+
 class Archive:
     """One archive run over a store directory into an output; see the module docstring."""
 
     def __init__(self, store: str, out: str, broker_name: str = "broker-a", on_corrupt: str = "fail",
                  hook: Optional[Callable[[str], None]] = None, limits: Optional[dict] = None,
-                 sources: Optional[list[SegmentSource]] = None) -> None:
-        """``sources``: where sealed segments come from (default: the store's local CommitLog); a segment is
-        known in the manifest by ``<source kind>:<name>``."""
+                 sources: Optional[list[SegmentSource]] = None, tier: bool = True,
+                 broker_conf: Optional[str] = None, tier_dir: Optional[str] = None) -> None:
+        """``sources``: where sealed segments come from (default: the store's local CommitLog, and with
+        ``tier`` the files retention deleted, rebuilt from the store's tier if it has one); a segment is
+        known in the manifest by the CommitLog file it is (``local:<name>``), whichever source it came from.
+        ``broker_conf`` / ``tier_dir``: where the tier is (see :mod:`rmqd.pipeline.tier`)."""
         if on_corrupt not in ("fail", "skip"):
             raise PipelineError(f"--on-corrupt {on_corrupt!r}: fail or skip")
-        self.sources = sources if sources is not None else [LocalCommitLog(store)]
+        self.sources = sources if sources is not None else \
+            [LocalCommitLog(store)] + (_tier_sources(store, broker_conf, tier_dir) if tier else [])
         self.fs = OutputFS(out)
         self.broker_name, self.on_corrupt = broker_name, on_corrupt
         self.hook = hook or (lambda _step: None)
@@ -241,7 +273,7 @@ class Archive:
             rec = done.get(ref.key)
             if rec is None:
                 todo.append(ref)
-            elif rec["fingerprint"] != ref.fingerprint:
+            elif rec.get("source", ref.source) == ref.source and rec["fingerprint"] != ref.fingerprint:
                 raise PipelineError(f"--out {self.fs.uri}: segment {ref.name} there was archived from a different "
                                     f"store (its first record differs); archive this store into a new location")
         return todo
@@ -328,6 +360,7 @@ class Archive:
         sc = spark.sparkContext
         run = f"{int(time.time() * 1000):013d}-{uuid.uuid4().hex[:8]}"
         rows_acc, bytes_acc = sc.accumulator(0), sc.accumulator(0)
+        self.fs.write_json(f"{STAGING}/{run}/{RUN_MARKER}", {"run": run, "createdMs": int(time.time() * 1000)})
         fn = _task(self.fs.uri, run, self.broker_name, self.on_corrupt, rows_acc, bytes_acc, self.limits)
         groups = task_groups(todo, lambda r: r.size, sc.defaultParallelism)
         rdd = sc.parallelize(groups, len(groups)).map(fn)

@@ -1,4 +1,4 @@
-"""``rmqd pipeline archive | compact | query`` (also ``python -m rmqd.pipeline ...``, and the script
+"""``rmqd pipeline archive | compact | index | query`` (also ``python -m rmqd.pipeline ...``, and the script
 ``spark-submit`` runs: ``rmqd/pipeline/__main__.py``).
 
 Inputs are checked before Spark starts, so bad input costs no JVM: a clear one-line error and exit
@@ -38,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--broker-name", default="broker-a", help="the rows' brokerName (default broker-a)")
     a.add_argument("--on-corrupt", choices=["fail", "skip"], default="fail",
                    help="a damaged record: fail the job (default) or skip to the next valid record")
+    a.add_argument("--broker-conf", help="the broker's broker.conf, for where its tier is (needed for an S3 tier)")
+    a.add_argument("--tier-dir", help="the Posix tier's directory, if it moved since the broker wrote it")
+    a.add_argument("--no-tier", action="store_true",
+                   help="archive the local CommitLog files only (not the ones retention deleted, from the tier)")
 
     c = sub.add_parser("compact", parents=[common], help="compact a COMPACTION topic; the broker adopts the result")
     c.add_argument("--store", required=True, help="the broker's store directory (storePathRootDir)")
@@ -48,6 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="records per OffsetMap shard (default 4,000,000: about 500 MB per task)")
     c.add_argument("--on-corrupt", choices=["fail", "skip"], default="fail",
                    help="a damaged segment: fail (default) or compact only the segments before it")
+
+    i = sub.add_parser("index", parents=[common],
+                       help="bulk-build the tier's random-index files (compacted form); the broker adopts them")
+    i.add_argument("--store", required=True, help="the broker's store directory (storePathRootDir)")
+    i.add_argument("--broker-conf", help="the broker's broker.conf, for where the tier is (tieredStoreFilePath, "
+                                         "objectStore*); needed for an S3 tier")
+    i.add_argument("--tier-dir", help="the Posix tier's directory, if it moved since the broker wrote it")
+    i.add_argument("--messages-per-task", type=int, default=None,
+                   help="queue offsets per scan task (default 1,048,576)")
 
     q = sub.add_parser("query", parents=[common], help="look messages up in an archive")
     q.add_argument("--archive", required=True, help="the --out of `rmqd pipeline archive`")
@@ -64,11 +77,15 @@ def _job(args: argparse.Namespace) -> Any:
     """The job object: every check that needs no Spark happens here."""
     if args.job == "archive":
         from rmqd.pipeline.archive import Archive
-        return Archive(args.store, args.out, args.broker_name, args.on_corrupt)
+        return Archive(args.store, args.out, args.broker_name, args.on_corrupt, tier=not args.no_tier,
+                       broker_conf=args.broker_conf, tier_dir=args.tier_dir)
     if args.job == "compact":
         from rmqd.pipeline.compact import DEFAULT_ROWS_PER_SHARD, Compact
         return Compact(args.store, args.topic, args.out, args.rows_per_shard or DEFAULT_ROWS_PER_SHARD,
                        args.on_corrupt)
+    if args.job == "index":
+        from rmqd.pipeline.index import DEFAULT_MESSAGES_PER_TASK, Index
+        return Index(args.store, args.broker_conf, args.tier_dir, args.messages_per_task or DEFAULT_MESSAGES_PER_TASK)
     from rmqd.pipeline.query import Query
     return Query(args.archive, args.topic, args.key, args.msg_id, args.time_from, args.time_to, args.limit)
 
@@ -99,7 +116,7 @@ def main(argv: Optional[Sequence[str]] = None, spark: Any = None) -> int:
         from rmqd.pipeline.runner import parse_conf, spark_session
         conf = parse_conf(args.conf)
         job = _job(args)
-        if args.job == "archive" and not job.has_work():
+        if args.job in ("archive", "index") and not job.has_work():
             summary = job.run(None)                        # nothing new: no Spark needed
         else:
             session = spark or spark_session(args.master, conf, app=name)

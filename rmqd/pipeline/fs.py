@@ -73,6 +73,25 @@ class OutputFS:
     def mkdirs(self, rel: str) -> None:
         self.fs.create_dir(self.path(rel), recursive=True)
 
+    def mkdirs_under(self, root: str, rel: str, marker: str) -> None:
+        """Create ``root/rel`` below an existing ``root`` without ever re-creating ``root``: a task of a run
+        whose staging directory was dropped (a killed job's orphan worker) fails instead of writing there.
+        Local: one ``mkdir`` per component, so a missing ``root`` fails with ENOENT; object stores (no
+        directories): ``root/marker`` must exist."""
+        if not self.local:
+            if not self.exists(posixpath.join(root, marker)):
+                raise FileNotFoundError(f"{self.url(root)} is gone")
+            return
+        cur = self.path(root)
+        if not os.path.isdir(cur):
+            raise FileNotFoundError(f"{cur} is gone")
+        for part in [p for p in rel.split("/") if p]:
+            cur = os.path.join(cur, part)
+            try:
+                os.mkdir(cur)
+            except FileExistsError:
+                pass
+
     def delete_dir(self, rel: str) -> None:
         if self.exists(rel):
             self.fs.delete_dir(self.path(rel))

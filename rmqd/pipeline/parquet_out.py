@@ -5,11 +5,17 @@ when the buffers together pass ``max_buffered_bytes`` the biggest is written ear
 gets one file per task (a new one only if more than ``max_open_files`` partitions were open), named
 ``<prefix>-<n>.zstd.parquet`` so a job can tell whose file it is. Directory values are escaped as
 Spark escapes them (``%RETRY%g`` -> ``%25RETRY%25g``), so ``spark.read.parquet`` finds the values back.
+
+With a ``guard`` (a run's staging root and its marker) directories are only ever created below an
+existing root (:meth:`OutputFS.mkdirs_under`), and on a local file system each file is written as
+``.<name>.inprogress`` (hidden from Spark and pyarrow) and renamed when complete: a task of a dropped
+run fails rather than re-create the run's directory, and a file never shows half written.
 """
 from __future__ import annotations
 
 import inspect
 import logging
+import os
 import posixpath
 import re
 from collections import OrderedDict
@@ -78,8 +84,12 @@ class PartitionedWriter:
                  row_group_bytes: int = 64 << 20, max_buffered_bytes: int = 256 << 20,
                  max_open_files: int = 64, sort_by: Optional[str] = None,
                  bloom_columns: Sequence[str] = (), dictionary_columns: Sequence[str] = (),
-                 statistics_columns: Optional[Sequence[str]] = None) -> None:
+                 statistics_columns: Optional[Sequence[str]] = None,
+                 guard: Optional[tuple[str, str]] = None) -> None:
+        """``guard``: ``(run root, marker file name)`` of the staging run ``root`` lies in (see the module
+        docstring); ``root`` must be below it."""
         self.fs, self.root, self.schema, self.prefix = fs, root, schema, prefix
+        self.guard = guard
         self.dictionary_columns, self.statistics_columns = list(dictionary_columns), statistics_columns
         self.row_group_bytes, self.max_buffered = row_group_bytes, max_buffered_bytes
         self.max_open, self.sort_by, self.bloom_columns = max_open_files, sort_by, tuple(bloom_columns)
@@ -87,6 +97,7 @@ class PartitionedWriter:
         self._buf_bytes: dict[str, int] = {}
         self._total = 0
         self._open: "OrderedDict[str, tuple[pq.ParquetWriter, str, int]]" = OrderedDict()
+        self._tmp: dict[str, str] = {}            # final rel -> the rel it is being written under
         self._seq: dict[str, int] = {}
         self.files: list[dict] = []
 
@@ -124,8 +135,17 @@ class PartitionedWriter:
             self._close_one(next(iter(self._open)))
         n = self._seq.get(part, 0)
         self._seq[part] = n + 1
-        rel = posixpath.join(self.root, part, f"{self.prefix}-{n:04d}.zstd.parquet")
-        self.fs.mkdirs(posixpath.dirname(rel))
+        name = f"{self.prefix}-{n:04d}.zstd.parquet"
+        rel = posixpath.join(self.root, part, name)
+        target = rel
+        if self.guard is not None:
+            run_root, marker = self.guard
+            self.fs.mkdirs_under(run_root, posixpath.relpath(posixpath.dirname(rel), run_root), marker)
+            if self.fs.local:
+                target = posixpath.join(self.root, part, f".{name}.inprogress")
+                self._tmp[rel] = target
+        else:
+            self.fs.mkdirs(posixpath.dirname(rel))
         opts: dict = {"compression": "zstd", "compression_level": ZSTD_LEVEL,
                       "use_dictionary": self.dictionary_columns or False}
         if self.statistics_columns is not None:
@@ -135,15 +155,18 @@ class PartitionedWriter:
                                             for c in self.bloom_columns}
         if self.sort_by:
             opts["sorting_columns"] = [pq.SortingColumn(self.schema.get_field_index(self.sort_by))]
-        writer = pq.ParquetWriter(self.fs.path(rel), self.schema, filesystem=self.fs.fs, **opts)
+        writer = pq.ParquetWriter(self.fs.path(target), self.schema, filesystem=self.fs.fs, **opts)
         self._open[part] = (writer, rel, 0)
         return self._open[part]
 
     def _close_one(self, part: str) -> None:
         writer, rel, rows = self._open.pop(part)
         writer.close()
+        tmp = self._tmp.pop(rel, None)
         if self.fs.local:
-            fsync_file(self.fs.path(rel))
+            fsync_file(self.fs.path(tmp or rel))
+        if tmp is not None:
+            os.rename(self.fs.path(tmp), self.fs.path(rel))     # fails if the run's directory was dropped
         self.files.append({"file": rel, "rows": rows, "bytes": self.fs.info(rel).size})
 
     def close(self) -> list[dict]:
@@ -156,10 +179,16 @@ class PartitionedWriter:
 
     def abort(self) -> None:
         """Close without caring about the files (the job's staging directory is thrown away)."""
-        for writer, _rel, _rows in self._open.values():
+        for writer, rel, _rows in self._open.values():
             try:
                 writer.close()
             except Exception as exc:          # the task is failing anyway: say so, keep the first error
                 log.warning("closing a Parquet file of a failed task: %s", exc)
+            tmp = self._tmp.pop(rel, None)
+            if tmp is not None:
+                try:
+                    os.unlink(self.fs.path(tmp))
+                except FileNotFoundError:
+                    pass
         self._open.clear()
         self._buf.clear()

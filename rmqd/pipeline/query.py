@@ -30,7 +30,10 @@ def parse_time(text: str, name: str) -> int:
     """Epoch milliseconds, or an ISO 8601 date / date-time (UTC unless it says otherwise) -> ms."""
     t = text.strip()
     if t.lstrip("-").isdigit():
-        return int(t)
+        ms = int(t)
+        if not 0 <= ms < 253_402_300_800_000:          # datetime's range: 0001..9999 (UTC days from 1970)
+            raise PipelineError(f"{name} {text!r}: epoch milliseconds between 0 and 253402300799999 (year 9999)")
+        return ms
     try:
         when = dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
     except ValueError:
@@ -104,17 +107,30 @@ class Query:
             raise PipelineError(f"--topic {topic}: not in the archive (it has {len(topics)} topic(s)"
                                 f"{': ' + ', '.join(topics[:10]) if topics else ''})")
         pending = [r for r in self.fs.listdir(STAGING) if self.fs.exists(f"{STAGING}/{r}/{INTENT}")]
+        self.hidden: set[str] = set()       # files of runs interrupted while moving them into place
+        for r in pending:
+            self.hidden |= {f["file"] for f in self.fs.read_json(f"{STAGING}/{r}/{INTENT}")["files"]}
         if pending:
-            log.warning("archive %s: run(s) %s were interrupted while committing; their rows may be missing "
-                        "until `rmqd pipeline archive` runs again", archive, ", ".join(pending))
+            log.warning("archive %s: run(s) %s were interrupted while committing; their rows are left out "
+                        "until `rmqd pipeline archive` runs again and completes them", archive, ", ".join(pending))
+
+    def _read(self, spark: Any, table: str, ddl: str) -> Any:
+        """One topic's files of ``table``: its directory, or while a run is half moved into place the
+        directory's files minus that run's (a query sees each run whole or not at all)."""
+        reader = spark.read.schema(ddl).option("basePath", self.fs.url(table))
+        if not self.hidden:
+            return reader.parquet(self.fs.url(table, self.topic_dir))
+        base = f"{table}/{self.topic_dir}"
+        files = [self.fs.url(base, f) for f in self.fs.walk_files(base)
+                 if f.endswith(".parquet") and not f.rsplit("/", 1)[-1].startswith((".", "_"))
+                 and f"{base}/{f}" not in self.hidden]
+        return reader.parquet(*files) if files else spark.createDataFrame([], ddl)
 
     def _messages(self, spark: Any) -> Any:
-        return (spark.read.schema(MESSAGES_DDL).option("basePath", self.fs.url(MESSAGES))
-                .parquet(self.fs.url(MESSAGES, self.topic_dir)))
+        return self._read(spark, MESSAGES, MESSAGES_DDL)
 
     def _keyindex(self, spark: Any) -> Any:
-        return (spark.read.schema(KEYINDEX_DDL).option("basePath", self.fs.url(KEYINDEX))
-                .parquet(self.fs.url(KEYINDEX, self.topic_dir)))
+        return self._read(spark, KEYINDEX, KEYINDEX_DDL)
 
     @spark_errors("query")
     def run(self, spark: Any) -> tuple[JobSummary, list[dict]]:

@@ -1,8 +1,11 @@
 """Sealed CommitLog segments: where the pipeline's jobs read records from.
 
 A *segment source* lists sealed (immutable) segments of CommitLog-format records and opens them on an
-executor. :class:`LocalCommitLog` is the store directory's ``commitlog/``; the tier (per-queue flat
-CommitLogs, issue 15) is meant to be a second source registered in :data:`SOURCES` under its own kind.
+executor. :class:`LocalCommitLog` is the store directory's ``commitlog/``; :class:`rmqd.pipeline.tier.TierCommitLog`
+rebuilds the CommitLog files local retention deleted from the tier's per-queue flat CommitLogs (their
+records are byte for byte the local ones). Either way a segment is one CommitLog file, known in a job's
+manifest by its name (``local:<20-digit base>``), so each message is archived exactly once, from the
+local file while it exists, else from the tier.
 
 Records are verified with the store's own recovery scanner (``store_commitlog.scan_records``: sizes,
 magic, lengths and body CRC) and decoded into the connector's Arrow columns by its Cython decoder
@@ -15,7 +18,7 @@ import logging
 import mmap
 import os
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Protocol
+from typing import Any, Iterator, Optional, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,16 +37,18 @@ PREPARED, ROLLBACK = 0x4, 0xC             # kept out of the ConsumeQueue, so out
 @dataclass(frozen=True)
 class SegmentRef:
     """One sealed segment, picklable (it travels to the executors)."""
-    source: str            # SOURCES key, e.g. "local"
-    name: str              # file name (20-digit first offset)
+    source: str            # SOURCES key: "local" or "tier"
+    name: str              # the CommitLog file's name (20-digit first offset)
     base: int              # physical offset of its first byte
     size: int              # file size
-    path: str              # where an executor opens it
-    fingerprint: str       # hash of its first record's header: tells two stores apart
+    path: str              # where an executor opens it (for the tier: a description)
+    fingerprint: str       # hash of its first record's header (tier: of the tier's identity): tells stores apart
+    extra: Any = field(default=None, compare=False, hash=False)      # what the source needs to open it
 
     @property
     def key(self) -> str:
-        return f"{self.source}:{self.name}"
+        """The segment's identity in a manifest: the CommitLog file, whichever source it is read from."""
+        return f"local:{self.name}"
 
 
 class SegmentSource(Protocol):
@@ -111,9 +116,13 @@ class LocalCommitLog:
 
 
 SOURCES: dict[str, type] = {LocalCommitLog.kind: LocalCommitLog}
+_LAZY_SOURCES = {"tier": "rmqd.pipeline.tier"}      # imported on first use (they register themselves)
 
 
 def open_segment(ref: SegmentRef) -> mmap.mmap:
+    if ref.source not in SOURCES and ref.source in _LAZY_SOURCES:
+        import importlib
+        importlib.import_module(_LAZY_SOURCES[ref.source])
     try:
         return SOURCES[ref.source].open(ref)
     except FileNotFoundError:

@@ -4,13 +4,16 @@
   state (writing/compacted/uploaded), item count and time range, plus the backend's counters.
 * ``COMMIT_TIER`` (9004): copy everything pending into the tier now, seal the writable index file
   and compact + upload the sealed ones (optional header ``upload=false`` skips the upload).
+* ``ADOPT_TIER_INDEX`` (9006), optional ``dir``: adopt the complete outputs of ``rmqd pipeline index``
+  found in ``dir`` (default ``<store>/tiered_index_file/pipeline``); the body lists the result per output.
 
-Both touch disk or the backend: they run in the admin pool. Without a tier both answer
+All touch disk or the backend: they run in the admin pool. Without a tier each answers
 SYSTEM_ERROR "tiered storage is not enabled (messageStorePlugIn)".
 """
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from rmqd.processors.admin_common import json_response
@@ -24,6 +27,7 @@ log = logging.getLogger(__name__)
 
 GET_TIER_STATUS = 9003
 COMMIT_TIER = 9004
+ADOPT_TIER_INDEX = 9006
 NOT_ENABLED = "tiered storage is not enabled (messageStorePlugIn)"
 
 
@@ -54,10 +58,21 @@ class TierAdminProcessor:
             return error_response(ResponseCode.SYSTEM_ERROR, f"commitTier failed: {exc}")
         return json_response(result)
 
+    def adopt_tier_index(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        tier = self.broker.store.tier
+        if tier is None or not tier.started:
+            return error_response(ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
+        directory = (request.ext_fields or {}).get("dir") or None
+        if directory is not None and not os.path.isdir(directory):
+            return error_response(ResponseCode.SYSTEM_ERROR, f"no directory {directory} on the broker")
+        log.info("adoptTierIndex dir %s requested by %s", directory, conn.remote_address)
+        return json_response({"results": tier.adopt_index_outputs(directory)})
+
 
 def install(broker: "BrokerController") -> TierAdminProcessor:
     p = TierAdminProcessor(broker)
     d, pool = broker.dispatcher, broker.pools["admin"]
     d.register(GET_TIER_STATUS, p.tier_status, pool)
     d.register(COMMIT_TIER, p.commit_tier, pool)
+    d.register(ADOPT_TIER_INDEX, p.adopt_tier_index, pool)
     return p

@@ -73,14 +73,19 @@ def expected_rows(root: str, broker: str = "broker-a") -> list[tuple]:
             pos += total
             if transaction_type(m.sys_flag) in (0x4, 0xC):
                 continue
-            body = zlib.decompress(m.body) if m.sys_flag & COMPRESSED_FLAG else m.body
-            props = m.properties
-            headers = tuple(sorted((k, v.encode()) for k, v in props.items() if k not in SYSTEM_PROPS))
-            msg_id = props.get("UNIQ_KEY") or offset_msg_id(m.store_host[0], m.store_host[1], m.commit_log_offset)
-            rows.append((m.topic, m.queue_id, m.queue_offset, props.get("KEYS", "").encode() or None, body,
-                         props.get("TAGS"), msg_id, m.store_timestamp, m.born_timestamp, m.commit_log_offset,
-                         m.reconsume_times, headers, broker))
+            rows.append(message_row(m, broker))
     return sorted(rows)
+
+
+def message_row(m, broker: str = "broker-a") -> tuple:
+    """One decoded message (rmqd.store.message.decode_message) as the archive must hold it."""
+    body = zlib.decompress(m.body) if m.sys_flag & COMPRESSED_FLAG else m.body
+    props = m.properties
+    headers = tuple(sorted((k, v.encode()) for k, v in props.items() if k not in SYSTEM_PROPS))
+    msg_id = props.get("UNIQ_KEY") or offset_msg_id(m.store_host[0], m.store_host[1], m.commit_log_offset)
+    return (m.topic, m.queue_id, m.queue_offset, props.get("KEYS", "").encode() or None, body,
+            props.get("TAGS"), msg_id, m.store_timestamp, m.born_timestamp, m.commit_log_offset,
+            m.reconsume_times, headers, broker)
 
 
 def archive_rows(out: str) -> list[tuple]:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -87,9 +88,57 @@ def test_new_segments_are_added_once(spark, store_dir, archived, tmp_path):
     assert len(os.listdir(os.path.join(out, COMMITS))) == 2
 
 
+def _marked_pids(marker: str) -> list[int]:
+    """Processes whose environment holds ``RMQD_TEST_JOB_MARK=<marker>`` (a job's driver, JVM and workers)."""
+    needle = f"RMQD_TEST_JOB_MARK={marker}".encode()
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    pids.append(int(name))
+        except OSError:                      # gone meanwhile, or not ours to read
+            continue
+    return pids
+
+
+def _kill_marked(marker: str) -> None:
+    """SIGKILL every process of a job, including PySpark's worker daemon and its forks: daemon.py puts
+    itself in its own process group, so os.killpg of the driver's group leaves them running."""
+    deadline = time.monotonic() + 20
+    while True:
+        pids = _marked_pids(marker)
+        if not pids:
+            return
+        assert time.monotonic() < deadline, f"processes of the killed job survive: {pids}"
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+
+
+def test_task_of_a_dropped_run_does_not_recreate_its_staging_dir(store_dir, tmp_path):
+    """An orphan worker of a killed run that wakes after the next run dropped the run: it fails, and the
+    run's staging directory stays gone (the driver alone creates it)."""
+    from rmqd.pipeline.archive import archive_segments
+    from rmqd.pipeline.segments import LocalCommitLog
+    out = str(tmp_path / "arch")
+    os.makedirs(os.path.join(out, STAGING))
+    refs = LocalCommitLog(store_dir).sealed_segments()[:1]
+    with pytest.raises(PipelineError, match="staging directory was removed"):
+        archive_segments(refs, out, "0000000000000-dropped", "broker-a", "fail")
+    assert os.listdir(os.path.join(out, STAGING)) == []
+
+
 def test_kill_9_mid_write_then_rerun_gives_the_uninterrupted_output(spark, store_dir, archived, tmp_path):
     out = str(tmp_path / "arch")
-    env = dict(os.environ, RMQD_PIPELINE_TEST_PAUSE_AFTER_FIRST_FILE="60", PYTHONPATH=REPO)
+    marker = uuid.uuid4().hex
+    env = dict(os.environ, RMQD_PIPELINE_TEST_PAUSE_AFTER_FIRST_FILE="60", PYTHONPATH=REPO,
+               RMQD_TEST_JOB_MARK=marker)
     proc = subprocess.Popen([sys.executable, "-m", "rmqd.pipeline", "archive", "--store", store_dir, "--out", out,
                              "--master", "local[1]", "--log-level", "WARNING"], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -103,10 +152,12 @@ def test_kill_9_mid_write_then_rerun_gives_the_uninterrupted_output(spark, store
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
         assert time.monotonic() < deadline, "no staged file within 150 s"
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)            # the job's driver, its JVM and Python workers
+        os.killpg(proc.pid, signal.SIGKILL)            # the job's driver and its JVM
         proc.wait(30)
+        _kill_marked(marker)                           # and PySpark's worker daemon, in a group of its own
     assert not os.path.exists(os.path.join(out, "messages"))      # nothing visible, nothing committed
-    assert os.listdir(staged)
+    (run,) = os.listdir(staged)
+    assert any(f.endswith(".parquet") for _d, _n, fs in os.walk(os.path.join(staged, run)) for f in fs)
     assert not os.path.exists(os.path.join(out, COMMITS)) or not os.listdir(os.path.join(out, COMMITS))
     s = Archive(store_dir, out).run(spark)
     assert s.details["recovered"] and s.details["recovered"][0].startswith("dropped")
@@ -119,23 +170,28 @@ def test_crash_after_the_commit_point_is_finished_by_the_next_run(spark, store_d
 
     class Crash(BaseException):
         pass
-    moved = []
-
-    def hook(step):
-        if step == "moved":
-            moved.append(1)
-            if len(moved) == 3:
-                raise Crash()
+    def hook(step):               # crash once two message files (after every key-index file) are in place
+        if step == "moved" and sum(1 for f in _files(out) if f.startswith("messages/")) == 2:
+            raise Crash()
     with pytest.raises(Crash):
         Archive(store_dir, out, hook=hook).run(spark)
     (run,) = os.listdir(os.path.join(out, STAGING))
-    assert os.path.exists(os.path.join(out, STAGING, run, INTENT))
-    assert len(_files(out)) == 3                        # committed, partly moved into place
+    intent = json.load(open(os.path.join(out, STAGING, run, INTENT)))
+    visible = _files(out)
+    assert 2 < len(visible) < len(intent["files"])      # committed, partly moved into place
+    # rmqd pipeline query leaves the half-moved run out whole (no partial rows) until it is completed
+    from rmqd.pipeline.query import Query
+    topic = visible and next(f for f in visible if f.startswith("messages/")).split("/")[1].split("=", 1)[1]
+    from rmqd.pipeline.parquet_out import unescape_value
+    q = Query(out, unescape_value(topic), time_from="0", time_to="2100-01-01", limit=100_000)
+    assert q.run(spark)[1] == []
     again = Archive(store_dir, out)
     assert not again.has_work()                         # the run is committed: it is finished, not redone
     s = again.run(None)
     assert s.details["recovered"] == [f"finished {run}"]
     assert archive_rows(out) == archive_rows(archived[0])
+    rows = Query(out, unescape_value(topic), time_from="0", time_to="2100-01-01", limit=100_000).run(spark)[1]
+    assert len(rows) == sum(1 for r in archive_rows(out) if r[0] == unescape_value(topic))
 
 
 def test_corrupt_record_fails_or_is_skipped(spark, store_dir, tmp_path):

@@ -283,7 +283,7 @@ def test_a_broker_with_every_feature_on_claims_each_code_once(tmp_path):
     props = {"aclEnable": "true", "aclFile": str(acl), "tieredStoreFilePath": str(tmp_path / "tier"),
              "messageStorePlugIn": "org.apache.rocketmq.tieredstore.TieredMessageStore"}
     with EmbeddedServer(store_dir=str(tmp_path / "store"), broker_properties=props) as s:
-        assert s.broker.dispatcher.handles(9003) and s.broker.dispatcher.handles(9005)
+        assert all(s.broker.dispatcher.handles(c) for c in (9003, 9004, 9005, 9006))
 
 
 def test_inline_first_requires_a_pool():

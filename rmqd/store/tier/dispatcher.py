@@ -187,6 +187,8 @@ class TierDispatcher:
                 n = self._copy_group(tq, nxt, entries, topic_id)
             if n <= 0:
                 break
+            if cfg.message_index_enable:
+                tq.mark_indexed(nxt, nxt + n)
             nxt += n
             total += n
             time.sleep(0)                           # let the event loop have the GIL between groups

@@ -31,6 +31,9 @@ class TierMetadata:
         self.index_files: dict[int, dict] = {}     # beginTs -> file entry
         self.index_segment_end = 0                 # next base offset of the uploaded index flat file
         self.backend = ""
+        self.cluster = ""                          # the broker's names and index settings, for offline tools
+        self.broker = ""                           # (rmqd pipeline index) that read the tier without broker.conf
+        self.index_config: dict = {}               # {"slots", "maxItems", "enabled"}
         self._lock = threading.RLock()
 
     # ---- load / persist -----------------------------------------------------------------------
@@ -51,6 +54,8 @@ class TierMetadata:
             self.index_files = {int(k): v for k, v in doc.get("indexFiles", {}).items()}
             self.index_segment_end = int(doc.get("indexSegmentEnd", 0))
             self.backend = doc.get("backend", "")
+            self.cluster, self.broker = doc.get("cluster", ""), doc.get("broker", "")
+            self.index_config = doc.get("index", {})
             return True
         return False
 
@@ -59,7 +64,8 @@ class TierMetadata:
             doc = {"version": VERSION, "backend": self.backend, "topics": self.topics,
                    "nextTopicId": self.next_topic_id, "queues": self.queues,
                    "indexFiles": {str(k): v for k, v in sorted(self.index_files.items())},
-                   "indexSegmentEnd": self.index_segment_end}
+                   "indexSegmentEnd": self.index_segment_end, "cluster": self.cluster, "broker": self.broker,
+                   "index": self.index_config}
             data = orjson.dumps(doc)
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             tmp = self.path + ".tmp"

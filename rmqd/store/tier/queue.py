@@ -5,6 +5,9 @@ stored them (so offsets, msgIds and CRCs are unchanged; Java rewrites PHYSICALOF
 the offset msgId). The ConsumeQueue holds 20-byte units ``phys i64 | size i32 | tagsCode i64``
 with ``phys`` the position in the flat CommitLog, named by byte offset = queueOffset * 20, so unit
 ``i`` is queue offset ``i``. A blank unit (size 0x7FFFFFFF) mirrors a blank local entry.
+
+``indexed`` lists the queue-offset ranges ``[lo, hi)`` whose keys are in index files: the copier's
+(when ``messageIndexEnable``) and those adopted from ``rmqd pipeline index``, which indexes the rest.
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ class TieredQueue:
         c, b = config.cluster, config.broker
         self.commitlog = FlatFile(backend, lambda base: segment_path(c, b, topic, queue_id, COMMIT_LOG, base))
         self.consume_queue = FlatFile(backend, lambda base: segment_path(c, b, topic, queue_id, CONSUME_QUEUE, base))
+        self.indexed: list[list[int]] = []       # merged [lo, hi) queue-offset ranges covered by index files
 
     @property
     def key(self) -> str:
@@ -64,6 +68,7 @@ class TieredQueue:
         return self.commitlog.total_size + self.consume_queue.total_size
 
     def init(self, queue_offset: int) -> None:
+        self.indexed = []
         self.commitlog.init(0)
         self.consume_queue.init(queue_offset * CQ_UNIT)
 
@@ -223,18 +228,62 @@ class TieredQueue:
             self.commitlog.delete_head(keep)
         return n
 
+    # ---- index coverage -------------------------------------------------------------------------
+    def mark_indexed(self, lo: int, hi: int) -> None:
+        """Record that the keys of queue offsets [lo, hi) are in index files."""
+        if hi > lo:
+            self.indexed = merge_ranges(self.indexed + [[lo, hi]])
+
+    def unindexed(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The parts of [lo, hi) no index file covers, in order."""
+        return subtract_ranges([(lo, hi)], self.indexed)
+
     def to_json(self) -> dict:
         return {"topic": self.topic, "queueId": self.queue_id, "commitLog": self.commitlog.to_json(),
-                "consumeQueue": self.consume_queue.to_json()}
+                "consumeQueue": self.consume_queue.to_json(), "indexed": [list(r) for r in self.indexed]}
 
     def load_json(self, doc: dict) -> None:
         self.commitlog.load_json(doc.get("commitLog", []))
         self.consume_queue.load_json(doc.get("consumeQueue", []))
+        if "indexed" in doc:
+            self.indexed = [list(map(int, r)) for r in doc["indexed"]]
+        else:          # metadata from before coverage was recorded: the copier indexed what it copied, if on
+            mn, mx = self.min_offset, self.max_offset
+            self.indexed = [[mn, mx]] if self.config.message_index_enable and 0 <= mn < mx else []
 
     def recover(self) -> None:
         self.commitlog.recover()
         self.consume_queue.recover()
 
     def destroy(self) -> None:
+        self.indexed = []
         self.commitlog.destroy()
         self.consume_queue.destroy()
+
+
+def merge_ranges(ranges: Sequence) -> list[list[int]]:
+    """Sorted, merged ``[lo, hi)`` ranges (touching ranges join)."""
+    out: list[list[int]] = []
+    for lo, hi in sorted((int(a), int(b)) for a, b in ranges if b > a):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return out
+
+
+def subtract_ranges(ranges: Sequence, minus: Sequence) -> list[tuple[int, int]]:
+    """``ranges`` without ``minus`` (both ``[lo, hi)`` lists), in order."""
+    cut = merge_ranges(minus)
+    out = []
+    for lo, hi in merge_ranges(ranges):
+        cur = lo
+        for a, b in cut:
+            if b <= cur or a >= hi:
+                continue
+            if a > cur:
+                out.append((cur, a))
+            cur = max(cur, b)
+        if cur < hi:
+            out.append((cur, hi))
+    return out

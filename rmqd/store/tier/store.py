@@ -74,6 +74,9 @@ class TieredStore:
                         md.backend or "?")
             md.reset()
         md.backend = self.backend.describe()
+        md.cluster, md.broker = cfg.cluster, cfg.broker
+        md.index_config = {"slots": cfg.index_slots, "maxItems": cfg.index_max_items,
+                           "enabled": cfg.message_index_enable}
         for doc in md.queues.values():
             tq = TieredQueue(self.backend, cfg, doc["topic"], int(doc["queueId"]))
             tq.load_json(doc)
@@ -87,6 +90,7 @@ class TieredStore:
         self.index.recover()
         md.persist()
         self.mark_committed()
+        self.adopt_index_outputs()          # `rmqd pipeline index` outputs, before anything is served
         self.started = True
         log.info("tier: %s, %d queue(s), %d index file(s), level %s", self.backend.describe(), len(self.queues),
                  len(self.index.files), cfg.storage_level.name)
@@ -231,6 +235,11 @@ class TieredStore:
         return self.retention_limit()
 
     # ---- admin ----------------------------------------------------------------------------------
+    def adopt_index_outputs(self, root: Optional[str] = None) -> list[dict]:
+        """Adopt the complete outputs of ``rmqd pipeline index`` (:mod:`.index.adopt`); one result each."""
+        from rmqd.store.tier.index.adopt import adopt_all
+        return adopt_all(self, root, self.step)
+
     def commit_now(self, upload: bool = True, timeout_s: float = 60.0) -> dict:
         """``rmqd admin commitTier``: copy everything pending, seal the writable index file, and
         (with ``upload``) compact and upload every sealed file now."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import time
 from typing import Callable, Iterator, Optional
 
@@ -50,6 +51,7 @@ class IndexStoreService:
         self.seal_requested = False
         self.step_hook: Optional[Callable[[str], None]] = None
         self.query_reads = 0
+        self._files_lock = threading.Lock()     # file-list changes off the copier's thread (expire, adopt)
 
     def segment_path(self, base: int) -> str:
         return segment_path(self.cluster, self.broker, INDEX_TOPIC, 0, INDEX, base)
@@ -143,7 +145,8 @@ class IndexStoreService:
         ts = max(self.clock(), last + 1)
         f = IndexStoreFile(self.dir, ts, self.slots, self.max_items)
         f.open_writable(create=True)
-        self.files = self.files + [f]
+        with self._files_lock:
+            self.files = self.files + [f]
         self.current = f
         log.info("tier index: new file %d", ts)
         return f
@@ -230,9 +233,15 @@ class IndexStoreService:
                 return True
         return did
 
+    def add_files(self, files: list[IndexStoreFile]) -> None:
+        """Take in index files made elsewhere (adopted from ``rmqd pipeline index``), in begin-time order."""
+        with self._files_lock:
+            self.files = sorted(self.files + files, key=lambda f: f.begin_ts)
+
     def _compact(self, f: IndexStoreFile) -> None:
         if f.items == 0:
-            self.files = [x for x in self.files if x is not f]
+            with self._files_lock:
+                self.files = [x for x in self.files if x is not f]
             f.delete_local()
             self.metadata.commit({}, {f.begin_ts: None})
             return
@@ -269,7 +278,8 @@ class IndexStoreService:
         gone = [f for f in self.files if f.state == UPLOADED and 0 <= f.max_ts < limit]
         if not gone:
             return False
-        self.files = [f for f in self.files if f not in gone]
+        with self._files_lock:
+            self.files = [f for f in self.files if f not in gone]
         self.metadata.commit({}, {f.begin_ts: None for f in gone})
         for f in gone:
             self.backend.delete(self.segment_path(f.seg_base))

@@ -45,6 +45,7 @@ class IndexStoreFile:
         self.seg_base = -1                # uploaded: where in the index flat file
         self.seg_size = 0
         self.upload_base = -1             # an upload started at this base (resumed after a crash)
+        self.origin = ""                  # the `rmqd pipeline index` job that built it ("": this broker)
         self.committed_items = -1         # what the metadata holds (set by the copier's commit)
         self.committed_sealed = False
         self.lock = threading.RLock()
@@ -70,7 +71,8 @@ class IndexStoreFile:
         return {"beginTs": self.begin_ts, "state": self.state, "sealed": self.sealed, "items": self.items,
                 "endTs": self.end_ts, "usedSlots": self.used_slots, "minTs": self.min_ts, "maxTs": self.max_ts,
                 "slots": self.slots, "maxItems": self.max_items, "segBase": self.seg_base,
-                "segSize": self.seg_size, "uploadBase": self.upload_base}
+                "segSize": self.seg_size, "uploadBase": self.upload_base,
+                **({"origin": self.origin} if self.origin else {})}
 
     @classmethod
     def from_json(cls, directory: str, d: dict) -> "IndexStoreFile":
@@ -84,6 +86,7 @@ class IndexStoreFile:
         f.seg_base = int(d.get("segBase", -1))
         f.seg_size = int(d.get("segSize", 0))
         f.upload_base = int(d.get("uploadBase", -1))
+        f.origin = str(d.get("origin", ""))
         f.committed_items, f.committed_sealed = f.items, f.sealed
         return f
 
