@@ -13,6 +13,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourc
                                     WriterCommitMessage)
 
 from rmqd.spark.arrow import DDL, decode_batch
+from rmqd.spark.group import GroupRegistration
 from rmqd.spark.options import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EARLIEST, LATEST, Options, pick
 from rmqd.spark.remote import (Clients, Cluster, ConnectorError, QueueRef, decompress_values, pull,
                                send_batch)
@@ -305,6 +306,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.cap: Optional[dict] = None
         self._cluster: Optional[Cluster] = None
         self._topics: Optional[list] = None
+        self._initial: Optional[dict] = None          # a fresh query's initialOffset (nothing read yet)
+        self._committed: dict[tuple, int] = {}         # what the broker already has, per queue
+        self._group: Optional[GroupRegistration] = None
+        self._broker_addrs: set[str] = set()
 
     def _c(self) -> Cluster:
         if self._cluster is None:
@@ -315,7 +320,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         c = self._c()
         if self._topics is None:
             self._topics = c.resolve_topics(self.plan.o.get("topic"), self.plan.o.get("topicPattern"))
-        return c.queues(self._topics)
+        refs, addrs = c.queues(self._topics)
+        if self.commit_offsets:
+            self._broker_addrs = set(addrs.values())
+            if self._group is None:              # the group shows in mqadmin from the query's start
+                self._group = GroupRegistration(self.plan.group, self._topics, self.plan.expr_type,
+                                                self.plan.expression, lambda: list(self._broker_addrs)).start()
+        return refs, addrs
 
     def _latest_all(self) -> dict:
         refs, addrs = self._refs()
@@ -334,12 +345,18 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             off = first_offset_at(self._c(), addrs[ref.broker], ref, ts, self.plan.group) if ts is not None else \
                 self.plan.resolve(spec, self._c(), addrs, ref, LATEST)
             out.setdefault(ref.topic, {}).setdefault(ref.broker, {})[str(ref.queue_id)] = off
+        self._initial = out
         return out
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.cap = self._latest_all()
 
     def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+        if start is not None and start != self._initial:
+            # Spark plans the next batch only once the previous one is done, so ``start`` (that batch's
+            # end) is consumed: committing it here commits an AvailableNow run's last batch before the
+            # query stops (Spark's commit() of a batch comes only when the batch after it is planned)
+            self._commit(start)
         latest = self.cap if self.cap is not None else self._latest_all()
         if start is None or not self.max_per_trigger:
             return latest
@@ -386,15 +403,24 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             yield from read_from_broker(partition, self.plan.group, self.plan.expr_type, self.plan.expression)
 
     def commit(self, end: dict) -> None:
+        self._commit(end)
+
+    def _commit(self, offsets: dict) -> None:
+        """UPDATE_CONSUMER_OFFSET of the group for every queue whose offset the broker does not have yet."""
         if not self.commit_offsets:
             return
         refs, addrs = self._refs()
         for ref in refs:
-            off = end.get(ref.topic, {}).get(ref.broker, {}).get(str(ref.queue_id))
-            if off is not None:
+            off = offsets.get(ref.topic, {}).get(ref.broker, {}).get(str(ref.queue_id))
+            key = (ref.topic, ref.broker, ref.queue_id)
+            if off is not None and self._committed.get(key) != off:
                 self._c().commit(addrs[ref.broker], self.plan.group, ref, off)
+                self._committed[key] = off
 
     def stop(self) -> None:
+        if self._group is not None:
+            self._group.close()
+            self._group = None
         if self._cluster is not None:
             self._cluster.clients.close()
 

@@ -133,16 +133,34 @@ def test_streaming_available_now_restarts_without_gap_or_duplicate(spark, broker
         assert q.exception() is None
     run_once()
     assert rows(spark.read.parquet(out)) == expected(first)
+    assert_group_progress(broker, "spark_stream_cg", "SparkStream", 400)
     second = send_many(broker.broker_addr, "SparkStream", 300, seed=2)
     run_once()
     assert rows(spark.read.parquet(out)) == expected(first + second)
-    # the group's progress is on the broker (mqadmin consumerProgress shows it): Spark commits a
-    # batch's end offsets once the batch is done (the last batch of a run when the next run starts)
+    assert_group_progress(broker, "spark_stream_cg", "SparkStream", 700)
+
+
+def assert_group_progress(broker, group: str, topic: str, total: int) -> None:
+    """Every batch of the AvailableNow run is committed when the query stops (the last one too), and the
+    group is a registered pull consumer: its retry topic exists, so `rmqd admin consumerProgress -g` (as
+    mqadmin's) lists each queue with no lag."""
+    import contextlib
+    import io
+    from rmqd.admin.main import main as admin_cli
     with BlockingClient(broker.broker_addr) as c:
+        committed = []
         for q in range(4):
-            r = c.invoke(new_request(14, {"consumerGroup": "spark_stream_cg", "topic": "SparkStream",
-                                          "queueId": str(q)}))
-            assert r.code == 0 and 100 <= int(r.ext_fields["offset"]) <= 175, (q, r.ext_fields)
+            r = c.invoke(new_request(14, {"consumerGroup": group, "topic": topic, "queueId": str(q)}))
+            mx = c.invoke(new_request(30, {"topic": topic, "queueId": str(q)}))
+            assert r.code == 0 and int(r.ext_fields["offset"]) == int(mx.ext_fields["offset"]), (q, r.ext_fields)
+            committed.append(int(r.ext_fields["offset"]))
+    assert sum(committed) == total
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert admin_cli(["consumerProgress", "-n", broker.namesrv_addr, "-g", group]) == 0
+    lines = [ln.split() for ln in out.getvalue().splitlines() if ln.startswith(topic)]
+    assert sorted((int(f[2]), int(f[4]), int(f[5])) for f in lines) == \
+        [(q, committed[q], 0) for q in range(4)], out.getvalue()
 
 
 def test_fail_on_data_loss(broker):
