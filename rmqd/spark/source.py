@@ -3,20 +3,17 @@ streaming writes). Options and columns: README "Spark"."""
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
 import pyarrow as pa
-from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
-                                    DataSourceStreamReader, DataSourceStreamWriter, InputPartition,
-                                    WriterCommitMessage)
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from rmqd.spark.arrow import DDL, decode_batch
 from rmqd.spark.group import GroupRegistration
-from rmqd.spark.options import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EARLIEST, LATEST, Options, pick
-from rmqd.spark.remote import (Clients, Cluster, ConnectorError, QueueRef, decompress_values, pull,
-                               send_batch)
+from rmqd.spark.options import DEFAULT_GROUP, EARLIEST, LATEST, Options, pick
+from rmqd.spark.remote import Clients, Cluster, ConnectorError, QueueRef, decompress_values, pull
+from rmqd.spark.sink import BatchWriter, StreamWriter
 from rmqd.spark.store_dir import FileAccess, QueueFiles, StoreLayout
 
 try:                                   # Spark >= 4.2: Trigger.AvailableNow for Python sources
@@ -423,157 +420,6 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._group = None
         if self._cluster is not None:
             self._cluster.clients.close()
-
-
-# ---------------------------------------------------------------------- writers
-@dataclass
-class SentSummary(WriterCommitMessage):
-    rows: int
-
-
-def _java_hash(s: str) -> int:
-    h = 0
-    for ch in s.encode("utf-16-be").decode("utf-16-be"):
-        h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-class _Sender:
-    """Groups rows into per-queue batches and sends them (SEND_BATCH_MESSAGE), at least once."""
-
-    def __init__(self, options: dict) -> None:
-        o = Options(options)
-        self.cluster = Cluster(o.get("nameServer") or "")
-        self.topic_option = o.get("topic")
-        self.group = o.get("producerGroup", DEFAULT_PRODUCER_GROUP)
-        self.max_size = o.int("maxMessageSize", 4 * 1024 * 1024)
-        self.batch_rows = o.int("batchSize", 256)
-        self.routes: dict[str, tuple[list[tuple[str, str, int]], int]] = {}
-        self.pending: dict[tuple[str, str, int], list] = {}
-        self.rr = 0
-        self.rows = 0
-
-    def _queues(self, topic: str) -> list[tuple[str, str, int]]:
-        r = self.routes.get(topic)
-        if r is None:
-            masters, _ = self.cluster.route(topic)
-            resp = self.cluster._namesrv(105, {"topic": topic})
-            from rmqd.remoting import fastjson
-            data = fastjson.loads_lenient(resp.body_bytes())
-            queues = [(qd["brokerName"], masters[qd["brokerName"]], q) for qd in data.get("queueDatas", [])
-                      if qd["brokerName"] in masters and int(qd.get("perm", 6)) & 2
-                      for q in range(int(qd["writeQueueNums"]))]
-            if not queues:
-                raise ConnectorError(f"option 'topic': {topic!r} has no writable queue")
-            r = self.routes[topic] = (queues, 0)
-        return r[0]
-
-    def add(self, row_no: int, value: Optional[bytes], key: Optional[str], tags: Optional[str],
-            topic: Optional[str], headers: Optional[list]) -> None:
-        topic = self.topic_option or topic
-        if not topic:
-            raise ConnectorError(f"row {row_no}: no topic (set the option 'topic' or a 'topic' column)")
-        if value is None:
-            raise ConnectorError(f"row {row_no}: 'value' is null (a message needs a body)")
-        if len(value) > self.max_size:
-            raise ConnectorError(f"row {row_no}: 'value' is {len(value)} bytes, over maxMessageSize "
-                                 f"{self.max_size}")
-        props = []
-        if key:
-            props.append(f"KEYS\x01{key}")
-        if tags:
-            props.append(f"TAGS\x01{tags}")
-        props.append(f"UNIQ_KEY\x01{uuid.uuid4().hex.upper()}")
-        props.append("WAIT\x01true")
-        for h in headers or ():
-            k, v = (h["key"], h["value"]) if isinstance(h, dict) else (h[0], h[1])
-            v = v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else str(v)
-            if any(c in k + v for c in "\x01\x02"):
-                raise ConnectorError(f"row {row_no}: header {k!r} contains a control character")
-            props.append(f"{k}\x01{v}")
-        queues = self._queues(topic)
-        if key:                                  # the same key always goes to the same queue
-            target = queues[abs(_java_hash(key)) % len(queues)]
-        else:
-            target = queues[self.rr % len(queues)]
-            self.rr += 1
-        batch = self.pending.setdefault((topic,) + target, [])
-        batch.append((bytes(value), "\x02".join(props)))
-        self.rows += 1
-        if len(batch) >= self.batch_rows:
-            self._flush_one((topic,) + target)
-
-    def _flush_one(self, k: tuple) -> None:
-        batch = self.pending.pop(k, None)
-        if batch:
-            topic, _broker, addr, qid = k
-            send_batch(self.cluster.clients, addr, self.group, topic, qid, batch)
-
-    def flush(self) -> None:
-        for k in list(self.pending):
-            self._flush_one(k)
-
-    def close(self) -> None:
-        self.cluster.clients.close()
-
-
-def _write_batches(options: dict, batches: Iterator[pa.RecordBatch]) -> SentSummary:
-    sender = _Sender(options)
-    row_no = 0
-    try:
-        for rb in batches:
-            cols = {name: rb.column(i).to_pylist() for i, name in enumerate(rb.schema.names)}
-            if "value" not in cols:
-                raise ConnectorError("the DataFrame needs a 'value' column (binary or string)")
-            n = rb.num_rows
-            for i in range(n):
-                v = cols["value"][i]
-                if isinstance(v, str):
-                    v = v.encode("utf-8")
-                k = cols.get("key", [None] * n)[i]
-                if isinstance(k, (bytes, bytearray)):
-                    k = k.decode("utf-8")
-                sender.add(row_no, v, k, cols.get("tags", [None] * n)[i], cols.get("topic", [None] * n)[i],
-                           cols.get("headers", [None] * n)[i])
-                row_no += 1
-        sender.flush()
-        return SentSummary(sender.rows)
-    finally:
-        sender.close()
-
-
-class BatchWriter(DataSourceArrowWriter):
-    def __init__(self, options: dict) -> None:
-        self.options = options
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SentSummary:
-        return _write_batches(self.options, iterator)
-
-    def commit(self, messages: list) -> None:
-        log.info("rocketmq sink: %d rows sent", sum(m.rows for m in messages if m is not None))
-
-    def abort(self, messages: list) -> None:
-        log.warning("rocketmq sink aborted; rows already sent stay (at-least-once)")
-
-
-class StreamWriter(DataSourceStreamWriter):
-    def __init__(self, options: dict) -> None:
-        self.options = options
-
-    def write(self, iterator: Iterator) -> SentSummary:
-        def batches() -> Iterator[pa.RecordBatch]:
-            rows = []
-            for row in iterator:
-                rows.append(row.asDict(recursive=True))
-            if rows:
-                yield pa.RecordBatch.from_pylist(rows)
-        return _write_batches(self.options, batches())
-
-    def commit(self, messages: list, batchId: int) -> None:
-        log.info("rocketmq stream sink: batch %d committed", batchId)
-
-    def abort(self, messages: list, batchId: int) -> None:
-        log.warning("rocketmq stream sink: batch %d aborted; rows already sent stay (at-least-once)", batchId)
 
 
 class RocketMQDataSource(DataSource):

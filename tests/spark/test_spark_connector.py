@@ -205,12 +205,27 @@ def test_sink_round_trip_and_the_cpp_client_reads_it(spark, broker, client_pytho
         sorted((d.key, d.value.decode()) for d in data)
 
 
-def test_bad_rows_fail_the_write_naming_the_row(spark, broker):
+def test_bad_rows_fail_the_task_naming_it_and_every_row_before_it_is_sent(spark, broker):
+    """At-least-once, row by row: the task fails at the bad row (partition and row named), after sending every
+    row before it (the error says how many), and sends neither it nor any row after it."""
     create_topic(broker.broker_addr, "SparkBad")
-    df = spark.createDataFrame([(b"ok",), (None,)], "value binary")
-    with pytest.raises(Exception, match="row 1: 'value' is null"):
-        df.coalesce(1).write.format("rocketmq").option("nameServer", broker.namesrv_addr) \
-            .option("topic", "SparkBad").mode("append").save()
+    create_topic(broker.broker_addr, "SparkBadNull")
+    good = [f"good-{i}".encode() for i in range(300)]     # batches of 1000 bytes: some sent, some buffered
+    data = [(v,) for v in good] + [(b"x" * 1001,)] + [(f"after-{i}".encode(),) for i in range(10)]
+    df = spark.createDataFrame(data, "value binary").coalesce(1)
+    with pytest.raises(Exception, match=r"partition 0, row 300: 'value' is 1001 bytes, over maxMessageSize 1000; "
+                                        r"the 300 rows of this task before it were sent, it and the rows after"):
+        df.write.format("rocketmq").option("nameServer", broker.namesrv_addr).option("topic", "SparkBad") \
+            .option("maxMessageSize", "1000").mode("append").save()
+    back = [bytes(r.value) for r in reader(spark, broker, topic="SparkBad").load().select("value").collect()]
+    assert sorted(back) == sorted(good)
+    # the bad row in the second task: its partition id comes from Spark's TaskContext
+    rdd = spark.sparkContext.parallelize([(b"a",), (b"b",), (None,), (b"c",)], 2)
+    with pytest.raises(Exception, match=r"partition 1, row 0: 'value' is null .*; the 0 rows of this task"):
+        spark.createDataFrame(rdd, "value binary").write.format("rocketmq") \
+            .option("nameServer", broker.namesrv_addr).option("topic", "SparkBadNull").mode("append").save()
+    back = {bytes(r.value) for r in reader(spark, broker, topic="SparkBadNull").load().select("value").collect()}
+    assert back <= {b"a", b"b"}                 # the first task may finish or be cancelled; "c" never goes
 
 
 @pytest.mark.parametrize("opts,needle", [
