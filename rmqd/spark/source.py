@@ -9,6 +9,7 @@ from typing import Any, Iterator, Optional
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
+from rmqd.remoting.codes import ResponseCode
 from rmqd.spark.arrow import DDL, decode_batch
 from rmqd.spark.group import GroupRegistration
 from rmqd.spark.options import DEFAULT_GROUP, EARLIEST, LATEST, Options, pick
@@ -35,6 +36,7 @@ class QueueRange(InputPartition):
     queue_id: int
     start: int
     end: int
+    fail_on_data_loss: bool = True
 
 
 @dataclass
@@ -56,6 +58,18 @@ def _split(start: int, end: int, size: Optional[int]) -> list[tuple[int, int]]:
     return [(s, min(s + size, end)) for s in range(start, end, size)]
 
 
+def data_lost(ref: QueueRef, start: int, min_offset: int, fail: bool) -> None:
+    """Offsets [start, min_offset) of ``ref`` were deleted (retention) before they were read: fail
+    (failOnDataLoss=true) or log a warning and go on at ``min_offset``."""
+    if fail:
+        raise ConnectorError(
+            f"failOnDataLoss: {ref.topic}/{ref.broker}/{ref.queue_id}: offsets [{start}, {min_offset}) were deleted "
+            f"before they were read (the broker's min offset is {min_offset}); set failOnDataLoss=false to skip "
+            "ahead")
+    log.warning("failOnDataLoss=false: %s/%s/%d: offsets [%d, %d) were deleted before they were read; skipping "
+                "ahead to %d", ref.topic, ref.broker, ref.queue_id, start, min_offset, min_offset)
+
+
 def read_from_broker(p: QueueRange, group: str, expr_type: str, expression: str) -> Iterator[pa.RecordBatch]:
     """Pull [start, end) and yield Arrow batches of about BATCH_BYTES."""
     clients = Clients()
@@ -68,6 +82,8 @@ def read_from_broker(p: QueueRange, group: str, expr_type: str, expression: str)
                 buf += body
             if nxt <= offset:                      # nothing more in range (NOT_FOUND at the end)
                 break
+            if code == ResponseCode.PULL_OFFSET_MOVED:  # below the min offset: deleted since planning
+                data_lost(ref, offset, nxt, p.fail_on_data_loss)
             offset = nxt
             if len(buf) >= BATCH_BYTES:
                 yield _decode(buf, p.broker, p.start, p.end)
@@ -137,6 +153,7 @@ class _Plan:
         self.expr_type, self.expression = self.o.expression()
         self.max_per_partition = self.o.int("maxRecordsPerPartition")
         self.path = self.o.get("path")
+        self.fail_on_data_loss = self.o.bool("failOnDataLoss", True)
 
     def cluster(self) -> Cluster:
         return Cluster(self.o.get("nameServer") or "")
@@ -221,7 +238,8 @@ class BatchReader(DataSourceReader):
                     plan.resolve(starting, cluster, addrs, ref, EARLIEST)
                 end = plan.resolve(ending, cluster, addrs, ref, LATEST)
                 for s, e in _split(max(start, 0), end, plan.max_per_partition):
-                    parts.append(QueueRange(ref.topic, ref.broker, addr, ref.queue_id, s, e))
+                    parts.append(QueueRange(ref.topic, ref.broker, addr, ref.queue_id, s, e,
+                                            plan.fail_on_data_loss))
             return parts
         finally:
             cluster.clients.close()
@@ -296,7 +314,6 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.plan.path:
             raise ConnectorError("option 'path' is for batch reads; streams read from the broker")
         self.max_per_trigger = o.int("maxOffsetsPerTrigger")
-        self.fail_on_data_loss = o.bool("failOnDataLoss", True)
         self.commit_offsets = o.bool("commitOffsets", False)
         if self.commit_offsets and not o.get("group"):
             raise ConnectorError("option 'commitOffsets' needs the option 'group' (the consumer group to commit)")
@@ -383,16 +400,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             mn = self._c().min_offset(addrs[ref.broker], ref)
             if s < mn:
-                if self.fail_on_data_loss:
-                    raise ConnectorError(
-                        f"failOnDataLoss: {ref.topic}/{ref.broker}/{ref.queue_id} should resume at {s}, but the "
-                        f"broker's min offset is {mn} (messages were deleted before they were read); set "
-                        "failOnDataLoss=false to skip ahead")
-                log.warning("%s/%s/%d: offsets [%d, %d) are gone; skipping ahead", ref.topic, ref.broker,
-                            ref.queue_id, s, mn)
+                data_lost(ref, s, mn, self.plan.fail_on_data_loss)
                 s = mn
             for a, b in _split(s, e, self.plan.max_per_partition):
-                parts.append(QueueRange(ref.topic, ref.broker, addrs[ref.broker], ref.queue_id, a, b))
+                parts.append(QueueRange(ref.topic, ref.broker, addrs[ref.broker], ref.queue_id, a, b,
+                                        self.plan.fail_on_data_loss))
         return parts
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:

@@ -163,22 +163,71 @@ def assert_group_progress(broker, group: str, topic: str, total: int) -> None:
         [(q, committed[q], 0) for q in range(4)], out.getvalue()
 
 
-def test_fail_on_data_loss(broker):
-    from rmqd.spark.remote import ConnectorError
-    from rmqd.spark.source import StreamReader
-    create_topic(broker.broker_addr, "SparkLoss", 1)
-    send_many(broker.broker_addr, "SparkLoss", 10, queues=1)
-    base = {"nameServer": broker.namesrv_addr, "topic": "SparkLoss"}
-    r = StreamReader(dict(base))
-    r._c().min_offset = lambda addr, ref: 6          # as if retention deleted offsets 0..5
-    start = {"SparkLoss": {"broker-a": {"0": 2}}}
-    end = {"SparkLoss": {"broker-a": {"0": 10}}}
-    with pytest.raises(ConnectorError, match="failOnDataLoss"):
-        r.partitions(start, end)
-    r = StreamReader({**base, "failOnDataLoss": "false"})
-    r._c().min_offset = lambda addr, ref: 6
-    (p,) = r.partitions(start, end)
-    assert (p.start, p.end) == (6, 10)
+def test_fail_on_data_loss_after_retention_deleted_unread_messages(spark, tmp_path, caplog):
+    """Real data loss: a stream read offsets 0..50, then retention (deleteExpiredCommitLog on 64 KB CommitLog
+    files kept 0 hours) deleted the files holding the next ones. failOnDataLoss=true fails the query naming the
+    option; false skips ahead to the broker's min offset with a warning; a pull that meets deleted offsets
+    (PULL_OFFSET_MOVED) does the same."""
+    import contextlib
+    import io
+    import logging
+    from pyspark.errors import StreamingQueryException
+    from rmqd.admin.main import main as admin_cli
+    from rmqd.spark.remote import ConnectorError, QueueRef
+    from rmqd.spark.source import QueueRange, StreamReader, read_from_broker
+    from rmqd.testing import EmbeddedServer
+    server = EmbeddedServer(store_dir=str(tmp_path / "store"), broker_properties=dict(
+        mapedFileSizeCommitLog=64 * 1024, mapedFileSizeConsumeQueue=20 * 100, fileReservedTime=0,
+        deleteWhen="99")).start()                       # retention only when asked
+    try:
+        create_topic(server.broker_addr, "SparkLoss", 1)
+        first = send_many(server.broker_addr, "SparkLoss", 50, queues=1, seed=3)
+        out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
+
+        def run(fail_on_data_loss: str):
+            q = (spark.readStream.format("rocketmq").option("nameServer", server.namesrv_addr)
+                 .option("topic", "SparkLoss").option("startingOffsets", "earliest")
+                 .option("failOnDataLoss", fail_on_data_loss).load()
+                 .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
+                 .trigger(availableNow=True).start())
+            try:
+                assert q.awaitTermination(120)
+            except StreamingQueryException as exc:
+                return exc
+            return q.exception()
+        assert run("true") is None
+        later = send_many(server.broker_addr, "SparkLoss", 250, queues=1, seed=4)
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert admin_cli(["deleteExpiredCommitLog", "-n", server.namesrv_addr]) == 0
+        from rmqd.spark.remote import Cluster
+        cluster = Cluster(server.namesrv_addr)
+        ref = QueueRef("SparkLoss", "broker-a", 0)
+        mn = cluster.min_offset(server.broker_addr, ref)
+        cluster.clients.close()
+        assert 50 < mn < 290                       # offsets 50..mn are gone
+        err = run("true")
+        assert err is not None and f"failOnDataLoss: SparkLoss/broker-a/0: offsets [50, {mn}) were deleted" in str(err)
+        assert run("false") is None                # the same checkpoint: the failed batch again, skipping ahead
+        assert rows(spark.read.parquet(out)) == expected(first + [m for m in later if m["offset"] >= mn])
+
+        # the warning (logged on the driver's reader), and a pull meeting deleted offsets during a read
+        base = {"nameServer": server.namesrv_addr, "topic": "SparkLoss", "failOnDataLoss": "false"}
+        r = StreamReader(base)
+        with caplog.at_level(logging.WARNING, logger="rmqd.spark.source"):
+            (p,) = r.partitions({"SparkLoss": {"broker-a": {"0": 50}}}, {"SparkLoss": {"broker-a": {"0": 300}}})
+        r.stop()
+        assert (p.start, p.end) == (mn, 300)
+        assert f"failOnDataLoss=false: SparkLoss/broker-a/0: offsets [50, {mn}) were deleted" in caplog.text
+        caplog.clear()
+        part = QueueRange("SparkLoss", "broker-a", server.broker_addr, 0, 10, 300, fail_on_data_loss=True)
+        with pytest.raises(ConnectorError, match=rf"failOnDataLoss: .*offsets \[10, {mn}\) were deleted"):
+            list(read_from_broker(part, "g", "TAG", "*"))
+        part.fail_on_data_loss = False
+        with caplog.at_level(logging.WARNING, logger="rmqd.spark.source"):
+            got = [o for b in read_from_broker(part, "g", "TAG", "*") for o in b.column("offset").to_pylist()]
+        assert got == list(range(mn, 300)) and f"offsets [10, {mn}) were deleted" in caplog.text
+    finally:
+        server.stop()
 
 
 def test_sink_round_trip_and_the_cpp_client_reads_it(spark, broker, client_python_cpp1):
