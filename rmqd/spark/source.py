@@ -2,6 +2,7 @@
 streaming writes). Options and columns: README "Spark"."""
 from __future__ import annotations
 
+import datetime
 import logging
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
@@ -144,6 +145,14 @@ def first_offset_at(cluster: Cluster, addr: str, ref: QueueRef, ts_ms: int, grou
     return mx
 
 
+def _int_bounds(v: Any) -> tuple[int, int]:
+    """(floor, ceil) of a filter value: a timestamp in whole ms (store times are ms), else the integer."""
+    if isinstance(v, datetime.datetime):
+        us = round(v.timestamp() * 1_000_000)        # naive = local time, as PySpark hands TimestampType over
+        return us // 1000, -(-us // 1000)
+    return int(v), int(v)
+
+
 class _Plan:
     """The driver's view of the options a reader needs."""
 
@@ -193,29 +202,21 @@ class BatchReader(DataSourceReader):
             yield f                    # Spark still applies every filter: pushdown only prunes files
 
     def _narrow(self, col: str, f: Any) -> None:
+        """Intersect [lo, hi) (offsets, queue ids, store times in ms) or the value set (topics, queue ids)."""
         from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan,
                                             LessThanOrEqual)
         lo, hi, values = self.pushed.get(col, (None, None, None))
-
-        def num(v: Any) -> int:
-            if hasattr(v, "timestamp"):
-                return int(v.timestamp() * 1000)
-            return int(v)
-        if isinstance(f, In):
-            vals = set(f.value)
+        if isinstance(f, In) or (col == "topic" and isinstance(f, EqualTo)):
+            vals = set(f.value) if isinstance(f, In) else {f.value}
             values = vals if values is None else values & vals
-        elif isinstance(f, EqualTo):
-            if col == "topic":
-                values = {f.value} if values is None else values & {f.value}
-            else:
-                v = num(f.value)
-                lo, hi = max(lo, v) if lo is not None else v, min(hi, v + 1) if hi is not None else v + 1
-        elif isinstance(f, (GreaterThan, GreaterThanOrEqual)):
-            v = num(f.value) + (1 if isinstance(f, GreaterThan) else 0)
-            lo = v if lo is None else max(lo, v)
-        elif isinstance(f, (LessThan, LessThanOrEqual)):
-            v = num(f.value) + (1 if isinstance(f, LessThanOrEqual) else 0)
-            hi = v if hi is None else min(hi, v)
+        else:
+            floor, ceil = _int_bounds(f.value)
+            new_lo = {GreaterThan: floor + 1, GreaterThanOrEqual: ceil, EqualTo: ceil}.get(type(f))
+            new_hi = {LessThan: ceil, LessThanOrEqual: floor + 1, EqualTo: floor + 1}.get(type(f))
+            if new_lo is not None:
+                lo = new_lo if lo is None else max(lo, new_lo)
+            if new_hi is not None:
+                hi = new_hi if hi is None else min(hi, new_hi)
         self.pushed[col] = (lo, hi, values)
 
     # ------------------------------------------------------------------ partitions

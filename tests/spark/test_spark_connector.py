@@ -117,6 +117,40 @@ def test_store_directory_read_equals_broker_read_and_prunes_files(spark, loaded,
     assert len([f for f in opened if "/commitlog/" in f]) < all_cl
 
 
+def test_store_directory_prunes_topics_and_store_times(spark, loaded, tmp_path):
+    """`topic = ..` opens no file of another topic; `timestamp >= t` finds the first offset by binary search,
+    so the CommitLog files before t's stay closed."""
+    from pyspark.sql import functions as F
+    broker, sent = loaded
+    create_topic(broker.broker_addr, "SparkPrune")
+    other = send_many(broker.broker_addr, "SparkPrune", 40, seed=5)
+    broker.broker.store.flush()
+    store_dir = broker.broker.store.config.store_root_dir
+    commitlogs = sorted(os.listdir(os.path.join(store_dir, "commitlog")))
+
+    df = (spark.read.format("rocketmq").option("path", store_dir).option("topicPattern", "SparkT1|SparkPrune")
+          .option("filterPushdown", "true").option("fileAccessLog", str(tmp_path / "topic.txt")).load()
+          .where("topic = 'SparkPrune'"))
+    assert rows(df) == expected(other)
+    opened = set((tmp_path / "topic.txt").read_text().split())
+    assert opened and not [f for f in opened if "/consumequeue/" in f and "/consumequeue/SparkPrune/" not in f]
+    assert os.path.join(store_dir, "commitlog", commitlogs[0]) not in opened     # SparkT1's first file
+
+    stamps = sorted(r.timestamp for r in spark.read.format("rocketmq").option("path", store_dir)
+                    .option("topic", "SparkT1").load().select("timestamp").collect())
+    cut = stamps[len(stamps) * 2 // 3]
+    df = (spark.read.format("rocketmq").option("path", store_dir).option("topic", "SparkT1")
+          .option("filterPushdown", "true").option("fileAccessLog", str(tmp_path / "time.txt")).load()
+          .where(F.col("timestamp") >= F.lit(cut)))
+    got = df.select("timestamp", *COLS).collect()
+    assert len(got) == sum(1 for t in stamps if t >= cut) and all(r.timestamp >= cut for r in got)
+    by_key = {s["key"]: s for s in sent}
+    assert all(by_key[bytes(r.key)]["value"] == bytes(r.value) for r in got)
+    opened_cl = {f for f in (tmp_path / "time.txt").read_text().split() if "/commitlog/" in f}
+    assert os.path.join(store_dir, "commitlog", commitlogs[0]) not in opened_cl
+    assert len(opened_cl) < len(commitlogs) - 1
+
+
 def test_streaming_available_now_restarts_without_gap_or_duplicate(spark, broker, tmp_path):
     create_topic(broker.broker_addr, "SparkStream")
     first = send_many(broker.broker_addr, "SparkStream", 400, seed=1)
