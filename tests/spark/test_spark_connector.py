@@ -92,6 +92,24 @@ def test_offset_ranges_timestamps_and_filters(spark, loaded):
     assert reader(spark, broker, topic="SparkT1", startingTimestamp=future).load().count() == 0
 
 
+def test_topic_lists_patterns_latest_and_a_starting_timestamp_mid_data(spark, broker):
+    create_topic(broker.broker_addr, "SparkOptA")
+    create_topic(broker.broker_addr, "SparkOptB")
+    a_early = send_many(broker.broker_addr, "SparkOptA", 20, seed=11)
+    time.sleep(0.01)
+    cut_ms = int(time.time() * 1000)                  # every earlier message was stored before it
+    time.sleep(0.01)
+    a_late = send_many(broker.broker_addr, "SparkOptA", 20, seed=12)
+    b = send_many(broker.broker_addr, "SparkOptB", 30, seed=13)
+    a_all = a_early + a_late
+    both = expected(a_all + b)
+    assert rows(reader(spark, broker, topic="SparkOptA, SparkOptB").load()) == both
+    assert rows(reader(spark, broker, topicPattern="SparkOpt[AB]").load()) == both
+    assert rows(reader(spark, broker, topicPattern="SparkOpt.*", endingOffsets="latest").load()) == both
+    assert reader(spark, broker, topic="SparkOptA", startingOffsets="latest").load().count() == 0
+    assert rows(reader(spark, broker, topic="SparkOptA", startingTimestamp=str(cut_ms)).load()) == expected(a_late)
+
+
 def test_store_directory_read_equals_broker_read_and_prunes_files(spark, loaded, tmp_path):
     broker, sent = loaded
     broker.broker.store.flush()
@@ -172,6 +190,13 @@ def test_streaming_available_now_restarts_without_gap_or_duplicate(spark, broker
     run_once()
     assert rows(spark.read.parquet(out)) == expected(first + second)
     assert_group_progress(broker, "spark_stream_cg", "SparkStream", 700)
+    # maxOffsetsPerTrigger=150, split over the 4 queues by backlog (150 * 100 // 400 = 37 each, then what is
+    # left): the batches' end offsets in the checkpoint
+    ends = [json.loads(open(os.path.join(ckpt, "offsets", str(b))).read().splitlines()[2])["SparkStream"]["broker-a"]
+            for b in range(6)]
+    assert not os.path.exists(os.path.join(ckpt, "offsets", "6"))
+    per_queue = [[e[str(q)] - (ends[b - 1][str(q)] if b else 0) for q in range(4)] for b, e in enumerate(ends)]
+    assert per_queue == [[37] * 4, [37] * 4, [26] * 4, [37] * 4, [37] * 4, [1] * 4]
 
 
 def assert_group_progress(broker, group: str, topic: str, total: int) -> None:
@@ -286,6 +311,30 @@ def test_sink_round_trip_and_the_cpp_client_reads_it(spark, broker, client_pytho
     assert res.returncode == 0 and not res.timed_out, res.stderr[-2000:]
     assert sorted((e["keys"], e["body"]) for e in res.events_of("recv")) == \
         sorted((d.key, d.value.decode()) for d in data)
+
+
+def test_streaming_sink_routes_rows_by_their_topic_column(spark, broker, tmp_path):
+    """readStream -> writeStream.format("rocketmq"): each row goes to the topic its `topic` column names,
+    with its key, tags and headers."""
+    for t in ("SparkSinkSrc", "SparkSinkEven", "SparkSinkOdd"):
+        create_topic(broker.broker_addr, t)
+    sent = send_many(broker.broker_addr, "SparkSinkSrc", 60, seed=21)
+    q = (spark.readStream.format("rocketmq").option("nameServer", broker.namesrv_addr)
+         .option("topic", "SparkSinkSrc").option("startingOffsets", "earliest").load()
+         .selectExpr("value", "key", "tags", "headers",
+                     "IF(partition % 2 = 0, 'SparkSinkEven', 'SparkSinkOdd') AS topic")
+         .writeStream.format("rocketmq").option("nameServer", broker.namesrv_addr)
+         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    assert q.awaitTermination(120) and q.exception() is None
+
+    def read(topic):
+        return sorted((bytes(r.key), bytes(r.value), r.tags, tuple((h.key, bytes(h.value)) for h in r.headers))
+                      for r in reader(spark, broker, topic=topic).load().collect())
+
+    def want(parity):
+        return sorted((m["key"], m["value"], m["tags"], (("num", m["num"].encode()),)) for m in sent
+                      if m["partition"] % 2 == parity)
+    assert read("SparkSinkEven") == want(0) and read("SparkSinkOdd") == want(1)
 
 
 def test_bad_rows_fail_the_task_naming_it_and_every_row_before_it_is_sent(spark, broker):
