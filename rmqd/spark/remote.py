@@ -11,6 +11,7 @@ from typing import Iterable, Optional
 
 from rmqd.remoting import fastjson
 from rmqd.spark.arrow import decompress_values  # noqa: F401  (re-exported: the connector imports it from here)
+from rmqd.spark.errors import ConnectorError  # noqa: F401  (re-exported)
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request
@@ -19,10 +20,6 @@ FLAG_SUBSCRIPTION = 0x4
 COMPRESSED_FLAG = 0x1
 PULL_BATCH = 32
 _BATCH_HDR = struct.Struct(">iiiii")
-
-
-class ConnectorError(ValueError):
-    """A user-facing error of the connector (the message names the option involved)."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from rmqd.remoting.codes import ResponseCode
-from rmqd.spark.arrow import DDL, decode_batch
+from rmqd.spark.arrow import DDL, Projection, decode_batch, projection
 from rmqd.spark.group import GroupRegistration
 from rmqd.spark.options import DEFAULT_GROUP, EARLIEST, LATEST, Options, pick
 from rmqd.spark.remote import Clients, Cluster, ConnectorError, QueueRef, decompress_values, pull
@@ -93,6 +93,10 @@ def read_from_broker(p: QueueRange, group: str, expr_type: str, expression: str)
             yield _decode(buf, p.broker, p.start, p.end)
     finally:
         clients.close()
+
+
+def _projected(batches: Iterator[pa.RecordBatch], proj: Optional[Projection]) -> Iterator[pa.RecordBatch]:
+    return batches if proj is None else (proj.apply(b) for b in batches)
 
 
 def _decode(buf: Any, broker: str, lo: int, hi: int) -> pa.RecordBatch:
@@ -182,9 +186,10 @@ class _Plan:
 class BatchReader(DataSourceReader):
     """Batch reads from the brokers, or from a store directory (``path``)."""
 
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: dict, schema: Any = None) -> None:
         self.plan = _Plan(options)
         self.pushed: dict[str, Any] = {}
+        self.projection: Optional[Projection] = projection(schema)
 
     def _push(self, filters: list) -> Iterator:
         from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan,
@@ -291,10 +296,12 @@ class BatchReader(DataSourceReader):
                 raise ConnectorError("option 'sql' is evaluated by the broker; it cannot be used with 'path'")
             if plan.expression.strip() not in ("*", ""):
                 tags = {t.strip() for t in plan.expression.split("||") if t.strip()}
-            yield from read_from_store(partition, plan.o.get("fileAccessLog"), tags)
+            batches = read_from_store(partition, plan.o.get("fileAccessLog"), tags)
         elif isinstance(partition, QueueRange):
-            yield from read_from_broker(partition, plan.group, plan.expr_type, plan.expression)
-        # else: Spark's placeholder partition when partitions() found nothing to read
+            batches = read_from_broker(partition, plan.group, plan.expr_type, plan.expression)
+        else:                          # Spark's placeholder partition when partitions() found nothing to read
+            return
+        yield from _projected(batches, self.projection)
 
 
 class PruningBatchReader(BatchReader):
@@ -309,8 +316,9 @@ class PruningBatchReader(BatchReader):
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are {topic: {broker: {queueId: next offset}}}; each micro-batch reads [start, end)."""
 
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: dict, schema: Any = None) -> None:
         self.plan = _Plan(options)
+        self.projection: Optional[Projection] = projection(schema)
         o = self.plan.o
         if self.plan.path:
             raise ConnectorError("option 'path' is for batch reads; streams read from the broker")
@@ -410,7 +418,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, QueueRange):
-            yield from read_from_broker(partition, self.plan.group, self.plan.expr_type, self.plan.expression)
+            yield from _projected(read_from_broker(partition, self.plan.group, self.plan.expr_type,
+                                                   self.plan.expression), self.projection)
 
     def commit(self, end: dict) -> None:
         self._commit(end)
@@ -448,11 +457,11 @@ class RocketMQDataSource(DataSource):
     def reader(self, schema: Any) -> BatchReader:
         o = Options(self.options)
         if o.get("path") and o.bool("filterPushdown", False):
-            return PruningBatchReader(self.options)
-        return BatchReader(self.options)
+            return PruningBatchReader(self.options, schema)
+        return BatchReader(self.options, schema)
 
     def streamReader(self, schema: Any) -> StreamReader:
-        return StreamReader(self.options)
+        return StreamReader(self.options, schema)
 
     def writer(self, schema: Any, overwrite: bool) -> BatchWriter:
         return BatchWriter(self.options)

@@ -110,6 +110,23 @@ def test_topic_lists_patterns_latest_and_a_starting_timestamp_mid_data(spark, br
     assert rows(reader(spark, broker, topic="SparkOptA", startingTimestamp=str(cut_ms)).load()) == expected(a_late)
 
 
+def test_a_narrower_schema_reads_only_its_columns(spark, loaded):
+    """The Python data source API has no column pruning: `.schema(...)` with a subset of the columns is how a job
+    ships fewer columns from the Python worker; a column that is not the connector's fails naming it."""
+    broker, sent = loaded
+    store_dir = broker.broker.store.config.store_root_dir
+    broker.broker.store.flush()
+    for r in (reader(spark, broker, topic="SparkT1"),
+              spark.read.format("rocketmq").option("path", store_dir).option("topic", "SparkT1")):
+        df = r.schema("offset bigint, value binary, partition int").load()
+        assert df.columns == ["offset", "value", "partition"]
+        assert rows(df, ["partition", "offset", "value"]) == expected(sent, ["partition", "offset", "value"])
+    with pytest.raises(Exception, match="schema: 'body' is not a column of format"):
+        reader(spark, broker, topic="SparkT1").schema("body binary").load().collect()
+    with pytest.raises(Exception, match="schema: column 'offset' is int64, not string"):
+        reader(spark, broker, topic="SparkT1").schema("offset string").load().collect()
+
+
 def test_store_directory_read_equals_broker_read_and_prunes_files(spark, loaded, tmp_path):
     broker, sent = loaded
     broker.broker.store.flush()
@@ -320,6 +337,8 @@ def test_streaming_sink_routes_rows_by_their_topic_column(spark, broker, tmp_pat
         create_topic(broker.broker_addr, t)
     sent = send_many(broker.broker_addr, "SparkSinkSrc", 60, seed=21)
     q = (spark.readStream.format("rocketmq").option("nameServer", broker.namesrv_addr)
+         .schema("value binary, key binary, tags string, headers array<struct<key:string,value:binary>>, "
+                 "partition int")                  # only the columns the sink needs leave the Python worker
          .option("topic", "SparkSinkSrc").option("startingOffsets", "earliest").load()
          .selectExpr("value", "key", "tags", "headers",
                      "IF(partition % 2 = 0, 'SparkSinkEven', 'SparkSinkOdd') AS topic")
