@@ -379,6 +379,30 @@ def test_bad_rows_fail_the_task_naming_it_and_every_row_before_it_is_sent(spark,
     assert back <= {b"a", b"b"}                 # the first task may finish or be cancelled; "c" never goes
 
 
+def test_a_kept_connection_the_broker_closed_is_replaced(broker):
+    """The driver keeps its connections between triggers; the Java broker closes one idle for 120 s. The next
+    request reconnects once instead of failing the query."""
+    from rmqd.spark.remote import Cluster, QueueRef
+    create_topic(broker.broker_addr, "SparkConn", 1)
+    send_many(broker.broker_addr, "SparkConn", 3, queues=1)
+    cluster = Cluster(broker.namesrv_addr)
+    ref = QueueRef("SparkConn", "broker-a", 0)
+    try:
+        assert cluster.max_offset(broker.broker_addr, ref) == 3
+        local = "%s:%d" % cluster.clients.get(broker.broker_addr).sock.getsockname()
+        server = broker.broker.server
+        (conn,) = [c for c in server.connections if c.remote_address == local]
+        broker._loop.call_soon_threadsafe(conn.close)          # the broker hangs up, as on an idle timeout
+        deadline = time.monotonic() + 10
+        while conn in server.connections and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert conn not in server.connections
+        assert cluster.max_offset(broker.broker_addr, ref) == 3
+        assert cluster.clients.get(broker.broker_addr).sock.getsockname() != local
+    finally:
+        cluster.clients.close()
+
+
 @pytest.mark.parametrize("opts,needle", [
     ({"topic": "NoSuchTopic"}, "option 'topic': topic 'NoSuchTopic' does not exist"),
     ({"topic": "SparkT1", "startingOffsets": "{not json"}, "option 'startingOffsets'"),
