@@ -3,7 +3,8 @@
 1. N messages of SIZE bytes are sent to an embedded rmqd (4 queues; not timed).
 2. Timed, each as a full action (every row's body is read: count and summed body length, checked):
    - batch read via the broker: spark.read.format("rocketmq") with nameServer/topic;
-   - batch read from the store directory: the ``path`` option (no broker involved);
+   - batch read from the store directory: the ``path`` option (no broker involved), all columns and, with
+     ``.schema("value binary")``, the value column only (what Parquet's column pruning reads);
    - the same rows written to Parquet once, then spark.read.parquet of them;
    - the sink: df.write.format("rocketmq") of N rows, next to df.write.parquet of the same rows.
 
@@ -90,6 +91,9 @@ def main() -> None:
         r_dir = timed("read from store directory", n, mb, lambda: noop(
             spark.read.format("rocketmq").option("path", server.broker.store.config.store_root_dir)
             .option("topic", TOPIC).load()))
+        r_dir_v = timed("store directory, .schema(value)", n, mb, lambda: noop(
+            spark.read.format("rocketmq").schema("value binary")
+            .option("path", server.broker.store.config.store_root_dir).option("topic", TOPIC).load()))
         r_pq = timed("read parquet", n, mb, lambda: noop(spark.read.parquet(pq)))
 
         def rows_out(df) -> None:
@@ -109,7 +113,8 @@ def main() -> None:
             "nameServer", server.namesrv_addr).option("topic", TOPIC + "Out").mode("append").save())
         w_pq = timed("write parquet", n, mb, lambda: rows.write.mode("overwrite").parquet(pq + ".out"))
         print(f"store-directory read at {100 * r_dir / r_pq:.0f}% of the Parquet read's rows/s when Parquet reads "
-              f"only the value column, {100 * f_dir / f_pq:.0f}% with every column (goal >= 50%); "
+              f"only the value column ({100 * r_dir_v / r_pq:.0f}% when the read asks for the value column only "
+              f"with .schema), {100 * f_dir / f_pq:.0f}% with every column (goal >= 50%); "
               f"broker read {r_broker:,.0f} and sink {w_sink:,.0f} rows/s (goal >= 20,000); parquet write "
               f"{w_pq:,.0f} rows/s")
     finally:

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from typing import Any, Optional
 
 import pyarrow as pa
 
 from rmqd.cython_ext import record_columns as _rc
+from rmqd.spark.errors import ConnectorError
 
 COMPRESSED_FLAG = 0x1              # sysFlag bit: the body is zlib-compressed
 TIMESTAMP_TYPE_LOG_APPEND = 1     # Kafka's LogAppendTime: ``timestamp`` is the broker's store time
@@ -87,3 +88,34 @@ def decompress_values(batch: pa.RecordBatch, sys_flags: Any) -> pa.RecordBatch:
             values[i] = zlib.decompress(values[i])
     idx = batch.schema.get_field_index("value")
     return batch.set_column(idx, batch.schema.field(idx), pa.array(values, pa.binary()))
+
+
+class Projection:
+    """The columns a user-specified schema asks for: ``.schema("value binary, offset bigint")`` on the read.
+    The Python data source API has no column pruning, so a narrower schema is how a job reads fewer columns:
+    only those cross from the Python worker to the JVM (zero-copy selection of the decoded batch)."""
+
+    def __init__(self, spark_schema: Any) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+        self.schema = to_arrow_schema(spark_schema, timezone="UTC")
+        for f in self.schema:
+            if f.name not in SCHEMA.names:
+                raise ConnectorError(f"schema: {f.name!r} is not a column of format(\"rocketmq\") (columns: "
+                                 f"{', '.join(SCHEMA.names)})")
+            if SCHEMA.field(f.name).type != f.type:
+                raise ConnectorError(f"schema: column {f.name!r} is {SCHEMA.field(f.name).type}, not {f.type}")
+        self.names = self.schema.names
+        self.everything = self.schema.equals(SCHEMA)
+
+    def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if self.everything:
+            return batch
+        return pa.RecordBatch.from_arrays([batch.column(n) for n in self.names], schema=self.schema)
+
+
+def projection(spark_schema: Any) -> Optional[Projection]:
+    """A Projection, or None when the schema is the connector's own (every column)."""
+    if spark_schema is None:
+        return None
+    p = Projection(spark_schema)
+    return None if p.everything else p

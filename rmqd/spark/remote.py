@@ -2,6 +2,7 @@
 with rmqd's own blocking client (works against any RocketMQ-compatible broker, the Java one too)."""
 from __future__ import annotations
 
+import logging
 import re
 import struct
 import time
@@ -11,18 +12,17 @@ from typing import Iterable, Optional
 
 from rmqd.remoting import fastjson
 from rmqd.spark.arrow import decompress_values  # noqa: F401  (re-exported: the connector imports it from here)
+from rmqd.spark.errors import ConnectorError  # noqa: F401  (re-exported)
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request
+
+log = logging.getLogger(__name__)
 
 FLAG_SUBSCRIPTION = 0x4
 COMPRESSED_FLAG = 0x1
 PULL_BATCH = 32
 _BATCH_HDR = struct.Struct(">iiiii")
-
-
-class ConnectorError(ValueError):
-    """A user-facing error of the connector (the message names the option involved)."""
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,20 @@ class Clients:
         return c
 
     def invoke(self, addr: str, code: int, ext: Optional[dict] = None, body: Optional[bytes] = None) -> RemotingCommand:
+        """One request; a kept connection the broker has closed meanwhile (the Java broker closes connections
+        idle for 120 s, e.g. a stream's driver between slow triggers) is replaced once."""
         ext = {k: str(v) for k, v in (ext or {}).items() if v is not None}
-        try:
-            return self.get(addr).invoke(new_request(code, ext, body), self.timeout)
-        except (OSError, TimeoutError):
-            c = self._by_addr.pop(addr, None)
-            if c is not None:
-                c.close()
-            raise
+        while True:
+            reused = addr in self._by_addr
+            try:
+                return self.get(addr).invoke(new_request(code, ext, body), self.timeout)
+            except OSError as exc:
+                c = self._by_addr.pop(addr, None)
+                if c is not None:
+                    c.close()
+                if not reused or isinstance(exc, TimeoutError):
+                    raise
+                log.info("connection to %s was closed (%s); reconnecting", addr, exc)
 
     def close(self) -> None:
         for c in self._by_addr.values():

@@ -2,20 +2,20 @@
 streaming writes). Options and columns: README "Spark"."""
 from __future__ import annotations
 
+import datetime
 import logging
-import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
 import pyarrow as pa
-from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
-                                    DataSourceStreamReader, DataSourceStreamWriter, InputPartition,
-                                    WriterCommitMessage)
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
-from rmqd.spark.arrow import DDL, decode_batch
-from rmqd.spark.options import DEFAULT_GROUP, DEFAULT_PRODUCER_GROUP, EARLIEST, LATEST, Options, pick
-from rmqd.spark.remote import (Clients, Cluster, ConnectorError, QueueRef, decompress_values, pull,
-                               send_batch)
+from rmqd.remoting.codes import ResponseCode
+from rmqd.spark.arrow import DDL, Projection, decode_batch, projection
+from rmqd.spark.group import GroupRegistration
+from rmqd.spark.options import DEFAULT_GROUP, EARLIEST, LATEST, Options, pick
+from rmqd.spark.remote import Clients, Cluster, ConnectorError, QueueRef, decompress_values, pull
+from rmqd.spark.sink import BatchWriter, StreamWriter
 from rmqd.spark.store_dir import FileAccess, QueueFiles, StoreLayout
 
 try:                                   # Spark >= 4.2: Trigger.AvailableNow for Python sources
@@ -37,6 +37,7 @@ class QueueRange(InputPartition):
     queue_id: int
     start: int
     end: int
+    fail_on_data_loss: bool = True
 
 
 @dataclass
@@ -58,6 +59,18 @@ def _split(start: int, end: int, size: Optional[int]) -> list[tuple[int, int]]:
     return [(s, min(s + size, end)) for s in range(start, end, size)]
 
 
+def data_lost(ref: QueueRef, start: int, min_offset: int, fail: bool) -> None:
+    """Offsets [start, min_offset) of ``ref`` were deleted (retention) before they were read: fail
+    (failOnDataLoss=true) or log a warning and go on at ``min_offset``."""
+    if fail:
+        raise ConnectorError(
+            f"failOnDataLoss: {ref.topic}/{ref.broker}/{ref.queue_id}: offsets [{start}, {min_offset}) were deleted "
+            f"before they were read (the broker's min offset is {min_offset}); set failOnDataLoss=false to skip "
+            "ahead")
+    log.warning("failOnDataLoss=false: %s/%s/%d: offsets [%d, %d) were deleted before they were read; skipping "
+                "ahead to %d", ref.topic, ref.broker, ref.queue_id, start, min_offset, min_offset)
+
+
 def read_from_broker(p: QueueRange, group: str, expr_type: str, expression: str) -> Iterator[pa.RecordBatch]:
     """Pull [start, end) and yield Arrow batches of about BATCH_BYTES."""
     clients = Clients()
@@ -70,6 +83,8 @@ def read_from_broker(p: QueueRange, group: str, expr_type: str, expression: str)
                 buf += body
             if nxt <= offset:                      # nothing more in range (NOT_FOUND at the end)
                 break
+            if code == ResponseCode.PULL_OFFSET_MOVED:  # below the min offset: deleted since planning
+                data_lost(ref, offset, nxt, p.fail_on_data_loss)
             offset = nxt
             if len(buf) >= BATCH_BYTES:
                 yield _decode(buf, p.broker, p.start, p.end)
@@ -78,6 +93,10 @@ def read_from_broker(p: QueueRange, group: str, expr_type: str, expression: str)
             yield _decode(buf, p.broker, p.start, p.end)
     finally:
         clients.close()
+
+
+def _projected(batches: Iterator[pa.RecordBatch], proj: Optional[Projection]) -> Iterator[pa.RecordBatch]:
+    return batches if proj is None else (proj.apply(b) for b in batches)
 
 
 def _decode(buf: Any, broker: str, lo: int, hi: int) -> pa.RecordBatch:
@@ -130,6 +149,14 @@ def first_offset_at(cluster: Cluster, addr: str, ref: QueueRef, ts_ms: int, grou
     return mx
 
 
+def _int_bounds(v: Any) -> tuple[int, int]:
+    """(floor, ceil) of a filter value: a timestamp in whole ms (store times are ms), else the integer."""
+    if isinstance(v, datetime.datetime):
+        us = round(v.timestamp() * 1_000_000)        # naive = local time, as PySpark hands TimestampType over
+        return us // 1000, -(-us // 1000)
+    return int(v), int(v)
+
+
 class _Plan:
     """The driver's view of the options a reader needs."""
 
@@ -139,6 +166,7 @@ class _Plan:
         self.expr_type, self.expression = self.o.expression()
         self.max_per_partition = self.o.int("maxRecordsPerPartition")
         self.path = self.o.get("path")
+        self.fail_on_data_loss = self.o.bool("failOnDataLoss", True)
 
     def cluster(self) -> Cluster:
         return Cluster(self.o.get("nameServer") or "")
@@ -158,9 +186,10 @@ class _Plan:
 class BatchReader(DataSourceReader):
     """Batch reads from the brokers, or from a store directory (``path``)."""
 
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: dict, schema: Any = None) -> None:
         self.plan = _Plan(options)
         self.pushed: dict[str, Any] = {}
+        self.projection: Optional[Projection] = projection(schema)
 
     def _push(self, filters: list) -> Iterator:
         from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan,
@@ -178,29 +207,21 @@ class BatchReader(DataSourceReader):
             yield f                    # Spark still applies every filter: pushdown only prunes files
 
     def _narrow(self, col: str, f: Any) -> None:
+        """Intersect [lo, hi) (offsets, queue ids, store times in ms) or the value set (topics, queue ids)."""
         from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan,
                                             LessThanOrEqual)
         lo, hi, values = self.pushed.get(col, (None, None, None))
-
-        def num(v: Any) -> int:
-            if hasattr(v, "timestamp"):
-                return int(v.timestamp() * 1000)
-            return int(v)
-        if isinstance(f, In):
-            vals = set(f.value)
+        if isinstance(f, In) or (col == "topic" and isinstance(f, EqualTo)):
+            vals = set(f.value) if isinstance(f, In) else {f.value}
             values = vals if values is None else values & vals
-        elif isinstance(f, EqualTo):
-            if col == "topic":
-                values = {f.value} if values is None else values & {f.value}
-            else:
-                v = num(f.value)
-                lo, hi = max(lo, v) if lo is not None else v, min(hi, v + 1) if hi is not None else v + 1
-        elif isinstance(f, (GreaterThan, GreaterThanOrEqual)):
-            v = num(f.value) + (1 if isinstance(f, GreaterThan) else 0)
-            lo = v if lo is None else max(lo, v)
-        elif isinstance(f, (LessThan, LessThanOrEqual)):
-            v = num(f.value) + (1 if isinstance(f, LessThanOrEqual) else 0)
-            hi = v if hi is None else min(hi, v)
+        else:
+            floor, ceil = _int_bounds(f.value)
+            new_lo = {GreaterThan: floor + 1, GreaterThanOrEqual: ceil, EqualTo: ceil}.get(type(f))
+            new_hi = {LessThan: ceil, LessThanOrEqual: floor + 1, EqualTo: floor + 1}.get(type(f))
+            if new_lo is not None:
+                lo = new_lo if lo is None else max(lo, new_lo)
+            if new_hi is not None:
+                hi = new_hi if hi is None else min(hi, new_hi)
         self.pushed[col] = (lo, hi, values)
 
     # ------------------------------------------------------------------ partitions
@@ -223,7 +244,8 @@ class BatchReader(DataSourceReader):
                     plan.resolve(starting, cluster, addrs, ref, EARLIEST)
                 end = plan.resolve(ending, cluster, addrs, ref, LATEST)
                 for s, e in _split(max(start, 0), end, plan.max_per_partition):
-                    parts.append(QueueRange(ref.topic, ref.broker, addr, ref.queue_id, s, e))
+                    parts.append(QueueRange(ref.topic, ref.broker, addr, ref.queue_id, s, e,
+                                            plan.fail_on_data_loss))
             return parts
         finally:
             cluster.clients.close()
@@ -274,10 +296,12 @@ class BatchReader(DataSourceReader):
                 raise ConnectorError("option 'sql' is evaluated by the broker; it cannot be used with 'path'")
             if plan.expression.strip() not in ("*", ""):
                 tags = {t.strip() for t in plan.expression.split("||") if t.strip()}
-            yield from read_from_store(partition, plan.o.get("fileAccessLog"), tags)
+            batches = read_from_store(partition, plan.o.get("fileAccessLog"), tags)
         elif isinstance(partition, QueueRange):
-            yield from read_from_broker(partition, plan.group, plan.expr_type, plan.expression)
-        # else: Spark's placeholder partition when partitions() found nothing to read
+            batches = read_from_broker(partition, plan.group, plan.expr_type, plan.expression)
+        else:                          # Spark's placeholder partition when partitions() found nothing to read
+            return
+        yield from _projected(batches, self.projection)
 
 
 class PruningBatchReader(BatchReader):
@@ -292,19 +316,23 @@ class PruningBatchReader(BatchReader):
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are {topic: {broker: {queueId: next offset}}}; each micro-batch reads [start, end)."""
 
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: dict, schema: Any = None) -> None:
         self.plan = _Plan(options)
+        self.projection: Optional[Projection] = projection(schema)
         o = self.plan.o
         if self.plan.path:
             raise ConnectorError("option 'path' is for batch reads; streams read from the broker")
         self.max_per_trigger = o.int("maxOffsetsPerTrigger")
-        self.fail_on_data_loss = o.bool("failOnDataLoss", True)
         self.commit_offsets = o.bool("commitOffsets", False)
         if self.commit_offsets and not o.get("group"):
             raise ConnectorError("option 'commitOffsets' needs the option 'group' (the consumer group to commit)")
         self.cap: Optional[dict] = None
         self._cluster: Optional[Cluster] = None
         self._topics: Optional[list] = None
+        self._initial: Optional[dict] = None          # a fresh query's initialOffset (nothing read yet)
+        self._committed: dict[tuple, int] = {}         # what the broker already has, per queue
+        self._group: Optional[GroupRegistration] = None
+        self._broker_addrs: set[str] = set()
 
     def _c(self) -> Cluster:
         if self._cluster is None:
@@ -315,7 +343,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         c = self._c()
         if self._topics is None:
             self._topics = c.resolve_topics(self.plan.o.get("topic"), self.plan.o.get("topicPattern"))
-        return c.queues(self._topics)
+        refs, addrs = c.queues(self._topics)
+        if self.commit_offsets:
+            self._broker_addrs = set(addrs.values())
+            if self._group is None:              # the group shows in mqadmin from the query's start
+                self._group = GroupRegistration(self.plan.group, self._topics, self.plan.expr_type,
+                                                self.plan.expression, lambda: list(self._broker_addrs)).start()
+        return refs, addrs
 
     def _latest_all(self) -> dict:
         refs, addrs = self._refs()
@@ -334,12 +368,18 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             off = first_offset_at(self._c(), addrs[ref.broker], ref, ts, self.plan.group) if ts is not None else \
                 self.plan.resolve(spec, self._c(), addrs, ref, LATEST)
             out.setdefault(ref.topic, {}).setdefault(ref.broker, {})[str(ref.queue_id)] = off
+        self._initial = out
         return out
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.cap = self._latest_all()
 
     def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+        if start is not None and start != self._initial:
+            # Spark plans the next batch only once the previous one is done, so ``start`` (that batch's
+            # end) is consumed: committing it here commits an AvailableNow run's last batch before the
+            # query stops (Spark's commit() of a batch comes only when the batch after it is planned)
+            self._commit(start)
         latest = self.cap if self.cap is not None else self._latest_all()
         if start is None or not self.max_per_trigger:
             return latest
@@ -369,185 +409,39 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             mn = self._c().min_offset(addrs[ref.broker], ref)
             if s < mn:
-                if self.fail_on_data_loss:
-                    raise ConnectorError(
-                        f"failOnDataLoss: {ref.topic}/{ref.broker}/{ref.queue_id} should resume at {s}, but the "
-                        f"broker's min offset is {mn} (messages were deleted before they were read); set "
-                        "failOnDataLoss=false to skip ahead")
-                log.warning("%s/%s/%d: offsets [%d, %d) are gone; skipping ahead", ref.topic, ref.broker,
-                            ref.queue_id, s, mn)
+                data_lost(ref, s, mn, self.plan.fail_on_data_loss)
                 s = mn
             for a, b in _split(s, e, self.plan.max_per_partition):
-                parts.append(QueueRange(ref.topic, ref.broker, addrs[ref.broker], ref.queue_id, a, b))
+                parts.append(QueueRange(ref.topic, ref.broker, addrs[ref.broker], ref.queue_id, a, b,
+                                        self.plan.fail_on_data_loss))
         return parts
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, QueueRange):
-            yield from read_from_broker(partition, self.plan.group, self.plan.expr_type, self.plan.expression)
+            yield from _projected(read_from_broker(partition, self.plan.group, self.plan.expr_type,
+                                                   self.plan.expression), self.projection)
 
     def commit(self, end: dict) -> None:
+        self._commit(end)
+
+    def _commit(self, offsets: dict) -> None:
+        """UPDATE_CONSUMER_OFFSET of the group for every queue whose offset the broker does not have yet."""
         if not self.commit_offsets:
             return
         refs, addrs = self._refs()
         for ref in refs:
-            off = end.get(ref.topic, {}).get(ref.broker, {}).get(str(ref.queue_id))
-            if off is not None:
+            off = offsets.get(ref.topic, {}).get(ref.broker, {}).get(str(ref.queue_id))
+            key = (ref.topic, ref.broker, ref.queue_id)
+            if off is not None and self._committed.get(key) != off:
                 self._c().commit(addrs[ref.broker], self.plan.group, ref, off)
+                self._committed[key] = off
 
     def stop(self) -> None:
+        if self._group is not None:
+            self._group.close()
+            self._group = None
         if self._cluster is not None:
             self._cluster.clients.close()
-
-
-# ---------------------------------------------------------------------- writers
-@dataclass
-class SentSummary(WriterCommitMessage):
-    rows: int
-
-
-def _java_hash(s: str) -> int:
-    h = 0
-    for ch in s.encode("utf-16-be").decode("utf-16-be"):
-        h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-class _Sender:
-    """Groups rows into per-queue batches and sends them (SEND_BATCH_MESSAGE), at least once."""
-
-    def __init__(self, options: dict) -> None:
-        o = Options(options)
-        self.cluster = Cluster(o.get("nameServer") or "")
-        self.topic_option = o.get("topic")
-        self.group = o.get("producerGroup", DEFAULT_PRODUCER_GROUP)
-        self.max_size = o.int("maxMessageSize", 4 * 1024 * 1024)
-        self.batch_rows = o.int("batchSize", 256)
-        self.routes: dict[str, tuple[list[tuple[str, str, int]], int]] = {}
-        self.pending: dict[tuple[str, str, int], list] = {}
-        self.rr = 0
-        self.rows = 0
-
-    def _queues(self, topic: str) -> list[tuple[str, str, int]]:
-        r = self.routes.get(topic)
-        if r is None:
-            masters, _ = self.cluster.route(topic)
-            resp = self.cluster._namesrv(105, {"topic": topic})
-            from rmqd.remoting import fastjson
-            data = fastjson.loads_lenient(resp.body_bytes())
-            queues = [(qd["brokerName"], masters[qd["brokerName"]], q) for qd in data.get("queueDatas", [])
-                      if qd["brokerName"] in masters and int(qd.get("perm", 6)) & 2
-                      for q in range(int(qd["writeQueueNums"]))]
-            if not queues:
-                raise ConnectorError(f"option 'topic': {topic!r} has no writable queue")
-            r = self.routes[topic] = (queues, 0)
-        return r[0]
-
-    def add(self, row_no: int, value: Optional[bytes], key: Optional[str], tags: Optional[str],
-            topic: Optional[str], headers: Optional[list]) -> None:
-        topic = self.topic_option or topic
-        if not topic:
-            raise ConnectorError(f"row {row_no}: no topic (set the option 'topic' or a 'topic' column)")
-        if value is None:
-            raise ConnectorError(f"row {row_no}: 'value' is null (a message needs a body)")
-        if len(value) > self.max_size:
-            raise ConnectorError(f"row {row_no}: 'value' is {len(value)} bytes, over maxMessageSize "
-                                 f"{self.max_size}")
-        props = []
-        if key:
-            props.append(f"KEYS\x01{key}")
-        if tags:
-            props.append(f"TAGS\x01{tags}")
-        props.append(f"UNIQ_KEY\x01{uuid.uuid4().hex.upper()}")
-        props.append("WAIT\x01true")
-        for h in headers or ():
-            k, v = (h["key"], h["value"]) if isinstance(h, dict) else (h[0], h[1])
-            v = v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else str(v)
-            if any(c in k + v for c in "\x01\x02"):
-                raise ConnectorError(f"row {row_no}: header {k!r} contains a control character")
-            props.append(f"{k}\x01{v}")
-        queues = self._queues(topic)
-        if key:                                  # the same key always goes to the same queue
-            target = queues[abs(_java_hash(key)) % len(queues)]
-        else:
-            target = queues[self.rr % len(queues)]
-            self.rr += 1
-        batch = self.pending.setdefault((topic,) + target, [])
-        batch.append((bytes(value), "\x02".join(props)))
-        self.rows += 1
-        if len(batch) >= self.batch_rows:
-            self._flush_one((topic,) + target)
-
-    def _flush_one(self, k: tuple) -> None:
-        batch = self.pending.pop(k, None)
-        if batch:
-            topic, _broker, addr, qid = k
-            send_batch(self.cluster.clients, addr, self.group, topic, qid, batch)
-
-    def flush(self) -> None:
-        for k in list(self.pending):
-            self._flush_one(k)
-
-    def close(self) -> None:
-        self.cluster.clients.close()
-
-
-def _write_batches(options: dict, batches: Iterator[pa.RecordBatch]) -> SentSummary:
-    sender = _Sender(options)
-    row_no = 0
-    try:
-        for rb in batches:
-            cols = {name: rb.column(i).to_pylist() for i, name in enumerate(rb.schema.names)}
-            if "value" not in cols:
-                raise ConnectorError("the DataFrame needs a 'value' column (binary or string)")
-            n = rb.num_rows
-            for i in range(n):
-                v = cols["value"][i]
-                if isinstance(v, str):
-                    v = v.encode("utf-8")
-                k = cols.get("key", [None] * n)[i]
-                if isinstance(k, (bytes, bytearray)):
-                    k = k.decode("utf-8")
-                sender.add(row_no, v, k, cols.get("tags", [None] * n)[i], cols.get("topic", [None] * n)[i],
-                           cols.get("headers", [None] * n)[i])
-                row_no += 1
-        sender.flush()
-        return SentSummary(sender.rows)
-    finally:
-        sender.close()
-
-
-class BatchWriter(DataSourceArrowWriter):
-    def __init__(self, options: dict) -> None:
-        self.options = options
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SentSummary:
-        return _write_batches(self.options, iterator)
-
-    def commit(self, messages: list) -> None:
-        log.info("rocketmq sink: %d rows sent", sum(m.rows for m in messages if m is not None))
-
-    def abort(self, messages: list) -> None:
-        log.warning("rocketmq sink aborted; rows already sent stay (at-least-once)")
-
-
-class StreamWriter(DataSourceStreamWriter):
-    def __init__(self, options: dict) -> None:
-        self.options = options
-
-    def write(self, iterator: Iterator) -> SentSummary:
-        def batches() -> Iterator[pa.RecordBatch]:
-            rows = []
-            for row in iterator:
-                rows.append(row.asDict(recursive=True))
-            if rows:
-                yield pa.RecordBatch.from_pylist(rows)
-        return _write_batches(self.options, batches())
-
-    def commit(self, messages: list, batchId: int) -> None:
-        log.info("rocketmq stream sink: batch %d committed", batchId)
-
-    def abort(self, messages: list, batchId: int) -> None:
-        log.warning("rocketmq stream sink: batch %d aborted; rows already sent stay (at-least-once)", batchId)
 
 
 class RocketMQDataSource(DataSource):
@@ -563,11 +457,11 @@ class RocketMQDataSource(DataSource):
     def reader(self, schema: Any) -> BatchReader:
         o = Options(self.options)
         if o.get("path") and o.bool("filterPushdown", False):
-            return PruningBatchReader(self.options)
-        return BatchReader(self.options)
+            return PruningBatchReader(self.options, schema)
+        return BatchReader(self.options, schema)
 
     def streamReader(self, schema: Any) -> StreamReader:
-        return StreamReader(self.options)
+        return StreamReader(self.options, schema)
 
     def writer(self, schema: Any, overwrite: bool) -> BatchWriter:
         return BatchWriter(self.options)

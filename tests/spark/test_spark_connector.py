@@ -92,6 +92,41 @@ def test_offset_ranges_timestamps_and_filters(spark, loaded):
     assert reader(spark, broker, topic="SparkT1", startingTimestamp=future).load().count() == 0
 
 
+def test_topic_lists_patterns_latest_and_a_starting_timestamp_mid_data(spark, broker):
+    create_topic(broker.broker_addr, "SparkOptA")
+    create_topic(broker.broker_addr, "SparkOptB")
+    a_early = send_many(broker.broker_addr, "SparkOptA", 20, seed=11)
+    time.sleep(0.01)
+    cut_ms = int(time.time() * 1000)                  # every earlier message was stored before it
+    time.sleep(0.01)
+    a_late = send_many(broker.broker_addr, "SparkOptA", 20, seed=12)
+    b = send_many(broker.broker_addr, "SparkOptB", 30, seed=13)
+    a_all = a_early + a_late
+    both = expected(a_all + b)
+    assert rows(reader(spark, broker, topic="SparkOptA, SparkOptB").load()) == both
+    assert rows(reader(spark, broker, topicPattern="SparkOpt[AB]").load()) == both
+    assert rows(reader(spark, broker, topicPattern="SparkOpt.*", endingOffsets="latest").load()) == both
+    assert reader(spark, broker, topic="SparkOptA", startingOffsets="latest").load().count() == 0
+    assert rows(reader(spark, broker, topic="SparkOptA", startingTimestamp=str(cut_ms)).load()) == expected(a_late)
+
+
+def test_a_narrower_schema_reads_only_its_columns(spark, loaded):
+    """The Python data source API has no column pruning: `.schema(...)` with a subset of the columns is how a job
+    ships fewer columns from the Python worker; a column that is not the connector's fails naming it."""
+    broker, sent = loaded
+    store_dir = broker.broker.store.config.store_root_dir
+    broker.broker.store.flush()
+    for r in (reader(spark, broker, topic="SparkT1"),
+              spark.read.format("rocketmq").option("path", store_dir).option("topic", "SparkT1")):
+        df = r.schema("offset bigint, value binary, partition int").load()
+        assert df.columns == ["offset", "value", "partition"]
+        assert rows(df, ["partition", "offset", "value"]) == expected(sent, ["partition", "offset", "value"])
+    with pytest.raises(Exception, match="schema: 'body' is not a column of format"):
+        reader(spark, broker, topic="SparkT1").schema("body binary").load().collect()
+    with pytest.raises(Exception, match="schema: column 'offset' is int64, not string"):
+        reader(spark, broker, topic="SparkT1").schema("offset string").load().collect()
+
+
 def test_store_directory_read_equals_broker_read_and_prunes_files(spark, loaded, tmp_path):
     broker, sent = loaded
     broker.broker.store.flush()
@@ -117,6 +152,40 @@ def test_store_directory_read_equals_broker_read_and_prunes_files(spark, loaded,
     assert len([f for f in opened if "/commitlog/" in f]) < all_cl
 
 
+def test_store_directory_prunes_topics_and_store_times(spark, loaded, tmp_path):
+    """`topic = ..` opens no file of another topic; `timestamp >= t` finds the first offset by binary search,
+    so the CommitLog files before t's stay closed."""
+    from pyspark.sql import functions as F
+    broker, sent = loaded
+    create_topic(broker.broker_addr, "SparkPrune")
+    other = send_many(broker.broker_addr, "SparkPrune", 40, seed=5)
+    broker.broker.store.flush()
+    store_dir = broker.broker.store.config.store_root_dir
+    commitlogs = sorted(os.listdir(os.path.join(store_dir, "commitlog")))
+
+    df = (spark.read.format("rocketmq").option("path", store_dir).option("topicPattern", "SparkT1|SparkPrune")
+          .option("filterPushdown", "true").option("fileAccessLog", str(tmp_path / "topic.txt")).load()
+          .where("topic = 'SparkPrune'"))
+    assert rows(df) == expected(other)
+    opened = set((tmp_path / "topic.txt").read_text().split())
+    assert opened and not [f for f in opened if "/consumequeue/" in f and "/consumequeue/SparkPrune/" not in f]
+    assert os.path.join(store_dir, "commitlog", commitlogs[0]) not in opened     # SparkT1's first file
+
+    stamps = sorted(r.timestamp for r in spark.read.format("rocketmq").option("path", store_dir)
+                    .option("topic", "SparkT1").load().select("timestamp").collect())
+    cut = stamps[len(stamps) * 2 // 3]
+    df = (spark.read.format("rocketmq").option("path", store_dir).option("topic", "SparkT1")
+          .option("filterPushdown", "true").option("fileAccessLog", str(tmp_path / "time.txt")).load()
+          .where(F.col("timestamp") >= F.lit(cut)))
+    got = df.select("timestamp", *COLS).collect()
+    assert len(got) == sum(1 for t in stamps if t >= cut) and all(r.timestamp >= cut for r in got)
+    by_key = {s["key"]: s for s in sent}
+    assert all(by_key[bytes(r.key)]["value"] == bytes(r.value) for r in got)
+    opened_cl = {f for f in (tmp_path / "time.txt").read_text().split() if "/commitlog/" in f}
+    assert os.path.join(store_dir, "commitlog", commitlogs[0]) not in opened_cl
+    assert len(opened_cl) < len(commitlogs) - 1
+
+
 def test_streaming_available_now_restarts_without_gap_or_duplicate(spark, broker, tmp_path):
     create_topic(broker.broker_addr, "SparkStream")
     first = send_many(broker.broker_addr, "SparkStream", 400, seed=1)
@@ -133,34 +202,108 @@ def test_streaming_available_now_restarts_without_gap_or_duplicate(spark, broker
         assert q.exception() is None
     run_once()
     assert rows(spark.read.parquet(out)) == expected(first)
+    assert_group_progress(broker, "spark_stream_cg", "SparkStream", 400)
     second = send_many(broker.broker_addr, "SparkStream", 300, seed=2)
     run_once()
     assert rows(spark.read.parquet(out)) == expected(first + second)
-    # the group's progress is on the broker (mqadmin consumerProgress shows it): Spark commits a
-    # batch's end offsets once the batch is done (the last batch of a run when the next run starts)
+    assert_group_progress(broker, "spark_stream_cg", "SparkStream", 700)
+    # maxOffsetsPerTrigger=150, split over the 4 queues by backlog (150 * 100 // 400 = 37 each, then what is
+    # left): the batches' end offsets in the checkpoint
+    ends = [json.loads(open(os.path.join(ckpt, "offsets", str(b))).read().splitlines()[2])["SparkStream"]["broker-a"]
+            for b in range(6)]
+    assert not os.path.exists(os.path.join(ckpt, "offsets", "6"))
+    per_queue = [[e[str(q)] - (ends[b - 1][str(q)] if b else 0) for q in range(4)] for b, e in enumerate(ends)]
+    assert per_queue == [[37] * 4, [37] * 4, [26] * 4, [37] * 4, [37] * 4, [1] * 4]
+
+
+def assert_group_progress(broker, group: str, topic: str, total: int) -> None:
+    """Every batch of the AvailableNow run is committed when the query stops (the last one too), and the
+    group is a registered pull consumer: its retry topic exists, so `rmqd admin consumerProgress -g` (as
+    mqadmin's) lists each queue with no lag."""
+    import contextlib
+    import io
+    from rmqd.admin.main import main as admin_cli
     with BlockingClient(broker.broker_addr) as c:
+        committed = []
         for q in range(4):
-            r = c.invoke(new_request(14, {"consumerGroup": "spark_stream_cg", "topic": "SparkStream",
-                                          "queueId": str(q)}))
-            assert r.code == 0 and 100 <= int(r.ext_fields["offset"]) <= 175, (q, r.ext_fields)
+            r = c.invoke(new_request(14, {"consumerGroup": group, "topic": topic, "queueId": str(q)}))
+            mx = c.invoke(new_request(30, {"topic": topic, "queueId": str(q)}))
+            assert r.code == 0 and int(r.ext_fields["offset"]) == int(mx.ext_fields["offset"]), (q, r.ext_fields)
+            committed.append(int(r.ext_fields["offset"]))
+    assert sum(committed) == total
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert admin_cli(["consumerProgress", "-n", broker.namesrv_addr, "-g", group]) == 0
+    lines = [ln.split() for ln in out.getvalue().splitlines() if ln.startswith(topic)]
+    assert sorted((int(f[2]), int(f[4]), int(f[5])) for f in lines) == \
+        [(q, committed[q], 0) for q in range(4)], out.getvalue()
 
 
-def test_fail_on_data_loss(broker):
-    from rmqd.spark.remote import ConnectorError
-    from rmqd.spark.source import StreamReader
-    create_topic(broker.broker_addr, "SparkLoss", 1)
-    send_many(broker.broker_addr, "SparkLoss", 10, queues=1)
-    base = {"nameServer": broker.namesrv_addr, "topic": "SparkLoss"}
-    r = StreamReader(dict(base))
-    r._c().min_offset = lambda addr, ref: 6          # as if retention deleted offsets 0..5
-    start = {"SparkLoss": {"broker-a": {"0": 2}}}
-    end = {"SparkLoss": {"broker-a": {"0": 10}}}
-    with pytest.raises(ConnectorError, match="failOnDataLoss"):
-        r.partitions(start, end)
-    r = StreamReader({**base, "failOnDataLoss": "false"})
-    r._c().min_offset = lambda addr, ref: 6
-    (p,) = r.partitions(start, end)
-    assert (p.start, p.end) == (6, 10)
+def test_fail_on_data_loss_after_retention_deleted_unread_messages(spark, tmp_path, caplog):
+    """Real data loss: a stream read offsets 0..50, then retention (deleteExpiredCommitLog on 64 KB CommitLog
+    files kept 0 hours) deleted the files holding the next ones. failOnDataLoss=true fails the query naming the
+    option; false skips ahead to the broker's min offset with a warning; a pull that meets deleted offsets
+    (PULL_OFFSET_MOVED) does the same."""
+    import contextlib
+    import io
+    import logging
+    from pyspark.errors import StreamingQueryException
+    from rmqd.admin.main import main as admin_cli
+    from rmqd.spark.remote import ConnectorError, QueueRef
+    from rmqd.spark.source import QueueRange, StreamReader, read_from_broker
+    from rmqd.testing import EmbeddedServer
+    server = EmbeddedServer(store_dir=str(tmp_path / "store"), broker_properties=dict(
+        mapedFileSizeCommitLog=64 * 1024, mapedFileSizeConsumeQueue=20 * 100, fileReservedTime=0,
+        deleteWhen="99")).start()                       # retention only when asked
+    try:
+        create_topic(server.broker_addr, "SparkLoss", 1)
+        first = send_many(server.broker_addr, "SparkLoss", 50, queues=1, seed=3)
+        out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
+
+        def run(fail_on_data_loss: str):
+            q = (spark.readStream.format("rocketmq").option("nameServer", server.namesrv_addr)
+                 .option("topic", "SparkLoss").option("startingOffsets", "earliest")
+                 .option("failOnDataLoss", fail_on_data_loss).load()
+                 .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
+                 .trigger(availableNow=True).start())
+            try:
+                assert q.awaitTermination(120)
+            except StreamingQueryException as exc:
+                return exc
+            return q.exception()
+        assert run("true") is None
+        later = send_many(server.broker_addr, "SparkLoss", 250, queues=1, seed=4)
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert admin_cli(["deleteExpiredCommitLog", "-n", server.namesrv_addr]) == 0
+        from rmqd.spark.remote import Cluster
+        cluster = Cluster(server.namesrv_addr)
+        ref = QueueRef("SparkLoss", "broker-a", 0)
+        mn = cluster.min_offset(server.broker_addr, ref)
+        cluster.clients.close()
+        assert 50 < mn < 290                       # offsets 50..mn are gone
+        err = run("true")
+        assert err is not None and f"failOnDataLoss: SparkLoss/broker-a/0: offsets [50, {mn}) were deleted" in str(err)
+        assert run("false") is None                # the same checkpoint: the failed batch again, skipping ahead
+        assert rows(spark.read.parquet(out)) == expected(first + [m for m in later if m["offset"] >= mn])
+
+        # the warning (logged on the driver's reader), and a pull meeting deleted offsets during a read
+        base = {"nameServer": server.namesrv_addr, "topic": "SparkLoss", "failOnDataLoss": "false"}
+        r = StreamReader(base)
+        with caplog.at_level(logging.WARNING, logger="rmqd.spark.source"):
+            (p,) = r.partitions({"SparkLoss": {"broker-a": {"0": 50}}}, {"SparkLoss": {"broker-a": {"0": 300}}})
+        r.stop()
+        assert (p.start, p.end) == (mn, 300)
+        assert f"failOnDataLoss=false: SparkLoss/broker-a/0: offsets [50, {mn}) were deleted" in caplog.text
+        caplog.clear()
+        part = QueueRange("SparkLoss", "broker-a", server.broker_addr, 0, 10, 300, fail_on_data_loss=True)
+        with pytest.raises(ConnectorError, match=rf"failOnDataLoss: .*offsets \[10, {mn}\) were deleted"):
+            list(read_from_broker(part, "g", "TAG", "*"))
+        part.fail_on_data_loss = False
+        with caplog.at_level(logging.WARNING, logger="rmqd.spark.source"):
+            got = [o for b in read_from_broker(part, "g", "TAG", "*") for o in b.column("offset").to_pylist()]
+        assert got == list(range(mn, 300)) and f"offsets [10, {mn}) were deleted" in caplog.text
+    finally:
+        server.stop()
 
 
 def test_sink_round_trip_and_the_cpp_client_reads_it(spark, broker, client_python_cpp1):
@@ -187,12 +330,77 @@ def test_sink_round_trip_and_the_cpp_client_reads_it(spark, broker, client_pytho
         sorted((d.key, d.value.decode()) for d in data)
 
 
-def test_bad_rows_fail_the_write_naming_the_row(spark, broker):
+def test_streaming_sink_routes_rows_by_their_topic_column(spark, broker, tmp_path):
+    """readStream -> writeStream.format("rocketmq"): each row goes to the topic its `topic` column names,
+    with its key, tags and headers."""
+    for t in ("SparkSinkSrc", "SparkSinkEven", "SparkSinkOdd"):
+        create_topic(broker.broker_addr, t)
+    sent = send_many(broker.broker_addr, "SparkSinkSrc", 60, seed=21)
+    q = (spark.readStream.format("rocketmq").option("nameServer", broker.namesrv_addr)
+         .schema("value binary, key binary, tags string, headers array<struct<key:string,value:binary>>, "
+                 "partition int")                  # only the columns the sink needs leave the Python worker
+         .option("topic", "SparkSinkSrc").option("startingOffsets", "earliest").load()
+         .selectExpr("value", "key", "tags", "headers",
+                     "IF(partition % 2 = 0, 'SparkSinkEven', 'SparkSinkOdd') AS topic")
+         .writeStream.format("rocketmq").option("nameServer", broker.namesrv_addr)
+         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    assert q.awaitTermination(120) and q.exception() is None
+
+    def read(topic):
+        return sorted((bytes(r.key), bytes(r.value), r.tags, tuple((h.key, bytes(h.value)) for h in r.headers))
+                      for r in reader(spark, broker, topic=topic).load().collect())
+
+    def want(parity):
+        return sorted((m["key"], m["value"], m["tags"], (("num", m["num"].encode()),)) for m in sent
+                      if m["partition"] % 2 == parity)
+    assert read("SparkSinkEven") == want(0) and read("SparkSinkOdd") == want(1)
+
+
+def test_bad_rows_fail_the_task_naming_it_and_every_row_before_it_is_sent(spark, broker):
+    """At-least-once, row by row: the task fails at the bad row (partition and row named), after sending every
+    row before it (the error says how many), and sends neither it nor any row after it."""
     create_topic(broker.broker_addr, "SparkBad")
-    df = spark.createDataFrame([(b"ok",), (None,)], "value binary")
-    with pytest.raises(Exception, match="row 1: 'value' is null"):
-        df.coalesce(1).write.format("rocketmq").option("nameServer", broker.namesrv_addr) \
-            .option("topic", "SparkBad").mode("append").save()
+    create_topic(broker.broker_addr, "SparkBadNull")
+    good = [f"good-{i}".encode() for i in range(300)]     # batches of 1000 bytes: some sent, some buffered
+    data = [(v,) for v in good] + [(b"x" * 1001,)] + [(f"after-{i}".encode(),) for i in range(10)]
+    df = spark.createDataFrame(data, "value binary").coalesce(1)
+    with pytest.raises(Exception, match=r"partition 0, row 300: 'value' is 1001 bytes, over maxMessageSize 1000; "
+                                        r"the 300 rows of this task before it were sent, it and the rows after"):
+        df.write.format("rocketmq").option("nameServer", broker.namesrv_addr).option("topic", "SparkBad") \
+            .option("maxMessageSize", "1000").mode("append").save()
+    back = [bytes(r.value) for r in reader(spark, broker, topic="SparkBad").load().select("value").collect()]
+    assert sorted(back) == sorted(good)
+    # the bad row in the second task: its partition id comes from Spark's TaskContext
+    rdd = spark.sparkContext.parallelize([(b"a",), (b"b",), (None,), (b"c",)], 2)
+    with pytest.raises(Exception, match=r"partition 1, row 0: 'value' is null .*; the 0 rows of this task"):
+        spark.createDataFrame(rdd, "value binary").write.format("rocketmq") \
+            .option("nameServer", broker.namesrv_addr).option("topic", "SparkBadNull").mode("append").save()
+    back = {bytes(r.value) for r in reader(spark, broker, topic="SparkBadNull").load().select("value").collect()}
+    assert back <= {b"a", b"b"}                 # the first task may finish or be cancelled; "c" never goes
+
+
+def test_a_kept_connection_the_broker_closed_is_replaced(broker):
+    """The driver keeps its connections between triggers; the Java broker closes one idle for 120 s. The next
+    request reconnects once instead of failing the query."""
+    from rmqd.spark.remote import Cluster, QueueRef
+    create_topic(broker.broker_addr, "SparkConn", 1)
+    send_many(broker.broker_addr, "SparkConn", 3, queues=1)
+    cluster = Cluster(broker.namesrv_addr)
+    ref = QueueRef("SparkConn", "broker-a", 0)
+    try:
+        assert cluster.max_offset(broker.broker_addr, ref) == 3
+        local = "%s:%d" % cluster.clients.get(broker.broker_addr).sock.getsockname()
+        server = broker.broker.server
+        (conn,) = [c for c in server.connections if c.remote_address == local]
+        broker._loop.call_soon_threadsafe(conn.close)          # the broker hangs up, as on an idle timeout
+        deadline = time.monotonic() + 10
+        while conn in server.connections and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert conn not in server.connections
+        assert cluster.max_offset(broker.broker_addr, ref) == 3
+        assert cluster.clients.get(broker.broker_addr).sock.getsockname() != local
+    finally:
+        cluster.clients.close()
 
 
 @pytest.mark.parametrize("opts,needle", [
