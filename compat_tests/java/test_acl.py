@@ -12,8 +12,11 @@ from typing import Iterator
 
 import pytest
 from clientrunner import run_client_script
-from javakit import ReferenceCluster, mqadmin, run_java, shadow_home
+from javakit import SETUP_BUDGET, ReferenceCluster, mqadmin, run_java, shadow_home
 from scenarios import wait_for
+
+# its own ACL reference cluster (a second start) and Java programs of at most 90 s each
+pytestmark = pytest.mark.timeout(SETUP_BUDGET + 300)
 
 from rmqd.acl.signer import sign_request
 from rmqd.remoting.client import BlockingClient
