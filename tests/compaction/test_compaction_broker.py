@@ -200,7 +200,7 @@ def test_offset_codes_come_from_the_compaction_store_after_retention(tmp_path):
                                       "maxMsgNums": "32", "sysFlag": "4", "commitOffset": "0",
                                       "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0",
                                       "expressionType": "TAG"}))                     # sysFlag 4: subscription
-        assert r.code == 0, r.remark                                                           # FOUND: the table survived
+        assert r.code == 0, r.remark                        # FOUND: the table survived retention
         got = decode_messages(bytes(r.body))
         assert got[0].queue_offset == first and got[0].store_timestamp == first_ts
 
