@@ -33,11 +33,12 @@ def client(request: pytest.FixtureRequest, client_pythons: dict[str, str]) -> tu
 
 @pytest.fixture(scope="session")
 def reference_cluster(tmp_path_factory: pytest.TempPathFactory):
-    """The real Java 4.9.8 name server + broker, started once per test session (javakit)."""
-    from javakit import ReferenceCluster, require_kit
+    """The real Java 4.9.8 name server + broker, started once per test session (javakit), with
+    ``javakit.REFERENCE_BROKER_PROPERTIES`` (fast delay levels and transaction checks, SQL92 filtering)."""
+    from javakit import ReferenceCluster, reference_conf_lines, require_kit
 
     require_kit()
-    cluster = ReferenceCluster(tmp_path_factory.mktemp("reference-cluster"))
+    cluster = ReferenceCluster(tmp_path_factory.mktemp("reference-cluster"), extra_conf=reference_conf_lines())
     cluster.start()
     try:
         yield cluster

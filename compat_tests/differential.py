@@ -85,7 +85,57 @@ def mask(text: str | None) -> str | None:
     return text
 
 
-def _key_mask(key: str) -> str:
+# GET_BROKER_CONFIG values that depend on the machine or the run, not on how the broker behaves: the
+# defaults Java computes from the CPU count (rmqd.java_config_defaults._cpu_derived; rmqd's own pool sizes
+# for the pools it has), the ports, paths and addresses of this run.
+CPU_DERIVED_PROPERTIES = frozenset({
+    "sendMessageThreadPoolNums", "putMessageFutureThreadPoolNums", "pullMessageThreadPoolNums",
+    "processReplyMessageThreadPoolNums", "queryMessageThreadPoolNums", "heartbeatThreadPoolNums",
+    "endTransactionThreadPoolNums", "clientCallbackExecutorThreads"})
+PORT_PROPERTIES = frozenset({"listenPort", "haListenPort"})
+_IP = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b")
+
+
+def config_value(key: str, value: str) -> str:
+    """A broker property's value with what depends on the machine or the run masked (see above)."""
+    if key in CPU_DERIVED_PROPERTIES:
+        return "<cpus>"
+    if key in PORT_PROPERTIES:
+        return "<port>"
+    if value.startswith("/"):
+        return "<path>"
+    return _IP.sub("<ip>", mask(value) or "")
+
+
+def config_values(props: dict[str, str]) -> dict[str, str]:
+    return {k: config_value(k, v) for k, v in props.items()}
+
+
+def parse_config_listing(text: str) -> dict[str, str]:
+    """mqadmin getBrokerConfig / getNamesrvConfig output (``key   =  value`` lines) as a dict."""
+    out = {}
+    for line in text.splitlines():
+        if "=" in line and not line.startswith("="):
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def masked_json(value: Any) -> Any:
+    """A decoded JSON file (mqadmin exportMetrics) with every number masked, other strings masked as remarks
+    are, lists as the sorted set of their masked elements (lengths follow the state of the broker)."""
+    if isinstance(value, dict):
+        return {str(k): masked_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return sorted({orjson.dumps(masked_json(v), option=orjson.OPT_SORT_KEYS).decode() for v in value})
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)) or re.fullmatch(r"-?\d+(?:\.\d+)?(?:E-?\d+)?", str(value)):
+        return "<n>"
+    return mask(str(value))
+
+
+def key_mask(key: str) -> str:
     """Keys that carry data (GET_BROKER_RUNTIME_INFO's ``commitLogDiskRatio_<store path>`` and
     ``scheduleMessageOffset_<delay level>``: other tests may have used other levels on the shared broker)."""
     if key.startswith("commitLogDiskRatio_"):
@@ -126,7 +176,7 @@ def shape(value: Any, name: str = "") -> Any:
                 s = shape(v)
                 merged = s if merged is None else _merge(merged, s)
             return {"<map>": merged} if value else {}
-        return {_key_mask(str(k)): shape(v, str(k)) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+        return {key_mask(str(k)): shape(v, str(k)) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     if isinstance(value, MessageQueue):
         return "MessageQueue"
     if isinstance(value, (list, tuple, set, frozenset)):
@@ -294,6 +344,21 @@ def prepare(broker_addr: str) -> BlockingClient:
     r = online.invoke(new_request(34, None, heartbeat_body()))
     assert r.code == 0, r.remark
     return online
+
+
+def wait_delay_delivered(broker_addr: str, timeout: float = 20.0) -> None:
+    """Wait until ``prepare``'s delayed message (level 1) was delivered: from then on the broker's delay
+    offset table and its runtime info's ``scheduleMessageOffset_1`` exist on either broker (the session's
+    reference broker may list more levels, used by other tests: keys and map entries are folded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with BlockingClient(broker_addr) as c:
+            r = c.invoke(new_request(45))                      # GET_ALL_DELAY_OFFSET
+        table = (loads_lenient(bytes(r.body)) if r.code == 0 and r.body else {}).get("offsetTable") or {}
+        if table:
+            return
+        assert time.monotonic() < deadline, f"{broker_addr}: the delayed message of prepare() was not delivered"
+        time.sleep(0.2)
 
 
 def compare(probes: list[Probe], ours: tuple[str, str], theirs: tuple[str, str]) -> dict[str, tuple]:

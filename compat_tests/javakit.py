@@ -29,6 +29,27 @@ from typing import Mapping, Sequence
 REPO = Path(__file__).resolve().parent.parent
 JAVA_SRC = Path(__file__).resolve().parent / "java" / "src"
 
+# Bounds of the one-time setup steps: compiling our programs, starting the session's reference cluster and
+# the session's mqadmin JVM. pytest-timeout counts a fixture's setup in the first test that needs it, so a
+# module's explicit timeout is SETUP_BUDGET + the bounded waits of its longest test.
+JAVAC_TIMEOUT = 180.0
+REFERENCE_START_TIMEOUT = 120.0
+SHELL_START_TIMEOUT = 120.0
+SETUP_BUDGET = JAVAC_TIMEOUT + REFERENCE_START_TIMEOUT + SHELL_START_TIMEOUT
+
+# The session reference broker's settings beyond the kit's broker.conf: what the Java client scenarios need
+# to run on it in seconds (1 s delay levels, transaction check-back after 1 s, SQL92 filtering on). rmqd
+# servers compared with it take the same (``rmqd_broker(**REFERENCE_BROKER_PROPERTIES)``), so that
+# GET_BROKER_CONFIG can be compared value by value.
+FAST_DELAY_LEVELS = " ".join(["1s"] * 18)
+REFERENCE_BROKER_PROPERTIES = {"messageDelayLevel": FAST_DELAY_LEVELS, "transactionCheckInterval": "1000",
+                               "transactionTimeOut": "1000", "enablePropertyFilter": "true"}
+
+
+def reference_conf_lines() -> list[str]:
+    """REFERENCE_BROKER_PROPERTIES as broker.conf lines."""
+    return [f"{k}={v}" for k, v in REFERENCE_BROKER_PROPERTIES.items()]
+
 
 def kit_dir() -> Path | None:
     """The kit's root, or None when it cannot be found."""
@@ -75,7 +96,7 @@ def classpath(*extra: str | Path) -> str:
     return os.pathsep.join([str(kit / "conf"), str(kit / "lib" / "*"), *map(str, extra)])
 
 
-def compile_java(src_dir: Path = JAVA_SRC, timeout: float = 180.0) -> Path:
+def compile_java(src_dir: Path = JAVA_SRC, timeout: float = JAVAC_TIMEOUT) -> Path:
     """Compile every ``.java`` under ``src_dir`` (once per content hash); returns the classes dir."""
     sources = sorted(src_dir.rglob("*.java"))
     if not sources:
@@ -260,7 +281,7 @@ class MqadminShell:
         with, as :func:`mqadmin`'s; the kit's by default."""
         kit = require_kit()
         self.proc = JavaProcess("MqadminShell", system_props={"rocketmq.home.dir": str(home or kit)})
-        self.proc.wait_for(lambda ev: any(e.get("ready") for e in ev), 120, "mqadmin shell start")
+        self.proc.wait_for(lambda ev: any(e.get("ready") for e in ev), SHELL_START_TIMEOUT, "mqadmin shell start")
         self._next_id = 0
 
     def run(self, *args: str, timeout: float = 60.0) -> JavaRun:
@@ -338,7 +359,7 @@ class ReferenceCluster:
         self.broker_addr = f"127.0.0.1:{self.broker_port}"
         self.started = False
 
-    def start(self, timeout: float = 120.0) -> "ReferenceCluster":
+    def start(self, timeout: float = REFERENCE_START_TIMEOUT) -> "ReferenceCluster":
         self.workdir.mkdir(parents=True, exist_ok=True)
         args = [str(self.kit / "bin" / "reference-cluster"), "start", str(self.workdir),
                 "--namesrv-port", str(self.namesrv_port), "--broker-port", str(self.broker_port)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +46,15 @@ def choose_reference(env: Mapping[str, str] | None = None,
     return "docker" if engine_answers() else "kit"
 
 
-def container_script(namesrv_port: int, broker_port: int) -> str:
+def container_script(namesrv_port: int, broker_port: int, extra_conf: Sequence[str] = ()) -> str:
     """The shell command the container runs: the image's name server, then a broker that advertises
     127.0.0.1 and listens on ``broker_port`` (published on the same host port, so the address the name
-    server hands out is reachable from the host)."""
+    server hands out is reachable from the host); ``extra_conf`` lines complete its broker.conf, as the
+    kit cluster's (javakit.reference_conf_lines)."""
     conf = "\\n".join(["brokerClusterName=DefaultCluster", "brokerName=broker-a", "brokerId=0",
                        f"listenPort={broker_port}", f"namesrvAddr=127.0.0.1:{namesrv_port}",
                        "brokerIP1=127.0.0.1", "brokerRole=ASYNC_MASTER", "flushDiskType=ASYNC_FLUSH",
-                       "autoCreateTopicEnable=true"])
+                       "autoCreateTopicEnable=true", *extra_conf])
     return (f'cd "$ROCKETMQ_HOME/bin" && printf "{conf}\\n" > /tmp/broker.conf && '
             f'printf "listenPort={namesrv_port}\\n" > /tmp/namesrv.conf && '
             f'(sh mqnamesrv -c /tmp/namesrv.conf >/tmp/namesrv.out 2>&1 &) && '
@@ -64,13 +65,14 @@ class DockerReference:
     """namesrv + broker of the official image in one container, ports published 1:1 on loopback."""
 
     def __init__(self, image: str | None = None) -> None:
-        from javakit import free_port_block
+        from javakit import free_port_block, reference_conf_lines
 
         self.image = image or os.environ.get("RMQD_REFERENCE_IMAGE") or DEFAULT_IMAGE
         base = free_port_block(5)
         self.namesrv_port, self.broker_port = base, base + 3
         self.namesrv_addr = f"127.0.0.1:{self.namesrv_port}"
         self.broker_addr = f"127.0.0.1:{self.broker_port}"
+        self.extra_conf = reference_conf_lines()
         self.container = None
 
     def start(self, timeout: float = 180.0) -> "DockerReference":
@@ -78,8 +80,8 @@ class DockerReference:
         from testcontainers.core.waiting_utils import wait_for_logs
 
         ports = (self.namesrv_port, self.broker_port - 2, self.broker_port, self.broker_port + 1)
-        c = DockerContainer(self.image).with_command(["sh", "-c", container_script(self.namesrv_port,
-                                                                                  self.broker_port)])
+        c = DockerContainer(self.image).with_command(["sh", "-c", container_script(
+            self.namesrv_port, self.broker_port, self.extra_conf)])
         for p in ports:
             c = c.with_bind_ports(p, ("127.0.0.1", p))
         self.container = c.start()

@@ -34,3 +34,15 @@ def test_the_container_runs_namesrv_and_a_loopback_broker_on_the_published_ports
     assert "listenPort=20001" in script and "brokerIP1=127.0.0.1" in script
     assert script.index("mqnamesrv") < script.index("mqbroker")
     assert DEFAULT_IMAGE.startswith("apache/rocketmq:4.9.")
+
+
+def test_the_container_broker_gets_the_kit_clusters_extra_conf() -> None:
+    """The image's broker runs with the same extra settings as the kit's session cluster, so the differential
+    tests compare rmqd with the same configuration whichever reference answers."""
+    from javakit import reference_conf_lines
+
+    lines = reference_conf_lines()
+    assert "enablePropertyFilter=true" in lines and any(ln.startswith("messageDelayLevel=1s 1s") for ln in lines)
+    script = container_script(20001, 20004, lines)
+    for line in lines:
+        assert line in script

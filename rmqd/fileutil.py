@@ -52,3 +52,16 @@ def disk_partition_space_used_percent(path: str) -> float:
         return -1.0
     percent = used * 100 // entire + (1 if used * 100 % entire else 0)
     return percent / 100.0
+
+
+def disk_capacity(path: str) -> tuple[int, int] | None:
+    """``(total, usable)`` bytes of the disk holding ``path`` as the Java broker reports them in
+    ``commitLogDirCapacity`` ("Total : ..., Free : ..."): 4.9.8's ``AdminBrokerProcessor.prepareRuntimeInfo``
+    prints ``File.getTotalSpace()`` (f_blocks) and ``File.getUsableSpace()`` (f_bavail, what an unprivileged
+    writer can still use; not ``getFreeSpace()``, f_bfree, which counts the reserved blocks). None when the
+    path cannot be read (Java then leaves the key out)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize

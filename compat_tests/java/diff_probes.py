@@ -56,6 +56,8 @@ ORDINARY = [
     Probe("consume queue", 321, {"topic": TOPIC, "queueId": "0", "index": "0", "count": "2",
                                  "consumerGroup": GROUP}),
     Probe("system topics of the broker", 305),
+    Probe("delete expired commit log", 329),           # 72 h retention on both brokers: nothing to delete
+    Probe("clean expired consume queues", 306),        # nothing expired on either broker: nothing to drop
     Probe("lock batch", 41, body=orjson.dumps({"consumerGroup": GROUP, "clientId": CLIENT_ID, "mqSet": [
         {"topic": TOPIC, "brokerName": "broker-a", "queueId": 0}]})),
     Probe("all consumer offsets", 43),

@@ -7,21 +7,34 @@ from __future__ import annotations
 import json
 import time
 
-from javakit import JavaProcess
+import pytest
+
+from javakit import SETUP_BUDGET, JavaProcess
 from scenarios import create_topic
 
 TOPIC, GROUP = "JLifecycle", "js_lifecycle_cg"
+# Every wait of the test comes out of one budget (each also has its own bound), so the whole scenario is
+# bounded by BUDGET and fails with the step that ran out, before pytest-timeout would kill it.
+BUDGET = 600.0
+pytestmark = pytest.mark.timeout(SETUP_BUDGET + BUDGET + 120)   # + mqadmin resetOffsetByTime (60 s) and the stops
 
 
 class Clients:
-    def __init__(self, proc: JavaProcess) -> None:
+    def __init__(self, proc: JavaProcess, budget: float = BUDGET) -> None:
         self.proc = proc
         self.answered = 1                               # the "ready" line
+        self.deadline = time.monotonic() + budget
 
-    def do(self, cmd: str, timeout: float = 120, **kw) -> dict:
+    def left(self, timeout: float, what: str) -> float:
+        """``timeout`` or what is left of the budget, whichever is less; fails when nothing is left."""
+        left = min(timeout, self.deadline - time.monotonic())
+        assert left > 0, f"{what}: the scenario's {BUDGET:.0f} s budget is spent"
+        return left
+
+    def do(self, cmd: str, timeout: float = 60, **kw) -> dict:
         self.proc.send(json.dumps({"cmd": cmd, **kw}))
         want = self.answered + 1
-        self.proc.wait_for(lambda ev: len(ev) >= want, timeout, f"answer to {cmd}")
+        self.proc.wait_for(lambda ev: len(ev) >= want, self.left(timeout, cmd), f"answer to {cmd}")
         self.answered = want
         ev = self.proc.events[want - 1]
         assert "error" not in ev, ev
@@ -29,7 +42,7 @@ class Clients:
 
     def until(self, predicate, timeout: float, what: str) -> dict:
         """Poll the consumers' report until ``predicate(report)`` holds (bounded)."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + self.left(timeout, what)
         while True:
             report = self.do("report")["consumers"]
             if predicate(report):
@@ -45,8 +58,8 @@ def _bodies(report: dict, name: str, prefix: str = "") -> list[str]:
 def test_rebalance_restart_reset_and_broker_restart(rmqd_server, mqadmin_shell):
     create_topic(rmqd_server.broker_addr, TOPIC, 4)
     with JavaProcess("ConsumerLifecycle", rmqd_server.namesrv_addr) as proc:
-        proc.wait_for(lambda ev: ev and ev[0].get("op") == "ready", 90, "lifecycle JVM")
         c = Clients(proc)
+        proc.wait_for(lambda ev: ev and ev[0].get("op") == "ready", c.left(90, "start"), "lifecycle JVM")
         c.do("start", name="c1", group=GROUP, topic=TOPIC)
         c.do("start", name="c2", group=GROUP, topic=TOPIC)
         c.until(lambda r: len(r["c1"]["queues"]) == len(r["c2"]["queues"]) == 2

@@ -1,7 +1,11 @@
 """The Java kit itself works here: our program compiles and sends to rmqd and to the reference broker."""
 from __future__ import annotations
 
-from javakit import mqadmin, require_kit, run_java
+import pytest
+
+from javakit import SETUP_BUDGET, mqadmin, require_kit, run_java
+
+pytestmark = pytest.mark.timeout(SETUP_BUDGET + 2 * 60 + 60)     # two Java runs of at most 60 s
 
 
 def test_java_program_sends_to_rmqd_and_reference(rmqd_server, reference_cluster) -> None:

@@ -10,10 +10,14 @@ import os
 import re
 
 import pytest
-from javakit import mqadmin
+from javakit import REFERENCE_BROKER_PROPERTIES, SETUP_BUDGET, mqadmin
 from scenarios import PUSH_CONSUMER, create_topic, produce, run, wait_for
 
-from rmqd.fileutil import disk_partition_space_used_percent
+from rmqd.fileutil import disk_capacity, disk_partition_space_used_percent
+
+# bin/mqadmin starts a JVM per call (seconds each); the longest test runs a push consumer (90 s) and waits for
+# its offsets (30 s) on each broker
+pytestmark = pytest.mark.timeout(SETUP_BUDGET + 2 * (90 + 30 + 60) + 60)
 
 
 def _ok(res) -> str:
@@ -26,16 +30,46 @@ def _space_column(cluster_list: str) -> float:
     return float(row.split()[-1])
 
 
-def test_disk_ratio_is_javas_used_over_used_plus_usable(rmqd_server, reference_cluster) -> None:
-    """clusterList #SPACE (commitLogDiskRatio): Java's UtilAll formula on the store's disk, the same
-    figure the Java broker reports for the same disk."""
+def _exported_disk_ratio(shell, cluster, out_dir) -> float:
+    """exportMetrics' evaluateReport.<broker>.runtimeQuota.diskRatio.commitLogDiskRatio."""
+    out_dir.mkdir()
+    _ok(shell.run("exportMetrics", "-n", cluster.namesrv_addr, "-c", "DefaultCluster", "-f", str(out_dir)))
+    report = json.loads((out_dir / "metrics.json").read_text())["evaluateReport"]["broker-a"]
+    return float(report["runtimeQuota"]["diskRatio"]["commitLogDiskRatio"])
+
+
+def _gib(capacity: str) -> tuple[float, float]:
+    """commitLogDirCapacity "Total : 252.0 GiB, Free : 73.1 GiB." as (total, free) in GiB."""
+    total, free = re.fullmatch(r"Total : ([\d.]+) GiB, Free : ([\d.]+) GiB\.", capacity.strip()).groups()
+    return float(total), float(free)
+
+
+def _broker_status(shell, cluster) -> dict[str, str]:
+    out = _ok(shell.run("brokerStatus", "-n", cluster.namesrv_addr, "-b", cluster.broker_addr))
+    return {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in out.splitlines() if ":" in ln)}
+
+
+def test_disk_ratio_is_javas_used_over_used_plus_usable(rmqd_server, reference_cluster, mqadmin_shell,
+                                                        tmp_path) -> None:
+    """clusterList #SPACE and exportMetrics' commitLogDiskRatio: Java's UtilAll formula on the store's disk,
+    the figure the Java broker reports for its own disk (the same disk here, or computed for the reference's
+    when they differ); commitLogDirCapacity is the total and the usable space, as Java prints it. (The
+    session's mqadmin JVM: bin/mqadmin costs seconds per call.)"""
     ours = _space_column(_ok(mqadmin("clusterList", "-n", rmqd_server.namesrv_addr)))
+    theirs = _space_column(_ok(mqadmin_shell.run("clusterList", "-n", reference_cluster.namesrv_addr)))
     expected = disk_partition_space_used_percent(rmqd_server.store_dir)
     assert abs(ours - expected) <= 0.011, (ours, expected)
     same_disk = os.stat(rmqd_server.store_dir).st_dev == os.stat(reference_cluster.workdir).st_dev
-    if same_disk:
-        theirs = _space_column(_ok(mqadmin("clusterList", "-n", reference_cluster.namesrv_addr)))
-        assert abs(ours - theirs) <= 0.011, (ours, theirs)
+    java_expected = ours if same_disk else disk_partition_space_used_percent(str(reference_cluster.workdir))
+    assert abs(theirs - java_expected) <= 0.011, (theirs, java_expected, same_disk)
+    assert abs(_exported_disk_ratio(mqadmin_shell, rmqd_server, tmp_path / "rmqd") - expected) <= 0.011
+    assert abs(_exported_disk_ratio(mqadmin_shell, reference_cluster, tmp_path / "java") - java_expected) <= 0.011
+    ours_cap = _gib(_broker_status(mqadmin_shell, rmqd_server)["commitLogDirCapacity"])
+    total, usable = disk_capacity(rmqd_server.store_dir)
+    assert abs(ours_cap[0] - total / 2**30) <= 0.1 and abs(ours_cap[1] - usable / 2**30) <= 0.2, ours_cap
+    if same_disk:                              # other writers move the free space a little between the two reads
+        theirs_cap = _gib(_broker_status(mqadmin_shell, reference_cluster)["commitLogDirCapacity"])
+        assert ours_cap[0] == theirs_cap[0] and abs(ours_cap[1] - theirs_cap[1]) <= 0.2, (ours_cap, theirs_cap)
 
 
 def _config_keys(text: str) -> set[str]:
@@ -43,21 +77,27 @@ def _config_keys(text: str) -> set[str]:
             if "=" in line and not line.startswith("=")}
 
 
+@pytest.mark.rmqd_broker(**REFERENCE_BROKER_PROPERTIES)
 def test_get_broker_config_has_every_java_property_and_export_configs_works(rmqd_server, reference_cluster,
-                                                                            tmp_path) -> None:
+                                                                            mqadmin_shell, tmp_path) -> None:
+    """Every property of Java's GET_BROKER_CONFIG, and exportConfigs writes what it writes for the Java broker
+    (the same configuration: the reference's extra settings on both)."""
     ours = _config_keys(_ok(mqadmin("getBrokerConfig", "-n", rmqd_server.namesrv_addr,
                                     "-b", rmqd_server.broker_addr)))
     theirs = _config_keys(_ok(mqadmin("getBrokerConfig", "-n", reference_cluster.namesrv_addr,
                                       "-b", reference_cluster.broker_addr)))
     assert len(theirs) > 170
     assert theirs - ours == set(), f"missing Java properties: {sorted(theirs - ours)}"
-    out = _ok(mqadmin("exportConfigs", "-n", rmqd_server.namesrv_addr, "-c", "DefaultCluster",
-                      "-f", str(tmp_path)))
-    assert "success" in out
-    exported = json.loads((tmp_path / "configs.json").read_text())
-    broker_cfg = exported["brokerConfigs"]["broker-a"]
+    exported = {}
+    for name, cluster in (("rmqd", rmqd_server), ("java", reference_cluster)):
+        out = _ok(mqadmin_shell.run("exportConfigs", "-n", cluster.namesrv_addr, "-c", "DefaultCluster",
+                          "-f", str(tmp_path / name)))
+        assert out.strip() == f"export {tmp_path / name / 'configs.json'} success", (name, out)
+        exported[name] = json.loads((tmp_path / name / "configs.json").read_text())
+    broker_cfg = exported["rmqd"]["brokerConfigs"]["broker-a"]
     for key in ("filterServerNums", "msgTraceTopicName", "slaveReadEnable", "useTLS"):
         assert key in broker_cfg, key
+    assert exported["rmqd"] == exported["java"]
 
 
 def _broker_consume_rows(output: str, topic: str, group: str) -> list[list[str]]:
@@ -116,16 +156,19 @@ def test_query_cq_of_a_queue_without_messages_is_javas_error(rmqd_server, refere
 
 
 @pytest.mark.rmqd_broker(mapedFileSizeCommitLog=64 * 1024, fileReservedTime=0, deleteWhen="99")
-def test_delete_expired_commitlog_deletes_now(rmqd_server, client_pythons) -> None:
+def test_delete_expired_commitlog_deletes_now(rmqd_server, reference_cluster, mqadmin_shell, client_pythons) -> None:
     """deleteExpiredCommitLog: Java answers success and runs the expired-file deletion at once,
-    whatever deleteWhen says (fileReservedTime 0: every sealed file is expired)."""
+    whatever deleteWhen says (fileReservedTime 0: every sealed file is expired). mqadmin prints the same
+    for both brokers (the reference keeps its 72 h: nothing of it goes)."""
     produce(client_pythons["cpp1"], rmqd_server.namesrv_addr, "ExpireMe", 300, "sync", prefix="x" * 600)
     cl_dir = os.path.join(rmqd_server.store_dir, "commitlog")
     head = rmqd_server.broker.store.commitlog_max_offset()
     sealed = [f for f in os.listdir(cl_dir) if int(f) + 64 * 1024 <= head]
     assert len(sealed) >= 2
-    out = _ok(mqadmin("deleteExpiredCommitLog", "-n", rmqd_server.namesrv_addr, "-c", "DefaultCluster"))
-    assert "success" in out
+    ours = _ok(mqadmin("deleteExpiredCommitLog", "-n", rmqd_server.namesrv_addr, "-c", "DefaultCluster"))
+    theirs = _ok(mqadmin_shell.run("deleteExpiredCommitLog", "-n", reference_cluster.namesrv_addr,
+                                   "-c", "DefaultCluster"))
+    assert ours == theirs and ours.strip() == "success", (ours, theirs)
     assert set(sealed) & set(os.listdir(cl_dir)) == set()          # every sealed (expired) file went
     assert rmqd_server.broker.store.commitlog_min_offset() > 0
 

@@ -1,29 +1,37 @@
 """The kit's mqadmin against rmqd, sub-command by sub-command, each with its effect checked (issue 12).
 
 One embedded rmqd for the module; the sub-commands run in the session's mqadmin JVM (``mqadmin_shell``:
-mqadmin's own entry point, one JVM for all). The 4.9.8 sub-commands covered elsewhere: the ACL ones in
-test_acl.py; queryCq, exportConfigs, exportMetrics and deleteExpiredCommitLog (also compared with the Java
-broker) in test_mqadmin_parity.py. ``test_every_sub_command_is_swept`` checks the list against mqadmin's own.
+mqadmin's own entry point, one JVM for all). Sub-commands also run elsewhere: the ACL ones in test_acl.py;
+queryCq, exportConfigs, exportMetrics and deleteExpiredCommitLog (compared with the Java broker too) in
+test_mqadmin_parity.py. ``test_every_sub_command_is_swept`` reads which sub-commands those modules run from
+their sources and checks the list against mqadmin's own.
 """
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
 
 from differential import heartbeat_body
-from javakit import JavaProcess, require_kit, work_dir
+from javakit import SETUP_BUDGET, JavaProcess, require_kit, work_dir
 from scenarios import wait_for
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
+from rmqd.store.message import MessageToStore
 from rmqd.testing import EmbeddedServer
 
 T, T2, G, G2 = "SweepTopic", "SweepGone", "SweepGroup", "SweepClone"
-SWEPT: set[str] = set()
-ELSEWHERE = {"updateAclConfig", "deleteAclConfig", "clusterAclConfigVersion", "updateGlobalWhiteAddr",  # test_acl
-             "queryCq", "exportConfigs", "exportMetrics", "deleteExpiredCommitLog"}            # test_mqadmin_parity
+HERE = Path(__file__).resolve().parent
+# Modules that run mqadmin sub-commands: calls adm("x", ...), mqadmin("x", ...), <shell>.run("x", ...), and
+# test_differential's MQADMIN_CASES.
+SWEEPING_MODULES = ("test_mqadmin_sweep.py", "test_mqadmin_parity.py", "test_acl.py", "test_differential.py",
+                    "test_consumer_lifecycle.py", "test_java_kit.py")
+
+# each sub-command waits at most 60 s (+30 s for the shell); the online-clients test waits up to 90 s for its JVM
+pytestmark = pytest.mark.timeout(SETUP_BUDGET + 300)
 
 
 @pytest.fixture(scope="module")
@@ -34,17 +42,21 @@ def server(tmp_path_factory):
     s.stop()
 
 
-@pytest.fixture(scope="module")
-def adm(server, mqadmin_shell):
+def make_adm(server, mqadmin_shell):
     def run(*args: str, ok: bool = True, endless: bool = False) -> str:
-        """``endless``: a sub-command that repeats until killed (clusterRT): stopped after 8 s."""
-        SWEPT.add(args[0])
+        """``endless``: a sub-command that repeats until killed (clusterRT): stopped after 8 s (its output then
+        ends with the InterruptedException of that stop)."""
         res = mqadmin_shell.run(*args, "-n", server.namesrv_addr, timeout=8 if endless else 60)
         assert endless or not res.timed_out, args
-        if ok:
+        if ok and not endless:
             assert "Exception" not in res.stdout, res.stdout[-3000:]
         return res.stdout
     return run
+
+
+@pytest.fixture(scope="module")
+def adm(server, mqadmin_shell):
+    return make_adm(server, mqadmin_shell)
 
 
 def _offsets(server, group: str, topic: str) -> dict[int, int]:
@@ -113,6 +125,11 @@ def test_messages_sent_queried_and_printed(server, adm):
     assert len([r for r in _rows(rt, "broker-a") if "true" in r]) == 5, rt
     status = adm("sendMsgStatus", "-b", "broker-a", "-c", "3", "-s", "64")
     assert status.count("SEND_OK") == 3, status
+    # statsAll: #InMsg24Hour (TOPIC_PUT_NUMS of the day) counts every message stored in the topic
+    stored = sum(server.broker.store.get_max_offset(T, q) for q in range(4))
+    assert stored >= 11
+    rows = _rows(adm("statsAll", "-t", T), T)
+    assert rows and all(int(r[-2]) == stored for r in rows), (stored, rows)
 
 
 def test_groups_and_offsets(server, adm):
@@ -179,8 +196,23 @@ def test_broker_namesrv_and_cluster_commands(server, adm, tmp_path):
     rows = _rows(adm("clusterList"), "DefaultCluster")
     assert rows and rows[0][1] == "broker-a" and rows[0][3] == server.broker_addr
     assert "broker-a" in adm("clusterList", "-m")
-    status = adm("brokerStatus", "-b", server.broker_addr)
-    assert re.search(r"pageCacheLockTimeMills\s*:\s*\d+", status) and "remainTransientStoreBufferNumbs" in status
+    assert "SEND_OK" in adm("sendMessage", "-t", T, "-p", "status-probe", "-b", "broker-a", "-i", "0")
+    store = server.broker.store
+    status = dict((k.strip(), v.strip()) for k, v in (ln.split(":", 1) for ln in
+                                                     adm("brokerStatus", "-b", server.broker_addr).splitlines()
+                                                     if ":" in ln))
+    assert int(status["pageCacheLockTimeMills"]) >= 0 and status["remainTransientStoreBufferNumbs"] == str(2**31 - 1)
+    # computed figures, not placeholders
+    assert int(status["commitLogMaxOffset"]) == store.commitlog_max_offset() > 0
+    assert int(status["commitLogMinOffset"]) == store.commitlog_min_offset() == 0
+    puts = int(status["putMessageTimesTotal"])
+    assert puts >= 1 and int(status["msgPutTotalTodayNow"]) == puts
+    assert int(status["putMessageSizeTotal"]) > 0 and float(status["putMessageAverageSize"]) > 0
+    assert 0 < float(status["commitLogDiskRatio"]) < 1
+    assert int(status["earliestMessageTimeStamp"]) > 1_600_000_000_000
+    assert int(status["startAcceptSendRequestTimeStamp"]) > 1_600_000_000_000
+    assert re.fullmatch(r"\[ \d+ days, \d+ hours, \d+ minutes, \d+ seconds \]", status["runtime"])
+    assert re.fullmatch(r"Total : [\d.]+ [KMGTPE]iB, Free : [\d.]+ [KMGTPE]iB\.", status["commitLogDirCapacity"])
     adm("updateBrokerConfig", "-b", server.broker_addr, "-k", "maxMessageSize", "-v", "4194305")
     assert re.search(r"maxMessageSize\s*=\s*4194305", adm("getBrokerConfig", "-b", server.broker_addr))
     assert server.broker.config.maxMessageSize == 4194305
@@ -202,8 +234,6 @@ def test_broker_namesrv_and_cluster_commands(server, adm, tmp_path):
     assert '"perm":4' in adm("topicRoute", "-t", T).replace(" ", "")
     adm("addWritePerm", "-b", "broker-a")
     assert '"perm":6' in adm("topicRoute", "-t", T).replace(" ", "")
-    assert "success" in adm("cleanExpiredCQ", "-c", "DefaultCluster")
-    assert "success" in adm("cleanUnusedTopic", "-c", "DefaultCluster")
     out = tmp_path / "meta"
     adm("exportMetadata", "-c", "DefaultCluster", "-f", str(out))
     exported = "".join(p.read_text() for p in out.rglob("*") if p.is_file())
@@ -213,8 +243,60 @@ def test_broker_namesrv_and_cluster_commands(server, adm, tmp_path):
     assert row and row[0][1] == "broker-a", rt
 
 
+def test_expired_and_unused_consume_queues_are_cleaned(mqadmin_shell, tmp_path):
+    """deleteExpiredCommitLog, then cleanExpiredCQ drops the queues whose messages retention removed, and
+    cleanUnusedTopic the queues of a topic that is not configured (a broker of its own with 64 KiB
+    CommitLog files and no retention time)."""
+    with EmbeddedServer(store_dir=str(tmp_path / "store"), broker_properties=dict(
+            mapedFileSizeCommitLog=64 * 1024, fileReservedTime=0, deleteWhen="99")) as small:
+        adm = make_adm(small, mqadmin_shell)
+        store = small.broker.store
+        adm("updateTopic", "-b", small.broker_addr, "-t", "SweepExpired", "-r", "2", "-w", "2")
+        adm("updateTopic", "-b", small.broker_addr, "-t", "SweepFiller", "-r", "1", "-w", "1")
+        for i in range(40):
+            assert store.put_message(MessageToStore.create("SweepExpired", i % 2, b"e" * 1000)).ok
+        for i in range(200):                                   # rolls the CommitLog past SweepExpired's files
+            assert store.put_message(MessageToStore.create("SweepFiller", 0, b"f" * 1000)).ok
+        assert store.put_message(MessageToStore.create("SweepOrphan", 0, b"o")).ok      # no topic config
+        assert {"SweepExpired", "SweepFiller", "SweepOrphan"} <= store.topics()
+        assert adm("deleteExpiredCommitLog", "-c", "DefaultCluster").strip() == "success"
+        assert store.commitlog_min_offset() > 0
+        assert "success" in adm("cleanExpiredCQ", "-c", "DefaultCluster")
+        assert "SweepExpired" not in store.topics()                       # every message of it is gone
+        assert {"SweepFiller", "SweepOrphan"} <= store.topics()           # live messages: kept
+        status = _rows(adm("topicStatus", "-t", "SweepExpired"), "broker-a")
+        assert [(r[1], r[2], r[3]) for r in status] == [("0", "0", "0"), ("1", "0", "0")], status
+        assert "success" in adm("cleanUnusedTopic", "-c", "DefaultCluster")
+        assert "SweepOrphan" not in store.topics() and "SweepFiller" in store.topics()
+        cq_dir = Path(store.config.consume_queue_dir)
+        assert not (cq_dir / "SweepOrphan").exists() and not (cq_dir / "SweepExpired").exists()
+
+
+def _sub_commands_run_by(source: str) -> set[str]:
+    """The first string argument of every adm(...) / mqadmin(...) / x.run(...) call, and the first element
+    of each MQADMIN_CASES entry, in a module's source."""
+    found = set()
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            f = node.func
+            if (isinstance(f, ast.Name) and f.id in ("adm", "mqadmin")) or \
+                    (isinstance(f, ast.Attribute) and f.attr == "run"):
+                found.add(node.args[0].value)
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "MQADMIN_CASES"
+                                                for t in node.targets):
+            for case in node.value.elts:
+                found.add(case.elts[0].elts[0].value)
+    return found
+
+
 def test_every_sub_command_is_swept(mqadmin_shell):
-    """The 4.9.8 mqadmin's own list of sub-commands, against what this module ran (plus ELSEWHERE)."""
+    """The 4.9.8 mqadmin's own list of sub-commands, against what the Java test modules run (read from their
+    sources, so the check does not depend on which tests ran before it)."""
     listed = set(re.findall(r"^\s{3}(\w+)\s", mqadmin_shell.run().stdout, re.M))
     assert len(listed) == 56, listed
-    assert listed - SWEPT - ELSEWHERE == set()
+    covered = set()
+    for name in SWEEPING_MODULES:
+        covered |= _sub_commands_run_by((HERE / name).read_text())
+    assert listed - covered == set()

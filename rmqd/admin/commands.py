@@ -881,17 +881,17 @@ def compact_topic(c: AdminClient, a: Any) -> None:
 
 
 def compaction_status(c: AdminClient, a: Any) -> None:
-    """Per queue: last compacted offset, files, records, bytes before/after, last run (code 9002)."""
-    print("%-32s  %-4s  %-14s  %-14s  %-6s  %-10s  %-12s  %-12s  %-12s  %s" % (
-        "#Topic", "#QID", "#MinOffset", "#Compacted", "#Files", "#Records", "#Bytes", "#Before", "#After",
-        "#LastRun (ms)"))
+    """Per queue: last compacted offset, files, records, live keys, bytes before/after, last run (code 9002)."""
+    print("%-32s  %-4s  %-14s  %-14s  %-6s  %-10s  %-10s  %-12s  %-12s  %-12s  %-5s  %s" % (
+        "#Topic", "#QID", "#MinOffset", "#Compacted", "#Files", "#Records", "#LiveKeys", "#Bytes", "#Before",
+        "#After", "#Runs", "#LastRun (ms)"))
     ext = {"topic": a.topic} if a.topic else {}
     for addr in _compaction_addrs(c, a):
         for q in (c.call_json(addr, 9002, ext) or {}).get("queues", []):
-            print("%-32s  %-4d  %-14d  %-14d  %-6d  %-10d  %-12d  %-12d  %-12d  %s (%s)" % (
+            print("%-32s  %-4d  %-14d  %-14d  %-6d  %-10d  %-10d  %-12d  %-12d  %-12d  %-5d  %s (%s)" % (
                 q["topic"], q["queueId"], q["minOffset"], q["last_compacted_offset"], q["files"], q["records"],
-                q["bytes"], q["last_bytes_before"], q["last_bytes_after"], _ts(q["last_run_ms"]),
-                q["last_duration_ms"]))
+                q["liveKeys"], q["bytes"], q["last_bytes_before"], q["last_bytes_after"], q["runs"],
+                _ts(q["last_run_ms"]), q["last_duration_ms"]))
 
 
 def adopt_compaction(c: AdminClient, a: Any) -> None:

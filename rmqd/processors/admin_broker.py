@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from rmqd.config import BrokerConfig, parse_properties
+from rmqd.fileutil import disk_capacity
 from rmqd.java_config_defaults import java_broker_properties
 from rmqd.processors.admin_common import json_response
 from rmqd.remoting.codes import RequestCode, ResponseCode, Version
@@ -167,12 +168,12 @@ class BrokerAdminProcessor:
             t["remainHowManyDataToCommit"] = human_bytes(0)
         else:
             t["remainTransientStoreBufferNumbs"] = str(2 ** 31 - 1)
-        try:
-            import shutil          # imports bz2/lzma: only when needed
-            du = shutil.disk_usage(store.config.store_root_dir)
-            t["commitLogDirCapacity"] = f"Total : {human_bytes(du.total)}, Free : {human_bytes(du.free)}."
-        except OSError as exc:
-            log.warning("disk usage of %s: %s", store.config.store_root_dir, exc)
+        capacity = disk_capacity(store.config.store_root_dir)
+        if capacity is not None:
+            t["commitLogDirCapacity"] = f"Total : {human_bytes(capacity[0])}, Free : {human_bytes(capacity[1])}."
+        else:
+            log.warning("disk capacity of %s cannot be read: commitLogDirCapacity left out, as Java does",
+                        store.config.store_root_dir)
         if store.compaction is not None:
             t.update(store.compaction.runtime_info())
         if store.tier is not None and store.tier.started:

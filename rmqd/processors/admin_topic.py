@@ -101,16 +101,27 @@ class TopicAdminProcessor:
 
     # ------------------------------------------------------------------ 306 / 316
     def clean_unused_topics(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        """Drop consume queues of topics no longer configured (Java cleanUnusedTopic /
-        cleanExpiredConsumerQueue; expired CQ files themselves go with commit-log retention)."""
+        """CLEAN_UNUSED_TOPIC (316): drop the consume queues of topics no longer configured, but for
+        SCHEDULE_TOPIC_XXXX and RMQ_SYS_TRANS_OP_HALF_TOPIC (Java's DefaultMessageStore.cleanUnusedTopic)."""
         broker = self.broker
         mgr = broker.topic_config_manager
-        gone = [t for t in broker.store.topics() if mgr.get(t) is None and t != SCHEDULE_TOPIC]
+        gone = [t for t in broker.store.topics() if mgr.get(t) is None and t not in _KEPT_WHEN_UNUSED]
         for topic in gone:
-            log.info("%s: removing consume queues of unused topic %s",
-                     RequestCode(request.code).name, topic)
+            log.info("cleanUnusedTopic: removing consume queues of unused topic %s (from %s)", topic,
+                     getattr(conn, "remote_address", "?"))
             broker.store.delete_topic(topic)
         return new_response()
+
+    def clean_expired_consume_queues(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (306): drop the consume queues whose messages retention removed
+        (MessageStore.clean_expired_consume_queues)."""
+        dropped = self.broker.store.clean_expired_consume_queues()
+        log.info("cleanExpiredConsumeQueue from %s: %d consume queue(s) destroyed",
+                 getattr(conn, "remote_address", "?"), len(dropped))
+        return new_response()
+
+
+_KEPT_WHEN_UNUSED = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
 
 
 def topic_offset_table(broker: "BrokerController", topic: str, queues: int) -> dict:
@@ -136,5 +147,6 @@ def install(broker: "BrokerController") -> TopicAdminProcessor:
     d.register(RequestCode.GET_ALL_TOPIC_CONFIG, p.get_all_topic_config, pool)
     d.register(RequestCode.GET_TOPIC_STATS_INFO, p.get_topic_stats_info, pool)
     d.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, p.get_system_topic_list, pool)
-    d.register([RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, RequestCode.CLEAN_UNUSED_TOPIC], p.clean_unused_topics, pool)
+    d.register(RequestCode.CLEAN_UNUSED_TOPIC, p.clean_unused_topics, pool)
+    d.register(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, p.clean_expired_consume_queues, pool)
     return p

@@ -704,6 +704,41 @@ class MessageStore:
             self.tier.delete_topic(topic)
         return len(gone)
 
+    def clean_expired_consume_queues(self) -> list[tuple[str, int]]:
+        """Java's ``cleanExpiredConsumerQueue`` (mqadmin cleanExpiredCQ): drop every consume queue whose last
+        message ends below the CommitLog's min offset (retention removed all of its messages); its queue
+        offsets restart at 0, as Java's do. SCHEDULE_TOPIC_XXXX is kept as in Java, and so are queues whose
+        records another layer still serves (compaction topics, the tiered store's). Returns what went."""
+        cl_min = self.commitlog_min_offset()
+        dropped: list[tuple[str, int]] = []
+        with self._put_lock, self._cq_lock:
+            new = dict(self._cqs)
+            for key, cq in self._cqs.items():
+                topic, qid = key
+                if topic == SCHEDULE_TOPIC or self._compacted(topic) is not None:
+                    continue
+                n = cq.max_offset
+                last = cq.get_entry(n - 1) if n > 0 else None
+                if last is None or last[1] == BLANK_ENTRY[1]:
+                    continue                 # Java: "maybe ConsumeQueue was created just now"
+                if last[0] + last[1] >= cl_min:
+                    continue
+                if self.tier is not None and self.tier.started and self.tier.reads.min_offset(topic, qid, n) < n:
+                    continue                 # the tiered store still serves its messages
+                log.info("cleanExpiredConsumerQueue: %s %d consume queue destroyed, minCommitLogOffset: %d "
+                         "maxCLOffsetInConsumeQueue: %d", topic, qid, cl_min, last[0] + last[1])
+                new.pop(key).destroy()
+                self._queue_offsets.pop(key, None)
+                self._engine.states.pop(key, None)
+                dropped.append(key)
+            self._cqs = new
+        for topic in {t for t, _q in dropped}:
+            tdir = os.path.join(self.config.consume_queue_dir, topic)
+            if os.path.isdir(tdir) and not os.listdir(tdir):
+                os.rmdir(tdir)
+                log.info("cleanExpiredConsumerQueue: %s, topic destroyed", topic)
+        return dropped
+
     def topics(self) -> set[str]:
         return {k[0] for k in self._cqs}
 

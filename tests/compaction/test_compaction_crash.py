@@ -72,6 +72,10 @@ def test_kill_at_step_then_restart(tmp_path, step):
         assert os.listdir(os.path.join(root, "compaction", d, TOPIC, "0", "compacting")) == []
     got_before = read_all(store)
     keys_before = [k for _o, k, _v in got_before]
+    offs_before = [o for o, _k, _v in got_before]
+    # no record twice, none out of order: strictly increasing offsets, each the record sent there
+    assert all(a < b for a, b in zip(offs_before, offs_before[1:])), f"non-increasing offsets after a kill at {step}"
+    assert all(sent[o] == (o, k, v) for o, k, v in got_before)
     newest = newest_per_key(sent)
     for k, (off, v) in newest.items():          # nothing surviving was lost by the kill
         if v:
@@ -79,5 +83,7 @@ def test_kill_at_step_then_restart(tmp_path, step):
     (_, res), = store.compaction.compact(TOPIC, 0)
     got = read_all(store)
     assert got == _expected(store, sent)
+    offs = [o for o, _k, _v in got]
+    assert all(a < b for a, b in zip(offs, offs[1:]))
     assert len(keys_before) >= len(got)
     store.shutdown()

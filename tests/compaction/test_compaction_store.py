@@ -29,9 +29,27 @@ def _expected(store, sent):
     return want + [s for s in sent if s[0] >= active_from]
 
 
+def _fill_interleaved(store, versions=50, keys=10, filler=300, size=100):
+    """Each key write is followed by a unique filler, so after compaction the survivors (fillers and each
+    key's newest value) sit at increasing offsets with a gap wherever an old version was dropped."""
+    sent = []
+    n = 0
+    for v in range(versions):
+        for k in range(keys):
+            val = f"k{k}-v{v}-".encode() + b"x" * size
+            sent.append((put(store, f"key-{k}", val), f"key-{k}", val))
+            val = f"i{n}".encode() + b"y" * size
+            sent.append((put(store, f"inter-{n}", val), f"inter-{n}", val))
+            n += 1
+    for f in range(filler):                      # unique keys: roll the log files
+        val = f"f{f}".encode() + b"y" * size
+        sent.append((put(store, f"filler-{f}", val), f"filler-{f}", val))
+    return sent
+
+
 def test_newest_value_per_key_with_original_offsets(tmp_path):
     store = open_store(tmp_path / "s")
-    sent = _fill(store)
+    sent = _fill_interleaved(store)
     before = read_all(store)
     assert before == sent                            # not compacted yet: everything, in order
     (q, res), = store.compaction.compact(TOPIC, 0)
@@ -43,15 +61,21 @@ def test_newest_value_per_key_with_original_offsets(tmp_path):
     newest = newest_per_key(sent)
     for k in range(10):
         assert newest[f"key-{k}"] in [(o, v) for o, kk, v in got if kk == f"key-{k}"]
-    # a pull inside a gap returns the next surviving record; at max: OFFSET_OVERFLOW_ONE
-    first_two = [g[0] for g in got[:2]]
-    if first_two[1] - first_two[0] > 1:
-        r = store.get_messages(TOPIC, 0, first_two[0] + 1, 1)
-        assert r.status is GetMessageStatus.FOUND and r.queue_offsets == [first_two[1]]
+    # the first record (key-0's first version) is gone: the min offset is the first survivor's
+    assert store.get_min_offset(TOPIC, 0) == got[0][0] == 1
+    # a pull inside a gap returns the next surviving record, for every gap of the compacted part
+    gaps = [(a, b) for a, b in zip(offs, offs[1:]) if b - a > 1]
+    assert len(gaps) >= 400, len(gaps)               # every old key version left one
+    for a, b in gaps:
+        r = store.get_messages(TOPIC, 0, a + 1, 1)
+        assert r.status is GetMessageStatus.FOUND and r.queue_offsets == [b], (a, b, r.status)
+        assert r.next_begin_offset == b + 1
+    # below the min offset as well
+    r = store.get_messages(TOPIC, 0, 0, 1)
+    assert r.status is GetMessageStatus.FOUND and r.queue_offsets == [1]
     mx = store.get_max_offset(TOPIC, 0)
     assert mx == len(sent)
     assert store.get_messages(TOPIC, 0, mx, 32).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
-    assert store.get_min_offset(TOPIC, 0) == got[0][0]
     # live tail after compaction
     off = put(store, "key-3", b"live")
     assert read_all(store, start=off) == [(off, "key-3", b"live")]
@@ -82,9 +106,12 @@ def test_tombstone_removes_the_key(tmp_path):
     put(store, "key-4", b"")                                  # empty body: delete key-4
     sent2 = _fill(store, versions=0, filler=500)
     store.compaction.compact(TOPIC, 0)
-    keys = [k for _o, k, _v in read_all(store)]
+    got = read_all(store)
+    keys = [k for _o, k, _v in got]
     assert "key-4" not in keys and "key-3" in keys
-    assert len(keys) == len(set(keys)) or sent2  # fillers are unique
+    assert len(keys) == len(set(keys))               # each key once: the fillers after it are unique
+    want = _expected(store, sent + [(sent2[0][0] - 1, "key-4", b"")] + sent2)
+    assert got == [w for w in want if w[2]]          # the tombstone itself is dropped with its key
     store.shutdown()
 
 

@@ -52,3 +52,18 @@ def test_store_retention_and_stats_use_the_java_figure(tmp_path, monkeypatch):
     finally:
         store.shutdown()
     assert os.path.isdir(tmp_path / "s")
+
+
+def test_capacity_is_total_and_usable_space_like_javas_runtime_info(monkeypatch):
+    """commitLogDirCapacity: 4.9.8 prints File.getTotalSpace() and File.getUsableSpace() (f_bavail), so the
+    blocks reserved for root are not "Free" (javap of AdminBrokerProcessor.prepareRuntimeInfo)."""
+    from rmqd.processors.admin_broker import human_bytes
+
+    monkeypatch.setattr(fileutil.os, "statvfs", lambda p: FakeStatvfs(10000, 7228, 2773, frsize=1 << 20))
+    total, usable = fileutil.disk_capacity("/x")
+    assert (total, usable) == (10000 << 20, 2773 << 20)
+    assert (human_bytes(total), human_bytes(usable)) == ("9.8 GiB", "2.7 GiB")
+
+
+def test_capacity_of_an_unreadable_path_is_none(tmp_path):
+    assert fileutil.disk_capacity(str(tmp_path / "missing")) is None

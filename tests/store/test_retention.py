@@ -68,3 +68,23 @@ def test_retention_by_disk_ratio_and_refusal(make_store):
     mn = s.get_min_offset("T", 0)
     g = s.get_messages("T", 0, mn, 32)
     assert g.status == G.FOUND
+
+
+def test_clean_expired_consume_queues_drops_what_retention_emptied(make_store):
+    """Java's cleanExpiredConsumerQueue: a queue whose last message ends below the CommitLog's min offset
+    goes (its offsets restart at 0, as Java's); queues with live messages and SCHEDULE_TOPIC_XXXX stay."""
+    s = make_store(delete_when="99", disk_usage=lambda p: 10.0, file_reserved_time_hours=0)
+    for i in range(60):
+        assert s.put_message(MessageToStore.create("Old", i % 2, b"o" * 1000)).ok
+    assert s.put_message(MessageToStore.create("SCHEDULE_TOPIC_XXXX", 0, b"d" * 100)).ok
+    assert s.clean_expired_consume_queues() == []             # nothing expired yet
+    _fill(s)                                                   # topic T rolls the CommitLog further
+    assert s.execute_delete_files_manually() > 0
+    assert s.commitlog_min_offset() > 0
+    assert s.clean_expired_consume_queues() == [("Old", 0), ("Old", 1)]
+    assert "Old" not in s.topics() and not os.path.exists(os.path.join(s.config.consume_queue_dir, "Old"))
+    assert s._find_cq("T", 0) is not None and s._find_cq("SCHEDULE_TOPIC_XXXX", 0) is not None
+    r = s.put_message(MessageToStore.create("Old", 0, b"again"))
+    assert r.ok and r.queue_offset == 0
+    assert s.get_messages("Old", 0, 0, 1).status == G.FOUND
+    assert s.clean_expired_consume_queues() == []

@@ -49,11 +49,13 @@ public class ClientScenarios {
         for (int i = 1; i < args.length; i++) {
             Map<String, Object> ev = new LinkedHashMap<>();
             ev.put("op", args[i]);
+            long t0 = System.currentTimeMillis();
             try {
                 ev.putAll((Map<String, Object>) ClientScenarios.class.getDeclaredMethod(args[i]).invoke(null));
             } catch (java.lang.reflect.InvocationTargetException e) {
                 ev.put("error", String.valueOf(e.getCause()));
             }
+            ev.put("ms", System.currentTimeMillis() - t0);
             System.out.println(JSON.toJSONString(ev));
         }
         System.exit(0);
@@ -116,30 +118,51 @@ public class ClientScenarios {
         return r;
     }
 
-    static Map<String, Object> collect(DefaultMQPushConsumer c, int expect) throws Exception {
-        Set<String> got = ConcurrentHashMap.newKeySet();
-        AtomicInteger n = new AtomicInteger();
-        CountDownLatch latch = new CountDownLatch(expect);
-        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-            for (MessageExt m : msgs) { got.add(body(m)); n.incrementAndGet(); latch.countDown(); }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
-        c.start();
-        latch.await(WAIT_MS, TimeUnit.MILLISECONDS);
-        Thread.sleep(500);
-        c.shutdown();
-        Map<String, Object> r = new LinkedHashMap<>();
-        List<String> sorted = new ArrayList<>(got);
-        Collections.sort(sorted);
-        r.put("bodies", sorted);
-        r.put("deliveries", n.get());
-        return r;
+    /** A started push consumer counting what it receives until ``expect`` bodies arrived (or WAIT_MS). */
+    static class Collector {
+        final DefaultMQPushConsumer c;
+        final Set<String> got = ConcurrentHashMap.newKeySet();
+        final AtomicInteger n = new AtomicInteger();
+        final CountDownLatch latch;
+
+        Collector(DefaultMQPushConsumer c, int expect) throws Exception {
+            this.c = c;
+            this.latch = new CountDownLatch(expect);
+            c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                for (MessageExt m : msgs) { got.add(body(m)); n.incrementAndGet(); latch.countDown(); }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            c.start();
+        }
+
+        Map<String, Object> finish() throws Exception {
+            latch.await(WAIT_MS, TimeUnit.MILLISECONDS);
+            Thread.sleep(500);
+            c.shutdown();
+            Map<String, Object> r = new LinkedHashMap<>();
+            List<String> sorted = new ArrayList<>(got);
+            Collections.sort(sorted);
+            r.put("bodies", sorted);
+            r.put("deliveries", n.get());
+            return r;
+        }
     }
 
+    static Map<String, Object> collect(DefaultMQPushConsumer c, int expect) throws Exception {
+        return new Collector(c, expect).finish();
+    }
+
+    /** Two groups at once: "TagA || TagC" (sync, async, selector sends) and "TagB" (the oneway send and the batch). */
     static Map<String, Object> pushTags() throws Exception {
-        DefaultMQPushConsumer c = push("js_tags_cg");
-        c.subscribe("JSends", "TagA || TagC");
-        return collect(c, 8);
+        DefaultMQPushConsumer ac = push("js_tags_cg");
+        ac.subscribe("JSends", "TagA || TagC");
+        DefaultMQPushConsumer bc = push("js_tagb_cg");
+        bc.subscribe("JSends", "TagB");
+        Collector a = new Collector(ac, 8);
+        Collector b = new Collector(bc, 11);
+        Map<String, Object> r = a.finish();
+        r.put("tagB", b.finish().get("bodies"));
+        return r;
     }
 
     static Map<String, Object> pushSql() throws Exception {
@@ -231,7 +254,9 @@ public class ClientScenarios {
                 for (MessageExt m : c.poll(1000)) offs.add(m.getQueueOffset());
             }
             r.put("offsetsFrom3", offs.subList(0, Math.min(3, offs.size())));
+            r.put("polled", offs);
             c.commitSync();
+            r.put("committedAfterCommitSync", c.committed(q2));
             c.seekToBegin(q2);
             List<MessageExt> first = new ArrayList<>();
             deadline = System.currentTimeMillis() + WAIT_MS;
@@ -293,8 +318,10 @@ public class ClientScenarios {
         c.subscribe("JRetry", "*");
         c.setMaxReconsumeTimes(2);
         List<Integer> attempts = new CopyOnWriteArrayList<>();
+        List<Long> attemptMs = new CopyOnWriteArrayList<>();
+        long t0 = System.currentTimeMillis();
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-            for (MessageExt m : msgs) attempts.add(m.getReconsumeTimes());
+            for (MessageExt m : msgs) { attempts.add(m.getReconsumeTimes()); attemptMs.add(System.currentTimeMillis() - t0); }
             return ConsumeConcurrentlyStatus.RECONSUME_LATER;
         });
         c.start();
@@ -318,6 +345,7 @@ public class ClientScenarios {
         p.shutdown();
         Map<String, Object> r = new LinkedHashMap<>();
         r.put("attempts", attempts);
+        r.put("attemptMs", attemptMs);
         r.put("dlqMessages", dead);
         return r;
     }

@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -19,7 +20,8 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  * {"id": N, "args": [sub-command, options...], "timeoutMs": N}; each is run through mqadmin's own entry point
  * (MQAdminStartup.main0, what bin/mqadmin runs) with System.out/err captured, and answered with one line
  * {"id": N, "out": ..., "ms": ..., "timedOut": bool}. Saves a JVM start per sub-command. MQAdminStartup's list of
- * sub-command objects is emptied before each run, so every run gets new ones, as bin/mqadmin does.
+ * sub-command objects is emptied before each run, so every run gets new ones, as bin/mqadmin does. A sub-command
+ * that times out is interrupted and given 5 s to finish printing before the next one starts (System.out is global).
  */
 public class MqadminShell {
     public static void main(String[] args) throws Exception {
@@ -51,12 +53,21 @@ public class MqadminShell {
             long t0 = System.nanoTime();
             boolean timedOut = false;
             commands.clear();   // fresh sub-command objects, as in a new JVM (some cache a shut-down admin client)
-            Future<?> f = worker.submit(() -> MQAdminStartup.main0(cmd, null));
+            CountDownLatch done = new CountDownLatch(1);
+            Future<?> f = worker.submit(() -> {
+                try {
+                    MQAdminStartup.main0(cmd, null);
+                } finally {
+                    done.countDown();
+                }
+            });
             try {
                 f.get(timeoutMs, TimeUnit.MILLISECONDS);
             } catch (TimeoutException e) {
                 timedOut = true;
                 f.cancel(true);
+                // what the interrupted sub-command still prints belongs to it, not to the next one
+                done.await(5, TimeUnit.SECONDS);
             } catch (Exception e) {
                 e.printStackTrace(capture);
             } finally {

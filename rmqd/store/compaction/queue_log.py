@@ -252,6 +252,12 @@ class QueueCompactionLog:
     def byte_size(self) -> int:
         return sum(s.log_size for s in self.segments)
 
+    def compacted_keys(self, checkpoint: int) -> int:
+        """Distinct keys in the compacted files (sealed, wholly at or below ``checkpoint``): a run leaves each
+        key there once, tombstones dropped, so their records count the keys; 0 before the first run."""
+        with self.lock:
+            return sum(len(s.qoffs) for s in self.segments if s.sealed and s.qoffs and s.qoffs[-1] <= checkpoint)
+
     def sealed_segments(self) -> list[Segment]:
         with self.lock:
             return [s for s in self.segments if s.sealed]

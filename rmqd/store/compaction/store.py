@@ -450,7 +450,8 @@ class CompactionStore:
         self.checkpoint.drop_topic(topic)
 
     def status(self, topic: Optional[str] = None) -> list[dict]:
-        """Per queue: offsets, files, live records, bytes, and the last run's figures."""
+        """Per queue: offsets, files, records, live keys (``liveKeys``: keys in the compacted files, see
+        QueueCompactionLog.compacted_keys), bytes, and the last run's figures."""
         out = []
         for (t, q), qlog in sorted(self.logs.items()):
             if topic is not None and t != topic:
@@ -458,7 +459,8 @@ class CompactionStore:
             st = self.stats.get((t, q)) or QueueStats()
             out.append({"topic": t, "queueId": q, "minOffset": qlog.min_offset(),
                         "copiedOffset": qlog.next_offset(), "files": len(qlog.segments),
-                        "records": qlog.record_count(), "bytes": qlog.byte_size(), **asdict(st)})
+                        "records": qlog.record_count(), "liveKeys": qlog.compacted_keys(self.checkpoint.get(t, q)),
+                        "bytes": qlog.byte_size(), **asdict(st)})
         return out
 
     def runtime_info(self) -> dict[str, str]:
@@ -466,7 +468,8 @@ class CompactionStore:
         for row in self.status():
             info[f"compaction_{row['topic']}_{row['queueId']}"] = (
                 f"lastCompactedOffset={row['last_compacted_offset']},files={row['files']},"
-                f"records={row['records']},bytes={row['bytes']},bytesBefore={row['last_bytes_before']},"
+                f"records={row['records']},liveKeys={row['liveKeys']},bytes={row['bytes']},"
+                f"bytesBefore={row['last_bytes_before']},"
                 f"bytesAfter={row['last_bytes_after']},lastRunMs={row['last_run_ms']},"
                 f"lastDurationMs={row['last_duration_ms']}")
         return info
