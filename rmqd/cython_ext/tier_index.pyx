@@ -3,7 +3,8 @@
 
 * :func:`put_batch` — Java ``IndexStoreFile.putKey`` for many messages on the mapped writable file:
   item, slot head, header (magic, end time, used slots, item count), in that order per key.
-* :func:`compact` — the slot-grouped compacted form, written into a mapped scratch file, GIL free.
+* :func:`compact` — the slot-grouped compacted form, written into a mapped scratch file, GIL free
+  (whole, or in resumable pieces of slots).
 * :func:`query_chain` — walk one slot's chain of a writable file.
 * :func:`filter_run` — the items of one compacted slot run matching a hash and a time window.
 
@@ -124,21 +125,32 @@ def init_header(uint8_t[::1] buf, int64_t begin_ts, int64_t max_items) -> None:
     wr32(base + 24, 0)
 
 
-def compact(const uint8_t[::1] src, uint8_t[::1] dst, int64_t slots) -> int:
+def compact(const uint8_t[::1] src, uint8_t[::1] dst, int64_t slots, int64_t slot_lo=0, int64_t slot_hi=-1,
+            int64_t wpos=-1) -> int:
     """Write the compacted form of writable file ``src`` into ``dst`` (exactly
-    ``28 + slots*8 + 28*items`` bytes); returns the bytes written. Runs without the GIL."""
+    ``28 + slots*8 + 28*items`` bytes); returns the write position reached. Runs without the GIL.
+
+    It can run in pieces: slots [``slot_lo``, ``slot_hi``) starting at write position ``wpos``
+    (-1: after the slot table), the next piece continuing at the returned position. The header
+    is written by the piece that reaches the last slot, so a partial result never has the
+    compacted magic."""
     cdef const uint8_t* s = &src[0]
     cdef uint8_t* d = &dst[0]
     cdef int32_t items = rd32(s + 24)
     cdef int64_t end = HEADER + slots * SLOT + <int64_t>items * CITEM
     if dst.shape[0] < end:
         raise ValueError("compaction target too small")
-    cdef int64_t wpos = HEADER + slots * SLOT
+    if slot_hi < 0 or slot_hi > slots:
+        slot_hi = slots
+    if wpos < 0:
+        wpos = HEADER + slots * SLOT
+    if slot_lo < 0 or slot_lo > slot_hi or wpos < HEADER + slots * SLOT or wpos > end:
+        raise ValueError("compaction piece out of range")
     cdef int64_t i, begin
     cdef int32_t cur
     cdef const uint8_t* ip
     with nogil:
-        for i in range(slots):
+        for i in range(slot_lo, slot_hi):
             cur = rd32(s + HEADER + i * SLOT)
             begin = wpos
             while cur > 0 and wpos < end:
@@ -148,8 +160,9 @@ def compact(const uint8_t[::1] src, uint8_t[::1] dst, int64_t slots) -> int:
                 wpos += CITEM
             wr32(d + HEADER + i * SLOT, <int32_t>begin)
             wr32(d + HEADER + i * SLOT + 4, <int32_t>(wpos - begin))
-        wr32(d, END_MAGIC)
-        memcpy(d + 4, s + 4, 24)
+        if slot_hi == slots:
+            wr32(d, END_MAGIC)
+            memcpy(d + 4, s + 4, 24)
     return wpos
 
 
