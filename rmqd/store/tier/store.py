@@ -17,7 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Optional
 
-from rmqd.store.tier.backend import TierBackend, make_backend
+from rmqd.store.tier.backend import TierBackend, make_backend, md5_prefix
 from rmqd.store.tier.config import TierConfig
 from rmqd.store.tier.dispatcher import TierDispatcher
 from rmqd.store.tier.fallthrough import TierReads
@@ -80,6 +80,7 @@ class TieredStore:
             tq.recover()
             self.queues[(tq.topic, tq.queue_id)] = tq
         self._sweep_orphans()
+        self.backend.abort_partial_uploads(self._broker_prefix())
         self.index = IndexStoreService(self.local.config.store_root_dir, self.backend, md, cfg.cluster, cfg.broker,
                                        cfg.index_slots, cfg.index_max_items, cfg.file_reserved_hours,
                                        cfg.rolling_interval_hours, clock=self.local.clock)
@@ -98,14 +99,16 @@ class TieredStore:
         known = set()
         for tq in self.queues.values():
             known |= tq.commitlog.paths() | tq.consume_queue.paths()
-        cfg = self.config
-        from rmqd.store.tier.backend import md5_prefix
-        prefix = f"{md5_prefix(cfg.cluster)}_{cfg.cluster}/{cfg.broker}/"
-        for path in self.backend.list(prefix):
+        for path in self.backend.list(self._broker_prefix()):
             if "/rmq_sys_INDEX/" in path or path in known:
                 continue
             log.warning("tier: deleting orphan segment %s", path)
             self.backend.delete(path)
+
+    def _broker_prefix(self) -> str:
+        """Where this broker's segments live in the backend."""
+        cfg = self.config
+        return f"{md5_prefix(cfg.cluster)}_{cfg.cluster}/{cfg.broker}/"
 
     def _spawn(self, name: str, fn: Callable[[], None], interval_ms: int) -> None:
         def loop() -> None:
