@@ -226,11 +226,17 @@ class TieredStore:
 
     def before_retention(self) -> int:
         """Copy and commit everything pending now (retention runs, DELETE_EXPIRED_COMMITLOG), then
-        answer :meth:`retention_limit`."""
+        answer :meth:`retention_limit`. When the tier cannot be written (backend down) the limit
+        is what was committed before: files the tier already has may go, the others are held."""
         if self.started:
-            for _ in range(64):
-                if not self.dispatcher.run_once(force=True):
-                    break
+            try:
+                for _ in range(64):
+                    if not self.dispatcher.run_once(force=True):
+                        break
+            except Exception as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("tier: copying before retention failed; local CommitLog files the tier does not "
+                              "have yet are kept")
         return self.retention_limit()
 
     # ---- admin ----------------------------------------------------------------------------------
