@@ -17,6 +17,7 @@ import os
 import threading
 from typing import Callable, Optional
 
+from rmqd.cython_ext import store_commitlog as _cl
 from rmqd.cython_ext import tier_index as _ix
 from rmqd.store.tier.backend import TierBackend
 from rmqd.store.tier.index import layout as L
@@ -134,9 +135,11 @@ class IndexStoreFile:
             return dropped
 
     def flush(self) -> None:
+        """msync the writable file (the GIL is released: ``mmap.flush`` would hold it for the
+        whole write-back)."""
         with self.lock:
             if self._mm is not None:
-                self._mm.flush()
+                _cl.msync_range(self._mm, 0, len(self._mm))
 
     def writable_bytes(self) -> bytes:
         """The writable file's bytes (tests and tools)."""
@@ -165,7 +168,7 @@ class IndexStoreFile:
                         progress()
                 if wpos != size:
                     raise RuntimeError(f"index file {self.begin_ts}: compacted {wpos} bytes, expected {size}")
-                dst.flush()
+                _cl.msync_range(dst, 0, size)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -206,7 +209,7 @@ class IndexStoreFile:
     def close(self) -> None:
         with self.lock:
             if self._mm is not None:
-                self._mm.flush()
+                _cl.msync_range(self._mm, 0, len(self._mm))
             self._close_writable()
             self._close_compacted()
 
