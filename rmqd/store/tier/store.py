@@ -38,6 +38,10 @@ SYSTEM_TOPICS = frozenset({
 })
 
 
+BACKLOG_ROUNDS = 1000          # rounds per wake-up of the copier while it is behind
+BACKLOG_PAUSE_S = 0.005        # pause between those rounds
+
+
 def is_system_topic(topic: str) -> bool:
     return topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_")
 
@@ -124,7 +128,12 @@ class TieredStore:
         self._threads.append(t)
 
     def _dispatch_loop(self) -> None:
-        self.dispatcher.run_once()
+        """A round per wake-up; while a round leaves a backlog (a queue hit its per-round cap)
+        more rounds follow after a short pause, so the tier keeps up with a hot queue."""
+        for _ in range(BACKLOG_ROUNDS):
+            self.dispatcher.run_once()
+            if not self.dispatcher.backlog or self._stop.wait(BACKLOG_PAUSE_S):
+                return
 
     def _index_loop(self) -> None:
         for _ in range(16):                      # bounded work per wake-up
