@@ -1,20 +1,25 @@
 """The copier in the background: one wake-up keeps copying while a hot queue is behind (more than
-a round's cap per queue), and its fast path, which gathers and scans a group commit in slices to
-hand the GIL over, stores exactly the records, times, original offsets and keys of the local
-store."""
+a round's cap per queue), and both its paths (the fast one gathers and scans a group commit in
+slices to hand the GIL over; the record-by-record one yields every slice too) store exactly the
+records, times, original offsets and keys of the local store."""
 from __future__ import annotations
 
+import pytest
+
 from rmqd.store.message import decode_message
-from rmqd.store.tier.dispatcher import MAX_GROUPS_PER_QUEUE_PER_ROUND, SLICE
+from rmqd.store.tier.dispatcher import MAX_GROUPS_PER_QUEUE_PER_ROUND, SLICE, TierDispatcher
 from tier.helpers import make_store, put, tier_props
 
 TOPIC = "HotTopic"
 GROUP = 600                          # records per group commit: more than one slice
 
 
-def test_one_wakeup_catches_up_and_slices_match_the_local_records(tmp_path):
+@pytest.mark.parametrize("path", ["fast", "record-by-record"])
+def test_one_wakeup_catches_up_and_slices_match_the_local_records(tmp_path, monkeypatch, path):
     n = GROUP * MAX_GROUPS_PER_QUEUE_PER_ROUND + 1200          # more than one round's cap
     assert GROUP > SLICE
+    if path != "fast":                                          # what records not in memory take
+        monkeypatch.setattr(TierDispatcher, "_copy_group_fast", lambda *_a: -1)
     props = tier_props("memory", "", tieredStoreGroupCommitCount=str(GROUP),
                        tieredStoreIndexFileMaxHashSlotNum="4096", tieredStoreIndexFileMaxIndexNum="40000")
     store = make_store(str(tmp_path / "store"), props, mapped_file_size_consume_queue=20 * 20_000)

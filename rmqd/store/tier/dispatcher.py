@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from rmqd.cython_ext import store_get as _sg
 from rmqd.cython_ext import tier_index as _ix
-from rmqd.store.tier.index.layout import entries_of_message, java_hashset_order
+from rmqd.store.tier.index.layout import java_hashset_order
 from rmqd.store.tier.queue import BLANK_SIZE
 
 if TYPE_CHECKING:
@@ -161,6 +161,8 @@ class TierDispatcher:
             ts, keys, uniq = _ix.record_index_fields(rec)
             batch.append((rec, tags, ts, phys, keys, uniq))
             size += sz
+            if len(batch) % SLICE == 0:
+                yield_gil()
         if not batch:
             return 0
         tier.step("dispatch.commitlog")
@@ -170,9 +172,9 @@ class TierDispatcher:
             for (rec, tags, ts, phys, keys, uniq), pos in zip(batch, positions):
                 if rec is None or (not keys and not uniq):
                     continue
-                found = entries_of_message(tq.topic, topic_id, tq.queue_id, keys, uniq, pos, len(rec), ts)
-                if found:
-                    msgs.append((tuple(e.hash_code for e in found), topic_id, tq.queue_id, pos, len(rec), ts))
+                hashes = _ix.message_key_hashes(tq.topic, keys, uniq, java_hashset_order)   # = entries_of_message
+                if hashes:
+                    msgs.append((hashes, topic_id, tq.queue_id, pos, len(rec), ts))
             tier.step("dispatch.index")
             if msgs:
                 tier.index.put(msgs)
