@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 MAX_GROUPS_PER_QUEUE_PER_ROUND = 8      # fairness between queues within one round
 FAST_GROUP_MAX = 1024                   # records per group commit of the fast path
-SLICE = 256                             # records per C gather and scan: each holds the GIL ~0.5 ms at most
+SLICE = 128                             # records per C gather and scan: each holds the GIL ~0.25 ms at most
 YIELD_S = 50e-6                         # a real sleep: a thread waiting for the GIL (the event loop) takes it
 
 
