@@ -39,7 +39,8 @@ SYSTEM_TOPICS = frozenset({
 
 
 BACKLOG_ROUNDS = 1000          # rounds per wake-up of the copier while it is behind
-BACKLOG_PAUSE_S = 0.005        # pause between those rounds
+BACKLOG_DUTY = 0.25            # ... each followed by a pause of 3x its duration
+BACKLOG_PAUSE_S = 0.005        # (at least this)
 
 
 def is_system_topic(topic: str) -> bool:
@@ -129,10 +130,15 @@ class TieredStore:
 
     def _dispatch_loop(self) -> None:
         """A round per wake-up; while a round leaves a backlog (a queue hit its per-round cap)
-        more rounds follow after a short pause, so the tier keeps up with a hot queue."""
+        more rounds follow, so the tier keeps up with a hot queue, paced to a duty cycle of
+        :data:`BACKLOG_DUTY` so that catching up leaves sends and pulls their share of the CPU."""
         for _ in range(BACKLOG_ROUNDS):
+            t0 = time.monotonic()
             self.dispatcher.run_once()
-            if not self.dispatcher.backlog or self._stop.wait(BACKLOG_PAUSE_S):
+            if not self.dispatcher.backlog:
+                return
+            pause = max(BACKLOG_PAUSE_S, (time.monotonic() - t0) * (1 / BACKLOG_DUTY - 1))
+            if self._stop.wait(pause):
                 return
 
     def _index_loop(self) -> None:
