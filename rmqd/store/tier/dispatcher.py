@@ -126,7 +126,8 @@ class TierDispatcher:
             size += len(body)
             if got[2] < k:
                 break                               # the group's byte budget is reached
-            yield_gil()
+            if n < count:
+                yield_gil()
         if n == 0:
             return -1
         body = parts[0] if len(parts) == 1 else b"".join(parts)
