@@ -13,12 +13,15 @@ Measures, each bounded in time:
     threads, N connections);
   * consume TPS from the backlog those sends left (push consumer);
   * end-to-end latency send -> push consumer callback at a fixed moderate rate;
+  * pull latency: one connection pulling 32 messages at a time from the backlog, alone and while
+    4 native senders run (with ``--conf`` turning the tier on, run it once with and once without
+    to see what the tier's copier costs sends and pulls);
   * the load generator's own ceiling: the same producer against a null broker that answers
     every send at once without storing anything (so the client side is shown not to be the limit):
     a native one for the native sender, a Python one (it also answers route lookups) for the
     C++ client.
 
-Usage: python scripts/bench_e2e.py [--seconds 8] [--threads 1,4,16] [--runs 1] [--size 1024]
+Usage: python scripts/bench_e2e.py [--seconds 8] [--threads 1,4,16] [--runs 1] [--size 1024] [--pull-seconds 5]
 """
 from __future__ import annotations
 
@@ -305,6 +308,51 @@ def native_load(broker: str, topic: str, threads: int, seconds: float, size: int
     return result
 
 
+def pull_latency(broker: str, topic: str, seconds: float, queues: int = 4) -> dict:
+    """One connection pulling 32 messages at a time (PULL_MESSAGE, no suspend) round-robin over
+    the queues, each from offset 0 forward (a queue that is read to its end starts over), for
+    ``seconds``: the latency of each pull as the client sees it."""
+    from rmqd.remoting.client import BlockingClient
+    from rmqd.remoting.command import new_request
+    offsets = [0] * queues
+    lat: list = []
+    msgs = 0
+    deadline = time.perf_counter() + seconds
+    with BlockingClient(broker, timeout=10) as client:
+        q = 0
+        while time.perf_counter() < deadline:
+            ext = {"consumerGroup": "BenchPullLatency", "topic": topic, "queueId": str(q),
+                   "queueOffset": str(offsets[q]), "maxMsgNums": "32", "sysFlag": "4", "commitOffset": "0",
+                   "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"}
+            t0 = time.perf_counter()
+            resp = client.invoke(new_request(11, ext))
+            lat.append(time.perf_counter() - t0)
+            nxt = int((resp.ext_fields or {}).get("nextBeginOffset", 0))
+            if resp.code == 0:
+                msgs += max(0, nxt - offsets[q])
+                offsets[q] = nxt
+            else:
+                offsets[q] = 0                       # read to the end (or moved): start over
+            q = (q + 1) % queues
+    lat.sort()
+
+    def pct(x: float) -> float:
+        return lat[min(len(lat) - 1, int(x * len(lat)))] * 1000 if lat else float("nan")
+    return {"pulls": len(lat), "pulls_s": len(lat) / seconds, "msgs_s": msgs / seconds, "p50": pct(0.5),
+            "p99": pct(0.99), "p999": pct(0.999)}
+
+
+def pull_latency_under_load(broker: str, topic: str, seconds: float, size: int) -> tuple[dict, dict]:
+    """:func:`pull_latency` while 4 native closed-loop senders keep the broker (and, with the
+    tier on, its copier) busy; returns (pull figures, send figures)."""
+    out: dict = {}
+    sender = threading.Thread(target=lambda: out.update(native_load(broker, topic, 4, seconds, size)))
+    sender.start()
+    pulls = pull_latency(broker, topic, seconds)
+    sender.join()
+    return pulls, out
+
+
 def median_run(fn, runs: int) -> dict:
     results = sorted((fn() for _ in range(runs)), key=lambda r: r["tps"])
     return results[len(results) // 2]
@@ -321,6 +369,8 @@ def main() -> None:
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="extra broker.conf line (repeatable), e.g. messageStorePlugIn=tiered")
     ap.add_argument("--skip-ceilings", action="store_true", help="do not measure the null-broker ceilings")
+    ap.add_argument("--pull-seconds", type=float, default=5.0,
+                    help="pull latency from the backlog, alone and under send load (0: skip)")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     print(machine_line())
@@ -367,7 +417,15 @@ def main() -> None:
                 print(f"  {LABELS[kind]}, {n} threads: {results[kind][n]['tps']:,.0f}/s", flush=True)
             results["cpp"][n] = median_run(lambda: load(ns, "BenchTopic", n, args.seconds, args.size), args.runs)
             print(f"  C++ client, {n} threads: {results['cpp'][n]['tps']:,.0f}/s", flush=True)
+        pulls: dict = {}
+        if args.pull_seconds > 0:
+            pulls["alone"] = pull_latency(broker, "BenchTopic", args.pull_seconds)
+            pulls["under send load"], pulls["sends"] = pull_latency_under_load(broker, "BenchTopic", args.pull_seconds,
+                                                                               args.size)
+            print(f"  pull latency: p99 {pulls['alone']['p99']:.3f} ms alone, "
+                  f"{pulls['under send load']['p99']:.3f} ms under send load", flush=True)
         total_sent = sum(r["sent"] for kind in results.values() for r in kind.values())
+        total_sent += pulls.get("sends", {}).get("sent", 0)
         peak_rss, peak_anon = sampler.stop()
         backlog = min(total_sent, 300000)
         cres = run_client_script(sys.executable, CONSUME, env={"NAMESRV": ns, "ARGS": json.dumps(
@@ -402,6 +460,15 @@ def main() -> None:
     print(f"(median of {args.runs} runs for native closed-loop and the C++ client, 1 run for the other modes; "
           "ceiling = the same load generator against a null broker that stores nothing and sleeps between "
           "requests; gen µs/msg = CPU the native generator itself spent per send)")
+    if pulls:
+        print(f"\npull latency (PULL_MESSAGE of 32 from the backlog, one connection, {args.pull_seconds:.0f} s each):")
+        print(f"{'':<18} {'pulls/s':>8} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9}")
+        for label in ("alone", "under send load"):
+            r = pulls[label]
+            print(f"{label:<18} {r['pulls_s']:>8,.0f} {r['msgs_s']:>9,.0f} {r['p50']:>8.3f} {r['p99']:>8.3f} "
+                  f"{r['p999']:>9.3f}")
+        sl = pulls["sends"]
+        print(f"(the send load meanwhile: native closed-loop, 4 senders: {sl['tps']:,.0f}/s, p99 {sl['p99']:.3f} ms)")
     if consume.get("tps"):
         print(f"\nconsume from backlog: {consume['received']:,} msgs at {consume['tps']:,.0f} msg/s")
     else:

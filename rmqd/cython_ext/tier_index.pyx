@@ -3,7 +3,8 @@
 
 * :func:`put_batch` — Java ``IndexStoreFile.putKey`` for many messages on the mapped writable file:
   item, slot head, header (magic, end time, used slots, item count), in that order per key.
-* :func:`compact` — the slot-grouped compacted form, written into a mapped scratch file, GIL free.
+* :func:`compact` — the slot-grouped compacted form, written into a mapped scratch file, GIL free
+  (whole, or in resumable pieces of slots).
 * :func:`query_chain` — walk one slot's chain of a writable file.
 * :func:`filter_run` — the items of one compacted slot run matching a hash and a time window.
 
@@ -11,6 +12,7 @@ Multi-byte fields are big-endian. Pure Python equivalents (the reference the tes
 byte for byte) live in the layout module.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
 
 DEF HEADER = 28
@@ -65,53 +67,86 @@ def put_batch(uint8_t[::1] buf, int64_t slots, int64_t max_items, int64_t begin_
     """Put messages into a writable file; each message is ``(hashes, topicId, queueId, offset,
     size, storeTime)`` with ``hashes`` a tuple/list of its keys' hashes in put order. Returns how
     many messages were put: the first one whose keys would reach ``max_items`` stops the batch
-    (the file is then full, Java's FILE_FULL/SEALED)."""
+    (the file is then full, Java's FILE_FULL/SEALED). The writes (first touches of a sparse
+    file's pages: page faults) run without the GIL."""
     cdef uint8_t* base = &buf[0]
     if buf.shape[0] < HEADER + slots * SLOT + max_items * ITEM:
         raise ValueError("index buffer smaller than its layout")
     cdef int32_t count = rd32(base + 24)
+    cdef Py_ssize_t put = 0, nkeys = 0, k = 0, i, j
+    cdef int64_t fits = count
+    cdef object msg, hashes
+    for msg in messages:                      # how many fit, and how many keys they have
+        hashes = msg[0]
+        if len(hashes) and fits + len(hashes) >= max_items:
+            break
+        fits += len(hashes)
+        nkeys += len(hashes)
+        put += 1
+    if nkeys == 0:
+        return put
+    cdef int32_t* hs = <int32_t*>malloc(nkeys * sizeof(int32_t))
+    cdef int64_t* meta = <int64_t*>malloc(nkeys * 5 * sizeof(int64_t))   # topicId, queueId, offset, size, ts
+    if hs == NULL or meta == NULL:
+        free(hs)
+        free(meta)
+        raise MemoryError()
+    try:
+        for i in range(put):
+            hashes, topic_id, queue_id, offset, size, ts = messages[i]
+            for hobj in hashes:
+                hs[k] = <int32_t>hobj
+                meta[k * 5] = <int32_t>topic_id
+                meta[k * 5 + 1] = <int32_t>queue_id
+                meta[k * 5 + 2] = <int64_t>offset
+                meta[k * 5 + 3] = <int32_t>size
+                meta[k * 5 + 4] = <int64_t>ts
+                k += 1
+        with nogil:
+            _put_keys(base, slots, max_items, begin_ts, hs, meta, nkeys)
+    finally:
+        free(hs)
+        free(meta)
+    return put
+
+
+cdef void _put_keys(uint8_t* base, int64_t slots, int64_t max_items, int64_t begin_ts, const int32_t* hs,
+                    const int64_t* meta, Py_ssize_t nkeys) noexcept nogil:
+    """Java ``putKey`` for each key in order: item, slot head, header."""
+    cdef int32_t count = rd32(base + 24)
     cdef int32_t used = rd32(base + 20)
     cdef int64_t end_ts = rd64(base + 12)
-    cdef Py_ssize_t put = 0
-    cdef object msg, hashes
-    cdef int32_t h, topic_id, queue_id, size, old
-    cdef int64_t offset, ts
+    cdef int32_t h, old
+    cdef int64_t ts
     cdef uint8_t* sp
     cdef uint8_t* ip
-    for msg in messages:
-        hashes, topic_id, queue_id, offset, size, ts = msg
-        if len(hashes) == 0:
-            put += 1
-            continue
-        if <int64_t>count + len(hashes) >= max_items:
-            break
-        for hobj in hashes:
-            h = <int32_t>hobj
-            sp = base + HEADER + slot_of(h, slots) * SLOT
-            old = rd32(sp)
-            if old < 0:
-                old = 0
-            count += 1
-            ip = base + HEADER + slots * SLOT + <int64_t>count * ITEM
-            wr32(ip, h)
-            wr32(ip + 4, topic_id)
-            wr32(ip + 8, queue_id)
-            wr64(ip + 12, offset)
-            wr32(ip + 20, size)
-            wr32(ip + 24, time_diff(ts, begin_ts))
-            wr32(ip + 28, old)
-            wr32(sp, count)
-            if old <= 0:
-                used += 1
-            if end_ts < ts:
-                end_ts = ts
-            wr32(base, END_MAGIC if max_items == <int64_t>count + 1 else BEGIN_MAGIC)
-            wr64(base + 4, begin_ts)
-            wr64(base + 12, end_ts)
-            wr32(base + 20, used)
-            wr32(base + 24, count)
-        put += 1
-    return put
+    cdef Py_ssize_t k
+    for k in range(nkeys):
+        h = hs[k]
+        ts = meta[k * 5 + 4]
+        sp = base + HEADER + slot_of(h, slots) * SLOT
+        old = rd32(sp)
+        if old < 0:
+            old = 0
+        count += 1
+        ip = base + HEADER + slots * SLOT + <int64_t>count * ITEM
+        wr32(ip, h)
+        wr32(ip + 4, <int32_t>meta[k * 5])
+        wr32(ip + 8, <int32_t>meta[k * 5 + 1])
+        wr64(ip + 12, meta[k * 5 + 2])
+        wr32(ip + 20, <int32_t>meta[k * 5 + 3])
+        wr32(ip + 24, time_diff(ts, begin_ts))
+        wr32(ip + 28, old)
+        wr32(sp, count)
+        if old <= 0:
+            used += 1
+        if end_ts < ts:
+            end_ts = ts
+        wr32(base, END_MAGIC if max_items == <int64_t>count + 1 else BEGIN_MAGIC)
+        wr64(base + 4, begin_ts)
+        wr64(base + 12, end_ts)
+        wr32(base + 20, used)
+        wr32(base + 24, count)
 
 
 def init_header(uint8_t[::1] buf, int64_t begin_ts, int64_t max_items) -> None:
@@ -124,21 +159,32 @@ def init_header(uint8_t[::1] buf, int64_t begin_ts, int64_t max_items) -> None:
     wr32(base + 24, 0)
 
 
-def compact(const uint8_t[::1] src, uint8_t[::1] dst, int64_t slots) -> int:
+def compact(const uint8_t[::1] src, uint8_t[::1] dst, int64_t slots, int64_t slot_lo=0, int64_t slot_hi=-1,
+            int64_t wpos=-1) -> int:
     """Write the compacted form of writable file ``src`` into ``dst`` (exactly
-    ``28 + slots*8 + 28*items`` bytes); returns the bytes written. Runs without the GIL."""
+    ``28 + slots*8 + 28*items`` bytes); returns the write position reached. Runs without the GIL.
+
+    It can run in pieces: slots [``slot_lo``, ``slot_hi``) starting at write position ``wpos``
+    (-1: after the slot table), the next piece continuing at the returned position. The header
+    is written by the piece that reaches the last slot, so a partial result never has the
+    compacted magic."""
     cdef const uint8_t* s = &src[0]
     cdef uint8_t* d = &dst[0]
     cdef int32_t items = rd32(s + 24)
     cdef int64_t end = HEADER + slots * SLOT + <int64_t>items * CITEM
     if dst.shape[0] < end:
         raise ValueError("compaction target too small")
-    cdef int64_t wpos = HEADER + slots * SLOT
+    if slot_hi < 0 or slot_hi > slots:
+        slot_hi = slots
+    if wpos < 0:
+        wpos = HEADER + slots * SLOT
+    if slot_lo < 0 or slot_lo > slot_hi or wpos < HEADER + slots * SLOT or wpos > end:
+        raise ValueError("compaction piece out of range")
     cdef int64_t i, begin
     cdef int32_t cur
     cdef const uint8_t* ip
     with nogil:
-        for i in range(slots):
+        for i in range(slot_lo, slot_hi):
             cur = rd32(s + HEADER + i * SLOT)
             begin = wpos
             while cur > 0 and wpos < end:
@@ -148,8 +194,9 @@ def compact(const uint8_t[::1] src, uint8_t[::1] dst, int64_t slots) -> int:
                 wpos += CITEM
             wr32(d + HEADER + i * SLOT, <int32_t>begin)
             wr32(d + HEADER + i * SLOT + 4, <int32_t>(wpos - begin))
-        wr32(d, END_MAGIC)
-        memcpy(d + 4, s + 4, 24)
+        if slot_hi == slots:
+            wr32(d, END_MAGIC)
+            memcpy(d + 4, s + 4, 24)
     return wpos
 
 

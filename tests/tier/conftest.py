@@ -2,6 +2,7 @@
 session) and the backend factory every backend test is parametrised over."""
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -21,8 +22,10 @@ def s3_endpoint():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    # parts of multipart uploads may be small (the tests upload KiB-sized files in 1 KiB parts)
+    env = {**os.environ, "S3_UPLOAD_PART_MIN_SIZE": "1024"}
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:

@@ -1,6 +1,10 @@
 """Child process of the kill -9 tests: fills a store with a tier, then runs ``commit_now`` (copy,
 seal, compact, upload) and retention with a hook that sends SIGKILL to this process at the
-``nth`` time step ``step`` is reached. argv: root, props JSON, step, nth, first message, count."""
+``nth`` time step ``step`` is reached. argv: root, props JSON, step, nth, first message, count.
+
+For step ``index.uploading.partial`` uploads go in parts of 1 KiB, so the test's index files
+(about 4 KiB) upload in several parts (S3: a multipart upload). Step ``local.deleting`` is reached
+after each local CommitLog file retention deletes."""
 from __future__ import annotations
 
 import json
@@ -10,6 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
+from rmqd.store.mapped_file import MappedFile  # noqa: E402
 from tier.helpers import make_store, put  # noqa: E402
 
 
@@ -18,6 +23,8 @@ def main() -> int:
         int(sys.argv[5]), int(sys.argv[6])
     store = make_store(root, props)
     store.start()
+    if step == "index.uploading.partial":
+        store.tier.backend.upload_part_size = 1024
     put(store, "CrashTopic", count, start=first)
     seen = [0]
 
@@ -27,6 +34,14 @@ def main() -> int:
             if seen[0] == nth:
                 os.kill(os.getpid(), signal.SIGKILL)
     store.tier.step_hook = hook
+    commitlog_dir = store.commitlog.mfq.directory
+    destroy = MappedFile.destroy
+
+    def destroy_then_step(mf: MappedFile) -> None:
+        destroy(mf)
+        if mf.path.startswith(commitlog_dir):
+            hook("local.deleting")
+    MappedFile.destroy = destroy_then_step
     store.tier.commit_now()
     store.execute_delete_files_manually()
     print("step never reached", step, seen[0], file=sys.stderr)

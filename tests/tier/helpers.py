@@ -33,11 +33,12 @@ def tier_props(kind: str, tier_dir: str, endpoint: str = "", bucket: str = "", *
 
 
 def make_store(root: str, props: dict, backend: Optional[TierBackend] = None, **store_kw) -> MessageStore:
-    """A local store (64 KiB CommitLog files, retention whenever asked) with the tier of ``props``;
-    the copier's thread sleeps (tests drive ``tier.dispatcher``/``commit_now`` themselves)."""
-    cfg = StoreConfig(store_root_dir=root, mapped_file_size_commitlog=SEG,
-                      mapped_file_size_consume_queue=100 * 20, file_reserved_time_hours=0,
-                      clean_resource_interval_ms=3_600_000, warm_mapped_pages=False, **store_kw)
+    """A local store (64 KiB CommitLog files, retention whenever asked; ``store_kw`` overrides
+    StoreConfig fields) with the tier of ``props``; the copier's thread sleeps (tests drive
+    ``tier.dispatcher``/``commit_now`` themselves)."""
+    kw = dict(mapped_file_size_commitlog=SEG, mapped_file_size_consume_queue=100 * 20, file_reserved_time_hours=0,
+              clean_resource_interval_ms=3_600_000, warm_mapped_pages=False)
+    cfg = StoreConfig(store_root_dir=root, **{**kw, **store_kw})
     store = build_store(cfg, None, tier_config_from(props))
     if backend is not None:
         store.tier.backend = backend

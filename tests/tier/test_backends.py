@@ -63,3 +63,21 @@ def test_reads_are_counted(backend_factory):
     before = b.stats.reads
     b.read("r/x", 2, 3)
     assert b.stats.reads == before + 1
+
+
+def test_upload_in_parts(backend_factory, backend_kind, tmp_path):
+    """An upload in several parts (S3: multipart) reads back whole, as one segment; ``progress``
+    runs between parts; the segment replaces a partial one left at the same path."""
+    b = backend_factory()
+    b.upload_part_size = 1024
+    data = os.urandom(4500)
+    src = tmp_path / "idx.bin"
+    src.write_bytes(data)
+    b.write("c/idx/1", 0, b"partial")                  # what an interrupted upload left
+    calls = []
+    b.upload("c/idx/1", str(src), progress=lambda: calls.append(b.size("c/idx/1")))
+    assert len(calls) == 4                              # after parts 1-4, not after the last
+    assert b.read("c/idx/1", 0, 5000) == data and b.size("c/idx/1") == 4500
+    assert b.read("c/idx/1", 4000, 100) == data[4000:4100]
+    assert b.list("c/idx/") == {"c/idx/1": 4500}
+    assert b.abort_partial_uploads("c/") == 0

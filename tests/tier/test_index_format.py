@@ -84,6 +84,15 @@ def test_compacted_bytes_match_hand_computed():
     out = bytearray(len(COMPACTED))
     assert X.compact(WRITABLE, out, 5) == len(COMPACTED)
     assert bytes(out) == COMPACTED
+    # in pieces (what the index service does): the same bytes; the magic only with the last piece
+    out = bytearray(len(COMPACTED))
+    wpos = X.compact(WRITABLE, out, 5, 0, 2)
+    assert bytes(out[:4]) == bytes(4)
+    wpos = X.compact(WRITABLE, out, 5, 2, 3, wpos)
+    assert X.compact(WRITABLE, out, 5, 3, 5, wpos) == len(COMPACTED)
+    assert bytes(out) == COMPACTED
+    with pytest.raises(ValueError, match="out of range"):
+        X.compact(WRITABLE, out, 5, 3, 2)
 
 
 def test_query_paths_on_both_forms():
@@ -154,6 +163,11 @@ def test_c_paths_equal_the_pure_builder(seed):
     out = bytearray(len(compacted))
     X.compact(bytes(buf), out, slots)
     assert bytes(out) == compacted
+    out = bytearray(len(compacted))
+    wpos, step = -1, rnd.randint(1, 9)
+    for lo in range(0, slots, step):
+        wpos = X.compact(bytes(buf), out, slots, lo, min(lo + step, slots), wpos)
+    assert wpos == len(compacted) and bytes(out) == compacted
 
 
 def test_undo_restores_the_committed_bytes():

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from rmqd.cython_ext import store_get as _sg
 from rmqd.cython_ext import tier_index as _ix
-from rmqd.store.tier.index.layout import entries_of_message, java_hashset_order
+from rmqd.store.tier.index.layout import java_hashset_order
 from rmqd.store.tier.queue import BLANK_SIZE
 
 if TYPE_CHECKING:
@@ -28,7 +28,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_GROUPS_PER_QUEUE_PER_ROUND = 8      # fairness between queues within one round
-FAST_GROUP_MAX = 1024                   # records per C gather (store_get.read_resident's batch)
+FAST_GROUP_MAX = 1024                   # records per group commit of the fast path
+SLICE = 128                             # records per C gather and scan: each holds the GIL ~0.25 ms at most
+YIELD_S = 50e-6                         # a real sleep: a thread waiting for the GIL (the event loop) takes it
+
+
+def yield_gil() -> None:
+    """Hand the GIL to a thread waiting for it. ``time.sleep(0)`` is not enough: it returns
+    before the waiting thread wakes, the copier takes the GIL again and the waiter waits a whole
+    switch interval (5 ms) more."""
+    time.sleep(YIELD_S)
 
 
 class TierDispatcher:
@@ -37,6 +46,7 @@ class TierDispatcher:
         self.lock = threading.Lock()
         self._last_expire = 0.0
         self.copied_total = 0
+        self.backlog = False        # the last round left records behind (a queue reached its cap)
 
     def run_once(self, force: bool = False) -> int:
         """One round over every queue; returns how many records were copied."""
@@ -67,6 +77,7 @@ class TierDispatcher:
 
     def _round(self, force: bool) -> tuple[int, dict]:
         tier = self.tier
+        self.backlog = False
         copied = 0
         touched = {}
         tier.index.maybe_roll()
@@ -86,18 +97,40 @@ class TierDispatcher:
 
     def _copy_group_fast(self, tq, cq, nxt: int, entries: list, topic_id: int) -> int:
         """One group commit in C when its records are in memory (the usual case: the copier
-        follows the head): one memcpy gather, one scan for times and keys. -1 when it cannot."""
+        follows the head): memcpy gathers and scans for times and keys, in slices of
+        :data:`SLICE` records with the GIL handed over in between. -1 when it cannot."""
         tier = self.tier
         cfg = tier.config
         local = tier.local
         count = min(len(entries), FAST_GROUP_MAX)
-        got = _sg.read_resident(cq, local.commitlog, nxt, count, cfg.group_commit_size, None, 1 << 62, count * 20)
-        if got is None or got[0] != _sg.FOUND or got[2] <= 0:
-            return -1
-        _status, _next, n, body = got
         base = tq.commitlog.commit_offset
-        msgs, min_ts, max_ts, first, last = _ix.index_batch(body, tq.topic, topic_id, tq.queue_id, base,
-                                                            java_hashset_order, cfg.message_index_enable)
+        parts, msgs = [], []
+        n = size = 0
+        min_ts = max_ts = first = last = -1
+        while n < count and size < cfg.group_commit_size:
+            k = min(SLICE, count - n)
+            got = _sg.read_resident(cq, local.commitlog, nxt + n, k, cfg.group_commit_size - size, None, 1 << 62,
+                                    k * 20)
+            if got is None or got[0] != _sg.FOUND or got[2] <= 0:
+                break
+            body = got[3]
+            found, lo, hi, f, la = _ix.index_batch(body, tq.topic, topic_id, tq.queue_id, base + size,
+                                                   java_hashset_order, cfg.message_index_enable)
+            msgs += found
+            min_ts = lo if min_ts < 0 or 0 <= lo < min_ts else min_ts
+            max_ts = max(max_ts, hi)
+            first = f if first < 0 else first
+            last = la
+            parts.append(body)
+            n += got[2]
+            size += len(body)
+            if got[2] < k:
+                break                               # the group's byte budget is reached
+            if n < count:
+                yield_gil()
+        if n == 0:
+            return -1
+        body = parts[0] if len(parts) == 1 else b"".join(parts)
         tier.step("dispatch.commitlog")
         tq.append_raw(body, _ix.cq_units(entries, n, base), min_ts, max_ts, first, last)
         if cfg.message_index_enable:
@@ -129,6 +162,8 @@ class TierDispatcher:
             ts, keys, uniq = _ix.record_index_fields(rec)
             batch.append((rec, tags, ts, phys, keys, uniq))
             size += sz
+            if len(batch) % SLICE == 0:
+                yield_gil()
         if not batch:
             return 0
         tier.step("dispatch.commitlog")
@@ -138,9 +173,9 @@ class TierDispatcher:
             for (rec, tags, ts, phys, keys, uniq), pos in zip(batch, positions):
                 if rec is None or (not keys and not uniq):
                     continue
-                found = entries_of_message(tq.topic, topic_id, tq.queue_id, keys, uniq, pos, len(rec), ts)
-                if found:
-                    msgs.append((tuple(e.hash_code for e in found), topic_id, tq.queue_id, pos, len(rec), ts))
+                hashes = _ix.message_key_hashes(tq.topic, keys, uniq, java_hashset_order)   # = entries_of_message
+                if hashes:
+                    msgs.append((hashes, topic_id, tq.queue_id, pos, len(rec), ts))
             tier.step("dispatch.index")
             if msgs:
                 tier.index.put(msgs)
@@ -191,5 +226,8 @@ class TierDispatcher:
                 tq.mark_indexed(nxt, nxt + n)
             nxt += n
             total += n
-            time.sleep(0)                           # let the event loop have the GIL between groups
+            yield_gil()
+        else:
+            if cq.max_offset > nxt:
+                self.backlog = True                 # stopped by the round's cap, not by the queue's end
         return total

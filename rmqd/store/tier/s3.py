@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 from rmqd.store.tier.backend import TierBackend
 
@@ -105,16 +106,62 @@ class S3Backend(TierBackend):
                     chunks.insert(i, (position, len(data)))
         self._count_write(len(data))
 
-    def upload(self, path: str, local_file: str, chunk: int = 8 << 20) -> None:
-        """One object (multipart when large), so an uploaded index file is a single chunk."""
-        import os
-        from boto3.s3.transfer import TransferConfig
-        self.client.upload_file(local_file, self.bucket, self._key(path, 0),
-                                Config=TransferConfig(multipart_chunksize=max(chunk, 8 << 20), use_threads=False))
+    def upload(self, path: str, local_file: str, progress: Optional[Callable[[], None]] = None) -> None:
+        """One object, so an uploaded index file is a single chunk: one PUT, or a multipart
+        upload of :attr:`upload_part_size` parts when larger (``progress`` after each part but
+        the last). A failed multipart upload is aborted; one a crash interrupted is aborted by
+        :meth:`abort_partial_uploads` at the next start."""
+        key = self._key(path, 0)
         size = os.path.getsize(local_file)
+        part = self.upload_part_size
+        with open(local_file, "rb") as f:
+            if size <= part:
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=f.read())
+            else:
+                self._multipart(key, f, size, part, progress)
         with self._lock:
             self._chunks[path] = [(0, size)]
         self._count_write(size)
+
+    def _multipart(self, key: str, f, size: int, part: int, progress: Optional[Callable[[], None]]) -> None:
+        upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
+        try:
+            parts = []
+            pos = 0
+            while pos < size:
+                data = f.read(part)
+                if not data:
+                    raise OSError(f"tier upload of {key}: the local file ended at {pos} of {size} bytes")
+                resp = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id,
+                                               PartNumber=len(parts) + 1, Body=data)
+                parts.append({"ETag": resp["ETag"], "PartNumber": len(parts) + 1})
+                pos += len(data)
+                if progress is not None and pos < size:
+                    progress()
+            self.client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id,
+                                                  MultipartUpload={"Parts": parts})
+        except BaseException:
+            try:
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+            except Exception:
+                log.exception("tier: aborting the multipart upload %s of %s failed (aborted at the next start)",
+                              upload_id, key)
+            raise
+
+    def abort_partial_uploads(self, prefix: str) -> int:
+        n = 0
+        kw = {"Bucket": self.bucket, "Prefix": f"{self.prefix}{prefix}"}
+        while True:
+            resp = self.client.list_multipart_uploads(**kw)
+            for u in resp.get("Uploads", ()):
+                log.warning("tier: aborting the interrupted multipart upload of %s (started %s)", u["Key"],
+                            u.get("Initiated"))
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=u["Key"], UploadId=u["UploadId"])
+                n += 1
+            if not resp.get("IsTruncated"):
+                return n
+            kw["KeyMarker"] = resp.get("NextKeyMarker", "")
+            kw["UploadIdMarker"] = resp.get("NextUploadIdMarker", "")
 
     def read(self, path: str, position: int, length: int) -> bytes:
         chunks = list(self._chunk_list(path))

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Optional
 
-from rmqd.store.tier.backend import TierBackend, make_backend
+from rmqd.store.tier.backend import TierBackend, make_backend, md5_prefix
 from rmqd.store.tier.config import TierConfig
 from rmqd.store.tier.dispatcher import TierDispatcher
 from rmqd.store.tier.fallthrough import TierReads
@@ -36,6 +36,11 @@ SYSTEM_TOPICS = frozenset({
     "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
     "rmq_sys_wheel_timer", "RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC",
 })
+
+
+BACKLOG_ROUNDS = 1000          # rounds per wake-up of the copier while it is behind
+BACKLOG_DUTY = 0.25            # ... each followed by a pause of 3x its duration
+BACKLOG_PAUSE_S = 0.005        # (at least this)
 
 
 def is_system_topic(topic: str) -> bool:
@@ -83,6 +88,7 @@ class TieredStore:
             tq.recover()
             self.queues[(tq.topic, tq.queue_id)] = tq
         self._sweep_orphans()
+        self.backend.abort_partial_uploads(self._broker_prefix())
         self.index = IndexStoreService(self.local.config.store_root_dir, self.backend, md, cfg.cluster, cfg.broker,
                                        cfg.index_slots, cfg.index_max_items, cfg.file_reserved_hours,
                                        cfg.rolling_interval_hours, clock=self.local.clock)
@@ -102,14 +108,16 @@ class TieredStore:
         known = set()
         for tq in self.queues.values():
             known |= tq.commitlog.paths() | tq.consume_queue.paths()
-        cfg = self.config
-        from rmqd.store.tier.backend import md5_prefix
-        prefix = f"{md5_prefix(cfg.cluster)}_{cfg.cluster}/{cfg.broker}/"
-        for path in self.backend.list(prefix):
+        for path in self.backend.list(self._broker_prefix()):
             if "/rmq_sys_INDEX/" in path or path in known:
                 continue
             log.warning("tier: deleting orphan segment %s", path)
             self.backend.delete(path)
+
+    def _broker_prefix(self) -> str:
+        """Where this broker's segments live in the backend."""
+        cfg = self.config
+        return f"{md5_prefix(cfg.cluster)}_{cfg.cluster}/{cfg.broker}/"
 
     def _spawn(self, name: str, fn: Callable[[], None], interval_ms: int) -> None:
         def loop() -> None:
@@ -125,7 +133,17 @@ class TieredStore:
         self._threads.append(t)
 
     def _dispatch_loop(self) -> None:
-        self.dispatcher.run_once()
+        """A round per wake-up; while a round leaves a backlog (a queue hit its per-round cap)
+        more rounds follow, so the tier keeps up with a hot queue, paced to a duty cycle of
+        :data:`BACKLOG_DUTY` so that catching up leaves sends and pulls their share of the CPU."""
+        for _ in range(BACKLOG_ROUNDS):
+            t0 = time.monotonic()
+            self.dispatcher.run_once()
+            if not self.dispatcher.backlog:
+                return
+            pause = max(BACKLOG_PAUSE_S, (time.monotonic() - t0) * (1 / BACKLOG_DUTY - 1))
+            if self._stop.wait(pause):
+                return
 
     def _index_loop(self) -> None:
         for _ in range(16):                      # bounded work per wake-up
@@ -227,11 +245,17 @@ class TieredStore:
 
     def before_retention(self) -> int:
         """Copy and commit everything pending now (retention runs, DELETE_EXPIRED_COMMITLOG), then
-        answer :meth:`retention_limit`."""
+        answer :meth:`retention_limit`. When the tier cannot be written (backend down) the limit
+        is what was committed before: files the tier already has may go, the others are held."""
         if self.started:
-            for _ in range(64):
-                if not self.dispatcher.run_once(force=True):
-                    break
+            try:
+                for _ in range(64):
+                    if not self.dispatcher.run_once(force=True):
+                        break
+            except Exception as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("tier: copying before retention failed; local CommitLog files the tier does not "
+                              "have yet are kept")
         return self.retention_limit()
 
     # ---- admin ----------------------------------------------------------------------------------

@@ -247,7 +247,7 @@ class IndexStoreService:
             return
         t0 = time.perf_counter()
         self._step("index.compacting")
-        f.compact()
+        f.compact(progress=lambda: self._step("index.compacting.partial"))
         self._step("index.compacted")
         entry = f.to_json()
         entry["state"] = COMPACTED
@@ -262,7 +262,8 @@ class IndexStoreService:
         self.metadata.commit({}, {f.begin_ts: f.to_json()})
         self._step("index.uploading")
         path = self.segment_path(base)
-        self.backend.upload(path, f.compacted_path)      # replaces a partial upload at this base
+        self.backend.upload(path, f.compacted_path,      # replaces a partial upload at this base
+                            progress=lambda: self._step("index.uploading.partial"))
         size = os.path.getsize(f.compacted_path)
         self._step("index.uploaded")
         entry = f.to_json()

@@ -15,8 +15,9 @@ import logging
 import mmap
 import os
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
+from rmqd.cython_ext import store_commitlog as _cl
 from rmqd.cython_ext import tier_index as _ix
 from rmqd.store.tier.backend import TierBackend
 from rmqd.store.tier.index import layout as L
@@ -27,6 +28,7 @@ WRITING = "writing"
 COMPACTED = "compacted"
 UPLOADED = "uploaded"
 READ_CHUNK_ITEMS = L.JAVA_COMPACT_READ_ITEMS      # the second read takes up to 1024 items (Java's cap)
+COMPACT_PIECES = 8                                # compaction runs in this many pieces of slots
 
 
 class IndexStoreFile:
@@ -136,9 +138,11 @@ class IndexStoreFile:
             return dropped
 
     def flush(self) -> None:
+        """msync the writable file (the GIL is released: ``mmap.flush`` would hold it for the
+        whole write-back)."""
         with self.lock:
             if self._mm is not None:
-                self._mm.flush()
+                _cl.msync_range(self._mm, 0, len(self._mm))
 
     def writable_bytes(self) -> bytes:
         """The writable file's bytes (tests and tools)."""
@@ -146,19 +150,28 @@ class IndexStoreFile:
             return bytes(self._mm) if self._mm is not None else b""
 
     # ---- compaction ------------------------------------------------------------------------------
-    def compact(self) -> str:
+    def compact(self, progress: Optional[Callable[[], None]] = None) -> str:
         """Write the compacted form to the scratch directory, fsync it and rename it into
-        ``compacted/``; returns its path. The writable file stays until :meth:`became_compacted`."""
+        ``compacted/``; returns its path. The writable file stays until :meth:`became_compacted`.
+        It is written in :data:`COMPACT_PIECES` pieces of slots; ``progress`` is called after each
+        piece but the last (the scratch file is then partly written)."""
         os.makedirs(os.path.dirname(self.scratch_path), exist_ok=True)
         os.makedirs(os.path.dirname(self.compacted_path), exist_ok=True)
         size = L.compacted_size(self.slots, self.items)
+        step = -(-self.slots // COMPACT_PIECES)
         fd = os.open(self.scratch_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.ftruncate(fd, size)
             with mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as dst:
-                with self.lock:
-                    _ix.compact(self._mm, dst, self.slots)
-                dst.flush()
+                wpos = -1
+                for lo in range(0, self.slots, step):
+                    with self.lock:
+                        wpos = _ix.compact(self._mm, dst, self.slots, lo, min(lo + step, self.slots), wpos)
+                    if progress is not None and lo + step < self.slots:
+                        progress()
+                if wpos != size:
+                    raise RuntimeError(f"index file {self.begin_ts}: compacted {wpos} bytes, expected {size}")
+                _cl.msync_range(dst, 0, size)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -199,7 +212,7 @@ class IndexStoreFile:
     def close(self) -> None:
         with self.lock:
             if self._mm is not None:
-                self._mm.flush()
+                _cl.msync_range(self._mm, 0, len(self._mm))
             self._close_writable()
             self._close_compacted()
 
