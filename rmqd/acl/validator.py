@@ -151,15 +151,16 @@ class AclValidator:
     def check_signed_send(self, remote_host: str, code: int, access_key: str, given: str, content: bytes,
                           body: Any, topic: str, group: Optional[str]) -> None:
         """:meth:`check` for a SEND (10/310) whose signed content (the header values, without the body)
-        the send lane built from the raw header; raise AclError when refused."""
-        state = self.manager.state
-        need = send_resources(topic, group)
-        account = self._signer_of(state, remote_host, access_key)
-        if account is None:
+        the send lane built from the raw header; raise AclError when refused. The decision of steps
+        1-4 and 6-7 is cached per (peer, key, topic, group) and ACL snapshot, as in :meth:`check`."""
+        d = self._send_decision(self.manager.state, remote_host, access_key, topic, group)
+        if len(d) == 1:
             return
+        account, refusal = d
         if not account.verifier.matches(content, given, body):
             raise AclError(f"Check signature failed for accessKey={access_key}", FRAME_SIGNATURE)
-        self._check_perm(code, need, account)
+        if refusal is not None:
+            raise AclError(refusal.message, refusal.frame)
 
     @staticmethod
     def _signer_of(state: Any, remote_host: str, access_key: Optional[str]) -> Any:

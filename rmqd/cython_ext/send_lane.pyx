@@ -649,9 +649,10 @@ cdef class SendLane:
 
     cdef object _acl_raw(self, tuple peer, const Header* h, int code, tuple names, str topic, object body):
         """ACL check of a raw send: True (allowed), the refusal to answer with, or None when the header
-        is not one this path reads (non-string values, repeated or escaped names): the hook decides."""
+        is not one this path reads (non-string values): the hook decides. A repeated name counts
+        with its last value, as the decoder keeps it."""
         cdef int idx[MAX_EXT]
-        cdef int n = 0, i, j, t
+        cdef int n = 0, i, j, t, lo, hi, mid
         cdef const Slice* ak = ext_value(h, <const char*>ACCESS_KEY_B, len(ACCESS_KEY_B))
         cdef const Slice* sig = ext_value(h, <const char*>SIGNATURE_B, len(SIGNATURE_B))
         cdef const Slice* grp = _field(h, names, 0)
@@ -665,16 +666,28 @@ cdef class SendLane:
                 continue
             if h.vals[i].kind != V_STR and h.vals[i].kind != V_STR_ESC:
                 return None
-            j = n
-            while j > 0:
-                t = _key_cmp(&h.keys[idx[j - 1]], &h.keys[i])
+            lo, hi = 0, n
+            t = 1
+            while lo < hi:                         # binary search of idx[0:n] (sorted by name)
+                mid = (lo + hi) >> 1
+                t = _key_cmp(&h.keys[idx[mid]], &h.keys[i])
                 if t == 0:
-                    return None                    # a repeated name: the decoder keeps the last one
-                if t < 0:
                     break
+                if t < 0:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if t == 0:
+                # A repeated name: the last one counts, as in the decoder (the Java client's ACL hook
+                # makes ROCKETMQ headers carry every field twice).
+                total += h.vals[i].n - h.vals[idx[mid]].n
+                idx[mid] = i
+                continue
+            j = n
+            while j > lo:
                 idx[j] = idx[j - 1]
                 j -= 1
-            idx[j] = i
+            idx[lo] = i
             n += 1
             total += h.vals[i].n
         if total > self._acl_cap:

@@ -73,6 +73,48 @@ def test_refused_oneway_send_gets_no_answer_and_stores_nothing(server):
         assert server.broker.store.get_max_offset("laneOther", 0) == stored
 
 
+def _binary_with_every_field_twice(ext: dict, body: bytes, opaque: int) -> bytes:
+    """A ROCKETMQ-header SEND_MESSAGE_V2 as the Java 4.9.8 client with AclClientRPCHook writes it: the
+    header fields once, then all of them again followed by Signature and AccessKey."""
+    fields = [(k, v) for k, v in ext.items() if k not in ("Signature", "AccessKey")]
+    fields += fields + [("Signature", ext["Signature"]), ("AccessKey", ext["AccessKey"])]
+    ext_bytes = b"".join(len(k).to_bytes(2, "big") + k.encode() + len(v.encode()).to_bytes(4, "big") + v.encode()
+                         for k, v in fields)
+    header = ((310).to_bytes(2, "big") + b"\x00" + (399).to_bytes(2, "big") + opaque.to_bytes(4, "big")
+              + (0).to_bytes(4, "big") + (0).to_bytes(4, "big") + len(ext_bytes).to_bytes(4, "big") + ext_bytes)
+    return (4 + len(header) + len(body)).to_bytes(4, "big") + bytes([1]) + len(header).to_bytes(3, "big") \
+        + header + body
+
+
+def test_java_clients_rocketmq_headers_with_every_field_twice_are_checked_in_the_lane(server):
+    """The Java client's ACL hook makes a ROCKETMQ header carry each field twice; the decoder keeps the last
+    of a repeated name, and so does the lane's signed content: such sends are served from the bytes."""
+    lane = server.broker.send_processor.lane
+    with BlockingClient(server.broker_addr) as c:
+        c.invoke(new_request(310, sign_request(send_ext("lanePub"), b"hi", *USER), b"hi"))  # names the topic valid
+        before = lane.served_raw
+        for n, (topic, code) in enumerate((("lanePub", 0), ("lanePub", 0), ("laneOther", 1))):
+            ext = sign_request(send_ext(topic), b"twice", *USER)
+            c.send_raw(_binary_with_every_field_twice(ext, b"twice", 7000 + n))
+            r = c.wait_response(7000 + n, 5)
+            assert r.code == code, (topic, r.remark)
+        assert lane.served_raw == before + 2                           # the refused one is answered, not stored
+        bad = sign_request(send_ext("lanePub"), b"twice", *USER)
+        bad["Signature"] = "A" + bad["Signature"][1:]
+        c.send_raw(_binary_with_every_field_twice(bad, b"twice", 7010))
+        r = c.wait_response(7010, 5)
+        assert r.code == 1 and "Check signature failed for accessKey=laneUser01" in r.remark
+        # a repeated name with two values (first "XX", last "PG"): the signature over the last one counts
+        for n, signed_value, code in ((7020, "PG", 0), (7021, "XX", 1)):
+            ext = sign_request(send_ext("lanePub", a=signed_value), b"v", *USER)
+            ext["a"] = "PG"
+            raw = _binary_with_every_field_twice(ext, b"v", n).replace(
+                b"\x00\x01a\x00\x00\x00\x02PG", b"\x00\x01a\x00\x00\x00\x02XX", 1)
+            c.send_raw(raw)
+            r = c.wait_response(n, 5)
+            assert r.code == code, (signed_value, r.remark)
+
+
 @pytest.mark.parametrize("shape", ["repeated name", "number value", "ROCKETMQ header", "escaped value"])
 def test_headers_the_lane_does_not_read_get_the_same_answer_from_the_hook(server, shape):
     with BlockingClient(server.broker_addr) as c:
