@@ -28,21 +28,29 @@ import time
 
 from array import array
 
+from rmqd.acl.signer import sign_request
 from rmqd.cython_ext.loadgen import SharedConnectionSenders, run_closed_loop, run_sync_sender
 from rmqd.remoting.client import split_address
 from rmqd.remoting.command import RemotingCommand, encode_frame_bytes
 
 
-def send_request(topic: str, size: int, tag: str = "TagBench", opaque: int = 1, queue_id: int = 0) -> bytes:
-    """A SEND_MESSAGE_V2 frame like the Java client's (which always names the queue)."""
+def send_request(topic: str, size: int, tag: str = "TagBench", opaque: int = 1, queue_id: int = 0,
+                 credentials: tuple[str, str] | None = None) -> bytes:
+    """A SEND_MESSAGE_V2 frame like the Java client's (which always names the queue). With
+    ``credentials`` (access key, secret key) it is signed as AclClientRPCHook signs: the signature
+    covers the ext fields and the body, not the opaque, so every repetition of the frame is valid."""
     props = "\x01".join(["UNIQ_KEY", "7F000001AAAA18B4AAC2ADD4A4000000"]) + "\x02WAIT\x01true\x02TAGS\x01" + tag
     ext = {"a": "BenchPG", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
            "g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0", "k": "false", "m": "false"}
-    return encode_frame_bytes(RemotingCommand(310, ext, b"x" * size, opaque=opaque, language="JAVA", version=409))
+    body = b"x" * size
+    if credentials is not None:
+        sign_request(ext, body, *credentials)
+    return encode_frame_bytes(RemotingCommand(310, ext, body, opaque=opaque, language="JAVA", version=409))
 
 
-def run(broker: str, topic: str, threads: int, seconds: float, size: int, mode: str = "closed-loop") -> dict:
-    request = send_request(topic, size)
+def run(broker: str, topic: str, threads: int, seconds: float, size: int, mode: str = "closed-loop",
+        credentials: tuple[str, str] | None = None) -> dict:
+    request = send_request(topic, size, credentials=credentials)
     # Warm up: make sure the topic exists before timing.
     warm = socket.create_connection(split_address(broker))
     lat = array("d", bytes(8 * 16))
@@ -60,7 +68,8 @@ def run(broker: str, topic: str, threads: int, seconds: float, size: int, mode: 
                                          b'{"code":0,')
         extra = []
     elif mode == "closed-loop":
-        requests = [send_request(topic, size, opaque=k + 1, queue_id=k % 4) for k in range(threads)]
+        requests = [send_request(topic, size, opaque=k + 1, queue_id=k % 4, credentials=credentials)
+                    for k in range(threads)]
         buffers = [array("d", bytes(8 * cap * threads))]
         results = [None]
 
@@ -69,7 +78,8 @@ def run(broker: str, topic: str, threads: int, seconds: float, size: int, mode: 
         extra = []
     else:
         shared = SharedConnectionSenders(socks[0].fileno(),
-                                         [send_request(topic, size, opaque=k + 1, queue_id=k % 4) for k in range(threads)])
+                                         [send_request(topic, size, opaque=k + 1, queue_id=k % 4,
+                                                       credentials=credentials) for k in range(threads)])
 
         def worker(k: int) -> None:
             results[k] = shared.worker(k, seconds, memoryview(buffers[k]))
@@ -109,8 +119,11 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--mode", choices=("closed-loop", "shared", "per-thread"), default="closed-loop",
                     help="how the N senders are run (see the module docstring)")
+    ap.add_argument("--access-key", help="sign the requests (ACL), with --secret-key")
+    ap.add_argument("--secret-key")
     args = ap.parse_args()
-    print(json.dumps(run(args.broker, args.topic, args.threads, args.seconds, args.size, args.mode)),
+    creds = (args.access_key, args.secret_key) if args.access_key else None
+    print(json.dumps(run(args.broker, args.topic, args.threads, args.seconds, args.size, args.mode, creds)),
           flush=True)
 
 
