@@ -7,7 +7,9 @@ creates the topic and drives it with the native closed-loop sender (scripts/load
 sends, N senders on one connection); in this tree a scraper GETs /metrics every second under load
 (Prometheus scrapes every 15-60 s). Prints sends/s per run and the medians.
 
-The baseline is a tree from before the metrics (commit f7ee4a5^), extensions built in place:
+The baseline is a tree without the metrics, extensions built in place: this tree with the send lane's
+counting compiled out (LaneMetrics.on_put and end_read returning at once: what the metrics add to a plain
+send), or a tree from before the metrics (commit f7ee4a5^, which also lacks everything added since):
   git worktree add --detach /tmp/base-metrics f7ee4a5^ && (cd /tmp/base-metrics && python setup.py build_ext -i)
 Usage: flock /tmp/rmqd-bench.lock python scripts/bench_metrics.py --baseline /tmp/base-metrics [--runs 5]
        [--seconds 5] [--threads 16]
@@ -62,8 +64,10 @@ def one_run(tree: str, threads: int, seconds: float, metrics: bool, scrape_every
     env = dict(os.environ, PYTHONPATH=tree, PYTHONUNBUFFERED="1")
     args = [sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "--namesrv-port", "0",
             "--broker-port", "0", "--store-dir", store]
+    if os.path.isdir(os.path.join(tree, "rmqd", "console")):     # a tree that has them: other endpoints off
+        args += ["--console-port", "0", "--grpc-port", "0"]
     if metrics:
-        args += ["--console-port", "0", "--grpc-port", "0", "--metrics-port", "0"]   # metrics on, other endpoints off
+        args += ["--metrics-port", "0"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env, cwd=tree)
     try:
         addrs = []
@@ -108,7 +112,7 @@ def one_run(tree: str, threads: int, seconds: float, metrics: bool, scrape_every
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--baseline", required=True, help="a tree without the metrics (commit f7ee4a5^, extensions built)")
+    ap.add_argument("--baseline", required=True, help="a tree without the metrics counting, extensions built (see above)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--threads", type=int, default=16)
