@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+import threading
 import time
 from typing import Any, Optional
 
@@ -52,18 +53,25 @@ class AdminClient:
         self.timeout = timeout
         self.credentials = credentials      # (accessKey, secretKey): every request is signed (ACL)
         self._clients: dict[str, BlockingClient] = {}
+        self._clients_lock = threading.Lock()   # the console calls from several threads, and closes meanwhile
         self.client_id = f"{socket.gethostname()}@{os.getpid()}#{int(time.time() * 1000)}"
 
     def close(self) -> None:
-        for c in self._clients.values():
+        with self._clients_lock:
+            clients = list(self._clients.values())
+            self._clients.clear()
+        for c in clients:
             c.close()
-        self._clients.clear()
 
     # ------------------------------------------------------------------ transport
     def _client(self, addr: str) -> BlockingClient:
         c = self._clients.get(addr)
         if c is None:
-            c = self._clients[addr] = BlockingClient(addr)
+            new = BlockingClient(addr)
+            with self._clients_lock:
+                c = self._clients.setdefault(addr, new)
+            if c is not new:                    # another thread connected first
+                new.close()
         return c
 
     def call(self, addr: str, code: int, ext: Optional[dict] = None, body: Any = None,
