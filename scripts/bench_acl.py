@@ -105,25 +105,21 @@ def main() -> None:
                 target.stop()
             results[(broker, mode)].append(r)
             print(f"pass {p + 1} {broker} ACL {mode}: {r}", flush=True)
-    print(f"\n| {args.threads} senders, 1 KB (median of {args.passes}) | ACL off | ACL on | cost | "
-          f"broker CPU per send off / on (µs) |\n|---|---:|---:|---:|---:|")
+    print_table(f"{args.threads} senders, 1 KB (median of {args.passes})", brokers, results)
+    if args.native:
+        print_table(f"native load generator, {args.threads} senders, pre-signed (median of {args.passes})",
+                    brokers, natives)
+
+
+def print_table(title: str, brokers: list[str], runs: dict[tuple, list]) -> None:
+    """One markdown table: per broker the median sends/s with ACL off and on, the cost, CPU per send."""
+    print(f"\n| {title} | ACL off | ACL on | cost | broker CPU per send off / on (µs) |\n|---|---:|---:|---:|---:|")
     for broker in brokers:
-        off, on = results[(broker, "off")], results[(broker, "on")]
+        off, on = runs[(broker, "off")], runs[(broker, "on")]
         tps_off, tps_on = (statistics.median(r["tps"] for r in rs) for rs in (off, on))
         cpu = [statistics.median(1e6 * r["broker_cores"] / r["tps"] for r in rs) for rs in (off, on)]
         print(f"| {broker} sends/s | {tps_off:,.0f} | {tps_on:,.0f} | {100 * (tps_off - tps_on) / tps_off:.1f} % "
               f"| {cpu[0]:.1f} / {cpu[1]:.1f} |")
-
-    if args.native:
-        print(f"\n| native load generator, {args.threads} senders, pre-signed (median of {args.passes}) | ACL off | "
-              f"ACL on | cost | broker CPU per send off / on (µs) |\n|---|---:|---:|---:|---:|")
-        for broker in brokers:
-            off, on = natives[(broker, "off")], natives[(broker, "on")]
-            tps_off, tps_on = (statistics.median(r["tps"] for r in rs) for rs in (off, on))
-            cpu = [statistics.median(1e6 * r["broker_cores"] / r["tps"] for r in rs) for rs in (off, on)]
-            print(f"| {broker} sends/s | {tps_off:,.0f} | {tps_on:,.0f} | {100 * (tps_off - tps_on) / tps_off:.1f} % "
-                  f"| {cpu[0]:.1f} / {cpu[1]:.1f} |")
-
 
 if __name__ == "__main__":
     main()

@@ -894,14 +894,19 @@ def compaction_status(c: AdminClient, a: Any) -> None:
                 _ts(q["last_run_ms"]), q["last_duration_ms"]))
 
 
+def _long_calls(c: AdminClient, code: int, ext: dict, addrs: list[str]) -> list[tuple[str, dict]]:
+    """(addr, JSON body) of ``code`` on each broker, allowing up to 10 minutes each (an adoption swaps files)."""
+    saved, c.timeout = c.timeout, max(c.timeout, 600.0)
+    try:
+        return [(addr, c.call_json(addr, code, ext) or {}) for addr in addrs]
+    finally:
+        c.timeout = saved
+
+
 def adopt_compaction(c: AdminClient, a: Any) -> None:
     """Adopt the output of `rmqd pipeline compact` now (rmqd admin code 9005)."""
     ext = {k: v for k, v in (("topic", a.topic), ("dir", a.dir)) if v}
-    saved, c.timeout = c.timeout, max(c.timeout, 600.0)
-    try:
-        bodies = [(addr, c.call_json(addr, 9005, ext) or {}) for addr in _compaction_addrs(c, a)]
-    finally:
-        c.timeout = saved
+    bodies = _long_calls(c, 9005, ext, _compaction_addrs(c, a))
     failed = []
     for addr, body in bodies:
         results = body.get("results", [])
@@ -961,11 +966,7 @@ def tier_status(c: AdminClient, a: Any) -> None:
 def adopt_tier_index(c: AdminClient, a: Any) -> None:
     """Adopt the index files of `rmqd pipeline index` now (rmqd admin code 9006)."""
     ext = {"dir": a.dir} if a.dir else {}
-    saved, c.timeout = c.timeout, max(c.timeout, 600.0)
-    try:
-        bodies = [(addr, c.call_json(addr, 9006, ext) or {}) for addr in _tier_addrs(c, a)]
-    finally:
-        c.timeout = saved
+    bodies = _long_calls(c, 9006, ext, _tier_addrs(c, a))
     failed = []
     for addr, body in bodies:
         results = body.get("results", [])
