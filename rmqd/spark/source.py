@@ -11,7 +11,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from rmqd.remoting.codes import ResponseCode
-from rmqd.spark.arrow import DDL, Projection, decode_batch, projection
+from rmqd.cython_ext import record_columns as _rc
+from rmqd.spark.arrow import DDL, Projection, columns_batch, decode_batch, projection
 from rmqd.spark.group import GroupRegistration
 from rmqd.spark.options import DEFAULT_GROUP, EARLIEST, LATEST, Options, pick
 from rmqd.spark.remote import Clients, Cluster, ConnectorError, QueueRef, decompress_values, pull
@@ -116,10 +117,12 @@ def read_from_store(p: StoreRange, access_log: Optional[str], tags: Optional[set
             end = files.offset_at_time(p.ts_to, start, end)
         off = start
         while off < end:
-            buf, off = files.records(off, end, BATCH_BYTES)
-            if not buf:
+            cols = _rc.Columns(p.start, p.end, BATCH_BYTES + (BATCH_BYTES >> 3), 4096)
+            off = files.decode(off, end, BATCH_BYTES, cols)
+            if not cols.record_bytes:
                 continue
-            batch = _decode(buf, p.broker, p.start, p.end)
+            batch, sys_flags = columns_batch(cols.result(), p.broker)
+            batch = decompress_values(batch, sys_flags)
             if tags is not None:
                 batch = batch.filter(pc.is_in(batch.column("tags"), pa.array(sorted(tags), pa.string())))
             if batch.num_rows:
@@ -131,7 +134,6 @@ def read_from_store(p: StoreRange, access_log: Optional[str], tags: Optional[set
 def first_offset_at(cluster: Cluster, addr: str, ref: QueueRef, ts_ms: int, group: str) -> int:
     """Kafka's startingTimestamp: the first offset stored at or after ``ts_ms`` (the queue's max when none).
     The broker's SEARCH_OFFSET_BY_TIMESTAMP answers the closest record, which may be just before it."""
-    from rmqd.cython_ext import record_columns as _rc
     off = cluster.offset_by_time(addr, ref, ts_ms)
     mx = cluster.max_offset(addr, ref)
     while off < mx:

@@ -8,12 +8,13 @@ search over the units). Every file opened is appended to ``fileAccessLog`` when 
 """
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import re
 import struct
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from rmqd.spark.remote import ConnectorError
 
@@ -22,6 +23,8 @@ _UNIT = struct.Struct(">qiq")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 BLANK_SIZE = 0x7FFFFFFF
+
+log = logging.getLogger(__name__)
 
 
 class FileAccess:
@@ -181,14 +184,14 @@ class QueueFiles:
                 b = mid
         return a
 
-    def records(self, start: int, end: int, max_bytes: int) -> tuple[bytearray, int]:
-        """Concatenated records of [start, end) up to about ``max_bytes``; returns (buffer, next offset).
-        The copying runs in C (record_columns.gather), one CommitLog file at a time."""
+    def decode(self, start: int, end: int, max_bytes: int, cols: Any) -> int:
+        """Decode the records of [start, end) into ``cols`` (a ``record_columns.Columns``) until the next
+        one would take it past ``max_bytes`` of records; returns the next offset. Each record is decoded in C straight out
+        of its mapped CommitLog file (``record_columns.decode_units``), one CommitLog file at a time."""
         from rmqd.cython_ext import record_columns as _rc
-        out = bytearray()
         off = start
         per = self.cq_file_size // CQ_UNIT
-        while off < end and len(out) < max_bytes:
+        while off < end and cols.record_bytes < max_bytes:
             byte = off * CQ_UNIT
             fstart = byte - byte % self.cq_file_size
             m = self.access.map(os.path.join(self.cq_dir, f"{fstart:020d}"))
@@ -202,16 +205,22 @@ class QueueFiles:
                 continue
             phys, size, _tags = _UNIT.unpack_from(m, pos)
             if size == 0:
-                return out, end
+                return end
             cl_start = phys - phys % self.cl_size if self.cl_size else 0
             cl = self.access.map(os.path.join(self.layout.commitlog_dir, f"{cl_start:020d}")) if self.cl_size else None
             if cl is None:                              # its CommitLog file is gone: skip the unit
                 off += 1
                 continue
-            new_pos, why = _rc.gather(m, pos, stop, cl_start, cl, out, max_bytes - len(out) if out else max_bytes)
+            new_pos, why, damaged = _rc.decode_units(m, pos, stop, cl_start, cl, cols, max_bytes)
+            if damaged:
+                log.warning("store directory %s: %d ConsumeQueue units of %s offsets [%d, %d) point at no "
+                            "record of their size in CommitLog file %020d; skipped", self.layout.root, damaged,
+                            self.cq_dir, off, off + (new_pos - pos) // CQ_UNIT, cl_start)
             off += (new_pos - pos) // CQ_UNIT
             if why == 3:
-                return out, end
+                return end
+            if why == 2:                                # ``cols`` is full
+                return off
             if why == 1 and new_pos == pos:             # record beyond the file's end: damaged, skip it
                 off += 1
-        return out, off
+        return off
