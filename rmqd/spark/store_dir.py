@@ -13,6 +13,7 @@ import mmap
 import os
 import re
 import struct
+import threading
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -27,23 +28,69 @@ BLANK_SIZE = 0x7FFFFFFF
 log = logging.getLogger(__name__)
 
 
-class FileAccess:
-    """Opens files read-only (mmap), remembers them, and logs each first open to ``log_path``."""
+class MapCache:
+    """Read-only maps of store files kept for the life of the process. A Spark Python worker runs many
+    tasks, and every queue's records are spread over the same CommitLog pages, so a later task (or query)
+    finds the pages already mapped instead of taking the page faults again. A map is used only while the
+    file on disk is the one mapped (same device, inode, size and mtime); maps of files that changed or
+    were deleted (retention) are dropped by ``prune`` so that their disk space is not held."""
 
-    def __init__(self, log_path: Optional[str] = None) -> None:
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self._maps: dict[str, tuple[tuple, mmap.mmap]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _identity(path: str) -> Optional[tuple]:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+    def get(self, path: str) -> Optional[mmap.mmap]:
+        """The file's map (None when it is missing or empty)."""
+        ident = self._identity(path)
+        with self._lock:
+            hit = self._maps.pop(path, None)
+            if ident is None or ident[2] == 0:
+                return None
+            if hit is None or hit[0] != ident:
+                hit = (ident, self._open(path))
+            self._maps[path] = hit                   # most recently used last
+            while len(self._maps) > self.capacity:  # unmapped once no reader holds it any more
+                self._maps.pop(next(iter(self._maps)))
+            return hit[1]
+
+    @staticmethod
+    def _open(path: str) -> mmap.mmap:
+        with open(path, "rb") as f:
+            return mmap.mmap(f.fileno(), os.fstat(f.fileno()).st_size, access=mmap.ACCESS_READ)
+
+    def prune(self) -> None:
+        """Forget the maps of files that are gone or changed."""
+        with self._lock:
+            for path in [p for p, (ident, _m) in self._maps.items() if self._identity(p) != ident]:
+                del self._maps[path]
+
+
+MAPS = MapCache()
+
+
+class FileAccess:
+    """Opens files read-only (mmap, through the process's MapCache), remembers them, and logs each first
+    open to ``log_path``."""
+
+    def __init__(self, log_path: Optional[str] = None, maps: MapCache = MAPS) -> None:
         self.log_path = log_path
+        self.maps = maps
         self._maps: dict[str, mmap.mmap] = {}
 
     def map(self, path: str) -> Optional[mmap.mmap]:
         m = self._maps.get(path)
         if m is None:
-            try:
-                with open(path, "rb") as f:
-                    size = os.fstat(f.fileno()).st_size
-                    if size == 0:
-                        return None
-                    m = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-            except FileNotFoundError:
+            m = self.maps.get(path)
+            if m is None:
                 return None
             self._maps[path] = m
             if self.log_path:
@@ -52,9 +99,9 @@ class FileAccess:
         return m
 
     def close(self) -> None:
-        for m in self._maps.values():
-            m.close()
+        """Done with the files: the maps stay in the MapCache for the next reader."""
         self._maps.clear()
+        self.maps.prune()
 
 
 def _numbered(d: str) -> list[int]:

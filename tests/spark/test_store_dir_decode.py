@@ -4,6 +4,7 @@ skipped (and logged) without leaving the columns ragged."""
 from __future__ import annotations
 
 import logging
+import os
 
 import pyarrow as pa
 import pytest
@@ -88,3 +89,22 @@ def test_a_damaged_record_is_skipped_and_logged(store_dir, tmp_path, caplog):
     assert t.column("offset").to_pylist() == [o for o in range(N // 2) if o != 3]
     assert t.column("value").to_pylist() == [_body(2 * o) for o in range(N // 2) if o != 3]
     assert "1 ConsumeQueue units" in caplog.text and "skipped" in caplog.text
+
+
+def test_the_map_cache_reuses_a_file_until_it_changes_or_goes(tmp_path):
+    from rmqd.spark.store_dir import MapCache
+    path = str(tmp_path / "f")
+    with open(path, "wb") as f:
+        f.write(b"a" * 4096)
+    maps = MapCache(capacity=2)
+    first = maps.get(path)
+    assert maps.get(path) is first and first[:1] == b"a"
+    with open(path, "wb") as f:                                 # replaced: a new size, so a new map
+        f.write(b"b" * 8192)
+    second = maps.get(path)
+    assert second is not first and len(second) == 8192 and second[:1] == b"b"
+    access = FileAccess(str(tmp_path / "log"), maps)
+    assert access.map(path) is second
+    os.unlink(path)
+    access.close()                                              # a deleted file's map is dropped
+    assert maps.get(path) is None and not maps._maps
