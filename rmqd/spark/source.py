@@ -117,7 +117,7 @@ def read_from_store(p: StoreRange, access_log: Optional[str], tags: Optional[set
             end = files.offset_at_time(p.ts_to, start, end)
         off = start
         while off < end:
-            cols = _rc.Columns(p.start, p.end, BATCH_BYTES + (BATCH_BYTES >> 3), 4096)
+            cols = _rc.Columns(p.start, p.end, BATCH_BYTES, 4096)   # the bodies are a part of the records
             off = files.decode(off, end, BATCH_BYTES, cols)
             if not cols.record_bytes:
                 continue

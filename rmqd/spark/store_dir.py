@@ -56,7 +56,10 @@ class MapCache:
             if ident is None or ident[2] == 0:
                 return None
             if hit is None or hit[0] != ident:
-                hit = (ident, self._open(path))
+                try:
+                    hit = (ident, self._open(path))
+                except FileNotFoundError:            # deleted since the stat
+                    return None
             self._maps[path] = hit                   # most recently used last
             while len(self._maps) > self.capacity:  # unmapped once no reader holds it any more
                 self._maps.pop(next(iter(self._maps)))
