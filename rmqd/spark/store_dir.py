@@ -14,6 +14,7 @@ import os
 import re
 import struct
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -29,16 +30,20 @@ log = logging.getLogger(__name__)
 
 
 class MapCache:
-    """Read-only maps of store files kept for the life of the process. A Spark Python worker runs many
+    """Read-only maps of store files kept between readers in one process. A Spark Python worker runs many
     tasks, and every queue's records are spread over the same CommitLog pages, so a later task (or query)
     finds the pages already mapped instead of taking the page faults again. A map is used only while the
-    file on disk is the one mapped (same device, inode, size and mtime); maps of files that changed or
-    were deleted (retention) are dropped by ``prune`` so that their disk space is not held."""
+    file on disk is the one mapped (same device, inode, size and mtime). When a reader closes, maps of
+    files that changed or were deleted (retention) are dropped, and all of them ``idle_s`` seconds after
+    the last close unless a reader used them since, so a worker never holds a deleted file's disk space
+    for long."""
 
-    def __init__(self, capacity: int = 64) -> None:
-        self.capacity = capacity
+    def __init__(self, capacity: int = 64, idle_s: float = 30.0) -> None:
+        self.capacity, self.idle_s = capacity, idle_s
         self._maps: dict[str, tuple[tuple, mmap.mmap]] = {}
         self._lock = threading.Lock()
+        self._used = 0.0                              # monotonic time of the last get
+        self._timer: Optional[threading.Timer] = None
 
     @staticmethod
     def _identity(path: str) -> Optional[tuple]:
@@ -52,6 +57,7 @@ class MapCache:
         """The file's map (None when it is missing or empty)."""
         ident = self._identity(path)
         with self._lock:
+            self._used = time.monotonic()
             hit = self._maps.pop(path, None)
             if ident is None or ident[2] == 0:
                 return None
@@ -70,11 +76,26 @@ class MapCache:
         with open(path, "rb") as f:
             return mmap.mmap(f.fileno(), os.fstat(f.fileno()).st_size, access=mmap.ACCESS_READ)
 
-    def prune(self) -> None:
-        """Forget the maps of files that are gone or changed."""
+    def release(self) -> None:
+        """A reader is done: forget the maps of files that are gone or changed, and schedule ``expire``."""
         with self._lock:
             for path in [p for p, (ident, _m) in self._maps.items() if self._identity(p) != ident]:
                 del self._maps[path]
+            if self._maps and self._timer is None:
+                self._timer = threading.Timer(self.idle_s, self.expire)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def expire(self) -> None:
+        """Drop every map when none was used for ``idle_s`` seconds, else look again later."""
+        with self._lock:
+            self._timer = None
+            if time.monotonic() - self._used >= self.idle_s:
+                self._maps.clear()
+            elif self._maps:
+                self._timer = threading.Timer(self.idle_s, self.expire)
+                self._timer.daemon = True
+                self._timer.start()
 
 
 MAPS = MapCache()
@@ -104,7 +125,7 @@ class FileAccess:
     def close(self) -> None:
         """Done with the files: the maps stay in the MapCache for the next reader."""
         self._maps.clear()
-        self.maps.prune()
+        self.maps.release()
 
 
 def _numbered(d: str) -> list[int]:

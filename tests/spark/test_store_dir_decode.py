@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 import pyarrow as pa
 import pytest
@@ -91,12 +92,12 @@ def test_a_damaged_record_is_skipped_and_logged(store_dir, tmp_path, caplog):
     assert "1 ConsumeQueue units" in caplog.text and "skipped" in caplog.text
 
 
-def test_the_map_cache_reuses_a_file_until_it_changes_or_goes(tmp_path):
+def test_the_map_cache_reuses_a_file_until_it_changes_goes_or_idles(tmp_path):
     from rmqd.spark.store_dir import MapCache
     path = str(tmp_path / "f")
     with open(path, "wb") as f:
         f.write(b"a" * 4096)
-    maps = MapCache(capacity=2)
+    maps = MapCache(capacity=2, idle_s=0.2)
     first = maps.get(path)
     assert maps.get(path) is first and first[:1] == b"a"
     with open(path, "wb") as f:                                 # replaced: a new size, so a new map
@@ -108,3 +109,12 @@ def test_the_map_cache_reuses_a_file_until_it_changes_or_goes(tmp_path):
     os.unlink(path)
     access.close()                                              # a deleted file's map is dropped
     assert maps.get(path) is None and not maps._maps
+    with open(path, "wb") as f:
+        f.write(b"c" * 4096)
+    FileAccess(None, maps).map(path)
+    FileAccess(None, maps).close()
+    assert maps._maps
+    deadline = time.monotonic() + 5                             # idle: every map dropped
+    while maps._maps and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not maps._maps
