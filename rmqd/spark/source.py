@@ -101,7 +101,8 @@ _heap_frozen = False
 
 
 def freeze_worker_heap() -> None:
-    """Once per Python worker: move every object alive now (the imported modules: pyspark, pyarrow, pandas,
+    """Once per Python worker (Spark calls ``reader()`` and ``read()`` in its workers, never in the user's
+    process): move every object alive now (the imported modules: pyspark, pyarrow, pandas,
     rmqd) out of the cyclic garbage collector's reach (``gc.freeze``). Spark's worker daemon runs a full
     ``gc.collect()`` after every task, which otherwise walks all of them each time (~0.1 CPU s per query
     of 4 tasks). Objects that die later are still freed by reference counting; only cyclic garbage among
@@ -475,12 +476,14 @@ class RocketMQDataSource(DataSource):
         return DDL
 
     def reader(self, schema: Any) -> BatchReader:
+        freeze_worker_heap()                 # the planning worker: Spark collects its garbage after each call
         o = Options(self.options)
         if o.get("path") and o.bool("filterPushdown", False):
             return PruningBatchReader(self.options, schema)
         return BatchReader(self.options, schema)
 
     def streamReader(self, schema: Any) -> StreamReader:
+        freeze_worker_heap()
         return StreamReader(self.options, schema)
 
     def writer(self, schema: Any, overwrite: bool) -> BatchWriter:
