@@ -53,6 +53,12 @@ def decode_batch(buf: Any, broker_name: str, lo: int = -1, hi: int = -1,
     """Records in ``buf`` with queue offset in [lo, hi) -> (RecordBatch, rows, bytes consumed, the rows'
     sysFlag int32 buffer)."""
     cols, used = _rc.decode(buf, lo, hi, max_rows)
+    batch, sys_flags = columns_batch(cols, broker_name)
+    return batch, cols["rows"], used, sys_flags
+
+
+def columns_batch(cols: dict, broker_name: str) -> tuple[pa.RecordBatch, Any]:
+    """``record_columns.Columns.result()`` -> (RecordBatch, the rows' sysFlag int32 buffer), no copying."""
     n = cols["rows"]
     hk, hv = _var(pa.string(), cols["header_key"]), _var(pa.binary(), cols["header_value"])
     headers = pa.ListArray.from_arrays(_fixed(pa.int32(), n + 1, cols["header_offsets"]),
@@ -73,7 +79,7 @@ def decode_batch(buf: Any, broker_name: str, lo: int = -1, hi: int = -1,
         _fixed(pa.int64(), n, cols["commitLogOffset"]),
         _fixed(pa.int32(), n, cols["reconsumeTimes"]),
     ]
-    return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA), n, used, cols["sysFlag"]
+    return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA), cols["sysFlag"]
 
 
 def decompress_values(batch: pa.RecordBatch, sys_flags: Any) -> pa.RecordBatch:

@@ -8,12 +8,15 @@ search over the units). Every file opened is appended to ``fileAccessLog`` when 
 """
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import re
 import struct
+import threading
+import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from rmqd.spark.remote import ConnectorError
 
@@ -23,24 +26,95 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 BLANK_SIZE = 0x7FFFFFFF
 
+log = logging.getLogger(__name__)
+
+
+class MapCache:
+    """Read-only maps of store files kept between readers in one process. A Spark Python worker runs many
+    tasks, and every queue's records are spread over the same CommitLog pages, so a later task (or query)
+    finds the pages already mapped instead of taking the page faults again. A map is used only while the
+    file on disk is the one mapped (same device, inode, size and mtime). When a reader closes, maps of
+    files that changed or were deleted (retention) are dropped, and all of them ``idle_s`` seconds after
+    the last close unless a reader used them since, so a worker never holds a deleted file's disk space
+    for long."""
+
+    def __init__(self, capacity: int = 64, idle_s: float = 30.0) -> None:
+        self.capacity, self.idle_s = capacity, idle_s
+        self._maps: dict[str, tuple[tuple, mmap.mmap]] = {}
+        self._lock = threading.Lock()
+        self._used = 0.0                              # monotonic time of the last get
+        self._timer: Optional[threading.Timer] = None
+
+    @staticmethod
+    def _identity(path: str) -> Optional[tuple]:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+    def get(self, path: str) -> Optional[mmap.mmap]:
+        """The file's map (None when it is missing or empty)."""
+        ident = self._identity(path)
+        with self._lock:
+            self._used = time.monotonic()
+            hit = self._maps.pop(path, None)
+            if ident is None or ident[2] == 0:
+                return None
+            if hit is None or hit[0] != ident:
+                try:
+                    hit = (ident, self._open(path))
+                except FileNotFoundError:            # deleted since the stat
+                    return None
+            self._maps[path] = hit                   # most recently used last
+            while len(self._maps) > self.capacity:  # unmapped once no reader holds it any more
+                self._maps.pop(next(iter(self._maps)))
+            return hit[1]
+
+    @staticmethod
+    def _open(path: str) -> mmap.mmap:
+        with open(path, "rb") as f:
+            return mmap.mmap(f.fileno(), os.fstat(f.fileno()).st_size, access=mmap.ACCESS_READ)
+
+    def release(self) -> None:
+        """A reader is done: forget the maps of files that are gone or changed, and schedule ``expire``."""
+        with self._lock:
+            for path in [p for p, (ident, _m) in self._maps.items() if self._identity(p) != ident]:
+                del self._maps[path]
+            if self._maps and self._timer is None:
+                self._timer = threading.Timer(self.idle_s, self.expire)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def expire(self) -> None:
+        """Drop every map when none was used for ``idle_s`` seconds, else look again later."""
+        with self._lock:
+            self._timer = None
+            if time.monotonic() - self._used >= self.idle_s:
+                self._maps.clear()
+            elif self._maps:
+                self._timer = threading.Timer(self.idle_s, self.expire)
+                self._timer.daemon = True
+                self._timer.start()
+
+
+MAPS = MapCache()
+
 
 class FileAccess:
-    """Opens files read-only (mmap), remembers them, and logs each first open to ``log_path``."""
+    """Opens files read-only (mmap, through the process's MapCache), remembers them, and logs each first
+    open to ``log_path``."""
 
-    def __init__(self, log_path: Optional[str] = None) -> None:
+    def __init__(self, log_path: Optional[str] = None, maps: MapCache = MAPS) -> None:
         self.log_path = log_path
+        self.maps = maps
         self._maps: dict[str, mmap.mmap] = {}
 
     def map(self, path: str) -> Optional[mmap.mmap]:
         m = self._maps.get(path)
         if m is None:
-            try:
-                with open(path, "rb") as f:
-                    size = os.fstat(f.fileno()).st_size
-                    if size == 0:
-                        return None
-                    m = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-            except FileNotFoundError:
+            m = self.maps.get(path)
+            if m is None:
                 return None
             self._maps[path] = m
             if self.log_path:
@@ -49,9 +123,9 @@ class FileAccess:
         return m
 
     def close(self) -> None:
-        for m in self._maps.values():
-            m.close()
+        """Done with the files: the maps stay in the MapCache for the next reader."""
         self._maps.clear()
+        self.maps.release()
 
 
 def _numbered(d: str) -> list[int]:
@@ -181,14 +255,14 @@ class QueueFiles:
                 b = mid
         return a
 
-    def records(self, start: int, end: int, max_bytes: int) -> tuple[bytearray, int]:
-        """Concatenated records of [start, end) up to about ``max_bytes``; returns (buffer, next offset).
-        The copying runs in C (record_columns.gather), one CommitLog file at a time."""
+    def decode(self, start: int, end: int, max_bytes: int, cols: Any) -> int:
+        """Decode the records of [start, end) into ``cols`` (a ``record_columns.Columns``) until the next
+        one would take it past ``max_bytes`` of records; returns the next offset. Each record is decoded in C straight out
+        of its mapped CommitLog file (``record_columns.decode_units``), one CommitLog file at a time."""
         from rmqd.cython_ext import record_columns as _rc
-        out = bytearray()
         off = start
         per = self.cq_file_size // CQ_UNIT
-        while off < end and len(out) < max_bytes:
+        while off < end and cols.record_bytes < max_bytes:
             byte = off * CQ_UNIT
             fstart = byte - byte % self.cq_file_size
             m = self.access.map(os.path.join(self.cq_dir, f"{fstart:020d}"))
@@ -202,16 +276,22 @@ class QueueFiles:
                 continue
             phys, size, _tags = _UNIT.unpack_from(m, pos)
             if size == 0:
-                return out, end
+                return end
             cl_start = phys - phys % self.cl_size if self.cl_size else 0
             cl = self.access.map(os.path.join(self.layout.commitlog_dir, f"{cl_start:020d}")) if self.cl_size else None
             if cl is None:                              # its CommitLog file is gone: skip the unit
                 off += 1
                 continue
-            new_pos, why = _rc.gather(m, pos, stop, cl_start, cl, out, max_bytes - len(out) if out else max_bytes)
+            new_pos, why, damaged = _rc.decode_units(m, pos, stop, cl_start, cl, cols, max_bytes)
+            if damaged:
+                log.warning("store directory %s: %d ConsumeQueue units of %s offsets [%d, %d) point at no "
+                            "record of their size in CommitLog file %020d; skipped", self.layout.root, damaged,
+                            self.cq_dir, off, off + (new_pos - pos) // CQ_UNIT, cl_start)
             off += (new_pos - pos) // CQ_UNIT
             if why == 3:
-                return out, end
+                return end
+            if why == 2:                                # ``cols`` is full
+                return off
             if why == 1 and new_pos == pos:             # record beyond the file's end: damaged, skip it
                 off += 1
-        return out, off
+        return off
