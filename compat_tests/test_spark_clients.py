@@ -54,10 +54,10 @@ def progress(shell, ns: str, group: str, topic: str) -> dict[int, tuple[int, int
     return rows
 
 
-def stream_group(spark, ns: str, topic: str, group: str, ckpt: str, shell, want: dict[int, int]) -> str:
+def stream_group(spark, ns: str, topic: str, group: str, ckpt: str, shell, want: dict[int, int]) -> tuple[str, str]:
     """A running stream (1 s trigger) with ``group`` + commitOffsets: waits until mqadmin shows the group
-    online as a pull consumer and every queue consumed up to ``want``; stops it; returns consumerConnection's
-    output seen while it ran."""
+    online as a pull consumer and every queue consumed up to ``want``; stops it; returns the output of
+    consumerConnection and consumerStatus seen while it ran."""
     q = (spark.readStream.format("rocketmq").option("nameServer", ns).option("topic", topic)
          .option("startingOffsets", "earliest").option("group", group).option("commitOffsets", "true")
          .option("subExpression", "TagA || TagB").load()
@@ -71,15 +71,21 @@ def stream_group(spark, ns: str, topic: str, group: str, ckpt: str, shell, want:
         got = wait_for(caught_up, 120, interval=1.0, what=f"mqadmin consumerProgress -g {group} at {want}")
         assert all(b == c for b, c in got.values()), got                       # no lag left
         conn = shell.run("consumerConnection", "-n", ns, "-g", group).stdout
+        status = shell.run("consumerStatus", "-n", ns, "-g", group)
     finally:
         q.stop()
-    return conn
+    return conn, status.stdout + status.stderr
 
 
-def assert_pull_consumer(conn: str, topic: str) -> None:
+def assert_pull_consumer(seen: tuple[str, str], topic: str) -> None:
+    conn, status = seen
     assert "ConsumeType: CONSUME_ACTIVELY" in conn and "MessageModel: CLUSTERING" in conn, conn
     assert "spark_rmqd_" in conn, conn                                            # the driver's client id
     assert re.search(rf"^{topic}\s+TagA \|\| TagB$", conn, re.M), conn          # its subscription
+    # consumerStatus got the driver's ConsumerRunningInfo (relayed by the broker) and analysed it
+    assert re.search(r"^1\s+\S+@spark_rmqd_\d+\s+V\d", status, re.M), status
+    assert "Same subscription in the same group of consumer" in status and "Rebalance OK" in status, status
+    assert "Exception" not in status, status
 
 
 def test_java_broker_is_a_source_and_shows_the_streams_group(spark, reference_cluster, mqadmin_shell, tmp_path):
@@ -92,8 +98,8 @@ def test_java_broker_is_a_source_and_shows_the_streams_group(spark, reference_cl
     assert {r.brokerName for r in df.select("brokerName").distinct().collect()} == {"broker-a"}
 
     per_queue = {q: sum(1 for e in sent if e["queue"] == q) for q in range(4)}
-    conn = stream_group(spark, ns, topic, group, str(tmp_path / "ckpt"), mqadmin_shell, per_queue)
-    assert_pull_consumer(conn, topic)
+    seen = stream_group(spark, ns, topic, group, str(tmp_path / "ckpt"), mqadmin_shell, per_queue)
+    assert_pull_consumer(seen, topic)
     time.sleep(0.5)
     after = mqadmin_shell.run("consumerConnection", "-n", ns, "-g", group).stdout
     assert "CONSUME_ACTIVELY" not in after, after                       # stop() unregistered the client
@@ -104,5 +110,5 @@ def test_kit_mqadmin_shows_the_streams_group_on_rmqd(spark, rmqd_server, mqadmin
     create_topic(rmqd_server.broker_addr, topic, 4)
     sent = send_known(ns, topic, 40)
     per_queue = {q: sum(1 for e in sent if e["queue"] == q) for q in range(4)}
-    conn = stream_group(spark, ns, topic, group, str(tmp_path / "ckpt"), mqadmin_shell, per_queue)
-    assert_pull_consumer(conn, topic)
+    seen = stream_group(spark, ns, topic, group, str(tmp_path / "ckpt"), mqadmin_shell, per_queue)
+    assert_pull_consumer(seen, topic)

@@ -5,12 +5,15 @@ A Java ``DefaultMQPullConsumer`` makes its group known with HEART_BEAT (34): its
 start and every 30 s (``heartbeatBrokerInterval``). The broker then creates the group's retry topic
 ``%RETRY%<group>`` and registers it with the name servers, which is what ``mqadmin consumerProgress
 -g`` looks up first; without it the tool fails with "No topic route info ... %RETRY%<group>". On stop
-the client sends UNREGISTER_CLIENT (35). :class:`GroupRegistration` does the same from the driver.
+the client sends UNREGISTER_CLIENT (35). :class:`GroupRegistration` does the same from the driver, and
+answers the broker's GET_CONSUMER_RUNNING_INFO (307, what ``mqadmin consumerStatus`` asks for) as a pull
+consumer does: its properties and subscriptions, no process queues.
 """
 from __future__ import annotations
 
 import logging
 import os
+import select
 import threading
 import time
 from typing import Callable, Iterable, Optional
@@ -18,12 +21,15 @@ from typing import Callable, Iterable, Optional
 import orjson
 
 from rmqd.filter.tags import parse_tag_expression
+from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.remoting.command import RPC_ONEWAY, RemotingCommand, error_response, new_response, prepare_reply
 from rmqd.spark.remote import Clients, ConnectorError
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 30.0            # the Java client's heartbeatBrokerInterval
+POLL_S = 0.5                           # longest wait between looks at the brokers' requests
 
 
 def subscription_data(topic: str, expr_type: str, expression: str, sub_version: int) -> dict:
@@ -52,6 +58,17 @@ def heartbeat_body(client_id: str, group: str, topics: Iterable[str], expr_type:
         "producerDataSet": []})
 
 
+def running_info_body(group: str, subscriptions: list[dict], start_ms: int) -> bytes:
+    """ConsumerRunningInfo of a pull consumer, as the Java client's DefaultMQPullConsumerImpl and
+    MQClientInstance fill it: properties (PROP_CONSUME_TYPE and PROP_CONSUMER_START_TIMESTAMP are what
+    mqadmin's analysis reads) and the subscriptions; a pull consumer has no process queues."""
+    return orjson.dumps({
+        "properties": {"consumerGroup": group, "messageModel": "CLUSTERING",
+                       "PROP_CONSUME_TYPE": "CONSUME_ACTIVELY", "PROP_CONSUMER_START_TIMESTAMP": str(start_ms),
+                       "PROP_CLIENT_VERSION": "rmqd-spark"},
+        "subscriptionSet": subscriptions, "mqTable": {}, "statusTable": {}})
+
+
 class GroupRegistration:
     """Heartbeats ``group`` to the brokers ``addrs()`` names, now and every ``interval`` seconds from a
     daemon thread, until :meth:`close` (which unregisters the client). Uses its own connections."""
@@ -64,7 +81,7 @@ class GroupRegistration:
         self.interval = interval
         self.clients = Clients()
         self.client_id: Optional[str] = None
-        self.sub_version = int(time.time() * 1000)
+        self.sub_version = self.start_ms = int(time.time() * 1000)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -93,18 +110,65 @@ class GroupRegistration:
                 except (OSError, TimeoutError) as exc:
                     raise ConnectorError(f"option 'group': heartbeat of {self.group} to {addr} failed: "
                                          f"{exc}") from exc
-                self.clients.get(addr).server_requests.clear()   # the broker's notices: nothing to do
+                self._answer(self.clients.get(addr))           # requests read while waiting for the reply
                 if r.code != ResponseCode.SUCCESS:
                     raise ConnectorError(f"option 'group': heartbeat of {self.group} to {addr} refused: "
                                          f"{r.code} {r.remark}")
                 self._registered.add(addr)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.beat()
-            except Exception:                # the next beat retries; the query itself goes on
-                log.warning("consumer group %s: heartbeat failed", self.group, exc_info=True)
+        """Answer the brokers' requests as they come; heartbeat every ``interval`` seconds."""
+        next_beat = time.monotonic() + self.interval
+        while not self._stop.is_set():
+            self._serve(min(POLL_S, max(0.0, next_beat - time.monotonic())))
+            if time.monotonic() >= next_beat:
+                try:
+                    self.beat()
+                except Exception:                # the next beat retries; the query itself goes on
+                    log.warning("consumer group %s: heartbeat failed", self.group, exc_info=True)
+                next_beat = time.monotonic() + self.interval
+
+    def _serve(self, wait: float) -> None:
+        """Wait up to ``wait`` seconds for a broker's request on the heartbeat connections and answer it."""
+        with self._lock:
+            clients = {c.sock: (addr, c) for addr in self._registered
+                       if (c := self.clients.connected(addr)) is not None}
+        if not clients:
+            self._stop.wait(wait)
+            return
+        try:
+            readable, _, _ = select.select(list(clients), [], [], wait)
+        except (OSError, ValueError):            # a socket closed meanwhile (close() or a failed beat)
+            return
+        with self._lock:
+            for sock in readable:
+                addr, c = clients[sock]
+                if self.clients.connected(addr) is not c:
+                    continue
+                try:
+                    c.read_some(0.05)
+                    self._answer(c)
+                except OSError as exc:           # the broker closed it: the next beat reconnects
+                    log.info("consumer group %s: connection to %s lost (%s)", self.group, addr, exc)
+                    self.clients.drop(addr)
+
+    def _answer(self, client: BlockingClient) -> None:
+        """Reply to the requests ``client`` has read from its broker (caller holds the lock)."""
+        pending, client.server_requests[:] = list(client.server_requests), []
+        for req in pending:
+            if req.code == RequestCode.GET_CONSUMER_RUNNING_INFO and not req.flag & RPC_ONEWAY:
+                client.send(prepare_reply(req, self._running_info(req)))
+            elif not req.flag & RPC_ONEWAY:     # two-way requests a pull consumer has no answer for
+                client.send(prepare_reply(req, error_response(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {req.code} not supported")))
+
+    def _running_info(self, req: RemotingCommand) -> RemotingCommand:
+        group = (req.ext_fields or {}).get("consumerGroup")
+        if group != self.group:
+            return error_response(ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer")
+        subs = [subscription_data(t, self.expr_type, self.expression, self.sub_version)
+                for t in sorted(set(self.topics))]
+        return new_response(ResponseCode.SUCCESS, body=running_info_body(self.group, subs, self.start_ms))
 
     def close(self) -> None:
         """Stop the heartbeats and UNREGISTER_CLIENT on every broker (a failure is logged)."""

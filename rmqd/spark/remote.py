@@ -45,6 +45,16 @@ class Clients:
             c = self._by_addr[addr] = BlockingClient(addr, self.timeout)
         return c
 
+    def connected(self, addr: str) -> Optional[BlockingClient]:
+        """The open connection to ``addr``, if there is one (no connecting)."""
+        return self._by_addr.get(addr)
+
+    def drop(self, addr: str) -> None:
+        """Close and forget the connection to ``addr``; the next call reconnects."""
+        c = self._by_addr.pop(addr, None)
+        if c is not None:
+            c.close()
+
     def invoke(self, addr: str, code: int, ext: Optional[dict] = None, body: Optional[bytes] = None) -> RemotingCommand:
         """One request; a kept connection the broker has closed meanwhile (the Java broker closes connections
         idle for 120 s, e.g. a stream's driver between slow triggers) is replaced once."""

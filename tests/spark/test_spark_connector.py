@@ -403,6 +403,54 @@ def test_a_kept_connection_the_broker_closed_is_replaced(broker):
         cluster.clients.close()
 
 
+def test_a_streams_group_answers_consumer_running_info(broker):
+    """`mqadmin consumerStatus -g` asks each client of the group for its ConsumerRunningInfo (307, relayed by
+    the broker over the client's heartbeat connection). The stream's group answers as a Java pull consumer
+    does, while the query runs and within a second; a connection the broker closed is replaced by the next
+    heartbeat."""
+    from rmqd.spark.group import GroupRegistration
+    create_topic(broker.broker_addr, "SparkStatus", 2)
+    reg = GroupRegistration("spark_status_cg", ["SparkStatus"], "TAG", "TagA || TagB",
+                            lambda: [broker.broker_addr], interval=0.5).start()
+
+    def running_info():
+        with BlockingClient(broker.broker_addr) as c:
+            t0 = time.monotonic()
+            r = c.invoke(new_request(307, {"consumerGroup": "spark_status_cg", "clientId": reg.client_id,
+                                           "jstackEnable": "false"}), timeout=10)
+            return r, time.monotonic() - t0
+    try:
+        r, took = running_info()
+        assert r.code == 0, (r.code, r.remark)
+        assert took < 2.0, took
+        info = json.loads(r.body_bytes())
+        props = info["properties"]
+        assert props["PROP_CONSUME_TYPE"] == "CONSUME_ACTIVELY" and props["consumerGroup"] == "spark_status_cg"
+        assert int(props["PROP_CONSUMER_START_TIMESTAMP"]) == reg.start_ms
+        (sub,) = info["subscriptionSet"]
+        assert (sub["topic"], sub["subString"], sorted(sub["tagsSet"])) == ("SparkStatus", "TagA || TagB",
+                                                                            ["TagA", "TagB"])
+        assert info["mqTable"] == {}
+        local = "%s:%d" % reg.clients.connected(broker.broker_addr).sock.getsockname()
+        server = broker.broker.server
+        (conn,) = [c for c in server.connections if c.remote_address == local]
+        broker._loop.call_soon_threadsafe(conn.close)          # the broker hangs up
+        def reconnected():
+            c = reg.clients.connected(broker.broker_addr)
+            return c is not None and "%s:%d" % c.sock.getsockname() != local
+        deadline = time.monotonic() + 10
+        while not reconnected() and time.monotonic() < deadline:   # the next heartbeat opens a new connection
+            time.sleep(0.1)
+        assert reconnected()
+        time.sleep(0.3)
+        r, _ = running_info()
+        assert r.code == 0 and json.loads(r.body_bytes())["properties"]["consumerGroup"] == "spark_status_cg"
+    finally:
+        reg.close()
+    r, _ = running_info()
+    assert r.code != 0 and "not online" in r.remark, (r.code, r.remark)
+
+
 @pytest.mark.parametrize("opts,needle", [
     ({"topic": "NoSuchTopic"}, "option 'topic': topic 'NoSuchTopic' does not exist"),
     ({"topic": "SparkT1", "startingOffsets": "{not json"}, "option 'startingOffsets'"),
