@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import urllib.parse
 import statistics
 import time
 
@@ -450,6 +451,11 @@ def test_dark_mode_toggle_persists(browser, kit):
         css(browser, "#theme-toggle").click()
 
 
+# the page's own CSRF cookie: named per console port (browsers share cookies between the ports of one host)
+CSRF_OF_THIS_CONSOLE = """const name = document.querySelector('meta[name="rmqd-csrf-cookie"]').content;
+    return document.cookie.split('; ').find(c => c.startsWith(name + '=')).slice(name.length + 1);"""
+
+
 def test_read_only_mode(browser, kit):
     open_page(browser, kit.url("ro") + f"topics/{TOPIC}", "topic")
     assert css(browser, "#read-only-badge").text == "read-only"
@@ -457,7 +463,8 @@ def test_read_only_mode(browser, kit):
         assert css(browser, sel).get_attribute("disabled") is not None, sel
     status = browser.execute_async_script("""
         const done = arguments[0];
-        const csrf = document.cookie.split('; ').find(c => c.startsWith('rmqd_csrf=')).slice(10);
+        const name = document.querySelector('meta[name="rmqd-csrf-cookie"]').content;
+        const csrf = document.cookie.split('; ').find(c => c.startsWith(name + '=')).slice(name.length + 1);
         fetch('/api/topics', {method: 'POST', headers: {'X-CSRF-Token': csrf, 'Content-Type': 'application/json'},
                               body: JSON.stringify({topic: 'SneakyTopic'})}).then(r => done(r.status));""")
     assert status == 403
@@ -475,7 +482,8 @@ def test_token_flow_401_then_token_link_then_cookie(browser, kit):
     browser.get(base + "?token=wrong-token")
     assert "needs its token" in browser.find_element(By.TAG_NAME, "body").text
     open_page(browser, base + "?token=s3cret-token", "overview")
-    cookie = browser.get_cookie("rmqd_token")
+    token_cookie = f"rmqd_token_{urllib.parse.urlsplit(base).port}"                  # named per console port
+    cookie = browser.get_cookie(token_cookie)
     assert cookie and cookie["value"] == "s3cret-token" and cookie["httpOnly"]
     assert "rmqd_token" not in browser.execute_script("return document.cookie")      # scripts cannot read it
     open_page(browser, base + f"topics/{TOPIC}", "topic")                           # no token in the URL now
@@ -487,7 +495,7 @@ def test_token_flow_401_then_token_link_then_cookie(browser, kit):
     wait_ready(browser, "topic")
     assert browser.current_url.endswith("/topics/TokenMadeTopic")
     assert kit.server.broker.topic_config_manager.get("TokenMadeTopic") is not None
-    browser.delete_cookie("rmqd_token")                                             # cookie gone: 401 again
+    browser.delete_cookie(token_cookie)                                             # cookie gone: 401 again
     browser.get(base + "topics")
     assert "needs its token" in browser.find_element(By.TAG_NAME, "body").text
 
@@ -514,9 +522,31 @@ def test_csrf_forged_header_and_cross_origin_post_are_refused(browser, kit):
     assert kit.server.broker.topic_config_manager.get("ForgedTopic") is None
     open_page(browser, kit.url() + "topics", "topics")                    # the real page still can post
     status = browser.execute_async_script(post, "/api/topics",
-                                          browser.execute_script("return document.cookie.split('; ')"
-                                                                 ".find(c => c.startsWith('rmqd_csrf=')).slice(10)"))
+                                          browser.execute_script(CSRF_OF_THIS_CONSOLE))
     assert status == [200, None] and kit.server.broker.topic_config_manager.get("ForgedTopic") is not None
+
+
+def test_a_second_console_in_another_tab_leaves_the_first_tab_working(browser, kit):
+    """Two consoles on one host (two local rmqd): browsers share cookies between ports, so each console names
+    its cookies by its port. A tab of the first console still creates a topic (a CSRF-checked POST, no
+    reload) after a second tab opened the second console and got its own CSRF and token cookies."""
+    browser.delete_all_cookies()
+    first = browser.current_window_handle
+    open_page(browser, kit.url() + "topics", "topics")
+    browser.switch_to.new_window("tab")
+    try:
+        open_page(browser, kit.url("token") + "?token=s3cret-token", "overview")
+        names = {c["name"] for c in browser.get_cookies()}
+        assert len({n for n in names if n.startswith("rmqd_csrf_")}) == 2, names
+    finally:
+        browser.close()
+        browser.switch_to.window(first)
+    css(browser, "#create-topic").click()
+    css(browser, "#new-topic").send_keys("SecondTabTopic")
+    css(browser, "#create-submit").click()
+    wait_ready(browser, "topic")
+    assert browser.current_url.endswith("/topics/SecondTabTopic")
+    assert kit.server.broker.topic_config_manager.get("SecondTabTopic") is not None
 
 
 def test_deep_links_and_unknown_pages(browser, kit):

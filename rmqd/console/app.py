@@ -4,7 +4,9 @@ Security: no login on a loopback bind, but there every request must name the con
 Host (``127.0.0.1``, ``localhost``, ``[::1]`` with its port): a page of another site whose name
 resolves to 127.0.0.1 (DNS rebinding) gets 403.  On any other address every request needs the
 console token (``Authorization: Bearer``, the ``rmqd_token`` cookie, or ``?token=`` once, which sets
-the cookie).
+the cookie).  Browsers share cookies between the ports of one host, so the cookies of a console
+started with ``cookie_suffix`` (the endpoint passes its port) are named ``rmqd_token_<port>`` and
+``rmqd_csrf_<port>``; the page learns its CSRF cookie's name from a ``<meta name="rmqd-csrf-cookie">``.
 Every POST needs the ``X-CSRF-Token`` header equal to the ``rmqd_csrf`` cookie the page gets
 (double-submit) and, when the browser sends an Origin, a same-origin one.  ``read_only`` answers 403
 to every request that is not GET/HEAD/OPTIONS.
@@ -52,7 +54,7 @@ class ConsoleState:
     searches, lag history, the secrets."""
 
     def __init__(self, view: "ClusterView | Callable[[], ClusterView]", read_only: bool, token: Optional[str],
-                 workers: int = 4) -> None:
+                 workers: int = 4, cookie_suffix: str = "") -> None:
         """``view``: the view, or a factory called on first use (once the services it reads are up)."""
         self._view: Optional[ClusterView] = view if isinstance(view, ClusterView) else None
         self._make_view: Optional[Callable[[], ClusterView]] = None if self._view is not None else view
@@ -60,6 +62,8 @@ class ConsoleState:
         self.read_only = read_only
         self.token = token
         self.csrf = secrets.token_urlsafe(24)
+        tail = f"_{cookie_suffix}" if cookie_suffix else ""
+        self.csrf_cookie, self.token_cookie = CSRF_COOKIE + tail, TOKEN_COOKIE + tail
         self.executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="rmqd-console")
         self.search_executor = concurrent.futures.ThreadPoolExecutor(SEARCH_WORKERS,
                                                                      thread_name_prefix="rmqd-console-search")
@@ -134,7 +138,7 @@ async def security(request: web.Request, handler: Callable) -> web.StreamRespons
         auth = request.headers.get("Authorization", "")
         if auth.startswith("Bearer "):
             given = auth[7:].strip()
-        given = given or request.cookies.get(TOKEN_COOKIE, "") or request.query.get("token", "")
+        given = given or request.cookies.get(st.token_cookie, "") or request.query.get("token", "")
         if not given or not hmac.compare_digest(given, st.token):
             if path.startswith("/api/") or request.method not in SAFE_METHODS:
                 return _error("a console token is required (Authorization: Bearer <token>)", 401)
@@ -146,7 +150,7 @@ async def security(request: web.Request, handler: Callable) -> web.StreamRespons
             return _error("the console is read-only", 403)
         sent = request.headers.get("X-CSRF-Token", "")
         if not sent or not hmac.compare_digest(sent, st.csrf) or \
-                not hmac.compare_digest(request.cookies.get(CSRF_COOKIE, ""), st.csrf):
+                not hmac.compare_digest(request.cookies.get(st.csrf_cookie, ""), st.csrf):
             return _error("missing or wrong CSRF token", 403)
         origin = request.headers.get("Origin")
         if origin and origin != "null" and urlparse(origin).netloc != request.host:
@@ -160,18 +164,32 @@ async def security(request: web.Request, handler: Callable) -> web.StreamRespons
     except (OSError, TimeoutError) as exc:
         return _error(f"cannot reach the cluster: {exc}", 502)
     if st.token and request.query.get("token") and isinstance(resp, web.Response):
-        resp.set_cookie(TOKEN_COOKIE, st.token, httponly=True, samesite="Strict")
+        resp.set_cookie(st.token_cookie, st.token, httponly=True, samesite="Strict")
     return resp
 
 
 # ---------------------------------------------------------------------------------- pages
+_INDEX: dict[str, bytes] = {}
+
+
+def index_page(csrf_cookie: str) -> bytes:
+    """index.html naming the console's CSRF cookie in a meta tag (read once per name)."""
+    page = _INDEX.get(csrf_cookie)
+    if page is None:
+        with open(os.path.join(STATIC_DIR, "index.html"), encoding="utf-8") as f:
+            html = f.read()
+        meta = f'<meta name="rmqd-csrf-cookie" content="{csrf_cookie}">\n'
+        page = _INDEX[csrf_cookie] = html.replace("</head>", meta + "</head>", 1).encode()
+    return page
+
+
 async def index(request: web.Request) -> web.StreamResponse:
     st: ConsoleState = request.app[STATE]
-    resp = web.FileResponse(os.path.join(STATIC_DIR, "index.html"),
-                            headers={"Cache-Control": "no-store", "Content-Type": "text/html; charset=utf-8"})
-    resp.set_cookie(CSRF_COOKIE, st.csrf, samesite="Strict")
+    resp = web.Response(body=index_page(st.csrf_cookie), content_type="text/html", charset="utf-8",
+                        headers={"Cache-Control": "no-store"})
+    resp.set_cookie(st.csrf_cookie, st.csrf, samesite="Strict")
     if st.token and request.query.get("token"):
-        resp.set_cookie(TOKEN_COOKIE, st.token, httponly=True, samesite="Strict")
+        resp.set_cookie(st.token_cookie, st.token, httponly=True, samesite="Strict")
     return resp
 
 
@@ -446,12 +464,12 @@ def loopback_hosts(port: int, bind_host: str = "127.0.0.1") -> frozenset[str]:
 
 def build_app(view: "ClusterView | Callable[[], ClusterView]", read_only: bool = False, token: Optional[str] = None,
               ready: Optional[Callable[[], bool]] = None, lag_interval_s: float = 10.0,
-              allowed_hosts: Optional[frozenset[str]] = None) -> web.Application:
+              allowed_hosts: Optional[frozenset[str]] = None, cookie_suffix: str = "") -> web.Application:
     """``view``: the view or its factory (called on first use); ``ready``: until it is true every request
     but ``/healthz`` answers 503; ``allowed_hosts``: the only Host headers served (a loopback bind
-    without a token), None = any."""
+    without a token), None = any; ``cookie_suffix``: appended to the cookies' names (the port)."""
     app = web.Application(middlewares=[security], client_max_size=8 * 1024 * 1024)
-    st = ConsoleState(view, read_only, token)
+    st = ConsoleState(view, read_only, token, cookie_suffix=cookie_suffix)
     app[STATE] = st
     if allowed_hosts:
         app[ALLOWED_HOSTS] = allowed_hosts

@@ -96,7 +96,8 @@ class ConsoleEndpoint:
         services = self._services
         hosts = loopback_hosts(self.port, self.host) if self.token is None and is_loopback(self.host) else None
         app = build_app(self._make_view, self.read_only, self.token, ready=services.ready,
-                        lag_interval_s=self.lag_interval_s, allowed_hosts=hosts)
+                        lag_interval_s=self.lag_interval_s, allowed_hosts=hosts,
+                        cookie_suffix=str(self.port))
         self._app = app
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()

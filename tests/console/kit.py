@@ -5,6 +5,7 @@ import http.cookiejar
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, Optional
 
@@ -42,11 +43,13 @@ class Http:
             return e.code, dict(e.headers), e.read()
 
     def csrf(self) -> str:
+        """This console's CSRF cookie (``rmqd_csrf_<port>``), after a page load if there is none yet."""
+        name = f"rmqd_csrf_{urllib.parse.urlsplit(self.base).port}"
         for c in self.jar:
-            if c.name == "rmqd_csrf":
+            if c.name == name:
                 return c.value
         self.request("GET", "/")
-        return next(c.value for c in self.jar if c.name == "rmqd_csrf")
+        return next(c.value for c in self.jar if c.name == name)
 
     def get(self, path: str, **kw: Any) -> tuple[int, dict, bytes]:
         return self.request("GET", path, **kw)

@@ -7,6 +7,7 @@ import os
 import re
 import socket
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -56,7 +57,9 @@ def test_healthz_and_session(web):
 def test_every_page_url_serves_the_ui_with_a_csrf_cookie(web, path):
     code, headers, body = web.get(path)
     assert code == 200 and b'<script src="/static/app.js">' in body
-    assert "rmqd_csrf=" in headers.get("Set-Cookie", "")
+    port = urllib.parse.urlsplit(web.base).port
+    assert f"rmqd_csrf_{port}=" in headers.get("Set-Cookie", "")
+    assert f'<meta name="rmqd-csrf-cookie" content="rmqd_csrf_{port}">'.encode() in body
 
 
 def test_assets_ship_in_the_package_and_load_nothing_from_another_host(web):
@@ -357,6 +360,22 @@ def test_csrf_is_required_on_post(web):
     web.get_json("/api/topics/CsrfTopic", status=404)
 
 
+def test_two_consoles_on_one_host_keep_their_own_cookies(kit):
+    """Browsers share cookies between the ports of one host. With one cookie jar (one browser), opening a
+    second console (the token one: its page sets a CSRF and a token cookie) does not overwrite the first's:
+    the first tab's POSTs still pass its CSRF check, and the second's token cookie still lets it in."""
+    rw, token = kit.http("rw"), kit.http("token")
+    token.jar = rw.jar
+    token.opener = rw.opener
+    rw_csrf = rw.csrf()
+    assert token.get("/?token=s3cret-token")[0] == 200            # the second console, opened in the same browser
+    assert rw.csrf() == rw_csrf and token.csrf() != rw_csrf
+    assert len({c.name for c in rw.jar if c.name.startswith("rmqd_csrf_")}) == 2
+    assert rw.post_json("/api/topics", {"topic": "TwoConsolesTopic"})
+    assert token.get_json("/api/overview")["brokers"]
+    assert token.post("/api/topics", {"topic": "TwoConsolesTopic2"})[0] == 200
+
+
 def test_token_required_off_loopback(kit):
     anon = kit.http("token")
     code, _, _ = anon.get("/api/overview")
@@ -367,7 +386,8 @@ def test_token_required_off_loopback(kit):
     assert kit.http("token", token="s3cret-token").get_json("/api/session")["tokenRequired"] is True
     assert kit.http("token", token="wrong").get("/api/overview")[0] == 401
     code, headers, _ = anon.get("/?token=s3cret-token")            # ?token= once sets the cookie
-    assert code == 200 and {c.name for c in anon.jar} >= {"rmqd_token", "rmqd_csrf"}
+    port = urllib.parse.urlsplit(anon.base).port
+    assert code == 200 and {c.name for c in anon.jar} >= {f"rmqd_token_{port}", f"rmqd_csrf_{port}"}
     assert anon.get_json("/api/overview")["brokers"]
 
 

@@ -24,11 +24,13 @@ function cookie(name) {
   const m = document.cookie.split("; ").find(c => c.startsWith(name + "="));
   return m ? decodeURIComponent(m.slice(name.length + 1)) : "";
 }
+// this console's CSRF cookie (named per port: browsers share cookies between the ports of one host)
+const CSRF_COOKIE = (document.querySelector('meta[name="rmqd-csrf-cookie"]') || {}).content || "rmqd_csrf";
 async function api(path, opts) {
   opts = opts || {};
   const init = { method: opts.method || "GET", headers: {}, credentials: "same-origin" };
   if (init.method !== "GET") {
-    init.headers["X-CSRF-Token"] = cookie("rmqd_csrf");
+    init.headers["X-CSRF-Token"] = cookie(CSRF_COOKIE);
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(opts.body || {});
   }
