@@ -113,7 +113,8 @@ class BrokerController:
             self.dispatcher.add_pool(pool)
         extra = [c.vip_port] if c.listenPort else [0]
         self.server = RemotingServer(self.dispatcher, host, c.listenPort, extra_ports=extra, name="broker",
-                                     max_frame_length=c.serverMaxFrameLength, busy_poll_us=int(c.busyPollMicros))
+                                     max_frame_length=c.serverMaxFrameLength, busy_poll_us=int(c.busyPollMicros),
+                                     max_idle_s=float(c.serverChannelMaxIdleTimeSeconds))
         self.server.add_close_listener(self._on_channel_close)
 
         # store and metadata

@@ -161,6 +161,7 @@ class BrokerConfig(_PropertiesConfig):
         "brokerPermission": 6,
         "regionId": "DefaultRegion",
         "traceOn": True,
+        "serverChannelMaxIdleTimeSeconds": 120,   # a connection with no read or write for this long is closed
         "serverMaxFrameLength": 16 * 1024 * 1024,
         # rmqd: keep the loop polling this long after a request instead of sleeping (0 = off);
         # see rmqd.remoting.busy_poll

@@ -66,6 +66,12 @@ class AdminClient:
     # ------------------------------------------------------------------ transport
     def _client(self, addr: str) -> BlockingClient:
         c = self._clients.get(addr)
+        if c is not None and c.peer_closed():   # the server closed it (idle for 120 s): connect again
+            with self._clients_lock:
+                if self._clients.get(addr) is c:
+                    del self._clients[addr]
+            c.close()
+            c = None
         if c is None:
             new = BlockingClient(addr)
             with self._clients_lock:

@@ -21,7 +21,8 @@ class NameServer:
         self.config = config or NamesrvConfig()
         self.dispatcher = Dispatcher("namesrv")
         self.server = RemotingServer(self.dispatcher, host, self.config.listenPort, name="namesrv",
-                                     max_frame_length=self.config.serverMaxFrameLength)
+                                     max_frame_length=self.config.serverMaxFrameLength,
+                                     max_idle_s=float(self.config.serverChannelMaxIdleTimeSeconds))
         self._register_processors()
 
     def _register_processors(self) -> None:

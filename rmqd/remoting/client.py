@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import socket
 import threading
 import time
@@ -94,6 +95,19 @@ class BlockingClient:
             self.sock.close()
         except OSError:
             pass
+
+    def peer_closed(self) -> bool:
+        """Whether the server has closed this connection (e.g. after ``serverChannelMaxIdleTimeSeconds``
+        of silence), looked at without blocking or consuming anything."""
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+            if not readable:
+                return False
+            return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except (OSError, ValueError):           # reset, or closed on this side
+            return True
 
     def _next_opaque(self) -> int:
         self._opaque = (self._opaque + 1) & 0x7FFFFFFF

@@ -95,6 +95,8 @@ class Connection(asyncio.Protocol):
         # go out in one write (many requests in flight on one connection: one syscall, one wake-up).
         self._corked: list | None = None
         self.busy_poll: Any = None      # rmqd.remoting.busy_poll.BusyPoll of the server, if on
+        self.active = True              # read or written since the server's idle sweep last looked
+        self.idle_since = 0.0           # loop time that sweep found it quiet
 
     # -- identity ------------------------------------------------------------------------
     @property
@@ -121,6 +123,7 @@ class Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
+        self.active = True
         dispatcher = self.dispatcher
         lane = dispatcher.lane if dispatcher is not None else None
         self._corked = corked = []
@@ -187,6 +190,7 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self.closed or transport.is_closing():
             return
+        self.active = True
         transport.writelines(buffers)
 
     def send(self, cmd: RemotingCommand) -> None:

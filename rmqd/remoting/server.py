@@ -18,7 +18,10 @@ class RemotingServer:
 
     def __init__(self, dispatcher: Dispatcher, host: str = "127.0.0.1", port: int = 0, *,
                  extra_ports: Iterable[int] = (), name: str = "server",
-                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH, busy_poll_us: int = 0) -> None:
+                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH, busy_poll_us: int = 0,
+                 max_idle_s: float = 0) -> None:
+        """``max_idle_s``: close a connection that read and wrote nothing for this long (the Java
+        server's ``serverChannelMaxIdleTimeSeconds``; 0 = never)."""
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
@@ -31,6 +34,8 @@ class RemotingServer:
         self.bound_ports: list[int] = []
         self._servers: list[asyncio.base_events.Server] = []
         self._close_listeners: list[Callable[[Connection], None]] = []
+        self.max_idle_s = max_idle_s
+        self._idle_sweep: asyncio.TimerHandle | None = None
 
     def add_close_listener(self, callback: Callable[[Connection], None]) -> None:
         """Called (on the loop) for every connection of this server that closes."""
@@ -64,14 +69,36 @@ class RemotingServer:
             self._servers.append(server)
             self.bound_ports.append(server.sockets[0].getsockname()[1])
         self.port = self.bound_ports[0]
+        if self.max_idle_s > 0:
+            self._idle_sweep = loop.call_later(self._sweep_period(), self._sweep_idle)
         log.info("%s listening on %s", self.name, ", ".join(f"{self.host}:{p}" for p in self.bound_ports))
         return self.bound_ports
+
+    def _sweep_period(self) -> float:
+        """How often idle connections are looked for: a quarter of the idle time, 10 s at most, so one is
+        closed between ``max_idle_s`` and ``max_idle_s`` + that after its last read or write."""
+        return min(max(self.max_idle_s / 4, 0.05), 10.0)
+
+    def _sweep_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for conn in list(self.connections):
+            if conn.active:
+                conn.active, conn.idle_since = False, now
+            elif not conn.closed and now - conn.idle_since >= self.max_idle_s:
+                log.info("%s: closing %s, idle for %.0f s (serverChannelMaxIdleTimeSeconds %g)", self.name,
+                         conn.remote_address, now - conn.idle_since, self.max_idle_s)
+                conn.close()
+        self._idle_sweep = loop.call_later(self._sweep_period(), self._sweep_idle)
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
     async def close(self) -> None:
+        if self._idle_sweep is not None:
+            self._idle_sweep.cancel()
+            self._idle_sweep = None
         for server in self._servers:
             server.close()
         for conn in list(self.connections):
