@@ -451,6 +451,16 @@ def test_dark_mode_toggle_persists(browser, kit):
         css(browser, "#theme-toggle").click()
 
 
+def create_topic_from_the_page(browser, kit, topic: str) -> None:
+    """The topics page's create form (a CSRF-checked POST); the page moves to the new topic."""
+    css(browser, "#create-topic").click()
+    css(browser, "#new-topic").send_keys(topic)
+    css(browser, "#create-submit").click()
+    wait_ready(browser, "topic")
+    assert browser.current_url.endswith(f"/topics/{topic}")
+    assert kit.server.broker.topic_config_manager.get(topic) is not None
+
+
 # the page's own CSRF cookie: named per console port (browsers share cookies between the ports of one host)
 CSRF_OF_THIS_CONSOLE = """const name = document.querySelector('meta[name="rmqd-csrf-cookie"]').content;
     return document.cookie.split('; ').find(c => c.startsWith(name + '=')).slice(name.length + 1);"""
@@ -489,12 +499,7 @@ def test_token_flow_401_then_token_link_then_cookie(browser, kit):
     open_page(browser, base + f"topics/{TOPIC}", "topic")                           # no token in the URL now
     assert len(rows(browser, "queues")) == 4
     open_page(browser, base + "topics", "topics")
-    css(browser, "#create-topic").click()
-    css(browser, "#new-topic").send_keys("TokenMadeTopic")
-    css(browser, "#create-submit").click()
-    wait_ready(browser, "topic")
-    assert browser.current_url.endswith("/topics/TokenMadeTopic")
-    assert kit.server.broker.topic_config_manager.get("TokenMadeTopic") is not None
+    create_topic_from_the_page(browser, kit, "TokenMadeTopic")
     browser.delete_cookie(token_cookie)                                             # cookie gone: 401 again
     browser.get(base + "topics")
     assert "needs its token" in browser.find_element(By.TAG_NAME, "body").text
@@ -541,12 +546,7 @@ def test_a_second_console_in_another_tab_leaves_the_first_tab_working(browser, k
     finally:
         browser.close()
         browser.switch_to.window(first)
-    css(browser, "#create-topic").click()
-    css(browser, "#new-topic").send_keys("SecondTabTopic")
-    css(browser, "#create-submit").click()
-    wait_ready(browser, "topic")
-    assert browser.current_url.endswith("/topics/SecondTabTopic")
-    assert kit.server.broker.topic_config_manager.get("SecondTabTopic") is not None
+    create_topic_from_the_page(browser, kit, "SecondTabTopic")
 
 
 def test_deep_links_and_unknown_pages(browser, kit):
