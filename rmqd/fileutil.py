@@ -1,7 +1,17 @@
-"""Crash-safe file replacement shared by the store's metadata and the name server's KV config."""
+"""Crash-safe file writing shared by the store, its compaction and tier layers, the pipeline and the name
+server's KV config."""
 from __future__ import annotations
 
 import os
+
+
+def fsync_path(path: str) -> None:
+    """fsync a file or a directory (its entries: a rename or a new file in it) by its path."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def atomic_write(path: str, data: str | bytes, keep_backup: bool = True) -> None:
@@ -25,11 +35,7 @@ def atomic_write(path: str, data: str | bytes, keep_backup: bool = True) -> None
         os.link(path, bak_tmp)
         os.replace(bak_tmp, path + ".bak")
     os.replace(tmp, path)
-    dfd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fsync_path(d)
 
 
 def disk_partition_space_used_percent(path: str) -> float:

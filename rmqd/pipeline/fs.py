@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from rmqd.fileutil import fsync_path
 from rmqd.pipeline.errors import PipelineError
 
 
@@ -105,7 +106,7 @@ class OutputFS:
         self.mkdirs(posixpath.dirname(dst))
         self.fs.move(self.path(src), self.path(dst))
         if self.local:
-            _fsync_dir(os.path.dirname(self.path(dst)))
+            fsync_path(os.path.dirname(self.path(dst)))
 
     def read_json(self, rel: str) -> Any:
         with self.fs.open_input_stream(self.path(rel)) as f:
@@ -122,24 +123,10 @@ class OutputFS:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(self.path(tmp), self.path(rel))
-            _fsync_dir(os.path.dirname(self.path(rel)))
+            fsync_path(os.path.dirname(self.path(rel)))
             return
         with self.fs.open_output_stream(self.path(tmp)) as f:
             f.write(data)
         self.fs.move(self.path(tmp), self.path(rel))
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

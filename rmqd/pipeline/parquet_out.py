@@ -25,7 +25,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rmqd.pipeline.fs import OutputFS, fsync_file
+from rmqd.fileutil import fsync_path
+from rmqd.pipeline.fs import OutputFS
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ class PartitionedWriter:
         writer.close()
         tmp = self._tmp.pop(rel, None)
         if self.fs.local:
-            fsync_file(self.fs.path(tmp or rel))
+            fsync_path(self.fs.path(tmp or rel))
         if tmp is not None:
             os.rename(self.fs.path(tmp), self.fs.path(rel))     # fails if the run's directory was dropped
         self.files.append({"file": rel, "rows": rows, "bytes": self.fs.info(rel).size})

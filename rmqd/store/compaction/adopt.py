@@ -29,6 +29,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
+from rmqd.fileutil import atomic_write, fsync_path
 from rmqd.store.compaction.queue_log import QueueCompactionLog
 
 log = logging.getLogger(__name__)
@@ -121,26 +122,9 @@ def output_paths(out_dir: str, queue_id: int, base: int) -> tuple[str, str]:
             os.path.join(out_dir, str(queue_id), "compactionCq", segment_name(base)))
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_durable(path: str, data: bytes) -> None:
-    tmp = path + ".part"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(os.path.dirname(path))
-
-
 def write_manifest(out_dir: str, staged: StagedCompaction) -> None:
-    _write_durable(os.path.join(out_dir, MANIFEST), json.dumps(staged.to_json(), indent=1).encode())
+    atomic_write(os.path.join(out_dir, MANIFEST), json.dumps(staged.to_json(), indent=1).encode(),
+                 keep_backup=False)
 
 
 def read_manifest(out_dir: str) -> StagedCompaction:
@@ -157,7 +141,7 @@ def publish(tmp_dir: str) -> str:
     assert tmp_dir.endswith(STAGING_SUFFIX)
     final = tmp_dir[:-len(STAGING_SUFFIX)]
     os.rename(tmp_dir, final)
-    _fsync_dir(os.path.dirname(final))
+    fsync_path(os.path.dirname(final))
     return final
 
 
@@ -225,7 +209,7 @@ def queue_done_marker(out_dir: str, queue_id: int) -> str:
 
 
 def mark_adopting(out_dir: str) -> None:
-    _write_durable(os.path.join(out_dir, ADOPTING), b"")
+    atomic_write(os.path.join(out_dir, ADOPTING), b"", keep_backup=False)
 
 
 def is_adopting(out_dir: str) -> bool:
@@ -233,7 +217,7 @@ def is_adopting(out_dir: str) -> bool:
 
 
 def mark_queue_done(out_dir: str, queue_id: int) -> None:
-    _write_durable(queue_done_marker(out_dir, queue_id), b"")
+    atomic_write(queue_done_marker(out_dir, queue_id), b"", keep_backup=False)
 
 
 def remove_output(out_dir: str) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 from rmqd.cython_ext import compaction as _cx
+from rmqd.fileutil import fsync_path
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +39,6 @@ def _name(pos: int) -> str:
     return f"{pos:020d}"
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _place(src: str, dst: str) -> None:
     """``dst`` becomes a durable copy of ``src``: a hard link on the same file system, else a copy."""
     if os.path.exists(dst):
@@ -55,11 +48,7 @@ def _place(src: str, dst: str) -> None:
     except OSError:
         import shutil
         shutil.copyfile(src, dst)
-        fd = os.open(dst, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(dst)
 
 
 def _write_file(path: str, data: bytes) -> None:
@@ -189,7 +178,7 @@ class QueueCompactionLog:
                 if os.path.exists(cur):
                     os.replace(cur, cur + ".delete")
                 os.replace(new, cur)
-            _fsync_dir(d)
+            fsync_path(d)
         for d in (self.log_dir, self.cq_dir):
             dele = os.path.join(d, name + ".delete")
             if os.path.exists(dele):
@@ -303,8 +292,8 @@ class QueueCompactionLog:
         lp, cp = os.path.join(self.log_dir, name), os.path.join(self.cq_dir, name)
         new = Segment(base, lp, cp, os.open(lp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644),
                       os.open(cp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
-        _fsync_dir(self.log_dir)
-        _fsync_dir(self.cq_dir)
+        fsync_path(self.log_dir)
+        fsync_path(self.cq_dir)
         self.segments = self.segments + [new]
         return new
 
@@ -427,11 +416,11 @@ class QueueCompactionLog:
             lp, cp = self.compacting_paths(seg)
             _place(log_src, lp)
             _place(cq_src, cp)
-            _fsync_dir(os.path.dirname(lp))
+            fsync_path(os.path.dirname(lp))
             if hook:
                 hook("adopt-placed")
             _write_file(os.path.join(self.cq_dir, COMPACTING, seg.name + ".done"), b"")
-            _fsync_dir(os.path.dirname(cp))
+            fsync_path(os.path.dirname(cp))
             self.install(seg, hook)
 
     def drop(self, base: int) -> None:
@@ -444,8 +433,8 @@ class QueueCompactionLog:
             seg.close()
             for p in (seg.log_path, seg.cq_path):      # the log first: a CQ without its log is dropped on load
                 os.unlink(p)
-            _fsync_dir(self.log_dir)
-            _fsync_dir(self.cq_dir)
+            fsync_path(self.log_dir)
+            fsync_path(self.cq_dir)
 
     def drop_unfinished(self, seg: Segment) -> None:
         for p in self.compacting_paths(seg) + (os.path.join(self.cq_dir, COMPACTING, seg.name + ".done"),):
@@ -482,10 +471,10 @@ class CompactingWriter:
             f.flush()
             os.fsync(f.fileno())
             f.close()
-        _fsync_dir(os.path.dirname(self.log_path))
+        fsync_path(os.path.dirname(self.log_path))
         if self.marker is not None:
             _write_file(self.marker, b"")
-        _fsync_dir(os.path.dirname(self.cq_path))
+        fsync_path(os.path.dirname(self.cq_path))
 
     def abort(self) -> None:
         for f in (self._log, self._cq):

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import orjson
 
+from rmqd.fileutil import atomic_write, fsync_path
 from rmqd.store.tier.index import layout as L
 from rmqd.store.tier.index.store_file import COMPACTED, IndexStoreFile
 
@@ -57,30 +58,18 @@ def file_entry(f: dict, slots: int, max_items: int, job: str) -> dict:
             "uploadBase": -1, "origin": job}
 
 
-def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_manifest(out_dir: str, manifest: dict) -> None:
     """Write the manifest durably (the job's files are fsync'ed already)."""
-    path = os.path.join(out_dir, MANIFEST)
-    with open(path + ".part", "wb") as f:
-        f.write(orjson.dumps({"format": FORMAT, "version": VERSION, **manifest}, option=orjson.OPT_INDENT_2))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(path + ".part", path)
-    _fsync_path(out_dir)
+    atomic_write(os.path.join(out_dir, MANIFEST),
+                 orjson.dumps({"format": FORMAT, "version": VERSION, **manifest}, option=orjson.OPT_INDENT_2),
+                 keep_backup=False)
 
 
 def publish(tmp_dir: str) -> str:
     """The job's commit: ``<job>.tmp`` -> ``<job>``; returns the final directory."""
     final = tmp_dir[:-len(STAGING_SUFFIX)]
     os.rename(tmp_dir, final)
-    _fsync_path(os.path.dirname(final))
+    fsync_path(os.path.dirname(final))
     return final
 
 
@@ -177,7 +166,7 @@ def adopt(tier: "TieredStore", out_dir: str, step: Callable[[str], None] = lambd
             pass
         os.link(os.path.join(out_dir, str(f["beginTs"])), dst)
         step("adopt.link")
-    _fsync_path(cdir)
+    fsync_path(cdir)
     entries = {int(f["beginTs"]): file_entry(f, slots, max_items, m["job"]) for f in m["files"]}
     queues, coverage = {}, []
     for q in m["queues"]:

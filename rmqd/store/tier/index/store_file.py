@@ -19,6 +19,7 @@ from typing import Callable, Optional
 
 from rmqd.cython_ext import store_commitlog as _cl
 from rmqd.cython_ext import tier_index as _ix
+from rmqd.fileutil import fsync_path
 from rmqd.store.tier.backend import TierBackend
 from rmqd.store.tier.index import layout as L
 
@@ -176,7 +177,7 @@ class IndexStoreFile:
         finally:
             os.close(fd)
         os.replace(self.scratch_path, self.compacted_path)
-        _fsync_dir(os.path.dirname(self.compacted_path))
+        fsync_path(os.path.dirname(self.compacted_path))
         return self.compacted_path
 
     def became_compacted(self) -> None:
@@ -272,9 +273,3 @@ def _unlink(path: str) -> None:
         pass
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
