@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import logging
 import os
 import posixpath
@@ -38,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rmqd.pipeline.errors import PipelineError, TaskError
+from rmqd.pipeline.errors import PipelineError, exclusive_lock, in_task
 from rmqd.pipeline.fs import OutputFS
 from rmqd.pipeline.parquet_out import PartitionedWriter, escape_value, split_rows, split_runs
 from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors, task_groups
@@ -173,17 +172,13 @@ def _task(out_uri: str, run_id: str, broker_name: str, on_corrupt: str, rows_acc
           limits: Optional[dict]) -> Callable[[list[SegmentRef]], dict]:
     def run(refs: list[SegmentRef]) -> dict:
         from pyspark import TaskContext
-        from rmqd.pipeline.errors import PipelineError as _PE
         ctx = TaskContext.get()
 
         def done(ref: SegmentRef, rows: int) -> None:
             rows_acc.add(rows)
             bytes_acc.add(ref.size)
-        try:
-            return archive_segments(refs, out_uri, run_id, broker_name, on_corrupt,
-                                    ctx.attemptNumber() if ctx else 0, limits, done)
-        except _PE as exc:
-            raise TaskError(exc) from None
+        return in_task(archive_segments)(refs, out_uri, run_id, broker_name, on_corrupt,
+                                         ctx.attemptNumber() if ctx else 0, limits, done)
     return run
 
 
@@ -315,15 +310,8 @@ class Archive:
             yield
             return
         self.fs.mkdirs(META_DIR)
-        fd = os.open(self.fs.path(LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise PipelineError(f"--out {self.fs.uri}: another archive run is writing there") from None
+        with exclusive_lock(self.fs.path(LOCK), f"--out {self.fs.uri}: another archive run is writing there"):
             yield
-        finally:
-            os.close(fd)
 
     # ---------------------------------------------------------------- run
     def has_work(self) -> bool:

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rmqd.pipeline.errors import CorruptSegment, PipelineError, TaskError
+from rmqd.pipeline.errors import CorruptSegment, PipelineError, in_task
 from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors, task_groups
 from rmqd.pipeline.segments import check_store_dir
 from rmqd.store.compaction import adopt as _adopt
@@ -202,16 +202,6 @@ def _file_size(chk: dict) -> int:
     return chk["logSize"] + blank if blank else max(chk["fileSize"], chk["logSize"] + 8)
 
 
-def _wrap(fn: Callable) -> Callable:
-    """Executor side: PipelineErrors travel to the driver tagged (errors.user_error finds them)."""
-    def run(*a: Any) -> Any:
-        try:
-            return fn(*a)
-        except PipelineError as exc:
-            raise TaskError(exc) from None
-    return run
-
-
 # ---------------------------------------------------------------------------------------------- driver
 class Compact:
     """One compaction job over a topic's compaction logs; see the module docstring."""
@@ -301,7 +291,7 @@ class Compact:
         rows_acc, bytes_acc = sc.accumulator(0), sc.accumulator(0)
         checks: dict[tuple[int, int], dict] = {}
         if descs:
-            check = _wrap(lambda group: [check_segment(d) for d in group])
+            check = in_task(lambda group: [check_segment(d) for d in group])
             groups = task_groups(descs, lambda d: d.cq_bytes, sc.defaultParallelism, CHECK_TASK_BYTES)
             got = SparkProgress(sc, f"compact {self.topic}: check", 0).run(
                 "rmqd pipeline compact: check", sc.parallelize(groups, len(groups)).flatMap(check).collect)
@@ -328,7 +318,7 @@ class Compact:
                     for i in range(b.num_rows):
                         d = descs_by[(b.column(0)[i].as_py(), b.column(1)[i].as_py())]
                         n = 0
-                        for out in _wrap(lambda: list(scan_segment(d, shards[d.queue_id])))():
+                        for out in in_task(lambda: list(scan_segment(d, shards[d.queue_id])))():
                             n += out.num_rows
                             yield out
                         rows_acc.add(n)
@@ -340,7 +330,7 @@ class Compact:
             survivors = df.groupBy("queueId", "shard").applyInArrow(
                 lambda t: shard_survivors(t, firsts), SURVIVOR_SCHEMA)
             written = survivors.groupBy("queueId", "segment").applyInArrow(
-                lambda t: _wrap(write_segment)(t, descs_by, checks, tmp), WRITTEN_SCHEMA)
+                lambda t: in_task(write_segment)(t, descs_by, checks, tmp), WRITTEN_SCHEMA)
             prog = SparkProgress(sc, f"compact {self.topic}", total, rows_acc, bytes_acc)
             rows = [r.asDict() for r in prog.run(f"rmqd pipeline compact {self.topic}", written.collect)]
         n_written = 0

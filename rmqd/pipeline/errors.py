@@ -2,8 +2,11 @@
 exception text; :func:`user_error` finds them there again so the CLI prints one clear line."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import re
-from typing import Optional
+from typing import Any, Callable, Iterator, Optional
 
 MARK = "rmqd-pipeline-error"
 _FOUND = re.compile(MARK + r": (.*?)(?:\n|$)")
@@ -25,6 +28,31 @@ class TaskError(Exception):
 
     def __init__(self, err: PipelineError) -> None:
         super().__init__(err.tagged())
+
+
+def in_task(fn: Callable) -> Callable:
+    """``fn`` for a Spark task: a PipelineError it raises travels to the driver tagged (see user_error)."""
+    def run(*a: Any) -> Any:
+        try:
+            return fn(*a)
+        except PipelineError as exc:
+            raise TaskError(exc) from None
+    return run
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str, busy: str) -> Iterator[None]:
+    """Hold an exclusive flock on ``path`` (created if missing) for the block; PipelineError(``busy``)
+    at once when another process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PipelineError(busy) from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def user_error(exc: BaseException) -> Optional[str]:

@@ -31,7 +31,6 @@ removed by the next run; ranges of complete outputs not adopted yet are not inde
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import mmap
 import os
@@ -44,7 +43,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
-from rmqd.pipeline.errors import PipelineError, TaskError
+from rmqd.pipeline.errors import PipelineError, exclusive_lock, in_task
 from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors
 from rmqd.pipeline.tier import QueueDoc, TierView, open_queue
 from rmqd.store.tier.config import TierConfig
@@ -181,15 +180,6 @@ def build_file(plan: PlannedFile, chunks: dict[int, Chunk], spec: Any, config: T
             "usedSlots": h.hash_slot_count, "minTs": min_ts, "maxTs": max_ts, "size": csize}
 
 
-def _wrap(fn: Callable) -> Callable:
-    def run(*a: Any) -> Any:
-        try:
-            return fn(*a)
-        except PipelineError as exc:
-            raise TaskError(exc) from None
-    return run
-
-
 def plan_files(scans: list[dict], max_items: int, first_ts: int) -> tuple[list[PlannedFile], int]:
     """Step 2: the broker's file boundaries over the key counts, in chunk order; and how many messages
     are not indexed (more keys than an empty file takes)."""
@@ -284,15 +274,9 @@ class Index:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         os.makedirs(self.out_root, exist_ok=True)
-        fd = os.open(os.path.join(self.out_root, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise PipelineError(f"another `rmqd pipeline index` is running on {self.tier.root}") from None
+        with exclusive_lock(os.path.join(self.out_root, ".lock"),
+                            f"another `rmqd pipeline index` is running on {self.tier.root}"):
             yield
-        finally:
-            os.close(fd)
 
     def _clean_old_staging(self) -> None:
         for n in os.listdir(self.out_root):
@@ -354,7 +338,7 @@ class Index:
         rows_acc, bytes_acc = sc.accumulator(0), sc.accumulator(0)
 
         def scan(c: Chunk) -> dict:
-            s = _wrap(scan_chunk)(c, spec, config)
+            s = in_task(scan_chunk)(c, spec, config)
             rows_acc.add(s["messages"])
             bytes_acc.add(s["bytes"])
             return s
@@ -369,7 +353,7 @@ class Index:
         if not files:
             return [], scans, skipped
         by_seq = {c.seq: c for c in chunks}
-        build = _wrap(lambda p: build_file(p, by_seq, spec, config, slots, max_items, tmp))
+        build = in_task(lambda p: build_file(p, by_seq, spec, config, slots, max_items, tmp))
         prog = SparkProgress(sc, f"index: build {len(files)} file(s)", 0)
         built = prog.run("rmqd pipeline index: build", sc.parallelize(files, len(files)).map(build).collect)
         return sorted(built, key=lambda f: f["beginTs"]), scans, skipped
