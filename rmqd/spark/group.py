@@ -154,7 +154,8 @@ class GroupRegistration:
 
     def _answer(self, client: BlockingClient) -> None:
         """Reply to the requests ``client`` has read from its broker (caller holds the lock)."""
-        pending, client.server_requests[:] = list(client.server_requests), []
+        pending = client.server_requests[:]
+        client.server_requests.clear()
         for req in pending:
             if req.code == RequestCode.GET_CONSUMER_RUNNING_INFO and not req.flag & RPC_ONEWAY:
                 client.send(prepare_reply(req, self._running_info(req)))

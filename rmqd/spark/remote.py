@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from rmqd.remoting import fastjson
-from rmqd.spark.arrow import decompress_values  # noqa: F401  (re-exported: the connector imports it from here)
 from rmqd.spark.errors import ConnectorError  # noqa: F401  (re-exported)
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -64,9 +63,7 @@ class Clients:
             try:
                 return self.get(addr).invoke(new_request(code, ext, body), self.timeout)
             except OSError as exc:
-                c = self._by_addr.pop(addr, None)
-                if c is not None:
-                    c.close()
+                self.drop(addr)
                 if not reused or isinstance(exc, TimeoutError):
                     raise
                 log.info("connection to %s was closed (%s); reconnecting", addr, exc)

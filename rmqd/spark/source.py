@@ -13,10 +13,10 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 
 from rmqd.remoting.codes import ResponseCode
 from rmqd.cython_ext import record_columns as _rc
-from rmqd.spark.arrow import DDL, Projection, columns_batch, decode_batch, projection
+from rmqd.spark.arrow import DDL, Projection, columns_batch, decode_batch, decompress_values, projection
 from rmqd.spark.group import GroupRegistration
 from rmqd.spark.options import DEFAULT_GROUP, EARLIEST, LATEST, Options, pick
-from rmqd.spark.remote import Clients, Cluster, ConnectorError, QueueRef, decompress_values, pull
+from rmqd.spark.remote import Clients, Cluster, ConnectorError, QueueRef, pull
 from rmqd.spark.sink import BatchWriter, StreamWriter
 from rmqd.spark.store_dir import FileAccess, QueueFiles, StoreLayout
 

@@ -82,9 +82,13 @@ class MapCache:
             for path in [p for p, (ident, _m) in self._maps.items() if self._identity(p) != ident]:
                 del self._maps[path]
             if self._maps and self._timer is None:
-                self._timer = threading.Timer(self.idle_s, self.expire)
-                self._timer.daemon = True
-                self._timer.start()
+                self._schedule()
+
+    def _schedule(self) -> None:
+        """``expire`` in ``idle_s`` seconds (caller holds the lock)."""
+        self._timer = threading.Timer(self.idle_s, self.expire)
+        self._timer.daemon = True
+        self._timer.start()
 
     def expire(self) -> None:
         """Drop every map when none was used for ``idle_s`` seconds, else look again later."""
@@ -93,9 +97,7 @@ class MapCache:
             if time.monotonic() - self._used >= self.idle_s:
                 self._maps.clear()
             elif self._maps:
-                self._timer = threading.Timer(self.idle_s, self.expire)
-                self._timer.daemon = True
-                self._timer.start()
+                self._schedule()
 
 
 MAPS = MapCache()
