@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from rmqd.admin.client import ORDER_TOPIC_CONFIG, AdminClient, AdminError, _addr
 from rmqd.config import parse_properties
@@ -906,22 +906,28 @@ def _long_calls(c: AdminClient, code: int, ext: dict, addrs: list[str]) -> list[
 def adopt_compaction(c: AdminClient, a: Any) -> None:
     """Adopt the output of `rmqd pipeline compact` now (rmqd admin code 9005)."""
     ext = {k: v for k, v in (("topic", a.topic), ("dir", a.dir)) if v}
-    bodies = _long_calls(c, 9005, ext, _compaction_addrs(c, a))
+    _print_adoptions(_long_calls(c, 9005, ext, _compaction_addrs(c, a)), "compaction output", "error", "output(s)",
+                     lambda r: f"(job {r['job']}{', rolled forward' if r.get('resumed') else ''}): "
+                               f"{r['segmentsReplaced']} segment(s) replaced, {r['segmentsDropped']} dropped, "
+                               f"{r['recordsBefore']} -> {r['recordsAfter']} records")
+
+
+def _print_adoptions(bodies: list, what: str, reason_key: str, counted: str, detail: Callable[[dict], str]) -> None:
+    """Each broker's adoption results, one line each (``detail``: what an adopted one did); AdminError when
+    any output was not adopted."""
     failed = []
     for addr, body in bodies:
         results = body.get("results", [])
         if not results:
-            print(f"{addr}: no compaction output to adopt")
+            print(f"{addr}: no {what} to adopt")
         for r in results:
             if r.get("adopted"):
-                print(f"{addr} adopted {r['output']} (job {r['job']}{', rolled forward' if r.get('resumed') else ''}): "
-                      f"{r['segmentsReplaced']} segment(s) replaced, {r['segmentsDropped']} dropped, "
-                      f"{r['recordsBefore']} -> {r['recordsAfter']} records")
+                print(f"{addr} adopted {r['output']} {detail(r)}")
             else:
-                print(f"{addr} did not adopt {r['output']}: {r.get('error')}")
+                print(f"{addr} did not adopt {r['output']}: {r.get(reason_key)}")
                 failed.append(r["output"])
     if failed:
-        raise AdminError(1, f"{len(failed)} output(s) not adopted")
+        raise AdminError(1, f"{len(failed)} {counted} not adopted")
 
 
 def dump_compaction_log(c: Optional[AdminClient], a: Any) -> None:
@@ -966,21 +972,9 @@ def tier_status(c: AdminClient, a: Any) -> None:
 def adopt_tier_index(c: AdminClient, a: Any) -> None:
     """Adopt the index files of `rmqd pipeline index` now (rmqd admin code 9006)."""
     ext = {"dir": a.dir} if a.dir else {}
-    bodies = _long_calls(c, 9006, ext, _tier_addrs(c, a))
-    failed = []
-    for addr, body in bodies:
-        results = body.get("results", [])
-        if not results:
-            print(f"{addr}: no index output to adopt")
-        for r in results:
-            if r.get("adopted"):
-                print(f"{addr} adopted {r['output']} (job {r['job']}{', finished after a restart' if r.get('resumed') else ''}): "
-                      f"{r['files']} index file(s), {r['items']} item(s)")
-            else:
-                failed.append(r["output"])
-                print(f"{addr} did not adopt {r['output']}: {r.get('reason')}")
-    if failed:
-        raise AdminError(1, f"{len(failed)} index output(s) not adopted")
+    _print_adoptions(_long_calls(c, 9006, ext, _tier_addrs(c, a)), "index output", "reason", "index output(s)",
+                     lambda r: f"(job {r['job']}{', finished after a restart' if r.get('resumed') else ''}): "
+                               f"{r['files']} index file(s), {r['items']} item(s)")
 
 
 def commit_tier(c: AdminClient, a: Any) -> None:
