@@ -4,24 +4,18 @@ argv: store root, tier dir, step, nth."""
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
+from crash_hooks import kill_at  # noqa: E402
 from pipeline.index_helpers import tier_store  # noqa: E402
 
 
 def main() -> int:
     root, tier_dir, step, nth = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     store = tier_store(root, tier_dir, index=False)
-    seen = [0]
-
-    def hook(name: str) -> None:
-        if name == step:
-            seen[0] += 1
-            if seen[0] == nth:
-                os.kill(os.getpid(), signal.SIGKILL)
+    hook, seen = kill_at(step, nth)
     store.tier.step_hook = hook
     store.start()
     print("step never reached", step, seen[0], file=sys.stderr)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
+from crash_hooks import kill_at  # noqa: E402
 from rmqd.store.mapped_file import MappedFile  # noqa: E402
 from tier.helpers import make_store, put  # noqa: E402
 
@@ -26,13 +26,7 @@ def main() -> int:
     if step == "index.uploading.partial":
         store.tier.backend.upload_part_size = 1024
     put(store, "CrashTopic", count, start=first)
-    seen = [0]
-
-    def hook(name: str) -> None:
-        if name == step:
-            seen[0] += 1
-            if seen[0] == nth:
-                os.kill(os.getpid(), signal.SIGKILL)
+    hook, seen = kill_at(step, nth)
     store.tier.step_hook = hook
     commitlog_dir = store.commitlog.mfq.directory
     destroy = MappedFile.destroy
