@@ -161,7 +161,7 @@ class GroupRegistration:
                 client.send(prepare_reply(req, self._running_info(req)))
             elif not req.flag & RPC_ONEWAY:     # two-way requests a pull consumer has no answer for
                 client.send(prepare_reply(req, error_response(
-                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {req.code} not supported")))
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")))
 
     def _running_info(self, req: RemotingCommand) -> RemotingCommand:
         group = (req.ext_fields or {}).get("consumerGroup")

@@ -451,6 +451,30 @@ def test_a_streams_group_answers_consumer_running_info(broker):
     assert r.code != 0 and "not online" in r.remark, (r.code, r.remark)
 
 
+def test_a_streams_group_refuses_what_a_java_pull_consumer_refuses():
+    """Requests the driver has no answer for get the Java client's codes and remarks: another group's running
+    info is SYSTEM_ERROR, any other two-way request REQUEST_CODE_NOT_SUPPORTED; a oneway one gets nothing."""
+    from rmqd.remoting.command import RPC_ONEWAY, RemotingCommand
+    from rmqd.spark.group import GroupRegistration
+
+    class Conn:
+        def __init__(self):
+            self.server_requests, self.sent = [], []
+
+        def send(self, cmd):
+            self.sent.append(cmd)
+    reg = GroupRegistration("spark_refuse_cg", ["T"], "TAG", "*", lambda: [])
+    conn = Conn()
+    conn.server_requests += [RemotingCommand(307, {"consumerGroup": "other_cg", "clientId": "x"}, None, None, 1, 0),
+                             RemotingCommand(999, None, None, None, 2, 0),
+                             RemotingCommand(40, None, None, None, 3, RPC_ONEWAY)]
+    reg._answer(conn)
+    assert conn.server_requests == []
+    assert [(r.opaque, r.code, r.remark) for r in conn.sent] == [
+        (1, 1, "The Consumer Group <other_cg> not exist in this consumer"),
+        (2, 3, " request type 999 not supported")]
+
+
 @pytest.mark.parametrize("opts,needle", [
     ({"topic": "NoSuchTopic"}, "option 'topic': topic 'NoSuchTopic' does not exist"),
     ({"topic": "SparkT1", "startingOffsets": "{not json"}, "option 'startingOffsets'"),
