@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 from rmqd.cython_ext import compaction as _cx
-from rmqd.fileutil import fsync_path
+from rmqd.fileutil import copy_sparse, fsync_path
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,7 @@ def _place(src: str, dst: str) -> None:
     try:
         os.link(src, dst)
     except OSError:
-        import shutil
-        shutil.copyfile(src, dst)
+        copy_sparse(src, dst)
         fsync_path(dst)
 
 
