@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from rmqd.fileutil import copy_sparse
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -60,7 +61,6 @@ def fill_store(root: str, n: int, size: int, segment: int) -> None:
 
 
 def fill_compaction(root: str, records: int, keys: int) -> None:
-    from rmqd.store.compaction.store import CompactionConfig
     from rmqd.store.layers import build_store
     from rmqd.store.message import MessageToStore
     from rmqd.store.message_store import StoreConfig
@@ -309,8 +309,8 @@ def main() -> None:
 
         if "compact" in todo:
             broker_root, job_root = os.path.join(work, "c-broker"), os.path.join(work, "c-job")
-            shutil.copytree(croot, broker_root)
-            shutil.copytree(croot, job_root)
+            shutil.copytree(croot, broker_root, copy_function=copy_sparse)
+            shutil.copytree(croot, job_root, copy_function=copy_sparse)
             if not a.keep:
                 shutil.rmtree(croot)
 

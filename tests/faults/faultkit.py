@@ -21,6 +21,7 @@ from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request
 from rmqd.store.message import decode_messages, decode_properties
+from rmqd.fileutil import copy_sparse
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYTHON = sys.executable
@@ -524,7 +525,7 @@ def corruption_trial(snapshot: str, work: str, acked: list, target: str, rnd: ra
     import shutil
     if os.path.exists(work):
         shutil.rmtree(work)
-    shutil.copytree(snapshot, os.path.join(work, "store"))
+    shutil.copytree(snapshot, os.path.join(work, "store"), copy_function=copy_sparse)
     what = corrupt(os.path.join(work, "store"), target, rnd)
     log_path = os.path.join(work, "server.log")
     srv = ServerProcess(os.path.join(work, "store"), CORRUPTION_CONF, log_path)

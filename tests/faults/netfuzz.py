@@ -50,11 +50,11 @@ def registered_codes() -> tuple[list[int], list[int]]:
     from rmqd.broker_controller import BrokerController
     from rmqd.config import BrokerConfig, NamesrvConfig
     from rmqd.namesrv.server import NameServer
-    d = tempfile.mkdtemp(prefix="rmqd-codes-")
-    broker = BrokerController(BrokerConfig(listenPort=0, storePathRootDir=d, namesrvAddr=None))
-    ns = NameServer(NamesrvConfig(listenPort=0, kvConfigPath=d + "/kv.json"))
-    rng = range(0, 2000)
-    return ([c for c in rng if broker.dispatcher.handles(c)], [c for c in rng if ns.dispatcher.handles(c)])
+    with tempfile.TemporaryDirectory(prefix="rmqd-codes-") as d:
+        broker = BrokerController(BrokerConfig(listenPort=0, storePathRootDir=d, namesrvAddr=None))
+        ns = NameServer(NamesrvConfig(listenPort=0, kvConfigPath=d + "/kv.json"))
+        rng = range(0, 2000)
+        return ([c for c in rng if broker.dispatcher.handles(c)], [c for c in rng if ns.dispatcher.handles(c)])
 
 
 def fuzz_request(code: int, rnd: random.Random, frame_corpus: list) -> bytes:

@@ -11,6 +11,7 @@ import pytest
 
 from faultkit import (CORR_TOPIC, CORRUPTION_TARGETS, corruption_trial, populate_store, pull_queue,
                       ServerProcess, CORRUPTION_CONF)
+from rmqd.fileutil import copy_sparse
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -41,7 +42,7 @@ def test_json_damage_is_logged(populated, tmp_path):
 def test_topics_json_and_backup_lost_are_rebuilt_from_the_store(populated, tmp_path):
     snapshot, acked = populated
     store = str(tmp_path / "store")
-    shutil.copytree(snapshot, store)
+    shutil.copytree(snapshot, store, copy_function=copy_sparse)
     for name in ("topics.json", "topics.json.bak"):
         os.unlink(os.path.join(store, "config", name))
     srv = ServerProcess(store, CORRUPTION_CONF, str(tmp_path / "server.log")).start()

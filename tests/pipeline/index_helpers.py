@@ -9,6 +9,7 @@ import shutil
 from rmqd.store.message import MessageToStore
 from rmqd.store.message_store import MessageStore, StoreConfig
 from tier.helpers import make_store, tier_props
+from rmqd.fileutil import copy_sparse
 
 T_PUT = 1_709_337_540_000           # store times of the messages (37 ms apart)
 T_INDEX = 1_709_400_000_000         # the frozen clock of the copier round and of the job
@@ -45,7 +46,7 @@ def fill_base(root: str, n: int = 420, seed: int = 5) -> None:
 
 
 def copy_store(base: str, root: str) -> str:
-    shutil.copytree(base, root, ignore=shutil.ignore_patterns("lock"))
+    shutil.copytree(base, root, ignore=shutil.ignore_patterns("lock"), copy_function=copy_sparse)
     return root
 
 

@@ -21,6 +21,7 @@ pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]'
 
 from rmqd.pipeline.archive import COMMITS, INTENT, KEYINDEX_DDL, MESSAGES_DDL, STAGING, Archive  # noqa: E402
 from rmqd.pipeline.errors import PipelineError  # noqa: E402
+from rmqd.fileutil import copy_sparse
 
 pytestmark = pytest.mark.timeout(300)      # a Spark job's first run on a loaded 2-core host
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -75,8 +76,8 @@ def test_read_back_equals_the_stores_messages_and_a_rerun_adds_nothing(spark, st
 
 def test_new_segments_are_added_once(spark, store_dir, archived, tmp_path):
     root, out = str(tmp_path / "store"), str(tmp_path / "arch")
-    shutil.copytree(store_dir, root, ignore=shutil.ignore_patterns("lock"))
-    shutil.copytree(archived[0], out)
+    shutil.copytree(store_dir, root, ignore=shutil.ignore_patterns("lock"), copy_function=copy_sparse)
+    shutil.copytree(archived[0], out, copy_function=copy_sparse)
     first = archive_rows(out)
     store = open_store(root, clock_start=1_709_400_000_000)
     fill(store, 700, seed=6, first=2400)
@@ -196,7 +197,7 @@ def test_crash_after_the_commit_point_is_finished_by_the_next_run(spark, store_d
 
 def test_corrupt_record_fails_or_is_skipped(spark, store_dir, tmp_path):
     root = str(tmp_path / "store")
-    shutil.copytree(store_dir, root, ignore=shutil.ignore_patterns("lock"))
+    shutil.copytree(store_dir, root, ignore=shutil.ignore_patterns("lock"), copy_function=copy_sparse)
     victim = sealed_files(root)[2]
     with open(victim, "r+b") as f:                    # flip a body byte of the 5th record: its CRC fails
         data = f.read()

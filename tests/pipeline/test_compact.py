@@ -21,6 +21,7 @@ pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]'
 from rmqd.pipeline.compact import Compact  # noqa: E402
 from rmqd.pipeline.errors import PipelineError  # noqa: E402
 from rmqd.store.compaction import adopt as _adopt  # noqa: E402
+from rmqd.fileutil import copy_sparse
 
 pytestmark = pytest.mark.timeout(300)      # a Spark job's first run on a loaded 2-core host
 LOG_FILE = 16 * 1024
@@ -63,7 +64,7 @@ def _table(root):
 
 
 def _copy(src, dst):
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("lock"))
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("lock"), copy_function=copy_sparse)
 
 
 def _broker_compact(root):

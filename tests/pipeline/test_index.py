@@ -26,6 +26,7 @@ from rmqd.pipeline.errors import PipelineError  # noqa: E402
 from rmqd.pipeline.index import Index  # noqa: E402
 from rmqd.store.message import decode_message  # noqa: E402
 from rmqd.store.tier.index.adopt import MANIFEST, STALE_SUFFIX, output_root  # noqa: E402
+from rmqd.fileutil import copy_sparse  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -76,7 +77,8 @@ def reference(spark, tmp_path_factory):
     b = _unindexed_tier(base, str(d / "b"))
     summary = Index(b, clock=lambda: T_INDEX, messages_per_task=50).run(spark)
     (out,) = summary.outputs
-    saved = shutil.copytree(out, str(d / "saved-output"))                  # B adopts (and removes) ``out``
+    # B adopts (and removes) ``out``
+    saved = shutil.copytree(out, str(d / "saved-output"), copy_function=copy_sparse)
     return {"dir": d, "base": base, "broker": broker, "answers": answers, "summary": summary,
             "out": out, "saved": saved, "files": _job_files(out), "a": a_root, "b": b}
 
@@ -142,7 +144,7 @@ def test_kill_9_during_adoption_loses_and_duplicates_nothing(reference, step, nt
     root = _unindexed_tier(reference["base"], str(tmp_path / "b"))
     os.makedirs(output_root(root))
     job_dir = os.path.join(output_root(root), "0000000000001-job")
-    shutil.copytree(reference["saved"], job_dir)
+    shutil.copytree(reference["saved"], job_dir, copy_function=copy_sparse)
     r = subprocess.run([sys.executable, os.path.join(HERE, "index_adopt_child.py"), root, root + "-tier", step,
                         str(nth)], capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(HERE)),
@@ -165,7 +167,7 @@ def test_kill_9_during_adoption_loses_and_duplicates_nothing(reference, step, nt
 def test_an_output_whose_ranges_are_indexed_already_is_set_aside(reference):
     a = reference["a"]                                   # broker A indexed everything itself
     target = os.path.join(output_root(a), "0000000000002-job")
-    shutil.copytree(reference["saved"], target)
+    shutil.copytree(reference["saved"], target, copy_function=copy_sparse)
     store = tier_store(a, str(reference["dir"] / "a-tier"), index=True)
     store.start()
     try:

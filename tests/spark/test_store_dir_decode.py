@@ -16,6 +16,7 @@ from rmqd.spark.source import StoreRange, read_from_store
 from rmqd.spark.store_dir import FileAccess, QueueFiles, StoreLayout
 from rmqd.store.message import MessageToStore
 from rmqd.store.message_store import MessageStore, StoreConfig
+from rmqd.fileutil import copy_sparse
 
 TOPIC = "DecodeT"
 N = 120
@@ -77,7 +78,7 @@ def test_a_damaged_record_is_skipped_and_logged(store_dir, tmp_path, caplog):
     import shutil
     root = str(tmp_path / "copy")
     for d in ("commitlog", "consumequeue"):                   # not the (sparse, 400 MB) index file
-        shutil.copytree(f"{store_dir}/{d}", f"{root}/{d}")
+        shutil.copytree(f"{store_dir}/{d}", f"{root}/{d}", copy_function=copy_sparse)
     files = QueueFiles(StoreLayout(root), TOPIC, 0, FileAccess())
     phys, _size, _tags = files.unit(3)
     files.access.close()
