@@ -1,4 +1,5 @@
-"""Fixtures shared by tests/ and compat_tests/: the one SparkSession (local[2]) of the whole run.
+"""Fixtures shared by tests/ and compat_tests/: the one SparkSession (local[2]) of the whole run, and a
+header line with the disk usage of the temp directory (brokers refuse writes above 90 %, as Java's do).
 
 It starts on first use only, so a run without Spark tests starts no JVM. The connector tests
 (tests/spark), the pipeline jobs (tests/pipeline) and the real-client pipeline scenario
@@ -8,8 +9,24 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 
 import pytest
+
+from rmqd.fileutil import disk_partition_space_used_percent
+
+#: Java's diskSpaceWarningLevelRatio: above it every broker the tests start refuses writes.
+BROKER_REFUSES_WRITES_ABOVE = 0.90
+
+
+def pytest_report_header(config) -> list[str]:
+    tmp = tempfile.gettempdir()
+    used = disk_partition_space_used_percent(tmp)
+    line = f"disk of {tmp}: {used:.0%} used"
+    if used > BROKER_REFUSES_WRITES_ABOVE - 0.05:
+        line += (f" -- WARNING: brokers refuse writes above {BROKER_REFUSES_WRITES_ABOVE:.0%} (the suite writes"
+                 " a few GB); free space first or most broker tests fail with 'disk is nearly full'")
+    return [line]
 
 
 @pytest.fixture(scope="session")
