@@ -15,7 +15,7 @@ from rmqd.config import BrokerConfig, NamesrvConfig
 from rmqd.namesrv.server import NameServer
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import ResponseCode
-from rmqd.remoting.command import FrameReader, encode_frame_bytes, new_request
+from rmqd.remoting.command import new_request
 from rmqd.store.metadata import TopicConfig
 
 pytestmark = pytest.mark.timeout(180)
