@@ -285,7 +285,7 @@ class Archive:
                 done.append(f"finished {run}")
             else:
                 log.info("archive %s: removing run %s (interrupted before its commit point)", self.fs.uri, run)
-                self.fs.delete_dir(f"{STAGING}/{run}")
+                self.fs.drop_dir(f"{STAGING}/{run}")
                 done.append(f"dropped {run}")
         return done
 
@@ -356,7 +356,7 @@ class Archive:
         try:
             results = prog.run(f"rmqd pipeline archive -> {self.fs.uri}", rdd.collect)
         except Exception:
-            self.fs.delete_dir(f"{STAGING}/{run}")       # nothing of it was committed: no trace left
+            self.fs.drop_dir(f"{STAGING}/{run}")         # nothing of it was committed: no trace left
             raise
         intent = {"run": run, "createdMs": int(time.time() * 1000), "brokerName": self.broker_name,
                   "segments": sorted((s for r in results for s in r["segments"]), key=lambda s: (s["source"], s["base"])),

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import shutil
+import uuid
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -96,6 +98,25 @@ class OutputFS:
     def delete_dir(self, rel: str) -> None:
         if self.exists(rel):
             self.fs.delete_dir(self.path(rel))
+
+    def drop_dir(self, rel: str) -> None:
+        """Remove a run's directory that orphan tasks of a failed or killed job may still write into.
+
+        Local: first renamed to a hidden sibling (atomic), so from then on every ``mkdir``, ``open`` and
+        ``rename`` a task makes under the old path fails, and nothing new appears in what is being deleted;
+        then deleted. A crash in between leaves a hidden directory with no commit record, which the next
+        run's recovery drops like any unfinished run. Object stores: deleted (tasks check the run's marker
+        before each file)."""
+        if not self.local:
+            self.delete_dir(rel)
+            return
+        parent, name = posixpath.split(rel)
+        trash = posixpath.join(parent, f".{name.lstrip('.')}.dropped-{uuid.uuid4().hex[:8]}")
+        try:
+            os.rename(self.path(rel), self.path(trash))
+        except FileNotFoundError:
+            return
+        shutil.rmtree(self.path(trash))
 
     def delete_file(self, rel: str) -> None:
         if self.exists(rel):
