@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from rmqd.remoting.client import BlockingClient
-from rmqd.remoting.command import RemotingCommand, encode_frame_bytes, new_request
+from rmqd.remoting.command import RemotingCommand, new_request
 from rmqd.remoting.fastjson import MessageQueue, loads_lenient
 
 TOPIC, GROUP, ONLINE_GROUP, CLIENT_ID = "DiffTopic", "DiffGroup", "DiffOnlineGroup", "127.0.0.1@diff-probe"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from rmqd.processors.admin_common import (check_system_topic, json_response, slave_error,
                                           validate_topic)

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-import pytest
 
 from rmqd.acl.signer import sign_request
 from rmqd.remoting.client import BlockingClient

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 from rmqd.remoting import fastjson
 from rmqd.remoting.client import BlockingClient

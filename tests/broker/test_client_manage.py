@@ -142,7 +142,7 @@ def test_consumer_running_info_relay(broker, harness):
 
 
 def test_consumer_running_info_timeout(harness):
-    broker = harness.start(setup=lambda b: setattr(b, "call_client_timeout", 0.2))
+    harness.start(setup=lambda b: setattr(b, "call_client_timeout", 0.2))
     consumer, admin = harness.client(), harness.client()
     heartbeat(consumer, "cid-1", "G", [sub("T")])
     r = admin.invoke(new_request(307, {"consumerGroup": "G", "clientId": "cid-1"}))

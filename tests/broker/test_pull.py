@@ -117,7 +117,6 @@ def test_long_polling_wakes_on_send(broker, harness, client):
     result = {}
 
     def parked_pull():
-        t = time.monotonic()
         result["r"] = pull(client, "T5", group="LG", offset=1, sys_flag=SUSPEND, suspend_ms=5000)
         result["t"] = time.monotonic()
 

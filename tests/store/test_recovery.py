@@ -1,6 +1,5 @@
 import os
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -78,7 +77,6 @@ def test_sigkill_sync_flush_loses_no_acked_put(tmp_path):
                 assert m.commit_log_offset == phys
                 assert m.body.startswith(b"p%d-" % n)
             assert [m.queue_offset for m in msgs] == list(range(len(msgs)))
-        k = next(a for a in acked if a[0] == 1)
         assert s.query_message("T", "k1_%d" % 0, 5).messages
         # store keeps working after recovery
         nr = s.put_message(MessageToStore.create("T", 0, b"after"))
@@ -178,6 +176,7 @@ def test_crash_rebuilds_consume_queue_and_index(tmp_path):
     # more messages after the last checkpoint; then lose the consume queue + index tail
     more = [s.put_message(MessageToStore.create("T", 0, b"late%d" % i, {"KEYS": "late%d" % i}))
             for i in range(10)]
+    assert all(r.ok for r in more)
     _crash(s)
     cq_dir = os.path.join(root, "consumequeue", "T", "0")
     for name in os.listdir(cq_dir):

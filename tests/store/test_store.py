@@ -2,7 +2,6 @@ import os
 import struct
 import threading
 
-import pytest
 
 from rmqd.store.message import (MessageToStore, decode_message, decode_messages, java_string_hash)
 from rmqd.store.message_store import GetMessageStatus as G

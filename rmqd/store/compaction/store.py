@@ -19,7 +19,7 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.cython_ext import compaction as _cx
