@@ -99,3 +99,39 @@ def copy_sparse(src: str, dst: str) -> str:
         os.ftruncate(fout.fileno(), size)
     shutil.copystat(src, dst)
     return dst
+
+
+def makedirs_below(root: str, path: str) -> None:
+    """Create ``path`` (a directory at or below ``root``) without ever re-creating ``root``: one ``mkdir``
+    per component, so a ``root`` that was removed (a dropped job's staging directory, with an orphan task
+    still running) fails with ``FileNotFoundError`` instead of coming back."""
+    rel = os.path.relpath(path, root)
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        raise ValueError(f"{path} is not below {root}")
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"{root} is gone")
+    cur = root
+    for part in [p for p in rel.split(os.sep) if p and p != os.curdir]:
+        cur = os.path.join(cur, part)
+        try:
+            os.mkdir(cur)
+        except FileExistsError:
+            pass
+
+
+def drop_tree(path: str, trash_suffix: str = "") -> bool:
+    """Remove a directory that orphan writers may still be adding to (tasks of a failed Spark job finish
+    the function they are in). It is first renamed to a hidden sibling (atomic), so every later
+    ``mkdir``/``open``/``rename`` under ``path`` fails and nothing new appears in what is being deleted;
+    then deleted. A crash in between leaves ``.<name>.dropped-<id><trash_suffix>`` beside it (a suffix
+    that makes readers skip it and the next cleanup remove it). False when ``path`` was not there."""
+    import shutil
+    import uuid
+    parent, name = os.path.split(os.path.normpath(path))
+    trash = os.path.join(parent, f".{name.lstrip('.')}.dropped-{uuid.uuid4().hex[:8]}{trash_suffix}")
+    try:
+        os.rename(path, trash)
+    except FileNotFoundError:
+        return False
+    shutil.rmtree(trash)
+    return True

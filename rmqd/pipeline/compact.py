@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rmqd.fileutil import drop_tree, makedirs_below
 from rmqd.pipeline.errors import CorruptSegment, PipelineError, in_task
 from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors, task_groups
 from rmqd.pipeline.segments import check_store_dir
@@ -176,8 +177,8 @@ def write_segment(table: pa.Table, descs: dict[tuple[int, int], SegmentDesc], ch
         return row(chk["units"], chk["logSize"], True)
     seg = _open_checked(d)
     log_path, cq_path = _adopt.output_paths(out_dir, qid, base)
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    os.makedirs(os.path.dirname(cq_path), exist_ok=True)
+    makedirs_below(out_dir, os.path.dirname(log_path))   # a dropped job's orphan task fails here
+    makedirs_below(out_dir, os.path.dirname(cq_path))
     writer = CompactingWriter(log_path, cq_path, None, base, _file_size(chk))
     try:
         cq = seg.read_cq()
@@ -246,9 +247,9 @@ class Compact:
         if not os.path.isdir(self.out_root):
             return
         for n in os.listdir(self.out_root):
-            if n.startswith(self.topic + "-") and n.endswith(_adopt.STAGING_SUFFIX):
+            if n.lstrip(".").startswith(self.topic + "-") and n.endswith(_adopt.STAGING_SUFFIX):
                 log.info("removing %s, left by an interrupted compaction job", n)
-                shutil.rmtree(os.path.join(self.out_root, n), ignore_errors=True)
+                drop_tree(os.path.join(self.out_root, n), _adopt.STAGING_SUFFIX)
 
     def run(self, spark: Any) -> JobSummary:
         t0 = time.perf_counter()
@@ -268,8 +269,8 @@ class Compact:
             self.hook("manifest")
             final = _adopt.publish(tmp)
         except BaseException as exc:
-            if isinstance(exc, Exception):
-                shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(exc, Exception):            # orphan tasks may still write: renamed aside first
+                drop_tree(tmp, _adopt.STAGING_SUFFIX)
             raise
         recs_in = sum(q.records_in() for q in staged.queues)
         recs_out = sum(q.records_out() for q in staged.queues)

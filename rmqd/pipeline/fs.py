@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import shutil
-import uuid
 from typing import Any
 
 import pyarrow.fs as pafs
 
-from rmqd.fileutil import fsync_path
+from rmqd.fileutil import drop_tree, fsync_path, makedirs_below
 from rmqd.pipeline.errors import PipelineError
 
 
@@ -85,38 +83,21 @@ class OutputFS:
             if not self.exists(posixpath.join(root, marker)):
                 raise FileNotFoundError(f"{self.url(root)} is gone")
             return
-        cur = self.path(root)
-        if not os.path.isdir(cur):
-            raise FileNotFoundError(f"{cur} is gone")
-        for part in [p for p in rel.split("/") if p]:
-            cur = os.path.join(cur, part)
-            try:
-                os.mkdir(cur)
-            except FileExistsError:
-                pass
+        makedirs_below(self.path(root), self.path(root, rel))
 
     def delete_dir(self, rel: str) -> None:
         if self.exists(rel):
             self.fs.delete_dir(self.path(rel))
 
     def drop_dir(self, rel: str) -> None:
-        """Remove a run's directory that orphan tasks of a failed or killed job may still write into.
-
-        Local: first renamed to a hidden sibling (atomic), so from then on every ``mkdir``, ``open`` and
-        ``rename`` a task makes under the old path fails, and nothing new appears in what is being deleted;
-        then deleted. A crash in between leaves a hidden directory with no commit record, which the next
-        run's recovery drops like any unfinished run. Object stores: deleted (tasks check the run's marker
-        before each file)."""
-        if not self.local:
+        """Remove a run's directory that orphan tasks of a failed or killed job may still write into: on a
+        local file system through :func:`rmqd.fileutil.drop_tree` (renamed aside, then deleted; a crash in
+        between leaves a hidden directory with no commit record, which the next recovery drops like any
+        unfinished run); on object stores deleted (tasks check the run's marker before each file)."""
+        if self.local:
+            drop_tree(self.path(rel))
+        else:
             self.delete_dir(rel)
-            return
-        parent, name = posixpath.split(rel)
-        trash = posixpath.join(parent, f".{name.lstrip('.')}.dropped-{uuid.uuid4().hex[:8]}")
-        try:
-            os.rename(self.path(rel), self.path(trash))
-        except FileNotFoundError:
-            return
-        shutil.rmtree(self.path(trash))
 
     def delete_file(self, rel: str) -> None:
         if self.exists(rel):

@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
+from rmqd.fileutil import drop_tree
 from rmqd.pipeline.errors import PipelineError, exclusive_lock, in_task
 from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors
 from rmqd.pipeline.tier import QueueDoc, TierView, open_queue
@@ -282,7 +283,7 @@ class Index:
         for n in os.listdir(self.out_root):
             if n.endswith(_adopt.STAGING_SUFFIX):
                 log.info("removing %s, left by an interrupted index job", n)
-                shutil.rmtree(os.path.join(self.out_root, n), ignore_errors=True)
+                drop_tree(os.path.join(self.out_root, n), _adopt.STAGING_SUFFIX)
 
     # ---------------------------------------------------------------- run
     def run(self, spark: Any) -> JobSummary:
@@ -315,7 +316,7 @@ class Index:
                     self.hook("manifest")
                     final = _adopt.publish(tmp)
             except Exception:
-                shutil.rmtree(tmp, ignore_errors=True)
+                drop_tree(tmp, _adopt.STAGING_SUFFIX)   # orphan tasks may still write: renamed aside first
                 raise
         summary.rows = sum(s["messages"] for s in scans)
         summary.bytes = sum(s["bytes"] for s in scans)

@@ -21,7 +21,7 @@ pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]'
 from rmqd.pipeline.compact import Compact  # noqa: E402
 from rmqd.pipeline.errors import PipelineError  # noqa: E402
 from rmqd.store.compaction import adopt as _adopt  # noqa: E402
-from rmqd.fileutil import copy_sparse
+from rmqd.fileutil import copy_sparse  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)      # a Spark job's first run on a loaded 2-core host
 LOG_FILE = 16 * 1024
@@ -174,6 +174,11 @@ def test_damaged_cq_fails_the_job_naming_the_file(spark, compacted, tmp_path):
     with open(victim, "r+b") as f:
         f.seek(46 * 3)
         f.write((10 ** 12).to_bytes(8, "big"))            # unit 3 points far outside its log
+    out_root = os.path.join(root, "compaction", _adopt.PIPELINE_DIR)
+    crashed_drop = os.path.join(out_root, f".{TOPIC}-0000000000001-dead.tmp.dropped-0badc0de.tmp")
+    (output,) = _adopt.pending_outputs(os.path.join(str(base / "pending"), "compaction", _adopt.PIPELINE_DIR))
+    shutil.copytree(output, crashed_drop)                # a drop cut short by a crash: complete, manifest and all
+    assert _adopt.pending_outputs(out_root) == []        # never adopted
     with pytest.raises(PipelineError, match=rf"{victim} unit 3 \(byte 138\) points outside"):
         Compact(root, TOPIC).run(spark)
-    assert [n for n in os.listdir(os.path.join(root, "compaction", _adopt.PIPELINE_DIR))] == []
+    assert [n for n in os.listdir(out_root)] == []        # the leftover and the failed job's output are gone
