@@ -22,10 +22,12 @@ BROKER_REFUSES_WRITES_ABOVE = 0.90
 def pytest_report_header(config) -> list[str]:
     tmp = tempfile.gettempdir()
     used = disk_partition_space_used_percent(tmp)
+    if used < 0:
+        return [f"disk of {tmp}: usage unreadable (brokers treat that as a full disk)"]
     line = f"disk of {tmp}: {used:.0%} used"
     if used > BROKER_REFUSES_WRITES_ABOVE - 0.05:
-        line += (f" -- WARNING: brokers refuse writes above {BROKER_REFUSES_WRITES_ABOVE:.0%} (the suite writes"
-                 " a few GB); free space first or most broker tests fail with 'disk is nearly full'")
+        line += (f" -- WARNING: brokers refuse writes above {BROKER_REFUSES_WRITES_ABOVE:.0%} (the suite writes up to"
+                 " about 2 GB at once); free space first or most broker tests fail with 'disk is nearly full'")
     return [line]
 
 
