@@ -4,13 +4,12 @@ from __future__ import annotations
 import os
 import random
 import socket
-import threading
 import time
 from typing import Any, Optional
 
 from rmqd.remoting import fastjson
 from rmqd.acl.signer import sign_request
-from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.client import BlockingClient, BlockingClientPool
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request
 from rmqd.store.message import decode_messages, encode_properties
@@ -52,33 +51,15 @@ class AdminClient:
         self.namesrv_addrs = [a.strip() for a in addr.split(";") if a.strip()]
         self.timeout = timeout
         self.credentials = credentials      # (accessKey, secretKey): every request is signed (ACL)
-        self._clients: dict[str, BlockingClient] = {}
-        self._clients_lock = threading.Lock()   # the console calls from several threads, and closes meanwhile
+        self._pool = BlockingClientPool()       # the console calls from several threads, and closes meanwhile
         self.client_id = f"{socket.gethostname()}@{os.getpid()}#{int(time.time() * 1000)}"
 
     def close(self) -> None:
-        with self._clients_lock:
-            clients = list(self._clients.values())
-            self._clients.clear()
-        for c in clients:
-            c.close()
+        self._pool.close()
 
     # ------------------------------------------------------------------ transport
     def _client(self, addr: str) -> BlockingClient:
-        c = self._clients.get(addr)
-        if c is not None and c.peer_closed():   # the server closed it (idle for 120 s): connect again
-            with self._clients_lock:
-                if self._clients.get(addr) is c:
-                    del self._clients[addr]
-            c.close()
-            c = None
-        if c is None:
-            new = BlockingClient(addr)
-            with self._clients_lock:
-                c = self._clients.setdefault(addr, new)
-            if c is not new:                    # another thread connected first
-                new.close()
-        return c
+        return self._pool.get(addr)
 
     def call(self, addr: str, code: int, ext: Optional[dict] = None, body: Any = None,
              ok: tuple = (ResponseCode.SUCCESS,)) -> RemotingCommand:

@@ -160,3 +160,56 @@ class BlockingClient:
             else:
                 self.server_requests.append(cmd)
         return True
+
+
+class BlockingClientPool:
+    """One kept :class:`BlockingClient` per address, shared by threads (``rmqd admin``, the console, the
+    Spark connector's tasks and driver).
+
+    A kept connection the server has closed (the Java and rmqd servers close one idle for
+    ``serverChannelMaxIdleTimeSeconds``, 120 s) is found by a non-blocking peek when it is asked for, and
+    replaced: a request is not written to a connection already known dead."""
+
+    def __init__(self, connect_timeout: float = 5.0) -> None:
+        self.connect_timeout = connect_timeout
+        self._by_addr: dict[str, BlockingClient] = {}
+        self._lock = threading.Lock()
+
+    def get(self, addr: str) -> BlockingClient:
+        """The kept connection to ``addr``, or a new one."""
+        c = self._by_addr.get(addr)
+        if c is not None and c.peer_closed():
+            log.info("connection to %s was closed by the server; connecting again", addr)
+            self.drop(addr, c)
+            c = None
+        if c is None:
+            new = BlockingClient(addr, self.connect_timeout)
+            with self._lock:
+                c = self._by_addr.setdefault(addr, new)
+            if c is not new:                    # another thread connected first
+                new.close()
+        return c
+
+    def connected(self, addr: str) -> BlockingClient | None:
+        """The kept connection to ``addr``, if there is one (no check, no connecting)."""
+        return self._by_addr.get(addr)
+
+    def drop(self, addr: str, client: BlockingClient | None = None) -> None:
+        """Close and forget the connection to ``addr`` (only if it is still ``client``, when given)."""
+        with self._lock:
+            c = self._by_addr.get(addr)
+            if c is None or (client is not None and c is not client):
+                c = None
+            else:
+                del self._by_addr[addr]
+        if c is not None:
+            c.close()
+        if client is not None and client is not c:
+            client.close()
+
+    def close(self) -> None:
+        with self._lock:
+            clients = list(self._by_addr.values())
+            self._by_addr.clear()
+        for c in clients:
+            c.close()

@@ -110,7 +110,8 @@ class GroupRegistration:
                 except (OSError, TimeoutError) as exc:
                     raise ConnectorError(f"option 'group': heartbeat of {self.group} to {addr} failed: "
                                          f"{exc}") from exc
-                self._answer(self.clients.get(addr))           # requests read while waiting for the reply
+                if (c := self.clients.connected(addr)) is not None:
+                    self._answer(c)                            # requests read while waiting for the reply
                 if r.code != ResponseCode.SUCCESS:
                     raise ConnectorError(f"option 'group': heartbeat of {self.group} to {addr} refused: "
                                          f"{r.code} {r.remark}")

@@ -12,7 +12,7 @@ from typing import Iterable, Optional
 
 from rmqd.remoting import fastjson
 from rmqd.spark.errors import ConnectorError  # noqa: F401  (re-exported)
-from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.client import BlockingClient, BlockingClientPool
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request
 
@@ -32,34 +32,31 @@ class QueueRef:
 
 
 class Clients:
-    """One BlockingClient per address, reused by a task or the driver."""
+    """The connections a task or the driver keeps (one per address, :class:`BlockingClientPool`), and its
+    requests."""
 
     def __init__(self, timeout: float = 10.0) -> None:
         self.timeout = timeout
-        self._by_addr: dict[str, BlockingClient] = {}
+        self._pool = BlockingClientPool(timeout)
 
     def get(self, addr: str) -> BlockingClient:
-        c = self._by_addr.get(addr)
-        if c is None:
-            c = self._by_addr[addr] = BlockingClient(addr, self.timeout)
-        return c
+        return self._pool.get(addr)
 
     def connected(self, addr: str) -> Optional[BlockingClient]:
         """The open connection to ``addr``, if there is one (no connecting)."""
-        return self._by_addr.get(addr)
+        return self._pool.connected(addr)
 
     def drop(self, addr: str) -> None:
         """Close and forget the connection to ``addr``; the next call reconnects."""
-        c = self._by_addr.pop(addr, None)
-        if c is not None:
-            c.close()
+        self._pool.drop(addr)
 
     def invoke(self, addr: str, code: int, ext: Optional[dict] = None, body: Optional[bytes] = None) -> RemotingCommand:
-        """One request; a kept connection the broker has closed meanwhile (the Java broker closes connections
-        idle for 120 s, e.g. a stream's driver between slow triggers) is replaced once."""
+        """One request. A kept connection found closed is replaced before the request is written (the Java
+        broker closes connections idle for 120 s, e.g. a stream's driver between slow triggers); one that
+        fails on the way (closed between that check and the write) is replaced once."""
         ext = {k: str(v) for k, v in (ext or {}).items() if v is not None}
         while True:
-            reused = addr in self._by_addr
+            reused = self._pool.connected(addr) is not None
             try:
                 return self.get(addr).invoke(new_request(code, ext, body), self.timeout)
             except OSError as exc:
@@ -69,9 +66,7 @@ class Clients:
                 log.info("connection to %s was closed (%s); reconnecting", addr, exc)
 
     def close(self) -> None:
-        for c in self._by_addr.values():
-            c.close()
-        self._by_addr.clear()
+        self._pool.close()
 
 
 class Cluster:
