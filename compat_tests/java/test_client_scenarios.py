@@ -45,6 +45,7 @@ def check_group_1(got: dict) -> None:
     assert seq == {str(o): [0, 1, 2, 3, 4] for o in range(4)}
     assert got["broadcast"]["perConsumer"] == [5, 5]
     lite = got["litePull"]
+    assert lite["beforeSeek"][:1] == [0] and lite["beforeSeek"] == sorted(lite["beforeSeek"])
     assert lite["offsetsFrom3"] == [3, 4, 5] and lite["afterSeekToBegin"] == 0
     polled = lite["polled"]
     assert polled == list(range(3, 3 + len(polled))), polled
