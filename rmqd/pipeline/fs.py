@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from rmqd.fileutil import drop_tree, fsync_path, makedirs_below
+from rmqd.fileutil import atomic_write, drop_tree, fsync_path, makedirs_below
 from rmqd.pipeline.errors import PipelineError
 
 
@@ -117,16 +117,11 @@ class OutputFS:
     def write_json(self, rel: str, obj: Any) -> None:
         """Write ``rel`` whole or not at all (a temporary name, then a rename)."""
         data = json.dumps(obj, indent=1, sort_keys=True).encode()
+        if self.local:
+            atomic_write(self.path(rel), data, keep_backup=False)
+            return
         tmp = rel + ".part"
         self.mkdirs(posixpath.dirname(rel))
-        if self.local:
-            with open(self.path(tmp), "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(self.path(tmp), self.path(rel))
-            fsync_path(os.path.dirname(self.path(rel)))
-            return
         with self.fs.open_output_stream(self.path(tmp)) as f:
             f.write(data)
         self.fs.move(self.path(tmp), self.path(rel))
