@@ -3,6 +3,8 @@ server's KV config."""
 from __future__ import annotations
 
 import os
+import shutil
+import uuid
 
 
 def fsync_path(path: str) -> None:
@@ -80,7 +82,6 @@ def copy_sparse(src: str, dst: str) -> str:
     MB hold data, preallocated commit log segments) would cost its full size on disk.  Only the data
     extents (``SEEK_DATA``/``SEEK_HOLE``) are copied, in the kernel (``os.copy_file_range``); ``dst``
     gets ``src``'s size.  Returns ``dst``, so it serves as ``shutil.copytree``'s ``copy_function``."""
-    import shutil
     with open(src, "rb") as fin, open(dst, "wb") as fout:
         size = os.fstat(fin.fileno()).st_size
         pos = 0
@@ -125,8 +126,6 @@ def drop_tree(path: str, trash_suffix: str = "") -> bool:
     ``mkdir``/``open``/``rename`` under ``path`` fails and nothing new appears in what is being deleted;
     then deleted. A crash in between leaves ``.<name>.dropped-<id><trash_suffix>`` beside it (a suffix
     that makes readers skip it and the next cleanup remove it). False when ``path`` was not there."""
-    import shutil
-    import uuid
     parent, name = os.path.split(os.path.normpath(path))
     trash = os.path.join(parent, f".{name.lstrip('.')}.dropped-{uuid.uuid4().hex[:8]}{trash_suffix}")
     try:

@@ -197,14 +197,11 @@ class BlockingClientPool:
     def drop(self, addr: str, client: BlockingClient | None = None) -> None:
         """Close and forget the connection to ``addr`` (only if it is still ``client``, when given)."""
         with self._lock:
-            c = self._by_addr.get(addr)
-            if c is None or (client is not None and c is not client):
-                c = None
-            else:
+            if client is None:
+                client = self._by_addr.pop(addr, None)
+            elif self._by_addr.get(addr) is client:
                 del self._by_addr[addr]
-        if c is not None:
-            c.close()
-        if client is not None and client is not c:
+        if client is not None:
             client.close()
 
     def close(self) -> None:
