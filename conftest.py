@@ -1,5 +1,5 @@
-"""Fixtures shared by tests/ and compat_tests/: the one SparkSession (local[2]) of the whole run, and a
-header line with the disk usage of the temp directory (brokers refuse writes above 90 %, as Java's do).
+"""Fixtures shared by tests/ and compat_tests/: the one SparkSession (local[2]) of the whole run, the disk
+thresholds of every broker the suite starts, and a header line with the disk usage of the temp directory.
 
 It starts on first use only, so a run without Spark tests starts no JVM. The connector tests
 (tests/spark), the pipeline jobs (tests/pipeline) and the real-client pipeline scenario
@@ -15,19 +15,25 @@ import pytest
 
 from rmqd.fileutil import disk_partition_space_used_percent
 
-#: Java's diskSpaceWarningLevelRatio: above it every broker the tests start refuses writes.
-BROKER_REFUSES_WRITES_ABOVE = 0.90
+# Every broker the suite starts (in-process stores, `rmqd serve` children, the Java reference broker) refuses
+# writes only above 98 % disk use and cleans forcibly only above 98 %, instead of Java's 90 % and 85 %: a shared
+# CI disk can sit above 90 % with gigabytes free, far more than the suite's peak of about 2 GB. Tests of the
+# thresholds themselves set Java's values explicitly. Set before any test module imports the store.
+os.environ.setdefault("ROCKETMQ_BROKER_DISKSPACEWARNINGLEVELRATIO", "0.98")
+os.environ.setdefault("ROCKETMQ_BROKER_DISKSPACECLEANFORCIBLYRATIO", "0.98")
 
 
 def pytest_report_header(config) -> list[str]:
+    from rmqd.store.message_store import disk_ratio_property
+    refuses_above = disk_ratio_property("diskSpaceWarningLevelRatio", 90) / 100
     tmp = tempfile.gettempdir()
     used = disk_partition_space_used_percent(tmp)
     if used < 0:
         return [f"disk of {tmp}: usage unreadable (brokers treat that as a full disk)"]
-    line = f"disk of {tmp}: {used:.0%} used"
-    if used > BROKER_REFUSES_WRITES_ABOVE - 0.05:
-        line += (f" -- WARNING: brokers refuse writes above {BROKER_REFUSES_WRITES_ABOVE:.0%} (the suite writes up to"
-                 " about 2 GB at once); free space first or most broker tests fail with 'disk is nearly full'")
+    line = f"disk of {tmp}: {used:.0%} used; the suite's brokers refuse writes above {refuses_above:.0%}"
+    if used > refuses_above - 0.02:
+        line += (" -- WARNING: the suite writes up to about 2 GB at once; free space first or most broker tests"
+                 " fail with 'disk is nearly full'")
     return [line]
 
 

@@ -342,6 +342,17 @@ def free_port_block(count: int = 4, low: int = 20000, high: int = 60000) -> int:
     raise RuntimeError("no free block of loopback ports")
 
 
+def disk_ratio_system_properties() -> dict[str, str]:
+    """The Java broker's disk thresholds as system properties, from the ``ROCKETMQ_BROKER_DISKSPACE...``
+    variables rmqd's brokers read (the root conftest sets them for the suite), so both brokers of a
+    differential test refuse writes at the same disk usage."""
+    from rmqd.store.message_store import disk_ratio_property
+    java_defaults = {"diskSpaceWarningLevelRatio": 90, "diskSpaceCleanForciblyRatio": 85}
+    return {"rocketmq.broker." + name: f"{disk_ratio_property(name, default) / 100:.4f}"
+            for name, default in java_defaults.items()
+            if os.environ.get("ROCKETMQ_BROKER_" + name.upper(), "").strip()}
+
+
 class ReferenceCluster:
     """The kit's real Java name server + broker on free loopback ports, in ``workdir``.
 
@@ -368,8 +379,11 @@ class ReferenceCluster:
             conf.write_text("".join(line + "\n" for line in self.extra_conf))
             args += ["--conf", str(conf)]
         env = dict(os.environ)
+        opts = [f"-D{prop}={value}" for prop, value in disk_ratio_system_properties().items()]
         if self.home is not None:
-            env["JAVA_OPT_EXT"] = f"-Drocketmq.home.dir={self.home}"
+            opts.append(f"-Drocketmq.home.dir={self.home}")
+        if opts:
+            env["JAVA_OPT_EXT"] = " ".join(opts)
         res = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
         if res.returncode != 0:
             self.stop()

@@ -66,6 +66,28 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def disk_ratio_property(name: str, default: float) -> float:
+    """A disk threshold in percent, from the environment variable ``ROCKETMQ_BROKER_<NAME>``.
+
+    The Java 4.9.8 broker reads ``diskSpaceWarningLevelRatio`` (0.90) and ``diskSpaceCleanForciblyRatio``
+    (0.85) from JVM system properties (``-Drocketmq.broker.diskSpaceWarningLevelRatio=0.95``); rmqd reads the
+    same names from the environment, like ``ROCKETMQ_BROKER_REBALANCE_LOCKMAXLIVETIME``. The value is a
+    fraction as Java writes it (``0.95``) or a percent (``95``); anything else is logged and ``default`` used."""
+    var = "ROCKETMQ_BROKER_" + name.upper()
+    raw = os.environ.get(var, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    percent = value * 100 if value <= 1 else value
+    if not 0 < percent <= 100:
+        log.error("%s=%r is neither a fraction nor a percent of the disk: using %g %%", var, raw, default)
+        return default
+    return percent
+
+
 @dataclass
 class StoreConfig:
     store_root_dir: str
@@ -81,8 +103,11 @@ class StoreConfig:
     file_reserved_time_hours: float = 72
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
-    disk_space_clean_forcibly_ratio: int = 85
-    disk_space_warning_level_ratio: int = 90
+    # percents; Java's defaults unless ROCKETMQ_BROKER_DISKSPACE... is set (see disk_ratio_property)
+    disk_space_clean_forcibly_ratio: float = field(
+        default_factory=lambda: disk_ratio_property("diskSpaceCleanForciblyRatio", 85))
+    disk_space_warning_level_ratio: float = field(
+        default_factory=lambda: disk_ratio_property("diskSpaceWarningLevelRatio", 90))
     clean_resource_interval_ms: int = 10000
     delete_files_batch_max: int = 10
     max_hash_slot_num: int = 5_000_000

@@ -48,6 +48,7 @@ def test_disk_full_refuses_writes_clearly_and_damages_nothing(tmp_path):
     usage = {"pct": 50.0}
     r = Running(str(tmp_path / "s"))
     r.broker.store.config.disk_usage = lambda path: usage["pct"]
+    r.broker.store.config.disk_space_warning_level_ratio = 90   # Java's
     try:
         with BlockingClient(r.broker.address) as c:
             assert send_v2(c, "DiskT", b"before", 0).code == ResponseCode.SUCCESS

@@ -67,3 +67,34 @@ def test_capacity_is_total_and_usable_space_like_javas_runtime_info(monkeypatch)
 
 def test_capacity_of_an_unreadable_path_is_none(tmp_path):
     assert fileutil.disk_capacity(str(tmp_path / "missing")) is None
+
+
+@pytest.mark.parametrize("raw,expected", [
+    ("", 90), ("0.95", 95), ("95", 95), ("0.955", 95.5), ("1", 100), ("x", 90), ("0", 90), ("-0.5", 90), ("150", 90),
+])
+def test_warning_level_ratio_comes_from_javas_system_property_name(monkeypatch, caplog, raw, expected):
+    """Java 4.9.8 reads -Drocketmq.broker.diskSpaceWarningLevelRatio=0.90; rmqd the same name from the
+    environment, as a fraction or a percent; a bad value is logged and Java's default used."""
+    monkeypatch.setenv("ROCKETMQ_BROKER_DISKSPACEWARNINGLEVELRATIO", raw)
+    cfg = StoreConfig(store_root_dir="/unused")
+    assert cfg.disk_space_warning_level_ratio == pytest.approx(expected)
+    bad = raw and expected == 90 and raw != "0.90"
+    assert ("ROCKETMQ_BROKER_DISKSPACEWARNINGLEVELRATIO" in caplog.text) == bool(bad)
+
+
+def test_writes_are_refused_only_above_the_configured_ratio(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROCKETMQ_BROKER_DISKSPACEWARNINGLEVELRATIO", "0.97")
+    monkeypatch.setenv("ROCKETMQ_BROKER_DISKSPACECLEANFORCIBLYRATIO", "96")
+    usage = [93.0]
+    store = MessageStore(StoreConfig(store_root_dir=str(tmp_path / "s"), mapped_file_size_commitlog=1 << 20,
+                                     warm_mapped_pages=False, disk_usage=lambda p: usage[0]))
+    store.start()
+    try:
+        assert store.config.disk_space_clean_forcibly_ratio == 96
+        store._check_disk()
+        assert not store._disk_full                        # 93 % > Java's 90 %, but below 97 %
+        usage[0] = 98.0
+        store._check_disk()
+        assert store._disk_full
+    finally:
+        store.shutdown()

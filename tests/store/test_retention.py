@@ -47,7 +47,8 @@ def test_retention_by_age_at_delete_hour(make_store):
 def test_retention_by_disk_ratio_and_refusal(make_store):
     clock = FakeClock()
     usage = {"v": 50.0}
-    s = make_store(clock=clock, delete_when="99", disk_usage=lambda p: usage["v"])
+    s = make_store(clock=clock, delete_when="99", disk_usage=lambda p: usage["v"],
+                   disk_space_clean_forcibly_ratio=85, disk_space_warning_level_ratio=90)   # Java's
     _fill(s)
     nfiles = len(s.commitlog.mfq.files)
     assert s.run_retention_once() == 0

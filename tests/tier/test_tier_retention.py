@@ -80,7 +80,8 @@ def test_disk_ratio(tmp_path, usage, reserved_h):
     ratio (85) unexpired ones too; either way only what the tier has."""
     disk = [10.0]
     store = make_store(str(tmp_path / "store"), tier_props("posix", str(tmp_path / "tier")),
-                       delete_when="", file_reserved_time_hours=reserved_h, disk_usage=lambda _p: disk[0])
+                       delete_when="", file_reserved_time_hours=reserved_h, disk_usage=lambda _p: disk[0],
+                       disk_space_clean_forcibly_ratio=85)   # Java's
     store.start()
     try:
         put(store, TOPIC, N // 2)
