@@ -25,7 +25,7 @@ os.environ.setdefault("ROCKETMQ_BROKER_DISKSPACECLEANFORCIBLYRATIO", "0.98")
 
 def pytest_report_header(config) -> list[str]:
     from rmqd.store.message_store import disk_ratio_property
-    refuses_above = disk_ratio_property("diskSpaceWarningLevelRatio", 90) / 100
+    refuses_above = disk_ratio_property("diskSpaceWarningLevelRatio") / 100
     tmp = tempfile.gettempdir()
     used = disk_partition_space_used_percent(tmp)
     if used < 0:

@@ -346,11 +346,9 @@ def disk_ratio_system_properties() -> dict[str, str]:
     """The Java broker's disk thresholds as system properties, from the ``ROCKETMQ_BROKER_DISKSPACE...``
     variables rmqd's brokers read (the root conftest sets them for the suite), so both brokers of a
     differential test refuse writes at the same disk usage."""
-    from rmqd.store.message_store import disk_ratio_property
-    java_defaults = {"diskSpaceWarningLevelRatio": 90, "diskSpaceCleanForciblyRatio": 85}
-    return {"rocketmq.broker." + name: f"{disk_ratio_property(name, default) / 100:.4f}"
-            for name, default in java_defaults.items()
-            if os.environ.get("ROCKETMQ_BROKER_" + name.upper(), "").strip()}
+    from rmqd.store.message_store import JAVA_DISK_RATIO_DEFAULTS, disk_ratio_property, disk_ratio_variable
+    return {"rocketmq.broker." + name: f"{disk_ratio_property(name) / 100:.4f}"
+            for name in JAVA_DISK_RATIO_DEFAULTS if os.environ.get(disk_ratio_variable(name), "").strip()}
 
 
 class ReferenceCluster:

@@ -66,14 +66,24 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def disk_ratio_property(name: str, default: float) -> float:
-    """A disk threshold in percent, from the environment variable ``ROCKETMQ_BROKER_<NAME>``.
+#: The Java 4.9.8 broker's disk thresholds (percent), the defaults of its system properties rocketmq.broker.<name>.
+JAVA_DISK_RATIO_DEFAULTS = {"diskSpaceWarningLevelRatio": 90, "diskSpaceCleanForciblyRatio": 85}
 
-    The Java 4.9.8 broker reads ``diskSpaceWarningLevelRatio`` (0.90) and ``diskSpaceCleanForciblyRatio``
-    (0.85) from JVM system properties (``-Drocketmq.broker.diskSpaceWarningLevelRatio=0.95``); rmqd reads the
-    same names from the environment, like ``ROCKETMQ_BROKER_REBALANCE_LOCKMAXLIVETIME``. The value is a
-    fraction as Java writes it (``0.95``) or a percent (``95``); anything else is logged and ``default`` used."""
-    var = "ROCKETMQ_BROKER_" + name.upper()
+
+def disk_ratio_variable(name: str) -> str:
+    """The environment variable rmqd reads for Java's system property ``rocketmq.broker.<name>``."""
+    return "ROCKETMQ_BROKER_" + name.upper()
+
+
+def disk_ratio_property(name: str) -> float:
+    """A disk threshold of :data:`JAVA_DISK_RATIO_DEFAULTS` in percent, from the environment.
+
+    The Java 4.9.8 broker reads them from JVM system properties (``-Drocketmq.broker.diskSpaceWarningLevelRatio
+    =0.95``); rmqd reads the same names from the environment (:func:`disk_ratio_variable`), like
+    ``ROCKETMQ_BROKER_REBALANCE_LOCKMAXLIVETIME``. The value is a fraction as Java writes it (``0.95``) or a
+    percent (``95``); anything else is logged and Java's default used."""
+    default = JAVA_DISK_RATIO_DEFAULTS[name]
+    var = disk_ratio_variable(name)
     raw = os.environ.get(var, "").strip()
     if not raw:
         return default
@@ -105,9 +115,9 @@ class StoreConfig:
     disk_max_used_space_ratio: int = 75
     # percents; Java's defaults unless ROCKETMQ_BROKER_DISKSPACE... is set (see disk_ratio_property)
     disk_space_clean_forcibly_ratio: float = field(
-        default_factory=lambda: disk_ratio_property("diskSpaceCleanForciblyRatio", 85))
+        default_factory=lambda: disk_ratio_property("diskSpaceCleanForciblyRatio"))
     disk_space_warning_level_ratio: float = field(
-        default_factory=lambda: disk_ratio_property("diskSpaceWarningLevelRatio", 90))
+        default_factory=lambda: disk_ratio_property("diskSpaceWarningLevelRatio"))
     clean_resource_interval_ms: int = 10000
     delete_files_batch_max: int = 10
     max_hash_slot_num: int = 5_000_000
