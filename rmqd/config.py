@@ -6,11 +6,35 @@ GET_BROKER_CONFIG / UPDATE_BROKER_CONFIG map one to one.
 """
 from __future__ import annotations
 
+import enum
 import logging
 import os
 from typing import Any, Iterable, Mapping
 
 log = logging.getLogger(__name__)
+
+class BrokerRole(enum.Enum):
+    """``brokerRole`` of broker.conf (Java's ``BrokerRole``): the one typed place the role is compared."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+    @classmethod
+    def parse(cls, value: "str | BrokerRole") -> "BrokerRole":
+        """The role named by a broker.conf value (case-insensitive, as Java's ``BrokerRole.valueOf`` after
+        ``toUpperCase``); ValueError names the bad value."""
+        if isinstance(value, BrokerRole):
+            return value
+        try:
+            return cls(str(value).strip().upper())
+        except ValueError:
+            raise ValueError(f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {value!r}") from None
+
+    @property
+    def is_master(self) -> bool:
+        return self is not BrokerRole.SLAVE
+
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 

@@ -61,3 +61,12 @@ def test_service_thread_survives_a_failing_round(caplog):
     svc.shutdown()
     assert len(calls) >= 3
     assert any("t-fail" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+def test_broker_role_parses_java_values():
+    import pytest
+    from rmqd.config import BrokerRole
+    assert BrokerRole.parse("slave") is BrokerRole.SLAVE and not BrokerRole.SLAVE.is_master
+    assert BrokerRole.parse(" SYNC_MASTER ") is BrokerRole.SYNC_MASTER and BrokerRole.SYNC_MASTER.is_master
+    with pytest.raises(ValueError, match="brokerRole"):
+        BrokerRole.parse("LEADER")
