@@ -20,11 +20,12 @@ from rmqd.metrics.recorders import BrokerMetrics
 from rmqd.processors import admin_acl, admin_install
 from rmqd.processors import query, queue_lock, reply, transaction
 from rmqd.processors.client_manage import ClientManageProcessor, notify_consumer_ids_changed
-from rmqd.processors.client_manager import ConsumerManager, ProducerManager
+from rmqd.broker.client_manager import ConsumerManager, ProducerManager
 from rmqd.processors.consumer_manage import ConsumerManageProcessor
-from rmqd.processors.long_polling import PullRequestHoldService
+from rmqd.broker.long_polling import PullRequestHoldService
 from rmqd.processors.offset_query import OffsetQueryProcessor
-from rmqd.processors import assignment, pop, pop_ack, schedule
+from rmqd.broker import schedule
+from rmqd.processors import assignment, pop_ack, pop_message
 from rmqd.pop.frontend import PopExecutor
 from rmqd.pop.service import PopService
 from rmqd.processors.pull import PullMessageProcessor
@@ -190,7 +191,7 @@ class BrokerController:
                                       counters=self.metrics.pop, on_out=self._count_pop_out)
         self.pop_executor = PopExecutor(max(2, int(c.pullMessageThreadPoolNums)), int(c.popExecutorCapacity))
         self.services.append(self.pop_service)
-        for m in (pop, pop_ack, assignment): m.install(self)   # POP codes, QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE
+        for m in (pop_message, pop_ack, assignment): m.install(self)   # POP codes, QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE
 
     def _count_pop_out(self, group: str, topic: str, messages: int, size: int) -> None:
         """Messages a pop or peek handed out: the GROUP_GET stats (and so rocketmq_messages_out_total)."""

@@ -18,7 +18,7 @@ from typing import Any, Optional
 from rmqd.grpc.convert import to_grpc_message
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.pb import service_pb2 as s
-from rmqd.processors.client_manager import ClientChannelInfo
+from rmqd.broker.client_manager import ClientChannelInfo
 from rmqd.remoting.codes import RequestCode, Version
 from rmqd.store.message import decode_message
 

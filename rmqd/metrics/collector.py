@@ -100,7 +100,7 @@ class Scrape:
             f_size.add_histogram(labels, counts, total)
 
     def messages_out(self) -> None:
-        from rmqd.processors.broker_stats import GROUP_GET_NUMS, GROUP_GET_SIZE
+        from rmqd.broker.stats import GROUP_GET_NUMS, GROUP_GET_SIZE
         stats = getattr(self.broker, "broker_stats", None)
         if stats is None:
             return

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rmqd.processors import (admin_broker, admin_compaction, admin_group, admin_store, admin_tier, admin_topic,
-                             broker_stats)
+from rmqd.broker import stats as broker_stats
+from rmqd.processors import admin_broker, admin_compaction, admin_group, admin_store, admin_tier, admin_topic
 
 if TYPE_CHECKING:
     from rmqd.broker_controller import BrokerController

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import orjson
 
 from rmqd.filter import SQLParseError, compile_expression, is_tag_type
-from rmqd.processors.client_manager import (CONSUME_FROM_WHERE, CONSUME_TYPES, MESSAGE_MODELS,
+from rmqd.broker.client_manager import (CONSUME_FROM_WHERE, CONSUME_TYPES, MESSAGE_MODELS,
                                             ClientChannelInfo, enum_name)
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode, Version

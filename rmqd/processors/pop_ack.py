@@ -18,7 +18,7 @@ from rmqd.pop.extra_info import ExtraInfo
 from rmqd.pop.frontend import Busy, PopExecutor
 from rmqd.pop.codes import PopError
 from rmqd.pop.service import PopService
-from rmqd.processors.pop import busy_response, pop_error_response
+from rmqd.processors.pop_message import busy_response, pop_error_response
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 

@@ -10,7 +10,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Optional
 
 from rmqd.filter import ExpressionMessageFilter, SQLParseError, is_tag_type
-from rmqd.processors.long_polling import PullRequest
+from rmqd.broker.long_polling import PullRequest
 from rmqd.remoting.codes import FAQ_SUGGEST, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 from rmqd.remoting.dispatch import TO_POOL, run_handler

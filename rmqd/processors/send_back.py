@@ -13,7 +13,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from rmqd.processors.send import _truthy
-from rmqd.processors.schedule import (PROPERTY_DELAY, PROPERTY_WAIT, divert_delay_level,
+from rmqd.broker.schedule import (PROPERTY_DELAY, PROPERTY_WAIT, divert_delay_level,
                                       edit_properties)
 from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require

@@ -238,7 +238,7 @@ class EndTransactionProcessor:
 
 def install(broker: "BrokerController") -> EndTransactionProcessor:
     """Register END_TRANSACTION, the send-side half-message hook and the check-back service."""
-    from rmqd.processors.transaction_check import TransactionalMessageCheckService
+    from rmqd.broker.transaction_check import TransactionalMessageCheckService
 
     bridge = broker.transactional_message_bridge = TransactionalMessageBridge(broker)
     p = broker.end_transaction_processor = EndTransactionProcessor(broker, bridge)

@@ -8,7 +8,7 @@ import time
 import pytest
 from sched_helpers import pull, pull_all, props, send, wait_messages
 
-from rmqd.processors.schedule import divert_delay_level, edit_properties
+from rmqd.broker.schedule import divert_delay_level, edit_properties
 from rmqd.remoting.command import new_request
 from rmqd.store.message import MessageToStore
 from rmqd.store.message_store import SCHEDULE_TOPIC

@@ -7,7 +7,7 @@ import time
 import pytest
 from sched_helpers import pull_all, props, send, wait_messages
 
-from rmqd.processors.timer import TIMER_TOPIC
+from rmqd.broker.timer import TIMER_TOPIC
 
 pytestmark = pytest.mark.timeout(90)
 

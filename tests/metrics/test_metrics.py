@@ -17,7 +17,7 @@ from rmqd.metrics.collector import collect
 from rmqd.metrics.endpoint import MetricsEndpoint
 from rmqd.metrics.grafana import METRIC_RE, dashboard, metric_names
 from rmqd.metrics.naming import exported_name
-from rmqd.processors.client_manager import ClientChannelInfo
+from rmqd.broker.client_manager import ClientChannelInfo
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import RequestCode
 from rmqd.remoting.command import new_request

@@ -33,7 +33,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Optional
 
-from rmqd.processors.schedule import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC,
+from rmqd.broker.schedule import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC,
                                       PROPERTY_WAIT, delay_level_of, edit_properties, now_ms)
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import error_response

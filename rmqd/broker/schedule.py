@@ -291,7 +291,8 @@ def install(broker: "BrokerController") -> ScheduleMessageService:
 
 def install_all(broker: "BrokerController") -> None:
     """Delay levels, 5.x timers and CONSUMER_SEND_MSG_BACK (retry/DLQ) in one call."""
-    from rmqd.processors import send_back, timer
+    from rmqd.broker import timer
+    from rmqd.processors import send_back
     install(broker)
     timer.install(broker)
     send_back.install(broker)
