@@ -1,7 +1,12 @@
-"""BrokerController: wires the store, the processors and name-server registration together.
+"""BrokerController: builds the broker's parts, wires them together and runs their lifecycle.
+
+It is the composition root: every collaborator is built in ``__init__`` and declared there, collected
+in one :class:`rmqd.broker.context.BrokerContext` that the processors and services are given (they never
+see this class), and every request processor is built by an explicit constructor and registers its codes
+with the dispatcher (``processor.register(dispatcher, pool)``), as the name server's processors do.
 
 Lifecycle: ``await start()`` recovers the store and loads metadata (in an executor), starts the
-pools and the listening sockets, registers with every name server and schedules the periodic
+services and the listening sockets, registers with every name server and schedules the periodic
 tasks (re-registration, offset persistence when changed, client channel expiry).  ``await close()``
 unregisters, closes connections and pools, persists metadata and shuts the store down.
 """
@@ -15,32 +20,47 @@ from typing import Any, Callable, Optional
 
 import orjson
 
-from rmqd.config import BrokerConfig
-from rmqd.metrics.recorders import BrokerMetrics
-from rmqd.processors import admin_acl, admin_install
-from rmqd.processors import query, queue_lock, reply, transaction
-from rmqd.processors.client_manage import ClientManageProcessor, notify_consumer_ids_changed
 from rmqd.broker.client_manager import ConsumerManager, ProducerManager
-from rmqd.processors.consumer_manage import ConsumerManageProcessor
+from rmqd.broker.context import BrokerContext, BrokerIdentity
 from rmqd.broker.long_polling import PullRequestHoldService
-from rmqd.processors.offset_query import OffsetQueryProcessor
-from rmqd.broker import schedule
-from rmqd.processors import assignment, pop_ack, pop_message
+from rmqd.broker.schedule import ScheduleMessageService
+from rmqd.broker.stats import BrokerStatsManager
+from rmqd.broker.timer import TimerMessageService
+from rmqd.broker.transaction import TransactionalMessageBridge
+from rmqd.broker.transaction_check import TransactionalMessageCheckService
+from rmqd.config import BrokerConfig, compaction_config_from, store_config_from, store_runtime_changes, \
+    tier_config_from
+from rmqd.metrics.recorders import BrokerMetrics
 from rmqd.pop.frontend import PopExecutor
 from rmqd.pop.service import PopService
+from rmqd.processors.admin_acl import AclAdminProcessor
+from rmqd.processors.admin_broker import BrokerAdminProcessor
+from rmqd.processors.admin_compaction import CompactionAdminProcessor
+from rmqd.processors.admin_group import GroupAdminProcessor
+from rmqd.processors.admin_store import StoreAdminProcessor
+from rmqd.processors.admin_tier import TierAdminProcessor
+from rmqd.processors.admin_topic import TopicAdminProcessor
+from rmqd.processors.assignment import AssignmentProcessor, MessageRequestModeManager
+from rmqd.processors.client_manage import ClientManageProcessor, notify_consumer_ids_changed
+from rmqd.processors.consumer_manage import ConsumerManageProcessor
+from rmqd.processors.offset_query import OffsetQueryProcessor
+from rmqd.processors.pop_ack import AckMessageProcessor
+from rmqd.processors.pop_message import PopMessageProcessor
 from rmqd.processors.pull import PullMessageProcessor
+from rmqd.processors.query import QueryMessageProcessor
+from rmqd.processors.queue_lock import QueueLockProcessor, RebalanceLockManager
+from rmqd.processors.reply import ReplyMessageProcessor
 from rmqd.processors.send import SendMessageProcessor
+from rmqd.processors.send_back import SendMessageBackProcessor
+from rmqd.processors.transaction import EndTransactionProcessor
 from rmqd.remoting.client import RemotingClient
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.server import RemotingServer
 from rmqd.store.message import pack_host
-from rmqd.store.compaction.store import CompactionConfig
 from rmqd.store.topic_attributes import is_compaction_topic
 from rmqd.store.layers import build_store
-from rmqd.store.message_store import StoreConfig
-from rmqd.store.tier.config import tier_config_from
 from rmqd.store.topic_restore import restore_topics_from_store
 from rmqd.store.metadata import (ConsumerOffsetManager, DelayOffsetManager, SubscriptionGroupManager,
                                  TopicConfigManager)
@@ -48,41 +68,6 @@ from rmqd.store.metadata import (ConsumerOffsetManager, DelayOffsetManager, Subs
 log = logging.getLogger(__name__)
 
 REGISTER_TIMEOUT_S = 3.0
-
-
-def store_config_from(c: BrokerConfig) -> StoreConfig:
-    """Map the Java property names of BrokerConfig onto the store's config."""
-    return StoreConfig(
-        store_root_dir=c.storePathRootDir,
-        mapped_file_size_commitlog=int(c.mapedFileSizeCommitLog),
-        mapped_file_size_consume_queue=int(c.mapedFileSizeConsumeQueue),
-        flush_disk_type=c.flushDiskType,
-        flush_interval_commitlog_ms=int(c.flushIntervalCommitLog),
-        flush_least_pages=int(c.flushCommitLogLeastPages),
-        sync_flush_timeout_ms=int(c.syncFlushTimeout),
-        max_message_size=int(c.maxMessageSize),
-        file_reserved_time_hours=float(c.fileReservedTime),
-        delete_when=str(c.deleteWhen),
-        disk_max_used_space_ratio=int(c.diskMaxUsedSpaceRatio),
-        max_hash_slot_num=int(c.maxHashSlotNum),
-        max_index_num=int(c.maxIndexNum),
-        max_transfer_bytes_on_message_in_memory=int(c.maxTransferBytesOnMessageInMemory),
-        max_transfer_count_on_message_in_memory=int(c.maxTransferCountOnMessageInMemory),
-        access_message_in_memory_max_ratio=int(c.accessMessageInMemoryMaxRatio),
-        message_delay_level=c.messageDelayLevel,
-    )
-
-
-def compaction_config_from(c: BrokerConfig) -> CompactionConfig:
-    """The compaction store's settings from their RocketMQ 5.x broker.conf names."""
-    return CompactionConfig(
-        enabled=str(c.enableCompaction).lower() == "true",
-        log_file_size=int(c.compactionMappedFileSize),
-        cq_file_size=int(c.compactionCqMappedFileSize),
-        schedule_interval_ms=int(c.compactionScheduleInternal),
-        max_offset_map_size=int(c.maxOffsetMapSize),
-        thread_num=int(c.compactionThreadNum),
-    )
 
 
 class BrokerController:
@@ -95,7 +80,6 @@ class BrokerController:
         self.channel_expired_timeout_ms = 120_000
         self.channel_scan_interval_s = 10.0
         self.offset_persist_interval_s = c.flushConsumerOffsetInterval / 1000.0
-        self.call_client_timeout = 10.0
 
         self.dispatcher = Dispatcher("broker")
         self.pools = {
@@ -120,7 +104,7 @@ class BrokerController:
 
         # store and metadata
         self.store_config = store_config_from(c)
-        self.store = build_store(self.store_config, compaction_config_from(c), tier_config_from(c.to_properties()))
+        self.store = build_store(self.store_config, compaction_config_from(c), tier_config_from(c))
         cfg_dir = self.store_config.config_dir
         self.topic_config_manager = TopicConfigManager(
             cfg_dir, c.brokerClusterName, c.brokerName, c.autoCreateTopicEnable, c.defaultTopicQueueNums,
@@ -128,8 +112,16 @@ class BrokerController:
         self.subscription_group_manager = SubscriptionGroupManager(cfg_dir, c.autoCreateSubscriptionGroup)
         self.consumer_offset_manager = ConsumerOffsetManager(cfg_dir)
         self.delay_offset_manager = DelayOffsetManager(cfg_dir)
+        self.message_request_mode_manager = MessageRequestModeManager(cfg_dir)
+        self.message_request_mode_manager.load()     # at construction, before the loop runs (a missing file is fine)
+        self.rebalance_lock_manager = RebalanceLockManager()
         self.consumer_manager = ConsumerManager(self._on_consumer_group_changed)
         self.producer_manager = ProducerManager()
+        # rmqd.metrics: counters the processors and the dispatcher record into (read at scrape time)
+        self.metrics = BrokerMetrics()
+        self.dispatcher.set_observer(self.metrics.rpc.observe)
+        # puts are counted by the store, gets by the pull processor and POP
+        self.broker_stats = BrokerStatsManager(self.store)
 
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.namesrv_client: Optional[RemotingClient] = None
@@ -138,66 +130,133 @@ class BrokerController:
         self._register_lock: Optional[asyncio.Lock] = None
         self._registered_version = -1
         self._started = False
-        self.store_host: tuple = (c.brokerIP1, c.listenPort)
-        self.msg_id_prefix = ""
+        self.identity = BrokerIdentity(store_host=(c.brokerIP1, c.listenPort))
+        self.ctx = BrokerContext(
+            config=c, store_config=self.store_config, store=self.store, topics=self.topic_config_manager,
+            groups=self.subscription_group_manager, offsets=self.consumer_offset_manager,
+            delay_offsets=self.delay_offset_manager, consumers=self.consumer_manager,
+            producers=self.producer_manager, metrics=self.metrics, stats=self.broker_stats,
+            identity=self.identity, register_broker=self.register_broker_all_sync)
         # Background services (start()/shutdown()): started after the store and metadata load,
         # shut down (reverse order) before metadata is persisted.
         self.services: list[Any] = []
-        # rmqd.metrics: counters the processors and the dispatcher record into (read at scrape time)
-        self.metrics = BrokerMetrics()
-        self.dispatcher.set_observer(self.metrics.rpc.observe)
         self.acl_manager = None
         if c.aclEnable:
             from rmqd.acl.setup import build_acl
 
             self.acl_manager, self.dispatcher.request_hook = build_acl(c.aclFile)
             self.services.append(self.acl_manager)
+        self.services.append(self.broker_stats)
+        self._build_services()
         self._register_processors()
+        c.subscribe(self._on_config_change)
 
-    # ------------------------------------------------------------------ processors
-    def _register_processors(self) -> None:
-        """Register the broker request processors (send, pull, client and consumer management...)."""
-        d, p = self.dispatcher, self.pools
-        self.send_processor = SendMessageProcessor(self)
-        d.register([RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE],
-                   self.send_processor.process, p["send"],
-                   inline_first=self.send_processor.process_inline)
-        self.pull_processor = PullMessageProcessor(self)
-        d.register(RequestCode.PULL_MESSAGE, self.pull_processor.process, p["pull"],
-                   inline_first=self.pull_processor.process_inline)
-        cm = self.client_manage_processor = ClientManageProcessor(self)
-        d.register(RequestCode.HEART_BEAT, cm.heart_beat, p["client"])
-        d.register(RequestCode.UNREGISTER_CLIENT, cm.unregister_client, p["client"])
-        d.register(RequestCode.CHECK_CLIENT_CONFIG, cm.check_client_config, p["client"])
-        d.register(RequestCode.GET_CONSUMER_RUNNING_INFO, cm.get_consumer_running_info)  # awaits the client
-        cons = self.consumer_manage_processor = ConsumerManageProcessor(self)
-        d.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, cons.get_consumer_list_by_group, p["consumer"])
-        d.register(RequestCode.QUERY_CONSUMER_OFFSET, cons.query_consumer_offset, p["consumer"])
-        d.register(RequestCode.UPDATE_CONSUMER_OFFSET, cons.update_consumer_offset, p["consumer"])
-        oq = self.offset_query_processor = OffsetQueryProcessor(self)
-        d.register(RequestCode.GET_MAX_OFFSET, oq.get_max_offset, p["admin"])
-        d.register(RequestCode.GET_MIN_OFFSET, oq.get_min_offset, p["admin"])
-        d.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, oq.search_offset_by_timestamp, p["admin"])
-        d.register(RequestCode.GET_EARLIEST_MSG_STORETIME, oq.get_earliest_msg_storetime, p["admin"])
-        schedule.install_all(self)   # delay levels, 5.x timers, CONSUMER_SEND_MSG_BACK
-        admin_install.install(self)   # admin codes (topics, groups, broker config/stats)
-        admin_acl.install(self)       # ACL admin codes 50-53
-        for m in (queue_lock, query, transaction, reply): m.install(self)  # locks, queries, transactions, request/reply
+    # ------------------------------------------------------------------ services and processors
+    def _build_services(self) -> None:
+        """Delay levels, 5.x timers, the transaction check-back and POP (started with the broker)."""
+        c, ctx = self.config, self.ctx
+        self.schedule_message_service = ScheduleMessageService(self.store, self.delay_offset_manager,
+                                                               c.messageDelayLevel, int(c.flushDelayOffsetInterval))
+        self.timer_message_service = TimerMessageService.from_config(self.store, self.topic_config_manager,
+                                                                     self.store_config.config_dir, c)
+        self.transactional_message_bridge = TransactionalMessageBridge(ctx)
+        self.transaction_check_service = TransactionalMessageCheckService(ctx, self.transactional_message_bridge)
         # POP (5.x): one PopService under the remoting codes here and the gRPC endpoint (rmqd.grpc)
-        c = self.config
         self.pop_service = PopService(c.brokerName, c.brokerClusterName, self.store, self.topic_config_manager,
                                       self.subscription_group_manager, self.consumer_offset_manager,
-                                      lambda: self.store_host, int(c.reviveQueueNum), self.metrics.messages.on_dlq,
-                                      counters=self.metrics.pop, on_out=self._count_pop_out)
+                                      lambda: self.identity.store_host, int(c.reviveQueueNum),
+                                      self.metrics.messages.on_dlq, counters=self.metrics.pop,
+                                      on_out=self.broker_stats.inc_group_get)
         self.pop_executor = PopExecutor(max(2, int(c.pullMessageThreadPoolNums)), int(c.popExecutorCapacity))
-        self.services.append(self.pop_service)
-        for m in (pop_message, pop_ack, assignment): m.install(self)   # POP codes, QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE
+        self.services += [self.schedule_message_service, self.timer_message_service,
+                          self.transaction_check_service, self.pop_service]
 
-    def _count_pop_out(self, group: str, topic: str, messages: int, size: int) -> None:
-        """Messages a pop or peek handed out: the GROUP_GET stats (and so rocketmq_messages_out_total)."""
-        stats = getattr(self, "broker_stats", None)
-        if stats is not None:
-            stats.inc_group_get(group, topic, messages, size)
+    def _register_processors(self) -> None:
+        """Build every request processor and register its codes, each in its pool (or on the loop)."""
+        c, ctx, d, p = self.config, self.ctx, self.dispatcher, self.pools
+        self.send_processor = SendMessageProcessor(ctx)
+        self.send_processor.add_before_store(self.schedule_message_service.before_store,
+                                             ScheduleMessageService.MARKERS)
+        self.send_processor.add_before_store(self.timer_message_service.before_store, TimerMessageService.MARKERS)
+        self.send_processor.prepare_half_message = self.transactional_message_bridge.prepare_half_message
+        self.send_processor.register(d, p["send"])
+        self.pull_processor = PullMessageProcessor(ctx, p["pull"].submit)
+        self.pull_processor.register(d, p["pull"])
+        self.send_back_processor = SendMessageBackProcessor(ctx, self.schedule_message_service.max_level)
+        self.send_back_processor.register(d, p["send"])
+        self.reply_message_processor = ReplyMessageProcessor(ctx, self.send_processor)
+        self.reply_message_processor.register(d, p["send"])
+        self.client_manage_processor = ClientManageProcessor(ctx)
+        self.client_manage_processor.register(d, p["client"])
+        self.consumer_manage_processor = ConsumerManageProcessor(self.consumer_manager, self.consumer_offset_manager,
+                                                                 self.store)
+        self.consumer_manage_processor.register(d, p["consumer"])
+        self.offset_query_processor = OffsetQueryProcessor(self.store)
+        self.offset_query_processor.register(d, p["admin"])
+        self.query_message_processor = QueryMessageProcessor(self.store, lambda: c.defaultQueryMaxNum)
+        self.query_message_processor.register(d, p["query"])
+        self.queue_lock_processor = QueueLockProcessor(self.rebalance_lock_manager)
+        self.queue_lock_processor.register(d)
+        self.end_transaction_processor = EndTransactionProcessor(ctx, self.transactional_message_bridge)
+        self.end_transaction_processor.register(d, p["transaction"])
+        # admin codes: topics, groups, broker config/stats, store, compaction, tier, ACL
+        self.admin_topic_processor = TopicAdminProcessor(ctx)
+        self.admin_topic_processor.register(d, p["admin"])
+        self.admin_group_processor = GroupAdminProcessor(ctx)
+        self.admin_group_processor.register(d, p["admin"])
+        self.admin_broker_processor = BrokerAdminProcessor(ctx, self.pools)
+        self.admin_broker_processor.register(d, p["admin"])
+        self.admin_store_processor = StoreAdminProcessor(self.store, self.consumer_manager)
+        self.admin_store_processor.register(d, p["admin"])
+        self.admin_compaction_processor = CompactionAdminProcessor(self.store)
+        self.admin_compaction_processor.register(d, p["admin"])
+        self.admin_tier_processor = TierAdminProcessor(self.store)
+        self.admin_tier_processor.register(d, p["admin"])
+        self.admin_acl_processor = AclAdminProcessor(self.acl_manager, c, self.identity)
+        self.admin_acl_processor.register(d, p["admin"])
+        # POP codes (on the loop: they await the POP executor) and server-side rebalance
+        self.pop_message_processor = PopMessageProcessor(self.pop_service, self.pop_executor, c.brokerIP1,
+                                                         lambda: bool(c.brokerPermission & 4))
+        self.pop_message_processor.register(d)
+        self.ack_message_processor = AckMessageProcessor(self.pop_service, self.pop_executor)
+        self.ack_message_processor.register(d)
+        self.assignment_processor = AssignmentProcessor(c, self.topic_config_manager, self.consumer_manager,
+                                                        self.message_request_mode_manager)
+        self.assignment_processor.register(d, p["client"], p["admin"])
+
+    # ------------------------------------------------------------------ runtime config (UPDATE_BROKER_CONFIG)
+    def _on_config_change(self, c: BrokerConfig, changed: frozenset) -> None:
+        """Push what the Java broker applies at runtime: auto-create flags, the store settings read on each use,
+        the offset persist interval, and a new permission (re-register at once)."""
+        if "autoCreateTopicEnable" in changed:
+            self.topic_config_manager.auto_create_topic_enable = bool(c.autoCreateTopicEnable)
+        if "autoCreateSubscriptionGroup" in changed:
+            self.subscription_group_manager.auto_create = bool(c.autoCreateSubscriptionGroup)
+        for name, value in store_runtime_changes(c, changed).items():
+            setattr(self.store.config, name, value)
+        if "flushConsumerOffsetInterval" in changed:
+            self.offset_persist_interval_s = c.flushConsumerOffsetInterval / 1000.0
+        if "brokerPermission" in changed:
+            log.info("brokerPermission changed to %d: re-registering with the name servers", c.brokerPermission)
+            self.topic_config_manager.bump_version()
+            self.register_broker_all_sync()
+
+    @property
+    def call_client_timeout(self) -> float:
+        """Seconds a broker -> client call (consumer running info, direct consume) may take."""
+        return self.identity.call_client_timeout_s
+
+    @call_client_timeout.setter
+    def call_client_timeout(self, value: float) -> None:
+        self.identity.call_client_timeout_s = value
+
+    @property
+    def store_host(self) -> tuple:
+        return self.identity.store_host
+
+    @property
+    def msg_id_prefix(self) -> str:
+        return self.identity.msg_id_prefix
 
     # ------------------------------------------------------------------ addresses
     @property
@@ -228,6 +287,7 @@ class BrokerController:
         try:
             self.pull_hold_service = PullRequestHoldService(loop, self.store.get_max_offset,
                                                             self.pull_processor.rerun)
+            self.pull_processor.hold = self.pull_hold_service
             if self.config.longPollingEnable:
                 self.store.add_dispatch_listener(self.pull_hold_service.on_dispatch,
                                                  watch=self.pull_hold_service.watched_queues)
@@ -239,9 +299,12 @@ class BrokerController:
             raise
         self.config.listenPort = self.server.port
         self.config.haListenPort = self.server.port + 1     # BrokerStartup: haListenPort = listenPort + 1
-        self.store_host = (self.config.brokerIP1, self.server.port)
-        self.msg_id_prefix = pack_host(self.store_host).hex().upper()
-        self.send_processor.open_lane()
+        identity = self.identity
+        identity.store_host = (self.config.brokerIP1, self.server.port)
+        identity.msg_id_prefix = pack_host(identity.store_host).hex().upper()
+        identity.address = self.address
+        identity.loop = loop
+        self.send_processor.open_lane(self.dispatcher.request_hook)
         self.dispatcher.lane = self.send_processor.lane
         self.namesrv_client = RemotingClient()
         self._started = True
@@ -249,15 +312,16 @@ class BrokerController:
         self._tasks = [
             loop.create_task(self._every(max(10.0, min(self.config.registerNameServerPeriod, 60000) / 1000.0),
                                          self.register_broker_all), name="broker-register"),
-            loop.create_task(self._every(self.offset_persist_interval_s, self._persist_offsets_if_changed),
+            loop.create_task(self._every(lambda: self.offset_persist_interval_s, self._persist_offsets_if_changed),
                              name="broker-persist-offsets"),
             loop.create_task(self._every(self.channel_scan_interval_s, self._scan_not_active_channels),
                              name="broker-scan-channels"),
         ]
 
-    async def _every(self, interval_s: float, fn: Callable[[], Any]) -> None:
+    async def _every(self, interval_s: "float | Callable[[], float]", fn: Callable[[], Any]) -> None:
+        """Run ``fn`` every ``interval_s`` (a number, or a callable read before each wait); failures are logged."""
         while True:
-            await asyncio.sleep(interval_s)
+            await asyncio.sleep(interval_s() if callable(interval_s) else interval_s)
             try:
                 result = fn()
                 if asyncio.iscoroutine(result):

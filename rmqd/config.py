@@ -1,15 +1,26 @@
-"""Broker and name-server configuration with the Java broker's property names.
+"""Broker and name-server configuration with the Java broker's property names: the one configuration path.
 
 Attribute names are exactly the Java ``BrokerConfig``/``MessageStoreConfig``/``NettyServerConfig``
 property names so a ``broker.conf`` written for the Java broker works unchanged and
 GET_BROKER_CONFIG / UPDATE_BROKER_CONFIG map one to one.
+
+Every mapping from broker.conf to the settings of a part lives here: :func:`store_config_from` (the local
+store), :func:`compaction_config_from`, :func:`tier_config_from` (the layers over it); HA and controller
+settings get their ``*_config_from`` beside them.  The role is typed (:class:`BrokerRole`,
+``BrokerConfig.role``).  A running broker changes its config only through
+:meth:`BrokerConfig.apply_runtime`, which validates, applies and tells the subscribers which keys changed.
 """
 from __future__ import annotations
 
 import enum
 import logging
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
+
+from rmqd.store.compaction.store import CompactionConfig
+from rmqd.store.message_store import StoreConfig
+from rmqd.store.tier.backend import provider_name
+from rmqd.store.tier.config import TierConfig, TieredStorageLevel, is_plugin_enabled
 
 log = logging.getLogger(__name__)
 
@@ -167,9 +178,66 @@ class _PropertiesConfig:
     def keys(self) -> Iterable[str]:
         return self._DEFAULTS.keys()
 
+    def copy(self) -> "_PropertiesConfig":
+        """An independent copy (same values, same unknown keys)."""
+        other = type(self)(**{k: getattr(self, k) for k in self.keys()})
+        other.extra = dict(self.extra)
+        return other
+
+
+ConfigListener = Callable[["BrokerConfig", frozenset], None]
+
 
 class BrokerConfig(_PropertiesConfig):
     """Broker + store + remoting settings (Java property names, local-dev defaults)."""
+
+    def __init__(self, **overrides: Any) -> None:
+        self._role_cache: tuple[Any, BrokerRole] | None = None
+        self._listeners: list[ConfigListener] = []
+        super().__init__(**overrides)
+
+    def update(self, values: Mapping[str, Any], source: str = "") -> list[str]:
+        """Apply values (see :meth:`_PropertiesConfig.update`); a ``brokerRole`` that is not a role raises
+        ValueError, as the Java broker refuses to start with one."""
+        unknown = super().update(values, source)
+        if "brokerRole" in values:
+            BrokerRole.parse(self.brokerRole)
+        return unknown
+
+    @property
+    def role(self) -> BrokerRole:
+        """``brokerRole`` typed (parsed once per value: the pull path asks on every commit)."""
+        raw = self.brokerRole
+        cached = self._role_cache
+        if cached is None or cached[0] is not raw:
+            cached = self._role_cache = (raw, BrokerRole.parse(raw))
+        return cached[1]
+
+    # ------------------------------------------------------------------ runtime updates
+    def subscribe(self, listener: ConfigListener) -> None:
+        """Call ``listener(config, changed_keys)`` after every :meth:`apply_runtime` that changed something."""
+        self._listeners.append(listener)
+
+    def apply_runtime(self, props: Mapping[str, Any], source: str = "updateBrokerConfig") -> frozenset:
+        """The one runtime-update path (UPDATE_BROKER_CONFIG): validate every value first (ValueError or
+        TypeError, and nothing changes), apply them, then tell each subscriber which keys changed.
+
+        Returns the changed keys (Java names; aliases resolved).  A subscriber that fails is logged and the
+        others still run: the new values are in place either way."""
+        self.copy().update(props, source=source)          # raises before touching this config
+        keys = [ALIASES.get(k, k) for k in props]
+        before = {k: (getattr(self, k) if k in self._DEFAULTS else self.extra.get(k)) for k in keys}
+        self.update(props, source=source)
+        changed = frozenset(k for k in keys
+                            if (getattr(self, k) if k in self._DEFAULTS else self.extra.get(k)) != before[k])
+        if changed:
+            for listener in list(self._listeners):
+                try:
+                    listener(self, changed)
+                except Exception:
+                    log.exception("applying the changed broker config keys %s in %s failed", sorted(changed),
+                                  getattr(listener, "__qualname__", listener))
+        return changed
 
     _DEFAULTS = {
         # identity and network
@@ -342,3 +410,96 @@ class NamesrvConfig(_PropertiesConfig):
         "serverPooledByteBufAllocatorEnable": True,
         "useEpollNativeSelector": False,
     }
+
+
+# ---------------------------------------------------------------------------------- the parts' settings
+def _same(value: Any) -> Any:
+    return value
+
+
+#: broker.conf name -> (StoreConfig field, conversion): what :func:`store_config_from` maps.
+STORE_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "storePathRootDir": ("store_root_dir", _same),
+    "mapedFileSizeCommitLog": ("mapped_file_size_commitlog", int),
+    "mapedFileSizeConsumeQueue": ("mapped_file_size_consume_queue", int),
+    "flushDiskType": ("flush_disk_type", _same),
+    "flushIntervalCommitLog": ("flush_interval_commitlog_ms", int),
+    "flushCommitLogLeastPages": ("flush_least_pages", int),
+    "syncFlushTimeout": ("sync_flush_timeout_ms", int),
+    "maxMessageSize": ("max_message_size", int),
+    "fileReservedTime": ("file_reserved_time_hours", float),
+    "deleteWhen": ("delete_when", str),
+    "diskMaxUsedSpaceRatio": ("disk_max_used_space_ratio", int),
+    "maxHashSlotNum": ("max_hash_slot_num", int),
+    "maxIndexNum": ("max_index_num", int),
+    "maxTransferBytesOnMessageInMemory": ("max_transfer_bytes_on_message_in_memory", int),
+    "maxTransferCountOnMessageInMemory": ("max_transfer_count_on_message_in_memory", int),
+    "accessMessageInMemoryMaxRatio": ("access_message_in_memory_max_ratio", int),
+    "messageDelayLevel": ("message_delay_level", _same),
+}
+#: Store settings fixed once the store has started (the directory and the file sizes).
+STORE_STATIC_KEYS = frozenset({"storePathRootDir", "mapedFileSizeCommitLog", "mapedFileSizeConsumeQueue"})
+
+
+def store_config_from(c: BrokerConfig) -> StoreConfig:
+    """The local store's settings from their broker.conf names."""
+    return StoreConfig(**{name: conv(getattr(c, key)) for key, (name, conv) in STORE_FIELDS.items()})
+
+
+def store_runtime_changes(c: BrokerConfig, changed: Iterable[str]) -> dict[str, Any]:
+    """The StoreConfig fields a running store takes from the ``changed`` broker.conf keys (it reads them on
+    each use: flush intervals, retention, message size...); the directory and file sizes are left out."""
+    return {STORE_FIELDS[k][0]: STORE_FIELDS[k][1](getattr(c, k)) for k in changed
+            if k in STORE_FIELDS and k not in STORE_STATIC_KEYS}
+
+
+def compaction_config_from(c: BrokerConfig) -> CompactionConfig:
+    """The compaction store's settings from their RocketMQ 5.x broker.conf names."""
+    return CompactionConfig(
+        enabled=bool(c.enableCompaction),
+        log_file_size=int(c.compactionMappedFileSize),
+        cq_file_size=int(c.compactionCqMappedFileSize),
+        schedule_interval_ms=int(c.compactionScheduleInternal),
+        max_offset_map_size=int(c.maxOffsetMapSize),
+        thread_num=int(c.compactionThreadNum),
+    )
+
+
+def tier_config_from(c: BrokerConfig) -> TierConfig:
+    """The tiered store's settings from their RocketMQ 5.x ``tieredstore`` names (plus rmqd's own).
+
+    ``messageIndexEnable`` is not one of rmqd's typed keys: it is read from the unknown ones, true unless
+    "false".  A TierConfig whose index file would pass 2 GiB raises ValueError."""
+    return TierConfig(
+        enabled=is_plugin_enabled(c.messageStorePlugIn),
+        cluster=str(c.brokerClusterName or "DefaultCluster"),
+        broker=str(c.brokerName or "broker-a"),
+        provider=provider_name(str(c.tieredBackendServiceProvider or "memory")),
+        file_path=str(c.tieredStoreFilePath or ""),
+        storage_level=TieredStorageLevel.parse(c.tieredStorageLevel or "NOT_IN_DISK"),
+        commitlog_max_size=int(c.tieredStoreCommitLogMaxSize),
+        consume_queue_max_size=int(c.tieredStoreConsumeQueueMaxSize),
+        index_slots=int(c.tieredStoreIndexFileMaxHashSlotNum),
+        index_max_items=int(c.tieredStoreIndexFileMaxIndexNum),
+        file_reserved_hours=float(c.tieredStoreFileReservedTime),
+        delete_file_interval_ms=int(c.tieredStoreDeleteFileInterval),
+        rolling_interval_hours=float(c.commitLogRollingInterval),
+        rolling_min_size=int(c.commitLogRollingMinimumSize),
+        group_commit_count=int(c.tieredStoreGroupCommitCount),
+        group_commit_size=int(c.tieredStoreGroupCommitSize),
+        group_commit_timeout_ms=int(c.tieredStoreGroupCommitTimeout),
+        message_index_enable=str(c.extra.get("messageIndexEnable", True)).lower() != "false",
+        endpoint=str(c.objectStoreEndpoint or ""),
+        bucket=str(c.objectStoreBucket or ""),
+        access_key=str(c.objectStoreAccessKey or ""),
+        secret_key=str(c.objectStoreSecretKey or ""),
+        region=str(c.objectStoreRegion or ""),
+        dispatch_interval_ms=int(c.tieredStoreDispatchInterval),
+    )
+
+
+def broker_config_from(props: Mapping[str, Any]) -> BrokerConfig:
+    """A BrokerConfig from plain broker.conf properties (tools that read a broker's file)."""
+    c = BrokerConfig()
+    c.update(props, source="broker.conf")
+    return c

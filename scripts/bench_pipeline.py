@@ -87,13 +87,13 @@ def fill_tier(root: str, n: int, size: int) -> None:
     from rmqd.store.layers import build_store
     from rmqd.store.message import MessageToStore
     from rmqd.store.message_store import StoreConfig
-    from rmqd.store.tier.config import tier_config_from
+    from rmqd.config import broker_config_from, tier_config_from
     props = {"messageStorePlugIn": "tiered", "tieredBackendServiceProvider": "posix",
              "tieredStoreFilePath": root + "-tier", "messageIndexEnable": "false",
              "tieredStoreGroupCommitTimeout": "0", "tieredStoreDispatchInterval": "3600000"}
     store = build_store(StoreConfig(root, mapped_file_size_commitlog=128 << 20, message_index_enable=False,
                                     warm_mapped_pages=False, file_reserved_time_hours=10_000),
-                        None, tier_config_from(props))
+                        None, tier_config_from(broker_config_from(props)))
     store.start()
     for start in range(0, n, 1024):
         bodies = os.urandom(size * 1024)

@@ -26,7 +26,7 @@ from benchenv import machine_line  # noqa: E402
 from rmqd.store.layers import build_store  # noqa: E402
 from rmqd.store.message import MessageToStore  # noqa: E402
 from rmqd.store.message_store import StoreConfig  # noqa: E402
-from rmqd.store.tier.config import tier_config_from  # noqa: E402
+from rmqd.config import broker_config_from, tier_config_from  # noqa: E402
 
 SLEEP_S = 0.0005
 
@@ -63,7 +63,7 @@ def run_once(work: str, messages: int) -> None:
              "tieredStoreDispatchInterval": "3600000"}
     cfg = StoreConfig(store_root_dir=os.path.join(work, "store"), mapped_file_size_commitlog=256 << 20,
                       clean_resource_interval_ms=3_600_000, warm_mapped_pages=False)
-    store = build_store(cfg, None, tier_config_from(props))
+    store = build_store(cfg, None, tier_config_from(broker_config_from(props)))
     store.tier.config.index_service_interval_ms = 3_600_000      # this script drives the tier itself
     store.start()
     try:

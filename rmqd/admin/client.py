@@ -107,7 +107,7 @@ class AdminClient:
         addrs = []
         for name in sorted(info.get("clusterAddrTable", {}).get(cluster, [])):
             bd = info.get("brokerAddrTable", {}).get(name) or {}
-            a = _addr(bd, 0)
+            a = broker_addr_of(bd, 0)
             if a:
                 addrs.append(a)
         return addrs
@@ -115,7 +115,7 @@ class AdminClient:
     def all_master_addrs(self) -> list[str]:
         """Every master of every cluster known to the name server."""
         info = self.cluster_info()
-        return [a for _n, bd in sorted(info.get("brokerAddrTable", {}).items()) if (a := _addr(bd, 0))]
+        return [a for _n, bd in sorted(info.get("brokerAddrTable", {}).items()) if (a := broker_addr_of(bd, 0))]
 
     def broker_names(self, cluster: str) -> list[str]:
         return sorted(self.cluster_info().get("clusterAddrTable", {}).get(cluster, []))
@@ -132,7 +132,7 @@ class AdminClient:
         """brokerName → master address from the topic route."""
         out = {}
         for bd in self.route(topic).get("brokerDatas", []):
-            a = _addr(bd, 0)
+            a = broker_addr_of(bd, 0)
             if a:
                 out[bd["brokerName"]] = a
         return out
@@ -173,6 +173,6 @@ class AdminClient:
             "properties": encode_properties(props), "reconsumeTimes": 0, "unitMode": False, "batch": False}, body)
 
 
-def _addr(broker_data: dict, bid: int) -> Optional[str]:
+def broker_addr_of(broker_data: dict, bid: int) -> Optional[str]:
     addrs = broker_data.get("brokerAddrs") or {}
     return addrs.get(bid) or addrs.get(str(bid))

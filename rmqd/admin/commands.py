@@ -6,7 +6,7 @@ import time
 from datetime import datetime
 from typing import Any, Callable, Optional
 
-from rmqd.admin.client import ORDER_TOPIC_CONFIG, AdminClient, AdminError, _addr
+from rmqd.admin.client import ORDER_TOPIC_CONFIG, AdminClient, AdminError, broker_addr_of
 from rmqd.config import parse_properties
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -140,7 +140,7 @@ def topic_cluster_list(c: AdminClient, a: Any) -> None:
 
 def update_topic_perm(c: AdminClient, a: Any) -> None:
     route = c.route(a.topic)
-    masters = {bd["brokerName"]: _addr(bd, 0) for bd in route.get("brokerDatas", [])}
+    masters = {bd["brokerName"]: broker_addr_of(bd, 0) for bd in route.get("brokerDatas", [])}
     targets = [a.brokerAddr] if a.brokerAddr else (c.master_addrs(a.clusterName) if a.clusterName else [])
     if not targets:
         raise AdminError(-1, "please set -b or -c")
@@ -331,7 +331,7 @@ def clone_group_offset(c: AdminClient, a: Any) -> None:
     print(f"clone group offset success. srcGroup[{a.srcGroup}], destGroup={a.destGroup}, topic[{a.topic}]")
 
 
-def _reset(c: AdminClient, group: str, topic: str, ts: int, force: bool, cplus: bool = False) -> dict:
+def reset_offsets(c: AdminClient, group: str, topic: str, ts: int, force: bool, cplus: bool = False) -> dict:
     """222 on every master; on CONSUMER_NOT_ONLINE the offline path (208 + 29 + 15)."""
     out: dict = {}
     for name, addr in sorted(c.route_masters(topic).items()):
@@ -367,14 +367,14 @@ def _print_reset(out: dict) -> None:
 def reset_offset_by_time(c: AdminClient, a: Any) -> None:
     ts = _parse_time(a.timestamp)
     force = _true(a.force)
-    out = _reset(c, a.consumerGroup, a.topic, ts, force, a.cplus)
+    out = reset_offsets(c, a.consumerGroup, a.topic, ts, force, a.cplus)
     print(f"rollback consumer offset by specified group[{a.consumerGroup}], topic[{a.topic}], force[{force}], "
           f"timestamp(string)[{a.timestamp}], timestamp(long)[{ts}]")
     _print_reset(out)
 
 
 def skip_accumulated(c: AdminClient, a: Any) -> None:
-    _print_reset(_reset(c, a.consumerGroup, a.topic, -1, _true(a.force)))
+    _print_reset(reset_offsets(c, a.consumerGroup, a.topic, -1, _true(a.force)))
 
 
 # ====================================================================== broker / cluster
@@ -603,7 +603,7 @@ def _print_detail(m: Any, body: bool = True) -> None:
         print("%-20s %s" % ("Message Body:", m.body.decode("utf-8", "replace")))
 
 
-def _query(c: AdminClient, topic: str, key: str, unique: bool, max_num: int = 64) -> list:
+def query_messages(c: AdminClient, topic: str, key: str, unique: bool, max_num: int = 64) -> list:
     found = []
     for addr in c.route_masters(topic).values():
         ext = {"topic": topic, "key": key, "maxNum": max_num, "beginTimestamp": 0,
@@ -626,14 +626,14 @@ def query_msg_by_id(c: AdminClient, a: Any) -> None:
 
 
 def query_msg_by_key(c: AdminClient, a: Any) -> None:
-    msgs = _query(c, a.topic, a.msgKey, False)
+    msgs = query_messages(c, a.topic, a.msgKey, False)
     print("%-50s %4s %40s" % ("#Message ID", "#QID", "#Offset"))
     for m in msgs:
         print("%-50s %4d %40d" % (m.properties.get("UNIQ_KEY", m.msg_id), m.queue_id, m.queue_offset))
 
 
 def query_msg_by_unique_key(c: AdminClient, a: Any) -> None:
-    msgs = [m for m in _query(c, a.topic, a.msgId, True) if m.properties.get("UNIQ_KEY") == a.msgId]
+    msgs = [m for m in query_messages(c, a.topic, a.msgId, True) if m.properties.get("UNIQ_KEY") == a.msgId]
     if not msgs:
         raise AdminError(ResponseCode.QUERY_NOT_FOUND, f"query message by unique key {a.msgId} found nothing")
     for m in msgs:
@@ -704,7 +704,7 @@ def print_msg_by_queue(c: AdminClient, a: Any) -> None:
 
 def _pick_queue(c: AdminClient, topic: str, broker: Optional[str], qid: Optional[int]) -> tuple[str, str, int]:
     route = c.route(topic)
-    masters = {bd["brokerName"]: _addr(bd, 0) for bd in route.get("brokerDatas", [])}
+    masters = {bd["brokerName"]: broker_addr_of(bd, 0) for bd in route.get("brokerDatas", [])}
     qds = [q for q in route.get("queueDatas", []) if q["perm"] & 2 and (not broker or q["brokerName"] == broker)]
     if not qds:
         raise AdminError(ResponseCode.TOPIC_NOT_EXIST, f"no writable queue of {topic}")

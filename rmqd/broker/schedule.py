@@ -22,14 +22,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
+from rmqd.constants import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, SCHEDULE_TOPIC
+from rmqd.service_thread import ServiceThread
 from rmqd.store.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, MessageToStore,
                                 decode_message, find_property, tags_code_of)
-from rmqd.store.message_store import SCHEDULE_TOPIC, GetMessageStatus, parse_delay_levels
+from rmqd.store.message_store import GetMessageStatus, parse_delay_levels
 
 if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
     from rmqd.store.message_store import DispatchRequest, MessageStore
     from rmqd.store.metadata import DelayOffsetManager
 
@@ -39,12 +40,13 @@ PROPERTY_DELAY = "DELAY"
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QID = "REAL_QID"
 PROPERTY_WAIT = "WAIT"
-PROP_SEP = "\x02"
-NV_SEP = "\x01"
+PROP_SEP = PROPERTY_SEPARATOR
+NV_SEP = NAME_VALUE_SEPARATOR
 
 _BATCH = 32                # consume-queue entries read per store call
 _RETRY_AFTER_FAILURE_S = 0.1
 _NEVER = float("inf")
+_IDLE_WAIT_S = 60.0        # nothing due: a dispatch listener wakes the thread, this only bounds the wait
 
 
 def now_ms() -> int:
@@ -113,19 +115,22 @@ def divert_delay_level(msg: MessageToStore, max_level: int) -> bool:
 
 
 # ------------------------------------------------------------------------------ delivery
-class ScheduleMessageService:
-    """Delivers SCHEDULE_TOPIC_XXXX entries when due (one thread, exact wake-ups)."""
+class ScheduleMessageService(ServiceThread):
+    """Delivers SCHEDULE_TOPIC_XXXX entries when due (one thread, exact wake-ups).
+
+    Its :meth:`before_store` is the send hook that diverts delayed messages (markers :data:`MARKERS`)."""
+
+    MARKERS = (PROPERTY_DELAY,)
 
     def __init__(self, store: "MessageStore", offsets: "DelayOffsetManager", delay_levels: str,
                  flush_interval_ms: int = 10000) -> None:
+        super().__init__("rmqd-schedule", _IDLE_WAIT_S)
         self.store = store
         self.offsets = offsets
         self.levels_ms = parse_delay_levels(delay_levels)
         self.flush_interval_ms = flush_interval_ms
-        self._cond = threading.Condition()
+        self._due_lock = threading.Lock()
         self._due: dict[int, float] = {}           # level -> ms when its head is due (inf = idle)
-        self._running = False
-        self._thread: Optional[threading.Thread] = None
         self.delivered = 0
 
     @property
@@ -135,10 +140,20 @@ class ScheduleMessageService:
     def delay_ms(self, level: int) -> int:
         return self.levels_ms[min(max(level, 1), self.max_level) - 1]
 
+    # -- the send hook
+    def before_store(self, ctx: Any, msgs: list) -> None:
+        """Divert each message carrying a delay level to its SCHEDULE_TOPIC_XXXX queue (not batches)."""
+        if ctx.batch:
+            return None
+        for m in msgs:
+            if PROPERTY_DELAY in (m.properties or ""):
+                divert_delay_level(m, self.max_level)
+        return None
+
     # -- lifecycle
     def start(self) -> None:
         """Start after the store and delayOffset.json are loaded."""
-        if self._running:
+        if self.alive:
             return
         for level in range(1, self.max_level + 1):
             mx = self.store.get_max_offset(SCHEDULE_TOPIC, level - 1)
@@ -150,52 +165,41 @@ class ScheduleMessageService:
         self.store.add_dispatch_listener(self._on_dispatch, SCHEDULE_TOPIC)
         self.offsets.interval_s = max(0.1, self.flush_interval_ms / 1000.0)
         self.offsets.start()
-        self._running = True
-        self._thread = threading.Thread(target=self._run, name="rmqd-schedule", daemon=True)
-        self._thread.start()
+        super().start()
 
-    def shutdown(self) -> None:
-        """Stop delivering (the offsets are persisted by DelayOffsetManager.shutdown)."""
-        with self._cond:
-            self._running = False
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(10)
-            self._thread = None
+    # shutdown(): ServiceThread's (the offsets are persisted by DelayOffsetManager.shutdown)
 
     # -- wake-ups
     def _on_dispatch(self, req: "DispatchRequest") -> None:
         if req.topic != SCHEDULE_TOPIC:
             return
         level = req.queue_id + 1
-        with self._cond:
-            if req.tags_code < self._due.get(level, _NEVER):
+        with self._due_lock:
+            earlier = req.tags_code < self._due.get(level, _NEVER)
+            if earlier:
                 self._due[level] = req.tags_code
-                self._cond.notify()
+        if earlier:
+            self.wakeup()
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                if not self._running:
-                    return
-                now = now_ms()
-                due_levels = [lv for lv, t in self._due.items() if t <= now]
-                if not due_levels:
-                    nxt = min(self._due.values(), default=_NEVER)
-                    timeout = None if nxt == _NEVER else max(0.0, (nxt - now) / 1000.0)
-                    self._cond.wait(timeout)
-                    continue
-                for lv in due_levels:
-                    self._due[lv] = _NEVER    # a dispatch during delivery may lower it again
+    def run_once(self) -> None:
+        """Deliver every level whose head is due, then sleep until the next head is (or a dispatch wakes us)."""
+        now = now_ms()
+        with self._due_lock:
+            due_levels = [lv for lv, t in self._due.items() if t <= now]
             for lv in due_levels:
-                try:
-                    nxt = self.deliver_level(lv)
-                except Exception:
-                    log.exception("delivering delay level %d failed; retrying", lv)
-                    nxt = now_ms() + _RETRY_AFTER_FAILURE_S * 1000
-                with self._cond:
-                    if nxt < self._due[lv]:
-                        self._due[lv] = nxt
+                self._due[lv] = _NEVER    # a dispatch during delivery may lower it again
+        for lv in due_levels:
+            try:
+                nxt = self.deliver_level(lv)
+            except Exception:
+                log.exception("delivering delay level %d failed; retrying", lv)
+                nxt = now_ms() + _RETRY_AFTER_FAILURE_S * 1000
+            with self._due_lock:
+                if nxt < self._due[lv]:
+                    self._due[lv] = nxt
+        with self._due_lock:
+            nxt = min(self._due.values(), default=_NEVER)
+        self.interval = _IDLE_WAIT_S if nxt == _NEVER else min(_IDLE_WAIT_S, max(0.0, (nxt - now_ms()) / 1000.0))
 
     def deliver_level(self, level: int) -> float:
         """Deliver every due entry of ``level``; return when its head is due next (inf = empty)."""
@@ -203,7 +207,7 @@ class ScheduleMessageService:
         delay = self.delay_ms(level)
         offset = self.offsets.get(level)
         S = GetMessageStatus
-        while self._running:
+        while not self.stopped:
             res = self.store.get_messages(SCHEDULE_TOPIC, qid, offset, _BATCH)
             try:
                 if res.status in (S.NO_MESSAGE_IN_QUEUE, S.OFFSET_OVERFLOW_ONE, S.NO_MATCHED_LOGIC_QUEUE):
@@ -265,34 +269,3 @@ class ScheduleMessageService:
             return False
         self.delivered += 1
         return True
-
-
-# ------------------------------------------------------------------------------ wiring
-def install(broker: "BrokerController") -> ScheduleMessageService:
-    """Add the send hook and the delivery service (started/stopped with the broker)."""
-    c = broker.config
-    svc = ScheduleMessageService(broker.store, broker.delay_offset_manager, c.messageDelayLevel,
-                                 int(c.flushDelayOffsetInterval))
-    broker.schedule_message_service = svc
-    max_level = svc.max_level
-
-    def before_store(ctx, msgs) -> None:
-        if ctx.batch:
-            return None
-        for m in msgs:
-            if PROPERTY_DELAY in (m.properties or ""):
-                divert_delay_level(m, max_level)
-        return None
-
-    broker.send_processor.add_before_store(before_store, (PROPERTY_DELAY,))
-    broker.services.append(svc)
-    return svc
-
-
-def install_all(broker: "BrokerController") -> None:
-    """Delay levels, 5.x timers and CONSUMER_SEND_MSG_BACK (retry/DLQ) in one call."""
-    from rmqd.broker import timer
-    from rmqd.processors import send_back
-    install(broker)
-    timer.install(broker)
-    send_back.install(broker)

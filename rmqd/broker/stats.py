@@ -10,8 +10,9 @@ Hot paths only do dict increments under a lock:
   ``TOPIC_PUT_SIZE`` are synced from it when sampled or read (no per-message Python call);
 * gets: the pull processor calls :meth:`BrokerStatsManager.inc_group_get` for found messages.
 
-A daemon sampler thread (1 Hz) records store-level counters for the TPS triplets and takes the
-stats items' minute (every 10 s), hour (every 10 min) and day (every hour) snapshots.
+A sampler ServiceThread (1 Hz, started and stopped with the broker's services) records store-level
+counters for the TPS triplets and takes the stats items' minute (every 10 s), hour (every 10 min) and
+day (every hour) snapshots.
 """
 from __future__ import annotations
 
@@ -19,11 +20,9 @@ import collections
 import logging
 import threading
 import time
-import weakref
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
+from rmqd.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -86,18 +85,18 @@ class StatsItem:
         return self._window(self.minute, self.snapshot())["tps"]
 
 
-class BrokerStatsManager:
-    """Stats items by name and key (``topic``, ``topic@group``, cluster name...)."""
+class BrokerStatsManager(ServiceThread):
+    """Stats items by name and key (``topic``, ``topic@group``, cluster name...) of the broker's ``store``."""
 
-    def __init__(self, broker: Optional["BrokerController"] = None) -> None:
+    def __init__(self, store: Any) -> None:
+        super().__init__("rmqd-broker-stats", 1.0)
+        self.store = store
         self._lock = threading.Lock()
         self.items: dict[str, dict[str, StatsItem]] = {name: {} for name in ALL_STATS}
         self.store_samples: collections.deque = collections.deque(maxlen=SAMPLE_RECORDS)
         self.morning = {"put_yesterday": 0, "put_today": 0, "get_yesterday": 0, "get_today": 0}
         self._day = time.localtime().tm_yday
         self._last_minute = self._last_hour = self._last_day = time.monotonic()
-        self._broker_ref = weakref.ref(broker) if broker is not None else None
-        self._thread: Optional[threading.Thread] = None
         self.start_accept_send_ts = _now_ms()
 
     # ------------------------------------------------------------------ counting (hot paths)
@@ -112,10 +111,7 @@ class BrokerStatsManager:
 
     def sync_topic_puts(self) -> None:
         """Copy the store's per-topic put totals (counted in C by the put engine) into the tables."""
-        broker = self._broker_ref() if self._broker_ref is not None else None
-        if broker is None or broker.store is None:
-            return
-        totals = broker.store.topic_put_totals()
+        totals = self.store.topic_put_totals()
         table_n = self.items[TOPIC_PUT_NUMS]
         table_s = self.items[TOPIC_PUT_SIZE]
         with self._lock:
@@ -214,43 +210,8 @@ class BrokerStatsManager:
                     for w in windows:
                         getattr(item, w).append(snap)
 
-    def start(self) -> None:
-        """Start the 1 Hz sampler (daemon; it ends when the broker closes or is collected)."""
-        if self._thread is not None:
-            return
-        ref = self._broker_ref
-        if ref is None:
-            return
-        me = weakref.ref(self)
-
-        def run() -> None:
-            seen_started = False
-            while True:
-                time.sleep(1.0)
-                broker, stats = ref(), me()
-                if broker is None or stats is None:
-                    return
-                started = bool(getattr(broker, "_started", False))
-                if seen_started and not started:
-                    return
-                seen_started = seen_started or started
-                if not started:
-                    continue
-                try:
-                    stats.sample_store(broker.store)
-                    stats.sync_topic_puts()
-                    stats.sample_items()
-                except Exception:
-                    log.exception("broker stats sampling failed")
-                del broker, stats
-
-        self._thread = threading.Thread(target=run, name="rmqd-broker-stats", daemon=True)
-        self._thread.start()
-
-
-def install(broker: "BrokerController") -> BrokerStatsManager:
-    """Attach ``broker.broker_stats`` (puts are counted by the store, gets by the pull processor)."""
-    stats = BrokerStatsManager(broker)
-    broker.broker_stats = stats
-    stats.start()
-    return stats
+    def run_once(self) -> None:
+        """One sample (1 Hz): store counters, the per-topic put totals, the due snapshots."""
+        self.sample_store(self.store)
+        self.sync_topic_puts()
+        self.sample_items()

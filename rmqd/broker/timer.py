@@ -31,20 +31,22 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from rmqd.broker.schedule import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC,
-                                      PROPERTY_WAIT, delay_level_of, edit_properties, now_ms)
+                                  PROPERTY_WAIT, delay_level_of, edit_properties, now_ms)
 from rmqd.remoting.codes import ResponseCode
-from rmqd.remoting.command import error_response
+from rmqd.remoting.command import RemotingCommand, error_response
+from rmqd.service_thread import ServiceThread
 from rmqd.store.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, MessageToStore,
                                 decode_message, find_property, tags_code_of)
 from rmqd.store.message_store import GetMessageStatus
 from rmqd.store.metadata import TopicConfig, atomic_write, load_json_file
 
 if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
+    from rmqd.config import BrokerConfig
     from rmqd.store.message_store import DispatchRequest, MessageStore
+    from rmqd.store.metadata import TopicConfigManager
 
 log = logging.getLogger(__name__)
 
@@ -105,25 +107,68 @@ class TimerProgress:
                                            indent=4))
 
 
-class TimerMessageService:
-    """Parks timer messages and delivers them from a min-heap on one thread."""
+class TimerMessageService(ServiceThread):
+    """Parks timer messages (:meth:`before_store`, the send hook; markers :data:`MARKERS`) and delivers them
+    from a min-heap on one thread.  ``enabled`` (timerWheelEnable): a timer send is refused when off;
+    ``max_delay_ms`` (timerMaxDelaySec): the longest delay a send may ask for.  The timer system topic is
+    added to ``topics`` when missing."""
 
-    def __init__(self, store: "MessageStore", config_dir: str, flush_interval_ms: int = 10000) -> None:
-        self.store = store
-        self.progress = TimerProgress(config_dir)
+    MARKERS = ("TIMER_DEL",)
+
+    def __init__(self, store: "MessageStore", topics: "TopicConfigManager", config_dir: str,
+                 flush_interval_ms: int = 10000, enabled: bool = True,
+                 max_delay_ms: int = DEFAULT_TIMER_MAX_DELAY_SEC * 1000) -> None:
         self.flush_interval_s = max(0.1, flush_interval_ms / 1000.0)
+        super().__init__("rmqd-timer", self.flush_interval_s)
+        self.store = store
+        self.enabled = enabled
+        self.max_delay_ms = max_delay_ms
+        self.progress = TimerProgress(config_dir)
         self._heap: list[tuple[int, int, int]] = []      # (deliver ms, queue offset, phys offset)
         self._scan_offset = 0
         self._skip_below: tuple[int, int, int] = (0, (0, 0), 0)   # (S, H, W) from the progress file
-        self._cond = threading.Condition()
+        self._heap_lock = threading.Lock()
         self._new_data = True
-        self._running = False
-        self._thread: Optional[threading.Thread] = None
+        self._last_persist = time.monotonic()
         self.delivered = 0
+        if topics.get(TIMER_TOPIC) is None:
+            topics.table[TIMER_TOPIC] = TopicConfig(TIMER_TOPIC, 1, 1)
+        topics.system_topics.add(TIMER_TOPIC)
+
+    @classmethod
+    def from_config(cls, store: "MessageStore", topics: "TopicConfigManager", config_dir: str,
+                    c: "BrokerConfig") -> "TimerMessageService":
+        """The service with its broker.conf settings (timerWheelEnable and timerMaxDelaySec are rmqd's
+        unknown keys: read from ``extra``)."""
+        enabled = str(c.extra.get("timerWheelEnable", "true")).strip().lower() == "true"
+        max_delay_ms = int(c.extra.get("timerMaxDelaySec", DEFAULT_TIMER_MAX_DELAY_SEC)) * 1000
+        return cls(store, topics, config_dir, int(c.flushDelayOffsetInterval), enabled, max_delay_ms)
 
     @property
     def pending(self) -> int:
         return len(self._heap)
+
+    # -- the send hook
+    def before_store(self, ctx: Any, msgs: list) -> Optional[RemotingCommand]:
+        """Park each timer message on the timer topic (a delay level wins over a timer); batches are left."""
+        if ctx.batch:
+            return None
+        for m in msgs:
+            props = m.properties or ""
+            if not is_timer_message(props):
+                continue
+            if (m.sys_flag & 0xC) not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+                continue
+            if PROPERTY_DELAY in props and delay_level_of(props) > 0:
+                m.properties = edit_properties(props, remove=TIMER_PROPERTIES)   # delay level wins
+                continue
+            if not self.enabled:
+                return error_response(ResponseCode.SYSTEM_ERROR,
+                                      "accurate timer message is not enabled, timerWheelEnable is false")
+            remark = park_timer_message(m, now_ms(), self.max_delay_ms)
+            if remark is not None:
+                return error_response(ResponseCode.MESSAGE_ILLEGAL, remark)
+        return None
 
     # -- lifecycle
     def start(self) -> None:
@@ -132,28 +177,21 @@ class TimerMessageService:
         self._scan_offset = min(p.watermark, self.store.get_max_offset(TIMER_TOPIC, 0))
         self._skip_below = (p.scan_offset, p.head, p.watermark)
         self.store.add_dispatch_listener(self._on_dispatch, TIMER_TOPIC)
-        self._running = True
-        self._thread = threading.Thread(target=self._run, name="rmqd-timer", daemon=True)
-        self._thread.start()
+        self._last_persist = time.monotonic()
+        super().start()
 
-    def shutdown(self) -> None:
-        with self._cond:
-            self._running = False
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(10)
-            self._thread = None
+    def on_shutdown(self) -> None:
         self._persist()
 
     def _on_dispatch(self, req: "DispatchRequest") -> None:
         if req.topic == TIMER_TOPIC:
-            with self._cond:
+            with self._heap_lock:
                 self._new_data = True
-                self._cond.notify()
+            self.wakeup()
 
     # -- progress
     def _persist(self) -> None:
-        with self._cond:
+        with self._heap_lock:
             heap = self._heap
             head = (heap[0][0], heap[0][1]) if heap else (0, 0)
             watermark = min((e[1] for e in heap), default=self._scan_offset)
@@ -164,41 +202,38 @@ class TimerMessageService:
             log.exception("persisting timer progress to %s failed", self.progress.path)
 
     # -- delivery thread
-    def _run(self) -> None:
-        last_persist = time.monotonic()
-        while True:
-            with self._cond:
-                if not self._running:
-                    return
-                scan = self._new_data
-                self._new_data = False
-            if scan:
-                try:
-                    self._scan()
-                except Exception:
-                    log.exception("scanning %s from %d failed", TIMER_TOPIC, self._scan_offset)
-                    with self._cond:
-                        self._new_data = True
-            retry = self._deliver_due()
-            if time.monotonic() - last_persist >= self.flush_interval_s:
-                self._persist()
-                last_persist = time.monotonic()
-            with self._cond:
-                if not self._running or self._new_data:
-                    continue
-                timeout = self.flush_interval_s - (time.monotonic() - last_persist)
-                if retry:
-                    timeout = min(timeout, _RETRY_S)
-                elif self._heap:
-                    timeout = min(timeout, (self._heap[0][0] - now_ms()) / 1000.0)
-                if timeout > 0:
-                    self._cond.wait(timeout)
+    def run_once(self) -> None:
+        """Scan new timer entries, deliver the due ones, persist the progress when its interval has passed,
+        then sleep until the next head is due (or new data arrives)."""
+        with self._heap_lock:
+            scan, self._new_data = self._new_data, False
+        if scan:
+            try:
+                self._scan()
+            except Exception:
+                log.exception("scanning %s from %d failed", TIMER_TOPIC, self._scan_offset)
+                with self._heap_lock:
+                    self._new_data = True
+        retry = self._deliver_due()
+        if time.monotonic() - self._last_persist >= self.flush_interval_s:
+            self._persist()
+            self._last_persist = time.monotonic()
+        with self._heap_lock:
+            if self._new_data:
+                self.interval = 0.0
+                return
+            timeout = self.flush_interval_s - (time.monotonic() - self._last_persist)
+            if retry:
+                timeout = min(timeout, _RETRY_S)
+            elif self._heap:
+                timeout = min(timeout, (self._heap[0][0] - now_ms()) / 1000.0)
+        self.interval = max(0.0, timeout)
 
     def _scan(self) -> None:
         """Read new entries of the timer queue into the heap."""
         S = GetMessageStatus
         skip_s, skip_head, skip_w = self._skip_below
-        while self._running:
+        while not self.stopped:
             res = self.store.get_messages(TIMER_TOPIC, 0, self._scan_offset, _SCAN_BATCH)
             try:
                 if not res.buffers:
@@ -224,7 +259,7 @@ class TimerMessageService:
                     if qoff < skip_w or (qoff < skip_s and (due, qoff) < skip_head):
                         continue          # delivered before the last persist
                     entries.append((due, qoff, msg.commit_log_offset))
-                with self._cond:
+                with self._heap_lock:
                     for e in entries:
                         heapq.heappush(self._heap, e)
                     self._scan_offset = max(self._scan_offset, res.next_begin_offset)
@@ -233,14 +268,14 @@ class TimerMessageService:
 
     def _deliver_due(self) -> bool:
         """Deliver every due entry; True when a store write failed (retry soon)."""
-        while self._running:
-            with self._cond:
+        while not self.stopped:
+            with self._heap_lock:
                 if not self._heap or self._heap[0][0] > now_ms():
                     return False
                 entry = self._heap[0]
             if not self._deliver(entry):
                 return True
-            with self._cond:
+            with self._heap_lock:
                 heapq.heappop(self._heap)
         return False
 
@@ -296,45 +331,3 @@ def park_timer_message(msg: MessageToStore, now: int, max_delay_ms: int) -> Opti
     msg.topic = TIMER_TOPIC
     msg.queue_id = 0
     return None
-
-
-def _extra_bool(config, name: str, default: bool) -> bool:
-    value = config.extra.get(name)
-    return default if value is None else value.strip().lower() == "true"
-
-
-def install(broker: "BrokerController") -> TimerMessageService:
-    """Add the send hook, the timer system topic and the delivery service."""
-    c = broker.config
-    svc = TimerMessageService(broker.store, broker.store_config.config_dir, int(c.flushDelayOffsetInterval))
-    broker.timer_message_service = svc
-    enabled = _extra_bool(c, "timerWheelEnable", True)
-    max_delay_ms = int(c.extra.get("timerMaxDelaySec", DEFAULT_TIMER_MAX_DELAY_SEC)) * 1000
-    tcm = broker.topic_config_manager
-    if tcm.get(TIMER_TOPIC) is None:
-        tcm.table[TIMER_TOPIC] = TopicConfig(TIMER_TOPIC, 1, 1)
-    tcm.system_topics.add(TIMER_TOPIC)
-
-    def before_store(ctx, msgs):
-        if ctx.batch:
-            return None
-        for m in msgs:
-            props = m.properties or ""
-            if not is_timer_message(props):
-                continue
-            if (m.sys_flag & 0xC) not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-                continue
-            if PROPERTY_DELAY in props and delay_level_of(props) > 0:
-                m.properties = edit_properties(props, remove=TIMER_PROPERTIES)   # delay level wins
-                continue
-            if not enabled:
-                return error_response(ResponseCode.SYSTEM_ERROR,
-                                      "accurate timer message is not enabled, timerWheelEnable is false")
-            remark = park_timer_message(m, now_ms(), max_delay_ms)
-            if remark is not None:
-                return error_response(ResponseCode.MESSAGE_ILLEGAL, remark)
-        return None
-
-    broker.send_processor.add_before_store(before_store, ("TIMER_DEL",))
-    broker.services.append(svc)
-    return svc

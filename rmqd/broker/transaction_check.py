@@ -12,7 +12,7 @@ queue, starting at the ``CID_RMQ_SYS_TRANS`` progress:
   oneway to a live channel of its producer group; the scan stops at the first younger message.
 
 The progress of the half and op queues is committed in the consumer offset table (so it is
-persisted with consumerOffset.json and survives a restart).  The service is a plain thread: it
+persisted with consumerOffset.json and survives a restart).  The service is a ServiceThread: it
 never runs on the event loop.
 """
 from __future__ import annotations
@@ -20,22 +20,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Optional
+from dataclasses import dataclass, field
+from typing import Optional
 
-from rmqd.processors.transaction import (PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, PROPERTY_PRODUCER_GROUP,
-                                         PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
-                                         PROPERTY_TRANSACTION_CHECK_TIMES,
-                                         PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, PROPERTY_UNIQ_KEY,
-                                         REMOVE_TAG, TransactionalMessageBridge, with_properties)
+from rmqd.broker.context import BrokerContext
+from rmqd.broker.transaction import (PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, PROPERTY_PRODUCER_GROUP,
+                                     PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_CHECK_TIMES,
+                                     PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, PROPERTY_UNIQ_KEY, REMOVE_TAG,
+                                     TransactionalMessageBridge, with_properties)
+from rmqd.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.remoting.codes import RequestCode
 from rmqd.remoting.command import new_request
+from rmqd.service_thread import ServiceThread
 from rmqd.store.message import StoredMessage, decode_message, offset_msg_id, pack_host
 from rmqd.store.message_store import GetMessageStatus
-from rmqd.store.metadata import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -71,49 +70,58 @@ def encode_check_body(m: StoredMessage, topic: str, queue_id: int, queue_offset:
     return bytes(buf)
 
 
-class TransactionalMessageCheckService:
-    """Periodic check-back of unresolved half messages (``start``/``shutdown`` broker service)."""
+@dataclass
+class _QueueRound:
+    """One check round of one half queue: its progress and the op records read for it."""
 
-    def __init__(self, broker: "BrokerController", bridge: TransactionalMessageBridge) -> None:
-        self.broker = broker
+    qid: int
+    start_ms: int
+    half_offset: int
+    op_offset: int
+    remove_map: dict[int, int] = field(default_factory=dict)     # half queue offset -> op queue offset
+    done_op: list[int] = field(default_factory=list)              # op queue offsets that are settled
+    resolved_below: set[int] = field(default_factory=set)         # half offsets below the progress, resolved
+
+
+class TransactionalMessageCheckService(ServiceThread):
+    """Periodic check-back of unresolved half messages (a broker service: ``start``/``shutdown``).
+
+    Like Java's, it waits one ``transactionCheckInterval`` before its first round; the interval is read
+    again after each round, so UPDATE_BROKER_CONFIG changes it."""
+
+    def __init__(self, ctx: BrokerContext, bridge: TransactionalMessageBridge) -> None:
+        super().__init__("TransactionalMessageCheckService", self._interval_of(ctx))
+        self.ctx = ctx
+        self.config = ctx.config
         self.bridge = bridge
-        self.store = broker.store
-        self._stop = threading.Event()
+        self.store = ctx.store
         self._round_lock = threading.Lock()
-        self._thread: Optional[threading.Thread] = None
+        self._waited = False
         self.checks_sent = 0
         self.discarded = 0
 
     # ------------------------------------------------------------------ lifecycle
+    @staticmethod
+    def _interval_of(ctx: BrokerContext) -> float:
+        return max(0.01, int(ctx.config.transactionCheckInterval) / 1000.0)
+
     @property
     def interval_s(self) -> float:
-        return max(0.01, int(self.broker.config.transactionCheckInterval) / 1000.0)
+        return self._interval_of(self.ctx)
 
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="TransactionalMessageCheckService", daemon=True)
-        self._thread.start()
-
-    def shutdown(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-            self._thread = None
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.check_once()
-            except Exception:
-                log.exception("transaction check round failed")
+    def run_once(self) -> None:
+        if self._waited:
+            self.check_once()
+        self._waited = True
+        self.interval = self.interval_s
 
     # ------------------------------------------------------------------ one round
     def check_once(self) -> int:
         """Run one check round over every half queue; returns the number of checks sent."""
         with self._round_lock:
-            if self._stop.is_set():
+            if self.stopped:
                 return 0
-            tcm = self.broker.topic_config_manager
+            tcm = self.ctx.topics
             tc = tcm.get(TRANS_HALF_TOPIC)
             if tc is None:          # Java's checker creates the half topic in its first round
                 tc = tcm.create_topic_in_send_message_back_method(TRANS_HALF_TOPIC, 1, 6, 0)
@@ -175,29 +183,34 @@ class TransactionalMessageCheckService:
             res.release()
 
     def _check_queue(self, qid: int) -> int:
-        cfg = self.broker.config
+        """One round over half queue ``qid``: settle, discard, defer or check back each half message from the
+        progress on, then commit the new half and op progress.  Returns the checks sent."""
+        rnd = _QueueRound(qid, _now_ms(), self.bridge.fetch_consume_offset(TRANS_HALF_TOPIC, qid),
+                          self.bridge.fetch_consume_offset(TRANS_OP_HALF_TOPIC, qid))
+        if rnd.half_offset < 0 or rnd.op_offset < 0:
+            log.error("transaction: bad progress half=%d op=%d for queue %d", rnd.half_offset, rnd.op_offset, qid)
+            return 0
+        self._read_op_records(qid, rnd.op_offset, rnd.half_offset, rnd.remove_map, rnd.done_op, rnd.resolved_below)
+        sent, new_offset = self._scan_half_queue(rnd)
+        self._commit_progress(rnd, new_offset)
+        return sent
+
+    def _scan_half_queue(self, rnd: _QueueRound) -> tuple[int, int]:
+        """Walk the half queue from the progress; (checks sent, the new half progress)."""
+        cfg = self.config
         timeout = int(cfg.transactionTimeOut)
         check_max = int(cfg.transactionCheckMax)
         reserved_ms = int(float(cfg.fileReservedTime) * 3600 * 1000)
-        start = _now_ms()
-        half_offset = self.bridge.fetch_consume_offset(TRANS_HALF_TOPIC, qid)
-        op_offset = self.bridge.fetch_consume_offset(TRANS_OP_HALF_TOPIC, qid)
-        if half_offset < 0 or op_offset < 0:
-            log.error("transaction: bad progress half=%d op=%d for queue %d", half_offset, op_offset, qid)
-            return 0
-        remove_map: dict[int, int] = {}
-        done_op: list[int] = []
-        resolved_below: set[int] = set()
-        self._read_op_records(qid, op_offset, half_offset, remove_map, done_op, resolved_below)
+        qid = rnd.qid
         sent = 0
-        i = new_offset = half_offset
+        i = new_offset = rnd.half_offset
         half_max = self.store.get_max_offset(TRANS_HALF_TOPIC, qid)
-        while i < half_max and not self._stop.is_set():
-            if _now_ms() - start > MAX_PROCESS_TIME_LIMIT_MS:
+        while i < half_max and not self.stopped:
+            if _now_ms() - rnd.start_ms > MAX_PROCESS_TIME_LIMIT_MS:
                 log.info("transaction: check round of queue %d hit the time limit at offset %d", qid, i)
                 break
-            if i in remove_map:
-                done_op.append(remove_map.pop(i))
+            if i in rnd.remove_map:
+                rnd.done_op.append(rnd.remove_map.pop(i))
                 i += 1
                 new_offset = i
                 continue
@@ -209,54 +222,61 @@ class TransactionalMessageCheckService:
                             next_offset)
                 i = new_offset = next_offset
                 continue
-            props = m.properties
-            times = int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES) or 0)
-            age = _now_ms() - m.born_timestamp
-            if times >= check_max or age > reserved_ms:
-                log.warning("transaction: half message %s (msgId %s) checked %d times, discarding it to "
-                            "TRANS_CHECK_MAX_TIME_TOPIC", m.msg_id, props.get(PROPERTY_UNIQ_KEY), times)
-                if not self.bridge.put_discard_message(m, m.properties_str):
-                    break
-                self.discarded += 1
-                i += 1
-                new_offset = i
-                continue
-            if m.store_timestamp > start:
-                break       # appended during this round (half_max already bounds the scan)
-            immunity = timeout
-            immunity_str = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
-            if immunity_str is not None:
-                immunity = immunity_time_ms(immunity_str, timeout)
-                if age < immunity:
-                    if not self._defer_immune(m, remove_map, done_op, resolved_below):
-                        break
-                    i += 1
-                    new_offset = i
-                    continue
-            elif 0 <= age < immunity:
+            step = self._check_half(rnd, m, timeout, check_max, reserved_ms)
+            if step is None:
                 break
-            if not (age > immunity or age <= -1):
-                break
-            new_props = with_properties(props, **{PROPERTY_TRANSACTION_CHECK_TIMES: str(times + 1)})
-            r = self.bridge.renew_half_message(m, new_props)
-            if not r.ok:
-                log.error("transaction: re-appending half message %s failed: %s", m.msg_id, r.status.name)
-                break
-            if self._send_check(m, new_props, r.queue_offset, r.wrote_offsets[0]):
-                sent += 1
+            sent += step
             i += 1
             new_offset = i
-        if new_offset != half_offset:
-            self.bridge.update_consume_offset(TRANS_HALF_TOPIC, qid, new_offset)
-        new_op_offset = op_offset
-        for off in sorted(done_op):
+        return sent, new_offset
+
+    def _check_half(self, rnd: _QueueRound, m: StoredMessage, timeout: int, check_max: int,
+                    reserved_ms: int) -> Optional[int]:
+        """Settle one unresolved half message: discard it, defer it (immune), or re-append it and check back.
+        Returns the checks sent (0 or 1), or None to end the scan here (too young, or a store write failed)."""
+        props = m.properties
+        times = int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES) or 0)
+        age = _now_ms() - m.born_timestamp
+        if times >= check_max or age > reserved_ms:
+            log.warning("transaction: half message %s (msgId %s) checked %d times, discarding it to "
+                        "TRANS_CHECK_MAX_TIME_TOPIC", m.msg_id, props.get(PROPERTY_UNIQ_KEY), times)
+            if not self.bridge.put_discard_message(m, m.properties_str):
+                return None
+            self.discarded += 1
+            return 0
+        if m.store_timestamp > rnd.start_ms:
+            return None     # appended during this round (half_max already bounds the scan)
+        immunity = timeout
+        immunity_str = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+        if immunity_str is not None:
+            immunity = immunity_time_ms(immunity_str, timeout)
+            if age < immunity:
+                if not self._defer_immune(m, rnd.remove_map, rnd.done_op, rnd.resolved_below):
+                    return None
+                return 0
+        elif 0 <= age < immunity:
+            return None
+        if not (age > immunity or age <= -1):
+            return None
+        new_props = with_properties(props, **{PROPERTY_TRANSACTION_CHECK_TIMES: str(times + 1)})
+        r = self.bridge.renew_half_message(m, new_props)
+        if not r.ok:
+            log.error("transaction: re-appending half message %s failed: %s", m.msg_id, r.status.name)
+            return None
+        return 1 if self._send_check(m, new_props, r.queue_offset, r.wrote_offsets[0]) else 0
+
+    def _commit_progress(self, rnd: _QueueRound, new_offset: int) -> None:
+        """Commit the half progress and the op progress (up to the first op record not yet settled)."""
+        if new_offset != rnd.half_offset:
+            self.bridge.update_consume_offset(TRANS_HALF_TOPIC, rnd.qid, new_offset)
+        new_op_offset = rnd.op_offset
+        for off in sorted(rnd.done_op):
             if off == new_op_offset:
                 new_op_offset += 1
             elif off > new_op_offset:
                 break
-        if new_op_offset != op_offset:
-            self.bridge.update_consume_offset(TRANS_OP_HALF_TOPIC, qid, new_op_offset)
-        return sent
+        if new_op_offset != rnd.op_offset:
+            self.bridge.update_consume_offset(TRANS_OP_HALF_TOPIC, rnd.qid, new_op_offset)
 
     def _defer_immune(self, m: StoredMessage, remove_map: dict[int, int], done_op: list[int],
                       resolved_below: set[int]) -> bool:
@@ -283,12 +303,12 @@ class TransactionalMessageCheckService:
         """CHECK_TRANSACTION_STATE (oneway) for the re-appended copy to one live producer channel."""
         props = m.properties
         group = props.get(PROPERTY_PRODUCER_GROUP)
-        conn = self.broker.producer_manager.available_channel(group) if group else None
+        conn = self.ctx.producers.available_channel(group) if group else None
         if conn is None:
             log.warning("transaction: check of msgId %s failed, no live producer channel of group %s",
                         props.get(PROPERTY_UNIQ_KEY), group)
             return False
-        host = self.broker.store_host
+        host = self.ctx.store_host
         header = {"tranStateTableOffset": str(queue_offset), "commitLogOffset": str(phys_offset),
                   "offsetMsgId": offset_msg_id(host[0], host[1], phys_offset)}
         uniq = props.get(PROPERTY_UNIQ_KEY)

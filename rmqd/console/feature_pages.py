@@ -51,7 +51,7 @@ def compaction_page(broker: Any) -> Optional[dict]:
 
 def acl_page(broker: Any) -> Optional[dict]:
     """Accounts (never their secret keys), permissions and the global white list of plain_acl.yml."""
-    acl = getattr(broker, "acl_manager", None)
+    acl = broker.acl_manager
     if acl is None:
         return None
     state = acl.state

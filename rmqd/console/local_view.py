@@ -139,11 +139,10 @@ class LocalClusterView(RemoteClusterView):
             return super().group_summary(group)
         rows = self._lag_rows(group)
         conn = self._conn_info(group)
-        stats = getattr(self.broker_ctl, "broker_stats", None)
+        stats = self.broker_ctl.broker_stats
         tps = 0.0
-        if stats is not None:
-            for topic in {r["topic"] for r in rows}:
-                tps += stats.tps_group_get_nums(group, topic)
+        for topic in {r["topic"] for r in rows}:
+            tps += stats.tps_group_get_nums(group, topic)
         return {"lag": sum(r["lag"] for r in rows), "consumeTps": round(tps, 2),
                 "online": len(conn.get("connectionSet", [])), "consumeType": conn.get("consumeType", ""),
                 "messageModel": conn.get("messageModel", "")}

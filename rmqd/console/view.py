@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator, Optional
 
-from rmqd.admin.client import TOOLS_CONSUMER, AdminClient, AdminError, _addr
+from rmqd.admin.client import TOOLS_CONSUMER, AdminClient, AdminError, broker_addr_of
 from rmqd.processors.admin_common import is_system_topic
 from rmqd.processors.admin_tier import GET_TIER_STATUS
 from rmqd.remoting import fastjson
@@ -282,7 +282,7 @@ class RemoteClusterView(ClusterView):
     def _route_masters(route: dict) -> dict[str, str]:
         out = {}
         for bd in route.get("brokerDatas") or []:
-            a = _addr(bd, 0)
+            a = broker_addr_of(bd, 0)
             if a:
                 out[bd["brokerName"]] = a
         return out
@@ -427,9 +427,9 @@ class RemoteClusterView(ClusterView):
     def reset_offset(self, group: str, topic: str, timestamp: int) -> dict:
         """Reset ``group`` on ``topic`` to the first message stored at/after ``timestamp`` (-1 = skip
         the backlog); online consumers are told by the broker, offline groups get their offsets written."""
-        from rmqd.admin.commands import _reset
+        from rmqd.admin.commands import reset_offsets
         self.route_masters(topic)
-        out = self.call(lambda a: _reset(a, group, topic, int(timestamp), True))
+        out = self.call(lambda a: reset_offsets(a, group, topic, int(timestamp), True))
         return {"group": group, "topic": topic, "timestamp": timestamp,
                 "offsets": sorted(({"broker": mq.brokerName, "queueId": mq.queueId, "offset": off}
                                    for mq, off in out.items()), key=lambda r: (r["broker"], r["queueId"]))}
@@ -500,8 +500,8 @@ class RemoteClusterView(ClusterView):
         return {"topic": topic, "begin": begin, "end": end, "messages": rows, "truncated": truncated}
 
     def messages_by_key(self, topic: str, key: str) -> dict:
-        from rmqd.admin.commands import _query
-        msgs = self.call(lambda a: _query(a, topic, key, False, 64))
+        from rmqd.admin.commands import query_messages
+        msgs = self.call(lambda a: query_messages(a, topic, key, False, 64))
         names = {addr: name for name, addr in self.route_masters(topic).items()}
         seen: dict[str, dict] = {}
         for m in msgs:
@@ -522,9 +522,9 @@ class RemoteClusterView(ClusterView):
         msg_id = msg_id.strip()
         by_addr = {b["addr"]: b["brokerName"] for b in self.brokers()}
         if topic:
-            from rmqd.admin.commands import _query
+            from rmqd.admin.commands import query_messages
             try:
-                for m in self.call(lambda a: _query(a, topic, msg_id, True, 32)):
+                for m in self.call(lambda a: query_messages(a, topic, msg_id, True, 32)):
                     if m.properties.get("UNIQ_KEY") == msg_id:
                         return m, by_addr.get("%s:%d" % tuple(m.store_host), "")
             except AdminError as exc:                # not a unique key of this topic: try it as an offset id

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from rmqd.metrics.families import BY_INSTRUMENT, SPECS, Family, render
 from rmqd.metrics.recorders import DLQ_PREFIX, RETRY_PREFIX, code_name
+from rmqd.broker.stats import GROUP_GET_NUMS, GROUP_GET_SIZE
 from rmqd.remoting.codes import RequestCode
-
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +48,16 @@ def parse_metrics_label(spec: str | None) -> list[tuple[str, str]]:
     return out
 
 
-def common_labels(broker: "BrokerController") -> list[tuple[str, str]]:
+def common_labels(broker: Any) -> list[tuple[str, str]]:
     c = broker.config
     return ([("cluster", c.brokerClusterName), ("node_type", "broker"), ("node_id", c.brokerName)]
-            + parse_metrics_label(getattr(c, "metricsLabel", "")) + [("otel_scope_name", "broker-meter")])
+            + parse_metrics_label(c.metricsLabel) + [("otel_scope_name", "broker-meter")])
 
 
 class Scrape:
     """Builds every family for one scrape of one broker."""
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: Any) -> None:
         self.broker = broker
         self.fams = {s.instrument: Family(s) for s in SPECS}
         self.topics = broker.topic_config_manager
@@ -79,8 +77,7 @@ class Scrape:
     # ---------------------------------------------------------------- counters
     def messages_in(self) -> None:
         sizes: dict[tuple, list] = {}
-        lane = getattr(self.broker.send_processor, "lane", None)
-        lane_metrics = getattr(lane, "metrics", None)
+        lane_metrics = self.broker.send_processor.lane.metrics
         if lane_metrics is not None:
             for topic, c in list(lane_metrics.topics.items()):
                 sizes[(topic, "normal")] = [list(c.bucket_counts()), float(c.size)]
@@ -100,10 +97,7 @@ class Scrape:
             f_size.add_histogram(labels, counts, total)
 
     def messages_out(self) -> None:
-        from rmqd.broker.stats import GROUP_GET_NUMS, GROUP_GET_SIZE
-        stats = getattr(self.broker, "broker_stats", None)
-        if stats is None:
-            return
+        stats = self.broker.broker_stats
         f_out, f_bytes = self.fam("rocketmq_messages_out_total"), self.fam("rocketmq_throughput_out_total")
         nums = dict(stats.items.get(GROUP_GET_NUMS, {}))
         size = dict(stats.items.get(GROUP_GET_SIZE, {}))
@@ -135,8 +129,7 @@ class Scrape:
 
     def rpc_latency(self) -> None:
         series = dict(self.broker.metrics.rpc.snapshot())
-        lane = getattr(self.broker.send_processor, "lane", None)
-        lane_metrics = getattr(lane, "metrics", None)
+        lane_metrics = self.broker.send_processor.lane.metrics
         if lane_metrics is not None:
             for code, oneway, counts, total in lane_metrics.rpc_latency():
                 labels = ("remoting", code_name(RequestCode, code), "success", "false",
@@ -209,7 +202,7 @@ class Scrape:
                 tc = self.topics.get(topic)
                 if tc is None or not (tc.perm & perm & 6):
                     continue
-                if str(info.consume_type) == "CONSUME_POP" and getattr(b, "pop_service", None) is not None:
+                if str(info.consume_type) == "CONSUME_POP":
                     if inflight is None:
                         inflight = b.pop_service.inflight()
                     self.pop_lag(group, topic, tc, inflight, fams)
@@ -273,9 +266,7 @@ class Scrape:
                 f.add(labels, n)
         self.fam("rocketmq_pop_offset_buffer_size").add((), 0)
         self.fam("rocketmq_pop_checkpoint_buffer_size").add((), 0)
-        svc = getattr(self.broker, "pop_service", None)
-        if svc is None:
-            return
+        svc = self.broker.pop_service
         lag, latency = self.fam("rocketmq_pop_revive_lag"), self.fam("rocketmq_pop_revive_latency")
         for qid, behind, age in svc.revive_backlog(self.now_ms):
             lag.add((str(qid),), behind)
@@ -324,7 +315,7 @@ class Scrape:
         return self.fams.values()
 
 
-def collect(broker: "BrokerController") -> str:
+def collect(broker: Any) -> str:
     """The Prometheus text of one scrape (blocking; run it off the event loop)."""
     scrape = Scrape(broker)
     fams = list(scrape.families())

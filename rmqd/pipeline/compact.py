@@ -115,11 +115,11 @@ def _digest_binary(digests: bytes, n: int) -> pa.Array:
 def scan_segment(d: SegmentDesc, shards: int) -> Iterator[pa.RecordBatch]:
     """Step 2: per record (queueId, shard, offset, MD5 of the key, body length, keyed)."""
     from rmqd.cython_ext import compaction as _cx
-    from rmqd.store.compaction.compactor import _windows
+    from rmqd.store.compaction.compactor import record_windows
     seg = _open_checked(d)
     try:
         cq = seg.read_cq()
-        for base, data, units in _windows(seg, cq):
+        for base, data, units in record_windows(seg, cq):
             offs, digs, lens, keyed = _cx.key_digests(data, base, units)
             n = len(units) // UNIT
             first8 = np.frombuffer(digs, dtype="<u8")[::2]
@@ -163,7 +163,7 @@ def write_segment(table: pa.Table, descs: dict[tuple[int, int], SegmentDesc], ch
                   out_dir: str) -> pa.Table:
     """Step 4: the surviving records of one segment, copied into its compacted (log, CQ) pair."""
     from rmqd.cython_ext import compaction as _cx
-    from rmqd.store.compaction.compactor import _windows
+    from rmqd.store.compaction.compactor import record_windows
     from rmqd.store.compaction.queue_log import CompactingWriter
     qid, base = table["queueId"][0].as_py(), table["segment"][0].as_py()
     d, chk = descs[(qid, base)], checks[(qid, base)]
@@ -182,7 +182,7 @@ def write_segment(table: pa.Table, descs: dict[tuple[int, int], SegmentDesc], ch
     writer = CompactingWriter(log_path, cq_path, None, base, _file_size(chk))
     try:
         cq = seg.read_cq()
-        for wbase, data, units in _windows(seg, cq):
+        for wbase, data, units in record_windows(seg, cq):
             q = np.ndarray(len(units) // UNIT, dtype=">i8", buffer=units, offset=28, strides=(UNIT,))
             mask = np.isin(q, kept).astype(np.uint8)
             out_log, out_cq = bytearray(), bytearray()

@@ -23,7 +23,8 @@ from typing import Any, Iterator, Optional
 from rmqd.pipeline.errors import PipelineError
 from rmqd.pipeline.segments import check_store_dir
 from rmqd.store.tier.backend import TierBackend
-from rmqd.store.tier.config import TierConfig, tier_config_from
+from rmqd.config import broker_config_from, parse_properties, tier_config_from
+from rmqd.store.tier.config import TierConfig
 from rmqd.store.tier.metadata import FILE_NAME, TierMetadata
 from rmqd.store.tier.queue import TieredQueue
 
@@ -46,10 +47,10 @@ class BackendSpec:
                 raise PipelineError(f"tier directory {self.file_path} does not exist")
             return PosixBackend(self.file_path)
         if self.provider == "s3":
-            from rmqd.store.tier.backend import _s3_prefix
+            from rmqd.store.tier.backend import s3_prefix
             from rmqd.store.tier.s3 import S3Backend
             return S3Backend(self.endpoint, self.bucket, self.access_key, self.secret_key, self.region or None,
-                             _s3_prefix(self.file_path), create_bucket=False)
+                             s3_prefix(self.file_path), create_bucket=False)
         raise PipelineError(f"the tier's backend is {self.provider!r}: its data does not outlive the broker "
                             "(Java's MemoryFileSegment); only posix and s3 tiers can be read")
 
@@ -74,14 +75,13 @@ class TierView:
                                 "tiered storage is on, messageStorePlugIn=...TieredMessageStore)")
         props: dict = {}
         if broker_conf:
-            from rmqd.config import parse_properties
             try:
                 with open(broker_conf, encoding="utf-8") as f:
                     props = parse_properties(f.read())
             except OSError as exc:
                 raise PipelineError(f"--broker-conf {broker_conf}: {exc.strerror or exc}") from None
         try:
-            cfg = tier_config_from(props)
+            cfg = tier_config_from(broker_config_from(props))
         except ValueError as exc:
             raise PipelineError(f"--broker-conf {broker_conf}: {exc}") from None
         self.cluster = md.cluster or cfg.cluster

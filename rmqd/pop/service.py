@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from rmqd.broker.consume_checks import check_consume_group
 from rmqd.pop.checkpoint import CK_TAG, CkKey, PopCheckPoint, ack_record, now_ms
 from rmqd.pop.codes import INVALID_PARAMETER, PopError
 from rmqd.pop.extra_info import (ExtraInfo, msg_offset_info, pop_retry_topic, real_topic, retry_flag,
@@ -194,12 +195,9 @@ class PopService(ReviveMixin):
         if queue_id >= tc.read_queue_nums:
             raise PopError(INVALID_PARAMETER, f"queueId[{queue_id}] is illegal, topic:[{topic}] "
                                               f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{client}]")
-        sg = self.groups.find(group)
-        if sg is None:
-            raise PopError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                           f"subscription group [{group}] does not exist, {FAQ_GROUP}")
-        if not sg.consume_enable:
-            raise PopError(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+        sg, err = check_consume_group(self.groups, group, FAQ_GROUP)
+        if err is not None:
+            raise PopError(*err)
         return tc, sg
 
     def pop(self, group: str, topic: str, queue_id: int, max_nums: int, invisible_ms: int,

@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Optional
 
+from rmqd.broker.context import BrokerIdentity
 from rmqd.acl.permission import AclError
 from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 
 if TYPE_CHECKING:
     from rmqd.acl.plain_acl import PlainAclManager
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +35,12 @@ def _off(code: ResponseCode) -> RemotingCommand:
 
 
 class AclAdminProcessor:
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
+    """``manager``: the broker's ACL manager, None with ACL off; ``identity``: for the broker's address."""
 
-    @property
-    def manager(self) -> "Optional[PlainAclManager]":
-        return getattr(self.broker, "acl_manager", None)
+    def __init__(self, manager: "Optional[PlainAclManager]", config: Any, identity: BrokerIdentity) -> None:
+        self.manager = manager
+        self.config = config
+        self.identity = identity
 
     def update_and_create_acl_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         (access_key,) = require(request, "accessKey")
@@ -74,9 +75,9 @@ class AclAdminProcessor:
         if manager is None:
             return _off(ResponseCode.SYSTEM_ERROR)
         version, all_versions = manager.version_info()
-        cfg = self.broker.config
+        cfg = self.config
         return new_response(ext_fields={"version": version, "allAclFileVersion": all_versions,
-                                        "brokerName": cfg.brokerName, "brokerAddr": self.broker.address,
+                                        "brokerName": cfg.brokerName, "brokerAddr": self.identity.address,
                                         "clusterName": cfg.brokerClusterName})
 
     def update_global_white_addrs_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -93,12 +94,9 @@ class AclAdminProcessor:
                                   f"The globalWhiteAddresses[{addrs}] has been updated failed.")
         return new_response()
 
-
-def install(broker: "BrokerController") -> AclAdminProcessor:
-    p = AclAdminProcessor(broker)
-    d, pool = broker.dispatcher, broker.pools["admin"]
-    d.register(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, p.update_and_create_acl_config, pool)
-    d.register(RequestCode.DELETE_ACL_CONFIG, p.delete_acl_config, pool)
-    d.register(RequestCode.GET_BROKER_CLUSTER_ACL_INFO, p.get_broker_cluster_acl_info, pool)
-    d.register(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, p.update_global_white_addrs_config, pool)
-    return p
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        """Register the codes this processor answers (in ``pool``, or on the loop where noted)."""
+        dispatcher.register(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, self.update_and_create_acl_config, pool)
+        dispatcher.register(RequestCode.DELETE_ACL_CONFIG, self.delete_acl_config, pool)
+        dispatcher.register(RequestCode.GET_BROKER_CLUSTER_ACL_INFO, self.get_broker_cluster_acl_info, pool)
+        dispatcher.register(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, self.update_global_white_addrs_config, pool)

@@ -2,35 +2,34 @@
 UPDATE_BROKER_CONFIG (25), VIEW_BROKER_STATS_DATA (315).
 
 Java: ``AdminBrokerProcessor.getBrokerRuntimeInfo/prepareRuntimeInfo``, ``StoreStatsService``,
-``Configuration`` (README §3.5).  UPDATE_BROKER_CONFIG applies what the Java broker applies at
-runtime: ``brokerPermission`` (re-register at once), ``autoCreateTopicEnable``,
-``enablePropertyFilter`` and other flags read per request, and store settings the store reads
-on each use (flush intervals, retention...).
+``Configuration`` (README §3.5).  UPDATE_BROKER_CONFIG goes through ``BrokerConfig.apply_runtime``, whose
+subscribers (wired by the broker) apply what the Java broker applies at runtime: ``brokerPermission``
+(re-register at once), ``autoCreateTopicEnable``, store settings the store reads on each use (flush
+intervals, retention...); flags such as ``enablePropertyFilter`` are read per request.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping
 
 import orjson
 
-from rmqd.config import BrokerConfig, parse_properties
+from rmqd.broker.context import BrokerContext
+from rmqd.config import parse_properties
+from rmqd.constants import SCHEDULE_TOPIC
 from rmqd.fileutil import disk_capacity
 from rmqd.java_config_defaults import java_broker_properties
 from rmqd.processors.admin_common import json_response
 from rmqd.remoting.codes import RequestCode, ResponseCode, Version
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 from rmqd.data_version import DataVersion
 
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG_BLACK_LIST = "configBlackList;brokerConfigPath"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _DISTRIBUTE_BUCKETS = ("<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms", "500ms~1s",
                        "1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~")
 _BUCKET_UPPER_MS = (1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
@@ -81,21 +80,32 @@ def runtime_text(ms: int) -> str:
 
 
 class BrokerAdminProcessor:
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
+    """``pools``: the broker's processor pools by name (their queues are part of the runtime info)."""
+
+    def __init__(self, ctx: BrokerContext, pools: Mapping[str, ProcessorPool]) -> None:
+        self.ctx = ctx
+        self.pools = pools
         self.config_data_version = DataVersion.fresh()
 
     # ------------------------------------------------------------------ 28
     def runtime_info(self) -> dict[str, str]:
         """The KVTable the Java broker answers GET_BROKER_RUNTIME_INFO with (real values)."""
-        broker = self.broker
-        store = broker.store
-        st = store.stats
-        stats = getattr(broker, "broker_stats", None)
-        now = int(time.time() * 1000)
-        pools = broker.pools
+        store = self.ctx.store
         t: dict[str, str] = {}
-        # store (StoreStatsService.getRuntimeInfo + DefaultMessageStore.getRuntimeInfo)
+        self._store_info(t, store.stats)
+        self._schedule_info(t)
+        self._broker_info(t, store.stats)
+        self._disk_info(t)
+        if store.compaction is not None:
+            t.update(store.compaction.runtime_info())
+        if store.tier is not None and store.tier.started:
+            t.update(store.tier.runtime_info())
+        return t
+
+    def _store_info(self, t: dict[str, str], st: Any) -> None:
+        """StoreStatsService.getRuntimeInfo + DefaultMessageStore.getRuntimeInfo."""
+        stats = self.ctx.stats
+        now = int(time.time() * 1000)
         t["bootTimestamp"] = str(st.start_time_ms)
         t["runtime"] = runtime_text(max(0, now - st.start_time_ms))
         t["putMessageEntireTimeMax"] = str(int(st.put_latency_max_ms))
@@ -110,34 +120,32 @@ class BrokerAdminProcessor:
         # the append itself (no dispatch buffer), and 4.9.8 never feeds it either: both report 0.
         t["dispatchMaxBuffer"] = "0"
         t["getMessageEntireTimeMax"] = str(int(st.get_latency_max_ms))
-        if stats is not None:
-            t["putTps"] = stats.tps_triplet(1)
-            t["getFoundTps"] = stats.tps_triplet(2)
-            t["getMissTps"] = stats.tps_triplet(5)
-            t["getTotalTps"] = stats.tps_triplet(3)
-            t["getTransferedTps"] = stats.tps_triplet(4)
-        else:
-            for k in ("putTps", "getFoundTps", "getMissTps", "getTotalTps", "getTransferedTps"):
-                t[k] = "0.00 0.00 0.00"
+        t["putTps"] = stats.tps_triplet(1)
+        t["getFoundTps"] = stats.tps_triplet(2)
+        t["getMissTps"] = stats.tps_triplet(5)
+        t["getTotalTps"] = stats.tps_triplet(3)
+        t["getTransferedTps"] = stats.tps_triplet(4)
         t["putLatency99"] = "%.2f" % latency_percentile(st.put_distribution, 0.99, st.put_latency_max_ms)
         t["putLatency999"] = "%.2f" % latency_percentile(st.put_distribution, 0.999, st.put_latency_max_ms)
         t["commitLogDiskRatio"] = repr(st.commitlog_disk_ratio / 100.0)
-        t["commitLogDiskRatio_" + store.config.commitlog_dir] = t["commitLogDiskRatio"]
+        t["commitLogDiskRatio_" + self.ctx.store.config.commitlog_dir] = t["commitLogDiskRatio"]
         t["consumeQueueDiskRatio"] = repr(st.consume_queue_disk_ratio / 100.0)
         t["commitLogMinOffset"] = str(st.commitlog_min_offset)
         t["commitLogMaxOffset"] = str(st.commitlog_max_offset)
-        # schedule (ScheduleMessageService.buildRunningStats: each level of its offset table, i.e. every
-        # level a delayed message has used → "delivered offset,max offset")
-        dom = broker.delay_offset_manager
-        with dom._lock:
-            used = sorted(dom.table.items())
-        for level, delivered in used:
-            mx = store.get_max_offset(SCHEDULE_TOPIC, level - 1)
+
+    def _schedule_info(self, t: dict[str, str]) -> None:
+        """ScheduleMessageService.buildRunningStats: each level of its offset table, i.e. every level a delayed
+        message has used → "delivered offset,max offset"."""
+        for level, delivered in sorted(self.ctx.delay_offsets.table_copy().items()):
+            mx = self.ctx.store.get_max_offset(SCHEDULE_TOPIC, level - 1)
             t[f"scheduleMessageOffset_{level}"] = f"{delivered},{mx}"
-        # broker (AdminBrokerProcessor.prepareRuntimeInfo)
+
+    def _broker_info(self, t: dict[str, str], st: Any) -> None:
+        """AdminBrokerProcessor.prepareRuntimeInfo: version, daily totals, pool queues, flush backlog."""
+        stats, store, pools = self.ctx.stats, self.ctx.store, self.pools
         t["brokerVersionDesc"] = version_desc(Version.V4_9_8)
         t["brokerVersion"] = str(Version.V4_9_8)
-        morning = stats.morning if stats is not None else {}
+        morning = stats.morning
         t["msgPutTotalYesterdayMorning"] = str(morning.get("put_yesterday", 0))
         t["msgPutTotalTodayMorning"] = str(morning.get("put_today", 0))
         t["msgPutTotalTodayNow"] = str(st.put_message_times_total)
@@ -157,28 +165,25 @@ class BrokerAdminProcessor:
         if st.commitlog_max_offset > st.commitlog_min_offset:
             earliest = max(0, store._store_time_of(st.commitlog_min_offset, 64))
         t["earliestMessageTimeStamp"] = str(earliest)
-        t["startAcceptSendRequestTimeStamp"] = str(stats.start_accept_send_ts if stats else st.start_time_ms)
+        t["startAcceptSendRequestTimeStamp"] = str(stats.start_accept_send_ts)
         t["remainHowManyDataToFlush"] = human_bytes(max(0, st.commitlog_max_offset - st.commitlog_flushed_offset))
         # DefaultMessageStore.remainTransientStoreBufferNumbs: Integer.MAX_VALUE without a transient store
         # pool; with transientStorePoolEnable Java also reports what waits to be committed from the pool's
         # buffers to the file. rmqd writes into the mapped file directly: every buffer is free, nothing waits.
-        pool_on = str(broker.config.to_properties().get("transientStorePoolEnable", "false")).lower() == "true"
-        if pool_on:
-            t["remainTransientStoreBufferNumbs"] = str(broker.config.to_properties().get("transientStorePoolSize", 5))
+        extra = self.ctx.config.extra
+        if str(extra.get("transientStorePoolEnable", "false")).lower() == "true":
+            t["remainTransientStoreBufferNumbs"] = str(extra.get("transientStorePoolSize", 5))
             t["remainHowManyDataToCommit"] = human_bytes(0)
         else:
             t["remainTransientStoreBufferNumbs"] = str(2 ** 31 - 1)
-        capacity = disk_capacity(store.config.store_root_dir)
+
+    def _disk_info(self, t: dict[str, str]) -> None:
+        root = self.ctx.store.config.store_root_dir
+        capacity = disk_capacity(root)
         if capacity is not None:
             t["commitLogDirCapacity"] = f"Total : {human_bytes(capacity[0])}, Free : {human_bytes(capacity[1])}."
         else:
-            log.warning("disk capacity of %s cannot be read: commitLogDirCapacity left out, as Java does",
-                        store.config.store_root_dir)
-        if store.compaction is not None:
-            t.update(store.compaction.runtime_info())
-        if store.tier is not None and store.tier.started:
-            t.update(store.tier.runtime_info())
-        return t
+            log.warning("disk capacity of %s cannot be read: commitLogDirCapacity left out, as Java does", root)
 
     def get_broker_runtime_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         return json_response({"table": self.runtime_info()})
@@ -187,7 +192,7 @@ class BrokerAdminProcessor:
     def get_broker_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """Every property the Java broker reports (see rmqd.java_config_defaults), rmqd's values where
         it has them."""
-        props = java_broker_properties(self.broker.config.to_properties())
+        props = java_broker_properties(self.ctx.config.to_properties())
         if props.get("objectStoreSecretKey"):
             props["objectStoreSecretKey"] = "******"       # the tier's S3 secret is never shown
         text = "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
@@ -203,63 +208,28 @@ class BrokerAdminProcessor:
         except Exception as exc:
             log.warning("updateBrokerConfig from %s: unparsable body: %s", conn.remote_address, exc)
             return error_response(ResponseCode.SYSTEM_ERROR, "string2Properties error")
-        black = str(self.broker.config.extra.get("configBlackList") or DEFAULT_CONFIG_BLACK_LIST)
+        black = str(self.ctx.config.extra.get("configBlackList") or DEFAULT_CONFIG_BLACK_LIST)
         if any(k in {b.strip() for b in black.split(";") if b.strip()} for k in props):
             return error_response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
         try:
-            self.apply(props)
+            self.ctx.config.apply_runtime(props)       # subscribers push the changes (BrokerController)
         except (ValueError, TypeError) as exc:
             return error_response(ResponseCode.SYSTEM_ERROR, f"update broker config failed: {exc}")
+        self.config_data_version.next_version()
         log.info("updateBrokerConfig called by %s: %s", conn.remote_address, props)
         return new_response()
-
-    def apply(self, props: dict[str, str]) -> None:
-        """Update the live config and push the changes where Java applies them at runtime."""
-        from rmqd.broker_controller import store_config_from
-
-        broker = self.broker
-        cfg = broker.config
-        before = BrokerConfig(**{k: getattr(cfg, k) for k in cfg.keys()})
-        old_perm = cfg.brokerPermission
-        check = BrokerConfig(**{k: getattr(cfg, k) for k in cfg.keys()})
-        check.update(props, source="updateBrokerConfig")   # raises on bad values before touching cfg
-        cfg.update(props, source="updateBrokerConfig")
-        self.config_data_version.next_version()
-        tcm = broker.topic_config_manager
-        tcm.auto_create_topic_enable = bool(cfg.autoCreateTopicEnable)
-        sgm = broker.subscription_group_manager
-        sgm.auto_create = bool(cfg.autoCreateSubscriptionGroup)
-        # store settings read on each use
-        old_sc, new_sc = store_config_from(before), store_config_from(cfg)
-        for f in dataclasses.fields(new_sc):
-            nv = getattr(new_sc, f.name)
-            if nv != getattr(old_sc, f.name) and f.name not in ("store_root_dir", "mapped_file_size_commitlog",
-                                                                "mapped_file_size_consume_queue"):
-                setattr(broker.store.config, f.name, nv)
-        if "flushConsumerOffsetInterval" in props:
-            broker.offset_persist_interval_s = cfg.flushConsumerOffsetInterval / 1000.0
-        if "brokerPermission" in props and cfg.brokerPermission != old_perm:
-            log.info("brokerPermission %d -> %d: re-registering with the name servers", old_perm,
-                     cfg.brokerPermission)
-            with tcm._lock:
-                tcm.data_version.next_version()
-            broker.register_broker_all_sync()
 
     # ------------------------------------------------------------------ 315
     def view_broker_stats_data(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         name, key = require(request, "statsName", "statsKey")
-        stats = getattr(self.broker, "broker_stats", None)
-        item = stats.get(name, key) if stats is not None else None
+        item = self.ctx.stats.get(name, key)
         if item is None:
             return error_response(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
         return json_response(item.stats_data())
 
-
-def install(broker: "BrokerController") -> BrokerAdminProcessor:
-    p = BrokerAdminProcessor(broker)
-    d, pool = broker.dispatcher, broker.pools["admin"]
-    d.register(RequestCode.GET_BROKER_RUNTIME_INFO, p.get_broker_runtime_info, pool)
-    d.register(RequestCode.GET_BROKER_CONFIG, p.get_broker_config, pool)
-    d.register(RequestCode.UPDATE_BROKER_CONFIG, p.update_broker_config, pool)
-    d.register(RequestCode.VIEW_BROKER_STATS_DATA, p.view_broker_stats_data, pool)
-    return p
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        """Register the codes this processor answers (in ``pool``, or on the loop where noted)."""
+        dispatcher.register(RequestCode.GET_BROKER_RUNTIME_INFO, self.get_broker_runtime_info, pool)
+        dispatcher.register(RequestCode.GET_BROKER_CONFIG, self.get_broker_config, pool)
+        dispatcher.register(RequestCode.UPDATE_BROKER_CONFIG, self.update_broker_config, pool)
+        dispatcher.register(RequestCode.VIEW_BROKER_STATS_DATA, self.view_broker_stats_data, pool)

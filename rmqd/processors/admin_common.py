@@ -1,20 +1,21 @@
 """Helpers shared by the admin processors (``admin_topic``, ``admin_group``, ``admin_broker``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
+from rmqd.broker.context import BrokerContext
+from rmqd import constants as C
+from rmqd.config import BrokerRole
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response
 from rmqd.store.metadata import TOPIC_NAME_RE
 
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 # TopicValidator.SYSTEM_TOPIC_SET (4.9.8) plus the ``rmq_sys_`` prefix.
 SYSTEM_TOPIC_SET = frozenset({
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+    C.AUTO_CREATE_TOPIC_KEY_TOPIC, C.SCHEDULE_TOPIC, C.BENCHMARK_TOPIC, C.TRANS_HALF_TOPIC, C.TRACE_TOPIC,
+    C.TRANS_OP_HALF_TOPIC, C.TRANS_CHECK_MAX_TIME_TOPIC, C.SELF_TEST_TOPIC, C.OFFSET_MOVED_EVENT,
 })
 # The remark of Java's RemotingCommand.createResponseCommand(null): kept by processors that only set the code.
 NOT_SET_REMARK = "not set any response code"
@@ -43,7 +44,7 @@ def broker_system_topics(config: Any) -> set[str]:
     names = {str(config.brokerClusterName), str(config.brokerName), f"{config.brokerClusterName}_REPLY_TOPIC"}
     if getattr(config, "traceTopicEnable", False):
         names.add(str(getattr(config, "msgTraceTopicName", None) or config.extra.get("msgTraceTopicName")
-                      or "RMQ_SYS_TRACE_TOPIC"))
+                      or C.TRACE_TOPIC))
     return names
 
 
@@ -54,8 +55,9 @@ def check_system_topic(topic: str, config: Any = None) -> Optional[RemotingComma
     return None
 
 
-def slave_error(broker: "BrokerController") -> Optional[RemotingCommand]:
-    if str(broker.config.brokerRole).upper() == "SLAVE":
+def slave_error(ctx: BrokerContext) -> Optional[RemotingCommand]:
+    """Topic and group changes are refused on a slave (Java's remark)."""
+    if ctx.role is BrokerRole.SLAVE:
         return error_response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
     return None
 
@@ -80,31 +82,29 @@ def offset_wrapper(store: Any, offsets: Any, group: str, topic: str, queue_id: i
             broker_offset - consumer_offset)
 
 
-def consume_stats(broker: "BrokerController", group: str, topics: list[str], queue_nums: int | None = None,
+def consume_stats(ctx: BrokerContext, group: str, topics: list[str], queue_nums: int | None = None,
                   check_subscription: bool = True) -> tuple[dict, int]:
     """ConsumeStats JSON for ``group`` over ``topics`` (GET_CONSUME_STATS) and the total lag.
 
     Queues are the topic's read queues unless ``queue_nums`` is given (the broker-wide stats use the
     write queues, as Java does); ``check_subscription`` skips topics an online group does not
     subscribe to."""
-    store = broker.store
-    offsets = broker.consumer_offset_manager
-    info = broker.consumer_manager.get(group)
+    store = ctx.store
+    offsets = ctx.offsets
+    info = ctx.consumers.get(group)
     table: dict = {}
     tps = 0.0
     diff = 0
     for topic in topics:
-        tc = broker.topic_config_manager.get(topic)
+        tc = ctx.topics.get(topic)
         if tc is None:
             continue
         if check_subscription and info is not None and info.subscriptions and topic not in info.subscriptions:
             continue
         for qid in range(tc.read_queue_nums if queue_nums is None else queue_nums):
-            mq = fastjson.MessageQueue(topic, broker.config.brokerName, qid)
+            mq = fastjson.MessageQueue(topic, ctx.config.brokerName, qid)
             wrapper, lag = offset_wrapper(store, offsets, group, topic, qid)
             table[mq] = wrapper
             diff += lag
-        stats = getattr(broker, "broker_stats", None)
-        if stats is not None:
-            tps += stats.tps_group_get_nums(group, topic)
+        tps += ctx.stats.tps_group_get_nums(group, topic)
     return {"consumeTps": float(tps), "offsetTable": table}, diff

@@ -15,14 +15,13 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rmqd.processors.admin_common import json_response
 from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, require
 
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +31,13 @@ ADOPT_COMPACTION = 9005
 
 
 class CompactionAdminProcessor:
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
+    def __init__(self, store: Any) -> None:
+        self.store = store
 
     def compact_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         (topic,) = require(request, "topic")
         ext = request.ext_fields or {}
-        comp = self.broker.store.compaction
+        comp = self.store.compaction
         if comp is None or not comp.is_compaction_topic(topic):
             return error_response(ResponseCode.SYSTEM_ERROR,
                                   f"topic[{topic}] is not a compaction topic (cleanup.policy=COMPACTION)")
@@ -52,14 +51,14 @@ class CompactionAdminProcessor:
 
     def compaction_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topic = (request.ext_fields or {}).get("topic") or None
-        comp = self.broker.store.compaction
+        comp = self.store.compaction
         return json_response({"queues": comp.status(topic) if comp is not None else []})
 
 
     def adopt_compaction(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
         topic, directory = ext.get("topic") or None, ext.get("dir") or None
-        comp = self.broker.store.compaction
+        comp = self.store.compaction
         if comp is None:
             return error_response(ResponseCode.SYSTEM_ERROR, "compaction is not enabled on this broker")
         if directory is not None and not os.path.isdir(directory):
@@ -67,11 +66,8 @@ class CompactionAdminProcessor:
         log.info("adoptCompaction topic %s dir %s requested by %s", topic, directory, conn.remote_address)
         return json_response({"results": comp.adopt_pending(topic, directory)})
 
-
-def install(broker: "BrokerController") -> CompactionAdminProcessor:
-    p = CompactionAdminProcessor(broker)
-    d, pool = broker.dispatcher, broker.pools["admin"]
-    d.register(COMPACT_TOPIC, p.compact_topic, pool)
-    d.register(GET_COMPACTION_STATUS, p.compaction_status, pool)
-    d.register(ADOPT_COMPACTION, p.adopt_compaction, pool)
-    return p
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        """Register the codes this processor answers (in ``pool``, or on the loop where noted)."""
+        dispatcher.register(COMPACT_TOPIC, self.compact_topic, pool)
+        dispatcher.register(GET_COMPACTION_STATUS, self.compaction_status, pool)
+        dispatcher.register(ADOPT_COMPACTION, self.adopt_compaction, pool)

@@ -15,19 +15,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from rmqd.broker.context import BrokerContext
 from rmqd.processors.admin_common import consume_stats, json_response, slave_error
 from rmqd.processors.client_manage import parse_json_body
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import (RemotingCommand, error_response, ext_bool, new_request,
                                    new_response, require)
 from rmqd.store.message import decode_offset_msg_id
 from rmqd.store.metadata import SubscriptionGroupConfig
 
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 GET_ALL_PRODUCER_INFO = 328
 
@@ -48,13 +48,13 @@ def _now_ms() -> int:
 
 
 class GroupAdminProcessor:
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
 
     # ------------------------------------------------------------------ 200 / 201 / 207
     def update_and_create_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        broker = self.broker
-        err = slave_error(broker)
+        ctx = self.ctx
+        err = slave_error(ctx)
         if err is not None:
             return err
         data = parse_json_body(request)
@@ -63,31 +63,28 @@ class GroupAdminProcessor:
         sg = SubscriptionGroupConfig.from_json(data)
         log.info("updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_address, sg)
         t0 = time.monotonic()
-        broker.subscription_group_manager.update(sg)
-        broker.metrics.messages.on_create("group", time.monotonic() - t0, True)
+        ctx.groups.update(sg)
+        ctx.metrics.messages.on_create("group", time.monotonic() - t0, True)
         return new_response()
 
     def get_all_subscription_group_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        mgr = self.broker.subscription_group_manager
-        with mgr._lock:
-            wrapper = mgr.encode()
+        mgr = self.ctx.groups
+        wrapper = mgr.encoded()
         if not wrapper.get("subscriptionGroupTable"):
             return error_response(ResponseCode.SYSTEM_ERROR, "No subscription group in this broker")
         return json_response(wrapper)
 
     def delete_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        broker = self.broker
-        err = slave_error(broker)
+        ctx = self.ctx
+        err = slave_error(ctx)
         if err is not None:
             return err
         (group,) = require(request, "groupName")
         log.info("deleteSubscriptionGroup called by %s: %s", conn.remote_address, group)
-        broker.subscription_group_manager.delete(group)
+        ctx.groups.delete(group)
         if ext_bool(request, "removeOffset") or ext_bool(request, "cleanOffset"):
-            broker.consumer_offset_manager.remove_offset(group)
-        stats = getattr(broker, "broker_stats", None)
-        if stats is not None:
-            stats.on_group_deleted(group)
+            ctx.offsets.remove_offset(group)
+        ctx.stats.on_group_deleted(group)
         return new_response()
 
     # ------------------------------------------------------------------ 208 / 317
@@ -100,39 +97,39 @@ class GroupAdminProcessor:
         elif ext.get("topicList"):
             topics = [t for t in ext["topicList"].split(";") if t]
         else:
-            topics = sorted(self.broker.consumer_offset_manager.which_topic_by_consumer(group))
-        stats, _ = consume_stats(self.broker, group, topics)
+            topics = sorted(self.ctx.offsets.which_topic_by_consumer(group))
+        stats, _ = consume_stats(self.ctx, group, topics)
         return json_response(stats)
 
     def get_broker_consume_stats(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """Java ``fetchAllConsumeStatsInBroker``: every subscription group, over the topics of its
         committed offsets (so a group that consumed and went offline is still listed), skipping topics
         an online group no longer subscribes to; ``isOrder`` keeps ordered topics only."""
-        broker = self.broker
+        ctx = self.ctx
         is_order = ext_bool(request, "isOrder")
         result = []
         total_diff = 0
-        for group in sorted(list(broker.subscription_group_manager.table)):
-            info = broker.consumer_manager.get(group)
+        for group in sorted(list(ctx.groups.table)):
+            info = ctx.consumers.get(group)
             per_group = []
-            for topic in sorted(broker.consumer_offset_manager.which_topic_by_consumer(group)):
-                tc = broker.topic_config_manager.get(topic)
+            for topic in sorted(ctx.offsets.which_topic_by_consumer(group)):
+                tc = ctx.topics.get(topic)
                 if tc is None or (is_order and not tc.order):
                     continue
                 if info is not None and info.subscriptions and topic not in info.subscriptions:
                     continue
-                stats, diff = consume_stats(broker, group, [topic], queue_nums=tc.write_queue_nums,
+                stats, diff = consume_stats(ctx, group, [topic], queue_nums=tc.write_queue_nums,
                                             check_subscription=False)
                 total_diff += diff
                 per_group.append(stats)
             result.append({group: per_group})
-        return json_response({"brokerAddr": broker.address, "consumeStatsList": result,
+        return json_response({"brokerAddr": ctx.identity.address, "consumeStatsList": result,
                               "totalDiff": total_diff})
 
     # ------------------------------------------------------------------ 203 / 204 / 300
     def get_consumer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "consumerGroup")
-        info = self.broker.consumer_manager.get(group)
+        info = self.ctx.consumers.get(group)
         if info is None or not info.channels:
             return error_response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
         body = {
@@ -146,8 +143,8 @@ class GroupAdminProcessor:
 
     def get_producer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "producerGroup")
-        chans = self.broker.producer_manager.get(group)
-        if not chans and not self.broker.producer_manager.known(group):
+        chans = self.ctx.producers.get(group)
+        if not chans and not self.ctx.producers.known(group):
             return error_response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
         return json_response({"connectionSet": [c.to_connection_json() for c in chans]})
 
@@ -155,26 +152,26 @@ class GroupAdminProcessor:
         """GET_ALL_PRODUCER_INFO (328, ``mqadmin producer``): every online producer by group
         (ProducerTableInfo: {"data": {group: [ProducerInfo]}})."""
         data = {}
-        for group, chans in sorted(self.broker.producer_manager.groups().items()):
+        for group, chans in sorted(self.ctx.producers.groups().items()):
             data[group] = [{"clientId": c.client_id, "remoteIP": c.conn.remote_address, "language": c.language,
                             "version": c.version, "lastUpdateTimestamp": c.last_update} for c in chans]
         return json_response({"data": data})
 
     def query_topic_consume_by_who(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         (topic,) = require(request, "topic")
-        broker = self.broker
-        groups = {g for g, info in broker.consumer_manager.groups().items() if topic in info.subscriptions}
-        groups |= broker.consumer_offset_manager.which_group_by_topic(topic)
+        ctx = self.ctx
+        groups = {g for g, info in ctx.consumers.groups().items() if topic in info.subscriptions}
+        groups |= ctx.offsets.which_group_by_topic(topic)
         return json_response({"groupList": sorted(groups)})
 
     # ------------------------------------------------------------------ 222 → 220
     def _reset_offset_table(self, topic: str, group: str, timestamp: int, force: bool):
         """MessageQueue → target offset, or an error response (Broker2Client.resetOffset)."""
-        broker = self.broker
-        tc = broker.topic_config_manager.get(topic)
+        ctx = self.ctx
+        tc = ctx.topics.get(topic)
         if tc is None:
             return error_response(ResponseCode.SYSTEM_ERROR, f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
-        store, offsets = broker.store, broker.consumer_offset_manager
+        store, offsets = ctx.store, ctx.offsets
         table = {}
         for qid in range(tc.write_queue_nums):
             committed = offsets.query_offset(group, topic, qid)
@@ -186,7 +183,7 @@ class GroupAdminProcessor:
                 target = store.get_offset_by_time(topic, qid, timestamp)
             if target < 0:
                 target = 0
-            table[fastjson.MessageQueue(topic, broker.config.brokerName, qid)] = \
+            table[fastjson.MessageQueue(topic, ctx.config.brokerName, qid)] = \
                 target if (force or target < committed) else committed
         return table
 
@@ -197,7 +194,7 @@ class GroupAdminProcessor:
         table = self._reset_offset_table(topic, group, ts, force)
         if isinstance(table, RemotingCommand):
             return table
-        info = self.broker.consumer_manager.get(group)
+        info = self.ctx.consumers.get(group)
         if info is None or not info.channels:
             return error_response(ResponseCode.CONSUMER_NOT_ONLINE,
                                   f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
@@ -230,7 +227,7 @@ class GroupAdminProcessor:
     async def invoke_broker_to_get_consumer_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topic, group = require(request, "topic", "group")
         client_addr = (request.ext_fields or {}).get("clientAddr")
-        info = self.broker.consumer_manager.get(group)
+        info = self.ctx.consumers.get(group)
         chans = list(info.channels.values()) if info is not None else []
         if not chans:
             return error_response(ResponseCode.SYSTEM_ERROR,
@@ -265,12 +262,12 @@ class GroupAdminProcessor:
         ext = request.ext_fields or {}
         topic = ext.get("topic")
         offline = ext_bool(request, "offline")
-        broker = self.broker
-        offsets = broker.consumer_offset_manager
+        ctx = self.ctx
+        offsets = ctx.offsets
         topics = [topic] if topic else sorted(offsets.which_topic_by_consumer(src))
-        info = broker.consumer_manager.get(src)
+        info = ctx.consumers.get(src)
         for t in topics:
-            if broker.topic_config_manager.get(t) is None:
+            if ctx.topics.get(t) is None:
                 log.warning("[cloneGroupOffset] topic %s does not exist", t)
                 continue
             if not offline and info is not None and info.subscriptions and t not in info.subscriptions:
@@ -282,19 +279,19 @@ class GroupAdminProcessor:
     # ------------------------------------------------------------------ 303
     def query_consume_time_span(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topic, group = require(request, "topic", "group")
-        broker = self.broker
-        tc = broker.topic_config_manager.get(topic)
+        ctx = self.ctx
+        tc = ctx.topics.get(topic)
         if tc is None:
             return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-        store = broker.store
+        store = ctx.store
         spans = []
         now = _now_ms()
         for qid in range(tc.write_queue_nums):
-            mq = fastjson.MessageQueue(topic, broker.config.brokerName, qid)
+            mq = fastjson.MessageQueue(topic, ctx.config.brokerName, qid)
             min_time = max(0, store.get_earliest_message_time(topic, qid))
             max_off = store.get_max_offset(topic, qid)
             max_time = max(0, store.get_message_store_timestamp(topic, qid, max_off - 1)) if max_off > 0 else 0
-            consumer_offset = broker.consumer_offset_manager.query_offset(group, topic, qid)
+            consumer_offset = ctx.offsets.query_offset(group, topic, qid)
             if consumer_offset > 0:
                 consume_time = max(0, store.get_message_store_timestamp(topic, qid, consumer_offset - 1))
             else:
@@ -313,7 +310,7 @@ class GroupAdminProcessor:
     def query_correction_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topic, compare_group = require(request, "topic", "compareGroup")
         filters = {g for g in ((request.ext_fields or {}).get("filterGroups") or "").split(",") if g}
-        offsets = self.broker.consumer_offset_manager
+        offsets = self.ctx.offsets
         correction: dict[int, int] = {}
         for group in offsets.which_group_by_topic(topic):
             if group in filters:
@@ -328,24 +325,24 @@ class GroupAdminProcessor:
     # ------------------------------------------------------------------ 309 relay (loop handler)
     async def consume_message_directly(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         group, client_id, msg_id = require(request, "consumerGroup", "clientId", "msgId")
-        broker = self.broker
+        ctx = self.ctx
         ext = dict(request.ext_fields or {})
-        ext["brokerName"] = broker.config.brokerName
+        ext["brokerName"] = ctx.config.brokerName
         try:
             _, _, offset = decode_offset_msg_id(msg_id)
         except Exception as exc:
             return error_response(ResponseCode.SYSTEM_ERROR, f"bad msgId {msg_id}: {exc}")
         loop = asyncio.get_running_loop()
-        body = await loop.run_in_executor(None, broker.store.read_message, offset)
+        body = await loop.run_in_executor(None, ctx.store.read_message, offset)
         if body is None:
             return error_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
-        info = broker.consumer_manager.get(group)
+        info = ctx.consumers.get(group)
         ch = info.find_channel(client_id) if info is not None else None
         if ch is None or ch.conn.closed:
             return error_response(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
         try:
             answer = await ch.conn.invoke(new_request(RequestCode.CONSUME_MESSAGE_DIRECTLY, ext, body),
-                                          broker.call_client_timeout)
+                                          ctx.identity.call_client_timeout_s)
         except asyncio.TimeoutError:
             return error_response(ResponseCode.CONSUME_MSG_TIMEOUT,
                                   f"consumer <{group}> <{client_id}> Timeout: invoke client timeout")
@@ -358,39 +355,34 @@ class GroupAdminProcessor:
 
     # ------------------------------------------------------------------ 43 / 45
     def get_all_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        mgr = self.broker.consumer_offset_manager
-        with mgr._lock:
-            table = {k: dict(v) for k, v in mgr.table.items()}
+        mgr = self.ctx.offsets
+        table = mgr.table_copy()
         if not table:
             return error_response(ResponseCode.SYSTEM_ERROR, "No consumer offset in this broker")
         return json_response({"offsetTable": table})
 
     def get_all_delay_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        mgr = self.broker.delay_offset_manager
-        with mgr._lock:
-            table = dict(mgr.table)
+        mgr = self.ctx.delay_offsets
+        table = mgr.table_copy()
         # Java answers its ScheduleMessageService's encode(): {"offsetTable":{}} before any delayed message
         return json_response({"offsetTable": table})
 
-
-def install(broker: "BrokerController") -> GroupAdminProcessor:
-    p = GroupAdminProcessor(broker)
-    d, pool = broker.dispatcher, broker.pools["admin"]
-    d.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, p.update_and_create_subscription_group, pool)
-    d.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, p.get_all_subscription_group_config, pool)
-    d.register(RequestCode.DELETE_SUBSCRIPTIONGROUP, p.delete_subscription_group, pool)
-    d.register(RequestCode.GET_CONSUME_STATS, p.get_consume_stats, pool)
-    d.register(RequestCode.GET_BROKER_CONSUME_STATS, p.get_broker_consume_stats, pool)
-    d.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, p.get_consumer_connection_list, pool)
-    d.register(RequestCode.GET_PRODUCER_CONNECTION_LIST, p.get_producer_connection_list, pool)
-    d.register(GET_ALL_PRODUCER_INFO, p.get_all_producer_info, pool)
-    d.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, p.query_topic_consume_by_who, pool)
-    d.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, p.invoke_broker_to_reset_offset, pool)
-    d.register(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, p.invoke_broker_to_get_consumer_status)
-    d.register(RequestCode.CLONE_GROUP_OFFSET, p.clone_group_offset, pool)
-    d.register(RequestCode.QUERY_CONSUME_TIME_SPAN, p.query_consume_time_span, pool)
-    d.register(RequestCode.QUERY_CORRECTION_OFFSET, p.query_correction_offset, pool)
-    d.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, p.consume_message_directly)
-    d.register(RequestCode.GET_ALL_CONSUMER_OFFSET, p.get_all_consumer_offset, pool)
-    d.register(RequestCode.GET_ALL_DELAY_OFFSET, p.get_all_delay_offset, pool)
-    return p
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        """Register the codes this processor answers (in ``pool``, or on the loop where noted)."""
+        dispatcher.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.update_and_create_subscription_group, pool)
+        dispatcher.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.get_all_subscription_group_config, pool)
+        dispatcher.register(RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_subscription_group, pool)
+        dispatcher.register(RequestCode.GET_CONSUME_STATS, self.get_consume_stats, pool)
+        dispatcher.register(RequestCode.GET_BROKER_CONSUME_STATS, self.get_broker_consume_stats, pool)
+        dispatcher.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, self.get_consumer_connection_list, pool)
+        dispatcher.register(RequestCode.GET_PRODUCER_CONNECTION_LIST, self.get_producer_connection_list, pool)
+        dispatcher.register(GET_ALL_PRODUCER_INFO, self.get_all_producer_info, pool)
+        dispatcher.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, self.query_topic_consume_by_who, pool)
+        dispatcher.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self.invoke_broker_to_reset_offset, pool)
+        dispatcher.register(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, self.invoke_broker_to_get_consumer_status)
+        dispatcher.register(RequestCode.CLONE_GROUP_OFFSET, self.clone_group_offset, pool)
+        dispatcher.register(RequestCode.QUERY_CONSUME_TIME_SPAN, self.query_consume_time_span, pool)
+        dispatcher.register(RequestCode.QUERY_CORRECTION_OFFSET, self.query_correction_offset, pool)
+        dispatcher.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self.consume_message_directly)
+        dispatcher.register(RequestCode.GET_ALL_CONSUMER_OFFSET, self.get_all_consumer_offset, pool)
+        dispatcher.register(RequestCode.GET_ALL_DELAY_OFFSET, self.get_all_delay_offset, pool)

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import logging
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rmqd.processors.admin_common import NOT_SET_REMARK, json_response
 from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +22,9 @@ _CQ_UNIT = struct.Struct(">qiq")
 
 
 class StoreAdminProcessor:
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
+    def __init__(self, store: Any, consumers: Any) -> None:
+        self.store = store
+        self.consumers = consumers
 
     def query_consume_queue(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """The units of one ConsumeQueue from ``index`` (at most ``count``), its min/max index and, with a
@@ -33,13 +33,12 @@ class StoreAdminProcessor:
         ext = request.ext_fields or {}
         qid, index, count = int(queue_id), int(ext.get("index") or 0), int(ext.get("count") or 0)
         group = ext.get("consumerGroup")
-        broker = self.broker
-        cq = broker.store._find_cq(topic, qid)
+        cq = self.store._find_cq(topic, qid)
         if cq is None:
             return error_response(ResponseCode.SYSTEM_ERROR, f"{qid}@{topic} is not exist!")
         body: dict[str, Any] = {"maxQueueIndex": cq.max_offset, "minQueueIndex": cq.min_offset}
         if group is not None:
-            info = broker.consumer_manager.get(group)
+            info = self.consumers.get(group)
             entry = info.subscriptions.get(topic) if info is not None else None
             if entry is None:
                 body["filterData"] = f"{group}@{topic} is not online!"
@@ -64,20 +63,17 @@ class StoreAdminProcessor:
     def delete_expired_commit_log(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """Delete expired CommitLog files now, whatever the hour (Java executeDeleteFilesManually)."""
         log.warning("invoke deleteExpiredCommitLog start (from %s)", conn.remote_address)
-        deleted = self.broker.store.execute_delete_files_manually()
+        deleted = self.store.execute_delete_files_manually()
         log.warning("invoke deleteExpiredCommitLog end: %d commit log file(s) deleted", deleted)
         return new_response()
+
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        """Register the codes this processor answers (in ``pool``, or on the loop where noted)."""
+        dispatcher.register(RequestCode.QUERY_CONSUME_QUEUE, self.query_consume_queue, pool)
+        dispatcher.register(RequestCode.DELETE_EXPIRED_COMMITLOG, self.delete_expired_commit_log, pool)
 
 
 def _file_end(cq: Any, index: int) -> int:
     """First index past the ConsumeQueue file holding ``index`` (Java reads one file's buffer)."""
     per_file = cq.file_size // _CQ_UNIT.size
     return (index // per_file + 1) * per_file
-
-
-def install(broker: "BrokerController") -> StoreAdminProcessor:
-    p = StoreAdminProcessor(broker)
-    d, pool = broker.dispatcher, broker.pools["admin"]
-    d.register(RequestCode.QUERY_CONSUME_QUEUE, p.query_consume_queue, pool)
-    d.register(RequestCode.DELETE_EXPIRED_COMMITLOG, p.delete_expired_commit_log, pool)
-    return p

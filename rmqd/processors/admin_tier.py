@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rmqd.processors.admin_common import json_response
 from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response
 
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +31,11 @@ NOT_ENABLED = "tiered storage is not enabled (messageStorePlugIn)"
 
 
 class TierAdminProcessor:
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
+    def __init__(self, store: Any) -> None:
+        self.store = store
 
     def tier_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        tier = self.broker.store.tier
+        tier = self.store.tier
         if tier is None or not tier.started:
             return error_response(ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
         status = tier.status()
@@ -46,7 +45,7 @@ class TierAdminProcessor:
         return json_response(status)
 
     def commit_tier(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        tier = self.broker.store.tier
+        tier = self.store.tier
         if tier is None or not tier.started:
             return error_response(ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
         upload = (request.ext_fields or {}).get("upload", "true") != "false"
@@ -59,7 +58,7 @@ class TierAdminProcessor:
         return json_response(result)
 
     def adopt_tier_index(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        tier = self.broker.store.tier
+        tier = self.store.tier
         if tier is None or not tier.started:
             return error_response(ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
         directory = (request.ext_fields or {}).get("dir") or None
@@ -68,11 +67,8 @@ class TierAdminProcessor:
         log.info("adoptTierIndex dir %s requested by %s", directory, conn.remote_address)
         return json_response({"results": tier.adopt_index_outputs(directory)})
 
-
-def install(broker: "BrokerController") -> TierAdminProcessor:
-    p = TierAdminProcessor(broker)
-    d, pool = broker.dispatcher, broker.pools["admin"]
-    d.register(GET_TIER_STATUS, p.tier_status, pool)
-    d.register(COMMIT_TIER, p.commit_tier, pool)
-    d.register(ADOPT_TIER_INDEX, p.adopt_tier_index, pool)
-    return p
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        """Register the codes this processor answers (in ``pool``, or on the loop where noted)."""
+        dispatcher.register(GET_TIER_STATUS, self.tier_status, pool)
+        dispatcher.register(COMMIT_TIER, self.commit_tier, pool)
+        dispatcher.register(ADOPT_TIER_INDEX, self.adopt_tier_index, pool)

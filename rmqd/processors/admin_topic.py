@@ -9,39 +9,39 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from rmqd.broker.context import BrokerContext
 from rmqd.processors.admin_common import (check_system_topic, json_response, slave_error,
                                           validate_topic)
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, ext_int, new_response, require
 from rmqd.store import topic_attributes
 from rmqd.store.metadata import SCHEDULE_TOPIC, TopicConfig
 
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
 
 class TopicAdminProcessor:
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
 
     # ------------------------------------------------------------------ 17
     def update_and_create_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        broker = self.broker
-        err = slave_error(broker)
+        ctx = self.ctx
+        err = slave_error(ctx)
         if err is not None:
             return err
         topic = (request.ext_fields or {}).get("topic")      # Java: a null topic is "blank"
-        err = validate_topic(topic) or check_system_topic(topic, broker.config)
+        err = validate_topic(topic) or check_system_topic(topic, ctx.config)
         if err is not None:
             return err
         read_q, write_q, perm = require(request, "readQueueNums", "writeQueueNums", "perm")
         ext = request.ext_fields or {}
-        mgr = broker.topic_config_manager
+        mgr = ctx.topics
         old = mgr.get(topic)
         try:
             attrs = topic_attributes.alter(old is None, old.attributes if old else {},
@@ -54,13 +54,13 @@ class TopicAdminProcessor:
         log.info("updateAndCreateTopic called by %s: %s", conn.remote_address, tc)
         t0 = time.monotonic()
         mgr.update(tc)   # persists, then re-registers with the name servers (on_change)
-        broker.metrics.messages.on_create("topic", time.monotonic() - t0, True, mgr.is_system_topic(topic))
+        ctx.metrics.messages.on_create("topic", time.monotonic() - t0, True, mgr.is_system_topic(topic))
         return new_response()
 
     # ------------------------------------------------------------------ 215
     def delete_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        broker = self.broker
-        err = slave_error(broker)
+        ctx = self.ctx
+        err = slave_error(ctx)
         if err is not None:
             return err
         (topic,) = require(request, "topic")
@@ -68,18 +68,16 @@ class TopicAdminProcessor:
         if err is not None:
             return err
         log.info("deleteTopic called by %s: %s", conn.remote_address, topic)
-        broker.topic_config_manager.delete(topic)
-        removed = broker.store.delete_topic(topic)
-        broker.consumer_offset_manager.remove_topic(topic)
-        stats = getattr(broker, "broker_stats", None)
-        if stats is not None:
-            stats.on_topic_deleted(topic)
+        ctx.topics.delete(topic)
+        removed = ctx.store.delete_topic(topic)
+        ctx.offsets.remove_topic(topic)
+        ctx.stats.on_topic_deleted(topic)
         log.info("topic %s deleted: %d consume queue(s) removed", topic, removed)
         return new_response()
 
     # ------------------------------------------------------------------ 21
     def get_all_topic_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        wrapper = self.broker.topic_config_manager.wrapper()
+        wrapper = self.ctx.topics.wrapper()
         if not wrapper.get("topicConfigTable"):
             return error_response(ResponseCode.SYSTEM_ERROR, "No topic in this broker")
         return json_response(wrapper)
@@ -87,15 +85,15 @@ class TopicAdminProcessor:
     # ------------------------------------------------------------------ 202
     def get_topic_stats_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         (topic,) = require(request, "topic")
-        broker = self.broker
-        tc = broker.topic_config_manager.get(topic)
+        ctx = self.ctx
+        tc = ctx.topics.get(topic)
         if tc is None:
             return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-        return json_response({"offsetTable": topic_offset_table(broker, topic, tc.write_queue_nums)})
+        return json_response({"offsetTable": topic_offset_table(ctx, topic, tc.write_queue_nums)})
 
     # ------------------------------------------------------------------ 305
     def get_system_topic_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        mgr = self.broker.topic_config_manager
+        mgr = self.ctx.topics
         topics = sorted(t for t in mgr.topics() if mgr.is_system_topic(t))
         return json_response({"topicList": topics})
 
@@ -103,30 +101,40 @@ class TopicAdminProcessor:
     def clean_unused_topics(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """CLEAN_UNUSED_TOPIC (316): drop the consume queues of topics no longer configured, but for
         SCHEDULE_TOPIC_XXXX and RMQ_SYS_TRANS_OP_HALF_TOPIC (Java's DefaultMessageStore.cleanUnusedTopic)."""
-        broker = self.broker
-        mgr = broker.topic_config_manager
-        gone = [t for t in broker.store.topics() if mgr.get(t) is None and t not in _KEPT_WHEN_UNUSED]
+        ctx = self.ctx
+        mgr = ctx.topics
+        gone = [t for t in ctx.store.topics() if mgr.get(t) is None and t not in _KEPT_WHEN_UNUSED]
         for topic in gone:
             log.info("cleanUnusedTopic: removing consume queues of unused topic %s (from %s)", topic,
                      getattr(conn, "remote_address", "?"))
-            broker.store.delete_topic(topic)
+            ctx.store.delete_topic(topic)
         return new_response()
 
     def clean_expired_consume_queues(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """CLEAN_EXPIRED_CONSUMEQUEUE (306): drop the consume queues whose messages retention removed
         (MessageStore.clean_expired_consume_queues)."""
-        dropped = self.broker.store.clean_expired_consume_queues()
+        dropped = self.ctx.store.clean_expired_consume_queues()
         log.info("cleanExpiredConsumeQueue from %s: %d consume queue(s) destroyed",
                  getattr(conn, "remote_address", "?"), len(dropped))
         return new_response()
+
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        """Register the codes this processor answers (in ``pool``, or on the loop where noted)."""
+        dispatcher.register(RequestCode.UPDATE_AND_CREATE_TOPIC, self.update_and_create_topic, pool)
+        dispatcher.register(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic, pool)
+        dispatcher.register(RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config, pool)
+        dispatcher.register(RequestCode.GET_TOPIC_STATS_INFO, self.get_topic_stats_info, pool)
+        dispatcher.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, self.get_system_topic_list, pool)
+        dispatcher.register(RequestCode.CLEAN_UNUSED_TOPIC, self.clean_unused_topics, pool)
+        dispatcher.register(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, self.clean_expired_consume_queues, pool)
 
 
 _KEPT_WHEN_UNUSED = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
 
 
-def topic_offset_table(broker: "BrokerController", topic: str, queues: int) -> dict:
+def topic_offset_table(ctx: BrokerContext, topic: str, queues: int) -> dict:
     """TopicStatsTable.offsetTable: MessageQueue → TopicOffset (min, max, last update)."""
-    store = broker.store
+    store = ctx.store
     table = {}
     for qid in range(queues):
         mn = max(0, store.get_min_offset(topic, qid))
@@ -134,19 +142,6 @@ def topic_offset_table(broker: "BrokerController", topic: str, queues: int) -> d
         ts = 0
         if mx > 0:
             ts = max(0, store.get_message_store_timestamp(topic, qid, mx - 1))
-        table[fastjson.MessageQueue(topic, broker.config.brokerName, qid)] = {
+        table[fastjson.MessageQueue(topic, ctx.config.brokerName, qid)] = {
             "lastUpdateTimestamp": ts, "maxOffset": mx, "minOffset": mn}
     return table
-
-
-def install(broker: "BrokerController") -> TopicAdminProcessor:
-    p = TopicAdminProcessor(broker)
-    d, pool = broker.dispatcher, broker.pools["admin"]
-    d.register(RequestCode.UPDATE_AND_CREATE_TOPIC, p.update_and_create_topic, pool)
-    d.register(RequestCode.DELETE_TOPIC_IN_BROKER, p.delete_topic, pool)
-    d.register(RequestCode.GET_ALL_TOPIC_CONFIG, p.get_all_topic_config, pool)
-    d.register(RequestCode.GET_TOPIC_STATS_INFO, p.get_topic_stats_info, pool)
-    d.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, p.get_system_topic_list, pool)
-    d.register(RequestCode.CLEAN_UNUSED_TOPIC, p.clean_unused_topics, pool)
-    d.register(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, p.clean_expired_consume_queues, pool)
-    return p

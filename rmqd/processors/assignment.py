@@ -9,16 +9,15 @@ queues.  BROADCASTING: every queue to everyone.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import orjson
 
+from rmqd.constants import is_retry_topic
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.metadata import ConfigManager
-
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -67,16 +66,23 @@ def allocate_averagely(mqs: list, cids: list[str], cid: str) -> list:
 
 
 class AssignmentProcessor:
-    def __init__(self, broker: "BrokerController", modes: MessageRequestModeManager) -> None:
-        self.broker = broker
+    """Reads the broker's config (name, default request mode), its topics and the consumer table."""
+
+    def __init__(self, config: Any, topics: Any, consumers: Any, modes: MessageRequestModeManager) -> None:
+        self.config = config
+        self.topics = topics
+        self.consumers = consumers
         self.modes = modes
+
+    def register(self, dispatcher: Dispatcher, client_pool: ProcessorPool, admin_pool: ProcessorPool) -> None:
+        dispatcher.register(QUERY_ASSIGNMENT, self.query_assignment, client_pool)
+        dispatcher.register(SET_MESSAGE_REQUEST_MODE, self.set_message_request_mode, admin_pool)
 
     def _mode(self, topic: str, group: str) -> dict:
         body = self.modes.get(topic, group)
         if body is not None:
             return body
-        mode = PULL if topic.startswith("%RETRY%") else str(getattr(self.broker.config, "defaultMessageRequestMode",
-                                                                     PULL)).upper()
+        mode = PULL if is_retry_topic(topic) else str(self.config.defaultMessageRequestMode).upper()
         return {"topic": topic, "consumerGroup": group, "mode": mode, "popShareQueueNum": 0}
 
     def query_assignment(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -86,8 +92,8 @@ class AssignmentProcessor:
         if not topic or not group:
             return error_response(ResponseCode.SYSTEM_ERROR, "topic and consumerGroup are required")
         mode = self._mode(topic, group)
-        tc = self.broker.topic_config_manager.get(topic)
-        name = self.broker.config.brokerName
+        tc = self.topics.get(topic)
+        name = self.config.brokerName
         assigned: Optional[list] = None
         if tc is not None:
             mqs = [{"topic": topic, "brokerName": name, "queueId": q} for q in range(tc.read_queue_nums)]
@@ -96,7 +102,7 @@ class AssignmentProcessor:
             elif mode["mode"] == POP:
                 assigned = [{"topic": topic, "brokerName": name, "queueId": -1}]
             else:
-                info = self.broker.consumer_manager.get(group)
+                info = self.consumers.get(group)
                 cids = sorted(info.client_ids()) if info is not None else []
                 assigned = allocate_averagely(mqs, cids, cid) if cids else None
         out = None if assigned is None else [{"messageQueue": mq, "mode": mode["mode"], "attachments": {}}
@@ -109,18 +115,9 @@ class AssignmentProcessor:
         mode = str(body.get("mode") or PULL).upper()
         if not topic or not group or mode not in (PULL, POP):
             return error_response(ResponseCode.SYSTEM_ERROR, "topic, consumerGroup and mode (PULL or POP) are required")
-        if topic.startswith("%RETRY%"):
+        if is_retry_topic(topic):
             return error_response(ResponseCode.NO_PERMISSION, "retry topic is not allowed to set mode")
         self.modes.set({"topic": topic, "consumerGroup": group, "mode": mode,
                         "popShareQueueNum": int(body.get("popShareQueueNum") or 0)})
         return new_response(ResponseCode.SUCCESS)
 
-
-def install(broker: "BrokerController") -> AssignmentProcessor:
-    modes = MessageRequestModeManager(broker.store_config.config_dir)
-    modes.load()                  # at construction, before the loop runs (a missing file is fine)
-    broker.message_request_mode_manager = modes
-    proc = AssignmentProcessor(broker, modes)
-    broker.dispatcher.register(QUERY_ASSIGNMENT, proc.query_assignment, broker.pools["client"])
-    broker.dispatcher.register(SET_MESSAGE_REQUEST_MODE, proc.set_message_request_mode, broker.pools["admin"])
-    return proc

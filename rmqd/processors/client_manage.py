@@ -7,21 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import orjson
 
+from rmqd.broker.context import BrokerContext
 from rmqd.filter import SQLParseError, compile_expression, is_tag_type
 from rmqd.broker.client_manager import (CONSUME_FROM_WHERE, CONSUME_TYPES, MESSAGE_MODELS,
                                             ClientChannelInfo, enum_name)
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response, require
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.java_errors import NullBodyError
 from rmqd.store.metadata import retry_topic
 
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -39,30 +39,36 @@ def parse_json_body(request: RemotingCommand) -> Any:
 
 
 class ClientManageProcessor:
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        dispatcher.register(RequestCode.HEART_BEAT, self.heart_beat, pool)
+        dispatcher.register(RequestCode.UNREGISTER_CLIENT, self.unregister_client, pool)
+        dispatcher.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config, pool)
+        dispatcher.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self.get_consumer_running_info)  # awaits the client
 
     # ------------------------------------------------------------------ HEART_BEAT
     def heart_beat(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         data = parse_json_body(request) or {}
-        broker = self.broker
+        ctx = self.ctx
         client_id = str(data.get("clientID") or "")
         language = request.language if isinstance(request.language, str) else str(request.language)
         for cd in data.get("consumerDataSet") or []:
             group = cd.get("groupName")
             if not group:
                 continue
-            sg = broker.subscription_group_manager.find(group)
+            sg = ctx.groups.find(group)
             notify = True
             if sg is not None:
                 notify = sg.notify_consumer_ids_changed_enable
                 rt = retry_topic(group)
-                if broker.topic_config_manager.get(rt) is None:
+                if ctx.topics.get(rt) is None:
                     # topics.json change callback re-registers with the name servers.
-                    broker.topic_config_manager.create_topic_in_send_message_back_method(
+                    ctx.topics.create_topic_in_send_message_back_method(
                         rt, sg.retry_queue_nums, 6, 0)
             channel = ClientChannelInfo(conn, client_id, language, request.version)
-            changed = broker.consumer_manager.register(
+            changed = ctx.consumers.register(
                 group, channel,
                 enum_name(cd.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY"),
                 enum_name(cd.get("messageModel"), MESSAGE_MODELS, "CLUSTERING"),
@@ -74,7 +80,7 @@ class ClientManageProcessor:
         for pd in data.get("producerDataSet") or []:
             group = pd.get("groupName")
             if group:
-                broker.producer_manager.register(group, ClientChannelInfo(conn, client_id, language,
+                ctx.producers.register(group, ClientChannelInfo(conn, client_id, language,
                                                                           request.version))
         return new_response()
 
@@ -82,15 +88,15 @@ class ClientManageProcessor:
     def unregister_client(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         require(request, "clientID")
         ext = request.ext_fields or {}
-        broker = self.broker
+        ctx = self.ctx
         producer_group = ext.get("producerGroup")
         if producer_group:
-            broker.producer_manager.unregister(producer_group, conn)
+            ctx.producers.unregister(producer_group, conn)
         consumer_group = ext.get("consumerGroup")
         if consumer_group:
-            sg = broker.subscription_group_manager.table.get(consumer_group)
+            sg = ctx.groups.table.get(consumer_group)
             notify = sg.notify_consumer_ids_changed_enable if sg is not None else True
-            broker.consumer_manager.unregister(consumer_group, conn, notify=notify)
+            ctx.consumers.unregister(consumer_group, conn, notify=notify)
         return new_response()
 
     # ------------------------------------------------------------------ CHECK_CLIENT_CONFIG
@@ -101,7 +107,7 @@ class ClientManageProcessor:
             etype = sub.get("expressionType")
             if is_tag_type(etype):
                 return new_response()
-            if not self.broker.config.enablePropertyFilter:
+            if not self.ctx.config.enablePropertyFilter:
                 return error_response(ResponseCode.SYSTEM_ERROR,
                                       f"The broker does not support consumer to filter message by {etype}")
             if etype != "SQL92":
@@ -117,7 +123,7 @@ class ClientManageProcessor:
     async def get_consumer_running_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """Relay to the consumer's own connection (loop handler; awaits the client)."""
         group, client_id = require(request, "consumerGroup", "clientId")
-        info = self.broker.consumer_manager.get(group)
+        info = self.ctx.consumers.get(group)
         channel = info.find_channel(client_id) if info is not None else None
         if channel is None or channel.conn.closed:
             return error_response(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
@@ -128,7 +134,7 @@ class ClientManageProcessor:
         ext = {k: v for k, v in (request.ext_fields or {}).items()}
         relay = new_request(RequestCode.GET_CONSUMER_RUNNING_INFO, ext)
         try:
-            answer = await channel.conn.invoke(relay, self.broker.call_client_timeout)
+            answer = await channel.conn.invoke(relay, self.ctx.identity.call_client_timeout_s)
         except asyncio.TimeoutError:
             return error_response(ResponseCode.CONSUME_MSG_TIMEOUT,
                                   f"consumer <{group}> <{client_id}> Timeout: invoke client timeout")
@@ -151,7 +157,7 @@ def notify_consumer_ids_changed(group: str, conns: list) -> None:
             log.exception("notify consumer ids changed to %s failed (group %s)", conn.remote_address, group)
 
 
-def find_consumer_conn(broker: "BrokerController", group: str, client_id: str) -> Optional[Any]:
-    info = broker.consumer_manager.get(group)
+def find_consumer_conn(ctx: BrokerContext, group: str, client_id: str) -> Optional[Any]:
+    info = ctx.consumers.get(group)
     ch = info.find_channel(client_id) if info is not None else None
     return ch.conn if ch is not None else None

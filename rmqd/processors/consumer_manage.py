@@ -4,25 +4,32 @@ Java: ``ConsumerManageProcessor`` (README §3.3, §3.4, §6.5).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.java_errors import java_int
-
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 
 class ConsumerManageProcessor:
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
+    """Reads the consumer table, the offset table and the store."""
+
+    def __init__(self, consumers: Any, offsets: Any, store: Any) -> None:
+        self.consumers = consumers
+        self.offsets = offsets
+        self.store = store
+
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        dispatcher.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list_by_group, pool)
+        dispatcher.register(RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset, pool)
+        dispatcher.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset, pool)
 
     def get_consumer_list_by_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "consumerGroup")
-        info = self.broker.consumer_manager.get(group)
+        info = self.consumers.get(group)
         ids = info.client_ids() if info is not None else []
         if not ids:
             return error_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
@@ -30,8 +37,7 @@ class ConsumerManageProcessor:
 
     def update_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         group, topic, queue_id, offset = require(request, "consumerGroup", "topic", "queueId", "commitOffset")
-        self.broker.consumer_offset_manager.commit_offset(conn.remote_address, group, topic, java_int(queue_id),
-                                                          java_int(offset, 64))
+        self.offsets.commit_offset(conn.remote_address, group, topic, java_int(queue_id), java_int(offset, 64))
         return new_response()
 
     def query_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -41,11 +47,10 @@ class ConsumerManageProcessor:
         consumeFromWhere. A queue that never received a message answers 0."""
         group, topic, queue_id = require(request, "consumerGroup", "topic", "queueId")
         qid = java_int(queue_id)
-        broker = self.broker
-        offset = broker.consumer_offset_manager.query_offset(group, topic, qid)
+        offset = self.offsets.query_offset(group, topic, qid)
         if offset >= 0:
             return new_response(ext_fields={"offset": str(offset)})
-        store = broker.store
+        store = self.store
         min_offset = store.get_min_offset(topic, qid)
         if min_offset <= 0 and not store.check_in_disk_by_consume_offset(topic, qid, 0):
             return new_response(ext_fields={"offset": "0"})

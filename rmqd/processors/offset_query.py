@@ -2,18 +2,23 @@
 GET_EARLIEST_MSG_STORETIME (32) – consume-queue bounds for clients and admin (README §3.3)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from rmqd.remoting.codes import RequestCode
 from rmqd.remoting.command import RemotingCommand, new_response, require
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.java_errors import java_int
-
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 
 class OffsetQueryProcessor:
-    def __init__(self, broker: "BrokerController") -> None:
-        self.store = broker.store
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        dispatcher.register(RequestCode.GET_MAX_OFFSET, self.get_max_offset, pool)
+        dispatcher.register(RequestCode.GET_MIN_OFFSET, self.get_min_offset, pool)
+        dispatcher.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.search_offset_by_timestamp, pool)
+        dispatcher.register(RequestCode.GET_EARLIEST_MSG_STORETIME, self.get_earliest_msg_storetime, pool)
 
     def get_max_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topic, queue_id = require(request, "topic", "queueId")

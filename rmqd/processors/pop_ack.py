@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -21,9 +21,7 @@ from rmqd.pop.service import PopService
 from rmqd.processors.pop_message import busy_response, pop_error_response
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
-
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
+from rmqd.remoting.dispatch import Dispatcher
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +50,12 @@ class AckMessageProcessor:
     def __init__(self, pop: PopService, executor: PopExecutor) -> None:
         self.pop = pop
         self.executor = executor
+
+    def register(self, dispatcher: Dispatcher) -> None:
+        """The ack codes, on the loop (they await the POP executor)."""
+        dispatcher.register(ACK_MESSAGE, self.ack_message)
+        dispatcher.register(CHANGE_MESSAGE_INVISIBLETIME, self.change_invisible_time)
+        dispatcher.register(BATCH_ACK_MESSAGE, self.batch_ack)
 
     @staticmethod
     def _extra(text: str) -> ExtraInfo:
@@ -118,11 +122,3 @@ class AckMessageProcessor:
             return busy_response(exc)
         return new_response(ResponseCode.SUCCESS)
 
-
-def install(broker: "BrokerController") -> AckMessageProcessor:
-    proc = AckMessageProcessor(broker.pop_service, broker.pop_executor)
-    d = broker.dispatcher
-    d.register(ACK_MESSAGE, proc.ack_message)
-    d.register(CHANGE_MESSAGE_INVISIBLETIME, proc.change_invisible_time)
-    d.register(BATCH_ACK_MESSAGE, proc.batch_ack)
-    return proc

@@ -10,7 +10,7 @@ loop and await the blocking parts in the POP executor, parking a request at most
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from rmqd.filter.message_filter import ExpressionMessageFilter
 from rmqd.filter.sql92 import SQLParseError
@@ -19,9 +19,7 @@ from rmqd.pop.codes import INVALID_PARAMETER, POLLING_FULL, POLLING_TIMEOUT, Pop
 from rmqd.pop.service import PopService
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, ext_bool, ext_int, new_response, require
-
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
+from rmqd.remoting.dispatch import Dispatcher
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +45,13 @@ class PopMessageProcessor:
         self.executor = executor
         self.broker_ip = broker_ip
         self.readable = readable         # () -> bool: brokerPermission has READ
+
+    def register(self, dispatcher: Dispatcher) -> None:
+        """The pop-side codes, on the loop (they await the POP executor)."""
+        dispatcher.register(POP_MESSAGE, self.pop_message)
+        dispatcher.register(PEEK_MESSAGE, self.peek_message)
+        dispatcher.register(NOTIFICATION, self.notification)
+        dispatcher.register(POLLING_INFO, self.polling_info)
 
     def _filter(self, request: RemotingCommand) -> Optional[ExpressionMessageFilter]:
         ext = request.ext_fields or {}
@@ -137,15 +142,3 @@ class PopMessageProcessor:
         return new_response(ResponseCode.SUCCESS, None,
                             {"pollingNum": str(self.pop.polling.polling_count(topic, group, int(qid)))})
 
-
-def install(broker: "BrokerController") -> PopMessageProcessor:
-    """Register the pop-side codes (on the loop: they await the POP executor)."""
-    c = broker.config
-    proc = PopMessageProcessor(broker.pop_service, broker.pop_executor, c.brokerIP1,
-                               lambda: bool(c.brokerPermission & 4))
-    d = broker.dispatcher
-    d.register(POP_MESSAGE, proc.pop_message)
-    d.register(PEEK_MESSAGE, proc.peek_message)
-    d.register(NOTIFICATION, proc.notification)
-    d.register(POLLING_INFO, proc.polling_info)
-    return proc

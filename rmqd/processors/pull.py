@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Union
 
-from rmqd.filter import ExpressionMessageFilter, SQLParseError, is_tag_type
+from rmqd.broker.consume_checks import check_consume_group
+from rmqd.broker.context import BrokerContext
 from rmqd.broker.long_polling import PullRequest
-from rmqd.remoting.codes import FAQ_SUGGEST, ResponseCode
+from rmqd.config import BrokerRole
+from rmqd.constants import PERM_READ
+from rmqd.filter import ExpressionMessageFilter, SQLParseError, is_tag_type
+from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
-from rmqd.remoting.dispatch import TO_POOL, run_handler
+from rmqd.remoting.dispatch import TO_POOL, Dispatcher, ProcessorPool, run_handler
 from rmqd.store.message_store import GetMessageResult
 from rmqd.store.message_store import GetMessageStatus as S
-from rmqd.store.metadata import PERM_READ
-
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -66,19 +66,28 @@ def _tag_codes(f: ExpressionMessageFilter) -> Any:
 class PullMessageProcessor:
     """PULL_MESSAGE. On the event loop first (:meth:`process_inline`): the checks and, when every
     page it needs is resident, the read itself (one C call, no hand-off to a pool thread, whose GIL
-    wait under load costs milliseconds); otherwise the pull pool runs :meth:`process`."""
+    wait under load costs milliseconds); otherwise the pull pool runs :meth:`process`.
 
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
-        self.config = broker.config
+    ``submit(fn, conn, request)`` hands a re-run of a held pull to the pull pool; the hold service
+    (``hold``, set by the broker once its loop runs) parks pulls that found nothing."""
+
+    def __init__(self, ctx: BrokerContext, submit: Any) -> None:
+        self.ctx = ctx
+        self.config = ctx.config
+        self.submit = submit
+        self.hold: Any = None
         self._rerun_handler = functools.partial(self.process, allow_suspend=False)
         self._rerun_inline = functools.partial(self.process, allow_suspend=False, inline=True)
+
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        """PULL_MESSAGE: on the loop first (:meth:`process_inline`), else in the pull pool."""
+        dispatcher.register(RequestCode.PULL_MESSAGE, self.process, pool, inline_first=self.process_inline)
 
     def rerun(self, conn: Any, request: RemotingCommand) -> None:
         """Re-execute a held pull (no suspension, no offset commit): on the loop when it can be
         served there (the caller is on the loop), else in the pull pool."""
         if run_handler(self._rerun_inline, conn, request) is TO_POOL:
-            self.broker.pools["pull"].submit(self._rerun_handler, conn, request)
+            self.submit(self._rerun_handler, conn, request)
 
     def process_inline(self, conn: Any, request: RemotingCommand) -> Any:
         """The dispatcher's inline-first handler: answers on the loop or returns TO_POOL."""
@@ -89,36 +98,52 @@ class PullMessageProcessor:
         (group, topic, queue_id, queue_offset, max_nums, sys_flag, commit_offset, suspend_ms,
          sub_version) = require(request, "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums",
                                 "sysFlag", "commitOffset", "suspendTimeoutMillis", "subVersion")
-        broker = self.broker
-        cfg = self.config
         qid = int(queue_id)
         offset = int(queue_offset)
         sys_flag = int(sys_flag)
-        sub_version = int(sub_version)
+        sg, err = self._check_queue(conn, group, topic, qid)
+        if err is not None:
+            return err
+        message_filter = self._message_filter(request, group, sg, topic, sys_flag, int(sub_version))
+        if isinstance(message_filter, RemotingCommand):
+            return message_filter
+        result = self._read(topic, qid, offset, int(max_nums), message_filter, inline)
+        if result is TO_POOL:
+            return TO_POOL
+        response = self._respond(conn, request, group, topic, qid, offset, result, message_filter,
+                                 allow_suspend and bool(sys_flag & FLAG_SUSPEND), int(suspend_ms))
+        if allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and self.ctx.role is not BrokerRole.SLAVE:
+            self.ctx.offsets.commit_offset(conn.remote_address, group, topic, qid, int(commit_offset))
+        return response
+
+    def _check_queue(self, conn: Any, group: str, topic: str, qid: int) -> tuple[Any, Optional[RemotingCommand]]:
+        """Broker and topic read permission, the group, the queue id (Java's order): (group config, None)
+        or (None, error response)."""
+        cfg = self.config
         if not (cfg.brokerPermission & PERM_READ):
-            return error_response(ResponseCode.NO_PERMISSION,
-                                  f"the broker[{cfg.brokerIP1}] pulling message is forbidden")
-        sg = broker.subscription_group_manager.find(group)
-        if sg is None:
-            return error_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                  f"subscription group [{group}] does not exist, {FAQ}")
-        if not sg.consume_enable:
-            return error_response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
-        has_suspend = bool(sys_flag & FLAG_SUSPEND)
-        has_commit = bool(sys_flag & FLAG_COMMIT_OFFSET)
-        has_subscription = bool(sys_flag & FLAG_SUBSCRIPTION)
-        tc = broker.topic_config_manager.get(topic)
+            return None, error_response(ResponseCode.NO_PERMISSION,
+                                        f"the broker[{cfg.brokerIP1}] pulling message is forbidden")
+        sg, err = check_consume_group(self.ctx.groups, group, FAQ)
+        if err is not None:
+            return None, error_response(*err)
+        tc = self.ctx.topics.get(topic)
         if tc is None:
             log.error("pull: topic %s of group %s (%s) does not exist", topic, group, conn.remote_address)
-            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please! {FAQ}")
+            return None, error_response(ResponseCode.TOPIC_NOT_EXIST,
+                                        f"topic[{topic}] not exist, apply first please! {FAQ}")
         if not (tc.perm & PERM_READ):
-            return error_response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
+            return None, error_response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
         if qid < 0 or qid >= tc.read_queue_nums:
-            return error_response(ResponseCode.SYSTEM_ERROR,
-                                  f"queueId[{qid}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
-                                  f"[{tc.read_queue_nums}] consumer:[/{conn.remote_address}]")
+            return None, error_response(ResponseCode.SYSTEM_ERROR,
+                                        f"queueId[{qid}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                                        f"[{tc.read_queue_nums}] consumer:[/{conn.remote_address}]")
+        return sg, None
+
+    def _message_filter(self, request: RemotingCommand, group: str, sg: Any, topic: str, sys_flag: int,
+                        sub_version: int) -> Union[ExpressionMessageFilter, RemotingCommand]:
+        """The filter of the pull: from the request's subscription, else the group's registered one."""
         ext = request.ext_fields
-        if has_subscription:
+        if sys_flag & FLAG_SUBSCRIPTION:
             etype = ext.get("expressionType")
             try:
                 message_filter = ExpressionMessageFilter(etype, ext.get("subscription"),
@@ -129,7 +154,7 @@ class PullMessageProcessor:
                 return error_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                                       "parse the consumer's subscription failed")
         else:
-            info = broker.consumer_manager.get(group)
+            info = self.ctx.consumers.get(group)
             if info is None:
                 return error_response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
                                       f"the consumer's group info not exist{FAQ}")
@@ -148,41 +173,45 @@ class PullMessageProcessor:
                 return error_response(ResponseCode.FILTER_DATA_NOT_EXIST,
                                       "The broker's consumer filter data is not exist!Your expression may be wrong!")
             message_filter = entry.filter
-        if not is_tag_type(etype) and not cfg.enablePropertyFilter:
+        if not is_tag_type(etype) and not self.config.enablePropertyFilter:
             return error_response(ResponseCode.SYSTEM_ERROR,
                                   f"The broker does not support consumer to filter message by {etype}")
+        return message_filter
 
-        store = broker.store
-        if inline:
-            codes = _tag_codes(message_filter)
-            if codes is TO_POOL:
+    def _read(self, topic: str, qid: int, offset: int, max_nums: int, message_filter: ExpressionMessageFilter,
+              inline: bool) -> Any:
+        """The store read; on the loop only when every page is resident (else TO_POOL)."""
+        store = self.ctx.store
+        if not inline:
+            return store.get_messages(topic, qid, offset, max_nums, None,
+                                      None if _is_match_all(message_filter) else message_filter)
+        codes = _tag_codes(message_filter)
+        if codes is TO_POOL:
+            return TO_POOL
+        result = store.get_messages_resident(topic, qid, offset, max_nums, codes)
+        if result is None:
+            if offset != store.get_max_offset(topic, qid) or offset <= store.get_min_offset(topic, qid):
                 return TO_POOL
-            result = store.get_messages_resident(topic, qid, offset, int(max_nums), codes)
-            if result is None:
-                if offset != store.get_max_offset(topic, qid) or offset <= store.get_min_offset(topic, qid):
-                    return TO_POOL
-                result = GetMessageResult(S.OFFSET_OVERFLOW_ONE, offset, store.get_min_offset(topic, qid), offset)
-        else:
-            result = store.get_messages(topic, qid, offset, int(max_nums), None,
-                                        None if _is_match_all(message_filter) else message_filter)
+            result = GetMessageResult(S.OFFSET_OVERFLOW_ONE, offset, store.get_min_offset(topic, qid), offset)
+        return result
+
+    def _respond(self, conn: Any, request: RemotingCommand, group: str, topic: str, qid: int, offset: int,
+                 result: Any, message_filter: ExpressionMessageFilter, suspend: bool,
+                 suspend_ms: int) -> Optional[RemotingCommand]:
+        """The response of a read, or None when the pull is parked (long polling)."""
         code = _STATUS_CODES[result.status](offset)
         ext_out = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
                    "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
-        response: Optional[RemotingCommand]
         if code == ResponseCode.SUCCESS:
-            response = new_response(code, result.status.name, ext_out, result.buffers)
-            broker.broker_stats.inc_group_get(group, topic, result.message_count, result.buffer_total_size)
-        elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:
+            self.ctx.stats.inc_group_get(group, topic, result.message_count, result.buffer_total_size)
+            return new_response(code, result.status.name, ext_out, result.buffers)
+        if code == ResponseCode.PULL_NOT_FOUND and suspend:
+            cfg = self.config
             if cfg.longPollingEnable:
-                pr = PullRequest(conn, request, topic, qid, offset, message_filter, int(suspend_ms))
+                pr = PullRequest(conn, request, topic, qid, offset, message_filter, suspend_ms)
             else:
                 pr = PullRequest(conn, request, topic, qid, offset, message_filter, cfg.shortPollingTimeMills,
                                  wakeable=False)
-            broker.pull_hold_service.suspend(pr)
-            response = None
-        else:
-            response = new_response(code, result.status.name, ext_out)
-        if allow_suspend and has_commit and cfg.brokerRole != "SLAVE":
-            broker.consumer_offset_manager.commit_offset(conn.remote_address, group, topic, qid,
-                                                         int(commit_offset))
-        return response
+            self.hold.suspend(pr)
+            return None
+        return new_response(code, result.status.name, ext_out)

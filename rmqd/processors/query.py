@@ -8,14 +8,12 @@ collisions in the index never reach the client.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.message import record_carries_key
-
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -32,16 +30,22 @@ def record_matches(record: bytes, topic: str, key: str) -> bool:
 
 
 class QueryMessageProcessor:
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
-        self.store = broker.store
+    """``default_query_max_num``: () -> the broker's defaultQueryMaxNum (a unique-key query's limit)."""
+
+    def __init__(self, store: Any, default_query_max_num: Any) -> None:
+        self.store = store
+        self.default_query_max_num = default_query_max_num
+
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        dispatcher.register(RequestCode.QUERY_MESSAGE, self.query_message, pool)
+        dispatcher.register(RequestCode.VIEW_MESSAGE_BY_ID, self.view_message_by_id, pool)
 
     def query_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topic, key, max_num, begin, end = require(request, "topic", "key", "maxNum", "beginTimestamp",
                                                   "endTimestamp")
         max_num = int(max_num)
         if (request.ext_fields or {}).get(UNIQUE_MSG_QUERY_FLAG) == "true":
-            max_num = int(self.broker.config.defaultQueryMaxNum)
+            max_num = int(self.default_query_max_num())
         result = self.store.query_message(topic, key, max_num, int(begin), int(end))
         found = [r for r in result.messages if record_matches(r, topic, key)]
         header = {"indexLastUpdateTimestamp": str(result.index_last_update_timestamp),
@@ -59,9 +63,3 @@ class QueryMessageProcessor:
             return error_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         return new_response(body=record)
 
-
-def install(broker: "BrokerController") -> QueryMessageProcessor:
-    p = broker.query_message_processor = QueryMessageProcessor(broker)
-    broker.dispatcher.register(RequestCode.QUERY_MESSAGE, p.query_message, broker.pools["query"])
-    broker.dispatcher.register(RequestCode.VIEW_MESSAGE_BY_ID, p.view_message_by_id, broker.pools["query"])
-    return p

@@ -11,17 +11,15 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import orjson
 
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response
+from rmqd.remoting.dispatch import Dispatcher
 from rmqd.remoting.fastjson import loads_lenient
 from rmqd.remoting.java_errors import NullBodyError
-
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -136,9 +134,13 @@ def parse_batch_body(request: RemotingCommand) -> tuple[str, str, list[MQKey]]:
 
 
 class QueueLockProcessor:
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
-        self.manager: RebalanceLockManager = broker.rebalance_lock_manager
+    def __init__(self, manager: RebalanceLockManager) -> None:
+        self.manager = manager
+
+    def register(self, dispatcher: Dispatcher) -> None:
+        """Codes 41/42, answered on the loop (memory only)."""
+        dispatcher.register(RequestCode.LOCK_BATCH_MQ, self.lock_batch_mq)
+        dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq)
 
     def lock_batch_mq(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
@@ -163,12 +165,3 @@ class QueueLockProcessor:
         self.manager.unlock_batch(group, mqs, client_id)
         return new_response()
 
-
-def install(broker: "BrokerController") -> QueueLockProcessor:
-    """Create the broker's RebalanceLockManager and register codes 41/42 (inline: memory only)."""
-    if not hasattr(broker, "rebalance_lock_manager"):
-        broker.rebalance_lock_manager = RebalanceLockManager()
-    p = broker.queue_lock_processor = QueueLockProcessor(broker)
-    broker.dispatcher.register(RequestCode.LOCK_BATCH_MQ, p.lock_batch_mq)
-    broker.dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, p.unlock_batch_mq)
-    return p

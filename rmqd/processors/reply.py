@@ -21,15 +21,14 @@ import concurrent.futures
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
-from rmqd.processors.send import _REQUIRED, _truthy, full_header
+from rmqd.broker.context import BrokerContext
+from rmqd.processors.send import _REQUIRED, SendMessageProcessor, full_header, truthy
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.message import MessageToStore, find_property, java_string_hash
-
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +51,22 @@ def add_property(props: str, name: str, value: str) -> str:
 
 
 class ReplyMessageProcessor:
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
+    """Codes 324/325; ``sender``: the send processor, whose topic checks (msgCheck) a reply passes too."""
+
+    def __init__(self, ctx: BrokerContext, sender: SendMessageProcessor) -> None:
+        self.ctx = ctx
+        self.sender = sender
+
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        dispatcher.register([RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2], self.process, pool)
 
     def find_client_channel(self, client_id: str) -> Optional[Any]:
         """A live channel registered (producer first, then consumer) under ``client_id``."""
-        b = self.broker
-        for infos in b.producer_manager.groups().values():
+        for infos in self.ctx.producers.groups().values():
             for info in infos:
                 if info.client_id == client_id and not info.conn.closed:
                     return info.conn
-        for group_info in b.consumer_manager.groups().values():
+        for group_info in self.ctx.consumers.groups().values():
             info = group_info.find_channel(client_id)
             if info is not None and not info.conn.closed:
                 return info.conn
@@ -74,9 +78,9 @@ class ReplyMessageProcessor:
         for name in _REQUIRED:
             if h.get(name) is None:
                 return error_response(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is null")
-        broker = self.broker
-        cfg = broker.config
-        err, tc = broker.send_processor._check_topic(conn, h)
+        ctx = self.ctx
+        cfg = ctx.config
+        err, tc = self.sender.check_topic(conn, h)
         if err is not None:
             return err
         queue_id = int(h["queueId"])
@@ -93,16 +97,16 @@ class ReplyMessageProcessor:
         else:
             code, remark = ResponseCode.SYSTEM_ERROR, push_remark
 
-        if _truthy(str(getattr(cfg, "storeReplyMessageEnable", True))):
+        if cfg.storeReplyMessageEnable:
             tags = find_property(props, "TAGS") if props else None
             msg = MessageToStore(tc.topic_name, queue_id, body, props, int(h["flag"]), int(h["sysFlag"]),
-                                 int(h["bornTimestamp"]), (conn.peer_host, conn.peer_port), broker.store_host,
+                                 int(h["bornTimestamp"]), (conn.peer_host, conn.peer_port), ctx.store_host,
                                  int(h.get("reconsumeTimes") or 0), 0, java_string_hash(tags) if tags else 0,
                                  find_property(props, "KEYS") if props else None,
                                  find_property(props, "UNIQ_KEY") if props else None)
-            result = broker.store.put_message(msg)
+            result = ctx.store.put_message(msg)
             if result.status.name in _PUT_OK:
-                resp_ext.update(msgId="%s%016X" % (broker.msg_id_prefix, result.wrote_offsets[0]),
+                resp_ext.update(msgId="%s%016X" % (ctx.identity.msg_id_prefix, result.wrote_offsets[0]),
                                 queueId=str(queue_id), queueOffset=str(result.queue_offset))
             else:
                 log.warning("storing reply message to %s failed: %s %s", tc.topic_name, result.status.name,
@@ -122,7 +126,7 @@ class ReplyMessageProcessor:
             remark = f"push reply message fail, channel of <{sender}> not found."
             log.warning(remark)
             return False, remark
-        store_host = self.broker.store_host
+        store_host = self.ctx.store_host
         header = {
             "producerGroup": h.get("producerGroup"), "topic": h.get("topic"),
             "defaultTopic": h.get("defaultTopic"), "defaultTopicQueueNums": h.get("defaultTopicQueueNums"),
@@ -130,7 +134,7 @@ class ReplyMessageProcessor:
             "flag": h.get("flag"),
             "properties": add_property(props, PROPERTY_PUSH_REPLY_TIME, str(int(time.time() * 1000))),
             "reconsumeTimes": h.get("reconsumeTimes"),
-            "unitMode": "true" if _truthy(h.get("unitMode")) else "false",
+            "unitMode": "true" if truthy(h.get("unitMode")) else "false",
             "bornHost": java_socket_address(conn.peer_host, conn.peer_port),
             "storeHost": java_socket_address(store_host[0], store_host[1]),
             "storeTimestamp": str(int(time.time() * 1000)),
@@ -139,7 +143,7 @@ class ReplyMessageProcessor:
         request = new_request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, header, body)
         fail = f"push reply message to {sender}fail."     # sic: the Java broker's wording
         try:
-            fut = asyncio.run_coroutine_threadsafe(channel.invoke(request, PUSH_TIMEOUT_S), self.broker.loop)
+            fut = asyncio.run_coroutine_threadsafe(channel.invoke(request, PUSH_TIMEOUT_S), self.ctx.identity.loop)
             resp = fut.result(PUSH_TIMEOUT_S + 1)
         except (asyncio.TimeoutError, concurrent.futures.TimeoutError, ConnectionError, OSError) as exc:
             log.warning("push reply message to <%s> (%s) failed: %r", sender, channel.remote_address, exc)
@@ -149,9 +153,3 @@ class ReplyMessageProcessor:
             return False, fail
         return True, None
 
-
-def install(broker: "BrokerController") -> ReplyMessageProcessor:
-    p = broker.reply_message_processor = ReplyMessageProcessor(broker)
-    broker.dispatcher.register([RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2], p.process,
-                               broker.pools["send"])
-    return p

@@ -16,27 +16,27 @@ from __future__ import annotations
 import logging
 import random
 import struct
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
-from rmqd.remoting.codes import FAQ_SUGGEST, ResponseCode, Version
+from rmqd.broker.context import BrokerContext, ContextProcessor
+from rmqd.constants import (DLQ_GROUP_TOPIC_PREFIX, NAME_VALUE_SEPARATOR, OFFSET_MOVED_EVENT, PERM_READ, PERM_WRITE,
+                            PROPERTY_SEPARATOR, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, SELF_TEST_TOPIC,
+                            TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, dlq_topic)
+from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand, error_response
 from rmqd.cython_ext.send_lane import SendLane
-from rmqd.remoting.dispatch import TO_POOL
+from rmqd.remoting.dispatch import TO_POOL, Dispatcher, ProcessorPool
 from rmqd.store.message import (MULTI_TAGS_FLAG, MessageToStore, find_property, java_string_hash)
 from rmqd.store.message_store import PutMessageStatus
 from rmqd.store.topic_attributes import is_compaction_topic
-from rmqd.store.metadata import (DLQ_GROUP_TOPIC_PREFIX, PERM_READ, PERM_WRITE,
-                                 RETRY_GROUP_TOPIC_PREFIX, TOPIC_NAME_RE)
-
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
+from rmqd.store.metadata import TOPIC_NAME_RE
 
 log = logging.getLogger(__name__)
 
 # Topics a client may never send to (Java TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
 NOT_ALLOWED_SEND_TOPICS = frozenset({
-    "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC,
+    OFFSET_MOVED_EVENT,
 })
 
 # V2 compact header name -> full name
@@ -60,8 +60,8 @@ def full_header(request: RemotingCommand) -> dict:
 # Largest body appended on the event loop (a few pages of memcpy); larger ones use the pool.
 INLINE_MAX_BODY = 256 * 1024
 
-PROP_SEP = "\x02"
-NV_SEP = "\x01"
+PROP_SEP = PROPERTY_SEPARATOR
+NV_SEP = NAME_VALUE_SEPARATOR
 _BATCH_HDR = struct.Struct(">iiiii")   # totalSize, magic, bodyCRC, flag, bodyLen
 _I16 = struct.Struct(">h")
 
@@ -91,7 +91,7 @@ _PUT_OK = PutMessageStatus.PUT_OK
 _SUCCESS = int(ResponseCode.SUCCESS)
 
 
-def _truthy(value: Optional[str]) -> bool:
+def truthy(value: Optional[str]) -> bool:
     """Java parseBoolean, but also the C++ client's "1" (it sends batch/m as "1")."""
     return value is not None and (value == "1" or value.lower() == "true")
 
@@ -111,6 +111,24 @@ def join_properties(props: str, extra: str) -> str:
     if props.endswith(PROP_SEP):
         return props + extra
     return props + PROP_SEP + extra
+
+
+class _Stamp:
+    """What every message of one send request carries: where it goes and who sent it."""
+
+    __slots__ = ("topic", "queue_id", "sys_flag", "born_ts", "born_host", "store_host", "reconsume_times",
+                 "cluster")
+
+    def __init__(self, topic: str, queue_id: int, sys_flag: int, born_ts: int, born_host: tuple,
+                 store_host: tuple, reconsume_times: int, cluster: str) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.sys_flag = sys_flag
+        self.born_ts = born_ts
+        self.born_host = born_host
+        self.store_host = store_host
+        self.reconsume_times = reconsume_times
+        self.cluster = cluster
 
 
 class SendContext:
@@ -157,23 +175,24 @@ def decode_batch(body: Any) -> list[tuple[int, bytes, str]]:
     return out
 
 
-class SendMessageProcessor:
+class SendMessageProcessor(ContextProcessor):
     """Handles codes 10, 310 and 320."""
 
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.store = broker.store
-        self.topics = broker.topic_config_manager
-        self.groups = broker.subscription_group_manager
+    def __init__(self, ctx: BrokerContext) -> None:
+        super().__init__(ctx)
         self.before_store: list[Callable[[SendContext, list], Optional[RemotingCommand]]] = []
-        # TRAN_MSG=true → half message (installed by rmqd.processors.transaction)
+        # TRAN_MSG=true → half message (the broker sets TransactionalMessageBridge.prepare_half_message)
         self.prepare_half_message: Optional[Callable[[MessageToStore], MessageToStore]] = None
         self._valid_topics: set[str] = set()
         self.lane = SendLane()
         self.lane.valid_topics = self._valid_topics
         # TRAN_MSG: half messages; __SHARDINGKEY: FIFO messages, counted as message_type=fifo (rmqd.metrics)
         self.lane.markers = ("TRAN_MSG", "__SHARDINGKEY")
+
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        """Codes 10/310/320: on the loop first (:meth:`process_inline`), else in the send pool."""
+        dispatcher.register([RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE],
+                            self.process, pool, inline_first=self.process_inline)
 
     # ------------------------------------------------------------------ fast lane
     def add_before_store(self, hook: Callable[[SendContext, list], Optional[RemotingCommand]],
@@ -183,20 +202,22 @@ class SendMessageProcessor:
         self.before_store.append(hook)
         self.lane.markers = tuple(dict.fromkeys(self.lane.markers + tuple(markers)))
 
-    def open_lane(self) -> None:
+    def open_lane(self, request_hook: Optional[Callable] = None) -> None:
         """Serve plain sends on the event loop (ASYNC_FLUSH only; called once the broker's
-        address is known, since it is part of every msgId)."""
+        address is known, since it is part of every msgId).  ``request_hook``: the dispatcher's (ACL),
+        which the lane runs itself."""
         lane = self.lane
+        identity = self.ctx.identity
         lane.engine = self.store._engine
         lane.ok_status = _PUT_OK
         lane.topic_manager = self.topics
         lane.broker_config = self.config
-        lane.store_host = self.broker.store_host
-        lane.msg_id_prefix = self.broker.msg_id_prefix
+        lane.store_host = identity.store_host
+        lane.msg_id_prefix = identity.msg_id_prefix
         lane.max_body = INLINE_MAX_BODY
         lane.sync_flush = self.store.config.flush_disk_type == "SYNC_FLUSH"
         lane.flush_waiter = self._answer_when_flushed
-        lane.request_hook = self.broker.dispatcher.request_hook
+        lane.request_hook = request_hook
         lane.enabled = True
 
     def _answer_when_flushed(self, conn: Any, end_offset: int, ok_frame: bytes, timeout_frame: bytes) -> None:
@@ -250,13 +271,15 @@ class SendMessageProcessor:
             topic, batch = ext.get("topic"), ext.get("batch")
         else:
             topic, batch = ext.get("b"), ext.get("m")
-        if topic is None or _truthy(batch) or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or \
+        if topic is None or truthy(batch) or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or \
                 self.topics.get(topic) is None:
             return TO_POOL
         return self.process(conn, request)
 
     # ------------------------------------------------------------------ checks (Java msgCheck)
-    def _check_topic(self, conn: Any, h: dict) -> tuple[Optional[RemotingCommand], Any]:
+    def check_topic(self, conn: Any, h: dict) -> tuple[Optional[RemotingCommand], Any]:
+        """Java ``msgCheck``: (error response, None) or (None, the topic's config, auto-created if allowed).
+        Shared with SEND_REPLY_MESSAGE."""
         topic = h["topic"]
         cfg = self.config
         if not (cfg.brokerPermission & PERM_WRITE):
@@ -283,7 +306,7 @@ class SendMessageProcessor:
             self._valid_topics.add(topic)
         if tc is None:
             sys_flag = 0
-            if _truthy(h.get("unitMode")):
+            if truthy(h.get("unitMode")):
                 sys_flag = 1 if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else 2
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 tc = self.topics.create_topic_in_send_message_back_method(
@@ -312,7 +335,7 @@ class SendMessageProcessor:
         return response
 
     def _send(self, conn: Any, request: RemotingCommand, h: dict) -> RemotingCommand:
-        err, tc = self._check_topic(conn, h)
+        err, tc = self.check_topic(conn, h)
         if err is not None:
             return err
         if not (tc.perm & PERM_WRITE):
@@ -327,60 +350,24 @@ class SendMessageProcessor:
             sys_flag |= MULTI_TAGS_FLAG
         reconsume_times = int(h.get("reconsumeTimes") or 0)
         props = h.get("properties") or ""
-        batch = _truthy(h.get("batch"))
+        batch = truthy(h.get("batch"))
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and not batch:
             resp, topic, queue_id = self._handle_retry(conn, request, h, topic, queue_id,
                                                        reconsume_times)
             if resp is not None:
                 return resp
             props = strip_property(props, "DELAY") if topic.startswith(DLQ_GROUP_TOPIC_PREFIX) else props
-
-        broker = self.broker
-        born_host = (conn.peer_host, conn.peer_port)
-        store_host = broker.store_host
-        born_ts = int(h["bornTimestamp"])
-        cluster = NV_SEP.join(("CLUSTER", self.config.brokerClusterName))
-        tran = False
+        m = _Stamp(topic, queue_id, sys_flag, int(h["bornTimestamp"]), (conn.peer_host, conn.peer_port),
+                   self.ctx.identity.store_host, reconsume_times,
+                   NV_SEP.join(("CLUSTER", self.config.brokerClusterName)))
         if batch:
-            try:
-                records = decode_batch(request.body if request.body is not None else b"")
-            except (ValueError, UnicodeDecodeError, struct.error) as exc:
-                return error_response(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}")
-            if not records:
-                return error_response(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
-            tail = join_properties(strip_property(props, "WAIT"), cluster)
-            msgs = []
-            for flag, body, own in records:
-                p = join_properties(own, tail)
-                tags = find_property(own, "TAGS")
-                msgs.append(MessageToStore(topic, queue_id, body, p, flag, sys_flag, born_ts, born_host,
-                                           store_host, reconsume_times, 0,
-                                           java_string_hash(tags) if tags else 0,
-                                           find_property(own, "KEYS"), find_property(own, "UNIQ_KEY")))
+            msgs = self._batch_messages(request, props, m)
+            tran = False
+            uniq = None
         else:
-            body = request.body if request.body is not None else b""
-            tran = bool(props) and "TRAN_MSG" in props and find_property(props, "TRAN_MSG") == "true"
-            if tran and self.config.rejectTransactionMessage:
-                return error_response(ResponseCode.NO_PERMISSION,
-                                      f"the broker[{self.config.brokerIP1}] sending transaction message is forbidden")
-            if props:
-                tags = find_property(props, "TAGS")
-                keys = find_property(props, "KEYS")
-                uniq = find_property(props, "UNIQ_KEY")
-                if "WAIT\x01true" in props:
-                    props = strip_property(props, "WAIT")
-                stored_props = join_properties(props, cluster)
-            else:
-                tags = keys = uniq = None
-                stored_props = cluster
-            if is_compaction_topic(tc) and not (keys and keys.strip()):
-                return error_response(ResponseCode.MESSAGE_ILLEGAL, "Required message key is missing")
-            msgs = [MessageToStore(topic, queue_id, body, stored_props, int(h["flag"]), sys_flag, born_ts,
-                                   born_host, store_host, reconsume_times, 0,
-                                   java_string_hash(tags) if tags else 0, keys, uniq)]
-            if tran and self.prepare_half_message is not None and \
-                    not (reconsume_times > 0 and find_property(props, "DELAY")):
-                self.prepare_half_message(msgs[0])
+            msgs, tran, uniq = self._single_message(request, h, tc, props, m)
+        if isinstance(msgs, RemotingCommand):
+            return msgs
         if self.before_store:
             ctx = SendContext(conn, request, h, tc, queue_id, h.get("producerGroup"), batch)
             for hook in self.before_store:
@@ -388,9 +375,60 @@ class SendMessageProcessor:
                 if resp is not None:
                     return resp
         result = self.store.put_message(msgs[0]) if len(msgs) == 1 else self.store.put_messages(msgs)
+        return self._answer(conn, h, tc, msgs, result, queue_id, uniq if tran else None)
+
+    def _batch_messages(self, request: RemotingCommand, props: str, m: "_Stamp") -> Any:
+        """The messages of a batch body, each with the batch's properties appended (or the error response)."""
+        try:
+            records = decode_batch(request.body if request.body is not None else b"")
+        except (ValueError, UnicodeDecodeError, struct.error) as exc:
+            return error_response(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}")
+        if not records:
+            return error_response(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
+        tail = join_properties(strip_property(props, "WAIT"), m.cluster)
+        msgs = []
+        for flag, body, own in records:
+            tags = find_property(own, "TAGS")
+            msgs.append(MessageToStore(m.topic, m.queue_id, body, join_properties(own, tail), flag, m.sys_flag,
+                                       m.born_ts, m.born_host, m.store_host, m.reconsume_times, 0,
+                                       java_string_hash(tags) if tags else 0,
+                                       find_property(own, "KEYS"), find_property(own, "UNIQ_KEY")))
+        return msgs
+
+    def _single_message(self, request: RemotingCommand, h: dict, tc: Any, props: str,
+                        m: "_Stamp") -> tuple[Any, bool, Optional[str]]:
+        """([message], is a half message, UNIQ_KEY), or (error response, False, None)."""
+        body = request.body if request.body is not None else b""
+        tran = bool(props) and "TRAN_MSG" in props and find_property(props, "TRAN_MSG") == "true"
+        if tran and self.config.rejectTransactionMessage:
+            return error_response(ResponseCode.NO_PERMISSION, f"the broker[{self.config.brokerIP1}] sending "
+                                                              "transaction message is forbidden"), False, None
+        if props:
+            tags = find_property(props, "TAGS")
+            keys = find_property(props, "KEYS")
+            uniq = find_property(props, "UNIQ_KEY")
+            if "WAIT\x01true" in props:
+                props = strip_property(props, "WAIT")
+            stored_props = join_properties(props, m.cluster)
+        else:
+            tags = keys = uniq = None
+            stored_props = m.cluster
+        if is_compaction_topic(tc) and not (keys and keys.strip()):
+            return error_response(ResponseCode.MESSAGE_ILLEGAL, "Required message key is missing"), False, None
+        msg = MessageToStore(m.topic, m.queue_id, body, stored_props, int(h["flag"]), m.sys_flag, m.born_ts,
+                             m.born_host, m.store_host, m.reconsume_times, 0,
+                             java_string_hash(tags) if tags else 0, keys, uniq)
+        if tran and self.prepare_half_message is not None and \
+                not (m.reconsume_times > 0 and find_property(props, "DELAY")):
+            self.prepare_half_message(msg)
+        return [msg], tran, uniq
+
+    def _answer(self, conn: Any, h: dict, tc: Any, msgs: list, result: Any, queue_id: int,
+                transaction_id: Optional[str]) -> RemotingCommand:
+        """The send response of a store result (Java ``handlePutMessageResult``)."""
         if result.status is _PUT_OK:
             code = _SUCCESS
-            broker.metrics.messages.on_put(tc.topic_name, h.get("properties"), [len(m.body) for m in msgs])
+            self.ctx.metrics.messages.on_put(tc.topic_name, h.get("properties"), [len(m.body) for m in msgs])
         else:
             if result.status in _ILLEGAL:
                 log.info("send to %s from %s refused: %s", tc.topic_name, conn.remote_address, result.remark)
@@ -401,7 +439,7 @@ class SendMessageProcessor:
                 if result.remark:
                     remark = f"{remark} ({result.remark})" if remark else result.remark
                 return error_response(code, remark or result.status.name)
-        prefix = broker.msg_id_prefix
+        prefix = self.ctx.identity.msg_id_prefix
         if len(result.wrote_offsets) == 1:
             msg_id = "%s%016X" % (prefix, result.wrote_offsets[0])
         else:
@@ -413,8 +451,8 @@ class SendMessageProcessor:
             "MSG_REGION": self.config.regionId,
             "TRACE_ON": "true" if self.config.traceOn else "false",
         }
-        if tran and uniq:
-            ext["transactionId"] = uniq
+        if transaction_id:
+            ext["transactionId"] = transaction_id
         return RemotingCommand(code, ext, None, None, 0, RPC_TYPE_RESPONSE)
 
     # ------------------------------------------------------------------ retry topics
@@ -430,11 +468,11 @@ class SendMessageProcessor:
         if request.version >= Version.V3_4_9 and h.get("maxReconsumeTimes") not in (None, ""):
             max_times = int(h["maxReconsumeTimes"])
         if reconsume_times >= max_times:
-            dlq = DLQ_GROUP_TOPIC_PREFIX + group
+            dlq = dlq_topic(group)
             tc = self.topics.create_topic_in_send_message_back_method(dlq, 1, PERM_READ | PERM_WRITE, 0)
             if tc is None:
                 return error_response(ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist"), topic, queue_id
-            self.broker.metrics.messages.on_dlq(group, find_property(h.get("properties") or "", "RETRY_TOPIC")
+            self.ctx.metrics.messages.on_dlq(group, find_property(h.get("properties") or "", "RETRY_TOPIC")
                                                 or topic)
             return None, dlq, random.randrange(max(1, tc.write_queue_nums))
         return None, topic, queue_id

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rmqd.processors.send import _truthy
-from rmqd.broker.schedule import (PROPERTY_DELAY, PROPERTY_WAIT, divert_delay_level,
-                                      edit_properties)
+from rmqd.broker.context import BrokerContext, ContextProcessor
+from rmqd.broker.schedule import PROPERTY_DELAY, PROPERTY_WAIT, divert_delay_level, edit_properties
+from rmqd.constants import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
+from rmqd.processors.send import truthy
 from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.message import MessageToStore, decode_message, find_property, tags_code_of
-from rmqd.store.metadata import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
-
-if TYPE_CHECKING:
-    from rmqd.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -31,19 +29,15 @@ DLQ_NUMS_PER_GROUP = 1
 FAQ_URL = FAQ_SUGGEST
 
 
-class SendMessageBackProcessor:
-    """Handles CONSUMER_SEND_MSG_BACK."""
+class SendMessageBackProcessor(ContextProcessor):
+    """Handles CONSUMER_SEND_MSG_BACK.  ``max_delay_level``: the schedule service's highest level."""
 
-    def __init__(self, broker: "BrokerController") -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.store = broker.store
-        self.topics = broker.topic_config_manager
-        self.groups = broker.subscription_group_manager
+    def __init__(self, ctx: BrokerContext, max_delay_level: int) -> None:
+        super().__init__(ctx)
+        self.max_delay_level = max_delay_level
 
-    def _max_level(self) -> int:
-        svc = getattr(self.broker, "schedule_message_service", None)
-        return svc.max_level if svc is not None else 18
+    def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
+        dispatcher.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.process, pool)
 
     def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         offset_s, group, delay_s = require(request, "offset", "group", "delayLevel")
@@ -62,7 +56,7 @@ class SendMessageBackProcessor:
         if sg.retry_queue_nums <= 0:
             return new_response(ResponseCode.SUCCESS)
 
-        topic_sys_flag = 2 if _truthy(ext.get("unitMode")) else 0   # TopicSysFlag unit-sub
+        topic_sys_flag = 2 if truthy(ext.get("unitMode")) else 0   # TopicSysFlag unit-sub
         new_topic = retry_topic(group)
         tc = self.topics.create_topic_in_send_message_back_method(
             new_topic, sg.retry_queue_nums, PERM_READ | PERM_WRITE, topic_sys_flag)
@@ -103,23 +97,17 @@ class SendMessageBackProcessor:
         put[PROPERTY_ORIGIN_MESSAGE_ID] = origin if origin else msg.msg_id
         new_props = edit_properties(props, remove=remove, put=put)
         inner = MessageToStore(new_topic, queue_id, msg.body, new_props, msg.flag, msg.sys_flag,
-                               msg.born_timestamp, msg.born_host, self.broker.store_host,
+                               msg.born_timestamp, msg.born_host, self.ctx.store_host,
                                msg.reconsume_times + 1, 0, tags_code_of(new_props),
                                find_property(new_props, "KEYS"), find_property(new_props, "UNIQ_KEY"))
         if not remove:
-            divert_delay_level(inner, self._max_level())
+            divert_delay_level(inner, self.max_delay_level)
         result = self.store.put_message(inner)
         if result.ok and remove:
-            self.broker.metrics.messages.on_dlq(group, find_property(props, PROPERTY_RETRY_TOPIC) or msg.topic)
+            self.ctx.metrics.messages.on_dlq(group, find_property(props, PROPERTY_RETRY_TOPIC) or msg.topic)
         if result.ok:
             return new_response(ResponseCode.SUCCESS)
         log.warning("send back of %d for %s to %s failed: %s %s", offset, group, new_topic,
                     result.status.name, result.remark)
         return error_response(ResponseCode.SYSTEM_ERROR, result.status.name)
 
-
-def install(broker: "BrokerController") -> SendMessageBackProcessor:
-    proc = SendMessageBackProcessor(broker)
-    broker.send_back_processor = proc
-    broker.dispatcher.register(RequestCode.CONSUMER_SEND_MSG_BACK, proc.process, broker.pools["send"])
-    return proc

@@ -153,6 +153,11 @@ class ConfigManager:
             text = dumps_pretty(self.encode())
         atomic_write(self.path, text)
 
+    def encoded(self) -> dict:
+        """``encode()`` under the manager's lock: a consistent copy (e.g. for a response body)."""
+        with self._lock:
+            return self.encode()
+
     def encode(self) -> dict:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -286,6 +291,11 @@ class TopicConfigManager(ConfigManager):
     # -- access
     def get(self, topic: str) -> Optional[TopicConfig]:
         return self.table.get(topic)
+
+    def bump_version(self) -> None:
+        """A new data version without a table change (the broker's permission changed: re-register)."""
+        with self._lock:
+            self.data_version.next_version()
 
     def topics(self) -> list[str]:
         return list(self.table)
@@ -566,6 +576,11 @@ class ConsumerOffsetManager(_Periodic, ConfigManager):
                 self._dirty = True
             return len(gone)
 
+    def table_copy(self) -> dict[str, dict[int, int]]:
+        """``topic@group`` -> {queue id: offset}, copied under the lock."""
+        with self._lock:
+            return {k: dict(v) for k, v in self.table.items()}
+
     def clone_offset(self, src_group: str, dest_group: str, topic: str) -> None:
         with self._lock:
             m = self.table.get(f"{topic}@{src_group}")
@@ -598,3 +613,8 @@ class DelayOffsetManager(_Periodic, ConfigManager):
 
     def get(self, level: int) -> int:
         return self.table.get(level, 0)
+
+    def table_copy(self) -> dict[int, int]:
+        """level -> next SCHEDULE_TOPIC_XXXX queue offset, copied under the lock."""
+        with self._lock:
+            return dict(self.table)

@@ -229,7 +229,7 @@ def test_scheduled_runs_compact_without_a_command(tmp_path):
 
 def test_broker_conf_compaction_settings(tmp_path):
     """enableCompaction, maxOffsetMapSize and compactionThreadNum read from a broker.conf (the Java names)."""
-    from rmqd.broker_controller import compaction_config_from
+    from rmqd.config import compaction_config_from
     from rmqd.config import BrokerConfig, parse_properties
 
     conf = tmp_path / "broker.conf"

@@ -7,7 +7,7 @@ from rmqd.store.layers import build_store
 from rmqd.store.message import MessageToStore
 from rmqd.store.message_store import MessageStore, StoreConfig
 from rmqd.store.tier.backend import TierBackend, make_backend
-from rmqd.store.tier.config import tier_config_from
+from rmqd.config import broker_config_from, tier_config_from
 
 SEG = 64 * 1024
 
@@ -39,7 +39,7 @@ def make_store(root: str, props: dict, backend: Optional[TierBackend] = None, **
     kw = dict(mapped_file_size_commitlog=SEG, mapped_file_size_consume_queue=100 * 20, file_reserved_time_hours=0,
               clean_resource_interval_ms=3_600_000, warm_mapped_pages=False)
     cfg = StoreConfig(store_root_dir=root, **{**kw, **store_kw})
-    store = build_store(cfg, None, tier_config_from(props))
+    store = build_store(cfg, None, tier_config_from(broker_config_from(props)))
     if backend is not None:
         store.tier.backend = backend
     store.tier.config.index_service_interval_ms = 3_600_000

@@ -10,8 +10,8 @@ import pytest
 
 from rmqd.admin.main import main as admin_cli
 from rmqd.cli import _broker_config, build_parser
-from rmqd.config import BrokerConfig
-from rmqd.store.tier.config import TieredStorageLevel, tier_config_from
+from rmqd.config import BrokerConfig, broker_config_from, tier_config_from
+from rmqd.store.tier.config import TieredStorageLevel
 from rmqd.testing.embedded import EmbeddedServer
 from tier.helpers import put
 
@@ -35,19 +35,19 @@ def test_broker_conf_keys(tmp_path):
     c = BrokerConfig()
     c.load_file(str(conf))
     assert not c.extra                                     # every key is known
-    t = tier_config_from(c.to_properties())
+    t = tier_config_from(c)
     assert t.enabled and t.provider == "posix" and t.file_path == f"{tmp_path}/tier"
     assert t.storage_level is TieredStorageLevel.NOT_IN_MEM
     assert (t.rolling_interval_hours, t.rolling_min_size, t.file_reserved_hours) == (2, 1024, 24)
     assert (t.index_slots, t.index_max_items, t.group_commit_count, t.group_commit_size) == (1000, 4000, 10, 2048)
-    assert not tier_config_from(BrokerConfig().to_properties()).enabled       # off by default
+    assert not tier_config_from(BrokerConfig()).enabled       # off by default
     with pytest.raises(ValueError, match="tieredStorageLevel"):
-        tier_config_from({"tieredStorageLevel": "SOMETIMES"})
+        tier_config_from(broker_config_from({"tieredStorageLevel": "SOMETIMES"}))
 
 
 def test_tier_dir_flag(tmp_path):
     args = build_parser().parse_args(["serve", "--tier-dir", str(tmp_path / "t"), "--store-dir", str(tmp_path / "s")])
-    t = tier_config_from(_broker_config(args).to_properties())
+    t = tier_config_from(_broker_config(args))
     assert t.enabled and t.provider == "posix" and t.file_path == str(tmp_path / "t")
 
 

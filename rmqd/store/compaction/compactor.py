@@ -38,7 +38,7 @@ class RunResult:
     duration_s: float = 0.0
 
 
-def _windows(seg: Segment, cq: bytes):
+def record_windows(seg: Segment, cq: bytes):
     """Yield ``(log_base, log bytes, cq bytes)`` windows of about WINDOW bytes of records."""
     for i, j, first_phys, end in _cx.window_bounds(cq, WINDOW):
         yield first_phys, seg_pread(seg, first_phys, end), cq[i * UNIT:j * UNIT]
@@ -69,7 +69,7 @@ def compact_queue(qlog: QueueCompactionLog, map_bytes: int, checkpoint: int,
         full = False
         for seg in todo:
             cq = seg.read_cq()
-            for base, data, units in _windows(seg, cq):
+            for base, data, units in record_windows(seg, cq):
                 _done, full = _cx.build_map(m, data, base, units, after)
                 if full:
                     break
@@ -103,7 +103,7 @@ def _rewrite_segment(qlog: QueueCompactionLog, seg: Segment, m, upto: int, res: 
     try:
         out_log, out_cq = bytearray(), bytearray()
         kept_total = 0
-        for base, data, units in _windows(seg, cq):
+        for base, data, units in record_windows(seg, cq):
             out_log.clear()
             out_cq.clear()
             kept_total += _cx.rewrite(m, data, base, units, upto, out_log, out_cq, writer.next_phys)

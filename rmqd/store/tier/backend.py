@@ -335,10 +335,10 @@ def make_backend(provider: str, file_path: str = "", endpoint: str = "", bucket:
         return MemoryBackend()
     from rmqd.store.tier.s3 import S3Backend
     return S3Backend(endpoint=endpoint, bucket=bucket, access_key=access_key, secret_key=secret_key,
-                     region=region or None, prefix=_s3_prefix(file_path))
+                     region=region or None, prefix=s3_prefix(file_path))
 
 
-def _s3_prefix(file_path: str) -> Optional[str]:
+def s3_prefix(file_path: str) -> Optional[str]:
     """tieredStoreFilePath doubles as a key prefix inside the bucket for the S3 backend."""
     p = (file_path or "").strip("/")
     return p or None

@@ -1,12 +1,11 @@
-"""The tiered store's settings, from RocketMQ 5.x's broker.conf names (``tieredstore``'s
-``MessageStoreConfig``), plus rmqd's ``--tier-dir``."""
+"""The tiered store's settings (RocketMQ 5.x ``tieredstore``'s ``MessageStoreConfig``, plus rmqd's
+``--tier-dir``); ``rmqd.config.tier_config_from`` maps them from broker.conf."""
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from rmqd.store.tier.backend import provider_name
 
 # messageStorePlugIn values that switch the tier on: Java's class name, rmqd's short names
 PLUGIN_NAMES = ("org.apache.rocketmq.tieredstore.TieredMessageStore", "TieredMessageStore", "tiered", "tier")
@@ -34,7 +33,7 @@ class TieredStorageLevel(enum.IntEnum):
 
 @dataclass
 class TierConfig:
-    """Field names follow the Java property names (see :func:`tier_config_from`)."""
+    """The tier's settings; ``rmqd.config.tier_config_from`` maps them from their broker.conf names."""
     enabled: bool = False
     cluster: str = "DefaultCluster"
     broker: str = "broker-a"
@@ -61,6 +60,13 @@ class TierConfig:
     dispatch_interval_ms: int = 1000         # rmqd: how often the copier looks for new messages
     index_service_interval_ms: int = 1000    # rmqd: seal/compact/upload/expire check (Java: 10 s)
 
+    def __post_init__(self) -> None:
+        if self.index_slots <= 0 or self.index_max_items <= 1:
+            raise ValueError("tieredStoreIndexFileMaxHashSlotNum must be > 0 and tieredStoreIndexFileMaxIndexNum > 1")
+        if 28 + self.index_slots * 8 + self.index_max_items * 32 >= 1 << 31:
+            raise ValueError("tiered index file too large: 28 + slots*8 + maxIndexNum*32 must stay below 2 GiB "
+                             "(Java's int positions)")
+
     @property
     def consume_queue_file_size(self) -> int:
         return max(20, self.consume_queue_max_size - self.consume_queue_max_size % 20)
@@ -69,41 +75,3 @@ class TierConfig:
 def is_plugin_enabled(value: Any) -> bool:
     v = str(value or "").strip()
     return any(v == n or v.endswith("." + n) for n in PLUGIN_NAMES) or v.lower() in ("tiered", "tier")
-
-
-def tier_config_from(props: Mapping[str, Any]) -> TierConfig:
-    """A TierConfig from broker properties (a BrokerConfig's attributes or a plain mapping)."""
-    g = props.get
-    cfg = TierConfig(
-        enabled=is_plugin_enabled(g("messageStorePlugIn")),
-        cluster=str(g("brokerClusterName") or "DefaultCluster"),
-        broker=str(g("brokerName") or "broker-a"),
-        provider=provider_name(str(g("tieredBackendServiceProvider") or "memory")),
-        file_path=str(g("tieredStoreFilePath") or ""),
-        storage_level=TieredStorageLevel.parse(g("tieredStorageLevel") or "NOT_IN_DISK"),
-        commitlog_max_size=int(g("tieredStoreCommitLogMaxSize") or 1024 * MB),
-        consume_queue_max_size=int(g("tieredStoreConsumeQueueMaxSize") or 100 * MB),
-        index_slots=int(g("tieredStoreIndexFileMaxHashSlotNum") or 5_000_000),
-        index_max_items=int(g("tieredStoreIndexFileMaxIndexNum") or 20_000_000),
-        file_reserved_hours=float(g("tieredStoreFileReservedTime") or 72),
-        delete_file_interval_ms=int(g("tieredStoreDeleteFileInterval") or 3_600_000),
-        rolling_interval_hours=float(g("commitLogRollingInterval") or 24),
-        rolling_min_size=int(g("commitLogRollingMinimumSize") or 16 * MB),
-        group_commit_count=int(g("tieredStoreGroupCommitCount") or 4096),
-        group_commit_size=int(g("tieredStoreGroupCommitSize") or 4 * MB),
-        group_commit_timeout_ms=int(g("tieredStoreGroupCommitTimeout") if g("tieredStoreGroupCommitTimeout")
-                                    not in (None, "") else 30_000),
-        message_index_enable=str(g("messageIndexEnable", True)).lower() != "false",
-        endpoint=str(g("objectStoreEndpoint") or ""),
-        bucket=str(g("objectStoreBucket") or ""),
-        access_key=str(g("objectStoreAccessKey") or ""),
-        secret_key=str(g("objectStoreSecretKey") or ""),
-        region=str(g("objectStoreRegion") or ""),
-        dispatch_interval_ms=int(g("tieredStoreDispatchInterval") or 1000),
-    )
-    if cfg.index_slots <= 0 or cfg.index_max_items <= 1:
-        raise ValueError("tieredStoreIndexFileMaxHashSlotNum must be > 0 and tieredStoreIndexFileMaxIndexNum > 1")
-    if 28 + cfg.index_slots * 8 + cfg.index_max_items * 32 >= 1 << 31:
-        raise ValueError("tiered index file too large: 28 + slots*8 + maxIndexNum*32 must stay below 2 GiB "
-                         "(Java's int positions)")
-    return cfg
