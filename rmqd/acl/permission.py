@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
+from rmqd.constants import RETRY_GROUP_TOPIC_PREFIX
+
 DENY = 1
 ANY = 1 << 1
 PUB = 1 << 2
@@ -12,7 +14,7 @@ SUB = 1 << 3
 # DELETE_TOPIC_IN_BROKER, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP.
 ADMIN_CODES = frozenset({17, 25, 215, 200, 207})
 
-RETRY_PREFIX = "%RETRY%"
+RETRY_PREFIX = RETRY_GROUP_TOPIC_PREFIX
 _NAMES = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 
 

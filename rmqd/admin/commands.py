@@ -8,11 +8,12 @@ from typing import Any, Callable, Optional
 
 from rmqd.admin.client import ORDER_TOPIC_CONFIG, AdminClient, AdminError, broker_addr_of
 from rmqd.config import parse_properties
+from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.store.message import decode_messages, decode_offset_msg_id
 
-RETRY = "%RETRY%"
+RETRY = RETRY_GROUP_TOPIC_PREFIX
 
 
 def _true(v: Any) -> bool:
@@ -93,7 +94,7 @@ def topic_list(c: AdminClient, a: Any) -> None:
     info = c.cluster_info()
     print("%-20s  %-48s  %-48s" % ("#Cluster Name", "#Topic", "#Consumer Group"))
     for t in topics:
-        if t.startswith(RETRY) or t.startswith("%DLQ%"):
+        if t.startswith(RETRY) or t.startswith(DLQ_GROUP_TOPIC_PREFIX):
             continue
         cluster = ""
         try:
@@ -534,7 +535,7 @@ def stats_all(c: AdminClient, a: Any) -> None:
                                                     "#OutTPS", "#InMsg24Hour", "#OutMsg24Hour"))
     topics = [a.topic] if a.topic else c.topic_list()
     for t in sorted(topics):
-        if t.startswith(RETRY) or t.startswith("%DLQ%"):
+        if t.startswith(RETRY) or t.startswith(DLQ_GROUP_TOPIC_PREFIX):
             continue
         try:
             masters = c.route_masters(t)

@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable, Iterator, Optional
 
 from rmqd.admin.client import TOOLS_CONSUMER, AdminClient, AdminError, broker_addr_of
+from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmqd.processors.admin_common import is_system_topic
 from rmqd.processors.admin_tier import GET_TIER_STATUS
 from rmqd.remoting import fastjson
@@ -22,8 +23,8 @@ from rmqd.store.message import StoredMessage, decode_messages, decode_offset_msg
 
 log = logging.getLogger(__name__)
 
-RETRY = "%RETRY%"
-DLQ = "%DLQ%"
+RETRY = RETRY_GROUP_TOPIC_PREFIX
+DLQ = DLQ_GROUP_TOPIC_PREFIX
 MAX_PAGE = 200
 MAX_MESSAGES = 2000           # one message list (the dashboard's cap)
 PREVIEW_CHARS = 160

@@ -56,13 +56,13 @@ cdef object DECLINED = object()             # _serve_raw: read in full, not for 
 cdef bytes ACCESS_KEY_B = b"AccessKey"
 cdef bytes SIGNATURE_B = b"Signature"
 cdef int SERVER_VERSION_C = SERVER_VERSION
-cdef int PERM_WRITE = 2
 cdef int MULTI_TAGS_FLAG = 0x2
 cdef int RPC_TYPE_RESPONSE = 1
 cdef int RPC_ONEWAY = 2
-cdef str RETRY_PREFIX = "%RETRY%"
-cdef str PROP_SEP = "\x02"
-cdef str NV_SEP = "\x01"
+include "consts.pxi"            # PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, the property separators
+cdef str RETRY_PREFIX = RETRY_GROUP_TOPIC_PREFIX
+cdef str PROP_SEP = PROPERTY_SEPARATOR
+cdef str NV_SEP = NAME_VALUE_SEPARATOR
 
 cdef extern from "Python.h":
     void* PyUnicode_DATA(object s)

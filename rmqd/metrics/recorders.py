@@ -13,11 +13,10 @@ from typing import Any, Optional
 
 from rmqd.metrics.families import (CREATE_TIME_BUCKETS_MS, FINISH_LATENCY_BUCKETS, LATENCY_BUCKETS_MS,
                                    MESSAGE_SIZE_BUCKETS)
+from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
+from rmqd.constants import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.store.message import find_property
-
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 
 
 def code_name(enum: Any, code: int) -> str:

@@ -6,14 +6,10 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
+from rmqd.constants import PERM_READ, PERM_WRITE
 from rmqd.data_version import DataVersion  # noqa: F401  (re-exported: part of the body types)
 from rmqd.remoting.fastjson import dumps, loads_lenient
 
-MASTER_ID = 0
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
 TOPIC_SYS_FLAG_UNIT = 0x1
 TOPIC_SYS_FLAG_UNIT_SUB = 0x2
 

@@ -13,10 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from rmqd.constants import MASTER_ID, PERM_READ, PERM_WRITE
 from rmqd.namesrv.route_data import (
-    MASTER_ID,
-    PERM_READ,
-    PERM_WRITE,
     TOPIC_SYS_FLAG_UNIT,
     TOPIC_SYS_FLAG_UNIT_SUB,
     BrokerData,

@@ -24,7 +24,7 @@ import time
 from typing import Any, Optional
 
 from rmqd.broker.context import BrokerContext
-from rmqd.processors.send import _REQUIRED, SendMessageProcessor, full_header, truthy
+from rmqd.processors.send import REQUIRED_SEND_FIELDS, SendMessageProcessor, full_header, truthy
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
@@ -75,7 +75,7 @@ class ReplyMessageProcessor:
     def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
         h = full_header(request) if request.code == RequestCode.SEND_REPLY_MESSAGE_V2 else ext
-        for name in _REQUIRED:
+        for name in REQUIRED_SEND_FIELDS:
             if h.get(name) is None:
                 return error_response(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is null")
         ctx = self.ctx

@@ -44,7 +44,7 @@ V2_NAMES = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defau
             "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
             "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch"}
 
-_REQUIRED = ("defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+REQUIRED_SEND_FIELDS = ("defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
              "bornTimestamp", "flag")
 
 
@@ -238,7 +238,7 @@ class SendMessageProcessor(ContextProcessor):
         h = full_header(request)
         if "topic" not in h:        # Java: a null topic fails TopicValidator, with the send ext fields
             return self._with_send_ext(error_response(ResponseCode.SYSTEM_ERROR, "The specified topic is blank."))
-        for name in _REQUIRED:
+        for name in REQUIRED_SEND_FIELDS:
             if name not in h:
                 return error_response(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is null")
         return self.send(conn, request, h)
