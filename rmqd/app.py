@@ -5,8 +5,7 @@ import asyncio
 import logging
 import signal
 import sys
-from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from rmqd.broker_controller import BrokerController
 from rmqd.namesrv.server import NameServer
@@ -24,12 +23,13 @@ def install_event_loop_policy() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-class Endpoint(Protocol):
-    """A server that runs beside the broker in the same process and loop (gRPC, metrics, console).
+class Component(Protocol):
+    """One server this process runs: the name server, a broker, (next) the controller, the console, the
+    metrics endpoint, gRPC...  ``Services`` starts its components in order and closes them in reverse.
 
-    Started after the name server and broker (so it can use them), closed before them; one whose
-    ``starts_early`` is true binds first and answers 503 until ``Services.ready()`` (``/healthz``
-    during a long store recovery)."""
+    A component whose ``starts_early`` is true binds before the others and answers 503 until
+    ``Services.ready()`` (``/healthz`` during a long store recovery).  ``ready_parts()`` (optional) gives the
+    short form for the one "rmqd ready:" line; ``describe()`` the lines printed at start."""
 
     async def start(self, services: "Services") -> None: ...
 
@@ -38,38 +38,111 @@ class Endpoint(Protocol):
     def describe(self) -> list[str]: ...
 
 
-@dataclass
-class Services:
-    """What a process runs; any part may be absent."""
+#: The servers beside the broker (gRPC, metrics, console) are components like any other.
+Endpoint = Component
 
-    namesrv: NameServer | None = None
-    broker: BrokerController | None = None
-    endpoints: list[Endpoint] = field(default_factory=list)
-    stopped: asyncio.Event = field(default_factory=asyncio.Event)
-    started: bool = False
+
+class NameServerComponent:
+    """The name server as a component."""
+
+    def __init__(self, namesrv: NameServer) -> None:
+        self.namesrv = namesrv
+
+    async def start(self, services: "Services") -> None:
+        await self.namesrv.start()
+
+    async def close(self) -> None:
+        await self.namesrv.close()
+
+    def describe(self) -> list[str]:
+        return [f"rmqd name server listening on {self.namesrv.address}"]
+
+    def ready_parts(self) -> list[str]:
+        return [f"name server {self.namesrv.address}"]
+
+
+class BrokerComponent:
+    """A broker as a component; without a name server address it registers with the process's own."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    async def start(self, services: "Services") -> None:
+        namesrv = services.namesrv
+        if namesrv is not None and not self.broker.config.namesrvAddr:
+            self.broker.config.namesrvAddr = namesrv.address
+        await self.broker.start()
+
+    async def close(self) -> None:
+        await self.broker.close()
+
+    def describe(self) -> list[str]:
+        b, c = self.broker, self.broker.config
+        return [f"rmqd broker {c.brokerName} ({c.brokerClusterName}) listening on {b.address} "
+                f"(vip {b.vip_address}), store {c.storePathRootDir}, name server {c.namesrvAddr or '-'}"]
+
+    def ready_parts(self) -> list[str]:
+        return [f"broker {self.broker.address} (vip {self.broker.vip_address})"]
+
+
+def as_component(part: Any) -> Component:
+    """``part`` as a component (a NameServer or BrokerController is wrapped; anything else is one already)."""
+    if isinstance(part, NameServer):
+        return NameServerComponent(part)
+    if isinstance(part, BrokerController):
+        return BrokerComponent(part)
+    return part
+
+
+class Services:
+    """What a process runs: an ordered list of components (``Services(namesrv, broker, *endpoints)``).
+
+    Started in order (those that start early first) and closed in reverse, so a broker starts after the
+    name server it registers with and the endpoints that read it start after it."""
+
+    def __init__(self, *components: Any) -> None:
+        self.components: list[Component] = []
+        self.stopped = asyncio.Event()
+        self.started = False
+        for part in components:
+            self.add(part)
+
+    def add(self, part: Any) -> Component:
+        """Append a component (a NameServer or BrokerController is wrapped)."""
+        component = as_component(part)
+        self.components.append(component)
+        return component
+
+    def _first(self, kind: type, attr: str) -> Any:
+        for component in self.components:
+            if isinstance(component, kind):
+                return getattr(component, attr)
+        return None
+
+    @property
+    def namesrv(self) -> NameServer | None:
+        """The name server this process runs, if any."""
+        return self._first(NameServerComponent, "namesrv")
+
+    @property
+    def broker(self) -> BrokerController | None:
+        """The (first) broker this process runs, if any."""
+        return self._first(BrokerComponent, "broker")
 
     async def start(self) -> None:
-        early = [e for e in self.endpoints if getattr(e, "starts_early", False)]
-        started: list[Endpoint] = []
+        early = [c for c in self.components if getattr(c, "starts_early", False)]
+        order = early + [c for c in self.components if c not in early]
+        started: list[Component] = []
         try:
-            for endpoint in early:
-                await endpoint.start(self)
-                started.append(endpoint)
-            if self.namesrv is not None:
-                await self.namesrv.start()
-                if self.broker is not None and not self.broker.config.namesrvAddr:
-                    self.broker.config.namesrvAddr = self.namesrv.address
-            if self.broker is not None:
-                await self.broker.start()
-            for endpoint in self.endpoints:
-                if endpoint not in early:
-                    await endpoint.start(self)
+            for component in order:
+                await component.start(self)
+                started.append(component)
         except BaseException:
-            for endpoint in reversed(started):
+            for component in reversed(started):
                 try:
-                    await endpoint.close()
+                    await component.close()
                 except Exception:
-                    log.exception("closing %s after a failed start failed", type(endpoint).__name__)
+                    log.exception("closing %s after a failed start failed", type(component).__name__)
             raise
         self.started = True
 
@@ -79,40 +152,25 @@ class Services:
 
     async def close(self) -> None:
         self.started = False
-        for endpoint in reversed(self.endpoints):
+        for component in reversed(self.components):
             try:
-                await endpoint.close()
+                await component.close()
             except Exception:
-                log.exception("closing %s failed", type(endpoint).__name__)
-        if self.broker is not None:
-            await self.broker.close()
-        if self.namesrv is not None:
-            await self.namesrv.close()
+                log.exception("closing %s failed", type(component).__name__)
         self.stopped.set()
 
     def describe(self) -> list[str]:
         lines = []
-        if self.namesrv is not None:
-            lines.append(f"rmqd name server listening on {self.namesrv.address}")
-        if self.broker is not None:
-            c = self.broker.config
-            lines.append(f"rmqd broker {c.brokerName} ({c.brokerClusterName}) listening on {self.broker.address} "
-                         f"(vip {self.broker.vip_address}), store {c.storePathRootDir}, "
-                         f"name server {c.namesrvAddr or '-'}")
-        for endpoint in self.endpoints:
-            lines.extend(endpoint.describe())
+        for component in self.components:
+            lines.extend(component.describe())
         return lines
 
     def ready_line(self) -> str:
         """One line with every endpoint this process serves."""
         parts = []
-        if self.namesrv is not None:
-            parts.append(f"name server {self.namesrv.address}")
-        if self.broker is not None:
-            parts.append(f"broker {self.broker.address} (vip {self.broker.vip_address})")
-        for endpoint in self.endpoints:
-            ready_parts = getattr(endpoint, "ready_parts", None)
-            parts.extend(ready_parts() if ready_parts is not None else endpoint.describe())
+        for component in self.components:
+            ready_parts = getattr(component, "ready_parts", None)
+            parts.extend(ready_parts() if ready_parts is not None else component.describe())
         return "rmqd ready: " + ", ".join(parts)
 
 

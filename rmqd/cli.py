@@ -134,8 +134,7 @@ def _serve_services(args: argparse.Namespace):
                                       int(config.listenPort), args.log_level, _metrics_port(args, config),
                                       (["--acl", config.aclFile] if args.acl else [])
                                       + (["--tier-dir", config.tieredStoreFilePath] if args.tier_dir else [])))
-    return Services(NameServer(_namesrv_config(args, args.namesrv_port)), BrokerController(config),
-                    endpoints=endpoints)
+    return Services(NameServer(_namesrv_config(args, args.namesrv_port)), BrokerController(config), *endpoints)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,9 +164,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return run(lambda: _with_endpoints(_serve_services(args), args))
     if args.command == "namesrv":
-        return run(lambda: Services(namesrv=NameServer(_namesrv_config(args, args.namesrv_port))))
+        return run(lambda: Services(NameServer(_namesrv_config(args, args.namesrv_port))))
     if args.command == "broker":
-        return run(lambda: _with_endpoints(Services(broker=BrokerController(_broker_config(args))), args))
+        return run(lambda: _with_endpoints(Services(BrokerController(_broker_config(args))), args))
     if args.command == "console":
         return run(lambda: _with_endpoints(Services(), args, namesrv_addr=args.namesrv_addr))
     return 2
@@ -194,7 +193,7 @@ def _with_endpoints(services, args: argparse.Namespace, namesrv_addr: str | None
             if _have_aiohttp("metrics"):
                 from rmqd.metrics.endpoint import MetricsEndpoint
                 host = c.metricsPromExporterHost or c.brokerIP1 or "127.0.0.1"
-                services.endpoints.append(MetricsEndpoint(host, port))
+                services.add(MetricsEndpoint(host, port))
         _add_grpc_endpoint(services, args, c)
     port = args.console_port
     optional = False
@@ -204,9 +203,8 @@ def _with_endpoints(services, args: argparse.Namespace, namesrv_addr: str | None
         port = 8080 if port is None else (port or None)
     if port is not None and _have_aiohttp("console"):
         from rmqd.console.endpoint import ConsoleEndpoint
-        services.endpoints.append(ConsoleEndpoint(args.console_host, port, read_only=args.read_only,
-                                                  token=args.console_token, namesrv_addr=namesrv_addr,
-                                                  optional=optional))
+        services.add(ConsoleEndpoint(args.console_host, port, read_only=args.read_only,
+                                     token=args.console_token, namesrv_addr=namesrv_addr, optional=optional))
     return services
 
 
@@ -227,8 +225,7 @@ def _add_grpc_endpoint(services, args: argparse.Namespace, config: BrokerConfig)
               file=sys.stderr)
         return
     from rmqd.grpc.endpoint import GrpcEndpoint
-    services.endpoints.append(GrpcEndpoint(config.brokerIP1 or "127.0.0.1", port,
-                                           optional=given is None))
+    services.add(GrpcEndpoint(config.brokerIP1 or "127.0.0.1", port, optional=given is None))
 
 
 def _metrics_port(args: argparse.Namespace, config: BrokerConfig) -> int | None:

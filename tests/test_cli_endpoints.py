@@ -147,7 +147,7 @@ def test_grpc_port_taken_explicit_is_an_error_and_missing_extra_runs_on(tmp_path
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "grpc" else real(name, *a))
     services = Services()
     cli._add_grpc_endpoint(services, cli.build_parser().parse_args(["serve"]), BrokerConfig())
-    assert services.endpoints == [] and "pip install 'rmqd[grpc]'" in capsys.readouterr().err
+    assert services.components == [] and "pip install 'rmqd[grpc]'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("conf, host", [
@@ -165,9 +165,10 @@ def test_metrics_prom_exporter_host_from_broker_conf(tmp_path, conf, host):
     path.write_text(conf)
     args = build_parser().parse_args(["serve", "-c", str(path), "--console-port", "0", "--grpc-port", "0",
                                       "--store-dir", str(tmp_path / "store")])
-    services = SimpleNamespace(broker=SimpleNamespace(config=_broker_config(args)), endpoints=[])
+    added = []
+    services = SimpleNamespace(broker=SimpleNamespace(config=_broker_config(args)), add=added.append)
     _with_endpoints(services, args)
-    (ep,) = services.endpoints
+    (ep,) = added
     assert type(ep).__name__ == "MetricsEndpoint" and ep.host == host
     assert ep.port == (5599 if "5599" in conf else 5557)
     assert ep.url == ("http://[::1]:5599/metrics" if host == "::1" else f"http://{host}:5557/metrics")

@@ -43,7 +43,7 @@ class AsyncEmbeddedServer:
         broker_config = BrokerConfig(listenPort=self.broker_port, storePathRootDir=self.store_dir)
         broker_config.update(self.broker_properties, source="embedded")
         endpoints = self.endpoints_factory() if self.endpoints_factory is not None else []
-        return Services(NameServer(ns_config), BrokerController(broker_config), endpoints)
+        return Services(NameServer(ns_config), BrokerController(broker_config), *endpoints)
 
     async def start(self) -> "AsyncEmbeddedServer":
         self.services = self._build()
