@@ -38,3 +38,43 @@ def test_local_dev_defaults():
     c.update({"namesrvAddr": "a:1; b:2"})
     assert c.namesrv_addrs == ["a:1", "b:2"]
     assert NamesrvConfig().listenPort == 9876
+
+
+def test_role_is_typed_and_a_bad_role_is_refused():
+    import pytest
+
+    from rmqd.config import BrokerRole
+    c = BrokerConfig(brokerRole="sync_master")
+    assert c.role is BrokerRole.SYNC_MASTER and c.role.is_master
+    c.update({"brokerRole": "SLAVE"})
+    assert c.role is BrokerRole.SLAVE
+    with pytest.raises(ValueError, match="brokerRole"):
+        c.update({"brokerRole": "LEADER"})
+
+
+def test_apply_runtime_validates_first_then_tells_subscribers_what_changed():
+    import pytest
+    c = BrokerConfig(brokerPermission=6, flushIntervalCommitLog=500)
+    seen = []
+    c.subscribe(lambda cfg, changed: seen.append(set(changed)))
+    with pytest.raises(ValueError):
+        c.apply_runtime({"brokerPermission": "4", "flushIntervalCommitLog": "soon"})   # nothing applied
+    assert (c.brokerPermission, c.flushIntervalCommitLog, seen) == (6, 500, [])
+    changed = c.apply_runtime({"brokerPermission": "4", "flushIntervalCommitLog": "500", "mappedFileSizeCommitLog": "1024"})
+    assert changed == {"brokerPermission", "mapedFileSizeCommitLog"} and seen == [set(changed)]
+    assert c.apply_runtime({"brokerPermission": "4"}) == frozenset() and len(seen) == 1     # no change: no call
+
+
+def test_one_mapping_per_part_and_the_store_settings_a_running_store_takes():
+    from rmqd.config import compaction_config_from, store_config_from, store_runtime_changes, tier_config_from
+    c = BrokerConfig(storePathRootDir="/s", mapedFileSizeCommitLog=4096, fileReservedTime=48, flushDiskType="SYNC_FLUSH",
+                     enableCompaction=False, messageStorePlugIn="tiered", tieredStoreFilePath="/t",
+                     tieredStoreGroupCommitTimeout=0)
+    sc = store_config_from(c)
+    assert (sc.store_root_dir, sc.mapped_file_size_commitlog, sc.file_reserved_time_hours, sc.flush_disk_type) == \
+        ("/s", 4096, 48.0, "SYNC_FLUSH")
+    assert not compaction_config_from(c).enabled
+    t = tier_config_from(c)
+    assert t.enabled and t.file_path == "/t" and t.group_commit_timeout_ms == 0 and t.message_index_enable
+    assert store_runtime_changes(c, {"fileReservedTime", "storePathRootDir", "brokerPermission"}) == \
+        {"file_reserved_time_hours": 48.0}
