@@ -132,11 +132,11 @@ class BrokerController:
         self._started = False
         self.identity = BrokerIdentity(store_host=(c.brokerIP1, c.listenPort))
         self.ctx = BrokerContext(
-            config=c, store_config=self.store_config, store=self.store, topics=self.topic_config_manager,
+            config=c, store=self.store, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, offsets=self.consumer_offset_manager,
             delay_offsets=self.delay_offset_manager, consumers=self.consumer_manager,
             producers=self.producer_manager, metrics=self.metrics, stats=self.broker_stats,
-            identity=self.identity, register_broker=self.register_broker_all_sync)
+            identity=self.identity)
         # Background services (start()/shutdown()): started after the store and metadata load,
         # shut down (reverse order) before metadata is persisted.
         self.services: list[Any] = []

@@ -12,8 +12,8 @@ Java: the fields ``BrokerController`` hands to its processors (``getBrokerConfig
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.config import BrokerConfig, BrokerRole
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rmqd.broker.client_manager import ConsumerManager, ProducerManager
     from rmqd.broker.stats import BrokerStatsManager
     from rmqd.metrics.recorders import BrokerMetrics
-    from rmqd.store.message_store import MessageStore, StoreConfig
+    from rmqd.store.message_store import MessageStore
     from rmqd.store.metadata import (ConsumerOffsetManager, DelayOffsetManager, SubscriptionGroupManager,
                                      TopicConfigManager)
 
@@ -32,7 +32,7 @@ class BrokerIdentity:
 
     store_host: tuple[str, int]
     address: str = ""                   # "ip:port" registered with the name servers
-    msg_id_prefix: str = ""             # hex of the packed store host: the first 16 bytes of every msgId
+    msg_id_prefix: str = ""             # hex of the packed store host: how every msgId starts
     loop: Optional[asyncio.AbstractEventLoop] = None
     call_client_timeout_s: float = 10.0  # broker -> client calls (consumer running info, direct consume)
 
@@ -42,7 +42,6 @@ class BrokerContext:
     """What processors and broker services may use; every field is built by ``BrokerController``."""
 
     config: BrokerConfig
-    store_config: "StoreConfig"
     store: "MessageStore"
     topics: "TopicConfigManager"
     groups: "SubscriptionGroupManager"
@@ -53,8 +52,6 @@ class BrokerContext:
     metrics: "BrokerMetrics"
     stats: "BrokerStatsManager"
     identity: BrokerIdentity
-    # re-register with the name servers now (``only``: one changed topic); waits when called from a pool thread
-    register_broker: Callable[..., None] = field(default=lambda only=None: None)
 
     @property
     def role(self) -> BrokerRole:
@@ -63,10 +60,6 @@ class BrokerContext:
     @property
     def store_host(self) -> tuple[str, int]:
         return self.identity.store_host
-
-    @property
-    def broker_name(self) -> str:
-        return self.config.brokerName
 
 
 class ContextProcessor:
