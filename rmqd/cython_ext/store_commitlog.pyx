@@ -32,7 +32,7 @@ SCAN_LIMIT = C_LIMIT
 cdef long PAGE = sysconf(_SC_PAGESIZE)
 
 
-def write_blank(unsigned char[::1] dest, Py_ssize_t pos, int remaining) -> None:
+def write_blank(unsigned char[::1] dest not None, Py_ssize_t pos, int remaining) -> None:
     """Write the end-of-file marker ``[remaining][BLANK_MAGIC]`` at ``pos``."""
     if pos < 0 or pos + 8 > dest.shape[0]:
         raise ValueError("blank marker does not fit")
@@ -40,7 +40,7 @@ def write_blank(unsigned char[::1] dest, Py_ssize_t pos, int remaining) -> None:
     write_i32(&dest[pos + 4], BLANK_MAGIC)
 
 
-def msync_range(unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end) -> None:
+def msync_range(unsigned char[::1] buf not None, Py_ssize_t start, Py_ssize_t end) -> None:
     """msync(MS_SYNC) the bytes [start, end) of a mapped buffer (page-aligned), GIL released."""
     cdef Py_ssize_t n = buf.shape[0]
     if end > n:
@@ -58,7 +58,7 @@ def msync_range(unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end) -> Non
         raise OSError(errno, "msync failed")
 
 
-def scan_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t limit,
+def scan_records(const unsigned char[::1] buf not None, Py_ssize_t start, Py_ssize_t limit,
                  bint check_crc, int max_record_size, bint collect=False):
     """Walk and verify records from ``start`` up to ``limit``.
 
@@ -136,7 +136,7 @@ def scan_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t limi
     return pos, code, out
 
 
-def zero_tail(unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t stop_after_zero_run) -> int:
+def zero_tail(unsigned char[::1] buf not None, Py_ssize_t start, Py_ssize_t stop_after_zero_run) -> int:
     """Zero garbage after ``start``: walk 64 KiB chunks, clearing non-zero ones, until a run of
     ``stop_after_zero_run`` zero bytes (or the end of the buffer).  Returns bytes cleared up to."""
     cdef Py_ssize_t n = buf.shape[0]
@@ -164,14 +164,14 @@ def zero_tail(unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t stop_after_ze
     return pos
 
 
-def read_header(const unsigned char[::1] buf, Py_ssize_t pos):
+def read_header(const unsigned char[::1] buf not None, Py_ssize_t pos):
     """``(total_size, magic)`` of the record at ``pos`` or ``(0, 0)`` if out of range."""
     if pos < 0 or pos + 8 > buf.shape[0]:
         return 0, 0
     return read_i32(&buf[pos]), read_i32(&buf[pos + 4])
 
 
-def record_dispatch_fields(const unsigned char[::1] buf, Py_ssize_t pos):
+def record_dispatch_fields(const unsigned char[::1] buf not None, Py_ssize_t pos):
     """Fields recovery needs to re-dispatch the record at ``pos`` (already validated):
     ``(total, queue_id, queue_offset, phys_offset, sys_flag, store_ts, topic_bytes, props_bytes)``."""
     cdef const unsigned char* r = &buf[pos]

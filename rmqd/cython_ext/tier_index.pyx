@@ -63,7 +63,7 @@ cdef inline int32_t time_diff(int64_t ts, int64_t begin) noexcept nogil:
     return <int32_t>q
 
 
-def put_batch(uint8_t[::1] buf, int64_t slots, int64_t max_items, int64_t begin_ts, list messages):
+def put_batch(uint8_t[::1] buf not None, int64_t slots, int64_t max_items, int64_t begin_ts, list messages):
     """Put messages into a writable file; each message is ``(hashes, topicId, queueId, offset,
     size, storeTime)`` with ``hashes`` a tuple/list of its keys' hashes in put order. Returns how
     many messages were put: the first one whose keys would reach ``max_items`` stops the batch
@@ -149,8 +149,10 @@ cdef void _put_keys(uint8_t* base, int64_t slots, int64_t max_items, int64_t beg
         wr32(base + 24, count)
 
 
-def init_header(uint8_t[::1] buf, int64_t begin_ts, int64_t max_items) -> None:
+def init_header(uint8_t[::1] buf not None, int64_t begin_ts, int64_t max_items) -> None:
     """The header of a fresh writable file (Java: end time 0, no slots, no items)."""
+    if buf.shape[0] < HEADER:
+        raise ValueError("index buffer smaller than its header")
     cdef uint8_t* base = &buf[0]
     wr32(base, END_MAGIC if max_items == 1 else BEGIN_MAGIC)
     wr64(base + 4, begin_ts)
@@ -159,18 +161,26 @@ def init_header(uint8_t[::1] buf, int64_t begin_ts, int64_t max_items) -> None:
     wr32(base + 24, 0)
 
 
-def compact(const uint8_t[::1] src, uint8_t[::1] dst, int64_t slots, int64_t slot_lo=0, int64_t slot_hi=-1,
-            int64_t wpos=-1) -> int:
+def compact(const uint8_t[::1] src not None, uint8_t[::1] dst not None, int64_t slots, int64_t slot_lo=0,
+            int64_t slot_hi=-1, int64_t wpos=-1) -> int:
     """Write the compacted form of writable file ``src`` into ``dst`` (exactly
     ``28 + slots*8 + 28*items`` bytes); returns the write position reached. Runs without the GIL.
 
     It can run in pieces: slots [``slot_lo``, ``slot_hi``) starting at write position ``wpos``
     (-1: after the slot table), the next piece continuing at the returned position. The header
     is written by the piece that reaches the last slot, so a partial result never has the
-    compacted magic."""
+    compacted magic.
+
+    Both buffers are held (exported) for the whole call, so neither mapping can be closed under
+    it; ``src`` must hold the header, the slot table and every item its header counts, and a
+    chain link past the item count ends the chain (a damaged file cannot make it read outside)."""
+    if slots <= 0 or src.shape[0] < HEADER:
+        raise ValueError("index buffer smaller than its header")
     cdef const uint8_t* s = &src[0]
     cdef uint8_t* d = &dst[0]
     cdef int32_t items = rd32(s + 24)
+    if items < 0 or src.shape[0] < HEADER + slots * SLOT + (<int64_t>items + 1) * ITEM:
+        raise ValueError("index buffer smaller than its layout")
     cdef int64_t end = HEADER + slots * SLOT + <int64_t>items * CITEM
     if dst.shape[0] < end:
         raise ValueError("compaction target too small")
@@ -187,7 +197,7 @@ def compact(const uint8_t[::1] src, uint8_t[::1] dst, int64_t slots, int64_t slo
         for i in range(slot_lo, slot_hi):
             cur = rd32(s + HEADER + i * SLOT)
             begin = wpos
-            while cur > 0 and wpos < end:
+            while cur > 0 and cur <= items and wpos < end:
                 ip = s + HEADER + slots * SLOT + <int64_t>cur * ITEM
                 memcpy(d + wpos, ip, CITEM)
                 cur = rd32(ip + CITEM)
@@ -200,13 +210,18 @@ def compact(const uint8_t[::1] src, uint8_t[::1] dst, int64_t slots, int64_t slo
     return wpos
 
 
-def query_chain(const uint8_t[::1] buf, int64_t slots, int32_t h, int64_t t_lo, int64_t t_hi,
+def query_chain(const uint8_t[::1] buf not None, int64_t slots, int32_t h, int64_t t_lo, int64_t t_hi,
                 Py_ssize_t max_count, Py_ssize_t max_hops=-1):
     """Items of a writable file's chain for hash ``h`` whose claimed time is in [t_lo, t_hi],
     newest first: ``[(topicId, queueId, offset, size, timeDiff)]``, at most ``max_count``.
     Returns ``(items, hops)``; ``max_hops`` -1 walks the whole chain (bounded by the item count)."""
+    if slots <= 0 or buf.shape[0] < HEADER + slots * SLOT:
+        raise ValueError("index buffer smaller than its slot table")
     cdef const uint8_t* base = &buf[0]
     cdef int32_t count = rd32(base + 24)
+    cdef int64_t fit = (buf.shape[0] - HEADER - slots * SLOT) // ITEM - 1    # the last whole item
+    if count > fit:
+        count = <int32_t>fit if fit > 0 else 0
     cdef int64_t begin_ts = rd64(base + 4)
     cdef int32_t cur = rd32(base + HEADER + slot_of(h, slots) * SLOT)
     cdef Py_ssize_t hops = 0
@@ -225,7 +240,7 @@ def query_chain(const uint8_t[::1] buf, int64_t slots, int32_t h, int64_t t_lo, 
     return out, hops
 
 
-def filter_run(const uint8_t[::1] run, int32_t h, int64_t begin_ts, int64_t t_lo, int64_t t_hi,
+def filter_run(const uint8_t[::1] run not None, int32_t h, int64_t begin_ts, int64_t t_lo, int64_t t_hi,
                Py_ssize_t max_count):
     """Items of a compacted slot run (28-byte items) for hash ``h`` with claimed time in
     [t_lo, t_hi]: ``[(topicId, queueId, offset, size, timeDiff)]``, at most ``max_count``."""
@@ -248,11 +263,13 @@ def filter_run(const uint8_t[::1] run, int32_t h, int64_t begin_ts, int64_t t_lo
     return out
 
 
-def undo_after(uint8_t[::1] buf, int64_t slots, int64_t max_items, int32_t keep, int64_t end_ts,
+def undo_after(uint8_t[::1] buf not None, int64_t slots, int64_t max_items, int32_t keep, int64_t end_ts,
                int32_t used) -> int:
     """Roll a writable file back to its first ``keep`` items (crash recovery: items written after
     the last metadata checkpoint are re-dispatched). Items are unlinked newest first, so each
     slot head returns to the value it had; returns how many items were dropped."""
+    if slots <= 0 or max_items <= 0 or buf.shape[0] < HEADER + slots * SLOT + max_items * ITEM:
+        raise ValueError("index buffer smaller than its layout")
     cdef uint8_t* base = &buf[0]
     cdef int64_t last = min(max_items - 1, <int64_t>rd32(base + 24) + 1)
     cdef uint8_t* ip
@@ -305,7 +322,7 @@ cdef inline object _prop(const uint8_t* p, Py_ssize_t n, const char* name, Py_ss
     return None
 
 
-def record_index_fields(const uint8_t[::1] rec):
+def record_index_fields(const uint8_t[::1] rec not None):
     """``(storeTimestamp, KEYS or None, UNIQ_KEY or None)`` of one CommitLog-format record: what
     the tier's copier needs per message, read in C without decoding the rest."""
     if rec.shape[0] < 64:

@@ -14,6 +14,10 @@
 * **Recovery** (:meth:`recover`): the scratch directory is wiped, writing files are rolled back to
   their committed item counts, local files the metadata never saw are deleted, interrupted uploads
   are redone, and local copies of uploaded files are removed.
+* **Lifecycle**: background steps run one at a time (:attr:`IndexStoreService._work_lock`: the index
+  thread and ``commitTier``'s caller never compact or upload the same file at once), and
+  :meth:`close` waits for the step under way (which stops at its next piece once ``closing`` is
+  set) before it closes the files, so no step ever works on an unmapped file.
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from typing import Callable, Iterator, Optional
 
 from rmqd.store.tier.backend import INDEX, INDEX_TOPIC, TierBackend, segment_path
 from rmqd.store.tier.index import layout as L
-from rmqd.store.tier.index.store_file import COMPACTED, UPLOADED, WRITING, IndexStoreFile
+from rmqd.store.tier.index.store_file import COMPACTED, UPLOADED, WRITING, IndexClosedError, IndexStoreFile
 from rmqd.store.tier.metadata import TierMetadata
 
 log = logging.getLogger(__name__)
@@ -52,6 +56,8 @@ class IndexStoreService:
         self.step_hook: Optional[Callable[[str], None]] = None
         self.query_reads = 0
         self._files_lock = threading.Lock()     # file-list changes off the copier's thread (expire, adopt)
+        self._work_lock = threading.RLock()     # one background step at a time; close() waits for it
+        self.closing = False
 
     def segment_path(self, base: int) -> str:
         return segment_path(self.cluster, self.broker, INDEX_TOPIC, 0, INDEX, base)
@@ -165,6 +171,8 @@ class IndexStoreService:
 
     def put(self, messages: list) -> None:
         """Index a batch of ``(hashes, topicId, queueId, offset, size, storeTime)`` messages."""
+        if self.closing:
+            raise IndexClosedError("the tier index is closed")
         i = 0
         while i < len(messages):
             f = self.current
@@ -193,6 +201,8 @@ class IndexStoreService:
 
     def rollback(self) -> None:
         """Writing files back to their committed item counts; files never committed go."""
+        if self.closing:
+            return                  # the files are closed; the next start's recovery rolls back
         keep = []
         for f in self.files:
             e = self.metadata.index_files.get(f.begin_ts)
@@ -218,7 +228,25 @@ class IndexStoreService:
 
     # ---- background (the index service's thread) ----------------------------------------------------
     def run_once(self) -> bool:
-        """One step of work: expire, compact or upload; True when something was done."""
+        """One step of work: expire, compact or upload; True when something was done. Steps are
+        serialized (the index thread and ``commit_now``); none starts once :meth:`close` began,
+        and one under way stops at its next piece (False: the index is closing)."""
+        with self._work_lock:
+            if self.closing:
+                return False
+            try:
+                return self._run_once()
+            except IndexClosedError:
+                if not self.closing:
+                    raise
+                log.warning("tier index: a background step stopped: the index is closing (redone after restart)")
+                return False
+
+    def _check_open(self) -> None:
+        if self.closing:
+            raise IndexClosedError("the tier index is closing")
+
+    def _run_once(self) -> bool:
         did = self.expire()
         for f in self.files:
             if f.state == UPLOADED and os.path.exists(f.compacted_path):
@@ -247,7 +275,7 @@ class IndexStoreService:
             return
         t0 = time.perf_counter()
         self._step("index.compacting")
-        f.compact(progress=lambda: self._step("index.compacting.partial"))
+        f.compact(progress=lambda: (self._check_open(), self._step("index.compacting.partial")))
         self._step("index.compacted")
         entry = f.to_json()
         entry["state"] = COMPACTED
@@ -263,7 +291,7 @@ class IndexStoreService:
         self._step("index.uploading")
         path = self.segment_path(base)
         self.backend.upload(path, f.compacted_path,      # replaces a partial upload at this base
-                            progress=lambda: self._step("index.uploading.partial"))
+                            progress=lambda: (self._check_open(), self._step("index.uploading.partial")))
         size = os.path.getsize(f.compacted_path)
         self._step("index.uploaded")
         entry = f.to_json()
@@ -316,8 +344,12 @@ class IndexStoreService:
                 for f in self.files]
 
     def close(self) -> None:
-        for f in self.files:
-            f.close()
+        """Close every file once the background step under way (if any) has stopped; after this
+        :meth:`run_once` does nothing and :meth:`put` raises."""
+        self.closing = True
+        with self._work_lock:
+            for f in self.files:
+                f.close()
 
 
 def _unlink(path: str) -> None:

@@ -7,7 +7,11 @@
 * **uploaded**: a segment of the index flat file in the backend (``rmq_sys_INDEX/0/INDEX/...``);
   a query costs two range reads (the 8-byte slot, then the slot's run).
 
-A per-file lock keeps queries off a local file while its state changes.
+A per-file lock keeps queries off a local file while its state changes. Every use of the mapped
+writable file (put, undo, compaction piece, query, flush) holds that lock and passes the mmap to
+Cython, which holds a buffer export for the call (``mmap.close`` refuses while it is held); closing
+the file under the same lock sets ``_mm`` to None, and every user checks for that under the lock
+and raises :class:`IndexClosedError` (a None buffer reaching the C code would be a NULL read).
 """
 from __future__ import annotations
 
@@ -30,6 +34,10 @@ COMPACTED = "compacted"
 UPLOADED = "uploaded"
 READ_CHUNK_ITEMS = L.JAVA_COMPACT_READ_ITEMS      # the second read takes up to 1024 items (Java's cap)
 COMPACT_PIECES = 8                                # compaction runs in this many pieces of slots
+
+
+class IndexClosedError(RuntimeError):
+    """The index file (or the whole index service) was closed while work on it was under way."""
 
 
 class IndexStoreFile:
@@ -134,6 +142,8 @@ class IndexStoreFile:
     def undo_to(self, items: int, end_ts: int, used_slots: int) -> int:
         """Crash recovery: drop items past the committed ``items``."""
         with self.lock:
+            if self._mm is None:
+                raise IndexClosedError(f"index file {self.begin_ts} is closed")
             dropped = _ix.undo_after(self._mm, self.slots, self.max_items, items, end_ts, used_slots)
             self.items, self.end_ts, self.used_slots = items, end_ts, used_slots
             return dropped
@@ -155,7 +165,9 @@ class IndexStoreFile:
         """Write the compacted form to the scratch directory, fsync it and rename it into
         ``compacted/``; returns its path. The writable file stays until :meth:`became_compacted`.
         It is written in :data:`COMPACT_PIECES` pieces of slots; ``progress`` is called after each
-        piece but the last (the scratch file is then partly written)."""
+        piece but the last (the scratch file is then partly written). Each piece checks, under
+        the file's lock, that the writable file is still open: a close between pieces (shutdown)
+        makes the next piece raise :class:`IndexClosedError`, never read an unmapped file."""
         os.makedirs(os.path.dirname(self.scratch_path), exist_ok=True)
         os.makedirs(os.path.dirname(self.compacted_path), exist_ok=True)
         size = L.compacted_size(self.slots, self.items)
@@ -167,6 +179,8 @@ class IndexStoreFile:
                 wpos = -1
                 for lo in range(0, self.slots, step):
                     with self.lock:
+                        if self._mm is None:
+                            raise IndexClosedError(f"index file {self.begin_ts} closed during its compaction")
                         wpos = _ix.compact(self._mm, dst, self.slots, lo, min(lo + step, self.slots), wpos)
                     if progress is not None and lo + step < self.slots:
                         progress()
