@@ -112,7 +112,7 @@ cdef class PutEngine:
                      long long tags) except -1
     cdef int _index_key(self, unsigned int h, long long phys, long long ts) except -1
     cdef int _index(self, str topic, keys, uniq, long long phys, long long ts) except -1
-    cdef object _prep(self, Prep* p, MessageToStore m)
+    cdef object _prep(self, Prep* p, MessageToStore m, list keep)
     cdef void _write_record(self, Prep* p, long long qoff, long long phys, long long store_ts)
     cdef object _put(self, list msgs)
     cdef void _note_latency(self, double ms) noexcept

@@ -480,8 +480,11 @@ cdef class PutEngine:
         return 0
 
     # -------------------------------------------------------------------------------- put
-    cdef object _prep(self, Prep* p, MessageToStore m):
-        """Validate and gather one message; returns None or a failure PutMessageResult."""
+    cdef object _prep(self, Prep* p, MessageToStore m, list keep):
+        """Validate and gather one message; returns None or a failure PutMessageResult. The packed
+        host bytes it points ``p`` at are appended to ``keep``, which the caller holds until the
+        record is written (the host cache keeps only its first 4096 hosts: another host's bytes
+        would otherwise be freed when this returns, and the record written from freed memory)."""
         cdef Py_ssize_t n
         cdef const char* s
         topic = m.topic
@@ -517,6 +520,8 @@ cdef class PutEngine:
             p.props_len = 0
         born = self._host(m.born_host)
         store = self._host(m.store_host)
+        keep.append(born)
+        keep.append(store)
         p.born_p = <const unsigned char*>PyBytes_AS_STRING(born)
         p.born_len = PyBytes_GET_SIZE(born)
         p.store_p = <const unsigned char*>PyBytes_AS_STRING(store)
@@ -590,6 +595,7 @@ cdef class PutEngine:
         cdef bint dispatch_cq, want_reqs
         cdef QueueState st
         cdef list offsets, reqs = None
+        cdef list keep = []                 # what the preps point into (see _prep)
         cdef DispatchRequest req
         cdef MessageToStore m
         if n == 0:
@@ -607,7 +613,7 @@ cdef class PutEngine:
             preps[i].has_buf = False
         try:
             for i in range(n):
-                bad = self._prep(&preps[i], <MessageToStore?>msgs[i])
+                bad = self._prep(&preps[i], <MessageToStore?>msgs[i], keep)
                 if bad is not None:
                     return bad
             offsets = []
