@@ -27,6 +27,9 @@ from rmqd.cython_ext import message_codec as _codec
 from rmqd.fileutil import disk_partition_space_used_percent
 from rmqd.store.checkpoint import StoreCheckpoint
 from rmqd.store.commitlog import PAGE, CommitLog
+from rmqd.store.config import (DEFAULT_DELAY_LEVELS, JAVA_DISK_RATIO_DEFAULTS, StoreConfig,  # noqa: F401 (re-exported)
+                               disk_ratio_property, disk_ratio_variable, parse_delay_levels, resolve_disk_ratios,
+                               wall_clock_ms)
 from rmqd.store.consume_queue import BLANK_ENTRY, CQ_UNIT, ConsumeQueue
 from rmqd.store.cq_check import repair_consume_queues
 from rmqd.store.index_file import IndexService
@@ -41,15 +44,8 @@ log = logging.getLogger(__name__)
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 MAX_MANUAL_DELETE_FILE_TIMES = 20    # retention runs that honour one DELETE_EXPIRED_COMMITLOG (Java's)
-DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-_UNIT_MS = {"s": 1000, "m": 60000, "h": 3600000, "d": 86400000}
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-
-
-def parse_delay_levels(spec: str) -> list[int]:
-    """``"1s 5s ... 2h"`` → list of delays in ms (level i = index i-1)."""
-    return [int(tok[:-1]) * _UNIT_MS[tok[-1]] for tok in spec.split()]
 
 
 def _physical_memory() -> int:
@@ -57,98 +53,6 @@ def _physical_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         return 8 << 30
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-#: The Java 4.9.8 broker's disk thresholds (percent), the defaults of its system properties rocketmq.broker.<name>.
-JAVA_DISK_RATIO_DEFAULTS = {"diskSpaceWarningLevelRatio": 90, "diskSpaceCleanForciblyRatio": 85}
-
-
-def disk_ratio_variable(name: str) -> str:
-    """The environment variable rmqd reads for Java's system property ``rocketmq.broker.<name>``."""
-    return "ROCKETMQ_BROKER_" + name.upper()
-
-
-def disk_ratio_property(name: str) -> float:
-    """A disk threshold of :data:`JAVA_DISK_RATIO_DEFAULTS` in percent, from the environment.
-
-    The Java 4.9.8 broker reads them from JVM system properties (``-Drocketmq.broker.diskSpaceWarningLevelRatio
-    =0.95``); rmqd reads the same names from the environment (:func:`disk_ratio_variable`), like
-    ``ROCKETMQ_BROKER_REBALANCE_LOCKMAXLIVETIME``. The value is a fraction as Java writes it (``0.95``) or a
-    percent (``95``); anything else is logged and Java's default used."""
-    default = JAVA_DISK_RATIO_DEFAULTS[name]
-    var = disk_ratio_variable(name)
-    raw = os.environ.get(var, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    percent = value * 100 if value <= 1 else value
-    if not 0 < percent <= 100:
-        log.error("%s=%r is neither a fraction nor a percent of the disk: using %g %%", var, raw, default)
-        return default
-    return percent
-
-
-@dataclass
-class StoreConfig:
-    store_root_dir: str
-    mapped_file_size_commitlog: int = 1 << 30
-    mapped_file_size_consume_queue: int = 300000 * CQ_UNIT
-    flush_disk_type: str = "ASYNC_FLUSH"
-    flush_interval_commitlog_ms: int = 500
-    flush_commitlog_thorough_interval_ms: int = 10000
-    flush_least_pages: int = 4
-    flush_interval_consume_queue_ms: int = 1000
-    sync_flush_timeout_ms: int = 5000
-    max_message_size: int = 4 * 1024 * 1024
-    file_reserved_time_hours: float = 72
-    delete_when: str = "04"
-    disk_max_used_space_ratio: int = 75
-    # percents; Java's defaults unless ROCKETMQ_BROKER_DISKSPACE... is set (see disk_ratio_property)
-    disk_space_clean_forcibly_ratio: float = field(
-        default_factory=lambda: disk_ratio_property("diskSpaceCleanForciblyRatio"))
-    disk_space_warning_level_ratio: float = field(
-        default_factory=lambda: disk_ratio_property("diskSpaceWarningLevelRatio"))
-    clean_resource_interval_ms: int = 10000
-    delete_files_batch_max: int = 10
-    max_hash_slot_num: int = 5_000_000
-    max_index_num: int = 20_000_000
-    message_index_enable: bool = True
-    check_crc_on_recover: bool = True
-    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
-    max_transfer_count_on_message_in_memory: int = 32
-    message_delay_level: str = DEFAULT_DELAY_LEVELS
-    clock: Callable[[], int] = _now_ms
-    disk_usage: Optional[Callable[[str], float]] = None   # path -> used percent (0..100)
-    warm_mapped_pages: bool = True     # pre-fault pages ahead of the writers (PageWarmer)
-    access_message_in_memory_max_ratio: int = 40   # % of RAM behind the CommitLog head that counts as hot
-
-    @property
-    def commitlog_dir(self) -> str:
-        return os.path.join(self.store_root_dir, "commitlog")
-
-    @property
-    def consume_queue_dir(self) -> str:
-        return os.path.join(self.store_root_dir, "consumequeue")
-
-    @property
-    def compaction_dir(self) -> str:
-        """Reserved for per-(topic, queue) compaction logs (5.x compaction topics)."""
-        return os.path.join(self.store_root_dir, "compaction")
-
-    @property
-    def index_dir(self) -> str:
-        return os.path.join(self.store_root_dir, "index")
-
-    @property
-    def config_dir(self) -> str:
-        return os.path.join(self.store_root_dir, "config")
 
 
 class PutMessageStatus(enum.Enum):
@@ -319,7 +223,7 @@ class MessageStore:
     """RocketMQ-style message store (see module docstring for threading/lifetime rules)."""
 
     def __init__(self, config: StoreConfig):
-        self.config = config
+        self.config = resolve_disk_ratios(config)
         self._clock = config.clock
         seg = config.mapped_file_size_commitlog
         self.max_record_size = min(seg - 8, config.max_message_size + 64 * 1024 + 512)
@@ -332,7 +236,7 @@ class MessageStore:
         self._listeners: list[Callable[[DispatchRequest], None]] = []
         self._delay_levels = parse_delay_levels(config.message_delay_level)
         self._engine = _sp.PutEngine(self, self.commitlog, self.index, self._put_lock,
-                                     None if config.clock is _now_ms else config.clock,
+                                     None if config.clock is wall_clock_ms else config.clock,
                                      self._tags_code, pack_host, self._fail, self._listeners,
                                      config.max_message_size, self.max_record_size)
         self._shutdown_done = False
@@ -363,7 +267,7 @@ class MessageStore:
     @clock.setter
     def clock(self, fn: Callable[[], int]) -> None:
         self._clock = fn
-        self._engine.clock = None if fn is _now_ms else fn
+        self._engine.clock = None if fn is wall_clock_ms else fn
 
     # state shared with the C put engine
     @property

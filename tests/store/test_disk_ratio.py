@@ -6,6 +6,7 @@ import os
 import pytest
 
 from rmqd import fileutil
+from rmqd.store.config import resolve_disk_ratios
 from rmqd.store.message_store import MessageStore, StoreConfig
 
 
@@ -78,7 +79,8 @@ def test_warning_level_ratio_comes_from_javas_system_property_name(monkeypatch, 
     environment, as a fraction or a percent; a bad value is logged and Java's default used."""
     monkeypatch.setenv("ROCKETMQ_BROKER_DISKSPACEWARNINGLEVELRATIO", raw)
     cfg = StoreConfig(store_root_dir="/unused")
-    assert cfg.disk_space_warning_level_ratio == pytest.approx(expected)
+    assert cfg.disk_space_warning_level_ratio is None          # constructing the config reads no environment
+    assert resolve_disk_ratios(cfg).disk_space_warning_level_ratio == pytest.approx(expected)
     assert ("ROCKETMQ_BROKER_DISKSPACEWARNINGLEVELRATIO" in caplog.text) == logged
 
 
