@@ -187,7 +187,7 @@ class SendMessageProcessor:
         """Serve plain sends on the event loop (ASYNC_FLUSH only; called once the broker's
         address is known, since it is part of every msgId)."""
         lane = self.lane
-        lane.engine = self.store._engine
+        lane.engine = self.store.put_engine
         lane.ok_status = _PUT_OK
         lane.topic_manager = self.topics
         lane.broker_config = self.config

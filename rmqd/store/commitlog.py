@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
 from typing import Callable, Optional
 
@@ -15,6 +16,9 @@ log = logging.getLogger(__name__)
 
 PAGE = 4096
 END_FILE_MIN_BLANK = 8
+BORNHOST_V6_FLAG = 0x10
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 
 class AllocateService(threading.Thread):
@@ -200,6 +204,14 @@ class CommitLog:
         if code != _cl.SCAN_LIMIT or end != pos + total:
             return None
         return mf.view(pos, total)
+
+    def pickup_store_timestamp(self, phys: int, size: int = 64) -> int:
+        """Store time of the record at ``phys`` (Java ``CommitLog.pickupStoreTimestamp``), -1 if it is gone."""
+        v = self.get(phys, min(size, 64))
+        if v is None or len(v) < 64:
+            return -1
+        sys_flag = _I32.unpack_from(v, 36)[0]
+        return _I64.unpack_from(v, 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8))[0]
 
     def roll_next_file(self, phys: int) -> int:
         return phys + self.file_size - phys % self.file_size

@@ -12,40 +12,35 @@ return copies.
 """
 from __future__ import annotations
 
-import enum
 import fcntl
 import logging
 import os
-import struct
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Container, Optional, Sequence
 
 from rmqd import progress
-from rmqd.cython_ext import message_codec as _codec
 from rmqd.fileutil import disk_partition_space_used_percent
 from rmqd.store.checkpoint import StoreCheckpoint
 from rmqd.store.commitlog import PAGE, CommitLog
 from rmqd.store.config import (DEFAULT_DELAY_LEVELS, JAVA_DISK_RATIO_DEFAULTS, StoreConfig,  # noqa: F401 (re-exported)
                                disk_ratio_property, disk_ratio_variable, parse_delay_levels, resolve_disk_ratios,
                                wall_clock_ms)
-from rmqd.store.consume_queue import BLANK_ENTRY, CQ_UNIT, ConsumeQueue
+from rmqd.store.consume_queues import ConsumeQueueTable
 from rmqd.store.cq_check import repair_consume_queues
+from rmqd.store.local_queue import LocalQueue
 from rmqd.store.index_file import IndexService
 from rmqd.store.page_warmer import PageWarmer
-from rmqd.store.message import (BORNHOST_V6_FLAG, MessageToStore, decode_properties, find_property,
-                                pack_host, tags_code_of)
-from rmqd.cython_ext import store_get as _sg
+from rmqd.store.message import MessageToStore, find_property, pack_host, tags_code_of
 from rmqd.cython_ext import store_put as _sp
 from rmqd.cython_ext.store_put import DispatchRequest, PutMessageResult  # noqa: F401 (public API)
+from rmqd.store.results import (GetMessageResult, GetMessageStatus, PutMessageStatus, QueryResult,  # noqa: F401
+                                StoreCounters, StoreStats, transfer_limits)
 
 log = logging.getLogger(__name__)
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 MAX_MANUAL_DELETE_FILE_TIMES = 20    # retention runs that honour one DELETE_EXPIRED_COMMITLOG (Java's)
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 
 def _physical_memory() -> int:
@@ -53,88 +48,6 @@ def _physical_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         return 8 << 30
-
-
-class PutMessageStatus(enum.Enum):
-    PUT_OK = 0
-    FLUSH_DISK_TIMEOUT = 1
-    FLUSH_SLAVE_TIMEOUT = 2
-    SLAVE_NOT_AVAILABLE = 3
-    SERVICE_NOT_AVAILABLE = 4
-    CREATE_MAPEDFILE_FAILED = 5
-    MESSAGE_ILLEGAL = 6
-    PROPERTIES_SIZE_EXCEEDED = 7
-    OS_PAGECACHE_BUSY = 8
-    UNKNOWN_ERROR = 9
-
-
-_sp.init_status(PutMessageStatus)
-
-
-class GetMessageStatus(enum.Enum):
-    FOUND = 0
-    NO_MATCHED_MESSAGE = 1
-    MESSAGE_WAS_REMOVING = 2
-    OFFSET_FOUND_NULL = 3
-    OFFSET_OVERFLOW_BADLY = 4
-    OFFSET_OVERFLOW_ONE = 5
-    OFFSET_TOO_SMALL = 6
-    NO_MATCHED_LOGIC_QUEUE = 7
-    NO_MESSAGE_IN_QUEUE = 8
-
-
-@dataclass
-class GetMessageResult:
-    status: GetMessageStatus
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    buffers: list = field(default_factory=list)
-    queue_offsets: list = field(default_factory=list)
-    buffer_total_size: int = 0
-    message_count_hint: int = -1      # messages in ``buffers`` when one buffer holds several
-
-    @property
-    def message_count(self) -> int:
-        return self.message_count_hint if self.message_count_hint >= 0 else len(self.buffers)
-
-    def body(self) -> bytes:
-        """Concatenated records, i.e. a PULL response body."""
-        return b"".join(self.buffers)
-
-    def release(self) -> None:
-        """Release the zero-copy views early (optional; GC does it otherwise)."""
-        for b in self.buffers:
-            if isinstance(b, memoryview):
-                b.release()
-        self.buffers = []
-
-
-@dataclass
-class QueryResult:
-    messages: list
-    index_last_update_timestamp: int
-    index_last_update_phyoffset: int
-
-
-@dataclass
-class StoreStats:
-    put_message_times_total: int = 0
-    put_message_size_total: int = 0
-    put_message_failed_times: int = 0
-    put_latency_max_ms: float = 0.0
-    put_distribution: list = field(default_factory=lambda: [0] * 13)   # PutEngine.put_distribution()
-    get_latency_max_ms: float = 0.0
-    get_message_times_total: int = 0
-    get_message_found_total: int = 0
-    get_message_transferred_total: int = 0
-    dispatch_behind_bytes: int = 0
-    commitlog_disk_ratio: float = 0.0
-    consume_queue_disk_ratio: float = 0.0
-    commitlog_min_offset: int = 0
-    commitlog_max_offset: int = 0
-    commitlog_flushed_offset: int = 0
-    start_time_ms: int = 0
 
 
 class _GroupCommit(threading.Thread):
@@ -230,8 +143,7 @@ class MessageStore:
         self.commitlog = CommitLog(config.commitlog_dir, seg, self.max_record_size)
         self.index = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num,
                                   self._clock)
-        self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
-        self._cq_lock = threading.Lock()
+        self.consume_queues = ConsumeQueueTable(config.consume_queue_dir, config.mapped_file_size_consume_queue)
         self._put_lock = threading.Lock()
         self._listeners: list[Callable[[DispatchRequest], None]] = []
         self._delay_levels = parse_delay_levels(config.message_delay_level)
@@ -245,8 +157,7 @@ class MessageStore:
         self._threads: list[threading.Thread] = []
         self._group_commit: Optional[_GroupCommit] = None
         self._warmer: Optional[PageWarmer] = None
-        self._stats = StoreStats()
-        self._stats_lock = threading.Lock()
+        self._counters = StoreCounters()
         self._checkpoint: Optional[StoreCheckpoint] = None
         self._lock_fd = -1
         self._last_thorough_flush = 0.0
@@ -268,6 +179,11 @@ class MessageStore:
     def clock(self, fn: Callable[[], int]) -> None:
         self._clock = fn
         self._engine.clock = None if fn is wall_clock_ms else fn
+
+    @property
+    def put_engine(self) -> _sp.PutEngine:
+        """The C put engine, for the send lane that appends on the event loop (ASYNC_FLUSH)."""
+        return self._engine
 
     # state shared with the C put engine
     @property
@@ -316,11 +232,11 @@ class MessageStore:
         self._recover(abnormal)
         log.info("store recovered (%s) in %.3fs: commitlog [%d, %d), %d consume queues",
                  "abnormal" if abnormal else "normal", time.perf_counter() - t0,
-                 self.commitlog.min_offset(), self.commitlog.max_offset(), len(self._cqs))
+                 self.commitlog.min_offset(), self.commitlog.max_offset(), len(self.consume_queues))
         fd = os.open(self.abort_file, os.O_WRONLY | os.O_CREAT, 0o644)
         os.fsync(fd)
         os.close(fd)
-        self._stats.start_time_ms = self.clock()
+        self._counters.set(start_time_ms=self.clock())
         self._running = True
         self.commitlog.start()
         self._check_disk()
@@ -367,9 +283,7 @@ class MessageStore:
         self._flush_commitlog()
         self._flush_logics()
         self.commitlog.shutdown()
-        with self._cq_lock:
-            for cq in self._cqs.values():
-                cq.close()
+        self.consume_queues.close()
         self.index.close()
         self._checkpoint.close()
         os.unlink(self.abort_file)
@@ -377,25 +291,11 @@ class MessageStore:
         self._lock_fd = -1
 
     # ------------------------------------------------------------------ recovery
-    def _load_consume_queues(self) -> None:
-        root = self.config.consume_queue_dir
-        topics = [t for t in os.listdir(root) if os.path.isdir(os.path.join(root, t))]
-        with progress.phase("loading consume queues", len(topics), "topics") as p:
-            for topic in topics:
-                tdir = os.path.join(root, topic)
-                for q in os.listdir(tdir):
-                    if not q.lstrip("-").isdigit():
-                        continue
-                    cq = ConsumeQueue(root, topic, int(q), self.config.mapped_file_size_consume_queue)
-                    cq.load()
-                    self._cqs[(topic, int(q))] = cq
-                p.advance()
-
     def _recover(self, abnormal: bool) -> None:
         cl = self.commitlog
         ck = self._checkpoint
         cl.mfq.load()
-        self._load_consume_queues()
+        self.consume_queues.load()
         self.index.load()
         files = cl.mfq.files
         if abnormal:
@@ -408,17 +308,15 @@ class MessageStore:
             start = min(start, dispatch_from)
         start = max(start, cl.min_offset())
         valid_end = cl.recover(start, self.config.check_crc_on_recover or abnormal)
-        for cq in self._cqs.values():
+        for cq in self.consume_queues.queues():
             cq.truncate_dirty(valid_end)
         dispatch_from = max(dispatch_from, cl.min_offset())
-        redo = repair_consume_queues(list(self._cqs.values()), cl, valid_end, self.max_record_size)
+        redo = repair_consume_queues(self.consume_queues.queues(), cl, valid_end, self.max_record_size)
         if redo is not None and max(redo, cl.min_offset()) < dispatch_from:   # rebuild damaged CQs
             dispatch_from = max(redo, cl.min_offset())
             cl.recover(dispatch_from, True)
         self._redispatch(dispatch_from, valid_end)
-        cl_min = cl.min_offset()
-        for cq in self._cqs.values():
-            cq.correct_min_offset(cl_min)
+        self.consume_queues.correct_min_offsets(cl.min_offset())
         self._engine.reset()
         self._flush_logics()
 
@@ -512,8 +410,7 @@ class MessageStore:
         gc.on_flushed(end_offset, self.config.sync_flush_timeout_ms / 1000, finished)
 
     def _fail(self, status: PutMessageStatus, remark: str) -> PutMessageResult:
-        with self._stats_lock:
-            self._stats.put_message_failed_times += 1
+        self._counters.put_failed()
         return PutMessageResult(status, remark=remark)
 
     def add_dispatch_listener(self, fn: Callable[[DispatchRequest], None],
@@ -530,16 +427,27 @@ class MessageStore:
             self._listeners.append(fn)
 
     # ------------------------------------------------------------------ consume queues
-    def _find_cq(self, topic: str, queue_id: int, create: bool = False) -> Optional[ConsumeQueue]:
-        cq = self._cqs.get((topic, queue_id))
-        if cq is None and create:
-            with self._cq_lock:
-                cq = self._cqs.get((topic, queue_id))
-                if cq is None:
-                    cq = ConsumeQueue(self.config.consume_queue_dir, topic, queue_id,
-                                      self.config.mapped_file_size_consume_queue)
-                    self._cqs = {**self._cqs, (topic, queue_id): cq}
-        return cq
+    def _find_cq(self, topic: str, queue_id: int, create: bool = False):
+        """The put engine's callback: the consume queue of (topic, queueId), created on first use."""
+        if create:
+            return self.consume_queues.find_or_create(topic, queue_id)
+        return self.consume_queues.get(topic, queue_id)
+
+    def local_queue(self, topic: str, queue_id: int) -> Optional[LocalQueue]:
+        """A read view of the local consume queue of (topic, queueId), None if there is none."""
+        cq = self.consume_queues.get(topic, queue_id)
+        if cq is None:
+            return None
+        return LocalQueue(cq, self.commitlog, self.config, self._counters, self.hot_data_limit)
+
+    def local_queues(self) -> list[LocalQueue]:
+        """Views of every local consume queue."""
+        return [LocalQueue(cq, self.commitlog, self.config, self._counters, self.hot_data_limit)
+                for cq in self.consume_queues.queues()]
+
+    def queue_keys(self) -> list[tuple[str, int]]:
+        """Every (topic, queueId) with a local consume queue."""
+        return self.consume_queues.keys()
 
     def _compacted(self, topic: str):
         c = self.compaction
@@ -549,62 +457,42 @@ class MessageStore:
         c = self._compacted(topic)
         if c is not None:
             return c.max_offset(topic, queue_id)
-        cq = self._find_cq(topic, queue_id)
+        cq = self.consume_queues.get(topic, queue_id)
         return cq.max_offset if cq else 0
 
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         c = self._compacted(topic)
         if c is not None:
             return c.min_offset(topic, queue_id)
-        cq = self._find_cq(topic, queue_id)
+        cq = self.consume_queues.get(topic, queue_id)
         local = cq.min_offset if cq else 0
         return local if self.tier is None else self.tier.reads.min_offset(topic, queue_id, local)
-
-    def _local_max_offset(self, topic: str, queue_id: int) -> int:
-        cq = self._find_cq(topic, queue_id)
-        return cq.max_offset if cq else 0
-
-    def _local_min_offset(self, topic: str, queue_id: int) -> int:
-        cq = self._find_cq(topic, queue_id)
-        return cq.min_offset if cq else 0
 
     def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
         """Java's ``checkInDiskByConsumeOffset``: is the message at ``consume_offset`` further behind
         the CommitLog head than ``access_message_in_memory_max_ratio`` % of RAM ("cold")?
         False when the queue or the entry does not exist."""
-        cq = self._find_cq(topic, queue_id)
-        e = cq.get_entry(consume_offset) if cq is not None else None
-        if e is None:
-            return False
-        return self.commitlog.max_offset() - e[0] > self.hot_data_limit
+        q = self.local_queue(topic, queue_id)
+        return q is not None and q.is_cold(consume_offset)
 
-    def _store_time_of(self, phys: int, size: int) -> int:
-        v = self.commitlog.get(phys, min(size, 64))
-        if v is None or len(v) < 64:
-            return -1
-        sys_flag = _I32.unpack_from(v, 36)[0]
-        return _I64.unpack_from(v, 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8))[0]
+    def pickup_store_timestamp(self, phys_offset: int, size: int = 64) -> int:
+        """Store time of the record at CommitLog ``phys_offset``, -1 if it is gone."""
+        return self.commitlog.pickup_store_timestamp(phys_offset, size)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """Store time of the message at ``queue_offset`` or -1."""
         c = self._compacted(topic)
         if c is not None:
             return c.store_time(topic, queue_id, queue_offset)
-        return self._local_store_time(topic, queue_id, queue_offset)
-
-    def _local_store_time(self, topic: str, queue_id: int, queue_offset: int) -> int:
-        cq = self._find_cq(topic, queue_id)
-        e = cq.get_entry(queue_offset) if cq and queue_offset >= cq.min_offset else None
-        if e is None or e[1] == BLANK_ENTRY[1]:
-            return -1
-        return self._store_time_of(e[0], e[1])
+        q = self.local_queue(topic, queue_id)
+        return q.store_time(queue_offset) if q is not None else -1
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
         c = self._compacted(topic)
         if c is not None:
             return c.earliest_time(topic, queue_id)
-        cq = self._find_cq(topic, queue_id)
-        local = -1 if cq is None else self._local_store_time(topic, queue_id, cq.min_offset)
+        q = self.local_queue(topic, queue_id)
+        local = -1 if q is None else q.earliest_time()
         return local if self.tier is None else self.tier.reads.earliest_time(topic, queue_id, local)
 
     def get_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
@@ -617,24 +505,14 @@ class MessageStore:
         return self._local_offset_by_time(topic, queue_id, timestamp)
 
     def _local_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        cq = self._find_cq(topic, queue_id)
-        if cq is None:
-            return 0
-        return cq.offset_by_time(timestamp, self._store_time_of)
+        q = self.local_queue(topic, queue_id)
+        return q.offset_by_time(timestamp) if q is not None else 0
 
     def delete_topic(self, topic: str) -> int:
         """Drop every consume queue of ``topic``; returns how many were removed."""
-        with self._put_lock, self._cq_lock:
-            gone = [k for k in self._cqs if k[0] == topic]
-            new = dict(self._cqs)
-            for k in gone:
-                new.pop(k).destroy()
-            self._cqs = new
+        with self._put_lock:
+            gone = self.consume_queues.remove_topic(topic)
             self._engine.drop_topic(topic)
-        tdir = os.path.join(self.config.consume_queue_dir, topic)
-        if os.path.isdir(tdir):
-            import shutil          # imports bz2/lzma: only when needed
-            shutil.rmtree(tdir)
         if self.compaction is not None and topic in self.compaction.topics:
             self.compaction.delete_topic(topic)
         if self.tier is not None and self.tier.started:
@@ -646,37 +524,19 @@ class MessageStore:
         message ends below the CommitLog's min offset (retention removed all of its messages); its queue
         offsets restart at 0, as Java's do. SCHEDULE_TOPIC_XXXX is kept as in Java, and so are queues whose
         records another layer still serves (compaction topics, the tiered store's). Returns what went."""
-        cl_min = self.commitlog_min_offset()
-        dropped: list[tuple[str, int]] = []
-        with self._put_lock, self._cq_lock:
-            new = dict(self._cqs)
-            for key, cq in self._cqs.items():
-                topic, qid = key
-                if topic == SCHEDULE_TOPIC or self._compacted(topic) is not None:
-                    continue
-                n = cq.max_offset
-                last = cq.get_entry(n - 1) if n > 0 else None
-                if last is None or last[1] == BLANK_ENTRY[1]:
-                    continue                 # Java: "maybe ConsumeQueue was created just now"
-                if last[0] + last[1] >= cl_min:
-                    continue
-                if self.tier is not None and self.tier.started and self.tier.reads.min_offset(topic, qid, n) < n:
-                    continue                 # the tiered store still serves its messages
-                log.info("cleanExpiredConsumerQueue: %s %d consume queue destroyed, minCommitLogOffset: %d "
-                         "maxCLOffsetInConsumeQueue: %d", topic, qid, cl_min, last[0] + last[1])
-                new.pop(key).destroy()
+        def keep(topic: str, qid: int, n: int) -> bool:
+            if self._compacted(topic) is not None:
+                return True
+            return self.tier is not None and self.tier.started and self.tier.reads.min_offset(topic, qid, n) < n
+
+        with self._put_lock:
+            dropped = self.consume_queues.remove_expired(self.commitlog_min_offset(), keep)
+            for key in dropped:
                 self._engine.states.pop(key, None)
-                dropped.append(key)
-            self._cqs = new
-        for topic in {t for t, _q in dropped}:
-            tdir = os.path.join(self.config.consume_queue_dir, topic)
-            if os.path.isdir(tdir) and not os.listdir(tdir):
-                os.rmdir(tdir)
-                log.info("cleanExpiredConsumerQueue: %s, topic destroyed", topic)
         return dropped
 
     def topics(self) -> set[str]:
-        return {k[0] for k in self._cqs}
+        return self.consume_queues.topics()
 
     def topic_put_totals(self) -> dict[str, tuple[int, int]]:
         """Messages and record bytes stored per topic since start (counted in the put engine)."""
@@ -690,97 +550,23 @@ class MessageStore:
         try:
             c = self._compacted(topic)
             if c is not None:
-                cfg = self.config
-                limit = cfg.max_transfer_bytes_on_message_in_memory
-                if max_total_bytes is not None:
-                    limit = min(limit, max_total_bytes)
-                return c.get_messages(topic, queue_id, offset,
-                                      min(max_nums, cfg.max_transfer_count_on_message_in_memory), limit,
-                                      message_filter)
+                count, limit = transfer_limits(self.config, max_nums, max_total_bytes)
+                return c.get_messages(topic, queue_id, offset, count, limit, message_filter)
             if self.tier is not None:
-                cfg = self.config
-                limit = cfg.max_transfer_bytes_on_message_in_memory
-                if max_total_bytes is not None:
-                    limit = min(limit, max_total_bytes)
+                count, limit = transfer_limits(self.config, max_nums, max_total_bytes)
                 return self.tier.reads.get_messages(
-                    topic, queue_id, offset, min(max_nums, cfg.max_transfer_count_on_message_in_memory), limit,
-                    message_filter,
-                    lambda: self._get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter))
-            return self._get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
+                    topic, queue_id, offset, count, limit, message_filter,
+                    lambda: self._get_local(topic, queue_id, offset, max_nums, max_total_bytes, message_filter))
+            return self._get_local(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
         finally:
-            elapsed = (time.perf_counter() - t0) * 1000
-            with self._stats_lock:
-                self._stats.get_message_times_total += 1
-                if elapsed > self._stats.get_latency_max_ms:
-                    self._stats.get_latency_max_ms = elapsed
+            self._counters.get_done((time.perf_counter() - t0) * 1000)
 
     def _get_local(self, topic: str, queue_id: int, offset: int, max_nums: int,
                    max_total_bytes: Optional[int], message_filter) -> GetMessageResult:
-        """The local consume queue's answer, whatever the topic (the compaction store's tail)."""
-        return self._get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
-
-    def _get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
-                      max_total_bytes: Optional[int], message_filter) -> GetMessageResult:
-        S = GetMessageStatus
-        cq = self._find_cq(topic, queue_id)
-        if cq is None:
-            return GetMessageResult(S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-        mn, mx = cq.min_offset, cq.max_offset
-        if mx == 0:
-            return GetMessageResult(S.NO_MESSAGE_IN_QUEUE, 0, mn, mx)
-        if offset < mn:
-            return GetMessageResult(S.OFFSET_TOO_SMALL, mn, mn, mx)
-        if offset == mx:
-            return GetMessageResult(S.OFFSET_OVERFLOW_ONE, offset, mn, mx)
-        if offset > mx:
-            return GetMessageResult(S.OFFSET_OVERFLOW_BADLY, mx, mn, mx)
-        cfg = self.config
-        limit_bytes = cfg.max_transfer_bytes_on_message_in_memory
-        if max_total_bytes is not None:
-            limit_bytes = min(limit_bytes, max_total_bytes)
-        limit_count = min(max_nums, cfg.max_transfer_count_on_message_in_memory)
-        entries = cq.iter_from(offset, max(16000, max_nums * CQ_UNIT))
-        if entries is None:
-            return GetMessageResult(S.OFFSET_FOUND_NULL, cq.roll_next_file(offset), mn, mx)
-        res = GetMessageResult(S.NO_MATCHED_MESSAGE, offset, mn, mx)
-        cl = self.commitlog
-        next_phy_file_start = -1
-        scanned = 0
-        total = 0
-        for phys, size, tags in entries:
-            if res.buffers and (len(res.buffers) >= limit_count or total + size > limit_bytes):
-                break
-            scanned += 1
-            if phys < next_phy_file_start:
-                continue
-            if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags):
-                if not res.buffers:
-                    res.status = S.NO_MATCHED_MESSAGE
-                continue
-            view = cl.get(phys, size) if size != BLANK_ENTRY[1] else None
-            if view is None:
-                if not res.buffers:
-                    res.status = S.MESSAGE_WAS_REMOVING
-                next_phy_file_start = cl.roll_next_file(phys)
-                continue
-            if message_filter is not None and not message_filter.is_matched_by_commit_log(
-                    view, _LazyProps(view)):
-                view.release()
-                if not res.buffers:
-                    res.status = S.NO_MATCHED_MESSAGE
-                continue
-            res.buffers.append(view)
-            res.queue_offsets.append(offset + scanned - 1)
-            total += size
-            res.status = S.FOUND
-            next_phy_file_start = -1
-        res.next_begin_offset = offset + scanned
-        res.buffer_total_size = total
-        if res.buffers:
-            with self._stats_lock:
-                self._stats.get_message_found_total += 1
-                self._stats.get_message_transferred_total += len(res.buffers)
-        return res
+        q = self.local_queue(topic, queue_id)
+        if q is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        return q.get_messages(offset, max_nums, max_total_bytes, message_filter)
 
     def get_messages_resident(self, topic: str, queue_id: int, offset: int, max_nums: int,
                               tag_codes: Optional[Sequence[int]]) -> Optional[GetMessageResult]:
@@ -791,37 +577,15 @@ class MessageStore:
 
         ``tag_codes`` None matches every tag; otherwise the tag hash codes to keep. Store layers
         (compaction, tier) that route a queue elsewhere must answer None for it."""
-        cq = self._cqs.get((topic, queue_id))
-        if cq is None or self._compacted(topic) is not None:
+        q = self.local_queue(topic, queue_id)
+        if q is None or self._compacted(topic) is not None:
             return None
         tier = self.tier
         if tier is not None and tier.reads.serves_pull(topic, queue_id, offset):
             return None
-        cfg = self.config
-        t0 = time.perf_counter()
-        got = _sg.read_resident(cq, self.commitlog, offset,
-                                min(max_nums, cfg.max_transfer_count_on_message_in_memory),
-                                cfg.max_transfer_bytes_on_message_in_memory, tag_codes, self.hot_data_limit)
-        if got is None:
-            return None
-        status, next_begin, count, body = got
-        res = GetMessageResult(GetMessageStatus.FOUND if status == _sg.FOUND else GetMessageStatus.NO_MATCHED_MESSAGE,
-                               next_begin, cq.min_offset, cq.max_offset)
-        if tier is not None:
-            res.min_offset = tier.reads.min_offset(topic, queue_id, cq.min_offset)
-        if count:
-            res.buffers = [body]
-            res.buffer_total_size = len(body)
-            res.message_count_hint = count
-        elapsed = (time.perf_counter() - t0) * 1000
-        with self._stats_lock:
-            st = self._stats
-            st.get_message_times_total += 1
-            if elapsed > st.get_latency_max_ms:
-                st.get_latency_max_ms = elapsed
-            if count:
-                st.get_message_found_total += 1
-                st.get_message_transferred_total += count
+        res = q.get_messages_resident(offset, max_nums, tag_codes)
+        if res is not None and tier is not None:
+            res.min_offset = tier.reads.min_offset(topic, queue_id, res.min_offset)
         return res
 
     def read_message(self, phys_offset: int) -> Optional[bytes]:
@@ -861,8 +625,7 @@ class MessageStore:
         with self._put_lock:
             disp = self.commitlog.max_offset()
             ts = self._last_store_ts
-        for cq in list(self._cqs.values()):
-            cq.flush()
+        self.consume_queues.flush()
         self.index.flush()
         ck = self._checkpoint
         ck.logics_offset = ck.index_offset = disp
@@ -921,7 +684,7 @@ class MessageStore:
             (log.error if full else log.info)("commit log disk usage %.1f%%: writes %s", ratio,
                                              "refused" if full else "allowed again")
         self._disk_full = full
-        self._stats.commitlog_disk_ratio = ratio
+        self._counters.set(commitlog_disk_ratio=ratio)
         return ratio
 
     def _clean_loop(self) -> None:
@@ -986,8 +749,7 @@ class MessageStore:
                 log.info("retention: deleted %d commit log segment(s) (disk %.1f%%), min offset now %d",
                          deleted, ratio, self.commitlog.min_offset())
         cl_min = self.commitlog.min_offset()
-        for cq in list(self._cqs.values()):
-            cq.delete_expired_files(cl_min)
+        self.consume_queues.delete_expired_files(cl_min)
         self.index.delete_expired(cl_min)
         return deleted
 
@@ -1000,8 +762,7 @@ class MessageStore:
     @property
     def stats(self) -> StoreStats:
         """Snapshot of runtime statistics."""
-        with self._stats_lock:
-            s = StoreStats(**self._stats.__dict__)
+        s = self._counters.snapshot()
         e = self._engine
         s.put_message_times_total += e.put_times_total
         s.put_message_size_total += e.put_size_total
@@ -1016,19 +777,3 @@ class MessageStore:
         s.dispatch_behind_bytes = max(0, s.commitlog_max_offset - dispatched) if dispatched >= 0 else 0
         s.consume_queue_disk_ratio = self._disk_ratio(self.config.consume_queue_dir)
         return s
-
-
-class _LazyProps:
-    """Callable returning the properties dict of a record, decoded on first call."""
-
-    __slots__ = ("_view", "_props")
-
-    def __init__(self, view: memoryview):
-        self._view = view
-        self._props = None
-
-    def __call__(self) -> dict:
-        if self._props is None:
-            f = _codec.decode_record(self._view, 0)
-            self._props = decode_properties(f[17].decode("utf-8", errors="replace"))
-        return self._props

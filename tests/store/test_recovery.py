@@ -103,8 +103,7 @@ def _crash(s):
         t.join(5)
     s.commitlog.allocator.shutdown()
     s.commitlog.mfq.close()
-    for cq in s._cqs.values():
-        cq.close()
+    s.consume_queues.close()
     s.index.close()
     s._checkpoint.close()
     os.close(s._lock_fd)

@@ -26,9 +26,10 @@ from rmqd.cython_ext import compaction as _cx
 from rmqd.store.compaction import adopt as _adopt
 from rmqd.store.compaction.compactor import RunResult, compact_queue
 from rmqd.store.compaction.queue_log import QueueCompactionLog
+from rmqd.store.results import GetMessageResult, GetMessageStatus as S, collect_records
 
 if TYPE_CHECKING:
-    from rmqd.store.message_store import GetMessageResult, MessageStore
+    from rmqd.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -196,14 +197,14 @@ class CompactionStore:
         return qlog
 
     def queue_ids(self, topic: str) -> list[int]:
-        ids = {q for (t, q) in self.local._cqs if t == topic} | {q for (t, q) in self.logs if t == topic}
+        ids = {q for (t, q) in self.local.queue_keys() if t == topic} | {q for (t, q) in self.logs if t == topic}
         return sorted(ids)
 
     # ------------------------------------------------------------------ copier
     def catch_up(self, topic: str, qid: int) -> int:
         """Copy the keyed records of the local consume queue past the log's end; returns how many."""
         qlog = self._log(topic, qid)
-        cq = self.local._find_cq(topic, qid)
+        cq = self.local.local_queue(topic, qid)
         if cq is None:
             return 0
         nxt = max(qlog.next_offset(), cq.min_offset)
@@ -374,58 +375,54 @@ class CompactionStore:
     def min_offset(self, topic: str, qid: int) -> int:
         qlog = self.logs.get((topic, qid))
         mn = qlog.min_offset() if qlog is not None else -1
-        return mn if mn >= 0 else self.local._local_min_offset(topic, qid)
+        if mn >= 0:
+            return mn
+        q = self.local.local_queue(topic, qid)
+        return q.min_offset if q is not None else 0
 
     def max_offset(self, topic: str, qid: int) -> int:
         qlog = self.logs.get((topic, qid))
         nxt = qlog.next_offset() if qlog is not None else 0
-        return max(nxt, self.local._local_max_offset(topic, qid))
+        q = self.local.local_queue(topic, qid)
+        return max(nxt, q.max_offset if q is not None else 0)
 
     def get_messages(self, topic: str, qid: int, offset: int, max_nums: int, max_bytes: int,
-                     message_filter) -> "GetMessageResult":
-        from rmqd.store.message_store import GetMessageResult, GetMessageStatus as S, _LazyProps
+                     message_filter) -> GetMessageResult:
         qlog = self.logs.get((topic, qid))
         copied = qlog.next_offset() if qlog is not None else 0
         mn, mx = self.min_offset(topic, qid), self.max_offset(topic, qid)
         if offset >= copied:
-            res = self.local._get_local(topic, qid, offset, max_nums, max_bytes, message_filter)
+            q = self.local.local_queue(topic, qid)
+            if q is None:
+                res = GetMessageResult(S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+            else:
+                res = q.get_messages(offset, max_nums, max_bytes, message_filter)
             res.min_offset, res.max_offset = mn, mx
             if res.status is S.OFFSET_TOO_SMALL and copied > 0:
                 res.next_begin_offset = max(res.next_begin_offset, copied)
             return res
         if mx == 0:
             return GetMessageResult(S.NO_MESSAGE_IN_QUEUE, 0, mn, mx)
-        res = GetMessageResult(S.NO_MATCHED_MESSAGE, offset, mn, mx)
         got = qlog.read_from(offset, max_nums, max_bytes)
-        total = 0
-        for qoff, rec, tags in got:
-            res.next_begin_offset = qoff + 1
-            if message_filter is not None:
-                if not message_filter.is_matched_by_consume_queue(tags):
-                    continue
-                view = memoryview(rec)
-                if not message_filter.is_matched_by_commit_log(view, _LazyProps(view)):
-                    continue
-            res.buffers.append(rec)
-            res.queue_offsets.append(qoff)
-            total += len(rec)
-        if res.buffers:
-            res.status = S.FOUND
-        elif not got:
+        res = collect_records(GetMessageResult(S.NO_MATCHED_MESSAGE, offset, mn, mx), got, message_filter)
+        if not got:
             res.next_begin_offset = copied
-        res.buffer_total_size = total
         return res
 
     def store_time(self, topic: str, qid: int, offset: int) -> int:
         qlog = self.logs.get((topic, qid))
         if qlog is not None and offset < qlog.next_offset():
             return qlog.store_time_at(offset)
-        return self.local._local_store_time(topic, qid, offset)
+        q = self.local.local_queue(topic, qid)
+        return q.store_time(offset) if q is not None else -1
 
     def earliest_time(self, topic: str, qid: int) -> int:
         qlog = self.logs.get((topic, qid))
         t = qlog.earliest_store_time() if qlog is not None else -1
-        return t if t >= 0 else self.local._local_store_time(topic, qid, self.local._local_min_offset(topic, qid))
+        if t >= 0:
+            return t
+        q = self.local.local_queue(topic, qid)
+        return q.earliest_time() if q is not None else -1
 
     def offset_by_time(self, topic: str, qid: int, timestamp: int) -> int:
         qlog = self.logs.get((topic, qid))
@@ -433,9 +430,12 @@ class CompactionStore:
             off = qlog.offset_by_time(timestamp)
             if off is not None:
                 return off
-            local = self.local._local_offset_by_time(topic, qid, timestamp)
-            return max(local, qlog.next_offset())
-        return self.local._local_offset_by_time(topic, qid, timestamp)
+            return max(self._local_offset_by_time(topic, qid, timestamp), qlog.next_offset())
+        return self._local_offset_by_time(topic, qid, timestamp)
+
+    def _local_offset_by_time(self, topic: str, qid: int, timestamp: int) -> int:
+        q = self.local.local_queue(topic, qid)
+        return q.offset_by_time(timestamp) if q is not None else 0
 
     # ------------------------------------------------------------------ admin
     def delete_topic(self, topic: str) -> None:

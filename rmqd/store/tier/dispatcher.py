@@ -81,7 +81,8 @@ class TierDispatcher:
         copied = 0
         touched = {}
         tier.index.maybe_roll()
-        for (topic, qid), cq in list(tier.local._cqs.items()):
+        for cq in tier.local.local_queues():
+            topic, qid = cq.topic, cq.queue_id
             if not tier.eligible(topic):
                 continue
             tq = tier.queue(topic, qid, create=True, init_offset=cq.min_offset)
@@ -101,7 +102,6 @@ class TierDispatcher:
         :data:`SLICE` records with the GIL handed over in between. -1 when it cannot."""
         tier = self.tier
         cfg = tier.config
-        local = tier.local
         count = min(len(entries), FAST_GROUP_MAX)
         base = tq.commitlog.commit_offset
         parts, msgs = [], []
@@ -109,8 +109,7 @@ class TierDispatcher:
         min_ts = max_ts = first = last = -1
         while n < count and size < cfg.group_commit_size:
             k = min(SLICE, count - n)
-            got = _sg.read_resident(cq, local.commitlog, nxt + n, k, cfg.group_commit_size - size, None, 1 << 62,
-                                    k * 20)
+            got = cq.read_resident(nxt + n, k, cfg.group_commit_size - size)
             if got is None or got[0] != _sg.FOUND or got[2] <= 0:
                 break
             body = got[3]
@@ -214,7 +213,7 @@ class TierDispatcher:
                 break
             if group == 0 and not force and pending < cfg.group_commit_count:
                 e = entries[0]
-                ts = local._store_time_of(e[0], e[1]) if e[1] != BLANK_SIZE else 0
+                ts = local.pickup_store_timestamp(e[0], e[1]) if e[1] != BLANK_SIZE else 0
                 if ts > 0 and ts + cfg.group_commit_timeout_ms > local.clock():
                     break
             n = self._copy_group_fast(tq, cq, nxt, entries, topic_id)

@@ -229,7 +229,8 @@ class TieredStore:
         local files that end at or below it may be deleted."""
         local = self.local
         limit = 1 << 62
-        for (topic, qid), cq in list(local._cqs.items()):
+        for cq in local.local_queues():
+            topic, qid = cq.topic, cq.queue_id
             if not self.eligible(topic):
                 continue
             done = self.committed_max.get((topic, qid), -1)
