@@ -11,7 +11,7 @@ worker thread, not the event loop. ``get_messages_resident`` and ``on_flushed`` 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Container, Optional, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Container, Optional, Protocol, Sequence
 
 if TYPE_CHECKING:
     from rmqd.cython_ext.store_put import DispatchRequest, MessageToStore, PutEngine, PutMessageResult
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from rmqd.store.tier.store import TieredStore
 
 
-@runtime_checkable
 class MessageStoreAPI(Protocol):
     """What callers outside ``rmqd/store`` may use of a store (any layer of the chain)."""
 

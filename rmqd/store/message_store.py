@@ -35,7 +35,7 @@ from rmqd.store.message import MessageToStore, find_property, pack_host, tags_co
 from rmqd.cython_ext import store_put as _sp
 from rmqd.cython_ext.store_put import DispatchRequest, PutMessageResult  # noqa: F401 (public API)
 from rmqd.store.results import (GetMessageResult, GetMessageStatus, PutMessageStatus, QueryResult,  # noqa: F401
-                                StoreCounters, StoreStats, transfer_limits)
+                                StoreCounters, StoreStats)
 
 log = logging.getLogger(__name__)
 
@@ -163,12 +163,7 @@ class MessageStore:
         self._last_thorough_flush = 0.0
         self.hot_data_limit = int(_physical_memory() * config.access_message_in_memory_max_ratio / 100)
         self._manual_delete_times = 0
-        # The compaction store (rmqd.store.compaction), set by rmqd.store.layers.build_store: reads
-        # of COMPACTION topics go there, like Java's DefaultMessageStore -> CompactionStore.
-        self.compaction = None
-        # The tiered store (rmqd.store.tier), set by build_store when messageStorePlugIn asks for
-        # it: it copies queues to a second tier, and ``tier.reads`` decides which reads go there.
-        self.tier = None
+        self._retention_guards: list = []    # layers asked before CommitLog files go (rmqd.store.layer)
 
     @property
     def clock(self) -> Callable[[], int]:
@@ -179,6 +174,19 @@ class MessageStore:
     def clock(self, fn: Callable[[], int]) -> None:
         self._clock = fn
         self._engine.clock = None if fn is wall_clock_ms else fn
+
+    # the bottom of the layer chain (rmqd.store.layer): no layer below this one
+    compaction = None
+    tier = None
+
+    @property
+    def local(self) -> "MessageStore":
+        return self
+
+    def add_retention_guard(self, guard) -> None:
+        """Ask ``guard`` (a :class:`~rmqd.store.layer.RetentionGuard`, a layer above) before CommitLog
+        files are deleted and before an emptied consume queue is dropped."""
+        self._retention_guards.append(guard)
 
     @property
     def put_engine(self) -> _sp.PutEngine:
@@ -251,10 +259,6 @@ class MessageStore:
             self._warmer = PageWarmer(self)
             self._warmer.start()
         self._spawn("rmqd-store-clean", self._clean_loop)
-        if self.compaction is not None:
-            self.compaction.start()
-        if self.tier is not None:
-            self.tier.start()
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
@@ -269,10 +273,6 @@ class MessageStore:
             self._running = False
             self._engine.reset()
         self._stop.set()
-        if self.compaction is not None:
-            self.compaction.shutdown()
-        if self.tier is not None:
-            self.tier.shutdown()
         if self._warmer is not None:
             self._warmer.stop()
             self._warmer = None
@@ -449,24 +449,13 @@ class MessageStore:
         """Every (topic, queueId) with a local consume queue."""
         return self.consume_queues.keys()
 
-    def _compacted(self, topic: str):
-        c = self.compaction
-        return c if c is not None and topic in c.topics else None
-
     def get_max_offset(self, topic: str, queue_id: int) -> int:
-        c = self._compacted(topic)
-        if c is not None:
-            return c.max_offset(topic, queue_id)
         cq = self.consume_queues.get(topic, queue_id)
         return cq.max_offset if cq else 0
 
     def get_min_offset(self, topic: str, queue_id: int) -> int:
-        c = self._compacted(topic)
-        if c is not None:
-            return c.min_offset(topic, queue_id)
         cq = self.consume_queues.get(topic, queue_id)
-        local = cq.min_offset if cq else 0
-        return local if self.tier is None else self.tier.reads.min_offset(topic, queue_id, local)
+        return cq.min_offset if cq else 0
 
     def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
         """Java's ``checkInDiskByConsumeOffset``: is the message at ``consume_offset`` further behind
@@ -481,30 +470,14 @@ class MessageStore:
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """Store time of the message at ``queue_offset`` or -1."""
-        c = self._compacted(topic)
-        if c is not None:
-            return c.store_time(topic, queue_id, queue_offset)
         q = self.local_queue(topic, queue_id)
         return q.store_time(queue_offset) if q is not None else -1
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
-        c = self._compacted(topic)
-        if c is not None:
-            return c.earliest_time(topic, queue_id)
         q = self.local_queue(topic, queue_id)
-        local = -1 if q is None else q.earliest_time()
-        return local if self.tier is None else self.tier.reads.earliest_time(topic, queue_id, local)
+        return q.earliest_time() if q is not None else -1
 
     def get_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        c = self._compacted(topic)
-        if c is not None:
-            return c.offset_by_time(topic, queue_id, timestamp)
-        if self.tier is not None:
-            return self.tier.reads.offset_by_time(topic, queue_id, timestamp,
-                                                  lambda ts: self._local_offset_by_time(topic, queue_id, ts))
-        return self._local_offset_by_time(topic, queue_id, timestamp)
-
-    def _local_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         q = self.local_queue(topic, queue_id)
         return q.offset_by_time(timestamp) if q is not None else 0
 
@@ -513,10 +486,6 @@ class MessageStore:
         with self._put_lock:
             gone = self.consume_queues.remove_topic(topic)
             self._engine.drop_topic(topic)
-        if self.compaction is not None and topic in self.compaction.topics:
-            self.compaction.delete_topic(topic)
-        if self.tier is not None and self.tier.started:
-            self.tier.delete_topic(topic)
         return len(gone)
 
     def clean_expired_consume_queues(self) -> list[tuple[str, int]]:
@@ -525,9 +494,7 @@ class MessageStore:
         offsets restart at 0, as Java's do. SCHEDULE_TOPIC_XXXX is kept as in Java, and so are queues whose
         records another layer still serves (compaction topics, the tiered store's). Returns what went."""
         def keep(topic: str, qid: int, n: int) -> bool:
-            if self._compacted(topic) is not None:
-                return True
-            return self.tier is not None and self.tier.started and self.tier.reads.min_offset(topic, qid, n) < n
+            return any(g.keeps_queue(topic, qid, n) for g in self._retention_guards)
 
         with self._put_lock:
             dropped = self.consume_queues.remove_expired(self.commitlog_min_offset(), keep)
@@ -548,25 +515,17 @@ class MessageStore:
         """Read up to ``max_nums`` messages from logical ``offset`` (status table of README §3.3)."""
         t0 = time.perf_counter()
         try:
-            c = self._compacted(topic)
-            if c is not None:
-                count, limit = transfer_limits(self.config, max_nums, max_total_bytes)
-                return c.get_messages(topic, queue_id, offset, count, limit, message_filter)
-            if self.tier is not None:
-                count, limit = transfer_limits(self.config, max_nums, max_total_bytes)
-                return self.tier.reads.get_messages(
-                    topic, queue_id, offset, count, limit, message_filter,
-                    lambda: self._get_local(topic, queue_id, offset, max_nums, max_total_bytes, message_filter))
-            return self._get_local(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
+            q = self.local_queue(topic, queue_id)
+            if q is None:
+                return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+            return q.get_messages(offset, max_nums, max_total_bytes, message_filter)
         finally:
-            self._counters.get_done((time.perf_counter() - t0) * 1000)
+            self.record_get_time(t0)
 
-    def _get_local(self, topic: str, queue_id: int, offset: int, max_nums: int,
-                   max_total_bytes: Optional[int], message_filter) -> GetMessageResult:
-        q = self.local_queue(topic, queue_id)
-        if q is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-        return q.get_messages(offset, max_nums, max_total_bytes, message_filter)
+    def record_get_time(self, started: float) -> None:
+        """Count one read that began at ``time.perf_counter() == started`` (layers serving a read
+        themselves call it, so the store's stats see every read)."""
+        self._counters.get_done((time.perf_counter() - started) * 1000)
 
     def get_messages_resident(self, topic: str, queue_id: int, offset: int, max_nums: int,
                               tag_codes: Optional[Sequence[int]]) -> Optional[GetMessageResult]:
@@ -576,23 +535,13 @@ class MessageStore:
         serve the pull; then :meth:`get_messages` must (in a thread that may block).
 
         ``tag_codes`` None matches every tag; otherwise the tag hash codes to keep. Store layers
-        (compaction, tier) that route a queue elsewhere must answer None for it."""
+        (compaction, tier) that route a queue elsewhere answer None for it."""
         q = self.local_queue(topic, queue_id)
-        if q is None or self._compacted(topic) is not None:
-            return None
-        tier = self.tier
-        if tier is not None and tier.reads.serves_pull(topic, queue_id, offset):
-            return None
-        res = q.get_messages_resident(offset, max_nums, tag_codes)
-        if res is not None and tier is not None:
-            res.min_offset = tier.reads.min_offset(topic, queue_id, res.min_offset)
-        return res
+        return q.get_messages_resident(offset, max_nums, tag_codes) if q is not None else None
 
     def read_message(self, phys_offset: int) -> Optional[bytes]:
         """One whole record at ``phys_offset`` (copy), or None if gone or not a valid record."""
         v = self.commitlog.read_record(phys_offset)
-        if v is None and self.tier is not None:
-            return self.tier.reads.read_message(phys_offset)
         return bytes(v) if v is not None else None
 
     def query_message(self, topic: str, key: str, max_num: int, begin_ts: int = 0,
@@ -604,8 +553,6 @@ class MessageStore:
             v = self.commitlog.read_record(off)
             if v is not None:
                 msgs.append(bytes(v))
-        if self.tier is not None:
-            msgs.extend(self.tier.reads.query(topic, key, max_num, begin_ts, end_ts, msgs))
         return QueryResult(msgs, r.index_last_update_timestamp, r.index_last_update_phyoffset)
 
     def commitlog_min_offset(self) -> int:
@@ -712,8 +659,6 @@ class MessageStore:
         of commit-log segments deleted.
         """
         cfg = self.config
-        if self.compaction is not None:
-            self.compaction.catch_up_all()    # compaction logs first: retention must not lose them
         ratio = self._check_disk()
         space_full = ratio > cfg.disk_max_used_space_ratio
         force = ratio > cfg.disk_space_clean_forcibly_ratio
@@ -725,12 +670,12 @@ class MessageStore:
             now = self.clock()
             expired_ms = cfg.file_reserved_time_hours * 3600 * 1000
             n = 0
-            # the tier first: a file goes only once everything in it is committed there
-            tier_limit = self.tier.before_retention() if self.tier is not None else 1 << 62
+            # the layers first (compaction copies, the tier commits): a file goes only once they have it
+            limit = min([g.before_delete() for g in self._retention_guards], default=1 << 62)
             for mf in self.commitlog.mfq.files[:-1]:
-                if mf.end_offset > tier_limit:
-                    log.info("retention: keeping %s and later until the tier has them (tier at %d)",
-                             mf.path, tier_limit)
+                if mf.end_offset > limit:
+                    log.info("retention: keeping %s and later until the store layers have them (up to %d)",
+                             mf.path, limit)
                     break
                 try:
                     mtime = os.path.getmtime(mf.path) * 1000

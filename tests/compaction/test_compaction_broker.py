@@ -244,7 +244,7 @@ def test_broker_conf_compaction_settings(tmp_path):
     with EmbeddedServer(store_dir=str(tmp_path / "off"), broker_properties=props) as server, \
             BlockingClient(server.broker_addr) as c:
         comp = server.broker.store.compaction
-        assert comp.config.enabled is False and comp.config.max_offset_map_size == 3072
+        assert comp.compaction_config.enabled is False and comp.compaction_config.max_offset_map_size == 3072
         assert create(c, "Table", "+cleanup.policy=COMPACTION").code == 0
         sent = _fill_table(c, "Table")
         time.sleep(2.5)                     # > the schedule period and the copier's 1 s tick

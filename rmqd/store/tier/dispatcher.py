@@ -51,7 +51,7 @@ class TierDispatcher:
     def run_once(self, force: bool = False) -> int:
         """One round over every queue; returns how many records were copied."""
         tier = self.tier
-        cfg = tier.config
+        cfg = tier.tier_config
         with self.lock:
             now = time.time()
             if now - self._last_expire >= cfg.delete_file_interval_ms / 1000:
@@ -101,7 +101,7 @@ class TierDispatcher:
         follows the head): memcpy gathers and scans for times and keys, in slices of
         :data:`SLICE` records with the GIL handed over in between. -1 when it cannot."""
         tier = self.tier
-        cfg = tier.config
+        cfg = tier.tier_config
         count = min(len(entries), FAST_GROUP_MAX)
         base = tq.commitlog.commit_offset
         parts, msgs = [], []
@@ -141,7 +141,7 @@ class TierDispatcher:
     def _copy_group(self, tq, nxt: int, entries: list, topic_id: int) -> int:
         """One group commit record by record (blank entries, records not in memory)."""
         tier = self.tier
-        cfg = tier.config
+        cfg = tier.tier_config
         local = tier.local
         batch = []
         size = 0
@@ -181,7 +181,7 @@ class TierDispatcher:
         return len(batch)
 
     def _expire(self, now: float) -> dict:
-        limit = int((now - self.tier.config.file_reserved_hours * 3600) * 1000)
+        limit = int((now - self.tier.tier_config.file_reserved_hours * 3600) * 1000)
         out = {}
         for tq in list(self.tier.queues.values()):
             if tq.delete_expired(limit):
@@ -191,7 +191,7 @@ class TierDispatcher:
 
     def _copy_queue(self, tq, cq, force: bool) -> int:
         tier = self.tier
-        cfg = tier.config
+        cfg = tier.tier_config
         local = tier.local
         nxt = tq.max_offset
         if nxt < cq.min_offset:

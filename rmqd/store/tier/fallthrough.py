@@ -67,7 +67,7 @@ class TierReads:
     def __init__(self, tier: "TieredStore") -> None:
         self.tier = tier
         self.local = tier.local
-        self.level = tier.config.storage_level
+        self.level = tier.tier_config.storage_level
 
     def _tq(self, topic: str, qid: int) -> Optional[TieredQueue]:
         if self.level == Level.DISABLE:
