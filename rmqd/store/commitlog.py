@@ -10,6 +10,7 @@ from typing import Callable, Optional
 from rmqd import progress
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.cython_ext import store_commitlog as _cl
+from rmqd.service_thread import ServiceThread
 from rmqd.store.mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
 
 log = logging.getLogger(__name__)
@@ -21,23 +22,23 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
-class AllocateService(threading.Thread):
-    """Creates the next segment in the background so roll-over does not block the put path."""
+class AllocateService(ServiceThread):
+    """Creates the next segment in the background so roll-over does not block the put path
+    (Java ``AllocateMappedFileService``)."""
 
     def __init__(self, mfq: MappedFileQueue):
-        super().__init__(name="rmqd-store-allocate", daemon=True)
+        super().__init__("rmqd-store-allocate", interval=60.0, join_timeout=2.0)
         self.mfq = mfq
         self._cv = threading.Condition()
         self._want: Optional[int] = None
         self._ready: Optional[MappedFile] = None
         self._creating: Optional[int] = None
-        self._stopping = False
 
     def request(self, start: int) -> None:
         with self._cv:
             if (self._ready is None or self._ready.file_from_offset != start) and self._want != start:
                 self._want = start
-                self._cv.notify()
+                self.wakeup()
 
     def ready_file(self) -> Optional[MappedFile]:
         """The preallocated next segment, if any (read without locking; for the page warmer)."""
@@ -57,44 +58,37 @@ class AllocateService(threading.Thread):
                 return mf
             return None
 
-    def run(self) -> None:
-        while True:
-            with self._cv:
-                while self._want is None and not self._stopping:
-                    self._cv.wait()
-                if self._stopping:
-                    return
-                start = self._want
-                self._want = None
-                old = self._ready
-                self._ready = None
-                self._creating = start
-            if old is not None:
-                log.warning("discarding unused preallocated segment %s", old.path)
-                old.destroy()
-            mf = None
-            try:
-                path = os.path.join(self.mfq.directory, offset_to_file_name(start))
-                mf = MappedFile(path, start, self.mfq.file_size)
-            except Exception:
-                log.exception("preallocating commit log segment %d failed", start)
-            with self._cv:
-                self._creating = None
-                self._cv.notify_all()
-                if mf is None:
-                    continue
-                if self._stopping:
-                    mf.destroy()
-                    return
-                self._ready = mf
-
-    def shutdown(self) -> None:
+    def run_once(self) -> None:
         with self._cv:
-            self._stopping = True
-            self._cv.notify()
+            if self._want is None or self.stopped:
+                return
+            start = self._want
+            self._want = None
+            old = self._ready
+            self._ready = None
+            self._creating = start
+        if old is not None:
+            log.warning("discarding unused preallocated segment %s", old.path)
+            old.destroy()
+        mf = None
+        try:
+            path = os.path.join(self.mfq.directory, offset_to_file_name(start))
+            mf = MappedFile(path, start, self.mfq.file_size)
+        except Exception:
+            log.exception("preallocating commit log segment %d failed", start)
+        with self._cv:
+            self._creating = None
+            self._cv.notify_all()
+            if mf is None:
+                return
+            if self.stopped:
+                mf.destroy()
+                return
+            self._ready = mf
+
+    def on_shutdown(self) -> None:
+        with self._cv:
             mf, self._ready = self._ready, None
-        if self.is_alive():
-            self.join(2)
         if mf is not None:
             mf.destroy()
 

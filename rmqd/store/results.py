@@ -124,9 +124,23 @@ class StoreCounters:
             for k, v in values.items():
                 setattr(self._stats, k, v)
 
-    def snapshot(self) -> StoreStats:
+    def snapshot(self, engine, commitlog, consume_queue_disk_ratio: float) -> StoreStats:
+        """The counters, with the put engine's and the CommitLog's figures."""
         with self._lock:
-            return StoreStats(**self._stats.__dict__)
+            s = StoreStats(**self._stats.__dict__)
+        s.put_message_times_total += engine.put_times_total
+        s.put_message_size_total += engine.put_size_total
+        s.put_latency_max_ms = max(s.put_latency_max_ms, engine.put_latency_max_ms)
+        s.put_distribution = engine.put_distribution()
+        s.commitlog_min_offset = commitlog.min_offset()
+        s.commitlog_max_offset = commitlog.max_offset()
+        s.commitlog_flushed_offset = commitlog.flushed_where
+        # ReputMessageService.behind(): the bytes appended but not yet in ConsumeQueue/index. rmqd dispatches
+        # each record inside the append (a slave: whole records), so this is at most one record.
+        dispatched = engine.dispatched_where
+        s.dispatch_behind_bytes = max(0, s.commitlog_max_offset - dispatched) if dispatched >= 0 else 0
+        s.consume_queue_disk_ratio = consume_queue_disk_ratio
+        return s
 
 
 class LazyProps:

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from rmqd.cython_ext import compaction as _cx
+from rmqd.service_thread import ServiceThread
 from rmqd.store.compaction import adopt as _adopt
 from rmqd.store.compaction.compactor import RunResult, compact_queue
 from rmqd.store.compaction.queue_log import QueueCompactionLog
@@ -137,8 +138,10 @@ class CompactionStore(StoreLayer):
         self._logs_lock = threading.Lock()
         self._queue_locks: dict[tuple[str, int], threading.Lock] = {}
         self._next_run: dict[tuple[str, int], float] = {}
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._scheduler = ServiceThread("rmqd-compaction-schedule", config.copy_interval_ms / 1000.0,
+                                        self._schedule_round)
+        self._running_runs: dict[tuple[str, int], object] = {}
+        self._first_round = True
         self._pool: Optional[ThreadPoolExecutor] = None
         self.step_hook: Optional[Callable[[str], None]] = None   # fault injection in tests
         self.local.add_retention_guard(self)
@@ -167,15 +170,11 @@ class CompactionStore(StoreLayer):
                 self.compaction_topics.add(topic)
         self.adopt_pending()                 # before the scheduler and before anything is served
         self._pool = ThreadPoolExecutor(self.compaction_config.threads, thread_name_prefix="rmqd-compaction")
-        self._thread = threading.Thread(target=self._schedule_loop, name="rmqd-compaction-schedule",
-                                        daemon=True)
-        self._thread.start()
+        self._scheduler.start()
 
     def shutdown(self) -> None:
         """Stop the scheduler and close the logs, then shut the store below down."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        self._scheduler.shutdown()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
         with self._logs_lock:
@@ -302,33 +301,36 @@ class CompactionStore(StoreLayer):
                          st.last_bytes_after, res.rounds, st.last_duration_ms)
             return res
 
-    def _schedule_loop(self) -> None:
+    def _schedule_round(self) -> None:
+        """Every ``copy_interval_ms`` (the first time one interval after start): copy what is new, then
+        submit the queues whose compaction is due (``compactionScheduleInternal`` + jitter)."""
+        if self._first_round:
+            self._first_round = False
+            return
+        if not self.compaction_config.enabled:
+            return
         interval = self.compaction_config.schedule_interval_ms / 1000.0
-        copy_every = self.compaction_config.copy_interval_ms / 1000.0
-        running: dict[tuple[str, int], object] = {}
-        while not self._stop.wait(copy_every):
-            if not self.compaction_config.enabled:
-                continue
-            self.catch_up_all()
-            now = time.monotonic()
-            for topic in list(self.compaction_topics):
-                for qid in self.queue_ids(topic):
-                    key = (topic, qid)
-                    due = self._next_run.setdefault(key, now + interval + random.uniform(1, max(1, interval)))
-                    fut = running.get(key)
-                    if now < due or (fut is not None and not fut.done()):
-                        continue
-                    self._next_run[key] = now + interval + random.uniform(1, max(1, interval))
-                    try:
-                        running[key] = self._pool.submit(self._run_logged, topic, qid)
-                    except RuntimeError:       # pool shut down
-                        return
+        self.catch_up_all()
+        now = time.monotonic()
+        running = self._running_runs
+        for topic in list(self.compaction_topics):
+            for qid in self.queue_ids(topic):
+                key = (topic, qid)
+                due = self._next_run.setdefault(key, now + interval + random.uniform(1, max(1, interval)))
+                fut = running.get(key)
+                if now < due or (fut is not None and not fut.done()):
+                    continue
+                self._next_run[key] = now + interval + random.uniform(1, max(1, interval))
+                try:
+                    running[key] = self._pool.submit(self._run_logged, topic, qid)
+                except RuntimeError:       # pool shut down
+                    return
 
     def _run_logged(self, topic: str, qid: int) -> None:
         try:
             self._run(topic, qid)
-        except Exception:
-            pass   # logged with context in _run; retried next period
+        except Exception:   # noqa: S110 -- logged with its context in _run (log.exception); retried next period
+            pass
 
     # ------------------------------------------------------------------ adoption (rmqd pipeline compact)
     def adopt_pending(self, topic: Optional[str] = None, root: Optional[str] = None) -> list[dict]:

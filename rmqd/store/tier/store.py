@@ -17,6 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
+from rmqd.service_thread import ServiceThread
 from rmqd.store.layer import StoreLayer
 from rmqd.store.tier.backend import TierBackend, make_backend, md5_prefix
 from rmqd.store.tier.config import TierConfig
@@ -66,8 +67,7 @@ class TieredStore(StoreLayer):
         self.step_hook: Optional[Callable[[str], None]] = None
         self._queues_lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._wake = threading.Event()
+        self._threads: list[ServiceThread] = []
         self.last_error = ""
         self.started = False
         self.local.add_retention_guard(self)
@@ -132,17 +132,23 @@ class TieredStore(StoreLayer):
         return f"{md5_prefix(cfg.cluster)}_{cfg.cluster}/{cfg.broker}/"
 
     def _spawn(self, name: str, fn: Callable[[], None], interval_ms: int) -> None:
-        def loop() -> None:
-            while not self._stop.wait(interval_ms / 1000):
-                try:
-                    fn()
-                    self.last_error = ""
-                except Exception as exc:
-                    self.last_error = f"{type(exc).__name__}: {exc}"
-                    log.exception("tier: %s failed; retrying", name)
-        t = threading.Thread(target=loop, name=name, daemon=True)
-        t.start()
-        self._threads.append(t)
+        """A service running ``fn`` every ``interval_ms`` (the first time one interval after start);
+        a failing round is logged, kept in ``last_error`` and retried next time."""
+        first = [True]
+
+        def round_() -> None:
+            if first[0]:
+                first[0] = False
+                return
+            try:
+                fn()
+                self.last_error = ""
+            except Exception as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("tier: %s failed; retrying", name)
+        svc = ServiceThread(name, interval_ms / 1000, round_, join_timeout=30.0)
+        svc.start()
+        self._threads.append(svc)
 
     def _dispatch_loop(self) -> None:
         """A round per wake-up; while a round leaves a backlog (a queue hit its per-round cap)
@@ -165,8 +171,8 @@ class TieredStore(StoreLayer):
     def shutdown(self) -> None:
         """Stop the threads and commit what is in flight, then shut the store below down."""
         self._stop.set()
-        for t in self._threads:
-            t.join(30)
+        for svc in self._threads:
+            svc.shutdown()
         self._threads = []
         if self.started:
             try:
