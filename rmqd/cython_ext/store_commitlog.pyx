@@ -15,8 +15,9 @@ cdef extern from "unistd.h" nogil:
 cdef extern from "errno.h":
     int errno
 
-DEF MAGIC_V1 = -626843481
-DEF BLANK_MAGIC = -875286124
+include "consts.pxi"
+
+DEF MIN_RECORD = 91            # the smallest well-formed record (empty body, topic and properties)
 
 cdef enum:
     C_END = 0        # zero/garbage size: end of the log
@@ -33,11 +34,11 @@ cdef long PAGE = sysconf(_SC_PAGESIZE)
 
 
 def write_blank(unsigned char[::1] dest, Py_ssize_t pos, int remaining) -> None:
-    """Write the end-of-file marker ``[remaining][BLANK_MAGIC]`` at ``pos``."""
+    """Write the end-of-file marker ``[remaining][BLANK_MAGIC_CODE]`` at ``pos``."""
     if pos < 0 or pos + 8 > dest.shape[0]:
         raise ValueError("blank marker does not fit")
     write_i32(&dest[pos], remaining)
-    write_i32(&dest[pos + 4], BLANK_MAGIC)
+    write_i32(&dest[pos + 4], BLANK_MAGIC_CODE)
 
 
 def msync_range(unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end) -> None:
@@ -88,7 +89,7 @@ def scan_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t limi
                 r = base + pos
                 total = read_i32(r)
                 magic = read_i32(r + 4)
-                if magic == BLANK_MAGIC:
+                if magic == BLANK_MAGIC_CODE:
                     if total >= 8 and pos + total <= n:
                         pos = pos + total
                         code = C_BLANK
@@ -98,12 +99,12 @@ def scan_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t limi
                 if total == 0 and magic == 0:
                     code = C_END
                     break
-                if magic != MAGIC_V1 or total < 91 or total > max_record_size or pos + total > limit:
+                if magic != MESSAGE_MAGIC_CODE or total < MIN_RECORD or total > max_record_size or pos + total > limit:
                     code = C_CORRUPT
                     break
                 sys_flag = read_i32(r + 36)
-                bh = 20 if (sys_flag & 0x10) else 8
-                sh = 20 if (sys_flag & 0x20) else 8
+                bh = 20 if (sys_flag & BORNHOST_V6_FLAG) else 8
+                sh = 20 if (sys_flag & STOREHOST_V6_FLAG) else 8
                 q = 48 + bh + 8 + sh + 12
                 blen = read_i32(r + q)
                 q += 4
@@ -200,10 +201,10 @@ def record_boundary(const unsigned char[::1] buf, Py_ssize_t target, Py_ssize_t 
                 break
             total = read_i32(base + pos)
             magic = read_i32(base + pos + 4)
-            if magic == BLANK_MAGIC:
+            if magic == BLANK_MAGIC_CODE:
                 pos = n
                 break
-            if magic != MAGIC_V1 or total < 91 or total > max_record_size or pos + total > limit:
+            if magic != MESSAGE_MAGIC_CODE or total < MIN_RECORD or total > max_record_size or pos + total > limit:
                 pos = limit
                 break
             pos += total

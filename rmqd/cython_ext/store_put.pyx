@@ -30,36 +30,15 @@ cdef extern from "Python.h":
 
 log = logging.getLogger("rmqd.store.message_store")
 
-DEF MAGIC_V1 = -626843481
-DEF BLANK_MAGIC = -875286124
-DEF MIN_RECORD = 91
+include "consts.pxi"
+
+DEF MIN_RECORD = 91            # the smallest well-formed record (empty body, topic and properties)
 DEF NOGIL_BODY = 262144
-DEF HEADER_SIZE = 40
-DEF CQ_UNIT = 20
-DEF TX_PREPARED = 0x4
-DEF TX_ROLLBACK = 0xC
+DEF HEADER_SIZE = 40           # IndexFile header
 
-cdef str SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-
-# PutMessageStatus members, bound by init_status()
-cdef object ST_PUT_OK = None
-cdef object ST_FLUSH_DISK_TIMEOUT = None
-cdef object ST_SERVICE_NOT_AVAILABLE = None
-cdef object ST_MESSAGE_ILLEGAL = None
-cdef object ST_PROPERTIES_SIZE_EXCEEDED = None
-cdef object ST_CREATE_MAPEDFILE_FAILED = None
-
-
-def init_status(status_enum) -> None:
-    """Bind the PutMessageStatus enum (defined in rmqd.store.message_store)."""
-    global ST_PUT_OK, ST_FLUSH_DISK_TIMEOUT, ST_SERVICE_NOT_AVAILABLE, ST_MESSAGE_ILLEGAL
-    global ST_PROPERTIES_SIZE_EXCEEDED, ST_CREATE_MAPEDFILE_FAILED
-    ST_PUT_OK = status_enum.PUT_OK
-    ST_FLUSH_DISK_TIMEOUT = status_enum.FLUSH_DISK_TIMEOUT
-    ST_SERVICE_NOT_AVAILABLE = status_enum.SERVICE_NOT_AVAILABLE
-    ST_MESSAGE_ILLEGAL = status_enum.MESSAGE_ILLEGAL
-    ST_PROPERTIES_SIZE_EXCEEDED = status_enum.PROPERTIES_SIZE_EXCEEDED
-    ST_CREATE_MAPEDFILE_FAILED = status_enum.CREATE_MAPEDFILE_FAILED
+# The PutMessageStatus members (the cpdef enum of store_put.pxd) as Python objects, made once
+cdef object ST_PUT_OK = PutMessageStatus.PUT_OK
+cdef object ST_FLUSH_DISK_TIMEOUT = PutMessageStatus.FLUSH_DISK_TIMEOUT
 
 
 cdef inline long long now_ms() noexcept nogil:
@@ -307,7 +286,8 @@ cdef class PutMessageResult:
                 self.remark == o.remark)
 
     def __repr__(self):
-        return (f"PutMessageResult(status={self.status}, wrote_offsets={self.wrote_offsets}, "
+        return (f"PutMessageResult(status={getattr(self.status, 'name', self.status)}, "
+                f"wrote_offsets={self.wrote_offsets}, "
                 f"queue_offset={self.queue_offset}, msg_count={self.msg_count}, "
                 f"store_timestamp={self.store_timestamp}, wrote_bytes={self.wrote_bytes}, "
                 f"remark={self.remark!r})")
@@ -364,20 +344,25 @@ cdef inline bint _entry_wants(tuple entry, topic, int queue_id):
 
 
 cdef class PutEngine:
-    """Appends messages for a MessageStore (see module docstring)."""
+    """Appends messages for a MessageStore (see module docstring).
 
-    def __init__(self, store, commitlog, index, lock, clock, tags_code_fn, pack_host_fn, fail_fn,
-                 list listeners, long long max_message_size, long long max_record_size):
-        """``clock`` None = wall clock in C; else a callable returning ms."""
-        self.store = store
-        self.config = store.config
+    It knows the store only through narrow collaborators: ``config`` (read for messageIndexEnable),
+    the ``commitlog``, ``index`` and ``consume_queues`` (``find_or_create(topic, queue_id)`` when a
+    queue gets its first message), the store's put ``lock``, ``delay_tags(topic, properties, store_ts)``
+    (a SCHEDULE_TOPIC_XXXX message's tags code: its delivery time), ``pack_host((ip, port))`` and the
+    ``listeners`` list the store keeps. ``clock`` None reads the wall clock in C; else a callable
+    returning ms (settable)."""
+
+    def __init__(self, config, commitlog, index, consume_queues, lock, delay_tags, pack_host,
+                 list listeners, long long max_message_size, long long max_record_size, clock=None):
+        self.config = config
         self.commitlog = commitlog
         self.index = index
+        self.queues = consume_queues
         self.lock = lock
         self.clock = clock
-        self.tags_code_fn = tags_code_fn
-        self.pack_host_fn = pack_host_fn
-        self.fail_fn = fail_fn
+        self.tags_code_fn = delay_tags
+        self.pack_host_fn = pack_host
         self.listeners = listeners
         self.states = {}
         self.topic_counters = {}
@@ -428,7 +413,7 @@ cdef class PutEngine:
         key = (topic, queue_id)
         st = self.states.get(key)
         if st is None:
-            cq = self.store._find_cq(topic, queue_id, True)
+            cq = self.queues.find_or_create(topic, queue_id)
             s = QueueState()
             s.cq = cq
             s.next_qoff = cq.max_offset
@@ -452,13 +437,13 @@ cdef class PutEngine:
     cdef int _cq_put(self, QueueState st, long long qoff, long long phys, int size,
                      long long tags) except -1:
         cdef unsigned char* e
-        if (st.ptr is not None and st.ptr.p != NULL and st.wrote_pos + CQ_UNIT <= st.file_size
-                and st.file_from + st.wrote_pos == qoff * CQ_UNIT):
+        if (st.ptr is not None and st.ptr.p != NULL and st.wrote_pos + CQ_STORE_UNIT_SIZE <= st.file_size
+                and st.file_from + st.wrote_pos == qoff * CQ_STORE_UNIT_SIZE):
             e = st.ptr.p + st.wrote_pos
             wr64(e, phys)
             wr32(e + 8, size)
             wr64(e + 12, tags)
-            st.wrote_pos += CQ_UNIT
+            st.wrote_pos += CQ_STORE_UNIT_SIZE
             st.mf.wrote_pos = st.wrote_pos
         else:
             st.cq.max_phys_offset = st.max_phys
@@ -566,16 +551,16 @@ cdef class PutEngine:
             r = base + pos
             total = rd32(r)
             magic = rd32(r + 4)
-            if magic == BLANK_MAGIC:
+            if magic == BLANK_MAGIC_CODE:
                 return -1
-            if magic != MAGIC_V1 or total < MIN_RECORD or total > self.max_record_size:
+            if magic != MESSAGE_MAGIC_CODE or total < MIN_RECORD or total > self.max_record_size:
                 bad[0] = True
                 break
             if pos + total > limit:
                 break                                    # not whole yet
             sys_flag = rd32(r + 36)
-            bh = 20 if (sys_flag & 0x10) else 8
-            sh = 20 if (sys_flag & 0x20) else 8
+            bh = 20 if (sys_flag & BORNHOST_V6_FLAG) else 8
+            sh = 20 if (sys_flag & STOREHOST_V6_FLAG) else 8
             q = 48 + bh
             store_ts = rd64(r + q)
             q += 8 + sh + 12
@@ -608,7 +593,7 @@ cdef class PutEngine:
             else:
                 tags = 0
             tt = sys_flag & 0xC
-            if tt != TX_PREPARED and tt != TX_ROLLBACK:
+            if tt != TRANSACTION_PREPARED_TYPE and tt != TRANSACTION_ROLLBACK_TYPE:
                 st = self._state(topic, qid)
                 if phys + total > st.max_phys:           # else dispatched before (ConsumeQueue.put's rule)
                     self._cq_put(st, qoff, phys, total, tags)
@@ -619,7 +604,7 @@ cdef class PutEngine:
                 klen = 0
             if not find_prop(r + ppos, plen, b"UNIQ_KEY\x01", 9, &upos, &ulen):
                 ulen = 0
-            if index_on and tt != TX_ROLLBACK and (klen > 0 or ulen > 0):
+            if index_on and tt != TRANSACTION_ROLLBACK_TYPE and (klen > 0 or ulen > 0):
                 self._index_raw(topic, r + ppos + kpos, klen, r + ppos + upos, ulen, phys, store_ts)
             if reqs is not None and self._wanted(topic, qid):
                 req = DispatchRequest.__new__(DispatchRequest)
@@ -711,7 +696,7 @@ cdef class PutEngine:
         topic = m.topic
         s = PyUnicode_AsUTF8AndSize(topic, &n)
         if n == 0 or n > 127:
-            return self.fail_fn(ST_MESSAGE_ILLEGAL, f"topic length {n} must be 1..127 bytes")
+            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL, f"topic length {n} must be 1..127 bytes")
         p.topic_p = <const unsigned char*>s
         p.topic_len = n
         body = m.body
@@ -727,13 +712,13 @@ cdef class PutEngine:
             p.body_p = <const unsigned char*>p.buf.buf
             p.body_len = p.buf.len
         if p.body_len > self.max_message_size:
-            return self.fail_fn(ST_MESSAGE_ILLEGAL,
+            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL,
                                 f"message body size {p.body_len} exceeds {self.max_message_size}")
         props = m.properties
         if props:
             s = PyUnicode_AsUTF8AndSize(props, &n)
             if n > 32767:
-                return self.fail_fn(ST_PROPERTIES_SIZE_EXCEEDED, f"properties size {n} exceeds 32767")
+                return self._fail(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, f"properties size {n} exceeds 32767")
             p.props_p = <const unsigned char*>s
             p.props_len = n
         else:
@@ -746,16 +731,16 @@ cdef class PutEngine:
         p.store_p = <const unsigned char*>PyBytes_AS_STRING(store)
         p.store_len = PyBytes_GET_SIZE(store)
         cdef int sys_flag = m.sys_flag
-        sys_flag &= ~(0x10 | 0x20)
+        sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
         if p.born_len == 20:
-            sys_flag |= 0x10
+            sys_flag |= BORNHOST_V6_FLAG
         if p.store_len == 20:
-            sys_flag |= 0x20
+            sys_flag |= STOREHOST_V6_FLAG
         p.sys_flag = sys_flag
         cdef long long total = (4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + p.born_len + 8 + p.store_len
                                 + 4 + 8 + 4 + p.body_len + 1 + p.topic_len + 2 + p.props_len)
         if total > self.max_record_size:
-            return self.fail_fn(ST_MESSAGE_ILLEGAL,
+            return self._fail(PutMessageStatus.MESSAGE_ILLEGAL,
                                 f"record size {total} exceeds {self.max_record_size}")
         p.total = <int>total
         p.queue_id = m.queue_id
@@ -772,7 +757,7 @@ cdef class PutEngine:
         cdef unsigned int crc = 0
         cdef Py_ssize_t blen = p.body_len
         wr32(q, p.total); q += 4
-        wr32(q, MAGIC_V1); q += 4
+        wr32(q, MESSAGE_MAGIC_CODE); q += 4
         q += 4                                  # CRC below
         wr32(q, p.queue_id); q += 4
         wr32(q, p.flag); q += 4
@@ -817,11 +802,11 @@ cdef class PutEngine:
         cdef DispatchRequest req
         cdef MessageToStore m
         if n == 0:
-            return make_result(ST_MESSAGE_ILLEGAL, [], 0, 0, 0, 0, "empty batch")
+            return make_result(PutMessageStatus.MESSAGE_ILLEGAL, [], 0, 0, 0, 0, "empty batch")
         if not self.running:
-            return self.fail_fn(ST_SERVICE_NOT_AVAILABLE, "message store is not running")
+            return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running")
         if self.disk_full:
-            return self.fail_fn(ST_SERVICE_NOT_AVAILABLE,
+            return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                 "disk is nearly full; message store refuses writes")
         if n > 1:
             preps = <Prep*>malloc(n * sizeof(Prep))
@@ -842,7 +827,7 @@ cdef class PutEngine:
             self.begin_time_in_lock = now_ms()
             try:
                 if not self.running:
-                    return self.fail_fn(ST_SERVICE_NOT_AVAILABLE, "message store is shut down")
+                    return self._fail(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is shut down")
                 store_ts = now_ms() if self.clock is None else self.clock()
                 if store_ts < self.last_store_ts:
                     store_ts = self.last_store_ts      # keep store times monotonic
@@ -850,7 +835,7 @@ cdef class PutEngine:
                     m = <MessageToStore?>msgs[i]
                     topic = m.topic
                     tt = preps[i].sys_flag & 0xC
-                    dispatch_cq = tt != TX_PREPARED and tt != TX_ROLLBACK
+                    dispatch_cq = tt != TRANSACTION_PREPARED_TYPE and tt != TRANSACTION_ROLLBACK_TYPE
                     st = None
                     qoff = 0
                     if dispatch_cq:
@@ -862,7 +847,7 @@ cdef class PutEngine:
                             self._cl_refresh(preps[i].total)
                         except OSError as e:
                             log.exception("creating commit log segment failed")
-                            return self.fail_fn(ST_CREATE_MAPEDFILE_FAILED, str(e))
+                            return self._fail(PutMessageStatus.CREATE_MAPEDFILE_FAILED, str(e))
                     phys = self.cl_from + self.cl_pos
                     self._write_record(&preps[i], qoff, phys, store_ts)
                     self.cl_pos += preps[i].total
@@ -875,7 +860,7 @@ cdef class PutEngine:
                         self._cq_put(st, qoff, phys, preps[i].total, tags)
                     if i == 0:
                         first_qoff = qoff
-                    if tt != TX_ROLLBACK and self.config.message_index_enable:
+                    if tt != TRANSACTION_ROLLBACK_TYPE and self.config.message_index_enable:
                         keys = m.keys
                         uniq = m.uniq_key
                         if keys or uniq:
@@ -922,6 +907,11 @@ cdef class PutEngine:
         res = make_result(ST_PUT_OK, offsets, first_qoff, <int>n, store_ts, wrote, "")
         res.end_offset = end_offset
         return res
+
+    cdef PutMessageResult _fail(self, PutMessageStatus status, str remark):
+        """A refused put: counted, with Java's status and a remark."""
+        self.put_failed_total += 1
+        return make_result(status, [], 0, 0, 0, 0, remark)
 
     cdef void _note_latency(self, double ms) noexcept:
         cdef long long v = <long long>ms

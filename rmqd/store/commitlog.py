@@ -8,6 +8,7 @@ import threading
 from typing import Callable, Optional
 
 from rmqd import progress
+from rmqd.constants import BORNHOST_V6_FLAG
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.cython_ext import store_commitlog as _cl
 from rmqd.service_thread import ServiceThread
@@ -17,7 +18,6 @@ log = logging.getLogger(__name__)
 
 PAGE = 4096
 END_FILE_MIN_BLANK = 8
-BORNHOST_V6_FLAG = 0x10
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 

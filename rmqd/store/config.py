@@ -12,7 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from rmqd.constants import SCHEDULE_TOPIC
 from rmqd.store.consume_queue import CQ_UNIT
+from rmqd.store.message import find_property, tags_code_of
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +29,23 @@ JAVA_DISK_RATIO_DEFAULTS = {"diskSpaceWarningLevelRatio": 90, "diskSpaceCleanFor
 def parse_delay_levels(spec: str) -> list[int]:
     """``"1s 5s ... 2h"`` → list of delays in ms (level i = index i-1)."""
     return [int(tok[:-1]) * _UNIT_MS[tok[-1]] for tok in spec.split()]
+
+
+class DelayLevelTable:
+    """Java's delayLevelTable: a SCHEDULE_TOPIC_XXXX message's ConsumeQueue tags code is its delivery
+    time, its store time plus the delay of its DELAY level (clamped to the table)."""
+
+    def __init__(self, spec: str) -> None:
+        self.levels = parse_delay_levels(spec)
+
+    def tags_code(self, topic: str, properties: str, store_ts: int) -> int:
+        """The put engine's callback (any topic: the TAGS hash when it is not a delayed message)."""
+        if topic == SCHEDULE_TOPIC:
+            lvl = find_property(properties, "DELAY")
+            if lvl and lvl.lstrip("-").isdigit():
+                level = min(max(int(lvl), 1), len(self.levels))
+                return store_ts + self.levels[level - 1]
+        return tags_code_of(properties)
 
 
 def wall_clock_ms() -> int:

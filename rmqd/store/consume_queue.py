@@ -10,14 +10,15 @@ import os
 import struct
 from typing import Callable, Optional
 
+from rmqd.constants import CQ_BLANK_SIZE, CQ_STORE_UNIT_SIZE
 from rmqd.cython_ext.store_commitlog import msync_range
 from rmqd.store.mapped_file import MappedFileQueue
 
 log = logging.getLogger(__name__)
 
-CQ_UNIT = 20
+CQ_UNIT = CQ_STORE_UNIT_SIZE
 _ENTRY = struct.Struct(">qiq")
-BLANK_ENTRY = (0, 0x7FFFFFFF, 0)
+BLANK_ENTRY = (0, CQ_BLANK_SIZE, 0)
 
 
 class ConsumeQueue:

@@ -165,7 +165,7 @@ class LocalQueue:
             return None
         status, next_begin, count, body = got
         cq = self._cq
-        res = GetMessageResult(S.FOUND if status == _sg.FOUND else S.NO_MATCHED_MESSAGE, next_begin,
+        res = GetMessageResult(status, next_begin,
                                cq.min_offset, cq.max_offset)
         if count:
             res.buffers = [body]

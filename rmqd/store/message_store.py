@@ -30,15 +30,15 @@ from rmqd.cython_ext.store_put import DispatchRequest, PutMessageResult  # noqa:
 from rmqd.service_thread import ServiceThread
 from rmqd.store.checkpoint import StoreCheckpoint
 from rmqd.store.commitlog import CommitLog
-from rmqd.store.config import (DEFAULT_DELAY_LEVELS, JAVA_DISK_RATIO_DEFAULTS, StoreConfig,  # noqa: F401
-                               disk_ratio_property, disk_ratio_variable, parse_delay_levels, resolve_disk_ratios,
-                               wall_clock_ms)
+from rmqd.store.config import (DEFAULT_DELAY_LEVELS, JAVA_DISK_RATIO_DEFAULTS, DelayLevelTable,  # noqa: F401
+                               StoreConfig, disk_ratio_property, disk_ratio_variable, parse_delay_levels,
+                               resolve_disk_ratios, wall_clock_ms)
 from rmqd.store.consume_queues import ConsumeQueueTable
 from rmqd.store.durability import Durability, notify_durable, put_durable
 from rmqd.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService, StoreFlusher
 from rmqd.store.index_file import IndexService
 from rmqd.store.local_queue import LocalQueue
-from rmqd.store.message import MessageToStore, find_property, pack_host, tags_code_of
+from rmqd.store.message import MessageToStore, pack_host
 from rmqd.store.page_warmer import PageWarmer
 from rmqd.store.recovery import AbortFile, StoreDirLock, recover
 from rmqd.store.results import (GetMessageResult, GetMessageStatus, PutMessageStatus, QueryResult,  # noqa: F401
@@ -73,12 +73,11 @@ class MessageStore:
         self.hot_data_limit = int(_physical_memory() * config.access_message_in_memory_max_ratio / 100)
         self._put_lock = threading.Lock()
         self._listeners: list = []
-        self._delay_levels = parse_delay_levels(config.message_delay_level)
         self._counters = StoreCounters()
-        self._engine = _sp.PutEngine(self, self.commitlog, self.index, self._put_lock,
-                                     None if config.clock is wall_clock_ms else config.clock,
-                                     self._tags_code, pack_host, self._fail, self._listeners,
-                                     config.max_message_size, self.max_record_size)
+        self._engine = _sp.PutEngine(config, self.commitlog, self.index, self.consume_queues, self._put_lock,
+                                     DelayLevelTable(config.message_delay_level).tags_code, pack_host,
+                                     self._listeners, config.max_message_size, self.max_record_size,
+                                     None if config.clock is wall_clock_ms else config.clock)
         self.durability = Durability()
         self.retention = CleanCommitLogService(config, self.commitlog, self.consume_queues, self.index,
                                                self._engine, self._counters, lambda: self._clock())
@@ -182,19 +181,6 @@ class MessageStore:
         self.flusher.flush_all()
 
     # ------------------------------------------------------------------ put
-    def _tags_code(self, topic: str, props: str, store_ts: int) -> int:
-        """The engine's callback for a SCHEDULE_TOPIC_XXXX message: its delivery time is its tags code."""
-        if topic == SCHEDULE_TOPIC:
-            lvl = find_property(props, "DELAY")
-            if lvl and lvl.lstrip("-").isdigit():
-                level = min(max(int(lvl), 1), len(self._delay_levels))
-                return store_ts + self._delay_levels[level - 1]
-        return tags_code_of(props)
-
-    def _fail(self, status: PutMessageStatus, remark: str) -> PutMessageResult:
-        self._counters.put_failed()
-        return PutMessageResult(status, remark=remark)
-
     def put_message(self, msg: MessageToStore) -> PutMessageResult:
         """Append one message.  Thread-safe, blocking (SYNC_FLUSH waits for the fsync)."""
         if not self.durability.waits:
@@ -249,12 +235,6 @@ class MessageStore:
             self._listeners.append(fn)
 
     # ------------------------------------------------------------------ consume queues
-    def _find_cq(self, topic: str, queue_id: int, create: bool = False):
-        """The put engine's callback: the consume queue of (topic, queueId), created on first use."""
-        if create:
-            return self.consume_queues.find_or_create(topic, queue_id)
-        return self.consume_queues.get(topic, queue_id)
-
     def local_queue(self, topic: str, queue_id: int) -> Optional[LocalQueue]:
         """A read view of the local consume queue of (topic, queueId), None if there is none."""
         cq = self.consume_queues.get(topic, queue_id)

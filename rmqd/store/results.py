@@ -2,42 +2,14 @@
 records read from any layer into a GetMessageResult (:func:`collect_records`)."""
 from __future__ import annotations
 
-import enum
 import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from rmqd.cython_ext import message_codec as _codec
-from rmqd.cython_ext import store_put as _sp
+from rmqd.cython_ext.store_get import GetMessageStatus  # noqa: F401 (Java's statuses: IntEnums from the pxd)
+from rmqd.cython_ext.store_put import PutMessageStatus  # noqa: F401
 from rmqd.store.message import decode_properties
-
-
-class PutMessageStatus(enum.Enum):
-    PUT_OK = 0
-    FLUSH_DISK_TIMEOUT = 1
-    FLUSH_SLAVE_TIMEOUT = 2
-    SLAVE_NOT_AVAILABLE = 3
-    SERVICE_NOT_AVAILABLE = 4
-    CREATE_MAPEDFILE_FAILED = 5
-    MESSAGE_ILLEGAL = 6
-    PROPERTIES_SIZE_EXCEEDED = 7
-    OS_PAGECACHE_BUSY = 8
-    UNKNOWN_ERROR = 9
-
-
-_sp.init_status(PutMessageStatus)
-
-
-class GetMessageStatus(enum.Enum):
-    FOUND = 0
-    NO_MATCHED_MESSAGE = 1
-    MESSAGE_WAS_REMOVING = 2
-    OFFSET_FOUND_NULL = 3
-    OFFSET_OVERFLOW_BADLY = 4
-    OFFSET_OVERFLOW_ONE = 5
-    OFFSET_TOO_SMALL = 6
-    NO_MATCHED_LOGIC_QUEUE = 7
-    NO_MESSAGE_IN_QUEUE = 8
 
 
 @dataclass
@@ -115,10 +87,6 @@ class StoreCounters:
             self._stats.get_message_found_total += 1
             self._stats.get_message_transferred_total += messages
 
-    def put_failed(self) -> None:
-        with self._lock:
-            self._stats.put_message_failed_times += 1
-
     def set(self, **values) -> None:
         with self._lock:
             for k, v in values.items():
@@ -130,6 +98,7 @@ class StoreCounters:
             s = StoreStats(**self._stats.__dict__)
         s.put_message_times_total += engine.put_times_total
         s.put_message_size_total += engine.put_size_total
+        s.put_message_failed_times += engine.put_failed_total
         s.put_latency_max_ms = max(s.put_latency_max_ms, engine.put_latency_max_ms)
         s.put_distribution = engine.put_distribution()
         s.commitlog_min_offset = commitlog.min_offset()

@@ -17,8 +17,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from rmqd.cython_ext import store_get as _sg
 from rmqd.cython_ext import tier_index as _ix
+from rmqd.store.results import GetMessageStatus
 from rmqd.store.tier.index.layout import java_hashset_order
 from rmqd.store.tier.queue import BLANK_SIZE
 
@@ -110,7 +110,7 @@ class TierDispatcher:
         while n < count and size < cfg.group_commit_size:
             k = min(SLICE, count - n)
             got = cq.read_resident(nxt + n, k, cfg.group_commit_size - size)
-            if got is None or got[0] != _sg.FOUND or got[2] <= 0:
+            if got is None or got[0] is not GetMessageStatus.FOUND or got[2] <= 0:
                 break
             body = got[3]
             found, lo, hi, f, la = _ix.index_batch(body, tq.topic, topic_id, tq.queue_id, base + size,

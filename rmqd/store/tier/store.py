@@ -17,6 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
+from rmqd import constants as C
 from rmqd.service_thread import ServiceThread
 from rmqd.store.layer import StoreLayer
 from rmqd.store.tier.backend import TierBackend, make_backend, md5_prefix
@@ -36,8 +37,8 @@ log = logging.getLogger(__name__)
 
 # Java TopicValidator.SYSTEM_TOPIC_SET (+ the rmq_sys_ prefix): these stay local
 SYSTEM_TOPICS = frozenset({
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+    C.AUTO_CREATE_TOPIC_KEY_TOPIC, C.SCHEDULE_TOPIC, C.BENCHMARK_TOPIC, C.TRANS_HALF_TOPIC, C.TRACE_TOPIC,
+    C.TRANS_OP_HALF_TOPIC, C.TRANS_CHECK_MAX_TIME_TOPIC, C.SELF_TEST_TOPIC, C.OFFSET_MOVED_EVENT,
     "rmq_sys_wheel_timer", "RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC",
 })
 
