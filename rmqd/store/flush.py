@@ -19,6 +19,9 @@ from rmqd.store.commitlog import PAGE
 from rmqd.store.results import PutMessageStatus
 
 if TYPE_CHECKING:
+    from rmqd.store.durability import Durability
+
+if TYPE_CHECKING:
     from rmqd.cython_ext.store_put import PutEngine
     from rmqd.store.checkpoint import StoreCheckpoint
     from rmqd.store.commitlog import CommitLog
@@ -177,3 +180,13 @@ class GroupCommitService(ServiceThread):
                 self._reqs[:0] = retry
             time.sleep(0.001)      # a failing flush must not spin
             self.wakeup()
+
+
+def flush_services(config: "StoreConfig", flusher: StoreFlusher, durability: "Durability") -> list[ServiceThread]:
+    """The flush services of a store (not started): under SYNC_FLUSH the group commit, which becomes the
+    first durability stage, else the real-time flusher; and the consume-queue flusher."""
+    if config.sync_flush:
+        gc = GroupCommitService(config, flusher)
+        durability.add_stage(gc)
+        return [gc, FlushConsumeQueueService(config, flusher)]
+    return [FlushRealTimeService(config, flusher), FlushConsumeQueueService(config, flusher)]

@@ -35,7 +35,7 @@ from rmqd.store.config import (DEFAULT_DELAY_LEVELS, JAVA_DISK_RATIO_DEFAULTS, D
                                resolve_disk_ratios, wall_clock_ms)
 from rmqd.store.consume_queues import ConsumeQueueTable
 from rmqd.store.durability import Durability, notify_durable, put_durable
-from rmqd.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService, StoreFlusher
+from rmqd.store.flush import StoreFlusher, flush_services
 from rmqd.store.index_file import IndexService
 from rmqd.store.local_queue import LocalQueue
 from rmqd.store.message import MessageToStore, pack_host
@@ -91,7 +91,7 @@ class MessageStore:
     # ------------------------------------------------------------------ the chain, the engine, the clock
     @property
     def local(self) -> "MessageStore":
-        return self
+        return self                       # the bottom of the chain
 
     @property
     def put_engine(self) -> _sp.PutEngine:
@@ -140,15 +140,8 @@ class MessageStore:
         self._engine.running = True
         self.commitlog.start()
         self.retention.check_disk()
-        if cfg.sync_flush:
-            gc = GroupCommitService(cfg, self.flusher)
-            self.durability.add_stage(gc)
-            self._services.append(gc)
-        else:
-            self._services.append(FlushRealTimeService(cfg, self.flusher))
-        self._services += [FlushConsumeQueueService(cfg, self.flusher), self.retention]
-        # a put waiting for a durability stage counts put + wait (_put_durable), not the engine
-        self._engine.latency_by_caller = self.durability.waits
+        self._services = flush_services(cfg, self.flusher, self.durability) + [self.retention]
+        self._engine.latency_by_caller = self.durability.waits     # put_durable counts put + wait
         for svc in self._services:
             svc.start()
         if cfg.warm_mapped_pages:
@@ -188,11 +181,8 @@ class MessageStore:
         return self._put_durable([msg])
 
     def put_messages(self, msgs: Sequence[MessageToStore]) -> PutMessageResult:
-        """Append a batch (one topic/queue, contiguous queue offsets) atomically w.r.t. other puts.
-
-        The append (record, consume queue entry, index items, dispatch listeners) runs in
-        :class:`rmqd.cython_ext.store_put.PutEngine`; validation happens before any byte is written.
-        """
+        """Append a batch (one topic/queue, contiguous queue offsets) atomically w.r.t. other puts, in one
+        C call (:class:`~rmqd.cython_ext.store_put.PutEngine`); validation precedes any byte written."""
         if not self.durability.waits:
             return self._engine.put_messages(msgs)
         return self._put_durable(msgs)
