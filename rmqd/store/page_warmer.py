@@ -68,7 +68,7 @@ class PageWarmer(ServiceThread):
 
     def _warm(self, mf, upto: int, floor: int = -1) -> None:
         """Populate ``mf`` from where we stopped last time (or its write position) up to ``upto``."""
-        if mf._closed:
+        if mf.closed:
             return
         upto = min(upto, mf.file_size)
         start = max(self._done.get(mf, 0), mf.wrote_pos if floor < 0 else floor)
@@ -100,7 +100,7 @@ class PageWarmer(ServiceThread):
         files = st.index.files
         if files and st.config.message_index_enable:
             f = files[-1]
-            if f.mf._closed:
+            if f.mf.closed:
                 return
             live.add(f.mf)
             items = 40 + f.slots * 4
