@@ -173,17 +173,19 @@ class CompactionStore(StoreLayer):
         self._scheduler.start()
 
     def shutdown(self) -> None:
-        """Stop the scheduler and close the logs, then shut the store below down."""
-        self._scheduler.shutdown()
+        """Stop the scheduler and close the logs, then shut the store below down (a second call only
+        passes down)."""
         if self._pool is not None:
+            self._scheduler.shutdown()
             self._pool.shutdown(wait=True, cancel_futures=True)
-        with self._logs_lock:
-            for qlog in self.logs.values():
-                try:
-                    qlog.flush()
-                except OSError:
-                    log.exception("flushing compaction log %s-%d", qlog.topic, qlog.queue_id)
-                qlog.close()
+            self._pool = None
+            with self._logs_lock:
+                for qlog in self.logs.values():
+                    try:
+                        qlog.flush()
+                    except OSError:
+                        log.exception("flushing compaction log %s-%d", qlog.topic, qlog.queue_id)
+                    qlog.close()
         self.inner.shutdown()
 
     def set_topic_policy_source(self, fn: Callable[[str], bool]) -> None:
@@ -307,7 +309,8 @@ class CompactionStore(StoreLayer):
         if self._first_round:
             self._first_round = False
             return
-        if not self.compaction_config.enabled:
+        pool = self._pool
+        if not self.compaction_config.enabled or pool is None:
             return
         interval = self.compaction_config.schedule_interval_ms / 1000.0
         self.catch_up_all()
@@ -322,7 +325,7 @@ class CompactionStore(StoreLayer):
                     continue
                 self._next_run[key] = now + interval + random.uniform(1, max(1, interval))
                 try:
-                    running[key] = self._pool.submit(self._run_logged, topic, qid)
+                    running[key] = pool.submit(self._run_logged, topic, qid)
                 except RuntimeError:       # pool shut down
                     return
 
