@@ -99,7 +99,8 @@ def put_durable(engine: "PutEngine", durability: Durability, msgs: Sequence["Mes
         status = durability.wait_durable(r.end_offset, timeout_ms / 1000 + 1.0)
         if status is not PutMessageStatus.PUT_OK:
             r.status = status
-            r.remark = f"flush did not complete within {timeout_ms} ms"
+            r.remark = (f"flush did not complete within {timeout_ms} ms" if status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+                        else f"{status.name}: not durable within the wait")
             log.warning("%s for offset %d", status.name, r.end_offset)
     engine.record_latency((time.perf_counter() - t0) * 1000)
     return r
