@@ -103,7 +103,7 @@ def tier_and_delete_local(server, topic: str) -> None:
     store = server.broker.store
     admin(ns, "deleteExpiredCommitLog")
     assert store.commitlog.min_offset() > 0
-    assert any(store._local_min_offset(topic, q) > 0 for q in (0, 1)), "local retention did not reach the topic"
+    assert any(store.local_queue(topic, q).min_offset > 0 for q in (0, 1)), "local retention did not reach the topic"
     status = admin(ns, "tierStatus", "-t", topic)
     assert topic in status and "uploaded" in status
 

@@ -274,7 +274,7 @@ class BrokerController:
         for mgr in (self.topic_config_manager, self.subscription_group_manager,
                     self.consumer_offset_manager, self.delay_offset_manager):
             mgr.load()
-        restore_topics_from_store(self.topic_config_manager, list(self.store._cqs))  # topics.json damaged/lost
+        restore_topics_from_store(self.topic_config_manager, self.store.queue_keys())  # topics.json damaged/lost
         for tc in list(self.topic_config_manager.table.values()):
             self._tell_store_policy(tc)
         for svc in self.services:

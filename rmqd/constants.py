@@ -37,6 +37,16 @@ PROPERTY_SEPARATOR = "\x02"
 # MixAll.MASTER_ID
 MASTER_ID = 0
 
+# The CommitLog record and ConsumeQueue unit formats (MessageDecoder, MessageSysFlag, ConsumeQueue)
+MESSAGE_MAGIC_CODE = -626843481          # 0xDAA320A7 as a Java int
+BLANK_MAGIC_CODE = -875286124            # 0xCBD43194: the end-of-file marker
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_ROLLBACK_TYPE = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOST_V6_FLAG = 0x20
+CQ_STORE_UNIT_SIZE = 20
+CQ_BLANK_SIZE = 0x7FFFFFFF               # a ConsumeQueue unit's size field for a blank (filler) unit
+
 
 def is_retry_topic(topic: str) -> bool:
     """True for a consumer group's retry topic (``%RETRY%...``)."""

@@ -32,8 +32,9 @@ NOTE = ("\nNotes: the machine is shared and noisy (2 vCPUs, other jobs running; 
         "the PageWarmer thread pre-faults pages ahead of the writer (MADV_POPULATE_WRITE, off the "
         "put thread); at 4 KiB bodies it cannot keep up (~300 MB/s of fresh pages) and the putter "
         "takes the faults itself. SYNC_FLUSH group commit shares one msync among the 4 concurrent "
-        "putters; more putters batch more. Recovery time is dominated by the per-record Python "
-        "re-dispatch; the CRC walk itself is C. Messages are visible to get_messages as soon as put "
+        "putters; more putters batch more. Recovery verifies CRCs and re-dispatches in C "
+        "(PutEngine.dispatch_range, one call per CommitLog file); with consume queues present most of "
+        "the rest is their Python start-up check (store/cq_check.py). Messages are visible to get_messages as soon as put "
         "returns (dispatch is synchronous), so dispatch lag is 0.")
 
 

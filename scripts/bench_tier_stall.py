@@ -64,7 +64,7 @@ def run_once(work: str, messages: int) -> None:
     cfg = StoreConfig(store_root_dir=os.path.join(work, "store"), mapped_file_size_commitlog=256 << 20,
                       clean_resource_interval_ms=3_600_000, warm_mapped_pages=False)
     store = build_store(cfg, None, tier_config_from(broker_config_from(props)))
-    store.tier.config.index_service_interval_ms = 3_600_000      # this script drives the tier itself
+    store.tier.tier_config.index_service_interval_ms = 3_600_000      # this script drives the tier itself
     store.start()
     try:
         for i in range(messages):

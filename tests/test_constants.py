@@ -13,8 +13,8 @@ PXI = Path(C.__file__).parent / "cython_ext" / "consts.pxi"
 def test_pxi_mirrors_python_constants():
     text = PXI.read_text()
     strings = dict(re.findall(r'cdef str (\w+) = "([^"]*)"', text))
-    ints = {k: int(v, 0) for k, v in re.findall(r"^\s+(\w+) = (0x[0-9a-fA-F]+|\d+)\s*$", text, re.M)}
-    assert strings and ints
+    ints = {k: int(v, 0) for k, v in re.findall(r"^\s+(\w+) = (-?0x[0-9a-fA-F]+|-?\d+)\s*(?:#.*)?$", text, re.M)}
+    assert strings and ints and "MESSAGE_MAGIC_CODE" in ints
     for name, value in strings.items():
         assert getattr(C, name) == value.encode().decode("unicode_escape"), name
     for name, value in ints.items():

@@ -36,9 +36,9 @@ def compaction_page(broker: Any) -> Optional[dict]:
                      q["files"], q["records"], q["bytes"], q["last_bytes_before"], q["last_bytes_after"],
                      _when(q["last_run_ms"]), round(q["last_duration_ms"], 1), q["runs"], q["failures"],
                      q["last_error"]])
-    cfg = comp.config
+    cfg = comp.compaction_config
     return {
-        "summary": {"enabled": cfg.enabled, "compaction topics": len(comp.topics), "queues": len(rows),
+        "summary": {"enabled": cfg.enabled, "compaction topics": len(comp.compaction_topics), "queues": len(rows),
                     "schedule (ms)": cfg.schedule_interval_ms, "threads": cfg.threads,
                     "maxOffsetMapSize": cfg.max_offset_map_size},
         "tables": [{"id": "compaction-queues", "title": "Queues",

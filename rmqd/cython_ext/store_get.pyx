@@ -25,15 +25,12 @@ cdef extern from "sys/mman.h" nogil:
 cdef extern from "unistd.h" nogil:
     enum: _SC_PAGESIZE
 
-DEF CQ_UNIT = 20
-DEF BLANK_SIZE = 0x7FFFFFFF
+include "consts.pxi"
+
 DEF MAX_CODES = 64
 DEF MAX_BATCH = 1024
 DEF MINCORE_VEC = 1024          # pages checked per mincore call (4 MiB with 4 KiB pages)
 
-# Status values returned to Python (GetMessageStatus names)
-FOUND = 0
-NO_MATCHED_MESSAGE = 1
 
 cdef long long PAGE = sysconf(_SC_PAGESIZE)
 
@@ -143,7 +140,7 @@ def read_resident(cq, commitlog, long long offset, int max_count, long long max_
         max_count = MAX_BATCH
     cdef list cq_files = cq.mfq.files
     cdef long long cq_file_size = cq.file_size
-    cq_mf = _find(cq_files, cq_file_size, offset * CQ_UNIT)
+    cq_mf = _find(cq_files, cq_file_size, offset * CQ_STORE_UNIT_SIZE)
     if cq_mf is None:
         return None
     cdef long long cl_max = commitlog.max_offset()
@@ -164,7 +161,7 @@ def read_resident(cq, commitlog, long long offset, int max_count, long long max_
         raise MemoryError()
     try:
         cqm.hold(cq_mf)
-        pos = offset * CQ_UNIT - cqm.start
+        pos = offset * CQ_STORE_UNIT_SIZE - cqm.start
         end = cqm.wrote_end - cqm.start
         if end > pos + scan_bytes:
             end = pos + scan_bytes
@@ -177,9 +174,9 @@ def read_resident(cq, commitlog, long long offset, int max_count, long long max_
             tags = rd64(cqp + pos + 12)
             if count > 0 and (count >= max_count or total + size > max_bytes):
                 break
-            if size == BLANK_SIZE or size <= 0:
+            if size == CQ_BLANK_SIZE or size <= 0:
                 return None
-            pos += CQ_UNIT
+            pos += CQ_STORE_UNIT_SIZE
             scanned += 1
             if ncodes > 0:
                 match = False
@@ -196,7 +193,7 @@ def read_resident(cq, commitlog, long long offset, int max_count, long long max_
             count += 1
             total += size
         if count == 0:
-            return (NO_MATCHED_MESSAGE, offset + scanned, 0, b"")
+            return (GetMessageStatus.NO_MATCHED_MESSAGE, offset + scanned, 0, b"")
         body = PyBytes_FromStringAndSize(NULL, total)
         out = PyBytes_AS_STRING(body)
         p = 0
@@ -216,7 +213,7 @@ def read_resident(cq, commitlog, long long offset, int max_count, long long max_
                 memcpy(out + p, <const char*>clm.buf.buf + (physs[i] - clm.start), sizes[i])
                 p += sizes[i]
             k = j
-        return (FOUND, offset + scanned, count, body)
+        return (GetMessageStatus.FOUND, offset + scanned, count, body)
     finally:
         cqm.drop()
         clm.drop()

@@ -1,5 +1,18 @@
 # Interface of the put engine: the types other Cython modules (the send lane) use directly.
 
+# Java's PutMessageStatus; a Python IntEnum as well (rmqd.store.results re-exports it)
+cpdef enum PutMessageStatus:
+    PUT_OK = 0
+    FLUSH_DISK_TIMEOUT = 1
+    FLUSH_SLAVE_TIMEOUT = 2
+    SLAVE_NOT_AVAILABLE = 3
+    SERVICE_NOT_AVAILABLE = 4
+    CREATE_MAPEDFILE_FAILED = 5
+    MESSAGE_ILLEGAL = 6
+    PROPERTIES_SIZE_EXCEEDED = 7
+    OS_PAGECACHE_BUSY = 8
+    UNKNOWN_ERROR = 9
+
 cdef struct Prep:
     const unsigned char* topic_p
     Py_ssize_t topic_len
@@ -82,7 +95,7 @@ cdef class QueueState:
     cdef void refresh(self)
 
 cdef class PutEngine:
-    cdef object store, config, commitlog, index, lock, tags_code_fn, pack_host_fn, fail_fn
+    cdef object config, commitlog, index, queues, lock, tags_code_fn, pack_host_fn
     cdef public object clock          # None = wall clock read in C; else a callable returning ms
     cdef public list listeners
     cdef public dict states
@@ -90,7 +103,7 @@ cdef class PutEngine:
     cdef dict host_cache
     cdef public bint running, disk_full
     cdef public long long last_store_ts
-    cdef public long long put_times_total, put_size_total
+    cdef public long long put_times_total, put_size_total, put_failed_total
     cdef public long long begin_time_in_lock   # wall ms when the running put took the lock; 0 = none (Java's)
     cdef public long long dispatched_where     # CommitLog offset up to which ConsumeQueue/index are written; -1 = all
     cdef public double put_latency_max_ms
@@ -103,6 +116,8 @@ cdef class PutEngine:
     cdef object ix_file
     cdef MapPtr ix_ptr
     cdef long long ix_slots, ix_max
+    cdef bytes last_topic_b              # dispatch_range: the last record's topic bytes and str
+    cdef str last_topic
 
     cdef bint _wanted(self, topic, int queue_id)
     cdef bytes _host(self, h)
@@ -116,3 +131,10 @@ cdef class PutEngine:
     cdef void _write_record(self, Prep* p, long long qoff, long long phys, long long store_ts)
     cdef object _put(self, list msgs)
     cdef void _note_latency(self, double ms) noexcept
+    cdef PutMessageResult _fail(self, PutMessageStatus status, str remark)
+    cdef int _notify(self, list reqs) except -1
+    cdef str _topic_of(self, const unsigned char* p, Py_ssize_t n)
+    cdef int _index_raw(self, str topic, const unsigned char* keys, Py_ssize_t klen,
+                        const unsigned char* uniq, Py_ssize_t ulen, long long phys, long long ts) except -1
+    cdef long long _dispatch_file(self, const unsigned char* base, long long file_from, long long pos,
+                                  long long limit, bint index_on, list reqs, bint* bad) except -2

@@ -292,7 +292,7 @@ class Scrape:
         try:
             lo, hi = store.commitlog_min_offset(), store.commitlog_max_offset()
             if hi > lo:
-                ts = store._store_time_of(lo, 64)
+                ts = store.pickup_store_timestamp(lo, 64)
                 reserve = max(0, self.now_ms - ts) if ts > 0 else 0
         except Exception:
             log.exception("metrics: earliest message time")

@@ -163,7 +163,7 @@ class BrokerAdminProcessor:
         t["pageCacheLockTimeMills"] = str(store.lock_time_mills())
         earliest = 0
         if st.commitlog_max_offset > st.commitlog_min_offset:
-            earliest = max(0, store._store_time_of(st.commitlog_min_offset, 64))
+            earliest = max(0, store.pickup_store_timestamp(st.commitlog_min_offset, 64))
         t["earliestMessageTimeStamp"] = str(earliest)
         t["startAcceptSendRequestTimeStamp"] = str(stats.start_accept_send_ts)
         t["remainHowManyDataToFlush"] = human_bytes(max(0, st.commitlog_max_offset - st.commitlog_flushed_offset))

@@ -33,7 +33,7 @@ class StoreAdminProcessor:
         ext = request.ext_fields or {}
         qid, index, count = int(queue_id), int(ext.get("index") or 0), int(ext.get("count") or 0)
         group = ext.get("consumerGroup")
-        cq = self.store._find_cq(topic, qid)
+        cq = self.store.local_queue(topic, qid)
         if cq is None:
             return error_response(ResponseCode.SYSTEM_ERROR, f"{qid}@{topic} is not exist!")
         body: dict[str, Any] = {"maxQueueIndex": cq.max_offset, "minQueueIndex": cq.min_offset}

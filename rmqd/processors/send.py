@@ -208,7 +208,7 @@ class SendMessageProcessor(ContextProcessor):
         which the lane runs itself."""
         lane = self.lane
         identity = self.ctx.identity
-        lane.engine = self.store._engine
+        lane.engine = self.store.put_engine
         lane.ok_status = _PUT_OK
         lane.topic_manager = self.topics
         lane.broker_config = self.config

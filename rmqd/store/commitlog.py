@@ -3,37 +3,42 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
 from typing import Callable, Optional
 
 from rmqd import progress
+from rmqd.constants import BORNHOST_V6_FLAG
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.cython_ext import store_commitlog as _cl
+from rmqd.service_thread import ServiceThread
 from rmqd.store.mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
 
 log = logging.getLogger(__name__)
 
 PAGE = 4096
 END_FILE_MIN_BLANK = 8
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 
-class AllocateService(threading.Thread):
-    """Creates the next segment in the background so roll-over does not block the put path."""
+class AllocateService(ServiceThread):
+    """Creates the next segment in the background so roll-over does not block the put path
+    (Java ``AllocateMappedFileService``)."""
 
     def __init__(self, mfq: MappedFileQueue):
-        super().__init__(name="rmqd-store-allocate", daemon=True)
+        super().__init__("rmqd-store-allocate", interval=60.0, join_timeout=2.0)
         self.mfq = mfq
         self._cv = threading.Condition()
         self._want: Optional[int] = None
         self._ready: Optional[MappedFile] = None
         self._creating: Optional[int] = None
-        self._stopping = False
 
     def request(self, start: int) -> None:
         with self._cv:
             if (self._ready is None or self._ready.file_from_offset != start) and self._want != start:
                 self._want = start
-                self._cv.notify()
+                self.wakeup()
 
     def ready_file(self) -> Optional[MappedFile]:
         """The preallocated next segment, if any (read without locking; for the page warmer)."""
@@ -53,44 +58,37 @@ class AllocateService(threading.Thread):
                 return mf
             return None
 
-    def run(self) -> None:
-        while True:
-            with self._cv:
-                while self._want is None and not self._stopping:
-                    self._cv.wait()
-                if self._stopping:
-                    return
-                start = self._want
-                self._want = None
-                old = self._ready
-                self._ready = None
-                self._creating = start
-            if old is not None:
-                log.warning("discarding unused preallocated segment %s", old.path)
-                old.destroy()
-            mf = None
-            try:
-                path = os.path.join(self.mfq.directory, offset_to_file_name(start))
-                mf = MappedFile(path, start, self.mfq.file_size)
-            except Exception:
-                log.exception("preallocating commit log segment %d failed", start)
-            with self._cv:
-                self._creating = None
-                self._cv.notify_all()
-                if mf is None:
-                    continue
-                if self._stopping:
-                    mf.destroy()
-                    return
-                self._ready = mf
-
-    def shutdown(self) -> None:
+    def run_once(self) -> None:
         with self._cv:
-            self._stopping = True
-            self._cv.notify()
+            if self._want is None or self.stopped:
+                return
+            start = self._want
+            self._want = None
+            old = self._ready
+            self._ready = None
+            self._creating = start
+        if old is not None:
+            log.warning("discarding unused preallocated segment %s", old.path)
+            old.destroy()
+        mf = None
+        try:
+            path = os.path.join(self.mfq.directory, offset_to_file_name(start))
+            mf = MappedFile(path, start, self.mfq.file_size)
+        except Exception:
+            log.exception("preallocating commit log segment %d failed", start)
+        with self._cv:
+            self._creating = None
+            self._cv.notify_all()
+            if mf is None:
+                return
+            if self.stopped:
+                mf.destroy()
+                return
+            self._ready = mf
+
+    def on_shutdown(self) -> None:
+        with self._cv:
             mf, self._ready = self._ready, None
-        if self.is_alive():
-            self.join(2)
         if mf is not None:
             mf.destroy()
 
@@ -134,6 +132,48 @@ class CommitLog:
     def commit(mf: MappedFile, total: int) -> None:
         mf.wrote_pos += total
 
+    def append_raw(self, offset: int, data) -> int:
+        """A slave's append (Java ``CommitLog.appendData``): write ``data``, bytes of the master's
+        CommitLog, at exactly ``offset``, which must be where this CommitLog ends; returns the new end.
+
+        Bytes land at the same absolute offsets as on the master, so the segments end up byte for byte
+        the same, the BLANK marker the master wrote at a segment's end included (the bytes after it
+        count as written, as on the master). A full segment rolls to the next one (the preallocated file
+        when there is one); an empty CommitLog starts with the segment holding ``offset``, which must
+        be a segment start (a slave joins at the start of one of the master's segments). Raises
+        ValueError for any other offset and writes nothing then. Caller holds the put lock and then
+        dispatches the range (:meth:`rmqd.cython_ext.store_put.PutEngine.dispatch_range`)."""
+        view = memoryview(data).cast("B")
+        mf = self.mfq.last()
+        if mf is None:
+            if offset % self.file_size:
+                raise ValueError(f"an empty commit log starts at a segment start, not at {offset}")
+            mf = self.mfq.create_file(offset, self.allocator.take(offset))
+            self.allocator.request(mf.end_offset)
+        elif offset != mf.file_from_offset + mf.wrote_pos:
+            raise ValueError(f"append at {offset}, but the commit log ends at "
+                             f"{mf.file_from_offset + mf.wrote_pos}")
+        done, n = 0, len(view)
+        while done < n:
+            if mf.wrote_pos >= mf.file_size:
+                nxt = mf.end_offset
+                mf = self.mfq.create_file(nxt, self.allocator.take(nxt))
+                self.allocator.request(mf.end_offset)
+            k = min(n - done, mf.file_size - mf.wrote_pos)
+            _cl.copy_in(mf.mm, mf.wrote_pos, view[done:done + k])
+            mf.wrote_pos += k
+            done += k
+        return offset + n
+
+    def first_record_at(self, offset: int) -> int:
+        """The offset of the first record (or BLANK marker, or the end of the data) at or after
+        ``offset``, found by walking record sizes from the start of its segment."""
+        mf = self.mfq.find(offset)
+        if mf is None:
+            return offset
+        pos = offset - mf.file_from_offset
+        return mf.file_from_offset + _cl.record_boundary(mf.mm, pos, mf.wrote_pos, self.max_record_size)
+
     # ---- read --------------------------------------------------------------------------
     def get(self, phys: int, size: int) -> Optional[memoryview]:
         """Zero-copy view of ``size`` bytes at ``phys`` if wholly written and still present."""
@@ -158,6 +198,14 @@ class CommitLog:
         if code != _cl.SCAN_LIMIT or end != pos + total:
             return None
         return mf.view(pos, total)
+
+    def pickup_store_timestamp(self, phys: int, size: int = 64) -> int:
+        """Store time of the record at ``phys`` (Java ``CommitLog.pickupStoreTimestamp``), -1 if it is gone."""
+        v = self.get(phys, min(size, 64))
+        if v is None or len(v) < 64:
+            return -1
+        sys_flag = _I32.unpack_from(v, 36)[0]
+        return _I64.unpack_from(v, 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8))[0]
 
     def roll_next_file(self, phys: int) -> int:
         return phys + self.file_size - phys % self.file_size

@@ -10,14 +10,15 @@ import os
 import struct
 from typing import Callable, Optional
 
+from rmqd.constants import CQ_BLANK_SIZE, CQ_STORE_UNIT_SIZE
 from rmqd.cython_ext.store_commitlog import msync_range
 from rmqd.store.mapped_file import MappedFileQueue
 
 log = logging.getLogger(__name__)
 
-CQ_UNIT = 20
+CQ_UNIT = CQ_STORE_UNIT_SIZE
 _ENTRY = struct.Struct(">qiq")
-BLANK_ENTRY = (0, 0x7FFFFFFF, 0)
+BLANK_ENTRY = (0, CQ_BLANK_SIZE, 0)
 
 
 class ConsumeQueue:
@@ -83,9 +84,10 @@ class ConsumeQueue:
             return
         log.warning("consume queue %s/%d: truncating %d dirty entries (%d -> %d)",
                     self.topic, self.queue_id, n - new_n, n, new_n)
-        self._set_max(new_n)
+        self.truncate_to(new_n)
 
-    def _set_max(self, new_n: int) -> None:
+    def truncate_to(self, new_n: int) -> None:
+        """Keep entries [.., new_n) and zero the rest (recovery: dirty or damaged entries)."""
         byte_end = new_n * CQ_UNIT
         fs = self.file_size
         self.mfq.truncate_from(byte_end if byte_end % fs == 0 else self._file_start(byte_end) + fs)

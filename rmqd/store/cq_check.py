@@ -70,6 +70,6 @@ def repair_consume_queues(cqs: Iterable[ConsumeQueue], commitlog: Any, valid_end
         log.error("consume queue %s/%d: entry %d is damaged (%s); dropping entries %d..%d and "
                   "rebuilding them from commit log offset %d", cq.topic, cq.queue_id, logical,
                   cq.get_entry(logical), logical, cq.max_offset - 1, from_phys)
-        cq._set_max(logical)
+        cq.truncate_to(logical)
         redo = from_phys if redo is None else min(redo, from_phys)
     return redo

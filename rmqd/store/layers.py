@@ -1,14 +1,21 @@
-"""The broker's store, built in one place: the local MessageStore and the layers over it.
+"""The broker's store, built in one place (Java ``MessageStoreFactory.build``): the local store and the
+layers that wrap it.
 
-RocketMQ's order: the tiered store wraps the default store, and the default store hands
-compaction-topic reads to its compaction store. rmqd builds the same chain here, each layer
-switched on by broker.conf, each offering the local store's read/write interface (and delegating
-what it does not change), so processors keep talking to one narrow store interface.
+    TieredStore          (when messageStorePlugIn asks for the tier)
+      └ CompactionStore  (always; serves COMPACTION topics)
+          └ MessageStore (the local CommitLog, consume queues and index)
+
+Each layer is a :class:`~rmqd.store.layer.StoreLayer` over the next and offers the whole
+:class:`~rmqd.store.api.MessageStoreAPI`, so processors keep talking to one narrow store interface: the
+outermost layer, which this returns. The chain fixes the read fall-through: a compaction topic's reads
+end in the compaction layer (its history is the compaction log), every other read goes to the local
+store unless the tier's rules (:mod:`rmqd.store.tier.fallthrough`) send it to the tier.
 """
 from __future__ import annotations
 
 from typing import Optional
 
+from rmqd.store.api import MessageStoreAPI
 from rmqd.store.compaction.store import CompactionConfig, CompactionStore
 from rmqd.store.message_store import MessageStore, StoreConfig
 from rmqd.store.tier.config import TierConfig
@@ -16,11 +23,10 @@ from rmqd.store.tier.config import TierConfig
 
 def build_store(store_config: StoreConfig,
                 compaction_config: Optional[CompactionConfig] = None,
-                tier_config: Optional[TierConfig] = None) -> MessageStore:
-    """The local store, wrapped by the layers that are switched on."""
-    store = MessageStore(store_config)
-    store.compaction = CompactionStore(store, compaction_config or CompactionConfig())
+                tier_config: Optional[TierConfig] = None) -> MessageStoreAPI:
+    """The local store wrapped by the layers that are switched on; returns the outermost."""
+    store: MessageStoreAPI = CompactionStore(MessageStore(store_config), compaction_config or CompactionConfig())
     if tier_config is not None and tier_config.enabled:
         from rmqd.store.tier.store import TieredStore
-        store.tier = TieredStore(store, tier_config)
+        store = TieredStore(store, tier_config)
     return store

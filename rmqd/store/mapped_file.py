@@ -51,6 +51,11 @@ class MappedFile:
         self._closed = False
 
     @property
+    def closed(self) -> bool:
+        """The mapping was released (close/destroy)."""
+        return self._closed
+
+    @property
     def end_offset(self) -> int:
         return self.file_from_offset + self.file_size
 

@@ -9,27 +9,22 @@ import struct
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from rmqd.constants import (BLANK_MAGIC_CODE, BORNHOST_V6_FLAG, NAME_VALUE_SEPARATOR,  # noqa: F401 (re-exported)
+                            PROPERTY_SEPARATOR, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+from rmqd.constants import MESSAGE_MAGIC_CODE as MAGIC_CODE  # noqa: F401
+from rmqd.constants import STOREHOST_V6_FLAG as STOREHOSTADDRESS_V6_FLAG  # noqa: F401
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.cython_ext import store_put as _store_put
 
-MAGIC_CODE = _codec.MESSAGE_MAGIC_CODE
-BLANK_MAGIC_CODE = _codec.BLANK_MAGIC_CODE
-
-# sysFlag bits (section 4.2)
+# sysFlag bits (section 4.2) not in rmqd.constants
 COMPRESSED_FLAG = 0x1
 MULTI_TAGS_FLAG = 0x2
 TRANSACTION_NOT_TYPE = 0x0
-TRANSACTION_PREPARED_TYPE = 0x4
 TRANSACTION_COMMIT_TYPE = 0x8
-TRANSACTION_ROLLBACK_TYPE = 0xC
-BORNHOST_V6_FLAG = 0x10
-STOREHOSTADDRESS_V6_FLAG = 0x20
 
 PROPERTY_KEYS = "KEYS"
 PROPERTY_TAGS = "TAGS"
 PROPERTY_UNIQ_KEY = "UNIQ_KEY"
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
 
 java_string_hash = _codec.java_string_hash
 decode_properties = _codec.decode_properties

@@ -19,28 +19,17 @@ from typing import Any, Callable, Optional
 
 import orjson
 
+from rmqd.constants import (BENCHMARK_TOPIC, DLQ_GROUP_TOPIC_PREFIX, OFFSET_MOVED_EVENT,  # noqa: F401 (re-exported)
+                            PERM_INHERIT, PERM_PRIORITY, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
+                            SCHEDULE_TOPIC, SELF_TEST_TOPIC, TRACE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
+                            TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC)
+from rmqd.constants import AUTO_CREATE_TOPIC_KEY_TOPIC as TBW102
 from rmqd.data_version import DataVersion
 from rmqd.fileutil import atomic_write  # noqa: F401  (re-exported for callers)
 
 log = logging.getLogger(__name__)
 
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
-
-TBW102 = "TBW102"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-BENCHMARK_TOPIC = "BenchmarkTest"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 TOPIC_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 

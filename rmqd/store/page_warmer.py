@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from rmqd.cython_ext.store_put import populate
+from rmqd.service_thread import ServiceThread
 
 if TYPE_CHECKING:
     from rmqd.store.message_store import MessageStore
@@ -26,55 +27,52 @@ log = logging.getLogger(__name__)
 CHUNK = 1 << 20
 
 
-class PageWarmer(threading.Thread):
+class PageWarmer(ServiceThread):
     def __init__(self, store: "MessageStore", interval_s: float = 0.005,
                  commitlog_ahead: int = 16 << 20, index_ahead: int = 1 << 20,
                  cq_ahead: int = 64 << 10):
-        super().__init__(name="rmqd-store-page-warmer", daemon=True)
+        super().__init__("rmqd-store-page-warmer", interval=interval_s, join_timeout=5.0)
         self.store = store
         self.interval_s = interval_s
         self.commitlog_ahead = commitlog_ahead
         self.index_ahead = index_ahead
         self.cq_ahead = cq_ahead
-        self._stop_ev = threading.Event()
         self._done: dict = {}          # MappedFile -> populated up to (file-relative)
         self._supported = True
         self._pass = 0
+        self._niced = False
+        self._last_error = 0.0
+        self._last_pos = -1
 
-    def stop(self) -> None:
-        self._stop_ev.set()
-        if self.is_alive():
-            self.join(5)
-
-    def run(self) -> None:
-        # Background work: let the loop and the put path have the CPU first (nice 19 for this thread).
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        except OSError as exc:
-            log.info("page warmer keeps normal priority: %s", exc)
-        last_error = 0.0
-        last_pos = -1
-        interval = self.interval_s
-        while self._supported and not self._stop_ev.wait(interval):
-            # Idle store: look ten times less often (16 MB ahead lasts far longer than that).
-            pos = self.store.commitlog.max_offset()
-            interval = self.interval_s if pos != last_pos else self.interval_s * 10
-            last_pos = pos
+    def run_once(self) -> None:
+        if not self._niced:
+            # Background work: let the loop and the put path have the CPU first (nice 19 for this thread).
+            self._niced = True
             try:
-                self.warm_once()
-            except Exception:
-                now = time.monotonic()
-                if now - last_error > 60:     # a file closed under us; do not flood the log
-                    last_error = now
-                    log.exception("page warmer pass failed (further failures muted for 60 s)")
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+            except OSError as exc:
+                log.info("page warmer keeps normal priority: %s", exc)
+        # Idle store: look ten times less often (16 MB ahead lasts far longer than that).
+        pos = self.store.commitlog.max_offset()
+        self.interval = self.interval_s if pos != self._last_pos else self.interval_s * 10
+        self._last_pos = pos
+        try:
+            self.warm_once()
+        except Exception:
+            now = time.monotonic()
+            if now - self._last_error > 60:     # a file closed under us; do not flood the log
+                self._last_error = now
+                log.exception("page warmer pass failed (further failures muted for 60 s)")
+        if not self._supported:
+            self.shutdown()                    # the kernel cannot populate: nothing left to do
 
     def _warm(self, mf, upto: int, floor: int = -1) -> None:
         """Populate ``mf`` from where we stopped last time (or its write position) up to ``upto``."""
-        if mf._closed:
+        if mf.closed:
             return
         upto = min(upto, mf.file_size)
         start = max(self._done.get(mf, 0), mf.wrote_pos if floor < 0 else floor)
-        while start < upto and not self._stop_ev.is_set():
+        while start < upto and not self.stopped:
             end = min(upto, start + CHUNK)
             rc = populate(mf.ptr, start, end)
             if rc:
@@ -102,7 +100,7 @@ class PageWarmer(threading.Thread):
         files = st.index.files
         if files and st.config.message_index_enable:
             f = files[-1]
-            if f.mf._closed:
+            if f.mf.closed:
                 return
             live.add(f.mf)
             items = 40 + f.slots * 4
@@ -112,7 +110,7 @@ class PageWarmer(threading.Thread):
             self._warm(f.mf, pos + self.index_ahead, pos)
         self._pass += 1
         if self._pass % 10 == 0:
-            for cq_mf in st._engine.active_cq_files():
+            for cq_mf in st.put_engine.active_cq_files():
                 live.add(cq_mf)
                 self._warm(cq_mf, cq_mf.wrote_pos + self.cq_ahead)
             self._done = {k: v for k, v in self._done.items() if k in live}

@@ -14,7 +14,7 @@ MAP_KEYS = 100_000
 def test_million_keys_in_bounded_memory(tmp_path):
     store = open_store(tmp_path / "s", log_file_size=16 << 20, commitlog_size=256 << 20,
                        map_bytes=(MAP_KEYS * 4 // 3 + 1) * _cx.OFFSET_MAP_ENTRY_SIZE)
-    assert _cx.OffsetMap(store.compaction.config.map_bytes_per_run).capacity <= MAP_KEYS
+    assert _cx.OffsetMap(store.compaction.compaction_config.map_bytes_per_run).capacity <= MAP_KEYS
     batch = []
     for i in range(KEYS):
         batch.append(MessageToStore.create(TOPIC, 0, b"%d" % i, {"KEYS": "k%07d" % i}))

@@ -186,7 +186,7 @@ def test_offset_codes_come_from_the_compaction_store_after_retention(tmp_path):
         assert 0 < first < sent
         first_ts = store.compaction.logs[("Table", 0)].store_time_at(first)
         assert c.invoke(new_request(329)).code == 0                                  # DELETE_EXPIRED_COMMITLOG
-        assert store._local_store_time("Table", 0, sent - 1) == -1          # the CommitLog has none of it left
+        assert store.local_queue("Table", 0).store_time(sent - 1) == -1          # the CommitLog has none of it left
         r = c.invoke(new_request(31, {"topic": "Table", "queueId": "0"}))            # GET_MIN_OFFSET
         assert (r.code, int(r.ext_fields["offset"])) == (0, first)
         r = c.invoke(new_request(30, {"topic": "Table", "queueId": "0"}))            # GET_MAX_OFFSET
@@ -244,7 +244,7 @@ def test_broker_conf_compaction_settings(tmp_path):
     with EmbeddedServer(store_dir=str(tmp_path / "off"), broker_properties=props) as server, \
             BlockingClient(server.broker_addr) as c:
         comp = server.broker.store.compaction
-        assert comp.config.enabled is False and comp.config.max_offset_map_size == 3072
+        assert comp.compaction_config.enabled is False and comp.compaction_config.max_offset_map_size == 3072
         assert create(c, "Table", "+cleanup.policy=COMPACTION").code == 0
         sent = _fill_table(c, "Table")
         time.sleep(2.5)                     # > the schedule period and the copier's 1 s tick

@@ -66,7 +66,7 @@ def reference(spark, tmp_path_factory):
     a_root = copy_store(base, str(d / "a"))
     a = tier_store(a_root, str(d / "a-tier"), index=True)
     a.start()
-    total = sum(cq.max_offset - cq.min_offset for cq in a._cqs.values())
+    total = sum(cq.max_offset - cq.min_offset for cq in a.local_queues())
     assert a.tier.dispatcher.run_once(force=True) == total              # every queue in one round
     a.tier.index.seal_requested = True
     a.tier.dispatcher.run_once(force=True)

@@ -6,6 +6,7 @@ import os
 import pytest
 
 from rmqd import fileutil
+from rmqd.store.config import resolve_disk_ratios
 from rmqd.store.message_store import MessageStore, StoreConfig
 
 
@@ -46,9 +47,9 @@ def test_store_retention_and_stats_use_the_java_figure(tmp_path, monkeypatch):
                                      warm_mapped_pages=False))
     store.start()
     try:
-        assert store._check_disk() == 30                   # percent, below diskMaxUsedSpaceRatio 75
+        assert store.retention.check_disk() == 30                   # percent, below diskMaxUsedSpaceRatio 75
         assert store.stats.commitlog_disk_ratio == 30 and store.stats.consume_queue_disk_ratio == 30
-        assert not store._disk_full
+        assert not store.put_engine.disk_full
     finally:
         store.shutdown()
     assert os.path.isdir(tmp_path / "s")
@@ -78,7 +79,8 @@ def test_warning_level_ratio_comes_from_javas_system_property_name(monkeypatch, 
     environment, as a fraction or a percent; a bad value is logged and Java's default used."""
     monkeypatch.setenv("ROCKETMQ_BROKER_DISKSPACEWARNINGLEVELRATIO", raw)
     cfg = StoreConfig(store_root_dir="/unused")
-    assert cfg.disk_space_warning_level_ratio == pytest.approx(expected)
+    assert cfg.disk_space_warning_level_ratio is None          # constructing the config reads no environment
+    assert resolve_disk_ratios(cfg).disk_space_warning_level_ratio == pytest.approx(expected)
     assert ("ROCKETMQ_BROKER_DISKSPACEWARNINGLEVELRATIO" in caplog.text) == logged
 
 
@@ -91,10 +93,10 @@ def test_writes_are_refused_only_above_the_configured_ratio(tmp_path, monkeypatc
     store.start()
     try:
         assert store.config.disk_space_clean_forcibly_ratio == 96
-        store._check_disk()
-        assert not store._disk_full                        # 93 % > Java's 90 %, but below 97 %
+        store.retention.check_disk()
+        assert not store.put_engine.disk_full                        # 93 % > Java's 90 %, but below 97 %
         usage[0] = 98.0
-        store._check_disk()
-        assert store._disk_full
+        store.retention.check_disk()
+        assert store.put_engine.disk_full
     finally:
         store.shutdown()

@@ -97,17 +97,15 @@ def _fill(root, n=60, **kw):
 def _crash(s):
     """Simulate a crash: flush what is mapped (page cache survives SIGKILL) and leave the abort
     marker in place, without the clean-shutdown checkpoint."""
-    s._running = False
-    s._stop.set()
-    for t in s._threads:
-        t.join(5)
+    s.put_engine.running = False
+    for svc in s._services:
+        svc.shutdown()
     s.commitlog.allocator.shutdown()
     s.commitlog.mfq.close()
-    for cq in s._cqs.values():
-        cq.close()
+    s.consume_queues.close()
     s.index.close()
     s._checkpoint.close()
-    os.close(s._lock_fd)
+    s._dir_lock.release()
 
 
 def _seg_path(root, phys, seg=64 * 1024):

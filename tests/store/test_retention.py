@@ -28,12 +28,12 @@ def test_retention_by_age_at_delete_hour(make_store):
         os.utime(mf.path, (clock.now / 1000 - 80 * 3600, clock.now / 1000 - 80 * 3600))
     assert s.run_retention_once() == 0            # not the delete hour, disk fine
     clock.advance(HOUR)                           # now it is the delete hour
-    n_cq_before = len(s._find_cq("T", 0).mfq.files)
+    n_cq_before = len(s.consume_queues.get("T", 0).mfq.files)
     n_idx_before = len(s.index.files)
     assert s.run_retention_once() == 3            # only the old ones; stop at the first young one
     assert s.commitlog_min_offset() == files[3].file_from_offset
     assert not os.path.exists(files[0].path)
-    cq = s._find_cq("T", 0)
+    cq = s.consume_queues.get("T", 0)
     assert len(cq.mfq.files) < n_cq_before and len(s.index.files) < n_idx_before
     mn = s.get_min_offset("T", 0)
     assert mn > 0
@@ -84,7 +84,7 @@ def test_clean_expired_consume_queues_drops_what_retention_emptied(make_store):
     assert s.commitlog_min_offset() > 0
     assert s.clean_expired_consume_queues() == [("Old", 0), ("Old", 1)]
     assert "Old" not in s.topics() and not os.path.exists(os.path.join(s.config.consume_queue_dir, "Old"))
-    assert s._find_cq("T", 0) is not None and s._find_cq("SCHEDULE_TOPIC_XXXX", 0) is not None
+    assert s.consume_queues.get("T", 0) is not None and s.consume_queues.get("SCHEDULE_TOPIC_XXXX", 0) is not None
     r = s.put_message(MessageToStore.create("Old", 0, b"again"))
     assert r.ok and r.queue_offset == 0
     assert s.get_messages("Old", 0, 0, 1).status == G.FOUND

@@ -156,7 +156,7 @@ def test_message_was_removing_and_found_null(make_store):
     s = make_store(mapped_file_size_consume_queue=20 * 10)
     for i in range(30):
         s.put_message(msg(body=b"z" * 3000))
-    cq = s._find_cq("T", 0)
+    cq = s.consume_queues.get("T", 0)
     # commit log segment gone but CQ not yet corrected → MESSAGE_WAS_REMOVING
     s.commitlog.mfq.remove_first(1)
     r = s.get_messages("T", 0, 0, 32)
@@ -258,7 +258,7 @@ def test_offset_by_time_and_store_times(make_store):
 def test_schedule_topic_tags_code_is_delivery_time(make_store):
     s = make_store()
     r = s.put_message(MessageToStore.create("SCHEDULE_TOPIC_XXXX", 2, b"d", {"DELAY": "3"}))
-    e = s._find_cq("SCHEDULE_TOPIC_XXXX", 2).get_entry(0)
+    e = s.consume_queues.get("SCHEDULE_TOPIC_XXXX", 2).get_entry(0)
     assert e[2] == r.store_timestamp + 10_000
 
 

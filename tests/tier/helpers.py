@@ -42,7 +42,7 @@ def make_store(root: str, props: dict, backend: Optional[TierBackend] = None, **
     store = build_store(cfg, None, tier_config_from(broker_config_from(props)))
     if backend is not None:
         store.tier.backend = backend
-    store.tier.config.index_service_interval_ms = 3_600_000
+    store.tier.tier_config.index_service_interval_ms = 3_600_000
     return store
 
 

@@ -34,7 +34,7 @@ def test_one_wakeup_catches_up_and_slices_match_the_local_records(tmp_path, monk
         tq = store.tier.queues[(TOPIC, 0)]
         assert tq.max_offset == n and not store.tier.dispatcher.backlog
         assert store.tier.committed_max[(TOPIC, 0)] == n
-        local = store._cqs[(TOPIC, 0)]
+        local = store.local_queue(TOPIC, 0)
         recs = tq.read_messages(0, n, 1 << 30)
         assert [q for q, _, _ in recs] == list(range(n))
         for q, rec, tags in recs:                               # byte for byte, same tags codes

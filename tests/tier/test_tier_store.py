@@ -52,7 +52,7 @@ def test_history_outlives_local_retention(tiered, backend_kind):
     store.tier.commit_now()
     assert store.execute_delete_files_manually() >= 2
     assert store.commitlog.min_offset() > 0
-    local_min = store._local_min_offset(TOPIC, 0)
+    local_min = store.local_queue(TOPIC, 0).min_offset
     assert local_min > 0                                   # the local queue lost its head ...
     assert store.get_min_offset(TOPIC, 0) == 0             # ... GET_MIN_OFFSET = min(local, tier)
     for q in (0, 1):

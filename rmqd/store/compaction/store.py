@@ -1,11 +1,13 @@
 """The compaction store: the layer that serves COMPACTION topics (RocketMQ 5.x ``CompactionStore``).
 
-The local :class:`~rmqd.store.message_store.MessageStore` routes every read of a compaction topic
-here (``store.compaction``). Records reach the per-queue compaction logs by a copier that follows
-the local consume queue (keyless records are left out, as in Java); a read below the copied point
-is served from the compaction log, a read above it from the local store, so the live tail is
-visible at once and the compacted table outlives CommitLog retention. Min/max offsets, search by
-time and the earliest store time come from here too (apache/rocketmq#7540 done right).
+:class:`CompactionStore` wraps the local :class:`~rmqd.store.message_store.MessageStore` (a
+:class:`~rmqd.store.layer.StoreLayer`): it answers every read of a compaction topic and passes every
+other call down. Records reach the per-queue compaction logs by a copier that follows the local
+consume queue (keyless records are left out, as in Java); a read below the copied point is served
+from the compaction log, a read above it from the local queue, so the live tail is visible at once
+and the compacted table outlives CommitLog retention. Min/max offsets, search by time and the
+earliest store time come from here too (apache/rocketmq#7540 done right). Before local retention
+deletes CommitLog files it copies what is pending (:meth:`CompactionStore.before_delete`).
 
 Compaction runs per queue on a schedule (``compactionScheduleInternal`` + jitter) in a pool of
 ``compactionThreadNum`` threads, and on demand (``compact``). Nothing here runs on the event loop.
@@ -20,15 +22,18 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from rmqd.cython_ext import compaction as _cx
+from rmqd.service_thread import ServiceThread
 from rmqd.store.compaction import adopt as _adopt
 from rmqd.store.compaction.compactor import RunResult, compact_queue
 from rmqd.store.compaction.queue_log import QueueCompactionLog
+from rmqd.store.layer import StoreLayer
+from rmqd.store.results import GetMessageResult, GetMessageStatus as S, collect_records, transfer_limits
 
 if TYPE_CHECKING:
-    from rmqd.store.message_store import GetMessageResult, MessageStore
+    from rmqd.store.api import MessageStoreAPI
 
 log = logging.getLogger(__name__)
 
@@ -116,30 +121,44 @@ class PositionCheckpoint:
         os.replace(tmp, self.path)
 
 
-class CompactionStore:
-    """Per-queue compaction logs of the COMPACTION topics; see the module docstring."""
+class CompactionStore(StoreLayer):
+    """Per-queue compaction logs of the COMPACTION topics over the next store; see the module docstring."""
 
-    def __init__(self, local: "MessageStore", config: CompactionConfig,
+    def __init__(self, inner: "MessageStoreAPI", config: CompactionConfig,
                  is_compaction_topic: Optional[Callable[[str], bool]] = None):
-        self.local = local
-        self.config = config
-        self.root = local.config.compaction_dir
-        self.topics: set[str] = set()
+        super().__init__(inner)
+        self.compaction_config = config
+        self.root = self.local.config.compaction_dir
+        self.compaction_topics: set[str] = set()
         self._is_compaction = is_compaction_topic
         self.logs: dict[tuple[str, int], QueueCompactionLog] = {}
-        self.stats: dict[tuple[str, int], QueueStats] = {}
+        self.queue_stats: dict[tuple[str, int], QueueStats] = {}
         self.checkpoint = PositionCheckpoint(os.path.join(self.root, "position-checkpoint"))
         self.pipeline_dir = os.path.join(self.root, _adopt.PIPELINE_DIR)     # `rmqd pipeline compact` output
         self._logs_lock = threading.Lock()
         self._queue_locks: dict[tuple[str, int], threading.Lock] = {}
         self._next_run: dict[tuple[str, int], float] = {}
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._scheduler = ServiceThread("rmqd-compaction-schedule", config.copy_interval_ms / 1000.0,
+                                        self._schedule_round)
+        self._running_runs: dict[tuple[str, int], object] = {}
+        self._first_round = True
         self._pool: Optional[ThreadPoolExecutor] = None
         self.step_hook: Optional[Callable[[str], None]] = None   # fault injection in tests
+        self.local.add_retention_guard(self)
+
+    @property
+    def compaction(self) -> "CompactionStore":
+        return self
+
+    def routes(self, topic: str) -> bool:
+        """Reads of ``topic`` are this layer's (a COMPACTION topic)."""
+        return topic in self.compaction_topics
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
+        """Start the store below, then load the compaction logs, adopt pending job outputs and start
+        the scheduler."""
+        self.inner.start()
         os.makedirs(self.root, exist_ok=True)
         self.checkpoint.load()
         ldir = os.path.join(self.root, "compactionLog")
@@ -148,37 +167,37 @@ class CompactionStore:
                 for q in sorted(os.listdir(os.path.join(ldir, topic))):
                     if q.isdigit():
                         self._log(topic, int(q))
-                self.topics.add(topic)
+                self.compaction_topics.add(topic)
         self.adopt_pending()                 # before the scheduler and before anything is served
-        self._pool = ThreadPoolExecutor(self.config.threads, thread_name_prefix="rmqd-compaction")
-        self._thread = threading.Thread(target=self._schedule_loop, name="rmqd-compaction-schedule",
-                                        daemon=True)
-        self._thread.start()
+        self._pool = ThreadPoolExecutor(self.compaction_config.threads, thread_name_prefix="rmqd-compaction")
+        self._scheduler.start()
 
     def shutdown(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        """Stop the scheduler and close the logs, then shut the store below down (a second call only
+        passes down)."""
         if self._pool is not None:
+            self._scheduler.shutdown()
             self._pool.shutdown(wait=True, cancel_futures=True)
-        with self._logs_lock:
-            for qlog in self.logs.values():
-                try:
-                    qlog.flush()
-                except OSError:
-                    log.exception("flushing compaction log %s-%d", qlog.topic, qlog.queue_id)
-                qlog.close()
+            self._pool = None
+            with self._logs_lock:
+                for qlog in self.logs.values():
+                    try:
+                        qlog.flush()
+                    except OSError:
+                        log.exception("flushing compaction log %s-%d", qlog.topic, qlog.queue_id)
+                    qlog.close()
+        self.inner.shutdown()
 
     def set_topic_policy_source(self, fn: Callable[[str], bool]) -> None:
         self._is_compaction = fn
 
     def is_compaction_topic(self, topic: str) -> bool:
-        return topic in self.topics
+        return self.routes(topic)
 
     def on_topic_config(self, topic: str, compaction: bool) -> None:
         """The broker tells the store a topic's cleanup.policy (at load and on every change)."""
         if compaction:
-            self.topics.add(topic)
+            self.compaction_topics.add(topic)
 
     def _log(self, topic: str, qid: int) -> QueueCompactionLog:
         key = (topic, qid)
@@ -187,23 +206,23 @@ class CompactionStore:
             with self._logs_lock:
                 qlog = self.logs.get(key)
                 if qlog is None:
-                    qlog = QueueCompactionLog(self.root, topic, qid, self.config.log_file_size,
-                                              self.config.cq_file_size)
+                    qlog = QueueCompactionLog(self.root, topic, qid, self.compaction_config.log_file_size,
+                                              self.compaction_config.cq_file_size)
                     qlog.load()
                     self._queue_locks[key] = threading.Lock()
-                    self.stats[key] = QueueStats(last_compacted_offset=self.checkpoint.get(topic, qid))
+                    self.queue_stats[key] = QueueStats(last_compacted_offset=self.checkpoint.get(topic, qid))
                     self.logs = {**self.logs, key: qlog}
         return qlog
 
     def queue_ids(self, topic: str) -> list[int]:
-        ids = {q for (t, q) in self.local._cqs if t == topic} | {q for (t, q) in self.logs if t == topic}
+        ids = {q for (t, q) in self.local.queue_keys() if t == topic} | {q for (t, q) in self.logs if t == topic}
         return sorted(ids)
 
     # ------------------------------------------------------------------ copier
     def catch_up(self, topic: str, qid: int) -> int:
         """Copy the keyed records of the local consume queue past the log's end; returns how many."""
         qlog = self._log(topic, qid)
-        cq = self.local._find_cq(topic, qid)
+        cq = self.local.local_queue(topic, qid)
         if cq is None:
             return 0
         nxt = max(qlog.next_offset(), cq.min_offset)
@@ -238,7 +257,7 @@ class CompactionStore:
 
     def catch_up_all(self) -> int:
         n = 0
-        for topic in list(self.topics):
+        for topic in list(self.compaction_topics):
             for qid in self.queue_ids(topic):
                 try:
                     n += self.catch_up(topic, qid)
@@ -258,12 +277,12 @@ class CompactionStore:
         key = (topic, qid)
         self.catch_up(topic, qid)
         qlog = self._log(topic, qid)
-        st = self.stats[key]
+        st = self.queue_stats[key]
         with self._queue_locks[key]:
             before_bytes, before_recs = qlog.byte_size(), qlog.record_count()
             t0 = time.time()
             try:
-                res = compact_queue(qlog, self.config.map_bytes_per_run, self.checkpoint.get(topic, qid),
+                res = compact_queue(qlog, self.compaction_config.map_bytes_per_run, self.checkpoint.get(topic, qid),
                                     lambda off: self.checkpoint.set(topic, qid, off), self.step_hook)
             except Exception as exc:
                 st.failures += 1
@@ -284,33 +303,37 @@ class CompactionStore:
                          st.last_bytes_after, res.rounds, st.last_duration_ms)
             return res
 
-    def _schedule_loop(self) -> None:
-        interval = self.config.schedule_interval_ms / 1000.0
-        copy_every = self.config.copy_interval_ms / 1000.0
-        running: dict[tuple[str, int], object] = {}
-        while not self._stop.wait(copy_every):
-            if not self.config.enabled:
-                continue
-            self.catch_up_all()
-            now = time.monotonic()
-            for topic in list(self.topics):
-                for qid in self.queue_ids(topic):
-                    key = (topic, qid)
-                    due = self._next_run.setdefault(key, now + interval + random.uniform(1, max(1, interval)))
-                    fut = running.get(key)
-                    if now < due or (fut is not None and not fut.done()):
-                        continue
-                    self._next_run[key] = now + interval + random.uniform(1, max(1, interval))
-                    try:
-                        running[key] = self._pool.submit(self._run_logged, topic, qid)
-                    except RuntimeError:       # pool shut down
-                        return
+    def _schedule_round(self) -> None:
+        """Every ``copy_interval_ms`` (the first time one interval after start): copy what is new, then
+        submit the queues whose compaction is due (``compactionScheduleInternal`` + jitter)."""
+        if self._first_round:
+            self._first_round = False
+            return
+        pool = self._pool
+        if not self.compaction_config.enabled or pool is None:
+            return
+        interval = self.compaction_config.schedule_interval_ms / 1000.0
+        self.catch_up_all()
+        now = time.monotonic()
+        running = self._running_runs
+        for topic in list(self.compaction_topics):
+            for qid in self.queue_ids(topic):
+                key = (topic, qid)
+                due = self._next_run.setdefault(key, now + interval + random.uniform(1, max(1, interval)))
+                fut = running.get(key)
+                if now < due or (fut is not None and not fut.done()):
+                    continue
+                self._next_run[key] = now + interval + random.uniform(1, max(1, interval))
+                try:
+                    running[key] = pool.submit(self._run_logged, topic, qid)
+                except RuntimeError:       # pool shut down
+                    return
 
     def _run_logged(self, topic: str, qid: int) -> None:
         try:
             self._run(topic, qid)
-        except Exception:
-            pass   # logged with context in _run; retried next period
+        except Exception:   # noqa: S110 -- logged with its context in _run (log.exception); retried next period
+            pass
 
     # ------------------------------------------------------------------ adoption (rmqd pipeline compact)
     def adopt_pending(self, topic: Optional[str] = None, root: Optional[str] = None) -> list[dict]:
@@ -353,7 +376,7 @@ class CompactionStore:
                 replaced, dropped = replaced + r, dropped + d
                 if q.checkpoint > self.checkpoint.get(topic, q.queue_id):
                     self.checkpoint.set(topic, q.queue_id, q.checkpoint)
-                st = self.stats[(topic, q.queue_id)]
+                st = self.queue_stats[(topic, q.queue_id)]
                 st.last_compacted_offset = max(st.last_compacted_offset, q.checkpoint)
                 _adopt.mark_queue_done(path, q.queue_id)
                 step("adopt-queue")
@@ -361,7 +384,7 @@ class CompactionStore:
         finally:
             for lk in reversed(locks):
                 lk.release()
-        self.topics.add(topic)
+        self.compaction_topics.add(topic)
         log.info("adopted compaction output %s (job %s)%s: %d segment(s) replaced, %d dropped, %d -> %d records",
                  path, staged.job, " (rolled forward)" if resuming else "", replaced, dropped,
                  sum(q.records_in() for q in plans), sum(q.records_out() for q in plans))
@@ -370,83 +393,127 @@ class CompactionStore:
                 "recordsBefore": sum(q.records_in() for q in plans),
                 "recordsAfter": sum(q.records_out() for q in plans)}
 
-    # ------------------------------------------------------------------ reads
-    def min_offset(self, topic: str, qid: int) -> int:
-        qlog = self.logs.get((topic, qid))
-        mn = qlog.min_offset() if qlog is not None else -1
-        return mn if mn >= 0 else self.local._local_min_offset(topic, qid)
+    # ------------------------------------------------------------------ retention (RetentionGuard)
+    def before_delete(self) -> int:
+        """Copy every compaction topic's pending records before local retention deletes CommitLog files."""
+        self.catch_up_all()
+        return 1 << 62
 
-    def max_offset(self, topic: str, qid: int) -> int:
-        qlog = self.logs.get((topic, qid))
+    def keeps_queue(self, topic: str, queue_id: int, max_offset: int) -> bool:
+        """A compaction topic's local queue stays when retention empties it (its table is here)."""
+        return self.routes(topic)
+
+    # ------------------------------------------------------------------ reads (MessageStoreAPI)
+    def get_max_offset(self, topic: str, queue_id: int) -> int:
+        if not self.routes(topic):
+            return self.inner.get_max_offset(topic, queue_id)
+        qlog = self.logs.get((topic, queue_id))
         nxt = qlog.next_offset() if qlog is not None else 0
-        return max(nxt, self.local._local_max_offset(topic, qid))
+        q = self.local.local_queue(topic, queue_id)
+        return max(nxt, q.max_offset if q is not None else 0)
 
-    def get_messages(self, topic: str, qid: int, offset: int, max_nums: int, max_bytes: int,
-                     message_filter) -> "GetMessageResult":
-        from rmqd.store.message_store import GetMessageResult, GetMessageStatus as S, _LazyProps
+    def get_min_offset(self, topic: str, queue_id: int) -> int:
+        if not self.routes(topic):
+            return self.inner.get_min_offset(topic, queue_id)
+        qlog = self.logs.get((topic, queue_id))
+        mn = qlog.min_offset() if qlog is not None else -1
+        if mn >= 0:
+            return mn
+        q = self.local.local_queue(topic, queue_id)
+        return q.min_offset if q is not None else 0
+
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                     max_total_bytes: Optional[int] = None, message_filter=None) -> GetMessageResult:
+        if not self.routes(topic):
+            return self.inner.get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
+        t0 = time.perf_counter()
+        try:
+            count, limit = transfer_limits(self.config, max_nums, max_total_bytes)
+            return self._read(topic, queue_id, offset, count, limit, message_filter)
+        finally:
+            self.local.record_get_time(t0)
+
+    def _read(self, topic: str, qid: int, offset: int, max_nums: int, max_bytes: int,
+              message_filter) -> GetMessageResult:
+        """Below the copied point from the compaction log, above it from the local queue."""
         qlog = self.logs.get((topic, qid))
         copied = qlog.next_offset() if qlog is not None else 0
-        mn, mx = self.min_offset(topic, qid), self.max_offset(topic, qid)
+        mn, mx = self.get_min_offset(topic, qid), self.get_max_offset(topic, qid)
         if offset >= copied:
-            res = self.local._get_local(topic, qid, offset, max_nums, max_bytes, message_filter)
+            q = self.local.local_queue(topic, qid)
+            if q is None:
+                res = GetMessageResult(S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+            else:
+                res = q.get_messages(offset, max_nums, max_bytes, message_filter)
             res.min_offset, res.max_offset = mn, mx
             if res.status is S.OFFSET_TOO_SMALL and copied > 0:
                 res.next_begin_offset = max(res.next_begin_offset, copied)
             return res
         if mx == 0:
             return GetMessageResult(S.NO_MESSAGE_IN_QUEUE, 0, mn, mx)
-        res = GetMessageResult(S.NO_MATCHED_MESSAGE, offset, mn, mx)
         got = qlog.read_from(offset, max_nums, max_bytes)
-        total = 0
-        for qoff, rec, tags in got:
-            res.next_begin_offset = qoff + 1
-            if message_filter is not None:
-                if not message_filter.is_matched_by_consume_queue(tags):
-                    continue
-                view = memoryview(rec)
-                if not message_filter.is_matched_by_commit_log(view, _LazyProps(view)):
-                    continue
-            res.buffers.append(rec)
-            res.queue_offsets.append(qoff)
-            total += len(rec)
-        if res.buffers:
-            res.status = S.FOUND
-        elif not got:
+        res = collect_records(GetMessageResult(S.NO_MATCHED_MESSAGE, offset, mn, mx), got, message_filter)
+        if not got:
             res.next_begin_offset = copied
-        res.buffer_total_size = total
         return res
 
-    def store_time(self, topic: str, qid: int, offset: int) -> int:
-        qlog = self.logs.get((topic, qid))
-        if qlog is not None and offset < qlog.next_offset():
-            return qlog.store_time_at(offset)
-        return self.local._local_store_time(topic, qid, offset)
+    def get_messages_resident(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                              tag_codes: Optional[Sequence[int]]) -> Optional[GetMessageResult]:
+        if self.routes(topic):
+            return None
+        return self.inner.get_messages_resident(topic, queue_id, offset, max_nums, tag_codes)
 
-    def earliest_time(self, topic: str, qid: int) -> int:
-        qlog = self.logs.get((topic, qid))
+    def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        if not self.routes(topic):
+            return self.inner.get_message_store_timestamp(topic, queue_id, queue_offset)
+        qlog = self.logs.get((topic, queue_id))
+        if qlog is not None and queue_offset < qlog.next_offset():
+            return qlog.store_time_at(queue_offset)
+        q = self.local.local_queue(topic, queue_id)
+        return q.store_time(queue_offset) if q is not None else -1
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        if not self.routes(topic):
+            return self.inner.get_earliest_message_time(topic, queue_id)
+        qlog = self.logs.get((topic, queue_id))
         t = qlog.earliest_store_time() if qlog is not None else -1
-        return t if t >= 0 else self.local._local_store_time(topic, qid, self.local._local_min_offset(topic, qid))
+        if t >= 0:
+            return t
+        q = self.local.local_queue(topic, queue_id)
+        return q.earliest_time() if q is not None else -1
 
-    def offset_by_time(self, topic: str, qid: int, timestamp: int) -> int:
-        qlog = self.logs.get((topic, qid))
+    def get_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        if not self.routes(topic):
+            return self.inner.get_offset_by_time(topic, queue_id, timestamp)
+        qlog = self.logs.get((topic, queue_id))
         if qlog is not None and not qlog.is_empty():
             off = qlog.offset_by_time(timestamp)
             if off is not None:
                 return off
-            local = self.local._local_offset_by_time(topic, qid, timestamp)
-            return max(local, qlog.next_offset())
-        return self.local._local_offset_by_time(topic, qid, timestamp)
+            return max(self._local_offset_by_time(topic, queue_id, timestamp), qlog.next_offset())
+        return self._local_offset_by_time(topic, queue_id, timestamp)
+
+    def _local_offset_by_time(self, topic: str, qid: int, timestamp: int) -> int:
+        q = self.local.local_queue(topic, qid)
+        return q.offset_by_time(timestamp) if q is not None else 0
+
+    def delete_topic(self, topic: str) -> int:
+        n = self.inner.delete_topic(topic)
+        if self.routes(topic):
+            self.drop_topic(topic)
+        return n
 
     # ------------------------------------------------------------------ admin
-    def delete_topic(self, topic: str) -> None:
+    def drop_topic(self, topic: str) -> None:
+        """Destroy the topic's compaction logs and checkpoint entries."""
         with self._logs_lock:
             gone = [k for k in self.logs if k[0] == topic]
             logs = dict(self.logs)
             for k in gone:
                 logs.pop(k).destroy()
-                self.stats.pop(k, None)
+                self.queue_stats.pop(k, None)
             self.logs = logs
-        self.topics.discard(topic)
+        self.compaction_topics.discard(topic)
         self.checkpoint.drop_topic(topic)
 
     def status(self, topic: Optional[str] = None) -> list[dict]:
@@ -456,7 +523,7 @@ class CompactionStore:
         for (t, q), qlog in sorted(self.logs.items()):
             if topic is not None and t != topic:
                 continue
-            st = self.stats.get((t, q)) or QueueStats()
+            st = self.queue_stats.get((t, q)) or QueueStats()
             out.append({"topic": t, "queueId": q, "minOffset": qlog.min_offset(),
                         "copiedOffset": qlog.next_offset(), "files": len(qlog.segments),
                         "records": qlog.record_count(), "liveKeys": qlog.compacted_keys(self.checkpoint.get(t, q)),

@@ -17,8 +17,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from rmqd.cython_ext import store_get as _sg
 from rmqd.cython_ext import tier_index as _ix
+from rmqd.store.results import GetMessageStatus
 from rmqd.store.tier.index.layout import java_hashset_order
 from rmqd.store.tier.queue import BLANK_SIZE
 
@@ -51,7 +51,7 @@ class TierDispatcher:
     def run_once(self, force: bool = False) -> int:
         """One round over every queue; returns how many records were copied."""
         tier = self.tier
-        cfg = tier.config
+        cfg = tier.tier_config
         with self.lock:
             now = time.time()
             if now - self._last_expire >= cfg.delete_file_interval_ms / 1000:
@@ -81,7 +81,8 @@ class TierDispatcher:
         copied = 0
         touched = {}
         tier.index.maybe_roll()
-        for (topic, qid), cq in list(tier.local._cqs.items()):
+        for cq in tier.local.local_queues():
+            topic, qid = cq.topic, cq.queue_id
             if not tier.eligible(topic):
                 continue
             tq = tier.queue(topic, qid, create=True, init_offset=cq.min_offset)
@@ -100,8 +101,7 @@ class TierDispatcher:
         follows the head): memcpy gathers and scans for times and keys, in slices of
         :data:`SLICE` records with the GIL handed over in between. -1 when it cannot."""
         tier = self.tier
-        cfg = tier.config
-        local = tier.local
+        cfg = tier.tier_config
         count = min(len(entries), FAST_GROUP_MAX)
         base = tq.commitlog.commit_offset
         parts, msgs = [], []
@@ -109,9 +109,8 @@ class TierDispatcher:
         min_ts = max_ts = first = last = -1
         while n < count and size < cfg.group_commit_size:
             k = min(SLICE, count - n)
-            got = _sg.read_resident(cq, local.commitlog, nxt + n, k, cfg.group_commit_size - size, None, 1 << 62,
-                                    k * 20)
-            if got is None or got[0] != _sg.FOUND or got[2] <= 0:
+            got = cq.read_resident(nxt + n, k, cfg.group_commit_size - size)
+            if got is None or got[0] is not GetMessageStatus.FOUND or got[2] <= 0:
                 break
             body = got[3]
             found, lo, hi, f, la = _ix.index_batch(body, tq.topic, topic_id, tq.queue_id, base + size,
@@ -142,7 +141,7 @@ class TierDispatcher:
     def _copy_group(self, tq, nxt: int, entries: list, topic_id: int) -> int:
         """One group commit record by record (blank entries, records not in memory)."""
         tier = self.tier
-        cfg = tier.config
+        cfg = tier.tier_config
         local = tier.local
         batch = []
         size = 0
@@ -182,7 +181,7 @@ class TierDispatcher:
         return len(batch)
 
     def _expire(self, now: float) -> dict:
-        limit = int((now - self.tier.config.file_reserved_hours * 3600) * 1000)
+        limit = int((now - self.tier.tier_config.file_reserved_hours * 3600) * 1000)
         out = {}
         for tq in list(self.tier.queues.values()):
             if tq.delete_expired(limit):
@@ -192,7 +191,7 @@ class TierDispatcher:
 
     def _copy_queue(self, tq, cq, force: bool) -> int:
         tier = self.tier
-        cfg = tier.config
+        cfg = tier.tier_config
         local = tier.local
         nxt = tq.max_offset
         if nxt < cq.min_offset:
@@ -214,7 +213,7 @@ class TierDispatcher:
                 break
             if group == 0 and not force and pending < cfg.group_commit_count:
                 e = entries[0]
-                ts = local._store_time_of(e[0], e[1]) if e[1] != BLANK_SIZE else 0
+                ts = local.pickup_store_timestamp(e[0], e[1]) if e[1] != BLANK_SIZE else 0
                 if ts > 0 and ts + cfg.group_commit_timeout_ms > local.clock():
                     break
             n = self._copy_group_fast(tq, cq, nxt, entries, topic_id)

@@ -23,13 +23,13 @@ import struct
 from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.store.message import record_carries_key
+from rmqd.store.results import GetMessageResult, GetMessageStatus as S, collect_records
 from rmqd.store.tier.config import TieredStorageLevel as Level
-from rmqd.store.tier.queue import BLANK_SIZE, PHYS_POS, TieredQueue, record_store_time
+from rmqd.store.tier.queue import PHYS_POS, TieredQueue, record_store_time
 
 _I64 = struct.Struct(">q")
 
 if TYPE_CHECKING:
-    from rmqd.store.message_store import GetMessageResult
     from rmqd.store.tier.store import TieredStore
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class TierReads:
     def __init__(self, tier: "TieredStore") -> None:
         self.tier = tier
         self.local = tier.local
-        self.level = tier.config.storage_level
+        self.level = tier.tier_config.storage_level
 
     def _tq(self, topic: str, qid: int) -> Optional[TieredQueue]:
         if self.level == Level.DISABLE:
@@ -77,11 +77,8 @@ class TierReads:
 
     # ---- pulls ----------------------------------------------------------------------------------
     def local_has(self, topic: str, qid: int, offset: int) -> bool:
-        cq = self.local._cqs.get((topic, qid))
-        if cq is None or offset < cq.min_offset or offset >= cq.max_offset:
-            return False
-        e = cq.get_entry(offset)
-        return e is not None and (e[1] == BLANK_SIZE or e[0] >= self.local.commitlog.min_offset())
+        q = self.local.local_queue(topic, qid)
+        return q is not None and q.has(offset)
 
     def serves_pull(self, topic: str, qid: int, offset: int) -> bool:
         tq = self._tq(topic, qid)
@@ -95,18 +92,18 @@ class TierReads:
         tq = self._tq(topic, qid)
         if tq is None:
             return local_min
-        if (topic, qid) not in self.local._cqs:
+        if self.local.local_queue(topic, qid) is None:
             return tq.min_offset
         return min(local_min, tq.min_offset)
 
     def get_messages(self, topic: str, qid: int, offset: int, max_nums: int, max_bytes: int, message_filter,
-                     local: Callable[[], "GetMessageResult"]) -> "GetMessageResult":
-        from rmqd.store.message_store import GetMessageStatus as S
+                     local: Callable[[], GetMessageResult]) -> GetMessageResult:
         tq = self._tq(topic, qid)
         if tq is None or not self.serves_pull(topic, qid, offset):
             res = local()
             if tq is not None:
-                mn = min(res.min_offset, tq.min_offset) if (topic, qid) in self.local._cqs else tq.min_offset
+                has_local = self.local.local_queue(topic, qid) is not None
+                mn = min(res.min_offset, tq.min_offset) if has_local else tq.min_offset
                 res.min_offset = mn
                 if res.status is S.OFFSET_TOO_SMALL or (res.status is S.NO_MATCHED_LOGIC_QUEUE and offset < mn):
                     if offset < mn:
@@ -114,42 +111,25 @@ class TierReads:
                     elif offset < tq.max_offset:      # the tier has it after all (level rules said local)
                         return self._from_tier(tq, offset, max_nums, max_bytes, message_filter, res.max_offset)
             return res
-        mx = self.local.get_max_offset(topic, qid) if (topic, qid) in self.local._cqs else tq.max_offset
+        q = self.local.local_queue(topic, qid)
+        mx = q.max_offset if q is not None else tq.max_offset
         return self._from_tier(tq, offset, max_nums, max_bytes, message_filter, max(mx, tq.max_offset))
 
     def _from_tier(self, tq: TieredQueue, offset: int, max_nums: int, max_bytes: int, message_filter,
-                   max_offset: int) -> "GetMessageResult":
-        from rmqd.store.message_store import GetMessageResult, GetMessageStatus as S, _LazyProps
-        local_min = self.local._local_min_offset(tq.topic, tq.queue_id) if (tq.topic, tq.queue_id) in self.local._cqs \
-            else tq.min_offset
+                   max_offset: int) -> GetMessageResult:
+        q = self.local.local_queue(tq.topic, tq.queue_id)
+        local_min = q.min_offset if q is not None else tq.min_offset
         res = GetMessageResult(S.NO_MATCHED_MESSAGE, offset, min(local_min, tq.min_offset), max_offset)
         got = tq.read_messages(offset, max_nums, max_bytes)
-        total = 0
-        for qoff, rec, tags in got:
-            res.next_begin_offset = qoff + 1
-            if not rec:
-                continue
-            if message_filter is not None:
-                if not message_filter.is_matched_by_consume_queue(tags):
-                    continue
-                view = memoryview(rec)
-                if not message_filter.is_matched_by_commit_log(view, _LazyProps(view)):
-                    continue
-            res.buffers.append(rec)
-            res.queue_offsets.append(qoff)
-            total += len(rec)
-        if res.buffers:
-            res.status = S.FOUND
-        elif not got:
+        collect_records(res, got, message_filter)
+        if not got:
             res.status = S.OFFSET_FOUND_NULL
-        res.buffer_total_size = total
         return res
 
     # ---- offsets and times ---------------------------------------------------------------------
     def _local_earliest(self, topic: str, qid: int) -> int:
-        if (topic, qid) not in self.local._cqs:
-            return -1
-        return self.local._local_store_time(topic, qid, self.local._local_min_offset(topic, qid))
+        q = self.local.local_queue(topic, qid)
+        return q.earliest_time() if q is not None else -1
 
     def earliest_time(self, topic: str, qid: int, local_time: int) -> int:
         tq = self._tq(topic, qid)
@@ -162,7 +142,8 @@ class TierReads:
         tq = self._tq(topic, qid)
         if tq is None:
             return local(ts)
-        local_min = self.local._local_min_offset(topic, qid) if (topic, qid) in self.local._cqs else -1
+        q = self.local.local_queue(topic, qid)
+        local_min = q.min_offset if q is not None else -1
         local_earliest = self._local_earliest(topic, qid)
         if self.level != Level.FORCE and local_earliest >= 0 and ts >= local_earliest:
             return local(ts)

@@ -15,12 +15,13 @@ import struct
 import time
 from typing import Optional, Sequence
 
+from rmqd.constants import CQ_BLANK_SIZE, CQ_STORE_UNIT_SIZE
 from rmqd.store.tier.backend import COMMIT_LOG, CONSUME_QUEUE, TierBackend, segment_path
 from rmqd.store.tier.config import TierConfig
 from rmqd.store.tier.flatfile import FlatFile
 
-CQ_UNIT = 20
-BLANK_SIZE = 0x7FFFFFFF
+CQ_UNIT = CQ_STORE_UNIT_SIZE
+BLANK_SIZE = CQ_BLANK_SIZE
 _UNIT = struct.Struct(">qiq")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")

@@ -1,22 +1,25 @@
 """The tiered store: the layer that keeps each queue's history in a second tier (RocketMQ 5.x
 ``TieredMessageStore``, RIP-57/65, seed 003).
 
-The local :class:`~rmqd.store.message_store.MessageStore` stays the only writer; this layer
-(``store.tier``) copies every queue of a user topic into the tier (:mod:`.dispatcher`), indexes
-the keys (:mod:`.index`), and answers the reads the local store can no longer answer (the rules
-are in one place, :mod:`.fallthrough`). Local retention asks :meth:`TieredStore.retention_limit`
-before deleting a CommitLog file, so a file goes only once everything in it is committed here.
-System topics stay local, as in Java; compaction topics keep their history in the compaction
-store. Two background threads (the copier and the index service) do all the work, never the
-event loop.
+:class:`TieredStore` wraps the next store (a :class:`~rmqd.store.layer.StoreLayer`; the local store
+below stays the only writer). It copies every queue of a user topic into the tier (:mod:`.dispatcher`),
+indexes the keys (:mod:`.index`), and answers the reads the local store can no longer answer (the
+rules are in one place, :mod:`.fallthrough`); everything else passes down. Local retention asks
+:meth:`TieredStore.before_delete` before deleting a CommitLog file, so a file goes only once
+everything in it is committed here. System topics stay local, as in Java; compaction topics keep
+their history in the compaction store. Two background threads (the copier and the index service) do
+all the work, never the event loop.
 """
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
+from rmqd import constants as C
+from rmqd.service_thread import ServiceThread
+from rmqd.store.layer import StoreLayer
 from rmqd.store.tier.backend import TierBackend, make_backend, md5_prefix
 from rmqd.store.tier.config import TierConfig
 from rmqd.store.tier.dispatcher import TierDispatcher
@@ -24,16 +27,18 @@ from rmqd.store.tier.fallthrough import TierReads
 from rmqd.store.tier.index.service import IndexStoreService
 from rmqd.store.tier.metadata import TierMetadata
 from rmqd.store.tier.queue import BLANK_SIZE, TieredQueue
+from rmqd.store.results import transfer_limits
 
 if TYPE_CHECKING:
-    from rmqd.store.message_store import MessageStore
+    from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.results import GetMessageResult, QueryResult
 
 log = logging.getLogger(__name__)
 
 # Java TopicValidator.SYSTEM_TOPIC_SET (+ the rmq_sys_ prefix): these stay local
 SYSTEM_TOPICS = frozenset({
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+    C.AUTO_CREATE_TOPIC_KEY_TOPIC, C.SCHEDULE_TOPIC, C.BENCHMARK_TOPIC, C.TRANS_HALF_TOPIC, C.TRACE_TOPIC,
+    C.TRANS_OP_HALF_TOPIC, C.TRANS_CHECK_MAX_TIME_TOPIC, C.SELF_TEST_TOPIC, C.OFFSET_MOVED_EVENT,
     "rmq_sys_wheel_timer", "RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC",
 })
 
@@ -47,12 +52,14 @@ def is_system_topic(topic: str) -> bool:
     return topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_")
 
 
-class TieredStore:
-    def __init__(self, local: "MessageStore", config: TierConfig, backend: Optional[TierBackend] = None) -> None:
-        self.local = local
-        self.config = config
+class TieredStore(StoreLayer):
+    """The tier over the next store; see the module docstring."""
+
+    def __init__(self, inner: "MessageStoreAPI", config: TierConfig, backend: Optional[TierBackend] = None) -> None:
+        super().__init__(inner)
+        self.tier_config = config
         self.backend = backend
-        self.metadata = TierMetadata(local.config.config_dir)
+        self.metadata = TierMetadata(self.local.config.config_dir)
         self.queues: dict[tuple[str, int], TieredQueue] = {}
         self.committed_max: dict[tuple[str, int], int] = {}   # what the metadata holds (retention gate)
         self.index: Optional[IndexStoreService] = None
@@ -61,14 +68,20 @@ class TieredStore:
         self.step_hook: Optional[Callable[[str], None]] = None
         self._queues_lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._wake = threading.Event()
+        self._threads: list[ServiceThread] = []
         self.last_error = ""
         self.started = False
+        self.local.add_retention_guard(self)
+
+    @property
+    def tier(self) -> "TieredStore":
+        return self
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
-        cfg = self.config
+        """Start the store below, then recover the tier and start the copier and the index service."""
+        self.inner.start()
+        cfg = self.tier_config
         if self.backend is None:
             self.backend = make_backend(cfg.provider, cfg.file_path, cfg.endpoint, cfg.bucket, cfg.access_key,
                                         cfg.secret_key, cfg.region)
@@ -116,21 +129,27 @@ class TieredStore:
 
     def _broker_prefix(self) -> str:
         """Where this broker's segments live in the backend."""
-        cfg = self.config
+        cfg = self.tier_config
         return f"{md5_prefix(cfg.cluster)}_{cfg.cluster}/{cfg.broker}/"
 
     def _spawn(self, name: str, fn: Callable[[], None], interval_ms: int) -> None:
-        def loop() -> None:
-            while not self._stop.wait(interval_ms / 1000):
-                try:
-                    fn()
-                    self.last_error = ""
-                except Exception as exc:
-                    self.last_error = f"{type(exc).__name__}: {exc}"
-                    log.exception("tier: %s failed; retrying", name)
-        t = threading.Thread(target=loop, name=name, daemon=True)
-        t.start()
-        self._threads.append(t)
+        """A service running ``fn`` every ``interval_ms`` (the first time one interval after start);
+        a failing round is logged, kept in ``last_error`` and retried next time."""
+        first = [True]
+
+        def round_() -> None:
+            if first[0]:
+                first[0] = False
+                return
+            try:
+                fn()
+                self.last_error = ""
+            except Exception as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("tier: %s failed; retrying", name)
+        svc = ServiceThread(name, interval_ms / 1000, round_, join_timeout=30.0)
+        svc.start()
+        self._threads.append(svc)
 
     def _dispatch_loop(self) -> None:
         """A round per wake-up; while a round leaves a backlog (a queue hit its per-round cap)
@@ -151,9 +170,10 @@ class TieredStore:
                 return
 
     def shutdown(self) -> None:
+        """Stop the threads and commit what is in flight, then shut the store below down."""
         self._stop.set()
-        for t in self._threads:
-            t.join(30)
+        for svc in self._threads:
+            svc.shutdown()
         self._threads = []
         if self.started:
             try:
@@ -163,6 +183,7 @@ class TieredStore:
             self.index.close()
             self.backend.close()
             self.started = False
+        self.inner.shutdown()
 
     def step(self, name: str) -> None:
         """Fault-injection point (tests set ``step_hook``)."""
@@ -171,10 +192,11 @@ class TieredStore:
 
     # ---- queues ---------------------------------------------------------------------------------
     def eligible(self, topic: str) -> bool:
+        """Queues of ``topic`` are copied here (not a system topic, not a compaction topic)."""
         if is_system_topic(topic):
             return False
-        comp = self.local.compaction
-        return comp is None or topic not in comp.topics
+        comp = self.inner.compaction
+        return comp is None or not comp.routes(topic)
 
     def queue(self, topic: str, qid: int, create: bool = False, init_offset: int = 0) -> Optional[TieredQueue]:
         tq = self.queues.get((topic, qid))
@@ -182,7 +204,7 @@ class TieredStore:
             with self._queues_lock:
                 tq = self.queues.get((topic, qid))
                 if tq is None:
-                    tq = TieredQueue(self.backend, self.config, topic, qid)
+                    tq = TieredQueue(self.backend, self.tier_config, topic, qid)
                     tq.init(init_offset)
                     self.queues = {**self.queues, (topic, qid): tq}
         return tq
@@ -211,7 +233,8 @@ class TieredStore:
     def mark_committed(self) -> None:
         self.committed_max = {(d["topic"], int(d["queueId"])): _cq_end(d) for d in self.metadata.queues.values()}
 
-    def delete_topic(self, topic: str) -> None:
+    def drop_topic(self, topic: str) -> None:
+        """Destroy the topic's queues in the tier and forget them in the metadata."""
         with self.dispatcher.lock:
             with self._queues_lock:
                 gone = [k for k in self.queues if k[0] == topic]
@@ -223,13 +246,21 @@ class TieredStore:
             self.metadata.persist()
             self.mark_committed()
 
-    # ---- retention --------------------------------------------------------------------------------
+    # ---- retention (RetentionGuard) -----------------------------------------------------------------
+    def before_delete(self) -> int:
+        return self.before_retention()
+
+    def keeps_queue(self, topic: str, queue_id: int, max_offset: int) -> bool:
+        """The tier still serves the records of a local queue retention emptied."""
+        return self.started and self.reads.min_offset(topic, queue_id, max_offset) < max_offset
+
     def retention_limit(self) -> int:
         """CommitLog offset below which every record of a tiered queue is committed in the tier:
         local files that end at or below it may be deleted."""
         local = self.local
         limit = 1 << 62
-        for (topic, qid), cq in list(local._cqs.items()):
+        for cq in local.local_queues():
+            topic, qid = cq.topic, cq.queue_id
             if not self.eligible(topic):
                 continue
             done = self.committed_max.get((topic, qid), -1)
@@ -257,6 +288,69 @@ class TieredStore:
                 log.exception("tier: copying before retention failed; local CommitLog files the tier does not "
                               "have yet are kept")
         return self.retention_limit()
+
+    # ---- reads (MessageStoreAPI): the tier's answer where fallthrough.TierReads says so ------------------
+    def _passes(self, topic: str) -> bool:
+        """Calls for ``topic`` go straight down (a compaction topic: its history is the compaction log)."""
+        comp = self.inner.compaction
+        return comp is not None and comp.routes(topic)
+
+    def get_min_offset(self, topic: str, queue_id: int) -> int:
+        local = self.inner.get_min_offset(topic, queue_id)
+        return local if self._passes(topic) else self.reads.min_offset(topic, queue_id, local)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        local = self.inner.get_earliest_message_time(topic, queue_id)
+        return local if self._passes(topic) else self.reads.earliest_time(topic, queue_id, local)
+
+    def get_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        if self._passes(topic):
+            return self.inner.get_offset_by_time(topic, queue_id, timestamp)
+        return self.reads.offset_by_time(topic, queue_id, timestamp,
+                                         lambda ts: self.inner.get_offset_by_time(topic, queue_id, ts))
+
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                     max_total_bytes: Optional[int] = None, message_filter=None) -> "GetMessageResult":
+        if self._passes(topic):
+            return self.inner.get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
+        t0 = time.perf_counter()
+        asked_inner = False
+
+        def inner() -> "GetMessageResult":
+            nonlocal asked_inner
+            asked_inner = True           # the store below counts this read
+            return self.inner.get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
+        count, limit = transfer_limits(self.config, max_nums, max_total_bytes)
+        try:
+            return self.reads.get_messages(topic, queue_id, offset, count, limit, message_filter, inner)
+        finally:
+            if not asked_inner:
+                self.local.record_get_time(t0)
+
+    def get_messages_resident(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                              tag_codes: Optional[Sequence[int]]) -> Optional["GetMessageResult"]:
+        if not self._passes(topic) and self.reads.serves_pull(topic, queue_id, offset):
+            return None
+        res = self.inner.get_messages_resident(topic, queue_id, offset, max_nums, tag_codes)
+        if res is not None and not self._passes(topic):
+            res.min_offset = self.reads.min_offset(topic, queue_id, res.min_offset)
+        return res
+
+    def read_message(self, phys_offset: int) -> Optional[bytes]:
+        rec = self.inner.read_message(phys_offset)
+        return rec if rec is not None else self.reads.read_message(phys_offset)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int = 0,
+                      end_ts: int = 2 ** 62) -> "QueryResult":
+        res = self.inner.query_message(topic, key, max_num, begin_ts, end_ts)
+        res.messages.extend(self.reads.query(topic, key, max_num, begin_ts, end_ts, res.messages))
+        return res
+
+    def delete_topic(self, topic: str) -> int:
+        n = self.inner.delete_topic(topic)
+        if self.started:
+            self.drop_topic(topic)
+        return n
 
     # ---- admin ----------------------------------------------------------------------------------
     def adopt_index_outputs(self, root: Optional[str] = None) -> list[dict]:
@@ -289,7 +383,7 @@ class TieredStore:
                            "committedOffset": self.committed_max.get((topic, qid), -1),
                            "commitLogBytes": tq.commitlog.total_size, "consumeQueueBytes": tq.consume_queue.total_size,
                            "bytes": tq.byte_size, "segments": len(tq.commitlog.segments)})
-        return {"backend": self.backend.describe() if self.backend else "", "level": self.config.storage_level.name,
+        return {"backend": self.backend.describe() if self.backend else "", "level": self.tier_config.storage_level.name,
                 "queues": queues, "indexFiles": self.index.status() if self.index else [],
                 "copied": self.dispatcher.copied_total, "lastError": self.last_error,
                 "backendStats": dict(vars(self.backend.stats)) if self.backend else {}}
