@@ -6,7 +6,7 @@ import logging
 import signal
 import sys
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, Sequence
 
 from rmqd.broker_controller import BrokerController
 from rmqd.namesrv.server import NameServer
@@ -91,16 +91,18 @@ class Services:
         self.stopped.set()
 
     def describe(self) -> list[str]:
+        """The start-up block: one line per server and endpoint, then the store directory."""
         lines = []
         if self.namesrv is not None:
             lines.append(f"rmqd name server listening on {self.namesrv.address}")
         if self.broker is not None:
             c = self.broker.config
             lines.append(f"rmqd broker {c.brokerName} ({c.brokerClusterName}) listening on {self.broker.address} "
-                         f"(vip {self.broker.vip_address}), store {c.storePathRootDir}, "
-                         f"name server {c.namesrvAddr or '-'}")
+                         f"(vip {self.broker.vip_address}), name server {c.namesrvAddr or '-'}")
         for endpoint in self.endpoints:
             lines.extend(endpoint.describe())
+        if self.broker is not None:
+            lines.append(f"rmqd store: {self.broker.config.storePathRootDir}")
         return lines
 
     def ready_line(self) -> str:
@@ -116,8 +118,9 @@ class Services:
         return "rmqd ready: " + ", ".join(parts)
 
 
-async def run_until_signalled(services: Services) -> int:
-    """Start services, print their addresses, run until SIGINT/SIGTERM, shut down cleanly."""
+async def run_until_signalled(services: Services, footer: Sequence[str] = ()) -> int:
+    """Start services, print their addresses (then ``footer``: where the logs go, how to stop), run until
+    SIGINT/SIGTERM, shut down cleanly."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -126,17 +129,19 @@ async def run_until_signalled(services: Services) -> int:
     for line in services.describe():
         print(line, flush=True)
     print(services.ready_line(), flush=True)
+    for line in footer:
+        print(line, flush=True)
     await stop.wait()
     print("rmqd shutting down", flush=True)
     await services.close()
     return 0
 
 
-def run(services_factory) -> int:
+def run(services_factory, footer: Sequence[str] = ()) -> int:
     install_event_loop_policy()
 
     async def main() -> int:
-        return await run_until_signalled(services_factory())
+        return await run_until_signalled(services_factory(), footer)
 
     try:
         return asyncio.run(main())

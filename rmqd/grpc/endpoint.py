@@ -61,7 +61,7 @@ class GrpcEndpoint:
         await server.start()
         self.service.start()
         self.server = server
-        log.info("gRPC MessagingService on %s", self.address)
+        log.debug("gRPC MessagingService on %s", self.address)
 
     async def close(self) -> None:
         if self.server is not None:

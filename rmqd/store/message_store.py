@@ -414,9 +414,10 @@ class MessageStore:
         abnormal = os.path.exists(self.abort_file)
         t0 = time.perf_counter()
         self._recover(abnormal)
-        log.info("store recovered (%s) in %.3fs: commitlog [%d, %d), %d consume queues",
-                 "abnormal" if abnormal else "normal", time.perf_counter() - t0,
-                 self.commitlog.min_offset(), self.commitlog.max_offset(), len(self._cqs))
+        (log.info if abnormal else log.debug)(
+            "store recovered (%s) in %.3fs: commitlog [%d, %d), %d consume queues",
+            "abnormal" if abnormal else "normal", time.perf_counter() - t0,
+            self.commitlog.min_offset(), self.commitlog.max_offset(), len(self._cqs))
         fd = os.open(self.abort_file, os.O_WRONLY | os.O_CREAT, 0o644)
         os.fsync(fd)
         os.close(fd)
