@@ -148,7 +148,7 @@ class RouteInfoManager:
         with self.lock:
             removed = self.brokerLiveTable.pop(broker_addr, None)
             self.filterServerTable.pop(broker_addr, None)
-            log.info("unregisterBroker, remove from brokerLiveTable %s, %s",
+            log.debug("unregisterBroker, remove from brokerLiveTable %s, %s",
                      "OK" if removed is not None else "Failed", broker_addr)
             remove_name = False
             broker_data = self.brokerAddrTable.get(broker_name)
