@@ -8,11 +8,8 @@ also go to stderr.  File writes happen on a logging thread (``QueueListener``), 
 """
 from __future__ import annotations
 
-import atexit
 import logging
-import logging.handlers
 import os
-import queue
 import sys
 from typing import Optional
 
@@ -36,6 +33,10 @@ def setup(level: str, log_dir: Optional[str] = None, file_name: str = "rmqd.log"
         handler.setFormatter(formatter)
         root.addHandler(handler)
         return None
+    import atexit
+    import logging.handlers
+    import queue
+
     root.setLevel(numeric)
     directory = os.path.abspath(os.path.expanduser(log_dir))
     os.makedirs(directory, exist_ok=True)
