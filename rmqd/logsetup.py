@@ -34,22 +34,22 @@ def setup(level: str, log_dir: Optional[str] = None, file_name: str = "rmqd.log"
         root.addHandler(handler)
         return None
     import atexit
-    import logging.handlers
     import queue
+    from logging.handlers import QueueHandler, QueueListener, RotatingFileHandler
 
     root.setLevel(numeric)
     directory = os.path.abspath(os.path.expanduser(log_dir))
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, file_name)
-    to_file = logging.handlers.RotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT,
+    to_file = RotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT,
                                                    encoding="utf-8")
     to_file.setFormatter(formatter)
     to_stderr = logging.StreamHandler(sys.stderr)
     to_stderr.setFormatter(formatter)
     to_stderr.setLevel(logging.WARNING)
     records: queue.SimpleQueue = queue.SimpleQueue()
-    listener = logging.handlers.QueueListener(records, to_file, to_stderr, respect_handler_level=True)
+    listener = QueueListener(records, to_file, to_stderr, respect_handler_level=True)
     listener.start()
     atexit.register(listener.stop)              # flushes what is queued at exit
-    root.addHandler(logging.handlers.QueueHandler(records))
+    root.addHandler(QueueHandler(records))
     return path
