@@ -52,6 +52,9 @@ class IndexStoreService:
         self.step_hook: Optional[Callable[[str], None]] = None
         self.query_reads = 0
         self._files_lock = threading.Lock()     # file-list changes off the copier's thread (expire, adopt)
+        # one run_once at a time: the index thread and commitTier (an admin pool thread) both call it, and two
+        # compactions of the same file crashed the process (the second unmapped what the first still read)
+        self._run_lock = threading.Lock()
 
     def segment_path(self, base: int) -> str:
         return segment_path(self.cluster, self.broker, INDEX_TOPIC, 0, INDEX, base)
@@ -219,6 +222,10 @@ class IndexStoreService:
     # ---- background (the index service's thread) ----------------------------------------------------
     def run_once(self) -> bool:
         """One step of work: expire, compact or upload; True when something was done."""
+        with self._run_lock:
+            return self._run_once()
+
+    def _run_once(self) -> bool:
         did = self.expire()
         for f in self.files:
             if f.state == UPLOADED and os.path.exists(f.compacted_path):
