@@ -5,7 +5,7 @@ import asyncio
 import logging
 import signal
 import sys
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 from rmqd.broker_controller import BrokerController
 from rmqd.namesrv.server import NameServer
@@ -79,7 +79,7 @@ class BrokerComponent:
     def describe(self) -> list[str]:
         b, c = self.broker, self.broker.config
         return [f"rmqd broker {c.brokerName} ({c.brokerClusterName}) listening on {b.address} "
-                f"(vip {b.vip_address}), store {c.storePathRootDir}, name server {c.namesrvAddr or '-'}"]
+                f"(vip {b.vip_address}), name server {c.namesrvAddr or '-'}"]
 
     def ready_parts(self) -> list[str]:
         return [f"broker {self.broker.address} (vip {self.broker.vip_address})"]
@@ -160,9 +160,12 @@ class Services:
         self.stopped.set()
 
     def describe(self) -> list[str]:
+        """The start-up block: one line per server and endpoint, then the store directory."""
         lines = []
         for component in self.components:
             lines.extend(component.describe())
+        if self.broker is not None:
+            lines.append(f"rmqd store: {self.broker.config.storePathRootDir}")
         return lines
 
     def ready_line(self) -> str:
@@ -174,8 +177,9 @@ class Services:
         return "rmqd ready: " + ", ".join(parts)
 
 
-async def run_until_signalled(services: Services) -> int:
-    """Start services, print their addresses, run until SIGINT/SIGTERM, shut down cleanly."""
+async def run_until_signalled(services: Services, footer: Sequence[str] = ()) -> int:
+    """Start services, print their addresses (then ``footer``: where the logs go, how to stop), run until
+    SIGINT/SIGTERM, shut down cleanly."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -184,17 +188,19 @@ async def run_until_signalled(services: Services) -> int:
     for line in services.describe():
         print(line, flush=True)
     print(services.ready_line(), flush=True)
+    for line in footer:
+        print(line, flush=True)
     await stop.wait()
     print("rmqd shutting down", flush=True)
     await services.close()
     return 0
 
 
-def run(services_factory) -> int:
+def run(services_factory, footer: Sequence[str] = ()) -> int:
     install_event_loop_policy()
 
     async def main() -> int:
-        return await run_until_signalled(services_factory())
+        return await run_until_signalled(services_factory(), footer)
 
     try:
         return asyncio.run(main())

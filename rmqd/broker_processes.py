@@ -146,3 +146,6 @@ class ExtraBrokers:
     def describe(self) -> list[str]:
         return [f"rmqd broker {c.name} listening on {c.address} (process {c.proc.pid if c.proc else '-'})"
                 for c in self.children]
+
+    def ready_parts(self) -> list[str]:
+        return [f"broker {c.name} {c.address}" for c in self.children]

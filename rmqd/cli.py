@@ -6,7 +6,6 @@ load the broker and the servers do not load the admin tool.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
@@ -56,11 +55,13 @@ def _add_broker_options(p: argparse.ArgumentParser) -> None:
                         "PosixFileSegment, tieredStoreFilePath=DIR)")
     p.add_argument("--acl", metavar="FILE", help="turn ACL on with this plain_acl.yml (aclEnable=true, aclFile=FILE)")
     p.add_argument("--grpc-port", type=int, default=None,
-                   help="gRPC port for RocketMQ 5 clients (default grpcServerPort, 8081; 0 = off); needs "
-                        "pip install 'rmqd[grpc]'")
+                   help="gRPC port for RocketMQ 5 clients (default grpcServerPort, 8081; 0 = off)")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus /metrics on this port (same as metricsExporterType=PROM + "
-                        "metricsPromExporterPort; 0 = any free port)")
+                        "metricsPromExporterPort; 0 = any free port). serve: on by default at "
+                        "metricsPromExporterPort (default 5557)")
+    p.add_argument("--no-metrics", action="store_true",
+                   help="serve: no /metrics endpoint (unless broker.conf says metricsExporterType=PROM)")
 
 
 def _add_console_options(p: argparse.ArgumentParser, default_port: int | None) -> None:
@@ -74,9 +75,22 @@ def _add_console_options(p: argparse.ArgumentParser, default_port: int | None) -
                    help="token the console asks for when not bound to loopback (default: a random one, printed)")
 
 
+def _add_log_options(p: argparse.ArgumentParser, defaults: bool) -> None:
+    """--log-level and --log-dir, before the sub-command (defaults) or after it (only when given)."""
+    level = os.environ.get("RMQD_LOG_LEVEL", "INFO") if defaults else argparse.SUPPRESS
+    p.add_argument("--log-level", default=level,
+                   help="DEBUG, INFO (default; $RMQD_LOG_LEVEL), WARNING, ERROR. Per-topic and per-route "
+                        "records are DEBUG")
+    p.add_argument("--log-dir", metavar="DIR", default=os.environ.get("RMQD_LOG_DIR") if defaults
+                   else argparse.SUPPRESS,
+                   help="write the log to a file in DIR (as the Java broker's ~/logs/rocketmqlogs: rmqd.log "
+                        "for serve, namesrv.log, <brokerName>.log for broker; rolled at 128 MiB, 10 kept), "
+                        "warnings also to stderr; default: stderr only ($RMQD_LOG_DIR)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rmqd", description="RocketMQ-compatible name server and broker")
-    parser.add_argument("--log-level", default=os.environ.get("RMQD_LOG_LEVEL", "INFO"))
+    _add_log_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="name server + broker in one process")
@@ -87,15 +101,18 @@ def build_parser() -> argparse.ArgumentParser:
                             "<store-dir>/<brokerName>) registered with this name server (default 1)")
     _add_broker_options(serve)
     _add_console_options(serve, None)
+    _add_log_options(serve, defaults=False)
 
     ns = sub.add_parser("namesrv", help="name server only")
     ns.add_argument("--port", "--namesrv-port", dest="namesrv_port", type=int, default=None)
     ns.add_argument("-c", "--config", dest="namesrv_config", help="namesrv properties file")
+    _add_log_options(ns, defaults=False)
 
     broker = sub.add_parser("broker", help="broker only, registering with name servers")
     broker.add_argument("-n", "--namesrv-addr", help="name server address(es), 'host:port;host:port'")
     _add_broker_options(broker)
     _add_console_options(broker, None)
+    _add_log_options(broker, defaults=False)
     console = sub.add_parser("console", help="the web console alone, for any RocketMQ-compatible cluster")
     console.add_argument("-n", "--namesrv-addr", required=True, help="name server address(es), 'host:port;host:port'")
     console.add_argument("--port", dest="console_port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
@@ -103,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_argument("--read-only", action="store_true", help="refuse every change (403)")
     console.add_argument("--token", dest="console_token", default=os.environ.get("RMQD_CONSOLE_TOKEN"),
                          help="token required when not bound to loopback (default: a random one, printed)")
+    _add_log_options(console, defaults=False)
     metrics = sub.add_parser("metrics", help="metrics helpers: `rmqd metrics grafana > rmqd.json`")
     metrics.add_argument("what", choices=["grafana", "names"],
                          help="grafana: the Grafana dashboard JSON; names: the exported metric families")
@@ -131,9 +149,10 @@ def _serve_services(args: argparse.Namespace):
         config.brokerName = names[0]
         config.storePathRootDir = store_dir_of(root, names[0])
         endpoints.append(ExtraBrokers(names[1:], os.path.abspath(args.config) if args.config else None, root,
-                                      int(config.listenPort), args.log_level, _metrics_port(args, config),
+                                      int(config.listenPort), args.log_level, _explicit_metrics_port(args, config),
                                       (["--acl", config.aclFile] if args.acl else [])
-                                      + (["--tier-dir", config.tieredStoreFilePath] if args.tier_dir else [])))
+                                      + (["--tier-dir", config.tieredStoreFilePath] if args.tier_dir else [])
+                                      + (["--log-dir", args.log_dir] if args.log_dir else [])))
     return Services(NameServer(_namesrv_config(args, args.namesrv_port)), BrokerController(config), *endpoints)
 
 
@@ -147,29 +166,42 @@ def main(argv: list[str] | None = None) -> int:
         # Spark jobs with their own parser (rmqd.pipeline.cli); pyspark comes with the spark extra.
         from rmqd.pipeline.cli import main as pipeline_main
         return pipeline_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "metrics":
         return _metrics_main(args.what)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from rmqd import logsetup
+    try:
+        log_file = logsetup.setup(args.log_level, args.log_dir, _log_file_name(args))
+    except (ValueError, OSError) as exc:
+        parser.error(str(exc))
     from rmqd import progress
     progress.set_reporter(progress.Reporter())      # a bar when stderr is a terminal, log lines otherwise
     from rmqd.app import Services, run
     from rmqd.broker_controller import BrokerController
     from rmqd.namesrv.server import NameServer
 
+    footer = [f"rmqd logs: {log_file}" if log_file else "rmqd logs: stderr (--log-dir DIR for files)",
+              f"rmqd stop: Ctrl-C, or kill {os.getpid()}"]
     if args.command == "serve":
         if args.brokers < 1:
             print("rmqd: --brokers must be at least 1", file=sys.stderr)
             return 2
-        return run(lambda: _with_endpoints(_serve_services(args), args))
+        return run(lambda: _with_endpoints(_serve_services(args), args), footer)
     if args.command == "namesrv":
-        return run(lambda: Services(NameServer(_namesrv_config(args, args.namesrv_port))))
+        return run(lambda: Services(NameServer(_namesrv_config(args, args.namesrv_port))), footer)
     if args.command == "broker":
-        return run(lambda: _with_endpoints(Services(BrokerController(_broker_config(args))), args))
+        return run(lambda: _with_endpoints(Services(BrokerController(_broker_config(args))), args), footer)
     if args.command == "console":
-        return run(lambda: _with_endpoints(Services(), args, namesrv_addr=args.namesrv_addr))
+        return run(lambda: _with_endpoints(Services(), args, namesrv_addr=args.namesrv_addr), footer)
     return 2
+
+
+def _log_file_name(args: argparse.Namespace) -> str:
+    """The file a --log-dir gets: rmqd.log for serve, namesrv.log, <brokerName>.log, console.log."""
+    if args.command == "broker":
+        return f"{args.broker_name or BrokerConfig().brokerName}.log"
+    return {"serve": "rmqd.log"}.get(args.command, f"{args.command}.log")
 
 
 def _metrics_main(what: str) -> int:
@@ -188,12 +220,15 @@ def _with_endpoints(services, args: argparse.Namespace, namesrv_addr: str | None
     broker = services.broker
     if broker is not None:
         c = broker.config
-        port = _metrics_port(args, c)
-        if port is not None:
-            if _have_aiohttp("metrics"):
-                from rmqd.metrics.endpoint import MetricsEndpoint
-                host = c.metricsPromExporterHost or c.brokerIP1 or "127.0.0.1"
-                services.add(MetricsEndpoint(host, port))
+        port = _explicit_metrics_port(args, c)
+        optional = False
+        if port is None and args.command == "serve" and not getattr(args, "no_metrics", False):
+            # serve: on by default at metricsPromExporterPort (5557), skipped with a note when it is taken
+            port, optional = int(c.metricsPromExporterPort), True
+        if port is not None and _have_aiohttp("metrics"):
+            from rmqd.metrics.endpoint import MetricsEndpoint
+            host = c.metricsPromExporterHost or c.brokerIP1 or "127.0.0.1"
+            services.add(MetricsEndpoint(host, port, optional=optional))
         _add_grpc_endpoint(services, args, c)
     port = args.console_port
     optional = False
@@ -221,14 +256,14 @@ def _add_grpc_endpoint(services, args: argparse.Namespace, config: BrokerConfig)
     except ModuleNotFoundError:         # grpcio without protobuf: no ``google`` package at all
         missing = True
     if missing:
-        print("rmqd: the gRPC endpoint (RocketMQ 5 clients) needs grpcio and protobuf: pip install 'rmqd[grpc]'",
-              file=sys.stderr)
+        print("rmqd: the gRPC endpoint (RocketMQ 5 clients) needs grpcio and protobuf, which rmqd depends on: "
+              "pip install grpcio protobuf (or reinstall rmqd)", file=sys.stderr)
         return
     from rmqd.grpc.endpoint import GrpcEndpoint
     services.add(GrpcEndpoint(config.brokerIP1 or "127.0.0.1", port, optional=given is None))
 
 
-def _metrics_port(args: argparse.Namespace, config: BrokerConfig) -> int | None:
+def _explicit_metrics_port(args: argparse.Namespace, config: BrokerConfig) -> int | None:
     """--metrics-port, else metricsPromExporterPort when broker.conf says metricsExporterType=PROM."""
     from rmqd.metrics.endpoint import exporter_type
     if getattr(args, "metrics_port", None) is not None:
@@ -238,11 +273,12 @@ def _metrics_port(args: argparse.Namespace, config: BrokerConfig) -> int | None:
     return None
 
 
-def _have_aiohttp(extra: str) -> bool:
-    """Whether aiohttp is installed (found, not imported: the console loads it on first use)."""
+def _have_aiohttp(what: str) -> bool:
+    """Whether aiohttp is installed (found, not imported: the endpoints load it on first use)."""
     import importlib.util
     if importlib.util.find_spec("aiohttp") is None:
-        print(f"rmqd: the {extra} endpoint needs aiohttp: pip install 'rmqd[{extra}]'", file=sys.stderr)
+        print(f"rmqd: the {what} endpoint needs aiohttp, which rmqd depends on: pip install aiohttp "
+              "(or reinstall rmqd)", file=sys.stderr)
         return False
     return True
 

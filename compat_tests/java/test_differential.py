@@ -3,8 +3,8 @@
 answers compared (differential.py): raw remoting (diff_probes.py: ordinary requests on the same state
 and bad input of every kind) and mqadmin output with volatile fields masked.
 
-Every difference is either fixed in rmqd or listed in KNOWN with its reason; the README's compatibility
-section has the same table (test_every_known_difference_is_in_the_readme). An unlisted difference fails,
+Every difference is either fixed in rmqd or listed in KNOWN with its reason; the documentation's
+compatibility page (docs/compatibility.md) has the same table (test_every_known_difference_is_in_the_readme). An unlisted difference fails,
 and so does a listed one that went away (the table must stay true).
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from rmqd.testing import EmbeddedServer
 # ~120 probes of at most 5 s (20 s for the oversize ones) to each broker, then ~30 mqadmin runs in the shared JVM
 pytestmark = pytest.mark.timeout(SETUP_BUDGET + 300)
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"     # the compatibility page
 
 # Topics only rmqd has: the 5.x timer's wheel topic (TIMER_DELIVER_MS / TIMER_DELAY_SEC messages).
 RMQD_OWN_TOPICS = {"rmq_sys_wheel_timer"}
@@ -74,7 +74,7 @@ NUMBER_FORMAT = ("Java's fast-decoded headers (send, pull) fail with the NumberF
 FASTJSON = ("a body that is not the JSON expected: Java answers fastjson's parser exception text, rmqd a "
             "message of its own parser (same code)")
 
-# probe name -> (the outcome fields that differ, the reason). Kept in step with README.md.
+# probe name -> (the outcome fields that differ, the reason). Kept in step with docs/compatibility.md.
 KNOWN: dict[str, tuple[set[str], str]] = {
     "name server: unknown request code": (
         {"code", "remark"}, "Java's name server leaves an unknown request unanswered (the client waits for its "
@@ -132,20 +132,19 @@ def test_raw_requests_are_answered_like_the_java_broker(pair):
                 vanished.append(probe.name)
     assert not unexplained, "differences not in KNOWN:\n" + "\n".join(
         f"{name}:\n    " + "\n    ".join(lines) for name, lines in unexplained.items())
-    assert not vanished, f"listed differences that are gone (update KNOWN and the README): {vanished}"
+    assert not vanished, f"listed differences that are gone (update KNOWN and docs/compatibility.md): {vanished}"
 
 
 def test_every_known_difference_is_in_the_readme():
-    text = README.read_text()
-    section = text[text.index("## Compatibility with the Java broker"):]
+    section = README.read_text()
     missing = [name for name in KNOWN if f"| {name} |" not in section]
-    assert not missing, f"README's compatibility table lacks: {missing}"
+    assert not missing, f"docs/compatibility.md's table lacks: {missing}"
     own = [p for p in sorted(RMQD_OWN_PROPERTIES | RMQD_OWN_TOPICS) if f"`{p}`" not in section]
-    assert not own, f"README does not name rmqd's own properties: {own}"
+    assert not own, f"docs/compatibility.md does not name rmqd's own properties: {own}"
     values = [p for p in sorted(KNOWN_CONFIG_VALUES) if f"`{p}`" not in section]
-    assert not values, f"README's compatibility table lacks the property values that differ: {values}"
+    assert not values, f"docs/compatibility.md's table lacks the property values that differ: {values}"
     compared = [c for c in mqadmin_sub_commands_compared() if f"`{c}`" not in section]
-    assert not compared, f"README does not name the mqadmin sub-commands the differential compares: {compared}"
+    assert not compared, f"docs/compatibility.md does not name the mqadmin sub-commands the differential compares: {compared}"
 
 
 # ---------------------------------------------------------------------------------------------- mqadmin
@@ -201,7 +200,7 @@ def _keys(text: str) -> set[str]:
 
 
 # GET_BROKER_CONFIG / GET_NAMESRV_CONFIG values that differ from Java's after masking (differential.config_value):
-# property -> reason. Kept in step with README.md.
+# property -> reason. Kept in step with docs/compatibility.md.
 POOL_SIZE = ("rmqd's own executor size (Python threads: more do not add throughput under the GIL); a broker.conf "
              "value is honoured")
 KNOWN_CONFIG_VALUES: dict[str, str] = {
@@ -266,7 +265,7 @@ MQADMIN_CASES = [
 
 
 def mqadmin_sub_commands_compared() -> list[str]:
-    """The sub-commands this module compares (named in the README's compatibility section)."""
+    """The sub-commands this module compares (named in docs/compatibility.md)."""
     return sorted({args[0] for args, _how in MQADMIN_CASES})
 
 

@@ -43,53 +43,35 @@ class ConsoleEndpoint:
         self.token = (token or secrets.token_urlsafe(18)) if need else None
         self.lag_interval_s = lag_interval_s
         self._app: Any = None
-        self._runner: Any = None
-        self._sock: Any = None
+        self._site: Any = None
         self._services: Any = None
-        self._loop: Any = None
-        self._activating: Any = None
 
     async def start(self, services: "Services") -> None:
         """Bind the port now; load the HTTP stack (aiohttp, the views) when the first connection waits
         on it, so a console nobody opens costs no memory (the pending connection is accepted then)."""
-        import asyncio
-        import socket
+        from rmqd.lazy_http import LazyHttpSite
 
         if (self.namesrv_addr is None and services.broker is None and services.namesrv is None):
             raise ValueError("the console needs a broker in this process or a name server address")
         self._services = services
+        site = LazyHttpSite(self.host, self.port, self._serve, "console")
         try:
-            sock = socket.create_server((self.host, self.port), family=socket.AF_INET6 if ":" in self.host
-                                        else socket.AF_INET, backlog=128, reuse_port=False)
+            site.bind()
         except OSError as exc:
             if not self.optional:
                 raise
             self.failed = f"console not started: {self.host}:{self.port}: {exc.strerror or exc} (use --console-port)"
             log.warning("%s", self.failed)
             return
-        sock.setblocking(False)
-        self._sock = sock
-        self.port = sock.getsockname()[1]
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        self._activating = None
-        loop.add_reader(sock.fileno(), self._first_connection)
-
-    def _first_connection(self) -> None:
-        import asyncio
-        self._loop.remove_reader(self._sock.fileno())
-        self._activating = asyncio.ensure_future(self._activate())
-
-    async def _activate(self) -> None:
-        try:
-            await self.activate()
-        except Exception:
-            log.exception("starting the console's HTTP server on %s failed", self.url)
+        self._site = site
+        self.port = site.port
 
     async def activate(self) -> None:
-        """Start the HTTP server on the bound socket (also callable directly)."""
-        if self._runner is not None or self._sock is None:
-            return
+        """Start the HTTP server on the bound socket now (also started by the first connection)."""
+        if self._site is not None:
+            await self._site.ensure_active()
+
+    async def _serve(self, sock: Any) -> Any:
         from aiohttp import web
 
         from rmqd.console.app import build_app, loopback_hosts
@@ -101,9 +83,13 @@ class ConsoleEndpoint:
         self._app = app
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
-        await web.SockSite(runner, self._sock).start()
-        self._runner = runner
-        log.info("console HTTP server started on %s", self.url)
+        await web.SockSite(runner, sock).start()
+        log.debug("console HTTP server started on %s", self.url)
+        return runner
+
+    @property
+    def _runner(self) -> Any:
+        return self._site.runner if self._site is not None else None
 
     def _make_view(self) -> Any:
         """The view, made on first use (the name server's address is known by then)."""
@@ -121,21 +107,9 @@ class ConsoleEndpoint:
         return self._app[STATE].view if self._app is not None else None
 
     async def close(self) -> None:
-        sock = self._sock
-        if self._runner is None and sock is not None:
-            try:
-                self._loop.remove_reader(sock.fileno())
-            except (ValueError, OSError):
-                pass
-        act = self._activating
-        if act is not None and not act.done():
-            act.cancel()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        if sock is not None:
-            sock.close()
-            self._sock = None
+        if self._site is not None:
+            await self._site.close()
+            self._site = None
         if self._app is not None:
             from rmqd.console.app import STATE
             self._app[STATE].close_view()

@@ -3,6 +3,10 @@
 grpcio's asyncio server (``grpc.aio``) runs on the process's uvloop loop (spike: a grpc.aio server
 and rmqd's remoting server share one uvloop loop; unary calls, server streams and client cancels
 behave).  With ``optional`` (``rmqd serve``'s default port) a taken port is a warning, not a failure.
+
+The server listens from start, but the generated protobuf modules and the MessagingService load when the first
+call arrives (about 5 MB of RSS that an endpoint no client uses does not pay; grpcio's own native library, most of
+the rest, is file-backed and shared).
 """
 from __future__ import annotations
 
@@ -24,13 +28,11 @@ class GrpcEndpoint:
         self.optional = optional
         self.failed = ""
         self.server: Any = None
-        self.service: Any = None
+        self._broker: Any = None
+        self._service: Any = None
 
     async def start(self, services: "Services") -> None:
         import grpc
-
-        from rmqd.grpc.pb import service_pb2_grpc
-        from rmqd.grpc.service import MessagingService
 
         broker = services.broker
         if broker is None:
@@ -56,17 +58,26 @@ class GrpcEndpoint:
             log.warning("%s", msg)
             return
         self.port = port
-        self.service = MessagingService(broker, (self.host, port))
-        service_pb2_grpc.add_MessagingServiceServicer_to_server(self.service, server)
+        self._broker = broker
+        server.add_generic_rpc_handlers((_LazyHandlers(self),))
         await server.start()
-        self.service.start()
         self.server = server
-        log.info("gRPC MessagingService on %s", self.address)
+        log.debug("gRPC MessagingService on %s", self.address)
+
+    @property
+    def service(self) -> Any:
+        """The MessagingService, made (and started) on first use: the first call, or a caller asking."""
+        if self._service is None and self._broker is not None:
+            from rmqd.grpc.service import MessagingService
+            self._service = MessagingService(self._broker, (self.host, self.port))
+            self._service.start()
+        return self._service
 
     async def close(self) -> None:
         if self.server is not None:
-            if self.service is not None:
-                self.service.close()              # ends Telemetry streams
+            if self._service is not None:
+                self._service.close()             # ends Telemetry streams
+                self._service = None
             await self.server.stop(1.0)
             self.server = None
 
@@ -83,3 +94,38 @@ class GrpcEndpoint:
         if self.failed:
             return ["gRPC off (port taken)"]
         return [f"grpc {self.address}"]
+
+
+class _LazyHandlers:
+    """grpc's generic handler for the MessagingService: on the first call, loads the generated module and the
+    service and hands each call to the handlers ``add_MessagingServiceServicer_to_server`` makes."""
+
+    def __init__(self, endpoint: GrpcEndpoint) -> None:
+        self.endpoint = endpoint
+        self.handlers: Optional[tuple] = None
+
+    def service(self, handler_call_details: Any) -> Any:
+        if self.handlers is None:
+            from rmqd.grpc.pb import service_pb2_grpc
+            capture = _HandlerCapture()
+            service_pb2_grpc.add_MessagingServiceServicer_to_server(self.endpoint.service, capture)
+            self.handlers = capture.generic
+            log.debug("gRPC MessagingService loaded on its first call")
+        for handler in self.handlers:
+            found = handler.service(handler_call_details)
+            if found is not None:
+                return found
+        return None
+
+
+class _HandlerCapture:
+    """Stands in for the server in ``add_..._to_server``: keeps the generic handlers it is given."""
+
+    def __init__(self) -> None:
+        self.generic: tuple = ()
+
+    def add_generic_rpc_handlers(self, handlers: tuple) -> None:
+        self.generic += tuple(handlers)
+
+    def add_registered_method_handlers(self, service_name: str, handlers: dict) -> None:
+        pass            # the same handlers as the generic one; registration needs a server not started yet

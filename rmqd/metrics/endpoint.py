@@ -1,16 +1,19 @@
 """``GET /metrics`` (Prometheus text) and ``GET /healthz`` beside the broker, on its event loop.
 
-Joins ``rmqd serve``/``rmqd broker`` as a ``Services`` endpoint.  A scrape runs in a one-thread
-executor (scrapes queue behind each other, the loop never waits for one).
+Joins ``rmqd serve`` (on by default at 5557) and ``rmqd broker`` as a ``Services`` endpoint.  The port is
+bound at start; aiohttp and the collector load on the first connection (:class:`rmqd.lazy_http.LazyHttpSite`),
+so an endpoint nobody scrapes costs no memory.  A scrape runs in a one-thread executor (scrapes queue behind
+each other, the loop never waits for one).
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import logging
+import socket
 from typing import TYPE_CHECKING, Any, Optional
 
-from rmqd.metrics.collector import collect
+from rmqd.lazy_http import LazyHttpSite
 
 if TYPE_CHECKING:
     from rmqd.app import Services
@@ -29,36 +32,55 @@ def exporter_type(value: Any) -> str:
 
 class MetricsEndpoint:
     """Prometheus pull endpoint for the broker of the ``Services`` it joins.  It binds before the broker
-    starts (``starts_early``), so ``/healthz`` answers 503 while the store recovers."""
+    starts (``starts_early``), so ``/healthz`` answers 503 while the store recovers.  With ``optional``
+    (``rmqd serve``'s default port) a taken port is a note in the start-up block, not a failure."""
 
     starts_early = True
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 5557) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 5557, optional: bool = False) -> None:
         self.host = host
         self.port = port
-        self._runner: Any = None
+        self.optional = optional
+        self.failed = ""
         self._services: Optional["Services"] = None
+        self._site: Optional[LazyHttpSite] = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rmqd-metrics")
 
     async def start(self, services: "Services") -> None:
-        from aiohttp import web
         self._services = services
+        site = LazyHttpSite(self.host, self.port, self._serve, "metrics")
+        try:
+            site.bind()
+        except OSError as exc:
+            if not self.optional:
+                raise
+            self.failed = (f"metrics not started: {self.host}:{self.port} is in use "
+                           f"({exc.strerror or exc}; use --metrics-port)")
+            log.warning("%s", self.failed)
+            return
+        self._site = site
+        self.port = site.port                       # the port picked for port 0
+
+    async def _serve(self, sock: socket.socket) -> Any:
+        """The HTTP server, started on the bound socket when the first connection arrives."""
+        from aiohttp import web
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # the port picked for port 0
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.SockSite(runner, sock).start()
+        return runner
 
     async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._site is not None:
+            await self._site.close()
+            self._site = None
         self._executor.shutdown(wait=False)
 
     def describe(self) -> list[str]:
+        if self.failed:
+            return [f"rmqd {self.failed}"]
         return [f"rmqd metrics on {self.url}"]
 
     @property
@@ -67,6 +89,8 @@ class MetricsEndpoint:
         return f"http://{host}:{self.port}/metrics"
 
     def ready_parts(self) -> list[str]:
+        if self.failed:
+            return ["metrics off (port taken)"]
         return [f"metrics {self.url}"]
 
     async def _metrics(self, request: Any) -> Any:
@@ -76,6 +100,7 @@ class MetricsEndpoint:
             return web.Response(status=503, text="no broker in this process\n")
         if not self._services.ready():
             return web.Response(status=503, text="the broker is starting (or stopping)\n")
+        from rmqd.metrics.collector import collect
         loop = asyncio.get_running_loop()
         text = await loop.run_in_executor(self._executor, collect, broker)
         return web.Response(body=text.encode("utf-8"), headers={"Content-Type": CONTENT_TYPE})

@@ -83,7 +83,7 @@ class RouteInfoManager:
             self.brokerLiveTable[broker_addr] = BrokerLiveInfo(time.monotonic(), data_version, channel,
                                                                ha_server_addr)
             if previous is None:
-                log.info("new broker registered, %s HAServer: %s (%s/%s id %d)", broker_addr,
+                log.debug("new broker registered, %s HAServer: %s (%s/%s id %d)", broker_addr,
                          ha_server_addr, cluster_name, broker_name, broker_id)
 
             if filter_server_list:
@@ -106,7 +106,7 @@ class RouteInfoManager:
         table = self.topicQueueTable.get(config.topicName)
         if table is None:
             self.topicQueueTable[config.topicName] = {broker_name: queue_data}
-            log.info("new topic registered, %s %s", config.topicName, queue_data)
+            log.debug("new topic registered, %s %s", config.topicName, queue_data)
         elif table.get(broker_name) != queue_data:
             table[broker_name] = queue_data
 
@@ -146,7 +146,7 @@ class RouteInfoManager:
         with self.lock:
             removed = self.brokerLiveTable.pop(broker_addr, None)
             self.filterServerTable.pop(broker_addr, None)
-            log.info("unregisterBroker, remove from brokerLiveTable %s, %s",
+            log.debug("unregisterBroker, remove from brokerLiveTable %s, %s",
                      "OK" if removed is not None else "Failed", broker_addr)
             remove_name = False
             broker_data = self.brokerAddrTable.get(broker_name)
@@ -167,9 +167,9 @@ class RouteInfoManager:
         for topic in list(self.topicQueueTable):
             table = self.topicQueueTable[topic]
             if table.pop(broker_name, None) is not None:
-                log.info("removeTopicByBrokerName, remove one broker's topic %s %s", broker_name, topic)
+                log.debug("removeTopicByBrokerName, remove one broker's topic %s %s", broker_name, topic)
             if not table:
-                log.info("removeTopicByBrokerName, remove the topic all queue %s", topic)
+                log.debug("removeTopicByBrokerName, remove the topic all queue %s", topic)
                 del self.topicQueueTable[topic]
 
     def on_channel_destroy(self, remote_addr: str, channel: Any) -> None:

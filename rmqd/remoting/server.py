@@ -71,7 +71,7 @@ class RemotingServer:
         self.port = self.bound_ports[0]
         if self.max_idle_s > 0:
             self._idle_sweep = loop.call_later(self._sweep_period(), self._sweep_idle)
-        log.info("%s listening on %s", self.name, ", ".join(f"{self.host}:{p}" for p in self.bound_ports))
+        log.debug("%s listening on %s", self.name, ", ".join(f"{self.host}:{p}" for p in self.bound_ports))
         return self.bound_ports
 
     def _sweep_period(self) -> float:

@@ -487,6 +487,11 @@ class RocketMQDataSource(DataSource):
         return StreamReader(self.options, schema)
 
     def writer(self, schema: Any, overwrite: bool) -> BatchWriter:
+        # Spark itself refuses its default save mode (ErrorIfExists) for a Python data source, naming Append
+        # or Overwrite; a topic cannot be overwritten, so Overwrite is refused here, naming the one that works.
+        if overwrite:
+            raise ConnectorError('the rocketmq sink only appends messages to a topic (a topic cannot be '
+                                 'overwritten): use .mode("append")')
         return BatchWriter(self.options)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> StreamWriter:

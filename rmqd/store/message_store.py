@@ -132,9 +132,10 @@ class MessageStore:
         recover(self.commitlog, self.consume_queues, self.index, self._checkpoint, self._engine, abnormal,
                 cfg.check_crc_on_recover, self.max_record_size)
         self.flusher.flush_logics()
-        log.info("store recovered (%s) in %.3fs: commitlog [%d, %d), %d consume queues",
-                 "abnormal" if abnormal else "normal", time.perf_counter() - t0,
-                 self.commitlog.min_offset(), self.commitlog.max_offset(), len(self.consume_queues))
+        (log.info if abnormal else log.debug)(
+            "store recovered (%s) in %.3fs: commitlog [%d, %d), %d consume queues",
+            "abnormal" if abnormal else "normal", time.perf_counter() - t0,
+            self.commitlog.min_offset(), self.commitlog.max_offset(), len(self.consume_queues))
         self._abort.create()
         self._counters.set(start_time_ms=self.clock())
         self._engine.running = True

@@ -303,14 +303,14 @@ class TopicConfigManager(ConfigManager):
         with self._lock:
             old = self.table.get(tc.topic_name)
             self.table[tc.topic_name] = tc
-            log.info("topic config %s: %s -> %s", "updated" if old else "created", old, tc)
+            log.debug("topic config %s: %s -> %s", "updated" if old else "created", old, tc)
             self._changed(tc)
 
     def delete(self, topic: str) -> Optional[TopicConfig]:
         with self._lock:
             old = self.table.pop(topic, None)
             if old is not None:
-                log.info("topic config deleted: %s", old)
+                log.debug("topic config deleted: %s", old)
                 self._changed(None)
             return old
 
@@ -337,7 +337,7 @@ class TopicConfigManager(ConfigManager):
             n = max(0, min(client_default_topic_queue_nums, dflt.write_queue_nums))
             tc = TopicConfig(topic, n, n, perm & ~PERM_INHERIT, dflt.topic_filter_type, topic_sys_flag)
             self.table[topic] = tc
-            log.info("auto-created topic %s from %s for %s: %s", topic, default_topic, remote_addr, tc)
+            log.debug("auto-created topic %s from %s for %s: %s", topic, default_topic, remote_addr, tc)
             self._changed(tc)
             return tc
 
@@ -439,7 +439,7 @@ class SubscriptionGroupManager(ConfigManager):
                 if sg is None:
                     sg = SubscriptionGroupConfig(group)
                     self.table[group] = sg
-                    log.info("auto-created subscription group %s", group)
+                    log.debug("auto-created subscription group %s", group)
                     self.data_version.next_version()
                     self.persist()
         return sg

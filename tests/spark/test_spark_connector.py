@@ -487,3 +487,20 @@ def test_errors_name_the_option(spark, loaded, opts, needle):
         r = r.option(k, v)
     with pytest.raises(Exception, match=needle.replace("(", r"\(").replace("{", r"\{")):
         r.load().collect()
+
+
+def test_sink_save_modes_name_append(spark, broker):
+    """Spark refuses its own default save mode (ErrorIfExists) for a Python data source before the sink is asked,
+    naming Append; the sink refuses Overwrite (a topic cannot be overwritten) naming `.mode("append")`; append
+    sends (the documented form)."""
+    create_topic(broker.broker_addr, "SparkModes")
+    df = spark.createDataFrame([(b"m",)], "value binary")
+
+    def writer():
+        return df.write.format("rocketmq").option("nameServer", broker.namesrv_addr).option("topic", "SparkModes")
+    with pytest.raises(Exception, match=r'UNSUPPORTED_DATA_SOURCE_SAVE_MODE.*"Append"'):
+        writer().save()
+    with pytest.raises(Exception, match=r'only appends messages to a topic .*use \.mode\("append"\)'):
+        writer().mode("overwrite").save()
+    writer().mode("append").save()
+    assert [bytes(r.value) for r in reader(spark, broker, topic="SparkModes").load().collect()] == [b"m"]
