@@ -131,10 +131,11 @@ class ControllerConfig(_PropertiesConfig):
                 if peer.raft_addr == server:
                     return peer.id
             raise ControllerConfigError(f"jRaftServerId {server} is not in jRaftInitConf {self.jRaftInitConf}")
+        ids = {p.id for p in self.peers()}         # Java checks the peers first
         sid = str(self.controllerDLegerSelfId or "").strip()
         if not sid:
             raise ControllerConfigError("Attribute value controllerDLegerSelfId of ControllerConfig is null or empty")
-        if sid not in {p.id for p in self.peers()}:
+        if sid not in ids:
             raise ControllerConfigError(f"controllerDLegerSelfId {sid} is not one of controllerDLegerPeers")
         return sid
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+from typing import Any, Awaitable
 
 from rmqd.config import parse_properties
 from rmqd.controller.codes import ControllerRequestCode as R, ControllerResponseCode as C
@@ -35,7 +35,8 @@ class InvalidRequest(Exception):
     """A request rmqd refuses with CONTROLLER_INVALID_REQUEST (2005)."""
 
 
-def _to_response(result: ControllerResult) -> RemotingCommand:
+async def _respond(pending: Awaitable[ControllerResult]) -> RemotingCommand:
+    result = await pending
     return new_response(result.code, result.remark, result.header, result.body)
 
 
@@ -144,7 +145,7 @@ class ControllerProcessors:
         return new_response(ResponseCode.SUCCESS, None, None, self.config.to_properties_text().encode("utf-8"))
 
     # -- leader ----------------------------------------------------------------------------------------
-    async def alter_sync_state_set(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def alter_sync_state_set(self, conn: Any, request: RemotingCommand) -> Any:
         try:
             broker_name = _field(request, "brokerName")
             master_id = _int_field(request, "masterBrokerId")
@@ -153,18 +154,18 @@ class ControllerProcessors:
             members, set_epoch = _sync_state_set(body)
         except InvalidRequest as exc:
             return _invalid(exc)
-        return _to_response(await self.controller.alter_sync_state_set(broker_name, master_id, master_epoch,
+        return _respond(self.controller.alter_sync_state_set(broker_name, master_id, master_epoch,
                                                                        members, set_epoch))
 
-    async def elect_master(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def elect_master(self, conn: Any, request: RemotingCommand) -> Any:
         # Java's header defaults: clusterName "", brokerName "", brokerId -1, designateElect false
         ext = request.ext_fields or {}
         broker_id = ext_int(request, "brokerId", -1)
-        return _to_response(await self.controller.elect_master(
+        return _respond(self.controller.elect_master(
             ext.get("clusterName") or "", ext.get("brokerName") or "", broker_id,
             ext_bool(request, "designateElect", False)))
 
-    async def register_broker(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def register_broker(self, conn: Any, request: RemotingCommand) -> Any:
         try:
             cluster = _field(request, "clusterName")
             broker_name = _field(request, "brokerName")
@@ -172,16 +173,16 @@ class ControllerProcessors:
             address = _field(request, "brokerAddress")
         except InvalidRequest as exc:
             return _invalid(exc)
-        return _to_response(await self.controller.register_broker(cluster, broker_name, broker_id, address))
+        return _respond(self.controller.register_broker(cluster, broker_name, broker_id, address))
 
-    async def get_replica_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_replica_info(self, conn: Any, request: RemotingCommand) -> Any:
         try:
             broker_name = _field(request, "brokerName")
         except InvalidRequest as exc:
             return _invalid(exc)
-        return _to_response(await self.controller.get_replica_info(broker_name))
+        return _respond(self.controller.get_replica_info(broker_name))
 
-    async def get_sync_state_data(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_sync_state_data(self, conn: Any, request: RemotingCommand) -> Any:
         raw = request.body_bytes() if request.body is not None else b""
         if not raw:
             return error_response(ResponseCode.SYSTEM_ERROR, "not set any response code")    # Java's answer
@@ -193,24 +194,24 @@ class ControllerProcessors:
             return _invalid(InvalidRequest("the body must be a JSON array of broker names"))
         if not names:
             return error_response(ResponseCode.SYSTEM_ERROR, "not set any response code")
-        return _to_response(await self.controller.get_sync_state_data(names))
+        return _respond(self.controller.get_sync_state_data(names))
 
-    async def clean_broker_data(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def clean_broker_data(self, conn: Any, request: RemotingCommand) -> Any:
         (broker_name,) = require(request, "brokerName")
         ext = request.ext_fields or {}
-        return _to_response(await self.controller.clean_broker_data(
+        return _respond(self.controller.clean_broker_data(
             ext.get("clusterName") or None, broker_name, ext.get("brokerControllerIdsToClean"),
             ext_bool(request, "isCleanLivingBroker", False)))
 
-    async def get_next_broker_id(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_next_broker_id(self, conn: Any, request: RemotingCommand) -> Any:
         try:
             cluster = _field(request, "clusterName")
             broker_name = _field(request, "brokerName")
         except InvalidRequest as exc:
             return _invalid(exc)
-        return _to_response(await self.controller.get_next_broker_id(cluster, broker_name))
+        return _respond(self.controller.get_next_broker_id(cluster, broker_name))
 
-    async def apply_broker_id(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def apply_broker_id(self, conn: Any, request: RemotingCommand) -> Any:
         try:
             cluster = _field(request, "clusterName")
             broker_name = _field(request, "brokerName")
@@ -218,7 +219,7 @@ class ControllerProcessors:
             check_code = _field(request, "registerCheckCode")
         except InvalidRequest as exc:
             return _invalid(exc)
-        return _to_response(await self.controller.apply_broker_id(cluster, broker_name, broker_id, check_code))
+        return _respond(self.controller.apply_broker_id(cluster, broker_name, broker_id, check_code))
 
 
 def _sync_state_set(body: Any) -> tuple[set[int], int]:

@@ -139,7 +139,7 @@ class RaftNode:
             raftMinTimeout=min_t, raftMaxTimeout=2 * min_t, appendEntriesPeriod=self._heartbeat_s,
             leaderFallbackTimeout=0.9 * min_t, connectionTimeout=max(3.5, 2 * min_t), connectionRetryTime=1.0,
             commandsWaitLeader=False, appendEntriesUseBatch=False, dynamicMembershipChange=False,
-            bindAddress=self.peers[self.self_id], bindRetryTime=0.2, maxBindRetries=10,
+            bindAddress=self.peers[self.self_id], bindRetryTime=0.2, maxBindRetries=5,
             logCompactionMinEntries=5000, logCompactionMinTime=300, password=self._password,
             onStateChanged=self._state_changed)
         others = [_DialNode(addr, self._dial.get(pid)) for pid, addr in self.peers.items() if pid != self.self_id]
@@ -208,6 +208,11 @@ class RaftNode:
         return {"state": {0: "follower", 1: "candidate", 2: "leader"}.get(s["state"], s["state"]),
                 "leader": self.leader_id, "term": s["raft_term"], "commitIndex": s["commit_idx"],
                 "lastApplied": s["last_applied"], "logLength": s["log_len"], "hasQuorum": s["has_quorum"]}
+
+    def force_snapshot(self) -> None:
+        """Write a snapshot and compact the journal now (pysyncobj does it every 5000 entries or 300 s)."""
+        if self._obj is not None:
+            self._obj.forceLogCompaction()
 
     def _state_changed(self, old: int, new: int) -> None:
         """pysyncobj's thread: hand role changes to the loop."""

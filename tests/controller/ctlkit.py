@@ -499,3 +499,120 @@ class ControllerCluster:
             node.kill()
         for proxy in self.proxies.values():
             proxy.close()
+
+
+# ------------------------------------------------------------------------------------------- fault rounds
+# Shared by tests/controller/test_cluster.py (RMQD_CONTROLLER_FAULT_ROUNDS rounds, 1 by default) and
+# scripts/controller_faults.py (the full count, with a timing table).
+
+def replica_info(leader: str, name: str) -> tuple[dict, dict]:
+    """CONTROLLER_GET_REPLICA_INFO: (header, SyncStateSet body)."""
+    from rmqd.remoting import fastjson
+    r = call(leader, 1004, {"brokerName": name})
+    assert r.code == 0, r.remark
+    return r.ext_fields, fastjson.loads_lenient(r.body_bytes())
+
+
+def grow_sync_state_set(leader: str, name: str, members: list[int]) -> None:
+    """The current master reports ``members`` in sync (CONTROLLER_ALTER_SYNC_STATE_SET at the current epochs)."""
+    header, body = replica_info(leader, name)
+    if sorted(body["syncStateSet"]) == sorted(members):
+        return
+    r = call(leader, 1001, {"brokerName": name, "masterBrokerId": header["masterBrokerId"],
+                            "masterEpoch": header["masterEpoch"]},
+             sync_state_set_body(members, body["syncStateSetEpoch"]))
+    assert r.code == 0, r.remark
+
+
+def switch_master(leader: str, cluster_name: str, name: str, members: list[int]) -> int:
+    """A planned switchover (admin electMaster) to the next in-sync member; returns the new master id."""
+    grow_sync_state_set(leader, name, members)
+    current = int(replica_info(leader, name)[0]["masterBrokerId"])
+    target = members[(members.index(current) + 1) % len(members)]
+    r = call(leader, 1002, {"clusterName": cluster_name, "brokerName": name, "brokerId": target,
+                            "designateElect": "true"})
+    assert r.code == 0 and r.ext_fields["masterBrokerId"] == str(target), (r.code, r.remark)
+    return target
+
+
+def kill_leader_round(cluster: ControllerCluster, cluster_name: str, name: str, members: list[int]) -> float:
+    """kill -9 the leader: a new leader with the same state takes writes; the old one rejoins as a follower.
+    Returns the seconds from the kill to a leader answering a leader-only read."""
+    leader = find_leader(cluster.addrs)
+    before = replica_info(leader, name)
+    victim = cluster.nodes[cluster.id_of(leader)]
+    t0 = time.monotonic()
+    victim.kill()
+    new_leader = find_leader(cluster.addrs, 15, exclude=[leader])
+    failover = time.monotonic() - t0
+    assert replica_info(new_leader, name) == before
+    switch_master(new_leader, cluster_name, name, members)
+    victim.start()
+    wait_until(lambda: (metadata(victim.addr) or {}).get("controllerLeaderAddress") == new_leader, 15, 0.1,
+               "the restarted controller following the new leader")
+    assert call(victim.addr, 1004, {"brokerName": name}).code == NOT_LEADER
+    return failover
+
+
+def partition_leader_round(cluster: ControllerCluster, cluster_name: str, name: str, members: list[int]) -> float:
+    """Cut the leader's Raft links: it steps down and refuses, the majority elects a leader that keeps the state
+    and takes writes, and after healing all agree on one leader with the majority's state.  Returns the seconds
+    from the cut to the majority's leader answering."""
+    leader = find_leader(cluster.addrs)
+    before = replica_info(leader, name)
+    cluster.isolate(cluster.id_of(leader))
+    try:
+        t0 = time.monotonic()
+        new_leader = find_leader(cluster.addrs, 15, exclude=[leader])
+        failover = time.monotonic() - t0
+        wait_until(lambda: call(leader, 1004, {"brokerName": name}).code == NOT_LEADER, 10, 0.1,
+                   "the isolated controller stepping down")
+        assert call(leader, 1002, {"clusterName": cluster_name, "brokerName": name, "brokerId": members[0],
+                                   "designateElect": "true"}).code == NOT_LEADER
+        assert replica_info(new_leader, name) == before
+        switch_master(new_leader, cluster_name, name, members)
+        after = replica_info(new_leader, name)
+        for _ in range(5):                         # the minority never claims to lead while cut off
+            assert (metadata(leader) or {}).get("isLeader") != "true"
+            time.sleep(0.1)
+    finally:
+        cluster.heal()
+    final = find_leader(cluster.addrs, 20)
+    wait_until(lambda: all((metadata(a) or {}).get("controllerLeaderAddress") == final for a in cluster.addrs),
+               15, 0.2, "all controllers agreeing on the leader")
+    assert replica_info(final, name) == after
+    return failover
+
+
+def master_expiry_round(cluster: ControllerCluster, brokers: list[FakeBroker], name: str,
+                        heartbeater: Heartbeater) -> float:
+    """The master stops heartbeating (hung, connections open): the leader elects the best in-sync replica and
+    pushes NOTIFY_BROKER_ROLE_CHANGED to the alive ones.  Returns the seconds from the last heartbeat to the
+    new master being readable."""
+    leader = find_leader(cluster.addrs)
+    by_id = {b.broker_id: b for b in brokers}
+    grow_sync_state_set(leader, name, sorted(by_id))
+    header, _ = replica_info(leader, name)
+    old_id, old_epoch = int(header["masterBrokerId"]), int(header["masterEpoch"])
+    master = by_id[old_id]
+    master.beating = False
+    t0 = time.monotonic()
+
+    def new_master() -> Optional[dict]:
+        h = replica_info(find_leader(cluster.addrs), name)[0]
+        return h if h.get("masterBrokerId") not in (None, str(old_id)) else None
+    header = wait_until(new_master, 20, 0.05, "a new master")
+    elapsed = time.monotonic() - t0
+    new_id = int(header["masterBrokerId"])
+    assert int(header["masterEpoch"]) == old_epoch + 1
+    best = max((b for b in brokers if b is not master), key=lambda b: (b.epoch, b.max_offset, -b.priority))
+    assert new_id == best.broker_id
+    for b in brokers:
+        if b is not master:
+            wait_until(lambda b=b: any(c.ext_fields.get("masterEpoch") == str(old_epoch + 1)
+                                       for c in b.sink.role_changes()), 5, 0.05, f"1008 at {b.addr}")
+    assert not any(c.ext_fields.get("masterEpoch") == str(old_epoch + 1) for c in master.sink.role_changes())
+    master.beating = True
+    heartbeater.beat_once()
+    assert master.register(find_leader(cluster.addrs)).ext_fields["masterBrokerId"] == str(new_id)
+    return elapsed
