@@ -59,6 +59,7 @@ class Controller:
         self._leader_task: Optional[asyncio.Task] = None
         self._scan_task: Optional[asyncio.Task] = None
         self._background: set[asyncio.Task] = set()
+        self._stopping = False
         self.applied_entries = 0
         self.elections = 0
         self.last_election: Optional[dict[str, Any]] = None
@@ -70,6 +71,7 @@ class Controller:
         self._scan_task = asyncio.ensure_future(self._scan_not_active_brokers())
 
     async def stop(self) -> None:
+        self._stopping = True
         tasks = [t for t in (self._scan_task, self._leader_task, *self._background) if t is not None]
         for task in tasks:
             task.cancel()
@@ -240,6 +242,8 @@ class Controller:
             await asyncio.sleep(int(self.config.scanNotActiveBrokerInterval) / 1000.0)
 
     def _on_broker_inactive(self, cluster: str, broker_name: str, broker_id: Optional[int]) -> None:
+        if self._stopping:
+            return
         if not self.raft.is_leader:
             log.info("broker %s/%s id %s inactive (not the leader: nothing to do)", cluster, broker_name, broker_id)
             return

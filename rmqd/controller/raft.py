@@ -124,6 +124,7 @@ class RaftNode:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._barrier_waiters: list[asyncio.Future] = []
         self._barrier_running = False
+        self._barrier_task: Optional[asyncio.Task] = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -251,11 +252,11 @@ class RaftNode:
         fut = asyncio.get_running_loop().create_future()
         self._barrier_waiters.append(fut)
         if not self._barrier_running:
-            asyncio.ensure_future(self._run_barriers(timeout))
+            self._barrier_running = True
+            self._barrier_task = asyncio.ensure_future(self._run_barriers(timeout))
         await fut
 
     async def _run_barriers(self, timeout: float) -> None:
-        self._barrier_running = True
         try:
             while self._barrier_waiters:
                 batch, self._barrier_waiters = self._barrier_waiters, []

@@ -61,8 +61,10 @@ class ControllerServer:
         if not self._started:
             return
         self._started = False
-        await self.server.close()
+        # Leave the Raft group first: the broker connections the server closes next must not look like dead
+        # brokers to a controller that still leads (it would elect around them).
         await self.controller.stop()
+        await self.server.close()
         await self.notifier.close()
 
     def describe(self) -> list[str]:
