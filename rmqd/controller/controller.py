@@ -38,7 +38,7 @@ TRIGGER_ELECT_WAIT_S = 3.0           # Java waits up to 3 s for each controller-
 
 class Controller:
     def __init__(self, config: ControllerConfig, heartbeat: BrokerHeartbeatManager,
-                 notifier: RoleChangeNotifier, raft_factory: Optional[Callable[..., RaftNode]] = None) -> None:
+                 notifier: RoleChangeNotifier) -> None:
         self.config = config
         self.heartbeat = heartbeat
         self.notifier = notifier
@@ -46,13 +46,12 @@ class Controller:
         self._state_lock = threading.Lock()      # apply (Raft thread) vs. compute/read (loop)
         self.peers = config.peers()
         self.self_id = config.self_id()
-        make = raft_factory or RaftNode
-        self.raft = make(self.self_id, {p.id: p.raft_addr for p in self.peers}, config.store_path(), self,
-                         group=config.group(), dial=config.dial_addrs(),
-                         election_timeout_s=int(config.controllerRaftElectionTimeoutMs) / 1000.0,
-                         heartbeat_interval_s=int(config.controllerRaftHeartbeatIntervalMs) / 1000.0,
-                         password=str(config.controllerRaftPassword or "") or None,
-                         on_role_change=self._on_role_change)
+        self.raft = RaftNode(self.self_id, {p.id: p.raft_addr for p in self.peers}, config.store_path(), self,
+                             group=config.group(), dial=config.dial_addrs(),
+                             election_timeout_s=int(config.controllerRaftElectionTimeoutMs) / 1000.0,
+                             heartbeat_interval_s=int(config.controllerRaftHeartbeatIntervalMs) / 1000.0,
+                             password=str(config.controllerRaftPassword or "") or None,
+                             on_role_change=self._on_role_change)
         self.policy = DefaultElectPolicy(heartbeat.is_active, heartbeat.live_info)
         self._write_lock = asyncio.Lock()
         self._ready_term = -1                      # the term in which this leader committed its first entry
@@ -61,8 +60,6 @@ class Controller:
         self._background: set[asyncio.Task] = set()
         self._stopping = False
         self.applied_entries = 0
-        self.elections = 0
-        self.last_election: Optional[dict[str, Any]] = None
         heartbeat.add_inactive_listener(self._on_broker_inactive)
 
     # ============================================================ lifecycle
@@ -277,11 +274,8 @@ class Controller:
         return False
 
     def _after_election(self, broker_name: str, result: ControllerResult) -> None:
-        """Record a new master and push NOTIFY_BROKER_ROLE_CHANGED to the group's alive brokers."""
+        """Push NOTIFY_BROKER_ROLE_CHANGED about a new master to the group's alive brokers."""
         h = result.header
-        self.elections += 1
-        self.last_election = {"brokerName": broker_name, "masterBrokerId": h["masterBrokerId"],
-                              "masterAddress": h.get("masterAddress"), "masterEpoch": h["masterEpoch"]}
         if not self.config.notifyBrokerRoleChanged:
             return
         body = fastjson.loads_lenient(result.body) if result.body else {}
@@ -292,10 +286,3 @@ class Controller:
         change = RoleChange(h.get("masterAddress"), int(h["masterBrokerId"]), int(h["masterEpoch"]),
                             int(h["syncStateSetEpoch"]), tuple(body.get("syncStateSet") or ()))
         self.notifier.notify(addrs, change)
-
-    def status(self) -> dict[str, Any]:
-        with self._state_lock:
-            sets = len(self.state.replica_info)
-        return {"id": self.self_id, "raft": self.raft.status(), "brokerSets": sets,
-                "appliedEntries": self.applied_entries, "elections": self.elections,
-                "lastElection": self.last_election}

@@ -344,13 +344,6 @@ class ReplicasInfoManager:
         ssi = self.sync_state_info.get(broker_name)
         return ssi.masterBrokerId if ssi is not None else None
 
-    def cluster_of(self, broker_name: str) -> Optional[str]:
-        bri = self.replica_info.get(broker_name)
-        return bri.clusterName if bri is not None else None
-
-    def broker_names(self, cluster: Optional[str] = None) -> list[str]:
-        return sorted(n for n, bri in self.replica_info.items() if cluster is None or bri.clusterName == cluster)
-
     # ================================================================ apply (the only writer)
     def apply(self, event: Event) -> bool:
         """Apply one committed event; False (and nothing changed) when it no longer fits the state."""

@@ -5,7 +5,6 @@ import pytest
 
 from ctlkit import FakeBroker, Heartbeater, call, sync_state_set_body
 from rmqd.remoting.client import BlockingClient
-from rmqd.remoting.command import new_request
 
 CLUSTER = "C1"
 
