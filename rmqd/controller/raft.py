@@ -23,6 +23,7 @@ the majority elects another).  The snapshot is JSON state + msgpack Raft metadat
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
 import struct
@@ -125,13 +126,19 @@ class RaftNode:
         self._barrier_waiters: list[asyncio.Future] = []
         self._barrier_running = False
         self._barrier_task: Optional[asyncio.Task] = None
+        self._lock_fd: Optional[int] = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     async def start(self) -> None:
         """Open the store and bind the Raft port (must run on the thread that owns the process's loop)."""
         self._loop = asyncio.get_running_loop()
         os.makedirs(self.store_dir, exist_ok=True)
-        self._check_store_identity()
+        self._lock_store()
+        try:
+            self._check_store_identity()
+        except BaseException:
+            self._unlock_store()
+            raise
         min_t = self._election_timeout_s
         conf = SyncObjConf(
             journalFile=os.path.join(self.store_dir, "raft.journal"),
@@ -150,6 +157,7 @@ class RaftNode:
         except Exception as exc:
             obj, self._obj = self._obj, None
             _destroy(obj)
+            self._unlock_store()
             raise RaftStartError(f"controller {self.self_id}: cannot bind the Raft port "
                                  f"{self.peers[self.self_id]}: {exc}") from exc
         log.info("controller Raft member %s on %s, store %s, peers %s", self.self_id, self.peers[self.self_id],
@@ -160,10 +168,26 @@ class RaftNode:
         if obj is None:
             return
         await asyncio.get_running_loop().run_in_executor(None, _destroy, obj)
+        self._unlock_store()
         for fut in self._barrier_waiters:
             if not fut.done():
                 fut.set_exception(RaftError("controller stopped"))
         self._barrier_waiters.clear()
+
+    def _lock_store(self) -> None:
+        """One process per store: two controllers writing one journal would corrupt it."""
+        fd = os.open(os.path.join(self.store_dir, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise RaftStartError(f"{self.store_dir} is in use by another controller process ({exc})") from None
+        self._lock_fd = fd
+
+    def _unlock_store(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)            # closing releases the flock
+            self._lock_fd = None
 
     def _check_store_identity(self) -> None:
         """A store belongs to one member: refuse to start on another member's (or group's) journal."""

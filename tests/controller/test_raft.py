@@ -96,3 +96,14 @@ async def test_taken_raft_port_is_refused(tmp_path):
         s.listen(1)
         with pytest.raises(RaftStartError, match="cannot bind the Raft port"):
             await member(tmp_path, Counter(), s.getsockname()[1]).start()
+
+
+async def test_store_in_use_is_refused(tmp_path):
+    first_port, second_port = free_ports(2)
+    node = member(tmp_path, Counter(), first_port)
+    await node.start()
+    try:
+        with pytest.raises(RaftStartError, match="in use by another controller process"):
+            await member(tmp_path, Counter(), second_port).start()
+    finally:
+        await node.stop()
