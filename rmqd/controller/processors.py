@@ -121,6 +121,10 @@ class ControllerProcessors:
             return error_response(ResponseCode.SYSTEM_ERROR, "string2Properties error")
         if self.config.black_list() & properties.keys():
             return error_response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        try:
+            ControllerConfig().update(properties)           # all values must parse before any is taken
+        except ValueError as exc:
+            return error_response(ResponseCode.SYSTEM_ERROR, f"updateControllerConfig: bad value: {exc}")
         log.info("updateControllerConfig called by %s: %s", conn.remote_address, properties)
         self.config.update(properties, source="UPDATE_CONTROLLER_CONFIG")
         try:

@@ -63,6 +63,7 @@ BAD = [
     (1006, {}, b'{"a": 1}', 2005, "JSON array of broker names"),
     (1009, {}, b"configStorePath=/tmp/x\n", 16, "Can not update config in black list."),
     (1009, {}, b"rocketmqHome=/tmp/x\n", 16, "Can not update config in black list."),
+    (1009, {}, b"notifyBrokerRoleChanged=false\nelectMasterMaxRetryCount=many\n", 1, "bad value"),
     (1011, {"clusterName": CLUSTER}, None, 1, "the custom field <brokerName> is null"),
     (1011, {"clusterName": CLUSTER, "brokerName": "broker-p"}, None, 2009, "is still alive"),
     (1011, {"clusterName": CLUSTER, "brokerName": "broker-p", "brokerControllerIdsToClean": "1;a"}, None, 2009,
@@ -87,6 +88,7 @@ def test_bad_input_gets_a_clear_code_and_changes_nothing(single_controller, grou
     assert r.code == expect, (r.code, r.remark)
     assert remark in (r.remark or ""), r.remark
     assert state(single_controller) == before
+    assert single_controller.config.notifyBrokerRoleChanged is True
 
 
 def test_metadata_and_config(single_controller):
