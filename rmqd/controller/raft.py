@@ -29,10 +29,18 @@ import os
 import struct
 from typing import Any, Callable, Optional, Protocol
 
+import _socket
+import socket
+
 import msgpack
 import orjson
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.node import TCPNode
+
+# pysyncobj.win_inet_pton (imported by pysyncobj.tcp_connection) replaces socket.inet_ntop with a Windows-only
+# ctypes version on every platform (its `if os.name == 'nt'` guards only inet_pton; 0.3.14-0.3.17): anything in
+# the process that formats an IPv6 address would then raise.  Put the C implementation back.
+socket.inet_ntop = _socket.inet_ntop
 
 log = logging.getLogger(__name__)
 

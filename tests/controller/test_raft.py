@@ -107,3 +107,11 @@ async def test_store_in_use_is_refused(tmp_path):
             await member(tmp_path, Counter(), second_port).start()
     finally:
         await node.stop()
+
+
+def test_importing_the_raft_library_leaves_socket_alone():
+    """pysyncobj replaces socket.inet_ntop with a Windows-only version on import; rmqd.controller.raft undoes it
+    (a broker in the same process decodes IPv6 message ids with it)."""
+    import rmqd.controller.raft  # noqa: F401  (imported above too; the import is what is tested)
+    assert socket.inet_ntop(socket.AF_INET6, b"\xfe\x80" + b"\x00" * 13 + b"\x01") == "fe80::1"
+    assert socket.inet_ntop(socket.AF_INET, b"\x7f\x00\x00\x01") == "127.0.0.1"
