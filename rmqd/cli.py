@@ -1,4 +1,4 @@
-"""Command line: rmqd serve | namesrv | broker | admin | pipeline.
+"""Command line: rmqd serve | namesrv | broker | controller | admin | pipeline.
 
 Heavy modules are imported only by the sub-command that needs them, so `rmqd admin` does not
 load the broker and the servers do not load the admin tool.
@@ -108,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     ns.add_argument("-c", "--config", dest="namesrv_config", help="namesrv properties file")
     _add_log_options(ns, defaults=False)
 
+    ctl = sub.add_parser("controller", help="a RocketMQ 5 controller (automatic master failover; bin/mqcontroller)")
+    ctl.add_argument("-c", "--config", dest="controller_config", help="controller.conf (controllerDLegerPeers, ...)")
+    ctl.add_argument("-p", "--printConfigItem", action="store_true", help="print all config items and exit")
+
     broker = sub.add_parser("broker", help="broker only, registering with name servers")
     broker.add_argument("-n", "--namesrv-addr", help="name server address(es), 'host:port;host:port'")
     _add_broker_options(broker)
@@ -153,7 +157,41 @@ def _serve_services(args: argparse.Namespace):
                                       (["--acl", config.aclFile] if args.acl else [])
                                       + (["--tier-dir", config.tieredStoreFilePath] if args.tier_dir else [])
                                       + (["--log-dir", args.log_dir] if args.log_dir else [])))
-    return Services(NameServer(_namesrv_config(args, args.namesrv_port)), BrokerController(config), *endpoints)
+    ns_config = _namesrv_config(args, args.namesrv_port)
+    return Services(NameServer(ns_config), BrokerController(config),
+                    *_embedded_controller(ns_config, args.namesrv_config), *endpoints)
+
+
+def _embedded_controller(ns_config: NamesrvConfig, path: str | None) -> list:
+    """The controller of ``enableControllerInNamesrv=true`` (keys from the same file), as an endpoint."""
+    if not ns_config.enableControllerInNamesrv:
+        return []
+    from rmqd.controller.config import ControllerConfigError
+    from rmqd.controller.server import embedded_controller
+    try:
+        return [embedded_controller(ns_config, path)]
+    except ControllerConfigError as exc:
+        raise SystemExit(f"rmqd: enableControllerInNamesrv: {exc}") from None
+
+
+def _controller_main(args: argparse.Namespace) -> int:
+    """`rmqd controller -c controller.conf`: one controller node in this process (Java's ControllerStartup)."""
+    from rmqd.app import Services, run
+    from rmqd.controller.config import ControllerConfig, ControllerConfigError
+    from rmqd.controller.server import ControllerServer
+
+    config = ControllerConfig()
+    if args.controller_config:
+        config.load_file(args.controller_config)
+    if args.printConfigItem:
+        sys.stdout.write(config.to_properties_text())
+        return 0
+    try:
+        server = ControllerServer(config)
+    except ControllerConfigError as exc:
+        print(f"rmqd controller: {exc}", file=sys.stderr)
+        return 2
+    return run(lambda: Services(server))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,7 +227,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return run(lambda: _with_endpoints(_serve_services(args), args), footer)
     if args.command == "namesrv":
-        return run(lambda: Services(NameServer(_namesrv_config(args, args.namesrv_port))), footer)
+        ns_config = _namesrv_config(args, args.namesrv_port)
+        return run(lambda: Services(NameServer(ns_config), *_embedded_controller(ns_config, args.namesrv_config)),
+                   footer)
+    if args.command == "controller":
+        return _controller_main(args)
     if args.command == "broker":
         return run(lambda: _with_endpoints(Services(BrokerController(_broker_config(args))), args), footer)
     if args.command == "console":

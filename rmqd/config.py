@@ -390,6 +390,7 @@ class NamesrvConfig(_PropertiesConfig):
         "busyPollMicros": 300,
         "brokerExpiredMillis": 120000,
         "scanNotActiveBrokerInterval": 10000,
+        "enableControllerInNamesrv": False,     # run a controller (rmqd.controller) in this process
         # the rest of Java's NamesrvConfig and NettyServerConfig (GET_NAMESRV_CONFIG lists them all)
         "rocketmqHome": os.environ.get("ROCKETMQ_HOME") or os.path.join(os.path.expanduser("~"), ".rmqd"),
         "configStorePath": os.path.join(os.path.expanduser("~"), "namesrv", "namesrv.properties"),

@@ -62,6 +62,8 @@ RMQD_OWN_PROPERTIES = {
     "tieredStoreGroupCommitTimeout",
     "tieredStoreIndexFileMaxHashSlotNum",
     "tieredStoreIndexFileMaxIndexNum",
+    # 5.x NamesrvConfig: run a controller in the name server's process (docs/controller.md)
+    "enableControllerInNamesrv",
 }
 
 MISSING_FIELD = ("Java 4.9.8's header decoder swallows its own \"the custom field <x> is null\" and leaves the "

@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Callable, Optional
 
-from rmqd.admin import commands
+from rmqd.admin import commands, controller_commands
 from rmqd.admin.client import AdminClient, AdminError, tools_credentials
 
 # sub-command → (handler, help, [(flags, kwargs)...])
@@ -154,6 +154,7 @@ SPEC: dict[str, tuple[Callable, str, list]] = {
     "deleteKvConfig": (commands.delete_kv_config, "Delete KV config", [
         (("-s", "--namespace"), {"required": True}), (("-k", "--key"), {"required": True})]),
 }
+SPEC.update(controller_commands.SPEC)      # RocketMQ 5 controller mode (-a controller address)
 
 
 def build_parser(parser: Optional[argparse.ArgumentParser] = None) -> argparse.ArgumentParser:
