@@ -34,6 +34,7 @@ from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.server import RemotingServer
+from rmqd.replicas.wiring import Replication
 from rmqd.store.message import pack_host
 from rmqd.store.compaction.store import CompactionConfig
 from rmqd.store.topic_attributes import is_compaction_topic
@@ -120,6 +121,10 @@ class BrokerController:
         # store and metadata
         self.store_config = store_config_from(c)
         self.store = build_store(self.store_config, compaction_config_from(c), tier_config_from(c.to_properties()))
+        # replication: the role owner, the HA service and the ReplicatedStore layer every processor writes through
+        self.replication = Replication(c, self.store, host)
+        self.store = self.replication.store
+        self.role_manager = self.replication.role
         cfg_dir = self.store_config.config_dir
         self.topic_config_manager = TopicConfigManager(
             cfg_dir, c.brokerClusterName, c.brokerName, c.autoCreateTopicEnable, c.defaultTopicQueueNums,
@@ -191,6 +196,7 @@ class BrokerController:
         self.pop_executor = PopExecutor(max(2, int(c.pullMessageThreadPoolNums)), int(c.popExecutorCapacity))
         self.services.append(self.pop_service)
         for m in (pop, pop_ack, assignment): m.install(self)   # POP codes, QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE
+        self.replication.register(d, p["admin"], self.topic_config_manager)
 
     def _count_pop_out(self, group: str, topic: str, messages: int, size: int) -> None:
         """Messages a pop or peek handed out: the GROUP_GET stats (and so rocketmq_messages_out_total)."""
@@ -217,8 +223,7 @@ class BrokerController:
         restore_topics_from_store(self.topic_config_manager, list(self.store._cqs))  # topics.json damaged/lost
         for tc in list(self.topic_config_manager.table.values()):
             self._tell_store_policy(tc)
-        for svc in self.services:
-            svc.start()
+        self.replication.start_services(self.services)     # a slave's master-only services wait
 
     async def start(self) -> None:
         loop = self.loop = asyncio.get_running_loop()
@@ -233,16 +238,21 @@ class BrokerController:
             self.pull_hold_service.start()
             self.pop_service.attach(self.store.add_dispatch_listener)
             await self.server.start()
+            # BrokerStartup: haListenPort = listenPort + 1 (any free port when the broker was given port 0)
+            self.config.haListenPort = self.replication.bind(self.server.port, self.config.listenPort)
         except BaseException:
             await loop.run_in_executor(None, self.store.shutdown)
             raise
         self.config.listenPort = self.server.port
-        self.config.haListenPort = self.server.port + 1     # BrokerStartup: haListenPort = listenPort + 1
         self.store_host = (self.config.brokerIP1, self.server.port)
         self.msg_id_prefix = pack_host(self.store_host).hex().upper()
         self.send_processor.open_lane()
         self.dispatcher.lane = self.send_processor.lane
         self.namesrv_client = RemotingClient()
+        self.replication.start(loop, self.namesrv_client, self.topic_config_manager, self.subscription_group_manager,
+                               self.consumer_offset_manager, self.delay_offset_manager, lambda: self.address,
+                               lambda tcs: [self._tell_store_policy(tc) for tc in tcs])
+        self.role_manager.on_role_change(lambda _role: self.send_processor.open_lane(), call_now=False)
         self._started = True
         await self.register_broker_all()
         self._tasks = [
@@ -276,6 +286,7 @@ class BrokerController:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks = []
+        await self.replication.stop_tasks()
         if self._started:
             await self.unregister_broker_all()
         if self.pull_hold_service is not None:
@@ -290,7 +301,8 @@ class BrokerController:
             await loop.run_in_executor(None, self._shutdown_blocking)
 
     def _shutdown_blocking(self) -> None:
-        for svc in reversed(self.services):
+        self.replication.shutdown()
+        for svc in reversed(self.replication.services_to_shut_down()):
             try:
                 svc.shutdown()
             except Exception:
@@ -370,6 +382,8 @@ class BrokerController:
                         addr, new_request(RequestCode.REGISTER_BROKER, header, body), REGISTER_TIMEOUT_S)
                     if resp.code != ResponseCode.SUCCESS:
                         log.warning("register broker to name server %s failed: %d %s", addr, resp.code, resp.remark)
+                    else:
+                        self.replication.on_registered(resp)
                 except Exception as exc:
                     log.warning("register broker to name server %s failed: %r", addr, exc)
 

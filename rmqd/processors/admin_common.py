@@ -55,7 +55,7 @@ def check_system_topic(topic: str, config: Any = None) -> Optional[RemotingComma
 
 
 def slave_error(broker: "BrokerController") -> Optional[RemotingCommand]:
-    if str(broker.config.brokerRole).upper() == "SLAVE":
+    if broker.role_manager.is_slave:
         return error_response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
     return None
 

@@ -63,6 +63,36 @@ def _tag_codes(f: ExpressionMessageFilter) -> Any:
     return f.tag_subscription.code_set
 
 
+# GetMessageStatus whose nextBeginOffset Java's store corrects (nextOffsetCorrection): on a slave with
+# offsetCheckInSlave off it keeps the requested offset instead
+_CORRECTED = frozenset({S.NO_MESSAGE_IN_QUEUE, S.OFFSET_TOO_SMALL, S.OFFSET_OVERFLOW_ONE, S.OFFSET_OVERFLOW_BADLY,
+                        S.OFFSET_FOUND_NULL, S.NO_MATCHED_LOGIC_QUEUE})
+
+
+def suggest_broker(cfg: Any, sg: Any, store: Any, slave: bool, topic: str, qid: int, offset: int,
+                   result: GetMessageResult, code: int) -> tuple[str, int, int]:
+    """Java's PullMessageProcessor on ``suggestWhichBrokerId`` (and a slave's offset rules): with slaveReadEnable, a
+    consumer more than accessMessageInMemoryMaxRatio of RAM behind goes to the group's whichBrokerWhenConsumeSlowly,
+    else to the group's brokerId; without it, always to the master (0). A slave with offsetCheckInSlave off answers
+    a moved offset with PULL_RETRY_IMMEDIATELY and the group's brokerId, and never corrects the offset.
+    Returns (suggestWhichBrokerId, response code, nextBeginOffset)."""
+    suggest = 0
+    if cfg.slaveReadEnable:
+        if result.status is S.FOUND and result.next_begin_offset > 0 and \
+                store.check_in_disk_by_consume_offset(topic, qid, result.next_begin_offset - 1):
+            suggest = sg.which_broker_when_consume_slowly
+        else:
+            suggest = sg.broker_id
+    next_begin = result.next_begin_offset
+    if slave and not cfg.offsetCheckInSlave:
+        if result.status in _CORRECTED:
+            next_begin = offset
+        if code == ResponseCode.PULL_OFFSET_MOVED:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            suggest = sg.broker_id
+    return str(suggest), code, next_begin
+
+
 class PullMessageProcessor:
     """PULL_MESSAGE. On the event loop first (:meth:`process_inline`): the checks and, when every
     page it needs is resident, the read itself (one C call, no hand-off to a pool thread, whose GIL
@@ -166,7 +196,9 @@ class PullMessageProcessor:
             result = store.get_messages(topic, qid, offset, int(max_nums), None,
                                         None if _is_match_all(message_filter) else message_filter)
         code = _STATUS_CODES[result.status](offset)
-        ext_out = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
+        slave = broker.role_manager.is_slave
+        suggest, code, next_begin = suggest_broker(cfg, sg, store, slave, topic, qid, offset, result, code)
+        ext_out = {"suggestWhichBrokerId": suggest, "nextBeginOffset": str(next_begin),
                    "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
         response: Optional[RemotingCommand]
         if code == ResponseCode.SUCCESS:
@@ -182,7 +214,7 @@ class PullMessageProcessor:
             response = None
         else:
             response = new_response(code, result.status.name, ext_out)
-        if allow_suspend and has_commit and cfg.brokerRole != "SLAVE":
+        if allow_suspend and has_commit and not slave:
             broker.consumer_offset_manager.commit_offset(conn.remote_address, group, topic, qid,
                                                          int(commit_offset))
         return response

@@ -116,6 +116,8 @@ def divert_delay_level(msg: MessageToStore, max_level: int) -> bool:
 class ScheduleMessageService:
     """Delivers SCHEDULE_TOPIC_XXXX entries when due (one thread, exact wake-ups)."""
 
+    master_only = True     # a slave does not run it (rmqd.replicas.wiring)
+
     def __init__(self, store: "MessageStore", offsets: "DelayOffsetManager", delay_levels: str,
                  flush_interval_ms: int = 10000) -> None:
         self.store = store

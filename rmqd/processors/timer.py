@@ -108,6 +108,8 @@ class TimerProgress:
 class TimerMessageService:
     """Parks timer messages and delivers them from a min-heap on one thread."""
 
+    master_only = True     # a slave does not run it (rmqd.replicas.wiring)
+
     def __init__(self, store: "MessageStore", config_dir: str, flush_interval_ms: int = 10000) -> None:
         self.store = store
         self.progress = TimerProgress(config_dir)

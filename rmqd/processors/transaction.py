@@ -174,7 +174,7 @@ class EndTransactionProcessor:
         self.bridge = bridge
 
     def process(self, conn: Any, request: RemotingCommand) -> Optional[RemotingCommand]:
-        if str(self.broker.config.brokerRole).upper() == "SLAVE":
+        if self.broker.role_manager.is_slave:
             log.warning("END_TRANSACTION from %s refused: this broker is a slave", conn.remote_address)
             return error_response(ResponseCode.SLAVE_NOT_AVAILABLE, "Store is slave mode, can not endTransaction")
         group, state_offset, cl_offset, kind = require(request, "producerGroup", "tranStateTableOffset",

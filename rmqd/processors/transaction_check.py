@@ -74,6 +74,8 @@ def encode_check_body(m: StoredMessage, topic: str, queue_id: int, queue_offset:
 class TransactionalMessageCheckService:
     """Periodic check-back of unresolved half messages (``start``/``shutdown`` broker service)."""
 
+    master_only = True     # a slave does not run it (rmqd.replicas.wiring)
+
     def __init__(self, broker: "BrokerController", bridge: TransactionalMessageBridge) -> None:
         self.broker = broker
         self.bridge = bridge
