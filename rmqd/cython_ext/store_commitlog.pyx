@@ -3,8 +3,8 @@
 
 Everything that touches many bytes runs with the GIL released.
 """
-from libc.string cimport memset
-from rmqd.cython_ext.message_codec cimport masked_crc, read_i32, read_i64, write_i32
+from libc.string cimport memcpy, memset
+from rmqd.cython_ext.message_codec cimport masked_crc, read_i32, write_i32
 
 cdef extern from "sys/mman.h" nogil:
     int msync(void* addr, size_t length, int flags)
@@ -171,24 +171,40 @@ def read_header(const unsigned char[::1] buf, Py_ssize_t pos):
     return read_i32(&buf[pos]), read_i32(&buf[pos + 4])
 
 
-def record_dispatch_fields(const unsigned char[::1] buf, Py_ssize_t pos):
-    """Fields recovery needs to re-dispatch the record at ``pos`` (already validated):
-    ``(total, queue_id, queue_offset, phys_offset, sys_flag, store_ts, topic_bytes, props_bytes)``."""
-    cdef const unsigned char* r = &buf[pos]
-    cdef int total = read_i32(r)
-    cdef int sys_flag = read_i32(r + 36)
-    cdef Py_ssize_t bh = 20 if (sys_flag & 0x10) else 8
-    cdef Py_ssize_t sh = 20 if (sys_flag & 0x20) else 8
-    cdef Py_ssize_t q = 48 + bh
-    cdef long long store_ts = read_i64(r + q)
-    q += 8 + sh + 12
-    cdef int blen = read_i32(r + q)
-    q += 4 + blen
-    cdef int tlen = r[q]
-    q += 1
-    topic = bytes(r[q:q + tlen])
-    q += tlen
-    cdef int plen = (r[q] << 8) | r[q + 1]
-    q += 2
-    props = bytes(r[q:q + plen])
-    return total, read_i32(r + 12), read_i64(r + 20), read_i64(r + 28), sys_flag, store_ts, topic, props
+def copy_in(unsigned char[::1] dest, Py_ssize_t pos, const unsigned char[::1] data) -> None:
+    """Copy ``data`` into the mapped buffer at ``pos`` (GIL released): a slave's raw CommitLog append."""
+    cdef Py_ssize_t n = data.shape[0]
+    if pos < 0 or pos + n > dest.shape[0]:
+        raise ValueError(f"{n} bytes at {pos} do not fit in a buffer of {dest.shape[0]}")
+    if n == 0:
+        return
+    with nogil:
+        memcpy(&dest[pos], &data[0], n)
+
+
+def record_boundary(const unsigned char[::1] buf, Py_ssize_t target, Py_ssize_t limit,
+                    int max_record_size) -> int:
+    """Position of the first record (or BLANK marker) at or after ``target``, walking the record sizes
+    from the start of the segment ``buf`` up to ``limit``; ``limit`` when the data ends first, and the
+    segment's size when ``target`` lies in the space a BLANK marker covers."""
+    cdef Py_ssize_t n = buf.shape[0]
+    cdef Py_ssize_t pos = 0
+    cdef const unsigned char* base = &buf[0]
+    cdef int total, magic
+    if limit > n:
+        limit = n
+    with nogil:
+        while pos < target:
+            if pos + 8 > limit:
+                pos = limit
+                break
+            total = read_i32(base + pos)
+            magic = read_i32(base + pos + 4)
+            if magic == BLANK_MAGIC:
+                pos = n
+                break
+            if magic != MAGIC_V1 or total < 91 or total > max_record_size or pos + total > limit:
+                pos = limit
+                break
+            pos += total
+    return pos

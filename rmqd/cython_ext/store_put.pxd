@@ -103,6 +103,8 @@ cdef class PutEngine:
     cdef object ix_file
     cdef MapPtr ix_ptr
     cdef long long ix_slots, ix_max
+    cdef bytes last_topic_b              # dispatch_range: the last record's topic bytes and str
+    cdef str last_topic
 
     cdef bint _wanted(self, topic, int queue_id)
     cdef bytes _host(self, h)
@@ -116,3 +118,9 @@ cdef class PutEngine:
     cdef void _write_record(self, Prep* p, long long qoff, long long phys, long long store_ts)
     cdef object _put(self, list msgs)
     cdef void _note_latency(self, double ms) noexcept
+    cdef int _notify(self, list reqs) except -1
+    cdef str _topic_of(self, const unsigned char* p, Py_ssize_t n)
+    cdef int _index_raw(self, str topic, const unsigned char* keys, Py_ssize_t klen,
+                        const unsigned char* uniq, Py_ssize_t ulen, long long phys, long long ts) except -1
+    cdef long long _dispatch_file(self, const unsigned char* base, long long file_from, long long pos,
+                                  long long limit, bint index_on, list reqs, bint* bad) except -2

@@ -10,10 +10,14 @@ tags) call back into the Python objects, which remain the source of truth for fi
 
 CRC32 + body copy run holding the GIL for bodies up to 256 KiB (cheaper than a GIL round trip)
 and without it above.
+
+:meth:`PutEngine.dispatch_range` is the other way in: it dispatches records already in the
+CommitLog (ConsumeQueue entry, IndexFile items, dispatch listeners) without writing them, for
+recovery and for a slave that appended a range replicated from its master.
 """
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_SIMPLE
-from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.string cimport memcpy, memset
+from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
+from libc.string cimport memcmp, memcpy, memset
 from libc.stdlib cimport malloc, free
 from rmqd.cython_ext.message_codec cimport masked_crc
 from rmqd.cython_ext.byteorder cimport rd32, rd64, wr32, wr64
@@ -22,10 +26,13 @@ import logging
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
 
 log = logging.getLogger("rmqd.store.message_store")
 
 DEF MAGIC_V1 = -626843481
+DEF BLANK_MAGIC = -875286124
+DEF MIN_RECORD = 91
 DEF NOGIL_BODY = 262144
 DEF HEADER_SIZE = 40
 DEF CQ_UNIT = 20
@@ -157,6 +164,36 @@ def index_put_key(MapPtr ptr, long long slots, long long max_index, unsigned int
         raise ValueError("index file is closed")
     return index_put(ptr.p, slots, max_index, key_hash, phy, ts)
 
+
+
+# ---------------------------------------------------------------------------------- record fields
+cdef inline unsigned int hash_utf8(unsigned int h, const unsigned char* p, Py_ssize_t n):
+    """Continue Java's String.hashCode over the UTF-8 text ``p[:n]`` (decoded with replacement when
+    it is not ASCII, as the Python side decodes properties)."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] >= 0x80:
+            s = PyUnicode_DecodeUTF8(<const char*>p, n, "replace")
+            return hash_units(h, <str>s, 0, len(<str>s))
+        h = h * 31 + p[i]
+    return h
+
+
+cdef inline bint find_prop(const unsigned char* props, Py_ssize_t n, const char* key, Py_ssize_t klen,
+                           Py_ssize_t* vstart, Py_ssize_t* vlen) noexcept nogil:
+    """The non-empty value of property ``key`` (``NAME\\x01``) in encoded properties: the same rule as
+    message_codec.find_property (first ``key`` at the start or after a \\x02, up to the next \\x02)."""
+    cdef Py_ssize_t i = 0, j
+    while i + klen <= n:
+        if (i == 0 or props[i - 1] == 2) and memcmp(props + i, key, klen) == 0:
+            j = i + klen
+            while j < n and props[j] != 2:
+                j += 1
+            vstart[0] = i + klen
+            vlen[0] = j - i - klen
+            return vlen[0] > 0
+        i += 1
+    return False
 
 
 # ---------------------------------------------------------------------------------- MessageToStore
@@ -394,8 +431,7 @@ cdef class PutEngine:
             cq = self.store._find_cq(topic, queue_id, True)
             s = QueueState()
             s.cq = cq
-            off = self.store._queue_offsets.get(key)
-            s.next_qoff = off if off is not None else cq.max_offset
+            s.next_qoff = cq.max_offset
             s.max_phys = cq.max_phys_offset
             s.refresh()
             self.states[key] = s
@@ -477,6 +513,194 @@ cdef class PutEngine:
                 if j > i:
                     self._index_key(hash_units(base, ks, i, j), phys, ts)
                 i = j + 1
+        return 0
+
+    # -------------------------------------------------------------------------------- dispatch
+    cdef str _topic_of(self, const unsigned char* p, Py_ssize_t n):
+        """The topic of a record as a str (the previous record's object when the bytes are the same)."""
+        cdef bytes last = self.last_topic_b
+        if last is not None and PyBytes_GET_SIZE(last) == n and memcmp(PyBytes_AS_STRING(last), p, n) == 0:
+            return self.last_topic
+        topic = PyUnicode_DecodeUTF8(<const char*>p, n, "replace")
+        self.last_topic_b = PyBytes_FromStringAndSize(<const char*>p, n)
+        self.last_topic = <str>topic
+        return <str>topic
+
+    cdef int _index_raw(self, str topic, const unsigned char* keys, Py_ssize_t klen,
+                        const unsigned char* uniq, Py_ssize_t ulen, long long phys, long long ts) except -1:
+        """:meth:`_index` on the UTF-8 KEYS / UNIQ_KEY values of a stored record (no str built for ASCII)."""
+        cdef unsigned int base
+        cdef Py_ssize_t i, j
+        if self.ix_ptr is not None and self.ix_ptr.p != NULL and phys < rd64(self.ix_ptr.p + 24):
+            return 0      # already indexed
+        if self.ix_ptr is None:
+            files = self.index.files
+            if files and phys < files[len(files) - 1].end_phy_offset:
+                return 0
+        base = hash_units(hash_units(0, topic, 0, len(topic)), "#", 0, 1)
+        if ulen > 0:
+            self._index_key(hash_utf8(base, uniq, ulen), phys, ts)
+        i = 0
+        while i < klen:
+            j = i
+            while j < klen and keys[j] != 32:
+                j += 1
+            if j > i:
+                self._index_key(hash_utf8(base, keys + i, j - i), phys, ts)
+            i = j + 1
+        return 0
+
+    cdef long long _dispatch_file(self, const unsigned char* base, long long file_from, long long pos,
+                                  long long limit, bint index_on, list reqs, bint* bad) except -2:
+        """Dispatch the whole records of one segment from ``pos`` up to ``limit`` (segment-relative);
+        returns the position reached, or -1 at a BLANK marker (the rest of the segment is empty). Stops
+        before a record that does not end by ``limit`` (the rest is yet to come), and at a record
+        that is not well formed (then sets ``bad``)."""
+        cdef const unsigned char* r
+        cdef int total, magic, sys_flag, qid, blen, tlen, plen, tt
+        cdef long long qoff, phys, store_ts, tags
+        cdef Py_ssize_t q, bh, sh, tpos, ppos, kpos = 0, klen = 0, upos = 0, ulen = 0, vpos = 0, vlen = 0
+        cdef QueueState st
+        cdef DispatchRequest req
+        while pos + 8 <= limit:
+            r = base + pos
+            total = rd32(r)
+            magic = rd32(r + 4)
+            if magic == BLANK_MAGIC:
+                return -1
+            if magic != MAGIC_V1 or total < MIN_RECORD or total > self.max_record_size:
+                bad[0] = True
+                break
+            if pos + total > limit:
+                break                                    # not whole yet
+            sys_flag = rd32(r + 36)
+            bh = 20 if (sys_flag & 0x10) else 8
+            sh = 20 if (sys_flag & 0x20) else 8
+            q = 48 + bh
+            store_ts = rd64(r + q)
+            q += 8 + sh + 12
+            blen = rd32(r + q)
+            q += 4
+            if blen < 0 or q + blen + 3 > total:
+                bad[0] = True
+                break
+            q += blen
+            tlen = r[q]
+            tpos = q + 1
+            q = tpos + tlen
+            if q + 2 > total:
+                bad[0] = True
+                break
+            plen = (r[q] << 8) | r[q + 1]
+            ppos = q + 2
+            if ppos + plen != total:
+                bad[0] = True
+                break
+            qid = rd32(r + 12)
+            qoff = rd64(r + 20)
+            phys = file_from + pos
+            topic = self._topic_of(r + tpos, tlen)
+            if topic == SCHEDULE_TOPIC:
+                tags = self.tags_code_fn(topic, PyUnicode_DecodeUTF8(<const char*>(r + ppos), plen, "replace"),
+                                         store_ts)
+            elif find_prop(r + ppos, plen, b"TAGS\x01", 5, &vpos, &vlen):
+                tags = <int>hash_utf8(0, r + ppos + vpos, vlen)
+            else:
+                tags = 0
+            tt = sys_flag & 0xC
+            if tt != TX_PREPARED and tt != TX_ROLLBACK:
+                st = self._state(topic, qid)
+                if phys + total > st.max_phys:           # else dispatched before (ConsumeQueue.put's rule)
+                    self._cq_put(st, qoff, phys, total, tags)
+                if qoff >= st.next_qoff:
+                    st.next_qoff = qoff + 1
+            klen = ulen = 0
+            if not find_prop(r + ppos, plen, b"KEYS\x01", 5, &kpos, &klen):
+                klen = 0
+            if not find_prop(r + ppos, plen, b"UNIQ_KEY\x01", 9, &upos, &ulen):
+                ulen = 0
+            if index_on and tt != TX_ROLLBACK and (klen > 0 or ulen > 0):
+                self._index_raw(topic, r + ppos + kpos, klen, r + ppos + upos, ulen, phys, store_ts)
+            if reqs is not None and self._wanted(topic, qid):
+                req = DispatchRequest.__new__(DispatchRequest)
+                req.topic = topic
+                req.queue_id = qid
+                req.commitlog_offset = phys
+                req.size = total
+                req.tags_code = tags
+                req.store_timestamp = store_ts
+                req.queue_offset = qoff
+                req.keys = PyUnicode_DecodeUTF8(<const char*>(r + ppos + kpos), klen, "replace") if klen else None
+                req.uniq_key = PyUnicode_DecodeUTF8(<const char*>(r + ppos + upos), ulen, "replace") if ulen else None
+                req.sys_flag = sys_flag
+                req.properties = PyUnicode_DecodeUTF8(<const char*>(r + ppos), plen, "replace")
+                reqs.append(req)
+            if store_ts > self.last_store_ts:
+                self.last_store_ts = store_ts
+            pos += total
+        return pos
+
+    def dispatch_range(self, long long start, long long end, bint notify=True) -> int:
+        """Dispatch every whole record of the CommitLog in ``[start, end)`` to the consume queues, the
+        index and (with ``notify``) the dispatch listeners, as if the engine had just appended them;
+        the bytes are already written (recovery, or a slave's :meth:`CommitLog.append_raw`).
+
+        ``start`` is the offset of a record, of a BLANK marker or of a segment. A record that does not
+        end by ``end`` is left for a later call (a slave receives its master's bytes in pieces that cut
+        records anywhere); entries already in a consume queue or the index are kept. A record that is
+        not well formed stops the dispatch and is logged. Takes the put lock; listeners run after it
+        is released, in the calling thread. The engine's append cursor is re-read on the next put,
+        since the CommitLog grew outside it. Returns the offset reached (also in
+        ``dispatched_where``): ``end``, or the first record not dispatched."""
+        cdef long long phys = start, reached, file_from, limit
+        cdef list reqs = [] if notify and len(self.listeners) > 0 else None
+        cdef bint index_on = self.config.message_index_enable
+        cdef bint bad = False
+        cdef MapPtr ptr
+        self.lock.acquire()
+        try:
+            self.cl_mf = None          # the CommitLog grew outside the engine: re-read its end
+            self.cl_ptr = None
+            while phys < end:
+                mf = self.commitlog.mfq.find(phys)
+                if mf is None:
+                    break
+                ptr = <MapPtr?>mf.ptr
+                if ptr.p == NULL:
+                    raise OSError(f"commit log segment {mf.path} is closed")
+                file_from = mf.file_from_offset
+                limit = min(end - file_from, <long long>mf.wrote_pos)
+                reached = self._dispatch_file(ptr.p, file_from, phys - file_from, limit, index_on, reqs, &bad)
+                if reached < 0:                          # BLANK marker: the next segment
+                    phys = file_from + mf.file_size
+                    continue
+                phys = file_from + reached
+                if reached < mf.file_size:
+                    break
+            if phys > end:
+                phys = end
+            self.dispatched_where = phys
+        finally:
+            self.lock.release()
+        if bad:
+            log.error("dispatch stopped at commit log offset %d: the record there is not well formed", phys)
+        if reqs:
+            self._notify(reqs)
+        return phys
+
+    cdef int _notify(self, list reqs) except -1:
+        for r in reqs:
+            for fn in self.listeners:
+                if type(fn) is tuple:        # (topic or watched keys, fn): filtered in C
+                    if not _entry_wants(<tuple>fn, (<DispatchRequest>r).topic, (<DispatchRequest>r).queue_id):
+                        continue
+                    fn = (<tuple>fn)[1]
+                try:
+                    fn(r)
+                except Exception:
+                    log.exception("dispatch listener %r failed for %s/%d@%d", fn,
+                                  (<DispatchRequest>r).topic, (<DispatchRequest>r).queue_id,
+                                  (<DispatchRequest>r).queue_offset)
         return 0
 
     # -------------------------------------------------------------------------------- put
@@ -689,19 +913,8 @@ cdef class PutEngine:
                     PyBuffer_Release(&preps[i].buf)
             if preps != &one:
                 free(preps)
-        if want_reqs:
-            for r in reqs:
-                for fn in self.listeners:
-                    if type(fn) is tuple:        # (topic or watched keys, fn): filtered in C
-                        if not _entry_wants(<tuple>fn, (<DispatchRequest>r).topic, (<DispatchRequest>r).queue_id):
-                            continue
-                        fn = (<tuple>fn)[1]
-                    try:
-                        fn(r)
-                    except Exception:
-                        log.exception("dispatch listener %r failed for %s/%d@%d", fn,
-                                      (<DispatchRequest>r).topic, (<DispatchRequest>r).queue_id,
-                                      (<DispatchRequest>r).queue_offset)
+        if want_reqs and reqs:
+            self._notify(reqs)
         self.put_times_total += n
         self.put_size_total += wrote
         if not self.latency_by_caller:

@@ -134,6 +134,48 @@ class CommitLog:
     def commit(mf: MappedFile, total: int) -> None:
         mf.wrote_pos += total
 
+    def append_raw(self, offset: int, data) -> int:
+        """A slave's append (Java ``CommitLog.appendData``): write ``data``, bytes of the master's
+        CommitLog, at exactly ``offset``, which must be where this CommitLog ends; returns the new end.
+
+        Bytes land at the same absolute offsets as on the master, so the segments end up byte for byte
+        the same, the BLANK marker the master wrote at a segment's end included (the bytes after it
+        count as written, as on the master). A full segment rolls to the next one (the preallocated file
+        when there is one); an empty CommitLog starts with the segment holding ``offset``, which must
+        be a segment start (a slave joins at the start of one of the master's segments). Raises
+        ValueError for any other offset and writes nothing then. Caller holds the put lock and then
+        dispatches the range (:meth:`rmqd.cython_ext.store_put.PutEngine.dispatch_range`)."""
+        view = memoryview(data).cast("B")
+        mf = self.mfq.last()
+        if mf is None:
+            if offset % self.file_size:
+                raise ValueError(f"an empty commit log starts at a segment start, not at {offset}")
+            mf = self.mfq.create_file(offset, self.allocator.take(offset))
+            self.allocator.request(mf.end_offset)
+        elif offset != mf.file_from_offset + mf.wrote_pos:
+            raise ValueError(f"append at {offset}, but the commit log ends at "
+                             f"{mf.file_from_offset + mf.wrote_pos}")
+        done, n = 0, len(view)
+        while done < n:
+            if mf.wrote_pos >= mf.file_size:
+                nxt = mf.end_offset
+                mf = self.mfq.create_file(nxt, self.allocator.take(nxt))
+                self.allocator.request(mf.end_offset)
+            k = min(n - done, mf.file_size - mf.wrote_pos)
+            _cl.copy_in(mf.mm, mf.wrote_pos, view[done:done + k])
+            mf.wrote_pos += k
+            done += k
+        return offset + n
+
+    def first_record_at(self, offset: int) -> int:
+        """The offset of the first record (or BLANK marker, or the end of the data) at or after
+        ``offset``, found by walking record sizes from the start of its segment."""
+        mf = self.mfq.find(offset)
+        if mf is None:
+            return offset
+        pos = offset - mf.file_from_offset
+        return mf.file_from_offset + _cl.record_boundary(mf.mm, pos, mf.wrote_pos, self.max_record_size)
+
     # ---- read --------------------------------------------------------------------------
     def get(self, phys: int, size: int) -> Optional[memoryview]:
         """Zero-copy view of ``size`` bytes at ``phys`` if wholly written and still present."""

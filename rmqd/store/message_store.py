@@ -31,11 +31,8 @@ from rmqd.store.consume_queue import BLANK_ENTRY, CQ_UNIT, ConsumeQueue
 from rmqd.store.cq_check import repair_consume_queues
 from rmqd.store.index_file import IndexService
 from rmqd.store.page_warmer import PageWarmer
-from rmqd.store.message import (BORNHOST_V6_FLAG,
-                                TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
-                                MessageToStore, decode_properties, find_property, pack_host,
-                                tags_code_of)
-from rmqd.cython_ext import store_commitlog as _cl
+from rmqd.store.message import (BORNHOST_V6_FLAG, MessageToStore, decode_properties, find_property,
+                                pack_host, tags_code_of)
 from rmqd.cython_ext import store_get as _sg
 from rmqd.cython_ext import store_put as _sp
 from rmqd.cython_ext.store_put import DispatchRequest, PutMessageResult  # noqa: F401 (public API)
@@ -331,7 +328,6 @@ class MessageStore:
                                   self._clock)
         self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
         self._cq_lock = threading.Lock()
-        self._queue_offsets: dict[tuple[str, int], int] = {}
         self._put_lock = threading.Lock()
         self._listeners: list[Callable[[DispatchRequest], None]] = []
         self._delay_levels = parse_delay_levels(config.message_delay_level)
@@ -507,38 +503,37 @@ class MessageStore:
             start = files[max(0, len(files) - 3)].file_from_offset if files else 0
             start = min(start, dispatch_from)
         start = max(start, cl.min_offset())
-        recs: list = []
-        valid_end = cl.recover(start, self.config.check_crc_on_recover or abnormal,
-                               lambda mf, pos, size: recs.append((mf, pos)), dispatch_from)
+        valid_end = cl.recover(start, self.config.check_crc_on_recover or abnormal)
         for cq in self._cqs.values():
             cq.truncate_dirty(valid_end)
+        dispatch_from = max(dispatch_from, cl.min_offset())
         redo = repair_consume_queues(list(self._cqs.values()), cl, valid_end, self.max_record_size)
         if redo is not None and max(redo, cl.min_offset()) < dispatch_from:   # rebuild damaged CQs
-            recs.clear()
-            cl.recover(max(redo, cl.min_offset()), True, lambda mf, pos, size: recs.append((mf, pos)),
-                       max(redo, cl.min_offset()))
-        if recs:
-            log.info("re-dispatching %d records from commit log offset %d", len(recs),
-                     recs[0][0].file_from_offset + recs[0][1])
-        redispatch = progress.phase("re-dispatching records", len(recs), "records")
-        for mf, pos in recs:
-            redispatch.advance()
-            (total, qid, qoff, phys, sys_flag, store_ts, topic_b, props_b) = \
-                _cl.record_dispatch_fields(mf.mm, pos)
-            topic = topic_b.decode("utf-8", errors="replace")
-            props = props_b.decode("utf-8", errors="replace")
-            req = DispatchRequest(topic, qid, phys, total, self._tags_code(topic, props, store_ts),
-                                  store_ts, qoff, find_property(props, "KEYS"),
-                                  find_property(props, "UNIQ_KEY"), sys_flag, props)
-            self._dispatch(req)
-            self._last_store_ts = max(self._last_store_ts, store_ts)
-        redispatch.__exit__(None, None, None)
+            dispatch_from = max(redo, cl.min_offset())
+            cl.recover(dispatch_from, True)
+        self._redispatch(dispatch_from, valid_end)
         cl_min = cl.min_offset()
-        for key, cq in self._cqs.items():
+        for cq in self._cqs.values():
             cq.correct_min_offset(cl_min)
-            self._queue_offsets[key] = cq.max_offset
         self._engine.reset()
         self._flush_logics()
+
+    def _redispatch(self, start: int, end: int) -> None:
+        """Dispatch the CommitLog records in [start, end) to consume queues and index, one C call per
+        segment (:meth:`~rmqd.cython_ext.store_put.PutEngine.dispatch_range`)."""
+        cl = self.commitlog
+        pos = cl.first_record_at(start) if start < end else end
+        if pos >= end:
+            return
+        log.info("re-dispatching commit log [%d, %d)", pos, end)
+        with progress.phase("re-dispatching records", end - pos, "B") as p:
+            while pos < end:
+                stop = min(end, cl.roll_next_file(pos))
+                reached = self._engine.dispatch_range(pos, stop, False)
+                p.advance(stop - pos)
+                if reached < stop:          # logged by the engine; verified records never stop it
+                    break
+                pos = stop
 
     # ------------------------------------------------------------------ put
     def _tags_code(self, topic: str, props: str, store_ts: int) -> int:
@@ -580,6 +575,21 @@ class MessageStore:
         self._engine.record_latency((time.perf_counter() - t0) * 1000)
         return r
 
+    def append_to_commitlog(self, offset: int, data) -> int:
+        """A slave's append (Java ``DefaultMessageStore.appendToCommitLog``): write ``data``, a range of
+        the master's CommitLog starting at ``offset`` (which must be where this CommitLog ends), then
+        dispatch its whole records to consume queues, index and dispatch listeners as a local put does;
+        a record cut at the end of ``data`` is dispatched by the append that completes it. Returns the
+        new CommitLog end. Raises ValueError for a wrong offset (nothing written) and RuntimeError when
+        the store is not running."""
+        if not self._running:
+            raise RuntimeError("message store is not running")
+        with self._put_lock:
+            end = self.commitlog.append_raw(offset, data)
+        start = self._engine.dispatched_where
+        self._engine.dispatch_range(start if 0 <= start < offset else offset, end)
+        return end
+
     def on_flushed(self, end_offset: int, done: Callable[[bool], None]) -> None:
         """SYNC_FLUSH without blocking: ``done(True)`` on the group-commit thread once the
         CommitLog is on disk up to ``end_offset``, ``done(False)`` after ``syncFlushTimeout``.
@@ -601,17 +611,6 @@ class MessageStore:
         with self._stats_lock:
             self._stats.put_message_failed_times += 1
         return PutMessageResult(status, remark=remark)
-
-    def _dispatch(self, req: DispatchRequest) -> None:
-        """Write the consume queue entry and index items (caller holds the put lock or recovers)."""
-        tt = req.sys_flag & 0xC
-        if tt not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
-            cq = self._find_cq(req.topic, req.queue_id, create=True)
-            cq.put(req.queue_offset, req.commitlog_offset, req.size, req.tags_code)
-        if self.config.message_index_enable and tt != TRANSACTION_ROLLBACK_TYPE and \
-                (req.keys or req.uniq_key):
-            self.index.build(req.topic, req.keys, req.uniq_key, req.commitlog_offset,
-                             req.store_timestamp)
 
     def add_dispatch_listener(self, fn: Callable[[DispatchRequest], None],
                               topic: Optional[str] = None, watch: Optional[Container] = None) -> None:
@@ -726,7 +725,6 @@ class MessageStore:
             new = dict(self._cqs)
             for k in gone:
                 new.pop(k).destroy()
-                self._queue_offsets.pop(k, None)
             self._cqs = new
             self._engine.drop_topic(topic)
         tdir = os.path.join(self.config.consume_queue_dir, topic)
@@ -763,7 +761,6 @@ class MessageStore:
                 log.info("cleanExpiredConsumerQueue: %s %d consume queue destroyed, minCommitLogOffset: %d "
                          "maxCLOffsetInConsumeQueue: %d", topic, qid, cl_min, last[0] + last[1])
                 new.pop(key).destroy()
-                self._queue_offsets.pop(key, None)
                 self._engine.states.pop(key, None)
                 dropped.append(key)
             self._cqs = new
