@@ -38,6 +38,9 @@ def is_master_only(service: Any) -> bool:
 class Replication:
     """See the module docstring."""
 
+    sync_first_delay_s = FIRST_DELAY_S      # SlaveSynchronize's schedule (Java's); attributes so tests shorten it
+    sync_period_s = PERIOD_S
+
     def __init__(self, config: Any, store: Any, host: str) -> None:
         self.config = config
         self.role = RoleManager(config)
@@ -115,8 +118,8 @@ class Replication:
         self._tasks = []
         if self.role.is_slave and self.slave_sync is not None:
             loop = self._loop
-            self._tasks = [loop.create_task(self._every(FIRST_DELAY_S, PERIOD_S, self.slave_sync.sync_all),
-                                            name="slave-synchronize"),
+            sync = self._every(self.sync_first_delay_s, self.sync_period_s, self.slave_sync.sync_all)
+            self._tasks = [loop.create_task(sync, name="slave-synchronize"),
                            loop.create_task(self.slave_sync.follow_changes(), name="slave-follow-changes")]
 
     @staticmethod

@@ -220,43 +220,33 @@ class HAClient:
         self.last_write_ms = int(time.time() * 1000)
 
     def _consume(self, view: memoryview, filled: int) -> int:
-        """Append and dispatch every whole transfer in ``view[:filled]``; returns the bytes used."""
+        """Append (and so verify and dispatch) every whole transfer in ``view[:filled]``; returns the bytes used."""
         pos = 0
-        appended = False
         max_body = self.store.commitlog.file_size
-        try:
-            while filled - pos >= HEADER_SIZE:
-                offset, size = TRANSFER_HEADER.unpack_from(view, pos)
-                if size < 0 or size > max_body:
-                    raise HAProtocolError(f"the master sent a transfer of {size} bytes at offset {offset}")
-                if offset < 0:
-                    raise HAProtocolError(f"the master sent a negative offset {offset}")
-                if filled - pos < HEADER_SIZE + size:
+        while filled - pos >= HEADER_SIZE:
+            offset, size = TRANSFER_HEADER.unpack_from(view, pos)
+            if size < 0 or size > max_body:
+                raise HAProtocolError(f"the master sent a transfer of {size} bytes at offset {offset}")
+            if offset < 0:
+                raise HAProtocolError(f"the master sent a negative offset {offset}")
+            if size == 0 or filled - pos < HEADER_SIZE + size:
+                mx = self.store.commitlog_max_offset()
+                if mx and offset != mx:          # Java checks every header, whole or not
+                    raise HAProtocolError(f"master pushed offset {offset} not equal to the max offset of this "
+                                          f"slave {mx}")
+                if size:
                     if HEADER_SIZE + size > len(view):
                         raise HAProtocolError(f"a transfer of {size} bytes is larger than the read buffer")
-                    mx = self.store.commitlog_max_offset()
-                    if mx and offset != mx:
-                        raise HAProtocolError(f"master pushed offset {offset} not equal to the max offset of this "
-                                              f"slave {mx}")
                     break
-                if size:
-                    self.appender.append(offset, view[pos + HEADER_SIZE:pos + HEADER_SIZE + size])
-                    appended = True
-                else:
-                    mx = self.store.commitlog_max_offset()
-                    if mx and offset != mx:
-                        raise HAProtocolError(f"master pushed offset {offset} not equal to the max offset of this "
-                                              f"slave {mx}")
-                pos += HEADER_SIZE + size
-        finally:
-            if appended:
-                self.appender.dispatch()
+            else:
+                self.appender.append(offset, view[pos + HEADER_SIZE:pos + HEADER_SIZE + size])
+            pos += HEADER_SIZE + size
         return pos
 
     def _undo(self) -> None:
-        """After bad input: cut off what was appended but not dispatched, and dispatch from there next time."""
+        """After bad input: cut off what was appended but not verified, and go on from there next time."""
         try:
             self.appender.rollback()
         except Exception:
-            log.exception("HA client: cutting the CommitLog back to %d failed", self.appender.dispatched)
+            log.exception("HA client: cutting the CommitLog back to %d failed", self.appender.checked)
         self.appender.reset()

@@ -83,6 +83,10 @@ class DefaultHAService:
         self._stopping = True
         self.client.shutdown()
         if self._listener is not None:
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)      # wakes the accept() in progress
+            except OSError:
+                pass                                           # not listening (never started)
             self._listener.close()
         if self._accept_thread is not None:
             self._accept_thread.join(3)
