@@ -95,11 +95,20 @@ class Replication:
 
     # ------------------------------------------------------------------ lifecycle
     def bind(self, listen_port: int, configured_port: int) -> int:
-        """Listen on the HA port: ``listen_port + 1``, or any free port when the broker was given port 0 (then
-        listen port + 1 may be taken). Returns the port, which the caller stores as ``haListenPort``."""
-        self.ha.config.listen_port = listen_port + 1 if configured_port else 0
-        port = self.ha.bind()
-        self.ha.config.listen_port = port
+        """Listen on the HA port, ``listen_port + 1`` as Java's BrokerStartup sets it. A broker given port 0 (any
+        free port) takes any free HA port when listen port + 1 is taken. Returns the port, which the caller
+        stores as ``haListenPort``."""
+        cfg = self.ha.config
+        cfg.listen_port = listen_port + 1
+        try:
+            port = self.ha.bind()
+        except OSError:
+            if configured_port:
+                raise
+            log.info("HA port %d is taken: listening on any free port", listen_port + 1)
+            cfg.listen_port = 0
+            port = self.ha.bind()
+        cfg.listen_port = port
         return port
 
     def start(self, loop: asyncio.AbstractEventLoop, client: Any, topics: Any, groups: Any, offsets: Any,

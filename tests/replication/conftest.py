@@ -82,6 +82,7 @@ class Group:
         self.slave_conf = dict(slave_conf or {})
         self.master: BrokerController | None = None
         self.slave: BrokerController | None = None
+        self.master_port = 0
         self.clients: list[BlockingClient] = []
 
     def _config(self, name: str, extra: dict) -> BrokerConfig:
@@ -92,8 +93,13 @@ class Group:
         return BrokerConfig(**values)
 
     def start_master(self, **extra: Any) -> BrokerController:
-        self.master = BrokerController(self._config("master", {**self.master_conf, **extra}))
+        """Start (or restart, on the same ports: the slave keeps reconnecting to them) the master."""
+        conf = {**self.master_conf, **extra}
+        if self.master_port:
+            conf["listenPort"] = self.master_port
+        self.master = BrokerController(self._config("master", conf))
         self.lt.call(self.master.start())
+        self.master_port = self.master.server.port
         return self.master
 
     def start_slave(self, **extra: Any) -> BrokerController:
