@@ -138,6 +138,8 @@ class PullMessageProcessor:
         has_commit = bool(sys_flag & FLAG_COMMIT_OFFSET)
         has_subscription = bool(sys_flag & FLAG_SUBSCRIPTION)
         tc = broker.topic_config_manager.get(topic)
+        if tc is None:      # a slave may hold a topic its master's config has not reached yet (rmqd.replicas)
+            tc = broker.replication.topic_from_store(broker.topic_config_manager, topic)
         if tc is None:
             log.error("pull: topic %s of group %s (%s) does not exist", topic, group, conn.remote_address)
             return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please! {FAQ}")

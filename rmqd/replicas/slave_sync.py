@@ -181,7 +181,7 @@ class SlaveSynchronize:
         while True:
             master = self._master()
             if master is None:
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(0.1)             # until the name server names the master
                 continue
             seen = self.master_topic_version or DataVersion(0, 0)
             ext = {**_version_ext(seen, "topic"), "holdMillis": str(int(WAIT_HOLD_S * 1000))}

@@ -23,6 +23,7 @@ from rmqd.replicas.slave_sync import FIRST_DELAY_S, PERIOD_S, WAIT_METADATA_CHAN
 from rmqd.store.ha.config import ha_config_from
 from rmqd.store.ha.layer import ReplicatedStore
 from rmqd.store.ha.service import DefaultHAService
+from rmqd.store.topic_restore import restore_topics_from_store
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +164,21 @@ class Replication:
     def shutdown(self) -> None:
         """Stop the HA service (blocking: call it off the loop, before the store shuts down)."""
         self.ha.shutdown()
+
+    def topic_from_store(self, topics: Any, topic: str) -> Any:
+        """A slave asked for a topic its master's config has not reached yet (SlaveSynchronize runs every 10 s,
+        and the master may be gone): when the replicated CommitLog holds its consume queues, put its config
+        back from them (rmqd.store.topic_restore) so the slave serves what it holds; Java answers
+        TOPIC_NOT_EXIST there. None on a master, or when the store has nothing of it."""
+        if not self.role.is_slave:
+            return None
+        queues = [key for key in list(self.store._cqs) if key[0] == topic]
+        if not queues:
+            return None
+        log.warning("topic %s has not come from the master yet; serving it from the %d replicated consume "
+                    "queue(s) this slave holds", topic, len(queues))
+        restore_topics_from_store(topics, queues)
+        return topics.get(topic)
 
     # ------------------------------------------------------------------ codes
     def register(self, dispatcher: Any, pool: Any, topics: Any) -> None:
