@@ -89,6 +89,15 @@ SPECS: tuple[FamilySpec, ...] = (
                "CommitLog bytes not yet dispatched to consume queues and index."),
     FamilySpec("rocketmq_storage_message_reserve_time", "gauge", "ms", _L_STORE,
                "Age of the earliest stored message."),
+    # master/slave replication (rmqd's own: a 5.x broker exports none); only from a broker in a replica group
+    FamilySpec("rmqd_ha_slave_lag", "gauge", "By", ("slave_addr",),
+               "CommitLog bytes the master holds and the slave has not acknowledged."),
+    FamilySpec("rmqd_ha_slave_lag_latency", "gauge", "ms", ("slave_addr",),
+               "Age of the oldest CommitLog byte sent to the slave and not acknowledged."),
+    FamilySpec("rmqd_ha_in_sync_slaves", "gauge", "1", (),
+               "Slaves less than haSlaveFallbehindMax behind the master."),
+    FamilySpec("rmqd_ha_master_connected", "gauge", "1", (),
+               "On a slave: 1 while it replicates from its master, else 0."),
     # POP (Java's PopMetricsManager; its units are spelled "milliseconds")
     FamilySpec("rocketmq_pop_revive_in_message_total", "counter", "",
                ("consumer_group", "topic", "revive_message_type", "put_status"),

@@ -146,3 +146,35 @@ def test_slave_down_and_back_then_master_down_and_back(group_factory):
     for i in range(10):
         assert send(c, "UpDown", b"c" * 1000, f"c{i}").code == ResponseCode.SUCCESS
     assert g.slave.store.get_max_offset("UpDown", 0) == 110
+
+
+def test_lag_in_admin_console_and_metrics(group_factory, capsys):
+    from rmqd.admin.main import main as admin_main
+    from rmqd.console.view import RemoteClusterView
+    from rmqd.metrics.collector import collect
+
+    g = group_factory()
+    m, s = g.master, g.slave
+    c = g.client(m)
+    for i in range(20):
+        assert send(c, "LagTopic", b"l" * 500, f"l{i}").code == ResponseCode.SUCCESS
+    g.wait_caught_up()
+    wait_until(lambda: m.replication.ha.push2slave == m.store.commitlog_max_offset(), 10, "slave acknowledged")
+    assert admin_main(["haStatus", "-n", g.namesrv.address, "-c", "DefaultCluster"]) in (0, None)
+    out = capsys.readouterr().out
+    assert f"#MasterAddr\t{m.address}" in out and "#SlaveNum\t1" in out and "#InSyncSlaveNum\t1" in out
+    row = next(line for line in out.splitlines() if line.startswith("127.0.0.1:") and "OK" in line)
+    assert row.split()[2] == "0"                                  # #Diff: in sync
+    assert admin_main(["haStatus", "-n", g.namesrv.address, "-b", s.address]) in (0, None)
+    out = capsys.readouterr().out
+    assert f"#MasterAddr\t{s.role_manager.master_ha_addr}" in out and "#CommitLogMaxOffset" in out
+    view = RemoteClusterView(g.namesrv.address)
+    try:
+        rows = {b["brokerId"]: b for b in view.overview()["brokers"]}
+    finally:
+        view.close()
+    assert rows[0]["inSyncSlaves"] == 1
+    assert rows[1]["lagBytes"] == 0 and rows[1]["lagMillis"] == 0
+    text = collect(m)
+    assert "rmqd_ha_slave_lag_bytes{" in text and "rmqd_ha_in_sync_slaves{" in text
+    assert "rmqd_ha_master_connected{" in collect(s)
