@@ -74,7 +74,10 @@ class Scrape:
         return group in SYSTEM_GROUPS or group.startswith(SYSTEM_GROUP_PREFIX)
 
     def fam(self, instrument: str) -> Family:
-        return self.fams[instrument]
+        fam = self.fams.get(instrument)
+        if fam is None:                   # a family outside the 5.x set: present once it has a sample
+            fam = self.fams[instrument] = Family(BY_INSTRUMENT[instrument])
+        return fam
 
     # ---------------------------------------------------------------- counters
     def messages_in(self) -> None:

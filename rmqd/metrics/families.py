@@ -89,15 +89,6 @@ SPECS: tuple[FamilySpec, ...] = (
                "CommitLog bytes not yet dispatched to consume queues and index."),
     FamilySpec("rocketmq_storage_message_reserve_time", "gauge", "ms", _L_STORE,
                "Age of the earliest stored message."),
-    # master/slave replication (rmqd's own: a 5.x broker exports none); only from a broker in a replica group
-    FamilySpec("rmqd_ha_slave_lag", "gauge", "By", ("slave_addr",),
-               "CommitLog bytes the master holds and the slave has not acknowledged."),
-    FamilySpec("rmqd_ha_slave_lag_latency", "gauge", "ms", ("slave_addr",),
-               "Age of the oldest CommitLog byte sent to the slave and not acknowledged."),
-    FamilySpec("rmqd_ha_in_sync_slaves", "gauge", "1", (),
-               "Slaves less than haSlaveFallbehindMax behind the master."),
-    FamilySpec("rmqd_ha_master_connected", "gauge", "1", (),
-               "On a slave: 1 while it replicates from its master, else 0."),
     # POP (Java's PopMetricsManager; its units are spelled "milliseconds")
     FamilySpec("rocketmq_pop_revive_in_message_total", "counter", "",
                ("consumer_group", "topic", "revive_message_type", "put_status"),
@@ -119,7 +110,20 @@ SPECS: tuple[FamilySpec, ...] = (
     FamilySpec("rocketmq_pop_buffer_scan_time_consume", "histogram", "milliseconds", (),
                "Merge-buffer scan time (rmqd has no merge buffer: no samples).", POP_SCAN_BUCKETS_MS),
 )
-BY_INSTRUMENT = {s.instrument: s for s in SPECS}
+# Master/slave replication: rmqd's own families (a 5.x broker exports none), only in a scrape of a broker in a
+# replica group (rmqd.metrics.collector.Scrape.replication), so a lone broker's families stay the 5.x set.
+REPLICA_SPECS: tuple[FamilySpec, ...] = (
+    FamilySpec("rmqd_ha_slave_lag", "gauge", "By", ("slave_addr",),
+               "CommitLog bytes the master holds and the slave has not acknowledged."),
+    FamilySpec("rmqd_ha_slave_lag_latency", "gauge", "ms", ("slave_addr",),
+               "Age of the oldest CommitLog byte sent to the slave and not acknowledged."),
+    FamilySpec("rmqd_ha_in_sync_slaves", "gauge", "1", (),
+               "Slaves less than haSlaveFallbehindMax behind the master."),
+    FamilySpec("rmqd_ha_master_connected", "gauge", "1", (),
+               "On a slave: 1 while it replicates from its master, else 0."),
+)
+
+BY_INSTRUMENT = {s.instrument: s for s in SPECS + REPLICA_SPECS}
 
 
 @dataclass
