@@ -16,7 +16,7 @@ import pytest
 
 from javakit import SETUP_BUDGET, free_port_block, require_kit
 from replication_kit import (Clients, ReferenceBroker, RmqdProc, create_topic, max_offset, read_all_keys,
-                             same_commitlog, topic_names, wait_until)
+                             runtime_info, same_commitlog, topic_names, wait_until)
 
 pytestmark = pytest.mark.timeout(SETUP_BUDGET + 600)
 
@@ -66,6 +66,12 @@ def test_rmqd_master_java_slave_replicates_byte_for_byte(rmqd_master_java_slave,
     names = same_commitlog(p["root"] / "master" / "commitlog", slave.store_dir / "commitlog")
     assert len(names) >= 1
     assert set(res["ok"]) <= read_all_keys(slave.addr, "HaMixA")
+    # brokerStatus: a slave counts what it receives as puts (Java's reput on a slave), both sides the same keys
+    java_slave, rmqd_master = runtime_info(slave.addr), runtime_info(master.addr)
+    assert int(java_slave["putMessageTimesTotal"]) >= COUNT
+    assert java_slave["commitLogMaxOffset"] == rmqd_master["commitLogMaxOffset"]
+    path_keys = {k for k in set(java_slave) | set(rmqd_master) if k.startswith("commitLogDiskRatio_")}
+    assert set(java_slave) - path_keys <= set(rmqd_master) - path_keys
     out = mqadmin_shell.run("clusterList", "-n", p["ns"].addr).stdout
     rows = [line.split() for line in out.splitlines() if line.startswith("DefaultCluster")]
     assert {(r[1], r[2], r[3]) for r in rows} == {("broker-a", "0", master.addr), ("broker-a", "1", slave.addr)}, out
@@ -129,6 +135,11 @@ def test_java_master_rmqd_slave(java_master_rmqd_slave, mqadmin_shell):
     wait_until(lambda: max_offset(slave.addr) == max_offset(master.addr), 30, "rmqd slave caught up")
     same_commitlog(master.store_dir / "commitlog", p["root"] / "slave" / "commitlog")
     assert set(res["ok"]) <= read_all_keys(slave.addr, "HaMixB")
+    rmqd_slave, java_master = runtime_info(slave.addr), runtime_info(master.addr)
+    assert int(rmqd_slave["putMessageTimesTotal"]) >= COUNT          # counted as the Java slave counts them
+    assert rmqd_slave["commitLogMaxOffset"] == java_master["commitLogMaxOffset"]
+    out = mqadmin_shell.run("brokerStatus", "-b", slave.addr, "-n", p["ns"].addr).stdout
+    assert "%-32s: %s" % ("commitLogMaxOffset", java_master["commitLogMaxOffset"]) in out, out
     master.kill()
     clients.call(cmd="consume", group="HaMixBReaders", topic="HaMixB")
     wait_until(lambda: set(clients.call(cmd="report", group="HaMixBReaders")["keys"]) >= set(res["ok"]), 90,

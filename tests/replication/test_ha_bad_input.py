@@ -208,3 +208,36 @@ def test_slave_acknowledges_beyond_master(caplog, master):
     finally:
         fake.close()
     wait_until(lambda: any("acknowledged offset" in r.getMessage() for r in caplog.records), 5, "logged")
+
+
+def test_slave_reconnecting_inside_a_files_blank_end_is_accepted(tmp_path, source):
+    """A slave that got a file's records and part of its BLANK padding (cut off there) reports an offset inside
+    the padding: the master streams the rest of it, then the next file."""
+    fill(source, 60, size=700)                                # past the first 64 KiB file
+    fake = FakeMaster()
+    store = make_store(str(tmp_path / "cut"), FS)
+    ha = DefaultHAService(store, HAConfig(listen_port=0, commitlog_file_size=FS), slave=True)
+    ha.client.reconnect_delay_s = 0.1
+    ha.start()
+    master_ha = DefaultHAService(source, HAConfig(listen_port=0, commitlog_file_size=FS))
+    master_ha.start()
+    try:
+        ha.update_master_address(fake.address)
+        fake.accept()
+        first = commitlog_bytes(source, 0, FS)
+        blank_at = _record_end(source, FS - 1500)             # the end-of-file marker follows the last record
+        while int.from_bytes(first[blank_at + 4:blank_at + 8], "big", signed=True) != -875286124:
+            blank_at = _record_end(source, blank_at)
+        cut = blank_at + 8 + (FS - blank_at - 8) // 2         # inside the padding
+        fake.transfer(0, first[:cut])
+        assert fake.read_report() == cut
+        ha.update_master_address(f"127.0.0.1:{master_ha.port}")
+        wait_until(lambda: store.commitlog_max_offset() == source.commitlog_max_offset(), 10, "slave caught up")
+        assert commitlog_bytes(store, FS, source.commitlog_max_offset()) == \
+            commitlog_bytes(source, FS, source.commitlog_max_offset())
+        assert store.get_max_offset("HaTopic", 0) == source.get_max_offset("HaTopic", 0)
+    finally:
+        master_ha.shutdown()
+        ha.shutdown()
+        fake.close()
+        store.shutdown()

@@ -22,8 +22,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Optional
 
-from rmqd.cython_ext import message_codec as _codec
-from rmqd.cython_ext import store_commitlog as _cl
+from rmqd.cython_ext.ha_verify import AT_BOUNDARY, IN_PADDING, locate
 from rmqd.store.ha.protocol import HEADER_SIZE, REPORT, REPORT_SIZE, HAProtocolError, pack_header
 
 if TYPE_CHECKING:
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BLANK_MAGIC = -875286124
 _MARKS_MAX = 65536
 
 
@@ -193,11 +191,8 @@ class HAConnection:
         mf = cl.mfq.find(offset)
         if mf is None:
             raise HAProtocolError(f"slave requests offset {offset}, which no CommitLog file of the master holds")
-        pos = offset - mf.file_from_offset
-        if pos == 0:
-            return
-        _total, magic = _cl.read_header(mf.mm, pos)
-        if magic not in (_codec.MESSAGE_MAGIC_CODE, BLANK_MAGIC):
+        where = locate(mf.mm, offset - mf.file_from_offset, mf.wrote_pos, cl.file_size)
+        if where not in (AT_BOUNDARY, IN_PADDING):       # padding: the slave got part of a file's BLANK end
             raise HAProtocolError(f"slave requests offset {offset}, which is not at a record boundary of the "
                                   "master's CommitLog (a different CommitLog, or another mapedFileSizeCommitLog)")
 

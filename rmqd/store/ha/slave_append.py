@@ -20,6 +20,7 @@ from typing import Any
 
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.cython_ext import store_commitlog as _cl
+from rmqd.cython_ext.ha_verify import IN_PADDING, VERIFY_BLANK, VERIFY_LIMIT, locate, verify_range
 from rmqd.store.ha.protocol import HAProtocolError
 
 log = logging.getLogger(__name__)
@@ -36,8 +37,14 @@ class SlaveAppender:
         self.checked = store.commitlog_max_offset()     # verified and dispatched up to here (recovery did the rest)
 
     def reset(self) -> None:
-        """Start from the store's max offset (after recovery, or a rollback)."""
-        self.checked = self.store.commitlog_max_offset()
+        """Start from the store's max offset (after recovery, or a rollback), or from its last file's end when
+        that offset is inside the file's BLANK padding (the end-of-file record is verified; zeros follow)."""
+        cl = self.store.commitlog
+        self.checked = cl.max_offset()
+        mf = cl.mfq.last()
+        if mf is not None and 0 < mf.wrote_pos < mf.file_size and \
+                locate(mf.mm, mf.wrote_pos, mf.wrote_pos, cl.file_size) == IN_PADDING:
+            self.checked = mf.end_offset
 
     # ------------------------------------------------------------------ append
     def append(self, offset: int, data: memoryview) -> None:
@@ -69,7 +76,7 @@ class SlaveAppender:
 
     def _verify_and_dispatch(self) -> None:
         start = self.checked
-        end = self._verify(start)
+        end, records, nbytes = self._verify(start)
         if end <= start:
             return
         reached = self.store._engine.dispatch_range(start, end)
@@ -77,33 +84,41 @@ class SlaveAppender:
             self.checked = reached
             raise HAProtocolError(f"dispatch stopped at offset {reached} before {end}")
         self.checked = end
+        store = self.store
+        with store._stats_lock:               # a slave's puts are the records it receives (as Java's reput counts)
+            store._stats.put_message_times_total += records
+            store._stats.put_message_size_total += nbytes
 
-    def _verify(self, start: int) -> int:
-        """The offset up to which the CommitLog holds whole, well-formed records from ``start`` (BLANK markers
-        included); HAProtocolError for anything that is neither that nor a record still arriving."""
+    def _verify(self, start: int) -> tuple[int, int, int]:
+        """How far the CommitLog holds whole, well-formed records from ``start`` (BLANK markers included), and how
+        many records (and bytes) that is; HAProtocolError for anything that is neither that nor a record still
+        arriving."""
         cl = self.store.commitlog
         limit = self.store.max_record_size
         pos_off = start
+        records = nbytes = 0
         while True:
             mf = cl.mfq.find(pos_off)
             if mf is None:
-                return pos_off
+                return pos_off, records, nbytes
             begin = pos_off - mf.file_from_offset
             wrote = mf.wrote_pos
             if begin >= wrote:
-                return pos_off
-            end, code, _ = _cl.scan_records(mf.mm, begin, wrote, True, limit, False)
-            if code == _cl.SCAN_BLANK:
+                return pos_off, records, nbytes
+            end, code, n, size = verify_range(mf.mm, begin, wrote, True, limit)
+            records += n
+            nbytes += size
+            if code == VERIFY_BLANK:
                 if end != mf.file_size:
-                    raise HAProtocolError(f"the master's end-of-file record at {mf.file_from_offset + end} does not "
-                                          f"end at this slave's file end {mf.end_offset}: the master's "
+                    raise HAProtocolError(f"the master's end-of-file record at {mf.file_from_offset + begin} does "
+                                          f"not end at this slave's file end {mf.end_offset}: the master's "
                                           "mapedFileSizeCommitLog differs")
                 pos_off = mf.end_offset
                 continue
             pos_off = mf.file_from_offset + end
-            if code != _cl.SCAN_LIMIT:
+            if code != VERIFY_LIMIT:
                 self._check_tail(mf, end, wrote, limit)
-            return pos_off
+            return pos_off, records, nbytes
 
     @staticmethod
     def _check_tail(mf: Any, pos: int, wrote: int, limit: int) -> None:
