@@ -27,7 +27,7 @@ from rmqd.store.message import decode_messages
 from rmqd.store.metadata import loads_lenient
 
 ADDR = re.compile(r"listening on (127\.0\.0\.1:\d+)")
-FILE_SIZE = 4 * 1024 * 1024       # both sides: Java's mappedFileSizeCommitLog, rmqd's alias of it
+FILE_SIZE = 1024 * 1024           # mappedFileSizeCommitLog of both sides: small, so the tests cross file ends
 
 
 def wait_until(pred, timeout: float, what: str, interval: float = 0.1):

@@ -52,9 +52,9 @@ class RmqdGroup:
         self.ns = RmqdProc(root / "namesrv.log", "namesrv", "--port", str(base))
         self.namesrv = self.ns.addr
         mconf = root / "m.conf"
-        mconf.write_text(f"brokerRole={role}\nmappedFileSizeCommitLog={FILE_SIZE * 64}\n")
+        mconf.write_text(f"brokerRole={role}\nmappedFileSizeCommitLog={FILE_SIZE * 256}\n")
         sconf = root / "s.conf"
-        sconf.write_text(f"brokerRole=SLAVE\nbrokerId=1\nmappedFileSizeCommitLog={FILE_SIZE * 64}\n")
+        sconf.write_text(f"brokerRole=SLAVE\nbrokerId=1\nmappedFileSizeCommitLog={FILE_SIZE * 256}\n")
         self.master = RmqdProc(root / "master.log", "--log-level", "WARNING", "broker", "-n", self.namesrv,
                                "--broker-port", str(base + 3), "--store-dir", str(root / "master"), "-c", str(mconf),
                                "--grpc-port", "0")
@@ -75,13 +75,13 @@ class JavaGroup:
     def __init__(self, root: Path, role: str) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.cluster = ReferenceCluster(root / "cluster", extra_conf=[f"brokerRole={role}",
-                                                                       f"mappedFileSizeCommitLog={FILE_SIZE * 64}"])
+                                                                       f"mappedFileSizeCommitLog={FILE_SIZE * 256}"])
         self.cluster.start()
         self.namesrv = self.cluster.namesrv_addr
         self.master_addr = self.cluster.broker_addr
         port = free_port_block(4) + 2
         self.slave = ReferenceBroker(root / "slave", self.namesrv, port, 1, "SLAVE",
-                                     {"mappedFileSizeCommitLog": FILE_SIZE * 64}).start()
+                                     {"mappedFileSizeCommitLog": FILE_SIZE * 256}).start()
         self.slave_addr = self.slave.addr
 
     def stop(self) -> None:

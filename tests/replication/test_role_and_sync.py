@@ -92,8 +92,8 @@ def test_slave_synchronize_applies_the_masters_tables(tmp_path):
             "FromMaster": {"topicName": "FromMaster", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}}}),
         RequestCode.GET_ALL_CONSUMER_OFFSET: b'{"offsetTable":{"FromMaster@G":{0:11,1:12}}}',
         RequestCode.GET_ALL_DELAY_OFFSET: b'{"offsetTable":{1:40,3:7}}',
-        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: orjson.dumps({"dataVersion": version.to_json(),
-                                                                   "subscriptionGroupTable": {"G": {"groupName": "G"}}}),
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: orjson.dumps({
+            "dataVersion": version.to_json(), "subscriptionGroupTable": {"G": {"groupName": "G"}}}),
     }
     client = _Client(bodies)
     replaced = []

@@ -20,7 +20,7 @@ import logging
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from rmqd.cython_ext.ha_verify import AT_BOUNDARY, IN_PADDING, locate
 from rmqd.store.ha.protocol import HEADER_SIZE, REPORT, REPORT_SIZE, HAProtocolError, pack_header
