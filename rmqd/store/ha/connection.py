@@ -86,12 +86,11 @@ class HAConnection:
 
     def lag_millis(self) -> int:
         """Age of the oldest byte sent to the slave and not yet acknowledged (0 when it has everything sent)."""
-        marks = self._marks
-        try:
-            first = marks[0]
-        except IndexError:
-            return 0
-        return int((time.monotonic() - first[1]) * 1000)
+        ack = self.slave_ack_offset
+        for end, when in list(self._marks):
+            if end > ack:
+                return int((time.monotonic() - when) * 1000)
+        return 0
 
     def transferred_per_second(self) -> float:
         now = time.monotonic()
@@ -216,6 +215,7 @@ class HAConnection:
                      self.slave_request_offset)
             last_write = time.monotonic()
             while not self._closed.is_set():
+                seq = svc.data_seq()
                 if self._send_round():
                     last_write = time.monotonic()
                     continue
@@ -224,7 +224,7 @@ class HAConnection:
                     send_all(self.sock, [pack_header(self.transfer_from, 0)])
                     last_write = now
                     continue
-                svc.wait_for_data(min(svc.poll_interval_s, heartbeat_s - (now - last_write)))
+                svc.wait_for_data(seq, min(svc.poll_interval_s, heartbeat_s - (now - last_write)))
         except HAProtocolError as exc:
             self.close(str(exc))
         except (socket.timeout, TimeoutError):
@@ -263,9 +263,9 @@ class HAConnection:
             off += n
             pos += n
             avail -= n
+        self._marks.append((off, time.monotonic()))           # before the send: its ack may come back at once
         self.bytes_sent += send_all(self.sock, buffers) - HEADER_SIZE * (len(buffers) // 2)
         for b in buffers[1::2]:
             b.release()
         self.transfer_from = off
-        self._marks.append((off, time.monotonic()))
         return True

@@ -155,8 +155,14 @@ class ReplicatedStore:
         if not self._sync_master:
             inner.on_flushed(end_offset, lambda ok: done(_OK if ok else PutMessageStatus.FLUSH_DISK_TIMEOUT))
             return
-        join = _Join(done)
         ha = self.ha
+        if inner.config.flush_disk_type != "SYNC_FLUSH":          # nothing to join: the slave decides alone
+            if ha.is_slave_ok(end_offset):
+                ha.put_request(end_offset, lambda ok: done(_OK if ok else PutMessageStatus.FLUSH_SLAVE_TIMEOUT))
+            else:
+                done(PutMessageStatus.SLAVE_NOT_AVAILABLE)
+            return
+        join = _Join(done)
         if ha.is_slave_ok(end_offset):
             ha.put_request(end_offset, join.replicated)
         else:

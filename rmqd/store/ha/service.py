@@ -44,6 +44,7 @@ class DefaultHAService:
         self.client = HAClient(store, config)
         self._data = threading.Condition()
         self._data_seq = 0
+        self._wake_pending = False
         self._listener: Optional[socket.socket] = None
         self._accept_thread: Optional[threading.Thread] = None
         self._stopping = False
@@ -160,17 +161,25 @@ class DefaultHAService:
             self.transfer.notify_transfer_some(offset)
 
     def wakeup(self) -> None:
-        """New CommitLog data: wake the writers now instead of at their next poll."""
+        """New CommitLog data: wake the writers now instead of at their next poll (once per look of theirs at the
+        CommitLog: the puts that follow before it ride on the same wake-up)."""
+        if self._wake_pending:
+            return
+        self._wake_pending = True
         with self._data:
             self._data_seq += 1
             self._data.notify_all()
 
-    def wait_for_data(self, timeout: float) -> None:
-        if timeout <= 0:
-            return
-        with self._data:
-            seq = self._data_seq
-            self._data.wait_for(lambda: self._data_seq != seq or self._stopping, timeout)
+    def data_seq(self) -> int:
+        """Taken by a writer before it looks at the CommitLog; wakes that come later end its next wait at once."""
+        self._wake_pending = False
+        return self._data_seq
+
+    def wait_for_data(self, seq: int, timeout: float) -> None:
+        """Wait up to ``timeout`` s unless a wake-up came after :meth:`data_seq` returned ``seq``."""
+        if timeout > 0:
+            with self._data:
+                self._data.wait_for(lambda: self._data_seq != seq or self._stopping, timeout)
 
     # ------------------------------------------------------------------ SYNC_MASTER
     def is_slave_ok(self, master_put_where: int) -> bool:
