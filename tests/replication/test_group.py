@@ -5,7 +5,7 @@ import time
 
 import orjson
 
-from conftest import commitlog_files_equal, send, wait_until
+from tests.replication.harness import commitlog_files_equal, send, wait_until
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.remoting.client import BlockingClient

@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
-from conftest import wait_until
-from ha_peers import FakeMaster, FakeSlave, commitlog_bytes, fill, make_store
+from tests.replication.harness import wait_until
+from tests.replication.ha_peers import FakeMaster, FakeSlave, commitlog_bytes, fill, make_store
 from rmqd.store.ha.config import HAConfig
 from rmqd.store.ha.service import DefaultHAService
 

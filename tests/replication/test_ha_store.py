@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from conftest import wait_until
-from ha_peers import FakeSlave, fill, make_store
+from tests.replication.harness import wait_until
+from tests.replication.ha_peers import FakeSlave, fill, make_store
 from rmqd.config import BrokerRole
 from rmqd.store.ha.config import HAConfig
 from rmqd.store.ha.layer import ReplicatedStore

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from conftest import commitlog_files_equal, wait_until
-from procs import RmqdProc, SendLoop, read_all_keys, write_conf
+from tests.replication.harness import commitlog_files_equal, wait_until
+from tests.replication.procs import RmqdProc, SendLoop, read_all_keys, write_conf
 
 ROUNDS = int(os.environ.get("RMQD_HA_KILL_ROUNDS", "1"))
 FILE_SIZE = 1024 * 1024
