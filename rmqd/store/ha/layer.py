@@ -85,7 +85,12 @@ class ReplicatedStore:
         if name in _OWN:
             object.__setattr__(self, name, value)
         else:
+            self.__dict__.pop(name, None)            # a cached bound method must not hide the new value
             setattr(self._inner, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self.__dict__.pop(name, None)
+        delattr(self._inner, name)
 
     @property
     def inner(self) -> Any:
