@@ -146,3 +146,6 @@ def test_java_master_rmqd_slave(java_master_rmqd_slave, mqadmin_shell):
     wait_until(lambda: set(clients.call(cmd="report", group="HaMixBReaders")["keys"]) >= set(res["ok"]), 90,
                "a Java push consumer reads everything from the rmqd slave while the Java master is down")
     clients.call(cmd="stopConsumer", group="HaMixBReaders")
+    lite = clients.call(cmd="litePull", group="HaMixBLite", topic="HaMixB", expect=COUNT, timeoutMs=90_000,
+                        timeout=150)
+    assert set(lite["keys"]) >= set(res["ok"]), "a lite-pull consumer reads everything from the rmqd slave"

@@ -10,6 +10,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -29,6 +30,8 @@ import org.apache.rocketmq.common.message.MessageExt;
  *   {"cmd":"consume","group":G,"topic":T}                       a push consumer from the first offset
  *   {"cmd":"report","group":G}                                  {"keys":[distinct keys received],"received":n}
  *   {"cmd":"stopConsumer","group":G}
+ *   {"cmd":"litePull","group":G,"topic":T,"expect":N,"timeoutMs":M}  a lite-pull consumer polls until it has N
+ *                                                                      distinct keys (or M ms): {"keys":[...]}
  */
 public class ReplicationClients {
     static DefaultMQProducer producer;
@@ -66,6 +69,7 @@ public class ReplicationClients {
                     case "consume": consume(cmd); break;
                     case "report": report(cmd, ev); break;
                     case "stopConsumer": consumers.remove((String) cmd.get("group")).shutdown(); break;
+                    case "litePull": litePull(cmd, ev); break;
                     default: ev.put("error", "unknown command");
                 }
             } catch (Exception e) {
@@ -172,6 +176,26 @@ public class ReplicationClients {
         });
         c.start();
         consumers.put(group, c);
+    }
+
+    static void litePull(Map<String, Object> cmd, Map<String, Object> ev) throws Exception {
+        DefaultLitePullConsumer c = new DefaultLitePullConsumer((String) cmd.get("group"));
+        c.setNamesrvAddr(ns);
+        c.setInstanceName("lite" + System.nanoTime());
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe((String) cmd.get("topic"), "*");
+        c.start();
+        Set<String> got = ConcurrentHashMap.newKeySet();
+        long deadline = System.currentTimeMillis() + ((Number) cmd.get("timeoutMs")).longValue();
+        int expect = (Integer) cmd.get("expect");
+        try {
+            while (got.size() < expect && System.currentTimeMillis() < deadline) {
+                for (MessageExt m : c.poll(1000)) got.add(m.getKeys());
+            }
+        } finally {
+            c.shutdown();
+        }
+        ev.put("keys", new ArrayList<>(got));
     }
 
     static void report(Map<String, Object> cmd, Map<String, Object> ev) {
