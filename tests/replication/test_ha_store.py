@@ -137,17 +137,24 @@ def test_sync_master_concurrent_putters_all_acknowledged(pair):
 
 def test_group_transfer_completes_in_offset_order_and_times_out():
     gts = GroupTransferService()
+    gts.tick_s = 0.02
     gts.start()
     try:
         got = []
-        for off in (300, 100, 200):
+        for off in (100, 200, 300):
             gts.put_request(off, 0.3, lambda ok, off=off: got.append((off, ok)))
         gts.notify_transfer_some(250)
-        assert sorted(got) == [(100, True), (200, True)]
+        assert got == [(100, True), (200, True)]
         wait_until(lambda: len(got) == 3, 3, "timeout")
         assert got[-1] == (300, False)
         gts.put_request(250, 1, lambda ok: got.append(("old", ok)))            # already acknowledged
         assert got[-1] == ("old", True)
+        gts.put_request(400, 30, lambda ok: got.append((400, ok)))
+        gts.put_request(350, 30, lambda ok: got.append((350, ok)))            # out of offset order: waits behind 400
+        gts.notify_transfer_some(380)
+        assert got[-1] == ("old", True)
+        gts.notify_transfer_some(400)
+        assert got[-2:] == [(400, True), (350, True)]
         gts.put_request(10_000, 30, lambda ok: got.append(("pending", ok)))
     finally:
         gts.shutdown()

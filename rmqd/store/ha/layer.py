@@ -22,6 +22,7 @@ from rmqd.store.message import find_property
 from rmqd.store.message_store import PutMessageResult, PutMessageStatus
 
 _OK = PutMessageStatus.PUT_OK
+_SLAVE_TIMEOUT = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
 _STORED = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
 SLAVE_REFUSAL = "broker role is slave, so putMessage is forbidden"
 _OWN = frozenset({"_inner", "ha", "_role", "_slave", "_sync_master"})
@@ -163,7 +164,7 @@ class ReplicatedStore:
         ha = self.ha
         if inner.config.flush_disk_type != "SYNC_FLUSH":          # nothing to join: the slave decides alone
             if ha.is_slave_ok(end_offset):
-                ha.put_request(end_offset, lambda ok: done(_OK if ok else PutMessageStatus.FLUSH_SLAVE_TIMEOUT))
+                ha.put_request(end_offset, lambda ok: done(_OK if ok else _SLAVE_TIMEOUT))
             else:
                 done(PutMessageStatus.SLAVE_NOT_AVAILABLE)
             return

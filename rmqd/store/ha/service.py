@@ -45,6 +45,8 @@ class DefaultHAService:
         self._data = threading.Condition()
         self._data_seq = 0
         self._wake_pending = False
+        self._slave_timeout_s = config.slave_timeout_ms / 1000
+        self._fallbehind_max = config.slave_fallbehind_max
         self._listener: Optional[socket.socket] = None
         self._accept_thread: Optional[threading.Thread] = None
         self._stopping = False
@@ -184,14 +186,14 @@ class DefaultHAService:
     # ------------------------------------------------------------------ SYNC_MASTER
     def is_slave_ok(self, master_put_where: int) -> bool:
         """Java's ``isSlaveOK``: a slave is connected and less than ``haSlaveFallbehindMax`` behind."""
-        return bool(self.connections) and \
-            master_put_where - self.push2slave < self.config.slave_fallbehind_max
+        return bool(self.connections) and master_put_where - self.push2slave < self._fallbehind_max
 
     def put_request(self, end_offset: int, done: Callable[[bool], None]) -> None:
         """Call ``done(True)`` once a slave has everything before ``end_offset``, ``done(False)`` after
         ``slaveTimeout``; rings the writers."""
-        self.transfer.put_request(end_offset, self.config.slave_timeout_ms / 1000, done)
-        self.wakeup()
+        self.transfer.put_request(end_offset, self._slave_timeout_s, done)
+        if not self._wake_pending:
+            self.wakeup()
 
     def in_sync_slaves(self, master_max: Optional[int] = None) -> int:
         """Slaves less than ``haSlaveFallbehindMax`` behind (5.x ``inSyncReplicasNums`` minus the master)."""
