@@ -7,6 +7,7 @@ from :mod:`tests.replication.procs`.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import filecmp
 import os
 import threading
@@ -22,6 +23,8 @@ from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 
 FILE_SIZE = 256 * 1024           # small CommitLog files: every test crosses file ends
+CLOSE_TIMEOUT_S = 60.0
+CLOSE_REPORT_S = 20.0
 
 
 class LoopThread:
@@ -112,14 +115,22 @@ class Group:
         self.slave = slave
         return slave
 
+    def _close(self, broker: BrokerController) -> None:
+        """Close a broker; if that takes long (a loaded machine), dump every thread's stack once to say where."""
+        faulthandler.dump_traceback_later(CLOSE_REPORT_S, exit=False)
+        try:
+            self.lt.call(broker.close(), timeout=CLOSE_TIMEOUT_S)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+
     def stop_master(self) -> None:
         if self.master is not None:
-            self.lt.call(self.master.close())
+            self._close(self.master)
             self.master = None
 
     def stop_slave(self) -> None:
         if self.slave is not None:
-            self.lt.call(self.slave.close())
+            self._close(self.slave)
             self.slave = None
 
     def client(self, broker: BrokerController) -> BlockingClient:
