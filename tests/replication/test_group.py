@@ -178,3 +178,24 @@ def test_lag_in_admin_console_and_metrics(group_factory, capsys):
     text = collect(m)
     assert "rmqd_ha_slave_lag_bytes{" in text and "rmqd_ha_in_sync_slaves{" in text
     assert "rmqd_ha_master_connected{" in collect(s)
+
+
+def test_sync_master_answers_12_when_the_slave_does_not_acknowledge(group_factory):
+    """The send lane's SYNC_MASTER answer: a slave connected and in sync that stops acknowledging gets the send
+    answered FLUSH_SLAVE_TIMEOUT after slaveTimeout, with the stored message's id."""
+    from tests.replication.ha_peers import FakeSlave
+
+    g = group_factory(master_conf={"brokerRole": "SYNC_MASTER", "slaveTimeout": "300"}, start=False)
+    m = g.start_master()
+    fake = FakeSlave(m.config.haListenPort)
+    try:
+        fake.report(m.store.commitlog_max_offset())
+        wait_until(lambda: m.replication.ha.connection_count() == 1, 5, "fake slave connected")
+        c = g.client(m)
+        t0 = time.monotonic()
+        r = send(c, "SilentSlave", b"s" * 100, "s1")
+        assert r.code == ResponseCode.FLUSH_SLAVE_TIMEOUT and r.ext_fields["msgId"]
+        assert 0.25 < time.monotonic() - t0 < 5
+        assert m.store.get_max_offset("SilentSlave", 0) == 1                    # stored all the same
+    finally:
+        fake.close()
