@@ -63,6 +63,9 @@ class HAConnection:
         self._rate = (time.monotonic(), 0, 0.0)      # (when, bytes_sent then, bytes/s)
         self._marks: collections.deque = collections.deque(maxlen=_MARKS_MAX)   # (end offset sent, when)
         self._requested = threading.Event()
+        # the writer's bell: a plain lock the writer holds while there is nothing new; ring() releases it
+        self._bell = threading.Lock()
+        self._bell.acquire()
         self._closed = threading.Event()
         self._close_lock = threading.Lock()
         self.close_reason = ""
@@ -75,6 +78,13 @@ class HAConnection:
     def start(self) -> None:
         self._reader.start()
         self._writer.start()
+
+    def ring(self) -> None:
+        """New CommitLog data (any thread): end the writer's wait."""
+        try:
+            self._bell.release()
+        except RuntimeError:
+            pass                                      # already rung
 
     @property
     def closed(self) -> bool:
@@ -109,6 +119,7 @@ class HAConnection:
             self._closed.set()
         (log.error if error else log.info)("HA connection to slave %s closed: %s", self.addr, reason)
         self._requested.set()
+        self.ring()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -214,8 +225,10 @@ class HAConnection:
             log.info("HA: master transfers data from %d to slave %s (it requested %d)", start, self.addr,
                      self.slave_request_offset)
             last_write = time.monotonic()
+            bell = self._bell
             while not self._closed.is_set():
-                seq = svc.data_seq()
+                bell.acquire(False)                   # take a ring that came before this look
+                svc.looking()
                 if self._send_round():
                     last_write = time.monotonic()
                     continue
@@ -224,7 +237,7 @@ class HAConnection:
                     send_all(self.sock, [pack_header(self.transfer_from, 0)])
                     last_write = now
                     continue
-                svc.wait_for_data(seq, min(svc.poll_interval_s, heartbeat_s - (now - last_write)))
+                bell.acquire(True, max(0.0, min(svc.poll_interval_s, heartbeat_s - (now - last_write))))
         except HAProtocolError as exc:
             self.close(str(exc))
         except (socket.timeout, TimeoutError):

@@ -42,8 +42,6 @@ class DefaultHAService:
         self.push2slave = 0
         self.transfer = GroupTransferService()
         self.client = HAClient(store, config)
-        self._data = threading.Condition()
-        self._data_seq = 0
         self._wake_pending = False
         self._slave_timeout_s = config.slave_timeout_ms / 1000
         self._fallbehind_max = config.slave_fallbehind_max
@@ -93,12 +91,12 @@ class DefaultHAService:
             self._listener.close()
         if self._accept_thread is not None:
             self._accept_thread.join(3)
-        for conn in list(self.connections):
+        conns = list(self.connections)
+        for conn in conns:
             conn.close("the broker is shutting down", error=False)
-        for conn in list(self.connections):
+        for conn in conns:
             conn.join(3)
         self.transfer.shutdown()
-        self.wakeup()
 
     # ------------------------------------------------------------------ role
     def change_to_master(self) -> None:
@@ -163,25 +161,17 @@ class DefaultHAService:
             self.transfer.notify_transfer_some(offset)
 
     def wakeup(self) -> None:
-        """New CommitLog data: wake the writers now instead of at their next poll (once per look of theirs at the
-        CommitLog: the puts that follow before it ride on the same wake-up)."""
+        """New CommitLog data: ring the writers now instead of at their next poll (once per look of theirs at
+        the CommitLog: the puts that follow before it ride on the same ring)."""
         if self._wake_pending:
             return
         self._wake_pending = True
-        with self._data:
-            self._data_seq += 1
-            self._data.notify_all()
+        for conn in self.connections:
+            conn.ring()
 
-    def data_seq(self) -> int:
-        """Taken by a writer before it looks at the CommitLog; wakes that come later end its next wait at once."""
+    def looking(self) -> None:
+        """A writer is about to look at the CommitLog: the next put rings again."""
         self._wake_pending = False
-        return self._data_seq
-
-    def wait_for_data(self, seq: int, timeout: float) -> None:
-        """Wait up to ``timeout`` s unless a wake-up came after :meth:`data_seq` returned ``seq``."""
-        if timeout > 0:
-            with self._data:
-                self._data.wait_for(lambda: self._data_seq != seq or self._stopping, timeout)
 
     # ------------------------------------------------------------------ SYNC_MASTER
     def is_slave_ok(self, master_put_where: int) -> bool:
