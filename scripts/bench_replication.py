@@ -9,9 +9,12 @@ For each group and each master role (ASYNC_MASTER, SYNC_MASTER) it starts a name
 - samples the slave's lag meanwhile, every 0.25 s: master max offset minus slave max offset (bytes), from each
   broker's GET_BROKER_RUNTIME_INFO; the max and the median;
 - runs ``SendLatency`` (compat_tests/java/src: the same load, every round trip kept; bench-producer prints only
-  the average) for ``--latency-s`` seconds after a warm-up: p50/p99/p99.9 and the statuses (SEND_OK etc.).
+  the average) for ``--latency-s`` seconds after a warm-up: p50/p99/p99.9 and the statuses (SEND_OK etc.);
+- runs ``scripts/loadgen.py`` (16 closed-loop senders from one native thread: the same wire traffic without a
+  client JVM competing for the two cores) and reads the CPU the master and the slave processes spent per message.
 
-Groups run one at a time, alternating, ``--passes`` times; medians across passes are printed and written as JSON
+The load average before and after each group is printed: on a shared machine it says how much the figures are
+worth. Groups run one at a time, alternating, ``--passes`` times; medians across passes are printed and written as JSON
 (``--json``). Usage: python scripts/bench_replication.py [--passes 1] [--windows 3] [--only rmqd|java] [--quick]
 """
 from __future__ import annotations
@@ -62,7 +65,7 @@ class RmqdGroup:
                               "--broker-port", str(base + 8), "--store-dir", str(root / "slave"), "-c", str(sconf),
                               "--grpc-port", "0")
         self.master_addr, self.slave_addr = self.master.addr, self.slave.addr
-        self.pids = [self.master.proc.pid, self.slave.proc.pid]
+        self.pids = (self.master.proc.pid, self.slave.proc.pid)
 
     def stop(self) -> None:
         for p in (self.slave, self.master, self.ns):
@@ -83,6 +86,7 @@ class JavaGroup:
         self.slave = ReferenceBroker(root / "slave", self.namesrv, port, 1, "SLAVE",
                                      {"mappedFileSizeCommitLog": FILE_SIZE * 256}).start()
         self.slave_addr = self.slave.addr
+        self.pids = tuple(int((root / d / "broker.pid").read_text()) for d in ("cluster", "slave"))
 
     def stop(self) -> None:
         self.slave.stop()
@@ -169,6 +173,24 @@ def latency(group, seconds: int) -> dict:
     return json.loads(line)
 
 
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def loadgen_point(group, seconds: int) -> dict:
+    """loadgen.py closed-loop, 16 senders, 1 KB, on BenchmarkTest; the brokers' CPU per message."""
+    before = [cpu_s(p) for p in group.pids]
+    out = subprocess.run([sys.executable, str(HERE / "loadgen.py"), "--broker", group.master_addr, "--topic",
+                          "BenchmarkTest", "--threads", "16", "--seconds", str(seconds)],
+                         capture_output=True, text=True, timeout=seconds + 60)
+    after = [cpu_s(p) for p in group.pids]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    n = max(1, r["sent"])
+    return {"lg_tps": r["tps"], "lg_p50_ms": r["p50"], "lg_p99_ms": r["p99"],
+            "master_us_per_msg": (after[0] - before[0]) / n * 1e6, "slave_us_per_msg": (after[1] - before[1]) / n * 1e6}
+
+
 def one(kind: str, role: str, root: Path, args) -> dict:
     group = (RmqdGroup if kind == "rmqd" else JavaGroup)(root, role)
     try:
@@ -179,11 +201,12 @@ def one(kind: str, role: str, root: Path, args) -> dict:
         sampler.stopped.set()
         sampler.join(5)
         lat = latency(group, args.latency_s)
+        lg = loadgen_point(group, args.latency_s)
         caught = time.monotonic()
         wait_until(lambda: max_offset(group.slave_addr) == max_offset(group.master_addr), 120, "slave caught up")
         return {**prod, **sampler.result(), "p50_ms": lat["p50"], "p99_ms": lat["p99"], "p999_ms": lat["p99.9"],
                 "latency_tps": lat["tps"], "statuses": lat["statuses"], "latency_failed": lat["failed"],
-                "catch_up_s": round(time.monotonic() - caught, 2)}
+                "catch_up_s": round(time.monotonic() - caught, 2), **lg}
     finally:
         group.stop()
 
@@ -209,21 +232,27 @@ def main() -> int:
         for n in range(args.passes):
             for role in roles:
                 for kind in kinds:
+                    load0 = os.getloadavg()[0]
                     r = one(kind, role, work / f"{kind}-{role}-{n}", args)
+                    r["load_avg"] = (round(load0, 1), round(os.getloadavg()[0], 1))
                     results.setdefault(f"{kind} {role}", []).append(r)
-                    print(f"pass {n + 1} {kind:4} {role:12} send TPS {r['tps']:>7.0f} avg RT {r['avg_rt_ms']:.2f} ms"
+                    print(f"pass {n + 1} {kind:4} {role:12} (load {r['load_avg'][0]}..{r['load_avg'][1]}) send TPS "
+                          f"{r['tps']:>7.0f} avg RT {r['avg_rt_ms']:.2f} ms"
                           f" | p50 {r['p50_ms']:.2f} p99 {r['p99_ms']:.2f} p99.9 {r['p999_ms']:.2f} ms "
                           f"({r['latency_tps']:.0f}/s, {r['statuses']}) | lag max {r['lag_max_bytes'] / 1024:.0f} KiB "
-                          f"median {r['lag_median_bytes'] / 1024:.0f} KiB", flush=True)
+                          f"median {r['lag_median_bytes'] / 1024:.0f} KiB | loadgen {r['lg_tps']:.0f}/s p50 "
+                          f"{r['lg_p50_ms']:.2f} p99 {r['lg_p99_ms']:.2f} ms, CPU/msg master "
+                          f"{r['master_us_per_msg']:.0f} us slave {r['slave_us_per_msg']:.0f} us", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    summary = {k: {f: statistics.median(r[f] for r in v) for f in ("tps", "avg_rt_ms", "p50_ms", "p99_ms", "p999_ms",
-                                                                   "lag_max_bytes", "lag_median_bytes")}
-               for k, v in results.items()}
+    fields = ("tps", "avg_rt_ms", "p50_ms", "p99_ms", "p999_ms", "lag_max_bytes", "lag_median_bytes", "lg_tps",
+              "lg_p50_ms", "lg_p99_ms", "master_us_per_msg", "slave_us_per_msg")
+    summary = {k: {f: statistics.median(r[f] for r in v) for f in fields} for k, v in results.items()}
     print("\nmedians:")
     for k, v in summary.items():
         print(f"  {k:22} TPS {v['tps']:>7.0f}  avg RT {v['avg_rt_ms']:.2f} ms  p99 {v['p99_ms']:.2f} ms  "
-              f"lag max {v['lag_max_bytes'] / 1024:.0f} KiB")
+              f"lag max {v['lag_max_bytes'] / 1024:.0f} KiB  loadgen {v['lg_tps']:.0f}/s  CPU/msg "
+              f"{v['master_us_per_msg']:.0f}+{v['slave_us_per_msg']:.0f} us")
     for role in roles:
         a, b = summary.get(f"rmqd {role}"), summary.get(f"java {role}")
         if a and b and b["tps"]:
