@@ -167,18 +167,20 @@ class HAConnection:
             self.close(f"reader failed: {exc!r}")
 
     def _on_report(self, offset: int) -> None:
-        store = self.service.store
-        master_max = store.commitlog_max_offset()
         if self.slave_request_offset < 0:
+            master_max = self.service.store.commitlog_max_offset()
             self._check_start(offset, master_max)
             self.slave_request_offset = offset
             self.slave_ack_offset = offset
             log.info("HA: slave %s requests offset %d (master max %d)", self.addr, offset, master_max)
             self._requested.set()
         else:
-            if offset > master_max:
+            if offset > max(self.transfer_from, self.slave_request_offset):     # more than it was sent
+                master_max = self.service.store.commitlog_max_offset()
                 raise HAProtocolError(f"slave acknowledged offset {offset}, beyond the master's max offset "
-                                      f"{master_max}")
+                                      f"{master_max}" if offset > master_max else
+                                      f"slave acknowledged offset {offset}, beyond what was sent to it "
+                                      f"({self.transfer_from})")
             self.slave_ack_offset = offset
         marks = self._marks
         while marks and marks[0][0] <= offset:
@@ -276,9 +278,10 @@ class HAConnection:
             off += n
             pos += n
             avail -= n
-        self._marks.append((off, time.monotonic()))           # before the send: its ack may come back at once
+        # before the send: its ack may come back at once (a failed send closes the connection)
+        self._marks.append((off, time.monotonic()))
+        self.transfer_from = off
         self.bytes_sent += send_all(self.sock, buffers) - HEADER_SIZE * (len(buffers) // 2)
         for b in buffers[1::2]:
             b.release()
-        self.transfer_from = off
         return True
