@@ -312,9 +312,7 @@ class Scrape:
 
     def replication(self) -> None:
         """Each slave's lag on a master with slaves; the link to the master on a slave (rmqd.replicas)."""
-        rep = getattr(self.broker, "replication", None)
-        if rep is None:
-            return
+        rep = self.broker.replication
         info = rep.runtime_info()
         if rep.role.is_slave:
             self.fam("rmqd_ha_master_connected").add((), 1 if info["haClientRuntimeInfo"]["isActivated"] else 0)
