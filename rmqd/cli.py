@@ -164,8 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     from rmqd.namesrv.server import NameServer
 
     if args.command == "serve":
-        if args.brokers < 1 or args.replicas < 1:
-            print("rmqd: --brokers and --replicas must be at least 1", file=sys.stderr)
+        if args.brokers < 1:
+            print("rmqd: --brokers must be at least 1", file=sys.stderr)
+            return 2
+        if args.replicas < 1:
+            print("rmqd: --replicas must be at least 1", file=sys.stderr)
             return 2
         return run(lambda: _with_endpoints(_serve_services(args), args))
     if args.command == "namesrv":
