@@ -58,6 +58,7 @@ from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.server import RemotingServer
+from rmqd.replicas.wiring import Replication
 from rmqd.store.message import pack_host
 from rmqd.store.topic_attributes import is_compaction_topic
 from rmqd.store.layers import build_store
@@ -105,6 +106,10 @@ class BrokerController:
         # store and metadata
         self.store_config = store_config_from(c)
         self.store = build_store(self.store_config, compaction_config_from(c), tier_config_from(c))
+        # replication: the role owner, the HA service and the ReplicatedStore layer every processor writes through
+        self.replication = Replication(c, self.store, host)
+        self.store = self.replication.store
+        self.role_manager = self.replication.role
         cfg_dir = self.store_config.config_dir
         self.topic_config_manager = TopicConfigManager(
             cfg_dir, c.brokerClusterName, c.brokerName, c.autoCreateTopicEnable, c.defaultTopicQueueNums,
@@ -136,7 +141,7 @@ class BrokerController:
             groups=self.subscription_group_manager, offsets=self.consumer_offset_manager,
             delay_offsets=self.delay_offset_manager, consumers=self.consumer_manager,
             producers=self.producer_manager, metrics=self.metrics, stats=self.broker_stats,
-            identity=self.identity)
+            identity=self.identity, replication=self.replication)
         # Background services (start()/shutdown()): started after the store and metadata load,
         # shut down (reverse order) before metadata is persisted.
         self.services: list[Any] = []
@@ -223,6 +228,8 @@ class BrokerController:
         self.assignment_processor = AssignmentProcessor(c, self.topic_config_manager, self.consumer_manager,
                                                         self.message_request_mode_manager)
         self.assignment_processor.register(d, p["client"], p["admin"])
+        # GET_BROKER_HA_STATUS (907) and rmqd's WAIT_METADATA_CHANGE
+        self.replication.register(d, p["admin"], self.topic_config_manager)
 
     # ------------------------------------------------------------------ runtime config (UPDATE_BROKER_CONFIG)
     def _on_config_change(self, c: BrokerConfig, changed: frozenset) -> None:
@@ -277,8 +284,7 @@ class BrokerController:
         restore_topics_from_store(self.topic_config_manager, self.store.queue_keys())  # topics.json damaged/lost
         for tc in list(self.topic_config_manager.table.values()):
             self._tell_store_policy(tc)
-        for svc in self.services:
-            svc.start()
+        self.replication.start_services(self.services)     # a slave's master-only services wait
 
     async def start(self) -> None:
         loop = self.loop = asyncio.get_running_loop()
@@ -294,11 +300,12 @@ class BrokerController:
             self.pull_hold_service.start()
             self.pop_service.attach(self.store.add_dispatch_listener)
             await self.server.start()
+            # BrokerStartup: haListenPort = listenPort + 1 (any free port when the broker was given port 0)
+            self.config.haListenPort = self.replication.bind(self.server.port, self.config.listenPort)
         except BaseException:
             await loop.run_in_executor(None, self.store.shutdown)
             raise
         self.config.listenPort = self.server.port
-        self.config.haListenPort = self.server.port + 1     # BrokerStartup: haListenPort = listenPort + 1
         identity = self.identity
         identity.store_host = (self.config.brokerIP1, self.server.port)
         identity.msg_id_prefix = pack_host(identity.store_host).hex().upper()
@@ -307,6 +314,11 @@ class BrokerController:
         self.send_processor.open_lane(self.dispatcher.request_hook)
         self.dispatcher.lane = self.send_processor.lane
         self.namesrv_client = RemotingClient()
+        self.replication.start(loop, self.namesrv_client, self.topic_config_manager, self.subscription_group_manager,
+                               self.consumer_offset_manager, self.delay_offset_manager, lambda: self.address,
+                               lambda tcs: [self._tell_store_policy(tc) for tc in tcs])
+        self.role_manager.on_role_change(lambda _role: self.send_processor.open_lane(self.dispatcher.request_hook),
+                                         call_now=False)
         self._started = True
         await self.register_broker_all()
         self._tasks = [
@@ -341,6 +353,7 @@ class BrokerController:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks = []
+        await self.replication.stop_tasks()
         if self._started:
             await self.unregister_broker_all()
         if self.pull_hold_service is not None:
@@ -355,7 +368,8 @@ class BrokerController:
             await loop.run_in_executor(None, self._shutdown_blocking)
 
     def _shutdown_blocking(self) -> None:
-        for svc in reversed(self.services):
+        self.replication.shutdown()
+        for svc in reversed(self.replication.services_to_shut_down()):
             try:
                 svc.shutdown()
             except Exception:
@@ -435,6 +449,8 @@ class BrokerController:
                         addr, new_request(RequestCode.REGISTER_BROKER, header, body), REGISTER_TIMEOUT_S)
                     if resp.code != ResponseCode.SUCCESS:
                         log.warning("register broker to name server %s failed: %d %s", addr, resp.code, resp.remark)
+                    else:
+                        self.replication.on_registered(resp)
                 except Exception as exc:
                     log.warning("register broker to name server %s failed: %r", addr, exc)
 

@@ -7,6 +7,10 @@ clients spread a topic's queues over all of them with no change. ``rmqd serve`` 
 server and broker-a itself; :class:`ExtraBrokers` starts broker-b ... as ``rmqd broker``
 child processes (same broker.conf, their own name, ports and store directory), prints their
 addresses, and stops them with the server. A child that dies is logged and started again.
+
+`rmqd serve --replicas N` adds N-1 slaves to every broker group (brokerRole=SLAVE, brokerId 1..N-1, the group's
+brokerName, a store in ``<store-dir>/<brokerName>-s<id>`` and a broker.conf there: the given one plus those two
+keys), each its own process, so a local group has the real topology: kill one and watch the rest.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ log = logging.getLogger(__name__)
 
 LISTENING = re.compile(r"listening on (\S+:\d+)")
 PORT_STEP = 10          # broker i listens on listenPort + 10*i (each broker also uses port-2 and port+1)
+SLAVE_PORT_STEP = 4     # slave j of a group listens on the master's port + 4*j (ports -2 .. +1 each)
 START_TIMEOUT_S = 30.0
 RESTART_DELAY_S = 1.0
 
@@ -44,6 +49,26 @@ def store_dir_of(root: str, name: str) -> str:
     return os.path.join(root, name)
 
 
+def port_step(replicas: int) -> int:
+    """Ports between two broker groups: room for the master and its slaves (4 ports each)."""
+    return max(PORT_STEP, SLAVE_PORT_STEP * replicas + 2)
+
+
+def slave_config(root: str, name: str, broker_id: int, config_file: Optional[str]) -> str:
+    """Write ``<root>/<name>-s<id>.conf``: ``config_file``'s properties plus brokerRole=SLAVE and brokerId."""
+    text = ""
+    if config_file:
+        with open(config_file, encoding="utf-8") as f:
+            text = f.read()
+        if not text.endswith("\n"):
+            text += "\n"
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, f"{name}-s{broker_id}.conf")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text + f"brokerRole=SLAVE\nbrokerId={broker_id}\n")
+    return path
+
+
 @dataclass
 class _Child:
     name: str
@@ -60,20 +85,34 @@ class ExtraBrokers:
 
     def __init__(self, names: list[str], config_file: Optional[str], store_root: str, base_port: int,
                  log_level: str = "WARNING", metrics_port: Optional[int] = None,
-                 extra_args: Optional[list[str]] = None) -> None:
+                 extra_args: Optional[list[str]] = None, replicas: int = 1, first_name: Optional[str] = None) -> None:
+        """Brokers ``names`` (groups 2..); with ``replicas`` > 1 also the slaves of every group, the serve
+        process's own (``first_name``) included."""
         self.children = []
-        for i, name in enumerate(names, start=1):
-            port = base_port + PORT_STEP * i if base_port else 0
+        step = port_step(replicas)
+
+        def child(label: str, name: str, port: int, store: str, conf: Optional[str], index: int) -> _Child:
             args = [sys.executable, "-m", "rmqd.cli", "--log-level", log_level, "broker",
-                    "--broker-name", name, "--broker-port", str(port),
-                    "--store-dir", store_dir_of(store_root, name),
+                    "--broker-name", name, "--broker-port", str(port), "--store-dir", store,
                     "--grpc-port", "0"]          # the gRPC endpoint serves the serve process's broker only
-            if config_file:
-                args += ["-c", config_file]
-            if metrics_port is not None:        # each broker serves its own /metrics: port + i (0 = any)
-                args += ["--metrics-port", str(metrics_port + i if metrics_port else 0)]
-            args += extra_args or []
-            self.children.append(_Child(name, args))
+            if conf:
+                args += ["-c", conf]
+            if metrics_port is not None:        # each broker serves its own /metrics: port + index (0 = any)
+                args += ["--metrics-port", str(metrics_port + index if metrics_port else 0)]
+            return _Child(label, args + (extra_args or []))
+
+        for i, name in enumerate(names, start=1):
+            port = base_port + step * i if base_port else 0
+            self.children.append(child(name, name, port, store_dir_of(store_root, name), config_file, i))
+        groups = ([first_name] if first_name else []) + list(names)
+        index = len(names)
+        for i, name in enumerate(groups, start=0 if first_name else 1):
+            for broker_id in range(1, replicas):
+                index += 1
+                port = base_port + step * i + SLAVE_PORT_STEP * broker_id if base_port else 0
+                store = store_dir_of(store_root, f"{name}-s{broker_id}")
+                self.children.append(child(f"{name} slave {broker_id}", name, port, store,
+                                           slave_config(store_root, name, broker_id, config_file), index))
         self._stopping = False
         self._namesrv = ""
 

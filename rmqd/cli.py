@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--brokers", type=int, default=1, metavar="N",
                        help="run N broker processes (broker-a, broker-b, ...; ports listenPort+10*i, stores "
                             "<store-dir>/<brokerName>) registered with this name server (default 1)")
+    serve.add_argument("--replicas", type=int, default=1, metavar="N",
+                       help="N brokers per group: a master and N-1 slave processes (brokerRole=SLAVE, brokerId "
+                            "1..N-1, stores <store-dir>/<brokerName>-s<id>); see docs/replication.md (default 1)")
     _add_broker_options(serve)
     _add_console_options(serve, None)
     _add_log_options(serve, defaults=False)
@@ -145,7 +148,7 @@ def _serve_services(args: argparse.Namespace):
 
     config = _broker_config(args)
     endpoints = []
-    if args.brokers > 1:
+    if args.brokers > 1 or args.replicas > 1:
         from rmqd.broker_processes import ExtraBrokers, broker_names, store_dir_of
 
         names = broker_names(config.brokerName, args.brokers)
@@ -156,7 +159,8 @@ def _serve_services(args: argparse.Namespace):
                                       int(config.listenPort), args.log_level, _explicit_metrics_port(args, config),
                                       (["--acl", config.aclFile] if args.acl else [])
                                       + (["--tier-dir", config.tieredStoreFilePath] if args.tier_dir else [])
-                                      + (["--log-dir", args.log_dir] if args.log_dir else [])))
+                                      + (["--log-dir", args.log_dir] if args.log_dir else []),
+                                      replicas=args.replicas, first_name=names[0]))
     ns_config = _namesrv_config(args, args.namesrv_port)
     return Services(NameServer(ns_config), BrokerController(config),
                     *_embedded_controller(ns_config, args.namesrv_config), *endpoints)
@@ -224,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         if args.brokers < 1:
             print("rmqd: --brokers must be at least 1", file=sys.stderr)
+            return 2
+        if args.replicas < 1:
+            print("rmqd: --replicas must be at least 1", file=sys.stderr)
             return 2
         return run(lambda: _with_endpoints(_serve_services(args), args), footer)
     if args.command == "namesrv":

@@ -259,6 +259,17 @@ class BrokerConfig(_PropertiesConfig):
         # see rmqd.remoting.busy_poll
         "busyPollMicros": 300,
         "registerNameServerPeriod": 30000,
+        # master/slave replication (Java MessageStoreConfig / BrokerConfig names; rmqd.store.ha): haListenPort is
+        # always listenPort + 1 as BrokerStartup sets it, haMasterAddress pins a slave's master (else the name
+        # server's answer), slaveTimeout bounds a SYNC_MASTER send's wait for the slave
+        "haSendHeartbeatInterval": 5000,
+        "haHousekeepingInterval": 20000,
+        "haTransferBatchSize": 32 * 1024,
+        "haSlaveFallbehindMax": 256 * 1024 * 1024,
+        "haMasterAddress": None,
+        "slaveTimeout": 3000,
+        "slaveReadEnable": False,
+        "offsetCheckInSlave": False,
         # topics and groups
         "autoCreateTopicEnable": True,
         "autoCreateSubscriptionGroup": True,

@@ -83,3 +83,23 @@ def test_serve_refuses_zero_brokers(capsys):
 
     assert main(["serve", "--brokers", "0"]) == 2
     assert "--brokers must be at least 1" in capsys.readouterr().err
+
+
+def test_replicas_add_slave_processes_per_group(tmp_path):
+    """`rmqd serve --brokers 2 --replicas 3`: broker-b, then two slaves of broker-a and two of broker-b, each with
+    its own port (the master's + 4 per slave; groups 14 apart), store and a broker.conf naming role and id."""
+    from rmqd.broker_processes import ExtraBrokers
+
+    base = tmp_path / "base.conf"
+    base.write_text("brokerRole=SYNC_MASTER\nflushDiskType=ASYNC_FLUSH\n")
+    eb = ExtraBrokers(["broker-b"], str(base), str(tmp_path), 10911, replicas=3, first_name="broker-a")
+    def arg(child, flag):
+        return child.args[child.args.index(flag) + 1]
+    assert [c.name for c in eb.children] == ["broker-b", "broker-a slave 1", "broker-a slave 2",
+                                             "broker-b slave 1", "broker-b slave 2"]
+    assert [int(arg(c, "--broker-port")) for c in eb.children] == [10925, 10915, 10919, 10929, 10933]
+    assert [arg(c, "--broker-name") for c in eb.children] == ["broker-b", "broker-a", "broker-a", "broker-b",
+                                                              "broker-b"]
+    assert arg(eb.children[2], "--store-dir") == str(tmp_path / "broker-a-s2")
+    conf = (tmp_path / "broker-a-s2.conf").read_text()
+    assert conf.startswith("brokerRole=SYNC_MASTER\n") and conf.endswith("brokerRole=SLAVE\nbrokerId=2\n")

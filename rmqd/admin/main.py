@@ -7,6 +7,7 @@ from typing import Callable, Optional
 
 from rmqd.admin import commands, controller_commands
 from rmqd.admin.client import AdminClient, AdminError, tools_credentials
+from rmqd.admin.ha_status import ha_status
 
 # sub-command → (handler, help, [(flags, kwargs)...])
 _B = ("-b", "--brokerAddr")
@@ -67,6 +68,8 @@ SPEC: dict[str, tuple[Callable, str, list]] = {
     "clusterList": (commands.cluster_list, "List all of clusters", [
         (("-m", "--moreStats"), {"action": "store_true"}), (_C, {}), (("-i", "--interval"), {"type": int})]),
     "brokerStatus": (commands.broker_status, "Fetch broker runtime status data", [(_B, {}), (_C, {})]),
+    "haStatus": (ha_status, "Fetch ha runtime status data (masters' slaves with their lag in bytes and ms)", [
+        (_B, {}), (_C, {})]),
     "getBrokerConfig": (commands.get_broker_config, "Get broker config by cluster or special broker", [
         (_B, {}), (_C, {})]),
     "updateBrokerConfig": (commands.update_broker_config, "Update broker's config", [

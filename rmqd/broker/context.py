@@ -4,7 +4,8 @@
 statistics) and then one context of them; a processor takes the context, or only the parts it uses,
 and never the controller.  What the broker learns only when it binds (its address, the msgId prefix,
 the event loop) is in :class:`BrokerIdentity`, set once by ``BrokerController.start``.  The role is
-``config.role`` today; the role manager of replication replaces that property when it lands.
+owned by replication's :class:`~rmqd.replicas.role_manager.RoleManager` (it changes at runtime: a slave
+promoted, a master demoted); ``ctx.role`` reads it on every use.
 
 Java: the fields ``BrokerController`` hands to its processors (``getBrokerConfig()``,
 ``getMessageStore()``, ``getTopicConfigManager()``...), here collected in one typed object.
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from rmqd.broker.client_manager import ConsumerManager, ProducerManager
     from rmqd.broker.stats import BrokerStatsManager
     from rmqd.metrics.recorders import BrokerMetrics
+    from rmqd.replicas.role_manager import RoleManager
+    from rmqd.replicas.wiring import Replication
     from rmqd.store.message_store import MessageStore
     from rmqd.store.metadata import (ConsumerOffsetManager, DelayOffsetManager, SubscriptionGroupManager,
                                      TopicConfigManager)
@@ -52,10 +55,15 @@ class BrokerContext:
     metrics: "BrokerMetrics"
     stats: "BrokerStatsManager"
     identity: BrokerIdentity
+    replication: "Replication"
+
+    @property
+    def role_manager(self) -> "RoleManager":
+        return self.replication.role
 
     @property
     def role(self) -> BrokerRole:
-        return self.config.role
+        return self.replication.role.role
 
     @property
     def store_host(self) -> tuple[str, int]:

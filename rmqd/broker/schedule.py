@@ -122,6 +122,8 @@ class ScheduleMessageService(ServiceThread):
 
     MARKERS = (PROPERTY_DELAY,)
 
+    master_only = True     # a slave does not run it (rmqd.replicas.wiring)
+
     def __init__(self, store: "MessageStore", offsets: "DelayOffsetManager", delay_levels: str,
                  flush_interval_ms: int = 10000) -> None:
         super().__init__("rmqd-schedule", _IDLE_WAIT_S)

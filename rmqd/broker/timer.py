@@ -114,6 +114,7 @@ class TimerMessageService(ServiceThread):
     added to ``topics`` when missing."""
 
     MARKERS = ("TIMER_DEL",)
+    master_only = True     # a slave does not run it (rmqd.replicas.wiring)
 
     def __init__(self, store: "MessageStore", topics: "TopicConfigManager", config_dir: str,
                  flush_interval_ms: int = 10000, enabled: bool = True,

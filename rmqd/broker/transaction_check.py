@@ -89,6 +89,8 @@ class TransactionalMessageCheckService(ServiceThread):
     Like Java's, it waits one ``transactionCheckInterval`` before its first round; the interval is read
     again after each round, so UPDATE_BROKER_CONFIG changes it."""
 
+    master_only = True     # a slave does not run it (rmqd.replicas.wiring)
+
     def __init__(self, ctx: BrokerContext, bridge: TransactionalMessageBridge) -> None:
         super().__init__("TransactionalMessageCheckService", self._interval_of(ctx))
         self.ctx = ctx

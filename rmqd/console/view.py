@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from rmqd.admin.client import TOOLS_CONSUMER, AdminClient, AdminError, broker_addr_of
 from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from rmqd.admin.ha_status import GET_BROKER_HA_STATUS
 from rmqd.processors.admin_common import is_system_topic
 from rmqd.processors.admin_tier import GET_TIER_STATUS
 from rmqd.remoting import fastjson
@@ -202,8 +203,35 @@ class RemoteClusterView(ClusterView):
             b["msgGetTotalTodayNow"] = rt.get("msgGetTotalTodayNow", "")
             b["commitLogDiskRatio"] = rt.get("commitLogDiskRatio", "")
             b["bootTimestamp"] = rt.get("bootTimestamp", "")
+            b["commitLogMaxOffset"] = int(rt.get("commitLogMaxOffset", 0) or 0)
+        self._replication(brokers)
         return {"namesrv": self.namesrv_addr, "mode": self.mode, "brokers": brokers,
                 "clusters": sorted({b["cluster"] for b in brokers})}
+
+    def _replication(self, brokers: list[dict]) -> None:
+        """Each slave's lag behind its master: bytes from the CommitLog max offsets, milliseconds from the
+        master's GET_BROKER_HA_STATUS (rmqd; a Java 4.9.8 master has none), slaves and connections paired in
+        offset order; each master's count of slaves in sync."""
+        groups: dict[str, list[dict]] = {}
+        for b in brokers:
+            if "error" not in b:
+                groups.setdefault(b["brokerName"], []).append(b)
+        for members in groups.values():
+            master = next((b for b in members if b["brokerId"] == 0), None)
+            slaves = sorted((b for b in members if b["brokerId"] != 0), key=lambda b: b["commitLogMaxOffset"])
+            if master is None or not slaves:
+                continue
+            for b in slaves:
+                b["lagBytes"] = max(0, master["commitLogMaxOffset"] - b["commitLogMaxOffset"])
+            try:
+                ha = self._json(master["addr"], GET_BROKER_HA_STATUS) or {}
+            except AdminError:
+                continue                  # a broker without the code (Java 4.9.8): bytes only
+            conns = sorted(ha.get("haConnectionInfo") or [], key=lambda c: c.get("slaveAckOffset", 0))
+            master["inSyncSlaves"] = ha.get("inSyncSlaveNums", 0)
+            if len(conns) == len(slaves):
+                for b, c in zip(slaves, conns):
+                    b["lagMillis"] = c.get("lagMillis", 0)
 
     def broker(self, addr: str) -> dict:
         known = {b["addr"] for b in self.brokers()}

@@ -72,7 +72,10 @@ class Scrape:
         return group in SYSTEM_GROUPS or group.startswith(SYSTEM_GROUP_PREFIX)
 
     def fam(self, instrument: str) -> Family:
-        return self.fams[instrument]
+        fam = self.fams.get(instrument)
+        if fam is None:                   # a family outside the 5.x set: present once it has a sample
+            fam = self.fams[instrument] = Family(BY_INSTRUMENT[instrument])
+        return fam
 
     # ---------------------------------------------------------------- counters
     def messages_in(self) -> None:
@@ -298,6 +301,21 @@ class Scrape:
             log.exception("metrics: earliest message time")
         self.fam("rocketmq_storage_message_reserve_time").add(STORE_LABELS, reserve)
 
+    def replication(self) -> None:
+        """Each slave's lag on a master with slaves; the link to the master on a slave (rmqd.replicas)."""
+        rep = self.broker.replication
+        info = rep.runtime_info()
+        if rep.role.is_slave:
+            self.fam("rmqd_ha_master_connected").add((), 1 if info["haClientRuntimeInfo"]["isActivated"] else 0)
+            return
+        conns = info["haConnectionInfo"]
+        if not conns:
+            return
+        for ci in conns:
+            self.fam("rmqd_ha_slave_lag").add((ci["addr"],), ci["diff"])
+            self.fam("rmqd_ha_slave_lag_latency").add((ci["addr"],), ci["lagMillis"])
+        self.fam("rmqd_ha_in_sync_slaves").add((), info["inSyncSlaveNums"])
+
     def half_messages(self) -> None:
         """Half messages prepared and not yet committed or rolled back, per real topic, counted since
         the broker started (Java persists its count; after a restart rmqd starts again from 0)."""
@@ -307,7 +325,8 @@ class Scrape:
 
     def families(self) -> Iterable[Family]:
         for step in (self.messages_in, self.messages_out, self.counters, self.rpc_latency, self.tables,
-                     self.connections, self.consumer_lag, self.storage, self.half_messages, self.pop):
+                     self.connections, self.consumer_lag, self.storage, self.half_messages, self.pop,
+                     self.replication):
             try:
                 step()
             except Exception:

@@ -110,7 +110,20 @@ SPECS: tuple[FamilySpec, ...] = (
     FamilySpec("rocketmq_pop_buffer_scan_time_consume", "histogram", "milliseconds", (),
                "Merge-buffer scan time (rmqd has no merge buffer: no samples).", POP_SCAN_BUCKETS_MS),
 )
-BY_INSTRUMENT = {s.instrument: s for s in SPECS}
+# Master/slave replication: rmqd's own families (a 5.x broker exports none), only in a scrape of a broker in a
+# replica group (rmqd.metrics.collector.Scrape.replication), so a lone broker's families stay the 5.x set.
+REPLICA_SPECS: tuple[FamilySpec, ...] = (
+    FamilySpec("rmqd_ha_slave_lag", "gauge", "By", ("slave_addr",),
+               "CommitLog bytes the master holds and the slave has not acknowledged."),
+    FamilySpec("rmqd_ha_slave_lag_latency", "gauge", "ms", ("slave_addr",),
+               "Age of the oldest CommitLog byte sent to the slave and not acknowledged."),
+    FamilySpec("rmqd_ha_in_sync_slaves", "gauge", "1", (),
+               "Slaves less than haSlaveFallbehindMax behind the master."),
+    FamilySpec("rmqd_ha_master_connected", "gauge", "1", (),
+               "On a slave: 1 while it replicates from its master, else 0."),
+)
+
+BY_INSTRUMENT = {s.instrument: s for s in SPECS + REPLICA_SPECS}
 
 
 @dataclass

@@ -87,6 +87,8 @@ class PopResult:
 class PopService(ReviveMixin):
     """POP state of one broker.  ``start()``/``shutdown()`` are the broker's service hooks."""
 
+    master_only = True     # a slave does not run it (rmqd.replicas.wiring)
+
     def __init__(self, broker_name: str, cluster: str, store: Any, topics: Any, groups: Any, offsets: Any,
                  store_host: Callable[[], tuple], revive_queue_num: int = 8,
                  on_dlq: Optional[Callable[[str, str], None]] = None, counters: Any = None,

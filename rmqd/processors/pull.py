@@ -63,6 +63,36 @@ def _tag_codes(f: ExpressionMessageFilter) -> Any:
     return f.tag_subscription.code_set
 
 
+# GetMessageStatus whose nextBeginOffset Java's store corrects (nextOffsetCorrection): on a slave with
+# offsetCheckInSlave off it keeps the requested offset instead
+_CORRECTED = frozenset({S.NO_MESSAGE_IN_QUEUE, S.OFFSET_TOO_SMALL, S.OFFSET_OVERFLOW_ONE, S.OFFSET_OVERFLOW_BADLY,
+                        S.OFFSET_FOUND_NULL, S.NO_MATCHED_LOGIC_QUEUE})
+
+
+def suggest_broker(cfg: Any, sg: Any, store: Any, slave: bool, topic: str, qid: int, offset: int,
+                   result: GetMessageResult, code: int) -> tuple[str, int, int]:
+    """Java's PullMessageProcessor on ``suggestWhichBrokerId`` (and a slave's offset rules): with slaveReadEnable, a
+    consumer more than accessMessageInMemoryMaxRatio of RAM behind goes to the group's whichBrokerWhenConsumeSlowly,
+    else to the group's brokerId; without it, always to the master (0). A slave with offsetCheckInSlave off answers
+    a moved offset with PULL_RETRY_IMMEDIATELY and the group's brokerId, and never corrects the offset.
+    Returns (suggestWhichBrokerId, response code, nextBeginOffset)."""
+    suggest = 0
+    if cfg.slaveReadEnable:
+        if result.status is S.FOUND and result.next_begin_offset > 0 and \
+                store.check_in_disk_by_consume_offset(topic, qid, result.next_begin_offset - 1):
+            suggest = sg.which_broker_when_consume_slowly
+        else:
+            suggest = sg.broker_id
+    next_begin = result.next_begin_offset
+    if slave and not cfg.offsetCheckInSlave:
+        if result.status in _CORRECTED:
+            next_begin = offset
+        if code == ResponseCode.PULL_OFFSET_MOVED:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            suggest = sg.broker_id
+    return str(suggest), code, next_begin
+
+
 class PullMessageProcessor:
     """PULL_MESSAGE. On the event loop first (:meth:`process_inline`): the checks and, when every
     page it needs is resident, the read itself (one C call, no hand-off to a pool thread, whose GIL
@@ -110,7 +140,7 @@ class PullMessageProcessor:
         result = self._read(topic, qid, offset, int(max_nums), message_filter, inline)
         if result is TO_POOL:
             return TO_POOL
-        response = self._respond(conn, request, group, topic, qid, offset, result, message_filter,
+        response = self._respond(conn, request, sg, group, topic, qid, offset, result, message_filter,
                                  allow_suspend and bool(sys_flag & FLAG_SUSPEND), int(suspend_ms))
         if allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and self.ctx.role is not BrokerRole.SLAVE:
             self.ctx.offsets.commit_offset(conn.remote_address, group, topic, qid, int(commit_offset))
@@ -127,6 +157,8 @@ class PullMessageProcessor:
         if err is not None:
             return None, error_response(*err)
         tc = self.ctx.topics.get(topic)
+        if tc is None:      # a slave may hold a topic its master's config has not reached yet (rmqd.replicas)
+            tc = self.ctx.replication.topic_from_store(self.ctx.topics, topic)
         if tc is None:
             log.error("pull: topic %s of group %s (%s) does not exist", topic, group, conn.remote_address)
             return None, error_response(ResponseCode.TOPIC_NOT_EXIST,
@@ -195,12 +227,14 @@ class PullMessageProcessor:
             result = GetMessageResult(S.OFFSET_OVERFLOW_ONE, offset, store.get_min_offset(topic, qid), offset)
         return result
 
-    def _respond(self, conn: Any, request: RemotingCommand, group: str, topic: str, qid: int, offset: int,
+    def _respond(self, conn: Any, request: RemotingCommand, sg: Any, group: str, topic: str, qid: int, offset: int,
                  result: Any, message_filter: ExpressionMessageFilter, suspend: bool,
                  suspend_ms: int) -> Optional[RemotingCommand]:
         """The response of a read, or None when the pull is parked (long polling)."""
         code = _STATUS_CODES[result.status](offset)
-        ext_out = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
+        suggest, code, next_begin = suggest_broker(self.config, sg, self.ctx.store, self.ctx.role_manager.is_slave,
+                                                   topic, qid, offset, result, code)
+        ext_out = {"suggestWhichBrokerId": suggest, "nextBeginOffset": str(next_begin),
                    "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
         if code == ResponseCode.SUCCESS:
             self.ctx.stats.inc_group_get(group, topic, result.message_count, result.buffer_total_size)

@@ -26,6 +26,7 @@ from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand, error_response
 from rmqd.cython_ext.send_lane import SendLane
 from rmqd.remoting.dispatch import TO_POOL, Dispatcher, ProcessorPool
+from rmqd.replicas.answers import answer_for
 from rmqd.store.message import (MULTI_TAGS_FLAG, MessageToStore, find_property, java_string_hash)
 from rmqd.store.message_store import PutMessageStatus
 from rmqd.store.topic_attributes import is_compaction_topic
@@ -215,16 +216,23 @@ class SendMessageProcessor(ContextProcessor):
         lane.store_host = identity.store_host
         lane.msg_id_prefix = identity.msg_id_prefix
         lane.max_body = INLINE_MAX_BODY
-        lane.sync_flush = self.store.config.flush_disk_type == "SYNC_FLUSH"
+        # SYNC_FLUSH or SYNC_MASTER: answered once flushed / on a slave; a slave serves no sends (rmqd.replicas)
+        lane.sync_flush = self.store.config.flush_disk_type == "SYNC_FLUSH" or \
+            getattr(self.store, "waits_for_replica", False)
         lane.flush_waiter = self._answer_when_flushed
         lane.request_hook = request_hook
-        lane.enabled = True
+        lane.enabled = not getattr(self.store, "refuses_puts", False)
 
     def _answer_when_flushed(self, conn: Any, end_offset: int, ok_frame: bytes, timeout_frame: bytes) -> None:
-        """SYNC_FLUSH lane sends: the message is stored; its answer leaves once the group commit
-        has flushed it (FLUSH_DISK_TIMEOUT after syncFlushTimeout), without holding a thread."""
-        self.store.on_flushed(end_offset, lambda flushed: conn.send_encoded(
-            [ok_frame if flushed else timeout_frame]))
+        """SYNC_FLUSH / SYNC_MASTER lane sends: the message is stored; its answer leaves once the group commit
+        has flushed it (FLUSH_DISK_TIMEOUT after syncFlushTimeout) and a slave has it (SLAVE_NOT_AVAILABLE,
+        FLUSH_SLAVE_TIMEOUT), without holding a thread."""
+        on_durable = getattr(self.store, "on_durable", None)
+        if on_durable is None:
+            self.store.on_flushed(end_offset, lambda flushed: conn.send_encoded(
+                [ok_frame if flushed else timeout_frame]))
+            return
+        on_durable(end_offset, lambda status: conn.send_encoded([answer_for(status, ok_frame, timeout_frame)]))
 
     def forget_lane_topic(self, topic: str) -> None:
         """Keep ``topic`` off the fast lane (a COMPACTION topic: its sends need the key check)."""
@@ -259,7 +267,7 @@ class SendMessageProcessor(ContextProcessor):
         many messages (SYNC_FLUSH waits, auto-create writing topics.json and re-registering,
         retry/DLQ routing, batches, large bodies) goes to the send pool.
         """
-        if self.store.config.flush_disk_type != "ASYNC_FLUSH":
+        if self.store.config.flush_disk_type != "ASYNC_FLUSH" or getattr(self.store, "waits_for_replica", False):
             return TO_POOL
         body = request.body
         if body is not None and len(body) > INLINE_MAX_BODY:

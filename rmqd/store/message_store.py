@@ -191,6 +191,10 @@ class MessageStore:
     def _put_durable(self, msgs: Sequence[MessageToStore]) -> PutMessageResult:
         return put_durable(self._engine, self.durability, msgs, self.config.sync_flush_timeout_ms)
 
+    def count_received(self, records: int, nbytes: int) -> None:
+        """A slave's appended records count as its puts (putMessageTimesTotal), as Java's reput counts them."""
+        self._counters.received(records, nbytes)
+
     def on_flushed(self, end_offset: int, done: Callable[[bool], None]) -> None:
         """Durable without blocking: ``done(True)`` (on the durability stage's thread) once every stage
         reached ``end_offset`` (SYNC_FLUSH: the group commit flushed it), ``done(False)`` when one timed

@@ -87,6 +87,12 @@ class StoreCounters:
             self._stats.get_message_found_total += 1
             self._stats.get_message_transferred_total += messages
 
+    def received(self, records: int, nbytes: int) -> None:
+        """A slave appended ``records`` whole records (``nbytes``) received from its master."""
+        with self._lock:
+            self._stats.put_message_times_total += records
+            self._stats.put_message_size_total += nbytes
+
     def set(self, **values) -> None:
         with self._lock:
             for k, v in values.items():

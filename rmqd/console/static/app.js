@@ -82,6 +82,13 @@ function pager(data, hrefOf) {
 }
 
 // ------------------------------------------------------------------ pages: cluster
+function replicationText(b) {
+  if (b.lagBytes !== undefined) {
+    const kib = (b.lagBytes / 1024).toFixed(1);
+    return b.lagMillis !== undefined ? `lag ${kib} KiB, ${b.lagMillis} ms` : `lag ${kib} KiB`;
+  }
+  return b.inSyncSlaves !== undefined ? `${b.inSyncSlaves} slave(s) in sync` : "";
+}
 async function pageOverview() {
   setPage("overview", h("h1", {}, "Cluster"));
   const d = await api("/api/overview");
@@ -90,9 +97,10 @@ async function pageOverview() {
     h("td", {}, link("/brokers/" + enc(b.addr), b.addr)), h("td", {}, b.version || ""),
     h("td", {}, b.putTps || ""), h("td", {}, b.getTransferredTps || ""),
     h("td", { class: "num" }, b.msgPutTotalTodayNow || ""), h("td", { class: "num" }, b.msgGetTotalTodayNow || ""),
+    h("td", { class: "replication" }, replicationText(b)),
     h("td", {}, b.error ? h("span", { class: "error" }, b.error) : "")));
   main.append(h("p", { class: "muted" }, `name server ${d.namesrv} · ${d.mode} view · clusters: ${d.clusters.join(", ")}`),
-    table(["Cluster", "Broker", "#ID", "Address", "Version", "Put TPS", "Get TPS", "Put today", "Get today", ""], rows, { class: "list", id: "brokers" }));
+    table(["Cluster", "Broker", "#ID", "Address", "Version", "Put TPS", "Get TPS", "Put today", "Get today", "Replication", ""], rows, { class: "list", id: "brokers" }));
   ready();
 }
 async function pageBroker(addr) {

@@ -1,0 +1,128 @@
+# cython: language_level=3
+"""A slave's check of the CommitLog bytes its master sent (rmqd.store.ha.slave_append), in C without the GIL.
+
+``verify_range`` walks the records of one mapped CommitLog file from ``start`` to ``limit`` as the recovery scan
+does (magic, lengths, optional body CRC, size bound) and also counts them: the slave's put statistics are the
+records it received (Java's ReputMessageService counts them on a slave too).
+"""
+from rmqd.cython_ext.message_codec cimport masked_crc, read_i32
+
+DEF MAGIC_V1 = -626843481
+DEF BLANK_MAGIC = -875286124
+DEF MIN_RECORD = 91
+
+cdef enum:
+    C_LIMIT = 0        # reached ``limit`` exactly: every record up to there is whole and well formed
+    C_BLANK = 1        # a BLANK end-of-file marker; ``end`` is past it (the file's end if it fits)
+    C_PARTIAL = 2      # the record at ``end`` is not all there yet
+    C_BAD = 3          # the bytes at ``end`` are not a well-formed record
+    L_IN_RECORD = 0
+    L_AT_BOUNDARY = 1
+    L_IN_PADDING = 2
+    L_UNREADABLE = -1
+
+VERIFY_LIMIT = C_LIMIT
+VERIFY_BLANK = C_BLANK
+VERIFY_PARTIAL = C_PARTIAL
+VERIFY_BAD = C_BAD
+
+
+def verify_range(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t limit, bint check_crc,
+                 int max_record_size):
+    """``(end, code, records, record_bytes)``: how far whole, well-formed records reach from ``start``, why it
+    stopped (VERIFY_*), and how many records (and bytes) that is, BLANK markers not counted."""
+    cdef Py_ssize_t n = buf.shape[0]
+    if limit > n:
+        limit = n
+    cdef Py_ssize_t pos = start, q, bh, sh
+    cdef const unsigned char* base = &buf[0]
+    cdef const unsigned char* r
+    cdef int total, magic, sys_flag, blen, tlen, plen
+    cdef int code = C_LIMIT
+    cdef long long count = 0, nbytes = 0
+    with nogil:
+        while True:
+            if pos == limit:
+                code = C_LIMIT
+                break
+            if pos + 8 > limit:
+                code = C_PARTIAL
+                break
+            r = base + pos
+            total = read_i32(r)
+            magic = read_i32(r + 4)
+            if magic == BLANK_MAGIC:
+                code = C_BLANK if total >= 8 else C_BAD
+                if total >= 8:
+                    pos += total
+                break
+            if magic != MAGIC_V1 or total < MIN_RECORD or total > max_record_size:
+                code = C_BAD
+                break
+            if pos + total > limit:
+                code = C_PARTIAL
+                break
+            sys_flag = read_i32(r + 36)
+            bh = 20 if (sys_flag & 0x10) else 8
+            sh = 20 if (sys_flag & 0x20) else 8
+            q = 48 + bh + 8 + sh + 12
+            blen = read_i32(r + q)
+            q += 4
+            if blen < 0 or q + blen + 3 > total:
+                code = C_BAD
+                break
+            if check_crc and blen > 0 and masked_crc(r + q, blen) != <unsigned int>read_i32(r + 8):
+                code = C_BAD
+                break
+            q += blen
+            tlen = r[q]
+            q += 1 + tlen
+            if q + 2 > total:
+                code = C_BAD
+                break
+            plen = (r[q] << 8) | r[q + 1]
+            if q + 2 + plen != total:
+                code = C_BAD
+                break
+            pos += total
+            count += 1
+            nbytes += total
+    return pos, code, count, nbytes
+
+
+AT_BOUNDARY = L_AT_BOUNDARY     # a record (or the BLANK marker, or the written end) starts exactly there
+IN_PADDING = L_IN_PADDING       # inside the BLANK end-of-file region: a slave that got part of the padding
+IN_RECORD = L_IN_RECORD         # inside a record
+UNREADABLE = L_UNREADABLE       # the records before it do not parse
+
+
+def locate(const unsigned char[::1] buf, Py_ssize_t pos, Py_ssize_t limit, int max_record_size):
+    """Where ``pos`` falls among the records of one mapped CommitLog file written up to ``limit``, walking the
+    record sizes from the file's start: AT_BOUNDARY, IN_PADDING, IN_RECORD or UNREADABLE (a master checks a
+    slave's first offset report with it)."""
+    cdef Py_ssize_t n = buf.shape[0], cur = 0
+    cdef const unsigned char* base = &buf[0]
+    cdef int total, magic, where = L_UNREADABLE
+    if limit > n:
+        limit = n
+    with nogil:
+        while True:
+            if cur == pos:
+                where = L_AT_BOUNDARY
+                break
+            if cur + 8 > limit or cur > pos:
+                where = L_UNREADABLE
+                break
+            total = read_i32(base + cur)
+            magic = read_i32(base + cur + 4)
+            if magic == BLANK_MAGIC and total >= 8:
+                where = L_IN_PADDING if pos < cur + total else L_UNREADABLE
+                break
+            if magic != MAGIC_V1 or total < MIN_RECORD or total > max_record_size:
+                where = L_UNREADABLE
+                break
+            if pos < cur + total:
+                where = L_IN_RECORD
+                break
+            cur += total
+    return where

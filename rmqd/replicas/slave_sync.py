@@ -1,0 +1,236 @@
+"""SlaveSynchronize: a slave copies its master's metadata (Java's ``broker/slave/SlaveSynchronize``).
+
+Every 10 s after a first 3 s (Java's schedule), each with a 3 s timeout, from the master address the name server
+answered the last registration with:
+
+=====================================  =========================  =========================================
+request                                port                       applied
+=====================================  =========================  =========================================
+GET_ALL_TOPIC_CONFIG (21)              VIP port (listen port - 2)  when its DataVersion differs: replaces all
+GET_ALL_CONSUMER_OFFSET (43)           listen port                always: the master's entries overwrite
+GET_ALL_DELAY_OFFSET (45)              listen port                always: delayOffset.json
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) listen port                when its DataVersion differs: replaces all
+=====================================  =========================  =========================================
+
+The VIP call falls back to the listen port when nothing listens on port - 2 (an rmqd master started on port 0
+has its VIP port elsewhere). Between rounds, an rmqd slave of an rmqd master also holds a WAIT_METADATA_CHANGE
+(rmqd's code 9010) on the master, which answers as soon as the master's topic DataVersion differs from the one the
+slave last copied: a topic created on the master reaches the slave in milliseconds instead of up to 10 s. A Java
+master answers that code with REQUEST_CODE_NOT_SUPPORTED and the slave falls back to the rounds alone.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable, Optional
+
+from rmqd.data_version import DataVersion
+from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.remoting.command import RemotingCommand, new_request, new_response
+from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig, loads_lenient
+
+log = logging.getLogger(__name__)
+
+FIRST_DELAY_S = 3.0
+PERIOD_S = 10.0
+CALL_TIMEOUT_S = 3.0
+WAIT_METADATA_CHANGE = 9010          # rmqd only: held by the master until its topics or groups change
+WAIT_HOLD_S = 30.0
+WAIT_POLL_S = 0.05
+RETRY_S = 5.0
+
+
+def vip_address(addr: str) -> str:
+    """Java's ``MixAll.brokerVIPChannel(true, addr)``: the same host, port - 2."""
+    host, _, port = addr.rpartition(":")
+    return f"{host}:{int(port) - 2}"
+
+
+def _version_ext(v: DataVersion, prefix: str) -> dict:
+    return {f"{prefix}Timestamp": str(v.timestamp), f"{prefix}Counter": str(v.counter)}
+
+
+class SlaveSynchronize:
+    """Pulls the master's metadata into the slave's managers (see the module docstring)."""
+
+    def __init__(self, role: Any, client: Any, topics: Any, groups: Any, offsets: Any, delay_offsets: Any,
+                 own_address: Callable[[], str], run_blocking: Callable[..., Any],
+                 on_topics_replaced: Optional[Callable[[list], None]] = None) -> None:
+        self.role = role
+        self.client = client
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.delay_offsets = delay_offsets
+        self.own_address = own_address
+        self.run_blocking = run_blocking
+        self.on_topics_replaced = on_topics_replaced
+        self.rounds = 0
+        self.pushes = 0
+        self.push_supported: Optional[bool] = None
+        self.master_topic_version: Optional[DataVersion] = None     # of the last topic table copied
+        self._lock = asyncio.Lock()
+
+    def _master(self) -> Optional[str]:
+        addr = self.role.master_addr
+        if not self.role.is_slave or not addr or addr == self.own_address():
+            return None
+        return addr
+
+    # ------------------------------------------------------------------ rounds
+    async def sync_all(self) -> None:
+        """One round of the four syncs (each failure logged on its own, as Java does)."""
+        if self._master() is None:
+            return
+        async with self._lock:
+            for step in (self.sync_topic_config, self.sync_consumer_offset, self.sync_delay_offset,
+                         self.sync_subscription_group_config):
+                master = self._master()
+                if master is None:
+                    return
+                try:
+                    await step(master)
+                except Exception as exc:
+                    log.error("SlaveSynchronize %s from %s failed: %r", step.__name__, master, exc)
+            self.rounds += 1
+
+    async def _call(self, addr: str, code: int) -> bytes:
+        resp = await self.client.invoke(addr, new_request(code), CALL_TIMEOUT_S)
+        if resp.code != ResponseCode.SUCCESS:
+            raise RuntimeError(f"code {code} answered {resp.code} {resp.remark}")
+        return resp.body_bytes() if resp.body is not None else b""
+
+    async def sync_topic_config(self, master: str) -> None:
+        try:
+            body = await self._call(vip_address(master), RequestCode.GET_ALL_TOPIC_CONFIG)
+        except (ConnectionError, OSError):
+            body = await self._call(master, RequestCode.GET_ALL_TOPIC_CONFIG)
+        wrapper = loads_lenient(body.decode("utf-8"))
+        version = DataVersion.from_json(wrapper.get("dataVersion"))
+        self.master_topic_version = version
+        if version == self.topics.data_version:
+            return
+        changed = await self.run_blocking(self._replace_topics, wrapper, version)
+        log.info("Update slave topic config from master, %s", master)
+        if changed and self.on_topics_replaced is not None:
+            self.on_topics_replaced(changed)
+
+    def _replace_topics(self, wrapper: dict, version: DataVersion) -> list:
+        mgr = self.topics
+        table = {name: TopicConfig.from_json(d) for name, d in (wrapper.get("topicConfigTable") or {}).items()}
+        with mgr._lock:                 # held over the write too: another persist would race for the temp file
+            changed = [tc for name, tc in table.items() if mgr.table.get(name) != tc]
+            mgr.table.clear()
+            mgr.table.update(table)
+            mgr.data_version = version
+            mgr.persist()
+        return changed
+
+    async def sync_consumer_offset(self, master: str) -> None:
+        body = await self._call(master, RequestCode.GET_ALL_CONSUMER_OFFSET)
+        data = loads_lenient(body.decode("utf-8"))
+        table = {k: {int(q): int(o) for q, o in (v or {}).items()} for k, v in (data.get("offsetTable") or {}).items()}
+        await self.run_blocking(self._apply_offsets, table)
+        log.debug("Update slave consumer offset from master, %s", master)
+
+    def _apply_offsets(self, table: dict) -> None:
+        mgr = self.offsets
+        with mgr._lock:
+            mgr.table.update(table)
+            mgr.persist()
+
+    async def sync_delay_offset(self, master: str) -> None:
+        body = await self._call(master, RequestCode.GET_ALL_DELAY_OFFSET)
+        if not body:
+            return
+        data = loads_lenient(body.decode("utf-8"))
+        table = {int(k): int(v) for k, v in (data.get("offsetTable") or {}).items()}
+        await self.run_blocking(self._apply_delay_offsets, table)
+        log.debug("Update slave delay offset from master, %s", master)
+
+    def _apply_delay_offsets(self, table: dict) -> None:
+        mgr = self.delay_offsets
+        with mgr._lock:
+            mgr.table = table
+            mgr.persist()
+
+    async def sync_subscription_group_config(self, master: str) -> None:
+        body = await self._call(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        wrapper = loads_lenient(body.decode("utf-8"))
+        version = DataVersion.from_json(wrapper.get("dataVersion"))
+        mgr = self.groups
+        if version == mgr.data_version:
+            return
+        table = {name: SubscriptionGroupConfig.from_json(d)
+                 for name, d in (wrapper.get("subscriptionGroupTable") or {}).items()}
+        await self.run_blocking(self._replace_groups, table, version)
+        log.info("Update slave Subscription Group from master, %s", master)
+
+    def _replace_groups(self, table: dict, version: DataVersion) -> None:
+        mgr = self.groups
+        with mgr._lock:
+            mgr.table.clear()
+            mgr.table.update(table)
+            mgr.data_version = version
+            mgr.persist()
+
+    # ------------------------------------------------------------------ push (rmqd <-> rmqd)
+    async def follow_changes(self) -> None:
+        """Hold WAIT_METADATA_CHANGE on the master and copy its topics when it answers (runs until cancelled;
+        stops for good when the master does not know the code)."""
+        while True:
+            master = self._master()
+            if master is None:
+                await asyncio.sleep(0.1)             # until the name server names the master
+                continue
+            seen = self.master_topic_version or DataVersion(0, 0)
+            ext = {**_version_ext(seen, "topic"), "holdMillis": str(int(WAIT_HOLD_S * 1000))}
+            try:
+                resp = await self.client.invoke(master, new_request(WAIT_METADATA_CHANGE, ext), WAIT_HOLD_S + 5)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("WAIT_METADATA_CHANGE on %s failed: %r", master, exc)
+                await asyncio.sleep(RETRY_S)
+                continue
+            if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                self.push_supported = False
+                log.info("master %s does not push metadata changes: SlaveSynchronize every %.0f s only", master,
+                         PERIOD_S)
+                return
+            self.push_supported = True
+            if (resp.ext_fields or {}).get("changed") == "true":
+                self.pushes += 1
+                async with self._lock:
+                    try:
+                        await self.sync_topic_config(master)
+                    except Exception as exc:
+                        log.error("SlaveSynchronize sync_topic_config from %s failed: %r", master, exc)
+                        await asyncio.sleep(RETRY_S)
+
+
+class MetadataChangeWaiter:
+    """The master's side of WAIT_METADATA_CHANGE: answers once its topic DataVersion differs from the one the slave
+    names, or after ``holdMillis`` (at most 60 s) with changed=false."""
+
+    def __init__(self, topics: Any) -> None:
+        self.topics = topics
+
+    def _differs(self, ext: dict) -> bool:
+        v = self.topics.data_version
+        return str(v.timestamp) != ext.get("topicTimestamp") or str(v.counter) != ext.get("topicCounter")
+
+    async def wait(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        try:
+            hold = min(60.0, max(0.0, int(ext.get("holdMillis") or 0) / 1000))
+        except ValueError:
+            hold = WAIT_HOLD_S
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + hold
+        changed = self._differs(ext)
+        while not changed and loop.time() < deadline and not getattr(conn, "closed", False):
+            await asyncio.sleep(WAIT_POLL_S)
+            changed = self._differs(ext)
+        return new_response(ResponseCode.SUCCESS, None, {"changed": "true" if changed else "false"})
+

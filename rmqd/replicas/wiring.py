@@ -1,0 +1,193 @@
+"""Replication for one broker: the role owner, the store's HA service and layer, SlaveSynchronize, the codes.
+
+:class:`Replication` is built by the BrokerController right after the store; the controller then uses
+``replication.store`` (the :class:`~rmqd.store.ha.layer.ReplicatedStore` over its store) everywhere, asks
+``replication.role`` for the role, and calls the lifecycle hooks in order: :meth:`Replication.start_services`
+(instead of starting its services itself: master-only ones wait while it is a slave), :meth:`Replication.bind`
+once its listen port is known (the HA port is listen port + 1, as Java's BrokerStartup sets it),
+:meth:`Replication.start` on the loop, :meth:`Replication.on_registered` with each name server answer, and
+:meth:`Replication.shutdown` before the store shuts down.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable, Optional
+
+from rmqd.remoting import fastjson
+from rmqd.remoting.codes import ResponseCode
+from rmqd.remoting.command import RemotingCommand, new_response
+from rmqd.replicas.role_manager import RoleManager
+from rmqd.replicas.slave_sync import FIRST_DELAY_S, PERIOD_S, WAIT_METADATA_CHANGE, MetadataChangeWaiter, \
+    SlaveSynchronize
+from rmqd.store.ha.config import ha_config_from
+from rmqd.store.ha.layer import ReplicatedStore
+from rmqd.store.ha.service import DefaultHAService
+from rmqd.store.topic_restore import restore_topics_from_store
+
+log = logging.getLogger(__name__)
+
+GET_BROKER_HA_STATUS = 907            # 5.x RequestCode (mqadmin haStatus)
+
+
+def is_master_only(service: Any) -> bool:
+    """Services a slave does not run (Java: the schedule and transaction-check services, 5.x timers and POP revive):
+    their classes say ``master_only = True``."""
+    return bool(getattr(service, "master_only", False))
+
+
+class Replication:
+    """See the module docstring."""
+
+    sync_first_delay_s = FIRST_DELAY_S      # SlaveSynchronize's schedule (Java's); attributes so tests shorten it
+    sync_period_s = PERIOD_S
+
+    def __init__(self, config: Any, store: Any, host: str) -> None:
+        self.config = config
+        self.role = RoleManager(config)
+        ha_config = ha_config_from(config)
+        ha_config.listen_host = host
+        self.ha = DefaultHAService(store, ha_config, slave=self.role.is_slave)
+        self.store = ReplicatedStore(store, self.ha, self.role.role)
+        self.slave_sync: Optional[SlaveSynchronize] = None
+        self._services: list = []
+        self._started_services: list = []
+        self._tasks: list[asyncio.Task] = []
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self.role.on_master_change(lambda _addr, ha_addr: self.ha.update_master_address(ha_addr))
+        self.role.on_role_change(self._apply_role, call_now=False)
+        if self.role.master_ha_addr:
+            self.ha.update_master_address(self.role.master_ha_addr)
+
+    # ------------------------------------------------------------------ role
+    def _apply_role(self, role: RoleManager) -> None:
+        self.store.set_role(role.role)
+        if role.is_slave:
+            self.ha.change_to_slave()
+            for svc in reversed([s for s in self._started_services if is_master_only(s)]):
+                self._stop_service(svc)
+        else:
+            self.ha.change_to_master()
+            self._start_services(s for s in self._services if s not in self._started_services)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._restart_tasks)
+
+    # ------------------------------------------------------------------ services
+    def start_services(self, services: list) -> None:
+        """Start the broker's services; on a slave the master-only ones wait until it becomes master."""
+        self._services = services
+        self._start_services(s for s in services if not (self.role.is_slave and is_master_only(s)))
+
+    def _start_services(self, services: Any) -> None:
+        for svc in services:
+            svc.start()
+            self._started_services.append(svc)
+
+    def _stop_service(self, svc: Any) -> None:
+        try:
+            svc.shutdown()
+        except Exception:
+            log.exception("stopping %s on the change to slave failed", type(svc).__name__)
+        self._started_services.remove(svc)
+
+    def services_to_shut_down(self) -> list:
+        """What the broker's shutdown must stop (a slave's master-only services never started)."""
+        return list(self._started_services)
+
+    # ------------------------------------------------------------------ lifecycle
+    def bind(self, listen_port: int, configured_port: int) -> int:
+        """Listen on the HA port, ``listen_port + 1`` as Java's BrokerStartup sets it. A broker given port 0 (any
+        free port) takes any free HA port when listen port + 1 is taken. Returns the port, which the caller
+        stores as ``haListenPort``."""
+        cfg = self.ha.config
+        cfg.listen_port = listen_port + 1
+        try:
+            port = self.ha.bind()
+        except OSError:
+            if configured_port:
+                raise
+            log.info("HA port %d is taken: listening on any free port", listen_port + 1)
+            cfg.listen_port = 0
+            port = self.ha.bind()
+        cfg.listen_port = port
+        return port
+
+    def start(self, loop: asyncio.AbstractEventLoop, client: Any, topics: Any, groups: Any, offsets: Any,
+              delay_offsets: Any, own_address: Callable[[], str],
+              on_topics_replaced: Optional[Callable[[list], None]] = None) -> None:
+        """Start the HA service and, on a slave, SlaveSynchronize (on the loop)."""
+        self._loop = loop
+        self.ha.start()
+        self.slave_sync = SlaveSynchronize(self.role, client, topics, groups, offsets, delay_offsets, own_address,
+                                           lambda fn, *a: loop.run_in_executor(None, fn, *a), on_topics_replaced)
+        self._restart_tasks()
+
+    def _restart_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
+        if self.role.is_slave and self.slave_sync is not None:
+            loop = self._loop
+            sync = self._every(self.sync_first_delay_s, self.sync_period_s, self.slave_sync.sync_all)
+            self._tasks = [loop.create_task(sync, name="slave-synchronize"),
+                           loop.create_task(self.slave_sync.follow_changes(), name="slave-follow-changes")]
+
+    @staticmethod
+    async def _every(first: float, period: float, fn: Callable[[], Any]) -> None:
+        await asyncio.sleep(first)
+        while True:
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("SlaveSynchronize round failed")
+            await asyncio.sleep(period)
+
+    def on_registered(self, response: RemotingCommand) -> None:
+        """A name server's answer to REGISTER_BROKER: the master's addresses (Java's doRegisterBrokerAll)."""
+        ext = response.ext_fields or {}
+        self.role.update_master(ext.get("masterAddr"), ext.get("haServerAddr"))
+
+    async def stop_tasks(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("replication task %s failed", task.get_name())
+
+    def shutdown(self) -> None:
+        """Stop the HA service (blocking: call it off the loop, before the store shuts down)."""
+        self.ha.shutdown()
+
+    def topic_from_store(self, topics: Any, topic: str) -> Any:
+        """A slave asked for a topic its master's config has not reached yet (SlaveSynchronize runs every 10 s,
+        and the master may be gone): when the replicated CommitLog holds its consume queues, put its config
+        back from them (rmqd.store.topic_restore) so the slave serves what it holds; Java answers
+        TOPIC_NOT_EXIST there. None on a master, or when the store has nothing of it."""
+        if not self.role.is_slave:
+            return None
+        queues = [key for key in self.store.queue_keys() if key[0] == topic]
+        if not queues:
+            return None
+        log.warning("topic %s has not come from the master yet; serving it from the %d replicated consume "
+                    "queue(s) this slave holds", topic, len(queues))
+        restore_topics_from_store(topics, queues)
+        return topics.get(topic)
+
+    # ------------------------------------------------------------------ codes
+    def register(self, dispatcher: Any, pool: Any, topics: Any) -> None:
+        """GET_BROKER_HA_STATUS (907, 5.x) and rmqd's WAIT_METADATA_CHANGE (9010)."""
+        dispatcher.register(GET_BROKER_HA_STATUS, self.get_ha_status, pool)
+        dispatcher.register(WAIT_METADATA_CHANGE, MetadataChangeWaiter(topics).wait)
+
+    def runtime_info(self) -> dict:
+        return self.ha.runtime_info(self.role.is_master)
+
+    def get_ha_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        return new_response(ResponseCode.SUCCESS, None, None, fastjson.dumps(self.runtime_info()))

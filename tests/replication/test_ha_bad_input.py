@@ -1,0 +1,243 @@
+"""Bad input on the HA port: the connection is closed with a log line naming the cause, nothing stored is damaged.
+
+The rmqd slave faces a fake master (wrong offset, truncated frame, absurd size, another file size, a damaged
+record); the rmqd master faces a fake slave (an offset beyond the master, not at a record boundary).
+"""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from tests.replication.harness import wait_until
+from tests.replication.ha_peers import FakeMaster, FakeSlave, commitlog_bytes, fill, make_store
+from rmqd.store.ha.config import HAConfig
+from rmqd.store.ha.service import DefaultHAService
+
+FS = 64 * 1024
+
+
+@pytest.fixture
+def source(tmp_path):
+    """A store holding real CommitLog records to feed a slave with."""
+    store = make_store(str(tmp_path / "src"), FS)
+    fill(store, 40, size=700)                                # ~32 KB in the first file
+    yield store
+    store.shutdown()
+
+
+@pytest.fixture
+def slave(tmp_path):
+    """An rmqd slave store + HA client pointed at a fake master."""
+    fake = FakeMaster()
+    store = make_store(str(tmp_path / "slave"), FS)
+    ha = DefaultHAService(store, HAConfig(listen_port=0, commitlog_file_size=FS), slave=True)
+    ha.client.reconnect_delay_s = 30          # stay down after the fault: the test inspects what is stored
+    ha.start()
+    ha.update_master_address(fake.address)
+    yield store, fake
+    ha.shutdown()
+    fake.close()
+    store.shutdown()
+
+
+def _good_prefix(store, source, fake, n: int) -> bytes:
+    """Send the first ``n`` bytes of the source CommitLog, wait until the slave reports them; returns them."""
+    data = commitlog_bytes(source, 0, n)
+    fake.transfer(0, data)
+    assert fake.read_report() == n
+    return data
+
+
+def _fault(caplog, fake, cause: str) -> None:
+    assert fake.closed_by_peer(5), "the slave did not close the connection"
+    wait_until(lambda: any(cause in r.getMessage() for r in caplog.records), 5, f"a log line naming {cause!r}")
+
+
+def _intact(store, source, upto: int) -> None:
+    """The slave holds exactly the source's first ``upto`` bytes, dispatched."""
+    assert store.commitlog_max_offset() == upto
+    assert commitlog_bytes(store, 0, upto) == commitlog_bytes(source, 0, upto)
+    total = store.get_max_offset("HaTopic", 0) + store.get_max_offset("HaTopic", 1)
+    assert total > 0
+
+
+def _record_end(source, after: int) -> int:
+    """The end of the first record that ends after ``after``."""
+    pos = 0
+    while pos <= after:
+        size = int.from_bytes(commitlog_bytes(source, pos, pos + 4), "big")
+        pos += size
+    return pos
+
+
+def test_wrong_offset_from_master(caplog, slave, source):
+    store, fake = slave
+    caplog.set_level(logging.INFO)
+    assert fake.accept() == 0
+    n = _record_end(source, 10_000)
+    _good_prefix(store, source, fake, n)
+    fake.transfer(n + 700, commitlog_bytes(source, n, n + 700))
+    _fault(caplog, fake, "master pushed offset")
+    _intact(store, source, n)
+
+
+def test_truncated_frame(caplog, slave, source):
+    store, fake = slave
+    caplog.set_level(logging.INFO)
+    fake.accept()
+    n = _record_end(source, 5_000)
+    _good_prefix(store, source, fake, n)
+    body = commitlog_bytes(source, n, n + 3000)
+    fake.raw(n.to_bytes(8, "big") + (3000).to_bytes(4, "big") + body[:1000])
+    fake.close()                                             # the connection ends inside the transfer
+    wait_until(lambda: any("truncated frame" in r.getMessage() for r in caplog.records), 5, "truncated frame logged")
+    _intact(store, source, n)
+
+
+def test_absurd_transfer_size(caplog, slave, source):
+    store, fake = slave
+    caplog.set_level(logging.INFO)
+    fake.accept()
+    n = _record_end(source, 5_000)
+    _good_prefix(store, source, fake, n)
+    fake.raw(n.to_bytes(8, "big") + (-5).to_bytes(4, "big", signed=True))
+    _fault(caplog, fake, "transfer of -5 bytes")
+    _intact(store, source, n)
+
+
+def test_damaged_record_is_cut_off(caplog, slave, source):
+    store, fake = slave
+    caplog.set_level(logging.INFO)
+    fake.accept()
+    n = _record_end(source, 5_000)
+    _good_prefix(store, source, fake, n)
+    bad = bytearray(commitlog_bytes(source, n, n + 4000))
+    bad[500] ^= 0xFF                                          # inside the first record's body: CRC mismatch
+    fake.transfer(n, bytes(bad))
+    _fault(caplog, fake, "damaged record")
+    _intact(store, source, n)
+
+
+def test_master_with_smaller_files(caplog, slave, tmp_path):
+    """A master with 32 KiB files: its end-of-file record stops in the middle of the slave's 64 KiB file."""
+    store, fake = slave
+    caplog.set_level(logging.INFO)
+    small = make_store(str(tmp_path / "small"), 32 * 1024)
+    try:
+        fill(small, 60, size=700)
+        fake.accept()
+        first = commitlog_bytes(small, 0, 32 * 1024)          # a whole file: records, then the BLANK marker
+        end = _record_end(small, 20_000)
+        fake.transfer(0, first[:end])
+        assert fake.read_report() == end
+        fake.transfer(end, first[end:])
+        _fault(caplog, fake, "does not end at this slave's file end")
+        assert store.commitlog_max_offset() == end
+        assert commitlog_bytes(store, 0, end) == first[:end]
+    finally:
+        small.shutdown()
+
+
+def test_master_with_larger_files(caplog, slave, tmp_path):
+    """A master with 128 KiB files sends a transfer crossing the end of the slave's 64 KiB file."""
+    store, fake = slave
+    caplog.set_level(logging.INFO)
+    big = make_store(str(tmp_path / "big"), 128 * 1024)
+    try:
+        fill(big, 120, size=700)
+        fake.accept()
+        end = _record_end(big, 60_000)
+        fake.transfer(0, commitlog_bytes(big, 0, end))
+        assert fake.read_report() == end
+        fake.transfer(end, commitlog_bytes(big, end, end + 8000))
+        _fault(caplog, fake, "crosses the end of this slave's CommitLog file")
+        assert store.commitlog_max_offset() == end
+    finally:
+        big.shutdown()
+
+
+@pytest.fixture
+def master(tmp_path):
+    store = make_store(str(tmp_path / "m"), FS)
+    fill(store, 40, size=700)
+    ha = DefaultHAService(store, HAConfig(listen_port=0, commitlog_file_size=FS))
+    ha.start()
+    yield store, ha
+    ha.shutdown()
+    store.shutdown()
+
+
+def test_slave_reports_offset_beyond_master(caplog, master):
+    store, ha = master
+    caplog.set_level(logging.INFO)
+    before = commitlog_bytes(store, 0, store.commitlog_max_offset())
+    fake = FakeSlave(ha.port)
+    try:
+        fake.report(store.commitlog_max_offset() + 1000)
+        assert fake.closed_by_peer(5)
+    finally:
+        fake.close()
+    wait_until(lambda: any("beyond the master's max offset" in r.getMessage() for r in caplog.records), 5, "logged")
+    assert commitlog_bytes(store, 0, store.commitlog_max_offset()) == before
+    wait_until(lambda: ha.connection_count() == 0, 5, "connection dropped")
+
+
+def test_slave_reports_offset_inside_a_record(caplog, master):
+    store, ha = master
+    caplog.set_level(logging.INFO)
+    fake = FakeSlave(ha.port)
+    try:
+        fake.report(1234)                                     # inside the second record
+        assert fake.closed_by_peer(5)
+    finally:
+        fake.close()
+    wait_until(lambda: any("not at a record boundary" in r.getMessage() for r in caplog.records), 5, "logged")
+
+
+def test_slave_acknowledges_beyond_master(caplog, master):
+    store, ha = master
+    caplog.set_level(logging.INFO)
+    fake = FakeSlave(ha.port)
+    try:
+        fake.report(0)
+        offset, body = fake.read_transfer()                    # the master streams its current file from 0
+        assert offset == 0 and body
+        fake.report(store.commitlog_max_offset() + 1)
+        assert fake.closed_by_peer(5)
+    finally:
+        fake.close()
+    wait_until(lambda: any("acknowledged offset" in r.getMessage() for r in caplog.records), 5, "logged")
+
+
+def test_slave_reconnecting_inside_a_files_blank_end_is_accepted(tmp_path, source):
+    """A slave that got a file's records and part of its BLANK padding (cut off there) reports an offset inside
+    the padding: the master streams the rest of it, then the next file."""
+    fill(source, 60, size=700)                                # past the first 64 KiB file
+    fake = FakeMaster()
+    store = make_store(str(tmp_path / "cut"), FS)
+    ha = DefaultHAService(store, HAConfig(listen_port=0, commitlog_file_size=FS), slave=True)
+    ha.client.reconnect_delay_s = 0.1
+    ha.start()
+    master_ha = DefaultHAService(source, HAConfig(listen_port=0, commitlog_file_size=FS))
+    master_ha.start()
+    try:
+        ha.update_master_address(fake.address)
+        fake.accept()
+        first = commitlog_bytes(source, 0, FS)
+        blank_at = _record_end(source, FS - 1500)             # the end-of-file marker follows the last record
+        while int.from_bytes(first[blank_at + 4:blank_at + 8], "big", signed=True) != -875286124:
+            blank_at = _record_end(source, blank_at)
+        cut = blank_at + 8 + (FS - blank_at - 8) // 2         # inside the padding
+        fake.transfer(0, first[:cut])
+        assert fake.read_report() == cut
+        ha.update_master_address(f"127.0.0.1:{master_ha.port}")
+        wait_until(lambda: store.commitlog_max_offset() == source.commitlog_max_offset(), 10, "slave caught up")
+        assert commitlog_bytes(store, FS, source.commitlog_max_offset()) == \
+            commitlog_bytes(source, FS, source.commitlog_max_offset())
+        assert store.get_max_offset("HaTopic", 0) == source.get_max_offset("HaTopic", 0)
+    finally:
+        master_ha.shutdown()
+        ha.shutdown()
+        fake.close()
+        store.shutdown()
