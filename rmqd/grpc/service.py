@@ -47,7 +47,8 @@ _POP_CODES = {ResponseCode.TOPIC_NOT_EXIST: C.TOPIC_NOT_FOUND,
               ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: C.CONSUMER_GROUP_NOT_FOUND,
               ResponseCode.NO_PERMISSION: C.FORBIDDEN, ResponseCode.NO_MESSAGE: C.INVALID_RECEIPT_HANDLE,
               ResponseCode.MESSAGE_ILLEGAL: C.INVALID_RECEIPT_HANDLE, 29: C.BAD_REQUEST}
-_MESSAGE_TYPES = {"NORMAL": [d.NORMAL], "FIFO": [d.FIFO], "DELAY": [d.DELAY], "TRANSACTION": [d.TRANSACTION]}
+_MESSAGE_TYPES = {"NORMAL": [d.NORMAL], "FIFO": [d.FIFO], "DELAY": [d.DELAY], "TRANSACTION": [d.TRANSACTION],
+                  "PRIORITY": [d.PRIORITY], "LITE": [d.LITE]}       # MIXED: the four below, never PRIORITY/LITE
 
 
 def status(code: int, message: str = "") -> Any:
