@@ -30,6 +30,7 @@ from rmqd.pop.codes import INVALID_PARAMETER, PopError
 from rmqd.pop.extra_info import (ExtraInfo, msg_offset_info, pop_retry_topic, real_topic, retry_flag,
                                  start_offset_info)
 from rmqd.pop.long_polling import PopLongPolling
+from rmqd.pop.queue_selector import QueueSelector, RotatingQueueSelector
 from rmqd.pop.revive import ReviveMixin
 from rmqd.remoting.codes import ResponseCode
 from rmqd.store.message import decode_message
@@ -89,10 +90,12 @@ class PopService(ReviveMixin):
     def __init__(self, broker_name: str, cluster: str, store: Any, topics: Any, groups: Any, offsets: Any,
                  store_host: Callable[[], tuple], revive_queue_num: int = 8,
                  on_dlq: Optional[Callable[[str, str], None]] = None, counters: Any = None,
-                 on_out: Optional[Callable[[str, str, int, int], None]] = None) -> None:
+                 on_out: Optional[Callable[[str, str, int, int], None]] = None,
+                 queue_selector: Optional[QueueSelector] = None) -> None:
         """``on_dlq(group, topic)``: a message went to the DLQ; ``counters``: a
         :class:`rmqd.metrics.recorders.PopCounters`; ``on_out(group, topic, messages, bytes)``: messages
-        handed out by a pop or a peek (the broker's GROUP_GET stats)."""
+        handed out by a pop or a peek (the broker's GROUP_GET stats); ``queue_selector``: the order a pop
+        reads queues in (:mod:`rmqd.pop.queue_selector`; priority mode lives there)."""
         self.broker_name = broker_name
         self.store = store
         self.topics = topics
@@ -102,6 +105,7 @@ class PopService(ReviveMixin):
         self.on_dlq = on_dlq
         self.counters = counters
         self.on_out = on_out
+        self.queue_selector: QueueSelector = queue_selector or RotatingQueueSelector()
         self.revive_queue_num = max(1, int(revive_queue_num))
         self.revive_topic = f"rmq_sys_REVIVE_LOG_{cluster}"
         self.polling = PopLongPolling()
@@ -223,9 +227,9 @@ class PopService(ReviveMixin):
             return result
         retry = pop_retry_topic(group, topic)
         rtc = self.topics.get(retry)
-        queues = ([queue_id] if queue_id >= 0 else
-                  self._rotate(list(range(tc.read_queue_nums))))
-        retry_first = rtc is not None and random.randrange(5) == 0
+        queues, retry_first = self.queue_selector.select(
+            tc, sg, [queue_id] if queue_id >= 0 else list(range(tc.read_queue_nums)))
+        retry_first = retry_first and rtc is not None
         if retry_first:
             self._pop_topic(retry, list(range(rtc.read_queue_nums)), group, max_nums, message_filter,
                             INIT_MODE_MIN, client_host, result)
