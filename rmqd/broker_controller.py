@@ -24,6 +24,7 @@ from rmqd.processors.client_manager import ConsumerManager, ProducerManager
 from rmqd.processors.consumer_manage import ConsumerManageProcessor
 from rmqd.processors.long_polling import PullRequestHoldService
 from rmqd.processors.offset_query import OffsetQueryProcessor
+from rmqd.processors.lite_priority import LitePriority, ParentTopicCounters
 from rmqd.processors import assignment, pop, pop_ack, schedule
 from rmqd.pop.frontend import PopExecutor
 from rmqd.pop.service import PopService
@@ -184,13 +185,17 @@ class BrokerController:
         for m in (queue_lock, query, transaction, reply): m.install(self)  # locks, queries, transactions, request/reply
         # POP (5.x): one PopService under the remoting codes here and the gRPC endpoint (rmqd.grpc)
         c = self.config
-        self.pop_service = PopService(c.brokerName, c.brokerClusterName, self.store, self.topic_config_manager,
+        # 5.4 priority / 5.5 Lite Mode: POP reads lite topics through the store/lite views, orders queues by priority
+        lp = self.lite_priority = LitePriority.build(c.to_properties(), self.store, self.topic_config_manager)
+        self.pop_service = PopService(c.brokerName, c.brokerClusterName, lp.store_view, lp.topics_view,
                                       self.subscription_group_manager, self.consumer_offset_manager,
                                       lambda: self.store_host, int(c.reviveQueueNum), self.metrics.messages.on_dlq,
-                                      counters=self.metrics.pop, on_out=self._count_pop_out)
+                                      counters=ParentTopicCounters(self.metrics.pop),
+                                      on_out=lp.fold_out(self._count_pop_out), queue_selector=lp.queue_selector)
         self.pop_executor = PopExecutor(max(2, int(c.pullMessageThreadPoolNums)), int(c.popExecutorCapacity))
         self.services.append(self.pop_service)
         for m in (pop, pop_ack, assignment): m.install(self)   # POP codes, QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE
+        lp.install(self)   # lite registry and delivery, priority/lite send hooks, lite remoting codes
 
     def _count_pop_out(self, group: str, topic: str, messages: int, size: int) -> None:
         """Messages a pop or peek handed out: the GROUP_GET stats (and so rocketmq_messages_out_total)."""

@@ -239,6 +239,25 @@ class PopService(ReviveMixin):
                             INIT_MODE_MIN, client_host, result)
         return result
 
+    def pop_queues(self, group: str, queues: list[tuple[str, int]], max_nums: int, invisible_ms: int,
+                   client_host: str = "", init_mode: int = INIT_MODE_LAST) -> PopResult:
+        """Orderly pops of the given (topic, queue) pairs in turn, up to ``max_nums`` messages in all: one
+        batch in flight per queue (5.5 lite consumers, whose lite topics are such queues; the caller checked
+        the group and the topics)."""
+        sg = self.groups.find(group)
+        max_times = sg.retry_max_times if sg is not None else 16
+        result = PopResult(now_ms(), int(invisible_ms), next(self._revive_counter) % self.revive_queue_num)
+        for topic, qid in queues:
+            need = max_nums - len(result.messages)
+            if need <= 0:
+                break
+            self._pop_queue_orderly(topic, qid, group, need, None, init_mode, client_host, result, max_times)
+        return result
+
+    def open_orderly_count(self, topic: str, group: str, qid: int) -> int:
+        """Orderly checkpoints of the queue still open (handed out, not acked)."""
+        return len(self._open_orderly((topic, group, qid)))
+
     @staticmethod
     def _rotate(qids: list[int]) -> list[int]:
         if len(qids) > 1:
@@ -501,8 +520,9 @@ class PopService(ReviveMixin):
         return still
 
     def change_invisible_time(self, group: str, topic: str, extra: ExtraInfo, offset: int,
-                              invisible_ms: int) -> ExtraInfo:
-        """A new one-message checkpoint (invisible from now for ``invisible_ms``), then ack of the old one."""
+                              invisible_ms: int, suspend: bool = False) -> ExtraInfo:
+        """A new one-message checkpoint (invisible from now for ``invisible_ms``), then ack of the old one.
+        ``suspend`` (5.5): an orderly message handed out again keeps its delivery attempt."""
         ck_topic = self.check_ack(group, topic, extra, offset)
         pop_time = now_ms()
         with self._lock:
@@ -512,7 +532,7 @@ class PopService(ReviveMixin):
             old = self._cks.get((ck_topic, group, extra.queue_id, extra.ck_queue_offset, extra.pop_time))
         ck = PopCheckPoint(ck_topic, group, extra.queue_id, offset, pop_time, int(invisible_ms), extra.revive_qid,
                            self.broker_name, [offset], order=bool(old and old.order),
-                           attempt=old.attempt if old else 0)
+                           attempt=(old.attempt if old else 0) - (1 if suspend and old and old.order else 0))
         self._add_checkpoint(ck)
         self.batch_ack(group, topic, extra, [offset])
         return ExtraInfo(offset, pop_time, int(invisible_ms), extra.revive_qid, extra.retry, self.broker_name,
