@@ -217,7 +217,7 @@ class LiteSubscriptionManager:
                 for n in names:
                     if option is not None:
                         self._apply_offset(group, lmq_name(parent, n), option)
-                dispatch = new
+                dispatch = names if option is not None else new
             elif action == PARTIAL_REMOVE:
                 reset = ga.get_bool(sg, ga.LITE_RESET_UNSUBSCRIBE)
                 for n in names:
@@ -297,6 +297,7 @@ class LiteSubscriptionManager:
                     evicted.append((other, name))
             if evicted and ga.get_bool(sg, ga.LITE_RESET_EXCLUSIVE):
                 self.offsets.commit_offset("", c.group, key, 0, 0)
+            by_group = self.subscribers.setdefault(key, {})      # the evictions may have emptied it
             ids = by_group.setdefault(c.group, [])
         ids.append(c.client_id)
         c.topics.add(name)
