@@ -126,7 +126,6 @@ class LiteGrpc:
             try:
                 await self.service.pop_executor.run(pop.change_invisible_time, group, pm.topic, pm.extra,
                                                     pm.queue_offset, 0, True)
-                self.manager.on_ack(group, pm.topic)
             except Exception:
                 log.exception("lite: giving back %s@%d of %s failed (visible again after its invisible time)",
                               pm.topic, pm.queue_offset, group)
@@ -147,12 +146,6 @@ class LiteGrpc:
             if stored:
                 return lmq_name(topic, stored)
         return topic
-
-    def after_ack(self, group: str, lmq: str) -> None:
-        self.manager.on_ack(group, lmq)
-
-    def after_change_invisible(self, group: str, lmq: str, deadline_ms: int) -> None:
-        self.manager.watch_deadline(group, lmq, deadline_ms)
 
     def client_gone(self, client_id: str, why: str) -> None:
         self.manager.drop_client(client_id, why)

@@ -446,8 +446,6 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                     self.pop.ack(group, queue, h.extra, h.extra.queue_offset)
                 else:
                     await self.pop_executor.run(self.pop.ack, group, queue, h.extra, h.extra.queue_offset)
-                if lite:
-                    self.lite.after_ack(group, queue)
             except RpcError as exc:
                 code, msg = exc.code, exc.message
             except ValueError:
@@ -481,8 +479,6 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                                                 h.extra.queue_offset, ms, bool(request.suspend))
         except PopError as exc:
             raise RpcError(_POP_CODES.get(exc.code, C.INTERNAL_ERROR), exc.remark) from None
-        if lite:
-            self.lite.after_change_invisible(group, queue, extra.pop_time + extra.invisible_time)
         return s.ChangeInvisibleDurationResponse(status=status(C.OK),
                                                  receipt_handle=ReceiptHandle(extra, h.commit_log_offset).encode())
 
@@ -509,8 +505,6 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                                                                            resp.remark or ""))
         try:
             await self.pop_executor.run(self.pop.ack, group, queue, h.extra, h.extra.queue_offset)
-            if lite:
-                self.lite.after_ack(group, queue)
         except PopError as exc:
             log.warning("ack after forwarding %s to the DLQ failed: %s", request.message_id, exc.remark)
         return s.ForwardMessageToDeadLetterQueueResponse(status=status(C.OK))

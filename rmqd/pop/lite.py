@@ -137,6 +137,7 @@ class LiteSubscriptionManager:
         self.expired_total = 0
         self.refused: dict[str, int] = {}
         index.on_arrival = self.on_arrival
+        pop.orderly_listeners.append(self._on_orderly)
 
     # ------------------------------------------------------------------ checks
     def _refuse(self, kind: str, message: str) -> LiteError:
@@ -428,6 +429,15 @@ class LiteSubscriptionManager:
         if pl is not None:
             self._offer_if_backlog(group, pl[0], pl[1])
 
+    def _on_orderly(self, topic: str, group: str, qid: int, deadline: Optional[int]) -> None:
+        """PopService: a lite topic's batch was handed out (watch its deadline) or is all acked (offer it)."""
+        if topic[:1] != "%" or parse_lmq(topic) is None:
+            return
+        if deadline is None:
+            self.on_ack(group, topic)
+        else:
+            self.watch_deadline(group, topic, deadline)
+
     def watch_deadline(self, group: str, lmq: str, deadline_ms: int) -> None:
         """Offer the lite topic again once its in-flight batch is due (not acked in time)."""
         with self._lock:
@@ -487,9 +497,6 @@ class LiteSubscriptionManager:
         queues = [(lmq_name(parent, n), 0) for n in names]
         result = self.pop_service.pop_queues(group, queues, max_nums, invisible_ms, client_host)
         popped = {m.topic for m in result.messages}
-        deadline = result.pop_time + result.invisible_time
-        for lmq in popped:
-            self.watch_deadline(group, lmq, deadline)
         # lite topics the batch limit left untouched keep their event
         leftover = [n for n, (lmq, _) in zip(names, queues) if lmq not in popped and
                     len(result.messages) >= max_nums and self.has_work(group, parent, n)]

@@ -106,6 +106,9 @@ class PopService(ReviveMixin):
         self.counters = counters
         self.on_out = on_out
         self.queue_selector: QueueSelector = queue_selector or RotatingQueueSelector()
+        # (topic, group, queue id, deadline ms) when an orderly batch is handed out; deadline None when the
+        # queue is free again (all acked): 5.5 lite delivery offers the lite topic again (rmqd.pop.lite)
+        self.orderly_listeners: list[Callable[[str, str, int, Optional[int]], None]] = []
         self.revive_queue_num = max(1, int(revive_queue_num))
         self.revive_topic = f"rmq_sys_REVIVE_LOG_{cluster}"
         self.polling = PopLongPolling()
@@ -472,6 +475,10 @@ class PopService(ReviveMixin):
         key = (ck_topic, group, extra.queue_id, extra.ck_queue_offset, extra.pop_time)
         with self._lock:
             ck = self._cks.get(key)
+            if ck is None and offsets:      # a 5.5 lite handle names the message's own offset, not the batch's
+                ck = next((c for c in self._order_cks.get((ck_topic, group, extra.queue_id), ())
+                           if c.pop_time == extra.pop_time and offsets[0] in c.offsets), None)
+                key = ck.key if ck is not None else key
             live = [o for o in offsets if ck is not None and o in ck.offsets and o not in ck.acked]
         if not live:
             return 0
@@ -489,7 +496,15 @@ class PopService(ReviveMixin):
                     unlocked = ck.order
         if unlocked:                         # an orderly queue is free again: parked pops may go on
             self.polling.notify_threadsafe(ck_topic)
+            self._tell_orderly(ck_topic, group, extra.queue_id, None)
         return len(live)
+
+    def _tell_orderly(self, topic: str, group: str, qid: int, deadline: Optional[int]) -> None:
+        for fn in self.orderly_listeners:
+            try:
+                fn(topic, group, qid, deadline)
+            except Exception:
+                log.exception("orderly listener %r failed for %s@%s q%d", fn, topic, group, qid)
 
     def renew(self, keys: list, invisible_ms: int, within_ms: int) -> list:
         """Keep checkpoints invisible (the proxy's auto-renew for push consumers): each of ``keys`` whose
