@@ -120,6 +120,8 @@ class LitePriority:
                                                broker.consumer_offset_manager)
         priority_send.install(broker.send_processor)
         broker.send_processor.add_before_store(self.before_store, (LITE_TOPIC_PROPERTY,))
+        from rmqd.processors import lite_remoting
+        lite_remoting.install(broker, self)
         self.service = LiteService(self)
         broker.services.append(self)
 
