@@ -47,6 +47,7 @@ from rmqd.pop.service import PopResult, PopService
 from rmqd.store import group_attributes as ga
 from rmqd.store.lite.index import LiteIndex
 from rmqd.store.lite.names import check_name, lmq_name, parse_lmq
+from rmqd.store.lite.view import record_store_time
 from rmqd.store.topic_attributes import is_lite_topic, lite_expiration_minutes
 
 log = logging.getLogger(__name__)
@@ -632,3 +633,29 @@ class LiteSubscriptionManager:
             return 0
         off = self.offsets.query_offset(group, lmq_name(parent, lite), 0)
         return max(0, q.max_offset - (off if off >= 0 else q.min_offset))
+
+    def lag(self, group: Optional[str] = None) -> dict[tuple[str, str], tuple[int, int]]:
+        """(parent, group) -> (messages behind, store time of the oldest unconsumed one) over every lite topic a
+        group has an offset in (Java ``LiteConsumerLagCalculator``: the consumer-lag series of the parent)."""
+        out: dict[tuple[str, str], list] = {}
+        for key, queues in list(self.offsets.table.items()):
+            if not key.startswith("%LMQ%$"):
+                continue
+            lmq, _, grp = key.rpartition("@")
+            if group is not None and grp != group:
+                continue
+            pl = parse_lmq(lmq)
+            off = queues.get(0, -1) if pl is not None else -1
+            q = self.index.queue(*pl) if pl is not None else None
+            if q is None or off < 0 or off >= q.max_offset:
+                continue
+            acc = out.setdefault((pl[0], grp), [0, 0])
+            acc[0] += q.max_offset - max(off, q.min_offset)
+            first = max(off, q.min_offset)
+            if first < q.max_offset:
+                rec = self.index.store.read_message(q.phys[first - q.base])
+                ts = record_store_time(rec) if rec is not None else 0
+                if ts and (acc[1] == 0 or ts < acc[1]):
+                    acc[1] = ts
+        return {k: (v[0], v[1]) for k, v in out.items()}
+

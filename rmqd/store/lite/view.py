@@ -18,10 +18,10 @@ from rmqd.store.metadata import TopicConfig
 from rmqd.store.topic_attributes import is_lite_topic
 
 _S = GetMessageStatus
-_STORE_TS_AT = 56          # storeTimestamp of a record with an IPv4 born host (sysFlag bit 0x10 clear)
 
 
-def _store_ts(record: bytes) -> int:
+def record_store_time(record: bytes) -> int:
+    """A stored record's storeTimestamp."""
     sys_flag = int.from_bytes(record[36:40], "big")
     at = 48 + (20 if sys_flag & 0x10 else 8)
     return int.from_bytes(record[at:at + 8], "big", signed=True)
@@ -64,7 +64,7 @@ class LiteStoreView:
         if queue_offset == q.max_offset - 1 and q.last_store_ts:
             return q.last_store_ts
         rec = self._store.read_message(q.phys[queue_offset - q.base])
-        return _store_ts(rec) if rec is not None else -1
+        return record_store_time(rec) if rec is not None else -1
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
                      max_total_bytes: Optional[int] = None, message_filter: Any = None) -> GetMessageResult:
