@@ -120,8 +120,10 @@ class LitePriority:
                                                broker.consumer_offset_manager)
         priority_send.install(broker.send_processor)
         broker.send_processor.add_before_store(self.before_store, (LITE_TOPIC_PROPERTY,))
+        from rmqd.console import lite_pages
         from rmqd.processors import lite_remoting
         lite_remoting.install(broker, self)
+        lite_pages.register()              # console /features/lite and /features/priority
         self.service = LiteService(self)
         broker.services.append(self)
 
