@@ -357,7 +357,7 @@ class LiteSubscriptionManager:
             pending = self._drop_locked(c)
         if why:
             log.info("lite: client %s of %s dropped (%s), %d lite subscriptions released", client_id, c.group,
-                     why, len(c.topics))
+                     why, len(pending))
         for name in pending:
             self._offer_if_backlog(c.group, c.parent, name)
         self._wake(c)
