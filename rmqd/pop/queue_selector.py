@@ -8,8 +8,9 @@ queues, and ``popFromRetryProbability`` % of requests read the POP retry topic f
 PRIORITY topic, ``priority.factor`` of every 100 requests of a group walk the queues from the highest
 priority down (``priorityOrderAsc``: queue n-1 first), so a batch fills from the highest non-empty queue;
 those requests read the retry topic first with ``popFromRetryProbabilityForPriority`` (default 0: retries
-come last). The other requests keep the rotating order, which is the fairness control. FIFO pops never
-use it (PopService calls it for non-orderly pops only).
+come last), and pass over a queue another pop holds (as Java's ``tryLock``) rather than wait for it. The other
+requests keep the rotating order, which is the fairness control. FIFO pops never use it (PopService calls it
+for non-orderly pops only).
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from rmqd.store.topic_attributes import is_priority_topic
 
 
 class QueueSelector(Protocol):
-    def select(self, topic_config: Any, group_config: Any, qids: list[int]) -> tuple[list[int], bool]:
-        """(queue ids in reading order, read the retry topic first?)."""
+    def select(self, topic_config: Any, group_config: Any, qids: list[int]) -> tuple[list[int], bool, bool]:
+        """(queue ids in reading order, read the retry topic first?, skip a queue another pop holds?)."""
 
 
 def rotate(qids: list[int]) -> list[int]:
@@ -47,8 +48,8 @@ class RotatingQueueSelector:
     def __init__(self, config: Optional[PriorityConfig] = None) -> None:
         self.config = config or PriorityConfig()
 
-    def select(self, topic_config: Any, group_config: Any, qids: list[int]) -> tuple[list[int], bool]:
-        return rotate(qids), random.randrange(100) < self.config.popFromRetryProbability
+    def select(self, topic_config: Any, group_config: Any, qids: list[int]) -> tuple[list[int], bool, bool]:
+        return rotate(qids), random.randrange(100) < self.config.popFromRetryProbability, False
 
 
 class PriorityQueueSelector(RotatingQueueSelector):
@@ -67,7 +68,7 @@ class PriorityQueueSelector(RotatingQueueSelector):
                 counter = self._counters.setdefault(key, itertools.count())
         return next(counter)
 
-    def select(self, topic_config: Any, group_config: Any, qids: list[int]) -> tuple[list[int], bool]:
+    def select(self, topic_config: Any, group_config: Any, qids: list[int]) -> tuple[list[int], bool, bool]:
         if not is_priority_topic(topic_config):
             return super().select(topic_config, group_config, qids)
         factor = group_attributes.get_int(group_config, group_attributes.PRIORITY_FACTOR)
@@ -76,5 +77,7 @@ class PriorityQueueSelector(RotatingQueueSelector):
             return super().select(topic_config, group_config, qids)
         self.priority_pops += 1
         ordered = sorted(qids, reverse=self.config.priorityOrderAsc)
-        return ordered, _every(n, self.config.popFromRetryProbabilityForPriority)
+        # every priority-mode pop starts at the top queue: one busy with another pop is passed over (Java's
+        # tryLock), so concurrent consumers take the next levels instead of queueing behind each other
+        return ordered, _every(n, self.config.popFromRetryProbabilityForPriority), True
 

@@ -230,13 +230,13 @@ class PopService(ReviveMixin):
             return result
         retry = pop_retry_topic(group, topic)
         rtc = self.topics.get(retry)
-        queues, retry_first = self.queue_selector.select(
+        queues, retry_first, skip_busy = self.queue_selector.select(
             tc, sg, [queue_id] if queue_id >= 0 else list(range(tc.read_queue_nums)))
         retry_first = retry_first and rtc is not None
         if retry_first:
             self._pop_topic(retry, list(range(rtc.read_queue_nums)), group, max_nums, message_filter,
                             INIT_MODE_MIN, client_host, result)
-        self._pop_topic(topic, queues, group, max_nums, message_filter, init_mode, client_host, result)
+        self._pop_topic(topic, queues, group, max_nums, message_filter, init_mode, client_host, result, skip_busy)
         if rtc is not None and not retry_first:
             self._pop_topic(retry, list(range(rtc.read_queue_nums)), group, max_nums, message_filter,
                             INIT_MODE_MIN, client_host, result)
@@ -269,11 +269,22 @@ class PopService(ReviveMixin):
         return qids
 
     def _pop_topic(self, topic: str, qids: list[int], group: str, max_nums: int, message_filter: Any,
-                   init_mode: int, client_host: str, result: PopResult) -> None:
+                   init_mode: int, client_host: str, result: PopResult, skip_busy: bool = False) -> None:
         for qid in qids:
             need = max_nums - len(result.messages)
             if need <= 0:
                 result.rest_num += self._backlog(topic, group, qid)
+                continue
+            if skip_busy:                  # pass over a queue another pop holds (priority mode, Java's tryLock)
+                lock = self._queue_lock((topic, group, qid))
+                if not lock.acquire(blocking=False):
+                    result.rest_num += self._backlog(topic, group, qid)
+                    continue
+                try:
+                    result.rest_num += self._pop_queue(topic, qid, group, need, message_filter, init_mode,
+                                                       client_host, result, locked=True)
+                finally:
+                    lock.release()
                 continue
             result.rest_num += self._pop_queue(topic, qid, group, need, message_filter, init_mode, client_host,
                                                result)
