@@ -204,8 +204,10 @@ def test_subscription_churn_with_messages_in_flight(py5_python, grpc_server):
 
 
 def test_restarted_consumer_resumes_its_lite_topics(py5_python, grpc_server):
+    """A consumer stops; messages arrive meanwhile; a new consumer (a new client id) of the group subscribing
+    the lite topic gets exactly those, not the ones already acked."""
     lite_setup(grpc_server, "LP5", "GLP5")
-    run_lite(py5_python, grpc_server, '''
+    res = run_lite(py5_python, grpc_server, '''
         p = Producer(CONFIG, ("LP5",)); p.startup()
         col = Collect()
         c = LitePushConsumer(CONFIG, "GLP5", "LP5", col); c.startup()
@@ -217,19 +219,17 @@ def test_restarted_consumer_resumes_its_lite_topics(py5_python, grpc_server):
         c.shutdown()
         for i in range(5):
             send(p, "LP5", "session-1", f"while-down{i}")
-        emit(op="first", got=[g[1] for g in col.got])
-        p.shutdown()
-    ''')
-    res = run_lite(py5_python, grpc_server, '''
-        col = Collect()
-        c = LitePushConsumer(CONFIG, "GLP5", "LP5", col); c.startup()
-        subscribe(c, "session-1")
-        wait_for(lambda: len(col.got) >= 5)
+        col2 = Collect()
+        c2 = LitePushConsumer(CONFIG, "GLP5", "LP5", col2); c2.startup()
+        subscribe(c2, "session-1")
+        wait_for(lambda: len(col2.got) >= 5)
         time.sleep(1.0)
-        emit(op="second", got=[g[1] for g in col.got])
-        c.shutdown()
+        emit(op="second", first=[g[1] for g in col.got], got=[g[1] for g in col2.got])
+        c2.shutdown(); p.shutdown()
     ''')
-    assert res.events_of("second")[0]["got"] == [f"while-down{i}" for i in range(5)]
+    ev = res.events_of("second")[0]
+    assert ev["first"] == [f"before{i}" for i in range(5)]
+    assert ev["got"] == [f"while-down{i}" for i in range(5)]
 
 
 def test_quota_refusals_with_the_client(py5_python, make_grpc_server):
@@ -312,45 +312,49 @@ def test_idle_lite_topic_expires(py5_python, make_grpc_server):
     assert index.queue("LP7", "old").max_offset == 1
 
 
-@pytest.mark.parametrize("kind", ["simple", "push"])
-def test_priority_order_under_a_backlog(py5_python, grpc_server, kind):
-    """Many low-priority messages, then a few high ones: a consumer started afterwards gets the high ones first."""
-    topic, group = f"PRIO_{kind}", f"GPRIO_{kind}"
-    grpc_server.create_topic(topic, queues=8, message_type="PRIORITY")
-    res = run_lite(py5_python, grpc_server, f'''
+def test_priority_order_under_a_backlog(py5_python, grpc_server):
+    """Many low-priority messages, then a few high ones: a consumer started afterwards gets the high ones
+    first (a SimpleConsumer: in receive order; a PushConsumer: within its first batch)."""
+    grpc_server.create_topic("PRIO", queues=8, message_type="PRIORITY")
+    res = run_lite(py5_python, grpc_server, '''
         from rocketmq import SimpleConsumer, PushConsumer, FilterExpression
-        p = Producer(CONFIG, ("{topic}",)); p.startup()
+        p = Producer(CONFIG, ("PRIO",)); p.startup()
         for i in range(120):
-            m = Message(); m.topic = "{topic}"; m.body = f"low{{i}}".encode(); m.priority = i % 2
+            m = Message(); m.topic = "PRIO"; m.body = f"low{i}".encode(); m.priority = i % 2
             p.send(m)
         for i in range(5):
-            m = Message(); m.topic = "{topic}"; m.body = f"high{{i}}".encode(); m.priority = 7 + i
+            m = Message(); m.topic = "PRIO"; m.body = f"high{i}".encode(); m.priority = 7 + i
             p.send(m)
-        order = []
-        if "{kind}" == "simple":
-            c = SimpleConsumer(CONFIG, "{group}", {{"{topic}": FilterExpression()}}, await_duration=2); c.startup()
-            end = time.time() + 20
-            while len(order) < 125 and time.time() < end:
-                for m in c.receive(16, 15) or []:
-                    order.append((m.body.decode(), m.priority)); c.ack(m)
-        else:
-            class L(MessageListener):
-                def consume(self, m):
-                    order.append((m.body.decode(), m.priority)); return ConsumeResult.SUCCESS
-            c = PushConsumer(CONFIG, "{group}", L(), {{"{topic}": FilterExpression()}}, consumption_thread_count=1)
-            c.startup()
-            wait_for(lambda: len(order) >= 125, 30)
-        emit(op="order", order=order)
-        c.shutdown(); p.shutdown()
+        orders = {}
+        for kind in ("simple", "push"):
+            order = orders[kind] = []
+            if kind == "simple":
+                c = SimpleConsumer(CONFIG, "GPRIO_simple", {"PRIO": FilterExpression()}, await_duration=2); c.startup()
+                end = time.time() + 20
+                while len(order) < 125 and time.time() < end:
+                    for m in c.receive(16, 15) or []:
+                        order.append((m.body.decode(), m.priority)); c.ack(m)
+            else:
+                class L(MessageListener):
+                    def consume(self, m):
+                        order.append((m.body.decode(), m.priority)); return ConsumeResult.SUCCESS
+                c = PushConsumer(CONFIG, "GPRIO_push", L(), {"PRIO": FilterExpression()}, consumption_thread_count=1)
+                c.startup()
+                wait_for(lambda: len(order) >= 125, 30)
+            c.shutdown()
+        emit(op="order", **orders)
+        p.shutdown()
     ''')
-    order = res.events_of("order")[0]["order"]
-    assert len(order) == 125
-    highs = [i for i, (body, _) in enumerate(order) if body.startswith("high")]
-    if kind == "simple":
-        assert highs == [0, 1, 2, 3, 4], order[:8]
-        # priorities 7..11 all map to the top queue (8 queues = 8 levels): FIFO among them
-        assert [order[i] for i in highs] == [[f"high{i}", 7 + i] for i in range(5)]
-        assert order[5][1] == 1                           # then priority 1 before priority 0
-    else:
-        assert max(highs) < 32, highs                      # all within the first batch
-    assert order[highs[0]][1] >= 7
+    ev = res.events_of("order")[0]
+    for kind in ("simple", "push"):
+        order = ev[kind]
+        assert len(order) == 125, kind
+        highs = [i for i, (body, _) in enumerate(order) if body.startswith("high")]
+        assert order[highs[0]][1] >= 7
+        if kind == "simple":
+            assert highs == [0, 1, 2, 3, 4], order[:8]
+            # priorities 7..11 all map to the top queue (8 queues = 8 levels): FIFO among them
+            assert [order[i] for i in highs] == [[f"high{i}", 7 + i] for i in range(5)]
+            assert order[5][1] == 1                       # then priority 1 before priority 0
+        else:
+            assert max(highs) < 32, highs                  # all within the first batch
