@@ -3,6 +3,8 @@
 Starts ``rmqd serve`` in its own process (gRPC on a free port), then drives it with raw gRPC calls from this
 process (grpc.aio on uvloop; one client id per simulated consumer), each phase bounded in count and time:
 
+* **sizes**: the lite index's bytes per lite topic and the registry's per subscription (tracemalloc, in this
+  process, on the real classes);
 * **scale**: one message to each of ``--lite-topics`` lite topics under one LITE topic: the server's RSS and
   open file descriptors before and after (memory per idle lite topic; file handles per lite topic);
 * **subscriptions**: ``--consumers`` lite consumers subscribe ``--per-consumer`` lite topics each
@@ -128,6 +130,7 @@ class Gen:
         self.stubs = [sg.MessagingServiceStub(ch) for ch in self.chans]
         self.seq = 0
         self.deadline_exceeded = 0
+        self.last_error = ""
 
     def stub(self, k: int):
         return self.stubs[k % len(self.stubs)]
@@ -168,9 +171,10 @@ class Gen:
                 if r.HasField("message"):
                     out.append(r.message)
         except grpc.aio.AioRpcError as exc:       # the server is saturated: counted, and the caller polls again
-            if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+            if exc.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
                 raise
             self.deadline_exceeded += 1
+            self.last_error = f"{exc.code().name}: {exc.details()}"
             return None
         return out
 
@@ -202,6 +206,7 @@ async def bounded(coros, limit: int) -> list:
 
 async def scale_and_subscriptions(g: Gen, pid: int, a: argparse.Namespace) -> dict:
     out: dict = {}
+    await g.send(0, [g.message("BL", b"x" * 64, lite=f"warm{i}") for i in range(32)])   # the parent's files exist
     await asyncio.sleep(1.0)
     rss0, fd0 = rss_mb(pid), open_fds(pid)
     names = [f"s{i}" for i in range(a.lite_topics)]
@@ -223,7 +228,8 @@ async def scale_and_subscriptions(g: Gen, pid: int, a: argparse.Namespace) -> di
     await asyncio.sleep(2.0)
     rss2 = rss_mb(pid)
     subs = a.consumers * per
-    out.update(subscriptions=subs, rss_subs=rss2, bytes_per_subscription=(rss2 - rss1) * 1024 * 1024 / subs)
+    out.update(subscriptions=subs, rss_subs=rss2, bytes_per_subscription=(rss2 - rss1) * 1024 * 1024 / subs,
+               fds_with_subscriptions=open_fds(pid))
     got = 0
     t0 = time.monotonic()
 
@@ -237,7 +243,14 @@ async def scale_and_subscriptions(g: Gen, pid: int, a: argparse.Namespace) -> di
                 return
             await g.ack(i, cid, "BL", "BLG", msgs)
             got += len(msgs)
+    async def progress() -> None:
+        while True:
+            await asyncio.sleep(10)
+            print(f"  drained {got} of {a.lite_topics}, {g.deadline_exceeded} receives cut short "
+                  f"({g.last_error}), server RSS {rss_mb(pid):.0f} MB", file=sys.stderr, flush=True)
+    ticker = asyncio.ensure_future(progress())
     await asyncio.gather(*(drain(i, cid) for i, cid in enumerate(cids)))
+    ticker.cancel()
     out.update(drained=got, drain_s=time.monotonic() - t0, concurrent_consumers=len(cids))
     out["rss_after_drain"] = rss_mb(pid)
     await bounded((g.sync(i, cid, d.COMPLETE_REMOVE, []) for i, cid in enumerate(cids)), 64)
@@ -335,6 +348,39 @@ async def priority_vs_normal(g: Gen, pid: int, a: argparse.Namespace) -> dict:
             for k, v in stats.items()}
 
 
+def structure_sizes(n_topics: int, n_clients: int, per_client: int) -> dict:
+    """Bytes the lite index holds per lite topic and the registry per subscription, measured in this process
+    with tracemalloc on the real classes (the RSS figures above also hold the messages' own pages)."""
+    import tracemalloc
+    from types import SimpleNamespace
+    from rmqd.pop.lite import LiteSubscriptionManager
+    from rmqd.pop.lite_priority_config import LiteConfig
+    from rmqd.store.lite.index import LiteIndex
+    from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
+    store = SimpleNamespace(get_max_offset=lambda t, q: 0, get_min_offset=lambda t, q: 0)
+    tracemalloc.start()
+    idx = LiteIndex(store, lambda p: 4)
+    idx.parent("P", create=True)
+    before = tracemalloc.get_traced_memory()[0]
+    p = idx.parents["P"]
+    for i in range(n_topics):
+        idx._append(p, f"session-{i:08d}", 1000 + i * 300, 1)
+    per_topic = (tracemalloc.get_traced_memory()[0] - before) / n_topics
+    topics = SimpleNamespace(get=lambda n: TopicConfig("P", 4, 4, attributes={"message.type": "LITE"}))
+    groups = SimpleNamespace(find=lambda n: SubscriptionGroupConfig("G", attributes={"lite.bind.topic": "P"}),
+                             table={})
+    pop = SimpleNamespace(orderly_listeners=[], queue_locked=lambda *a: False, open_orderly_count=lambda *a: 0)
+    offsets = SimpleNamespace(query_offset=lambda *a: -1, commit_offset=lambda *a: None, table={})
+    m = LiteSubscriptionManager(LiteConfig(maxLiteSubscriptionCount=10 ** 9, maxSyncLiteSubscriptionRate=10 ** 9),
+                                idx, pop, topics, groups, offsets)
+    before = tracemalloc.get_traced_memory()[0]
+    for c in range(n_clients):
+        m.sync(f"client-{c}", "G", "P", 2, [f"session-{(c * per_client + k) % n_topics:08d}" for k in range(per_client)])
+    per_sub = (tracemalloc.get_traced_memory()[0] - before) / (n_clients * per_client)
+    tracemalloc.stop()
+    return {"index_bytes_per_lite_topic": per_topic, "registry_bytes_per_subscription": per_sub}
+
+
 async def run(grpc_addr: str, pid: int, a: argparse.Namespace) -> dict:
     g = Gen(grpc_addr)
     try:
@@ -361,9 +407,16 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--priority-messages", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=4, help="priority phase: measured rounds (each NORMAL and PRIORITY)")
-    ap.add_argument("--phases", default="scale,e2e,priority")
+    ap.add_argument("--phases", default="sizes,scale,e2e,priority")
     ap.add_argument("--phase-timeout", type=float, default=900.0)
     a = ap.parse_args()
+    if "sizes" in a.phases:
+        print(machine_line())
+        for k, v in structure_sizes(a.lite_topics, a.consumers, a.per_consumer).items():
+            print(f"{k:32s} {v:.1f}")
+        a.phases = a.phases.replace("sizes", "")
+        if not a.phases.strip(","):
+            return
     store = tempfile.mkdtemp(prefix="rmqd-bench-lite-")
     proc, broker, grpc_addr = start_server(store, [])
     try:
