@@ -387,7 +387,8 @@ class SendMessageProcessor:
                 resp = hook(ctx, msgs)
                 if resp is not None:
                     return resp
-            queue_id = msgs[0].queue_id       # a hook may choose the queue (priority messages)
+            if msgs[0].topic == topic:        # a hook may choose the queue of the topic (priority messages)
+                queue_id = msgs[0].queue_id
         result = self.store.put_message(msgs[0]) if len(msgs) == 1 else self.store.put_messages(msgs)
         if result.status is _PUT_OK:
             code = _SUCCESS
