@@ -31,6 +31,7 @@ from rmqd.broker.transaction_check import TransactionalMessageCheckService
 from rmqd.config import BrokerConfig, compaction_config_from, store_config_from, store_runtime_changes, \
     tier_config_from
 from rmqd.metrics.recorders import BrokerMetrics
+from rmqd.processors.lite_priority import LitePriority, ParentTopicCounters
 from rmqd.pop.frontend import PopExecutor
 from rmqd.pop.service import PopService
 from rmqd.processors.admin_acl import AclAdminProcessor
@@ -167,14 +168,17 @@ class BrokerController:
         self.transactional_message_bridge = TransactionalMessageBridge(ctx)
         self.transaction_check_service = TransactionalMessageCheckService(ctx, self.transactional_message_bridge)
         # POP (5.x): one PopService under the remoting codes here and the gRPC endpoint (rmqd.grpc)
-        self.pop_service = PopService(c.brokerName, c.brokerClusterName, self.store, self.topic_config_manager,
+        # 5.4 priority / 5.5 Lite Mode: POP reads lite topics through the store/lite views, orders queues by priority
+        lp = self.lite_priority = LitePriority.build(c.to_properties(), self.store, self.topic_config_manager)
+        self.pop_service = PopService(c.brokerName, c.brokerClusterName, lp.store_view, lp.topics_view,
                                       self.subscription_group_manager, self.consumer_offset_manager,
                                       lambda: self.identity.store_host, int(c.reviveQueueNum),
-                                      self.metrics.messages.on_dlq, counters=self.metrics.pop,
-                                      on_out=self.broker_stats.inc_group_get)
+                                      self.metrics.messages.on_dlq, counters=ParentTopicCounters(self.metrics.pop),
+                                      on_out=lp.fold_out(self.broker_stats.inc_group_get),
+                                      queue_selector=lp.queue_selector)
         self.pop_executor = PopExecutor(max(2, int(c.pullMessageThreadPoolNums)), int(c.popExecutorCapacity))
         self.services += [self.schedule_message_service, self.timer_message_service,
-                          self.transaction_check_service, self.pop_service]
+                          self.transaction_check_service, self.pop_service, self.lite_priority]
 
     def _register_processors(self) -> None:
         """Build every request processor and register its codes, each in its pool (or on the loop)."""
@@ -228,6 +232,8 @@ class BrokerController:
         self.assignment_processor = AssignmentProcessor(c, self.topic_config_manager, self.consumer_manager,
                                                         self.message_request_mode_manager)
         self.assignment_processor.register(d, p["client"], p["admin"])
+        # lite registry and delivery, priority/lite send hooks, lite remoting codes
+        self.lite_priority.install(ctx, self.pop_service, self.pop_executor, self.send_processor, d, p)
         # GET_BROKER_HA_STATUS (907) and rmqd's WAIT_METADATA_CHANGE
         self.replication.register(d, p["admin"], self.topic_config_manager)
 

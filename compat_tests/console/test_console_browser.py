@@ -363,7 +363,8 @@ def summary_of(section) -> dict[str, str]:
 
 def test_features_page_lists_the_extension_points(browser, kit):
     open_page(browser, kit.url() + "features", "features")
-    assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#main h2 a")] == ["compaction", "tier", "acl"]
+    assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#main h2 a")] == ["compaction", "tier", "acl",
+                                                                                     "lite", "priority"]
     comp = css(browser, "#feature-compaction")
     summary = summary_of(comp)
     cfg = kit.server.broker.store.compaction.compaction_config

@@ -12,6 +12,7 @@ from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.store.message import decode_messages, decode_offset_msg_id
+from rmqd.store import topic_attributes
 
 RETRY = RETRY_GROUP_TOPIC_PREFIX
 
@@ -204,6 +205,8 @@ def update_sub_group(c: AdminClient, a: Any) -> None:
            "whichBrokerWhenConsumeSlowly": a.whichBrokerWhenConsumeSlowly}
     if _true(getattr(a, "consumeMessageOrderly", "false")):      # 5.x: a FIFO group
         cfg["consumeMessageOrderly"] = True
+    if getattr(a, "attributes", None):                            # 5.x: "+lite.bind.topic=P,+priority.factor=50"
+        cfg["attributes"] = topic_attributes.parse(a.attributes)
     body = fastjson.dumps(cfg)
     for addr in c.broker_addrs_of(a.brokerAddr, a.clusterName):
         c.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)

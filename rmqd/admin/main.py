@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Callable, Optional
 
-from rmqd.admin import commands, controller_commands
+from rmqd.admin import commands, controller_commands, lite_commands
 from rmqd.admin.client import AdminClient, AdminError, tools_credentials
 from rmqd.admin.ha_status import ha_status
 
@@ -42,7 +42,7 @@ SPEC: dict[str, tuple[Callable, str, list]] = {
         (("-r", "--retryMaxTimes"), {"type": int, "default": 16}), (("-i", "--brokerId"), {"type": int, "default": 0}),
         (("-w", "--whichBrokerWhenConsumeSlowly"), {"type": int, "default": 1}),
         (("-a", "--notifyConsumerIdsChanged"), {"default": "true"}),
-        (("-o", "--consumeMessageOrderly"), {"default": "false"})]),
+        (("-o", "--consumeMessageOrderly"), {"default": "false"}), (("--attributes",), {})]),
     "setConsumeMode": (commands.set_consume_mode, "set consume mode (PULL or POP) of a group on a topic", [
         (_B, {}), (_C, {}), (("-t", "--topicName"), {"required": True}), (_G, {"required": True}),
         (("-m", "--mode"), {"required": True, "choices": ["PULL", "POP"]}),
@@ -158,6 +158,9 @@ SPEC: dict[str, tuple[Callable, str, list]] = {
         (("-s", "--namespace"), {"required": True}), (("-k", "--key"), {"required": True})]),
 }
 SPEC.update(controller_commands.SPEC)      # RocketMQ 5 controller mode (-a controller address)
+
+
+SPEC.update(lite_commands.SPEC)      # 5.5 lite sub-commands, priority backlog
 
 
 def build_parser(parser: Optional[argparse.ArgumentParser] = None) -> argparse.ArgumentParser:

@@ -4,7 +4,7 @@
 Everything that touches many bytes runs with the GIL released.
 """
 from libc.string cimport memcpy, memset
-from rmqd.cython_ext.message_codec cimport masked_crc, read_i32, write_i32
+from rmqd.cython_ext.message_codec cimport masked_crc, read_i32, read_i64, write_i32
 
 cdef extern from "sys/mman.h" nogil:
     int msync(void* addr, size_t length, int flags)
@@ -170,6 +170,29 @@ def read_header(const unsigned char[::1] buf not None, Py_ssize_t pos):
     if pos < 0 or pos + 8 > buf.shape[0]:
         return 0, 0
     return read_i32(&buf[pos]), read_i32(&buf[pos + 4])
+
+
+def record_dispatch_fields(const unsigned char[::1] buf not None, Py_ssize_t pos):
+    """Fields of the (already validated) record at ``pos`` that a re-dispatch needs:
+    ``(total, queue_id, queue_offset, phys_offset, sys_flag, store_ts, topic_bytes, props_bytes)``."""
+    cdef const unsigned char* r = &buf[pos]
+    cdef int total = read_i32(r)
+    cdef int sys_flag = read_i32(r + 36)
+    cdef Py_ssize_t bh = 20 if (sys_flag & BORNHOST_V6_FLAG) else 8
+    cdef Py_ssize_t sh = 20 if (sys_flag & STOREHOST_V6_FLAG) else 8
+    cdef Py_ssize_t q = 48 + bh
+    cdef long long store_ts = read_i64(r + q)
+    q += 8 + sh + 12
+    cdef int blen = read_i32(r + q)
+    q += 4 + blen
+    cdef int tlen = r[q]
+    q += 1
+    topic = bytes(r[q:q + tlen])
+    q += tlen
+    cdef int plen = (r[q] << 8) | r[q + 1]
+    q += 2
+    props = bytes(r[q:q + plen])
+    return total, read_i32(r + 12), read_i64(r + 20), read_i64(r + 28), sys_flag, store_ts, topic, props
 
 
 def copy_in(unsigned char[::1] dest not None, Py_ssize_t pos, const unsigned char[::1] data not None) -> None:

@@ -1,7 +1,8 @@
 """5.x gRPC messages <-> the 4.x stored format, as the 5.x proxy maps them.
 
 message_id <-> ``UNIQ_KEY``; tag <-> ``TAGS``; keys <-> ``KEYS`` (space-joined); message_group <->
-``__SHARDINGKEY``; delivery_timestamp <-> ``TIMER_DELIVER_MS``; TRANSACTION <-> ``TRAN_MSG=true``
+``__SHARDINGKEY``; priority <-> ``_SYS_MSG_PRIORITY_`` (5.4); lite_topic <-> ``__LITE_TOPIC`` (5.5);
+delivery_timestamp <-> ``TIMER_DELIVER_MS``; TRANSACTION <-> ``TRAN_MSG=true``
 + ``PGROUP``; trace_context <-> ``TRACE_CONTEXT``; receipt_handle <- POP_CK + commit-log offset;
 delivery_attempt = reconsumeTimes + 1.  User properties travel as ordinary properties both ways, so
 a 4.x client reading what a 5.x client sent (and the other way round) sees the same ids, tags, keys
@@ -23,13 +24,15 @@ from rmqd.store.message import StoredMessage
 UNIQ_KEY, TAGS, KEYS, SHARDING_KEY = "UNIQ_KEY", "TAGS", "KEYS", "__SHARDINGKEY"
 TIMER_DELIVER_MS, DELAY, TRAN_MSG, PGROUP = "TIMER_DELIVER_MS", "DELAY", "TRAN_MSG", "PGROUP"
 TRACE_CONTEXT, RETRY_TOPIC = "TRACE_CONTEXT", "RETRY_TOPIC"
+PRIORITY, LITE_TOPIC = "_SYS_MSG_PRIORITY_", "__LITE_TOPIC"
 # properties the broker or the 4.x client own: never shown as user properties
 SYSTEM_PROPERTY_NAMES = frozenset({
     UNIQ_KEY, TAGS, KEYS, SHARDING_KEY, TIMER_DELIVER_MS, DELAY, TRAN_MSG, PGROUP, TRACE_CONTEXT, RETRY_TOPIC,
     "WAIT", "CLUSTER", "MIN_OFFSET", "MAX_OFFSET", "REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS",
     "TIMER_DEQUEUE_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "POP_CK", "1ST_POP_TIME", "ORIGIN_MESSAGE_ID",
     "CONSUME_START_TIME", "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS", "MSG_REGION", "TRACE_ON",
-    "__transactionId__", "INNER_NUM", "INNER_BASE", "BORN_HOST",
+    "__transactionId__", "INNER_NUM", "INNER_BASE", "BORN_HOST", PRIORITY, LITE_TOPIC, "INNER_MULTI_DISPATCH",
+    "INNER_MULTI_QUEUE_OFFSET",
 })
 # The proxy refuses user properties that collide with these (ILLEGAL_MESSAGE_PROPERTY_KEY).
 RESERVED_USER_KEYS = SYSTEM_PROPERTY_NAMES
@@ -64,6 +67,10 @@ def message_type_of(props: dict, sys_flag: int) -> int:
         return d.FIFO
     if props.get(TIMER_DELIVER_MS) or props.get(DELAY):
         return d.DELAY
+    if props.get(PRIORITY):
+        return d.PRIORITY
+    if props.get(LITE_TOPIC):
+        return d.LITE
     return d.NORMAL
 
 
@@ -87,6 +94,10 @@ def to_properties(msg: Any, producer_group: Optional[str]) -> dict[str, str]:
             props[PGROUP] = producer_group
     if sp.HasField("trace_context") and sp.trace_context:
         props[TRACE_CONTEXT] = sp.trace_context
+    if sp.HasField("priority"):
+        props[PRIORITY] = str(sp.priority)
+    if sp.HasField("lite_topic"):
+        props[LITE_TOPIC] = sp.lite_topic
     props["WAIT"] = "true"
     return props
 
@@ -136,6 +147,12 @@ def to_grpc_message(m: StoredMessage, topic: Optional[str] = None, receipt: Opti
     trace = props.get(TRACE_CONTEXT)
     if trace:
         sp.trace_context = trace
+    lite = props.get(LITE_TOPIC)
+    if lite:
+        sp.lite_topic = lite
+    priority = props.get(PRIORITY)
+    if priority and priority.isdigit() and sp.message_type == d.PRIORITY:
+        sp.priority = min(int(priority), 2 ** 31 - 1)
     if receipt is not None:
         sp.receipt_handle = receipt.encode()
     if invisible_ms is not None:

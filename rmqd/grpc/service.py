@@ -15,7 +15,8 @@ from typing import Any, AsyncIterator, Optional
 
 from rmqd.filter.message_filter import ExpressionMessageFilter
 from rmqd.filter.sql92 import SQLParseError
-from rmqd.grpc import auth
+from rmqd.grpc import auth, message_types
+from rmqd.grpc.lite import LITE_CLIENT_TYPES, LiteGrpc
 from rmqd.grpc.clients import GrpcClientManager, parse_transaction_id, producer_group_of, transaction_id_of
 from rmqd.grpc.convert import (RESERVED_USER_KEYS, duration_ms, ms_to_duration, ms_to_timestamp, to_grpc_message,
                                to_properties)
@@ -30,6 +31,7 @@ from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.remoting.dispatch import TO_POOL
 from rmqd.store.message import decode_message, encode_properties, java_string_hash
+from rmqd.store.topic_attributes import is_lite_topic
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +44,14 @@ _SEND_CODES = {ResponseCode.SUCCESS: C.OK, ResponseCode.FLUSH_DISK_TIMEOUT: C.MA
                ResponseCode.SLAVE_NOT_AVAILABLE: C.HA_NOT_AVAILABLE, ResponseCode.SYSTEM_BUSY: C.TOO_MANY_REQUESTS,
                ResponseCode.MESSAGE_ILLEGAL: C.BAD_REQUEST, ResponseCode.NO_PERMISSION: C.FORBIDDEN,
                ResponseCode.TOPIC_NOT_EXIST: C.TOPIC_NOT_FOUND,
-               ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: C.CONSUMER_GROUP_NOT_FOUND}
+               ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: C.CONSUMER_GROUP_NOT_FOUND,
+               2017: C.LITE_TOPIC_QUOTA_EXCEEDED}      # LMQ_QUOTA_EXCEEDED (5.5)
 _POP_CODES = {ResponseCode.TOPIC_NOT_EXIST: C.TOPIC_NOT_FOUND,
               ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: C.CONSUMER_GROUP_NOT_FOUND,
               ResponseCode.NO_PERMISSION: C.FORBIDDEN, ResponseCode.NO_MESSAGE: C.INVALID_RECEIPT_HANDLE,
               ResponseCode.MESSAGE_ILLEGAL: C.INVALID_RECEIPT_HANDLE, 29: C.BAD_REQUEST}
-_MESSAGE_TYPES = {"NORMAL": [d.NORMAL], "FIFO": [d.FIFO], "DELAY": [d.DELAY], "TRANSACTION": [d.TRANSACTION]}
+_MESSAGE_TYPES = {"NORMAL": [d.NORMAL], "FIFO": [d.FIFO], "DELAY": [d.DELAY], "TRANSACTION": [d.TRANSACTION],
+                  "PRIORITY": [d.PRIORITY], "LITE": [d.LITE]}       # MIXED: the four below, never PRIORITY/LITE
 
 
 def status(code: int, message: str = "") -> Any:
@@ -96,6 +100,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self._renewals: dict[str, dict] = {}       # client id -> {checkpoint key: (invisible ms, renew until ms)}
         self._renew_task: Optional[asyncio.Task] = None
         self.renew_interval_s = 1.0
+        self.lite = LiteGrpc(self, broker.lite_priority.manager)     # 5.5 Lite Mode (rmqd.grpc.lite)
+        self.max_lite_topic_size = int(broker.lite_priority.lite_config.maxLiteTopicSize)
 
     def close(self) -> None:
         if self._renew_task is not None:
@@ -228,6 +234,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 entries.append(s.SendResultEntry(status=status(C.ILLEGAL_MESSAGE_PROPERTY_KEY,
                                                                f"property key {bad[0]} is reserved")))
                 continue
+            refused = message_types.check(tc, m, self.max_lite_topic_size)      # priority / lite topic
+            if refused is not None:
+                entries.append(s.SendResultEntry(status=status(*refused), message_id=m.system_properties.message_id))
+                continue
             request_, transactional = self._send_request(tc, m)
             sp = self.broker.send_processor
             # the broker's send lane rule: a small ASYNC_FLUSH append to an existing topic is a memory copy,
@@ -314,7 +324,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         topic, group = request.message_queue.topic.name, request.group.name
         md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
         self.clients.channel(md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")     # seen now
-        self._topic(topic)
+        tc = self._topic(topic)
         sg = await self._group(group)
         if request.batch_size <= 0 or request.batch_size > MAX_BATCH:
             raise RpcError(C.BAD_REQUEST, f"batch size {request.batch_size} is out of range (1..{MAX_BATCH})")
@@ -336,9 +346,13 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 raise RpcError(C.ILLEGAL_FILTER_EXPRESSION, f"filter expression is illegal: {exc}") from None
         qid = -1     # as the proxy: a receive pops every queue of the broker, whatever queue the client names
         try:
-            result, state = await pop_with_polling(self.pop, self.pop_executor, group, topic, qid, request.batch_size,
-                                                   invisible, msg_filter, 0, poll, f"{peer[0]}:{peer[1]}",
-                                                   order=sg.consume_message_orderly)
+            if is_lite_topic(tc):           # 5.5 Lite Mode: the client's lite topics
+                result, state = await self.lite.receive(md["x-mq-client-id"], sg, topic, request.batch_size,
+                                                        invisible, poll, f"{peer[0]}:{peer[1]}")
+            else:
+                result, state = await pop_with_polling(self.pop, self.pop_executor, group, topic, qid,
+                                                       request.batch_size, invisible, msg_filter, 0, poll,
+                                                       f"{peer[0]}:{peer[1]}", order=sg.consume_message_orderly)
         except PopError as exc:
             raise RpcError(_POP_CODES.get(exc.code, C.INTERNAL_ERROR), exc.remark) from None
         if not result.messages:
@@ -362,7 +376,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         while True:
             await asyncio.sleep(self.renew_interval_s)
             try:
-                self.clients.expire_idle(self.client_idle_s)
+                for cid in self.clients.expire_idle(self.client_idle_s):
+                    self.lite.client_gone(cid, "idle")
                 await self._renew_once()
             except asyncio.CancelledError:
                 raise
@@ -403,7 +418,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         out = []
         for pm in popped:
             m = decode_message(pm.record)
-            real = (m.properties.get("RETRY_TOPIC") or topic) if pm.topic.startswith("%RETRY%") else pm.topic
+            real = (m.properties.get("RETRY_TOPIC") or topic) if pm.topic.startswith("%RETRY%") else topic
             msg = to_grpc_message(m, real, ReceiptHandle(pm.extra, m.commit_log_offset), invisible, namespace)
             if pm.attempt:                  # an orderly batch handed out again
                 msg.system_properties.delivery_attempt = pm.attempt
@@ -417,7 +432,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _ack(self, request: Any, context: Any) -> Any:
         topic, group = request.topic.name, request.group.name
         self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
-        self._topic(topic)
+        lite = is_lite_topic(self._topic(topic))
         await self._group(group)
         if not request.entries:
             raise RpcError(C.BAD_REQUEST, "no entry to ack")
@@ -426,10 +441,13 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             code, msg = C.OK, "OK"
             try:
                 h = ReceiptHandle.parse(e.receipt_handle)
+                queue = self.lite.queue_of(topic, e.lite_topic, h.commit_log_offset) if lite else topic
                 if self.inline_acks:        # ASYNC_FLUSH: an ack record is a memory copy, done on the loop
-                    self.pop.ack(group, topic, h.extra, h.extra.queue_offset)
+                    self.pop.ack(group, queue, h.extra, h.extra.queue_offset)
                 else:
-                    await self.pop_executor.run(self.pop.ack, group, topic, h.extra, h.extra.queue_offset)
+                    await self.pop_executor.run(self.pop.ack, group, queue, h.extra, h.extra.queue_offset)
+            except RpcError as exc:
+                code, msg = exc.code, exc.message
             except ValueError:
                 code, msg = C.INVALID_RECEIPT_HANDLE, "receipt handle is invalid"
             except PopError as exc:
@@ -446,7 +464,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _change_invisible(self, request: Any, context: Any) -> Any:
         topic, group = request.topic.name, request.group.name
         self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
-        self._topic(topic)
+        lite = is_lite_topic(self._topic(topic))
         await self._group(group)
         try:
             h = ReceiptHandle.parse(request.receipt_handle)
@@ -455,9 +473,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         ms = duration_ms(request.invisible_duration)
         if ms < 0:
             raise RpcError(C.ILLEGAL_INVISIBLE_TIME, "the invisibleTime cannot be negative")
+        queue = self.lite.queue_of(topic, request.lite_topic, h.commit_log_offset) if lite else topic
         try:
-            extra = await self.pop_executor.run(self.pop.change_invisible_time, group, topic, h.extra,
-                                                h.extra.queue_offset, ms)
+            extra = await self.pop_executor.run(self.pop.change_invisible_time, group, queue, h.extra,
+                                                h.extra.queue_offset, ms, bool(request.suspend))
         except PopError as exc:
             raise RpcError(_POP_CODES.get(exc.code, C.INTERNAL_ERROR), exc.remark) from None
         return s.ChangeInvisibleDurationResponse(status=status(C.OK),
@@ -469,12 +488,13 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _forward_to_dlq(self, request: Any, context: Any) -> Any:
         topic, group = request.topic.name, request.group.name
         _, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
-        self._topic(topic)
+        lite = is_lite_topic(self._topic(topic))
         await self._group(group)
         try:
             h = ReceiptHandle.parse(request.receipt_handle)
         except ValueError:
             raise RpcError(C.INVALID_RECEIPT_HANDLE, "receipt handle is invalid") from None
+        queue = self.lite.queue_of(topic, request.lite_topic, h.commit_log_offset) if lite else topic
         ext = {"offset": str(h.commit_log_offset), "group": group, "delayLevel": "-1",
                "originMsgId": request.message_id, "originTopic": topic,
                "maxReconsumeTimes": str(max(0, request.max_delivery_attempts - 1))}
@@ -484,7 +504,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             return s.ForwardMessageToDeadLetterQueueResponse(status=status(_SEND_CODES.get(resp.code, C.INTERNAL_ERROR),
                                                                            resp.remark or ""))
         try:
-            await self.pop_executor.run(self.pop.ack, group, topic, h.extra, h.extra.queue_offset)
+            await self.pop_executor.run(self.pop.ack, group, queue, h.extra, h.extra.queue_offset)
         except PopError as exc:
             log.warning("ack after forwarding %s to the DLQ failed: %s", request.message_id, exc.remark)
         return s.ForwardMessageToDeadLetterQueueResponse(status=status(C.OK))
@@ -530,6 +550,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 ch.outbox = None
                 if not ch.closed:        # ended (or cancelled) by the client without NotifyClientTermination
                     self.clients.release(ch)
+                self.lite.client_gone(ch.client_id, "telemetry stream ended")
 
     def _server_settings(self, client: Any) -> Any:
         """The Settings the server answers with (the proxy's GrpcClientSettingsManager defaults)."""
@@ -546,6 +567,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             st.subscription.fifo = bool(sg is not None and sg.consume_message_orderly)
             st.subscription.receive_batch_size = MAX_BATCH
             st.subscription.long_polling_timeout.CopyFrom(ms_to_duration(self.max_long_polling_ms))
+            if client.client_type in LITE_CLIENT_TYPES and sg is not None:
+                self.lite.fill_settings(st, sg)
         else:
             st.backoff_policy.CopyFrom(d.RetryPolicy(max_attempts=3, exponential_backoff=d.ExponentialBackoff(
                 initial=ms_to_duration(10), max=ms_to_duration(1000), multiplier=2.0)))
@@ -559,6 +582,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _terminate(self, request: Any, context: Any) -> Any:
         md, _ = self._begin(context)
         self.clients.terminate(md["x-mq-client-id"])
+        self.lite.client_gone(md["x-mq-client-id"], "client terminated")
         return s.NotifyClientTerminationResponse(status=status(C.OK))
 
     # ------------------------------------------------------------------ offsets (pull-style API)
@@ -610,4 +634,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return s.RecallMessageResponse(status=status(C.NOT_IMPLEMENTED, "RecallMessage is not supported by rmqd"))
 
     async def SyncLiteSubscription(self, request: Any, context: Any) -> Any:
-        return s.SyncLiteSubscriptionResponse(status=status(C.NOT_IMPLEMENTED, "lite topics are not supported by rmqd"))
+        return await self._unary(self._sync_lite, s.SyncLiteSubscriptionResponse, request, context)
+
+    async def _sync_lite(self, request: Any, context: Any) -> Any:
+        md, peer = self._begin(context, {request.topic.name: SUB})
+        return await self.lite.sync(request, context, md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")

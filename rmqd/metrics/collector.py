@@ -11,6 +11,7 @@ import time
 from typing import Any, Iterable
 
 from rmqd.metrics.families import BY_INSTRUMENT, SPECS, Family, render
+from rmqd.store.topic_attributes import is_lite_topic
 from rmqd.metrics.recorders import DLQ_PREFIX, RETRY_PREFIX, code_name
 from rmqd.broker.stats import GROUP_GET_NUMS, GROUP_GET_SIZE
 from rmqd.remoting.codes import RequestCode
@@ -196,6 +197,12 @@ class Scrape:
         now = self.now_ms
         perm = int(b.config.brokerPermission)
         inflight = None
+        lite = b.lite_priority.manager
+        for (topic, group), (lag, oldest) in sorted((lite.lag() if lite is not None else {}).items()):
+            latency = max(0, now - oldest) if oldest else 0     # 5.5: a lite group's lag is its parent topic's
+            labels = (topic, group, "false", _b(self.is_system_topic(topic) or self.is_system_group(group)))
+            for fam, value in zip(fams, (lag, latency, 0, latency, lag)):
+                fam.add(labels, value)
         for group, info in sorted(b.consumer_manager.groups().items()):
             if group not in subscription_groups:
                 continue
@@ -203,7 +210,7 @@ class Scrape:
                 if topic.startswith(RETRY_PREFIX):
                     continue
                 tc = self.topics.get(topic)
-                if tc is None or not (tc.perm & perm & 6):
+                if tc is None or not (tc.perm & perm & 6) or is_lite_topic(tc):
                     continue
                 if str(info.consume_type) == "CONSUME_POP":
                     if inflight is None:

@@ -28,7 +28,7 @@ def code_name(enum: Any, code: int) -> str:
 
 
 def message_type(props: Optional[str]) -> str:
-    """TopicMessageType.parseFromMessageProperty: transaction | delay | fifo | normal."""
+    """TopicMessageType.parseFromMessageProperty: transaction | delay | fifo | priority | lite | normal."""
     if not props:
         return "normal"
     if "TRAN_MSG" in props and find_property(props, "TRAN_MSG") == "true":
@@ -38,6 +38,10 @@ def message_type(props: Optional[str]) -> str:
             return "delay"
     if "__SHARDINGKEY" in props and find_property(props, "__SHARDINGKEY"):
         return "fifo"
+    if "_SYS_MSG_PRIORITY_" in props and find_property(props, "_SYS_MSG_PRIORITY_"):     # 5.4
+        return "priority"
+    if "__LITE_TOPIC" in props and find_property(props, "__LITE_TOPIC"):                 # 5.5
+        return "lite"
     return "normal"
 
 

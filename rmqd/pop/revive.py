@@ -73,7 +73,10 @@ class ReviveMixin:
                 self._cks[ck.key] = ck
                 if ck.order:                     # handed out again by the next orderly pop, not revived
                     self._order_cks.setdefault((ck.topic, ck.group, ck.queue_id), []).append(ck)
-                    return
+            if ck.order:
+                self._tell_orderly(ck.topic, ck.group, ck.queue_id, ck.deadline)
+                return
+            with self._cond:
                 heapq.heappush(self._heap, (ck.deadline, next(self._seq), ck.key))
                 if self._heap[0][2] == ck.key:
                     self._cond.notify()

@@ -31,6 +31,7 @@ from rmqd.pop.codes import INVALID_PARAMETER, PopError
 from rmqd.pop.extra_info import (ExtraInfo, msg_offset_info, pop_retry_topic, real_topic, retry_flag,
                                  start_offset_info)
 from rmqd.pop.long_polling import PopLongPolling
+from rmqd.pop.queue_selector import QueueSelector, RotatingQueueSelector
 from rmqd.pop.revive import ReviveMixin
 from rmqd.remoting.codes import ResponseCode
 from rmqd.store.message import decode_message
@@ -92,10 +93,12 @@ class PopService(ReviveMixin):
     def __init__(self, broker_name: str, cluster: str, store: Any, topics: Any, groups: Any, offsets: Any,
                  store_host: Callable[[], tuple], revive_queue_num: int = 8,
                  on_dlq: Optional[Callable[[str, str], None]] = None, counters: Any = None,
-                 on_out: Optional[Callable[[str, str, int, int], None]] = None) -> None:
+                 on_out: Optional[Callable[[str, str, int, int], None]] = None,
+                 queue_selector: Optional[QueueSelector] = None) -> None:
         """``on_dlq(group, topic)``: a message went to the DLQ; ``counters``: a
         :class:`rmqd.metrics.recorders.PopCounters`; ``on_out(group, topic, messages, bytes)``: messages
-        handed out by a pop or a peek (the broker's GROUP_GET stats)."""
+        handed out by a pop or a peek (the broker's GROUP_GET stats); ``queue_selector``: the order a pop
+        reads queues in (:mod:`rmqd.pop.queue_selector`; priority mode lives there)."""
         self.broker_name = broker_name
         self.store = store
         self.topics = topics
@@ -105,6 +108,10 @@ class PopService(ReviveMixin):
         self.on_dlq = on_dlq
         self.counters = counters
         self.on_out = on_out
+        self.queue_selector: QueueSelector = queue_selector or RotatingQueueSelector()
+        # (topic, group, queue id, deadline ms) when an orderly batch is handed out; deadline None when the
+        # queue is free again (all acked): 5.5 lite delivery offers the lite topic again (rmqd.pop.lite)
+        self.orderly_listeners: list[Callable[[str, str, int, Optional[int]], None]] = []
         self.revive_queue_num = max(1, int(revive_queue_num))
         self.revive_topic = f"rmq_sys_REVIVE_LOG_{cluster}"
         self.polling = PopLongPolling()
@@ -223,17 +230,36 @@ class PopService(ReviveMixin):
             return result
         retry = pop_retry_topic(group, topic)
         rtc = self.topics.get(retry)
-        queues = ([queue_id] if queue_id >= 0 else
-                  self._rotate(list(range(tc.read_queue_nums))))
-        retry_first = rtc is not None and random.randrange(5) == 0
+        queues, retry_first, skip_busy = self.queue_selector.select(
+            tc, sg, [queue_id] if queue_id >= 0 else list(range(tc.read_queue_nums)))
+        retry_first = retry_first and rtc is not None
         if retry_first:
             self._pop_topic(retry, list(range(rtc.read_queue_nums)), group, max_nums, message_filter,
                             INIT_MODE_MIN, client_host, result)
-        self._pop_topic(topic, queues, group, max_nums, message_filter, init_mode, client_host, result)
+        self._pop_topic(topic, queues, group, max_nums, message_filter, init_mode, client_host, result, skip_busy)
         if rtc is not None and not retry_first:
             self._pop_topic(retry, list(range(rtc.read_queue_nums)), group, max_nums, message_filter,
                             INIT_MODE_MIN, client_host, result)
         return result
+
+    def pop_queues(self, group: str, queues: list[tuple[str, int]], max_nums: int, invisible_ms: int,
+                   client_host: str = "", init_mode: int = INIT_MODE_LAST) -> PopResult:
+        """Orderly pops of the given (topic, queue) pairs in turn, up to ``max_nums`` messages in all: one
+        batch in flight per queue (5.5 lite consumers, whose lite topics are such queues; the caller checked
+        the group and the topics)."""
+        sg = self.groups.find(group)
+        max_times = sg.retry_max_times if sg is not None else 16
+        result = PopResult(now_ms(), int(invisible_ms), next(self._revive_counter) % self.revive_queue_num)
+        for topic, qid in queues:
+            need = max_nums - len(result.messages)
+            if need <= 0:
+                break
+            self._pop_queue_orderly(topic, qid, group, need, None, init_mode, client_host, result, max_times)
+        return result
+
+    def open_orderly_count(self, topic: str, group: str, qid: int) -> int:
+        """Orderly checkpoints of the queue still open (handed out, not acked)."""
+        return len(self._open_orderly((topic, group, qid)))
 
     @staticmethod
     def _rotate(qids: list[int]) -> list[int]:
@@ -243,11 +269,22 @@ class PopService(ReviveMixin):
         return qids
 
     def _pop_topic(self, topic: str, qids: list[int], group: str, max_nums: int, message_filter: Any,
-                   init_mode: int, client_host: str, result: PopResult) -> None:
+                   init_mode: int, client_host: str, result: PopResult, skip_busy: bool = False) -> None:
         for qid in qids:
             need = max_nums - len(result.messages)
             if need <= 0:
                 result.rest_num += self._backlog(topic, group, qid)
+                continue
+            if skip_busy:                  # pass over a queue another pop holds (priority mode, Java's tryLock)
+                lock = self._queue_lock((topic, group, qid))
+                if not lock.acquire(blocking=False):
+                    result.rest_num += self._backlog(topic, group, qid)
+                    continue
+                try:
+                    result.rest_num += self._pop_queue(topic, qid, group, need, message_filter, init_mode,
+                                                       client_host, result, locked=True)
+                finally:
+                    lock.release()
                 continue
             result.rest_num += self._pop_queue(topic, qid, group, need, message_filter, init_mode, client_host,
                                                result)
@@ -449,6 +486,10 @@ class PopService(ReviveMixin):
         key = (ck_topic, group, extra.queue_id, extra.ck_queue_offset, extra.pop_time)
         with self._lock:
             ck = self._cks.get(key)
+            if ck is None and offsets:      # a 5.5 lite handle names the message's own offset, not the batch's
+                ck = next((c for c in self._order_cks.get((ck_topic, group, extra.queue_id), ())
+                           if c.pop_time == extra.pop_time and offsets[0] in c.offsets), None)
+                key = ck.key if ck is not None else key
             live = [o for o in offsets if ck is not None and o in ck.offsets and o not in ck.acked]
         if not live:
             return 0
@@ -466,7 +507,15 @@ class PopService(ReviveMixin):
                     unlocked = ck.order
         if unlocked:                         # an orderly queue is free again: parked pops may go on
             self.polling.notify_threadsafe(ck_topic)
+            self._tell_orderly(ck_topic, group, extra.queue_id, None)
         return len(live)
+
+    def _tell_orderly(self, topic: str, group: str, qid: int, deadline: Optional[int]) -> None:
+        for fn in self.orderly_listeners:
+            try:
+                fn(topic, group, qid, deadline)
+            except Exception:
+                log.exception("orderly listener %r failed for %s@%s q%d", fn, topic, group, qid)
 
     def renew(self, keys: list, invisible_ms: int, within_ms: int) -> list:
         """Keep checkpoints invisible (the proxy's auto-renew for push consumers): each of ``keys`` whose
@@ -497,8 +546,9 @@ class PopService(ReviveMixin):
         return still
 
     def change_invisible_time(self, group: str, topic: str, extra: ExtraInfo, offset: int,
-                              invisible_ms: int) -> ExtraInfo:
-        """A new one-message checkpoint (invisible from now for ``invisible_ms``), then ack of the old one."""
+                              invisible_ms: int, suspend: bool = False) -> ExtraInfo:
+        """A new one-message checkpoint (invisible from now for ``invisible_ms``), then ack of the old one.
+        ``suspend`` (5.5): an orderly message handed out again keeps its delivery attempt."""
         ck_topic = self.check_ack(group, topic, extra, offset)
         pop_time = now_ms()
         with self._lock:
@@ -508,7 +558,7 @@ class PopService(ReviveMixin):
             old = self._cks.get((ck_topic, group, extra.queue_id, extra.ck_queue_offset, extra.pop_time))
         ck = PopCheckPoint(ck_topic, group, extra.queue_id, offset, pop_time, int(invisible_ms), extra.revive_qid,
                            self.broker_name, [offset], order=bool(old and old.order),
-                           attempt=old.attempt if old else 0)
+                           attempt=(old.attempt if old else 0) - (1 if suspend and old and old.order else 0))
         self._add_checkpoint(ck)
         self.batch_ack(group, topic, extra, [offset])
         return ExtraInfo(offset, pop_time, int(invisible_ms), extra.revive_qid, extra.retry, self.broker_name,

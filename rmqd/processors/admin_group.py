@@ -26,6 +26,7 @@ from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import (RemotingCommand, error_response, ext_bool, new_request,
                                    new_response, require)
 from rmqd.store.message import decode_offset_msg_id
+from rmqd.store import group_attributes
 from rmqd.store.metadata import SubscriptionGroupConfig
 
 
@@ -61,6 +62,11 @@ class GroupAdminProcessor:
         if not isinstance(data, dict) or not data.get("groupName"):
             return error_response(ResponseCode.SYSTEM_ERROR, "the subscription group config body is invalid")
         sg = SubscriptionGroupConfig.from_json(data)
+        old = ctx.groups.table.get(sg.group_name)
+        try:     # 5.x group attributes (lite.*, priority.factor): merged and checked as Java does
+            sg.attributes = group_attributes.alter(old is None, dict(old.attributes) if old else {}, sg.attributes)
+        except group_attributes.AttributeValueError as exc:
+            return error_response(ResponseCode.SYSTEM_ERROR, str(exc))
         log.info("updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_address, sg)
         t0 = time.monotonic()
         ctx.groups.update(sg)

@@ -17,6 +17,7 @@ import orjson
 from rmqd.pop.extra_info import ExtraInfo
 from rmqd.pop.frontend import Busy, PopExecutor
 from rmqd.pop.codes import PopError
+from rmqd.processors.lite_remoting import lite_queue_of
 from rmqd.pop.service import PopService
 from rmqd.processors.pop_message import busy_response, pop_error_response
 from rmqd.remoting.codes import ResponseCode
@@ -64,6 +65,7 @@ class AckMessageProcessor:
     async def ack_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         group, topic, _qid, extra_s, offset = require(request, "consumerGroup", "topic", "queueId", "extraInfo",
                                                       "offset")
+        topic = lite_queue_of(topic, request.ext_fields)       # 5.5: a lite topic's queue (header liteTopic)
         try:
             extra = self._extra(extra_s)
         except ValueError:
@@ -79,6 +81,7 @@ class AckMessageProcessor:
     async def change_invisible_time(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         group, topic, _qid, extra_s, offset, invisible = require(
             request, "consumerGroup", "topic", "queueId", "extraInfo", "offset", "invisibleTime")
+        topic = lite_queue_of(topic, request.ext_fields)
         try:
             extra = self._extra(extra_s)
         except ValueError:

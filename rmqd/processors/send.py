@@ -382,6 +382,8 @@ class SendMessageProcessor(ContextProcessor):
                 resp = hook(ctx, msgs)
                 if resp is not None:
                     return resp
+            if msgs[0].topic == topic:        # a hook may choose the queue of the topic (priority messages)
+                queue_id = msgs[0].queue_id
         result = self.store.put_message(msgs[0]) if len(msgs) == 1 else self.store.put_messages(msgs)
         return self._answer(conn, h, tc, msgs, result, queue_id, uniq if tran else None)
 

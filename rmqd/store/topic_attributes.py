@@ -1,7 +1,8 @@
 """Topic attributes of RocketMQ 5.x (``TopicAttributes``, ``AttributeUtil``), with the Java texts.
 
 ``cleanup.policy`` (DELETE | COMPACTION) and ``queue.type`` cannot change after creation;
-``message.type`` and ``reserve.time`` can. Unknown keys are refused. Set contents print in Java
+``message.type`` (5.4 adds PRIORITY, 5.5 LITE), ``reserve.time`` and ``lite.topic.expiration`` (5.5, minutes,
+-1 = never, at most 30 days) can. Unknown keys are refused. Set contents print in Java
 HashSet order, as the Java broker's error remarks show them.
 """
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any, Optional
 
 CLEANUP_POLICY = "cleanup.policy"
 COMPACTION = "COMPACTION"
+MESSAGE_TYPE = "message.type"
+LITE_EXPIRATION = "lite.topic.expiration"
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,10 @@ class Attribute:
     value_range: Optional[tuple] = None     # (min, max) of a long attribute
 
     def verify(self, value: str) -> None:
+        if self.universe is None and self.value_range is None:     # a string attribute: anything not blank
+            if not value.strip():
+                raise AttributeValueError(f"attribute {self.name} cannot be blank")
+            return
         if self.universe is not None:
             if value not in self.universe:
                 raise AttributeValueError(f"value is not in set: [{', '.join(self.universe)}]")
@@ -41,8 +48,10 @@ class AttributeValueError(ValueError):
 ALL = {a.name: a for a in (
     Attribute("queue.type", False, ("SimpleCQ", "BatchCQ")),
     Attribute(CLEANUP_POLICY, False, ("DELETE", COMPACTION)),
-    Attribute("message.type", True, ("UNSPECIFIED", "MIXED", "TRANSACTION", "FIFO", "DELAY", "NORMAL")),
+    Attribute(MESSAGE_TYPE, True, ("UNSPECIFIED", "MIXED", "TRANSACTION", "PRIORITY", "FIFO", "DELAY", "LITE",
+                                   "NORMAL")),
     Attribute("reserve.time", True, value_range=(-1, 2 ** 63 - 1)),
+    Attribute(LITE_EXPIRATION, True, value_range=(-1, 30 * 24 * 60)),
 )}
 
 
@@ -69,8 +78,11 @@ def parse(spec: Optional[str]) -> dict[str, str]:
     return out
 
 
-def alter(create: bool, current: dict[str, str], new: dict[str, str]) -> dict[str, str]:
-    """AttributeUtil.alterCurrentAttributes: the topic's attributes after ``new`` (keys bare)."""
+def alter(create: bool, current: dict[str, str], new: dict[str, str],
+          known: Optional[dict[str, Attribute]] = None) -> dict[str, str]:
+    """AttributeUtil.alterCurrentAttributes: the topic's attributes after ``new`` (keys bare); ``known``:
+    the attribute table (the topic attributes unless given, e.g. the group attributes)."""
+    known = ALL if known is None else known
     init, add, update, delete = {}, {}, {}, {}
     seen: set[str] = set()
     for key, value in new.items():
@@ -93,7 +105,7 @@ def alter(create: bool, current: dict[str, str], new: dict[str, str]) -> dict[st
     for group, is_init, is_delete in ((init, True, False), (add, False, False), (update, False, False),
                                       (delete, False, True)):
         for real, value in group.items():
-            attr = ALL.get(real)
+            attr = known.get(real)
             if attr is None:
                 raise AttributeValueError(f"unsupported key: {real}")
             if not is_init and not attr.changeable:
@@ -113,3 +125,34 @@ def alter(create: bool, current: dict[str, str], new: dict[str, str]) -> dict[st
 def is_compaction_topic(topic_config: Any) -> bool:
     attrs = getattr(topic_config, "attributes", None)
     return bool(attrs) and attrs.get(CLEANUP_POLICY) == COMPACTION
+
+
+def attribute_of(topic_config: Any, name: str) -> Optional[str]:
+    """A topic attribute's value (stored bare, or with the ``+`` of an update request), or None."""
+    attrs = getattr(topic_config, "attributes", None) or {}
+    value = attrs.get(name)
+    return attrs.get("+" + name) if value is None else value
+
+
+def message_type_of(topic_config: Any) -> str:
+    """The topic's ``message.type`` (Java ``TopicConfig.getTopicMessageType``): NORMAL when unset."""
+    return str(attribute_of(topic_config, MESSAGE_TYPE) or "NORMAL").upper()
+
+
+def is_priority_topic(topic_config: Any) -> bool:
+    return topic_config is not None and message_type_of(topic_config) == "PRIORITY"
+
+
+def is_lite_topic(topic_config: Any) -> bool:
+    """A LITE parent topic (5.5 Lite Mode): its messages carry a lite topic each."""
+    return topic_config is not None and message_type_of(topic_config) == "LITE"
+
+
+def lite_expiration_minutes(topic_config: Any) -> int:
+    """``lite.topic.expiration`` of a LITE topic (-1 = never; TopicConfig answers -1 for other topics)."""
+    if not is_lite_topic(topic_config):
+        return -1
+    try:
+        return int(attribute_of(topic_config, LITE_EXPIRATION) or -1)
+    except ValueError:
+        return -1

@@ -1,0 +1,151 @@
+"""Lite Mode over gRPC (5.5): what the 5.x proxy adds for LitePushConsumer / LiteSimpleConsumer.
+
+:class:`MessagingService` delegates here: ``SyncLiteSubscription``; the Settings a lite consumer gets
+(``lite_subscription_quota`` from the group's ``lite.sub.client.quota``, ``max_lite_topic_size`` from
+``maxLiteTopicSize``); ReceiveMessage on a LITE topic (the client's lite topics, long polling keyed by
+client id); the LMQ an ack / change-invisible / DLQ forward of a lite message applies to; and
+NotifyUnsubscribeLite on the client's Telemetry stream when an Exclusive group evicts it. The registry and
+delivery rules are :class:`rmqd.pop.lite.LiteSubscriptionManager`'s.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Optional
+
+from rmqd.grpc.pb import definition_pb2 as d
+from rmqd.grpc.pb import service_pb2 as s
+from rmqd.pop.lite import LiteError, LiteSubscriptionManager, OffsetOption
+from rmqd.pop.service import PopResult
+from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, check_name, lmq_name
+from rmqd.store.message import decode_message
+
+log = logging.getLogger(__name__)
+
+C = d.Code
+CODES = {LiteError.ILLEGAL_LITE_TOPIC: C.ILLEGAL_LITE_TOPIC, LiteError.ILLEGAL_TOPIC: C.ILLEGAL_TOPIC,
+         LiteError.ILLEGAL_GROUP: C.ILLEGAL_CONSUMER_GROUP, LiteError.TOPIC_NOT_FOUND: C.TOPIC_NOT_FOUND,
+         LiteError.GROUP_NOT_FOUND: C.CONSUMER_GROUP_NOT_FOUND, LiteError.FORBIDDEN: C.FORBIDDEN,
+         LiteError.SUBSCRIPTION_QUOTA: C.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
+         LiteError.TOPIC_QUOTA: C.LITE_TOPIC_QUOTA_EXCEEDED, LiteError.TOO_MANY_REQUESTS: C.TOO_MANY_REQUESTS,
+         LiteError.BAD_REQUEST: C.BAD_REQUEST}
+LITE_CLIENT_TYPES = (d.LITE_PUSH_CONSUMER, d.LITE_SIMPLE_CONSUMER)
+
+
+def offset_option(request: Any) -> Optional[OffsetOption]:
+    if not request.HasField("offset_option"):
+        return None
+    opt = request.offset_option
+    kind = opt.WhichOneof("offset_type")
+    if kind == "offset":
+        return OffsetOption(offset=opt.offset)
+    if kind == "tail_n":
+        return OffsetOption(tail_n=opt.tail_n)
+    if kind == "timestamp":
+        return OffsetOption(timestamp=opt.timestamp)
+    return OffsetOption(policy=d.OffsetOption.Policy.Name(opt.policy) if kind == "policy" else "LAST")
+
+
+class LiteGrpc:
+    """The lite RPCs and hooks of one MessagingService."""
+
+    def __init__(self, service: Any, manager: LiteSubscriptionManager) -> None:
+        self.service = service
+        self.manager = manager
+
+    def error(self, exc: LiteError) -> tuple[int, str]:
+        return CODES.get(exc.kind, C.INTERNAL_ERROR), exc.message
+
+    # ------------------------------------------------------------------ SyncLiteSubscription
+    def _notifier(self, client_id: str):
+        clients = self.service.clients
+
+        def notify(lite: str) -> None:
+            ch = clients.channels.get(client_id)
+            cmd = s.TelemetryCommand(notify_unsubscribe_lite_command=s.NotifyUnsubscribeLiteCommand(lite_topic=lite))
+            if ch is None or not ch.send_command(cmd):
+                log.info("lite: NotifyUnsubscribeLite(%s) to %s: no telemetry stream", lite, client_id)
+        return notify
+
+    async def sync(self, request: Any, context: Any, client_id: str, peer: str) -> Any:
+        names = list(request.lite_topic_set)
+        try:
+            self.manager.sync(client_id, request.group.name, request.topic.name, int(request.action), names,
+                              offset_option(request), peer, self._notifier(client_id))
+        except LiteError as exc:
+            code, message = self.error(exc)
+            return s.SyncLiteSubscriptionResponse(status=d.Status(code=code, message=message))
+        return s.SyncLiteSubscriptionResponse(status=d.Status(code=C.OK, message="OK"))
+
+    # ------------------------------------------------------------------ settings
+    def fill_settings(self, settings: Any, group_config: Any) -> None:
+        """A lite consumer's subscription settings: its quota and the max lite topic size (the proxy's merge)."""
+        settings.subscription.lite_subscription_quota = min(self.manager.quota_of(group_config), 2 ** 31 - 1)
+        settings.subscription.max_lite_topic_size = int(self.manager.config.maxLiteTopicSize)
+
+    # ------------------------------------------------------------------ receive
+    async def receive(self, client_id: str, group_config: Any, topic: str, batch: int, invisible_ms: int,
+                      poll_ms: int, host: str) -> tuple[PopResult, str]:
+        """Pop the client's lite topics; park (keyed by client id) up to ``poll_ms`` when none has news.
+        Messages of a lite topic the client unsubscribed while the pop ran are given back, not delivered."""
+        m = self.manager
+        try:
+            m.check_group(group_config.group_name, topic)
+        except LiteError as exc:
+            from rmqd.grpc.service import RpcError
+            raise RpcError(*self.error(exc)) from None
+        m.attach(client_id, group_config.group_name, topic, group_config, host, self._notifier(client_id))
+        executor = self.service.pop_executor
+        loop = asyncio.get_running_loop()
+        end = loop.time() + max(0, poll_ms) / 1000.0
+        state = "timeout"
+        while True:
+            result = await executor.run(m.pop, client_id, batch, invisible_ms, host)
+            if result.messages:
+                state = "found"
+                break
+            left = end - loop.time()
+            if left <= 0:
+                break
+            if not await m.wait(client_id, left):
+                result = await executor.run(m.pop, client_id, batch, invisible_ms, host)
+                state = "found" if result.messages else "timeout"
+                break
+        keep = [pm for pm in result.messages if m.subscribed(client_id, pm.topic)]
+        if len(keep) < len(result.messages):
+            gone = [pm for pm in result.messages if pm not in keep]
+            asyncio.ensure_future(self._give_back(group_config.group_name, gone))
+            result.messages = keep
+            state = "found" if keep else "timeout"
+        return result, state
+
+    async def _give_back(self, group: str, popped: list) -> None:
+        """Make messages popped for a client that unsubscribed meanwhile visible again (same attempt)."""
+        pop = self.service.pop
+        for pm in popped:
+            try:
+                await self.service.pop_executor.run(pop.change_invisible_time, group, pm.topic, pm.extra,
+                                                    pm.queue_offset, 0, True)
+            except Exception:
+                log.exception("lite: giving back %s@%d of %s failed (visible again after its invisible time)",
+                              pm.topic, pm.queue_offset, group)
+
+    # ------------------------------------------------------------------ ack, invisible time, DLQ
+    def queue_of(self, topic: str, lite: Optional[str], commit_log_offset: int) -> str:
+        """The LMQ a lite receipt handle belongs to: the request's ``lite_topic``, else the lite topic stored
+        with the message (a client that leaves the field out still acks the right queue)."""
+        if lite:
+            reason = check_name(lite, self.manager.config.maxLiteTopicSize)
+            if reason:
+                from rmqd.grpc.service import RpcError
+                raise RpcError(C.ILLEGAL_LITE_TOPIC, f"{reason}: {lite!r}")
+            return lmq_name(topic, lite)
+        rec = self.service.broker.store.read_message(commit_log_offset)
+        if rec is not None:
+            stored = decode_message(rec).properties.get(LITE_TOPIC_PROPERTY)
+            if stored:
+                return lmq_name(topic, stored)
+        return topic
+
+    def client_gone(self, client_id: str, why: str) -> None:
+        self.manager.drop_client(client_id, why)

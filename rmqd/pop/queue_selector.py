@@ -1,0 +1,83 @@
+"""In which order a POP reads a topic's queues, and whether it reads the retry topic first.
+
+:class:`PopService` asks its selector once per pop of queue -1 (every queue). The default
+(:class:`RotatingQueueSelector`) is the Java broker's: a random start queue spreads consumers over the
+queues, and ``popFromRetryProbability`` % of requests read the POP retry topic first.
+
+:class:`PriorityQueueSelector` adds 5.4 priority mode (RIP-80, ``PopConsumerService``'s KV path): on a
+PRIORITY topic, ``priority.factor`` of every 100 requests of a group walk the queues from the highest
+priority down (``priorityOrderAsc``: queue n-1 first), so a batch fills from the highest non-empty queue;
+those requests read the retry topic first with ``popFromRetryProbabilityForPriority`` (default 0: retries
+come last), and pass over a queue another pop holds (as Java's ``tryLock``) rather than wait for it. The other
+requests keep the rotating order, which is the fairness control. FIFO pops never use it (PopService calls it
+for non-orderly pops only).
+"""
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+from typing import Any, Optional, Protocol
+
+from rmqd.pop.lite_priority_config import PriorityConfig
+from rmqd.store import group_attributes
+from rmqd.store.topic_attributes import is_priority_topic
+
+
+class QueueSelector(Protocol):
+    def select(self, topic_config: Any, group_config: Any, qids: list[int]) -> tuple[list[int], bool, bool]:
+        """(queue ids in reading order, read the retry topic first?, skip a queue another pop holds?)."""
+
+
+def rotate(qids: list[int]) -> list[int]:
+    if len(qids) > 1:
+        k = random.randrange(len(qids))
+        qids = qids[k:] + qids[:k]
+    return qids
+
+
+def _every(count: int, percent: int) -> bool:
+    """Whether request number ``count`` is one of ``percent`` in every 100 (Java's KV-path counter rule)."""
+    p = max(0, min(100, int(percent)))
+    return p > 0 and count % max(1, 100 // p) == 0
+
+
+class RotatingQueueSelector:
+    """A random start queue; ``popFromRetryProbability`` % of requests read the retry topic first."""
+
+    def __init__(self, config: Optional[PriorityConfig] = None) -> None:
+        self.config = config or PriorityConfig()
+
+    def select(self, topic_config: Any, group_config: Any, qids: list[int]) -> tuple[list[int], bool, bool]:
+        return rotate(qids), random.randrange(100) < self.config.popFromRetryProbability, False
+
+
+class PriorityQueueSelector(RotatingQueueSelector):
+    """Priority mode on PRIORITY topics (see the module docstring); rotating order elsewhere."""
+
+    def __init__(self, config: Optional[PriorityConfig] = None) -> None:
+        super().__init__(config)
+        self._counters: dict[tuple, Any] = {}
+        self._lock = threading.Lock()
+        self.priority_pops = 0          # requests served in priority mode (metrics)
+
+    def _count(self, key: tuple) -> int:
+        counter = self._counters.get(key)
+        if counter is None:
+            with self._lock:
+                counter = self._counters.setdefault(key, itertools.count())
+        return next(counter)
+
+    def select(self, topic_config: Any, group_config: Any, qids: list[int]) -> tuple[list[int], bool, bool]:
+        if not is_priority_topic(topic_config):
+            return super().select(topic_config, group_config, qids)
+        factor = group_attributes.get_int(group_config, group_attributes.PRIORITY_FACTOR)
+        n = self._count((getattr(group_config, "group_name", ""), topic_config.topic_name))
+        if n % 100 >= factor:                   # this request keeps the fair, rotating order
+            return super().select(topic_config, group_config, qids)
+        self.priority_pops += 1
+        ordered = sorted(qids, reverse=self.config.priorityOrderAsc)
+        # every priority-mode pop starts at the top queue: one busy with another pop is passed over (Java's
+        # tryLock), so concurrent consumers take the next levels instead of queueing behind each other
+        return ordered, _every(n, self.config.popFromRetryProbabilityForPriority), True
+

@@ -1,0 +1,131 @@
+"""The store and topic interfaces with lite topics in them, for :class:`rmqd.pop.PopService`.
+
+:class:`LiteStoreView` answers the queue calls POP makes (``get_max_offset``, ``get_min_offset``,
+``get_messages``, ``get_message_store_timestamp``) for an LMQ name ``%LMQ%$parent$lite`` (queue 0) from the
+lite index, reading each record by its CommitLog offset through the store's ``read_message``; every
+other call goes to the store unchanged. :class:`LiteTopicsView` gives an LMQ of a LITE parent a one-queue
+topic config (the parent's permission), so POP's checks and checkpoints treat it as a queue like any
+other — its consumer offsets, checkpoints and revive records are the ordinary ones, keyed by the LMQ name.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from rmqd.store.lite.index import LiteIndex
+from rmqd.store.lite.names import parse_lmq
+from rmqd.store.message_store import GetMessageResult, GetMessageStatus
+from rmqd.store.metadata import TopicConfig
+from rmqd.store.topic_attributes import is_lite_topic
+
+_S = GetMessageStatus
+
+
+def record_store_time(record: bytes) -> int:
+    """A stored record's storeTimestamp."""
+    sys_flag = int.from_bytes(record[36:40], "big")
+    at = 48 + (20 if sys_flag & 0x10 else 8)
+    return int.from_bytes(record[at:at + 8], "big", signed=True)
+
+
+class LiteStoreView:
+    """The message store, with lite topics readable as LMQs (see the module docstring)."""
+
+    def __init__(self, store: Any, index: LiteIndex) -> None:
+        self._store = store
+        self.index = index
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def _lite(self, topic: str) -> Optional[tuple[str, str]]:
+        return parse_lmq(topic) if topic[:1] == "%" else None
+
+    def get_max_offset(self, topic: str, queue_id: int) -> int:
+        pl = self._lite(topic)
+        if pl is None:
+            return self._store.get_max_offset(topic, queue_id)
+        q = self.index.queue(*pl)
+        return q.max_offset if q is not None and queue_id == 0 else 0
+
+    def get_min_offset(self, topic: str, queue_id: int) -> int:
+        pl = self._lite(topic)
+        if pl is None:
+            return self._store.get_min_offset(topic, queue_id)
+        q = self.index.queue(*pl)
+        return q.min_offset if q is not None and queue_id == 0 else 0
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        pl = self._lite(topic)
+        if pl is None:
+            return self._store.get_message_store_timestamp(topic, queue_id, queue_offset)
+        q = self.index.queue(*pl)
+        if q is None or queue_id != 0 or not q.min_offset <= queue_offset < q.max_offset:
+            return -1
+        if queue_offset == q.max_offset - 1 and q.last_store_ts:
+            return q.last_store_ts
+        rec = self._store.read_message(q.phys[queue_offset - q.base])
+        return record_store_time(rec) if rec is not None else -1
+
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                     max_total_bytes: Optional[int] = None, message_filter: Any = None) -> GetMessageResult:
+        pl = self._lite(topic)
+        if pl is None:
+            return self._store.get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
+        q = self.index.queue(*pl)
+        if q is None or queue_id != 0:
+            return GetMessageResult(_S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        mn, mx = q.min_offset, q.max_offset
+        if mx == 0:
+            return GetMessageResult(_S.NO_MESSAGE_IN_QUEUE, 0, mn, mx)
+        if offset < mn:
+            return GetMessageResult(_S.OFFSET_TOO_SMALL, mn, mn, mx)
+        if offset == mx:
+            return GetMessageResult(_S.OFFSET_OVERFLOW_ONE, offset, mn, mx)
+        if offset > mx:
+            return GetMessageResult(_S.OFFSET_OVERFLOW_BADLY, mx, mn, mx)
+        res = GetMessageResult(_S.NO_MATCHED_MESSAGE, offset, mn, mx)
+        limit = max_total_bytes if max_total_bytes is not None else 1 << 62
+        total, off = 0, offset
+        while off < mx and len(res.buffers) < max_nums:
+            try:
+                phys = q.phys[off - q.base]
+            except IndexError:          # trimmed meanwhile
+                break
+            rec = self._store.read_message(phys)
+            if rec is None:                          # its CommitLog file is gone
+                if not res.buffers:
+                    res.status = _S.MESSAGE_WAS_REMOVING
+                off += 1
+                continue
+            if res.buffers and total + len(rec) > limit:
+                break
+            off += 1
+            res.buffers.append(rec)
+            res.queue_offsets.append(off - 1)
+            total += len(rec)
+            res.status = _S.FOUND
+        res.next_begin_offset = off
+        res.buffer_total_size = total
+        return res
+
+
+class LiteTopicsView:
+    """The topic config manager, with each LMQ of a LITE parent as a one-queue topic."""
+
+    def __init__(self, topics: Any) -> None:
+        self._topics = topics
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._topics, name)
+
+    def get(self, name: str) -> Any:
+        tc = self._topics.get(name)
+        if tc is not None or name[:1] != "%":
+            return tc
+        pl = parse_lmq(name)
+        if pl is None:
+            return None
+        parent = self._topics.get(pl[0])
+        if parent is None or not is_lite_topic(parent):
+            return None
+        return TopicConfig(name, 1, 1, parent.perm)

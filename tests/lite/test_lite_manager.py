@@ -1,0 +1,156 @@
+"""LiteSubscriptionManager over a real store and PopService (no server): the subscription state machine,
+event dispatch (one client per group), blocked and quiet clients, ack/expiry re-dispatch, TTL expiry."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rmqd.pop.lite import COMPLETE_ADD, PARTIAL_ADD, PARTIAL_REMOVE, LiteError, LiteSubscriptionManager
+from rmqd.pop.lite_priority_config import LiteConfig
+from rmqd.pop.service import PopService
+from rmqd.store.lite import LiteStore, lmq_name
+from rmqd.store.message import MessageToStore, encode_properties
+from rmqd.store.metadata import ConsumerOffsetManager, SubscriptionGroupConfig, TopicConfig
+
+from tests.store.conftest import make_store  # noqa: F401 (fixture)
+
+
+class Topics:
+    def __init__(self):
+        self.table = {"P": TopicConfig("P", 2, 2, attributes={"message.type": "LITE",
+                                                                "lite.topic.expiration": "1"})}
+
+    def get(self, name):
+        return self.table.get(name)
+
+    def add_system_topic(self, tc):
+        self.table[tc.topic_name] = tc
+
+    def create_topic_in_send_message_back_method(self, name, *a):
+        return self.table.setdefault(name, TopicConfig(name, 1, 1))
+
+
+class Groups:
+    def __init__(self, **attrs):
+        self.table = {"G": SubscriptionGroupConfig("G", attributes={"lite.bind.topic": "P", **attrs})}
+
+    def find(self, name):
+        return self.table.get(name)
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+@pytest.fixture
+def lite(make_store, tmp_path):  # noqa: F811
+    def make(**group_attrs):
+        store = make_store(tmp_path / "s")
+        topics, groups = Topics(), Groups(**group_attrs)
+        ls = LiteStore(store, topics)
+        ls.feed("P")
+        offsets = ConsumerOffsetManager(str(tmp_path / "cfg"))
+        pop = PopService("b", "c", ls.store_view, ls.topics_view, groups, offsets, lambda: ("127.0.0.1", 1))
+        clock = Clock()
+        m = LiteSubscriptionManager(LiteConfig(maxLiteSubscriptionCount=10), ls.index, pop, topics, groups,
+                                    offsets, clock=clock)
+
+        def put(name, body=b"x"):
+            r = store.put_message(MessageToStore(topic="P", queue_id=0, body=body,
+                                                 properties=encode_properties({"__LITE_TOPIC": name})))
+            assert r.ok
+        return m, put, clock, offsets
+    return make
+
+
+def test_sync_state_machine_and_quota(lite):
+    m, put, _, _ = lite()
+    m.sync("c1", "G", "P", PARTIAL_ADD, ["a", "b"])
+    m.sync("c1", "G", "P", PARTIAL_ADD, ["b", "c"])
+    assert m.client_info("c1")["liteTopicSet"] == ["a", "b", "c"] and m.active == 3
+    m.sync("c1", "G", "P", PARTIAL_REMOVE, ["a", "zz"])
+    assert m.client_info("c1")["liteTopicSet"] == ["b", "c"] and m.active == 2
+    m.sync("c1", "G", "P", COMPLETE_ADD, ["c", "d"])
+    assert m.client_info("c1")["liteTopicSet"] == ["c", "d"] and m.active == 2
+    with pytest.raises(LiteError) as e:
+        m.sync("c2", "G", "P", PARTIAL_ADD, [f"n{i}" for i in range(9)])     # 2 + 9 > 10
+    assert e.value.kind == LiteError.SUBSCRIPTION_QUOTA and m.active == 2
+    with pytest.raises(LiteError) as e:
+        m.sync("c2", "G", "Q", PARTIAL_ADD, ["a"])
+    assert e.value.kind == LiteError.TOPIC_NOT_FOUND
+    assert m.drop_client("c1") and m.active == 0 and m.subscribers == {}
+
+
+def test_one_client_per_group_gets_each_event_and_delivery_is_ordered(lite):
+    m, put, _, offsets = lite()
+    m.sync("c1", "G", "P", PARTIAL_ADD, ["s"])
+    m.sync("c2", "G", "P", PARTIAL_ADD, ["s"])
+    put("s", b"1")
+    with_event = [cid for cid in ("c1", "c2") if m.clients[cid].events]
+    assert len(with_event) == 1                        # Shared: each event goes to one of the group's clients
+    put("s", b"2")
+    first = m.pop(with_event[0], 32, 5000)
+    assert [pm.queue_offset for pm in first.messages] == [0, 1]
+    other = "c2" if with_event[0] == "c1" else "c1"
+    put("s", b"3")                                     # the batch is in flight: the lite topic is locked
+    assert not m.pop(other, 32, 5000).messages and not m.pop(with_event[0], 32, 5000).messages
+    for pm in first.messages:
+        m.pop_service.ack("G", pm.topic, pm.extra, pm.queue_offset)
+    m.on_ack("G", lmq_name("P", "s"))                  # unlocked: offered again
+    holder = next(cid for cid in ("c1", "c2") if m.clients[cid].events)
+    nxt = m.pop(holder, 32, 5000)
+    assert [pm.queue_offset for pm in nxt.messages] == [2]
+    assert offsets.query_offset("G", lmq_name("P", "s"), 0) == 3
+
+
+def test_unacked_batch_is_offered_again_after_its_invisible_time(lite):
+    m, put, _, _ = lite()
+    m.sync("c1", "G", "P", PARTIAL_ADD, ["s"])
+    put("s")
+    got = m.pop("c1", 32, 1000)
+    assert len(got.messages) == 1 and not m.clients["c1"].events
+    assert m.run_due(now=got.pop_time + 500) == 0
+    time.sleep(1.05)
+    assert m.run_due() == 1 and m.clients["c1"].events
+    again = m.pop("c1", 32, 1000)
+    assert [pm.attempt for pm in again.messages] == [2]          # delivery attempt 2
+
+
+def test_blocked_client_events_move_and_quiet_clients_expire(lite):
+    m, put, clock, _ = lite()
+    m.sync("c1", "G", "P", PARTIAL_ADD, ["s"])
+    m.sync("c2", "G", "P", PARTIAL_ADD, ["s"])
+    put("s")
+    holder = next(cid for cid in ("c1", "c2") if m.clients[cid].events)
+    other = "c2" if holder == "c1" else "c1"
+    m.clients[other].last_poll = clock.t + 20
+    clock.t += 20                                       # the holder polled never, the other just now
+    m.check_events()
+    assert not m.clients[holder].events and m.clients[other].events
+    assert m.clients[holder].blacklisted_until > clock.t
+    clock.t += 200                                      # no sync for more than 180 s
+    assert sorted(m.expire_clients()) == ["c1", "c2"] and m.active == 0
+
+
+def test_ttl_expiry_deletes_offsets_and_subscriptions(lite):
+    m, put, _, offsets = lite()
+    m.sync("c1", "G", "P", PARTIAL_ADD, ["old", "new"])
+    put("old")
+    put("new")
+    for pm in m.pop("c1", 32, 5000).messages:
+        m.pop_service.ack("G", pm.topic, pm.extra, pm.queue_offset)
+    m.config.minLiteTTl = 0
+    now = int(time.time() * 1000)
+    m.index.queue("P", "new").last_store_ts = now + 120_000
+    assert m.sweep_expired(now + 61_000) == 1
+    assert m.index.queue("P", "old") is None and m.index.queue("P", "new") is not None
+    assert offsets.query_offset("G", lmq_name("P", "old"), 0) == -1
+    assert m.client_info("c1")["liteTopicSet"] == ["new"]
+    m.topics.table["P"].attributes["lite.topic.expiration"] = "-1"          # never
+    m.index.queue("P", "new").last_store_ts = 1
+    assert m.sweep_expired(now + 10 ** 9) == 0
