@@ -12,7 +12,9 @@ settings get their ``*_config_from`` beside them.  The role is typed (:class:`Br
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
+import functools
 import logging
 import os
 from typing import Any, Callable, Iterable, Mapping
@@ -127,6 +129,14 @@ def _coerce(default: Any, value: str) -> Any:
     return value.strip() if isinstance(value, str) else value
 
 
+@functools.lru_cache(maxsize=1)
+def _keys_read_elsewhere() -> frozenset[str]:
+    """broker.conf keys kept in ``extra`` and read by a part with its own settings class (5.4 priority and
+    5.5 Lite Mode: rmqd.pop.lite_priority_config), so not reported as unused."""
+    from rmqd.pop.lite_priority_config import LiteConfig, PriorityConfig
+    return frozenset(f.name for cls in (LiteConfig, PriorityConfig) for f in dataclasses.fields(cls))
+
+
 class _PropertiesConfig:
     """Typed properties with Java names; unknown keys are kept in ``extra``."""
 
@@ -154,8 +164,9 @@ class _PropertiesConfig:
             else:
                 self.extra[key] = str(value)
                 unknown.append(key)
-        if unknown:
-            log.info("%s: keeping unknown properties (not used by rmqd): %s", source or "config", ", ".join(sorted(unknown)))
+        unused = [key for key in unknown if key not in _keys_read_elsewhere()]
+        if unused:
+            log.info("%s: keeping unknown properties (not used by rmqd): %s", source or "config", ", ".join(sorted(unused)))
         return unknown
 
     def load_file(self, path: str) -> None:

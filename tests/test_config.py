@@ -78,3 +78,18 @@ def test_one_mapping_per_part_and_the_store_settings_a_running_store_takes():
     assert t.enabled and t.file_path == "/t" and t.group_commit_timeout_ms == 0 and t.message_index_enable
     assert store_runtime_changes(c, {"fileReservedTime", "storePathRootDir", "brokerPermission"}) == \
         {"file_reserved_time_hours": 48.0}
+
+
+def test_lite_and_priority_keys_are_kept_but_not_reported_unused(caplog):
+    """5.4/5.5 keys live in their own settings class (rmqd.pop.lite_priority_config): kept, and not logged as
+    unused; a key nothing reads still is."""
+    import logging
+
+    from rmqd.config import BrokerConfig
+    c = BrokerConfig()
+    with caplog.at_level(logging.INFO, logger="rmqd.config"):
+        unknown = c.update({"minLiteTTl": "60000", "priorityOrderAsc": "false", "noSuchKey": "1"}, "broker.conf")
+    assert sorted(unknown) == ["minLiteTTl", "noSuchKey", "priorityOrderAsc"]
+    assert c.to_properties()["minLiteTTl"] == "60000"
+    lines = [r.getMessage() for r in caplog.records if "unknown properties" in r.getMessage()]
+    assert lines == ["broker.conf: keeping unknown properties (not used by rmqd): noSuchKey"]
