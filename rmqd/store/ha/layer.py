@@ -1,8 +1,8 @@
 """ReplicatedStore: the store layer that makes a put durable on the slave too (SYNC_MASTER), and refuses puts on
 a slave (Java's ``CommitLog.submitReplicaRequest`` and ``DefaultMessageStore.checkStoreStatus``).
 
-It wraps the local store (or the outermost layer) and delegates everything else to it unchanged, so processors
-keep one store interface. The role is pushed in by the broker's role owner (:meth:`ReplicatedStore.set_role`).
+It is the outermost :class:`~rmqd.store.layer.StoreLayer` (over the local store or the compaction/tier layers)
+and delegates everything else to them unchanged, so processors keep one store interface. The role is pushed in by the broker's role owner (:meth:`ReplicatedStore.set_role`).
 
 SYNC_MASTER applies to messages whose WAIT property is not ``false``: once stored, a put waits until a slave has
 acknowledged its end offset. No slave connected, or the slave ``haSlaveFallbehindMax`` or more behind, answers
@@ -12,12 +12,12 @@ stored (the response carries the message id), and a replica failure wins over a 
 """
 from __future__ import annotations
 
-import inspect
 import threading
 from typing import Any, Callable, Sequence
 
 from rmqd.config import BrokerRole
 from rmqd.store.ha.service import DefaultHAService
+from rmqd.store.layer import StoreLayer
 from rmqd.store.message import find_property
 from rmqd.store.message_store import PutMessageResult, PutMessageStatus
 
@@ -25,7 +25,6 @@ _OK = PutMessageStatus.PUT_OK
 _SLAVE_TIMEOUT = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
 _STORED = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
 SLAVE_REFUSAL = "broker role is slave, so putMessage is forbidden"
-_OWN = frozenset({"_inner", "ha", "_role", "_slave", "_sync_master"})
 
 
 def waits_for_store(msg: Any) -> bool:
@@ -67,49 +66,21 @@ class _Join:
         self._done(self._replica if self._replica is not _OK else self._flush)
 
 
-class ReplicatedStore:
-    """A store layer (see the module docstring); attribute reads and writes not its own go to ``inner``."""
+class ReplicatedStore(StoreLayer):
+    """The replication layer over ``inner`` (see the module docstring): overrides the puts and
+    :meth:`on_durable`; everything else is :class:`~rmqd.store.layer.StoreLayer`'s delegation."""
 
     def __init__(self, inner: Any, ha: DefaultHAService, role: BrokerRole = BrokerRole.ASYNC_MASTER) -> None:
-        object.__setattr__(self, "_inner", inner)
-        object.__setattr__(self, "ha", ha)
+        super().__init__(inner)
+        self.ha = ha
         self.set_role(role)
-
-    # ------------------------------------------------------------------ delegation
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._inner, name)
-        if inspect.ismethod(value) and value.__self__ is self._inner:
-            object.__setattr__(self, name, value)       # bound methods are fixed: cache them
-        return value
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _OWN:
-            object.__setattr__(self, name, value)
-        else:
-            self.__dict__.pop(name, None)            # a cached bound method must not hide the new value
-            setattr(self._inner, name, value)
-
-    def __delattr__(self, name: str) -> None:
-        self.__dict__.pop(name, None)
-        delattr(self._inner, name)
-
-    @property
-    def inner(self) -> Any:
-        return self._inner
-
-    @property
-    def clock(self) -> Any:
-        return self._inner.clock
-
-    @clock.setter
-    def clock(self, fn: Any) -> None:
-        self._inner.clock = fn
 
     # ------------------------------------------------------------------ role
     def set_role(self, role: BrokerRole) -> None:
-        object.__setattr__(self, "_role", role)
-        object.__setattr__(self, "_slave", role is BrokerRole.SLAVE)
-        object.__setattr__(self, "_sync_master", role is BrokerRole.SYNC_MASTER)
+        """The role now in effect (pushed by the broker's RoleManager)."""
+        self._role = role
+        self._slave = role is BrokerRole.SLAVE
+        self._sync_master = role is BrokerRole.SYNC_MASTER
 
     @property
     def waits_for_replica(self) -> bool:
@@ -124,7 +95,7 @@ class ReplicatedStore:
     def put_message(self, msg: Any) -> PutMessageResult:
         if self._slave:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=SLAVE_REFUSAL)
-        r = self._inner.put_message(msg)
+        r = self.inner.put_message(msg)
         if self._sync_master and r.status in _STORED and waits_for_store(msg):
             self._wait_replica(r)
         return r
@@ -132,7 +103,7 @@ class ReplicatedStore:
     def put_messages(self, msgs: Sequence[Any]) -> PutMessageResult:
         if self._slave:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=SLAVE_REFUSAL)
-        r = self._inner.put_messages(msgs)
+        r = self.inner.put_messages(msgs)
         if self._sync_master and msgs and r.status in _STORED and waits_for_store(msgs[0]):
             self._wait_replica(r)
         return r
@@ -157,7 +128,7 @@ class ReplicatedStore:
     def on_durable(self, end_offset: int, done: Callable[[PutMessageStatus], None]) -> None:
         """``done(status)`` once the message ending at ``end_offset`` is flushed (SYNC_FLUSH) and on a slave
         (SYNC_MASTER), never blocking: PUT_OK, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE."""
-        inner = self._inner
+        inner = self.inner
         if not self._sync_master:
             inner.on_flushed(end_offset, lambda ok: done(_OK if ok else PutMessageStatus.FLUSH_DISK_TIMEOUT))
             return
