@@ -57,7 +57,9 @@ def requirements() -> list[str]:
 
 def fill_wheelhouse() -> None:
     WHEELHOUSE.mkdir(parents=True, exist_ok=True)
-    res = pip("download", "-q", "--only-binary=:all:", "-d", str(WHEELHOUSE), *requirements())
+    # wheels where the index has them; a pure-Python dependency published only as an sdist (pysyncobj) is built
+    # into a wheel here, so the offline install below never builds anything but rmqd
+    res = pip("wheel", "-q", "--prefer-binary", "-w", str(WHEELHOUSE), *requirements())
     if res.returncode != 0:
         out = res.stdout + res.stderr
         if any(s in out for s in UNREACHABLE):

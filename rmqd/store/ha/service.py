@@ -77,8 +77,9 @@ class DefaultHAService:
         self._accept_thread.start()
         self.client.start()
         self.client.set_active(self._slave)
-        log.info("HA service listening on %s:%d (%s)", self.config.listen_host, self.port,
-                 "slave" if self._slave else "master")
+        # every lone broker is a master with an HA port: only a slave says so at the default level (a quiet start)
+        (log.info if self._slave else log.debug)("HA service listening on %s:%d (%s)", self.config.listen_host,
+                                                 self.port, "slave" if self._slave else "master")
 
     def shutdown(self) -> None:
         self._stopping = True
