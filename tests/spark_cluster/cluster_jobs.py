@@ -43,13 +43,20 @@ def pipeline(job: str, args: list, master: str | None) -> dict:
 
 
 def where_rmqd_runs(spark) -> list:
-    """(location, rmqd's file, orjson's file) in each of a few tasks: which executors ran, from where."""
+    """(location, rmqd's file, orjson's file) in each of a few tasks: which executors ran, from where. Run
+    once both executors are registered and no task of an earlier job (a cancelled one's) holds a slot; each
+    task takes a moment, so both executors get some."""
     def probe(_):
         import orjson
 
         import rmqd
         from rmqd.spark.executor import location
+        time.sleep(0.5)
         return [(location(), rmqd.__file__, orjson.__file__, os.getpid())]
+    wait_executors(spark, 2)
+    deadline = time.monotonic() + 120
+    while spark.sparkContext.statusTracker().getActiveStageIds() and time.monotonic() < deadline:
+        time.sleep(0.2)
     return spark.sparkContext.parallelize(range(8), 8).mapPartitions(probe).collect()
 
 
