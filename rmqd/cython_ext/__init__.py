@@ -1,7 +1,5 @@
-"""The Cython hot paths (compiled at install). Imported from a zip (the wheel given to ``spark-submit
---py-files`` as a .zip), the compiled modules are served from the archive by :mod:`rmqd.cython_ext._zipload`."""
-import zipimport as _zipimport
+"""The Cython hot paths (compiled at install). Imported from a zip (``spark-submit --py-files``), the compiled
+modules are served from the archive by :mod:`rmqd.cython_ext._zipload`."""
+from rmqd.cython_ext._zipload import install_if_zipped as _install_if_zipped
 
-if isinstance(getattr(__spec__, "loader", None), _zipimport.zipimporter):
-    from rmqd.cython_ext._zipload import install as _install
-    _install(__file__)
+_install_if_zipped(__spec__)

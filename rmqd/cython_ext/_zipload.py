@@ -1,11 +1,17 @@
-"""Loading the compiled modules when rmqd itself is imported from a zip archive.
+"""Loading compiled modules of packages imported from a zip archive.
 
-``spark-submit --py-files rmqd-<version>-cp311.zip`` (the wheel under a ``.zip`` name: Spark ships ``.zip``,
-not ``.whl``, files to the executors) puts the archive on ``sys.path``; Python imports pure modules from a
-zip but not extension modules. This finder serves ``rmqd.cython_ext.<name>``
-from the archive instead: the member ``rmqd/cython_ext/<name><EXTENSION_SUFFIX>`` is extracted once per
-archive version into ``<tmp>/rmqd-ext-<uid>/<digest>/`` (written under a temporary name, then renamed,
-so concurrent workers are safe) and loaded from there.
+``spark-submit --py-files rmqd-<version>-cp311-linux_x86_64.zip`` (``python -m rmqd.spark.pyfiles``, or the
+wheel under a ``.zip`` name: Spark ships ``.zip``, not ``.whl``, files to the executors) puts the archive on
+``sys.path``. Python imports pure modules from a zip but not extension modules, so the ones rmqd needs (its
+own ``rmqd.cython_ext.*`` and orjson's ``orjson.orjson``) would fail there. :class:`ZipExtensionFinder`
+serves them: for a module ``<package>.<name>`` whose package was itself imported from an archive, the
+member ``<package dir>/<name><EXTENSION_SUFFIX>`` is extracted once per archive version into
+``<tmp>/rmqd-ext-<uid>/<digest>/`` (written under a temporary name, then renamed, so concurrent workers are
+safe) and loaded from there.
+
+``rmqd/__init__.py`` puts the finder first on ``sys.meta_path`` (:func:`install`) when rmqd itself was
+imported from an archive, so it is in place before any rmqd module imports orjson or a compiled module;
+``rmqd.cython_ext`` checks again for itself (:func:`install_if_zipped`).
 """
 from __future__ import annotations
 
@@ -16,39 +22,41 @@ import importlib.util
 import os
 import sys
 import tempfile
+import threading
 import zipfile
-from typing import Optional, Sequence
+import zipimport
+from typing import Any, Optional, Sequence
 
-PACKAGE = "rmqd.cython_ext"
+
+def zip_location(package: Any) -> Optional[tuple[str, str]]:
+    """(archive, directory inside it) of a package imported from a zip archive, else None."""
+    spec = getattr(package, "__spec__", None)
+    loader = getattr(spec, "loader", None)
+    paths = list(getattr(package, "__path__", None) or [])
+    if not isinstance(loader, zipimport.zipimporter) or not paths:
+        return None
+    archive = loader.archive
+    inner = os.path.relpath(paths[0], archive)
+    if inner.startswith(".."):
+        return None
+    return archive, inner.replace(os.sep, "/")
 
 
-class ZipExtensionFinder(importlib.abc.MetaPathFinder):
-    def __init__(self, archive: str, member_dir: str) -> None:
-        self.archive, self.member_dir = archive, member_dir.strip("/")
-        with zipfile.ZipFile(archive) as z:
+class _Archive:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        with zipfile.ZipFile(path) as z:
             self.names = set(z.namelist())
-        st = os.stat(archive)
-        digest = hashlib.sha1(f"{os.path.abspath(archive)}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+        st = os.stat(path)
+        digest = hashlib.sha1(f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
         self.cache = os.path.join(tempfile.gettempdir(), f"rmqd-ext-{os.getuid()}", digest)
 
-    def find_spec(self, fullname: str, path: Optional[Sequence[str]] = None, target: object = None):
-        if not fullname.startswith(PACKAGE + "."):
-            return None
-        name = fullname.rsplit(".", 1)[1]
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            member = f"{self.member_dir}/{name}{suffix}"
-            if member in self.names:
-                where = self._extract(member)
-                loader = importlib.machinery.ExtensionFileLoader(fullname, where)
-                return importlib.util.spec_from_file_location(fullname, where, loader=loader)
-        return None
-
-    def _extract(self, member: str) -> str:
+    def extract(self, member: str) -> str:
         dest = os.path.join(self.cache, os.path.basename(member))
         if not os.path.exists(dest):
             os.makedirs(self.cache, exist_ok=True)
-            tmp = f"{dest}.{os.getpid()}.part"
-            with zipfile.ZipFile(self.archive) as z, z.open(member) as src, open(tmp, "wb") as out:
+            tmp = f"{dest}.{os.getpid()}.{threading.get_ident()}.part"
+            with zipfile.ZipFile(self.path) as z, z.open(member) as src, open(tmp, "wb") as out:
                 while True:
                     chunk = src.read(1 << 20)
                     if not chunk:
@@ -58,11 +66,44 @@ class ZipExtensionFinder(importlib.abc.MetaPathFinder):
         return dest
 
 
-def install(package_file: str) -> None:
-    """``package_file``: this package's ``__init__.py`` path inside the archive (``<zip>/rmqd/cython_ext/...``)."""
-    marker = os.sep + "rmqd" + os.sep + "cython_ext"
-    archive, _, _rest = package_file.partition(marker)
-    if not zipfile.is_zipfile(archive):
-        return
+class ZipExtensionFinder(importlib.abc.MetaPathFinder):
+    """Extension modules of packages imported from zip archives (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._archives: dict[str, _Archive] = {}
+        self._lock = threading.Lock()
+
+    def _archive(self, path: str) -> _Archive:
+        with self._lock:
+            a = self._archives.get(path)
+            if a is None:
+                a = self._archives[path] = _Archive(path)
+            return a
+
+    def find_spec(self, fullname: str, path: Optional[Sequence[str]] = None, target: object = None):
+        parent, _, name = fullname.rpartition(".")
+        if not parent:
+            return None
+        where = zip_location(sys.modules.get(parent))
+        if where is None:
+            return None
+        archive = self._archive(where[0])
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            member = f"{where[1]}/{name}{suffix}"
+            if member in archive.names:
+                file = archive.extract(member)
+                loader = importlib.machinery.ExtensionFileLoader(fullname, file)
+                return importlib.util.spec_from_file_location(fullname, file, loader=loader)
+        return None
+
+
+def install() -> None:
+    """Put one ZipExtensionFinder first on ``sys.meta_path`` (once per process)."""
     if not any(isinstance(f, ZipExtensionFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, ZipExtensionFinder(archive, "rmqd/cython_ext"))
+        sys.meta_path.insert(0, ZipExtensionFinder())
+
+
+def install_if_zipped(spec: Any) -> None:
+    """:func:`install` when the module of ``spec`` (a package's ``__spec__``) was imported from an archive."""
+    if isinstance(getattr(spec, "loader", None), zipimport.zipimporter):
+        install()

@@ -1,8 +1,10 @@
-"""``python -m rmqd.pipeline <job> ...``; also the script to give ``spark-submit``:
+"""``python -m rmqd.pipeline <job> ...``; also a driver script to give ``spark-submit``:
 
-    spark-submit --master yarn --py-files rmqd-0.1.0-cp311.zip rmqd/pipeline/__main__.py archive --store ... --out ...
+    python -m rmqd.spark.pyfiles -o dist      # dist/rmqd-<version>-cp311-linux_x86_64.zip, dist/rmqd_pipeline.py
+    spark-submit --master spark://host:7077 --py-files dist/rmqd-0.1.0-cp311-linux_x86_64.zip \\
+        dist/rmqd_pipeline.py archive --store ... --out ...
 
-(``rmqd-0.1.0-cp311.zip``: the wheel, ``pip wheel --no-deps .``, copied to a ``.zip`` name; README "Pipeline".)
+(``dist/rmqd_pipeline.py`` is this file's equivalent for hosts without a checkout; docs/spark-cluster.md.)
 """
 import sys
 

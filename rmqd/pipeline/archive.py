@@ -40,7 +40,8 @@ import pyarrow.compute as pc
 from rmqd.pipeline.errors import PipelineError, exclusive_lock, in_task
 from rmqd.pipeline.fs import OutputFS
 from rmqd.pipeline.parquet_out import PartitionedWriter, escape_value, split_rows, split_runs
-from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors, task_groups
+from rmqd.pipeline.runner import (JobSummary, SparkProgress, held_for_tests, hold_for_tests, spark_errors,
+                                  task_groups)
 from rmqd.pipeline.segments import (LocalCommitLog, SegmentRef, SegmentReport, SegmentSource, day_of,
                                     segment_batches)
 from rmqd.spark.arrow import DDL as CONNECTOR_DDL
@@ -136,17 +137,17 @@ def archive_segments(refs: list[SegmentRef], out_uri: str, run_id: str, broker_n
                              dictionary_columns=MESSAGE_DICTIONARY, statistics_columns=MESSAGE_STATISTICS, **limits)
     keys = PartitionedWriter(fs, f"{stage}/{KEYINDEX}", KEYINDEX_FILE_SCHEMA, prefix, sort_by="key", guard=guard,
                              bloom_columns=("key", "uniqueKey"), dictionary_columns=("queueId",), **limits)
-    pause = float(os.environ.get("RMQD_PIPELINE_TEST_PAUSE_AFTER_FIRST_FILE", "0") or 0)
+    hold = held_for_tests()
     segments = []
     try:
         for ref in refs:
             report = SegmentReport()
             for batch in segment_batches(ref, broker_name, on_corrupt, report):
                 _write_batch(msgs, keys, ref, batch)
-                if pause:                               # tests: hold a task mid-write to kill the job
+                if hold:                                # tests: hold a task mid-write to kill the job
                     msgs.close()
-                    time.sleep(pause)
-                    pause = 0
+                    hold_for_tests()
+                    hold = False
             segments.append({"segment": ref.key, "source": ref.source, "name": ref.name, "base": ref.base,
                              "size": ref.size, "fingerprint": ref.fingerprint, "rows": report.rows,
                              "recordBytes": report.record_bytes, "skippedTransactions": report.skipped_transactions,
@@ -157,6 +158,9 @@ def archive_segments(refs: list[SegmentRef], out_uri: str, run_id: str, broker_n
     except FileNotFoundError as exc:                 # the run's staging directory is gone: the run was dropped
         msgs.abort()
         keys.abort()
+        if fs.local and not os.path.isdir(fs.root):  # ... or the output is not on this host at all
+            from rmqd.spark.executor import not_visible
+            raise PipelineError(not_visible("--out", fs.root)) from None
         raise PipelineError(f"archive run {run_id}: its staging directory was removed (the run was dropped "
                             f"by a later run or failed); this task stops ({exc})") from None
     except BaseException:

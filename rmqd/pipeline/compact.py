@@ -37,7 +37,8 @@ import pyarrow.compute as pc
 
 from rmqd.fileutil import drop_tree, makedirs_below
 from rmqd.pipeline.errors import CorruptSegment, PipelineError, in_task
-from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors, task_groups
+from rmqd.pipeline.runner import (JobSummary, SparkProgress, held_for_tests, hold_for_tests, spark_errors,
+                                  task_groups)
 from rmqd.pipeline.segments import check_store_dir
 from rmqd.store.compaction import adopt as _adopt
 
@@ -75,6 +76,7 @@ def _open_checked(d: SegmentDesc):
     try:
         seg = open_readonly(d.log_path, d.cq_path, d.base)
     except FileNotFoundError:
+        _check_visible(d)
         raise PipelineError(f"{d.log_path} disappeared while the job ran (compacted by the broker?); "
                             "run the job again") from None
     if os.fstat(seg.log_fd).st_ino != d.log_ino or os.fstat(seg.cq_fd).st_ino != d.cq_ino:
@@ -82,6 +84,17 @@ def _open_checked(d: SegmentDesc):
         raise PipelineError(f"{d.log_path} was replaced while the job ran (compacted by the broker?); "
                             "run the job again")
     return seg
+
+
+def _check_visible(d: SegmentDesc) -> None:
+    """A task that cannot see the store at all (not the file: its queue's directory) says so, naming the
+    store and the host."""
+    if not os.path.isdir(os.path.dirname(d.log_path)):
+        from rmqd.spark.executor import not_visible
+        store = d.log_path
+        for _ in range(5):                    # <store>/compaction/compactionLog/<topic>/<qid>/<file>
+            store = os.path.dirname(store)
+        raise PipelineError(not_visible("--store", store))
 
 
 def check_segment(d: SegmentDesc) -> dict:
@@ -177,8 +190,15 @@ def write_segment(table: pa.Table, descs: dict[tuple[int, int], SegmentDesc], ch
         return row(chk["units"], chk["logSize"], True)
     seg = _open_checked(d)
     log_path, cq_path = _adopt.output_paths(out_dir, qid, base)
-    makedirs_below(out_dir, os.path.dirname(log_path))   # a dropped job's orphan task fails here
-    makedirs_below(out_dir, os.path.dirname(cq_path))
+    try:
+        makedirs_below(out_dir, os.path.dirname(log_path))   # a dropped job's orphan task fails here
+        makedirs_below(out_dir, os.path.dirname(cq_path))
+    except FileNotFoundError:
+        seg.close()
+        if not os.path.isdir(os.path.dirname(out_dir)):    # not dropped: the output is not on this host
+            from rmqd.spark.executor import not_visible
+            raise PipelineError(not_visible("--out", os.path.dirname(out_dir))) from None
+        raise
     writer = CompactingWriter(log_path, cq_path, None, base, _file_size(chk))
     try:
         cq = seg.read_cq()
@@ -194,6 +214,8 @@ def write_segment(table: pa.Table, descs: dict[tuple[int, int], SegmentDesc], ch
         raise
     finally:
         seg.close()
+    if held_for_tests():                     # tests: hold the task, its output written, to kill an executor
+        hold_for_tests()
     return row(writer.units, writer.written, False)
 
 

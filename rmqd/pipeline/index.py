@@ -45,7 +45,7 @@ import numpy as np
 
 from rmqd.fileutil import drop_tree
 from rmqd.pipeline.errors import PipelineError, exclusive_lock, in_task
-from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors
+from rmqd.pipeline.runner import JobSummary, SparkProgress, held_for_tests, hold_for_tests, spark_errors
 from rmqd.pipeline.tier import QueueDoc, TierView, open_queue
 from rmqd.store.tier.config import TierConfig
 from rmqd.store.tier.index import adopt as _adopt
@@ -140,7 +140,15 @@ def build_file(plan: PlannedFile, chunks: dict[int, Chunk], spec: Any, config: T
     target = os.path.join(out_dir, str(plan.begin_ts))
     size = L.writable_size(slots, max_items)
     backend = spec.open()
-    fd = os.open(scratch, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        fd = os.open(scratch, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    except FileNotFoundError:
+        backend.close()
+        root = os.path.dirname(out_dir)               # <store>/tiered_index_file/pipeline
+        if not os.path.isdir(root):
+            from rmqd.spark.executor import not_visible
+            raise PipelineError(not_visible("--store", os.path.dirname(os.path.dirname(root)))) from None
+        raise
     min_ts = max_ts = -1
     try:
         os.ftruncate(fd, size)                   # sparse, as the broker's writable file
@@ -177,6 +185,8 @@ def build_file(plan: PlannedFile, chunks: dict[int, Chunk], spec: Any, config: T
         backend.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(scratch)
+    if held_for_tests():                     # tests: hold the task, its file written, to kill an executor
+        hold_for_tests()
     return {"beginTs": plan.begin_ts, "items": h.index_item_count, "endTs": h.end_timestamp,
             "usedSlots": h.hash_slot_count, "minTs": min_ts, "maxTs": max_ts, "size": csize}
 

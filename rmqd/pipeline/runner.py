@@ -111,15 +111,50 @@ class SparkProgress:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._last_bytes = 0
+        self._failed = 0                          # failed task attempts seen in the group's stages
+        self.task_error: Optional[str] = None     # a task's PipelineError, which ended the job
 
-    def _status(self) -> str:
+    def _stages(self) -> list[int]:
         tracker = self.sc.statusTracker()
         stages = []
         for jid in tracker.getJobIdsForGroup(self.group) or []:
             info = tracker.getJobInfo(jid)
             if info is not None:
                 stages += list(info.stageIds)
-        stages = sorted(set(stages))
+        return sorted(set(stages))
+
+    def _watch_failures(self, stages: list[int]) -> None:
+        """A task that failed with a PipelineError (bad input, a damaged segment, a store its host cannot
+        see) fails the same way on every attempt: end the job at the first one (cancel the group) instead of
+        after ``spark.task.maxFailures`` attempts, some of which may land on executors where it would not
+        fail. Other failures (a lost executor) are left to Spark's retries."""
+        tracker = self.sc.statusTracker()
+        infos = [(s, tracker.getStageInfo(s)) for s in stages]
+        failed = sum(i.numFailedTasks for _s, i in infos if i is not None)
+        if failed <= self._failed:
+            return
+        self._failed = failed
+        for sid, info in infos:
+            if info is None or not info.numFailedTasks:
+                continue
+            tasks = self.sc._jsc.sc().statusStore().taskList(sid, info.currentAttemptId, 1000)
+            for i in range(tasks.size()):
+                err = tasks.apply(i).errorMessage()
+                msg = user_error(Exception(err.get())) if err.isDefined() else None
+                if msg is not None:
+                    self.task_error = msg
+                    log.info("%s: a task failed with %s; cancelling the job", self.name, msg)
+                    self.sc.cancelJobGroup(self.group)
+                    return
+
+    def _status(self) -> str:
+        tracker = self.sc.statusTracker()
+        stages = self._stages()
+        if self.task_error is None:
+            try:
+                self._watch_failures(stages)
+            except Exception as exc:              # Spark's internal status store moved: its retries remain
+                log.debug("progress: cannot read failed tasks: %s", exc)
         active = [s for s in tracker.getActiveStageIds() if s in stages]
         text = ""
         if active:
@@ -155,6 +190,10 @@ class SparkProgress:
             result = action()
             ok = True
             return result
+        except Exception:
+            if self.task_error is not None:          # we cancelled it: the task's own error says why
+                raise PipelineError(self.task_error) from None
+            raise
         finally:
             self._stop.set()
             self._thread.join(2)
@@ -165,6 +204,36 @@ class SparkProgress:
 
 
 TASK_BYTES = 256 << 20
+HOLD_LIMIT_S = 120.0
+
+
+def held_for_tests() -> bool:
+    return bool(os.environ.get("RMQD_PIPELINE_TEST_PAUSE_AFTER_FIRST_FILE") or
+                os.environ.get("RMQD_PIPELINE_TEST_HOLD"))
+
+
+def hold_for_tests() -> None:
+    """Tests only: a task that has written its first output file waits here, so a test can kill the job's
+    driver or one of its executors mid-way. ``RMQD_PIPELINE_TEST_PAUSE_AFTER_FIRST_FILE=<seconds>`` sleeps
+    that long; ``RMQD_PIPELINE_TEST_HOLD=<file>`` waits while that file exists (at most HOLD_LIMIT_S), saying so on
+    stderr with the file's content (on a cluster: in the executor's log)."""
+    pause = float(os.environ.get("RMQD_PIPELINE_TEST_PAUSE_AFTER_FIRST_FILE", "0") or 0)
+    hold = os.environ.get("RMQD_PIPELINE_TEST_HOLD")
+    if hold and os.path.exists(hold):
+        try:
+            with open(hold) as f:
+                what = f.read(200).strip()
+        except FileNotFoundError:                # removed meanwhile: nothing to wait for
+            what = None
+        if what is not None:
+            print(f"rmqd-pipeline-test: holding on {hold} ({what}) in pid {os.getpid()}", file=sys.stderr,
+                  flush=True)
+        deadline = time.monotonic() + HOLD_LIMIT_S
+        while os.path.exists(hold) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if pause:
+        print(f"rmqd-pipeline-test: paused {pause:g} s (pid {os.getpid()})", file=sys.stderr, flush=True)
+        time.sleep(pause)
 
 
 def task_groups(items: Sequence[Any], size: Callable[[Any], int], parallelism: int,

@@ -126,6 +126,11 @@ def open_segment(ref: SegmentRef) -> mmap.mmap:
     try:
         return SOURCES[ref.source].open(ref)
     except FileNotFoundError:
+        if ref.source == LocalCommitLog.kind:
+            store = os.path.dirname(os.path.dirname(ref.path))
+            if not os.path.isdir(os.path.dirname(ref.path)):       # not the file: the store is not here
+                from rmqd.spark.executor import not_visible
+                raise PipelineError(not_visible("--store", store)) from None
         raise PipelineError(f"segment {ref.path} was deleted while the job ran (CommitLog retention?); "
                             "run the job again") from None
 

@@ -44,7 +44,8 @@ class BackendSpec:
         if self.provider == "posix":
             from rmqd.store.tier.backend import PosixBackend
             if not os.path.isdir(self.file_path):
-                raise PipelineError(f"tier directory {self.file_path} does not exist")
+                from rmqd.spark.executor import not_visible
+                raise PipelineError(not_visible("the tier directory", self.file_path))
             return PosixBackend(self.file_path)
         if self.provider == "s3":
             from rmqd.store.tier.backend import s3_prefix

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import gc
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
@@ -14,6 +15,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from rmqd.remoting.codes import ResponseCode
 from rmqd.cython_ext import record_columns as _rc
 from rmqd.spark.arrow import DDL, Projection, columns_batch, decode_batch, decompress_values, projection
+from rmqd.spark.executor import not_visible
 from rmqd.spark.group import GroupRegistration
 from rmqd.spark.options import DEFAULT_GROUP, EARLIEST, LATEST, Options, pick
 from rmqd.spark.remote import Clients, Cluster, ConnectorError, QueueRef, pull
@@ -124,9 +126,14 @@ def _decode(buf: Any, broker: str, lo: int, hi: int) -> pa.RecordBatch:
 
 def read_from_store(p: StoreRange, access_log: Optional[str], tags: Optional[set]) -> Iterator[pa.RecordBatch]:
     import pyarrow.compute as pc
+    layout = StoreLayout(p.root)
+    if not os.path.isdir(layout.cq_root) or not os.path.isdir(layout.commitlog_dir):
+        # planned on the driver, which sees the store: this executor does not (missing files would read as
+        # an empty range)
+        raise ConnectorError(not_visible("option 'path':", p.root))
     access = FileAccess(access_log)
     try:
-        files = QueueFiles(StoreLayout(p.root), p.topic, p.queue_id, access)
+        files = QueueFiles(layout, p.topic, p.queue_id, access)
         start, end = p.start, p.end
         if p.ts_from is not None:
             start = files.offset_at_time(p.ts_from, start, end)
