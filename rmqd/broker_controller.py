@@ -309,7 +309,7 @@ class BrokerController:
             # BrokerStartup: haListenPort = listenPort + 1 (any free port when the broker was given port 0)
             self.config.haListenPort = self.replication.bind(self.server.port, self.config.listenPort)
         except BaseException:
-            await loop.run_in_executor(None, self.store.shutdown)
+            await self._close_after_failed_start(loop)
             raise
         self.config.listenPort = self.server.port
         identity = self.identity
@@ -372,6 +372,17 @@ class BrokerController:
         if self._started:
             self._started = False
             await loop.run_in_executor(None, self._shutdown_blocking)
+
+    async def _close_after_failed_start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Undo a start that failed after loading: the ports it bound, the services it started, the store (a
+        restart in the same process must find its port free)."""
+        try:
+            if self.pull_hold_service is not None:
+                self.pull_hold_service.shutdown()
+            await self.server.close()
+        except Exception:
+            log.exception("closing the broker's server after a failed start failed")
+        await loop.run_in_executor(None, self._shutdown_blocking)
 
     def _shutdown_blocking(self) -> None:
         self.replication.shutdown()

@@ -56,3 +56,30 @@ async def test_name_server_and_broker_are_wrapped_and_found(tmp_path):
         assert services.ready_line().startswith(f"rmqd ready: name server {ns.address}, broker {broker.address}")
     finally:
         await services.close()
+
+
+async def test_a_broker_start_that_fails_after_binding_releases_its_port_and_store(tmp_path):
+    """A start failing after the remoting server bound (here: the HA port) closes the server, the services and the
+    store, so a restart in the same process gets the same port and the store lock."""
+    import socket
+
+    store = str(tmp_path / "store")
+    broker = BrokerController(BrokerConfig(listenPort=0, storePathRootDir=store))
+    bound = []
+
+    def refuse(listen_port, configured_port):
+        bound.append(listen_port)
+        raise OSError("HA port refused by the test")
+    broker.replication.bind = refuse
+    with pytest.raises(OSError, match="refused by the test"):
+        await broker.start()
+    (port,) = bound
+    with socket.socket() as s:                       # the broker's port is free again
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+    again = BrokerController(BrokerConfig(listenPort=port, storePathRootDir=store))
+    await again.start()                              # the store lock was released too
+    try:
+        assert again.server.port == port
+    finally:
+        await again.close()
