@@ -96,18 +96,19 @@ class Replication:
 
     # ------------------------------------------------------------------ lifecycle
     def bind(self, listen_port: int, configured_port: int) -> int:
-        """Listen on the HA port: ``listen_port + 1`` as Java's BrokerStartup sets it for a broker given its port;
-        any free port for a broker given port 0 (listen port + 1 would be a port the kernel hands to outgoing
-        connections). When listen port + 1 is taken, any free port with a warning instead of Java's failed start:
-        the registration tells slaves where (``haServerAddr``). Returns the port, which the caller stores as
-        ``haListenPort``."""
+        """Listen on the HA port, ``listen_port + 1`` as Java's BrokerStartup sets it (also for a broker given port
+        0, so a master restarted on its port is found again at the same HA port). When it is taken: a broker
+        given port 0 takes any free port; a broker given its port does too, with a warning, instead of Java's
+        failed start (the registration tells slaves where: ``haServerAddr``). Returns the port, which the caller
+        stores as ``haListenPort``."""
         cfg = self.ha.config
-        cfg.listen_port = listen_port + 1 if configured_port else 0
+        cfg.listen_port = listen_port + 1
         try:
             port = self.ha.bind()
         except OSError as exc:
-            log.warning("HA port %d is taken (%s): listening on any free port; slaves learn it from the name "
-                        "server (haServerAddr), a slave with haMasterAddress set must be told", listen_port + 1, exc)
+            (log.warning if configured_port else log.info)(
+                "HA port %d is taken (%s): listening on any free port; slaves learn it from the name server "
+                "(haServerAddr), a slave with haMasterAddress set must be told", listen_port + 1, exc)
             cfg.listen_port = 0
             port = self.ha.bind()
         cfg.listen_port = port
