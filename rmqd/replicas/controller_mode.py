@@ -174,20 +174,33 @@ class ReplicasManager:
                                                                   if v is not None}, body), RPC_TIMEOUT_S)
 
     async def _find_leader(self) -> Optional[str]:
+        """The leader, by the address this broker dials when that controller says it leads (an advertised
+        address may not be reachable from here, apache/rocketmq#9082), else by the address others advertise."""
+        advertised = None
         for addr in self.controller_addrs:
             try:
                 r = await self._call(addr, Req.CONTROLLER_GET_METADATA_INFO)
             except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
                 log.debug("controller %s unreachable: %r", addr, exc)
                 continue
-            leader = (r.ext_fields or {}).get("controllerLeaderAddress")
-            if r.code == ResponseCode.SUCCESS and leader and leader != "null":
-                if leader != self.leader:
-                    log.info("controller leader: %s", leader)
-                self.leader = leader
-                return leader
+            ext = r.ext_fields or {}
+            if r.code != ResponseCode.SUCCESS:
+                continue
+            if str(ext.get("isLeader")).lower() == "true":
+                return self._leader_is(addr)
+            leader = ext.get("controllerLeaderAddress")
+            if leader and leader != "null":
+                advertised = advertised or leader
+        if advertised is not None:
+            return self._leader_is(advertised)
         self.leader = None
         return None
+
+    def _leader_is(self, addr: str) -> str:
+        if addr != self.leader:
+            log.info("controller leader: %s", addr)
+        self.leader = addr
+        return addr
 
     async def _leader_call(self, code: int, ext: Optional[dict] = None,
                            body: Optional[bytes] = None) -> Optional[RemotingCommand]:
@@ -417,10 +430,8 @@ class ReplicasManager:
         client = self.ha.client
         client.update_master_address(None)
         client.set_active(False)
-        deadline = time.monotonic() + 3
-        while client.connected and time.monotonic() < deadline:
-            time.sleep(0.01)
-        new_max = client.appender.rollback()
+        self._wait_client_stopped()
+        new_max = self.store.commitlog_max_offset()     # the client cut its unverified tail when it stopped
         self.epoch_cache.drop_from_epoch(epoch)
         self.epoch_cache.truncate_suffix(new_max + 1)
         self.epoch_cache.append(epoch, new_max)
@@ -495,10 +506,8 @@ class ReplicasManager:
     def _truncate_blocking(self, master_entries: list, master_max: int) -> int:
         client = self.ha.client
         client.update_master_address(None)
-        deadline = time.monotonic() + 3
-        while client.connected and time.monotonic() < deadline:
-            time.sleep(0.01)
-        local_max = client.appender.rollback()
+        self._wait_client_stopped()
+        local_max = self.store.commitlog_max_offset()
         point = consistent_point(self.epoch_cache.snapshot(), local_max, master_entries, master_max)
         if point < 0:
             return point
@@ -509,6 +518,15 @@ class ReplicasManager:
             client.appender.reset()
         self.epoch_cache.replace(master_entries)
         return point
+
+    def _wait_client_stopped(self) -> None:
+        """Until the HA client is off its connection (and has cut what it had not verified)."""
+        client = self.ha.client
+        deadline = time.monotonic() + 10
+        while client.connected:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the HA client did not leave its connection within 10 s")
+            time.sleep(0.01)
 
     def _on_get_epoch_cache(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_EPOCH_CACHE (1007): 5.x's EpochEntryCache; rmqd adds ``haServerAddr`` to the header."""

@@ -68,7 +68,8 @@ def master_in_route(namesrv: str, topic: str) -> Optional[str]:
 class FailoverGroup:
     """A name server + controller process and ``replicas`` controller-mode brokers (see the module docstring)."""
 
-    def __init__(self, root: str, replicas: int = 3, **broker_conf: object) -> None:
+    def __init__(self, root: str, replicas: int = 3, proxies: bool = False, **broker_conf: object) -> None:
+        """With ``proxies`` each broker reaches the controller through its own :class:`BlackholeProxy`."""
         self.root = root
         os.makedirs(root, exist_ok=True)
         ctl_port, raft_port = free_ports(2)
@@ -87,9 +88,12 @@ class FailoverGroup:
                     flushIntervalCommitLog=200)
         conf.update(broker_conf)
         self.brokers: list[Optional[RmqdProc]] = [None] * replicas
+        self.proxies = [BlackholeProxy(self.controller) for _ in range(replicas)] if proxies else []
         self.confs = []
         for i in range(replicas):
             store = os.path.join(root, f"b{i}")
+            if proxies:
+                conf["controllerAddr"] = self.proxies[i].addr
             self.confs.append(write_conf(os.path.join(root, f"b{i}.conf"), storePathRootDir=store, **conf))
         self.restarts = 0
 
@@ -117,10 +121,15 @@ class FailoverGroup:
         return None
 
     def stop(self) -> None:
+        for p in self.brokers:                      # all at once: no elections while they go one by one
+            if p is not None and p.proc.poll() is None:
+                p.proc.terminate()
         for p in self.brokers:
             if p is not None:
                 p.stop()
         self.namesrv_proc.stop()
+        for proxy in self.proxies:
+            proxy.close()
 
     # ------------------------------------------------------------------ views
     def sync_state(self) -> Optional[dict]:
@@ -238,3 +247,75 @@ class RoutedProducer:
 
 def kill_sig(proc, sig=signal.SIGKILL) -> None:
     proc.proc.send_signal(sig)
+
+
+class BlackholeProxy:
+    """Forwards ``listen -> target``; :meth:`blackhole` silently drops every byte both ways on open and new
+    connections (a partition without resets: neither side sees a close), :meth:`heal` forwards again."""
+
+    def __init__(self, target: str) -> None:
+        import socket
+        host, _, port = target.rpartition(":")
+        self.target = (host, int(port))
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.addr = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.dropping = False
+        self._closed = False
+        self._open: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        while not self._closed:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, 2.0)
+                upstream.settimeout(None)          # a silent link must not time out here
+            except OSError:
+                client.close()
+                continue
+            self._open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src, dst) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if not self.dropping:
+                    dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            # while dropping, a close does not cross either (the other side keeps a silent connection)
+            for s in ((src,) if self.dropping else (src, dst)):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def blackhole(self) -> None:
+        self.dropping = True
+
+    def heal(self) -> None:
+        """Forward again; connections that lost bytes are closed (their streams are broken)."""
+        self.dropping = False
+        for s in self._open:
+            try:
+                s.close()
+            except OSError:
+                pass
+        self._open = []
+
+    def close(self) -> None:
+        self._closed = True
+        self.sock.close()
+        self.heal()

@@ -49,6 +49,7 @@ class ControllerHAConnection(HAConnection):
         self.async_learner = False
         self.sync_from_last_file = False
         self.last_caught_up = 0.0            # monotonic; 0 = never
+        self._catchup_target = -1            # the master's max offset at the previous acknowledgement
 
     def _read_loop(self) -> None:
         try:
@@ -90,9 +91,13 @@ class ControllerHAConnection(HAConnection):
         return super()._start_offset()
 
     def _on_report(self, offset: int) -> None:
+        """An ack at or past the master's max offset at the previous ack means the slave keeps up (5.x: "ack >=
+        the master's max at the last send"); one still working through a backlog never does."""
         super()._on_report(offset)
-        if offset >= self.transfer_from >= 0 or offset >= self.service.store.commitlog_max_offset():
+        master_max = self.service.store.commitlog_max_offset()
+        if offset >= master_max or 0 <= self._catchup_target <= offset:
             self.last_caught_up = time.monotonic()
+        self._catchup_target = master_max
         self.service.on_slave_ack(self)
 
 
@@ -104,6 +109,7 @@ class ControllerHAClient(HAClient):
         super().__init__(store, config)
         self.broker_id = -1
         self.on_disconnect: Optional[Callable[[str], None]] = None
+        self._began = False
 
     def _connect(self, addr: str) -> Optional[socket.socket]:
         sock = super()._connect(addr)
@@ -115,12 +121,21 @@ class ControllerHAClient(HAClient):
             log.warning("HA client: handshake to %s failed: %r", addr, exc)
             sock.close()
             return None
+        self.appender.reset()               # from here on the appender knows what it verified
+        self._began = True
         return sock
 
     def _replicate(self, addr: str) -> None:
+        self._began = False
         try:
             super()._replicate(addr)
         finally:
+            if self._began:
+                # the next master may be another broker: a record this one sent only in part must not stay
+                try:
+                    self.appender.rollback()
+                except Exception:
+                    log.exception("HA client: cutting the unverified tail after the connection failed")
             with self._cond:
                 if self._master == addr:
                     self._master = None

@@ -1,0 +1,137 @@
+"""Automatic failover of a controller-mode replica group of rmqd processes, with a producer that follows the name
+server's route and a checker: kill -9 of the master, and a master partitioned from the controller (not from its
+clients) that must stop taking writes before another master exists.
+
+``RMQD_FAILOVER_ROUNDS`` (default 1) repeats the master kill in the same group; ``scripts/failover_rounds.py``
+runs many and writes the failover times. ``RMQD_FAILOVER_REPORT=FILE`` appends each round's times (JSON lines).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import orjson
+
+from rmqd.remoting.codes import RequestCode, ResponseCode
+from tests.failover.kit import (BROKER_NAME, FailoverGroup, RoutedProducer, call, create_topic, read_all_keys,
+                                route_of, wait_until)
+from tests.replication.procs import send_one
+
+ROUNDS = int(os.environ.get("RMQD_FAILOVER_ROUNDS", "1"))
+TOPIC = "FailoverTopic"
+
+
+def topics_of(addr: str) -> dict:
+    r = call(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+    assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+    return orjson.loads(r.body_bytes())["topicConfigTable"]
+
+
+def report(**fields) -> None:
+    path = os.environ.get("RMQD_FAILOVER_REPORT")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(fields) + "\n")
+
+
+def check_nothing_lost(group: FailoverGroup, producer: RoutedProducer) -> None:
+    master = group.master_addr(TOPIC)
+    keys = read_all_keys(master, TOPIC)
+    lost = sorted(set(producer.acked) - keys)
+    assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {lost[:5]}"
+    assert len(producer.acked) > 100
+
+
+def test_kill9_master_fails_over_and_the_old_master_rejoins_as_a_truncated_slave(tmp_path):
+    group = FailoverGroup(str(tmp_path))
+    producer = None
+    try:
+        group.start_all()
+        group.wait_group(TOPIC, 3)
+        producer = RoutedProducer(group.namesrv, TOPIC).start()
+        for rnd in range(ROUNDS):
+            st = group.wait_group(TOPIC, 3)
+            old = st["masterAddress"]
+            old_i = group.index_of(old)
+            meta = f"MetaTopic{rnd}"
+            create_topic(old, meta, queues=7)           # made on the master just before it dies (rocketmq#9804)
+            wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, old)) > 20, 10, 0.05,
+                       "sends on the master")
+            t_kill = time.monotonic()
+            group.kill9(old_i)
+            new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
+                             15, 0.02, "a new master in the name server's route")
+            t_route = time.monotonic()
+            first = wait_until(lambda: producer.acked_after(t_kill, new), 15, 0.02, "a send acknowledged by "
+                               "the new master")[0]
+            route = route_of(group.namesrv, TOPIC)
+            addrs = [bd["brokerAddrs"] for bd in route["brokerDatas"] if bd["brokerName"] == BROKER_NAME][0]
+            assert addrs.get("0") == new and old not in addrs.values()
+            assert topics_of(new)[meta]["writeQueueNums"] == 7
+            report(round=rnd, route_s=round(t_route - t_kill, 3), first_send_s=round(first - t_kill, 3))
+            print(f"round {rnd}: route {t_route - t_kill:.3f} s, first send on the new master {first - t_kill:.3f} s")
+            assert first - t_kill < 10
+            # the old master comes back as a slave: its epochs become the new master's, its tail is cut
+            group.start(old_i)
+            st = group.wait_group(TOPIC, 3)
+            assert st["masterAddress"] == new
+            log = group.log_tail(old_i, 200_000)
+            assert f"epoch handshake with {new} done: consistent at" in log
+            new_i = group.index_of(new)
+            wait_until(lambda: group.epoch_file(old_i) == group.epoch_file(new_i), 10, 0.1, "the same epochs")
+        time.sleep(0.5)
+        producer.stop()
+        check_nothing_lost(group, producer)
+    finally:
+        if producer is not None:
+            producer.stop()
+        group.stop()
+
+
+def test_master_cut_off_from_the_controller_fences_itself_before_another_is_elected(tmp_path):
+    group = FailoverGroup(str(tmp_path), proxies=True)
+    producer = None
+    try:
+        group.start_all()
+        st = group.wait_group(TOPIC, 3)
+        old = st["masterAddress"]
+        old_i = group.index_of(old)
+        producer = RoutedProducer(group.namesrv, TOPIC).start()
+        wait_until(lambda: len(producer.acked) > 50, 10, 0.05, "sends")
+        from tests.replication.procs import BlockingClient
+        probe = BlockingClient(old, timeout=5)
+        t_cut = time.monotonic()
+        group.proxies[old_i].blackhole()            # the master still serves clients, the controller hears nothing
+        old_acks, refused_at = [], None
+        i = 0
+        while time.monotonic() - t_cut < 15:
+            i += 1
+            r = send_one(probe, TOPIC, f"probe-{i}", b"x", i % 4)
+            if r.code == ResponseCode.SUCCESS:
+                old_acks.append(time.monotonic())
+            elif r.code == ResponseCode.SERVICE_NOT_AVAILABLE and refused_at is None:
+                refused_at = time.monotonic()
+                assert "fenced" in (r.remark or "")
+            if refused_at is not None and group.master_addr(TOPIC) not in (None, old):
+                break
+            time.sleep(0.02)
+        probe.close()
+        assert refused_at is not None, "the cut-off master kept accepting sends"
+        new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
+                         15, 0.05, "a new master")
+        first_new = wait_until(lambda: producer.acked_after(t_cut, new), 15, 0.02, "a send on the new master")[0]
+        assert not old_acks or max(old_acks) < first_new, "two masters accepted sends at the same time"
+        assert max(producer.acked_after(0, old) or [0]) < first_new
+        print(f"fenced {refused_at - t_cut:.2f} s after the cut; first send on the new master "
+              f"{first_new - t_cut:.2f} s after it")
+        group.proxies[old_i].heal()                 # the old master learns the new epoch and follows
+        st = group.wait_group(TOPIC, 3, timeout=30)
+        assert st["masterAddress"] == new
+        producer.stop()
+        # probe messages acknowledged by the old master before the fence count as acknowledged too
+        check_nothing_lost(group, producer)
+    finally:
+        if producer is not None:
+            producer.stop()
+        group.stop()
