@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Callable, Optional
 
 from rmqd.remoting import fastjson
@@ -70,6 +71,9 @@ class Replication:
         self._tasks: list[asyncio.Task] = []
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self.role.on_master_change(lambda _addr, ha_addr: self.ha.update_master_address(ha_addr))
+        if self.controller_mode:           # a new master: SlaveSynchronize starts over with it at once
+            self.role.on_master_change(lambda _addr, _ha: self._loop is not None and
+                                       self._loop.call_soon_threadsafe(self._restart_tasks))
         self.role.on_role_change(self._apply_role, call_now=False)
         if self.role.master_ha_addr:
             self.ha.update_master_address(self.role.master_ha_addr)
@@ -174,6 +178,25 @@ class Replication:
         ext = response.ext_fields or {}
         self.role.update_master(ext.get("masterAddr"), ext.get("haServerAddr"))
 
+    def wait_topics_replicated(self, timeout_s: float) -> bool:
+        """Controller mode, on a master (from a pool thread): wait until every other SyncStateSet member has copied
+        the current topic table (their WAIT_METADATA_CHANGE names it), so a topic the master just created survives
+        a switch to any of them (5.x slaves poll every 10 s: apache/rocketmq#9804). False after ``timeout_s``."""
+        waiter = getattr(self, "metadata_waiter", None)
+        if self.replicas_manager is None or waiter is None or not self.role.is_master:
+            return True
+        version = waiter.topics.data_version
+        deadline = time.monotonic() + timeout_s
+        while True:
+            missing = [m for m in self.ha.ack_members() if not waiter.holds(m, version.timestamp, version.counter)]
+            if not missing:
+                return True
+            if time.monotonic() > deadline:
+                log.warning("topic table version %s not copied by SyncStateSet member(s) %s within %.1f s",
+                            version.counter, missing, timeout_s)
+                return False
+            time.sleep(0.005)
+
     def may_register(self) -> bool:
         """Controller mode: register with the name servers only once the role is known, and never as a fenced
         master (its entry would take brokerId 0 back from the new master)."""
@@ -216,7 +239,8 @@ class Replication:
     def register(self, dispatcher: Any, pool: Any, topics: Any) -> None:
         """GET_BROKER_HA_STATUS (907, 5.x) and rmqd's WAIT_METADATA_CHANGE (9010)."""
         dispatcher.register(GET_BROKER_HA_STATUS, self.get_ha_status, pool)
-        dispatcher.register(WAIT_METADATA_CHANGE, MetadataChangeWaiter(topics).wait)
+        self.metadata_waiter = MetadataChangeWaiter(topics)
+        dispatcher.register(WAIT_METADATA_CHANGE, self.metadata_waiter.wait)
         if self.replicas_manager is not None:
             self.replicas_manager.register(dispatcher, pool)
 

@@ -74,12 +74,12 @@ def test_truncation_survives_a_crash_at_every_step(tmp_path, monkeypatch, crash_
         real_truncate_from(offset)
         crash_at("files")
     monkeypatch.setattr(store.commitlog.mfq, "truncate_from", truncate_from)
-    real_destroy_after = store.index.destroy_after
+    real_flush = store._checkpoint.flush
 
-    def destroy_after(offset):
-        crash_at("queues")
-        return real_destroy_after(offset)
-    monkeypatch.setattr(store.index, "destroy_after", destroy_after)
+    def checkpoint_flush():
+        crash_at("queues")                  # the consume queues are cut, the checkpoint not lowered yet
+        real_flush()
+    monkeypatch.setattr(store._checkpoint, "flush", checkpoint_flush)
     try:
         truncate_store(store, cut)
     except Crash:

@@ -9,8 +9,11 @@ crash brings the stale tail back as valid messages (apache/rocketmq#10666). Here
 2. delete the later CommitLog files (recovery would also drop them: they follow an invalid record);
 3. cut the consume queues (their entries past the cut, zeroed and msynced) and forget the put engine's cursors
    (next queue offsets are re-read from the consume queues: no queue offset is handed out twice, #7689);
-4. drop the index files that reach past the cut (their keys would point at bytes that will be rewritten);
-5. lower the checkpoint to the cut.
+4. lower the checkpoint to the cut.
+
+Index files are left as they are: a key whose entry points past the cut reads back another record, which the
+query path drops (``record_matches``), as it drops a hash collision; destroying index files under a running
+broker would race its readers.
 
 Every step can be repeated: a kill -9 between two of them and a second truncation (the handshake computes the same
 point again) or plain recovery give the same store. The broker must be a slave with no HA client running
@@ -52,7 +55,6 @@ def truncate_store(store: Any, offset: int) -> int:
         cl.flushed_where = min(cl.flushed_where, offset)
         for cq in local.consume_queues.queues():
             cq.truncate_dirty(offset)
-        local.index.destroy_after(offset)
         ck = local._checkpoint
         if ck is not None:
             ck.physic_offset = min(ck.physic_offset, offset)
