@@ -160,7 +160,7 @@ def _serve_services(args: argparse.Namespace):
         group = FailoverProcesses(broker_names(config.brokerName, args.brokers),
                                   os.path.abspath(args.config) if args.config else None, config.storePathRootDir,
                                   int(config.listenPort), args.log_level, replicas=max(1, args.replicas),
-                                  free_ports=ns_config.listenPort == 0,
+                                  namesrv_port=int(ns_config.listenPort),
                                   extra_args=["--log-dir", args.log_dir] if args.log_dir else [])
         return Services(NameServer(ns_config), group)
     if args.brokers > 1 or args.replicas > 1:

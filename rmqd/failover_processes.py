@@ -2,8 +2,8 @@
 mode), every server its own process.
 
 The serve process runs the name server (9876 by default) and nothing else; :class:`FailoverProcesses` starts, as
-child processes, three controllers (``rmqd controller -c``: peers on 9878/9868/9858 as the 5.x samples, their Raft
-at +1000; with ``--namesrv-port 0`` any free ports) and, for every broker group, ``N`` brokers with
+child processes, three controllers (``rmqd controller -c``: peers on the name server's port + 2, - 8 and - 18, so
+9878/9868/9858 as the 5.x samples, their Raft at +1000; with ``--namesrv-port 0`` any free ports) and, for every broker group, ``N`` brokers with
 ``enableControllerMode=true`` and ``controllerAddr`` set to the three controllers (ports ``listenPort + 4*j``,
 stores ``<store-dir>/<brokerName>-r<j>``, configs ``<store-dir>/<brokerName>-r<j>.conf``: the given broker.conf plus
 those keys). The controllers pick each group's master; a child that dies (``kill -9``) is started again after a
@@ -21,7 +21,7 @@ from rmqd.broker_processes import SLAVE_PORT_STEP, ExtraBrokers, _Child, port_st
 if TYPE_CHECKING:
     from rmqd.app import Services
 
-CONTROLLER_PORTS = (9878, 9868, 9858)       # distribution/conf/controller samples
+CONTROLLER_PORT_OFFSETS = (2, -8, -18)      # from 9876: 9878/9868/9858, the distribution/conf/controller samples
 RAFT_PORT_OFFSET = 1000
 
 
@@ -55,17 +55,17 @@ class FailoverProcesses(ExtraBrokers):
     :class:`rmqd.app.Services`; the name server is the serve process's)."""
 
     def __init__(self, names: list[str], config_file: Optional[str], store_root: str, base_port: int,
-                 log_level: str = "WARNING", replicas: int = 3, free_ports: bool = False,
+                 log_level: str = "WARNING", replicas: int = 3, namesrv_port: int = 9876,
                  extra_args: Optional[list[str]] = None) -> None:
         self.children = []
         self._stopping = False
         self._namesrv = ""
         os.makedirs(store_root, exist_ok=True)
-        if free_ports:
+        if not namesrv_port:
             ports = _free_ports(6)
             ctl, raft = ports[:3], ports[3:]
         else:
-            ctl = list(CONTROLLER_PORTS)
+            ctl = [namesrv_port + d for d in CONTROLLER_PORT_OFFSETS]
             raft = [p + RAFT_PORT_OFFSET for p in ctl]
         peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ctl))
         raft_peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(raft))
