@@ -16,7 +16,7 @@ import orjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from tests.failover.kit import (BROKER_NAME, FailoverGroup, RoutedProducer, call, create_topic, read_all_keys,
                                 route_of, wait_until)
-from tests.replication.procs import send_one
+from tests.replication.procs import BlockingClient, send_one
 
 ROUNDS = int(os.environ.get("RMQD_FAILOVER_ROUNDS", "1"))
 TOPIC = "FailoverTopic"
@@ -69,7 +69,7 @@ def test_kill9_master_fails_over_and_the_old_master_rejoins_as_a_truncated_slave
             addrs = [bd["brokerAddrs"] for bd in route["brokerDatas"] if bd["brokerName"] == BROKER_NAME][0]
             assert addrs.get("0") == new and old not in addrs.values()
             assert topics_of(new)[meta]["writeQueueNums"] == 7
-            report(round=rnd, route_s=round(t_route - t_kill, 3), first_send_s=round(first - t_kill, 3))
+            report(fault="kill", round=rnd, route_s=round(t_route - t_kill, 3), first_send_s=round(first - t_kill, 3))
             print(f"round {rnd}: route {t_route - t_kill:.3f} s, first send on the new master {first - t_kill:.3f} s")
             assert first - t_kill < 10
             # the old master comes back as a slave: its epochs become the new master's, its tail is cut
@@ -94,20 +94,32 @@ def test_master_cut_off_from_the_controller_fences_itself_before_another_is_elec
     producer = None
     try:
         group.start_all()
-        st = group.wait_group(TOPIC, 3)
-        old = st["masterAddress"]
-        old_i = group.index_of(old)
+        group.wait_group(TOPIC, 3)
         producer = RoutedProducer(group.namesrv, TOPIC).start()
-        wait_until(lambda: len(producer.acked) > 50, 10, 0.05, "sends")
-        from tests.replication.procs import BlockingClient
-        probe = BlockingClient(old, timeout=5)
-        t_cut = time.monotonic()
-        group.proxies[old_i].blackhole()            # the master still serves clients, the controller hears nothing
-        old_acks, refused_at = [], None
-        i = 0
+        for rnd in range(ROUNDS):
+            partition_round(group, producer, rnd)
+        producer.stop()
+        check_nothing_lost(group, producer)
+    finally:
+        if producer is not None:
+            producer.stop()
+        group.stop()
+
+
+def partition_round(group: FailoverGroup, producer: RoutedProducer, rnd: int) -> None:
+    st = group.wait_group(TOPIC, 3, timeout=30)
+    old = st["masterAddress"]
+    old_i = group.index_of(old)
+    wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, old)) > 20, 10, 0.05, "sends on the master")
+    probe = BlockingClient(old, timeout=5)
+    t_cut = time.monotonic()
+    group.proxies[old_i].blackhole()            # the master still serves clients, the controller hears nothing
+    old_acks, refused_at = [], None
+    i = 0
+    try:
         while time.monotonic() - t_cut < 15:
             i += 1
-            r = send_one(probe, TOPIC, f"probe-{i}", b"x", i % 4)
+            r = send_one(probe, TOPIC, f"probe{rnd}-{i}", b"x", i % 4)
             if r.code == ResponseCode.SUCCESS:
                 old_acks.append(time.monotonic())
             elif r.code == ResponseCode.SERVICE_NOT_AVAILABLE and refused_at is None:
@@ -116,22 +128,18 @@ def test_master_cut_off_from_the_controller_fences_itself_before_another_is_elec
             if refused_at is not None and group.master_addr(TOPIC) not in (None, old):
                 break
             time.sleep(0.02)
-        probe.close()
-        assert refused_at is not None, "the cut-off master kept accepting sends"
-        new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
-                         15, 0.05, "a new master")
-        first_new = wait_until(lambda: producer.acked_after(t_cut, new), 15, 0.02, "a send on the new master")[0]
-        assert not old_acks or max(old_acks) < first_new, "two masters accepted sends at the same time"
-        assert max(producer.acked_after(0, old) or [0]) < first_new
-        print(f"fenced {refused_at - t_cut:.2f} s after the cut; first send on the new master "
-              f"{first_new - t_cut:.2f} s after it")
-        group.proxies[old_i].heal()                 # the old master learns the new epoch and follows
-        st = group.wait_group(TOPIC, 3, timeout=30)
-        assert st["masterAddress"] == new
-        producer.stop()
-        # probe messages acknowledged by the old master before the fence count as acknowledged too
-        check_nothing_lost(group, producer)
     finally:
-        if producer is not None:
-            producer.stop()
-        group.stop()
+        probe.close()
+    assert refused_at is not None, "the cut-off master kept accepting sends"
+    new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
+                     15, 0.05, "a new master")
+    first_new = wait_until(lambda: producer.acked_after(t_cut, new), 15, 0.02, "a send on the new master")[0]
+    assert not old_acks or max(old_acks) < first_new, "two masters accepted sends at the same time"
+    assert max(producer.acked_after(0, old) or [0]) < first_new
+    report(fault="partition", round=rnd, fenced_s=round(refused_at - t_cut, 3),
+           first_send_s=round(first_new - t_cut, 3))
+    print(f"partition round {rnd}: fenced {refused_at - t_cut:.2f} s after the cut; first send on the new master "
+          f"{first_new - t_cut:.2f} s after it")
+    group.proxies[old_i].heal()                 # the old master learns the new epoch and follows
+    st = group.wait_group(TOPIC, 3, timeout=30)
+    assert st["masterAddress"] == new
