@@ -1,6 +1,7 @@
 """Automatic failover of a controller-mode replica group of rmqd processes, with a producer that follows the name
-server's route and a checker: kill -9 of the master, and a master partitioned from the controller (not from its
-clients) that must stop taking writes before another master exists.
+server's route and a checker: kill -9 of the master, a master partitioned from the controller (not from its
+clients) that must stop taking writes before another master exists, and the unmodified Java 4.9.8 producer
+sending through a kill.
 
 ``RMQD_FAILOVER_ROUNDS`` (default 1) repeats the master kill in the same group; ``scripts/failover_rounds.py``
 runs many and writes the failover times. ``RMQD_FAILOVER_REPORT=FILE`` appends each round's times (JSON lines).
@@ -143,3 +144,39 @@ def partition_round(group: FailoverGroup, producer: RoutedProducer, rnd: int) ->
     group.proxies[old_i].heal()                 # the old master learns the new epoch and follows
     st = group.wait_group(TOPIC, 3, timeout=30)
     assert st["masterAddress"] == new
+
+
+def test_java_client_sends_through_a_kill9_failover(tmp_path):
+    """The unmodified 4.9.8 Java producer (route polled every 500 ms) keeps sending when the master is killed;
+    every key it saw SEND_OK is on the new master."""
+    from compat_tests.javakit import JavaProcess
+
+    group = FailoverGroup(str(tmp_path))
+    java = None
+    try:
+        group.start_all()
+        st = group.wait_group(TOPIC, 3)
+        old = st["masterAddress"]
+        java = JavaProcess("FailoverProducer", group.namesrv, TOPIC, "2")
+        java.wait_for(lambda ev: [e for e in ev if e.get("op") == "ready"], 60, "the Java producer")
+        java.wait_for(lambda ev: len([e for e in ev if e.get("op") == "ok"]) > 50, 30, "Java sends")
+        group.kill9(group.index_of(old))           # returns once the process is gone
+        t_kill = time.time() * 1000
+        new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
+                         15, 0.05, "a new master")
+        first = java.wait_for(lambda ev: [e["t"] for e in ev if e.get("op") == "ok" and e["t"] > t_kill],
+                              30, "a Java send acknowledged after the kill")[0]
+        java.wait_for(lambda ev: len([e for e in ev if e.get("op") == "ok" and e["t"] > t_kill]) > 50, 30,
+                      "Java sends on the new master")
+        java.stop()
+        report(fault="kill-java", first_send_s=round((first - t_kill) / 1000, 3))
+        print(f"Java producer: first SEND_OK {(first - t_kill) / 1000:.3f} s after the kill")
+        acked = {e["key"] for e in java.events if e.get("op") == "ok"}
+        keys = read_all_keys(new, TOPIC)
+        lost = sorted(acked - keys)
+        assert not lost, f"{len(lost)} of {len(acked)} keys the Java client saw SEND_OK are lost: {lost[:5]}"
+        assert (first - t_kill) / 1000 < 10
+    finally:
+        if java is not None:
+            java.stop()
+        group.stop()
