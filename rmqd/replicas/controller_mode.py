@@ -125,6 +125,7 @@ class ReplicasManager:
         self._ha_address: Callable[[], str] = lambda: ""
         self._stopping = False
         role.set_fenced(True)                    # no writes until the controller says this broker is master
+        ha.lease_valid = lambda: not self.role.fenced and time.monotonic() <= self.lease_until
 
     # ================================================================ wiring
     def register(self, dispatcher: Any, pool: Any) -> None:

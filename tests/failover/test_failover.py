@@ -180,3 +180,46 @@ def test_java_client_sends_through_a_kill9_failover(tmp_path):
         if java is not None:
             java.stop()
         group.stop()
+
+
+def test_a_master_paused_past_its_lease_acknowledges_nothing_when_it_resumes(tmp_path):
+    """SIGSTOP of the master: the controllers elect another after the heartbeat timeout; a send that reached the
+    paused master is answered after SIGCONT and must not be SEND_OK (with ``allAckInSyncStateSet=false`` nothing
+    but the lease stops it: no slave is waited for; fails without the fencing). The lease is checked by its timer
+    and again when an answer is due (``ControllerHAService.put_request``); under uvloop the timer runs first."""
+    import signal
+
+    from rmqd.remoting.command import new_request
+    from rmqd.remoting.codes import RequestCode
+
+    group = FailoverGroup(str(tmp_path), allAckInSyncStateSet="false")
+    producer = None
+    try:
+        group.start_all()
+        st = group.wait_group(TOPIC, 3)
+        old = st["masterAddress"]
+        old_proc = group.brokers[group.index_of(old)].proc
+        producer = RoutedProducer(group.namesrv, TOPIC).start()
+        wait_until(lambda: len(producer.acked) > 50, 10, 0.05, "sends")
+        probe = BlockingClient(old, timeout=5)
+        old_proc.send_signal(signal.SIGSTOP)
+        t_stop = time.monotonic()
+        ext = {"a": "PG", "b": TOPIC, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": str(int(time.time() * 1000)),
+               "h": "0", "i": "KEYS\x01paused", "j": "0", "k": "false", "m": "false"}
+        opaque = probe.send(new_request(RequestCode.SEND_MESSAGE_V2, ext, b"sent to a paused master"))
+        try:
+            new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
+                             20, 0.05, "a new master while the old one is paused")
+            wait_until(lambda: producer.acked_after(t_stop, new), 15, 0.02, "a send on the new master")
+        finally:
+            old_proc.send_signal(signal.SIGCONT)
+        r = probe.wait_response(opaque, 10)
+        probe.close()
+        assert r.code != ResponseCode.SUCCESS, "the paused master acknowledged a send after it lost its lease"
+        print(f"the resumed master answered {r.code} {r.remark!r}")
+        st = group.wait_group(TOPIC, 3, timeout=30)         # it follows the new master
+        assert st["masterAddress"] == new
+    finally:
+        if producer is not None:
+            producer.stop()
+        group.stop()

@@ -165,6 +165,8 @@ class ControllerHAService(DefaultHAService):
         self.epoch_start = 0
         self._state_lock = threading.Lock()
         self.on_ack: list[Callable[[ControllerHAConnection], None]] = []
+        #: the master's lease (set by rmqd.replicas.controller_mode): False -> no put is acknowledged
+        self.lease_valid: Callable[[], bool] = lambda: True
 
     # ------------------------------------------------------------------ role and set
     def accepting(self) -> bool:
@@ -271,10 +273,15 @@ class ControllerHAService(DefaultHAService):
         return len(conns) >= self.in_sync_replicas - 1
 
     def put_request(self, end_offset: int, done: Callable[[bool], None]) -> None:
+        """As DefaultHA, and the lease is checked when the answer is due: a master that resumes after its lease
+        ran out (SIGSTOP, a long pause) answers FLUSH_SLAVE_TIMEOUT, never SEND_OK, even before its lease timer
+        has run and fenced it."""
+        def answer(ok: bool) -> None:
+            done(ok and self.lease_valid())
         if not self._needs_wait():
-            done(True)
+            answer(True)
             return
-        super().put_request(end_offset, done)
+        super().put_request(end_offset, answer)
         self._recompute()
 
     def in_sync_slaves(self, master_max: Optional[int] = None) -> int:
