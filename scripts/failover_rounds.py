@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Failover time of a controller-mode replica group (three rmqd broker processes, allAckInSyncStateSet=true, a
-producer following the name server's route): kill -9 the master ROUNDS times, and cut the master off from the
-controller ROUNDS times; report median and max of each time, and the checker's verdict (acknowledged-but-lost
+producer following the name server's route): kill -9 the master ROUNDS times, cut the master off from the
+controller ROUNDS times, and kill -9 the master with the leader of three controllers ROUNDS times; report median and max of each time, and the checker's verdict (acknowledged-but-lost
 must be 0, and no send acknowledged by the old master after the new one's first).
 
-    python3 scripts/failover_rounds.py [--rounds 20] [--only kill|partition]
+    python3 scripts/failover_rounds.py [--rounds 20] [--only kill|partition|kill-master-and-leader]
 
 Runs tests/failover/test_failover.py with RMQD_FAILOVER_ROUNDS and RMQD_FAILOVER_REPORT.
 """
@@ -22,7 +22,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = {"kill": "tests/failover/test_failover.py::"
                  "test_kill9_master_fails_over_and_the_old_master_rejoins_as_a_truncated_slave",
          "partition": "tests/failover/test_failover.py::"
-                      "test_master_cut_off_from_the_controller_fences_itself_before_another_is_elected"}
+                      "test_master_cut_off_from_the_controller_fences_itself_before_another_is_elected",
+         "kill-master-and-leader": "tests/failover/test_failover.py::"
+                                   "test_kill9_of_the_master_and_the_leader_controller_together"}
 LABELS = {"route_s": "kill -> new master in the route",
           "first_send_s": "fault -> first send acknowledged by the new master",
           "fenced_s": "cut -> the old master refuses sends (fenced)"}
@@ -43,7 +45,7 @@ def main() -> int:
     with open(report, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     os.unlink(report)
-    for fault in ("kill", "partition"):
+    for fault in TESTS:
         mine = [r for r in rows if r.get("fault") == fault]
         for key, label in LABELS.items():
             values = [r[key] for r in mine if key in r]

@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "replication"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "controller"))
 
-from ctlkit import free_ports, wait_until  # noqa: E402
+from ctlkit import ControllerProcess, conf_text, find_leader, free_ports, wait_until  # noqa: E402
 from procs import RmqdProc, read_all_keys, send_one, write_conf  # noqa: E402
 
 from rmqd.remoting.client import BlockingClient  # noqa: E402
@@ -68,24 +68,22 @@ def master_in_route(namesrv: str, topic: str) -> Optional[str]:
 class FailoverGroup:
     """A name server + controller process and ``replicas`` controller-mode brokers (see the module docstring)."""
 
-    def __init__(self, root: str, replicas: int = 3, proxies: bool = False, **broker_conf: object) -> None:
-        """With ``proxies`` each broker reaches the controller through its own :class:`BlackholeProxy`."""
+    def __init__(self, root: str, replicas: int = 3, proxies: bool = False, controllers: int = 1,
+                 **broker_conf: object) -> None:
+        """With ``proxies`` each broker reaches the controller through its own :class:`BlackholeProxy`; with
+        ``controllers=3`` three ``rmqd controller`` processes beside a plain name server."""
         self.root = root
         os.makedirs(root, exist_ok=True)
-        ctl_port, raft_port = free_ports(2)
-        self.controller = f"127.0.0.1:{ctl_port}"
-        ns_conf = write_conf(os.path.join(root, "namesrv.conf"), listenPort=0,
-                             kvConfigPath=os.path.join(root, "kv.json"), enableControllerInNamesrv="true",
-                             controllerDLegerGroup="fo", controllerDLegerPeers=f"n0-{self.controller}",
-                             controllerDLegerSelfId="n0", controllerRaftPeers=f"n0-127.0.0.1:{raft_port}",
-                             controllerStorePath=os.path.join(root, "ctl"),
-                             configStorePath=os.path.join(root, "ctl.properties"),
-                             scanNotActiveBrokerInterval=500, scanInactiveMasterInterval=1000)
-        self.namesrv_proc = RmqdProc(os.path.join(root, "namesrv.log"), "namesrv", "-c", ns_conf)
+        self.controller_procs: list[ControllerProcess] = []
+        if controllers > 1:
+            self._start_controllers(controllers)
+            self.namesrv_proc = RmqdProc(os.path.join(root, "namesrv.log"), "namesrv", "--port", "0")
+        else:
+            self._start_embedded()
         self.namesrv = self.namesrv_proc.addr
         conf = dict(FAST, brokerClusterName=CLUSTER, brokerName=BROKER_NAME, enableControllerMode="true",
-                    controllerAddr=self.controller, namesrvAddr=self.namesrv, allAckInSyncStateSet="true",
-                    flushIntervalCommitLog=200)
+                    controllerAddr=";".join(self.controller_addrs), namesrvAddr=self.namesrv,
+                    allAckInSyncStateSet="true", flushIntervalCommitLog=200)
         conf.update(broker_conf)
         self.brokers: list[Optional[RmqdProc]] = [None] * replicas
         self.proxies = [BlackholeProxy(self.controller) for _ in range(replicas)] if proxies else []
@@ -96,6 +94,39 @@ class FailoverGroup:
                 conf["controllerAddr"] = self.proxies[i].addr
             self.confs.append(write_conf(os.path.join(root, f"b{i}.conf"), storePathRootDir=store, **conf))
         self.restarts = 0
+
+    def _start_controllers(self, n: int) -> None:
+        ports = free_ports(2 * n)
+        peers = {f"n{i}": f"127.0.0.1:{ports[i]}" for i in range(n)}
+        raft = {f"n{i}": f"127.0.0.1:{ports[n + i]}" for i in range(n)}
+        self.controller_addrs = list(peers.values())
+        self.controller = self.controller_addrs[0]
+        for pid, addr in peers.items():
+            conf = os.path.join(self.root, f"{pid}.conf")
+            with open(conf, "w", encoding="utf-8") as f:
+                f.write(conf_text(peers, pid, os.path.join(self.root, pid), raft))
+            self.controller_procs.append(ControllerProcess(conf, os.path.join(self.root, f"{pid}.log"), addr))
+        for c in self.controller_procs:
+            c.start()
+        find_leader(self.controller_addrs, 30)
+
+    def leader_controller(self, exclude=()) -> ControllerProcess:
+        addr = find_leader(self.controller_addrs, 30, exclude=exclude)
+        return next(c for c in self.controller_procs if c.addr == addr)
+
+    def _start_embedded(self) -> None:
+        root = self.root
+        ctl_port, raft_port = free_ports(2)
+        self.controller = f"127.0.0.1:{ctl_port}"
+        self.controller_addrs = [self.controller]
+        ns_conf = write_conf(os.path.join(root, "namesrv.conf"), listenPort=0,
+                             kvConfigPath=os.path.join(root, "kv.json"), enableControllerInNamesrv="true",
+                             controllerDLegerGroup="fo", controllerDLegerPeers=f"n0-{self.controller}",
+                             controllerDLegerSelfId="n0", controllerRaftPeers=f"n0-127.0.0.1:{raft_port}",
+                             controllerStorePath=os.path.join(root, "ctl"),
+                             configStorePath=os.path.join(root, "ctl.properties"),
+                             scanNotActiveBrokerInterval=500, scanInactiveMasterInterval=1000)
+        self.namesrv_proc = RmqdProc(os.path.join(root, "namesrv.log"), "namesrv", "-c", ns_conf)
 
     # ------------------------------------------------------------------ processes
     def start(self, i: int) -> RmqdProc:
@@ -128,19 +159,23 @@ class FailoverGroup:
             if p is not None:
                 p.stop()
         self.namesrv_proc.stop()
+        for c in self.controller_procs:
+            c.stop()
         for proxy in self.proxies:
             proxy.close()
 
     # ------------------------------------------------------------------ views
     def sync_state(self) -> Optional[dict]:
-        """The controller's BrokerReplicasInfo of the group (1006)."""
-        try:
-            r = call(self.controller, 1006, body=orjson.dumps([BROKER_NAME]), timeout=3)
-        except (OSError, TimeoutError, ConnectionError):
-            return None
-        if r.code != ResponseCode.SUCCESS or not r.body:
-            return None
-        return orjson.loads(r.body_bytes())["replicasInfoTable"].get(BROKER_NAME)
+        """The controller leader's BrokerReplicasInfo of the group (1006)."""
+        for addr in self.controller_addrs:
+            try:
+                r = call(addr, 1006, body=orjson.dumps([BROKER_NAME]), timeout=3)
+            except (OSError, TimeoutError, ConnectionError):
+                continue
+            if r.code != ResponseCode.SUCCESS or not r.body:
+                continue
+            return orjson.loads(r.body_bytes())["replicasInfoTable"].get(BROKER_NAME)
+        return None
 
     def master_addr(self, topic: str) -> Optional[str]:
         return master_in_route(self.namesrv, topic)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 
 import orjson
@@ -219,6 +220,47 @@ def test_a_master_paused_past_its_lease_acknowledges_nothing_when_it_resumes(tmp
         print(f"the resumed master answered {r.code} {r.remark!r}")
         st = group.wait_group(TOPIC, 3, timeout=30)         # it follows the new master
         assert st["masterAddress"] == new
+    finally:
+        if producer is not None:
+            producer.stop()
+        group.stop()
+
+
+def test_kill9_of_the_master_and_the_leader_controller_together(tmp_path):
+    """apache/rocketmq#7689: the master and the controller leader die at once. Another controller leads, elects
+    another master, sends resume, and after both come back nothing acknowledged is lost and no queue offset was
+    handed out twice (the checker pulls every queue from offset 0). Repeated ``RMQD_FAILOVER_ROUNDS`` times."""
+    group = FailoverGroup(str(tmp_path), controllers=3)
+    producer = None
+    try:
+        group.start_all()
+        group.wait_group(TOPIC, 3)
+        producer = RoutedProducer(group.namesrv, TOPIC).start()
+        for rnd in range(ROUNDS):
+            st = group.wait_group(TOPIC, 3, timeout=40)
+            old = st["masterAddress"]
+            old_i = group.index_of(old)
+            wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, old)) > 20, 10, 0.05,
+                       "sends on the master")
+            leader = group.leader_controller()
+            t_kill = time.monotonic()
+            leader.proc.send_signal(signal.SIGKILL)     # the leader first: the election must wait for a new one
+            group.brokers[old_i].proc.send_signal(signal.SIGKILL)
+            leader.kill()
+            group.kill9(old_i)
+            new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
+                             30, 0.05, "a new master")
+            first = wait_until(lambda: producer.acked_after(t_kill, new), 20, 0.02, "a send on the new master")[0]
+            report(fault="kill-master-and-leader", round=rnd, first_send_s=round(first - t_kill, 3))
+            print(f"round {rnd}: master and leader controller killed: first send on the new master "
+                  f"{first - t_kill:.2f} s later")
+            leader.start()
+            group.start(old_i)
+            st = group.wait_group(TOPIC, 3, timeout=40)
+            assert st["masterAddress"] == new
+        time.sleep(0.5)
+        producer.stop()
+        check_nothing_lost(group, producer)
     finally:
         if producer is not None:
             producer.stop()
