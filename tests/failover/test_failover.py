@@ -45,7 +45,7 @@ def check_nothing_lost(group: FailoverGroup, producer: RoutedProducer) -> None:
     assert len(producer.acked) > 100
 
 
-def test_kill9_master_fails_over_and_the_old_master_rejoins_as_a_truncated_slave(tmp_path):
+def test_kill9_master_fails_over_and_the_old_master_rejoins_as_a_truncated_slave(tmp_path, capsys):
     group = FailoverGroup(str(tmp_path))
     producer = None
     try:
@@ -85,6 +85,14 @@ def test_kill9_master_fails_over_and_the_old_master_rejoins_as_a_truncated_slave
         time.sleep(0.5)
         producer.stop()
         check_nothing_lost(group, producer)
+        # mqadmin getBrokerEpoch: every replica's epochs (1007), the master as brokerId 0
+        from rmqd.admin.main import main as mqadmin
+        capsys.readouterr()
+        mqadmin(["getBrokerEpoch", "-n", group.namesrv, "-b", BROKER_NAME])
+        out = capsys.readouterr().out
+        assert out.count("#brokerAddr") == 3 and "#brokerId\t0" in out, out
+        epoch = group.sync_state()["masterEpoch"]
+        assert out.count(f"#Epoch: EpochEntry{{epoch={epoch}, startOffset=") == 3, out
     finally:
         if producer is not None:
             producer.stop()
