@@ -433,6 +433,9 @@ class ReplicasManager:
         client.set_active(False)
         self._wait_client_stopped()
         new_max = self.store.commitlog_max_offset()     # the client cut its unverified tail when it stopped
+        last = self.epoch_cache.last_entry()
+        if last is not None and last[0] == epoch and last[1] <= new_max:
+            return last[1]                  # the same master again at its epoch (a restart): nothing moves
         self.epoch_cache.drop_from_epoch(epoch)
         self.epoch_cache.truncate_suffix(new_max + 1)
         self.epoch_cache.append(epoch, new_max)

@@ -273,3 +273,27 @@ def test_kill9_of_the_master_and_the_leader_controller_together(tmp_path):
         if producer is not None:
             producer.stop()
         group.stop()
+
+
+def test_the_whole_group_killed_and_restarted_comes_back_with_everything_acknowledged(tmp_path):
+    group = FailoverGroup(str(tmp_path))
+    producer = None
+    try:
+        group.start_all()
+        group.wait_group(TOPIC, 3)
+        producer = RoutedProducer(group.namesrv, TOPIC).start()
+        wait_until(lambda: len(producer.acked) > 200, 10, 0.05, "sends")
+        for i in range(3):
+            group.kill9(i)
+        t_kill = time.monotonic()
+        for i in range(3):
+            group.start(i)
+        st = group.wait_group(TOPIC, 3, timeout=40)
+        wait_until(lambda: producer.acked_after(t_kill, st["masterAddress"]), 20, 0.05, "sends after the restart")
+        assert st["masterEpoch"] >= 1
+        producer.stop()
+        check_nothing_lost(group, producer)
+    finally:
+        if producer is not None:
+            producer.stop()
+        group.stop()
