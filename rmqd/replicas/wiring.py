@@ -57,7 +57,8 @@ class Replication:
         if self.controller_mode:
             self.ha = ControllerHAService(store, ha_config, slave=True, all_ack=bool(config.allAckInSyncStateSet),
                                           in_sync_replicas=int(config.inSyncReplicas),
-                                          max_not_catchup_ms=int(config.haMaxTimeSlaveNotCatchup))
+                                          max_not_catchup_ms=int(config.haMaxTimeSlaveNotCatchup),
+                                          min_in_sync_replicas=int(config.minInSyncReplicas))
         else:
             self.ha = DefaultHAService(store, ha_config, slave=self.role.is_slave)
         self.store = ReplicatedStore(store, self.ha, self.role.role)

@@ -297,3 +297,29 @@ def test_the_whole_group_killed_and_restarted_comes_back_with_everything_acknowl
         if producer is not None:
             producer.stop()
         group.stop()
+
+
+def test_min_in_sync_replicas_refuses_sends_until_enough_replicas_are_in_sync(tmp_path):
+    group = FailoverGroup(str(tmp_path), minInSyncReplicas=2)
+    try:
+        group.start_all()
+        st = group.wait_group(TOPIC, 3)
+        master = st["masterAddress"]
+        slaves = [i for i in range(3) if group.brokers[i].addr != master]
+        client = BlockingClient(master, timeout=5)
+        try:
+            assert send_one(client, TOPIC, "before", b"x", 0).code == ResponseCode.SUCCESS
+            for i in slaves:
+                group.kill9(i)
+            wait_until(lambda: len((group.sync_state() or {}).get("inSyncReplicas") or ()) == 1, 15, 0.1,
+                       "the SyncStateSet shrunk to the master")
+            r = send_one(client, TOPIC, "refused", b"x", 0)
+            assert (r.code, "in-sync replicas not enough" in (r.remark or "")) == (ResponseCode.SYSTEM_ERROR, True)
+            group.start(slaves[0])
+            group.wait_group(TOPIC, 2)
+            wait_until(lambda: send_one(client, TOPIC, "after", b"x", 0).code == ResponseCode.SUCCESS, 10, 0.1,
+                       "sends taken again")
+        finally:
+            client.close()
+    finally:
+        group.stop()

@@ -153,8 +153,10 @@ class ControllerHAService(DefaultHAService):
     connection_class = ControllerHAConnection
 
     def __init__(self, store: Any, config: HAConfig, slave: bool = True, all_ack: bool = False,
-                 in_sync_replicas: int = 1, max_not_catchup_ms: int = 15000) -> None:
+                 in_sync_replicas: int = 1, max_not_catchup_ms: int = 15000, min_in_sync_replicas: int = 1) -> None:
         super().__init__(store, config, slave=slave)
+        self.min_in_sync_replicas = max(1, min_in_sync_replicas)
+        self.gates_puts = self.min_in_sync_replicas > 1
         self.client = ControllerHAClient(store, config)
         self.all_ack = all_ack
         self.in_sync_replicas = max(1, in_sync_replicas)
@@ -283,6 +285,15 @@ class ControllerHAService(DefaultHAService):
             return
         super().put_request(end_offset, answer)
         self._recompute()
+
+    def put_refusal(self) -> Optional[str]:
+        """minInSyncReplicas: fewer replicas in the SyncStateSet (with one being proposed) refuse the put before
+        it is appended, as 5.x's IN_SYNC_REPLICAS_NOT_ENOUGH (SYSTEM_ERROR)."""
+        with self._state_lock:
+            members = self.sync_state_set | (self.pending_set or frozenset())
+        if len(members) < self.min_in_sync_replicas:
+            return "in-sync replicas not enough"
+        return None
 
     def in_sync_slaves(self, master_max: Optional[int] = None) -> int:
         return max(0, len(self.in_sync_members()) - 1)

@@ -95,7 +95,8 @@ class ReplicatedStore(StoreLayer):
 
     @property
     def refuses_puts(self) -> bool:
-        return self._slave or self._fenced
+        """No put takes the send lane (it would skip :meth:`put_message`'s checks)."""
+        return self._slave or self._fenced or self.ha.gates_puts
 
     # ------------------------------------------------------------------ puts
     def put_message(self, msg: Any) -> PutMessageResult:
@@ -103,6 +104,9 @@ class ReplicatedStore(StoreLayer):
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=SLAVE_REFUSAL)
         if self._fenced:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=FENCED_REFUSAL)
+        refusal = self.ha.put_refusal() if self.ha.gates_puts else None
+        if refusal is not None:
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=refusal)
         r = self.inner.put_message(msg)
         if self._sync_master and r.status in _STORED and waits_for_store(msg):
             self._wait_replica(r)
@@ -113,6 +117,9 @@ class ReplicatedStore(StoreLayer):
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=SLAVE_REFUSAL)
         if self._fenced:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=FENCED_REFUSAL)
+        refusal = self.ha.put_refusal() if self.ha.gates_puts else None
+        if refusal is not None:
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=refusal)
         r = self.inner.put_messages(msgs)
         if self._sync_master and msgs and r.status in _STORED and waits_for_store(msgs[0]):
             self._wait_replica(r)

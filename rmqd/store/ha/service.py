@@ -177,6 +177,13 @@ class DefaultHAService:
         self._wake_pending = False
 
     # ------------------------------------------------------------------ SYNC_MASTER
+    #: the controller-mode variant refuses some puts before they are appended (minInSyncReplicas)
+    gates_puts = False
+
+    def put_refusal(self) -> Optional[str]:
+        """Why a put must be refused before it is appended (None: take it)."""
+        return None
+
     def is_slave_ok(self, master_put_where: int) -> bool:
         """Java's ``isSlaveOK``: a slave is connected and less than ``haSlaveFallbehindMax`` behind."""
         return bool(self.connections) and master_put_where - self.push2slave < self._fallbehind_max
