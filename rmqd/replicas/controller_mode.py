@@ -225,17 +225,20 @@ class ReplicasManager:
     def _base(self) -> dict:
         return {"clusterName": self.config.brokerClusterName, "brokerName": self.config.brokerName}
 
-    async def _heartbeat(self) -> None:
-        """BROKER_HEARTBEAT (904, oneway) to every controller."""
+    async def _heartbeat(self, only: Optional[str] = None) -> None:
+        """BROKER_HEARTBEAT (904, oneway) to every controller at once (or to ``only``): an unreachable one must
+        not hold up the others."""
         ext = dict(self._base(), brokerAddr=self._own_address(), brokerId=self.broker_id,
                    epoch=self.epoch_cache.last_epoch(), maxOffset=self.store.commitlog_max_offset(),
                    confirmOffset=self.store.commitlog_max_offset(), heartbeatTimeoutMills=self.timeout_ms,
                    electionPriority=int(self.config.brokerElectionPriority))
-        for addr in self.controller_addrs:
+
+        async def one(addr: str) -> None:
             try:
                 await self._client.invoke_oneway(addr, new_request(Req.BROKER_HEARTBEAT, ext))
             except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
                 log.debug("heartbeat to controller %s failed: %r", addr, exc)
+        await asyncio.gather(*(one(a) for a in ([only] if only else self.controller_addrs)))
 
     # ================================================================ start-up
     async def _run(self) -> None:
@@ -251,6 +254,7 @@ class ReplicasManager:
         self.ready = True
         loop = self._loop
         self._tasks.append(loop.create_task(self._heartbeat_loop(), name="controller-heartbeat"))
+        self._tasks.append(loop.create_task(self._poll_loop(), name="controller-poll"))
         self._tasks.append(loop.create_task(self._set_check_loop(), name="sync-state-set-check"))
         self._tasks.append(loop.create_task(self._lease_watch(), name="master-lease"))
 
@@ -345,22 +349,39 @@ class ReplicasManager:
 
     # ================================================================ running
     async def _heartbeat_loop(self) -> None:
-        last_poll = 0.0
         while True:
             await asyncio.sleep(self.heartbeat_s)
             try:
                 await self._heartbeat()
-                now = time.monotonic()
-                if self.role.is_master or now - last_poll >= self.sync_metadata_s or self.master_id is None:
-                    last_poll = now
-                    await self._poll()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("controller heartbeat round failed")
 
+    async def _poll_loop(self) -> None:
+        """The group's state from the leader: every heartbeat interval on a master (its lease), every
+        syncBrokerMetadataPeriod on a slave (and every interval while it knows no master)."""
+        last_poll = 0.0
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            now = time.monotonic()
+            if not (self.role.is_master or now - last_poll >= self.sync_metadata_s or self.master_id is None):
+                continue
+            last_poll = now
+            try:
+                await self._poll()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("controller poll failed")
+
     async def _poll(self) -> None:
         sent = time.monotonic()
+        leader = self.leader or await self._find_leader()
+        if leader is not None:
+            # a heartbeat first, on the same connection: a confirmation then proves the leader heard this broker
+            # at or after ``sent`` (the lease below starts no earlier)
+            await self._heartbeat(only=leader)
         r = await self._leader_call(Req.CONTROLLER_GET_REPLICA_INFO, {"brokerName": self.config.brokerName})
         if r is None or r.code != ResponseCode.SUCCESS:
             return
@@ -370,7 +391,8 @@ class ReplicasManager:
             if await self._elect() is not None:
                 await self._poll()
             return
-        if self.role.is_master and info.master_id == self.broker_id and info.master_epoch == self.master_epoch:
+        if self.role.is_master and info.master_id == self.broker_id and info.master_epoch == self.master_epoch \
+                and leader is not None and self.leader == leader:     # answered by the controller heartbeated
             self.lease_until = sent + self.lease_s
             if self.role.fenced:
                 log.warning("controller confirms this broker as master again: unfenced")
