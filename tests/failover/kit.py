@@ -11,7 +11,6 @@ a producer that follows the name server's route and records what was acknowledge
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 import time
@@ -30,7 +29,8 @@ from rmqd.remoting.client import BlockingClient  # noqa: E402
 from rmqd.remoting.codes import RequestCode, ResponseCode  # noqa: E402
 from rmqd.remoting.command import new_request  # noqa: E402
 
-__all__ = ["FailoverGroup", "RoutedProducer", "read_all_keys", "wait_until", "route_of", "call"]
+__all__ = ["FailoverGroup", "RoutedProducer", "BlackholeProxy", "read_all_keys", "wait_until", "route_of", "call",
+           "create_topic"]
 
 BROKER_NAME = "broker-fo"
 CLUSTER = "FailoverCluster"
@@ -278,10 +278,6 @@ class RoutedProducer:
         self._stop.set()
         for t in self._threads:
             t.join(15)
-
-
-def kill_sig(proc, sig=signal.SIGKILL) -> None:
-    proc.proc.send_signal(sig)
 
 
 class BlackholeProxy:
