@@ -325,6 +325,10 @@ class BrokerController:
                                lambda tcs: [self._tell_store_policy(tc) for tc in tcs])
         self.role_manager.on_role_change(lambda _role: self.send_processor.open_lane(self.dispatcher.request_hook),
                                          call_now=False)
+        # a new role (or fence) is told to the name servers at once (Java: changeToMaster/changeToSlave)
+        self.role_manager.on_role_change(
+            lambda _role: loop.call_soon_threadsafe(lambda: loop.create_task(self.register_broker_all())),
+            call_now=False)
         self._started = True
         await self.register_broker_all()
         self._tasks = [
@@ -449,7 +453,7 @@ class BrokerController:
         A body older than one already sent is skipped, so a slow periodic registration cannot
         roll the name server back to a stale topic table."""
         addrs = self.config.namesrv_addrs
-        if not addrs or not self._started:
+        if not addrs or not self._started or not self.replication.may_register():
             return
         if body is None:
             body, version = await self.loop.run_in_executor(None, self.register_body)

@@ -78,6 +78,7 @@ class _Child:
     watcher: Optional[asyncio.Task] = None
     restarts: int = 0
     lines: list[str] = field(default_factory=list)
+    takes_namesrv: bool = True          # a broker gets ``-n <name server>``; a controller does not
 
 
 class ExtraBrokers:
@@ -127,7 +128,8 @@ class ExtraBrokers:
 
     async def _spawn(self, child: _Child) -> None:
         child.proc = await asyncio.create_subprocess_exec(
-            *child.args, "-n", self._namesrv, stdout=asyncio.subprocess.PIPE, stderr=None,
+            *child.args, *(["-n", self._namesrv] if child.takes_namesrv else []), stdout=asyncio.subprocess.PIPE,
+            stderr=None,
             env=dict(os.environ, PYTHONUNBUFFERED="1"))
         try:
             child.address = await asyncio.wait_for(self._read_address(child), START_TIMEOUT_S)

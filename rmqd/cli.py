@@ -102,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--replicas", type=int, default=1, metavar="N",
                        help="N brokers per group: a master and N-1 slave processes (brokerRole=SLAVE, brokerId "
                             "1..N-1, stores <store-dir>/<brokerName>-s<id>); see docs/replication.md (default 1)")
+    serve.add_argument("--failover", action="store_true",
+                       help="with --replicas N: automatic failover (RocketMQ 5 controller mode): three controller "
+                            "processes and N broker processes per group, each its own process, the controllers "
+                            "choosing the master; see docs/controller.md")
     _add_broker_options(serve)
     _add_console_options(serve, None)
     _add_log_options(serve, defaults=False)
@@ -148,6 +152,17 @@ def _serve_services(args: argparse.Namespace):
 
     config = _broker_config(args)
     endpoints = []
+    if getattr(args, "failover", False):
+        from rmqd.broker_processes import broker_names
+        from rmqd.failover_processes import FailoverProcesses
+
+        ns_config = _namesrv_config(args, args.namesrv_port)
+        group = FailoverProcesses(broker_names(config.brokerName, args.brokers),
+                                  os.path.abspath(args.config) if args.config else None, config.storePathRootDir,
+                                  int(config.listenPort), args.log_level, replicas=max(1, args.replicas),
+                                  namesrv_port=int(ns_config.listenPort),
+                                  extra_args=["--log-dir", args.log_dir] if args.log_dir else [])
+        return Services(NameServer(ns_config), group)
     if args.brokers > 1 or args.replicas > 1:
         from rmqd.broker_processes import ExtraBrokers, broker_names, store_dir_of
 

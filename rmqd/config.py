@@ -280,6 +280,24 @@ class BrokerConfig(_PropertiesConfig):
         "haMasterAddress": None,
         "slaveTimeout": 3000,
         "slaveReadEnable": False,
+        # controller mode (RocketMQ 5 automatic failover; rmqd.replicas.controller_mode): the controllers assign the
+        # brokerId and the role; a master that lost the controller's confirmation for half of
+        # controllerHeartBeatTimeoutMills refuses writes. storePathEpochFile / storePathBrokerIdentity default to
+        # <storePathRootDir>/epochFileCheckpoint and <storePathRootDir>/brokerIdentity
+        "enableControllerMode": False,
+        "controllerAddr": "",
+        "controllerHeartBeatTimeoutMills": 10000,
+        "brokerHeartbeatInterval": 1000,
+        "syncBrokerMetadataPeriod": 5000,
+        "checkSyncStateSetPeriod": 5000,
+        "syncControllerMetadataPeriod": 10000,
+        "brokerElectionPriority": 2147483647,
+        "haMaxTimeSlaveNotCatchup": 15000,
+        "allAckInSyncStateSet": False,
+        "inSyncReplicas": 1,
+        "minInSyncReplicas": 1,
+        "storePathEpochFile": None,
+        "storePathBrokerIdentity": None,
         "offsetCheckInSlave": False,
         # topics and groups
         "autoCreateTopicEnable": True,

@@ -152,6 +152,35 @@ def get_controller_config(c: AdminClient, a: Any) -> None:
             sys.stdout.write(f"{key:<50s}=  {value}\n")
 
 
+def get_broker_epoch(c: AdminClient, a: Any) -> None:
+    """GET_BROKER_EPOCH_CACHE (1007) to every master and slave of ``-b`` (or of every group of ``-c``), printed
+    as mqadmin's GetBrokerEpochSubCommand (the last epoch ends at the broker's max offset)."""
+    info = c.cluster_info()
+    if a.brokerName:
+        names = [a.brokerName.strip()]
+    elif a.clusterName:
+        names = sorted(info.get("clusterAddrTable", {}).get(a.clusterName.strip(), []))
+    else:
+        raise AdminError(-1, "please set -b or -c")
+    while True:
+        for name in names:
+            addrs = (info.get("brokerAddrTable", {}).get(name) or {}).get("brokerAddrs") or {}
+            for addr in sorted(set(addrs.values())):
+                cache = c.call_json(addr, R.GET_BROKER_EPOCH_CACHE) or {}
+                out = (f"\n#clusterName\t{_java(cache.get('clusterName'))}\n#brokerName\t{_java(cache.get('brokerName'))}"
+                       f"\n#brokerAddr\t{addr}\n#brokerId\t{_java(cache.get('brokerId'))}")
+                epochs = cache.get("epochList") or []
+                for i, e in enumerate(epochs):
+                    end = cache.get("maxOffset") if i == len(epochs) - 1 else e.get("endOffset")
+                    out += (f"\n#Epoch: EpochEntry{{epoch={_java(e.get('epoch'))}, "
+                            f"startOffset={_java(e.get('startOffset'))}, endOffset={_java(end)}}}")
+                sys.stdout.write(out + "\n")
+        if a.interval is None:
+            return
+        time.sleep(int(a.interval or 3))
+        info = c.cluster_info()
+
+
 # sub-command -> (handler, help, [(flags, kwargs)...]), merged into rmqd.admin.main.SPEC
 SPEC: dict[str, tuple[Callable, str, list]] = {
     "getControllerMetaData": (get_controller_metadata, "Get controller cluster's metadata.", [
@@ -180,6 +209,10 @@ SPEC: dict[str, tuple[Callable, str, list]] = {
         (_A, {"required": True, "help": "Controller address list, eg: 192.168.0.1:9878;192.168.0.2:9878"}),
         (("-k", "--key"), {"required": True, "help": "config key"}),
         (("-v", "--value"), {"required": True, "help": "config value"})]),
+    "getBrokerEpoch": (get_broker_epoch, "Fetch broker epoch entries.", [
+        (("-c", "--clusterName"), {"help": "which cluster"}),
+        (("-b", "--brokerName"), {"help": "which broker to fetch"}),
+        (("-i", "--interval"), {"help": "the interval(second) of get info"})]),
     "getControllerConfig": (get_controller_config, "Get controller config.", [
         (_A, {"required": True, "help": "Controller address list, eg: 192.168.0.1:9878;192.168.0.2:9878"})]),
 }

@@ -54,6 +54,8 @@ class TopicAdminProcessor:
         log.info("updateAndCreateTopic called by %s: %s", conn.remote_address, tc)
         t0 = time.monotonic()
         mgr.update(tc)   # persists, then re-registers with the name servers (on_change)
+        # controller mode: answered once the in-sync slaves hold it too, so a switch keeps it (rocketmq#9804)
+        ctx.replication.wait_topics_replicated(ctx.config.slaveTimeout / 1000)
         ctx.metrics.messages.on_create("topic", time.monotonic() - t0, True, mgr.is_system_topic(topic))
         return new_response()
 

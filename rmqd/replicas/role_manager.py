@@ -36,6 +36,7 @@ class RoleManager:
         self._role = role
         self._broker_id = broker_id
         self.epoch = 0
+        self.fenced = False              # controller mode: a master without a lease takes no writes
         fixed = str(config.haMasterAddress or "").strip()
         self.ha_master_address_fixed = fixed if len(fixed) >= 6 else None   # Java: length() >= 6
         self.master_addr: Optional[str] = None
@@ -116,6 +117,14 @@ class RoleManager:
             self.master_ha_addr = self.ha_master_address_fixed
             self._write_config()
         log.info("%s is now SLAVE (brokerId %d)", self._config.brokerName, self._broker_id)
+        self._notify()
+
+    def set_fenced(self, fenced: bool) -> None:
+        """Controller mode: fence (or unfence) this broker's writes; the role listeners hear it."""
+        if fenced == self.fenced:
+            return
+        self.fenced = fenced
+        log.warning("%s is %s", self._config.brokerName, "fenced: it refuses writes" if fenced else "unfenced")
         self._notify()
 
     def _write_config(self) -> None:

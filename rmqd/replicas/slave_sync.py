@@ -184,7 +184,8 @@ class SlaveSynchronize:
                 await asyncio.sleep(0.1)             # until the name server names the master
                 continue
             seen = self.master_topic_version or DataVersion(0, 0)
-            ext = {**_version_ext(seen, "topic"), "holdMillis": str(int(WAIT_HOLD_S * 1000))}
+            ext = {**_version_ext(seen, "topic"), "holdMillis": str(int(WAIT_HOLD_S * 1000)),
+                   "brokerId": str(self.role.broker_id)}       # the master counts who holds which version
             try:
                 resp = await self.client.invoke(master, new_request(WAIT_METADATA_CHANGE, ext), WAIT_HOLD_S + 5)
             except asyncio.CancelledError:
@@ -215,6 +216,13 @@ class MetadataChangeWaiter:
 
     def __init__(self, topics: Any) -> None:
         self.topics = topics
+        #: brokerId -> (timestamp, counter) of the topic table that slave last said it holds
+        self.copied: dict[int, tuple[str, str]] = {}
+
+    def holds(self, broker_id: int, timestamp: int, counter: int) -> bool:
+        """Has slave ``broker_id`` said it holds this topic table version (or a later one of it)?"""
+        got = self.copied.get(broker_id)
+        return got is not None and got[0] == str(timestamp) and int(got[1]) >= counter
 
     def _differs(self, ext: dict) -> bool:
         v = self.topics.data_version
@@ -222,6 +230,12 @@ class MetadataChangeWaiter:
 
     async def wait(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
+        if ext.get("brokerId") and ext.get("topicCounter"):
+            try:
+                self.copied[int(ext["brokerId"])] = (ext.get("topicTimestamp", ""), ext["topicCounter"])
+            except ValueError:
+                log.info("WAIT_METADATA_CHANGE from %s with a bad brokerId %r", getattr(conn, "remote_address", "?"),
+                         ext.get("brokerId"))
         try:
             hold = min(60.0, max(0.0, int(ext.get("holdMillis") or 0) / 1000))
         except ValueError:

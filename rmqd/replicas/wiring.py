@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Callable, Optional
 
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_response
+from rmqd.replicas.controller_mode import ReplicasManager
 from rmqd.replicas.role_manager import RoleManager
 from rmqd.replicas.slave_sync import FIRST_DELAY_S, PERIOD_S, WAIT_METADATA_CHANGE, MetadataChangeWaiter, \
     SlaveSynchronize
+from rmqd.store.ha.autoswitch import ControllerHAService
 from rmqd.store.ha.config import ha_config_from
 from rmqd.store.ha.layer import ReplicatedStore
 from rmqd.store.ha.service import DefaultHAService
@@ -44,23 +47,44 @@ class Replication:
 
     def __init__(self, config: Any, store: Any, host: str) -> None:
         self.config = config
+        self.controller_mode = bool(config.enableControllerMode)
+        if self.controller_mode:            # the controllers decide the role: start as a fenced slave
+            config.brokerRole = "SLAVE"
+            config.brokerId = max(1, int(config.brokerId))
         self.role = RoleManager(config)
         ha_config = ha_config_from(config)
         ha_config.listen_host = host
-        self.ha = DefaultHAService(store, ha_config, slave=self.role.is_slave)
+        if self.controller_mode:
+            self.ha = ControllerHAService(store, ha_config, slave=True, all_ack=bool(config.allAckInSyncStateSet),
+                                          in_sync_replicas=int(config.inSyncReplicas),
+                                          max_not_catchup_ms=int(config.haMaxTimeSlaveNotCatchup),
+                                          min_in_sync_replicas=int(config.minInSyncReplicas))
+        else:
+            self.ha = DefaultHAService(store, ha_config, slave=self.role.is_slave)
         self.store = ReplicatedStore(store, self.ha, self.role.role)
+        self._applied_role = self.role.role
+        #: controller mode (5.x): the broker's ReplicasManager (rmqd.replicas.controller_mode), else None
+        self.replicas_manager = ReplicasManager(config, self.role, self.ha, self.store) \
+            if self.controller_mode else None
         self.slave_sync: Optional[SlaveSynchronize] = None
         self._services: list = []
         self._started_services: list = []
         self._tasks: list[asyncio.Task] = []
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self.role.on_master_change(lambda _addr, ha_addr: self.ha.update_master_address(ha_addr))
+        if self.controller_mode:           # a new master: SlaveSynchronize starts over with it at once
+            self.role.on_master_change(lambda _addr, _ha: self._loop is not None and
+                                       self._loop.call_soon_threadsafe(self._restart_tasks))
         self.role.on_role_change(self._apply_role, call_now=False)
         if self.role.master_ha_addr:
             self.ha.update_master_address(self.role.master_ha_addr)
 
     # ------------------------------------------------------------------ role
     def _apply_role(self, role: RoleManager) -> None:
+        self.store.set_fenced(role.fenced)
+        if self.controller_mode and role.role is self._applied_role:
+            return                          # a fence change, or a new id for a slave: nothing else moves
+        self._applied_role = role.role
         self.store.set_role(role.role)
         if role.is_slave:
             self.ha.change_to_slave()
@@ -120,6 +144,10 @@ class Replication:
         """Start the HA service and, on a slave, SlaveSynchronize (on the loop)."""
         self._loop = loop
         self.ha.start()
+        if self.replicas_manager is not None:
+            cfg = self.config
+            self.replicas_manager.start(loop, own_address,
+                                        lambda: f"{cfg.brokerIP2 or cfg.brokerIP1}:{cfg.haListenPort}")
         self.slave_sync = SlaveSynchronize(self.role, client, topics, groups, offsets, delay_offsets, own_address,
                                            lambda fn, *a: loop.run_in_executor(None, fn, *a), on_topics_replaced)
         self._restart_tasks()
@@ -148,10 +176,38 @@ class Replication:
 
     def on_registered(self, response: RemotingCommand) -> None:
         """A name server's answer to REGISTER_BROKER: the master's addresses (Java's doRegisterBrokerAll)."""
+        if self.controller_mode:
+            return                          # the controllers name the master (and the epoch handshake its HA port)
         ext = response.ext_fields or {}
         self.role.update_master(ext.get("masterAddr"), ext.get("haServerAddr"))
 
+    def wait_topics_replicated(self, timeout_s: float) -> bool:
+        """Controller mode, on a master (from a pool thread): wait until every other SyncStateSet member has copied
+        the current topic table (their WAIT_METADATA_CHANGE names it), so a topic the master just created survives
+        a switch to any of them (5.x slaves poll every 10 s: apache/rocketmq#9804). False after ``timeout_s``."""
+        waiter = getattr(self, "metadata_waiter", None)
+        if self.replicas_manager is None or waiter is None or not self.role.is_master:
+            return True
+        version = waiter.topics.data_version
+        deadline = time.monotonic() + timeout_s
+        while True:
+            missing = [m for m in self.ha.ack_members() if not waiter.holds(m, version.timestamp, version.counter)]
+            if not missing:
+                return True
+            if time.monotonic() > deadline:
+                log.warning("topic table version %s not copied by SyncStateSet member(s) %s within %.1f s",
+                            version.counter, missing, timeout_s)
+                return False
+            time.sleep(0.005)
+
+    def may_register(self) -> bool:
+        """Controller mode: register with the name servers only once the role is known, and never as a fenced
+        master (its entry would take brokerId 0 back from the new master)."""
+        return self.replicas_manager is None or self.replicas_manager.may_register_to_namesrv()
+
     async def stop_tasks(self) -> None:
+        if self.replicas_manager is not None:
+            await self.replicas_manager.stop()
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
@@ -186,7 +242,10 @@ class Replication:
     def register(self, dispatcher: Any, pool: Any, topics: Any) -> None:
         """GET_BROKER_HA_STATUS (907, 5.x) and rmqd's WAIT_METADATA_CHANGE (9010)."""
         dispatcher.register(GET_BROKER_HA_STATUS, self.get_ha_status, pool)
-        dispatcher.register(WAIT_METADATA_CHANGE, MetadataChangeWaiter(topics).wait)
+        self.metadata_waiter = MetadataChangeWaiter(topics)
+        dispatcher.register(WAIT_METADATA_CHANGE, self.metadata_waiter.wait)
+        if self.replicas_manager is not None:
+            self.replicas_manager.register(dispatcher, pool)
 
     def runtime_info(self) -> dict:
         return self.ha.runtime_info(self.role.is_master)

@@ -219,10 +219,7 @@ class HAConnection:
                     return
             if self._closed.is_set():
                 return
-            start = self.slave_request_offset
-            if start == 0:
-                master_max = svc.store.commitlog_max_offset()
-                start = master_max - master_max % cfg.commitlog_file_size
+            start = self._start_offset()
             self.transfer_from = start
             log.info("HA: master transfers data from %d to slave %s (it requested %d)", start, self.addr,
                      self.slave_request_offset)
@@ -250,6 +247,15 @@ class HAConnection:
         except Exception as exc:
             log.exception("HA writer of slave %s failed", self.addr)
             self.close(f"writer failed: {exc!r}")
+
+    def _start_offset(self) -> int:
+        """Where the transfer starts: the slave's first report; 0 means the start of the master's current
+        CommitLog file, as Java's DefaultHA does (the AutoSwitch variant overrides this)."""
+        start = self.slave_request_offset
+        if start == 0:
+            master_max = self.service.store.commitlog_max_offset()
+            start = master_max - master_max % self.service.config.commitlog_file_size
+        return start
 
     def _send_round(self) -> bool:
         """Send what the CommitLog holds after ``transfer_from`` in the file that holds it (up to one round's

@@ -25,6 +25,7 @@ _OK = PutMessageStatus.PUT_OK
 _SLAVE_TIMEOUT = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
 _STORED = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
 SLAVE_REFUSAL = "broker role is slave, so putMessage is forbidden"
+FENCED_REFUSAL = "broker is fenced: it lost contact with the controller, so putMessage is forbidden"
 
 
 def waits_for_store(msg: Any) -> bool:
@@ -73,6 +74,7 @@ class ReplicatedStore(StoreLayer):
     def __init__(self, inner: Any, ha: DefaultHAService, role: BrokerRole = BrokerRole.ASYNC_MASTER) -> None:
         super().__init__(inner)
         self.ha = ha
+        self._fenced = False
         self.set_role(role)
 
     # ------------------------------------------------------------------ role
@@ -82,6 +84,10 @@ class ReplicatedStore(StoreLayer):
         self._slave = role is BrokerRole.SLAVE
         self._sync_master = role is BrokerRole.SYNC_MASTER
 
+    def set_fenced(self, fenced: bool) -> None:
+        """Controller mode: a master that lost its lease refuses every put (no two masters take writes)."""
+        self._fenced = fenced
+
     @property
     def waits_for_replica(self) -> bool:
         """Puts are answered only once a slave has them (SYNC_MASTER)."""
@@ -89,12 +95,18 @@ class ReplicatedStore(StoreLayer):
 
     @property
     def refuses_puts(self) -> bool:
-        return self._slave
+        """No put takes the send lane (it would skip :meth:`put_message`'s checks)."""
+        return self._slave or self._fenced or self.ha.gates_puts
 
     # ------------------------------------------------------------------ puts
     def put_message(self, msg: Any) -> PutMessageResult:
         if self._slave:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=SLAVE_REFUSAL)
+        if self._fenced:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=FENCED_REFUSAL)
+        refusal = self.ha.put_refusal() if self.ha.gates_puts else None
+        if refusal is not None:
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=refusal)
         r = self.inner.put_message(msg)
         if self._sync_master and r.status in _STORED and waits_for_store(msg):
             self._wait_replica(r)
@@ -103,6 +115,11 @@ class ReplicatedStore(StoreLayer):
     def put_messages(self, msgs: Sequence[Any]) -> PutMessageResult:
         if self._slave:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=SLAVE_REFUSAL)
+        if self._fenced:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=FENCED_REFUSAL)
+        refusal = self.ha.put_refusal() if self.ha.gates_puts else None
+        if refusal is not None:
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=refusal)
         r = self.inner.put_messages(msgs)
         if self._sync_master and msgs and r.status in _STORED and waits_for_store(msgs[0]):
             self._wait_replica(r)

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 class DefaultHAService:
     """The HA port, the slaves' connections, the SYNC_MASTER waits and (on a slave) the HA client."""
 
+    #: the master side of one slave's connection (the AutoSwitch variant has its own)
+    connection_class = HAConnection
     #: how long an idle writer sleeps before looking at the CommitLog again (SYNC_MASTER puts wake it at once)
     poll_interval_s = 0.002
 
@@ -128,7 +130,7 @@ class DefaultHAService:
                 continue
             log.info("HA service: new connection from %s:%d", addr[0], addr[1])
             try:
-                conn = HAConnection(self, sock, addr)
+                conn = self.connection_class(self, sock, addr)
                 with self._conn_lock:
                     self.connections = self.connections + [conn]
                 conn.start()
@@ -175,6 +177,13 @@ class DefaultHAService:
         self._wake_pending = False
 
     # ------------------------------------------------------------------ SYNC_MASTER
+    #: the controller-mode variant refuses some puts before they are appended (minInSyncReplicas)
+    gates_puts = False
+
+    def put_refusal(self) -> Optional[str]:
+        """Why a put must be refused before it is appended (None: take it)."""
+        return None
+
     def is_slave_ok(self, master_put_where: int) -> bool:
         """Java's ``isSlaveOK``: a slave is connected and less than ``haSlaveFallbehindMax`` behind."""
         return bool(self.connections) and master_put_where - self.push2slave < self._fallbehind_max

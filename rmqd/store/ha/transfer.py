@@ -62,6 +62,12 @@ class GroupTransferService:
             ok = end_offset <= self._acked
         _call(done, ok)
 
+    def reset(self) -> None:
+        """Forget the acknowledged offset (a broker that becomes master again after its CommitLog was cut back
+        must not answer new puts from an old acknowledgement)."""
+        with self._lock:
+            self._acked = -1
+
     def notify_transfer_some(self, acked: int) -> None:
         """A slave acknowledged ``acked``: complete the waits it covers (in the caller's thread)."""
         ready = []

@@ -1,0 +1,352 @@
+"""Harness of the failover tests and scripts/failover_rounds.py: a controller-mode replica group of rmqd processes,
+a producer that follows the name server's route and records what was acknowledged, and a checker.
+
+* :class:`FailoverGroup`: a name server with the controller inside (``enableControllerInNamesrv``, one Raft
+  member) and ``replicas`` brokers with ``enableControllerMode=true``, each its own process (kill -9, restart);
+* :class:`RoutedProducer`: threads sending with rmqd's BlockingClient to whatever broker the name server's route
+  names brokerId 0 (asking again after a failure, as a client's route refresh does); ``acked`` maps each key
+  answered SEND_OK to the time of the answer;
+* :func:`read_all_keys` (tests/replication/procs.py) reads a broker back for the checker.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Optional
+
+import orjson
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "replication"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "controller"))
+
+from ctlkit import ControllerProcess, conf_text, find_leader, free_ports, wait_until  # noqa: E402
+from procs import RmqdProc, read_all_keys, send_one, write_conf  # noqa: E402
+
+from rmqd.remoting.client import BlockingClient  # noqa: E402
+from rmqd.remoting.codes import RequestCode, ResponseCode  # noqa: E402
+from rmqd.remoting.command import new_request  # noqa: E402
+
+__all__ = ["FailoverGroup", "RoutedProducer", "BlackholeProxy", "read_all_keys", "wait_until", "route_of", "call",
+           "create_topic"]
+
+BROKER_NAME = "broker-fo"
+CLUSTER = "FailoverCluster"
+
+#: short timers so a CI round is seconds (the 5.x defaults are 10 s heartbeat timeout, 5 s polls)
+FAST = dict(brokerHeartbeatInterval=300, controllerHeartBeatTimeoutMills=3000, syncBrokerMetadataPeriod=1000,
+            checkSyncStateSetPeriod=1000, haMaxTimeSlaveNotCatchup=3000, haSendHeartbeatInterval=1000,
+            haHousekeepingInterval=6000, slaveTimeout=3000)
+
+
+def call(addr: str, code: int, ext: Optional[dict] = None, body: Optional[bytes] = None, timeout: float = 5.0):
+    with BlockingClient(addr, timeout=timeout) as c:
+        return c.invoke(new_request(code, ext or {}, body), timeout)
+
+
+def route_of(namesrv: str, topic: str) -> Optional[dict]:
+    try:
+        r = call(namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, timeout=3)
+    except (OSError, TimeoutError, ConnectionError):
+        return None
+    if r.code != ResponseCode.SUCCESS or not r.body:
+        return None
+    return orjson.loads(r.body_bytes())
+
+
+def master_in_route(namesrv: str, topic: str) -> Optional[str]:
+    route = route_of(namesrv, topic)
+    for bd in (route or {}).get("brokerDatas") or ():
+        addr = (bd.get("brokerAddrs") or {}).get("0")
+        if addr:
+            return addr
+    return None
+
+
+class FailoverGroup:
+    """A name server + controller process and ``replicas`` controller-mode brokers (see the module docstring)."""
+
+    def __init__(self, root: str, replicas: int = 3, proxies: bool = False, controllers: int = 1,
+                 **broker_conf: object) -> None:
+        """With ``proxies`` each broker reaches the controller through its own :class:`BlackholeProxy`; with
+        ``controllers=3`` three ``rmqd controller`` processes beside a plain name server."""
+        self.root = root
+        os.makedirs(root, exist_ok=True)
+        self.controller_procs: list[ControllerProcess] = []
+        if controllers > 1:
+            self._start_controllers(controllers)
+            self.namesrv_proc = RmqdProc(os.path.join(root, "namesrv.log"), "namesrv", "--port", "0")
+        else:
+            self._start_embedded()
+        self.namesrv = self.namesrv_proc.addr
+        conf = dict(FAST, brokerClusterName=CLUSTER, brokerName=BROKER_NAME, enableControllerMode="true",
+                    controllerAddr=";".join(self.controller_addrs), namesrvAddr=self.namesrv,
+                    allAckInSyncStateSet="true", flushIntervalCommitLog=200)
+        conf.update(broker_conf)
+        self.brokers: list[Optional[RmqdProc]] = [None] * replicas
+        self.proxies = [BlackholeProxy(self.controller) for _ in range(replicas)] if proxies else []
+        self.confs = []
+        for i in range(replicas):
+            store = os.path.join(root, f"b{i}")
+            if proxies:
+                conf["controllerAddr"] = self.proxies[i].addr
+            self.confs.append(write_conf(os.path.join(root, f"b{i}.conf"), storePathRootDir=store, **conf))
+        self.restarts = 0
+
+    def _start_controllers(self, n: int) -> None:
+        ports = free_ports(2 * n)
+        peers = {f"n{i}": f"127.0.0.1:{ports[i]}" for i in range(n)}
+        raft = {f"n{i}": f"127.0.0.1:{ports[n + i]}" for i in range(n)}
+        self.controller_addrs = list(peers.values())
+        self.controller = self.controller_addrs[0]
+        for pid, addr in peers.items():
+            conf = os.path.join(self.root, f"{pid}.conf")
+            with open(conf, "w", encoding="utf-8") as f:
+                f.write(conf_text(peers, pid, os.path.join(self.root, pid), raft))
+            self.controller_procs.append(ControllerProcess(conf, os.path.join(self.root, f"{pid}.log"), addr))
+        for c in self.controller_procs:
+            c.start()
+        find_leader(self.controller_addrs, 30)
+
+    def leader_controller(self, exclude=()) -> ControllerProcess:
+        addr = find_leader(self.controller_addrs, 30, exclude=exclude)
+        return next(c for c in self.controller_procs if c.addr == addr)
+
+    def _start_embedded(self) -> None:
+        root = self.root
+        ctl_port, raft_port = free_ports(2)
+        self.controller = f"127.0.0.1:{ctl_port}"
+        self.controller_addrs = [self.controller]
+        ns_conf = write_conf(os.path.join(root, "namesrv.conf"), listenPort=0,
+                             kvConfigPath=os.path.join(root, "kv.json"), enableControllerInNamesrv="true",
+                             controllerDLegerGroup="fo", controllerDLegerPeers=f"n0-{self.controller}",
+                             controllerDLegerSelfId="n0", controllerRaftPeers=f"n0-127.0.0.1:{raft_port}",
+                             controllerStorePath=os.path.join(root, "ctl"),
+                             configStorePath=os.path.join(root, "ctl.properties"),
+                             scanNotActiveBrokerInterval=500, scanInactiveMasterInterval=1000)
+        self.namesrv_proc = RmqdProc(os.path.join(root, "namesrv.log"), "namesrv", "-c", ns_conf)
+
+    # ------------------------------------------------------------------ processes
+    def start(self, i: int) -> RmqdProc:
+        proc = RmqdProc(os.path.join(self.root, f"b{i}.log"), "broker", "-c", self.confs[i], "--broker-port", "0",
+                        "--store-dir", os.path.join(self.root, f"b{i}"), "--grpc-port", "0", "--no-metrics")
+        self.brokers[i] = proc
+        return proc
+
+    def start_all(self) -> None:
+        for i in range(len(self.brokers)):
+            self.start(i)
+
+    def kill9(self, i: int) -> None:
+        proc = self.brokers[i]
+        if proc is not None and proc.proc.poll() is None:
+            proc.kill9()
+        self.brokers[i] = None
+
+    def index_of(self, addr: Optional[str]) -> Optional[int]:
+        for i, p in enumerate(self.brokers):
+            if p is not None and p.addr == addr:
+                return i
+        return None
+
+    def stop(self) -> None:
+        for p in self.brokers:                      # all at once: no elections while they go one by one
+            if p is not None and p.proc.poll() is None:
+                p.proc.terminate()
+        for p in self.brokers:
+            if p is not None:
+                p.stop()
+        self.namesrv_proc.stop()
+        for c in self.controller_procs:
+            c.stop()
+        for proxy in self.proxies:
+            proxy.close()
+
+    # ------------------------------------------------------------------ views
+    def sync_state(self) -> Optional[dict]:
+        """The controller leader's BrokerReplicasInfo of the group (1006)."""
+        for addr in self.controller_addrs:
+            try:
+                r = call(addr, 1006, body=orjson.dumps([BROKER_NAME]), timeout=3)
+            except (OSError, TimeoutError, ConnectionError):
+                continue
+            if r.code != ResponseCode.SUCCESS or not r.body:
+                continue
+            return orjson.loads(r.body_bytes())["replicasInfoTable"].get(BROKER_NAME)
+        return None
+
+    def master_addr(self, topic: str) -> Optional[str]:
+        return master_in_route(self.namesrv, topic)
+
+    def wait_group(self, topic: str, in_sync: int, timeout: float = 40.0) -> dict:
+        """Until the controller has a master, ``in_sync`` replicas in the SyncStateSet, and the name server
+        routes ``topic`` to the master."""
+        def ready() -> Optional[dict]:
+            st = self.sync_state()
+            if not st or st.get("masterBrokerId") is None or len(st.get("inSyncReplicas") or ()) < in_sync:
+                return None
+            if self.master_addr(topic) != st.get("masterAddress"):
+                if route_of(self.namesrv, topic) is None:       # not created yet: on the master, as mqadmin does
+                    try:
+                        create_topic(st["masterAddress"], topic)
+                    except (AssertionError, OSError, TimeoutError, ConnectionError):
+                        pass                                    # a master still starting up: next look
+                return None
+            return st
+        return wait_until(ready, timeout, 0.1, f"a master and {in_sync} in-sync replicas routed for {topic}")
+
+    def epoch_file(self, i: int) -> str:
+        with open(os.path.join(self.root, f"b{i}", "epochFileCheckpoint"), encoding="utf-8") as f:
+            return f.read()
+
+    def log_tail(self, i: int, n: int = 4000) -> str:
+        path = os.path.join(self.root, f"b{i}.log")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()[-n:]
+
+
+def create_topic(addr: str, topic: str, queues: int = 4) -> None:
+    ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
+           "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
+    r = call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+    assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+
+
+class RoutedProducer:
+    """Producer threads sending to the route's master (see the module docstring)."""
+
+    def __init__(self, namesrv: str, topic: str, threads: int = 2, queues: int = 4, body_size: int = 200) -> None:
+        self.namesrv, self.topic, self.queues = namesrv, topic, queues
+        self.body = b"f" * body_size
+        self.acked: dict[str, float] = {}           # key -> monotonic time of the SEND_OK
+        self.acked_by: dict[str, str] = {}          # key -> broker address that acknowledged it
+        self.failures = 0
+        self.codes: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(t,), daemon=True) for t in range(threads)]
+
+    def start(self) -> "RoutedProducer":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def _run(self, n: int) -> None:
+        client: Optional[BlockingClient] = None
+        addr: Optional[str] = None
+        i = 0
+        while not self._stop.is_set():
+            if client is None:
+                addr = master_in_route(self.namesrv, self.topic)
+                if addr is None:
+                    time.sleep(0.05)
+                    continue
+                try:
+                    client = BlockingClient(addr, timeout=5)
+                except OSError:
+                    client = None
+                    time.sleep(0.05)
+                    continue
+            key = f"p{n}-{i}"
+            i += 1
+            try:
+                r = send_one(client, self.topic, key, self.body, i % self.queues)
+                code = r.code
+            except (OSError, TimeoutError, ConnectionError):
+                code = -1
+            with self._lock:
+                self.codes[code] = self.codes.get(code, 0) + 1
+                if code == ResponseCode.SUCCESS:
+                    self.acked[key] = time.monotonic()
+                    self.acked_by[key] = addr
+                    continue
+                self.failures += 1
+            client.close()
+            client = None
+            time.sleep(0.05)
+        if client is not None:
+            client.close()
+
+    def acked_after(self, t: float, by: Optional[str] = None) -> list[float]:
+        with self._lock:
+            return sorted(when for k, when in self.acked.items()
+                          if when > t and (by is None or self.acked_by[k] == by))
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(15)
+
+
+class BlackholeProxy:
+    """Forwards ``listen -> target``; :meth:`blackhole` silently drops every byte both ways on open and new
+    connections (a partition without resets: neither side sees a close), :meth:`heal` forwards again."""
+
+    def __init__(self, target: str) -> None:
+        import socket
+        host, _, port = target.rpartition(":")
+        self.target = (host, int(port))
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.addr = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.dropping = False
+        self._closed = False
+        self._open: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        while not self._closed:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, 2.0)
+                upstream.settimeout(None)          # a silent link must not time out here
+            except OSError:
+                client.close()
+                continue
+            self._open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src, dst) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if not self.dropping:
+                    dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            # while dropping, a close does not cross either (the other side keeps a silent connection)
+            for s in ((src,) if self.dropping else (src, dst)):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def blackhole(self) -> None:
+        self.dropping = True
+
+    def heal(self) -> None:
+        """Forward again; connections that lost bytes are closed (their streams are broken)."""
+        self.dropping = False
+        for s in self._open:
+            try:
+                s.close()
+            except OSError:
+                pass
+        self._open = []
+
+    def close(self) -> None:
+        self._closed = True
+        self.sock.close()
+        self.heal()

@@ -1,0 +1,325 @@
+"""Automatic failover of a controller-mode replica group of rmqd processes, with a producer that follows the name
+server's route and a checker: kill -9 of the master, a master partitioned from the controller (not from its
+clients) that must stop taking writes before another master exists, and the unmodified Java 4.9.8 producer
+sending through a kill.
+
+``RMQD_FAILOVER_ROUNDS`` (default 1) repeats the master kill in the same group; ``scripts/failover_rounds.py``
+runs many and writes the failover times. ``RMQD_FAILOVER_REPORT=FILE`` appends each round's times (JSON lines).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import orjson
+
+from rmqd.remoting.codes import RequestCode, ResponseCode
+from tests.failover.kit import (BROKER_NAME, FailoverGroup, RoutedProducer, call, create_topic, read_all_keys,
+                                route_of, wait_until)
+from tests.replication.procs import BlockingClient, send_one
+
+ROUNDS = int(os.environ.get("RMQD_FAILOVER_ROUNDS", "1"))
+TOPIC = "FailoverTopic"
+
+
+def topics_of(addr: str) -> dict:
+    r = call(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+    assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+    return orjson.loads(r.body_bytes())["topicConfigTable"]
+
+
+def report(**fields) -> None:
+    path = os.environ.get("RMQD_FAILOVER_REPORT")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(fields) + "\n")
+
+
+def check_nothing_lost(group: FailoverGroup, producer: RoutedProducer) -> None:
+    master = group.master_addr(TOPIC)
+    keys = read_all_keys(master, TOPIC)
+    lost = sorted(set(producer.acked) - keys)
+    assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {lost[:5]}"
+    assert len(producer.acked) > 100
+
+
+def test_kill9_master_fails_over_and_the_old_master_rejoins_as_a_truncated_slave(tmp_path, capsys):
+    group = FailoverGroup(str(tmp_path))
+    producer = None
+    try:
+        group.start_all()
+        group.wait_group(TOPIC, 3)
+        producer = RoutedProducer(group.namesrv, TOPIC).start()
+        for rnd in range(ROUNDS):
+            st = group.wait_group(TOPIC, 3)
+            old = st["masterAddress"]
+            old_i = group.index_of(old)
+            meta = f"MetaTopic{rnd}"
+            create_topic(old, meta, queues=7)           # made on the master just before it dies (rocketmq#9804)
+            wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, old)) > 20, 10, 0.05,
+                       "sends on the master")
+            t_kill = time.monotonic()
+            group.kill9(old_i)
+            new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
+                             15, 0.02, "a new master in the name server's route")
+            t_route = time.monotonic()
+            first = wait_until(lambda: producer.acked_after(t_kill, new), 15, 0.02, "a send acknowledged by "
+                               "the new master")[0]
+            route = route_of(group.namesrv, TOPIC)
+            addrs = [bd["brokerAddrs"] for bd in route["brokerDatas"] if bd["brokerName"] == BROKER_NAME][0]
+            assert addrs.get("0") == new and old not in addrs.values()
+            assert topics_of(new)[meta]["writeQueueNums"] == 7
+            report(fault="kill", round=rnd, route_s=round(t_route - t_kill, 3), first_send_s=round(first - t_kill, 3))
+            print(f"round {rnd}: route {t_route - t_kill:.3f} s, first send on the new master {first - t_kill:.3f} s")
+            assert first - t_kill < 10
+            # the old master comes back as a slave: its epochs become the new master's, its tail is cut
+            group.start(old_i)
+            st = group.wait_group(TOPIC, 3)
+            assert st["masterAddress"] == new
+            log = group.log_tail(old_i, 200_000)
+            assert f"epoch handshake with {new} done: consistent at" in log
+            new_i = group.index_of(new)
+            wait_until(lambda: group.epoch_file(old_i) == group.epoch_file(new_i), 10, 0.1, "the same epochs")
+        time.sleep(0.5)
+        producer.stop()
+        check_nothing_lost(group, producer)
+        # mqadmin getBrokerEpoch: every replica's epochs (1007), the master as brokerId 0
+        from rmqd.admin.main import main as mqadmin
+        capsys.readouterr()
+        mqadmin(["getBrokerEpoch", "-n", group.namesrv, "-b", BROKER_NAME])
+        out = capsys.readouterr().out
+        assert out.count("#brokerAddr") == 3 and "#brokerId\t0" in out, out
+        epoch = group.sync_state()["masterEpoch"]
+        assert out.count(f"#Epoch: EpochEntry{{epoch={epoch}, startOffset=") == 3, out
+    finally:
+        if producer is not None:
+            producer.stop()
+        group.stop()
+
+
+def test_master_cut_off_from_the_controller_fences_itself_before_another_is_elected(tmp_path):
+    group = FailoverGroup(str(tmp_path), proxies=True)
+    producer = None
+    try:
+        group.start_all()
+        group.wait_group(TOPIC, 3)
+        producer = RoutedProducer(group.namesrv, TOPIC).start()
+        for rnd in range(ROUNDS):
+            partition_round(group, producer, rnd)
+        producer.stop()
+        check_nothing_lost(group, producer)
+    finally:
+        if producer is not None:
+            producer.stop()
+        group.stop()
+
+
+def partition_round(group: FailoverGroup, producer: RoutedProducer, rnd: int) -> None:
+    st = group.wait_group(TOPIC, 3, timeout=30)
+    old = st["masterAddress"]
+    old_i = group.index_of(old)
+    wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, old)) > 20, 10, 0.05, "sends on the master")
+    probe = BlockingClient(old, timeout=5)
+    t_cut = time.monotonic()
+    group.proxies[old_i].blackhole()            # the master still serves clients, the controller hears nothing
+    old_acks, refused_at = [], None
+    i = 0
+    try:
+        while time.monotonic() - t_cut < 15:
+            i += 1
+            r = send_one(probe, TOPIC, f"probe{rnd}-{i}", b"x", i % 4)
+            if r.code == ResponseCode.SUCCESS:
+                old_acks.append(time.monotonic())
+            elif r.code == ResponseCode.SERVICE_NOT_AVAILABLE and refused_at is None:
+                refused_at = time.monotonic()
+                assert "fenced" in (r.remark or "")
+            if refused_at is not None and group.master_addr(TOPIC) not in (None, old):
+                break
+            time.sleep(0.02)
+    finally:
+        probe.close()
+    assert refused_at is not None, "the cut-off master kept accepting sends"
+    new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
+                     15, 0.05, "a new master")
+    first_new = wait_until(lambda: producer.acked_after(t_cut, new), 15, 0.02, "a send on the new master")[0]
+    assert not old_acks or max(old_acks) < first_new, "two masters accepted sends at the same time"
+    assert max(producer.acked_after(0, old) or [0]) < first_new
+    report(fault="partition", round=rnd, fenced_s=round(refused_at - t_cut, 3),
+           first_send_s=round(first_new - t_cut, 3))
+    print(f"partition round {rnd}: fenced {refused_at - t_cut:.2f} s after the cut; first send on the new master "
+          f"{first_new - t_cut:.2f} s after it")
+    group.proxies[old_i].heal()                 # the old master learns the new epoch and follows
+    st = group.wait_group(TOPIC, 3, timeout=30)
+    assert st["masterAddress"] == new
+
+
+def test_java_client_sends_through_a_kill9_failover(tmp_path):
+    """The unmodified 4.9.8 Java producer (route polled every 500 ms) keeps sending when the master is killed;
+    every key it saw SEND_OK is on the new master."""
+    from compat_tests.javakit import JavaProcess
+
+    group = FailoverGroup(str(tmp_path))
+    java = None
+    try:
+        group.start_all()
+        st = group.wait_group(TOPIC, 3)
+        old = st["masterAddress"]
+        java = JavaProcess("FailoverProducer", group.namesrv, TOPIC, "2")
+        java.wait_for(lambda ev: [e for e in ev if e.get("op") == "ready"], 60, "the Java producer")
+        java.wait_for(lambda ev: len([e for e in ev if e.get("op") == "ok"]) > 50, 30, "Java sends")
+        group.kill9(group.index_of(old))           # returns once the process is gone
+        t_kill = time.time() * 1000
+        new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
+                         15, 0.05, "a new master")
+        first = java.wait_for(lambda ev: [e["t"] for e in ev if e.get("op") == "ok" and e["t"] > t_kill],
+                              30, "a Java send acknowledged after the kill")[0]
+        java.wait_for(lambda ev: len([e for e in ev if e.get("op") == "ok" and e["t"] > t_kill]) > 50, 30,
+                      "Java sends on the new master")
+        java.stop()
+        report(fault="kill-java", first_send_s=round((first - t_kill) / 1000, 3))
+        print(f"Java producer: first SEND_OK {(first - t_kill) / 1000:.3f} s after the kill")
+        acked = {e["key"] for e in java.events if e.get("op") == "ok"}
+        keys = read_all_keys(new, TOPIC)
+        lost = sorted(acked - keys)
+        assert not lost, f"{len(lost)} of {len(acked)} keys the Java client saw SEND_OK are lost: {lost[:5]}"
+        assert (first - t_kill) / 1000 < 10
+    finally:
+        if java is not None:
+            java.stop()
+        group.stop()
+
+
+def test_a_master_paused_past_its_lease_acknowledges_nothing_when_it_resumes(tmp_path):
+    """SIGSTOP of the master: the controllers elect another after the heartbeat timeout; a send that reached the
+    paused master is answered after SIGCONT and must not be SEND_OK (with ``allAckInSyncStateSet=false`` nothing
+    but the lease stops it: no slave is waited for; fails without the fencing). The lease is checked by its timer
+    and again when an answer is due (``ControllerHAService.put_request``); under uvloop the timer runs first."""
+    import signal
+
+    from rmqd.remoting.command import new_request
+    from rmqd.remoting.codes import RequestCode
+
+    group = FailoverGroup(str(tmp_path), allAckInSyncStateSet="false")
+    producer = None
+    try:
+        group.start_all()
+        st = group.wait_group(TOPIC, 3)
+        old = st["masterAddress"]
+        old_proc = group.brokers[group.index_of(old)].proc
+        producer = RoutedProducer(group.namesrv, TOPIC).start()
+        wait_until(lambda: len(producer.acked) > 50, 10, 0.05, "sends")
+        probe = BlockingClient(old, timeout=5)
+        old_proc.send_signal(signal.SIGSTOP)
+        t_stop = time.monotonic()
+        ext = {"a": "PG", "b": TOPIC, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": str(int(time.time() * 1000)),
+               "h": "0", "i": "KEYS\x01paused", "j": "0", "k": "false", "m": "false"}
+        opaque = probe.send(new_request(RequestCode.SEND_MESSAGE_V2, ext, b"sent to a paused master"))
+        try:
+            new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
+                             20, 0.05, "a new master while the old one is paused")
+            wait_until(lambda: producer.acked_after(t_stop, new), 15, 0.02, "a send on the new master")
+        finally:
+            old_proc.send_signal(signal.SIGCONT)
+        r = probe.wait_response(opaque, 10)
+        probe.close()
+        assert r.code != ResponseCode.SUCCESS, "the paused master acknowledged a send after it lost its lease"
+        print(f"the resumed master answered {r.code} {r.remark!r}")
+        st = group.wait_group(TOPIC, 3, timeout=30)         # it follows the new master
+        assert st["masterAddress"] == new
+    finally:
+        if producer is not None:
+            producer.stop()
+        group.stop()
+
+
+def test_kill9_of_the_master_and_the_leader_controller_together(tmp_path):
+    """apache/rocketmq#7689: the master and the controller leader die at once. Another controller leads, elects
+    another master, sends resume, and after both come back nothing acknowledged is lost and no queue offset was
+    handed out twice (the checker pulls every queue from offset 0). Repeated ``RMQD_FAILOVER_ROUNDS`` times."""
+    group = FailoverGroup(str(tmp_path), controllers=3)
+    producer = None
+    try:
+        group.start_all()
+        group.wait_group(TOPIC, 3)
+        producer = RoutedProducer(group.namesrv, TOPIC).start()
+        for rnd in range(ROUNDS):
+            st = group.wait_group(TOPIC, 3, timeout=40)
+            old = st["masterAddress"]
+            old_i = group.index_of(old)
+            wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, old)) > 20, 10, 0.05,
+                       "sends on the master")
+            leader = group.leader_controller()
+            t_kill = time.monotonic()
+            leader.proc.send_signal(signal.SIGKILL)     # the leader first: the election must wait for a new one
+            group.brokers[old_i].proc.send_signal(signal.SIGKILL)
+            leader.kill()
+            group.kill9(old_i)
+            new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
+                             30, 0.05, "a new master")
+            first = wait_until(lambda: producer.acked_after(t_kill, new), 20, 0.02, "a send on the new master")[0]
+            report(fault="kill-master-and-leader", round=rnd, first_send_s=round(first - t_kill, 3))
+            print(f"round {rnd}: master and leader controller killed: first send on the new master "
+                  f"{first - t_kill:.2f} s later")
+            leader.start()
+            group.start(old_i)
+            st = group.wait_group(TOPIC, 3, timeout=40)
+            assert st["masterAddress"] == new
+        time.sleep(0.5)
+        producer.stop()
+        check_nothing_lost(group, producer)
+    finally:
+        if producer is not None:
+            producer.stop()
+        group.stop()
+
+
+def test_the_whole_group_killed_and_restarted_comes_back_with_everything_acknowledged(tmp_path):
+    group = FailoverGroup(str(tmp_path))
+    producer = None
+    try:
+        group.start_all()
+        group.wait_group(TOPIC, 3)
+        producer = RoutedProducer(group.namesrv, TOPIC).start()
+        wait_until(lambda: len(producer.acked) > 200, 10, 0.05, "sends")
+        for i in range(3):
+            group.kill9(i)
+        t_kill = time.monotonic()
+        for i in range(3):
+            group.start(i)
+        st = group.wait_group(TOPIC, 3, timeout=40)
+        wait_until(lambda: producer.acked_after(t_kill, st["masterAddress"]), 20, 0.05, "sends after the restart")
+        assert st["masterEpoch"] >= 1
+        producer.stop()
+        check_nothing_lost(group, producer)
+    finally:
+        if producer is not None:
+            producer.stop()
+        group.stop()
+
+
+def test_min_in_sync_replicas_refuses_sends_until_enough_replicas_are_in_sync(tmp_path):
+    group = FailoverGroup(str(tmp_path), minInSyncReplicas=2)
+    try:
+        group.start_all()
+        st = group.wait_group(TOPIC, 3)
+        master = st["masterAddress"]
+        slaves = [i for i in range(3) if group.brokers[i].addr != master]
+        client = BlockingClient(master, timeout=5)
+        try:
+            assert send_one(client, TOPIC, "before", b"x", 0).code == ResponseCode.SUCCESS
+            for i in slaves:
+                group.kill9(i)
+            wait_until(lambda: len((group.sync_state() or {}).get("inSyncReplicas") or ()) == 1, 15, 0.1,
+                       "the SyncStateSet shrunk to the master")
+            r = send_one(client, TOPIC, "refused", b"x", 0)
+            assert (r.code, "in-sync replicas not enough" in (r.remark or "")) == (ResponseCode.SYSTEM_ERROR, True)
+            group.start(slaves[0])
+            group.wait_group(TOPIC, 2)
+            wait_until(lambda: send_one(client, TOPIC, "after", b"x", 0).code == ResponseCode.SUCCESS, 10, 0.1,
+                       "sends taken again")
+        finally:
+            client.close()
+    finally:
+        group.stop()

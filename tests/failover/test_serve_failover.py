@@ -1,0 +1,74 @@
+"""`rmqd serve --replicas 3 --failover`: three controllers and a 3-replica group, each its own process; kill -9
+of the master's process moves brokerId 0 in the route to another replica, and the killed broker is started again
+and rejoins the SyncStateSet."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+import orjson
+
+from tests.failover.kit import call, create_topic, route_of, wait_until
+
+
+def test_serve_failover_group_survives_kill9_of_its_master(tmp_path):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    log = open(tmp_path / "serve.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "INFO", "serve", "--replicas", "3",
+                             "--failover", "--namesrv-port", "0", "--broker-port", "0", "--console-port", "0",
+                             "--store-dir", str(tmp_path / "store")], stdout=subprocess.PIPE, stderr=log, env=env,
+                            text=True)
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        wait_until(lambda: any(line.startswith("rmqd ready:") for line in lines), 60, 0.1, "serve ready")
+        out = "".join(lines)
+        namesrv = re.search(r"name server listening on (\S+)", out).group(1)
+        controllers = re.search(r"controllerAddr=(\S+)", out).group(1).split(";")
+        pids = dict(re.findall(r"listening on (\S+) \(process (\d+)\)", out))
+        assert len(controllers) == 3 and len(pids) == 6
+
+        def state():
+            for c in controllers:
+                try:
+                    r = call(c, 1006, body=orjson.dumps(["broker-a"]), timeout=2)
+                except (OSError, TimeoutError, ConnectionError):
+                    continue
+                if r.code == 0:
+                    st = orjson.loads(r.body_bytes())["replicasInfoTable"].get("broker-a")
+                    if st and st.get("masterAddress"):
+                        return st
+            return None
+        st = wait_until(lambda: (lambda s: s if s and len(s["inSyncReplicas"]) == 3 else None)(state()), 40, 0.2,
+                        "a master and 3 in-sync replicas")
+        old = st["masterAddress"]
+        create_topic(old, "ServeTopic")
+        wait_until(lambda: (route_of(namesrv, "ServeTopic") or {}).get("brokerDatas"), 10, 0.1, "route")
+        os.kill(int(pids[old]), signal.SIGKILL)
+
+        def new_master():
+            r = route_of(namesrv, "ServeTopic")
+            addr = r and r["brokerDatas"][0]["brokerAddrs"].get("0")
+            return addr if addr and addr != old else None
+        wait_until(new_master, 15, 0.05, "brokerId 0 in the route on another replica")
+        wait_until(lambda: "restarting it" in open(tmp_path / "serve.log", errors="replace").read(), 10, 0.1,
+                   "the killed broker restarted")
+        st = wait_until(lambda: (lambda s: s if s and len(s["inSyncReplicas"]) == 3 and s["masterAddress"] != old
+                                 else None)(state()), 40, 0.2, "the restarted broker back in the SyncStateSet")
+        assert st["masterEpoch"] >= 2
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(40)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
