@@ -41,6 +41,11 @@ RMQD_OWN_PROPERTIES = {
     # POP and the gRPC endpoint for 5.x clients (the 5.x broker's and proxy's names; popExecutorCapacity is rmqd's)
     "reviveQueueNum", "defaultMessageRequestMode", "popExecutorCapacity", "grpcServerPort",
     "minInvisibleTimeMillsForRecv", "grpcClientConsumerMaxLongPollingTimeoutMillis", "grpcClientIdleTimeMills",
+    # RocketMQ 5 controller mode, the broker side (5.x BrokerConfig / MessageStoreConfig names)
+    "enableControllerMode", "controllerAddr", "controllerHeartBeatTimeoutMills", "brokerHeartbeatInterval",
+    "syncBrokerMetadataPeriod", "checkSyncStateSetPeriod", "syncControllerMetadataPeriod", "brokerElectionPriority",
+    "haMaxTimeSlaveNotCatchup", "allAckInSyncStateSet", "inSyncReplicas", "minInSyncReplicas", "storePathEpochFile",
+    "storePathBrokerIdentity",
     # the 5.x tiered store's keys (Java 5.x's tieredstore MessageStoreConfig names)
     "commitLogRollingInterval",
     "commitLogRollingMinimumSize",

@@ -411,8 +411,17 @@ class ReplicasManager:
         """NOTIFY_BROKER_ROLE_CHANGED: act on it now (on the loop; the work is a task)."""
         info = self._info_from(request)
         if self.ready:
-            self._loop.create_task(self._apply(info, "notification"))
+            self._loop.create_task(self._apply_logged(info, "notification"))
         return new_response(ResponseCode.SUCCESS)
+
+    async def _apply_logged(self, info: ReplicaInfo, source: str) -> None:
+        try:
+            await self._apply(info, source)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("acting on the controller's %s (master %s, epoch %d) failed; the next poll retries",
+                          source, info.master_id, info.master_epoch)
 
     async def _apply(self, info: ReplicaInfo, source: str) -> None:
         async with self._apply_lock:
