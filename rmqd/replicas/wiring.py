@@ -18,11 +18,9 @@ from typing import Any, Callable, Optional
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_response
-from rmqd.replicas.controller_mode import ReplicasManager
 from rmqd.replicas.role_manager import RoleManager
 from rmqd.replicas.slave_sync import FIRST_DELAY_S, PERIOD_S, WAIT_METADATA_CHANGE, MetadataChangeWaiter, \
     SlaveSynchronize
-from rmqd.store.ha.autoswitch import ControllerHAService
 from rmqd.store.ha.config import ha_config_from
 from rmqd.store.ha.layer import ReplicatedStore
 from rmqd.store.ha.service import DefaultHAService
@@ -54,7 +52,11 @@ class Replication:
         self.role = RoleManager(config)
         ha_config = ha_config_from(config)
         ha_config.listen_host = host
+        self.replicas_manager: Optional[Any] = None
         if self.controller_mode:
+            # controller mode's modules load only for a broker that uses it (start-up time of a lone broker)
+            from rmqd.replicas.controller_mode import ReplicasManager
+            from rmqd.store.ha.autoswitch import ControllerHAService
             self.ha = ControllerHAService(store, ha_config, slave=True, all_ack=bool(config.allAckInSyncStateSet),
                                           in_sync_replicas=int(config.inSyncReplicas),
                                           max_not_catchup_ms=int(config.haMaxTimeSlaveNotCatchup),
@@ -63,9 +65,9 @@ class Replication:
             self.ha = DefaultHAService(store, ha_config, slave=self.role.is_slave)
         self.store = ReplicatedStore(store, self.ha, self.role.role)
         self._applied_role = self.role.role
-        #: controller mode (5.x): the broker's ReplicasManager (rmqd.replicas.controller_mode), else None
-        self.replicas_manager = ReplicasManager(config, self.role, self.ha, self.store) \
-            if self.controller_mode else None
+        if self.controller_mode:
+            #: controller mode (5.x): the broker's ReplicasManager (rmqd.replicas.controller_mode), else None
+            self.replicas_manager = ReplicasManager(config, self.role, self.ha, self.store)
         self.slave_sync: Optional[SlaveSynchronize] = None
         self._services: list = []
         self._started_services: list = []
