@@ -188,7 +188,9 @@ def test_java_client_and_mqadmin_across_both_tiers(tiered_server):
     assert "order-0 shared-key" in by_id.stdout, by_id.stdout + by_id.stderr
 
     oldest = store.get_earliest_message_time(topic, first["queueId"])
-    read = run_java("TierHistory", "read", ns, topic, "2500", "60000", str(oldest), timeout=120)
+    # idle 10 s: the reader stops after that long without a record, and a history pull from the tier on a loaded
+    # machine once paused longer than the 2.5 s this used (the read ended 30 records short)
+    read = run_java("TierHistory", "read", ns, topic, "10000", "90000", str(oldest), timeout=150)
     assert not read.timed_out and read.returncode == 0, read.stderr[-3000:]
     recv = read.events_of("recv")
     assert sorted((e["uniqKey"], e["queueId"], e["offset"]) for e in recv) == \
