@@ -25,7 +25,8 @@ CONTROLLER_PORT_OFFSETS = (2, -8, -18)      # from 9876: 9878/9868/9858, the dis
 RAFT_PORT_OFFSET = 1000
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports (bound together, then released)."""
     socks = []
     try:
         for _ in range(n):
@@ -62,7 +63,7 @@ class FailoverProcesses(ExtraBrokers):
         self._namesrv = ""
         os.makedirs(store_root, exist_ok=True)
         if not namesrv_port:
-            ports = _free_ports(6)
+            ports = free_ports(6)
             ctl, raft = ports[:3], ports[3:]
         else:
             ctl = [namesrv_port + d for d in CONTROLLER_PORT_OFFSETS]

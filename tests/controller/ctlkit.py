@@ -22,25 +22,12 @@ from typing import Callable, Iterable, Optional
 
 import orjson
 
+from rmqd.failover_processes import free_ports
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import FrameReader, RemotingCommand, new_request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NOT_LEADER = 2007
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports (bound together, then released)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def wait_until(predicate: Callable[[], object], timeout: float, interval: float = 0.05, what: str = "condition"):
