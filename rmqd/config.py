@@ -296,6 +296,9 @@ class BrokerConfig(_PropertiesConfig):
         "allAckInSyncStateSet": False,
         "inSyncReplicas": 1,
         "minInSyncReplicas": 1,
+        "asyncLearner": False,          # a slave that never joins the SyncStateSet (5.x)
+        "syncFromLastFile": False,      # an empty slave starts from the master's last CommitLog file (5.x)
+        "readUnCommitted": False,       # consumers may read past the confirmOffset (5.x)
         "storePathEpochFile": None,
         "storePathBrokerIdentity": None,
         "offsetCheckInSlave": False,

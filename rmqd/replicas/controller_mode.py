@@ -15,10 +15,11 @@ Running:
   slave; NOTIFY_BROKER_ROLE_CHANGED (1008) from the leader says the same at once;
 * a newer master epoch naming this broker: cut the unverified tail, drop epochs at or after the new one, append
   ``(epoch, maxOffset)`` to the epoch file, become SYNC_MASTER with SyncStateSet {self}, register with the name
-  servers as brokerId 0. Naming another broker: become its slave (brokerId = the controller id) and do the epoch
-  handshake: GET_BROKER_EPOCH_CACHE (1007) to the master, the consistent point, a crash-safe truncation of what
-  the master never had (:mod:`rmqd.store.ha.truncate`), the master's epochs into the epoch file, then the HA
-  connection (:mod:`rmqd.store.ha.autoswitch`); a dropped connection repeats the handshake;
+  servers as brokerId 0. Naming another broker: become its slave (brokerId = the controller id), wait until the
+  master has taken over (GET_BROKER_EPOCH_CACHE 1007, which also names its HA address), then the HA connection
+  does the 5.x AutoSwitch handshake: the master's epochs, the consistent point, a crash-safe truncation of what
+  the master never had (:mod:`rmqd.store.ha.autoswitch`, :mod:`rmqd.store.ha.truncate`); a dropped connection
+  repeats it;
 * **fencing:** a master whose last confirmation by the controller leader (a 1004 answer naming it master at its
   epoch, asked right after a heartbeat on the same connection) is older than half of
   ``controllerHeartBeatTimeoutMills`` refuses every put and stops registering with the name servers, until a
@@ -49,16 +50,19 @@ from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request, new_response
 from rmqd.replicas.role_manager import RoleManager
 from rmqd.store.ha.autoswitch import ControllerHAService
-from rmqd.store.ha.epoch_file import LONG_MAX, EpochFileCache, consistent_point
-from rmqd.store.ha.truncate import truncate_store
+from rmqd.store.ha.epoch_file import LONG_MAX, EpochFileCache
 
 log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_S = 3.0                 # BrokerOuterAPI's controller calls
 REGISTER_RETRY_S = 1.0
 FOLLOW_RETRY_S = 0.3
-NO_MATCH_RETRY_S = 2.0              # no common epoch with the master: 5.x waits 2 s and tries again, forever
 LEASE_FRACTION = 0.5
+
+
+def _next_port(addr: str) -> str:
+    host, _, port = addr.rpartition(":")
+    return f"{host}:{int(port) + 1}"
 
 
 @dataclass
@@ -124,6 +128,9 @@ class ReplicasManager:
         self._own_address: Callable[[], str] = lambda: ""
         self._ha_address: Callable[[], str] = lambda: ""
         self._stopping = False
+        #: master address -> HA address, from the name servers' answers to registrations
+        self.namesrv_ha_addr: dict[str, str] = {}
+        ha.set_epoch_cache(self.epoch_cache)
         role.set_fenced(True)                    # no writes until the controller says this broker is master
         ha.lease_valid = lambda: not self.role.fenced and time.monotonic() <= self.lease_until
 
@@ -230,7 +237,7 @@ class ReplicasManager:
         not hold up the others."""
         ext = dict(self._base(), brokerAddr=self._own_address(), brokerId=self.broker_id,
                    epoch=self.epoch_cache.last_epoch(), maxOffset=self.store.commitlog_max_offset(),
-                   confirmOffset=self.store.commitlog_max_offset(), heartbeatTimeoutMills=self.timeout_ms,
+                   confirmOffset=self.ha.get_confirm_offset(), heartbeatTimeoutMills=self.timeout_ms,
                    electionPriority=int(self.config.brokerElectionPriority))
 
         async def one(addr: str) -> None:
@@ -502,13 +509,16 @@ class ReplicasManager:
                                                    name="epoch-handshake")
 
     async def _follow(self, master_addr: str, epoch: int, delay: float = 0.0) -> None:
-        """The epoch handshake with the master, the truncation, then the HA connection."""
+        """Find the master's HA address, then hand the HA client over to it: the epoch handshake and the
+        truncation happen on the HA connection (:mod:`rmqd.store.ha.autoswitch`). GET_BROKER_EPOCH_CACHE (1007)
+        says when the master has taken over at ``epoch``; its ``haServerAddr`` (an rmqd master adds it) names the
+        HA port, else the name server's answer (a Java master), else the master's port + 1 (5.x's default)."""
         await asyncio.sleep(delay)
         while self.master_epoch == epoch and self.role.is_slave:
             try:
                 r = await self._call(master_addr, Req.GET_BROKER_EPOCH_CACHE)
             except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
-                log.info("epoch handshake: master %s unreachable: %r", master_addr, exc)
+                log.info("master %s unreachable: %r", master_addr, exc)
                 await asyncio.sleep(FOLLOW_RETRY_S * 3)
                 continue
             if r.code != ResponseCode.SUCCESS or not r.body:
@@ -516,43 +526,23 @@ class ReplicasManager:
                 continue
             doc = fastjson.loads_lenient(r.body)
             entries = [(int(e["epoch"]), int(e["startOffset"])) for e in doc.get("epochList") or ()]
-            master_max = int(doc.get("maxOffset", 0))
             if not entries or entries[-1][0] < epoch or int(doc.get("brokerId", -1)) != 0:
                 await asyncio.sleep(FOLLOW_RETRY_S)        # it has not taken over yet
                 continue
             if entries[-1][0] > epoch:
                 return                                      # a newer epoch: the controller will tell us
-            ha_addr = (r.ext_fields or {}).get("haServerAddr")
-            point = await self._in_executor(self._truncate_blocking, entries, master_max)
-            if point < 0:
-                log.error("no epoch in common with master %s (local %s, master %s): this slave cannot follow it "
-                          "until its store is cleaned; retrying", master_addr, self.epoch_cache.snapshot(), entries)
-                await asyncio.sleep(NO_MATCH_RETRY_S)
-                continue
+            ha_addr = (r.ext_fields or {}).get("haServerAddr") or self.namesrv_ha_addr.get(master_addr) \
+                or _next_port(master_addr)
             if self.master_epoch != epoch or not self.role.is_slave:
                 return
-            log.info("epoch handshake with %s done: consistent at %d; replicating from %s", master_addr, point,
-                     ha_addr)
+            log.info("master %s is at epoch %d; replicating from %s", master_addr, epoch, ha_addr)
             self.role.update_master(master_addr, ha_addr)
-            self.ha.client.broker_id = self.broker_id
+            client = self.ha.client
+            client.broker_id = self.broker_id
+            client.expected_epoch = epoch
+            client.master_label = master_addr
             self.ha.update_master_address(ha_addr)
             return
-
-    def _truncate_blocking(self, master_entries: list, master_max: int) -> int:
-        client = self.ha.client
-        client.update_master_address(None)
-        self._wait_client_stopped()
-        local_max = self.store.commitlog_max_offset()
-        point = consistent_point(self.epoch_cache.snapshot(), local_max, master_entries, master_max)
-        if point < 0:
-            return point
-        if point < local_max:
-            log.warning("epoch handshake: this broker has %d bytes the master never had; truncating %d -> %d",
-                        local_max - point, local_max, point)
-            truncate_store(self.store, point)
-            client.appender.reset()
-        self.epoch_cache.replace(master_entries)
-        return point
 
     def _wait_client_stopped(self) -> None:
         """Until the HA client is off its connection (and has cut what it had not verified)."""

@@ -60,7 +60,9 @@ class Replication:
             self.ha = ControllerHAService(store, ha_config, slave=True, all_ack=bool(config.allAckInSyncStateSet),
                                           in_sync_replicas=int(config.inSyncReplicas),
                                           max_not_catchup_ms=int(config.haMaxTimeSlaveNotCatchup),
-                                          min_in_sync_replicas=int(config.minInSyncReplicas))
+                                          min_in_sync_replicas=int(config.minInSyncReplicas),
+                                          async_learner=bool(config.asyncLearner),
+                                          sync_from_last_file=bool(config.syncFromLastFile))
         else:
             self.ha = DefaultHAService(store, ha_config, slave=self.role.is_slave)
         self.store = ReplicatedStore(store, self.ha, self.role.role)
@@ -68,6 +70,8 @@ class Replication:
         if self.controller_mode:
             #: controller mode (5.x): the broker's ReplicasManager (rmqd.replicas.controller_mode), else None
             self.replicas_manager = ReplicasManager(config, self.role, self.ha, self.store)
+            if not bool(config.readUnCommitted):
+                self.store.bound_reads(self.ha.get_confirm_offset)
         self.slave_sync: Optional[SlaveSynchronize] = None
         self._services: list = []
         self._started_services: list = []
@@ -154,6 +158,29 @@ class Replication:
                                            lambda fn, *a: loop.run_in_executor(None, fn, *a), on_topics_replaced)
         self._restart_tasks()
 
+    def watch_confirm(self, hold: Any) -> None:
+        """Controller mode with reads bounded by the confirmOffset: a slave's ack moves it, so the pulls parked in
+        ``hold`` (a PullRequestHoldService) look again then (one sweep at a time, on the loop)."""
+        if self.replicas_manager is None or not self.store.reads_bounded:
+            return
+        loop = hold.loop
+        pending = [False]
+
+        def sweep() -> None:
+            pending[0] = False
+            for topic, queue_id in list(hold.watched_queues):
+                hold.notify_message_arriving(topic, queue_id, None, None, None)
+
+        def on_ack(_conn: Any) -> None:
+            if pending[0] or not hold.watched_queues:
+                return
+            pending[0] = True
+            try:
+                loop.call_soon_threadsafe(sweep)
+            except RuntimeError:             # the loop closed (shutdown)
+                pending[0] = False
+        self.ha.on_ack.append(on_ack)
+
     def _restart_tasks(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -178,9 +205,11 @@ class Replication:
 
     def on_registered(self, response: RemotingCommand) -> None:
         """A name server's answer to REGISTER_BROKER: the master's addresses (Java's doRegisterBrokerAll)."""
-        if self.controller_mode:
-            return                          # the controllers name the master (and the epoch handshake its HA port)
         ext = response.ext_fields or {}
+        if self.controller_mode:            # the controllers name the master; this only hints at its HA port
+            if ext.get("masterAddr") and ext.get("haServerAddr") and self.replicas_manager is not None:
+                self.replicas_manager.namesrv_ha_addr[ext["masterAddr"]] = ext["haServerAddr"]
+            return
         self.role.update_master(ext.get("masterAddr"), ext.get("haServerAddr"))
 
     def wait_topics_replicated(self, timeout_s: float) -> bool:

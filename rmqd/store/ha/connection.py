@@ -51,6 +51,10 @@ def send_all(sock: socket.socket, buffers: list) -> int:
 class HAConnection:
     """One slave, seen from the master."""
 
+    #: bytes of one slave report, and of one transfer header (the AutoSwitch variant has larger ones)
+    report_size = REPORT_SIZE
+    header_size = HEADER_SIZE
+
     def __init__(self, service: "DefaultHAService", sock: socket.socket, addr: tuple) -> None:
         self.service = service
         self.sock = sock
@@ -134,7 +138,8 @@ class HAConnection:
 
     # ------------------------------------------------------------------ reader
     def _read_loop(self) -> None:
-        buf = bytearray(REPORT_SIZE * 512)
+        unit = self.report_size
+        buf = bytearray(unit * 512)
         view = memoryview(buf)
         filled = 0
         try:
@@ -148,10 +153,10 @@ class HAConnection:
                     self.close("the slave closed the connection", error=False)
                     return
                 filled += n
-                if filled < REPORT_SIZE:
+                if filled < unit:
                     continue
-                whole = filled - filled % REPORT_SIZE
-                offset = REPORT.unpack_from(buf, whole - REPORT_SIZE)[0]
+                whole = filled - filled % unit
+                offset = self._decode_report(buf, whole - unit)
                 rest = filled - whole
                 if rest:
                     buf[:rest] = buf[whole:filled]
@@ -165,6 +170,19 @@ class HAConnection:
         except Exception as exc:
             log.exception("HA reader of slave %s failed", self.addr)
             self.close(f"reader failed: {exc!r}")
+
+    def _decode_report(self, buf: bytearray, pos: int) -> int:
+        """The offset in the report at ``buf[pos:]`` (Java keeps only the newest of those read at once)."""
+        return REPORT.unpack_from(buf, pos)[0]
+
+    def _frame_header(self, offset: int, size: int) -> bytes:
+        """The header of a transfer of ``size`` bytes at ``offset`` (size 0: a heartbeat)."""
+        return pack_header(offset, size)
+
+    def _bound(self, start: int, avail: int) -> int:
+        """How much of ``avail`` bytes from ``start`` one round may send (the AutoSwitch variant stops at the end
+        of the epoch holding ``start``)."""
+        return avail
 
     def _on_report(self, offset: int) -> None:
         if self.slave_request_offset < 0:
@@ -233,7 +251,7 @@ class HAConnection:
                     continue
                 now = time.monotonic()
                 if now - last_write >= heartbeat_s:
-                    send_all(self.sock, [pack_header(self.transfer_from, 0)])
+                    send_all(self.sock, [self._frame_header(self.transfer_from, 0)])
                     last_write = now
                     continue
                 bell.acquire(True, max(0.0, min(svc.poll_interval_s, heartbeat_s - (now - last_write))))
@@ -274,12 +292,14 @@ class HAConnection:
             return False
         cfg = self.service.config
         batch = cfg.transfer_batch_size
-        avail = min(avail, max(batch, cfg.max_round_bytes))
+        avail = self._bound(start, min(avail, max(batch, cfg.max_round_bytes)))
+        if avail <= 0:
+            return False
         buffers = []
         off = start
         while avail > 0:
             n = min(batch, avail)
-            buffers.append(pack_header(off, n))
+            buffers.append(self._frame_header(off, n))
             buffers.append(mf.view(pos, n))
             off += n
             pos += n
@@ -287,7 +307,7 @@ class HAConnection:
         # before the send: its ack may come back at once (a failed send closes the connection)
         self._marks.append((off, time.monotonic()))
         self.transfer_from = off
-        self.bytes_sent += send_all(self.sock, buffers) - HEADER_SIZE * (len(buffers) // 2)
+        self.bytes_sent += send_all(self.sock, buffers) - self.header_size * (len(buffers) // 2)
         for b in buffers[1::2]:
             b.release()
         return True

@@ -4,6 +4,11 @@ a slave (Java's ``CommitLog.submitReplicaRequest`` and ``DefaultMessageStore.che
 It is the outermost :class:`~rmqd.store.layer.StoreLayer` (over the local store or the compaction/tier layers)
 and delegates everything else to them unchanged, so processors keep one store interface. The role is pushed in by the broker's role owner (:meth:`ReplicatedStore.set_role`).
 
+In controller mode (unless ``readUnCommitted``) reads stop at the HA service's **confirmOffset** (5.x stops the
+consume-queue dispatch there): a pull or POP gets no record ending past it, and a queue's max offset counts only the
+records below it, so no consumer reads a message a failover could cut off (:meth:`ReplicatedStore.
+bound_reads`). While everything is confirmed (the usual case between sends) this costs one comparison per read.
+
 SYNC_MASTER applies to messages whose WAIT property is not ``false``: once stored, a put waits until a slave has
 acknowledged its end offset. No slave connected, or the slave ``haSlaveFallbehindMax`` or more behind, answers
 SLAVE_NOT_AVAILABLE at once; no acknowledgement within ``slaveTimeout`` answers FLUSH_SLAVE_TIMEOUT. Both mean
@@ -12,19 +17,22 @@ stored (the response carries the message id), and a replica failure wins over a 
 """
 from __future__ import annotations
 
+import struct
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from rmqd.config import BrokerRole
 from rmqd.store.ha.service import DefaultHAService
 from rmqd.store.layer import StoreLayer
 from rmqd.store.message import find_property
 from rmqd.store.message_store import PutMessageResult, PutMessageStatus
+from rmqd.store.results import GetMessageResult, GetMessageStatus
 
 _OK = PutMessageStatus.PUT_OK
 _SLAVE_TIMEOUT = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
 _STORED = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
 SLAVE_REFUSAL = "broker role is slave, so putMessage is forbidden"
+_RECORD_HEAD = struct.Struct(">i24xq")        # TOTALSIZE ... PHYSICALOFFSET (byte 28) of a CommitLog record
 FENCED_REFUSAL = "broker is fenced: it lost contact with the controller, so putMessage is forbidden"
 
 
@@ -75,7 +83,99 @@ class ReplicatedStore(StoreLayer):
         super().__init__(inner)
         self.ha = ha
         self._fenced = False
+        #: controller mode: the offset reads stop at (the confirmOffset), None = no bound
+        self._confirm: Optional[Callable[[], int]] = None
         self.set_role(role)
+
+    # ------------------------------------------------------------------ reads bounded by the confirmOffset
+    def bound_reads(self, confirm_offset: Optional[Callable[[], int]]) -> None:
+        """Reads stop at ``confirm_offset()`` (controller mode without readUnCommitted), or nowhere (None)."""
+        self._confirm = confirm_offset
+
+    @property
+    def reads_bounded(self) -> bool:
+        return self._confirm is not None
+
+    def _unconfirmed_from(self) -> int:
+        """The confirmOffset when some of the CommitLog lies past it, else -1 (nothing to hide)."""
+        fn = self._confirm
+        if fn is None:
+            return -1
+        c = fn()
+        return c if c < self.inner.commitlog_max_offset() else -1
+
+    def get_max_offset(self, topic: str, queue_id: int) -> int:
+        mx = self.inner.get_max_offset(topic, queue_id)
+        c = self._unconfirmed_from()
+        if c < 0 or mx <= 0:
+            return mx
+        cq = self.local.consume_queues.get(topic, queue_id)
+        if cq is None:
+            return mx
+        lo = cq.min_offset
+        while mx > lo:                       # the unconfirmed tail is short: walk back over it
+            entries = cq.iter_from(mx - 1, 1)
+            entry = next(iter(entries), None) if entries is not None else None
+            if entry is None or entry[0] + entry[1] <= c:
+                break
+            mx -= 1
+        return mx
+
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                     max_total_bytes: Optional[int] = None, message_filter=None) -> GetMessageResult:
+        r = self.inner.get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
+        return self._bounded(r, offset) if r.buffers and self._confirm is not None else r
+
+    def get_messages_resident(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                              tag_codes: Optional[Sequence[int]]) -> Optional[GetMessageResult]:
+        r = self.inner.get_messages_resident(topic, queue_id, offset, max_nums, tag_codes)
+        if r is None or not r.buffers or self._confirm is None:
+            return r
+        return self._bounded(r, offset, resident=True)
+
+    def _bounded(self, r: GetMessageResult, offset: int, resident: bool = False) -> Optional[GetMessageResult]:
+        """``r`` without the records that end past the confirmOffset; none left: as if the queue ended at
+        ``offset`` (OFFSET_OVERFLOW_ONE, what a consumer of an undispatched queue gets). A resident read that
+        must be cut answers None (its records carry no queue offsets: :meth:`get_messages` cuts it)."""
+        c = self._unconfirmed_from()
+        if c < 0:
+            return r
+        records = []                          # (buffer index, start in buffer, size, end phys offset)
+        for i, buf in enumerate(r.buffers):
+            pos, n = 0, len(buf)
+            while pos + _RECORD_HEAD.size <= n:
+                size, phys = _RECORD_HEAD.unpack_from(buf, pos)
+                if size <= 0:
+                    break
+                records.append((i, pos, size, phys + size))
+                pos += size
+        keep = 0
+        while keep < len(records) and records[keep][3] <= c:
+            keep += 1
+        if keep == len(records):
+            return r
+        if resident:
+            return None
+        if keep == 0:
+            r.release()
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, r.min_offset, offset)
+        if len(r.buffers) == len(records):   # one record per buffer (zero-copy views)
+            for b in r.buffers[keep:]:
+                if isinstance(b, memoryview):
+                    b.release()
+            r.buffers = r.buffers[:keep]
+            if r.queue_offsets:
+                r.queue_offsets = r.queue_offsets[:keep]
+                r.next_begin_offset = r.queue_offsets[-1] + 1
+            else:
+                r.next_begin_offset = offset + keep
+        else:                                 # several records in one buffer, contiguous from ``offset``
+            i, start, size, _ = records[keep - 1]
+            r.buffers = r.buffers[:i] + [r.buffers[i][:start + size]]
+            r.message_count_hint = keep
+            r.next_begin_offset = offset + keep
+        r.buffer_total_size = sum(len(b) for b in r.buffers)
+        return r
 
     # ------------------------------------------------------------------ role
     def set_role(self, role: BrokerRole) -> None:
