@@ -1,0 +1,230 @@
+"""The 5.x AutoSwitch HA protocol (controller-5x.md §7; AutoSwitchHAClient / AutoSwitchHAConnection, 5.3.x).
+
+Golden byte strings are written field by field in the sources' order (big-endian): the slave handshake (state,
+isSyncFromLastFile, isAsyncLearner, slaveBrokerId), the master's handshake reply (state, bodySize, maxPhyOffset,
+lastEpoch; epoch/startOffset entries), the slave ack (state, maxPhyOffset) and the transfer header (state,
+bodySize, offset, epoch, epochStartOffset, confirmOffset). Then two in-process stores talk it over a socket: a
+diverged slave is cut back to the consistent point, a transfer never crosses an epoch end, the epochs arrive in
+the slave's epoch file, and with allAckInSyncStateSet no read goes past the confirmOffset.
+"""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from rmqd.config import BrokerRole
+from rmqd.store.ha import autoswitch_protocol as wire
+from rmqd.store.ha.autoswitch import ControllerHAService
+from rmqd.store.ha.config import HAConfig
+from rmqd.store.ha.epoch_file import EpochFileCache
+from rmqd.store.ha.layer import ReplicatedStore
+from rmqd.store.ha.protocol import HAProtocolError
+from tests.replication.ha_peers import fill, make_store
+from tests.replication.harness import wait_until
+
+FS = 64 * 1024
+
+
+def h(s: str) -> bytes:
+    return bytes.fromhex(s.replace(" ", ""))
+
+
+# ---------------------------------------------------------------------------------------------- byte layouts
+def test_state_ordinals_are_javas():
+    assert [s.value for s in wire.HAConnectionState] == [0, 1, 2, 3, 4]
+    assert [s.name for s in wire.HAConnectionState] == ["READY", "HANDSHAKE", "TRANSFER", "SUSPEND", "SHUTDOWN"]
+
+
+def test_slave_handshake_golden():
+    golden = h("00000001 0001 0000 0000000000000002")       # HANDSHAKE, syncFromLastFile, not a learner, id 2
+    assert wire.pack_slave_handshake(True, False, 2) == golden and len(golden) == 16
+    assert wire.unpack_slave_handshake(golden) == wire.SlaveHandshake(True, False, 2)
+    assert wire.unpack_slave_handshake(h("00000001 0000 0001 0000000000000003")) == wire.SlaveHandshake(False, True, 3)
+    with pytest.raises(HAProtocolError):
+        wire.unpack_slave_handshake(h("00000002 0000 0000 0000000000000002"))
+
+
+def test_master_handshake_golden():
+    golden = h("00000001 00000018 0000000000001000 00000002"        # HANDSHAKE, 2 entries, max 4096, epoch 2
+               "00000001 0000000000000000 00000002 0000000000000800")
+    assert wire.pack_master_handshake(0x1000, 2, [(1, 0), (2, 0x800)]) == golden
+    head = wire.unpack_master_handshake(golden)
+    assert head == wire.MasterHandshake(24, 0x1000, 2)
+    assert wire.unpack_epoch_entries(golden, 20, head.body_size) == [(1, 0), (2, 0x800)]
+    assert len(wire.pack_master_handshake(0, 1500, [(e, e * 10) for e in range(1, 1501)])) == 20 + 12 * 1000
+    for bad in ("00000002 00000000 0000000000000000 00000001",     # TRANSFER state
+                "00000001 0000000d 0000000000000000 00000001"):    # 13 bytes is no whole entry
+        with pytest.raises(HAProtocolError):
+            wire.unpack_master_handshake(h(bad))
+
+
+def test_ack_and_transfer_header_golden():
+    assert wire.pack_ack(0x400) == h("00000002 0000000000000400")
+    assert wire.unpack_ack(h("00000002 0000000000000400")) == 0x400
+    with pytest.raises(HAProtocolError):
+        wire.unpack_ack(h("00000001 0000000000000400"))
+    golden = h("00000002 00000020 0000000000000800 00000002 0000000000000800 00000000000007f0")
+    assert len(golden) == 36
+    assert wire.pack_transfer_header(0x20, 0x800, 2, 0x800, 0x7F0) == golden
+    assert wire.unpack_transfer_header(golden) == wire.TransferHeader(0x20, 0x800, 2, 0x800, 0x7F0)
+    with pytest.raises(HAProtocolError):
+        wire.unpack_transfer_header(h("00000001") + golden[4:])
+
+
+# ---------------------------------------------------------------------------------------------- two stores
+def _service(store, tmp, name: str, slave: bool, **kw) -> ControllerHAService:
+    svc = ControllerHAService(store, HAConfig(listen_port=0, commitlog_file_size=FS, slave_timeout_ms=2000),
+                              slave=slave, **kw)
+    svc.set_epoch_cache(EpochFileCache(str(tmp / f"{name}-epochs")))
+    svc.client.reconnect_delay_s = 0.1
+    return svc
+
+
+@pytest.fixture
+def group(tmp_path):
+    made = []
+
+    def make(name: str, slave: bool, **kw):
+        store = make_store(str(tmp_path / name), FS)
+        svc = _service(store, tmp_path, name, slave, **kw)
+        made.append((store, svc))
+        return store, svc
+    yield make
+    for store, svc in reversed(made):
+        svc.shutdown()
+        store.shutdown()
+
+
+def test_diverged_slave_is_cut_to_the_consistent_point_and_takes_the_new_epochs(group):
+    master, mha = group("m", slave=False)
+    fill(master, 40, 700)                                # epoch 1: written by the old master (this one too)
+    old_end = master.commitlog_max_offset()
+    slave, sha = group("s", slave=True)
+    fill(slave, 40, 700)                                 # the same bytes ...
+    assert slave.commitlog_max_offset() == old_end
+    fill(slave, 15, 900, topic="Stale")                  # ... and a tail the new master never had
+    mha.epoch_cache.append(1, 0)
+    sha.epoch_cache.append(1, 0)
+    mha.become_master(1, old_end)
+    mha.epoch_cache.append(2, old_end)                   # promoted at old_end
+    mha.start()
+    fill(master, 80, 700)                                # epoch 2: crosses CommitLog files
+
+    seen = []                                            # every transfer header the master sends
+    real = mha.connection_class._frame_header
+
+    def spy(conn, offset, size):
+        out = real(conn, offset, size)
+        seen.append(wire.unpack_transfer_header(out))
+        return out
+    mha.connection_class._frame_header = spy
+    try:
+        sha.client.broker_id = 2
+        sha.client.expected_epoch = 2
+        sha.start()
+        sha.update_master_address(f"127.0.0.1:{mha.port}")
+        wait_until(lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 15, "slave caught up")
+    finally:
+        mha.connection_class._frame_header = real
+    assert sha.client.consistent_point == old_end
+    assert slave.get_max_offset("Stale", 0) == 0 or slave.get_messages("Stale", 0, 0, 32).message_count == 0
+    assert sha.epoch_cache.snapshot() == [(1, 0), (2, old_end)] == mha.epoch_cache.snapshot()
+    data = [x for x in seen if x.body_size]
+    assert data and all(x.epoch == (1 if x.offset < old_end else 2) for x in data)
+    assert all(x.offset + x.body_size <= old_end for x in data if x.epoch == 1)   # no frame crosses the epoch end
+    assert all(x.epoch_start == (0 if x.epoch == 1 else old_end) for x in data)
+    conn = mha.connection_of(2)
+    assert conn is not None and conn.state is wire.HAConnectionState.TRANSFER
+    assert sha.client.state is wire.HAConnectionState.TRANSFER
+    for q in (0, 1):
+        assert slave.get_max_offset("HaTopic", q) == master.get_max_offset("HaTopic", q)
+
+
+def test_master_not_at_the_named_epoch_is_refused_by_the_slave(group):
+    master, mha = group("m", slave=False)
+    mha.epoch_cache.append(1, 0)
+    mha.become_master(1, 0)
+    mha.start()
+    slave, sha = group("s", slave=True)
+    sha.client.broker_id = 2
+    sha.client.expected_epoch = 3                        # the controller named epoch 3: this master is behind
+    ended = []
+    sha.client.on_disconnect = ended.append
+    sha.start()
+    sha.update_master_address(f"127.0.0.1:{mha.port}")
+    wait_until(lambda: ended, 10, "the slave gives the master up")
+    assert sha.client.state is wire.HAConnectionState.READY and not mha.connections
+
+
+def test_a_raw_socket_speaking_4x_is_closed_by_a_controller_master(group):
+    master, mha = group("m", slave=False)
+    mha.epoch_cache.append(1, 0)
+    mha.become_master(1, 0)
+    mha.start()
+    with socket.create_connection(("127.0.0.1", mha.port), timeout=5) as s:
+        s.sendall((0).to_bytes(8, "big") * 2)            # a 4.x report: state 0 (READY) is no handshake
+        s.settimeout(5)
+        assert s.recv(64) == b""                          # closed, nothing sent
+    assert not mha.connections
+
+
+def test_reads_stop_at_the_confirm_offset_with_all_ack(group):
+    master, mha = group("m", slave=False, all_ack=True)
+    layer = ReplicatedStore(master, mha, BrokerRole.SYNC_MASTER)
+    layer.bound_reads(mha.get_confirm_offset)
+    mha.epoch_cache.append(1, 0)
+    mha.become_master(1, 0)
+    mha.start()
+    slave, sha = group("s", slave=True)
+    sha.client.broker_id = 2
+    sha.client.expected_epoch = 1
+    sha.start()
+    sha.update_master_address(f"127.0.0.1:{mha.port}")
+    wait_until(lambda: mha.connection_of(2) is not None and mha.connection_of(2).slave_request_offset >= 0, 10,
+               "slave connected")
+    mha.set_sync_state_set(frozenset({1, 2}))
+    fill(master, 10, 500)
+    wait_until(lambda: mha.connection_of(2).slave_ack_offset == master.commitlog_max_offset(), 10, "acknowledged")
+    assert mha.get_confirm_offset() == master.commitlog_max_offset()
+    assert layer.get_messages("HaTopic", 0, 0, 32).message_count == 5
+    confirmed = master.commitlog_max_offset()
+    sha.client.set_active(False)                         # the member stops acknowledging
+    wait_until(lambda: mha.connection_of(2) is None, 10, "slave gone")
+    fill(master, 10, 500)                                # written, not on the SyncStateSet member
+    assert mha.get_confirm_offset() == confirmed < master.commitlog_max_offset()
+    for q in (0, 1):
+        assert master.get_max_offset("HaTopic", q) == 10
+        assert layer.get_max_offset("HaTopic", q) == 5
+        r = layer.get_messages("HaTopic", q, 0, 32)
+        assert r.message_count == 5 and r.next_begin_offset == 5
+        assert layer.get_messages("HaTopic", q, 5, 32).status.name == "OFFSET_OVERFLOW_ONE"
+        assert layer.get_messages_resident("HaTopic", q, 0, 32, None) is None       # cut: the slow path does it
+    # the slave's copy: min(the master's confirmOffset in the last header, its own max): never past the master's
+    # (the header of a transfer carries the value from before that transfer's ack, as in 5.x)
+    assert 0 <= sha.get_confirm_offset() <= confirmed == slave.commitlog_max_offset()
+    # without allAckInSyncStateSet the confirmOffset is the max offset (5.x)
+    mha.all_ack = False
+    assert mha.get_confirm_offset() == master.commitlog_max_offset()
+    assert layer.get_messages("HaTopic", 0, 0, 32).message_count == 10
+
+
+def test_async_learner_never_in_sync_and_sync_from_last_file_starts_at_the_last_file(group):
+    master, mha = group("m", slave=False)
+    fill(master, 200, 1000)                              # ~3 files
+    mha.epoch_cache.append(1, 0)
+    mha.become_master(1, 0)
+    mha.start()
+    slave, sha = group("s", slave=True, async_learner=True, sync_from_last_file=True)
+    sha.client.broker_id = 2
+    sha.client.expected_epoch = 1
+    sha.start()
+    sha.update_master_address(f"127.0.0.1:{mha.port}")
+    wait_until(lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 10, "caught up")
+    mx = master.commitlog_max_offset()
+    assert slave.commitlog.min_offset() == mx - mx % FS > 0
+    conn = mha.connection_of(2)
+    assert conn.async_learner and conn.sync_from_last_file
+    time.sleep(0.1)
+    assert mha.in_sync_members() == {1}
