@@ -181,7 +181,15 @@ class ControllerHAClient(HAClient):
         if sock is None:
             return None
         self.state = HAConnectionState.HANDSHAKE
+        # the broker waits for ``connected`` to drop before it promotes itself (no truncation under it), and a
+        # new master address closes ``_sock``, which ends the handshake at once
+        self.connected = True
+        with self._cond:
+            self._sock = sock
         try:
+            with self._cond:
+                if self._stopping or not self._active or self._master != addr:
+                    raise HAProtocolError("the master changed before the handshake")
             self._handshake(sock)
         except (OSError, HAProtocolError) as exc:
             log.warning("HA client: handshake with master %s failed: %s", addr, exc)
