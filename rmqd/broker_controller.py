@@ -304,7 +304,7 @@ class BrokerController:
                 self.store.add_dispatch_listener(self.pull_hold_service.on_dispatch,
                                                  watch=self.pull_hold_service.watched_queues)
             self.pull_hold_service.start()
-            self.replication.watch_confirm(self.pull_hold_service)
+            self.replication.watch_confirm(self.pull_hold_service, self.pop_service.polling)
             self.pop_service.attach(self.store.add_dispatch_listener)
             await self.server.start()
             # BrokerStartup: haListenPort = listenPort + 1 (any free port when the broker was given port 0)

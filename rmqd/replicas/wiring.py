@@ -158,9 +158,10 @@ class Replication:
                                            lambda fn, *a: loop.run_in_executor(None, fn, *a), on_topics_replaced)
         self._restart_tasks()
 
-    def watch_confirm(self, hold: Any) -> None:
+    def watch_confirm(self, hold: Any, pop_polling: Any = None) -> None:
         """Controller mode with reads bounded by the confirmOffset: a slave's ack moves it, so the pulls parked in
-        ``hold`` (a PullRequestHoldService) look again then (one sweep at a time, on the loop)."""
+        ``hold`` (a PullRequestHoldService) and the POPs parked in ``pop_polling`` (PopLongPolling) look again
+        then (one sweep at a time, on the loop)."""
         if self.replicas_manager is None or not self.store.reads_bounded:
             return
         loop = hold.loop
@@ -170,9 +171,12 @@ class Replication:
             pending[0] = False
             for topic, queue_id in list(hold.watched_queues):
                 hold.notify_message_arriving(topic, queue_id, None, None, None)
+            if pop_polling is not None:
+                for topic in {t for t, _ in list(pop_polling.watched)}:
+                    pop_polling.notify(topic)
 
         def on_ack(_conn: Any) -> None:
-            if pending[0] or not hold.watched_queues:
+            if pending[0] or not (hold.watched_queues or (pop_polling is not None and pop_polling.watched)):
                 return
             pending[0] = True
             try:
