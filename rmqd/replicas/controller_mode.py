@@ -173,6 +173,7 @@ class ReplicasManager:
                 "masterBrokerId": self.master_id, "syncStateSet": sorted(self.ha.sync_state_set),
                 "syncStateSetEpoch": self.set_epoch, "fenced": self.role.fenced,
                 "controllerLeader": self.leader, "lastSwitchMillis": self.last_switch_ms,
+                "confirmOffset": self.ha.get_confirm_offset(),
                 "epochs": self.epoch_cache.snapshot()}
 
     # ================================================================ controller calls

@@ -5,8 +5,8 @@
 - master → slave: a **transfer**: 12-byte header (8-byte physical offset, 4-byte size) and ``size`` raw CommitLog
   bytes; size 0 is a heartbeat. A transfer never crosses a CommitLog file.
 
-Nothing else is on the wire: no handshake, no version, no epoch (the 5.x AutoSwitch protocol has those and would be
-a second protocol module beside this one).
+Nothing else is on the wire: no handshake, no version, no epoch. Brokers in controller mode speak the 5.x
+AutoSwitch protocol instead (:mod:`rmqd.store.ha.autoswitch_protocol`).
 """
 from __future__ import annotations
 
