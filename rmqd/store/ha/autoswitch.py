@@ -120,6 +120,10 @@ class ControllerHAConnection(HAConnection):
                  "max offset %d", hs.broker_id, self.addr, hs.sync_from_last_file, hs.async_learner,
                  entries[-3:], mx)
 
+    def close(self, reason: str, error: bool = True) -> None:
+        self.state = HAConnectionState.SHUTDOWN
+        super().close(reason, error)
+
     def _decode_report(self, buf: bytearray, pos: int) -> int:
         offset = wire.unpack_ack(buf, pos)
         self.state = HAConnectionState.TRANSFER
@@ -175,6 +179,10 @@ class ControllerHAClient(HAClient):
         self.on_disconnect: Optional[Callable[[str], None]] = None
         self._received_epoch = -1
         self._began = False
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self.state = HAConnectionState.SHUTDOWN
 
     def _connect(self, addr: str) -> Optional[socket.socket]:
         sock = super()._connect(addr)
@@ -281,7 +289,8 @@ class ControllerHAClient(HAClient):
         try:
             super()._replicate(addr)
         finally:
-            self.state = HAConnectionState.READY
+            if self.state is not HAConnectionState.SHUTDOWN:
+                self.state = HAConnectionState.READY
             if self._began:
                 # the next master may be another broker: a record this one sent only in part must not stay
                 try:
