@@ -216,7 +216,9 @@ class ControllerHAClient(HAClient):
         entries = wire.unpack_epoch_entries(_recv_exact(sock, reply.body_size), 0, reply.body_size)
         if reply.last_epoch < self.expected_epoch:
             raise HAProtocolError(f"the master is at epoch {reply.last_epoch}, not yet at {self.expected_epoch}")
-        self.truncate_to_master(entries, reply.max_offset)
+        point = self.truncate_to_master(entries, reply.max_offset)
+        if self.confirm_offset > point:           # an older master's value: never past what this one confirms
+            self.confirm_offset = point
         self._received_epoch = -1
         sock.settimeout(None)
 
