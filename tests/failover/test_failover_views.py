@@ -42,9 +42,17 @@ class ViewedGroup(FailoverGroup):
         super().__init__(root, replicas=replicas)
 
     def start(self, i: int) -> RmqdProc:
-        proc = RmqdProc(os.path.join(self.root, f"b{i}.log"), "broker", "-c", self.confs[i], "--broker-port", "0",
-                        "--store-dir", os.path.join(self.root, f"b{i}"), "--grpc-port", "0",
-                        "--metrics-port", str(self.metrics_ports[i]), "--console-port", str(self.console_ports[i]))
+        for attempt in range(3):
+            try:
+                proc = RmqdProc(os.path.join(self.root, f"b{i}.log"), "broker", "-c", self.confs[i],
+                                "--broker-port", "0", "--store-dir", os.path.join(self.root, f"b{i}"),
+                                "--grpc-port", "0", "--metrics-port", str(self.metrics_ports[i]),
+                                "--console-port", str(self.console_ports[i]))
+                break
+            except RuntimeError as exc:     # a port free when picked was taken since (other tests on the machine)
+                if "Address already in use" not in str(exc) or attempt == 2:
+                    raise
+                self.metrics_ports[i], self.console_ports[i] = free_ports(2)
         self.brokers[i] = proc
         return proc
 
