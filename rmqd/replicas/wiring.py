@@ -277,7 +277,8 @@ class Replication:
             out.update(controllerBrokerId=st["brokerId"], masterEpoch=st["masterEpoch"],
                        masterBrokerId=st["masterBrokerId"], syncStateSet=st["syncStateSet"],
                        syncStateSetEpoch=st["syncStateSetEpoch"], controllerLeader=st["controllerLeader"],
-                       controllerAddrs=list(self.replicas_manager.controller_addrs), epochs=[list(e) for e in st["epochs"]])
+                       controllerAddrs=list(self.replicas_manager.controller_addrs),
+                       epochs=[list(e) for e in st["epochs"]])
         sync = self.slave_sync
         if sync is not None:
             out["slaveSync"] = {"rounds": sync.rounds, "pushes": sync.pushes, "offsetPushes": sync.offset_pushes,
