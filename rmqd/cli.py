@@ -188,7 +188,9 @@ def _embedded_controller(ns_config: NamesrvConfig, path: str | None) -> list:
     from rmqd.controller.config import ControllerConfigError
     from rmqd.controller.server import embedded_controller
     try:
-        return [embedded_controller(ns_config, path)]
+        server = embedded_controller(ns_config, path)
+        from rmqd.metrics.controller_metrics import controller_metrics_endpoint
+        return [server, *controller_metrics_endpoint(server)]
     except ControllerConfigError as exc:
         raise SystemExit(f"rmqd: enableControllerInNamesrv: {exc}") from None
 
@@ -210,7 +212,8 @@ def _controller_main(args: argparse.Namespace) -> int:
     except ControllerConfigError as exc:
         print(f"rmqd controller: {exc}", file=sys.stderr)
         return 2
-    return run(lambda: Services(server))
+    from rmqd.metrics.controller_metrics import controller_metrics_endpoint
+    return run(lambda: Services(server, *controller_metrics_endpoint(server)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -191,4 +191,4 @@ class LocalClusterView(RemoteClusterView):
         from rmqd.console.extensions import local_extensions
         from rmqd.console.feature_pages import register_builtin
         register_builtin()
-        return local_extensions(self.broker_ctl)
+        return self._with_failover(local_extensions(self.broker_ctl))

@@ -686,4 +686,17 @@ class RemoteClusterView(ClusterView):
             if isinstance(st, dict):
                 statuses.append((name, st))
         page = tier_page_of(statuses)
-        return {"tier": page} if page is not None else {}
+        out = {"tier": page} if page is not None else {}
+        return self._with_failover(out)
+
+    def _with_failover(self, pages: dict) -> dict:
+        """Add the controller-mode page (rmqd.console.failover_page) when a broker runs in controller mode."""
+        from rmqd.console.failover_page import failover_page
+        try:
+            page = failover_page(self)
+        except (AdminError, OSError, TimeoutError) as exc:
+            log.warning("console: the failover page is unavailable: %s", exc)
+            page = {"error": f"status unavailable: {exc}"}
+        if page is not None:
+            pages["failover"] = page
+        return pages

@@ -60,6 +60,7 @@ class Controller:
         self._background: set[asyncio.Task] = set()
         self._stopping = False
         self.applied_entries = 0
+        self.election_counts: dict[str, int] = {}     # election_result -> elections answered as leader
         heartbeat.add_inactive_listener(self._on_broker_inactive)
 
     # ============================================================ lifecycle
@@ -112,6 +113,10 @@ class Controller:
                            designate: bool) -> ControllerResult:
         result = await self._write(lambda: self.state.elect_master(cluster, broker_name, broker_id, designate,
                                                                    self.policy))
+        if result.code != C.CONTROLLER_NOT_LEADER:         # the metrics' election_total{election_result} (5.x's)
+            outcome = "new_master_elected" if result.code == SUCCESS else \
+                "keep_current_master" if result.code == C.CONTROLLER_MASTER_STILL_EXIST else "no_master_elected"
+            self.election_counts[outcome] = self.election_counts.get(outcome, 0) + 1
         if result.code == SUCCESS:
             self._after_election(broker_name, result)
         return result

@@ -47,6 +47,11 @@ class ControllerServer:
     def address(self) -> str:
         return self.peer.addr
 
+    @property
+    def started(self) -> bool:
+        """True between a successful :meth:`start` and :meth:`close` (the metrics' ``role``)."""
+        return self._started
+
     async def start(self, services: Optional[Any] = None) -> None:
         """Bind the controller port and the Raft port and join the group."""
         await self.server.start()

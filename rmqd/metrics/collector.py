@@ -323,6 +323,30 @@ class Scrape:
             self.fam("rmqd_ha_slave_lag_latency").add((ci["addr"],), ci["lagMillis"])
         self.fam("rmqd_ha_in_sync_slaves").add((), info["inSyncSlaveNums"])
 
+    def controller_mode(self) -> None:
+        """Role, brokerId, epoch, SyncStateSet and last switch of a broker in controller mode (5.x failover)."""
+        rep = self.broker.replication
+        if not rep.controller_mode:
+            return
+        st = rep.replica_status()
+        self.fam("rmqd_replica_role").add((st["role"],), 1)
+        self.fam("rmqd_replica_broker_id").add((), st["controllerBrokerId"])
+        self.fam("rmqd_replica_master_epoch").add((), st["masterEpoch"])
+        self.fam("rmqd_replica_fenced").add((), 1 if st["fenced"] else 0)
+        if st["role"] != "SLAVE":
+            members = st["syncStateSet"]
+            self.fam("rmqd_replica_sync_state_set_size").add((), len(members))
+            self.fam("rmqd_replica_sync_state_set_epoch").add((), st["syncStateSetEpoch"])
+            for m in members:
+                self.fam("rmqd_replica_sync_state_set_member").add((str(m),), 1)
+        last = st["lastSwitch"]
+        if last is not None:
+            self.fam("rmqd_replica_last_switch_time").add((last["cause"],), last["time_ms"])
+        for cause, n in st["switchCounts"].items():
+            self.fam("rmqd_replica_role_switches").add((cause,), n)
+        if "slaveSync" in st:
+            self.fam("rmqd_replica_offset_pushes").add((), st["slaveSync"]["offsetPushes"])
+
     def half_messages(self) -> None:
         """Half messages prepared and not yet committed or rolled back, per real topic, counted since
         the broker started (Java persists its count; after a restart rmqd starts again from 0)."""
@@ -333,7 +357,7 @@ class Scrape:
     def families(self) -> Iterable[Family]:
         for step in (self.messages_in, self.messages_out, self.counters, self.rpc_latency, self.tables,
                      self.connections, self.consumer_lag, self.storage, self.half_messages, self.pop,
-                     self.replication):
+                     self.replication, self.controller_mode):
             try:
                 step()
             except Exception:

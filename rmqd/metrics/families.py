@@ -122,8 +122,32 @@ REPLICA_SPECS: tuple[FamilySpec, ...] = (
     FamilySpec("rmqd_ha_master_connected", "gauge", "1", (),
                "On a slave: 1 while it replicates from its master, else 0."),
 )
+# Controller mode (RocketMQ 5 automatic failover): rmqd's own families (a 5.x broker exports none; the 5.x
+# controller's `role`, `active_broker_num`, `election_total` describe the controllers, not a broker), only in a
+# scrape of a broker with enableControllerMode=true (rmqd.metrics.collector.Scrape.controller_mode).
+CONTROLLER_MODE_SPECS: tuple[FamilySpec, ...] = (
+    FamilySpec("rmqd_replica_role", "gauge", "1", ("role",),
+               "1 for this broker's role (SYNC_MASTER, ASYNC_MASTER or SLAVE), one series."),
+    FamilySpec("rmqd_replica_broker_id", "gauge", "1", (),
+               "brokerId the controller assigned (a master registers as 0 with the name servers)."),
+    FamilySpec("rmqd_replica_master_epoch", "gauge", "1", (), "Master epoch this broker serves or follows."),
+    FamilySpec("rmqd_replica_fenced", "gauge", "1", (),
+               "1 while this broker refuses writes (a master without the controller's lease, or starting)."),
+    FamilySpec("rmqd_replica_sync_state_set_size", "gauge", "1", (),
+               "On the master: members of the group's SyncStateSet (itself included)."),
+    FamilySpec("rmqd_replica_sync_state_set_epoch", "gauge", "1", (), "On the master: the SyncStateSet's epoch."),
+    FamilySpec("rmqd_replica_sync_state_set_member", "gauge", "1", ("member_broker_id",),
+               "On the master: 1 per SyncStateSet member."),
+    FamilySpec("rmqd_replica_last_switch_time", "gauge", "ms", ("cause",),
+               "Wall-clock time (ms since the epoch) of the last role switch, labelled with its cause "
+               "(elected_master, became_slave, followed_new_master, fenced_lease_lost, lease_regained)."),
+    FamilySpec("rmqd_replica_role_switches", "counter", "", ("cause",),
+               "Role switches since the broker started, per cause."),
+    FamilySpec("rmqd_replica_offset_pushes", "counter", "", (),
+               "On a slave: consumer-offset copies the master pushed (WAIT_METADATA_CHANGE)."),
+)
 
-BY_INSTRUMENT = {s.instrument: s for s in SPECS + REPLICA_SPECS}
+BY_INSTRUMENT = {s.instrument: s for s in SPECS + REPLICA_SPECS + CONTROLLER_MODE_SPECS}
 
 
 @dataclass

@@ -70,6 +70,8 @@ class GroupAdminProcessor:
         log.info("updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_address, sg)
         t0 = time.monotonic()
         ctx.groups.update(sg)
+        # controller mode: answered once the in-sync slaves hold it too, so a switch keeps it (as topics)
+        ctx.replication.wait_groups_replicated(ctx.config.slaveTimeout / 1000)
         ctx.metrics.messages.on_create("group", time.monotonic() - t0, True)
         return new_response()
 

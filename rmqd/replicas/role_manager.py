@@ -6,11 +6,17 @@ it: the store layer (SYNC_MASTER waits, refused puts), the HA service (client on
 listeners the broker registers (the send lane, the master-only services). Processors ask it; nobody keeps a copy.
 
 Java's ``BrokerStartup`` rules apply at construction: a master's brokerId is forced to 0, a slave's must be > 0.
+
+It also remembers its role switches (when, why: :data:`SWITCH_CAUSES`) for the console and the metrics, read
+with :meth:`RoleManager.snapshot`.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional
 
 from rmqd.config import BrokerRole
@@ -18,6 +24,25 @@ from rmqd.config import BrokerRole
 log = logging.getLogger(__name__)
 
 MASTER_ID = 0
+
+ELECTED_MASTER = "elected_master"        # the controller (or a role change) made this broker master
+BECAME_SLAVE = "became_slave"            # a master demoted, or a slave given its master at startup
+FOLLOWED_NEW_MASTER = "followed_new_master"   # a slave that follows another master at a newer epoch
+FENCED_LEASE_LOST = "fenced_lease_lost"  # controller mode: a master without the controller's confirmation
+LEASE_REGAINED = "lease_regained"        # ... confirmed again, takes writes again
+SWITCH_CAUSES = (ELECTED_MASTER, BECAME_SLAVE, FOLLOWED_NEW_MASTER, FENCED_LEASE_LOST, LEASE_REGAINED)
+SWITCH_HISTORY = 16
+
+
+@dataclass(frozen=True)
+class RoleSwitch:
+    """One role switch: wall-clock time, cause (one of :data:`SWITCH_CAUSES`), and the state it led to."""
+
+    time_ms: int
+    cause: str
+    role: str
+    broker_id: int
+    epoch: int
 
 
 class RoleManager:
@@ -44,6 +69,8 @@ class RoleManager:
         self._lock = threading.Lock()
         self._listeners: list[Callable[["RoleManager"], None]] = []
         self._master_listeners: list[Callable[[Optional[str], Optional[str]], None]] = []
+        self._switches: deque[RoleSwitch] = deque(maxlen=SWITCH_HISTORY)
+        self.switch_counts: dict[str, int] = dict.fromkeys(SWITCH_CAUSES, 0)
         self._write_config()
 
     # ------------------------------------------------------------------ reads
@@ -66,6 +93,25 @@ class RoleManager:
     @property
     def is_sync_master(self) -> bool:
         return self._role is BrokerRole.SYNC_MASTER
+
+    @property
+    def last_switch(self) -> Optional[RoleSwitch]:
+        return self._switches[-1] if self._switches else None
+
+    def snapshot(self) -> dict:
+        """A read-only copy of the role state and the switch history (newest last) for views and metrics."""
+        with self._lock:
+            switches = [asdict(sw) for sw in self._switches]
+            return {"role": self._role.value, "brokerId": self._broker_id, "epoch": self.epoch,
+                    "fenced": self.fenced, "masterAddr": self.master_addr,
+                    "lastSwitch": switches[-1] if switches else None, "switches": switches,
+                    "switchCounts": dict(self.switch_counts)}
+
+    def _record(self, cause: str) -> None:
+        """Called with ``_lock`` held."""
+        self._switches.append(RoleSwitch(int(time.time() * 1000), cause, self._role.value, self._broker_id,
+                                         self.epoch))
+        self.switch_counts[cause] += 1
 
     # ------------------------------------------------------------------ listeners
     def on_role_change(self, fn: Callable[["RoleManager"], None], call_now: bool = True) -> None:
@@ -105,6 +151,7 @@ class RoleManager:
             self.master_addr = None
             self.master_ha_addr = None
             self._write_config()
+            self._record(ELECTED_MASTER)
         log.info("%s is now %s", self._config.brokerName, role.value)
         self._notify()
         self._notify_master()
@@ -112,10 +159,16 @@ class RoleManager:
     def change_to_slave(self, broker_id: int) -> None:
         """Become a slave (Java's ``changeToSlave``: brokerId 0 becomes 1)."""
         with self._lock:
+            was_master = self._role is not BrokerRole.SLAVE
             self._role = BrokerRole.SLAVE
             self._broker_id = broker_id if broker_id > 0 else 1
             self.master_ha_addr = self.ha_master_address_fixed
             self._write_config()
+            last = self._switches[-1] if self._switches else None
+            if was_master:
+                self._record(BECAME_SLAVE)
+            elif self.epoch > 0 and (last is None or last.epoch != self.epoch):    # a new master's epoch
+                self._record(BECAME_SLAVE if last is None else FOLLOWED_NEW_MASTER)
         log.info("%s is now SLAVE (brokerId %d)", self._config.brokerName, self._broker_id)
         self._notify()
 
@@ -123,7 +176,13 @@ class RoleManager:
         """Controller mode: fence (or unfence) this broker's writes; the role listeners hear it."""
         if fenced == self.fenced:
             return
-        self.fenced = fenced
+        with self._lock:
+            self.fenced = fenced
+            last = self._switches[-1] if self._switches else None
+            if self.is_master and fenced:
+                self._record(FENCED_LEASE_LOST)
+            elif self.is_master and last is not None and last.cause == FENCED_LEASE_LOST:
+                self._record(LEASE_REGAINED)
         log.warning("%s is %s", self._config.brokerName, "fenced: it refuses writes" if fenced else "unfenced")
         self._notify()
 

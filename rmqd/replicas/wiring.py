@@ -149,6 +149,9 @@ class Replication:
               on_topics_replaced: Optional[Callable[[list], None]] = None) -> None:
         """Start the HA service and, on a slave, SlaveSynchronize (on the loop)."""
         self._loop = loop
+        waiter = getattr(self, "metadata_waiter", None)
+        if waiter is not None:              # the master tells its slaves of group and offset changes too
+            waiter.groups, waiter.offsets = groups, offsets
         self.ha.start()
         if self.replicas_manager is not None:
             cfg = self.config
@@ -220,18 +223,29 @@ class Replication:
         """Controller mode, on a master (from a pool thread): wait until every other SyncStateSet member has copied
         the current topic table (their WAIT_METADATA_CHANGE names it), so a topic the master just created survives
         a switch to any of them (5.x slaves poll every 10 s: apache/rocketmq#9804). False after ``timeout_s``."""
+        return self._wait_replicated("topic", timeout_s)
+
+    def wait_groups_replicated(self, timeout_s: float) -> bool:
+        """The same for the subscription-group table: a group created or updated on the master is answered once
+        every other SyncStateSet member holds it (5.x: up to 10 s later, and lost if the master dies first)."""
+        return self._wait_replicated("group", timeout_s)
+
+    def _wait_replicated(self, kind: str, timeout_s: float) -> bool:
         waiter = getattr(self, "metadata_waiter", None)
         if self.replicas_manager is None or waiter is None or not self.role.is_master:
             return True
-        version = waiter.topics.data_version
+        mgr, holds = (waiter.topics, waiter.holds) if kind == "topic" else (waiter.groups, waiter.holds_groups)
+        if mgr is None:
+            return True
+        version = mgr.data_version
         deadline = time.monotonic() + timeout_s
         while True:
-            missing = [m for m in self.ha.ack_members() if not waiter.holds(m, version.timestamp, version.counter)]
+            missing = [m for m in self.ha.ack_members() if not holds(m, version.timestamp, version.counter)]
             if not missing:
                 return True
             if time.monotonic() > deadline:
-                log.warning("topic table version %s not copied by SyncStateSet member(s) %s within %.1f s",
-                            version.counter, missing, timeout_s)
+                log.warning("%s table version %s not copied by SyncStateSet member(s) %s within %.1f s",
+                            kind, version.counter, missing, timeout_s)
                 return False
             time.sleep(0.005)
 
@@ -285,5 +299,28 @@ class Replication:
     def runtime_info(self) -> dict:
         return self.ha.runtime_info(self.role.is_master)
 
+    def replica_status(self) -> dict:
+        """A read-only snapshot of this broker's place in its replica group for the console and the metrics:
+        the role manager's state and switch history; in controller mode the ReplicasManager's (brokerId from the
+        controller, master epoch, SyncStateSet and its epoch, controller leader, epoch entries); SlaveSynchronize's
+        pushes and last offset copy."""
+        out: dict = {"controllerMode": self.controller_mode, **self.role.snapshot()}
+        if self.replicas_manager is not None:
+            st = self.replicas_manager.status()
+            out.update(controllerBrokerId=st["brokerId"], masterEpoch=st["masterEpoch"],
+                       masterBrokerId=st["masterBrokerId"], syncStateSet=st["syncStateSet"],
+                       syncStateSetEpoch=st["syncStateSetEpoch"], controllerLeader=st["controllerLeader"],
+                       controllerAddrs=list(self.replicas_manager.controller_addrs),
+                       epochs=[list(e) for e in st["epochs"]])
+        sync = self.slave_sync
+        if sync is not None:
+            out["slaveSync"] = {"rounds": sync.rounds, "pushes": sync.pushes, "offsetPushes": sync.offset_pushes,
+                                "lastOffsetCopyMillis": sync.last_offset_copy_ms,
+                                "pushSupported": sync.push_supported}
+        return out
+
     def get_ha_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        return new_response(ResponseCode.SUCCESS, None, None, fastjson.dumps(self.runtime_info()))
+        """5.x's HARuntimeInfo; rmqd adds ``rmqdReplicaStatus`` (:meth:`replica_status`), which 5.x's mqadmin
+        ignores (an unknown field)."""
+        body = dict(self.runtime_info(), rmqdReplicaStatus=self.replica_status())
+        return new_response(ResponseCode.SUCCESS, None, None, fastjson.dumps(body))

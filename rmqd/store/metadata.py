@@ -510,6 +510,8 @@ class ConsumerOffsetManager(_Periodic, ConfigManager):
         ConfigManager.__init__(self, config_dir)
         self._init_periodic()
         self.table: dict[str, dict[int, int]] = {}
+        #: bumped on every change in this process (a master's slaves copy the table when it moved: rmqd.replicas)
+        self.change_count = 0
 
     def encode(self) -> dict:
         return {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())}
@@ -527,6 +529,7 @@ class ConsumerOffsetManager(_Periodic, ConfigManager):
             prev = m.get(queue_id)
             m[queue_id] = offset
             self._dirty = True
+            self.change_count += 1
         if prev is not None and offset < prev:
             log.debug("offset of %s q%d moved back %d -> %d by %s", key, queue_id, prev, offset,
                       client_host)
@@ -554,6 +557,7 @@ class ConsumerOffsetManager(_Periodic, ConfigManager):
                 del self.table[k]
             if gone:
                 self._dirty = True
+                self.change_count += 1
             return len(gone)
 
     def remove_topic(self, topic: str) -> int:
@@ -563,6 +567,7 @@ class ConsumerOffsetManager(_Periodic, ConfigManager):
                 del self.table[k]
             if gone:
                 self._dirty = True
+                self.change_count += 1
             return len(gone)
 
     def table_copy(self) -> dict[str, dict[int, int]]:
@@ -576,6 +581,7 @@ class ConsumerOffsetManager(_Periodic, ConfigManager):
             if m is not None:
                 self.table[f"{topic}@{dest_group}"] = dict(m)
                 self._dirty = True
+                self.change_count += 1
 
 
 class DelayOffsetManager(_Periodic, ConfigManager):

@@ -68,6 +68,8 @@ def master_in_route(namesrv: str, topic: str) -> Optional[str]:
 class FailoverGroup:
     """A name server + controller process and ``replicas`` controller-mode brokers (see the module docstring)."""
 
+    controller_conf: dict = {}          # more keys for the embedded controller (a subclass's metrics port)
+
     def __init__(self, root: str, replicas: int = 3, proxies: bool = False, controllers: int = 1,
                  **broker_conf: object) -> None:
         """With ``proxies`` each broker reaches the controller through its own :class:`BlackholeProxy`; with
@@ -125,7 +127,8 @@ class FailoverGroup:
                              controllerDLegerSelfId="n0", controllerRaftPeers=f"n0-127.0.0.1:{raft_port}",
                              controllerStorePath=os.path.join(root, "ctl"),
                              configStorePath=os.path.join(root, "ctl.properties"),
-                             scanNotActiveBrokerInterval=500, scanInactiveMasterInterval=1000)
+                             scanNotActiveBrokerInterval=500, scanInactiveMasterInterval=1000,
+                             **self.controller_conf)
         self.namesrv_proc = RmqdProc(os.path.join(root, "namesrv.log"), "namesrv", "-c", ns_conf)
 
     # ------------------------------------------------------------------ processes

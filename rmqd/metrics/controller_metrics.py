@@ -1,0 +1,107 @@
+"""A controller's Prometheus metrics with RocketMQ 5's names (``ControllerMetricsConstant``, meter "controller"):
+
+============================  =======  ===========================  ================================================
+family                        type     labels (+ common)            value
+============================  =======  ===========================  ================================================
+``role``                      gauge                                 0 unknown (not started), 1 candidate (no leader
+                                                                    known), 2 follower, 3 leader (5.x's values)
+``active_broker_num``         gauge    cluster, broker_set          brokers heartbeating, per replica group
+``election_total``            counter  election_result              elections since start: new_master_elected,
+                                                                    keep_current_master, no_master_elected
+``dledger_disk_usage_bytes``  gauge                                 bytes under the controller's store path
+============================  =======  ===========================  ================================================
+
+Common labels, as 5.x's ``ControllerMetricsManager`` sets them: ``address`` (this controller's address),
+``group`` (controllerDLegerGroup), ``peer_id`` (controllerDLegerSelfId), the ``metricsLabel`` pairs and
+``otel_scope_name="controller"``. Served at ``metricsPromExporterPort`` when the controller's config says
+``metricsExporterType=PROM`` (:class:`ControllerMetricsEndpoint`), by ``rmqd controller`` and by a name server
+with ``enableControllerInNamesrv``.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+from rmqd.metrics.endpoint import CONTENT_TYPE, MetricsEndpoint
+from rmqd.metrics.families import Family, FamilySpec, render
+
+log = logging.getLogger(__name__)
+
+ELECTION_RESULTS = ("new_master_elected", "keep_current_master", "no_master_elected")
+
+CONTROLLER_SPECS: tuple[FamilySpec, ...] = (
+    FamilySpec("role", "gauge", "", (), "role of current node"),
+    FamilySpec("active_broker_num", "gauge", "", ("cluster", "broker_set"), "now active brokers num"),
+    FamilySpec("election_total", "counter", "", ("election_result",), "total elect num"),
+    FamilySpec("dledger_disk_usage", "gauge", "bytes", (), "disk usage of dledger"),
+)
+
+
+def role_value(server: Any) -> int:
+    """5.x's MemberState.Role values: UNKNOWN 0, CANDIDATE 1, FOLLOWER 2, LEADER 3."""
+    raft = server.controller.raft
+    if not server.started:
+        return 0
+    if raft.is_leader:
+        return 3
+    return 2 if raft.leader_id is not None else 1
+
+
+def disk_usage(path: str) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:                 # a file replaced while we walk (a Raft snapshot)
+                continue
+    return total
+
+
+def collect_controller(server: Any) -> str:
+    """The Prometheus text of one scrape of controller ``server`` (blocking: it walks the store directory)."""
+    from rmqd.metrics.collector import parse_metrics_label
+    c = server.config
+    fams = {s.instrument: Family(s) for s in CONTROLLER_SPECS}
+    fams["role"].add((), role_value(server))
+    for cluster, groups in sorted(server.heartbeat.active_brokers_num().items()):
+        for name, n in sorted(groups.items()):
+            fams["active_broker_num"].add((cluster, name), n)
+    counts = server.controller.election_counts
+    for result in ELECTION_RESULTS:
+        fams["election_total"].add((result,), counts.get(result, 0))
+    store = c.store_path()
+    if os.path.isdir(store):
+        fams["dledger_disk_usage"].add((), disk_usage(store))
+    common = ([("address", server.address), ("group", c.group()), ("peer_id", server.peer.id)]
+              + parse_metrics_label(c.metricsLabel) + [("otel_scope_name", "controller")])
+    return render(fams.values(), common)
+
+
+class ControllerMetricsEndpoint(MetricsEndpoint):
+    """``GET /metrics`` of a controller node (``GET /healthz`` as the broker's endpoint)."""
+
+    def __init__(self, server: Any, host: str, port: int) -> None:
+        super().__init__(host, port)
+        self.server = server
+
+    def describe(self) -> list[str]:
+        return [f"rmqd controller metrics on {self.url}"]
+
+    async def _metrics(self, request: Any) -> Any:
+        from aiohttp import web
+        loop = asyncio.get_running_loop()
+        text = await loop.run_in_executor(self._executor, collect_controller, self.server)
+        return web.Response(body=text.encode("utf-8"), headers={"Content-Type": CONTENT_TYPE})
+
+
+def controller_metrics_endpoint(server: Any) -> list:
+    """The endpoint the controller's config asks for (``metricsExporterType=PROM``), else none."""
+    from rmqd.metrics.endpoint import exporter_type
+    c = server.config
+    if exporter_type(c.metricsExporterType) != "PROM":
+        return []
+    host = c.metricsPromExporterHost or server.address.rpartition(":")[0] or "127.0.0.1"
+    return [ControllerMetricsEndpoint(server, host, int(c.metricsPromExporterPort))]
