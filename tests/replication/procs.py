@@ -127,7 +127,12 @@ class SendLoop:
 
 def read_all_keys(addr: str, topic: str, queues: int = 4, group: str = "ReadBackCG") -> set[str]:
     """Every message key of ``topic`` on the broker at ``addr`` (pulled from offset 0 to the queue's max)."""
-    keys: set[str] = set()
+    return set(read_key_counts(addr, topic, queues, group))
+
+
+def read_key_counts(addr: str, topic: str, queues: int = 4, group: str = "ReadBackCG") -> dict[str, int]:
+    """How many times each message key of ``topic`` is stored on the broker at ``addr`` (duplicates > 1)."""
+    keys: dict[str, int] = {}
     client = BlockingClient(addr, timeout=10)
     try:
         for q in range(queues):
@@ -140,7 +145,8 @@ def read_all_keys(addr: str, topic: str, queues: int = 4, group: str = "ReadBack
                 if r.code != ResponseCode.SUCCESS:
                     break
                 for m in decode_messages(r.body_bytes()):
-                    keys.add(m.properties.get("KEYS") or m.properties_str)
+                    key = m.properties.get("KEYS") or m.properties_str
+                    keys[key] = keys.get(key, 0) + 1
                 offset = int(r.ext_fields["nextBeginOffset"])
     finally:
         client.close()
