@@ -69,10 +69,13 @@ class FailoverGroup:
     """A name server + controller process and ``replicas`` controller-mode brokers (see the module docstring)."""
 
     def __init__(self, root: str, replicas: int = 3, proxies: bool = False, controllers: int = 1,
-                 **broker_conf: object) -> None:
+                 grpc: bool = False, **broker_conf: object) -> None:
         """With ``proxies`` each broker reaches the controller through its own :class:`BlackholeProxy`; with
-        ``controllers=3`` three ``rmqd controller`` processes beside a plain name server."""
+        ``controllers=3`` three ``rmqd controller`` processes beside a plain name server; with ``grpc`` each
+        broker serves the 5.x gRPC endpoint on its own port (``grpc_addrs``, kept across restarts)."""
         self.root = root
+        self.grpc_ports = free_ports(replicas) if grpc else [0] * replicas
+        self.grpc_addrs = [f"127.0.0.1:{p}" for p in self.grpc_ports] if grpc else []
         os.makedirs(root, exist_ok=True)
         self.controller_procs: list[ControllerProcess] = []
         if controllers > 1:
@@ -131,7 +134,8 @@ class FailoverGroup:
     # ------------------------------------------------------------------ processes
     def start(self, i: int) -> RmqdProc:
         proc = RmqdProc(os.path.join(self.root, f"b{i}.log"), "broker", "-c", self.confs[i], "--broker-port", "0",
-                        "--store-dir", os.path.join(self.root, f"b{i}"), "--grpc-port", "0", "--no-metrics")
+                        "--store-dir", os.path.join(self.root, f"b{i}"), "--grpc-port", str(self.grpc_ports[i]),
+                        "--no-metrics")
         self.brokers[i] = proc
         return proc
 
