@@ -3,7 +3,7 @@
 producer following the name server's route), ROUNDS rounds of each fault: kill -9 of the master, kill -9 of the
 leader of three controllers, both together, the master cut off from the controller, SIGSTOP of the master,
 SIGSTOP of an in-sync slave, a slow disk on the master (then a kill -9 of it); with ``--clients`` also the C++
-clients through a kill -9 (compat_tests/test_failover_clients.py). Prints per fault the checker's verdict
+clients (1.x and 2.x) and the 5.x gRPC Python client through one kill -9 (compat_tests/test_failover_clients.py). Prints per fault the checker's verdict
 (acknowledged-but-lost must be 0), duplicates, and the time from the fault to the first send acknowledged by the
 new master (median and max), and a markdown table for RELIABILITY.md.
 
@@ -45,7 +45,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--only", choices=sorted(TESTS), nargs="+")
-    ap.add_argument("--clients", action="store_true", help="also the C++ clients through a kill -9 (one each)")
+    ap.add_argument("--clients", action="store_true",
+                    help="also the C++ and gRPC clients through a kill -9 (one round)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds for each fault's pytest run")
     args = ap.parse_args()
     fd, report = tempfile.mkstemp(suffix=".jsonl")
