@@ -3,9 +3,9 @@
 producer following the name server's route), ROUNDS rounds of each fault: kill -9 of the master, kill -9 of the
 leader of three controllers, both together, the master cut off from the controller, SIGSTOP of the master,
 SIGSTOP of an in-sync slave, a slow disk on the master (then a kill -9 of it); with ``--clients`` also the C++
-clients (1.x and 2.x) and the 5.x gRPC Python client through one kill -9 (compat_tests/test_failover_clients.py). Prints per fault the checker's verdict
-(acknowledged-but-lost must be 0), duplicates, and the time from the fault to the first send acknowledged by the
-new master (median and max), and a markdown table for RELIABILITY.md.
+clients (1.x and 2.x) and the 5.x gRPC Python client through one kill -9 (compat_tests/test_failover_clients.py).
+Prints per fault the checker's verdict (acknowledged-but-lost must be 0), duplicates, and the time from the fault
+to the first send acknowledged by the new master (median and max), and a markdown table for RELIABILITY.md.
 
     python3 scripts/failover_rounds.py [--rounds 20] [--only FAULT ...] [--clients]
 
@@ -32,7 +32,7 @@ TESTS = {"kill": T + "test_kill9_master_fails_over_and_the_old_master_rejoins_as
          "sigstop-slave": T + "test_a_paused_slave_leaves_the_sync_state_set_and_rejoins_after_it_resumes",
          "slow-disk": T + "test_slow_disk_on_the_master_then_a_failover_loses_nothing_acknowledged"}
 CLIENTS = "compat_tests/test_failover_clients.py"
-LABELS = {"route_s": "kill -> new master in the route",
+LABELS = {"route_s": "fault -> new master in the route",
           "first_send_s": "fault -> first send acknowledged by the (new) master",
           "fenced_s": "cut -> the old master refuses sends (fenced)",
           "shrink_s": "SIGSTOP -> the slave out of the SyncStateSet",
@@ -52,7 +52,8 @@ def main() -> int:
     fd, report = tempfile.mkstemp(suffix=".jsonl")
     os.close(fd)
     env = dict(os.environ, RMQD_FAILOVER_ROUNDS=str(args.rounds), RMQD_FAILOVER_REPORT=report,
-               RMQD_FAILOVER_SIGSTOP_ALLACK="true", RMQD_FAILOVER_CPP_CLIENTS="cpp1,cpp2", PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               RMQD_FAILOVER_SIGSTOP_ALLACK="true", RMQD_FAILOVER_CPP_CLIENTS="cpp1,cpp2",
+               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     runs = []                               # the leader-alone rounds run inside the master-and-leader test
     for f in args.only or TESTS:
         if TESTS[f] not in [t for _, t in runs]:

@@ -35,6 +35,9 @@ __all__ = ["FailoverGroup", "RoutedProducer", "BlackholeProxy", "SlowDisk", "rea
 BROKER_NAME = "broker-fo"
 CLUSTER = "FailoverCluster"
 
+#: a send's time-out in :class:`RoutedProducer`: the Java client's default sendMsgTimeout (3 s)
+SEND_TIMEOUT_S = 3.0
+
 #: short timers so a CI round is seconds (the 5.x defaults are 10 s heartbeat timeout, 5 s polls)
 FAST = dict(brokerHeartbeatInterval=300, controllerHeartBeatTimeoutMills=3000, syncBrokerMetadataPeriod=1000,
             checkSyncStateSetPeriod=1000, haMaxTimeSlaveNotCatchup=3000, haSendHeartbeatInterval=1000,
@@ -226,6 +229,7 @@ class RoutedProducer:
         self.body = b"f" * body_size
         self.acked: dict[str, float] = {}           # key -> monotonic time of the SEND_OK
         self.acked_by: dict[str, str] = {}          # key -> broker address that acknowledged it
+        # -1: no answer within SEND_TIMEOUT_S (or a broken connection)
         self.failures = 0
         self.codes: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -256,7 +260,7 @@ class RoutedProducer:
             key = f"p{n}-{i}"
             i += 1
             try:
-                r = send_one(client, self.topic, key, self.body, i % self.queues)
+                r = send_one(client, self.topic, key, self.body, i % self.queues, SEND_TIMEOUT_S)
                 code = r.code
             except (OSError, TimeoutError, ConnectionError):
                 code = -1

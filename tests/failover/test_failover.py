@@ -244,7 +244,8 @@ def sigstop_master_round(group: FailoverGroup, producer: RoutedProducer, rnd: in
         opaque = probe.send(new_request(RequestCode.SEND_MESSAGE_V2, ext, b"sent to a paused master"))
         try:
             new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
-                             20, 0.05, "a new master while the old one is paused")
+                             20, 0.02, "a new master while the old one is paused")
+            t_route = time.monotonic()
             first = wait_until(lambda: producer.acked_after(t_stop, new), 15, 0.02, "a send on the new master")[0]
         finally:
             old_proc.send_signal(signal.SIGCONT)
@@ -253,8 +254,9 @@ def sigstop_master_round(group: FailoverGroup, producer: RoutedProducer, rnd: in
         probe.close()
     assert r.code != ResponseCode.SUCCESS, "the paused master acknowledged a send after it lost its lease"
     assert max(producer.acked_after(0, old) or [0]) < first, "the resumed master acknowledged a producer's send"
-    report(fault="sigstop-master", round=rnd, first_send_s=round(first - t_stop, 3))
-    print(f"sigstop round {rnd}: first send on the new master {first - t_stop:.2f} s after SIGSTOP; the resumed "
+    report(fault="sigstop-master", round=rnd, route_s=round(t_route - t_stop, 3), first_send_s=round(first - t_stop, 3))
+    print(f"sigstop round {rnd}: new master in the route {t_route - t_stop:.2f} s, first send on it "
+          f"{first - t_stop:.2f} s after SIGSTOP; the resumed "
           f"master answered {r.code} {r.remark!r}")
     st = group.wait_group(TOPIC, 3, timeout=30)         # it follows the new master
     assert st["masterAddress"] == new
@@ -530,3 +532,5 @@ def slow_disk_round(group: FailoverGroup, producer: RoutedProducer, disk: SlowDi
     group.start(0)
     st = group.wait_group(TOPIC, 3, timeout=40)
     assert st["masterAddress"] == new
+    new_i = group.index_of(new)                     # the old master rejoined at the new master's epochs
+    wait_until(lambda: group.epoch_file(0) == group.epoch_file(new_i), 10, 0.1, "the same epochs")

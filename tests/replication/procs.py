@@ -70,11 +70,11 @@ def write_conf(path: str, **props: object) -> str:
     return path
 
 
-def send_one(client: BlockingClient, topic: str, key: str, body: bytes, queue_id: int):
+def send_one(client: BlockingClient, topic: str, key: str, body: bytes, queue_id: int, timeout: float = 10):
     ext = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
            "g": str(int(time.time() * 1000)), "h": "0", "i": f"KEYS\x01{key}\x02WAIT\x01true", "j": "0",
            "k": "false", "m": "false"}
-    return client.invoke(new_request(RequestCode.SEND_MESSAGE_V2, ext, body), 10)
+    return client.invoke(new_request(RequestCode.SEND_MESSAGE_V2, ext, body), timeout)
 
 
 class SendLoop:
