@@ -385,6 +385,10 @@ class SlowDisk:
         import subprocess
         import tempfile
         self._run = lambda *cmd: subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=60).stdout
+        knob = os.path.join(self.BLKIO, "blkio.throttle.write_iops_device")
+        if not os.path.exists(knob) or os.geteuid() != 0:
+            raise RuntimeError(f"a slow disk needs root and the cgroup v1 block throttle ({knob} is missing or "
+                               "this is not root)")
         self.dir = tempfile.mkdtemp(prefix="rmqd-slowdisk-")
         self.image = os.path.join(self.dir, "disk.img")
         self.mount = os.path.join(self.dir, "mnt")

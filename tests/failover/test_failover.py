@@ -448,8 +448,9 @@ def test_min_in_sync_replicas_refuses_sends_until_enough_replicas_are_in_sync(tm
 
 #: what a send may get while the master's disk is slow: SEND_OK, or a clear failure
 SLOW_DISK_ANSWERS = {ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
-                     ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT", ResponseCode.SYSTEM_BUSY: "SYSTEM_BUSY",
-                     ResponseCode.SERVICE_NOT_AVAILABLE: "SERVICE_NOT_AVAILABLE", -1: "client time-out (5 s)"}
+                     ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
+                     ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE", ResponseCode.SYSTEM_BUSY: "SYSTEM_BUSY",
+                     ResponseCode.SERVICE_NOT_AVAILABLE: "SERVICE_NOT_AVAILABLE", -1: "client time-out (3 s)"}
 
 
 def rate(producer: RoutedProducer, since: float, by: str) -> float:
