@@ -19,10 +19,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
 
-from clientrunner import ClientRun, run_client_script
+from clientrunner import ClientRun
+from scenarios import Background
 from tests.failover.kit import FailoverGroup, check_acked, read_key_counts, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc"))
@@ -116,25 +116,10 @@ c.shutdown()
 
 
 
-class Client(threading.Thread):
-    """One client program run to its end in a thread (``result`` is its :class:`ClientRun`)."""
-
-    def __init__(self, python: str, script: str, args: dict, timeout: float, **env: str) -> None:
-        super().__init__(daemon=True)
-        self.python, self.script, self.timeout = python, script, timeout
-        self.env = dict(env, SCENARIO_ARGS=json.dumps(args))
-        self.result: ClientRun | None = None
-        self.start()
-
-    def run(self) -> None:
-        self.result = run_client_script(self.python, self.script, env=self.env, timeout=self.timeout)
-
-    def wait(self, timeout: float) -> ClientRun:
-        self.join(timeout)
-        res = self.result
-        assert res is not None and res.returncode == 0 and not res.timed_out, (
-            res and (res.returncode, res.stderr[-3000:], res.client_log[-2000:]))
-        return res
+def finished(client: Background, timeout: float) -> ClientRun:
+    res = client.result(timeout)
+    assert res.returncode == 0 and not res.timed_out, (res.returncode, res.stderr[-3000:], res.client_log[-2000:])
+    return res
 
 
 def report(**fields) -> None:
@@ -154,11 +139,12 @@ def test_cpp_and_grpc_clients_produce_through_a_kill9_failover_and_consume_every
         old_i = group.index_of(old)
         flag = str(tmp_path / "killed")
         common = {"topic": TOPIC, "seconds": 75, "flag": flag, "after_kill": AFTER_KILL}
-        producers = {name: Client(client_pythons[name], CPP_PRODUCER, dict(common, group=f"FoPG_{name}",
-                                                                            prefix=f"{name}-"), 100,
-                                  NAMESRV=group.namesrv) for name in CPP_CLIENTS}
+        producers = {name: Background(client_pythons[name], CPP_PRODUCER, group.namesrv,
+                                      dict(common, group=f"FoPG_{name}", prefix=f"{name}-"), 100)
+                     for name in CPP_CLIENTS}
         slaves = ";".join(a for i, a in enumerate(group.grpc_addrs) if i != old_i)
-        producers["grpc-py5"] = Client(py5, GRPC_PRODUCER, dict(common, endpoints=slaves, prefix="py5-"), 100)
+        producers["grpc-py5"] = Background(py5, GRPC_PRODUCER, group.namesrv,
+                                           dict(common, endpoints=slaves, prefix="py5-"), 100)
         wait_until(lambda: check_acked(old, TOPIC, set())["stored"] >= 50 * len(producers), 40, 0.2,
                    "every client's sends on the master")
         group.kill9(old_i)
@@ -168,7 +154,7 @@ def test_cpp_and_grpc_clients_produce_through_a_kill9_failover_and_consume_every
                          15, 0.05, "a new master")
         acked: dict[str, dict[str, float]] = {}
         for name, producer in producers.items():
-            res = producer.wait(130)
+            res = finished(producer, 130)
             acked[name] = {e["key"]: e["t"] for e in res.events_of("ok")}
             after = sorted(t for t in acked[name].values() if t > t_kill)
             assert len(after) >= AFTER_KILL, (name, f"{len(after)} sends acknowledged after the kill",
@@ -179,16 +165,16 @@ def test_cpp_and_grpc_clients_produce_through_a_kill9_failover_and_consume_every
         every = set().union(*acked.values())
         stored = check_acked(new, TOPIC, every)
         counts = read_key_counts(new, TOPIC)
-        consumers = {"cpp1": Client(client_pythons["cpp1"], CPP_CONSUMER, {"group": "FoCG_cpp1", "topic": TOPIC,
-                                                                            "expect": sorted(every), "timeout": 40},
-                                    70, NAMESRV=group.namesrv),
-                     "grpc-py5": Client(py5, GRPC_CONSUMER, {"endpoint": group.grpc_addrs[group.index_of(new)],
-                                                             "topic": TOPIC, "group": "FoGrpcCG",
-                                                             "expect": sorted(every), "timeout": 40}, 70)}
+        consumers = {"cpp1": Background(client_pythons["cpp1"], CPP_CONSUMER, group.namesrv,
+                                        {"group": "FoCG_cpp1", "topic": TOPIC, "expect": sorted(every),
+                                         "timeout": 40}, 70),
+                     "grpc-py5": Background(py5, GRPC_CONSUMER, group.namesrv,
+                                            {"endpoint": group.grpc_addrs[group.index_of(new)], "topic": TOPIC,
+                                             "group": "FoGrpcCG", "expect": sorted(every), "timeout": 40}, 70)}
         failures = []
         for cname, consumer in consumers.items():
             got: dict[str, int] = {}
-            for e in consumer.wait(90).events_of("recv"):
+            for e in finished(consumer, 90).events_of("recv"):
                 got[e["key"]] = got.get(e["key"], 0) + 1
             for name, keys in acked.items():
                 lost = sorted(set(keys) - set(got))
