@@ -28,7 +28,7 @@ from rmqd.pop.extra_info import ReceiptHandle
 from rmqd.pop.frontend import Busy, PopExecutor, pop_with_polling
 from rmqd.pop.codes import PopError
 from rmqd.remoting.codes import RequestCode, ResponseCode
-from rmqd.remoting.command import new_request
+from rmqd.remoting.command import error_response, new_request
 from rmqd.remoting.dispatch import TO_POOL
 from rmqd.store.message import decode_message, encode_properties, java_string_hash
 from rmqd.store.topic_attributes import is_lite_topic
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 C = d.Code
 MAX_BATCH = 32
+FORWARD_TIMEOUT_S = 5.0               # a slave's endpoint waiting for its master's answer to a forwarded send
 DEFAULT_INVISIBLE_MS = 60_000
 MAX_RENEW_MS = 3 * 3600 * 1000        # auto-renew keeps a push consumer's message at most this long
 _SEND_CODES = {ResponseCode.SUCCESS: C.OK, ResponseCode.FLUSH_DISK_TIMEOUT: C.MASTER_PERSISTENCE_TIMEOUT,
@@ -102,10 +103,13 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.renew_interval_s = 1.0
         self.lite = LiteGrpc(self, broker.lite_priority.manager)     # 5.5 Lite Mode (rmqd.grpc.lite)
         self.max_lite_topic_size = int(broker.lite_priority.lite_config.maxLiteTopicSize)
+        self._forward_client = None             # a slave's connection to its master (sends, _forward_send)
 
     def close(self) -> None:
         if self._renew_task is not None:
             self._renew_task.cancel()
+        if self._forward_client is not None:
+            self._forward_client.close()
         self.clients.close_all()
         self.send_executor.shutdown()
 
@@ -239,6 +243,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 entries.append(s.SendResultEntry(status=status(*refused), message_id=m.system_properties.message_id))
                 continue
             request_, transactional = self._send_request(tc, m)
+            master = self._master_to_forward(transactional)
+            if master is not None:
+                resp = await self._forward_send(master, request_)
+                entries.append(self._send_result(resp, m.system_properties, transactional))
+                continue
             sp = self.broker.send_processor
             # the broker's send lane rule: a small ASYNC_FLUSH append to an existing topic is a memory copy,
             # answered on the loop; anything that may block goes to the executor
@@ -249,6 +258,25 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         codes = {e.status.code for e in entries}
         top = entries[0].status if len(codes) == 1 else status(C.MULTIPLE_RESULTS, "multiple results")
         return s.SendMessageResponse(status=top, entries=entries)
+
+    def _master_to_forward(self, transactional: bool) -> Optional[str]:
+        """A slave's endpoint passes a (non-transactional) send on to its master, as the 5.x proxy routes sends to
+        the master: a client given every replica's endpoint keeps sending through a failover. None on a master,
+        or while a slave knows no master (then the local broker refuses it, and the client retries)."""
+        rm = getattr(self.broker, "role_manager", None)
+        if transactional or rm is None or not rm.is_slave:
+            return None
+        return rm.master_addr
+
+    async def _forward_send(self, master: str, request: Any) -> Any:
+        if self._forward_client is None:
+            from rmqd.remoting.client import RemotingClient
+            self._forward_client = RemotingClient()
+        try:
+            return await self._forward_client.invoke(master, request, FORWARD_TIMEOUT_S)
+        except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
+            log.warning("gRPC send forwarded to the master %s failed: %r", master, exc)
+            return error_response(ResponseCode.SERVICE_NOT_AVAILABLE, f"master {master} unreachable: {exc!r}")
 
     @staticmethod
     def _send_request(tc: Any, m: Any) -> tuple[Any, bool]:

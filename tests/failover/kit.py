@@ -23,17 +23,20 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "replication"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "controller"))
 
 from ctlkit import ControllerProcess, conf_text, find_leader, free_ports, wait_until  # noqa: E402
-from procs import RmqdProc, read_all_keys, send_one, write_conf  # noqa: E402
+from procs import RmqdProc, read_all_keys, read_key_counts, send_one, write_conf  # noqa: E402
 
 from rmqd.remoting.client import BlockingClient  # noqa: E402
 from rmqd.remoting.codes import RequestCode, ResponseCode  # noqa: E402
 from rmqd.remoting.command import new_request  # noqa: E402
 
-__all__ = ["FailoverGroup", "RoutedProducer", "BlackholeProxy", "read_all_keys", "wait_until", "route_of", "call",
-           "create_topic"]
+__all__ = ["FailoverGroup", "RoutedProducer", "BlackholeProxy", "SlowDisk", "read_all_keys", "read_key_counts",
+           "check_acked", "wait_until", "route_of", "call", "create_topic"]
 
 BROKER_NAME = "broker-fo"
 CLUSTER = "FailoverCluster"
+
+#: a send's time-out in :class:`RoutedProducer`: the Java client's default sendMsgTimeout (3 s)
+SEND_TIMEOUT_S = 3.0
 
 #: short timers so a CI round is seconds (the 5.x defaults are 10 s heartbeat timeout, 5 s polls)
 FAST = dict(brokerHeartbeatInterval=300, controllerHeartBeatTimeoutMills=3000, syncBrokerMetadataPeriod=1000,
@@ -71,10 +74,13 @@ class FailoverGroup:
     controller_conf: dict = {}          # more keys for the embedded controller (a subclass's metrics port)
 
     def __init__(self, root: str, replicas: int = 3, proxies: bool = False, controllers: int = 1,
-                 **broker_conf: object) -> None:
+                 grpc: bool = False, **broker_conf: object) -> None:
         """With ``proxies`` each broker reaches the controller through its own :class:`BlackholeProxy`; with
-        ``controllers=3`` three ``rmqd controller`` processes beside a plain name server."""
+        ``controllers=3`` three ``rmqd controller`` processes beside a plain name server; with ``grpc`` each
+        broker serves the 5.x gRPC endpoint on its own port (``grpc_addrs``, kept across restarts)."""
         self.root = root
+        self.grpc_ports = free_ports(replicas) if grpc else [0] * replicas
+        self.grpc_addrs = [f"127.0.0.1:{p}" for p in self.grpc_ports] if grpc else []
         os.makedirs(root, exist_ok=True)
         self.controller_procs: list[ControllerProcess] = []
         if controllers > 1:
@@ -134,7 +140,8 @@ class FailoverGroup:
     # ------------------------------------------------------------------ processes
     def start(self, i: int) -> RmqdProc:
         proc = RmqdProc(os.path.join(self.root, f"b{i}.log"), "broker", "-c", self.confs[i], "--broker-port", "0",
-                        "--store-dir", os.path.join(self.root, f"b{i}"), "--grpc-port", "0", "--no-metrics")
+                        "--store-dir", os.path.join(self.root, f"b{i}"), "--grpc-port", str(self.grpc_ports[i]),
+                        "--no-metrics")
         self.brokers[i] = proc
         return proc
 
@@ -225,6 +232,7 @@ class RoutedProducer:
         self.body = b"f" * body_size
         self.acked: dict[str, float] = {}           # key -> monotonic time of the SEND_OK
         self.acked_by: dict[str, str] = {}          # key -> broker address that acknowledged it
+        # -1: no answer within SEND_TIMEOUT_S (or a broken connection)
         self.failures = 0
         self.codes: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -255,7 +263,7 @@ class RoutedProducer:
             key = f"p{n}-{i}"
             i += 1
             try:
-                r = send_one(client, self.topic, key, self.body, i % self.queues)
+                r = send_one(client, self.topic, key, self.body, i % self.queues, SEND_TIMEOUT_S)
                 code = r.code
             except (OSError, TimeoutError, ConnectionError):
                 code = -1
@@ -353,3 +361,86 @@ class BlackholeProxy:
         self._closed = True
         self.sock.close()
         self.heal()
+
+
+def check_acked(addr: str, topic: str, acked: "set[str] | dict", queues: int = 4) -> dict:
+    """The checker: read every queue of ``topic`` on ``addr`` from offset 0 and compare with the keys a client saw
+    acknowledged. Returns ``acked`` (count), ``lost`` (acknowledged keys not stored, sorted), ``duplicates``
+    (stored copies beyond the first, over every key) and ``stored`` (distinct keys)."""
+    counts = read_key_counts(addr, topic, queues)
+    lost = sorted(set(acked) - set(counts))
+    return {"acked": len(acked), "stored": len(counts), "lost": lost,
+            "duplicates": sum(n - 1 for n in counts.values() if n > 1)}
+
+
+class SlowDisk:
+    """A real slow disk for a store: ext4 on a loop device in a temporary directory this object makes, whose I/O
+    the kernel's block-layer throttle slows (cgroup v1 ``blkio.throttle.*_device`` of the root group, so it
+    applies to every writer of that device, the page-cache flusher too). :meth:`throttle` changes the limit at
+    run time; :meth:`close` lifts it, unmounts, detaches the loop device and removes the directory. Needs root.
+
+    The device-mapper ``delay`` target would add latency instead of capping I/O, but this kernel has no
+    device-mapper (``dmsetup create`` answers "/dev/mapper/control: open failed: No such device")."""
+
+    BLKIO = "/sys/fs/cgroup/blkio"
+
+    def __init__(self, size_mb: int = 512) -> None:
+        import subprocess
+        import tempfile
+        self._run = lambda *cmd: subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=60).stdout
+        knob = os.path.join(self.BLKIO, "blkio.throttle.write_iops_device")
+        if not os.path.exists(knob) or os.geteuid() != 0:
+            raise RuntimeError(f"a slow disk needs root and the cgroup v1 block throttle ({knob} is missing or "
+                               "this is not root)")
+        self.dir = tempfile.mkdtemp(prefix="rmqd-slowdisk-")
+        self.image = os.path.join(self.dir, "disk.img")
+        self.mount = os.path.join(self.dir, "mnt")
+        self.device: Optional[str] = None
+        self.mounted = False
+        try:
+            with open(self.image, "wb") as f:
+                f.truncate(size_mb << 20)
+            self.device = self._run("losetup", "-f", "--show", self.image).strip()
+            self._run("mkfs.ext4", "-q", "-F", self.device)
+            os.mkdir(self.mount)
+            self._run("mount", self.device, self.mount)
+            self.mounted = True
+            rdev = os.stat(self.device).st_rdev
+            self.majmin = f"{os.major(rdev)}:{os.minor(rdev)}"
+        except BaseException:
+            self.close()
+            raise
+
+    def throttle(self, write_iops: int = 0, write_bps: int = 0) -> None:
+        """Cap the device's writes (0 = no cap)."""
+        for name, value in (("write_iops_device", write_iops), ("write_bps_device", write_bps)):
+            with open(os.path.join(self.BLKIO, f"blkio.throttle.{name}"), "w") as f:
+                f.write(f"{self.majmin} {value}\n")
+
+    def close(self) -> None:
+        import shutil
+        import subprocess
+        errors = []
+        if self.device is not None and getattr(self, "majmin", None):
+            try:
+                self.throttle(0, 0)
+            except OSError as exc:
+                errors.append(f"lifting the throttle: {exc}")
+        if self.mounted:
+            for attempt in range(20):           # a killed broker's last writes may still be flushing
+                r = subprocess.run(["umount", self.mount], capture_output=True, text=True, timeout=120)
+                if r.returncode == 0:
+                    self.mounted = False
+                    break
+                time.sleep(0.5)
+            else:
+                errors.append(f"umount {self.mount}: {r.stderr.strip()}")
+        if self.device is not None and not self.mounted:
+            r = subprocess.run(["losetup", "-d", self.device], capture_output=True, text=True, timeout=60)
+            if r.returncode != 0:
+                errors.append(f"losetup -d {self.device}: {r.stderr.strip()}")
+            self.device = None
+        if not self.mounted:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        if errors:
+            raise RuntimeError("slow disk cleanup: " + "; ".join(errors))

@@ -70,11 +70,11 @@ def write_conf(path: str, **props: object) -> str:
     return path
 
 
-def send_one(client: BlockingClient, topic: str, key: str, body: bytes, queue_id: int):
+def send_one(client: BlockingClient, topic: str, key: str, body: bytes, queue_id: int, timeout: float = 10):
     ext = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
            "g": str(int(time.time() * 1000)), "h": "0", "i": f"KEYS\x01{key}\x02WAIT\x01true", "j": "0",
            "k": "false", "m": "false"}
-    return client.invoke(new_request(RequestCode.SEND_MESSAGE_V2, ext, body), 10)
+    return client.invoke(new_request(RequestCode.SEND_MESSAGE_V2, ext, body), timeout)
 
 
 class SendLoop:
@@ -127,7 +127,12 @@ class SendLoop:
 
 def read_all_keys(addr: str, topic: str, queues: int = 4, group: str = "ReadBackCG") -> set[str]:
     """Every message key of ``topic`` on the broker at ``addr`` (pulled from offset 0 to the queue's max)."""
-    keys: set[str] = set()
+    return set(read_key_counts(addr, topic, queues, group))
+
+
+def read_key_counts(addr: str, topic: str, queues: int = 4, group: str = "ReadBackCG") -> dict[str, int]:
+    """How many times each message key of ``topic`` is stored on the broker at ``addr`` (duplicates > 1)."""
+    keys: dict[str, int] = {}
     client = BlockingClient(addr, timeout=10)
     try:
         for q in range(queues):
@@ -140,7 +145,8 @@ def read_all_keys(addr: str, topic: str, queues: int = 4, group: str = "ReadBack
                 if r.code != ResponseCode.SUCCESS:
                     break
                 for m in decode_messages(r.body_bytes()):
-                    keys.add(m.properties.get("KEYS") or m.properties_str)
+                    key = m.properties.get("KEYS") or m.properties_str
+                    keys[key] = keys.get(key, 0) + 1
                 offset = int(r.ext_fields["nextBeginOffset"])
     finally:
         client.close()

@@ -423,6 +423,11 @@ class ControllerHAService(DefaultHAService):
             members = self.sync_state_set | (self.pending_set or frozenset())
             return members - {self.self_id}
 
+    def _leads(self) -> bool:
+        """Whether this broker is the master of its SyncStateSet (``become_slave`` empties the set)."""
+        with self._state_lock:
+            return self.self_id in self.sync_state_set
+
     def in_sync_members(self) -> set[int]:
         """Connected slaves that acknowledged everything sent within haMaxTimeSlaveNotCatchup, plus self."""
         now = time.monotonic()
@@ -460,7 +465,9 @@ class ControllerHAService(DefaultHAService):
         if self.all_ack:
             members = self.ack_members()
             if not members:
-                return self.store.commitlog_max_offset()
+                # alone in the set: nothing to wait for. A master demoted to slave (the set emptied) completes
+                # nothing: its waiting sends were not on the new master, and are answered FLUSH_SLAVE_TIMEOUT
+                return self.store.commitlog_max_offset() if self._leads() else -1
             if any(m not in acks for m in members):
                 return -1
             return min(acks[m] for m in members)
@@ -476,7 +483,9 @@ class ControllerHAService(DefaultHAService):
             self.transfer.notify_transfer_some(acked)
 
     def _needs_wait(self) -> bool:
-        return bool(self.ack_members()) if self.all_ack else self.in_sync_replicas > 1
+        if self.all_ack:
+            return bool(self.ack_members()) or not self._leads()
+        return self.in_sync_replicas > 1
 
     def is_slave_ok(self, master_put_where: int) -> bool:
         if not self._needs_wait():
