@@ -64,7 +64,14 @@ class ReviveMixin:
             self.counters.on_settled(ck.group, ck.topic, ck.revive_qid, ck.ck_records, ck.ack_records)
 
     def _add_checkpoint(self, ck: PopCheckPoint) -> None:
-        """Write the ``ck`` record, then make the checkpoint live (the revive progress stays below it meanwhile)."""
+        """Write the ``ck`` record, then make the checkpoint live (the revive progress stays below it meanwhile).
+        A memory checkpoint (5.5 lite) writes no record."""
+        if ck.memory:
+            with self._cond:
+                self._cks[ck.key] = ck
+                self._order_cks.setdefault((ck.topic, ck.group, ck.queue_id), []).append(ck)
+            self._tell_orderly(ck.topic, ck.group, ck.queue_id, ck.deadline)
+            return
         with self._lock:
             self._writing[ck.revive_qid] = self._writing.get(ck.revive_qid, 0) + 1
         try:

@@ -105,6 +105,8 @@ def test_one_client_per_group_gets_each_event_and_delivery_is_ordered(lite):
     holder = next(cid for cid in ("c1", "c2") if m.clients[cid].events)
     nxt = m.pop(holder, 32, 5000)
     assert [pm.queue_offset for pm in nxt.messages] == [2]
+    assert offsets.query_offset("G", lmq_name("P", "s"), 0) == 2     # 5.5: the offset moves on ack, not on pop
+    m.pop_service.ack("G", nxt.messages[0].topic, nxt.messages[0].extra, 2)
     assert offsets.query_offset("G", lmq_name("P", "s"), 0) == 3
 
 
