@@ -281,21 +281,36 @@ class PopService(ReviveMixin):
 
     def _pop_topic(self, topic: str, qids: list[int], group: str, max_nums: int, message_filter: Any,
                    init_mode: int, client_host: str, result: PopResult, skip_busy: bool = False) -> None:
+        """Read ``qids`` in order until the batch is full.  ``skip_busy`` (priority mode): a queue with
+        nothing to read is passed over without a lock or a read (its backlog is two lookups), and one another
+        pop holds is passed over too (Java's tryLock) and read last, waiting for it, if the batch is still
+        short: concurrent consumers take the next levels instead of queueing behind each other, and none
+        answers empty-handed while messages wait behind a busy queue."""
+        busy: list[int] = []
         for qid in qids:
             need = max_nums - len(result.messages)
             if need <= 0:
                 result.rest_num += self._backlog(topic, group, qid)
                 continue
-            if skip_busy:                  # pass over a queue another pop holds (priority mode, Java's tryLock)
+            if skip_busy:
+                if self._backlog(topic, group, qid) <= 0:
+                    continue
                 lock = self._queue_lock((topic, group, qid))
                 if not lock.acquire(blocking=False):
-                    result.rest_num += self._backlog(topic, group, qid)
+                    busy.append(qid)
                     continue
                 try:
                     result.rest_num += self._pop_queue(topic, qid, group, need, message_filter, init_mode,
                                                        client_host, result, locked=True)
                 finally:
                     lock.release()
+                continue
+            result.rest_num += self._pop_queue(topic, qid, group, need, message_filter, init_mode, client_host,
+                                               result)
+        for qid in busy:
+            need = max_nums - len(result.messages)
+            if need <= 0:
+                result.rest_num += self._backlog(topic, group, qid)
                 continue
             result.rest_num += self._pop_queue(topic, qid, group, need, message_filter, init_mode, client_host,
                                                result)

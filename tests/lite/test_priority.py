@@ -63,3 +63,50 @@ def test_send_hook_pins_the_queue_and_strips_on_other_types():
     bad = priority_send.before_store(ctx, [msg({"_SYS_MSG_PRIORITY_": "-1"})])
     assert bad is not None and bad.code == 13
     assert priority_send.before_store(ctx, [msg({"_SYS_MSG_PRIORITY_": "x"})]).code == 13
+
+
+def test_priority_pop_reads_levels_top_down_passes_busy_and_empty_queues(tmp_path):
+    """The selection over a real store: the highest non-empty level first; an empty level costs no read; a level
+    another pop holds is passed over, then waited for if the batch is still short (no empty-handed answer)."""
+    import threading
+    from rmqd.pop.service import PopService
+    from rmqd.store.message import MessageToStore
+    from rmqd.store.metadata import ConsumerOffsetManager
+    from tests.store.conftest import small_config
+    from rmqd.store.message_store import MessageStore
+
+    store = MessageStore(small_config(str(tmp_path / "s")))
+    store.start()
+    try:
+        table = {"P": PRIO}
+        topics = SimpleNamespace(get=table.get, add_system_topic=lambda tc: table.setdefault(tc.topic_name, tc))
+        groups = SimpleNamespace(find=lambda n: SubscriptionGroupConfig(n))
+        pop = PopService("b", "c", store, topics, groups, ConsumerOffsetManager(str(tmp_path / "cfg")),
+                         lambda: ("127.0.0.1", 1), queue_selector=PriorityQueueSelector())
+        for q in (0, 2, 5):
+            for i in range(3):
+                assert store.put_message(MessageToStore(topic="P", queue_id=q, body=b"%d-%d" % (q, i))).ok
+        reads = []
+        get = store.get_messages
+        store_view = SimpleNamespace(**{k: getattr(store, k) for k in ("get_max_offset", "get_min_offset",
+                                                                         "put_message")})
+        store_view.get_messages = lambda t, q, *a, **k: (reads.append((t, q)), get(t, q, *a, **k))[1]
+        pop.store = store_view
+        first = pop.pop("G", "P", -1, 2, 60_000, init_mode=1)
+        assert [m.queue_id for m in first.messages] == [5, 5] and reads == [("P", 5)]   # 7, 6: no read
+        held = pop._queue_lock(("P", "G", 5))
+        held.acquire()
+        try:
+            second = pop.pop("G", "P", -1, 4, 60_000, init_mode=1)        # 5 is busy: passed over, batch full
+            assert [m.queue_id for m in second.messages] == [2, 2, 2, 0] and second.rest_num >= 1
+            out = {}
+            t = threading.Thread(target=lambda: out.setdefault("r", pop.pop("G", "P", -1, 32, 60_000, init_mode=1)))
+            t.start()
+            t.join(0.3)
+            assert t.is_alive()                 # took level 0, now waits for busy level 5 instead of answering
+        finally:
+            held.release()
+        t.join(5)
+        assert [m.queue_id for m in out["r"].messages] == [0, 0, 5]
+    finally:
+        store.shutdown()
