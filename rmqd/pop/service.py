@@ -241,13 +241,19 @@ class PopService(ReviveMixin):
         queues, retry_first, skip_busy = self.queue_selector.select(
             tc, sg, [queue_id] if queue_id >= 0 else list(range(tc.read_queue_nums)))
         retry_first = retry_first and rtc is not None
+        retry_qids: list[int] = []
+        if rtc is not None:
+            n = rtc.read_queue_nums
+            # priority mode over a retry topic with a queue per level (useSeparateRetryQueue): by level too
+            retry_qids = ([q for q in queues if q < n] + [q for q in range(n) if q not in queues]) if skip_busy \
+                else list(range(n))
         if retry_first:
-            self._pop_topic(retry, list(range(rtc.read_queue_nums)), group, max_nums, message_filter,
-                            INIT_MODE_MIN, client_host, result)
+            self._pop_topic(retry, retry_qids, group, max_nums, message_filter, INIT_MODE_MIN, client_host, result,
+                            skip_busy)
         self._pop_topic(topic, queues, group, max_nums, message_filter, init_mode, client_host, result, skip_busy)
         if rtc is not None and not retry_first:
-            self._pop_topic(retry, list(range(rtc.read_queue_nums)), group, max_nums, message_filter,
-                            INIT_MODE_MIN, client_host, result)
+            self._pop_topic(retry, retry_qids, group, max_nums, message_filter, INIT_MODE_MIN, client_host, result,
+                            skip_busy)
         return result
 
     def pop_queues(self, group: str, queues: list[tuple[str, int]], max_nums: int, invisible_ms: int,

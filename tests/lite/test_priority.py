@@ -110,3 +110,59 @@ def test_priority_pop_reads_levels_top_down_passes_busy_and_empty_queues(tmp_pat
         assert [m.queue_id for m in out["r"].messages] == [0, 0, 5]
     finally:
         store.shutdown()
+
+
+class _Topics:
+    def __init__(self, *tcs):
+        self.table = {tc.topic_name: tc for tc in tcs}
+
+    def get(self, name):
+        return self.table.get(name)
+
+    def add_system_topic(self, tc):
+        self.table[tc.topic_name] = tc
+
+    def update(self, tc):
+        self.table[tc.topic_name] = tc
+
+    def create_topic_in_send_message_back_method(self, name, n, perm=6, flag=0):
+        return self.table.setdefault(name, TopicConfig(name, n, n, perm))
+
+
+def test_use_separate_retry_queue_keeps_the_priority_of_retries(tmp_path):
+    """useSeparateRetryQueue (5.x PopReviveService): on, the POP retry topic has the topic's queue count and a
+    retry keeps its queue (its priority), so retries are read by level; off (default), one retry queue."""
+    import time
+    from rmqd.pop.service import PopService
+    from rmqd.store.message import MessageToStore, decode_message
+    from rmqd.store.message_store import MessageStore
+    from rmqd.store.metadata import ConsumerOffsetManager
+    from tests.store.conftest import small_config
+
+    for separate in (True, False):
+        store = MessageStore(small_config(str(tmp_path / f"s{separate}")))
+        store.start()
+        topics = _Topics(PRIO)
+        pop = PopService("b", "c", store, topics, SimpleNamespace(find=lambda n: SubscriptionGroupConfig(n)),
+                         ConsumerOffsetManager(str(tmp_path / f"cfg{separate}")), lambda: ("127.0.0.1", 1),
+                         queue_selector=PriorityQueueSelector(PriorityConfig(useSeparateRetryQueue=separate)))
+        pop.start()
+        try:
+            for q in (1, 6):
+                assert store.put_message(MessageToStore(topic="P", queue_id=q, body=b"q%d" % q)).ok
+            assert [m.queue_id for m in pop.pop("G", "P", -1, 32, 200, init_mode=1).messages] == [6, 1]
+            retry = "%RETRY%G_P"
+            deadline = time.monotonic() + 10
+            while pop.revived < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert pop.revived == 2
+            assert topics.get(retry).read_queue_nums == (8 if separate else 1)
+            again = pop.pop("G", "P", -1, 32, 60_000, init_mode=1).messages
+            got = [(m.topic, m.queue_id, decode_message(m.record).body) for m in again]
+            if separate:                      # by level: the retry of priority 6 first
+                assert got == [(retry, 6, b"q6"), (retry, 1, b"q1")]
+            else:                             # one retry queue, in revive order
+                assert sorted(got) == [(retry, 0, b"q1"), (retry, 0, b"q6")]
+        finally:
+            pop.shutdown()
+            store.shutdown()
