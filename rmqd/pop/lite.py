@@ -346,6 +346,7 @@ class LiteSubscriptionManager:
             target = mx
         else:
             return
+        self.pop_service.forget_memory(lmq, group, 0)     # a batch in flight must not move the new offset on ack
         self.offsets.commit_offset("", group, lmq, 0, target)
 
     def drop_client(self, client_id: str, why: str = "") -> bool:

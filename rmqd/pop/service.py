@@ -274,6 +274,19 @@ class PopService(ReviveMixin):
                                     memory=in_memory)
         return result
 
+    def forget_memory(self, topic: str, group: str, qid: int) -> int:
+        """Drop the queue's in-memory (lite) batches, e.g. when its consume offset is reset (Java's
+        ``clearBlock``): acks of them then change nothing and the next pop reads from the new offset."""
+        key = (topic, group, qid)
+        with self._lock:
+            gone = [ck for ck in self._order_cks.get(key, ()) if ck.memory and self._cks.get(ck.key) is ck]
+            for ck in gone:
+                del self._cks[ck.key]
+                self._settled(ck)
+            if gone:
+                self._order_cks[key] = [ck for ck in self._order_cks[key] if not ck.memory]
+        return len(gone)
+
     def open_orderly_count(self, topic: str, group: str, qid: int) -> int:
         """Orderly checkpoints of the queue still open (handed out, not acked)."""
         return len(self._open_orderly((topic, group, qid)))

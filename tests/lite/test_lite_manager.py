@@ -191,3 +191,25 @@ def test_lite_offsets_move_on_ack_and_no_revive_record_is_written(lite):
     pop.ack("G", lmq, again[0].extra, 4)
     assert offsets.query_offset("G", lmq, 0) == 5
     assert pop.store.get_max_offset(pop.revive_topic, 0) <= 0 and pop.topics.get(pop.revive_topic) is None
+
+
+def test_offset_reset_forgets_the_batch_in_flight(lite):
+    """A PARTIAL_ADD with an offset option while a lite batch is out (Java's clearBlock): its late ack does not
+    move the new offset, and the lite topic is readable from the new offset at once."""
+    from rmqd.pop.lite import OffsetOption
+    m, put, _, offsets = lite()
+    lmq = lmq_name("P", "s")
+    m.sync("c1", "G", "P", PARTIAL_ADD, ["s"])
+    for i in range(3):
+        put("s", b"%d" % i)
+    batch = m.pop("c1", 32, 60_000).messages
+    assert [pm.queue_offset for pm in batch] == [0, 1, 2]
+    m.sync("c2", "G", "P", PARTIAL_ADD, ["s"], option=OffsetOption(offset=1))
+    assert offsets.query_offset("G", lmq, 0) == 1
+    for pm in batch:                                     # late acks of the forgotten batch change nothing
+        assert not m.pop_service.ack("G", lmq, pm.extra, pm.queue_offset)
+    assert offsets.query_offset("G", lmq, 0) == 1
+    holder = next(cid for cid in ("c1", "c2") if m.clients[cid].events) if any(
+        m.clients[cid].events for cid in ("c1", "c2")) else "c2"
+    m.clients[holder].events["s"] = None
+    assert [pm.queue_offset for pm in m.pop(holder, 32, 60_000).messages] == [1, 2]
