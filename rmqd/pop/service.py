@@ -312,7 +312,7 @@ class PopService(ReviveMixin):
                 result.rest_num += self._backlog(topic, group, qid)
                 continue
             if skip_busy:
-                if self._backlog(topic, group, qid) <= 0:
+                if self._backlog(topic, group, qid, init_mode) <= 0:
                     continue
                 lock = self._queue_lock((topic, group, qid))
                 if not lock.acquire(blocking=False):
@@ -352,8 +352,8 @@ class PopService(ReviveMixin):
             return max(mn, 0)
         return self.store.get_max_offset(topic, queue_id)
 
-    def _backlog(self, topic: str, group: str, qid: int) -> int:
-        return max(0, self.store.get_max_offset(topic, qid) - self.pop_offset(group, topic, qid))
+    def _backlog(self, topic: str, group: str, qid: int, init_mode: int = INIT_MODE_LAST) -> int:
+        return max(0, self.store.get_max_offset(topic, qid) - self.pop_offset(group, topic, qid, init_mode))
 
     def _hand_out(self, topic: str, group: str, qid: int, start: int, records: list[bytes], offs: list[int],
                   result: PopResult, order: bool = False, attempt: int = 0, memory: bool = False,
