@@ -15,7 +15,13 @@ process (grpc.aio on uvloop; one client id per simulated consumer), each phase b
   equal shares, producers sending for ``--seconds``: messages/s received and acked, and the latency from
   send to receive (p50, p99);
 * **priority**: the same number of messages through a NORMAL and a PRIORITY topic (priorities 0..7), sent
-  then received and acked: messages/s of each, side by side.
+  then received and acked: messages/s of each and the server's CPU per received message, side by side;
+* **litecost**: the same number of messages through plain POP (a NORMAL topic) and Lite Mode (spread over
+  ``--cost-lite-topics`` lite topics, four consumers subscribed to a quarter each), sent then received and
+  acked: the server's CPU per message sent and per message received+acked, side by side.
+
+``--server-repo DIR`` starts the server from another checkout (e.g. main's head in a detached worktree) while
+this script drives it, so two trees can be measured alternately on a shared machine (scripts/bench_lite_ab.sh).
 
 Usage: ``python scripts/bench_lite.py`` (the full sizes of BENCHMARKS.md) or smaller, e.g.
 ``--lite-topics 20000 --consumers 200``. The machine line and the numbers print as a table.
@@ -77,7 +83,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(store: str, extra: list[str]) -> tuple[subprocess.Popen, str, str]:
+def start_server(store: str, extra: list[str], repo: str = REPO) -> tuple[subprocess.Popen, str, str]:
     conf = os.path.join(store, "broker.conf")
     os.makedirs(store, exist_ok=True)
     with open(conf, "w") as f:
@@ -85,8 +91,8 @@ def start_server(store: str, extra: list[str]) -> tuple[subprocess.Popen, str, s
                 "grpcClientConsumerMaxLongPollingTimeoutMillis=5000\n" + "".join(x + "\n" for x in extra))
     proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "-c", conf,
                              "--namesrv-port", "0", "--broker-port", "0", "--console-port", "0", "--grpc-port", str(free_port()),
-                             "--store-dir", store], stdout=subprocess.PIPE, text=True, cwd=REPO,
-                            env=dict(os.environ, PYTHONPATH=REPO))
+                             "--store-dir", store], stdout=subprocess.PIPE, text=True, cwd=repo,
+                            env=dict(os.environ, PYTHONPATH=repo))
     addrs, grpc_addr = [], None
     deadline = time.time() + 60
     while grpc_addr is None and time.time() < deadline:
@@ -308,7 +314,7 @@ async def end_to_end(g: Gen, pid: int, a: argparse.Namespace) -> dict:
     pick = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000) if lat else (lambda q: None)
     return {"e2e_topics": len(names), "e2e_consumers": len(cids), "e2e_sent_per_s": counts["sent"] / elapsed,
             "e2e_received_per_s": counts["got"] / elapsed, "e2e_p50_ms": pick(0.5), "e2e_p99_ms": pick(0.99),
-            "e2e_server_cpu": cpu / elapsed}
+            "e2e_server_cpu": cpu / elapsed, "e2e_server_us_per_msg": cpu / max(1, counts["got"]) * 1e6}
 
 
 async def priority_vs_normal(g: Gen, pid: int, a: argparse.Namespace) -> dict:
@@ -351,6 +357,59 @@ async def priority_vs_normal(g: Gen, pid: int, a: argparse.Namespace) -> dict:
             for k, v in stats.items()}
 
 
+async def lite_vs_pop(g: Gen, pid: int, a: argparse.Namespace) -> dict:
+    """Rounds alternate plain POP and Lite Mode (a warm-up round first, not counted): send n messages, then four
+    consumers receive and ack all of them; the server's CPU per message of each half."""
+    n, k_topics = a.cost_messages // 16 * 16, max(4, a.cost_lite_topics)
+    stats: dict[str, list] = {f"{kind}_{x}": [] for kind in ("pop", "lite")
+                              for x in ("send_cpu", "recv_cpu", "recv")}
+    for rnd in range(a.rounds + 1):
+        for kind in ("pop", "lite") if rnd % 2 == 0 else ("lite", "pop"):
+            count = n if rnd else max(256, n // 10 // 16 * 16)
+            names = [f"c{rnd}-{i}" for i in range(k_topics)]
+            cids = [f"cost-{kind}-{rnd}-{i}" for i in range(4)]
+            topic, group = ("BL", "BLG") if kind == "lite" else ("BN", f"C-pop-{rnd}")
+            if kind == "lite":
+                share = k_topics // 4
+                await asyncio.gather(*(g.sync(i, cid, d.COMPLETE_ADD, names[i * share:(i + 1) * share])
+                                       for i, cid in enumerate(cids)))
+            rng = random.Random(rnd)
+            cpu0 = cpu_seconds(pid)
+            batches = [[g.message(topic, b"y" * 256, lite=names[rng.randrange(4 * (k_topics // 4))]
+                                  if kind == "lite" else None) for _ in range(16)] for _ in range(count // 16)]
+            await bounded((g.send(i, b) for i, b in enumerate(batches)), 8)
+            send_cpu = (cpu_seconds(pid) - cpu0) / count * 1e6
+            got = 0
+            cpu0, t0 = cpu_seconds(pid), time.monotonic()
+
+            async def drain(i: int) -> None:
+                nonlocal got
+                idle = 0
+                # a lite topic whose event found the client's event set full is offered again by the periodic
+                # check (liteEventCheckInterval, 10 s): wait for it rather than stop short
+                while got < count and idle < (25 if kind == "lite" else 3):
+                    msgs = await g.receive(i, cids[i], topic, group, 32, 1.0)
+                    if msgs is None:
+                        continue
+                    idle = 0 if msgs else idle + 1
+                    await g.ack(i, cids[i], topic, group, msgs)
+                    got += len(msgs)
+            await asyncio.gather(*(drain(i) for i in range(4)))
+            el = time.monotonic() - t0
+            if got < count:
+                raise RuntimeError(f"litecost {kind} round {rnd}: {got} of {count} received")
+            if kind == "lite":
+                await asyncio.gather(*(g.sync(i, cid, d.COMPLETE_REMOVE, []) for i, cid in enumerate(cids)))
+            if rnd:
+                stats[f"{kind}_send_cpu"].append(send_cpu)
+                stats[f"{kind}_recv_cpu"].append((cpu_seconds(pid) - cpu0) / got * 1e6)
+                stats[f"{kind}_recv"].append(got / el)
+    out = {}
+    for k, v in stats.items():
+        out[f"{k}_per_s" if k.endswith("recv") else f"{k}_server_us_per_msg"] = statistics.mean(v)
+    return out
+
+
 def structure_sizes(n_topics: int, n_clients: int, per_client: int) -> dict:
     """Bytes the lite index holds per lite topic and the registry per subscription, measured in this process
     with tracemalloc on the real classes (the RSS figures above also hold the messages' own pages)."""
@@ -388,7 +447,8 @@ async def run(grpc_addr: str, pid: int, a: argparse.Namespace) -> dict:
     g = Gen(grpc_addr)
     try:
         res = {}
-        for name, phase in (("scale", scale_and_subscriptions), ("e2e", end_to_end), ("priority", priority_vs_normal)):
+        for name, phase in (("scale", scale_and_subscriptions), ("e2e", end_to_end), ("priority", priority_vs_normal),
+                            ("litecost", lite_vs_pop)):
             if name in a.phases:
                 t0 = time.monotonic()
                 res.update(await asyncio.wait_for(phase(g, pid, a), a.phase_timeout))
@@ -410,7 +470,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--priority-messages", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=4, help="priority phase: measured rounds (each NORMAL and PRIORITY)")
-    ap.add_argument("--phases", default="sizes,scale,e2e,priority")
+    ap.add_argument("--cost-messages", type=int, default=6000, help="litecost phase: messages per round")
+    ap.add_argument("--cost-lite-topics", type=int, default=2000, help="litecost phase: lite topics per round")
+    ap.add_argument("--server-repo", default=REPO, help="start the server from this checkout")
+    ap.add_argument("--phases", default="sizes,scale,e2e,priority,litecost")
     ap.add_argument("--phase-timeout", type=float, default=900.0)
     ap.add_argument("--no-drain", action="store_true", help="scale phase: skip the 1,000 consumers' drain")
     a = ap.parse_args()
@@ -422,7 +485,7 @@ def main() -> None:
         if not a.phases.strip(","):
             return
     store = tempfile.mkdtemp(prefix="rmqd-bench-lite-")
-    proc, broker, grpc_addr = start_server(store, [])
+    proc, broker, grpc_addr = start_server(store, [], a.server_repo)
     try:
         admin_setup(broker)
         import uvloop
@@ -433,12 +496,26 @@ def main() -> None:
         proc.terminate()
         proc.wait(30)
     print(machine_line())
+    print(f"server tree: {a.server_repo} ({git_head(a.server_repo)}); load average {os.getloadavg()}")
     for k, v in res.items():
         print(f"{k:32s} {v:.3f}" if isinstance(v, float) else f"{k:32s} {v}")
     if "normal_recv_per_s" in res:
         for kind in ("send", "recv"):
             n, p = res[f"normal_{kind}_per_s"], res[f"priority_{kind}_per_s"]
             print(f"priority / normal {kind}: {p / n * 100:.1f} %")
+        print(f"priority / normal server CPU per received message: "
+              f"{res['priority_cpu_server_us_per_msg'] / res['normal_cpu_server_us_per_msg'] * 100:.1f} %")
+    if "lite_recv_cpu_server_us_per_msg" in res:
+        print(f"lite / plain POP server CPU per received+acked message: "
+              f"{res['lite_recv_cpu_server_us_per_msg'] / res['pop_recv_cpu_server_us_per_msg'] * 100:.1f} %")
+
+
+def git_head(repo: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unknown ({exc})"
 
 if __name__ == "__main__":
     main()

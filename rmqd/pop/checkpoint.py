@@ -43,6 +43,8 @@ class PopCheckPoint:
     attempt: int = 0                 # orderly redeliveries so far (delivery attempt = attempt + 1)
     ck_records: int = 1              # its ``ck`` records in the revive log (renewals add one each)
     ack_records: int = 0             # the ``ack``/``bAck`` records written for it
+    memory: bool = False             # 5.5 lite: kept in memory only (no revive records); acks commit the offset
+    next_offset: int = -1            # memory checkpoints: the queue offset after the batch's read
 
     @property
     def key(self) -> CkKey:

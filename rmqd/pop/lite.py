@@ -346,6 +346,7 @@ class LiteSubscriptionManager:
             target = mx
         else:
             return
+        self.pop_service.forget_memory(lmq, group, 0)     # a batch in flight must not move the new offset on ack
         self.offsets.commit_offset("", group, lmq, 0, target)
 
     def drop_client(self, client_id: str, why: str = "") -> bool:
@@ -497,10 +498,13 @@ class LiteSubscriptionManager:
             group, parent = c.group, c.parent
         queues = [(lmq_name(parent, n), 0) for n in names]
         result = self.pop_service.pop_queues(group, queues, max_nums, invisible_ms, client_host)
-        popped = {m.topic for m in result.messages}
-        # lite topics the batch limit left untouched keep their event
-        leftover = [n for n, (lmq, _) in zip(names, queues) if lmq not in popped and
-                    len(result.messages) >= max_nums and self.has_work(group, parent, n)]
+        leftover: list[str] = []
+        if len(result.messages) >= max_nums:
+            # lite topics the batch limit left unread keep their event (not checked one by one: a stale event
+            # costs one empty read); the last one read may have more than the batch took
+            leftover = names[result.visited:]
+            if result.visited and self.has_work(group, parent, names[result.visited - 1]):
+                leftover.append(names[result.visited - 1])
         if leftover:
             with self._lock:
                 for n in leftover:

@@ -64,7 +64,14 @@ class ReviveMixin:
             self.counters.on_settled(ck.group, ck.topic, ck.revive_qid, ck.ck_records, ck.ack_records)
 
     def _add_checkpoint(self, ck: PopCheckPoint) -> None:
-        """Write the ``ck`` record, then make the checkpoint live (the revive progress stays below it meanwhile)."""
+        """Write the ``ck`` record, then make the checkpoint live (the revive progress stays below it meanwhile).
+        A memory checkpoint (5.5 lite) writes no record."""
+        if ck.memory:
+            with self._cond:
+                self._cks[ck.key] = ck
+                self._order_cks.setdefault((ck.topic, ck.group, ck.queue_id), []).append(ck)
+            self._tell_orderly(ck.topic, ck.group, ck.queue_id, ck.deadline)
+            return
         with self._lock:
             self._writing[ck.revive_qid] = self._writing.get(ck.revive_qid, 0) + 1
         try:
@@ -228,22 +235,45 @@ class ReviveMixin:
         if reconsume > max_times:
             self._to_dlq(ck.group, real, m, reconsume, ck.pop_time)
             return
-        else:
-            target = ck.topic if ck.topic.startswith("%RETRY%") else pop_retry_topic(ck.group, ck.topic)
-            if self.topics.get(target) is None:
-                self.topics.create_topic_in_send_message_back_method(target, 1, PERM_READ | PERM_WRITE, 0)
+        target = ck.topic if ck.topic.startswith("%RETRY%") else pop_retry_topic(ck.group, ck.topic)
+        queue_id = self._retry_queue(target, real, ck.queue_id)
         counted = ((lambda status: self.counters.on_retry_put(ck.group, ck.topic, status))
                    if self.counters is not None else None)
-        self._store_again(target, m, props, real, reconsume, ck.pop_time, counted)
+        self._store_again(target, m, props, real, reconsume, ck.pop_time, counted, queue_id)
         self.revived += 1
 
+    def _retry_queue(self, target: str, real: str, queue_id: int) -> int:
+        """The POP retry topic's queue for a message revived from queue ``queue_id`` (creating the topic).
+
+        Java's ``useSeparateRetryQueue`` (PopReviveService.addRetryTopicIfNotExist / getRetryQueueId): off, the
+        retry topic has one queue and every retry goes to queue 0; on, it has as many queues as the original
+        topic's write queues (re-created when that count changes) and a retry keeps its queue id, which on a
+        PRIORITY topic is its priority: retries are then read by level like the topic itself."""
+        separate = bool(getattr(getattr(self.queue_selector, "config", None), "useSeparateRetryQueue", False))
+        tc = self.topics.get(target)
+        if not separate:
+            if tc is None:
+                self.topics.create_topic_in_send_message_back_method(target, 1, PERM_READ | PERM_WRITE, 0)
+            return 0
+        origin = self.topics.get(real)
+        n = max(1, origin.write_queue_nums if origin is not None else 1)
+        if tc is None:
+            tc = self.topics.create_topic_in_send_message_back_method(target, n, PERM_READ | PERM_WRITE, 0)
+        if tc.write_queue_nums != n:                    # the original topic's queues changed: follow them
+            self.topics.update(TopicConfig(target, n, n, PERM_READ | PERM_WRITE, "SINGLE_TAG", 0))
+            log.info("POP: retry topic %s now has %d queues (useSeparateRetryQueue, as %s)", target, n, real)
+        if queue_id > n - 1:
+            log.warning("POP: retry of %s from queue %d beyond %s's %d queues: queue 0", real, queue_id, target, n)
+            return 0
+        return queue_id
+
     def _store_again(self, target: str, m: Any, props: dict, real: str, reconsume: int, pop_time: int,
-                     on_status: Optional[Callable[[str], None]] = None) -> None:
+                     on_status: Optional[Callable[[str], None]] = None, queue_id: int = 0) -> None:
         props.setdefault(PROPERTY_RETRY_TOPIC, real)
         props.setdefault(PROPERTY_FIRST_POP_TIME, str(pop_time))
         props.pop("DELAY", None)
         encoded = encode_properties(props)
-        msg = MessageToStore(target, 0, m.body, encoded, m.flag, m.sys_flag & ~0xC, m.born_timestamp, m.born_host,
+        msg = MessageToStore(target, queue_id, m.body, encoded, m.flag, m.sys_flag & ~0xC, m.born_timestamp, m.born_host,
                              self.store_host(), reconsume, 0, tags_code_of(encoded),
                              find_property(encoded, "KEYS"), find_property(encoded, "UNIQ_KEY"))
         result = self.store.put_message(msg)

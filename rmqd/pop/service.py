@@ -9,7 +9,13 @@ endpoint call the same methods; they run in pool threads (they append to the sto
   orderly pop (a FIFO group) hands out one batch per queue at a time and hands an unacked batch out
   again from the same queue.
 - **Ack** writes an ``ack`` record and sets the checkpoint's bit; a checkpoint with every bit set
-  is forgotten.  **Change invisible time** writes a new one-message checkpoint and acks the old.
+  is forgotten.
+- **5.5 lite queues** (:meth:`PopService.pop_queues`) follow Java's ``PopLiteMessageProcessor``: the
+  orderly state is kept in memory only (``MemoryConsumerOrderInfoManager``): a pop writes no ``ck`` record
+  and does not move the consume offset; an ack writes no ``ack`` record and commits the consume offset up to
+  the lowest message of the queue still out.  After a crash the in-memory state is gone and the consumer
+  gets every unacked message again from the committed offset (and, as with any consume offset persisted
+  every 5 s, possibly some acked in the last seconds): nothing acked is lost, nothing unacked is skipped.  **Change invisible time** writes a new one-message checkpoint and acks the old.
 - **Revive** and the crash-safe **revive log**: :mod:`rmqd.pop.revive`.  Java leaves the DLQ decision
   to the proxy (gRPC) or the client (remoting); rmqd takes it in the revive so both front ends follow
   one rule.  A kill -9 at any step loses no message; at worst a message acked or revived at the
@@ -45,6 +51,7 @@ MAX_POP_NUMS = 32
 FAQ_TOPIC = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 FAQ_GROUP = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 _S = GetMessageStatus
+_LITE_QUEUE_PREFIX = "%LMQ%$"       # rmqd.store.lite.names.LITE_PREFIX (not imported: the lite store loads lazily)
 
 
 @dataclass
@@ -67,6 +74,7 @@ class PopResult:
     start_infos: list = field(default_factory=list)
     msg_infos: list = field(default_factory=list)
     order_infos: list = field(default_factory=list)     # orderly pops: (flag, qid, redeliveries)
+    visited: int = 0         # pop_queues: how many of the given queues it read before the batch was full
 
     @property
     def start_offset_info(self) -> str:
@@ -233,20 +241,27 @@ class PopService(ReviveMixin):
         queues, retry_first, skip_busy = self.queue_selector.select(
             tc, sg, [queue_id] if queue_id >= 0 else list(range(tc.read_queue_nums)))
         retry_first = retry_first and rtc is not None
+        retry_qids: list[int] = []
+        if rtc is not None:
+            n = rtc.read_queue_nums
+            # priority mode over a retry topic with a queue per level (useSeparateRetryQueue): by level too
+            retry_qids = ([q for q in queues if q < n] + [q for q in range(n) if q not in queues]) if skip_busy \
+                else list(range(n))
         if retry_first:
-            self._pop_topic(retry, list(range(rtc.read_queue_nums)), group, max_nums, message_filter,
-                            INIT_MODE_MIN, client_host, result)
+            self._pop_topic(retry, retry_qids, group, max_nums, message_filter, INIT_MODE_MIN, client_host, result,
+                            skip_busy)
         self._pop_topic(topic, queues, group, max_nums, message_filter, init_mode, client_host, result, skip_busy)
         if rtc is not None and not retry_first:
-            self._pop_topic(retry, list(range(rtc.read_queue_nums)), group, max_nums, message_filter,
-                            INIT_MODE_MIN, client_host, result)
+            self._pop_topic(retry, retry_qids, group, max_nums, message_filter, INIT_MODE_MIN, client_host, result,
+                            skip_busy)
         return result
 
     def pop_queues(self, group: str, queues: list[tuple[str, int]], max_nums: int, invisible_ms: int,
-                   client_host: str = "", init_mode: int = INIT_MODE_LAST) -> PopResult:
+                   client_host: str = "", init_mode: int = INIT_MODE_LAST, in_memory: bool = True) -> PopResult:
         """Orderly pops of the given (topic, queue) pairs in turn, up to ``max_nums`` messages in all: one
         batch in flight per queue (5.5 lite consumers, whose lite topics are such queues; the caller checked
-        the group and the topics)."""
+        the group and the topics).  ``in_memory`` (lite, as Java 5.5): no revive records, the consume offset
+        moves on ack (see the module docstring)."""
         sg = self.groups.find(group)
         max_times = sg.retry_max_times if sg is not None else 16
         result = PopResult(now_ms(), int(invisible_ms), next(self._revive_counter) % self.revive_queue_num)
@@ -254,8 +269,23 @@ class PopService(ReviveMixin):
             need = max_nums - len(result.messages)
             if need <= 0:
                 break
-            self._pop_queue_orderly(topic, qid, group, need, None, init_mode, client_host, result, max_times)
+            result.visited += 1
+            self._pop_queue_orderly(topic, qid, group, need, None, init_mode, client_host, result, max_times,
+                                    memory=in_memory)
         return result
+
+    def forget_memory(self, topic: str, group: str, qid: int) -> int:
+        """Drop the queue's in-memory (lite) batches, e.g. when its consume offset is reset (Java's
+        ``clearBlock``): acks of them then change nothing and the next pop reads from the new offset."""
+        key = (topic, group, qid)
+        with self._lock:
+            gone = [ck for ck in self._order_cks.get(key, ()) if ck.memory and self._cks.get(ck.key) is ck]
+            for ck in gone:
+                del self._cks[ck.key]
+                self._settled(ck)
+            if gone:
+                self._order_cks[key] = [ck for ck in self._order_cks[key] if not ck.memory]
+        return len(gone)
 
     def open_orderly_count(self, topic: str, group: str, qid: int) -> int:
         """Orderly checkpoints of the queue still open (handed out, not acked)."""
@@ -270,21 +300,36 @@ class PopService(ReviveMixin):
 
     def _pop_topic(self, topic: str, qids: list[int], group: str, max_nums: int, message_filter: Any,
                    init_mode: int, client_host: str, result: PopResult, skip_busy: bool = False) -> None:
+        """Read ``qids`` in order until the batch is full.  ``skip_busy`` (priority mode): a queue with
+        nothing to read is passed over without a lock or a read (its backlog is two lookups), and one another
+        pop holds is passed over too (Java's tryLock) and read last, waiting for it, if the batch is still
+        short: concurrent consumers take the next levels instead of queueing behind each other, and none
+        answers empty-handed while messages wait behind a busy queue."""
+        busy: list[int] = []
         for qid in qids:
             need = max_nums - len(result.messages)
             if need <= 0:
                 result.rest_num += self._backlog(topic, group, qid)
                 continue
-            if skip_busy:                  # pass over a queue another pop holds (priority mode, Java's tryLock)
+            if skip_busy:
+                if self._backlog(topic, group, qid, init_mode) <= 0:
+                    continue
                 lock = self._queue_lock((topic, group, qid))
                 if not lock.acquire(blocking=False):
-                    result.rest_num += self._backlog(topic, group, qid)
+                    busy.append(qid)
                     continue
                 try:
                     result.rest_num += self._pop_queue(topic, qid, group, need, message_filter, init_mode,
                                                        client_host, result, locked=True)
                 finally:
                     lock.release()
+                continue
+            result.rest_num += self._pop_queue(topic, qid, group, need, message_filter, init_mode, client_host,
+                                               result)
+        for qid in busy:
+            need = max_nums - len(result.messages)
+            if need <= 0:
+                result.rest_num += self._backlog(topic, group, qid)
                 continue
             result.rest_num += self._pop_queue(topic, qid, group, need, message_filter, init_mode, client_host,
                                                result)
@@ -307,14 +352,16 @@ class PopService(ReviveMixin):
             return max(mn, 0)
         return self.store.get_max_offset(topic, queue_id)
 
-    def _backlog(self, topic: str, group: str, qid: int) -> int:
-        return max(0, self.store.get_max_offset(topic, qid) - self.pop_offset(group, topic, qid))
+    def _backlog(self, topic: str, group: str, qid: int, init_mode: int = INIT_MODE_LAST) -> int:
+        return max(0, self.store.get_max_offset(topic, qid) - self.pop_offset(group, topic, qid, init_mode))
 
     def _hand_out(self, topic: str, group: str, qid: int, start: int, records: list[bytes], offs: list[int],
-                  result: PopResult, order: bool = False, attempt: int = 0) -> PopCheckPoint:
-        """Checkpoint ``records`` (durably) and add them to ``result``."""
+                  result: PopResult, order: bool = False, attempt: int = 0, memory: bool = False,
+                  next_offset: int = -1) -> PopCheckPoint:
+        """Checkpoint ``records`` (durably, unless ``memory``) and add them to ``result``."""
         ck = PopCheckPoint(topic, group, qid, start, result.pop_time, result.invisible_time, result.revive_qid,
-                           self.broker_name, offs, order=order, attempt=attempt)
+                           self.broker_name, offs, order=order, attempt=attempt, memory=memory,
+                           next_offset=next_offset, ck_records=0 if memory else 1)
         self._add_checkpoint(ck)
         flag = retry_flag(topic)
         result.start_infos.append((flag, qid, start))
@@ -345,7 +392,8 @@ class PopService(ReviveMixin):
         return any(ck.deadline > now for ck in self._open_orderly((topic, group, qid)))
 
     def _pop_queue_orderly(self, topic: str, qid: int, group: str, need: int, message_filter: Any,
-                           init_mode: int, client_host: str, result: PopResult, max_times: int) -> int:
+                           init_mode: int, client_host: str, result: PopResult, max_times: int,
+                           memory: bool = False) -> int:
         key = (topic, group, qid)
         with self._queue_lock(key):
             open_ = self._open_orderly(key)
@@ -367,33 +415,39 @@ class PopService(ReviveMixin):
                     for rec in records:
                         self._to_dlq(group, topic, decode_message(rec), attempt)
                 elif records:
-                    self._hand_out(topic, group, qid, offs[0], records, offs, result, True, attempt)
+                    self._hand_out(topic, group, qid, offs[0], records, offs, result, True, attempt,
+                                   memory=memory, next_offset=max(ck.next_offset for ck in open_))
                 for ck in open_:                                 # the old checkpoints are settled
                     done = [o for o in ck.unacked() if o in pending]
                     if done:
                         self._settle(ck, done)
+                if memory:                                       # messages sent to the DLQ are done with
+                    self._commit_memory(key, client_host)
                 if attempt <= max_times and records:
                     return self._backlog(topic, group, qid)
             return self._pop_queue(topic, qid, group, need, message_filter, init_mode, client_host, result,
-                                   order=True, locked=True)
+                                   order=True, locked=True, memory=memory)
 
     def _settle(self, ck: PopCheckPoint, offsets: list[int]) -> None:
-        """Record ``offsets`` of ``ck`` as done (a ``bAck``) and forget the checkpoint when nothing is left."""
-        tag, body = ack_record(ck.key, self.broker_name, offsets)
-        self._append(tag, body, ck.revive_qid, ck.group, ck.topic)
+        """Record ``offsets`` of ``ck`` as done (a ``bAck``; in memory only for a memory checkpoint) and forget
+        the checkpoint when nothing is left."""
+        if not ck.memory:
+            tag, body = ack_record(ck.key, self.broker_name, offsets)
+            self._append(tag, body, ck.revive_qid, ck.group, ck.topic)
         with self._lock:
             ck.acked.update(offsets)
-            ck.ack_records += 1
+            ck.ack_records += 0 if ck.memory else 1
             if ck.done() and self._cks.get(ck.key) is ck:
                 del self._cks[ck.key]
                 self._settled(ck)
 
     def _pop_queue(self, topic: str, qid: int, group: str, need: int, message_filter: Any, init_mode: int,
-                   client_host: str, result: PopResult, order: bool = False, locked: bool = False) -> int:
+                   client_host: str, result: PopResult, order: bool = False, locked: bool = False,
+                   memory: bool = False) -> int:
         if not locked:
             with self._queue_lock((topic, group, qid)):
                 return self._pop_queue(topic, qid, group, need, message_filter, init_mode, client_host, result,
-                                       order, True)
+                                       order, True, memory)
         offset = self.pop_offset(group, topic, qid, init_mode)
         res = self.store.get_messages(topic, qid, offset, need, message_filter=message_filter)
         if res.status in (_S.OFFSET_TOO_SMALL, _S.OFFSET_OVERFLOW_BADLY, _S.OFFSET_FOUND_NULL):
@@ -401,18 +455,40 @@ class PopService(ReviveMixin):
                      res.next_begin_offset, res.status.name)
             offset = res.next_begin_offset
             res = self.store.get_messages(topic, qid, offset, need, message_filter=message_filter)
+        nxt = res.next_begin_offset
+        moved = nxt > offset and res.status in (_S.FOUND, _S.NO_MATCHED_MESSAGE, _S.MESSAGE_WAS_REMOVING)
+        handed = False
         try:
             if res.buffers:
-                self._hand_out(topic, group, qid, offset, [bytes(b) for b in res.buffers],
-                               list(res.queue_offsets), result, order)
+                offs = list(res.queue_offsets)
+                self._hand_out(topic, group, qid, offset, [bytes(b) for b in res.buffers], offs, result, order,
+                               memory=memory, next_offset=nxt if moved else offs[-1] + 1)
+                handed = True
         finally:
             res.release()
-        nxt = res.next_begin_offset
-        if nxt > offset and res.status in (_S.FOUND, _S.NO_MATCHED_MESSAGE, _S.MESSAGE_WAS_REMOVING):
+        if memory and handed:               # a memory checkpoint's acks move the offset (_commit_memory); a
+            if self.offsets.query_offset(group, topic, qid) < 0:     # first pop commits where it started (Java's
+                self.offsets.commit_offset(client_host, group, topic, qid, offset)      # getInitOffset(init=true))
+        elif moved:
             self.offsets.commit_offset(client_host, group, topic, qid, nxt)
         else:
             nxt = offset
         return max(0, res.max_offset - nxt)
+
+    def _commit_memory(self, key: tuple, client_host: str = "") -> None:
+        """Commit a memory-checkpointed queue's consume offset up to its lowest message still out (Java 5.5
+        lite: the offset moves on ack), never backwards."""
+        topic, group, qid = key
+        with self._lock:
+            cks = self._order_cks.get(key, ())
+            live = [ck for ck in cks if ck.memory and self._cks.get(ck.key) is ck and not ck.done()]
+            if live:
+                target = min(min(ck.unacked()) for ck in live)
+            else:
+                target = max((ck.next_offset for ck in cks if ck.memory), default=-1)
+                self._order_cks.pop(key, None)
+            if target > self.offsets.query_offset(group, topic, qid):
+                self.offsets.commit_offset(client_host, group, topic, qid, target)
 
     # ------------------------------------------------------------------ peek / notification
     def peek(self, group: str, topic: str, queue_id: int, max_nums: int) -> list[bytes]:
@@ -493,18 +569,21 @@ class PopService(ReviveMixin):
             live = [o for o in offsets if ck is not None and o in ck.offsets and o not in ck.acked]
         if not live:
             return 0
-        tag, body = ack_record(key, self.broker_name, live)
-        self._append(tag, body, extra.revive_qid, group, ck_topic)
+        if not ck.memory:
+            tag, body = ack_record(key, self.broker_name, live)
+            self._append(tag, body, extra.revive_qid, group, ck_topic)
         unlocked = False
         with self._lock:
             ck = self._cks.get(key)
             if ck is not None:
                 ck.acked.update(live)
-                ck.ack_records += 1
+                ck.ack_records += 0 if ck.memory else 1
                 if ck.done():
                     del self._cks[key]
                     self._settled(ck)
                     unlocked = ck.order
+                if ck.memory:           # under the lock: a pop must not read the queue before the offset moved
+                    self._commit_memory((ck_topic, group, extra.queue_id))
         if unlocked:                         # an orderly queue is free again: parked pops may go on
             self.polling.notify_threadsafe(ck_topic)
             self._tell_orderly(ck_topic, group, extra.queue_id, None)
@@ -534,6 +613,11 @@ class PopService(ReviveMixin):
                     due.append(ck)
         for ck in due:
             new_it = now + int(invisible_ms) - ck.pop_time
+            if ck.memory:                   # 5.5 lite: in memory only, as Java's order info
+                with self._cond:
+                    if self._cks.get(ck.key) is ck and new_it > ck.invisible_time:
+                        ck.invisible_time = new_it
+                continue
             record = PopCheckPoint(ck.topic, ck.group, ck.queue_id, ck.start_offset, ck.pop_time, new_it,
                                    ck.revive_qid, ck.broker_name, ck.offsets, order=ck.order, attempt=ck.attempt)
             self._append(CK_TAG, record.ck_record(), ck.revive_qid, ck.group, ck.topic)
@@ -556,9 +640,20 @@ class PopService(ReviveMixin):
                 pop_time += 1
         with self._lock:
             old = self._cks.get((ck_topic, group, extra.queue_id, extra.ck_queue_offset, extra.pop_time))
+            if old is None:                 # a lite handle names the message's own offset (see batch_ack)
+                old = next((c for c in self._order_cks.get((ck_topic, group, extra.queue_id), ())
+                            if c.pop_time == extra.pop_time and offset in c.offsets and c.memory), None)
+        if old is None and ck_topic.startswith(_LITE_QUEUE_PREFIX):
+            # the in-memory batch is gone (acked, or the broker restarted): the message comes again from the
+            # consume offset if it was not acked, so no checkpoint is made here (it would deliver it twice)
+            return ExtraInfo(offset, pop_time, int(invisible_ms), extra.revive_qid, extra.retry, self.broker_name,
+                             extra.queue_id, offset)
+        memory = bool(old and old.memory)
         ck = PopCheckPoint(ck_topic, group, extra.queue_id, offset, pop_time, int(invisible_ms), extra.revive_qid,
                            self.broker_name, [offset], order=bool(old and old.order),
-                           attempt=(old.attempt if old else 0) - (1 if suspend and old and old.order else 0))
+                           attempt=(old.attempt if old else 0) - (1 if suspend and old and old.order else 0),
+                           memory=memory, next_offset=old.next_offset if memory else -1,
+                           ck_records=0 if memory else 1)
         self._add_checkpoint(ck)
         self.batch_ack(group, topic, extra, [offset])
         return ExtraInfo(offset, pop_time, int(invisible_ms), extra.revive_qid, extra.retry, self.broker_name,

@@ -105,6 +105,8 @@ def test_one_client_per_group_gets_each_event_and_delivery_is_ordered(lite):
     holder = next(cid for cid in ("c1", "c2") if m.clients[cid].events)
     nxt = m.pop(holder, 32, 5000)
     assert [pm.queue_offset for pm in nxt.messages] == [2]
+    assert offsets.query_offset("G", lmq_name("P", "s"), 0) == 2     # 5.5: the offset moves on ack, not on pop
+    m.pop_service.ack("G", nxt.messages[0].topic, nxt.messages[0].extra, 2)
     assert offsets.query_offset("G", lmq_name("P", "s"), 0) == 3
 
 
@@ -154,3 +156,60 @@ def test_ttl_expiry_deletes_offsets_and_subscriptions(lite):
     m.topics.table["P"].attributes["lite.topic.expiration"] = "-1"          # never
     m.index.queue("P", "new").last_store_ts = 1
     assert m.sweep_expired(now + 10 ** 9) == 0
+
+
+def test_lite_offsets_move_on_ack_and_no_revive_record_is_written(lite):
+    """5.5 (PopLiteMessageProcessor): a lite batch's state is in memory; the consume offset moves to the lowest
+    message still out on each ack; a message whose invisible time changed holds the offset; nothing reaches the
+    revive log."""
+    m, put, _, offsets = lite()
+    lmq = lmq_name("P", "s")
+    m.sync("c1", "G", "P", PARTIAL_ADD, ["s"])
+    for i in range(4):
+        put("s", b"%d" % i)
+    batch = m.pop("c1", 32, 1000).messages
+    assert [pm.queue_offset for pm in batch] == [0, 1, 2, 3]
+    assert offsets.query_offset("G", lmq, 0) == 0                  # where the first pop started, nothing past it
+    pop = m.pop_service
+    for k in (0, 2):
+        pop.ack("G", lmq, batch[k].extra, batch[k].queue_offset)
+    assert offsets.query_offset("G", lmq, 0) == 1                  # 1 is still out
+    moved = pop.change_invisible_time("G", lmq, batch[1].extra, 1, 60_000)
+    pop.ack("G", lmq, batch[3].extra, 3)
+    assert offsets.query_offset("G", lmq, 0) == 1                  # 1 was handed a longer invisible time
+    time.sleep(1.05)                                               # the batch's invisible time is over
+    assert not m.pop("c1", 32, 1000).messages                      # 1 is still invisible: the queue stays locked
+    pop.ack("G", lmq, moved, 1)
+    assert offsets.query_offset("G", lmq, 0) == 4 and pop.inflight() == {}
+    put("s", b"4")
+    nxt = m.pop("c1", 32, 300).messages
+    assert [pm.queue_offset for pm in nxt] == [4]
+    time.sleep(0.35)                                               # not acked in time: offered, handed out again
+    assert m.run_due() >= 1
+    again = m.pop("c1", 32, 1000).messages
+    assert [(pm.queue_offset, pm.attempt) for pm in again] == [(4, 2)]
+    pop.ack("G", lmq, again[0].extra, 4)
+    assert offsets.query_offset("G", lmq, 0) == 5
+    assert pop.store.get_max_offset(pop.revive_topic, 0) <= 0 and pop.topics.get(pop.revive_topic) is None
+
+
+def test_offset_reset_forgets_the_batch_in_flight(lite):
+    """A PARTIAL_ADD with an offset option while a lite batch is out (Java's clearBlock): its late ack does not
+    move the new offset, and the lite topic is readable from the new offset at once."""
+    from rmqd.pop.lite import OffsetOption
+    m, put, _, offsets = lite()
+    lmq = lmq_name("P", "s")
+    m.sync("c1", "G", "P", PARTIAL_ADD, ["s"])
+    for i in range(3):
+        put("s", b"%d" % i)
+    batch = m.pop("c1", 32, 60_000).messages
+    assert [pm.queue_offset for pm in batch] == [0, 1, 2]
+    m.sync("c2", "G", "P", PARTIAL_ADD, ["s"], option=OffsetOption(offset=1))
+    assert offsets.query_offset("G", lmq, 0) == 1
+    for pm in batch:                                     # late acks of the forgotten batch change nothing
+        assert not m.pop_service.ack("G", lmq, pm.extra, pm.queue_offset)
+    assert offsets.query_offset("G", lmq, 0) == 1
+    holder = next(cid for cid in ("c1", "c2") if m.clients[cid].events) if any(
+        m.clients[cid].events for cid in ("c1", "c2")) else "c2"
+    m.clients[holder].events["s"] = None
+    assert [pm.queue_offset for pm in m.pop(holder, 32, 60_000).messages] == [1, 2]
