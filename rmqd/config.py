@@ -17,12 +17,15 @@ import enum
 import functools
 import logging
 import os
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from rmqd.store.compaction.store import CompactionConfig
-from rmqd.store.message_store import StoreConfig
-from rmqd.store.tier.backend import provider_name
+# Settings classes only: the store's modules load with the store (``store_config_from`` imports StoreConfig),
+# so reading broker.conf (the CLI, the name server, the admin tool) does not load them.
+from rmqd.store.compaction.config import CompactionConfig
 from rmqd.store.tier.config import TierConfig, TieredStorageLevel, is_plugin_enabled
+
+if TYPE_CHECKING:
+    from rmqd.store.config import StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -484,6 +487,7 @@ STORE_STATIC_KEYS = frozenset({"storePathRootDir", "mapedFileSizeCommitLog", "ma
 
 def store_config_from(c: BrokerConfig) -> StoreConfig:
     """The local store's settings from their broker.conf names."""
+    from rmqd.store.config import StoreConfig
     return StoreConfig(**{name: conv(getattr(c, key)) for key, (name, conv) in STORE_FIELDS.items()})
 
 
@@ -511,6 +515,7 @@ def tier_config_from(c: BrokerConfig) -> TierConfig:
 
     ``messageIndexEnable`` is not one of rmqd's typed keys: it is read from the unknown ones, true unless
     "false".  A TierConfig whose index file would pass 2 GiB raises ValueError."""
+    from rmqd.store.tier.backend import provider_name
     return TierConfig(
         enabled=is_plugin_enabled(c.messageStorePlugIn),
         cluster=str(c.brokerClusterName or "DefaultCluster"),

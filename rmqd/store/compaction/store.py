@@ -28,6 +28,7 @@ from rmqd.cython_ext import compaction as _cx
 from rmqd.service_thread import ServiceThread
 from rmqd.store.compaction import adopt as _adopt
 from rmqd.store.compaction.compactor import RunResult, compact_queue
+from rmqd.store.compaction.config import CompactionConfig
 from rmqd.store.compaction.queue_log import QueueCompactionLog
 from rmqd.store.layer import StoreLayer
 from rmqd.store.results import GetMessageResult, GetMessageStatus as S, collect_records, transfer_limits
@@ -38,28 +39,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COPY_BATCH = 256
-
-
-@dataclass
-class CompactionConfig:
-    """broker.conf names: enableCompaction, compactionMappedFileSize, compactionCqMappedFileSize,
-    compactionScheduleInternal (ms), maxOffsetMapSize (bytes, shared by the threads),
-    compactionThreadNum (capped at the CPU count)."""
-    enabled: bool = True
-    log_file_size: int = 100 * 1024 * 1024
-    cq_file_size: int = 10 * 1024 * 1024
-    schedule_interval_ms: int = 15 * 60 * 1000
-    max_offset_map_size: int = 100 * 1024 * 1024
-    thread_num: int = 6
-    copy_interval_ms: int = 1000
-
-    @property
-    def threads(self) -> int:
-        return max(1, min(self.thread_num, os.cpu_count() or 1))
-
-    @property
-    def map_bytes_per_run(self) -> int:
-        return max(self.max_offset_map_size // self.threads, 128 * _cx.OFFSET_MAP_ENTRY_SIZE)
 
 
 @dataclass
