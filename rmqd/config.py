@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 # Settings classes only: the store's modules load with the store (``store_config_from`` imports StoreConfig),
 # so reading broker.conf (the CLI, the name server, the admin tool) does not load them.
 from rmqd.store.compaction.config import CompactionConfig
-from rmqd.store.tier.config import TierConfig, TieredStorageLevel, is_plugin_enabled
+from rmqd.store.tier.config import TierConfig, TieredStorageLevel, is_plugin_enabled, provider_name
 
 if TYPE_CHECKING:
     from rmqd.store.config import StoreConfig
@@ -515,7 +515,6 @@ def tier_config_from(c: BrokerConfig) -> TierConfig:
 
     ``messageIndexEnable`` is not one of rmqd's typed keys: it is read from the unknown ones, true unless
     "false".  A TierConfig whose index file would pass 2 GiB raises ValueError."""
-    from rmqd.store.tier.backend import provider_name
     return TierConfig(
         enabled=is_plugin_enabled(c.messageStorePlugIn),
         cluster=str(c.brokerClusterName or "DefaultCluster"),

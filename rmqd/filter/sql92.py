@@ -23,6 +23,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Mapping, Optional
 
+from rmqd.filter.errors import SQLParseError
+
 __all__ = [
     "CompiledFilter",
     "FilterEvaluationError",
@@ -38,20 +40,6 @@ DOUBLE_MIN = 5e-324  # Java Double.MIN_VALUE (smallest positive subnormal)
 
 Props = Mapping[str, str]
 EvalFn = Callable[[Props], Any]
-
-
-class SQLParseError(ValueError):
-    """An expression the Java broker would reject (SUBSCRIPTION_PARSE_FAILED)."""
-
-    def __init__(self, message: str, expression: str = "", position: int | None = None):
-        self.reason = message
-        self.expression = expression
-        self.position = position
-        if position is not None:
-            line = expression.count("\n", 0, position) + 1
-            col = position - (expression.rfind("\n", 0, position) + 1) + 1
-            message = f"{message} at position {position} (line {line}, column {col})"
-        super().__init__(f"Invalid SQL92 expression {expression!r}: {message}")
 
 
 class FilterEvaluationError(Exception):
