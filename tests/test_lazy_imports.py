@@ -28,7 +28,8 @@ CONFIG_MUST_NOT_LOAD = (
 SERVE_MUST_NOT_LOAD = (
     "rmqd.grpc.service", "rmqd.grpc.pb", "google.protobuf", "aiohttp", "rmqd.console.app", "rmqd.console.view",
     "rmqd.metrics.collector", "rmqd.replicas.controller_mode", "rmqd.store.tier.store", "rmqd.store.tier.backend",
-    "rmqd.filter.sql92", "rmqd.admin", "rmqd.controller",
+    "rmqd.filter.sql92", "rmqd.store.compaction.adopt", "rmqd.store.compaction.compactor",
+    "rmqd.store.compaction.queue_log", "rmqd.admin", "rmqd.controller",
 )
 
 

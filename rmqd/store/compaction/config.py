@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+#: the directory under the compaction root where `rmqd pipeline compact` leaves its outputs for adoption
+PIPELINE_DIR = "pipeline"
+
 
 @dataclass
 class CompactionConfig:
