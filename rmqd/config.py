@@ -17,12 +17,15 @@ import enum
 import functools
 import logging
 import os
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from rmqd.store.compaction.store import CompactionConfig
-from rmqd.store.message_store import StoreConfig
-from rmqd.store.tier.backend import provider_name
-from rmqd.store.tier.config import TierConfig, TieredStorageLevel, is_plugin_enabled
+# Settings classes only: the store's modules load with the store (``store_config_from`` imports StoreConfig),
+# so reading broker.conf (the CLI, the name server, the admin tool) does not load them.
+from rmqd.store.compaction.config import CompactionConfig
+from rmqd.store.tier.config import TierConfig, TieredStorageLevel, is_plugin_enabled, provider_name
+
+if TYPE_CHECKING:
+    from rmqd.store.config import StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -487,6 +490,7 @@ STORE_STATIC_KEYS = frozenset({"storePathRootDir", "mapedFileSizeCommitLog", "ma
 
 def store_config_from(c: BrokerConfig) -> StoreConfig:
     """The local store's settings from their broker.conf names."""
+    from rmqd.store.config import StoreConfig
     return StoreConfig(**{name: conv(getattr(c, key)) for key, (name, conv) in STORE_FIELDS.items()})
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 
 
 def fsync_path(path: str) -> None:
@@ -127,7 +126,7 @@ def drop_tree(path: str, trash_suffix: str = "") -> bool:
     then deleted. A crash in between leaves ``.<name>.dropped-<id><trash_suffix>`` beside it (a suffix
     that makes readers skip it and the next cleanup remove it). False when ``path`` was not there."""
     parent, name = os.path.split(os.path.normpath(path))
-    trash = os.path.join(parent, f".{name.lstrip('.')}.dropped-{uuid.uuid4().hex[:8]}{trash_suffix}")
+    trash = os.path.join(parent, f".{name.lstrip('.')}.dropped-{os.urandom(4).hex()}{trash_suffix}")
     try:
         os.rename(path, trash)
     except FileNotFoundError:

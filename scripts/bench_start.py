@@ -18,12 +18,19 @@ the tree measured).
 * idle RSS: VmRSS and RssAnon (the process's own memory; the rest is shared libraries and mapped files) from
   /proc/<pid>/status, ``--idle`` seconds after ready (default 5), no client connected.
 
-Prints the machine line, each run and the medians. A target is an interpreter (e.g. a venv holding only the
-base dependencies) and a checkout whose extensions are built in place; runs alternate between targets.
+Prints the machine line, the load average (before and after: others' load inflates the wall time, not the CPU
+time), each run and the medians. A target is an interpreter (e.g. a venv holding only the base dependencies)
+and a checkout whose extensions are built in place; runs alternate between targets.
+
+Bytecode: each target line says how many of the tree's rmqd modules have a current ``__pycache__`` file. Without
+them (a fresh checkout run with PYTHONDONTWRITEBYTECODE=1) every start compiles every module it imports, which
+costs more CPU than the imports themselves; ``--compile`` writes them first (``compileall``, as ``pip install``
+does), so the runs measure what an installed rmqd does.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import socket
 import statistics
@@ -95,6 +102,25 @@ def one_run(python: str, tree: str, extra: list[str], idle: float,
         return start, cpu, rss, anon, ready
 
 
+def bytecode_state(tree: str) -> str:
+    """How many of the tree's rmqd modules have a bytecode cache file at least as new as the source."""
+    total = current = 0
+    for root, dirs, files in os.walk(os.path.join(tree, "rmqd")):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            if name.endswith(".py"):
+                total += 1
+                src = os.path.join(root, name)
+                pyc = importlib.util.cache_from_source(src)
+                if os.path.exists(pyc) and os.stat(pyc).st_mtime >= os.stat(src).st_mtime:
+                    current += 1
+    return f"{current} of {total} rmqd modules with current bytecode"
+
+
+def load_line() -> str:
+    return "load average %.2f %.2f %.2f" % os.getloadavg()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", action="append", metavar="LABEL=PYTHON:TREE",
@@ -103,6 +129,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--idle", type=float, default=5.0, help="seconds after ready before reading RSS")
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--compile", action="store_true",
+                    help="write each tree's bytecode first (compileall, as pip install does)")
     ap.add_argument("extra", nargs="*", help="more `rmqd serve` options (after --)")
     a = ap.parse_args()
     targets = []
@@ -111,8 +139,12 @@ def main() -> int:
         python, _, tree = rest.partition(":")
         targets.append((label, python, tree))
     print(machine_line())
+    print(f"{load_line()}; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '-')}")
     for label, python, tree in targets:
-        print(f"{label}: python {python}, tree {tree}")
+        if a.compile:
+            subprocess.run([python, "-m", "compileall", "-q", os.path.join(tree, "rmqd")], check=True,
+                           stdout=subprocess.DEVNULL)
+        print(f"{label}: python {python}, tree {tree} ({bytecode_state(tree)})")
     print(f"extra options: {a.extra or '-'}; idle {a.idle} s")
     results: dict[str, list] = {label: [] for label, _, _ in targets}
     for i in range(a.runs):
@@ -122,12 +154,15 @@ def main() -> int:
             print(f"{label} run {i + 1}: start {start * 1000:.0f} ms (CPU {cpu * 1000:.0f} ms), idle RSS {rss:.1f} MB "
                   f"(RssAnon {anon:.1f} MB)"
                   + (f"  [{ready}]" if i == 0 else ""), flush=True)
+    print(f"after the runs: {load_line()}")
     for label, rs in results.items():
         print(f"{label}, median of {a.runs}: start {statistics.median(r[0] for r in rs) * 1000:.0f} ms "
               f"(CPU {statistics.median(r[1] for r in rs) * 1000:.0f} ms), "
               f"idle RSS {statistics.median(r[2] for r in rs):.1f} MB "
-              f"(RssAnon {statistics.median(r[3] for r in rs):.1f} MB); best start "
-              f"{min(r[0] for r in rs) * 1000:.0f} ms")
+              f"(RssAnon {statistics.median(r[3] for r in rs):.1f} MB); start min/max "
+              f"{min(r[0] for r in rs) * 1000:.0f}/{max(r[0] for r in rs) * 1000:.0f} ms, CPU min/max "
+              f"{min(r[1] for r in rs) * 1000:.0f}/{max(r[1] for r in rs) * 1000:.0f} ms, RSS min/max "
+              f"{min(r[2] for r in rs):.1f}/{max(r[2] for r in rs):.1f} MB")
     return 0
 
 

@@ -15,15 +15,12 @@ imported from an archive, so it is in place before any rmqd module imports orjso
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
 import sys
-import tempfile
 import threading
-import zipfile
 import zipimport
 from typing import Any, Optional, Sequence
 
@@ -44,6 +41,9 @@ def zip_location(package: Any) -> Optional[tuple[str, str]]:
 
 class _Archive:
     def __init__(self, path: str) -> None:
+        import hashlib      # here, not at import: every rmqd process imports this module, few use an archive
+        import tempfile
+        import zipfile
         self.path = path
         with zipfile.ZipFile(path) as z:
             self.names = set(z.namelist())
@@ -52,6 +52,7 @@ class _Archive:
         self.cache = os.path.join(tempfile.gettempdir(), f"rmqd-ext-{os.getuid()}", digest)
 
     def extract(self, member: str) -> str:
+        import zipfile
         dest = os.path.join(self.cache, os.path.basename(member))
         if not os.path.exists(dest):
             os.makedirs(self.cache, exist_ok=True)

@@ -6,13 +6,7 @@ from rmqd.filter.message_filter import (
     build_subscription_data,
     is_tag_type,
 )
-from rmqd.filter.sql92 import (
-    CompiledFilter,
-    FilterEvaluationError,
-    SQLParseError,
-    clear_cache,
-    compile_expression,
-)
+from rmqd.filter.errors import SQLParseError
 from rmqd.filter.tags import (
     SUB_ALL,
     TagSubscription,
@@ -38,3 +32,14 @@ __all__ = [
     "parse_tag_expression",
     "tags_to_code",
 ]
+
+#: the SQL92 compiler's names, loaded with the first use (start-up time: a broker without SQL92 subscriptions
+#: never compiles one)
+_SQL92_NAMES = frozenset(("CompiledFilter", "FilterEvaluationError", "clear_cache", "compile_expression"))
+
+
+def __getattr__(name: str):
+    if name in _SQL92_NAMES:
+        from rmqd.filter import sql92
+        return getattr(sql92, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
-from rmqd.filter.sql92 import CompiledFilter, SQLParseError, compile_expression
+from rmqd.filter.errors import SQLParseError
 from rmqd.filter.tags import SUB_ALL, TagSubscription, java_trim, parse_tag_expression
+
+if TYPE_CHECKING:        # the SQL92 compiler loads with the first SQL92 expression (start-up time)
+    from rmqd.filter.sql92 import CompiledFilter
 
 __all__ = [
     "SQL92",
@@ -59,6 +62,7 @@ def build_subscription_data(topic: str, expr: Optional[str], expression_type: Op
     else:
         if expr is None or not java_trim(expr):
             raise SQLParseError("empty expression", expr or "")
+        from rmqd.filter.sql92 import compile_expression
         compile_expression(expr)
         sub_string, tags, codes = expr, [], []
     return {
@@ -101,6 +105,7 @@ class ExpressionMessageFilter:
         else:
             if expression is None or not java_trim(expression):
                 raise SQLParseError("empty expression", expression or "")
+            from rmqd.filter.sql92 import compile_expression
             self.compiled = compile_expression(expression)
             self._match_all = self.class_filter_mode
 

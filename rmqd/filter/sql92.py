@@ -23,6 +23,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Mapping, Optional
 
+from rmqd.filter.errors import SQLParseError
+
 __all__ = [
     "CompiledFilter",
     "FilterEvaluationError",
@@ -40,20 +42,6 @@ Props = Mapping[str, str]
 EvalFn = Callable[[Props], Any]
 
 
-class SQLParseError(ValueError):
-    """An expression the Java broker would reject (SUBSCRIPTION_PARSE_FAILED)."""
-
-    def __init__(self, message: str, expression: str = "", position: int | None = None):
-        self.reason = message
-        self.expression = expression
-        self.position = position
-        if position is not None:
-            line = expression.count("\n", 0, position) + 1
-            col = position - (expression.rfind("\n", 0, position) + 1) + 1
-            message = f"{message} at position {position} (line {line}, column {col})"
-        super().__init__(f"Invalid SQL92 expression {expression!r}: {message}")
-
-
 class FilterEvaluationError(Exception):
     """Evaluation failed (e.g. a property is not a valid number); never matches."""
 
@@ -65,9 +53,8 @@ STR, INT, LONG, DOUBLE, BOOL, NULL = "str", "int", "long", "double", "bool", "nu
 _NUMERIC = (INT, LONG, DOUBLE)
 
 _JAVA_TRIM = "".join(chr(i) for i in range(33))
-_DOUBLE_RE = re.compile(
-    r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)\Z"
-)
+_DOUBLE_PATTERN = r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)\Z"
+_DOUBLE_RE: "re.Pattern | None" = None      # compiled on first use, not at import (start-up time)
 _INF = float("inf")
 
 
@@ -99,6 +86,9 @@ def to_double(s: str) -> float:
     if s.isascii() and s.replace(".", "", 1).isdigit():  # plain "123" / "12.5" / ".5" / "5."
         return float(s)
     t = s.strip(_JAVA_TRIM)
+    global _DOUBLE_RE
+    if _DOUBLE_RE is None:
+        _DOUBLE_RE = re.compile(_DOUBLE_PATTERN)
     if _DOUBLE_RE.match(t):
         if t[-1] in "fFdD":
             t = t[:-1]
@@ -406,7 +396,7 @@ _KEYWORDS = frozenset(
 )
 _STRING_OPS = ("CONTAINS", "STARTSWITH", "ENDSWITH")
 
-_TOKEN_RE = re.compile(
+_TOKEN_PATTERN = (
     r"""
     (?P<ws>[ \t\n\r\f]+)
   | (?P<comment>--[^\r\n]*(?:\r\n|\r|\n|\Z)|/\*.*?\*/)
@@ -415,9 +405,9 @@ _TOKEN_RE = re.compile(
   | (?P<string>'(?:[^']|'')*')
   | (?P<id>[A-Za-z_$][A-Za-z0-9_$]*)
   | (?P<op><>|>=|<=|[=<>(),+-])
-    """,
-    re.VERBOSE | re.DOTALL,
+    """
 )
+_TOKEN_RE: "re.Pattern | None" = None       # compiled on first use, not at import (start-up time)
 
 
 class Token:
@@ -436,6 +426,9 @@ def tokenize(expr: str) -> list[Token]:
     """Split ``expr`` into tokens; raises :class:`SQLParseError` on a lexical error."""
     tokens: list[Token] = []
     pos, n = 0, len(expr)
+    global _TOKEN_RE
+    if _TOKEN_RE is None:
+        _TOKEN_RE = re.compile(_TOKEN_PATTERN, re.VERBOSE | re.DOTALL)
     match = _TOKEN_RE.match
     while pos < n:
         m = match(expr, pos)

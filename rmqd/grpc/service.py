@@ -14,7 +14,7 @@ import time
 from typing import Any, AsyncIterator, Optional
 
 from rmqd.filter.message_filter import ExpressionMessageFilter
-from rmqd.filter.sql92 import SQLParseError
+from rmqd.filter.errors import SQLParseError
 from rmqd.grpc import auth, message_types
 from rmqd.grpc.lite import LITE_CLIENT_TYPES, LiteGrpc
 from rmqd.grpc.clients import GrpcClientManager, parse_transaction_id, producer_group_of, transaction_id_of

@@ -12,7 +12,7 @@ from typing import Any, Optional
 import orjson
 
 from rmqd.broker.context import BrokerContext
-from rmqd.filter import SQLParseError, compile_expression, is_tag_type
+from rmqd.filter import SQLParseError, is_tag_type
 from rmqd.broker.client_manager import (CONSUME_FROM_WHERE, CONSUME_TYPES, MESSAGE_MODELS,
                                             ClientChannelInfo, enum_name)
 from rmqd.remoting import fastjson
@@ -113,6 +113,7 @@ class ClientManageProcessor:
             if etype != "SQL92":
                 return error_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                                       f"Not found filter for type {etype}")
+            from rmqd.filter.sql92 import compile_expression      # loaded with the first SQL92 expression
             try:
                 compile_expression(sub.get("subString") or "")
             except SQLParseError as exc:

@@ -13,7 +13,7 @@ import logging
 from typing import Any, Optional
 
 from rmqd.filter.message_filter import ExpressionMessageFilter
-from rmqd.filter.sql92 import SQLParseError
+from rmqd.filter.errors import SQLParseError
 from rmqd.pop.frontend import Busy, PopExecutor, pop_with_polling
 from rmqd.pop.codes import INVALID_PARAMETER, POLLING_FULL, POLLING_TIMEOUT, PopError
 from rmqd.pop.service import PopService

@@ -60,8 +60,14 @@ class FrozenObject(tuple):
 
 # ------------------------------------------------------------------------------------ encoding
 _ESCAPE_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_NEEDS_ESCAPE = re.compile('["\\\\\x00-\x1f\x7f\u2028\u2029]')
-_NEEDS_ESCAPE_ASCII = re.compile('["\\\\\x00-\x1f\x7f-\uffff]')
+#: (needs escape, needs escape in ASCII-only output): compiled on first use, not at import (start-up time)
+_ESCAPE_RES: "tuple[re.Pattern, re.Pattern] | None" = None
+
+
+def _escape_res() -> "tuple[re.Pattern, re.Pattern]":
+    global _ESCAPE_RES
+    _ESCAPE_RES = (re.compile('["\\\\\x00-\x1f\x7f\u2028\u2029]'), re.compile('["\\\\\x00-\x1f\x7f-\uffff]'))
+    return _ESCAPE_RES
 
 
 def _escape_char(m: re.Match) -> str:
@@ -85,13 +91,14 @@ def _escape_char_ascii(m: re.Match) -> str:
 
 
 def _quote(s: str, standard: bool) -> str:
+    needs_escape, needs_escape_ascii = _ESCAPE_RES or _escape_res()
     if standard:
-        if _NEEDS_ESCAPE_ASCII.search(s) is None and s.isascii():
+        if needs_escape_ascii.search(s) is None and s.isascii():
             return '"' + s + '"'
         return '"' + re.sub('["\\\\\x00-\x1f\x7f-\U0010ffff]', _escape_char_ascii, s) + '"'
-    if _NEEDS_ESCAPE.search(s) is None:
+    if needs_escape.search(s) is None:
         return '"' + s + '"'
-    return '"' + _NEEDS_ESCAPE.sub(_escape_char, s) + '"'
+    return '"' + needs_escape.sub(_escape_char, s) + '"'
 
 
 def java_double(x: float) -> str:
@@ -230,8 +237,16 @@ def dumps(obj: Any, standard: bool = False) -> bytes:
 
 # ------------------------------------------------------------------------------------ decoding
 _WS = " \t\n\r\f\v\ufeff"
-_NUMBER_RE = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
-_BARE_KEY_RE = re.compile(r"[A-Za-z0-9_$.\-]+")
+#: (number, bare object key): compiled on first use, not at import (start-up time)
+_DECODE_RES: "tuple[re.Pattern, re.Pattern] | None" = None
+
+
+def _decode_res() -> "tuple[re.Pattern, re.Pattern]":
+    global _DECODE_RES
+    _DECODE_RES = (re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?"), re.compile(r"[A-Za-z0-9_$.\-]+"))
+    return _DECODE_RES
+
+
 _scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
 _MQ_KEYS = frozenset(("topic", "brokerName", "queueId"))
 
@@ -276,7 +291,7 @@ class _Parser:
         if s.startswith("null", i):
             self.i = i + 4
             return None
-        m = _NUMBER_RE.match(s, i)
+        m = (_DECODE_RES or _decode_res())[0].match(s, i)
         if m is None or m.end() == i:
             raise self.error("unexpected character")
         self.i = m.end()
@@ -313,7 +328,7 @@ class _Parser:
             if d.keys() == _MQ_KEYS:
                 return MessageQueue(d["topic"], d["brokerName"], int(d["queueId"]))
             return FrozenObject(sorted(d.items(), key=lambda kv: kv[0]))
-        m = _BARE_KEY_RE.match(s, i)
+        m = (_DECODE_RES or _decode_res())[1].match(s, i)
         if m is None:
             raise self.error("bad object key")
         self.i = m.end()

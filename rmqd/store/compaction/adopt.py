@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
 from rmqd.fileutil import atomic_write, fsync_path
+from rmqd.store.compaction.config import PIPELINE_DIR  # noqa: F401 (this module's API too)
 from rmqd.store.compaction.queue_log import QueueCompactionLog
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,6 @@ MANIFEST = "manifest.json"
 ADOPTING = "ADOPTING"
 STAGING_SUFFIX = ".tmp"
 STALE_SUFFIX = ".stale"
-PIPELINE_DIR = "pipeline"
 
 
 class StaleOutput(Exception):

@@ -24,42 +24,23 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from rmqd.cython_ext import compaction as _cx
 from rmqd.service_thread import ServiceThread
-from rmqd.store.compaction import adopt as _adopt
-from rmqd.store.compaction.compactor import RunResult, compact_queue
-from rmqd.store.compaction.queue_log import QueueCompactionLog
+from rmqd.store.compaction.config import PIPELINE_DIR, CompactionConfig
 from rmqd.store.layer import StoreLayer
 from rmqd.store.results import GetMessageResult, GetMessageStatus as S, collect_records, transfer_limits
 
 if TYPE_CHECKING:
     from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.compaction.compactor import RunResult
+    from rmqd.store.compaction.queue_log import QueueCompactionLog
+
+# The compaction logs, the compactor, adoption and the compiled helpers load with the first compaction topic or
+# job output (:meth:`CompactionStore._log`, :meth:`CompactionStore.adopt`): a broker without them, every
+# ``rmqd serve`` at first, does not import them at start.
 
 log = logging.getLogger(__name__)
 
 COPY_BATCH = 256
-
-
-@dataclass
-class CompactionConfig:
-    """broker.conf names: enableCompaction, compactionMappedFileSize, compactionCqMappedFileSize,
-    compactionScheduleInternal (ms), maxOffsetMapSize (bytes, shared by the threads),
-    compactionThreadNum (capped at the CPU count)."""
-    enabled: bool = True
-    log_file_size: int = 100 * 1024 * 1024
-    cq_file_size: int = 10 * 1024 * 1024
-    schedule_interval_ms: int = 15 * 60 * 1000
-    max_offset_map_size: int = 100 * 1024 * 1024
-    thread_num: int = 6
-    copy_interval_ms: int = 1000
-
-    @property
-    def threads(self) -> int:
-        return max(1, min(self.thread_num, os.cpu_count() or 1))
-
-    @property
-    def map_bytes_per_run(self) -> int:
-        return max(self.max_offset_map_size // self.threads, 128 * _cx.OFFSET_MAP_ENTRY_SIZE)
 
 
 @dataclass
@@ -131,10 +112,10 @@ class CompactionStore(StoreLayer):
         self.root = self.local.config.compaction_dir
         self.compaction_topics: set[str] = set()
         self._is_compaction = is_compaction_topic
-        self.logs: dict[tuple[str, int], QueueCompactionLog] = {}
+        self.logs: dict[tuple[str, int], "QueueCompactionLog"] = {}
         self.queue_stats: dict[tuple[str, int], QueueStats] = {}
         self.checkpoint = PositionCheckpoint(os.path.join(self.root, "position-checkpoint"))
-        self.pipeline_dir = os.path.join(self.root, _adopt.PIPELINE_DIR)     # `rmqd pipeline compact` output
+        self.pipeline_dir = os.path.join(self.root, PIPELINE_DIR)     # `rmqd pipeline compact` output
         self._logs_lock = threading.Lock()
         self._queue_locks: dict[tuple[str, int], threading.Lock] = {}
         self._next_run: dict[tuple[str, int], float] = {}
@@ -199,10 +180,11 @@ class CompactionStore(StoreLayer):
         if compaction:
             self.compaction_topics.add(topic)
 
-    def _log(self, topic: str, qid: int) -> QueueCompactionLog:
+    def _log(self, topic: str, qid: int) -> "QueueCompactionLog":
         key = (topic, qid)
         qlog = self.logs.get(key)
         if qlog is None:
+            from rmqd.store.compaction.queue_log import QueueCompactionLog
             with self._logs_lock:
                 qlog = self.logs.get(key)
                 if qlog is None:
@@ -225,6 +207,7 @@ class CompactionStore(StoreLayer):
         cq = self.local.local_queue(topic, qid)
         if cq is None:
             return 0
+        from rmqd.cython_ext import compaction as _cx
         nxt = max(qlog.next_offset(), cq.min_offset)
         copied = 0
         while nxt < cq.max_offset:
@@ -266,14 +249,15 @@ class CompactionStore(StoreLayer):
         return n
 
     # ------------------------------------------------------------------ compaction
-    def compact(self, topic: str, qid: Optional[int] = None) -> list[tuple[int, RunResult]]:
+    def compact(self, topic: str, qid: Optional[int] = None) -> list[tuple[int, "RunResult"]]:
         """Copy and compact now (``rmqd admin compactTopic``); blocking, in the caller's thread."""
         out = []
         for q in ([qid] if qid is not None else self.queue_ids(topic)):
             out.append((q, self._run(topic, q)))
         return out
 
-    def _run(self, topic: str, qid: int) -> RunResult:
+    def _run(self, topic: str, qid: int) -> "RunResult":
+        from rmqd.store.compaction.compactor import compact_queue
         key = (topic, qid)
         self.catch_up(topic, qid)
         qlog = self._log(topic, qid)
@@ -339,7 +323,10 @@ class CompactionStore(StoreLayer):
     def adopt_pending(self, topic: Optional[str] = None, root: Optional[str] = None) -> list[dict]:
         """Adopt every complete job output under ``root`` (default ``compaction/pipeline``), oldest
         first; a stale one is set aside as ``<dir>.stale``. Returns one result per output."""
-        results = []
+        results: list[dict] = []
+        if not os.path.exists(root or self.pipeline_dir):     # no job output (pending_outputs would say [])
+            return results
+        from rmqd.store.compaction import adopt as _adopt
         for path in _adopt.pending_outputs(root or self.pipeline_dir, topic):
             try:
                 results.append(self.adopt(path))
@@ -353,6 +340,7 @@ class CompactionStore(StoreLayer):
 
     def adopt(self, path: str) -> dict:
         """Swap in one job output atomically per queue (see :mod:`rmqd.store.compaction.adopt`)."""
+        from rmqd.store.compaction import adopt as _adopt
         staged = _adopt.read_manifest(path)
         topic = staged.topic
         plans = sorted(staged.queues, key=lambda q: q.queue_id)

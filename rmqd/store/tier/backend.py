@@ -24,6 +24,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from rmqd.store.tier.config import PROVIDERS, provider_name  # noqa: F401 (this module's API too)
+
 log = logging.getLogger(__name__)
 
 COMMIT_LOG = "COMMIT_LOG"
@@ -304,25 +306,6 @@ class MemoryBackend(TierBackend):
     def list(self, prefix: str = "") -> dict[str, int]:
         with self._lock:
             return {p: len(b) for p, b in self._data.items() if p.startswith(prefix)}
-
-
-# broker.conf tieredBackendServiceProvider: Java class names and rmqd's short names
-PROVIDERS = {
-    "org.apache.rocketmq.tieredstore.provider.PosixFileSegment": "posix",
-    "org.apache.rocketmq.tieredstore.provider.MemoryFileSegment": "memory",
-    "org.apache.rocketmq.tieredstore.provider.posix.PosixFileSegment": "posix",
-    "org.apache.rocketmq.tieredstore.provider.memory.MemoryFileSegment": "memory",
-    "posix": "posix", "memory": "memory", "s3": "s3",
-}
-
-
-def provider_name(value: str) -> str:
-    """``posix``, ``memory`` or ``s3`` for a tieredBackendServiceProvider value."""
-    name = PROVIDERS.get((value or "").strip()) or PROVIDERS.get((value or "").strip().lower())
-    if name is None:
-        raise ValueError(f"unknown tieredBackendServiceProvider {value!r}: use posix, memory, s3 or "
-                         "Java's PosixFileSegment/MemoryFileSegment class names")
-    return name
 
 
 def make_backend(provider: str, file_path: str = "", endpoint: str = "", bucket: str = "",

@@ -11,6 +11,24 @@ from typing import Any
 PLUGIN_NAMES = ("org.apache.rocketmq.tieredstore.TieredMessageStore", "TieredMessageStore", "tiered", "tier")
 MB = 1024 * 1024
 
+# broker.conf tieredBackendServiceProvider: Java class names and rmqd's short names
+PROVIDERS = {
+    "org.apache.rocketmq.tieredstore.provider.PosixFileSegment": "posix",
+    "org.apache.rocketmq.tieredstore.provider.MemoryFileSegment": "memory",
+    "org.apache.rocketmq.tieredstore.provider.posix.PosixFileSegment": "posix",
+    "org.apache.rocketmq.tieredstore.provider.memory.MemoryFileSegment": "memory",
+    "posix": "posix", "memory": "memory", "s3": "s3",
+}
+
+
+def provider_name(value: str) -> str:
+    """``posix``, ``memory`` or ``s3`` for a tieredBackendServiceProvider value."""
+    name = PROVIDERS.get((value or "").strip()) or PROVIDERS.get((value or "").strip().lower())
+    if name is None:
+        raise ValueError(f"unknown tieredBackendServiceProvider {value!r}: use posix, memory, s3 or "
+                         "Java's PosixFileSegment/MemoryFileSegment class names")
+    return name
+
 
 class TieredStorageLevel(enum.IntEnum):
     """When pulls read the tier (Java ``TieredStorageLevel``)."""
