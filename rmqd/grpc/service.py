@@ -263,8 +263,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         """A slave's endpoint passes a (non-transactional) send on to its master, as the 5.x proxy routes sends to
         the master: a client given every replica's endpoint keeps sending through a failover. None on a master,
         or while a slave knows no master (then the local broker refuses it, and the client retries)."""
-        rm = getattr(self.broker, "role_manager", None)
-        if transactional or rm is None or not rm.is_slave:
+        rm = self.broker.role_manager
+        if transactional or not rm.is_slave:
             return None
         return rm.master_addr
 
