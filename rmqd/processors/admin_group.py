@@ -71,8 +71,11 @@ class GroupAdminProcessor:
         t0 = time.monotonic()
         ctx.groups.update(sg)
         # controller mode: answered once the in-sync slaves hold it too, so a switch keeps it (as topics)
-        ctx.replication.wait_groups_replicated(ctx.config.slaveTimeout / 1000)
-        ctx.metrics.messages.on_create("group", time.monotonic() - t0, True)
+        copied = ctx.replication.wait_groups_replicated(ctx.config.slaveTimeout / 1000)
+        ctx.metrics.messages.on_create("group", time.monotonic() - t0, copied)
+        if not copied:     # as topics: no success that the next failover can take back
+            return error_response(ResponseCode.SYSTEM_ERROR, f"subscription group {sg.group_name} updated on the "
+                                  f"master but not copied by every in-sync replica within slaveTimeout; retry")
         return new_response()
 
     def get_all_subscription_group_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:

@@ -55,8 +55,11 @@ class TopicAdminProcessor:
         t0 = time.monotonic()
         mgr.update(tc)   # persists, then re-registers with the name servers (on_change)
         # controller mode: answered once the in-sync slaves hold it too, so a switch keeps it (rocketmq#9804)
-        ctx.replication.wait_topics_replicated(ctx.config.slaveTimeout / 1000)
-        ctx.metrics.messages.on_create("topic", time.monotonic() - t0, True, mgr.is_system_topic(topic))
+        copied = ctx.replication.wait_topics_replicated(ctx.config.slaveTimeout / 1000)
+        ctx.metrics.messages.on_create("topic", time.monotonic() - t0, copied, mgr.is_system_topic(topic))
+        if not copied:     # never a success the next failover can take back: the caller retries (idempotent)
+            return error_response(ResponseCode.SYSTEM_ERROR, f"topic {topic} created on the master but not copied "
+                                  f"by every in-sync replica within slaveTimeout; retry the update")
         return new_response()
 
     # ------------------------------------------------------------------ 215

@@ -220,7 +220,10 @@ class FailoverGroup:
 def create_topic(addr: str, topic: str, queues: int = 4) -> None:
     ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
            "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
-    r = call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+    for _ in range(3):     # a master answers SYSTEM_ERROR while an in-sync replica has not copied it: retry
+        r = call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+        if r.code != ResponseCode.SYSTEM_ERROR or "not copied" not in (r.remark or ""):
+            break
     assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
 
 
