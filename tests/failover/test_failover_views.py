@@ -89,8 +89,11 @@ def rows_of(page: dict, table_id: str) -> list[dict]:
 
 
 def create_group(addr: str, group: str) -> None:
-    r = call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-             body=orjson.dumps({"groupName": group, "consumeEnable": True, "retryMaxTimes": 16}))
+    for _ in range(3):     # SYSTEM_ERROR "not copied" while an in-sync replica lags: retry, as a user would
+        r = call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                 body=orjson.dumps({"groupName": group, "consumeEnable": True, "retryMaxTimes": 16}))
+        if r.code != ResponseCode.SYSTEM_ERROR or "not copied" not in (r.remark or ""):
+            break
     assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
 
 
