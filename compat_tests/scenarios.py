@@ -102,8 +102,9 @@ subscribe_raw(c, A['topic'], A.get('expr', '*'), on_message)
 c.start()
 emit(op='started')
 prefix = A.get('expect_prefix')
-wait_until(lambda: (sum(1 for b in seen if b.startswith(prefix)) if prefix else len(seen)) >= A['expect'],
-           A['timeout'])
+stop_file = A.get('stop_file')      # the test creates it to end the wait early (the consumer then lingers and stops)
+wait_until(lambda: (sum(1 for b in seen if b.startswith(prefix)) if prefix else len(seen)) >= A['expect']
+           or bool(stop_file and _os.path.exists(stop_file)), A['timeout'])
 _time.sleep(A.get('linger', 0))
 emit(op='done', n=len(seen))
 if A.get('shutdown', True):

@@ -88,7 +88,18 @@ def test_pull_consumer_reads_everything(client, rmqd_server):
     assert all(e["tags"] == "TagP" for e in res.events_of("recv"))
 
 
-def test_two_consumers_split_queues_and_one_takes_over(client, rmqd_server):
+def group_caught_up(broker_addr: str, topic: str, group: str, queues: int = 4) -> bool:
+    """Every queue's committed offset of ``group`` is the queue's max offset (all consumed and committed)."""
+    with BlockingClient(broker_addr) as c:
+        for qid in range(queues):
+            top = c.invoke(new_request(30, {"topic": topic, "queueId": str(qid)}))               # GET_MAX_OFFSET
+            got = c.invoke(new_request(14, {"consumerGroup": group, "topic": topic, "queueId": str(qid)}))
+            if top.code != 0 or got.code != 0 or int(got.ext_fields["offset"]) < int(top.ext_fields["offset"]):
+                return False
+    return True
+
+
+def test_two_consumers_split_queues_and_one_takes_over(client, rmqd_server, tmp_path):
     name, python = client
     ns, broker = rmqd_server.namesrv_addr, rmqd_server.broker_addr
     topic, group = f"CompatSplit_{name}", f"CG_split_{name}"
@@ -98,8 +109,11 @@ def test_two_consumers_split_queues_and_one_takes_over(client, rmqd_server):
     # it made: a consumer that drops a queue and takes it again later gets every new pull answer
     # routed to the dropped request ("has been set as dropped. Will NOT pull this queue any
     # more") and never consumes that queue again, whatever the broker does.
-    b = Background(python, PUSH_CONSUMER, ns, dict(topic=topic, group=group, expect=10**6, timeout=25,
-                                                   instance="B", props=PROPS))
+    # B runs until the test creates stop_b: once the "one-" batch is consumed and committed by A and B
+    # (at most 60 s)
+    stop_b = tmp_path / "stop-b"
+    b = Background(python, PUSH_CONSUMER, ns, dict(topic=topic, group=group, expect=10**6, timeout=60,
+                                                   stop_file=str(stop_b), instance="B", props=PROPS), timeout=100)
     wait_for(lambda: len(consumer_ids(broker, group)) == 1, 20, what="B registered")
     # A runs until it has every "two-" message (B's queues included, after the takeover).
     a = Background(python, PUSH_CONSUMER, ns, dict(topic=topic, group=group, expect=40, expect_prefix="two-",
@@ -107,7 +121,9 @@ def test_two_consumers_split_queues_and_one_takes_over(client, rmqd_server):
     wait_for(lambda: len(consumer_ids(broker, group)) == 2, 20, what="two consumers registered")
     first = produce(python, ns, topic, 40, "sync", prefix="one")
     assert len(first.events_of("send")) == 40
-    rb = b.result(60)                                              # B stops after ~25 s
+    wait_for(lambda: group_caught_up(broker, topic, group), 45, interval=0.5, what="the one- batch consumed")
+    stop_b.touch()
+    rb = b.result(100)
     wait_for(lambda: len(consumer_ids(broker, group)) == 1, 30, what="B gone from the group")
     produce(python, ns, topic, 40, "sync", prefix="two")
     ra = a.result(130)
