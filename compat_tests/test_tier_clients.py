@@ -190,8 +190,13 @@ def test_java_client_and_mqadmin_across_both_tiers(tiered_server, request):
 
     oldest = store.get_earliest_message_time(topic, first["queueId"])
     # idle 10 s: the reader stops after that long without a record, and a history pull from the tier on a loaded
-    # machine once paused longer than the 2.5 s this used (the read ended 30 records short)
-    read = run_java("TierHistory", "read", ns, topic, "10000", "90000", str(oldest), timeout=150)
+    # machine once paused longer than the 2.5 s this used (the read ended 30 records short); once each queue has
+    # delivered the last offset sent to it, idle is 1 s (the consumer then polls at the end of every queue)
+    ends = {}
+    for e in sends:
+        ends[e["queueId"]] = max(ends.get(e["queueId"], 0), e["offset"] + 1)
+    read = run_java("TierHistory", "read", ns, topic, "10000", "90000", str(oldest),
+                    ",".join(f"{q}={end}" for q, end in sorted(ends.items())), timeout=150)
     assert not read.timed_out and read.returncode == 0, read.stderr[-3000:]
     recv = read.events_of("recv")
     assert sorted((e["uniqKey"], e["queueId"], e["offset"]) for e in recv) == \
