@@ -9,7 +9,8 @@ import collections
 import json
 import time
 
-from scenarios import PULL_CONSUMER, PUSH_CONSUMER, Background, create_topic, produce, run, wait_for
+from scenarios import (PULL_CONSUMER, PUSH_CONSUMER, Background, consume_until_committed, create_topic,
+                       group_caught_up, produce, run, wait_for)
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
@@ -33,6 +34,15 @@ def consume(python, namesrv, topic, group, expect, timeout=40, linger=1.5, **ext
     res = run(python, PUSH_CONSUMER, namesrv,
               dict(topic=topic, group=group, expect=expect, timeout=timeout, linger=linger, props=PROPS, **extra),
               timeout=timeout + 30)
+    assert not res.timed_out, f"consumer hung: {res.client_log[-3000:]}"
+    return res
+
+
+def consume_committed(python, server, topic, group, expect, tmp_path):
+    """A push consumer that gets ``expect`` messages and stops once its offsets are committed on the broker
+    (instead of lingering a fixed 7 s, more than the client's 5 s commit period)."""
+    res = consume_until_committed(python, server.namesrv_addr, server.broker_addr, tmp_path,
+                                  dict(topic=topic, group=group, expect=expect, timeout=40, props=PROPS))
     assert not res.timed_out, f"consumer hung: {res.client_log[-3000:]}"
     return res
 
@@ -88,17 +98,6 @@ def test_pull_consumer_reads_everything(client, rmqd_server):
     assert all(e["tags"] == "TagP" for e in res.events_of("recv"))
 
 
-def group_caught_up(broker_addr: str, topic: str, group: str, queues: int = 4) -> bool:
-    """Every queue's committed offset of ``group`` is the queue's max offset (all consumed and committed)."""
-    with BlockingClient(broker_addr) as c:
-        for qid in range(queues):
-            top = c.invoke(new_request(30, {"topic": topic, "queueId": str(qid)}))               # GET_MAX_OFFSET
-            got = c.invoke(new_request(14, {"consumerGroup": group, "topic": topic, "queueId": str(qid)}))
-            if top.code != 0 or got.code != 0 or int(got.ext_fields["offset"]) < int(top.ext_fields["offset"]):
-                return False
-    return True
-
-
 def test_two_consumers_split_queues_and_one_takes_over(client, rmqd_server, tmp_path):
     name, python = client
     ns, broker = rmqd_server.namesrv_addr, rmqd_server.broker_addr
@@ -136,23 +135,23 @@ def test_two_consumers_split_queues_and_one_takes_over(client, rmqd_server, tmp_
     assert {x for x in bodies(ra) if x.startswith("two-")} == {f"two-{i}" for i in range(40)}
 
 
-def test_restarted_consumer_resumes_after_committed_offset(client, rmqd_server):
+def test_restarted_consumer_resumes_after_committed_offset(client, rmqd_server, tmp_path):
     name, python = client
     ns = rmqd_server.namesrv_addr
     topic, group = f"CompatResume_{name}", f"CG_resume_{name}"
     produce(python, ns, topic, 10, "sync", prefix="first")
-    r1 = consume(python, ns, topic, group, expect=10, linger=7)    # > 5 s: offsets get committed
+    r1 = consume_committed(python, rmqd_server, topic, group, 10, tmp_path)
     assert sorted(bodies(r1)) == sorted(f"first-{i}" for i in range(10))
     produce(python, ns, topic, 10, "sync", prefix="second")
     r2 = consume(python, ns, topic, group, expect=10, linger=3)
     assert sorted(bodies(r2)) == sorted(f"second-{i}" for i in range(10))
 
 
-def test_broker_restart_keeps_messages_and_offsets(client, rmqd_server):
+def test_broker_restart_keeps_messages_and_offsets(client, rmqd_server, tmp_path):
     name, python = client
     topic, group = f"CompatRestart_{name}", f"CG_restart_{name}"
     produce(python, rmqd_server.namesrv_addr, topic, 10, "sync", prefix="before")
-    r1 = consume(python, rmqd_server.namesrv_addr, topic, group, expect=10, linger=7)
+    r1 = consume_committed(python, rmqd_server, topic, group, 10, tmp_path)
     assert len(bodies(r1)) == 10
     rmqd_server.restart()
     ns = rmqd_server.namesrv_addr
