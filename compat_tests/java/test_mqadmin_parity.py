@@ -11,7 +11,7 @@ import re
 
 import pytest
 from javakit import REFERENCE_BROKER_PROPERTIES, SETUP_BUDGET, mqadmin
-from scenarios import PUSH_CONSUMER, create_topic, produce, run, wait_for
+from scenarios import consume_until_committed, create_topic, produce, wait_for
 
 from rmqd.fileutil import disk_capacity, disk_partition_space_used_percent
 
@@ -106,7 +106,7 @@ def _broker_consume_rows(output: str, topic: str, group: str) -> list[list[str]]
 
 
 def test_broker_consume_stats_lists_an_offline_groups_offsets(rmqd_server, reference_cluster, mqadmin_shell,
-                                                               client_pythons) -> None:
+                                                               client_pythons, tmp_path) -> None:
     """A push group consumed a 4-queue topic (40 messages) and went offline: like the Java broker,
     brokerConsumeStats still lists its 4 queues from the offset table."""
     python = client_pythons["cpp1"]
@@ -115,8 +115,9 @@ def test_broker_consume_stats_lists_an_offline_groups_offsets(rmqd_server, refer
         topic, group = f"OfflineStats_{name}", f"CG_offline_{name}"
         create_topic(cluster.broker_addr, topic, queues=4)
         produce(python, cluster.namesrv_addr, topic, 40, "sync", prefix="os")
-        res = run(python, PUSH_CONSUMER, cluster.namesrv_addr,
-                  dict(topic=topic, group=group, expect=40, timeout=40, linger=6.0, props=[]), timeout=90)
+        # the consumer stops once the broker holds its offsets (the client commits every 5 s)
+        res = consume_until_committed(python, cluster.namesrv_addr, cluster.broker_addr, tmp_path,
+                                      dict(topic=topic, group=group, expect=40, timeout=40, props=[]))
         assert len({e["body"] for e in res.events_of("recv")}) == 40
         out = wait_for(lambda: (o if len(_broker_consume_rows(
             o := _ok(mqadmin_shell.run("brokerConsumeStats", "-n", cluster.namesrv_addr, "-b", cluster.broker_addr)),
