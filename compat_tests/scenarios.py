@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from clientrunner import ClientRun, run_client_script
@@ -102,9 +103,13 @@ subscribe_raw(c, A['topic'], A.get('expr', '*'), on_message)
 c.start()
 emit(op='started')
 prefix = A.get('expect_prefix')
-wait_until(lambda: (sum(1 for b in seen if b.startswith(prefix)) if prefix else len(seen)) >= A['expect'],
-           A['timeout'])
-_time.sleep(A.get('linger', 0))
+stop_file = A.get('stop_file')      # the test creates it to end the wait early (the consumer then lingers and stops)
+wait_until(lambda: (sum(1 for b in seen if b.startswith(prefix)) if prefix else len(seen)) >= A['expect']
+           or bool(stop_file and _os.path.exists(stop_file)), A['timeout'])
+if A.get('linger_until'):      # linger until the test creates this file (it saw the offsets committed), at most linger
+    wait_until(lambda: _os.path.exists(A['linger_until']), A.get('linger', 0))
+else:
+    _time.sleep(A.get('linger', 0))
 emit(op='done', n=len(seen))
 if A.get('shutdown', True):
     c.shutdown()
@@ -169,6 +174,38 @@ def wait_for(predicate, timeout: float, interval: float = 0.1, what: str = "cond
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def group_caught_up(broker_addr: str, topic: str, group: str, queues: int = 4) -> bool:
+    """Every queue's committed offset of ``group`` is the queue's max offset: everything consumed and committed
+    (QUERY_CONSUMER_OFFSET and GET_MAX_OFFSET, answered alike by rmqd and the Java broker)."""
+    with BlockingClient(broker_addr) as c:
+        for qid in range(queues):
+            top = c.invoke(new_request(30, {"topic": topic, "queueId": str(qid)}))               # GET_MAX_OFFSET
+            if top.code != 0:
+                return False
+            if int(top.ext_fields["offset"]) == 0:
+                continue                                  # nothing was ever sent to this queue
+            got = c.invoke(new_request(14, {"consumerGroup": group, "topic": topic, "queueId": str(qid)}))
+            if got.code != 0 or int(got.ext_fields["offset"]) < int(top.ext_fields["offset"]):
+                return False
+    return True
+
+
+def consume_until_committed(python: str, namesrv: str, broker_addr: str, signal_dir: Path, args: dict[str, Any],
+                            commit_wait: float = 30.0, timeout: float = 90.0) -> ClientRun:
+    """PUSH_CONSUMER with ``args`` that, once it has what it expects, stays up until the broker holds its
+    committed offsets for every queue of the topic (the client commits every 5 s), then stops: instead of a fixed
+    linger longer than the commit period."""
+    flag = Path(signal_dir) / f"committed-{args['group']}"
+    bg = Background(python, PUSH_CONSUMER, namesrv, dict(args, linger=commit_wait, linger_until=str(flag)),
+                    timeout=timeout)
+    try:
+        wait_for(lambda: group_caught_up(broker_addr, args["topic"], args["group"]),
+                 args.get("timeout", 40) + commit_wait, interval=0.5, what=f"the offsets of {args['group']} committed")
+    finally:
+        flag.touch()
+    return bg.result(timeout + 10)
 
 
 def create_topic(broker_addr: str, topic: str, queues: int = 4) -> None:

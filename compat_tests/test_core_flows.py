@@ -9,7 +9,8 @@ import collections
 import json
 import time
 
-from scenarios import PULL_CONSUMER, PUSH_CONSUMER, Background, create_topic, produce, run, wait_for
+from scenarios import (PULL_CONSUMER, PUSH_CONSUMER, Background, consume_until_committed, create_topic,
+                       group_caught_up, produce, run, wait_for)
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
@@ -33,6 +34,15 @@ def consume(python, namesrv, topic, group, expect, timeout=40, linger=1.5, **ext
     res = run(python, PUSH_CONSUMER, namesrv,
               dict(topic=topic, group=group, expect=expect, timeout=timeout, linger=linger, props=PROPS, **extra),
               timeout=timeout + 30)
+    assert not res.timed_out, f"consumer hung: {res.client_log[-3000:]}"
+    return res
+
+
+def consume_committed(python, server, topic, group, expect, tmp_path):
+    """A push consumer that gets ``expect`` messages and stops once its offsets are committed on the broker
+    (instead of lingering a fixed 7 s, more than the client's 5 s commit period)."""
+    res = consume_until_committed(python, server.namesrv_addr, server.broker_addr, tmp_path,
+                                  dict(topic=topic, group=group, expect=expect, timeout=40, props=PROPS))
     assert not res.timed_out, f"consumer hung: {res.client_log[-3000:]}"
     return res
 
@@ -88,7 +98,7 @@ def test_pull_consumer_reads_everything(client, rmqd_server):
     assert all(e["tags"] == "TagP" for e in res.events_of("recv"))
 
 
-def test_two_consumers_split_queues_and_one_takes_over(client, rmqd_server):
+def test_two_consumers_split_queues_and_one_takes_over(client, rmqd_server, tmp_path):
     name, python = client
     ns, broker = rmqd_server.namesrv_addr, rmqd_server.broker_addr
     topic, group = f"CompatSplit_{name}", f"CG_split_{name}"
@@ -98,8 +108,11 @@ def test_two_consumers_split_queues_and_one_takes_over(client, rmqd_server):
     # it made: a consumer that drops a queue and takes it again later gets every new pull answer
     # routed to the dropped request ("has been set as dropped. Will NOT pull this queue any
     # more") and never consumes that queue again, whatever the broker does.
-    b = Background(python, PUSH_CONSUMER, ns, dict(topic=topic, group=group, expect=10**6, timeout=25,
-                                                   instance="B", props=PROPS))
+    # B runs until the test creates stop_b: once the "one-" batch is consumed and committed by A and B
+    # (at most 60 s)
+    stop_b = tmp_path / "stop-b"
+    b = Background(python, PUSH_CONSUMER, ns, dict(topic=topic, group=group, expect=10**6, timeout=60,
+                                                   stop_file=str(stop_b), instance="B", props=PROPS), timeout=100)
     wait_for(lambda: len(consumer_ids(broker, group)) == 1, 20, what="B registered")
     # A runs until it has every "two-" message (B's queues included, after the takeover).
     a = Background(python, PUSH_CONSUMER, ns, dict(topic=topic, group=group, expect=40, expect_prefix="two-",
@@ -107,7 +120,9 @@ def test_two_consumers_split_queues_and_one_takes_over(client, rmqd_server):
     wait_for(lambda: len(consumer_ids(broker, group)) == 2, 20, what="two consumers registered")
     first = produce(python, ns, topic, 40, "sync", prefix="one")
     assert len(first.events_of("send")) == 40
-    rb = b.result(60)                                              # B stops after ~25 s
+    wait_for(lambda: group_caught_up(broker, topic, group), 45, interval=0.5, what="the one- batch consumed")
+    stop_b.touch()
+    rb = b.result(100)
     wait_for(lambda: len(consumer_ids(broker, group)) == 1, 30, what="B gone from the group")
     produce(python, ns, topic, 40, "sync", prefix="two")
     ra = a.result(130)
@@ -120,23 +135,23 @@ def test_two_consumers_split_queues_and_one_takes_over(client, rmqd_server):
     assert {x for x in bodies(ra) if x.startswith("two-")} == {f"two-{i}" for i in range(40)}
 
 
-def test_restarted_consumer_resumes_after_committed_offset(client, rmqd_server):
+def test_restarted_consumer_resumes_after_committed_offset(client, rmqd_server, tmp_path):
     name, python = client
     ns = rmqd_server.namesrv_addr
     topic, group = f"CompatResume_{name}", f"CG_resume_{name}"
     produce(python, ns, topic, 10, "sync", prefix="first")
-    r1 = consume(python, ns, topic, group, expect=10, linger=7)    # > 5 s: offsets get committed
+    r1 = consume_committed(python, rmqd_server, topic, group, 10, tmp_path)
     assert sorted(bodies(r1)) == sorted(f"first-{i}" for i in range(10))
     produce(python, ns, topic, 10, "sync", prefix="second")
     r2 = consume(python, ns, topic, group, expect=10, linger=3)
     assert sorted(bodies(r2)) == sorted(f"second-{i}" for i in range(10))
 
 
-def test_broker_restart_keeps_messages_and_offsets(client, rmqd_server):
+def test_broker_restart_keeps_messages_and_offsets(client, rmqd_server, tmp_path):
     name, python = client
     topic, group = f"CompatRestart_{name}", f"CG_restart_{name}"
     produce(python, rmqd_server.namesrv_addr, topic, 10, "sync", prefix="before")
-    r1 = consume(python, rmqd_server.namesrv_addr, topic, group, expect=10, linger=7)
+    r1 = consume_committed(python, rmqd_server, topic, group, 10, tmp_path)
     assert len(bodies(r1)) == 10
     rmqd_server.restart()
     ns = rmqd_server.namesrv_addr

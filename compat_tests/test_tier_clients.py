@@ -161,8 +161,8 @@ def test_cpp_clients_read_history_from_the_tier(client, tiered_server):
     assert f"tier_{topic}_0" in info and any(k.startswith("tierIndex_") for k in info)
 
 
-def test_java_client_and_mqadmin_across_both_tiers(tiered_server):
-    from javakit import missing_reason, mqadmin, run_java
+def test_java_client_and_mqadmin_across_both_tiers(tiered_server, request):
+    from javakit import missing_reason, run_java
     if missing_reason():
         pytest.skip(missing_reason())
     server = tiered_server
@@ -180,17 +180,23 @@ def test_java_client_and_mqadmin_across_both_tiers(tiered_server):
     assert store.commitlog.min_offset() > int(sends[0]["offsetMsgId"][-16:], 16)
     first = sends[0]
 
-    by_key = mqadmin("queryMsgByKey", "-n", ns, "-t", topic, "-k", "order-0", timeout=60)
+    shell = request.getfixturevalue("mqadmin_shell")        # the session's mqadmin JVM: bin/mqadmin costs seconds
+    by_key = shell.run("queryMsgByKey", "-n", ns, "-t", topic, "-k", "order-0", timeout=60)
     assert first["msgId"] in by_key.stdout, by_key.stdout + by_key.stderr
-    by_uniq = mqadmin("queryMsgByUniqueKey", "-n", ns, "-t", topic, "-i", first["msgId"], timeout=60)
+    by_uniq = shell.run("queryMsgByUniqueKey", "-n", ns, "-t", topic, "-i", first["msgId"], timeout=60)
     assert "order-0 shared-key" in by_uniq.stdout, by_uniq.stdout + by_uniq.stderr
-    by_id = mqadmin("queryMsgById", "-n", ns, "-i", first["offsetMsgId"], timeout=60)
+    by_id = shell.run("queryMsgById", "-n", ns, "-i", first["offsetMsgId"], timeout=60)
     assert "order-0 shared-key" in by_id.stdout, by_id.stdout + by_id.stderr
 
     oldest = store.get_earliest_message_time(topic, first["queueId"])
     # idle 10 s: the reader stops after that long without a record, and a history pull from the tier on a loaded
-    # machine once paused longer than the 2.5 s this used (the read ended 30 records short)
-    read = run_java("TierHistory", "read", ns, topic, "10000", "90000", str(oldest), timeout=150)
+    # machine once paused longer than the 2.5 s this used (the read ended 30 records short); once each queue has
+    # delivered the last offset sent to it, idle is 1 s (the consumer then polls at the end of every queue)
+    ends = {}
+    for e in sends:
+        ends[e["queueId"]] = max(ends.get(e["queueId"], 0), e["offset"] + 1)
+    read = run_java("TierHistory", "read", ns, topic, "10000", "90000", str(oldest),
+                    ",".join(f"{q}={end}" for q, end in sorted(ends.items())), timeout=150)
     assert not read.timed_out and read.returncode == 0, read.stderr[-3000:]
     recv = read.events_of("recv")
     assert sorted((e["uniqKey"], e["queueId"], e["offset"]) for e in recv) == \

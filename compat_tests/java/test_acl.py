@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 from clientrunner import run_client_script
-from javakit import SETUP_BUDGET, MqadminShell, ReferenceCluster, mqadmin, run_java, shadow_home
+from javakit import SETUP_BUDGET, JavaProcess, MqadminShell, ReferenceCluster, shadow_home
 from scenarios import wait_for
 
 from rmqd.acl.signer import sign_request
@@ -107,14 +107,41 @@ def acl_reference(tmp_path_factory) -> Iterator[tuple[ReferenceCluster, Path]]:
         cluster.stop()
 
 
+class AclProber:
+    """``AclProbe --stdin``: one JVM runs many probes (credentials and ops), each with its own producer and
+    consumers signed by its own AclClientRPCHook, as separate ``run_java("AclProbe", ...)`` runs would, without
+    a JVM start (seconds on a busy machine) per probe."""
+
+    def __init__(self, namesrv: str) -> None:
+        self.proc = JavaProcess("AclProbe", namesrv, "--stdin")
+        self.proc.wait_for(lambda evs: any(e.get("ready") for e in evs), 90, "AclProbe start")
+        self.count = 0
+
+    def run(self, ak: str, sk: str, *ops: str, timeout: float = 90) -> list[dict]:
+        """The probe's events, one per op (in order)."""
+        self.count += 1
+        n = self.count
+        start = len(self.proc.events)
+        self.proc.send(json.dumps([ak, sk, *ops]))
+        self.proc.wait_for(lambda evs: any(e.get("end") == n for e in evs[start:]), timeout, f"probe {ak} {ops}")
+        events = [e for e in self.proc.events[start:] if "op" in e]
+        assert [e["op"] for e in events] == list(ops), events
+        return events
+
+    def __enter__(self) -> "AclProber":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.stop()
+        assert self.proc.proc.returncode == 0, "".join(self.proc.stderr_tail)[-3000:]
+
+
 def _matrix(namesrv: str) -> dict[str, dict]:
     results = {}
-    for ak, sk, ops in MATRIX:
-        res = run_java("AclProbe", namesrv, ak, sk, *ops, timeout=90)
-        assert res.returncode == 0 and not res.timed_out, res.stderr[-3000:]
-        assert len(res.events) == len(ops), (res.stdout, res.stderr[-2000:])
-        for ev in res.events:
-            results[f"{ak}:{sk}/{ev['op']}"] = {k: ev.get(k) for k in ("ok", "code", "error")}
+    with AclProber(namesrv) as prober:
+        for ak, sk, ops in MATRIX:
+            for ev in prober.run(ak, sk, *ops):
+                results[f"{ak}:{sk}/{ev['op']}"] = {k: ev.get(k) for k in ("ok", "code", "error")}
     return results
 
 
@@ -293,26 +320,30 @@ def test_acl_admin_commands_take_effect_live(acl_rmqd, tmp_path) -> None:
     server, home = acl_rmqd
     admin_home = _tools_home(tmp_path / "admin", *ADMIN)
     ns = server.namesrv_addr
-    probe = lambda ak, sk: run_java("AclProbe", ns, ak, sk, "send:aclOther", timeout=60).events[0]  # noqa: E731
+    with AclProber(ns) as prober, MqadminShell(home=admin_home) as shell:
+        _admin_commands_take_effect(prober, shell, ns, home)
+
+
+def _admin_commands_take_effect(prober: AclProber, shell: MqadminShell, ns: str, home: Path) -> None:
+    probe = lambda ak, sk: prober.run(ak, sk, "send:aclOther", timeout=60)[0]  # noqa: E731
     assert probe("liveUser01", "liveSecret01")["ok"] is False
-    r = mqadmin("updateAclConfig", "-n", ns, "-c", "DefaultCluster", "-a", "liveUser01", "-s", "liveSecret01",
-                "-t", "aclOther=PUB", home=admin_home)
-    assert r.returncode == 0 and "update plain access config to" in r.stdout, (r.stdout, r.stderr[-1500:])
+    r = shell.run("updateAclConfig", "-n", ns, "-c", "DefaultCluster", "-a", "liveUser01", "-s", "liveSecret01",
+                  "-t", "aclOther=PUB")
+    assert r.returncode == 0 and "update plain access config to" in r.stdout, r.stdout
     assert "liveUser01" in (home / "conf" / "plain_acl.yml").read_text()
     assert probe("liveUser01", "liveSecret01")["ok"] is True
-    r = mqadmin("clusterAclConfigVersion", "-n", ns, "-c", "DefaultCluster", home=admin_home)
+    r = shell.run("clusterAclConfigVersion", "-n", ns, "-c", "DefaultCluster")
     assert r.returncode == 0 and "broker-a" in r.stdout and "plain_acl.yml" in r.stdout, r.stdout
-    r = mqadmin("deleteAclConfig", "-n", ns, "-c", "DefaultCluster", "-a", "liveUser01", home=admin_home)
+    r = shell.run("deleteAclConfig", "-n", ns, "-c", "DefaultCluster", "-a", "liveUser01")
     assert r.returncode == 0 and "delete plain access config account from" in r.stdout, r.stdout
     assert probe("liveUser01", "liveSecret01")["ok"] is False
-    r = mqadmin("updateGlobalWhiteAddr", "-n", ns, "-c", "DefaultCluster", "-g", "127.0.0.1", home=admin_home)
+    r = shell.run("updateGlobalWhiteAddr", "-n", ns, "-c", "DefaultCluster", "-g", "127.0.0.1")
     assert r.returncode == 0 and "update global white remote addresses to" in r.stdout, r.stdout
     try:
         assert probe("-", "-")["ok"] is True                      # unsigned, but from a white address
     finally:
-        r = mqadmin("updateGlobalWhiteAddr", "-n", ns, "-c", "DefaultCluster", "-g", "10.10.103.*",
-                    home=admin_home)
-        assert r.returncode == 0
+        r = shell.run("updateGlobalWhiteAddr", "-n", ns, "-c", "DefaultCluster", "-g", "10.10.103.*")
+        assert r.returncode == 0 and "update global white remote addresses to" in r.stdout, r.stdout
     assert probe("-", "-")["ok"] is False
 
 
@@ -322,9 +353,9 @@ def test_hand_edited_file_is_reloaded_without_restart(acl_rmqd) -> None:
     original = path.read_text()
     try:
         path.write_text(original.replace("  - aclDeny=DENY", "  - aclDeny=PUB"))
-        assert wait_for(lambda: run_java("AclProbe", server.namesrv_addr, "appUser01", "appSecret01",
-                                         "send:aclDeny", timeout=60).events[0]["ok"], 20, interval=0.5,
-                        what="the edited permission to hold")
+        with AclProber(server.namesrv_addr) as prober:
+            assert wait_for(lambda: prober.run("appUser01", "appSecret01", "send:aclDeny", timeout=60)[0]["ok"], 20,
+                            interval=0.5, what="the edited permission to hold")
     finally:
         path.write_text(original)
         time.sleep(1.0)

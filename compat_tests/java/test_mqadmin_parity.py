@@ -11,12 +11,13 @@ import re
 
 import pytest
 from javakit import REFERENCE_BROKER_PROPERTIES, SETUP_BUDGET, mqadmin
-from scenarios import PUSH_CONSUMER, create_topic, produce, run, wait_for
+from scenarios import consume_until_committed, create_topic, produce, wait_for
 
 from rmqd.fileutil import disk_capacity, disk_partition_space_used_percent
 
-# bin/mqadmin starts a JVM per call (seconds each); the longest test runs a push consumer (90 s) and waits for
-# its offsets (30 s) on each broker
+# bin/mqadmin starts a JVM per call (seconds each), so most calls go to the session's mqadmin JVM (mqadmin_shell);
+# a few stay on bin/mqadmin (compared with the shell's or rmqd admin's output). The longest test runs a push
+# consumer (90 s) and waits for its offsets (30 s) on each broker
 pytestmark = pytest.mark.timeout(SETUP_BUDGET + 2 * (90 + 30 + 60) + 60)
 
 
@@ -82,10 +83,10 @@ def test_get_broker_config_has_every_java_property_and_export_configs_works(rmqd
                                                                             mqadmin_shell, tmp_path) -> None:
     """Every property of Java's GET_BROKER_CONFIG, and exportConfigs writes what it writes for the Java broker
     (the same configuration: the reference's extra settings on both)."""
-    ours = _config_keys(_ok(mqadmin("getBrokerConfig", "-n", rmqd_server.namesrv_addr,
-                                    "-b", rmqd_server.broker_addr)))
-    theirs = _config_keys(_ok(mqadmin("getBrokerConfig", "-n", reference_cluster.namesrv_addr,
-                                      "-b", reference_cluster.broker_addr)))
+    ours = _config_keys(_ok(mqadmin_shell.run("getBrokerConfig", "-n", rmqd_server.namesrv_addr,
+                                              "-b", rmqd_server.broker_addr)))
+    theirs = _config_keys(_ok(mqadmin_shell.run("getBrokerConfig", "-n", reference_cluster.namesrv_addr,
+                                                "-b", reference_cluster.broker_addr)))
     assert len(theirs) > 170
     assert theirs - ours == set(), f"missing Java properties: {sorted(theirs - ours)}"
     exported = {}
@@ -104,8 +105,8 @@ def _broker_consume_rows(output: str, topic: str, group: str) -> list[list[str]]
     return [line.split() for line in output.splitlines() if line.startswith(topic) and group in line]
 
 
-def test_broker_consume_stats_lists_an_offline_groups_offsets(rmqd_server, reference_cluster,
-                                                               client_pythons) -> None:
+def test_broker_consume_stats_lists_an_offline_groups_offsets(rmqd_server, reference_cluster, mqadmin_shell,
+                                                               client_pythons, tmp_path) -> None:
     """A push group consumed a 4-queue topic (40 messages) and went offline: like the Java broker,
     brokerConsumeStats still lists its 4 queues from the offset table."""
     python = client_pythons["cpp1"]
@@ -114,11 +115,12 @@ def test_broker_consume_stats_lists_an_offline_groups_offsets(rmqd_server, refer
         topic, group = f"OfflineStats_{name}", f"CG_offline_{name}"
         create_topic(cluster.broker_addr, topic, queues=4)
         produce(python, cluster.namesrv_addr, topic, 40, "sync", prefix="os")
-        res = run(python, PUSH_CONSUMER, cluster.namesrv_addr,
-                  dict(topic=topic, group=group, expect=40, timeout=40, linger=6.0, props=[]), timeout=90)
+        # the consumer stops once the broker holds its offsets (the client commits every 5 s)
+        res = consume_until_committed(python, cluster.namesrv_addr, cluster.broker_addr, tmp_path,
+                                      dict(topic=topic, group=group, expect=40, timeout=40, props=[]))
         assert len({e["body"] for e in res.events_of("recv")}) == 40
         out = wait_for(lambda: (o if len(_broker_consume_rows(
-            o := _ok(mqadmin("brokerConsumeStats", "-n", cluster.namesrv_addr, "-b", cluster.broker_addr)),
+            o := _ok(mqadmin_shell.run("brokerConsumeStats", "-n", cluster.namesrv_addr, "-b", cluster.broker_addr)),
             topic, group)) == 4 else None), 30, interval=1.0, what=f"{name}: 4 rows of the offline group")
         rows[name] = _broker_consume_rows(out, topic, group)
     for name, got in rows.items():
@@ -133,26 +135,27 @@ def _cq_units(output: str) -> list[str]:
             if line.startswith("ConsumeQueueData")]
 
 
-def test_query_cq_prints_the_units_like_java(rmqd_server, reference_cluster, client_pythons) -> None:
+def test_query_cq_prints_the_units_like_java(rmqd_server, reference_cluster, mqadmin_shell, client_pythons) -> None:
     python = client_pythons["cpp1"]
     outputs = {}
     for name, cluster in (("rmqd", rmqd_server), ("java", reference_cluster)):
         topic = f"QueryCq_{name}"
         create_topic(cluster.broker_addr, topic, queues=1)
         produce(python, cluster.namesrv_addr, topic, 6, "sync", prefix="cq", tag="TagQ")
-        out = _ok(mqadmin("queryCq", "-n", cluster.namesrv_addr, "-t", topic, "-q", "0", "-i", "1", "-c", "3"))
+        out = _ok(mqadmin_shell.run("queryCq", "-n", cluster.namesrv_addr, "-t", topic, "-q", "0", "-i", "1",
+                                    "-c", "3"))
         assert "max: 6, min: 0" in out, (name, out)
         outputs[name] = _cq_units(out)
     assert len(outputs["rmqd"]) == 3
     assert outputs["rmqd"] == outputs["java"]
 
 
-def test_query_cq_of_a_queue_without_messages_is_javas_error(rmqd_server, reference_cluster) -> None:
+def test_query_cq_of_a_queue_without_messages_is_javas_error(rmqd_server, reference_cluster, mqadmin_shell) -> None:
     for name, cluster in (("rmqd", rmqd_server), ("java", reference_cluster)):
         topic = f"EmptyCq_{name}"
         create_topic(cluster.broker_addr, topic, queues=2)       # routable, but no queue ever written
-        res = mqadmin("queryCq", "-n", cluster.namesrv_addr, "-t", topic, "-q", "1", "-i", "0")
-        assert f"CODE: 1  DESC: 1@{topic} is not exist!" in res.stdout + res.stderr, (name, res.stderr[-800:])
+        res = mqadmin_shell.run("queryCq", "-n", cluster.namesrv_addr, "-t", topic, "-q", "1", "-i", "0")
+        assert f"CODE: 1  DESC: 1@{topic} is not exist!" in res.stdout + res.stderr, (name, res.stdout[-800:])
 
 
 @pytest.mark.rmqd_broker(mapedFileSizeCommitLog=64 * 1024, fileReservedTime=0, deleteWhen="99")
@@ -173,12 +176,12 @@ def test_delete_expired_commitlog_deletes_now(rmqd_server, reference_cluster, mq
     assert rmqd_server.broker.store.commitlog_min_offset() > 0
 
 
-def test_export_metrics_reports_cpu_num(rmqd_server, reference_cluster, tmp_path) -> None:
+def test_export_metrics_reports_cpu_num(rmqd_server, reference_cluster, mqadmin_shell, tmp_path) -> None:
     envs = {}
     for name, cluster in (("rmqd", rmqd_server), ("java", reference_cluster)):
         d = tmp_path / name
         d.mkdir()
-        _ok(mqadmin("exportMetrics", "-n", cluster.namesrv_addr, "-c", "DefaultCluster", "-f", str(d)))
+        _ok(mqadmin_shell.run("exportMetrics", "-n", cluster.namesrv_addr, "-c", "DefaultCluster", "-f", str(d)))
         report = json.loads((d / "metrics.json").read_text())["evaluateReport"]["broker-a"]
         envs[name] = report["runtimeEnv"]
     assert envs["rmqd"]["cpuNum"] == str(os.cpu_count())

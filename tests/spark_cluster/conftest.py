@@ -39,11 +39,20 @@ def cluster(tmp_path_factory):
     # two cores and 1 GB per Worker: room for one executor (1 core, EXECUTOR_MEMORY) of each of the two
     # applications, which run side by side
     c = StandaloneCluster(str(root / "cluster"), workers=2, cores=2, memory="1g", hidden={1: [str(hidden)]})
-    c.start()
     c.hidden_dir = str(hidden)
-    daemons = [c.master.pid] + [w.proc.pid for w in c.nodes]
-    yield c
-    killed = c.stop()
+    # The daemons' JVMs start while the other session fixtures (the Pythons, the archive, the stores) are made:
+    # ``apps`` waits for ``c.starting`` before it submits anything. The daemons die with the thread that started
+    # them (PR_SET_PDEATHSIG), so they are stopped before that thread ends with the pool.
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spark-cluster-start") as pool:
+        c.starting = pool.submit(c.start)
+        try:
+            yield c
+        finally:
+            failed = c.starting.exception()        # a start still under way ends (or fails and stops) first
+        if failed is not None:
+            return                                 # start() stopped what it had started; apps reported the error
+        daemons = [c.master.pid] + [w.proc.pid for w in c.nodes]
+        killed = c.stop()
     left = live(processes_inside(c.root) | set(daemons) | descendants(daemons))
     assert not left, f"cluster processes still running after stop: {sorted(left)}"
     assert not killed, f"cluster processes that did not stop by themselves (killed): {sorted(killed)}"
@@ -186,6 +195,7 @@ def apps(cluster, pythons, pyfiles, stores, broker, tmp_path_factory):
     """mode -> its application. Both run side by side from the first use on (each with one executor of one
     core on each Worker: ``APP_CONF``), which halves the tests' wall time on a 2-core machine."""
     dirs = {m: tmp_path_factory.mktemp(f"jobs-{m}") for m in MODES}
+    cluster.starting.result()
     with concurrent.futures.ThreadPoolExecutor(len(MODES), thread_name_prefix="spark-app") as pool:
         runs = {m: pool.submit(_run_jobs, m, dirs[m], cluster, pythons, pyfiles, stores, broker) for m in MODES}
         yield lambda mode: runs[mode].result()

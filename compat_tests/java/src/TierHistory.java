@@ -14,16 +14,19 @@ import org.apache.rocketmq.common.message.MessageQueue;
 /**
  * History across the local store and the tier, from the Java client.
  *   send namesrv topic count         : keyed sends ("order-I shared-key"), one JSON line per send result
- *   read namesrv topic idleMs timeoutMs timestamp
+ *   read namesrv topic idleMs timeoutMs timestamp [ends]
  *                                    : DefaultLitePullConsumer assign(all) + seekToBegin, poll until idle, one
- *                                      line per record; then offsetForTimestamp(queue, timestamp) per queue
+ *                                      line per record; then offsetForTimestamp(queue, timestamp) per queue.
+ *                                      ends ("queueId=offset,..."): once every listed queue delivered the record
+ *                                      before its end, idle means 1 s (it then polls at the end of every queue)
  */
 public class TierHistory {
     static void emit(Map<String, Object> ev) { System.out.println(JSON.toJSONString(ev)); }
 
     public static void main(String[] args) throws Exception {
         if (args[0].equals("send")) send(args[1], args[2], Integer.parseInt(args[3]));
-        else read(args[1], args[2], Long.parseLong(args[3]), Long.parseLong(args[4]), Long.parseLong(args[5]));
+        else read(args[1], args[2], Long.parseLong(args[3]), Long.parseLong(args[4]), Long.parseLong(args[5]),
+                  args.length > 6 ? args[6] : "");
     }
 
     static void send(String ns, String topic, int count) throws Exception {
@@ -49,7 +52,14 @@ public class TierHistory {
         }
     }
 
-    static void read(String ns, String topic, long idleMs, long timeoutMs, long timestamp) throws Exception {
+    static void read(String ns, String topic, long idleMs, long timeoutMs, long timestamp, String ends) throws Exception {
+        Map<Integer, Long> waiting = new LinkedHashMap<>();      // queueId -> end offset not yet reached
+        for (String e : ends.split(",")) {
+            if (e.isEmpty()) continue;
+            String[] kv = e.split("=");
+            waiting.put(Integer.parseInt(kv[0]), Long.parseLong(kv[1]));
+        }
+        boolean bounded = !waiting.isEmpty();
         DefaultLitePullConsumer c = new DefaultLitePullConsumer("tier_java_cg");
         c.setNamesrvAddr(ns);
         c.setAutoCommit(false);
@@ -60,7 +70,8 @@ public class TierHistory {
             for (MessageQueue mq : mqs) c.seekToBegin(mq);
             long deadline = System.currentTimeMillis() + timeoutMs;
             long lastData = System.currentTimeMillis();
-            while (System.currentTimeMillis() < deadline && System.currentTimeMillis() - lastData < idleMs) {
+            while (System.currentTimeMillis() < deadline
+                   && System.currentTimeMillis() - lastData < (bounded && waiting.isEmpty() ? 1000 : idleMs)) {
                 List<MessageExt> got = c.poll(500);
                 for (MessageExt m : got) {
                     Map<String, Object> ev = new LinkedHashMap<>();
@@ -73,6 +84,8 @@ public class TierHistory {
                     ev.put("body", new String(m.getBody(), "UTF-8"));
                     ev.put("storeTimestamp", m.getStoreTimestamp());
                     emit(ev);
+                    Long end = waiting.get(m.getQueueId());
+                    if (end != null && m.getQueueOffset() + 1 >= end) waiting.remove(m.getQueueId());
                 }
                 if (!got.isEmpty()) lastData = System.currentTimeMillis();
             }
