@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from rmqd.cython_ext import compaction as _cx
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.store.message import MessageToStore
@@ -23,6 +25,7 @@ def keys_and_bodies(log: bytes):
         pos += f[0]
 
 
+@pytest.mark.timeout(300)     # ~25 s on a quiet 2-core machine; past the 120 s default at load 15-25
 def test_million_keys_in_bounded_memory(tmp_path):
     store = open_store(tmp_path / "s", log_file_size=16 << 20, commitlog_size=256 << 20,
                        map_bytes=(MAP_KEYS * 4 // 3 + 1) * _cx.OFFSET_MAP_ENTRY_SIZE)
