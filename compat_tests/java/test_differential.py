@@ -45,7 +45,7 @@ RMQD_OWN_PROPERTIES = {
     "enableControllerMode", "controllerAddr", "controllerHeartBeatTimeoutMills", "brokerHeartbeatInterval",
     "syncBrokerMetadataPeriod", "checkSyncStateSetPeriod", "syncControllerMetadataPeriod", "brokerElectionPriority",
     "haMaxTimeSlaveNotCatchup", "allAckInSyncStateSet", "inSyncReplicas", "minInSyncReplicas", "storePathEpochFile",
-    "storePathBrokerIdentity",
+    "storePathBrokerIdentity", "asyncLearner", "syncFromLastFile", "readUnCommitted",
     # the 5.x tiered store's keys (Java 5.x's tieredstore MessageStoreConfig names)
     "commitLogRollingInterval",
     "commitLogRollingMinimumSize",
