@@ -4,6 +4,7 @@ invisible on the master, and appears once they acknowledge it. Without that, a c
 failover then cuts off the new master's CommitLog."""
 from __future__ import annotations
 
+import os
 import signal
 import time
 
@@ -12,6 +13,20 @@ from tests.failover.kit import FailoverGroup, wait_until
 from tests.replication.procs import BlockingClient, read_all_keys, send_one
 
 TOPIC = "ConfirmTopic"
+
+
+def stopped(pid: int) -> bool:
+    """Every thread of ``pid`` is in the stopped state (T) of /proc."""
+    task = f"/proc/{pid}/task"
+    for tid in os.listdir(task):
+        try:
+            with open(f"{task}/{tid}/stat", encoding="ascii") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:          # a thread that just ended
+            continue
+        if state not in ("T", "t"):
+            return False
+    return True
 
 
 def test_a_message_not_on_every_sync_state_set_member_is_not_consumed_until_it_is(tmp_path):
@@ -27,6 +42,9 @@ def test_a_message_not_on_every_sync_state_set_member_is_not_consumed_until_it_i
         slaves = [b.proc for b in group.brokers if b is not None and b.addr != master]
         for p in slaves:
             p.send_signal(signal.SIGSTOP)
+        # SIGSTOP is asynchronous: a slave thread running on the other core can still read and acknowledge for a
+        # moment. Send only once every thread of both slaves is stopped.
+        wait_until(lambda: all(stopped(p.pid) for p in slaves), 5, 0.01, "the slaves stopped")
         try:
             t0 = time.monotonic()
             with BlockingClient(master, timeout=10) as c:
