@@ -5,35 +5,22 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 import signal
 import subprocess
-import sys
 import time
 
 import orjson
 
+from pop.pop_helpers import start_serve
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 from rmqd.store.message import decode_messages, encode_properties
 
-READY = re.compile(r"broker (127\.0\.0\.1:\d+)")
 CTL, POP_LITE, ACK = 200071, 200070, 200051
 
 
 def start(store: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "--namesrv-port", "0",
-                             "--broker-port", "0", "--console-port", "0", "--grpc-port", "0", "--store-dir", store],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if line.startswith("rmqd ready:"):
-            return proc, READY.search(line).group(1)
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise RuntimeError("rmqd did not start")
+    return start_serve(store, 60)
 
 
 def subscribe(c: BlockingClient, names: list[str]) -> None:

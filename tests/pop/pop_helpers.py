@@ -1,6 +1,11 @@
 """Raw remoting helpers for the POP protocol tests (Java header names, blocking client)."""
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
 import time
 import uuid
 
@@ -86,3 +91,22 @@ def wait_until(cond, timeout: float = 10.0, interval: float = 0.05):
             return got
         time.sleep(interval)
     return cond()
+
+
+SERVE_READY = re.compile(r"broker (127\.0\.0\.1:\d+)")
+
+
+def start_serve(store: str, timeout: float = 60.0) -> tuple[subprocess.Popen, str]:
+    """`rmqd serve` on free ports over ``store`` in its own session; (process, broker address) once it is ready."""
+    proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "--namesrv-port", "0",
+                             "--broker-port", "0", "--console-port", "0", "--grpc-port", "0", "--store-dir", store],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if line.startswith("rmqd ready:"):
+            return proc, SERVE_READY.search(line).group(1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise RuntimeError("rmqd did not start")

@@ -3,31 +3,17 @@ never do, and nothing is handed out twice while still invisible."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
-import sys
 import time
 
-from pop.pop_helpers import ack, create_group, create_topic, extra_info, pop, popped, send
+from pop.pop_helpers import start_serve, ack, create_group, create_topic, extra_info, pop, popped, send
 from rmqd.remoting.client import BlockingClient
 
-READY = re.compile(r"broker (127\.0\.0\.1:\d+)")
 
 
 def start(store: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "--namesrv-port", "0",
-                             "--broker-port", "0", "--console-port", "0", "--grpc-port", "0", "--store-dir", store],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if line.startswith("rmqd ready:"):
-            return proc, READY.search(line).group(1)
-    proc.kill()
-    raise RuntimeError("rmqd did not start")
+    return start_serve(store, 30)
 
 
 def test_kill9_in_the_middle_of_the_invisible_time(tmp_path):
