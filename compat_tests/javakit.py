@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -320,26 +319,11 @@ def shadow_home(directory: str | Path, conf_files: Mapping[str, str]) -> Path:
     return home
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port_block(count: int = 4, low: int = 20000, high: int = 60000) -> int:
-    """A base port such that ``base .. base+count-1`` are all free on loopback."""
-    import random
-
-    rng = random.Random(os.getpid() ^ time.monotonic_ns())
-    for _ in range(200):
-        base = rng.randrange(low, high - count)
-        if all(_port_free(base + i) for i in range(count)):
-            return base
-    raise RuntimeError("no free block of loopback ports")
+def free_port_block(count: int = 4) -> int:
+    """A base port such that ``base .. base+count-1`` are all free on loopback, below the ephemeral range
+    (a restarted broker finds its ports still free)."""
+    from rmqd.localports import free_port_block as block
+    return block(count)
 
 
 def disk_ratio_system_properties() -> dict[str, str]:

@@ -12,31 +12,17 @@ second and rejoins its group as a slave. See docs/controller.md.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from typing import TYPE_CHECKING, Optional
 
 from rmqd.broker_processes import SLAVE_PORT_STEP, ExtraBrokers, _Child, port_step, store_dir_of
+from rmqd.localports import free_ports
 
 if TYPE_CHECKING:
     from rmqd.app import Services
 
 CONTROLLER_PORT_OFFSETS = (2, -8, -18)      # from 9876: 9878/9868/9858, the distribution/conf/controller samples
 RAFT_PORT_OFFSET = 1000
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports (bound together, then released)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _conf(path: str, base: Optional[str], extra: dict) -> str:

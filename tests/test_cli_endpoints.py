@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from rmqd.localports import free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -20,10 +21,6 @@ READY = re.compile(r"^rmqd ready: name server (\S+), broker (\S+) \(vip \S+\), m
                    r"console (\S+)$")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rmqd(*args: str, cwd: str) -> subprocess.Popen:

@@ -13,14 +13,11 @@ import threading
 import time
 
 import pytest
+from rmqd.localports import free_port
 
 pytestmark = pytest.mark.timeout(90)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Served:

@@ -3,6 +3,7 @@ import socket
 
 import pytest
 
+from rmqd.localports import ephemeral_range, free_port_block
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import RemotingCommand
 from rmqd.testing import AsyncEmbeddedServer, EmbeddedServer
@@ -25,6 +26,38 @@ def test_embedded_server_context_manager_and_restart(tmp_path):
             assert resp.code == 3  # REQUEST_CODE_NOT_SUPPORTED: the broker is answering
     with pytest.raises(OSError):
         answers(broker)
+
+
+def test_ports_are_outside_the_ephemeral_range_and_a_failed_restart_can_be_retried(tmp_path):
+    """A client's outgoing connection can take an ephemeral port while the server is down (a restart then
+    failed with EADDRINUSE in CI); the embedded server's ports are outside that range. A restart that fails
+    all the same leaves a server that can be stopped and started again."""
+    low, high = ephemeral_range()
+    with EmbeddedServer(store_dir=str(tmp_path)) as server:
+        ports = [server.services.namesrv.server.port, *server.broker.server.bound_ports]
+        assert len(ports) == 3 and all(not low <= p <= high for p in ports), (ports, low, high)
+        server.stop()
+        with socket.socket() as squatter:
+            squatter.bind(("127.0.0.1", int(server.broker_addr.split(":")[1])))
+            squatter.listen(1)
+            with pytest.raises(OSError):
+                server.start()
+            server.stop()                               # nothing to stop, no "Event loop is closed"
+        server.start()
+        assert answers(server.broker_addr)
+
+
+def test_free_port_block_is_bindable_and_outside_the_ephemeral_range():
+    low, high = ephemeral_range()
+    base = free_port_block(4)
+    assert not low <= base <= high and not low <= base + 3 <= high
+    socks = [socket.socket() for _ in range(4)]
+    try:
+        for i, s in enumerate(socks):
+            s.bind(("127.0.0.1", base + i))
+    finally:
+        for s in socks:
+            s.close()
 
 
 async def test_async_embedded_server():

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
+from rmqd.localports import free_port
 from tests.console.kit import Http, wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -17,9 +17,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def java_console(reference_cluster, tmp_path_factory):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "console", "-n", reference_cluster.namesrv_addr,
                              "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=str(tmp_path_factory.mktemp("java-console")))

@@ -7,7 +7,9 @@
         ...
 
 The store lives in a temporary directory (removed on exit) unless ``store_dir`` is given; a
-server can be stopped and started again on the same ports and store to test restarts.
+server can be stopped and started again on the same ports and store to test restarts. Ports not given are
+picked below the kernel's ephemeral range (rmqd.localports), so no client connection can take them while the
+server is down.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from typing import Any, Callable, Mapping
 from rmqd.app import Services
 from rmqd.broker_controller import BrokerController
 from rmqd.config import BrokerConfig, NamesrvConfig
+from rmqd.localports import free_port, free_port_block
 from rmqd.namesrv.server import NameServer
 
 
@@ -33,8 +36,9 @@ class AsyncEmbeddedServer:
         self.endpoints_factory = endpoints     # () -> [Endpoint]: servers beside the broker (metrics, console)
         self.store_dir = store_dir or tempfile.mkdtemp(prefix="rmqd-store-")
         self.broker_properties = dict(broker_properties or {})
-        self.namesrv_port = namesrv_port
-        self.broker_port = broker_port
+        self.namesrv_port = namesrv_port or free_port()
+        # The broker's block: VIP port (listenPort - 2), listenPort, HA port (listenPort + 1).
+        self.broker_port = broker_port or free_port_block(4) + 2
         self.services: Services | None = None
 
     def _build(self) -> Services:
@@ -124,6 +128,7 @@ class EmbeddedServer:
             raise TimeoutError("embedded rmqd did not start in time")
         if failure:
             self._thread.join(5)
+            self._loop = self._thread = None        # the loop is closed: nothing left to stop
             raise failure[0]
         return self
 

@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Optional
 
 import orjson
 
-from rmqd.failover_processes import free_ports
+from rmqd.localports import free_ports
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import FrameReader, RemotingCommand, new_request
 

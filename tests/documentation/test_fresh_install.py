@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from documentation.doc_examples import REPO
+from rmqd.localports import free_port
 
 PIP_TIMEOUT_S = 240.0
 pytestmark = pytest.mark.timeout(2 * PIP_TIMEOUT_S + 120)
@@ -102,11 +103,6 @@ def get(url: str) -> tuple[int, bytes]:
         return r.status, r.read()
 
 
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_pip_install_then_serve_answers_on_every_endpoint(tmp_path):

@@ -144,11 +144,6 @@ def tail(path: str, n: int = 40) -> str:
         return f"(no log: {exc})"
 
 
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------------------------------------------------------------------------------- requests

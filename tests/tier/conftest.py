@@ -3,7 +3,6 @@ session) and the backend factory every backend test is parametrised over."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import uuid
 
 import pytest
 
+from rmqd.localports import free_port
 from tier.helpers import make_backend_of
 
 
@@ -19,9 +19,7 @@ from tier.helpers import make_backend_of
 def s3_endpoint():
     """moto's S3 server in its own process (it would otherwise share this process's GIL)."""
     pytest.importorskip("moto.server", reason="moto[server] comes with the test extra")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     # parts of multipart uploads may be small (the tests upload KiB-sized files in 1 KiB parts)
     env = {**os.environ, "S3_UPLOAD_PART_MIN_SIZE": "1024"}
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
