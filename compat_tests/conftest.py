@@ -43,7 +43,7 @@ def reference_cluster(tmp_path_factory: pytest.TempPathFactory):
     try:
         yield cluster
     finally:
-        cluster.stop()
+        cluster.kill()
 
 
 @pytest.fixture(scope="session")

@@ -335,6 +335,19 @@ def disk_ratio_system_properties() -> dict[str, str]:
             for name in JAVA_DISK_RATIO_DEFAULTS if os.environ.get(disk_ratio_variable(name), "").strip()}
 
 
+def _wait_dead(pid: int, timeout: float) -> None:
+    """Until ``pid`` is gone or a zombie (its parent, the kit's script, has exited: init reaps it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.05)
+
+
 class ReferenceCluster:
     """The kit's real Java name server + broker on free loopback ports, in ``workdir``.
 
@@ -376,6 +389,22 @@ class ReferenceCluster:
     def stop(self) -> None:
         subprocess.run([str(self.kit / "bin" / "reference-cluster"), "stop", str(self.workdir)],
                        capture_output=True, text=True, timeout=60)
+        self.started = False
+
+    def kill(self) -> None:
+        """Crash both JVMs (SIGKILL): a test's throwaway cluster need not spend the broker's ~10 s graceful
+        shutdown. Only the pids of the kit's own name server and broker main classes are signalled."""
+        for pid_file, main_class in (("broker.pid", "BrokerStartup"), ("namesrv.pid", "NamesrvStartup")):
+            path = self.workdir / pid_file
+            try:
+                pid = int(path.read_text().strip())
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except (OSError, ValueError):
+                continue                                # never started, or already gone
+            if main_class.encode() in cmdline:
+                os.kill(pid, 9)
+                _wait_dead(pid, 10.0)
+            path.unlink(missing_ok=True)
         self.started = False
 
     def __enter__(self) -> "ReferenceCluster":

@@ -104,7 +104,7 @@ def acl_reference(tmp_path_factory) -> Iterator[tuple[ReferenceCluster, Path]]:
         _create_topics(cluster.broker_addr)
         yield cluster, home
     finally:
-        cluster.stop()
+        cluster.kill()
 
 
 class AclProber:
