@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -228,3 +229,25 @@ def test_async_learner_never_in_sync_and_sync_from_last_file_starts_at_the_last_
     assert conn.async_learner and conn.sync_from_last_file
     time.sleep(0.1)
     assert mha.in_sync_members() == {1}
+
+
+def test_a_member_that_has_nothing_yet_holds_the_confirm_offset_at_zero(group):
+    """5.x skips SyncStateSet members whose ack is 0: in a fresh group the first message was readable (and the
+    members, behind that confirmOffset, were dropped from the set) before any member had it. Here an ack of 0
+    counts: nothing is readable until the member has it, and the member stays in sync."""
+    master, mha = group("m", slave=False, all_ack=True)
+    mha.epoch_cache.append(1, 0)
+    mha.become_master(1, 0)
+    member = SimpleNamespace(broker_id=2, slave_ack_offset=0, async_learner=False,
+                             last_caught_up=time.monotonic())     # connected, acknowledged offset 0
+    mha.connections = mha.connections + [member]
+    try:
+        mha.set_sync_state_set(frozenset({1, 2}))
+        fill(master, 4, 300)
+        assert master.commitlog_max_offset() > 0
+        assert mha.get_confirm_offset() == 0
+        assert mha.in_sync_members() == {1, 2}
+        member.slave_ack_offset = master.commitlog_max_offset()
+        assert mha.get_confirm_offset() == master.commitlog_max_offset()
+    finally:
+        mha.connections = [c for c in mha.connections if c is not member]

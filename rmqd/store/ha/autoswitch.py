@@ -398,12 +398,11 @@ class ControllerHAService(DefaultHAService):
         if not self.all_ack or not members:
             return mx
         acks = {c.broker_id: c.slave_ack_offset for c in list(self.connections) if c.broker_id > 0}
-        if any(m not in acks for m in members):
+        if any(acks.get(m, -1) < 0 for m in members):       # no connection, or no report on it yet
             return min(self._confirm, mx) if self._confirm >= 0 else mx
-        confirm = mx
-        for m in members:
-            if acks[m] > 0:
-                confirm = min(confirm, acks[m])
+        # 5.x skips members whose ack is 0: a member that has nothing yet did not hold the confirmOffset back, so
+        # the first message of a fresh group was readable (and counted the slaves as behind) before any had it
+        confirm = min(mx, *(acks[m] for m in members))
         self._confirm = confirm
         return confirm
 
