@@ -333,6 +333,16 @@ class MessageStore:
                 msgs.append(bytes(v))
         return QueryResult(msgs, r.index_last_update_timestamp, r.index_last_update_phyoffset)
 
+    def record_confirm_offset(self, offset: int) -> None:
+        """Keep a controller-mode replica's confirmOffset in the checkpoint (written with the next logics
+        flush, every ``flushIntervalConsumeQueue``)."""
+        if self._checkpoint is not None:
+            self._checkpoint.confirm_offset = offset
+
+    def recorded_confirm_offset(self) -> int:
+        """The confirmOffset the checkpoint holds (-1: none)."""
+        return self._checkpoint.confirm_offset if self._checkpoint is not None else -1
+
     def commitlog_min_offset(self) -> int:
         return self.commitlog.min_offset()
 

@@ -251,3 +251,40 @@ def test_a_member_that_has_nothing_yet_holds_the_confirm_offset_at_zero(group):
         assert mha.get_confirm_offset() == master.commitlog_max_offset()
     finally:
         mha.connections = [c for c in mha.connections if c is not member]
+
+
+def test_a_restarted_slave_reads_no_further_than_the_recorded_confirm_offset(group):
+    """The checkpoint keeps the confirmOffset: a slave started again serves reads up to the value it had, not up
+    to its max offset, until the first transfer header of a master (none here)."""
+    master, mha = group("m", slave=False, all_ack=True)
+    mha.epoch_cache.append(1, 0)
+    mha.become_master(1, 0)
+    mha.start()
+    slave, sha = group("s", slave=True)
+    sha.client.broker_id = 2
+    sha.client.expected_epoch = 1
+    sha.start()
+    sha.update_master_address(f"127.0.0.1:{mha.port}")
+    wait_until(lambda: mha.connection_of(2) is not None and mha.connection_of(2).slave_request_offset >= 0, 10,
+               "slave connected")
+    other = SimpleNamespace(broker_id=3, slave_ack_offset=0, async_learner=False, last_caught_up=time.monotonic())
+    mha.connections = mha.connections + [other]        # a third member, behind
+    try:
+        mha.set_sync_state_set(frozenset({1, 2, 3}))
+        fill(master, 4, 500)
+        confirmed = master.commitlog_max_offset()
+        other.slave_ack_offset = confirmed               # the third member has the first 4 messages only
+        fill(master, 6, 500)
+        wait_until(lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 10, "slave caught up")
+        wait_until(lambda: sha.get_confirm_offset() == confirmed, 10, "the slave took the master's confirmOffset")
+    finally:
+        mha.connections = [c for c in mha.connections if c is not other]
+    slave_max = slave.commitlog_max_offset()
+    sha.shutdown()
+    slave.shutdown()
+    again, sha2 = group("s", slave=True)                 # the same store directory, no master named
+    assert again.commitlog_max_offset() == slave_max > confirmed
+    assert sha2.get_confirm_offset() == confirmed
+    layer = ReplicatedStore(again, sha2, BrokerRole.SLAVE)
+    layer.bound_reads(sha2.get_confirm_offset)
+    assert sum(layer.get_messages("HaTopic", q, 0, 32).message_count for q in (0, 1)) == 4
