@@ -22,6 +22,7 @@ from rmqd.store.ha.config import HAConfig
 from rmqd.store.ha.epoch_file import EpochFileCache
 from rmqd.store.ha.layer import ReplicatedStore
 from rmqd.store.ha.protocol import HAProtocolError
+from rmqd.store.message import MessageToStore
 from tests.replication.ha_peers import fill, make_store
 from tests.replication.harness import wait_until
 
@@ -75,6 +76,11 @@ def test_ack_and_transfer_header_golden():
 
 
 # ---------------------------------------------------------------------------------------------- two stores
+def put_keyed(store, topic: str, key: str) -> None:
+    r = store.put_message(MessageToStore.create(topic, 0, b"keyed", {"KEYS": key}))
+    assert r.status.name == "PUT_OK", r
+
+
 def _service(store, tmp, name: str, slave: bool, **kw) -> ControllerHAService:
     svc = ControllerHAService(store, HAConfig(listen_port=0, commitlog_file_size=FS, slave_timeout_ms=2000),
                               slave=slave, **kw)
@@ -187,6 +193,7 @@ def test_reads_stop_at_the_confirm_offset_with_all_ack(group):
                "slave connected")
     mha.set_sync_state_set(frozenset({1, 2}))
     fill(master, 10, 500)
+    put_keyed(master, "KeyTopic", "dup")
     wait_until(lambda: mha.connection_of(2).slave_ack_offset == master.commitlog_max_offset(), 10, "acknowledged")
     assert mha.get_confirm_offset() == master.commitlog_max_offset()
     assert layer.get_messages("HaTopic", 0, 0, 32).message_count == 5
@@ -194,6 +201,7 @@ def test_reads_stop_at_the_confirm_offset_with_all_ack(group):
     sha.client.set_active(False)                         # the member stops acknowledging
     wait_until(lambda: mha.connection_of(2) is None, 10, "slave gone")
     fill(master, 10, 500)                                # written, not on the SyncStateSet member
+    put_keyed(master, "KeyTopic", "dup")
     assert mha.get_confirm_offset() == confirmed < master.commitlog_max_offset()
     for q in (0, 1):
         assert master.get_max_offset("HaTopic", q) == 10
@@ -202,6 +210,9 @@ def test_reads_stop_at_the_confirm_offset_with_all_ack(group):
         assert r.message_count == 5 and r.next_begin_offset == 5
         assert layer.get_messages("HaTopic", q, 5, 32).status.name == "OFFSET_OVERFLOW_ONE"
         assert layer.get_messages_resident("HaTopic", q, 0, 32, None) is None       # cut: the slow path does it
+    # key queries too (5.x indexes only up to the confirmOffset): "dup" was written twice, once confirmed
+    assert len(master.query_message("KeyTopic", "dup", 32).messages) == 2
+    assert len(layer.query_message("KeyTopic", "dup", 32).messages) == 1
     # the slave's copy: min(the master's confirmOffset in the last header, its own max): never past the master's
     # (the header of a transfer carries the value from before that transfer's ack, as in 5.x)
     assert 0 <= sha.get_confirm_offset() <= confirmed == slave.commitlog_max_offset()
@@ -209,6 +220,7 @@ def test_reads_stop_at_the_confirm_offset_with_all_ack(group):
     mha.all_ack = False
     assert mha.get_confirm_offset() == master.commitlog_max_offset()
     assert layer.get_messages("HaTopic", 0, 0, 32).message_count == 10
+    assert len(layer.query_message("KeyTopic", "dup", 32).messages) == 2
 
 
 def test_async_learner_never_in_sync_and_sync_from_last_file_starts_at_the_last_file(group):

@@ -26,7 +26,7 @@ from rmqd.store.ha.service import DefaultHAService
 from rmqd.store.layer import StoreLayer
 from rmqd.store.message import find_property
 from rmqd.store.message_store import PutMessageResult, PutMessageStatus
-from rmqd.store.results import GetMessageResult, GetMessageStatus
+from rmqd.store.results import GetMessageResult, GetMessageStatus, QueryResult
 
 _OK = PutMessageStatus.PUT_OK
 _SLAVE_TIMEOUT = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
@@ -132,6 +132,21 @@ class ReplicatedStore(StoreLayer):
         if r is None or not r.buffers or self._confirm is None:
             return r
         return self._bounded(r, offset, resident=True)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int = 0,
+                      end_ts: int = 2 ** 62) -> QueryResult:
+        """Key queries see what pulls see: no record ending past the confirmOffset (5.x builds the index only
+        up to it). A lookup by offset msgId reads the CommitLog directly, unbounded, as in 5.x."""
+        r = self.inner.query_message(topic, key, max_num, begin_ts, end_ts)
+        c = self._unconfirmed_from() if r.messages else -1
+        if c < 0:
+            return r
+        kept = []
+        for m in r.messages:
+            size, phys = _RECORD_HEAD.unpack_from(m, 0)
+            if phys + size <= c:
+                kept.append(m)
+        return QueryResult(kept, r.index_last_update_timestamp, min(r.index_last_update_phyoffset, c))
 
     def _bounded(self, r: GetMessageResult, offset: int, resident: bool = False) -> Optional[GetMessageResult]:
         """``r`` without the records that end past the confirmOffset; none left: as if the queue ended at
