@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from typing import Any, Callable, Optional
 
@@ -257,6 +258,20 @@ class MetadataChangeWaiter:
         #: brokerId -> (timestamp, counter) of the subscription-group table that slave last said it holds
         self.copied_groups: dict[int, tuple[str, str]] = {}
         self._offsets_told: dict[int, float] = {}       # brokerId -> loop time it was last told offsets moved
+        #: notified (from the loop) whenever a slave names the versions it holds; the master's pool threads wait on it
+        self.copied_changed = threading.Condition()
+
+    def wait_copied(self, members: Callable[[], Any], holds: Callable[[int], bool], timeout_s: float) -> list[int]:
+        """From a pool thread: until every broker id of ``members()`` ``holds``, or ``timeout_s``; the ids still
+        missing (none: all hold it). ``members()`` is read again at least every 100 ms (the set can shrink)."""
+        deadline = time.monotonic() + timeout_s
+        with self.copied_changed:
+            while True:
+                missing = [m for m in members() if not holds(m)]
+                left = deadline - time.monotonic()
+                if not missing or left <= 0:
+                    return missing
+                self.copied_changed.wait(min(left, 0.1))
 
     def holds(self, broker_id: int, timestamp: int, counter: int) -> bool:
         """Has slave ``broker_id`` said it holds this topic table version (or a later one of it)?"""
@@ -302,8 +317,10 @@ class MetadataChangeWaiter:
                 log.info("WAIT_METADATA_CHANGE from %s with a bad brokerId %r", getattr(conn, "remote_address", "?"),
                          ext.get("brokerId"))
         if broker_id is not None:
-            self._record(self.copied, ext, "topic", broker_id)
-            self._record(self.copied_groups, ext, "group", broker_id)
+            with self.copied_changed:
+                self._record(self.copied, ext, "topic", broker_id)
+                self._record(self.copied_groups, ext, "group", broker_id)
+                self.copied_changed.notify_all()
         try:
             hold = min(60.0, max(0.0, int(ext.get("holdMillis") or 0) / 1000))
         except ValueError:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any, Callable, Optional
 
 from rmqd.remoting import fastjson
@@ -73,6 +72,8 @@ class Replication:
             if not bool(config.readUnCommitted):
                 self.store.bound_reads(self.ha.get_confirm_offset)
         self.slave_sync: Optional[SlaveSynchronize] = None
+        #: the master's side of WAIT_METADATA_CHANGE (set by :meth:`register`)
+        self.metadata_waiter: Optional[MetadataChangeWaiter] = None
         self._services: list = []
         self._started_services: list = []
         self._tasks: list[asyncio.Task] = []
@@ -149,7 +150,7 @@ class Replication:
               on_topics_replaced: Optional[Callable[[list], None]] = None) -> None:
         """Start the HA service and, on a slave, SlaveSynchronize (on the loop)."""
         self._loop = loop
-        waiter = getattr(self, "metadata_waiter", None)
+        waiter = self.metadata_waiter
         if waiter is not None:              # the master tells its slaves of group and offset changes too
             waiter.groups, waiter.offsets = groups, offsets
         self.ha.start()
@@ -231,23 +232,19 @@ class Replication:
         return self._wait_replicated("group", timeout_s)
 
     def _wait_replicated(self, kind: str, timeout_s: float) -> bool:
-        waiter = getattr(self, "metadata_waiter", None)
+        waiter = self.metadata_waiter
         if self.replicas_manager is None or waiter is None or not self.role.is_master:
             return True
         mgr, holds = (waiter.topics, waiter.holds) if kind == "topic" else (waiter.groups, waiter.holds_groups)
         if mgr is None:
             return True
         version = mgr.data_version
-        deadline = time.monotonic() + timeout_s
-        while True:
-            missing = [m for m in self.ha.ack_members() if not holds(m, version.timestamp, version.counter)]
-            if not missing:
-                return True
-            if time.monotonic() > deadline:
-                log.warning("%s table version %s not copied by SyncStateSet member(s) %s within %.1f s",
-                            kind, version.counter, missing, timeout_s)
-                return False
-            time.sleep(0.005)
+        missing = waiter.wait_copied(self.ha.ack_members, lambda m: holds(m, version.timestamp, version.counter),
+                                     timeout_s)
+        if missing:
+            log.warning("%s table version %s not copied by SyncStateSet member(s) %s within %.1f s",
+                        kind, version.counter, missing, timeout_s)
+        return not missing
 
     def may_register(self) -> bool:
         """Controller mode: register with the name servers only once the role is known, and never as a fenced
