@@ -16,14 +16,13 @@ Each producer stops ``AFTER_KILL`` acknowledged sends after the kill (or at its 
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 
 from clientrunner import ClientRun
 from scenarios import Background
-from tests.failover.kit import FailoverGroup, check_acked, read_key_counts, wait_until
+from tests.failover.kit import FailoverGroup, check_acked, read_key_counts, report, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc"))
 import client5_env  # noqa: E402
@@ -114,19 +113,10 @@ c.shutdown()
 '''
 
 
-
-
 def finished(client: Background, timeout: float) -> ClientRun:
     res = client.result(timeout)
     assert res.returncode == 0 and not res.timed_out, (res.returncode, res.stderr[-3000:], res.client_log[-2000:])
     return res
-
-
-def report(**fields) -> None:
-    path = os.environ.get("RMQD_FAILOVER_REPORT")
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(fields) + "\n")
 
 
 def test_cpp_and_grpc_clients_produce_through_a_kill9_failover_and_consume_everything(tmp_path, client_pythons):
@@ -150,8 +140,7 @@ def test_cpp_and_grpc_clients_produce_through_a_kill9_failover_and_consume_every
         group.kill9(old_i)
         t_kill = time.time()
         open(flag, "w").close()
-        new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
-                         15, 0.05, "a new master")
+        new = group.wait_new_master(TOPIC, old, 15, "a new master")
         acked: dict[str, dict[str, float]] = {}
         for name, producer in producers.items():
             res = finished(producer, 130)

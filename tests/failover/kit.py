@@ -190,6 +190,13 @@ class FailoverGroup:
     def master_addr(self, topic: str) -> Optional[str]:
         return master_in_route(self.namesrv, topic)
 
+    def wait_new_master(self, topic: str, old: str, timeout: float, what: str = "a new master") -> str:
+        """Until the name server routes ``topic`` to a master other than ``old``; its address."""
+        def other() -> Optional[str]:
+            addr = self.master_addr(topic)
+            return addr if addr not in (None, old) else None
+        return wait_until(other, timeout, 0.02, what)
+
     def wait_group(self, topic: str, in_sync: int, timeout: float = 40.0) -> dict:
         """Until the controller has a master, ``in_sync`` replicas in the SyncStateSet, and the name server
         routes ``topic`` to the master."""
@@ -215,6 +222,14 @@ class FailoverGroup:
         path = os.path.join(self.root, f"b{i}.log")
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()[-n:]
+
+
+def report(**fields) -> None:
+    """Append one fault round's figures to ``RMQD_FAILOVER_REPORT`` (JSON lines; scripts/failover_rounds.py)."""
+    path = os.environ.get("RMQD_FAILOVER_REPORT")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(orjson.dumps(fields).decode() + "\n")
 
 
 def create_topic(addr: str, topic: str, queues: int = 4) -> None:

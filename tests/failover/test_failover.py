@@ -8,7 +8,6 @@ runs many and writes the failover times. ``RMQD_FAILOVER_REPORT=FILE`` appends e
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -18,7 +17,7 @@ import orjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from tests.failover.kit import (BROKER_NAME, FailoverGroup, RoutedProducer, SlowDisk, call, check_acked,
-                                create_topic, find_leader, read_all_keys, route_of, wait_until)
+                                create_topic, find_leader, read_all_keys, report, route_of, wait_until)
 from tests.replication.procs import BlockingClient, send_one
 
 ROUNDS = int(os.environ.get("RMQD_FAILOVER_ROUNDS", "1"))
@@ -31,11 +30,10 @@ def topics_of(addr: str) -> dict:
     return orjson.loads(r.body_bytes())["topicConfigTable"]
 
 
-def report(**fields) -> None:
-    path = os.environ.get("RMQD_FAILOVER_REPORT")
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(fields) + "\n")
+def wait_sending(producer: RoutedProducer, master: str, timeout: float = 15) -> None:
+    """Until the producer's sends are being acknowledged on ``master`` (more than 20 in the last half second)."""
+    wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, master)) > 20, timeout, 0.05,
+               "sends on the master")
 
 
 def check_nothing_lost(group: FailoverGroup, producer: RoutedProducer, fault: str = "") -> dict:
@@ -66,12 +64,10 @@ def test_kill9_master_fails_over_and_the_old_master_rejoins_as_a_truncated_slave
             old_i = group.index_of(old)
             meta = f"MetaTopic{rnd}"
             create_topic(old, meta, queues=7)           # made on the master just before it dies (rocketmq#9804)
-            wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, old)) > 20, 10, 0.05,
-                       "sends on the master")
+            wait_sending(producer, old)
             t_kill = time.monotonic()
             group.kill9(old_i)
-            new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
-                             15, 0.02, "a new master in the name server's route")
+            new = group.wait_new_master(TOPIC, old, 15, "a new master in the name server's route")
             t_route = time.monotonic()
             first = wait_until(lambda: producer.acked_after(t_kill, new), 15, 0.02, "a send acknowledged by "
                                "the new master")[0]
@@ -128,7 +124,7 @@ def partition_round(group: FailoverGroup, producer: RoutedProducer, rnd: int) ->
     st = group.wait_group(TOPIC, 3, timeout=30)
     old = st["masterAddress"]
     old_i = group.index_of(old)
-    wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, old)) > 20, 10, 0.05, "sends on the master")
+    wait_sending(producer, old)
     probe = BlockingClient(old, timeout=5)
     t_cut = time.monotonic()
     group.proxies[old_i].blackhole()            # the master still serves clients, the controller hears nothing
@@ -149,8 +145,7 @@ def partition_round(group: FailoverGroup, producer: RoutedProducer, rnd: int) ->
     finally:
         probe.close()
     assert refused_at is not None, "the cut-off master kept accepting sends"
-    new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
-                     15, 0.05, "a new master")
+    new = group.wait_new_master(TOPIC, old, 15, "a new master")
     first_new = wait_until(lambda: producer.acked_after(t_cut, new), 15, 0.02, "a send on the new master")[0]
     assert not old_acks or max(old_acks) < first_new, "two masters accepted sends at the same time"
     assert max(producer.acked_after(0, old) or [0]) < first_new
@@ -179,8 +174,7 @@ def test_java_client_sends_through_a_kill9_failover(tmp_path):
         java.wait_for(lambda ev: len([e for e in ev if e.get("op") == "ok"]) > 50, 30, "Java sends")
         group.kill9(group.index_of(old))           # returns once the process is gone
         t_kill = time.time() * 1000
-        new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
-                         15, 0.05, "a new master")
+        new = group.wait_new_master(TOPIC, old, 15, "a new master")
         first = java.wait_for(lambda ev: [e["t"] for e in ev if e.get("op") == "ok" and e["t"] > t_kill],
                               30, "a Java send acknowledged after the kill")[0]
         java.wait_for(lambda ev: len([e for e in ev if e.get("op") == "ok" and e["t"] > t_kill]) > 50, 30,
@@ -234,7 +228,7 @@ def sigstop_master_round(group: FailoverGroup, producer: RoutedProducer, rnd: in
     st = group.wait_group(TOPIC, 3, timeout=40)
     old = st["masterAddress"]
     old_proc = group.brokers[group.index_of(old)].proc
-    wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, old)) > 20, 10, 0.05, "sends on the master")
+    wait_sending(producer, old)
     probe = BlockingClient(old, timeout=5)
     try:
         old_proc.send_signal(signal.SIGSTOP)
@@ -243,8 +237,7 @@ def sigstop_master_round(group: FailoverGroup, producer: RoutedProducer, rnd: in
                "h": "0", "i": f"KEYS\x01paused{rnd}", "j": "0", "k": "false", "m": "false"}
         opaque = probe.send(new_request(RequestCode.SEND_MESSAGE_V2, ext, b"sent to a paused master"))
         try:
-            new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
-                             20, 0.02, "a new master while the old one is paused")
+            new = group.wait_new_master(TOPIC, old, 20, "a new master while the old one is paused")
             t_route = time.monotonic()
             first = wait_until(lambda: producer.acked_after(t_stop, new), 15, 0.02, "a send on the new master")[0]
         finally:
@@ -295,8 +288,7 @@ def sigstop_slave_round(group: FailoverGroup, producer: RoutedProducer, rnd: int
     slave_i = next(i for i, p in enumerate(group.brokers) if p is not None and p.addr != master)
     slave = group.brokers[slave_i]
     slave_id = next(int(b["brokerId"]) for b in st["inSyncReplicas"] if b["brokerAddress"] == slave.addr)
-    wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, master)) > 20, 10, 0.05,
-               "sends on the master")
+    wait_sending(producer, master)
     slave.proc.send_signal(signal.SIGSTOP)
     t_stop = time.monotonic()
     try:
@@ -329,8 +321,7 @@ def leader_kill_round(group: FailoverGroup, producer: RoutedProducer, rnd: int) 
     epoch) and sends go on; the killed controller comes back as a follower."""
     st = group.wait_group(TOPIC, 3, timeout=40)
     master, epoch = st["masterAddress"], st["masterEpoch"]
-    wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, master)) > 20, 10, 0.05,
-               "sends on the master")
+    wait_sending(producer, master)
     leader = group.leader_controller()
     t_kill = time.monotonic()
     leader.kill()
@@ -367,16 +358,14 @@ def test_kill9_of_the_master_and_the_leader_controller_together(tmp_path):
             st = group.wait_group(TOPIC, 3, timeout=40)
             old = st["masterAddress"]
             old_i = group.index_of(old)
-            wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, old)) > 20, 10, 0.05,
-                       "sends on the master")
+            wait_sending(producer, old)
             leader = group.leader_controller()
             t_kill = time.monotonic()
             leader.proc.send_signal(signal.SIGKILL)     # the leader first: the election must wait for a new one
             group.brokers[old_i].proc.send_signal(signal.SIGKILL)
             leader.kill()
             group.kill9(old_i)
-            new = wait_until(lambda: (lambda a: a if a not in (None, old) else None)(group.master_addr(TOPIC)),
-                             30, 0.05, "a new master")
+            new = group.wait_new_master(TOPIC, old, 30, "a new master")
             first = wait_until(lambda: producer.acked_after(t_kill, new), 20, 0.02, "a send on the new master")[0]
             report(fault="kill-master-and-leader", round=rnd, first_send_s=round(first - t_kill, 3))
             print(f"round {rnd}: master and leader controller killed: first send on the new master "
@@ -504,8 +493,7 @@ def slow_disk_round(group: FailoverGroup, producer: RoutedProducer, disk: SlowDi
             group.wait_group(TOPIC, 3, timeout=40)), 40, 0.2, "the slow-disk replica as master")
     epoch = st["masterEpoch"]
     master = slow.addr
-    wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, master)) > 20, 15, 0.05,
-               "sends on the master")
+    wait_sending(producer, master)
     t0 = time.monotonic()
     time.sleep(1.5)
     fast_rate = rate(producer, t0, master)
@@ -522,8 +510,7 @@ def slow_disk_round(group: FailoverGroup, producer: RoutedProducer, disk: SlowDi
           + ", ".join(f"{r:.0f} sends/s at {iops} write IOPS" for iops, r in rates) + f"; answers so far {codes}")
     t_kill = time.monotonic()                       # failover while the disk is slow
     group.kill9(0)
-    new = wait_until(lambda: (lambda a: a if a not in (None, master) else None)(group.master_addr(TOPIC)),
-                     20, 0.02, "a new master")
+    new = group.wait_new_master(TOPIC, master, 20, "a new master")
     first = wait_until(lambda: producer.acked_after(t_kill, new), 15, 0.02, "a send on the new master")[0]
     report(fault="slow-disk", round=rnd, first_send_s=round(first - t_kill, 3),
            fast_rate=round(fast_rate), slow_rates={str(i): round(r) for i, r in rates})
