@@ -27,6 +27,7 @@ from rmqd.controller.heartbeat import BrokerHeartbeatManager
 from rmqd.controller.notify import RoleChange, RoleChangeNotifier
 from rmqd.controller.raft import NotLeaderError, RaftError, RaftNode, RaftTimeout
 from rmqd.controller.replicas_info import SUCCESS, ControllerResult, ReplicasInfoManager
+from rmqd.controller.request_meter import OperationMeter
 from rmqd.remoting import fastjson
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ TRIGGER_ELECT_WAIT_S = 3.0           # Java waits up to 3 s for each controller-
 
 class Controller:
     def __init__(self, config: ControllerConfig, heartbeat: BrokerHeartbeatManager,
-                 notifier: RoleChangeNotifier) -> None:
+                 notifier: RoleChangeNotifier, append_meter: Optional[OperationMeter] = None) -> None:
         self.config = config
         self.heartbeat = heartbeat
         self.notifier = notifier
@@ -51,7 +52,7 @@ class Controller:
                              election_timeout_s=int(config.controllerRaftElectionTimeoutMs) / 1000.0,
                              heartbeat_interval_s=int(config.controllerRaftHeartbeatIntervalMs) / 1000.0,
                              password=str(config.controllerRaftPassword or "") or None,
-                             on_role_change=self._on_role_change)
+                             on_role_change=self._on_role_change, append_meter=append_meter)
         self.policy = DefaultElectPolicy(heartbeat.is_active, heartbeat.live_info)
         self._write_lock = asyncio.Lock()
         self._ready_term = -1                      # the term in which this leader committed its first entry

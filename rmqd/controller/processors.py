@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Optional
 
 from rmqd.config import parse_properties
 from rmqd.controller.codes import ControllerRequestCode as R, ControllerResponseCode as C
@@ -23,6 +23,7 @@ from rmqd.controller.config import ControllerConfig
 from rmqd.controller.controller import Controller
 from rmqd.controller.heartbeat import BrokerHeartbeatManager
 from rmqd.controller.replicas_info import ControllerResult
+from rmqd.controller.request_meter import OperationMeter, metered
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, ext_bool, ext_int, new_response, require
@@ -72,10 +73,13 @@ def _invalid(exc: InvalidRequest) -> RemotingCommand:
 class ControllerProcessors:
     """Handlers for every controller request code."""
 
-    def __init__(self, config: ControllerConfig, controller: Controller, heartbeat: BrokerHeartbeatManager) -> None:
+    def __init__(self, config: ControllerConfig, controller: Controller, heartbeat: BrokerHeartbeatManager,
+                 meter: Optional[OperationMeter] = None) -> None:
         self.config = config
         self.controller = controller
         self.heartbeat = heartbeat
+        #: 5.x's request_total/request_latency by request type
+        self.meter = meter or OperationMeter()
 
     def register(self, dispatcher: Dispatcher) -> None:
         table = {
@@ -93,7 +97,7 @@ class ControllerProcessors:
             R.CONTROLLER_APPLY_BROKER_ID: self.apply_broker_id,
         }
         for code, handler in table.items():
-            dispatcher.register(code, handler)
+            dispatcher.register(code, metered(self.meter, code, handler))
 
     # -- every node ------------------------------------------------------------------------------------
     def broker_heartbeat(self, conn: Any, request: RemotingCommand) -> RemotingCommand:

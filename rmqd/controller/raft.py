@@ -37,6 +37,8 @@ import orjson
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.node import TCPNode
 
+from rmqd.controller.request_meter import OperationMeter
+
 # pysyncobj.win_inet_pton (imported by pysyncobj.tcp_connection) replaces socket.inet_ntop with a Windows-only
 # ctypes version on every platform (its `if os.name == 'nt'` guards only inet_pton; 0.3.14-0.3.17): anything in
 # the process that formats an IPv6 address would then raise.  Put the C implementation back.
@@ -112,8 +114,10 @@ class RaftNode:
     def __init__(self, self_id: str, peers: dict[str, str], store_dir: str, machine: StateMachine, *,
                  group: str = "", dial: Optional[dict[str, str]] = None, election_timeout_s: float = 1.0,
                  heartbeat_interval_s: float = 0.1, password: Optional[str] = None,
-                 on_role_change: Optional[Callable[[bool], None]] = None) -> None:
-        """``peers``: peer id -> Raft address ("host:port"), this node included."""
+                 on_role_change: Optional[Callable[[bool], None]] = None,
+                 append_meter: Optional[OperationMeter] = None) -> None:
+        """``peers``: peer id -> Raft address ("host:port"), this node included; ``append_meter`` counts
+        proposals as 5.x's ``dledger_op_total``/``dledger_op_latency`` (operation ``append``)."""
         if self_id not in peers:
             raise ValueError(f"self id {self_id} is not among the peers {sorted(peers)}")
         if election_timeout_s <= 3 * heartbeat_interval_s:
@@ -128,6 +132,7 @@ class RaftNode:
         self._heartbeat_s = heartbeat_interval_s
         self._password = password or None
         self._on_role_change = on_role_change
+        self.append_meter = append_meter or OperationMeter()
         self._id_by_addr = {addr: pid for pid, addr in peers.items()}
         self._obj: Optional[_GroupMember] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -272,6 +277,10 @@ class RaftNode:
                 log.debug("Raft result after the loop closed")
 
         obj._entry(payload, callback=done)
+        return await self.append_meter.timed("append", self._committed(fut, timeout), timeouts=(RaftTimeout,))
+
+    @staticmethod
+    async def _committed(fut: asyncio.Future, timeout: float) -> Any:
         try:
             return await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:

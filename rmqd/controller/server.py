@@ -17,6 +17,7 @@ from rmqd.controller.controller import Controller
 from rmqd.controller.heartbeat import BrokerHeartbeatManager
 from rmqd.controller.notify import RoleChangeNotifier
 from rmqd.controller.processors import ControllerProcessors
+from rmqd.controller.request_meter import OperationMeter
 from rmqd.remoting.client import split_address
 from rmqd.remoting.dispatch import Dispatcher
 from rmqd.remoting.server import RemotingServer
@@ -37,8 +38,10 @@ class ControllerServer:
         self.server = RemotingServer(self.dispatcher, host, port, name="controller", max_idle_s=SERVER_CHANNEL_MAX_IDLE_S)
         self.heartbeat = BrokerHeartbeatManager()
         self.notifier = RoleChangeNotifier()
-        self.controller = Controller(config, self.heartbeat, self.notifier)
-        self.processors = ControllerProcessors(config, self.controller, self.heartbeat)
+        self.request_meter = OperationMeter()       # request_total / request_latency
+        self.append_meter = OperationMeter()        # dledger_op_total / dledger_op_latency
+        self.controller = Controller(config, self.heartbeat, self.notifier, self.append_meter)
+        self.processors = ControllerProcessors(config, self.controller, self.heartbeat, self.request_meter)
         self.processors.register(self.dispatcher)
         self.server.add_close_listener(self.heartbeat.on_channel_close)
         self._started = False

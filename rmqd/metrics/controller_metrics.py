@@ -9,7 +9,17 @@ family                        type     labels (+ common)            value
 ``election_total``            counter  election_result              elections since start: new_master_elected,
                                                                     keep_current_master, no_master_elected
 ``dledger_disk_usage_bytes``  gauge                                 bytes under the controller's store path
+``request_total``             counter  request_type,                requests handled: success (whatever the response
+                                       request_handle_status        code), failed, timeout (5.x's RequestType names)
+``request_latency_            histo-   request_type                 microseconds per request that returned
+microseconds``                gram
+``dledger_op_total``          counter  dledger_operation,           Raft appends (operation ``append``): success,
+                                       dLedger_operation_status     failed, timeout
+``dledger_op_latency_         histo-   dledger_operation            microseconds from proposal to commit
+microseconds``                gram
 ============================  =======  ===========================  ================================================
+
+The histograms use 5.x's buckets: 1 us to 10 s.
 
 Common labels, as 5.x's ``ControllerMetricsManager`` sets them: ``address`` (this controller's address),
 ``group`` (controllerDLegerGroup), ``peer_id`` (controllerDLegerSelfId), the ``metricsLabel`` pairs and
@@ -24,6 +34,7 @@ import logging
 import os
 from typing import Any
 
+from rmqd.controller.request_meter import LATENCY_BUCKETS_US
 from rmqd.metrics.endpoint import CONTENT_TYPE, MetricsEndpoint
 from rmqd.metrics.families import Family, FamilySpec, render
 
@@ -36,6 +47,12 @@ CONTROLLER_SPECS: tuple[FamilySpec, ...] = (
     FamilySpec("active_broker_num", "gauge", "", ("cluster", "broker_set"), "now active brokers num"),
     FamilySpec("election_total", "counter", "", ("election_result",), "total elect num"),
     FamilySpec("dledger_disk_usage", "gauge", "bytes", (), "disk usage of dledger"),
+    FamilySpec("request_total", "counter", "", ("request_type", "request_handle_status"), "total request num"),
+    FamilySpec("request_latency", "histogram", "us", ("request_type",), "request latency", LATENCY_BUCKETS_US),
+    FamilySpec("dledger_op_total", "counter", "", ("dledger_operation", "dLedger_operation_status"),
+               "total dledger operation num"),
+    FamilySpec("dledger_op_latency", "histogram", "us", ("dledger_operation",), "dledger operation latency",
+               LATENCY_BUCKETS_US),
 )
 
 
@@ -72,6 +89,13 @@ def collect_controller(server: Any) -> str:
     counts = server.controller.election_counts
     for result in ELECTION_RESULTS:
         fams["election_total"].add((result,), counts.get(result, 0))
+    for meter, total, latency in ((server.request_meter, "request_total", "request_latency"),
+                                  (server.append_meter, "dledger_op_total", "dledger_op_latency")):
+        totals, histograms = meter.snapshot()
+        for labels, n in sorted(totals.items()):
+            fams[total].add(labels, n)
+        for kind, (counts, sum_us) in sorted(histograms.items()):
+            fams[latency].add_histogram((kind,), counts, sum_us)
     store = c.store_path()
     if os.path.isdir(store):
         fams["dledger_disk_usage"].add((), disk_usage(store))

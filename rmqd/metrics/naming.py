@@ -2,11 +2,11 @@
 
 ``PrometheusMetricNameMapper`` appends the unit unless the name already contains it, and ``_total``
 to counters whose name lacks "total".  Units are written in Prometheus spelling (ms ->
-milliseconds, By -> bytes, s -> seconds).  Histograms without a unit keep their bare name.
+milliseconds, us -> microseconds, By -> bytes, s -> seconds).  Histograms without a unit keep their bare name.
 """
 from __future__ import annotations
 
-UNIT_NAMES = {"ms": "milliseconds", "s": "seconds", "By": "bytes", "bytes": "bytes", "1": "",
+UNIT_NAMES = {"ms": "milliseconds", "us": "microseconds", "s": "seconds", "By": "bytes", "bytes": "bytes", "1": "",
               "messages": "messages", "": ""}
 
 

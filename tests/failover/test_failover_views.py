@@ -228,6 +228,18 @@ def test_views_and_metadata_follow_a_kill9_of_the_master(tmp_path):
         assert one(cm, "active_broker_num", cluster=CLUSTER, broker_set=BROKER_NAME) == 1
         assert one(cm, "election_total", election_result="new_master_elected") >= 2
         assert one(cm, "dledger_disk_usage_bytes") > 0
+        # requests and Raft appends (5.x's request_total/request_latency, dledger_op_total/dledger_op_latency)
+        beats = one(cm, "request_total", request_type="CONTROLLER_BROKER_HEARTBEAT", request_handle_status="success")
+        alters = one(cm, "request_total", request_type="CONTROLLER_ALTER_SYNC_STATE_SET",
+                     request_handle_status="success")
+        assert beats >= 3 and alters >= 1, (beats, alters)
+        assert one(cm, "request_latency_microseconds_count", request_type="CONTROLLER_BROKER_HEARTBEAT") == beats
+        assert one(cm, "request_latency_microseconds_bucket", request_type="CONTROLLER_BROKER_HEARTBEAT",
+                   le="+Inf") == beats
+        appends = one(cm, "dledger_op_total", dledger_operation="append", dLedger_operation_status="success")
+        assert appends >= alters + 2                        # the set changes and the two elections, at least
+        assert one(cm, "dledger_op_latency_microseconds_count", dledger_operation="append") == appends
+        assert one(cm, "dledger_op_latency_microseconds_sum", dledger_operation="append") > 0
         # rmqd console -n: the same page over the remoting codes alone
         from rmqd.console.view import RemoteClusterView
         view = RemoteClusterView(group.namesrv)
