@@ -8,35 +8,21 @@ one that raises counts ``timeout`` (a wait that ran out) or ``failed``, without 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import inspect
 import threading
 import time
 from typing import Any, Awaitable, Callable, Optional
 
 from rmqd.controller.codes import ControllerRequestCode as R
+from rmqd.metrics.histogram import Histogram
 
 #: microseconds: 1 us .. 10 s, 5.x's latency view
 LATENCY_BUCKETS_US: tuple[float, ...] = (1.0, 3.0, 5.0, 10.0, 30.0, 50.0, 100.0, 300.0, 500.0,
                                          1e3, 3e3, 5e3, 1e4, 3e4, 5e4, 1e5, 3e5, 5e5, 1e6, 3e6, 5e6, 1e7)
 
-#: request code -> 5.x's request_type label (``RequestType`` names, which 5.x exports as they are)
-REQUEST_TYPES: dict[int, str] = {
-    R.CONTROLLER_ALTER_SYNC_STATE_SET: "CONTROLLER_ALTER_SYNC_STATE_SET",
-    R.CONTROLLER_ELECT_MASTER: "CONTROLLER_ELECT_MASTER",
-    R.CONTROLLER_REGISTER_BROKER: "CONTROLLER_REGISTER_BROKER",
-    R.CONTROLLER_GET_REPLICA_INFO: "CONTROLLER_GET_REPLICA_INFO",
-    R.CONTROLLER_GET_METADATA_INFO: "CONTROLLER_GET_METADATA_INFO",
-    R.CONTROLLER_GET_SYNC_STATE_DATA: "CONTROLLER_GET_SYNC_STATE_DATA",
-    R.GET_BROKER_EPOCH_CACHE: "CONTROLLER_GET_BROKER_EPOCH_CACHE",
-    R.NOTIFY_BROKER_ROLE_CHANGED: "CONTROLLER_NOTIFY_BROKER_ROLE_CHANGED",
-    R.BROKER_HEARTBEAT: "CONTROLLER_BROKER_HEARTBEAT",
-    R.UPDATE_CONTROLLER_CONFIG: "CONTROLLER_UPDATE_CONTROLLER_CONFIG",
-    R.GET_CONTROLLER_CONFIG: "CONTROLLER_GET_CONTROLLER_CONFIG",
-    R.CLEAN_BROKER_DATA: "CONTROLLER_CLEAN_BROKER_DATA",
-    R.CONTROLLER_GET_NEXT_BROKER_ID: "CONTROLLER_GET_NEXT_BROKER_ID",
-    R.CONTROLLER_APPLY_BROKER_ID: "CONTROLLER_APPLY_BROKER_ID",
-}
+#: request code -> 5.x's request_type label: its ``RequestType`` names (exported as they are), the code's name with
+#: a ``CONTROLLER_`` prefix (``BROKER_HEARTBEAT`` -> ``CONTROLLER_BROKER_HEARTBEAT``)
+REQUEST_TYPES: dict[int, str] = {c: c.name if c.name.startswith("CONTROLLER_") else f"CONTROLLER_{c.name}" for c in R}
 
 SUCCESS, FAILED, TIMEOUT = "success", "failed", "timeout"
 
@@ -47,21 +33,18 @@ class OperationMeter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.totals: dict[tuple[str, str], int] = {}
-        #: kind -> (non-cumulative bucket counts, len(LATENCY_BUCKETS_US) + 1 of them; sum of the samples in us)
-        self.latency: dict[str, tuple[list[int], float]] = {}
+        self.latency = Histogram(LATENCY_BUCKETS_US)        # (kind,) -> microseconds
 
     def record(self, kind: str, status: str, elapsed_us: Optional[float] = None) -> None:
         with self._lock:
             self.totals[(kind, status)] = self.totals.get((kind, status), 0) + 1
-            if elapsed_us is None:
-                return
-            counts, total = self.latency.get(kind) or ([0] * (len(LATENCY_BUCKETS_US) + 1), 0.0)
-            counts[bisect.bisect_left(LATENCY_BUCKETS_US, elapsed_us)] += 1
-            self.latency[kind] = (counts, total + elapsed_us)
+            if elapsed_us is not None:
+                self.latency.observe((kind,), elapsed_us)
 
-    def snapshot(self) -> tuple[dict[tuple[str, str], int], dict[str, tuple[list[int], float]]]:
+    def snapshot(self) -> tuple[dict[tuple[str, str], int], dict[tuple, tuple[list, float]]]:
+        """Totals, and per ``(kind,)`` the non-cumulative bucket counts and the sum in microseconds."""
         with self._lock:
-            return dict(self.totals), {k: (list(c), s) for k, (c, s) in self.latency.items()}
+            return dict(self.totals), {k: (list(c), s) for k, (c, s) in self.latency.series.items()}
 
     async def timed(self, kind: str, pending: Awaitable[Any], started: Optional[float] = None,
                     timeouts: tuple[type, ...] = ()) -> Any:
@@ -73,9 +56,7 @@ class OperationMeter:
         except (asyncio.TimeoutError, *timeouts):
             self.record(kind, TIMEOUT)
             raise
-        except asyncio.CancelledError:
-            raise
-        except Exception:
+        except Exception:                       # (a cancellation is a BaseException: not counted)
             self.record(kind, FAILED)
             raise
         self.record(kind, SUCCESS, (time.perf_counter() - t0) * 1e6)

@@ -94,8 +94,8 @@ def collect_controller(server: Any) -> str:
         totals, histograms = meter.snapshot()
         for labels, n in sorted(totals.items()):
             fams[total].add(labels, n)
-        for kind, (counts, sum_us) in sorted(histograms.items()):
-            fams[latency].add_histogram((kind,), counts, sum_us)
+        for labels, (counts, sum_us) in sorted(histograms.items()):
+            fams[latency].add_histogram(labels, counts, sum_us)
     store = c.store_path()
     if os.path.isdir(store):
         fams["dledger_disk_usage"].add((), disk_usage(store))

@@ -6,13 +6,13 @@ cost tens of microseconds.
 """
 from __future__ import annotations
 
-import bisect
 import threading
 import time
 from typing import Any, Optional
 
 from rmqd.metrics.families import (CREATE_TIME_BUCKETS_MS, FINISH_LATENCY_BUCKETS, LATENCY_BUCKETS_MS,
                                    MESSAGE_SIZE_BUCKETS)
+from rmqd.metrics.histogram import Histogram
 from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
 from rmqd.constants import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -43,23 +43,6 @@ def message_type(props: Optional[str]) -> str:
     if "__LITE_TOPIC" in props and find_property(props, "__LITE_TOPIC"):                 # 5.5
         return "lite"
     return "normal"
-
-
-class Histogram:
-    """Non-cumulative bucket counts + sum per label tuple."""
-
-    __slots__ = ("bounds", "series")
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
-        self.series: dict[tuple, list] = {}
-
-    def observe(self, labels: tuple, value: float, n: int = 1) -> None:
-        s = self.series.get(labels)
-        if s is None:
-            s = self.series[labels] = [[0] * (len(self.bounds) + 1), 0.0]
-        s[0][bisect.bisect_left(self.bounds, value)] += n
-        s[1] += value * n
 
 
 class RpcLatency:
