@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.service_thread import ServiceThread
 from rmqd.store.commitlog import PAGE
@@ -43,6 +43,8 @@ class StoreFlusher:
         self.checkpoint = checkpoint
         self.engine = engine
         self.put_lock = put_lock
+        #: where the checkpoint's confirmOffset comes from (a controller-mode HA service), read at each logics flush
+        self.confirm_offset: Optional[Callable[[], int]] = None
 
     def flush_commitlog(self) -> None:
         ts = self.engine.last_store_ts
@@ -61,6 +63,8 @@ class StoreFlusher:
         ck.logics_offset = ck.index_offset = disp
         ck.logics_msg_timestamp = ck.index_msg_timestamp = ts
         ck.physic_offset = self.commitlog.flushed_where
+        if self.confirm_offset is not None:
+            ck.confirm_offset = self.confirm_offset()
         ck.flush()
 
     def flush_all(self) -> None:

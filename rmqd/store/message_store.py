@@ -85,6 +85,7 @@ class MessageStore:
         self._dir_lock = StoreDirLock(config.store_root_dir)
         self._abort = AbortFile(config.store_root_dir)
         self._checkpoint: Optional[StoreCheckpoint] = None
+        self._confirm_offset_source: Optional[Callable[[], int]] = None
         self._services: list[ServiceThread] = []
         self._warmer: Optional[PageWarmer] = None
 
@@ -127,6 +128,7 @@ class MessageStore:
         self._checkpoint = StoreCheckpoint(os.path.join(cfg.store_root_dir, "checkpoint"))
         self.flusher = StoreFlusher(self.commitlog, self.consume_queues, self.index, self._checkpoint,
                                     self._engine, self._put_lock)
+        self.flusher.confirm_offset = self._confirm_offset_source
         abnormal = self._abort.exists()
         t0 = time.perf_counter()
         recover(self.commitlog, self.consume_queues, self.index, self._checkpoint, self._engine, abnormal,
@@ -333,11 +335,12 @@ class MessageStore:
                 msgs.append(bytes(v))
         return QueryResult(msgs, r.index_last_update_timestamp, r.index_last_update_phyoffset)
 
-    def record_confirm_offset(self, offset: int) -> None:
-        """Keep a controller-mode replica's confirmOffset in the checkpoint (written with the next logics
-        flush, every ``flushIntervalConsumeQueue``)."""
-        if self._checkpoint is not None:
-            self._checkpoint.confirm_offset = offset
+    def record_confirm_offset_from(self, source: Callable[[], int]) -> None:
+        """Keep a controller-mode replica's confirmOffset in the checkpoint: ``source()`` is read at every logics
+        flush (every ``flushIntervalConsumeQueue``, and at shutdown)."""
+        self._confirm_offset_source = source
+        if self.flusher is not None:
+            self.flusher.confirm_offset = source
 
     def recorded_confirm_offset(self) -> int:
         """The confirmOffset the checkpoint holds (-1: none)."""

@@ -9,14 +9,19 @@ from rmqd.store.ha.config import HAConfig
 
 
 class _Store:
-    """What ControllerHAService reads of a store here: the CommitLog's max offset."""
+    """What ControllerHAService uses of a store here: the CommitLog's max offset, and where its checkpoint would
+    read the confirmOffset from."""
 
     def __init__(self) -> None:
         self.local = self
         self.max_offset = 0
+        self.confirm_offset_source = None
 
     def commitlog_max_offset(self) -> int:
         return self.max_offset
+
+    def record_confirm_offset_from(self, source) -> None:
+        self.confirm_offset_source = source
 
 
 def _service() -> tuple[ControllerHAService, _Store]:

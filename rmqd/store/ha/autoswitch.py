@@ -174,7 +174,6 @@ class ControllerHAClient(HAClient):
         self.expected_epoch = -1              # the master epoch the controller named
         self.state = HAConnectionState.READY
         self.confirm_offset = -1              # min(the master's confirmOffset, this CommitLog's max); -1 unknown
-        self._local = store.local             # whose checkpoint records it (for a restart)
         self.consistent_point = -1            # the last handshake's
         self.master_label = ""                # the master's remoting address (for the log)
         self.on_disconnect: Optional[Callable[[str], None]] = None
@@ -220,8 +219,6 @@ class ControllerHAClient(HAClient):
         point = self.truncate_to_master(entries, reply.max_offset)
         if self.confirm_offset > point:           # an older master's value: never past what this one confirms
             self.confirm_offset = point
-        if self._local.recorded_confirm_offset() > point:
-            self._local.record_confirm_offset(point)
         self._received_epoch = -1
         sock.settimeout(None)
 
@@ -286,7 +283,6 @@ class ControllerHAClient(HAClient):
             if size:
                 self.appender.append(offset, view[pos + hsize:pos + hsize + size])
             self.confirm_offset = min(h.confirm_offset, self.store.commitlog_max_offset())
-            self._local.record_confirm_offset(self.confirm_offset)
             pos += hsize + size
         return pos
 
@@ -326,7 +322,7 @@ class ControllerHAService(DefaultHAService):
         self.min_in_sync_replicas = max(1, min_in_sync_replicas)
         self.gates_puts = self.min_in_sync_replicas > 1
         self.client = ControllerHAClient(store, config)
-        self._local = store.local                # the checkpoint keeps the confirmOffset across restarts
+        self._local = store.local
         self.client.async_learner = async_learner
         self.client.sync_from_last_file = sync_from_last_file
         self.epoch_cache: Any = None             # the broker's EpochFileCache (set by ReplicasManager)
@@ -342,6 +338,7 @@ class ControllerHAService(DefaultHAService):
         self.on_ack: list[Callable[[ControllerHAConnection], None]] = []
         #: the master's lease (set by rmqd.replicas.controller_mode): False -> no put is acknowledged
         self.lease_valid: Callable[[], bool] = lambda: True
+        self._local.record_confirm_offset_from(self.get_confirm_offset)   # the checkpoint keeps it across restarts
 
     # ------------------------------------------------------------------ role and set
     def accepting(self) -> bool:
@@ -400,13 +397,10 @@ class ControllerHAService(DefaultHAService):
             c = self.client.confirm_offset
             if c < 0:                                   # no header yet since the start: the recorded value
                 c = self._local.recorded_confirm_offset()
-                return mx if c < 0 else min(c, mx)
-            self._local.record_confirm_offset(c)
-            return min(c, mx)
+            return mx if c < 0 else min(c, mx)
         with self._state_lock:
             members = (self.sync_state_set | (self.pending_set or frozenset())) - {self.self_id}
         if not self.all_ack or not members:
-            self._local.record_confirm_offset(mx)
             return mx
         acks = {c.broker_id: c.slave_ack_offset for c in list(self.connections) if c.broker_id > 0}
         if any(acks.get(m, -1) < 0 for m in members):       # no connection, or no report on it yet
@@ -415,7 +409,6 @@ class ControllerHAService(DefaultHAService):
         # the first message of a fresh group was readable (and counted the slaves as behind) before any had it
         confirm = min(mx, *(acks[m] for m in members))
         self._confirm = confirm
-        self._local.record_confirm_offset(confirm)
         return confirm
 
     def close_connections(self, reason: str) -> None:
