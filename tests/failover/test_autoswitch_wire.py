@@ -9,6 +9,7 @@ the slave's epoch file, and with allAckInSyncStateSet no read goes past the conf
 """
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from types import SimpleNamespace
@@ -177,10 +178,9 @@ def test_a_raw_socket_speaking_4x_is_closed_by_a_controller_master(group):
     wait_until(lambda: not mha.connections, 5, "the connection dropped")
 
 
-def test_reads_stop_at_the_confirm_offset_with_all_ack(group):
-    master, mha = group("m", slave=False, all_ack=True)
-    layer = ReplicatedStore(master, mha, BrokerRole.SYNC_MASTER)
-    layer.bound_reads(mha.get_confirm_offset)
+def connected_pair(group, **master_kw):
+    """A master at epoch 1 (started) and a slave, brokerId 2, replicating from it: (master, mha, slave, sha)."""
+    master, mha = group("m", slave=False, **master_kw)
     mha.epoch_cache.append(1, 0)
     mha.become_master(1, 0)
     mha.start()
@@ -191,6 +191,25 @@ def test_reads_stop_at_the_confirm_offset_with_all_ack(group):
     sha.update_master_address(f"127.0.0.1:{mha.port}")
     wait_until(lambda: mha.connection_of(2) is not None and mha.connection_of(2).slave_request_offset >= 0, 10,
                "slave connected")
+    return master, mha, slave, sha
+
+
+@contextlib.contextmanager
+def stub_member(mha, broker_id: int):
+    """A member connected to ``mha`` that acknowledged offset 0 (tests move its ``slave_ack_offset``)."""
+    member = SimpleNamespace(broker_id=broker_id, slave_ack_offset=0, async_learner=False,
+                             last_caught_up=time.monotonic())
+    mha.connections = mha.connections + [member]
+    try:
+        yield member
+    finally:
+        mha.connections = [c for c in mha.connections if c is not member]
+
+
+def test_reads_stop_at_the_confirm_offset_with_all_ack(group):
+    master, mha, slave, sha = connected_pair(group, all_ack=True)
+    layer = ReplicatedStore(master, mha, BrokerRole.SYNC_MASTER)
+    layer.bound_reads(mha.get_confirm_offset)
     mha.set_sync_state_set(frozenset({1, 2}))
     fill(master, 10, 500)
     put_keyed(master, "KeyTopic", "dup")
@@ -250,10 +269,7 @@ def test_a_member_that_has_nothing_yet_holds_the_confirm_offset_at_zero(group):
     master, mha = group("m", slave=False, all_ack=True)
     mha.epoch_cache.append(1, 0)
     mha.become_master(1, 0)
-    member = SimpleNamespace(broker_id=2, slave_ack_offset=0, async_learner=False,
-                             last_caught_up=time.monotonic())     # connected, acknowledged offset 0
-    mha.connections = mha.connections + [member]
-    try:
+    with stub_member(mha, 2) as member:                  # connected, acknowledged offset 0
         mha.set_sync_state_set(frozenset({1, 2}))
         fill(master, 4, 300)
         assert master.commitlog_max_offset() > 0
@@ -261,27 +277,13 @@ def test_a_member_that_has_nothing_yet_holds_the_confirm_offset_at_zero(group):
         assert mha.in_sync_members() == {1, 2}
         member.slave_ack_offset = master.commitlog_max_offset()
         assert mha.get_confirm_offset() == master.commitlog_max_offset()
-    finally:
-        mha.connections = [c for c in mha.connections if c is not member]
 
 
 def test_a_restarted_slave_reads_no_further_than_the_recorded_confirm_offset(group):
     """The checkpoint keeps the confirmOffset: a slave started again serves reads up to the value it had, not up
     to its max offset, until the first transfer header of a master (none here)."""
-    master, mha = group("m", slave=False, all_ack=True)
-    mha.epoch_cache.append(1, 0)
-    mha.become_master(1, 0)
-    mha.start()
-    slave, sha = group("s", slave=True)
-    sha.client.broker_id = 2
-    sha.client.expected_epoch = 1
-    sha.start()
-    sha.update_master_address(f"127.0.0.1:{mha.port}")
-    wait_until(lambda: mha.connection_of(2) is not None and mha.connection_of(2).slave_request_offset >= 0, 10,
-               "slave connected")
-    other = SimpleNamespace(broker_id=3, slave_ack_offset=0, async_learner=False, last_caught_up=time.monotonic())
-    mha.connections = mha.connections + [other]        # a third member, behind
-    try:
+    master, mha, slave, sha = connected_pair(group, all_ack=True)
+    with stub_member(mha, 3) as other:                   # a third member, behind
         mha.set_sync_state_set(frozenset({1, 2, 3}))
         fill(master, 4, 500)
         confirmed = master.commitlog_max_offset()
@@ -289,8 +291,6 @@ def test_a_restarted_slave_reads_no_further_than_the_recorded_confirm_offset(gro
         fill(master, 6, 500)
         wait_until(lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 10, "slave caught up")
         wait_until(lambda: sha.get_confirm_offset() == confirmed, 10, "the slave took the master's confirmOffset")
-    finally:
-        mha.connections = [c for c in mha.connections if c is not other]
     slave_max = slave.commitlog_max_offset()
     sha.shutdown()
     slave.shutdown()
