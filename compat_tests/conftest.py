@@ -80,3 +80,32 @@ def mqadmin_shell():
         yield shell
     finally:
         shell.close()
+
+
+@pytest.fixture(scope="session")
+def reference5(tmp_path_factory: pytest.TempPathFactory):
+    """The real Java RocketMQ 5.x name server + broker with the local-mode proxy (gRPC), started once per test
+    session (java5kit.Reference5Cluster), with the settings the differential scenarios need to run in seconds:
+    javakit.REFERENCE_BROKER_PROPERTIES and java5kit.REFERENCE5_PROXY_PROPERTIES."""
+    from java5kit import REFERENCE5_BROKER_PROPERTIES, REFERENCE5_PROXY_PROPERTIES, Reference5Cluster, require_kit5
+
+    require_kit5()
+    cluster = Reference5Cluster(tmp_path_factory.mktemp("reference5"), broker_conf=REFERENCE5_BROKER_PROPERTIES,
+                                proxy_conf=REFERENCE5_PROXY_PROPERTIES)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.kill()
+
+
+@pytest.fixture(scope="session")
+def mqadmin5():
+    """5.x's mqadmin in one JVM for the whole session (java5kit.Mqadmin5)."""
+    from java5kit import Mqadmin5
+
+    shell = Mqadmin5()
+    try:
+        yield shell
+    finally:
+        shell.close()

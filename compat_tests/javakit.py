@@ -95,19 +95,21 @@ def classpath(*extra: str | Path) -> str:
     return os.pathsep.join([str(kit / "conf"), str(kit / "lib" / "*"), *map(str, extra)])
 
 
-def compile_java(src_dir: Path = JAVA_SRC, timeout: float = JAVAC_TIMEOUT) -> Path:
-    """Compile every ``.java`` under ``src_dir`` (once per content hash); returns the classes dir."""
+def compile_java(src_dir: Path = JAVA_SRC, timeout: float = JAVAC_TIMEOUT, cp: str | None = None) -> Path:
+    """Compile every ``.java`` under ``src_dir`` against ``cp`` (the 4.9.8 kit's classpath by default), once
+    per content hash and classpath; returns the classes dir."""
     sources = sorted(src_dir.rglob("*.java"))
     if not sources:
         raise FileNotFoundError(f"no Java sources under {src_dir}")
-    digest = hashlib.sha256()
+    cp = classpath() if cp is None else cp
+    digest = hashlib.sha256(cp.encode())
     for s in sources:
         digest.update(s.name.encode() + b"\0" + s.read_bytes())
     out = Path(tempfile.gettempdir()) / f"rmqd-java-classes-{digest.hexdigest()[:16]}"
     if (out / ".done").exists():
         return out
     tmp = Path(tempfile.mkdtemp(prefix="rmqd-javac-"))
-    res = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", classpath(), "-d", str(tmp),
+    res = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", cp, "-d", str(tmp),
                           *map(str, sources)], capture_output=True, text=True, timeout=timeout)
     if res.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -189,9 +191,12 @@ class JavaProcess:
     acts): JSON lines it prints are read by a thread; :meth:`wait_for` polls them with a deadline."""
 
     def __init__(self, main_class: str, *args: str, env: Mapping[str, str] | None = None,
-                 system_props: Mapping[str, str] | None = None) -> None:
-        require_kit()
-        self.cmd = java_command(main_class, *args, system_props=system_props)
+                 system_props: Mapping[str, str] | None = None, cmd: Sequence[str] | None = None) -> None:
+        """Runs ``main_class`` of our 4.9.8 programs, or ``cmd`` as given (another kit's program)."""
+        if cmd is None:
+            require_kit()
+            cmd = java_command(main_class, *args, system_props=system_props)
+        self.cmd = list(cmd)
         self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=_java_env(tempfile.gettempdir(), env),
                                      start_new_session=True, cwd=work_dir())
@@ -275,11 +280,15 @@ class MqadminShell:
     :func:`mqadmin` (``stdout`` holds everything the sub-command printed; ``returncode`` 0, or -1 when
     it timed out). Exceptions are printed, as bin/mqadmin does."""
 
-    def __init__(self, home: str | Path | None = None) -> None:
+    def __init__(self, home: str | Path | None = None, cmd: Sequence[str] | None = None) -> None:
         """``home``: a :func:`shadow_home` whose ``conf/tools.yml`` (ACL credentials) every sub-command signs
-        with, as :func:`mqadmin`'s; the kit's by default."""
-        kit = require_kit()
-        self.proc = JavaProcess("MqadminShell", system_props={"rocketmq.home.dir": str(home or kit)})
+        with, as :func:`mqadmin`'s; the kit's by default. ``cmd``: the command that runs MqadminShell on
+        another kit's classpath (java5kit's 5.x mqadmin); the 4.9.8 kit's by default."""
+        if cmd is None:
+            kit = require_kit()
+            self.proc = JavaProcess("MqadminShell", system_props={"rocketmq.home.dir": str(home or kit)})
+        else:
+            self.proc = JavaProcess("MqadminShell", cmd=cmd)
         self.proc.wait_for(lambda ev: any(e.get("ready") for e in ev), SHELL_START_TIMEOUT, "mqadmin shell start")
         self._next_id = 0
 

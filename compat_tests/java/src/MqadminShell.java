@@ -32,7 +32,13 @@ public class MqadminShell {
             t.setDaemon(true);
             return t;
         });
-        java.lang.reflect.Field listField = MQAdminStartup.class.getDeclaredField("subCommandList");
+        // 4.9.8 names the list subCommandList, 5.x SUB_COMMANDS: the one static List field either way
+        java.lang.reflect.Field listField = null;
+        for (java.lang.reflect.Field f : MQAdminStartup.class.getDeclaredFields()) {
+            if (java.lang.reflect.Modifier.isStatic(f.getModifiers()) && List.class.isAssignableFrom(f.getType())) {
+                listField = f;
+            }
+        }
         listField.setAccessible(true);
         List<?> commands = (List<?>) listField.get(null);
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));

@@ -1,0 +1,461 @@
+"""The RocketMQ 5.x Java reference kit: fetched from Maven Central into a cache outside the repository.
+
+Nothing of it is committed. :func:`fetch_kit5` resolves the pinned artifacts with Maven
+(``mvn dependency:copy-dependencies``) into ``$RMQD_CACHE`` (default ``~/.cache/rmqd``):
+
+- ``lib/``: the server side and the 5.x remoting client — org.apache.rocketmq rocketmq-namesrv, -broker, -proxy,
+  -controller, -tools, -client at :data:`KIT5_VERSION`, with everything they pull in;
+- ``client-java/``: the 5.x gRPC Java client, org.apache.rocketmq:rocketmq-client-java at
+  :data:`CLIENT_JAVA_VERSION` (its own classpath: it shades its dependencies).
+
+The version is 5.5.0: Maven Central serves rocketmq-broker, -controller, -common, -remoting and -store at 5.5.1 but
+not rocketmq-namesrv, -proxy, -tools, -client, -auth, -srvutil or -filter (404 on 2026-11-29), and a classpath
+mixing two releases is not a reference. ``RMQD_JAVA5_VERSION=5.5.1`` switches once it resolves.
+
+:class:`Reference5Cluster` runs a real name server and a broker with the proxy in local mode (gRPC; one JVM, as
+``mqbroker --enable-proxy``), :class:`Controller5` a standalone controller; all on free loopback ports below the
+ephemeral range, with ROCKETMQ_HOME, conf/ and logs in their work directory and heaps sized for these machines.
+:class:`Mqadmin5` is 5.x's ``mqadmin`` in one JVM (javakit's MqadminShell on the 5.x classpath).
+
+Like the 4.9.8 kit's tests, the tests on this kit are core tests: a missing JDK, Maven or artifact fails them
+naming the step (:func:`require_kit5`); they never skip.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from javakit import JAVA_SRC, REFERENCE_BROKER_PROPERTIES, JavaProcess, JavaRun, MqadminShell, _run, _wait_dead, compile_java, \
+    disk_ratio_system_properties, free_port_block, work_dir
+
+KIT5_VERSION = os.environ.get("RMQD_JAVA5_VERSION", "5.5.0")
+CLIENT_JAVA_VERSION = os.environ.get("RMQD_CLIENT_JAVA_VERSION", "5.2.0")
+SERVER_ARTIFACTS = ("rocketmq-namesrv", "rocketmq-broker", "rocketmq-proxy", "rocketmq-controller",
+                    "rocketmq-tools", "rocketmq-client")
+JAVA5_SRC = Path(__file__).resolve().parent / "java5"
+
+# The session reference's settings beyond the defaults: those of the 4.9.8 reference (1 s delay levels,
+# transaction check-backs after 1 s, SQL92 filtering) and the short waits rmqd's gRPC tests use (invisible times
+# from 1 s, long polls of at most 3 s), so one scenario runs in seconds on both.
+REFERENCE5_BROKER_PROPERTIES = dict(REFERENCE_BROKER_PROPERTIES)
+REFERENCE5_PROXY_PROPERTIES = {"minInvisibleTimeMillsForRecv": 1000,
+                               "grpcClientConsumerMaxLongPollingTimeoutMillis": 3000}
+
+FETCH_TIMEOUT = 900.0
+START_TIMEOUT = 150.0
+
+# RocketMQ's MappedFile cleaner and Netty's direct buffers need these on Java 17 (the 5.x scripts add none; the
+# same list as the 4.9.8 kit's common.sh).
+JDK17_OPTS = (
+    "--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens=java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports=java.base/jdk.internal.misc=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED", "--add-opens=java.base/java.util=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED", "--add-opens=java.base/java.net=ALL-UNNAMED",
+    "--add-opens=java.base/java.io=ALL-UNNAMED", "--add-exports=java.base/sun.security.x509=ALL-UNNAMED",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+)
+GC_OPTS = ("-XX:+UseG1GC", "-XX:SoftRefLRUPolicyMSPerMB=0", "-XX:-OmitStackTraceInFastThrow")
+
+
+class Kit5Error(RuntimeError):
+    """A step of making or starting the 5.x kit failed; the message names the step."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RMQD_CACHE") or Path.home() / ".cache" / "rmqd")
+
+
+def kit5_dir() -> Path:
+    return cache_dir() / f"rocketmq-java-{KIT5_VERSION}"
+
+
+def _pom(deps: Sequence[tuple[str, str]]) -> str:
+    rows = "".join(f"<dependency><groupId>org.apache.rocketmq</groupId><artifactId>{a}</artifactId>"
+                   f"<version>{v}</version></dependency>\n" for a, v in deps)
+    return ("<project xmlns=\"http://maven.apache.org/POM/4.0.0\"><modelVersion>4.0.0</modelVersion>"
+            "<groupId>rmqd.kit</groupId><artifactId>kit</artifactId><version>1</version><packaging>pom</packaging>\n"
+            f"<dependencies>\n{rows}</dependencies></project>\n")
+
+
+def _kit_parts() -> dict[str, list[tuple[str, str]]]:
+    return {"lib": [(a, KIT5_VERSION) for a in SERVER_ARTIFACTS],
+            "client-java": [("rocketmq-client-java", CLIENT_JAVA_VERSION)]}
+
+
+def kit5_ready() -> bool:
+    kit = kit5_dir()
+    return all((kit / part / ".done").exists() for part in _kit_parts())
+
+
+def fetch_kit5(timeout: float = FETCH_TIMEOUT) -> Path:
+    """Resolve the kit's jars with Maven into :func:`kit5_dir` (once; a file lock keeps concurrent runs apart).
+    Raises :class:`Kit5Error` naming the step that failed."""
+    kit = kit5_dir()
+    if kit5_ready():
+        return kit
+    if shutil.which("mvn") is None:
+        raise Kit5Error("java5kit step 'mvn': Maven is not on PATH (the RocketMQ 5.x kit is fetched with "
+                        "`mvn dependency:copy-dependencies`; .ci/run installs Debian's maven)")
+    kit.mkdir(parents=True, exist_ok=True)
+    with open(kit / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for part, deps in _kit_parts().items():
+            target = kit / part
+            if (target / ".done").exists():
+                continue
+            pom = kit / f"{part}.pom.xml"
+            pom.write_text(_pom(deps))
+            tmp = kit / f"{part}.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            cmd = ["mvn", "-B", "-q", "-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={tmp}",
+                   "-DincludeScope=runtime"]
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=kit)
+            except subprocess.TimeoutExpired:
+                raise Kit5Error(f"java5kit step 'mvn dependency:copy-dependencies' for {part} "
+                                f"({', '.join(a + ':' + v for a, v in deps)}) took over {timeout:.0f} s") from None
+            if res.returncode != 0:
+                raise Kit5Error(f"java5kit step 'mvn dependency:copy-dependencies' for {part} "
+                                f"({', '.join(a + ':' + v for a, v in deps)}) failed: "
+                                f"{(res.stdout + res.stderr)[-2500:]}")
+            (tmp / ".done").write_text(" ".join(f"{a}:{v}" for a, v in deps) + "\n")
+            shutil.rmtree(target, ignore_errors=True)
+            tmp.rename(target)
+    return kit
+
+
+def missing5_reason() -> str | None:
+    """Why the 5.x kit cannot be used here, or None when it can (fetching it first if need be)."""
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not on PATH: the RocketMQ 5.x reference kit needs a JDK 17"
+    try:
+        fetch_kit5()
+    except Kit5Error as exc:
+        return str(exc)
+    return None
+
+
+def require_kit5() -> Path:
+    """The kit's directory; fails the calling test (does not skip) naming the step that is missing."""
+    import pytest
+
+    reason = missing5_reason()
+    if reason:
+        pytest.fail(reason, pytrace=False)
+    return kit5_dir()
+
+
+def server_classpath(*extra: str | Path) -> str:
+    return os.pathsep.join([str(kit5_dir() / "lib" / "*"), *map(str, extra)])
+
+
+def client_java_classpath(*extra: str | Path) -> str:
+    return os.pathsep.join([str(kit5_dir() / "client-java" / "*"), *map(str, extra)])
+
+
+@lru_cache(maxsize=None)
+def compiled(kind: str) -> Path:
+    """Our 5.x Java programs compiled: ``remoting`` (compat_tests/java5/remoting plus javakit's MqadminShell,
+    against the 5.x client and tools) or ``grpc`` (compat_tests/java5/grpc, against rocketmq-client-java)."""
+    require_kit5()
+    if kind == "remoting":
+        src = Path(tempfile.gettempdir()) / f"rmqd-java5-src-{os.getpid()}"
+        shutil.rmtree(src, ignore_errors=True)
+        src.mkdir()
+        for f in [*(JAVA5_SRC / "remoting").glob("*.java"), JAVA_SRC / "MqadminShell.java"]:
+            shutil.copyfile(f, src / f.name)
+        try:
+            return compile_java(src, cp=server_classpath())
+        finally:
+            shutil.rmtree(src, ignore_errors=True)
+    if kind == "grpc":
+        return compile_java(JAVA5_SRC / "grpc", cp=client_java_classpath())
+    raise ValueError(kind)
+
+
+def java5_command(kind: str, main_class: str, *args: str, heap: str = "-Xmx256m",
+                  system_props: Mapping[str, str] | None = None) -> list[str]:
+    """The command line of one of our 5.x programs (see :func:`compiled`)."""
+    classes = compiled(kind)
+    cp = server_classpath(classes) if kind == "remoting" else client_java_classpath(classes)
+    props = [f"-D{k}={v}" for k, v in (system_props or {}).items()]
+    return ["java", heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *JDK17_OPTS, *props,
+            f"-Duser.home={tempfile.gettempdir()}", "-cp", cp, main_class, *args]
+
+
+def run_java5(kind: str, main_class: str, *args: str, timeout: float = 60.0,
+              env: Mapping[str, str] | None = None, system_props: Mapping[str, str] | None = None) -> JavaRun:
+    """Run one of our 5.x programs with a hard timeout (JSON lines on stdout, as javakit.run_java)."""
+    return _run(java5_command(kind, main_class, *args, system_props=system_props), timeout, env,
+                home=tempfile.gettempdir())
+
+
+def java5_process(kind: str, main_class: str, *args: str, env: Mapping[str, str] | None = None,
+                  system_props: Mapping[str, str] | None = None) -> JavaProcess:
+    """One of our 5.x programs in the background (javakit.JavaProcess)."""
+    return JavaProcess(main_class, env=env, cmd=java5_command(kind, main_class, *args, system_props=system_props))
+
+
+class Mqadmin5(MqadminShell):
+    """5.x's mqadmin (MQAdminStartup of rocketmq-tools) in one JVM for many sub-commands."""
+
+    def __init__(self, home: str | Path | None = None) -> None:
+        props = {"rocketmq.home.dir": str(home or work_dir())}
+        super().__init__(cmd=java5_command("remoting", "MqadminShell", system_props=props))
+
+
+def _port_open(port: int) -> bool:
+    import socket
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _props(values: Mapping[str, object]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in values.items())
+
+
+class _Jvm:
+    """One server JVM of a 5.x cluster: started with its log in ``workdir/<name>.out``; SIGKILLed or stopped."""
+
+    def __init__(self, name: str, workdir: Path, main_class: str, heap: Sequence[str], args: Sequence[str]) -> None:
+        self.name = name
+        self.log = workdir / f"{name}.out"
+        home = workdir / "home"
+        cmd = ["java", "-server", *heap, *GC_OPTS, *JDK17_OPTS, f"-Duser.home={workdir}",
+               f"-Drocketmq.home.dir={home}",
+               *[f"-D{k}={v}" for k, v in disk_ratio_system_properties().items()],
+               "-cp", server_classpath(), main_class, *args]
+        env = dict(os.environ, ROCKETMQ_HOME=str(home))
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=env, cwd=workdir, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def output(self, tail: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-tail:]
+        except OSError:
+            return ""
+
+    def wait_port(self, port: int, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            if _port_open(port):
+                return
+            if not self.alive():
+                raise Kit5Error(f"java5kit step 'start {self.name}': exited ({self.proc.returncode}): "
+                                f"{self.output()}")
+            time.sleep(0.1)
+        raise Kit5Error(f"java5kit step 'start {self.name}': port {port} not open in time: {self.output()}")
+
+    def wait_output(self, text: str, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            if text in self.output(1 << 20):
+                return
+            if not self.alive():
+                raise Kit5Error(f"java5kit step 'start {self.name}': exited ({self.proc.returncode}): "
+                                f"{self.output()}")
+            time.sleep(0.1)
+        raise Kit5Error(f"java5kit step 'start {self.name}': '{text}' not printed in time: {self.output()}")
+
+    def kill(self) -> None:
+        if self.alive():
+            os.killpg(self.proc.pid, 9)
+            _wait_dead(self.proc.pid, 10.0)
+        self.proc.wait()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM (the JVM's shutdown hooks run), SIGKILL after ``timeout``."""
+        if self.alive():
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+NAMESRV_HEAP = ("-Xms128m", "-Xmx256m")
+BROKER_HEAP = ("-Xms512m", "-Xmx768m", "-XX:MaxDirectMemorySize=1g")
+CONTROLLER_HEAP = ("-Xms128m", "-Xmx256m")
+
+
+class Reference5Cluster:
+    """A real 5.x name server and a broker with the proxy in local mode (gRPC), in ``workdir``.
+
+    Ports (one free block): name server, broker (with VIP = broker - 2, HA = broker + 1), proxy gRPC, proxy
+    remoting. ``broker_conf`` adds or replaces broker.conf keys, ``proxy_conf`` rmq-proxy.json keys,
+    ``namesrv_conf`` the name server's (e.g. ``enableControllerInNamesrv``)."""
+
+    def __init__(self, workdir: str | Path, broker_conf: Mapping[str, object] | None = None,
+                 proxy_conf: Mapping[str, object] | None = None,
+                 namesrv_conf: Mapping[str, object] | None = None) -> None:
+        self.workdir = Path(workdir)
+        base = free_port_block(8)
+        self.namesrv_port = base
+        self.broker_port = base + 3            # base+1 is the VIP channel (broker - 2), base+4 HA
+        self.grpc_port = base + 5
+        self.proxy_remoting_port = base + 6
+        self.namesrv_addr = f"127.0.0.1:{self.namesrv_port}"
+        self.broker_addr = f"127.0.0.1:{self.broker_port}"
+        self.grpc_addr = f"127.0.0.1:{self.grpc_port}"
+        self.proxy_remoting_addr = f"127.0.0.1:{self.proxy_remoting_port}"
+        self.broker_name = "broker-a"
+        self.cluster_name = "DefaultCluster"
+        self.broker_conf = {
+            "brokerClusterName": self.cluster_name, "brokerName": self.broker_name, "brokerId": 0,
+            "listenPort": self.broker_port, "namesrvAddr": self.namesrv_addr, "brokerIP1": "127.0.0.1",
+            "brokerIP2": "127.0.0.1", "bindAddress": "127.0.0.1", "brokerRole": "ASYNC_MASTER",
+            "flushDiskType": "ASYNC_FLUSH", "storePathRootDir": str(self.workdir / "store"),
+            "storePathCommitLog": str(self.workdir / "store" / "commitlog"), "autoCreateTopicEnable": "true",
+            **(broker_conf or {})}
+        self.proxy_conf = {"rocketMQClusterName": self.cluster_name, "grpcServerPort": self.grpc_port,
+                           "remotingListenPort": self.proxy_remoting_port, "namesrvAddr": self.namesrv_addr,
+                           **(proxy_conf or {})}
+        self.namesrv_conf = {"listenPort": self.namesrv_port, "bindAddress": "127.0.0.1", **(namesrv_conf or {})}
+        self.namesrv: _Jvm | None = None
+        self.broker: _Jvm | None = None
+
+    def start(self, timeout: float = START_TIMEOUT) -> "Reference5Cluster":
+        import orjson
+
+        require_kit5()
+        deadline = time.monotonic() + timeout
+        conf = self.workdir / "home" / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "namesrv.conf").write_text(_props(self.namesrv_conf))
+        (conf / "broker.conf").write_text(_props(self.broker_conf))
+        (conf / "rmq-proxy.json").write_bytes(orjson.dumps(self.proxy_conf))
+        try:
+            self.namesrv = _Jvm("namesrv", self.workdir, "org.apache.rocketmq.namesrv.NamesrvStartup", NAMESRV_HEAP,
+                                ["-c", str(conf / "namesrv.conf")])
+            self.namesrv.wait_port(self.namesrv_port, deadline)
+            self.broker = _Jvm("broker-proxy", self.workdir, "org.apache.rocketmq.proxy.ProxyStartup", BROKER_HEAP,
+                               ["-pm", "local", "-bc", str(conf / "broker.conf"), "-pc", str(conf / "rmq-proxy.json")])
+            self.broker.wait_output("rocketmq-proxy startup successfully", deadline)
+            self.broker.wait_port(self.grpc_port, deadline)
+            self._wait_registered(deadline)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def _wait_registered(self, deadline: float) -> None:
+        from rmqd.remoting.client import BlockingClient
+        from rmqd.remoting.command import new_request
+
+        while time.monotonic() < deadline:
+            client = BlockingClient(self.namesrv_addr)
+            try:
+                resp = client.invoke(new_request(106, {}), 5)
+                if resp.code == 0 and self.broker_addr.encode() in bytes(resp.body or b""):
+                    return
+            except OSError:
+                pass
+            finally:
+                client.close()
+            time.sleep(0.2)
+        raise Kit5Error(f"java5kit step 'broker registers with the name server': not within the start timeout: "
+                        f"{self.broker.output() if self.broker else ''}")
+
+    def kill(self) -> None:
+        """Crash both JVMs (SIGKILL): a throwaway cluster need not wait for the broker's graceful shutdown."""
+        for jvm in (self.broker, self.namesrv):
+            if jvm is not None:
+                jvm.kill()
+
+    def stop(self) -> None:
+        for jvm in (self.broker, self.namesrv):
+            if jvm is not None:
+                jvm.stop()
+
+    def __enter__(self) -> "Reference5Cluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+class Controller5:
+    """A real standalone 5.x controller (ControllerStartup) of a one-node group, on a free loopback port,
+    with ``conf`` added to its controller.conf (e.g. ``controllerType=jRaft``)."""
+
+    def __init__(self, workdir: str | Path, conf: Mapping[str, object] | None = None) -> None:
+        self.workdir = Path(workdir)
+        base = free_port_block(2)
+        self.port = base
+        self.addr = f"127.0.0.1:{self.port}"
+        self.conf = {"listenPort": self.port, "bindAddress": "127.0.0.1", "controllerDLegerGroup": "group1",
+                     "controllerDLegerPeers": f"n0-127.0.0.1:{base + 1}", "controllerDLegerSelfId": "n0",
+                     "controllerStorePath": str(self.workdir / "controller-store"), **(conf or {})}
+        self.jvm: _Jvm | None = None
+
+    def start(self, timeout: float = START_TIMEOUT) -> "Controller5":
+        require_kit5()
+        deadline = time.monotonic() + timeout
+        conf = self.workdir / "home" / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "controller.conf").write_text(_props(self.conf))
+        try:
+            self.jvm = _Jvm("controller", self.workdir, "org.apache.rocketmq.controller.ControllerStartup",
+                            CONTROLLER_HEAP, ["-c", str(conf / "controller.conf")])
+            self.jvm.wait_port(self.port, deadline)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def kill(self) -> None:
+        if self.jvm is not None:
+            self.jvm.kill()
+
+    def __enter__(self) -> "Controller5":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python compat_tests/java5kit.py fetch`` (what .ci/run does), or ``start DIR`` to run a cluster by hand
+    until Ctrl-C."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="java5kit", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("fetch", help="resolve the pinned 5.x artifacts into the cache")
+    start = sub.add_parser("start", help="run a name server and a broker with the local-mode proxy until Ctrl-C")
+    start.add_argument("dir")
+    args = parser.parse_args(argv)
+    try:
+        kit = fetch_kit5()
+    except Kit5Error as exc:
+        print(exc)
+        return 1
+    if args.cmd == "fetch":
+        print(f"RocketMQ {KIT5_VERSION} kit (client-java {CLIENT_JAVA_VERSION}) in {kit}")
+        return 0
+    cluster = Reference5Cluster(Path(args.dir).resolve()).start()
+    print(f"namesrv {cluster.namesrv_addr} broker {cluster.broker_addr} grpc {cluster.grpc_addr}", flush=True)
+    try:
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
