@@ -35,6 +35,18 @@ START_TIMEOUT_S = 30.0
 RESTART_DELAY_S = 1.0
 
 
+def rmqd_command(log_level: str) -> list[str]:
+    """The command that runs ``rmqd`` in a child process with the same ``rmqd`` package as this process.
+
+    ``python -m rmqd.cli`` would import ``rmqd`` from the child's working directory first: started inside a
+    checkout of the sources with rmqd installed from a wheel, the children ran the unbuilt tree and failed. The
+    child puts this package's parent directory first on its path, then runs ``rmqd.cli`` as ``-m`` would."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    boot = (f"import sys; sys.path.insert(0, {root!r}); import runpy; "
+            "runpy.run_module('rmqd.cli', run_name='__main__', alter_sys=True)")
+    return [sys.executable, "-c", boot, "--log-level", log_level]
+
+
 def broker_names(base: str, count: int) -> list[str]:
     """``broker-a`` -> ``broker-a, broker-b, ...``; another base name gets ``-1, -2, ...``."""
     if re.fullmatch(r".*-[a-z]", base) and count <= 26:
@@ -93,7 +105,7 @@ class ExtraBrokers:
         step = port_step(replicas)
 
         def child(label: str, name: str, port: int, store: str, conf: Optional[str], index: int) -> _Child:
-            args = [sys.executable, "-m", "rmqd.cli", "--log-level", log_level, "broker",
+            args = [*rmqd_command(log_level), "broker",
                     "--broker-name", name, "--broker-port", str(port), "--store-dir", store,
                     "--grpc-port", "0"]          # the gRPC endpoint serves the serve process's broker only
             if conf:

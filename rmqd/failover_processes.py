@@ -12,10 +12,9 @@ second and rejoins its group as a slave. See docs/controller.md.
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING, Optional
 
-from rmqd.broker_processes import SLAVE_PORT_STEP, ExtraBrokers, _Child, port_step, store_dir_of
+from rmqd.broker_processes import SLAVE_PORT_STEP, ExtraBrokers, _Child, port_step, rmqd_command, store_dir_of
 from rmqd.localports import free_ports
 
 if TYPE_CHECKING:
@@ -57,7 +56,7 @@ class FailoverProcesses(ExtraBrokers):
         peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ctl))
         raft_peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(raft))
         self.controller_addr = ";".join(f"127.0.0.1:{p}" for p in ctl)
-        py = [sys.executable, "-m", "rmqd.cli", "--log-level", log_level]
+        py = rmqd_command(log_level)
         for i in range(3):
             home = os.path.join(store_root, f"controller-n{i}")
             conf = _conf(os.path.join(store_root, f"controller-n{i}.conf"), None, {

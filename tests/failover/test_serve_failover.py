@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import orjson
 
@@ -72,3 +73,36 @@ def test_serve_failover_group_survives_kill9_of_its_master(tmp_path):
             proc.kill()
             proc.wait(10)
         log.close()
+
+
+def test_serve_failover_children_import_the_parents_rmqd_whatever_the_working_directory(tmp_path):
+    """Started from a directory holding another ``rmqd`` package (a checkout of the sources with rmqd installed
+    from a wheel: the unbuilt tree), every child process (controllers, replicas) imports the rmqd the serve process
+    runs, not the one in its working directory (before: "broker process controller n0 exited during start-up")."""
+    decoy = tmp_path / "checkout" / "rmqd"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("raise ImportError('the decoy rmqd of the working directory was imported')\n")
+    script = Path(sys.executable).with_name("rmqd")
+    assert script.exists(), f"the rmqd console script is not installed beside {sys.executable}"
+    proc = subprocess.Popen([str(script), "--log-level", "WARNING", "serve", "--replicas", "3", "--failover",
+                             "--namesrv-port", "0", "--broker-port", "0", "--console-port", "0", "--grpc-port", "0",
+                             "--no-metrics", "--store-dir", str(tmp_path / "store")],
+                            cwd=decoy.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
+    try:
+        wait_until(lambda: any(line.startswith("rmqd ready:") for line in lines) or proc.poll() is not None, 60, 0.1,
+                   "serve ready or exited")
+        out = "".join(lines)
+        assert proc.poll() is None and "rmqd ready:" in out, out[-3000:]
+        assert len(re.findall(r"listening on \S+ \(process \d+\)", out)) == 6, out
+        assert "decoy" not in out
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(40)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
