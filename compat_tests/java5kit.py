@@ -296,7 +296,7 @@ class Reference5Cluster:
     """A real 5.x name server and a broker with the proxy in local mode (gRPC), in ``workdir``.
 
     Ports (one free block): name server, broker (with VIP = broker - 2, HA = broker + 1), proxy gRPC, proxy
-    remoting. ``broker_conf`` adds or replaces broker.conf keys, ``proxy_conf`` rmq-proxy.json keys,
+    remoting, the broker's Prometheus exporter (``metrics_url``). ``broker_conf`` adds or replaces broker.conf keys, ``proxy_conf`` rmq-proxy.json keys,
     ``namesrv_conf`` the name server's (e.g. ``enableControllerInNamesrv``)."""
 
     def __init__(self, workdir: str | Path, broker_conf: Mapping[str, object] | None = None,
@@ -308,10 +308,12 @@ class Reference5Cluster:
         self.broker_port = base + 3            # base+1 is the VIP channel (broker - 2), base+4 HA
         self.grpc_port = base + 5
         self.proxy_remoting_port = base + 6
+        self.metrics_port = base + 7           # the broker's Prometheus exporter
         self.namesrv_addr = f"127.0.0.1:{self.namesrv_port}"
         self.broker_addr = f"127.0.0.1:{self.broker_port}"
         self.grpc_addr = f"127.0.0.1:{self.grpc_port}"
         self.proxy_remoting_addr = f"127.0.0.1:{self.proxy_remoting_port}"
+        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         self.broker_name = "broker-a"
         self.cluster_name = "DefaultCluster"
         self.broker_conf = {
@@ -320,7 +322,8 @@ class Reference5Cluster:
             "brokerIP2": "127.0.0.1", "bindAddress": "127.0.0.1", "brokerRole": "ASYNC_MASTER",
             "flushDiskType": "ASYNC_FLUSH", "storePathRootDir": str(self.workdir / "store"),
             "storePathCommitLog": str(self.workdir / "store" / "commitlog"), "autoCreateTopicEnable": "true",
-            **(broker_conf or {})}
+            "metricsExporterType": "PROM", "metricsPromExporterHost": "127.0.0.1",
+            "metricsPromExporterPort": self.metrics_port, **(broker_conf or {})}
         self.proxy_conf = {"rocketMQClusterName": self.cluster_name, "grpcServerPort": self.grpc_port,
                            "remotingListenPort": self.proxy_remoting_port, "namesrvAddr": self.namesrv_addr,
                            **(proxy_conf or {})}

@@ -33,6 +33,7 @@ from rmqd.config import BrokerConfig, compaction_config_from, store_config_from,
 from rmqd.metrics.recorders import BrokerMetrics
 from rmqd.processors.lite_priority import LitePriority, ParentTopicCounters
 from rmqd.pop.frontend import PopExecutor
+from rmqd.pop.extra_info import original_topic_of_pop_retry
 from rmqd.pop.service import PopService
 from rmqd.processors.admin_acl import AclAdminProcessor
 from rmqd.processors.admin_broker import BrokerAdminProcessor
@@ -164,7 +165,8 @@ class BrokerController:
         self.schedule_message_service = ScheduleMessageService(self.store, self.delay_offset_manager,
                                                                c.messageDelayLevel, int(c.flushDelayOffsetInterval))
         self.timer_message_service = TimerMessageService.from_config(self.store, self.topic_config_manager,
-                                                                     self.store_config.config_dir, c)
+                                                                     self.store_config.config_dir, c,
+                                                                     counters=self.metrics.timer)
         self.transactional_message_bridge = TransactionalMessageBridge(ctx)
         self.transaction_check_service = TransactionalMessageCheckService(ctx, self.transactional_message_bridge)
         # POP (5.x): one PopService under the remoting codes here and the gRPC endpoint (rmqd.grpc)
@@ -174,11 +176,18 @@ class BrokerController:
                                       self.subscription_group_manager, self.consumer_offset_manager,
                                       lambda: self.identity.store_host, int(c.reviveQueueNum),
                                       self.metrics.messages.on_dlq, counters=ParentTopicCounters(self.metrics.pop),
-                                      on_out=lp.fold_out(self.broker_stats.inc_group_get),
+                                      on_out=lp.fold_out(self._on_pop_out),
                                       queue_selector=lp.queue_selector)
         self.pop_executor = PopExecutor(max(2, int(c.pullMessageThreadPoolNums)), int(c.popExecutorCapacity))
         self.services += [self.schedule_message_service, self.timer_message_service,
                           self.transaction_check_service, self.pop_service, self.lite_priority]
+
+    def _on_pop_out(self, group: str, topic: str, nums: int, size: int) -> None:
+        """Messages a pop or peek handed out: the broker's GROUP_GET stats, POP's messages-out series and the
+        consumer manager's compensation table (the group keeps its lag series once its clients leave)."""
+        self.broker_stats.inc_group_get(group, topic, nums, size)
+        self.metrics.pop_out.on_out(group, topic, nums, size)
+        self.consumer_manager.compensate(group, "CONSUME_POP", original_topic_of_pop_retry(topic, group))
 
     def _register_processors(self) -> None:
         """Build every request processor and register its codes, each in its pool (or on the loop)."""

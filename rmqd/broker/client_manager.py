@@ -169,6 +169,32 @@ class ConsumerManager:
         self._groups: dict[str, ConsumerGroupInfo] = {}
         self._lock = threading.RLock()
         self.on_group_changed = on_group_changed
+        # 5.x's compensation table: group -> (consume type, topics) of the pulls and pops seen since start, kept
+        # after the group's clients leave (the lag metrics of Java's ConsumerLagCalculator cover those groups)
+        self._compensation: dict[str, tuple[str, frozenset[str]]] = {}
+
+    def compensate(self, group: str, consume_type: str, topic: str) -> None:
+        """A pull or pop of ``group`` on ``topic`` (not a retry topic): remember both (cheap when known)."""
+        entry = self._compensation.get(group)
+        if entry is not None and entry[0] == consume_type and topic in entry[1]:
+            return
+        with self._lock:
+            entry = self._compensation.get(group)
+            topics = entry[1] if entry is not None else frozenset()
+            self._compensation[group] = (consume_type, topics | {topic})
+
+    def forget(self, group: str) -> None:
+        """The group was deleted: drop what the compensation table kept of it."""
+        with self._lock:
+            self._compensation.pop(group, None)
+
+    def groups_seen(self) -> dict[str, tuple[str, frozenset[str]]]:
+        """Every group online now or seen pulling/popping since start: group -> (consume type, topics); an
+        online group's own subscriptions win (5.x getConsumerGroupInfo(group, fromCompensationTable=true))."""
+        out = dict(self._compensation)
+        for group, info in list(self._groups.items()):
+            out[group] = (info.consume_type, frozenset(info.subscriptions))
+        return out
 
     def get(self, group: str) -> Optional[ConsumerGroupInfo]:
         return self._groups.get(group)

@@ -31,7 +31,7 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from rmqd.broker.schedule import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC,
                                   PROPERTY_WAIT, delay_level_of, edit_properties, now_ms)
@@ -45,6 +45,7 @@ from rmqd.store.metadata import TopicConfig, atomic_write, load_json_file
 
 if TYPE_CHECKING:
     from rmqd.config import BrokerConfig
+    from rmqd.metrics.recorders import TimerCounters
     from rmqd.store.message_store import DispatchRequest, MessageStore
     from rmqd.store.metadata import TopicConfigManager
 
@@ -118,7 +119,9 @@ class TimerMessageService(ServiceThread):
 
     def __init__(self, store: "MessageStore", topics: "TopicConfigManager", config_dir: str,
                  flush_interval_ms: int = 10000, enabled: bool = True,
-                 max_delay_ms: int = DEFAULT_TIMER_MAX_DELAY_SEC * 1000) -> None:
+                 max_delay_ms: int = DEFAULT_TIMER_MAX_DELAY_SEC * 1000,
+                 counters: Optional["TimerCounters"] = None) -> None:
+        """``counters``: where messages taken into the timer and delivered from it are counted (the metrics)."""
         self.flush_interval_s = max(0.1, flush_interval_ms / 1000.0)
         super().__init__("rmqd-timer", self.flush_interval_s)
         self.store = store
@@ -126,6 +129,9 @@ class TimerMessageService(ServiceThread):
         self.max_delay_ms = max_delay_ms
         self.progress = TimerProgress(config_dir)
         self._heap: list[tuple[int, int, int]] = []      # (deliver ms, queue offset, phys offset)
+        self._timing: dict[int, str] = {}                 # queue offset -> real topic, of the heap's entries
+        self._timing_topics: set[str] = set()             # every real topic seen (5.x keeps a 0 series for each)
+        self.counters = counters
         self._scan_offset = 0
         self._skip_below: tuple[int, int, int] = (0, (0, 0), 0)   # (S, H, W) from the progress file
         self._heap_lock = threading.Lock()
@@ -138,12 +144,39 @@ class TimerMessageService(ServiceThread):
 
     @classmethod
     def from_config(cls, store: "MessageStore", topics: "TopicConfigManager", config_dir: str,
-                    c: "BrokerConfig") -> "TimerMessageService":
+                    c: "BrokerConfig", counters: Optional["TimerCounters"] = None) -> "TimerMessageService":
         """The service with its broker.conf settings (timerWheelEnable and timerMaxDelaySec are rmqd's
         unknown keys: read from ``extra``)."""
         enabled = str(c.extra.get("timerWheelEnable", "true")).strip().lower() == "true"
         max_delay_ms = int(c.extra.get("timerMaxDelaySec", DEFAULT_TIMER_MAX_DELAY_SEC)) * 1000
-        return cls(store, topics, config_dir, int(c.flushDelayOffsetInterval), enabled, max_delay_ms)
+        return cls(store, topics, config_dir, int(c.flushDelayOffsetInterval), enabled, max_delay_ms, counters)
+
+    def metrics_state(self, now: int, bounds_s: tuple[int, ...]) -> TimerState:
+        """The timer's gauges at ``now`` (5.x's timer metrics): stored timer messages not yet taken in and the
+        age of the oldest, due messages not yet delivered and how late the oldest is, messages in the timer
+        per real topic, and how many are due within each of ``bounds_s`` (from the previous bound; 24 h at
+        most); a topic seen once keeps its series at 0, as 5.x's TimerMetrics does. Walks the heap: run it off
+        the event loop (the scrape does)."""
+        with self._heap_lock:
+            dues = [e[0] for e in self._heap]
+            timing = list(self._timing.values())
+            per_topic = dict.fromkeys(self._timing_topics, 0)
+            scan = self._scan_offset
+        behind = max(0, self.store.get_max_offset(TIMER_TOPIC, 0) - scan)
+        stored = self.store.get_message_store_timestamp(TIMER_TOPIC, 0, scan) if behind else -1
+        due = [d for d in dues if d <= now]
+        edges = [now + b * 1000 for b in bounds_s]
+        dist = [0] * len(bounds_s)
+        for d in dues:
+            for i, edge in enumerate(edges):
+                if d < edge:
+                    if d >= now:
+                        dist[i] += 1
+                    break
+        for topic in timing:
+            per_topic[topic] = per_topic.get(topic, 0) + 1
+        return TimerState(behind, max(0, now - stored) if stored > 0 else 0, len(due),
+                          max(0, now - min(due)) if due else 0, per_topic, dist)
 
     @property
     def pending(self) -> int:
@@ -259,11 +292,17 @@ class TimerMessageService(ServiceThread):
                         due = 0
                     if qoff < skip_w or (qoff < skip_s and (due, qoff) < skip_head):
                         continue          # delivered before the last persist
-                    entries.append((due, qoff, msg.commit_log_offset))
+                    topic = find_property(msg.properties_str, PROPERTY_REAL_TOPIC) or ""
+                    entries.append(((due, qoff, msg.commit_log_offset), topic, due - msg.store_timestamp))
                 with self._heap_lock:
-                    for e in entries:
+                    for e, topic, _ in entries:
                         heapq.heappush(self._heap, e)
+                        self._timing[e[1]] = topic
+                        self._timing_topics.add(topic)
                     self._scan_offset = max(self._scan_offset, res.next_begin_offset)
+                if self.counters is not None:
+                    for _, topic, delay_ms in entries:
+                        self.counters.on_enqueue(topic, delay_ms)
             finally:
                 res.release()
 
@@ -278,6 +317,9 @@ class TimerMessageService(ServiceThread):
                 return True
             with self._heap_lock:
                 heapq.heappop(self._heap)
+                topic = self._timing.pop(entry[1], None)
+            if self.counters is not None and topic is not None:
+                self.counters.on_dequeue(topic)
         return False
 
     def _deliver(self, entry: tuple[int, int, int]) -> bool:
@@ -309,6 +351,17 @@ class TimerMessageService(ServiceThread):
             return False
         self.delivered += 1
         return True
+
+
+class TimerState(NamedTuple):
+    """The timer's gauges at one moment (:meth:`TimerMessageService.metrics_state`)."""
+
+    enqueue_lag: int
+    enqueue_latency_ms: int
+    dequeue_lag: int
+    dequeue_latency_ms: int
+    timing: dict[str, int]
+    distribution: list[int]
 
 
 def park_timer_message(msg: MessageToStore, now: int, max_delay_ms: int) -> Optional[str]:

@@ -10,7 +10,8 @@ import logging
 import time
 from typing import Any, Iterable
 
-from rmqd.metrics.families import BY_INSTRUMENT, SPECS, Family, render
+from rmqd.metrics.families import BY_INSTRUMENT, SPECS, TIMER_DIST_BOUNDS_S, Family, render
+from rmqd.pop.extra_info import original_topic_of_pop_retry
 from rmqd.store.topic_attributes import is_lite_topic
 from rmqd.metrics.recorders import DLQ_PREFIX, RETRY_PREFIX, code_name
 from rmqd.broker.stats import GROUP_GET_NUMS, GROUP_GET_SIZE
@@ -101,18 +102,40 @@ class Scrape:
             f_size.add_histogram(labels, counts, total)
 
     def messages_out(self) -> None:
+        """Pulls as the broker's stats count them (retry and DLQ topics left out), without ``is_retry``; POP's
+        pops with ``is_retry`` (5.x's PopMessageProcessor: a pop from the POP retry topic counts under the
+        original topic, ``is_retry="true"``). The stats count both; POP's own counters tell them apart."""
         stats = self.broker.broker_stats
         f_out, f_bytes = self.fam("rocketmq_messages_out_total"), self.fam("rocketmq_throughput_out_total")
         nums = dict(stats.items.get(GROUP_GET_NUMS, {}))
         size = dict(stats.items.get(GROUP_GET_SIZE, {}))
+        popped = self.broker.metrics.pop_out.snapshot()
+        by_key: dict[str, list[int]] = {}
+        for (topic, group, _), (n, nbytes) in popped.items():
+            row = by_key.setdefault(f"{topic}@{group}", [0, 0])
+            row[0] += n
+            row[1] += nbytes
+        series: dict[tuple, list[int]] = {}
         for key in sorted(nums):
             topic, _, group = key.partition("@")
             if topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX):
                 continue
-            labels = (topic, group, _b(self.is_system_topic(topic) or self.is_system_group(group)))
-            f_out.add(labels, nums[key].value)
             item = size.get(key)
-            f_bytes.add(labels, item.value if item is not None else 0)
+            pop_n, pop_bytes = by_key.get(key, (0, 0))
+            pulled, pulled_bytes = nums[key].value - pop_n, (item.value if item is not None else 0) - pop_bytes
+            if pulled > 0:
+                series[(topic, group, None)] = [pulled, max(0, pulled_bytes)]
+        for (topic, group, is_retry), (n, nbytes) in popped.items():
+            if is_retry:
+                topic = original_topic_of_pop_retry(topic, group)
+            row = series.setdefault((topic, group, _b(is_retry)), [0, 0])
+            row[0] += n
+            row[1] += nbytes
+        for (topic, group, is_retry), (n, nbytes) in sorted(series.items(), key=lambda kv: (kv[0][0], kv[0][1],
+                                                                                             kv[0][2] or "")):
+            labels = (topic, group, is_retry, _b(self.is_system_topic(topic) or self.is_system_group(group)))
+            f_out.add(labels, n)
+            f_bytes.add(labels, nbytes)
 
     def counters(self) -> None:
         snap = self.broker.metrics.messages.snapshot()
@@ -181,7 +204,8 @@ class Scrape:
             f.add(key, n)
 
     def consumer_lag(self) -> None:
-        """Java's ConsumerLagCalculator: every subscription group with online consumers, each topic
+        """Java's ConsumerLagCalculator: every subscription group with online consumers or consumers seen since
+        the broker started (5.x's compensation table: a group whose clients left keeps its series), each topic
         they subscribe to (retry topics skipped), every write queue; a queue without a committed
         offset counts from the queue's end (no lag).  Lag latency is the age of the first unconsumed
         message.  rmqd keeps no separate pull offsets, so for pull/push groups a message counts as
@@ -203,16 +227,16 @@ class Scrape:
             labels = (topic, group, "false", _b(self.is_system_topic(topic) or self.is_system_group(group)))
             for fam, value in zip(fams, (lag, latency, 0, latency, lag)):
                 fam.add(labels, value)
-        for group, info in sorted(b.consumer_manager.groups().items()):
+        for group, (consume_type, topics) in sorted(b.consumer_manager.groups_seen().items()):
             if group not in subscription_groups:
                 continue
-            for topic in sorted(info.subscriptions):
+            for topic in sorted(topics):
                 if topic.startswith(RETRY_PREFIX):
                     continue
                 tc = self.topics.get(topic)
                 if tc is None or not (tc.perm & perm & 6) or is_lite_topic(tc):
                     continue
-                if str(info.consume_type) == "CONSUME_POP":
+                if str(consume_type) == "CONSUME_POP":
                     if inflight is None:
                         inflight = b.pop_service.inflight()
                     self.pop_lag(group, topic, tc, inflight, fams)
@@ -276,6 +300,8 @@ class Scrape:
                 f.add(labels, n)
         self.fam("rocketmq_pop_offset_buffer_size").add((), 0)
         self.fam("rocketmq_pop_checkpoint_buffer_size").add((), 0)
+        scan = self.fam("rocketmq_pop_buffer_scan_time_consume")
+        scan.add_histogram((), [0] * (len(scan.spec.buckets) + 1), 0.0)
         svc = self.broker.pop_service
         lag, latency = self.fam("rocketmq_pop_revive_lag"), self.fam("rocketmq_pop_revive_latency")
         for qid, behind, age in svc.revive_backlog(self.now_ms):
@@ -347,6 +373,33 @@ class Scrape:
         if "slaveSync" in st:
             self.fam("rmqd_replica_offset_pushes").add((), st["slaveSync"]["offsetPushes"])
 
+    def timer(self) -> None:
+        """5.x's timer families (DefaultStoreMetricsManager), while the timer is on (timerWheelEnable)."""
+        svc = self.broker.timer_message_service
+        if not svc.enabled:
+            return
+        st = svc.metrics_state(self.now_ms, TIMER_DIST_BOUNDS_S)
+        for name, value in (("rocketmq_timer_enqueue_lag", st.enqueue_lag),
+                            ("rocketmq_timer_enqueue_latency", st.enqueue_latency_ms),
+                            ("rocketmq_timer_dequeue_lag", st.dequeue_lag),
+                            ("rocketmq_timer_dequeue_latency", st.dequeue_latency_ms)):
+            self.fam(name).add(STORE_LABELS, value)
+        timing = self.fam("rocketmq_timing_messages")
+        for topic, n in sorted(st.timing.items()):
+            timing.add(STORE_LABELS + (topic,), n)
+        snapshot = self.fam("rocketmq_timer_message_snapshot")
+        for bound, n in zip(TIMER_DIST_BOUNDS_S, st.distribution):
+            snapshot.add(STORE_LABELS + (str(bound),), n)
+        counts = self.broker.metrics.timer.snapshot()
+        for name, table in (("rocketmq_timer_enqueue_total", counts["enqueued"]),
+                            ("rocketmq_timer_dequeue_total", counts["dequeued"])):
+            f = self.fam(name)
+            for topic, n in sorted(table.items()):
+                f.add(STORE_LABELS + (topic,), n)
+        f = self.fam("rocketmq_delay_message_latency")
+        for (topic,), (buckets, total) in sorted(counts["delay"].items()):
+            f.add_histogram(STORE_LABELS + (topic,), buckets, total)
+
     def half_messages(self) -> None:
         """Half messages prepared and not yet committed or rolled back, per real topic, counted since
         the broker started (Java persists its count; after a restart rmqd starts again from 0)."""
@@ -356,7 +409,7 @@ class Scrape:
 
     def families(self) -> Iterable[Family]:
         for step in (self.messages_in, self.messages_out, self.counters, self.rpc_latency, self.tables,
-                     self.connections, self.consumer_lag, self.storage, self.half_messages, self.pop,
+                     self.connections, self.consumer_lag, self.storage, self.timer, self.half_messages, self.pop,
                      self.replication, self.controller_mode):
             try:
                 step()

@@ -19,6 +19,10 @@ CREATE_TIME_BUCKETS_MS = (10.0, 100.0, 1000.0, 3000.0, 5000.0)
 # so 5.x dashboards read the same buckets.
 FINISH_LATENCY_BUCKETS = (5.0, 60.0, 600.0, 3600.0, 43200.0, 86400.0)
 POP_SCAN_BUCKETS_MS = (1.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
+# DefaultStoreMetricsManager's view of rocketmq_delay_message_latency (seconds): 1 min, 10 min, 1 h, 12 h, 1 d, 3 d.
+DELAY_LATENCY_BUCKETS_S = (60.0, 600.0, 3600.0, 43200.0, 86400.0, 259200.0)
+# TimerMetrics' distribution bounds (seconds) of rocketmq_timer_message_snapshot.
+TIMER_DIST_BOUNDS_S = (5, 60, 300, 900, 3600, 14400, 28800, 86400)
 
 COMMON_LABELS = ("cluster", "node_type", "node_id")
 
@@ -38,7 +42,7 @@ class FamilySpec:
 
 
 _L_IN = ("topic", "message_type", "is_system")
-_L_OUT = ("topic", "consumer_group", "is_system")
+_L_OUT = ("topic", "consumer_group", "is_retry", "is_system")     # is_retry only on POP's series (None: absent)
 _L_LAG = ("topic", "consumer_group", "is_retry", "is_system")
 _L_STORE = ("storage_type", "storage_medium")
 
@@ -108,7 +112,25 @@ SPECS: tuple[FamilySpec, ...] = (
     FamilySpec("rocketmq_pop_checkpoint_buffer_size", "gauge", "", (),
                "Checkpoints waiting in the merge buffer (rmqd writes them with the pop: 0)."),
     FamilySpec("rocketmq_pop_buffer_scan_time_consume", "histogram", "milliseconds", (),
-               "Merge-buffer scan time (rmqd has no merge buffer: no samples).", POP_SCAN_BUCKETS_MS),
+               "Merge-buffer scan time (rmqd has no merge buffer: one series, no samples).", POP_SCAN_BUCKETS_MS),
+)
+# The timer (5.x DefaultStoreMetricsManager, exported while timerWheelEnable is true), with the store labels.
+_L_TIMER = _L_STORE + ("topic",)
+TIMER_SPECS: tuple[FamilySpec, ...] = (
+    FamilySpec("rocketmq_timer_enqueue_lag", "gauge", "", _L_STORE,
+               "Timer messages stored and not yet taken into the timer."),
+    FamilySpec("rocketmq_timer_enqueue_latency", "gauge", "milliseconds", _L_STORE,
+               "Age of the oldest timer message not yet taken into the timer."),
+    FamilySpec("rocketmq_timer_dequeue_lag", "gauge", "", _L_STORE, "Timer messages due and not yet delivered."),
+    FamilySpec("rocketmq_timer_dequeue_latency", "gauge", "milliseconds", _L_STORE,
+               "How long the oldest due timer message has waited past its time."),
+    FamilySpec("rocketmq_timing_messages", "gauge", "", _L_TIMER, "Messages in the timer, per real topic."),
+    FamilySpec("rocketmq_timer_enqueue_total", "counter", "", _L_TIMER, "Messages taken into the timer."),
+    FamilySpec("rocketmq_timer_dequeue_total", "counter", "", _L_TIMER, "Messages the timer delivered."),
+    FamilySpec("rocketmq_timer_message_snapshot", "gauge", "", _L_STORE + ("timer_bound_s",),
+               "Timer messages due within each bound (from the previous bound), counted over 24 h."),
+    FamilySpec("rocketmq_delay_message_latency", "histogram", "seconds", _L_TIMER,
+               "The delay timer messages were set for, in whole seconds.", DELAY_LATENCY_BUCKETS_S),
 )
 # Master/slave replication: rmqd's own families (a 5.x broker exports none), only in a scrape of a broker in a
 # replica group (rmqd.metrics.collector.Scrape.replication), so a lone broker's families stay the 5.x set.
@@ -147,7 +169,7 @@ CONTROLLER_MODE_SPECS: tuple[FamilySpec, ...] = (
                "On a slave: consumer-offset copies the master pushed (WAIT_METADATA_CHANGE)."),
 )
 
-BY_INSTRUMENT = {s.instrument: s for s in SPECS + REPLICA_SPECS + CONTROLLER_MODE_SPECS}
+BY_INSTRUMENT = {s.instrument: s for s in SPECS + TIMER_SPECS + REPLICA_SPECS + CONTROLLER_MODE_SPECS}
 
 
 @dataclass
@@ -176,9 +198,10 @@ def _num(v: float) -> str:
 
 
 def render(families: Iterable[Family], common: Sequence[tuple[str, str]]) -> str:
-    """Prometheus text format 0.0.4 for ``families`` with ``common`` labels on every series."""
+    """Prometheus text format 0.0.4 for ``families`` with ``common`` labels on every series (a label whose value
+    is None is left out of that series), after OTel's ``target_info`` (the resource, as 5.x's exporter shows it)."""
     head = ",".join(f'{k}="{_escape(v)}"' for k, v in common)
-    out: list[str] = []
+    out: list[str] = ["# HELP target_info Target metadata\n# TYPE target_info gauge\ntarget_info 1\n"]
     emit = out.append
     for fam in families:
         spec = fam.spec
@@ -187,7 +210,7 @@ def render(families: Iterable[Family], common: Sequence[tuple[str, str]]) -> str
         keys = spec.labels
         for sample in fam.samples:
             labels = sample[0]
-            own = ",".join(f'{k}="{_escape(str(v))}"' for k, v in zip(keys, labels))
+            own = ",".join(f'{k}="{_escape(str(v))}"' for k, v in zip(keys, labels) if v is not None)
             lbl = head + ("," + own if own and head else own)
             if spec.kind != "histogram":
                 emit(f"{name}{{{lbl}}} {_num(sample[1])}\n")

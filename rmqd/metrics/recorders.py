@@ -10,8 +10,8 @@ import threading
 import time
 from typing import Any, Optional
 
-from rmqd.metrics.families import (CREATE_TIME_BUCKETS_MS, FINISH_LATENCY_BUCKETS, LATENCY_BUCKETS_MS,
-                                   MESSAGE_SIZE_BUCKETS)
+from rmqd.metrics.families import (CREATE_TIME_BUCKETS_MS, DELAY_LATENCY_BUCKETS_S, FINISH_LATENCY_BUCKETS,
+                                   LATENCY_BUCKETS_MS, MESSAGE_SIZE_BUCKETS)
 from rmqd.metrics.histogram import Histogram
 from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
 from rmqd.constants import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
@@ -162,6 +162,56 @@ class PopCounters:
             return {"in": dict(self.revive_in), "out": dict(self.revive_out), "retry": dict(self.retry)}
 
 
+class TimerCounters:
+    """The timer's traffic (5.x DefaultStoreMetricsManager): messages taken into the timer and delivered
+    from it, per real topic, and the delay each was set for (whole seconds, ``rocketmq_delay_message_latency``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.enqueued: dict[str, int] = {}
+        self.dequeued: dict[str, int] = {}
+        self.delay = Histogram(DELAY_LATENCY_BUCKETS_S)      # (topic,) -> seconds
+
+    def on_enqueue(self, topic: str, delay_ms: int) -> None:
+        with self._lock:
+            self.enqueued[topic] = self.enqueued.get(topic, 0) + 1
+            self.delay.observe((topic,), float(max(0, delay_ms) // 1000))
+
+    def on_dequeue(self, topic: str) -> None:
+        with self._lock:
+            self.dequeued[topic] = self.dequeued.get(topic, 0) + 1
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {"enqueued": dict(self.enqueued), "dequeued": dict(self.dequeued),
+                    "delay": {k: (list(v[0]), v[1]) for k, v in self.delay.series.items()}}
+
+
+class PopOutCounters:
+    """Messages and bytes POP handed out, by (topic, group, is_retry): 5.x labels POP's
+    ``rocketmq_messages_out_total`` with ``is_retry`` (a pop from the POP retry topic counts under the
+    original topic with ``is_retry="true"``); pulls carry no ``is_retry``.  Kept apart from the broker's stats
+    (which count pops and pulls together, as Java's BrokerStatsManager) so the scrape can tell them apart."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.out: dict[tuple[str, str, bool], list[int]] = {}    # (stats topic, group, is_retry) -> [n, bytes]
+
+    def on_out(self, group: str, topic: str, nums: int, size: int) -> None:
+        key = (topic, group, topic.startswith(RETRY_PREFIX))
+        with self._lock:
+            row = self.out.get(key)
+            if row is None:
+                self.out[key] = [nums, size]
+            else:
+                row[0] += nums
+                row[1] += size
+
+    def snapshot(self) -> dict[tuple[str, str, bool], tuple[int, int]]:
+        with self._lock:
+            return {k: (v[0], v[1]) for k, v in self.out.items()}
+
+
 class BrokerMetrics:
     """What the broker's hot paths record into (``broker.metrics``)."""
 
@@ -169,4 +219,6 @@ class BrokerMetrics:
         self.rpc = RpcLatency()
         self.messages = MessageCounters()
         self.pop = PopCounters()
+        self.pop_out = PopOutCounters()
+        self.timer = TimerCounters()
         self.started_at = time.time()

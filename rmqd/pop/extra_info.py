@@ -19,6 +19,16 @@ def pop_retry_topic(group: str, topic: str) -> str:
     return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
 
 
+def original_topic_of_pop_retry(retry_topic: str, group: str) -> str:
+    """The topic a POP retry topic of ``group`` (V1 ``%RETRY%group_topic`` or V2 ``%RETRY%group+topic``) retries;
+    ``retry_topic`` itself when it is not one of them."""
+    for sep in ("_", "+"):
+        prefix = f"{RETRY_GROUP_TOPIC_PREFIX}{group}{sep}"
+        if retry_topic.startswith(prefix):
+            return retry_topic[len(prefix):]
+    return retry_topic
+
+
 def retry_flag(topic: str) -> str:
     """``retryFlag`` of a topic: 0 normal, 1 ``%RETRY%group_topic``, 2 ``%RETRY%group+topic``."""
     if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):

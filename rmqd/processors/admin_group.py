@@ -96,6 +96,7 @@ class GroupAdminProcessor:
         if ext_bool(request, "removeOffset") or ext_bool(request, "cleanOffset"):
             ctx.offsets.remove_offset(group)
         ctx.stats.on_group_deleted(group)
+        ctx.consumers.forget(group)
         return new_response()
 
     # ------------------------------------------------------------------ 208 / 317

@@ -13,7 +13,7 @@ from rmqd.broker.consume_checks import check_consume_group
 from rmqd.broker.context import BrokerContext
 from rmqd.broker.long_polling import PullRequest
 from rmqd.config import BrokerRole
-from rmqd.constants import PERM_READ
+from rmqd.constants import PERM_READ, RETRY_GROUP_TOPIC_PREFIX
 from rmqd.filter import ExpressionMessageFilter, SQLParseError, is_tag_type
 from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
@@ -231,6 +231,8 @@ class PullMessageProcessor:
                  result: Any, message_filter: ExpressionMessageFilter, suspend: bool,
                  suspend_ms: int) -> Optional[RemotingCommand]:
         """The response of a read, or None when the pull is parked (long polling)."""
+        if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            self.ctx.consumers.compensate(group, "CONSUME_PASSIVELY", topic)
         code = _STATUS_CODES[result.status](offset)
         suggest, code, next_begin = suggest_broker(self.config, sg, self.ctx.store, self.ctx.role_manager.is_slave,
                                                    topic, qid, offset, result, code)

@@ -1,7 +1,8 @@
-"""The RocketMQ 5.1.4+ broker metric families (OTel Java 1.29 Prometheus names), from the broker's
-BrokerMetricsManager / BrokerMetricsConstant and PopMetricsManager / PopMetricsConstant: exported name
--> (type, label keys besides the common ones).  Written from the 5.x sources, not from rmqd's own
-table, so the parity test is independent.
+"""The RocketMQ 5.x broker metric families (OTel Prometheus names), from the broker's
+BrokerMetricsManager / BrokerMetricsConstant, PopMetricsManager / PopMetricsConstant and the store's
+DefaultStoreMetricsManager / DefaultStoreMetricsConstant (the timer, 5.5): exported name -> (type, label keys
+besides the common ones).  Written from the 5.x sources and checked against the 5.5.0 broker's exporter
+(compat_tests/grpc/test_metrics_reference5.py), not from rmqd's own table, so the parity test is independent.
 """
 COMMON = ("cluster", "node_type", "node_id")
 
@@ -48,6 +49,21 @@ FAMILIES = {
     "rocketmq_pop_checkpoint_buffer_size": ("gauge", ()),
     "rocketmq_pop_revive_lag_milliseconds": ("gauge", ("queue_id",)),
     "rocketmq_pop_revive_latency_milliseconds": ("gauge", ("queue_id",)),
+    # DefaultStoreMetricsManager's timer families (timerWheelEnable), with the store labels
+    "rocketmq_timer_enqueue_lag": ("gauge", ("storage_type", "storage_medium")),
+    "rocketmq_timer_enqueue_latency_milliseconds": ("gauge", ("storage_type", "storage_medium")),
+    "rocketmq_timer_dequeue_lag": ("gauge", ("storage_type", "storage_medium")),
+    "rocketmq_timer_dequeue_latency_milliseconds": ("gauge", ("storage_type", "storage_medium")),
+    "rocketmq_timing_messages": ("gauge", ("storage_type", "storage_medium", "topic")),
+    "rocketmq_timer_enqueue_total": ("counter", ("storage_type", "storage_medium", "topic")),
+    "rocketmq_timer_dequeue_total": ("counter", ("storage_type", "storage_medium", "topic")),
+    "rocketmq_timer_message_snapshot": ("gauge", ("storage_type", "storage_medium", "timer_bound_s")),
+    "rocketmq_delay_message_latency_seconds": ("histogram", ("storage_type", "storage_medium", "topic")),
 }
+# Labels only some series of a family carry: 5.x's PopMessageProcessor adds is_retry to what POP hands out,
+# the pull path does not.
+OPTIONAL = {"rocketmq_messages_out_total": {"is_retry"}, "rocketmq_throughput_out_total": {"is_retry"}}
+# OTel's resource gauge: one series, no labels at all.
+RESOURCE = "target_info"
 PROCESSORS = {"send", "async_put", "pull", "ack", "query_message", "client_manager", "heartbeat", "lite_pull",
               "transaction", "consumer_manager", "admin", "reply"}

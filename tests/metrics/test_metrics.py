@@ -78,14 +78,19 @@ def test_parity_with_the_5x_families_types_and_labels(server, admin):
     types, samples = scrape(server)
     for name, (kind, keys) in golden.FAMILIES.items():
         assert types.get(name) == kind, f"{name}: exported as {types.get(name)}, 5.x exports {kind}"
-    assert set(types) - set(golden.FAMILIES) == set(), "families a 5.x broker does not export"
+    assert types.get(golden.RESOURCE) == "gauge"
+    assert set(types) - set(golden.FAMILIES) - {golden.RESOURCE} == set(), "families a 5.x broker does not export"
     expected_keys = {n: set(golden.COMMON) | set(k) | {"otel_scope_name", "region", "az"}
                      for n, (_, k) in golden.FAMILIES.items()}
     seen = set()
     for name, labels, _ in samples:
+        if name == golden.RESOURCE:
+            assert labels == {}
+            continue
         fam = family_of(name, types)
         keys = set(labels) - {"le"}
-        assert keys == expected_keys[fam], f"{name}: labels {sorted(keys)}"
+        assert keys - golden.OPTIONAL.get(fam, set()) == expected_keys[fam] - golden.OPTIONAL.get(fam, set()) \
+            and keys <= expected_keys[fam] | golden.OPTIONAL.get(fam, set()), f"{name}: labels {sorted(keys)}"
         assert labels["node_type"] == "broker" and labels["node_id"] == "broker-a"
         assert labels["cluster"] == "DefaultCluster" and labels["region"] == "test"
         seen.add(fam)
