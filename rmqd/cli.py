@@ -157,6 +157,7 @@ def _serve_services(args: argparse.Namespace):
         from rmqd.failover_processes import FailoverProcesses
 
         ns_config = _namesrv_config(args, args.namesrv_port)
+        _inherit_tls(ns_config, config)
         group = FailoverProcesses(broker_names(config.brokerName, args.brokers),
                                   os.path.abspath(args.config) if args.config else None, config.storePathRootDir,
                                   int(config.listenPort), args.log_level, replicas=max(1, args.replicas),
@@ -177,8 +178,17 @@ def _serve_services(args: argparse.Namespace):
                                       + (["--log-dir", args.log_dir] if args.log_dir else []),
                                       replicas=args.replicas, first_name=names[0]))
     ns_config = _namesrv_config(args, args.namesrv_port)
+    _inherit_tls(ns_config, config)
     return Services(NameServer(ns_config), BrokerController(config),
                     *_embedded_controller(ns_config, args.namesrv_config), *endpoints)
+
+
+def _inherit_tls(ns_config: NamesrvConfig, config: BrokerConfig) -> None:
+    """serve: broker.conf's TLS keys are the name server's too (one process, as Java's system properties are one
+    JVM's), unless the name server's own file sets them."""
+    from rmqd.tls.settings import tls_keys_of
+    own = tls_keys_of(ns_config.extra)
+    ns_config.update({**tls_keys_of(config.extra), **own}, source="broker.conf (TLS)")
 
 
 def _embedded_controller(ns_config: NamesrvConfig, path: str | None) -> list:
