@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, AsyncIterator, Optional
+from typing import Any, AsyncIterator, Callable, Optional
 
 from rmqd.filter.message_filter import ExpressionMessageFilter
 from rmqd.filter.errors import SQLParseError
@@ -84,9 +84,16 @@ def _peer(context: Any) -> tuple[str, int]:
     return (host.strip("[]") or "127.0.0.1"), int(port) if port.isdigit() else 0
 
 
+def _same_peer(host: str, port: int) -> tuple[str, int]:
+    return host, port
+
+
 class MessagingService(service_pb2_grpc.MessagingServiceServicer):
-    def __init__(self, broker: Any, endpoint_address: tuple[str, int]) -> None:
+    def __init__(self, broker: Any, endpoint_address: tuple[str, int],
+                 peer_of: Callable[[str, int], tuple[str, int]] = _same_peer) -> None:
+        """``peer_of``: the client behind a gRPC peer address (the TLS front's loopback connection -> the client)."""
         self.broker = broker
+        self.peer_of = peer_of
         self.pop = broker.pop_service
         self.pop_executor: PopExecutor = broker.pop_executor
         c = broker.config
@@ -120,7 +127,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         if not client_id:
             raise RpcError(C.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
         self.clients.seen(client_id)
-        peer = _peer(context)
+        peer = self.peer_of(*_peer(context))
         if self.broker.acl_manager is not None:
             try:
                 auth.check(self.broker.acl_manager, peer[0], md, need or {})

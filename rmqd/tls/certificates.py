@@ -22,7 +22,7 @@ BUNDLE_NAME = "test-mode.pem"
 VALID_DAYS = 3650
 
 
-def test_mode_dir() -> str:
+def self_signed_dir() -> str:
     return os.environ.get("RMQD_TLS_DIR") or os.path.join(os.path.expanduser("~"), ".rmqd", "tls")
 
 
@@ -93,10 +93,10 @@ def _usable(bundle: bytes) -> bool:
     return not_after - datetime.datetime.now().timestamp() > 7 * 86400
 
 
-def test_mode_bundle() -> tuple[str, bytes]:
+def self_signed_bundle() -> tuple[str, bytes]:
     """(path, PEM) of the test-mode key and certificate: the kept one, else a new one written there. Blocking (file
     I/O, maybe key generation): call it off the event loop."""
-    directory = test_mode_dir()
+    directory = self_signed_dir()
     path = os.path.join(directory, BUNDLE_NAME)
     try:
         with open(path, "rb") as f:

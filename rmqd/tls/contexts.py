@@ -12,7 +12,7 @@ import ssl
 import tempfile
 from typing import Mapping, Optional
 
-from rmqd.tls.certificates import split_pem, test_mode_bundle, unencrypted_key_pem
+from rmqd.tls.certificates import split_pem, self_signed_bundle, unencrypted_key_pem
 from rmqd.tls.settings import (ClientTlsSettings, ServerTlsSettings, TlsMode, client_settings, remoting_server_settings,
                                tls_properties)
 
@@ -44,7 +44,7 @@ def server_context(settings: ServerTlsSettings, alpn: Optional[list[str]] = None
     if alpn:
         ctx.set_alpn_protocols(alpn)
     if settings.test_mode:
-        _load_bundle(ctx, *test_mode_bundle())
+        _load_bundle(ctx, *self_signed_bundle())
         return ctx
     ctx.load_cert_chain(settings.cert_path, settings.key_path, settings.key_password)
     ctx.verify_mode = _CLIENT_AUTH[settings.need_client_auth]
@@ -81,7 +81,7 @@ def grpc_key_and_chain(settings: ServerTlsSettings) -> tuple[bytes, bytes]:
     """(private key PEM, certificate chain PEM) for ``grpc.ssl_server_credentials`` (blocking)."""
     settings.validate()
     if settings.test_mode:
-        _, bundle = test_mode_bundle()
+        _, bundle = self_signed_bundle()
         return split_pem(bundle)
     with open(settings.cert_path, "rb") as f:          # type: ignore[arg-type]
         chain = f.read()
@@ -144,14 +144,17 @@ def remoting_client_tls(*configs: Mapping[str, str]) -> ClientTls:
     return ClientTls(client_settings(tls_properties(*configs)))
 
 
-_process_client_context: list = []
+_process_client_contexts: dict[ClientTlsSettings, ssl.SSLContext] = {}
 
 
 def process_client_context() -> Optional[ssl.SSLContext]:
     """The client SSL context of this process's blocking remoting clients (``rmqd admin``, the console): from the
     environment and ``tls.config.file`` (``TLS_ENABLE=true``, as mqadmin's ``-Dtls.enable=true``); None when TLS is
-    off. Built once."""
-    if not _process_client_context:
-        settings = client_settings(tls_properties())
-        _process_client_context.append(client_context(settings) if settings.enable else None)
-    return _process_client_context[0]
+    off. One context per distinct setting."""
+    settings = client_settings(tls_properties())
+    if not settings.enable:
+        return None
+    context = _process_client_contexts.get(settings)
+    if context is None:
+        context = _process_client_contexts[settings] = client_context(settings)
+    return context

@@ -25,7 +25,7 @@ INSECURE = ClientTlsSettings(enable=True)          # test mode: the server's cer
 
 
 @pytest.fixture(autouse=True)
-def _own_test_mode_dir(tmp_path, monkeypatch):
+def _own_self_signed_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("RMQD_TLS_DIR", str(tmp_path / "tls-dir"))
 
 
@@ -78,9 +78,9 @@ def test_permissive_default_serves_tls_and_plaintext_on_every_port(tmp_path, cap
 
 
 def test_test_mode_certificate_is_made_once_and_kept(tmp_path):
-    from rmqd.tls.certificates import test_mode_bundle
-    path, first = test_mode_bundle()
-    again_path, again = test_mode_bundle()
+    from rmqd.tls.certificates import self_signed_bundle
+    path, first = self_signed_bundle()
+    again_path, again = self_signed_bundle()
     assert path == again_path and first == again
     assert oct((tmp_path / "tls-dir" / "test-mode.pem").stat().st_mode & 0o777) == "0o600"
 
