@@ -37,6 +37,17 @@ def _peer_of(sock: socket.socket) -> str:
         return "?"
 
 
+def _read_and_close(conn: socket.socket) -> None:
+    """Close a refused connection as Java does: after reading what it sent (a FIN; closing with unread bytes would
+    be a reset, which the Java client reports differently: its request fails at once instead of timing out)."""
+    try:
+        while conn.recv(65536):
+            pass
+    except OSError:                         # nothing more to read now (EAGAIN), or the peer is gone
+        pass
+    conn.close()
+
+
 class TlsAcceptor:
     """Accepts on one port and gives each connection to ``protocol_factory``, over TLS or plaintext by its first
     byte, as ``tls.mode`` allows (permissive: both; enforcing: TLS only; disabled: plaintext only)."""
@@ -145,7 +156,7 @@ class TlsAcceptor:
                 self.refused += 1
                 log.warning("%s: %s intends to establish an SSL connection while this server is running in SSL "
                             "disabled mode (tls.server.mode=disabled): closed", self.name, _peer_of(conn))
-                conn.close()
+                _read_and_close(conn)
                 return
             task = self._loop.create_task(self._start_tls(conn))
             self._handshakes.add(task)
@@ -155,7 +166,7 @@ class TlsAcceptor:
             self.refused += 1
             log.warning("%s: %s intends to establish an insecure connection while this server is running in SSL "
                         "enforcing mode (tls.server.mode=enforcing): closed", self.name, _peer_of(conn))
-            conn.close()
+            _read_and_close(conn)
             return
         self.plaintext_connections += 1
         task = self._loop.create_task(self._start_plain(conn))

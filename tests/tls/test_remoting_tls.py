@@ -13,7 +13,7 @@ import pytest
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import RequestCode
-from rmqd.remoting.command import new_request
+from rmqd.remoting.command import encode_frame_bytes, new_request
 from rmqd.testing import EmbeddedServer
 from rmqd.testing.pki import TestPki
 from rmqd.tls.contexts import client_context
@@ -97,6 +97,16 @@ def test_enforcing_refuses_plaintext_with_javas_log_line(tmp_path, caplog):
         assert b"brokerAddrTable" in cluster_info(s.namesrv_addr, client_context(INSECURE))
     assert "intends to establish an insecure connection while this server is running in SSL enforcing mode" \
         in caplog.text
+
+
+def test_a_refused_connection_is_closed_after_reading_it_as_java_does(tmp_path):
+    """Java reads the first bytes, then closes: a FIN, not a reset (the Java client then waits for its answer
+    instead of failing its write at once)."""
+    with EmbeddedServer(store_dir=str(tmp_path / "store"), broker_properties={"tls.server.mode": "enforcing"}) as s:
+        with socket.create_connection(host_port(s.broker_addr), 5) as sock:
+            sock.sendall(encode_frame_bytes(new_request(RequestCode.GET_BROKER_RUNTIME_INFO)))
+            sock.settimeout(5)
+            assert sock.recv(4096) == b""                   # an orderly close (ConnectionResetError otherwise)
 
 
 def test_disabled_refuses_a_tls_handshake_and_serves_plaintext(tmp_path, caplog):
