@@ -51,6 +51,7 @@ class GrpcEndpoint:
         self._tls_server: Any = None
         self._tls_port = 0
         self._tls_starting: Optional[asyncio.Future] = None
+        self._advertiser: Any = None
 
     def _options(self) -> list[tuple[str, Any]]:
         assert self.tls is not None
@@ -94,14 +95,19 @@ class GrpcEndpoint:
                 raise OSError(msg)
             self.failed = msg
             log.warning("%s", msg)
-            broker.config.grpcServerPort = 0            # GET_BROKER_CONFIG: this broker serves no gRPC
+            broker.config.grpcServerPort = 0            # getBrokerConfig: this broker serves no gRPC
             return
         self.port = port
         self._broker = broker
         server.add_generic_rpc_handlers((self._handlers,))
         await server.start()
         self.server = server
-        broker.config.grpcServerPort = port             # other brokers' routes find it here (GET_BROKER_CONFIG)
+        broker.config.grpcServerPort = port
+        # other brokers' endpoints route clients here: the port in the name servers' KV table
+        from rmqd.grpc.advertise import GrpcPortAdvertiser
+        self._advertiser = GrpcPortAdvertiser(lambda addr, req, t: broker.namesrv_client.invoke(addr, req, t),
+                                              lambda: broker.config.namesrv_addrs, lambda: broker.address, port)
+        self._advertiser.start()
         log.debug("gRPC MessagingService on %s (TLS %s)", self.address, mode.value)
 
     async def _start_front(self) -> int:
@@ -156,6 +162,9 @@ class GrpcEndpoint:
         return self._service
 
     async def close(self) -> None:
+        if self._advertiser is not None:
+            await self._advertiser.close()
+            self._advertiser = None
         if self.front is not None:
             await self.front.close()
             self.front = None

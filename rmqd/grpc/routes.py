@@ -7,7 +7,7 @@ queues as ``RouteActivity`` does: per queue data, per broker id, the read-only, 
 inaccessible queues in that order.
 
 rmqd's brokers may run on one host with a gRPC port each (``rmqd serve --brokers N``), so a broker's endpoint is
-its host and the ``grpcServerPort`` the broker itself reports (GET_BROKER_CONFIG, asked once and kept): a broker
+its host and the port its endpoint keeps in the name servers' KV table (:mod:`rmqd.grpc.advertise`): a broker
 without one (gRPC off, or a Java broker) has no endpoint and its queues are left out, with a log line. The broker
 this endpoint serves is at the addresses the client used (it reached it through them). A master's entry lists its
 group's other replicas after it: a client whose channel finds the master gone goes on to a replica, which passes
@@ -25,6 +25,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable, Iterable, Optional, Sequence
 
+from rmqd.grpc.advertise import NAMESPACE
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -34,8 +35,7 @@ log = logging.getLogger(__name__)
 
 MASTER_ID = 0
 ROUTE_TTL_S = 3.0            # a topic's route from the name server is asked again after this
-PORT_TTL_S = 60.0            # a broker's gRPC port, once known
-PORT_RETRY_S = 5.0           # a broker that did not answer is asked again after this
+PORT_TTL_S = 10.0            # the brokers' gRPC ports are asked again after this
 MASTER_GRACE_S = 60.0        # how long a group without a master keeps its last master entry
 CALL_TIMEOUT_S = 3.0
 
@@ -150,8 +150,9 @@ class ClusterRoutes:
         self.own_endpoint = own_endpoint
         self._routes: dict[str, tuple[float, Optional[TopicRoute]]] = {}
         self._route_calls: dict[str, asyncio.Future] = {}
-        self._ports: dict[str, tuple[float, int]] = {}          # broker address -> (asked at, port; 0 = none)
-        self._port_calls: dict[str, asyncio.Future] = {}
+        self._ports: Optional[tuple[float, dict[str, int]]] = None     # (asked at, broker address -> gRPC port)
+        self._port_call: Optional[asyncio.Future] = None
+        self._unserved: set[str] = set()                        # brokers logged as having no endpoint
         self._masters: dict[str, tuple[float, list[Address]]] = {}   # group -> (seen at, its master entry)
 
     # ------------------------------------------------------------------ the name server
@@ -193,37 +194,37 @@ class ClusterRoutes:
         return kept[1] if kept else None
 
     # ------------------------------------------------------------------ the brokers' gRPC ports
-    async def grpc_port(self, broker_addr: str) -> int:
-        """The gRPC port the broker at ``broker_addr`` reports (``grpcServerPort``; 0: it serves none or did not
-        answer)."""
+    async def grpc_ports(self) -> dict[str, int]:
+        """Every broker's gRPC port (broker address -> port) from the name servers' KV table (kept
+        :data:`PORT_TTL_S`; the last one known when no name server answers)."""
         now = time.monotonic()
-        kept = self._ports.get(broker_addr)
-        if kept is not None and now - kept[0] < (PORT_TTL_S if kept[1] else PORT_RETRY_S):
-            return kept[1]
-        call = self._port_calls.get(broker_addr)
-        if call is None:
-            call = self._port_calls[broker_addr] = asyncio.ensure_future(self._ask_port(broker_addr, kept))
-            call.add_done_callback(lambda _f: self._port_calls.pop(broker_addr, None))
-        return await asyncio.shield(call)
+        if self._ports is not None and now - self._ports[0] < PORT_TTL_S:
+            return self._ports[1]
+        if self._port_call is None:
+            self._port_call = asyncio.ensure_future(self._ask_ports())
 
-    async def _ask_port(self, broker_addr: str, kept: Optional[tuple[float, int]]) -> int:
-        port = 0
-        try:
-            resp = await self.invoke(broker_addr, new_request(RequestCode.GET_BROKER_CONFIG), CALL_TIMEOUT_S)
+            def done(_f: asyncio.Future) -> None:
+                self._port_call = None
+            self._port_call.add_done_callback(done)
+        return await asyncio.shield(self._port_call)
+
+    async def _ask_ports(self) -> dict[str, int]:
+        failures = []
+        for addr in self.namesrv_addrs():
+            try:
+                resp = await self.invoke(addr, new_request(RequestCode.GET_KVLIST_BY_NAMESPACE,
+                                                           {"namespace": NAMESPACE}), CALL_TIMEOUT_S)
+            except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
+                failures.append(f"{addr}: {exc!r}")
+                continue
+            ports: dict[str, int] = {}
             if resp.code == ResponseCode.SUCCESS and resp.body:
-                from rmqd.config import parse_properties
-                value = parse_properties(bytes(resp.body).decode("utf-8", "replace")).get("grpcServerPort", "0")
-                port = int(value) if value.strip().isdigit() else 0
-                if not port:
-                    log.info("gRPC route: broker %s serves no gRPC (grpcServerPort %r): its queues are left out",
-                             broker_addr, value)
-        except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
-            log.warning("gRPC route: broker %s did not say its gRPC port (%r)%s", broker_addr, exc,
-                        "; the last one known" if kept and kept[1] else ": its queues are left out")
-            if kept and kept[1]:
-                port = kept[1]
-        self._ports[broker_addr] = (time.monotonic(), port)
-        return port
+                table = (fastjson.loads_lenient(bytes(resp.body)) or {}).get("table") or {}
+                ports = {str(k): int(v) for k, v in table.items() if str(v).strip().isdigit()}
+            self._ports = (time.monotonic(), ports)
+            return ports
+        log.warning("gRPC route: no name server said the brokers' gRPC ports (%s)", "; ".join(failures))
+        return self._ports[1] if self._ports is not None else {}
 
     # ------------------------------------------------------------------ endpoints
     async def endpoints(self, route: TopicRoute, asked: Sequence[Address]) -> dict[tuple[str, int], list[Address]]:
@@ -233,16 +234,17 @@ class ClusterRoutes:
         own = self.own_broker()
         own_eps = list(asked) or [self.own_endpoint()]
         pairs = [(g.name, bid, addr) for g in route.groups for bid, addr in g.addrs.items()]
-        ports = await asyncio.gather(*(self.grpc_port(addr) for _, _, addr in pairs if addr != own))
-        it = iter(ports)
+        ports = await self.grpc_ports() if any(addr != own for _, _, addr in pairs) else {}
         single: dict[tuple[str, int], list[Address]] = {}
         for name, bid, addr in pairs:
             if addr == own:
                 single[(name, bid)] = own_eps
-            else:
-                port = next(it)
-                if port:
-                    single[(name, bid)] = [(_host_of(addr), port)]
+            elif ports.get(addr):
+                single[(name, bid)] = [(_host_of(addr), ports[addr])]
+            elif addr not in self._unserved:
+                self._unserved.add(addr)
+                log.info("gRPC route: broker %s (%s) has no gRPC endpoint in the name servers: its queues are left "
+                         "out", addr, name)
         out: dict[tuple[str, int], list[Address]] = {}
         now = time.monotonic()
         for group in route.groups:

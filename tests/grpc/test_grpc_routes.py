@@ -1,5 +1,5 @@
 """rmqd.grpc.routes: the queues as the proxy's RouteActivity lays them out, every broker at the endpoint that serves
-it (its host and the gRPC port it reports), the asked broker at the client's addresses, a master's entry followed
+it (its host and the gRPC port it keeps in the name servers' KV table), the asked broker at the client's addresses, a master's entry followed
 by its replicas, the last master kept through an election, and brokers without gRPC left out."""
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from rmqd.grpc.advertise import NAMESPACE
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.routes import (BrokerGroup, ClusterRoutes, QueueData, TopicRoute, assignments, message_queues,
                               parse_topic_route)
@@ -41,7 +42,7 @@ def test_parse_fastjson_route():
 
 
 class FakeCluster:
-    """Name server and brokers answering GET_ROUTEINFO_BY_TOPIC and GET_BROKER_CONFIG."""
+    """A name server answering GET_ROUTEINFO_BY_TOPIC and the gRPC ports' KV namespace."""
 
     def __init__(self, route: bytes, ports: dict[str, int]) -> None:
         self.route, self.ports, self.calls = route, ports, []
@@ -50,9 +51,9 @@ class FakeCluster:
         self.calls.append((addr, request.code))
         if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
             return new_response(0, None, None, self.route)
-        if addr not in self.ports:
-            raise ConnectionRefusedError(addr)
-        return new_response(0, None, None, f"brokerName=x\ngrpcServerPort={self.ports[addr]}\n".encode())
+        assert request.code == RequestCode.GET_KVLIST_BY_NAMESPACE and request.ext_fields["namespace"] == NAMESPACE
+        table = ",".join(f'"{a}":"{p}"' for a, p in self.ports.items())
+        return new_response(0, None, None, ('{"table":{%s}}' % table).encode())
 
 
 def group_route(master: bool = True) -> bytes:
@@ -64,15 +65,14 @@ def group_route(master: bool = True) -> bytes:
 
 def test_endpoints_own_broker_at_the_asked_addresses_master_then_replicas_java_broker_left_out(caplog):
     async def go():
-        fake = FakeCluster(group_route(), {"10.0.0.1:10911": 8081, "10.0.0.3:10919": 8083,
-                                           "10.0.0.9:10911": 0})
+        fake = FakeCluster(group_route(), {"10.0.0.1:10911": 8081, "10.0.0.3:10919": 8083})
         routes = ClusterRoutes(fake.invoke, lambda: ["ns:9876"], lambda: "10.0.0.2:10915", lambda: ("10.0.0.2", 8082))
         route = await routes.topic_route("T")
         eps = await routes.endpoints(route, [("proxy.example", 443)])
         assert eps == {("g", 0): [("10.0.0.1", 8081), ("proxy.example", 443), ("10.0.0.3", 8083)],
                        ("g", 1): [("proxy.example", 443)], ("g", 2): [("10.0.0.3", 8083)]}
         await routes.endpoints(route, [])
-        assert sum(1 for _, code in fake.calls if code == RequestCode.GET_BROKER_CONFIG) == 3   # ports kept
+        assert sum(1 for _, code in fake.calls if code == RequestCode.GET_KVLIST_BY_NAMESPACE) == 1   # kept
         qs = message_queues(route, TOPIC, ANY, eps)
         assert {q.broker.name for q in qs} == {"g"} and {q.broker.id for q in qs} == {0, 1, 2}
         # an election: the name server has no master for g; the last master entry stays (its replicas forward)
@@ -82,7 +82,7 @@ def test_endpoints_own_broker_at_the_asked_addresses_master_then_replicas_java_b
         assert eps[("g", 0)] == [("10.0.0.1", 8081), ("10.0.0.2", 8082), ("10.0.0.3", 8083)]
     with caplog.at_level("INFO", logger="rmqd.grpc.routes"):
         asyncio.run(go())
-    assert "broker 10.0.0.9:10911 serves no gRPC" in caplog.text
+    assert "broker 10.0.0.9:10911 (java) has no gRPC endpoint in the name servers" in caplog.text
 
 
 def test_a_name_server_that_does_not_answer_keeps_the_last_route(caplog):
@@ -104,3 +104,23 @@ def test_a_name_server_that_does_not_answer_keeps_the_last_route(caplog):
 def test_no_readable_queue_no_assignment(perm):
     route = TopicRoute((QueueData("a", 4, 4, perm),), (BrokerGroup("a", {0: "h:1"}),))
     assert assignments(route, TOPIC, ANY, {("a", 0): [("h", 1)]}) == []
+
+
+def test_an_endpoint_keeps_its_port_in_the_name_servers_kv_table_while_it_runs(tmp_path):
+    import time
+
+    from rmqd.grpc.endpoint import GrpcEndpoint
+    from rmqd.testing import EmbeddedServer
+
+    endpoint = GrpcEndpoint("127.0.0.1", 0)
+    server = EmbeddedServer(store_dir=str(tmp_path / "store"), endpoints=lambda: [endpoint]).start()
+    kv = server.services.namesrv.kv_config
+    try:
+        deadline = time.monotonic() + 10
+        while kv.get(NAMESPACE, server.broker.address) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert kv.get(NAMESPACE, server.broker.address) == str(endpoint.port)
+    finally:
+        server.stop()
+    assert kv.get(NAMESPACE, server.broker_addr) is None          # removed when the endpoint closed
+    server._server.cleanup()
