@@ -15,7 +15,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Optional
 
-from rmqd.broker_processes import SLAVE_PORT_STEP, ExtraBrokers, _Child, port_step, store_dir_of
+from rmqd.broker_processes import SLAVE_PORT_STEP, ExtraBrokers, _Child, grpc_args, port_step, store_dir_of
 from rmqd.localports import free_ports
 
 if TYPE_CHECKING:

@@ -179,9 +179,9 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     @staticmethod
     def _accept_types(tc: Any) -> list[int]:
-        if tc is None:                  # a topic this broker does not have: what the name server's route says
-            return _MESSAGE_TYPES["NORMAL"] + [d.FIFO, d.DELAY, d.TRANSACTION]
-        kind = str((tc.attributes or {}).get("+message.type") or (tc.attributes or {}).get("message.type") or "").upper()
+        """The topic's message types (a topic this broker does not have, known from the name server: MIXED's)."""
+        attrs = (tc.attributes or {}) if tc is not None else {}
+        kind = str(attrs.get("+message.type") or attrs.get("message.type") or "").upper()
         return _MESSAGE_TYPES.get(kind, [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION])
 
     async def _unary(self, fn: Any, response_type: Any, request: Any, context: Any) -> Any:
