@@ -16,10 +16,11 @@ connection, each sent again when its answer arrives):
   * gRPC: unary SendMessage calls (grpcio's asyncio client), on a plaintext or TLS channel (the server's own
     certificate as the root: rmqd's test-mode one, the proxy's self-signed one).
 Each case runs ``--seconds`` after ``--warmup`` seconds of the same load (3 s: the JVM's JIT); prints msgs/s, p50/p99 and the server's CPU per message. ``--runs
-N`` repeats the whole set (plaintext and TLS swap order every other run, so neither gains from the other's
+N`` repeats the whole set after ``--warm-runs`` passes that are not counted (plaintext and TLS swap order every other run, so neither gains from the other's
 warm-up) and prints the median of each figure.
 
-Usage: python scripts/bench_tls.py [--seconds 6] [--runs 3] [--inflight 16] [--no-java] [--only java,rmqd]
+Usage: python scripts/bench_tls.py [--seconds 6] [--runs 3] [--warm-runs 1] [--inflight 16] [--no-java]
+                                  [--only java,rmqd]
 """
 from __future__ import annotations
 
@@ -238,6 +239,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--inflight", type=int, default=16)
     ap.add_argument("--warmup", type=float, default=3.0, help="seconds of the same load before each case")
+    ap.add_argument("--warm-runs", type=int, default=1,
+                    help="passes over every case before the runs that count (the JVM's JIT settles over minutes)")
     ap.add_argument("--no-java", action="store_true", help="rmqd only")
     ap.add_argument("--only", default="", help="comma-separated servers to run (rmqd, rmqd disabled, rmqd enforcing, "
                                                "java); default all")
@@ -270,8 +273,9 @@ def main() -> int:
         for server in servers.values():
             server.create_topic()
         time.sleep(2)                                   # the topics reach the name servers (the proxy's route)
-        for run in range(1, args.runs + 1):
-            print(f"run {run} (load average {os.getloadavg()[0]:.1f})", flush=True)
+        for run in range(1 - args.warm_runs, args.runs + 1):
+            print(f"{'warm-up pass' if run < 1 else 'run'} {run if run > 0 else ''} (load average "
+                  f"{os.getloadavg()[0]:.1f})", flush=True)
             for name, protocol in cases:
                 if name not in servers:
                     continue
@@ -281,7 +285,8 @@ def main() -> int:
                 for tls in modes:
                     r = measure(servers[name], protocol, tls, args.seconds, args.inflight, args.warmup)
                     key = (name, protocol, "TLS" if tls else "plaintext")
-                    results.setdefault(key, []).append(r)
+                    if run > 0:
+                        results.setdefault(key, []).append(r)
                     print(f"  {key}: " + ", ".join(f"{k} {v:,.1f}" for k, v in r.items()), flush=True)
     finally:
         for server in servers.values():
