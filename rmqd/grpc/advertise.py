@@ -4,8 +4,11 @@ A 5.x proxy in local mode routes a client to every broker at that broker's host 
 brokers may share a host with a gRPC port each, so each endpoint writes its port under namespace
 :data:`NAMESPACE`, key = the broker's address as it registers (``brokerIP1:listenPort``), on every name server, and
 :class:`rmqd.grpc.routes.ClusterRoutes` reads the namespace. The KV table is the name server's own (Java's has it
-too), asked with no broker-side ACL in the way. The entry is checked every :data:`CHECK_INTERVAL_S` (a name server
-that restarted empty gets it again) and removed when the endpoint closes.
+too; rmqd's keeps this namespace in memory only, as its broker table), asked with no broker-side ACL in the
+way. A broker alone in its name servers' view writes nothing (a single
+``rmqd serve`` leaves the KV table and its file alone): it looks again every :data:`ALONE_INTERVAL_S`; once others
+are there, the entry is checked every :data:`CHECK_INTERVAL_S` (a name server that restarted empty gets it again)
+and removed when the endpoint closes.
 """
 from __future__ import annotations
 
@@ -13,13 +16,16 @@ import asyncio
 import logging
 from typing import Awaitable, Callable, Optional
 
+from rmqd.namesrv.kvconfig import NAMESPACE_GRPC_ENDPOINT
+from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request
 
 log = logging.getLogger(__name__)
 
-NAMESPACE = "RMQD_GRPC_ENDPOINT"
+NAMESPACE = NAMESPACE_GRPC_ENDPOINT
 CHECK_INTERVAL_S = 30.0
+ALONE_INTERVAL_S = 3.0
 CALL_TIMEOUT_S = 3.0
 
 Invoke = Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]]
@@ -36,14 +42,31 @@ class GrpcPortAdvertiser:
         self.port = port
         self._task: Optional[asyncio.Task] = None
         self._failing: set[str] = set()          # name servers whose last check failed (logged once)
+        self._written: set[str] = set()          # name servers holding the entry
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="grpc-port-advertiser")
 
     async def _run(self) -> None:
         while True:
-            await asyncio.gather(*(self._ensure(addr) for addr in self.namesrv_addrs()))
-            await asyncio.sleep(CHECK_INTERVAL_S)
+            if self._written or await self._others_registered():
+                await asyncio.gather(*(self._ensure(addr) for addr in self.namesrv_addrs()))
+            await asyncio.sleep(CHECK_INTERVAL_S if self._written else ALONE_INTERVAL_S)
+
+    async def _others_registered(self) -> bool:
+        """Whether a name server knows a broker address other than this broker's (someone may route here)."""
+        own = self.broker_addr()
+        for namesrv in self.namesrv_addrs():
+            try:
+                resp = await self.invoke(namesrv, new_request(RequestCode.GET_BROKER_CLUSTER_INFO), CALL_TIMEOUT_S)
+            except (OSError, ConnectionError, asyncio.TimeoutError):
+                continue
+            if resp.code != ResponseCode.SUCCESS or not resp.body:
+                continue
+            table = (fastjson.loads_lenient(bytes(resp.body)) or {}).get("brokerAddrTable") or {}
+            return any(str(addr) != own for data in table.values()
+                       for addr in ((data or {}).get("brokerAddrs") or {}).values())
+        return False
 
     async def _ensure(self, namesrv: str) -> None:
         key, value = self.broker_addr(), str(self.port)
@@ -56,6 +79,7 @@ class GrpcPortAdvertiser:
                 if resp.code != ResponseCode.SUCCESS:
                     raise ConnectionError(f"PUT_KV_CONFIG answered {resp.code} {resp.remark}")
                 log.debug("gRPC endpoint %s:%s written in name server %s", key, value, namesrv)
+            self._written.add(namesrv)
         except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
             if namesrv not in self._failing:
                 log.warning("gRPC: cannot tell name server %s this broker's gRPC port (%r); other brokers' routes "
@@ -72,6 +96,7 @@ class GrpcPortAdvertiser:
             self._task.cancel()
             self._task = None
         key = self.broker_addr()
+        written, self._written = self._written, set()
 
         async def remove(namesrv: str) -> None:
             try:
@@ -79,4 +104,4 @@ class GrpcPortAdvertiser:
                                                        {"namespace": NAMESPACE, "key": key}), 1.0)
             except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
                 log.debug("gRPC: could not remove this broker's port from name server %s: %r", namesrv, exc)
-        await asyncio.gather(*(remove(a) for a in self.namesrv_addrs()))
+        await asyncio.gather(*(remove(a) for a in written))

@@ -106,20 +106,34 @@ def test_no_readable_queue_no_assignment(perm):
     assert assignments(route, TOPIC, ANY, {("a", 0): [("h", 1)]}) == []
 
 
-def test_an_endpoint_keeps_its_port_in_the_name_servers_kv_table_while_it_runs(tmp_path):
+def test_an_endpoint_keeps_its_port_in_the_name_servers_kv_table_while_others_may_route_to_it(tmp_path):
+    """Alone, a broker writes nothing (a single ``rmqd serve`` leaves the KV table and its file alone); once another
+    broker registers, its port is in the table; closing removes it."""
     import time
 
+    from rmqd.grpc import advertise
     from rmqd.grpc.endpoint import GrpcEndpoint
+    from rmqd.remoting.client import BlockingClient
+    from rmqd.remoting.command import new_request
     from rmqd.testing import EmbeddedServer
 
     endpoint = GrpcEndpoint("127.0.0.1", 0)
     server = EmbeddedServer(store_dir=str(tmp_path / "store"), endpoints=lambda: [endpoint]).start()
     kv = server.services.namesrv.kv_config
     try:
-        deadline = time.monotonic() + 10
-        while kv.get(NAMESPACE, server.broker.address) is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert kv.get(NAMESPACE, server.broker.address) == str(endpoint.port)
+        time.sleep(advertise.ALONE_INTERVAL_S + 1)
+        assert kv.get(NAMESPACE, server.broker.address) is None
+        with BlockingClient(server.namesrv_addr) as c:          # another broker registers (while connected)
+            body = b'{"topicConfigSerializeWrapper":{"topicConfigTable":{},"dataVersion":{"counter":1,"timestamp":1}}}'
+            resp = c.invoke(new_request(103, {"brokerName": "broker-z", "brokerAddr": "127.0.0.1:1", "clusterName":
+                                              "DefaultCluster", "haServerAddr": "127.0.0.1:2", "brokerId": "0"},
+                                        body), 5)
+            assert resp.code == 0, resp.remark
+            deadline = time.monotonic() + 2 * advertise.ALONE_INTERVAL_S + 5
+            while kv.get(NAMESPACE, server.broker.address) is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert kv.get(NAMESPACE, server.broker.address) == str(endpoint.port)
+        assert NAMESPACE.encode() not in kv.snapshot()           # never written to the name server's file
     finally:
         server.stop()
     assert kv.get(NAMESPACE, server.broker_addr) is None          # removed when the endpoint closed
