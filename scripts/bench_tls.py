@@ -29,6 +29,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import ssl
 import statistics
 import subprocess
@@ -105,6 +106,7 @@ class Rmqd:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class JavaProxy:
@@ -120,6 +122,7 @@ class JavaProxy:
 
     def stop(self) -> None:
         self.cluster.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------- clients
@@ -291,6 +294,7 @@ def main() -> int:
     finally:
         for server in servers.values():
             server.stop()
+        shutil.rmtree(tls_dir, ignore_errors=True)
     print(f"\nmedian of {args.runs} run(s), {args.seconds:g} s each, {args.inflight} in flight, 1 KB:")
     print("| server | protocol | transport | msgs/s | p50 ms | p99 ms | server CPU µs/msg |")
     print("|---|---|---|---:|---:|---:|---:|")
