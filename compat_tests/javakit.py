@@ -361,13 +361,16 @@ class ReferenceCluster:
     """The kit's real Java name server + broker on free loopback ports, in ``workdir``.
 
     ``extra_conf`` lines are appended to the broker's broker.conf (e.g. ``aclEnable=true``); ``home``
-    (a :func:`shadow_home`) replaces the kit's ROCKETMQ_HOME (where the broker finds plain_acl.yml)."""
+    (a :func:`shadow_home`) replaces the kit's ROCKETMQ_HOME (where the broker finds plain_acl.yml);
+    ``system_props`` are given to both JVMs (e.g. ``tls.server.mode``)."""
 
-    def __init__(self, workdir: str | Path, extra_conf: Sequence[str] = (), home: str | Path | None = None) -> None:
+    def __init__(self, workdir: str | Path, extra_conf: Sequence[str] = (), home: str | Path | None = None,
+                 system_props: Mapping[str, str] | None = None) -> None:
         self.kit = require_kit()
         self.workdir = Path(workdir)
         self.extra_conf = list(extra_conf)
         self.home = home
+        self.system_props = dict(system_props or {})
         base = free_port_block(5)
         self.namesrv_port, self.broker_port = base, base + 3   # broker uses bp-2 (VIP), bp, bp+1 (HA)
         self.namesrv_addr = f"127.0.0.1:{self.namesrv_port}"
@@ -383,7 +386,7 @@ class ReferenceCluster:
             conf.write_text("".join(line + "\n" for line in self.extra_conf))
             args += ["--conf", str(conf)]
         env = dict(os.environ)
-        opts = [f"-D{prop}={value}" for prop, value in disk_ratio_system_properties().items()]
+        opts = [f"-D{prop}={value}" for prop, value in {**disk_ratio_system_properties(), **self.system_props}.items()]
         if self.home is not None:
             opts.append(f"-Drocketmq.home.dir={self.home}")
         if opts:

@@ -60,6 +60,7 @@ from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.server import RemotingServer
+from rmqd.tls.contexts import remoting_client_tls, remoting_server_tls
 from rmqd.replicas.wiring import Replication
 from rmqd.store.message import pack_host
 from rmqd.store.topic_attributes import is_compaction_topic
@@ -100,9 +101,12 @@ class BrokerController:
         for pool in self.pools.values():
             self.dispatcher.add_pool(pool)
         extra = [c.vip_port] if c.listenPort else [0]
+        # TLS as Java's TlsSystemConfig (environment, broker.conf, tls.config.file): the ports' and the clients'
+        self.tls = remoting_server_tls(c.extra)
+        self.client_tls = remoting_client_tls(c.extra)
         self.server = RemotingServer(self.dispatcher, host, c.listenPort, extra_ports=extra, name="broker",
                                      max_frame_length=c.serverMaxFrameLength, busy_poll_us=int(c.busyPollMicros),
-                                     max_idle_s=float(c.serverChannelMaxIdleTimeSeconds))
+                                     max_idle_s=float(c.serverChannelMaxIdleTimeSeconds), tls=self.tls)
         self.server.add_close_listener(self._on_channel_close)
 
         # store and metadata
@@ -329,7 +333,7 @@ class BrokerController:
         identity.loop = loop
         self.send_processor.open_lane(self.dispatcher.request_hook)
         self.dispatcher.lane = self.send_processor.lane
-        self.namesrv_client = RemotingClient()
+        self.namesrv_client = RemotingClient(tls=self.client_tls)
         self.replication.start(loop, self.namesrv_client, self.topic_config_manager, self.subscription_group_manager,
                                self.consumer_offset_manager, self.delay_offset_manager, lambda: self.address,
                                lambda tcs: [self._tell_store_policy(tc) for tc in tcs])

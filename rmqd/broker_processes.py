@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LISTENING = re.compile(r"listening on (\S+:\d+)")
+READY_GRPC = re.compile(r"\bgrpc (\S+:\d+)")
 PORT_STEP = 10          # broker i listens on listenPort + 10*i (each broker also uses port-2 and port+1)
 SLAVE_PORT_STEP = 4     # slave j of a group listens on the master's port + 4*j (ports -2 .. +1 each)
 START_TIMEOUT_S = 30.0
@@ -66,6 +67,14 @@ def port_step(replicas: int) -> int:
     return max(PORT_STEP, SLAVE_PORT_STEP * replicas + 2)
 
 
+def grpc_args(base: int, index: int, optional: bool) -> list[str]:
+    """A child broker's gRPC endpoint: port ``base + index`` (each broker serves its own, as the 5.x proxy in local
+    mode beside each broker); ``base`` 0: off. ``optional``: a taken port is a warning, as serve's default port."""
+    if base <= 0:
+        return ["--grpc-port", "0"]
+    return ["--grpc-port", str(base + index)] + (["--grpc-optional"] if optional else [])
+
+
 def slave_config(root: str, name: str, broker_id: int, config_file: Optional[str]) -> str:
     """Write ``<root>/<name>-s<id>.conf``: ``config_file``'s properties plus brokerRole=SLAVE and brokerId."""
     text = ""
@@ -87,6 +96,7 @@ class _Child:
     args: list[str]
     proc: Optional[asyncio.subprocess.Process] = None
     address: str = ""
+    grpc: str = ""                      # its gRPC endpoint, from its "rmqd ready:" line
     watcher: Optional[asyncio.Task] = None
     restarts: int = 0
     lines: list[str] = field(default_factory=list)
@@ -98,16 +108,18 @@ class ExtraBrokers:
 
     def __init__(self, names: list[str], config_file: Optional[str], store_root: str, base_port: int,
                  log_level: str = "WARNING", metrics_port: Optional[int] = None,
-                 extra_args: Optional[list[str]] = None, replicas: int = 1, first_name: Optional[str] = None) -> None:
+                 extra_args: Optional[list[str]] = None, replicas: int = 1, first_name: Optional[str] = None,
+                 grpc_port: int = 0, grpc_optional: bool = True) -> None:
         """Brokers ``names`` (groups 2..); with ``replicas`` > 1 also the slaves of every group, the serve
-        process's own (``first_name``) included."""
+        process's own (``first_name``) included. Child ``index`` (1..) serves gRPC on ``grpc_port + index`` (0:
+        none), as its metrics on ``metrics_port + index``."""
         self.children = []
         step = port_step(replicas)
 
         def child(label: str, name: str, port: int, store: str, conf: Optional[str], index: int) -> _Child:
             args = [*rmqd_command(log_level), "broker",
                     "--broker-name", name, "--broker-port", str(port), "--store-dir", store,
-                    "--grpc-port", "0"]          # the gRPC endpoint serves the serve process's broker only
+                    *grpc_args(grpc_port, index, grpc_optional)]
             if conf:
                 args += ["-c", conf]
             if metrics_port is not None:        # each broker serves its own /metrics: port + index (0 = any)
@@ -151,15 +163,23 @@ class ExtraBrokers:
         child.watcher = asyncio.get_running_loop().create_task(self._watch(child), name=f"watch-{child.name}")
 
     async def _read_address(self, child: _Child) -> str:
+        """The child's address (its first "listening on" line); its gRPC endpoint from its "rmqd ready:" line,
+        which ends the start-up block."""
         assert child.proc is not None and child.proc.stdout is not None
+        address = ""
         while True:
             line = await child.proc.stdout.readline()
             if not line:
                 raise RuntimeError(f"broker process {child.name} exited during start-up "
                                    f"(code {await child.proc.wait()})")
-            m = LISTENING.search(line.decode(errors="replace"))
-            if m:
-                return m.group(1)
+            text = line.decode(errors="replace")
+            m = LISTENING.search(text)
+            if m and not address:
+                address = m.group(1)
+            if text.startswith("rmqd ready:"):
+                g = READY_GRPC.search(text)
+                child.grpc = g.group(1) if g else ""
+                return address or "-"
 
     async def _watch(self, child: _Child) -> None:
         """Drain the child's output; restart it if it dies while the server runs."""
@@ -198,7 +218,7 @@ class ExtraBrokers:
 
     def describe(self) -> list[str]:
         return [f"rmqd broker {c.name} listening on {c.address} (process {c.proc.pid if c.proc else '-'})"
-                for c in self.children]
+                + (f", gRPC {c.grpc}" if c.grpc else "") for c in self.children]
 
     def ready_parts(self) -> list[str]:
-        return [f"broker {c.name} {c.address}" for c in self.children]
+        return [f"broker {c.name} {c.address}" + (f" (grpc {c.grpc})" if c.grpc else "") for c in self.children]

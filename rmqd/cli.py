@@ -55,7 +55,10 @@ def _add_broker_options(p: argparse.ArgumentParser) -> None:
                         "PosixFileSegment, tieredStoreFilePath=DIR)")
     p.add_argument("--acl", metavar="FILE", help="turn ACL on with this plain_acl.yml (aclEnable=true, aclFile=FILE)")
     p.add_argument("--grpc-port", type=int, default=None,
-                   help="gRPC port for RocketMQ 5 clients (default grpcServerPort, 8081; 0 = off)")
+                   help="gRPC port for RocketMQ 5 clients (default grpcServerPort, 8081; 0 = off). serve --brokers N "
+                        "/ --replicas: the other broker processes serve theirs on the next ports (8082, ...)")
+    p.add_argument("--grpc-optional", action="store_true", help=argparse.SUPPRESS)   # serve's children: a taken
+    # port is a warning, as serve's own default port
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus /metrics on this port (same as metricsExporterType=PROM + "
                         "metricsPromExporterPort; 0 = any free port). serve: on by default at "
@@ -157,16 +160,20 @@ def _serve_services(args: argparse.Namespace):
         from rmqd.failover_processes import FailoverProcesses
 
         ns_config = _namesrv_config(args, args.namesrv_port)
+        _inherit_tls(ns_config, config)
+        grpc_port, grpc_optional = _grpc_port(args, config)
         group = FailoverProcesses(broker_names(config.brokerName, args.brokers),
                                   os.path.abspath(args.config) if args.config else None, config.storePathRootDir,
                                   int(config.listenPort), args.log_level, replicas=max(1, args.replicas),
                                   namesrv_port=int(ns_config.listenPort),
-                                  extra_args=["--log-dir", args.log_dir] if args.log_dir else [])
+                                  extra_args=["--log-dir", args.log_dir] if args.log_dir else [],
+                                  grpc_port=grpc_port, grpc_optional=grpc_optional)
         return Services(NameServer(ns_config), group)
     if args.brokers > 1 or args.replicas > 1:
         from rmqd.broker_processes import ExtraBrokers, broker_names, store_dir_of
 
         names = broker_names(config.brokerName, args.brokers)
+        grpc_port, grpc_optional = _grpc_port(args, config)
         root = config.storePathRootDir
         config.brokerName = names[0]
         config.storePathRootDir = store_dir_of(root, names[0])
@@ -175,10 +182,20 @@ def _serve_services(args: argparse.Namespace):
                                       (["--acl", config.aclFile] if args.acl else [])
                                       + (["--tier-dir", config.tieredStoreFilePath] if args.tier_dir else [])
                                       + (["--log-dir", args.log_dir] if args.log_dir else []),
-                                      replicas=args.replicas, first_name=names[0]))
+                                      replicas=args.replicas, first_name=names[0],
+                                      grpc_port=grpc_port, grpc_optional=grpc_optional))
     ns_config = _namesrv_config(args, args.namesrv_port)
+    _inherit_tls(ns_config, config)
     return Services(NameServer(ns_config), BrokerController(config),
                     *_embedded_controller(ns_config, args.namesrv_config), *endpoints)
+
+
+def _inherit_tls(ns_config: NamesrvConfig, config: BrokerConfig) -> None:
+    """serve: broker.conf's TLS keys are the name server's too (one process, as Java's system properties are one
+    JVM's), unless the name server's own file sets them."""
+    from rmqd.tls.settings import tls_keys_of
+    own = tls_keys_of(ns_config.extra)
+    ns_config.update({**tls_keys_of(config.extra), **own}, source="broker.conf (TLS)")
 
 
 def _embedded_controller(ns_config: NamesrvConfig, path: str | None) -> list:
@@ -314,8 +331,7 @@ def _add_grpc_endpoint(services, args: argparse.Namespace, config: BrokerConfig)
     """The 5.x clients' gRPC endpoint: --grpc-port, else grpcServerPort (8081); 0 turns it off.  Without
     the grpc extra, say so and run on."""
     import importlib.util
-    given = getattr(args, "grpc_port", None)
-    port = given if given is not None else int(config.grpcServerPort)
+    port, optional = _grpc_port(args, config)
     if port <= 0:
         return
     try:
@@ -327,7 +343,15 @@ def _add_grpc_endpoint(services, args: argparse.Namespace, config: BrokerConfig)
               "pip install grpcio protobuf (or reinstall rmqd)", file=sys.stderr)
         return
     from rmqd.grpc.endpoint import GrpcEndpoint
-    services.add(GrpcEndpoint(config.brokerIP1 or "127.0.0.1", port, optional=given is None))
+    services.add(GrpcEndpoint(config.brokerIP1 or "127.0.0.1", port, optional=optional))
+
+
+def _grpc_port(args: argparse.Namespace, config: BrokerConfig) -> tuple[int, bool]:
+    """(the gRPC port: --grpc-port, else grpcServerPort; whether a taken port is only a warning: when not given,
+    or for serve's own children)."""
+    given = getattr(args, "grpc_port", None)
+    port = given if given is not None else int(config.grpcServerPort)
+    return port, given is None or bool(getattr(args, "grpc_optional", False))
 
 
 def _explicit_metrics_port(args: argparse.Namespace, config: BrokerConfig) -> int | None:

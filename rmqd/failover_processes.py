@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Optional
 
-from rmqd.broker_processes import SLAVE_PORT_STEP, ExtraBrokers, _Child, port_step, rmqd_command, store_dir_of
+from rmqd.broker_processes import SLAVE_PORT_STEP, ExtraBrokers, _Child, grpc_args, port_step, rmqd_command, store_dir_of
 from rmqd.localports import free_ports
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class FailoverProcesses(ExtraBrokers):
 
     def __init__(self, names: list[str], config_file: Optional[str], store_root: str, base_port: int,
                  log_level: str = "WARNING", replicas: int = 3, namesrv_port: int = 9876,
-                 extra_args: Optional[list[str]] = None) -> None:
+                 extra_args: Optional[list[str]] = None, grpc_port: int = 0, grpc_optional: bool = True) -> None:
         self.children = []
         self._stopping = False
         self._namesrv = ""
@@ -65,14 +65,16 @@ class FailoverProcesses(ExtraBrokers):
                 "configStorePath": os.path.join(home, "controller.properties")})
             self.children.append(_Child(f"controller n{i}", py + ["controller", "-c", conf], takes_namesrv=False))
         step = port_step(replicas)
+        index = 0
         for g, name in enumerate(names):
             for j in range(replicas):
+                index += 1
                 port = base_port + step * g + SLAVE_PORT_STEP * j if base_port else 0
                 conf = _conf(os.path.join(store_root, f"{name}-r{j}.conf"), config_file,
                              {"enableControllerMode": "true", "controllerAddr": self.controller_addr})
                 args = py + ["broker", "--broker-name", name, "--broker-port", str(port), "--store-dir",
-                             store_dir_of(store_root, f"{name}-r{j}"), "--grpc-port", "0", "--no-metrics",
-                             "-c", conf] + (extra_args or [])
+                             store_dir_of(store_root, f"{name}-r{j}"), "--no-metrics", "-c", conf,
+                             *grpc_args(grpc_port, index - 1, grpc_optional)] + (extra_args or [])
                 self.children.append(_Child(f"{name} replica {j}", args))
 
     async def start(self, services: "Services") -> None:
@@ -91,7 +93,8 @@ class FailoverProcesses(ExtraBrokers):
 
     def describe(self) -> list[str]:
         return [f"rmqd {c.name} listening on {c.address} (process {c.proc.pid if c.proc else '-'})"
-                for c in self.children] + [f"rmqd controllers: controllerAddr={self.controller_addr}"]
+                + (f", gRPC {c.grpc}" if c.grpc else "") for c in self.children] + \
+            [f"rmqd controllers: controllerAddr={self.controller_addr}"]
 
     def ready_parts(self) -> list[str]:
-        return [f"{c.name} {c.address}" for c in self.children]
+        return [f"{c.name} {c.address}" + (f" (grpc {c.grpc})" if c.grpc else "") for c in self.children]

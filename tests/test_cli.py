@@ -92,7 +92,8 @@ def test_replicas_add_slave_processes_per_group(tmp_path):
 
     base = tmp_path / "base.conf"
     base.write_text("brokerRole=SYNC_MASTER\nflushDiskType=ASYNC_FLUSH\n")
-    eb = ExtraBrokers(["broker-b"], str(base), str(tmp_path), 10911, replicas=3, first_name="broker-a")
+    eb = ExtraBrokers(["broker-b"], str(base), str(tmp_path), 10911, replicas=3, first_name="broker-a",
+                      grpc_port=8081)
     def arg(child, flag):
         return child.args[child.args.index(flag) + 1]
     assert [c.name for c in eb.children] == ["broker-b", "broker-a slave 1", "broker-a slave 2",
@@ -103,3 +104,17 @@ def test_replicas_add_slave_processes_per_group(tmp_path):
     assert arg(eb.children[2], "--store-dir") == str(tmp_path / "broker-a-s2")
     conf = (tmp_path / "broker-a-s2.conf").read_text()
     assert conf.startswith("brokerRole=SYNC_MASTER\n") and conf.endswith("brokerRole=SLAVE\nbrokerId=2\n")
+    # each broker process serves gRPC on the ports after the serve process's (optional, as its default port)
+    assert [int(arg(c, "--grpc-port")) for c in eb.children] == [8082, 8083, 8084, 8085, 8086]
+    assert all("--grpc-optional" in c.args for c in eb.children)
+    assert all(arg(c, "--grpc-port") == "0" for c in ExtraBrokers(["broker-b"], None, str(tmp_path), 0).children)
+
+
+def test_failover_replicas_serve_grpc_on_their_own_ports(tmp_path):
+    from rmqd.failover_processes import FailoverProcesses
+
+    group = FailoverProcesses(["broker-a"], None, str(tmp_path), 0, replicas=3, namesrv_port=0, grpc_port=8081,
+                              grpc_optional=False)
+    replicas = [c for c in group.children if c.takes_namesrv]
+    assert [c.args[c.args.index("--grpc-port") + 1] for c in replicas] == ["8081", "8082", "8083"]
+    assert not any("--grpc-optional" in c.args for c in replicas)

@@ -59,7 +59,7 @@ def test_the_block_and_a_quiet_stderr(tmp_path):
         f"rmqd broker broker-a (DefaultCluster) listening on {a}:{broker} (vip {a}:{broker - 2}), "
         f"name server {a}:{ns}",
         f"rmqd metrics on http://{a}:{metrics}/metrics",
-        f"rmqd gRPC (RocketMQ 5 clients) on {a}:{grpc}",
+        f"rmqd gRPC (RocketMQ 5 clients) on {a}:{grpc} (TLS permissive)",
         f"rmqd console on http://{a}:{console}/",
         f"rmqd store: {store}",
         f"rmqd ready: name server {a}:{ns}, broker {a}:{broker} (vip {a}:{broker - 2}), "

@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.controller.codes import ControllerRequestCode
 from rmqd.controller.replicas_info import sync_state_set_body
 from rmqd.remoting.client import RemotingClient
 from rmqd.remoting.command import new_request
+
+if TYPE_CHECKING:
+    from rmqd.tls.contexts import ClientTls
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +34,9 @@ class RoleChange:
 
 
 class RoleChangeNotifier:
-    def __init__(self, timeout_s: float = 3.0) -> None:
+    def __init__(self, timeout_s: float = 3.0, tls: "ClientTls | None" = None) -> None:
         self.timeout_s = timeout_s
+        self.tls = tls                  # tls.enable: the brokers are told over TLS
         self._client: Optional[RemotingClient] = None
         self._tasks: dict[str, tuple[int, asyncio.Task]] = {}
         self.sent = 0
@@ -59,7 +63,7 @@ class RoleChangeNotifier:
             "syncStateSetEpoch": change.syncStateSetEpoch, "masterBrokerId": change.masterBrokerId,
         }, sync_state_set_body(change.syncStateSet, change.syncStateSetEpoch))
         if self._client is None:
-            self._client = RemotingClient(connect_timeout=self.timeout_s)
+            self._client = RemotingClient(connect_timeout=self.timeout_s, tls=self.tls)
         try:
             await asyncio.wait_for(self._client.invoke_oneway(addr, request), self.timeout_s)
             self.sent += 1

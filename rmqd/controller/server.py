@@ -21,6 +21,7 @@ from rmqd.controller.request_meter import OperationMeter
 from rmqd.remoting.client import split_address
 from rmqd.remoting.dispatch import Dispatcher
 from rmqd.remoting.server import RemotingServer
+from rmqd.tls.contexts import remoting_client_tls, remoting_server_tls
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +36,10 @@ class ControllerServer:
         self.peer = config.self_peer()
         host, port = split_address(self.peer.addr)
         self.dispatcher = Dispatcher("controller")
-        self.server = RemotingServer(self.dispatcher, host, port, name="controller", max_idle_s=SERVER_CHANNEL_MAX_IDLE_S)
+        self.server = RemotingServer(self.dispatcher, host, port, name="controller", max_idle_s=SERVER_CHANNEL_MAX_IDLE_S,
+                                     tls=remoting_server_tls(config.extra))
         self.heartbeat = BrokerHeartbeatManager()
-        self.notifier = RoleChangeNotifier()
+        self.notifier = RoleChangeNotifier(tls=remoting_client_tls(config.extra))
         self.request_meter = OperationMeter()       # request_total / request_latency
         self.append_meter = OperationMeter()        # dledger_op_total / dledger_op_latency
         self.controller = Controller(config, self.heartbeat, self.notifier, self.append_meter)

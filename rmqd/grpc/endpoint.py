@@ -10,11 +10,16 @@ the rest, is file-backed and shared).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Optional
 
+from rmqd.tls.contexts import grpc_key_and_chain
+
 if TYPE_CHECKING:
     from rmqd.app import Services
+    from rmqd.grpc.front import GrpcFront
+    from rmqd.tls.settings import ServerTlsSettings
 
 log = logging.getLogger(__name__)
 
@@ -22,33 +27,67 @@ MAX_MESSAGE_BYTES = 130 * 1024 * 1024
 
 
 class GrpcEndpoint:
-    def __init__(self, host: str = "127.0.0.1", port: int = 8081, optional: bool = False) -> None:
+    """The broker's gRPC endpoint. ``tls``: its TLS settings (None: from the broker's configuration, the proxy's keys
+    ``tlsTestModeEnable``, ``tlsCertPath``, ``tlsKeyPath``, ``tlsKeyPassword`` and ``tls.server.mode``).
+
+    TLS ``disabled``: grpcio's plaintext port. ``enforcing``: grpcio's TLS port (the handshake in its C core).
+    ``permissive`` (the default, as the proxy's): :class:`rmqd.grpc.front.GrpcFront` on the port, in front of a
+    loopback plaintext port and a loopback TLS port of the same service, the TLS one started with the first TLS
+    client (the test-mode certificate is not made until a client wants it)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 8081, optional: bool = False,
+                 tls: "ServerTlsSettings | None" = None) -> None:
         self.host = host
         self.port = port
         self.optional = optional
         self.failed = ""
         self.server: Any = None
+        self.tls = tls
+        self.front: Optional["GrpcFront"] = None
         self._broker: Any = None
         self._service: Any = None
+        self._handlers: Optional[_LazyHandlers] = None
+        self._plain_port = 0
+        self._tls_server: Any = None
+        self._tls_port = 0
+        self._tls_starting: Optional[asyncio.Future] = None
+        self._advertiser: Any = None
+
+    def _options(self) -> list[tuple[str, Any]]:
+        assert self.tls is not None
+        return [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+                ("grpc.keepalive_time_ms", 60_000),
+                ("grpc.http2.max_pings_without_data", 0),
+                ("grpc.server_handshake_timeout_ms", int(self.tls.handshake_timeout_s * 1000))]
 
     async def start(self, services: "Services") -> None:
         import grpc
 
+        from rmqd.tls.settings import TlsMode, grpc_server_settings, tls_properties
+
         broker = services.broker
         if broker is None:
             raise ValueError("the gRPC endpoint needs a broker in this process")
-        server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                                          ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                                          ("grpc.so_reuseport", 0),
-                                          ("grpc.keepalive_time_ms", 60_000),
-                                          ("grpc.http2.max_pings_without_data", 0)])
+        if self.tls is None:
+            self.tls = grpc_server_settings(tls_properties(broker.config.extra))
+        self._handlers = _LazyHandlers(self)
+        server = grpc.aio.server(options=self._options())
+        mode = self.tls.mode
+        err: Optional[Exception] = None
+        port = 0
         try:
-            port = server.add_insecure_port(f"{self.host}:{self.port}")
-        except RuntimeError as exc:
-            port = 0
-            err: Optional[Exception] = exc
-        else:
-            err = None
+            if mode is TlsMode.PERMISSIVE:
+                self._plain_port = server.add_insecure_port("127.0.0.1:0")
+                port = await self._start_front()
+            elif mode is TlsMode.ENFORCING:
+                key, chain = await asyncio.get_running_loop().run_in_executor(None, grpc_key_and_chain, self.tls)
+                port = server.add_secure_port(f"{self.host}:{self.port}", grpc.ssl_server_credentials([(key, chain)]))
+            else:
+                port = server.add_insecure_port(f"{self.host}:{self.port}")
+        except (RuntimeError, OSError) as exc:
+            port, err = 0, exc
         if not port:
             log.debug("binding the gRPC endpoint to %s:%s failed: %s", self.host, self.port, err)
             msg = f"gRPC endpoint not started: {self.host}:{self.port} is in use (use --grpc-port)"
@@ -56,30 +95,86 @@ class GrpcEndpoint:
                 raise OSError(msg)
             self.failed = msg
             log.warning("%s", msg)
+            broker.config.grpcServerPort = 0            # getBrokerConfig: this broker serves no gRPC
             return
         self.port = port
         self._broker = broker
-        server.add_generic_rpc_handlers((_LazyHandlers(self),))
+        server.add_generic_rpc_handlers((self._handlers,))
         await server.start()
         self.server = server
-        log.debug("gRPC MessagingService on %s", self.address)
+        broker.config.grpcServerPort = port
+        # other brokers' endpoints route clients here: the port in the name servers' KV table
+        from rmqd.grpc.advertise import GrpcPortAdvertiser
+        self._advertiser = GrpcPortAdvertiser(lambda addr, req, t: broker.namesrv_client.invoke(addr, req, t),
+                                              lambda: broker.config.namesrv_addrs, lambda: broker.address, port)
+        self._advertiser.start()
+        log.debug("gRPC MessagingService on %s (TLS %s)", self.address, mode.value)
+
+    async def _start_front(self) -> int:
+        from rmqd.grpc.front import GrpcFront
+
+        assert self.tls is not None
+        front = GrpcFront(self.host, self.port, self._plain, self._tls_backend, self.tls.handshake_timeout_s)
+        port = await front.start()
+        self.front = front
+        return port
+
+    async def _plain(self) -> int:
+        return self._plain_port
+
+    async def _tls_backend(self) -> int:
+        """The loopback TLS port, started (with its certificate) for the first TLS client."""
+        if self._tls_port:
+            return self._tls_port
+        if self._tls_starting is None:
+            self._tls_starting = asyncio.get_running_loop().create_task(self._start_tls_server())
+        try:
+            return await asyncio.shield(self._tls_starting)
+        except Exception:
+            self._tls_starting = None           # the next TLS client tries again
+            raise
+
+    async def _start_tls_server(self) -> int:
+        import grpc
+
+        assert self.tls is not None
+        key, chain = await asyncio.get_running_loop().run_in_executor(None, grpc_key_and_chain, self.tls)
+        server = grpc.aio.server(options=self._options())
+        port = server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([(key, chain)]))
+        server.add_generic_rpc_handlers((self._handlers,))
+        await server.start()
+        self._tls_server, self._tls_port = server, port
+        log.info("gRPC: TLS for %s ready (%s)", self.address,
+                 "test mode, self-signed certificate" if self.tls.test_mode else self.tls.cert_path)
+        return port
+
+    def client_of(self, host: str, port: int) -> tuple[str, int]:
+        """The client behind a gRPC peer (through the front, the front's loopback connection is the peer)."""
+        return self.front.client_of(host, port) if self.front is not None else (host, port)
 
     @property
     def service(self) -> Any:
         """The MessagingService, made (and started) on first use: the first call, or a caller asking."""
         if self._service is None and self._broker is not None:
             from rmqd.grpc.service import MessagingService
-            self._service = MessagingService(self._broker, (self.host, self.port))
+            self._service = MessagingService(self._broker, (self.host, self.port), peer_of=self.client_of)
             self._service.start()
         return self._service
 
     async def close(self) -> None:
+        if self._advertiser is not None:
+            await self._advertiser.close()
+            self._advertiser = None
+        if self.front is not None:
+            await self.front.close()
+            self.front = None
         if self.server is not None:
             if self._service is not None:
                 self._service.close()             # ends Telemetry streams
                 self._service = None
-            await self.server.stop(1.0)
-            self.server = None
+            servers = [self.server] + ([self._tls_server] if self._tls_server is not None else [])
+            await asyncio.gather(*(s.stop(1.0) for s in servers))
+            self.server = self._tls_server = None
 
     @property
     def address(self) -> str:
@@ -88,7 +183,8 @@ class GrpcEndpoint:
     def describe(self) -> list[str]:
         if self.failed:
             return [f"rmqd {self.failed}"]
-        return [f"rmqd gRPC (RocketMQ 5 clients) on {self.address}"]
+        tls = f" (TLS {self.tls.mode.value})" if self.tls is not None else ""
+        return [f"rmqd gRPC (RocketMQ 5 clients) on {self.address}{tls}"]
 
     def ready_parts(self) -> list[str]:
         if self.failed:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, AsyncIterator, Optional
+from typing import Any, AsyncIterator, Callable, Optional
 
 from rmqd.filter.message_filter import ExpressionMessageFilter
 from rmqd.filter.errors import SQLParseError
 from rmqd.grpc import auth, message_types
 from rmqd.grpc.lite import LITE_CLIENT_TYPES, LiteGrpc
+from rmqd.grpc.routes import ClusterRoutes, assignments, local_route, message_queues
 from rmqd.grpc.clients import GrpcClientManager, parse_transaction_id, producer_group_of, transaction_id_of
 from rmqd.grpc.convert import (RESERVED_USER_KEYS, duration_ms, ms_to_duration, ms_to_timestamp, to_grpc_message,
                                to_properties)
@@ -84,9 +85,16 @@ def _peer(context: Any) -> tuple[str, int]:
     return (host.strip("[]") or "127.0.0.1"), int(port) if port.isdigit() else 0
 
 
+def _same_peer(host: str, port: int) -> tuple[str, int]:
+    return host, port
+
+
 class MessagingService(service_pb2_grpc.MessagingServiceServicer):
-    def __init__(self, broker: Any, endpoint_address: tuple[str, int]) -> None:
+    def __init__(self, broker: Any, endpoint_address: tuple[str, int],
+                 peer_of: Callable[[str, int], tuple[str, int]] = _same_peer) -> None:
+        """``peer_of``: the client behind a gRPC peer address (the TLS front's loopback connection -> the client)."""
         self.broker = broker
+        self.peer_of = peer_of
         self.pop = broker.pop_service
         self.pop_executor: PopExecutor = broker.pop_executor
         c = broker.config
@@ -104,6 +112,9 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.lite = LiteGrpc(self, broker.lite_priority.manager)     # 5.5 Lite Mode (rmqd.grpc.lite)
         self.max_lite_topic_size = int(broker.lite_priority.lite_config.maxLiteTopicSize)
         self._forward_client = None             # a slave's connection to its master (sends, _forward_send)
+        # the name server's routes and the other brokers' gRPC ports (rmqd.grpc.routes), over the broker's client
+        self.routes = ClusterRoutes(lambda addr, req, timeout: broker.namesrv_client.invoke(addr, req, timeout),
+                                    lambda: broker.config.namesrv_addrs, lambda: broker.address, lambda: self.address)
 
     def close(self) -> None:
         if self._renew_task is not None:
@@ -120,7 +131,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         if not client_id:
             raise RpcError(C.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
         self.clients.seen(client_id)
-        peer = _peer(context)
+        peer = self.peer_of(*_peer(context))
         if self.broker.acl_manager is not None:
             try:
                 auth.check(self.broker.acl_manager, peer[0], md, need or {})
@@ -148,15 +159,29 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             raise RpcError(C.CONSUMER_GROUP_NOT_FOUND, f"consumer group not found: {name}")
         return sg
 
-    def _broker_pb(self, request_endpoints: Any = None) -> Any:
-        eps = d.Endpoints(scheme=d.IPv4, addresses=[d.Address(host=self.address[0], port=self.address[1])])
-        if request_endpoints is not None and request_endpoints.addresses:
-            eps = request_endpoints
-        return d.Broker(name=self.broker.config.brokerName, id=0, endpoints=eps)
+    async def _route(self, topic: str) -> tuple[Any, Any]:
+        """(local topic config or None, the route): the name server's route of ``topic`` (every broker, as the
+        proxy in local mode), else this broker alone; TOPIC_NOT_FOUND when neither knows it."""
+        if not topic:
+            raise RpcError(C.ILLEGAL_TOPIC, "topic name cannot be empty")
+        tc = self.broker.topic_config_manager.get(topic)
+        route = await self.routes.topic_route(topic) if self.broker.config.namesrv_addrs else None
+        if route is None or not route.queue_datas:
+            if tc is None:
+                raise RpcError(C.TOPIC_NOT_FOUND, f"topic not found: {topic}")
+            route = local_route(self.broker.config.brokerName, self.broker.address, tc.read_queue_nums,
+                                tc.write_queue_nums, tc.perm)
+        return tc, route
+
+    @staticmethod
+    def _asked(request_endpoints: Any) -> list[tuple[str, int]]:
+        return [(a.host, a.port) for a in request_endpoints.addresses] if request_endpoints is not None else []
 
     @staticmethod
     def _accept_types(tc: Any) -> list[int]:
-        kind = str((tc.attributes or {}).get("+message.type") or (tc.attributes or {}).get("message.type") or "").upper()
+        """The topic's message types (a topic this broker does not have, known from the name server: MIXED's)."""
+        attrs = (tc.attributes or {}) if tc is not None else {}
+        kind = str(attrs.get("+message.type") or attrs.get("message.type") or "").upper()
         return _MESSAGE_TYPES.get(kind, [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION])
 
     async def _unary(self, fn: Any, response_type: Any, request: Any, context: Any) -> Any:
@@ -176,15 +201,9 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _query_route(self, request: Any, context: Any) -> Any:
         self._begin(context)
-        tc = self._topic(request.topic.name)
-        broker = self._broker_pb(request.endpoints)
-        types = self._accept_types(tc)
-        queues = []
-        for qid in range(max(tc.read_queue_nums, tc.write_queue_nums)):
-            r, w = qid < tc.read_queue_nums and tc.perm & 4, qid < tc.write_queue_nums and tc.perm & 2
-            perm = d.READ_WRITE if r and w else d.READ if r else d.WRITE if w else d.NONE
-            queues.append(d.MessageQueue(topic=request.topic, id=qid, permission=perm, broker=broker,
-                                         accept_message_types=types))
+        tc, route = await self._route(request.topic.name)
+        endpoints = await self.routes.endpoints(route, self._asked(request.endpoints))
+        queues = message_queues(route, request.topic, self._accept_types(tc), endpoints)
         return s.QueryRouteResponse(status=status(C.OK), message_queues=queues)
 
     async def Heartbeat(self, request: Any, context: Any) -> Any:
@@ -203,11 +222,13 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _query_assignment(self, request: Any, context: Any) -> Any:
         self._begin(context, {request.topic.name: SUB, f"%RETRY%{request.group.name}": SUB})
-        tc = self._topic(request.topic.name)
+        tc, route = await self._route(request.topic.name)
         await self._group(request.group.name)
-        mq = d.MessageQueue(topic=request.topic, id=-1, permission=d.READ_WRITE,
-                            broker=self._broker_pb(request.endpoints), accept_message_types=self._accept_types(tc))
-        return s.QueryAssignmentResponse(status=status(C.OK), assignments=[d.Assignment(message_queue=mq)])
+        endpoints = await self.routes.endpoints(route, self._asked(request.endpoints))
+        found = assignments(route, request.topic, self._accept_types(tc), endpoints)
+        if not found:
+            raise RpcError(C.FORBIDDEN, "no readable queue")
+        return s.QueryAssignmentResponse(status=status(C.OK), assignments=found)
 
     # ------------------------------------------------------------------ send
     async def SendMessage(self, request: Any, context: Any) -> Any:

@@ -18,6 +18,11 @@ from rmqd.remoting.fastjson import dumps, loads_lenient
 log = logging.getLogger(__name__)
 
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+#: rmqd's brokers keep their gRPC ports here while they run (rmqd.grpc.advertise)
+NAMESPACE_GRPC_ENDPOINT = "RMQD_GRPC_ENDPOINT"
+#: Namespaces whose entries live as long as their writers do, like the broker table: kept in memory only (a name
+#: server that restarts has them again from the live writers), written and removed without INFO lines.
+LIVE_NAMESPACES = frozenset({NAMESPACE_GRPC_ENDPOINT})
 
 
 class KVConfigManager:
@@ -45,8 +50,10 @@ class KVConfigManager:
             log.exception("kv config file %s is corrupt; starting with an empty KV table", self.path)
             return
         with self.lock:
-            self.configTable = {str(ns): {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items()}
-        log.info("loaded %d KV namespaces from %s", len(self.configTable), self.path)
+            self.configTable = {str(ns): {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items()
+                                if str(ns) not in LIVE_NAMESPACES}
+        if self.configTable:
+            log.info("loaded %d KV namespaces from %s", len(self.configTable), self.path)
 
     def close(self) -> None:
         """Wait for pending writes and stop the writer thread."""
@@ -60,10 +67,11 @@ class KVConfigManager:
             table = self.configTable.setdefault(namespace, {})
             previous = table.get(key)
             table[key] = value
+        level = logging.DEBUG if namespace in LIVE_NAMESPACES else logging.INFO
         if previous is None:
-            log.info("putKVConfig create new Namespace: %s Key: %s Value: %s", namespace, key, value)
+            log.log(level, "putKVConfig create new Namespace: %s Key: %s Value: %s", namespace, key, value)
         else:
-            log.info("putKVConfig update config item, Namespace: %s Key: %s Value: %s", namespace, key, value)
+            log.log(level, "putKVConfig update config item, Namespace: %s Key: %s Value: %s", namespace, key, value)
 
     def delete(self, namespace: str, key: str) -> bool:
         with self.lock:
@@ -71,7 +79,8 @@ class KVConfigManager:
             if table is None or key not in table:
                 return False
             value = table.pop(key)
-        log.info("deleteKVConfig delete a config item, Namespace: %s Key: %s Value: %s", namespace, key, value)
+        log.log(logging.DEBUG if namespace in LIVE_NAMESPACES else logging.INFO,
+                "deleteKVConfig delete a config item, Namespace: %s Key: %s Value: %s", namespace, key, value)
         return True
 
     def get(self, namespace: str, key: str) -> str | None:
@@ -89,7 +98,8 @@ class KVConfigManager:
     # -- persistence -------------------------------------------------------------------------
     def snapshot(self) -> bytes:
         with self.lock:
-            return dumps({"configTable": {ns: dict(kv) for ns, kv in self.configTable.items()}})
+            return dumps({"configTable": {ns: dict(kv) for ns, kv in self.configTable.items()
+                                          if ns not in LIVE_NAMESPACES}})
 
     def persist_sync(self) -> None:
         atomic_write(self.path, self.snapshot(), keep_backup=False)

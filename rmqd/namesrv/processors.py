@@ -10,7 +10,7 @@ import zlib
 from typing import Any
 
 from rmqd.config import NamesrvConfig, parse_properties
-from rmqd.namesrv.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
+from rmqd.namesrv.kvconfig import LIVE_NAMESPACES, NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rmqd.namesrv.route_data import DataVersion, QueueData, RegisterBrokerBody
 from rmqd.namesrv.route_info import RouteInfoManager
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -93,7 +93,8 @@ class NamesrvProcessors:
     async def put_kv_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         namespace, key, value = require(request, "namespace", "key", "value")
         self.kv_config.put(namespace, key, value)
-        await self.kv_config.persist()
+        if namespace not in LIVE_NAMESPACES:
+            await self.kv_config.persist()
         return _success()
 
     def get_kv_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -105,7 +106,7 @@ class NamesrvProcessors:
 
     async def delete_kv_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         namespace, key = require(request, "namespace", "key")
-        if self.kv_config.delete(namespace, key):
+        if self.kv_config.delete(namespace, key) and namespace not in LIVE_NAMESPACES:
             await self.kv_config.persist()
         return _success()
 

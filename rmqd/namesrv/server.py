@@ -10,6 +10,7 @@ from rmqd.namesrv.processors import NamesrvProcessors
 from rmqd.namesrv.route_info import RouteInfoManager
 from rmqd.remoting.dispatch import Dispatcher
 from rmqd.remoting.server import RemotingServer
+from rmqd.tls.contexts import remoting_server_tls
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,8 @@ class NameServer:
         self.dispatcher = Dispatcher("namesrv")
         self.server = RemotingServer(self.dispatcher, host, self.config.listenPort, name="namesrv",
                                      max_frame_length=self.config.serverMaxFrameLength,
-                                     max_idle_s=float(self.config.serverChannelMaxIdleTimeSeconds))
+                                     max_idle_s=float(self.config.serverChannelMaxIdleTimeSeconds),
+                                     tls=remoting_server_tls(self.config.extra))
         self._register_processors()
 
     def _register_processors(self) -> None:

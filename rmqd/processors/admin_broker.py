@@ -24,6 +24,7 @@ from rmqd.processors.admin_common import json_response
 from rmqd.remoting.codes import RequestCode, ResponseCode, Version
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+from rmqd.tls.settings import SECRET_KEYS as SECRET_TLS_KEYS
 from rmqd.data_version import DataVersion
 
 
@@ -193,8 +194,9 @@ class BrokerAdminProcessor:
         """Every property the Java broker reports (see rmqd.java_config_defaults), rmqd's values where
         it has them."""
         props = java_broker_properties(self.ctx.config.to_properties())
-        if props.get("objectStoreSecretKey"):
-            props["objectStoreSecretKey"] = "******"       # the tier's S3 secret is never shown
+        for secret in ("objectStoreSecretKey", *SECRET_TLS_KEYS):
+            if props.get(secret):
+                props[secret] = "******"       # the tier's S3 secret and TLS key passwords are never shown
         text = "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
         version = orjson.dumps(self.config_data_version.to_json()).decode()
         return new_response(ResponseCode.SUCCESS, None, {"version": version}, text.encode("utf-8"))

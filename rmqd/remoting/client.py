@@ -5,8 +5,10 @@ import asyncio
 import logging
 import select
 import socket
+import ssl
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from rmqd.remoting.command import (
     DEFAULT_MAX_FRAME_LENGTH,
@@ -18,6 +20,9 @@ from rmqd.remoting.command import (
 from rmqd.remoting.connection import Connection
 from rmqd.remoting.dispatch import Dispatcher
 
+if TYPE_CHECKING:
+    from rmqd.tls.contexts import ClientTls
+
 log = logging.getLogger(__name__)
 
 
@@ -27,11 +32,14 @@ def split_address(addr: str) -> tuple[str, int]:
 
 
 class RemotingClient:
-    """Keeps one connection per address on the running loop and multiplexes calls by opaque."""
+    """Keeps one connection per address on the running loop and multiplexes calls by opaque; over TLS when
+    ``tls`` says ``tls.enable`` (as Java's NettyRemotingClient with useTLS)."""
 
-    def __init__(self, dispatcher: Dispatcher | None = None, connect_timeout: float = 3.0) -> None:
+    def __init__(self, dispatcher: Dispatcher | None = None, connect_timeout: float = 3.0,
+                 tls: "ClientTls | None" = None) -> None:
         self.dispatcher = dispatcher
         self.connect_timeout = connect_timeout
+        self.tls = tls
         self._conns: dict[str, Connection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -46,9 +54,11 @@ class RemotingClient:
                 return conn
             host, port = split_address(addr)
             loop = asyncio.get_running_loop()
+            context = await self.tls.context() if self.tls is not None else None
             _, conn = await asyncio.wait_for(loop.create_connection(
                 lambda: Connection(self.dispatcher, max_frame_length=DEFAULT_MAX_FRAME_LENGTH, name="client"),
-                host, port), self.connect_timeout)
+                host, port, ssl=context, server_hostname="" if context is not None else None),
+                self.connect_timeout)
             self._conns[addr] = conn
             return conn
 
@@ -73,11 +83,24 @@ class BlockingClient:
     ``server_requests`` for inspection.  Thread-safe for sequential callers.
     """
 
-    def __init__(self, addr: str, timeout: float = 5.0) -> None:
+    def __init__(self, addr: str, timeout: float = 5.0, ssl_context: "ssl.SSLContext | None | bool" = True) -> None:
+        """``ssl_context``: TLS with this context; True (the default): as the environment says (``TLS_ENABLE``,
+        :func:`rmqd.tls.contexts.process_client_context`); None or False: plaintext."""
         self.addr = addr
         self.timeout = timeout
-        self.sock = socket.create_connection(split_address(addr), timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is True:
+            from rmqd.tls.contexts import process_client_context
+            ssl_context = process_client_context()
+        sock = socket.create_connection(split_address(addr), timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.tls = bool(ssl_context)
+        if ssl_context:
+            try:
+                sock = ssl_context.wrap_socket(sock, server_hostname=None)     # type: ignore[union-attr]
+            except BaseException:
+                sock.close()
+                raise
+        self.sock = sock
         self.reader = FrameReader()
         self.server_requests: list[RemotingCommand] = []
         self._responses: dict[int, RemotingCommand] = {}
@@ -100,10 +123,19 @@ class BlockingClient:
         """Whether the server has closed this connection (e.g. after ``serverChannelMaxIdleTimeSeconds``
         of silence), looked at without blocking or consuming anything."""
         try:
+            if self.tls:                        # no peeking under TLS: read what is there (frames are kept)
+                if self.sock.pending():         # type: ignore[attr-defined]
+                    return False
+                readable, _, _ = select.select([self.sock], [], [], 0)
+                if readable:
+                    self.read_some(0.05)
+                return False
             readable, _, _ = select.select([self.sock], [], [], 0)
             if not readable:
                 return False
             return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except ConnectionError:
+            return True
         except BlockingIOError:
             return False
         except (OSError, ValueError):           # reset, or closed on this side

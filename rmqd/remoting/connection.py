@@ -141,7 +141,12 @@ class Connection(asyncio.Protocol):
                         log.warning("%s: %s sent request code %d to a client-only connection; ignored",
                                     self.name, self.remote_address, cmd.code)
         except FrameError as exc:
-            log.warning("%s: closing connection from %s: malformed frame: %s", self.name, self.remote_address, exc)
+            hint = ""
+            if data[:2] == b"\x16\x03":
+                hint = (" (it looks like a TLS handshake: this port does not take TLS, tls.server.mode=disabled, "
+                        "or it is a client port)")
+            log.warning("%s: closing connection from %s: malformed frame: %s%s", self.name, self.remote_address, exc,
+                        hint)
             if corked:                          # answers to the frames before the bad one go first
                 self._write_buffers(corked)
                 corked.clear()

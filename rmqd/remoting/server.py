@@ -1,16 +1,27 @@
-"""RemotingServer: accepts connections on one or more ports of the running (uv)loop."""
+"""RemotingServer: accepts connections on one or more ports of the running (uv)loop.
+
+With TLS (``tls``: :class:`rmqd.tls.contexts.ServerTls`, mode permissive or enforcing) each port is a
+:class:`rmqd.tls.acceptor.TlsAcceptor`: a connection is TLS or plaintext by its first byte, as Java's remoting
+server; with TLS disabled (or none given) the loop's own ``create_server`` accepts, as before.
+"""
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from rmqd.remoting.busy_poll import BusyPoll
 from rmqd.remoting.command import DEFAULT_MAX_FRAME_LENGTH
 from rmqd.remoting.connection import Connection
 from rmqd.remoting.dispatch import Dispatcher
 
+if TYPE_CHECKING:
+    from rmqd.tls.acceptor import TlsAcceptor
+    from rmqd.tls.contexts import ServerTls
+
 log = logging.getLogger(__name__)
+
+FIRST_BYTE_TIMEOUT_S = 120.0    # a TLS-or-plaintext port closes a silent connection after this (Java's idle close)
 
 
 class RemotingServer:
@@ -19,9 +30,9 @@ class RemotingServer:
     def __init__(self, dispatcher: Dispatcher, host: str = "127.0.0.1", port: int = 0, *,
                  extra_ports: Iterable[int] = (), name: str = "server",
                  max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH, busy_poll_us: int = 0,
-                 max_idle_s: float = 0) -> None:
+                 max_idle_s: float = 0, tls: "ServerTls | None" = None) -> None:
         """``max_idle_s``: close a connection that read and wrote nothing for this long (the Java
-        server's ``serverChannelMaxIdleTimeSeconds``; 0 = never)."""
+        server's ``serverChannelMaxIdleTimeSeconds``; 0 = never). ``tls``: the server's TLS (None: plaintext)."""
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
@@ -33,6 +44,8 @@ class RemotingServer:
         self.connections: set[Connection] = set()
         self.bound_ports: list[int] = []
         self._servers: list[asyncio.base_events.Server] = []
+        self.tls = tls
+        self._acceptors: list["TlsAcceptor"] = []
         self._close_listeners: list[Callable[[Connection], None]] = []
         self.max_idle_s = max_idle_s
         self._idle_sweep: asyncio.TimerHandle | None = None
@@ -65,6 +78,13 @@ class RemotingServer:
             return conn
 
         for port in [self.port, *self.extra_ports]:
+            if self.tls is not None and self.tls.settings.enabled:
+                from rmqd.tls.acceptor import TlsAcceptor
+                acceptor = TlsAcceptor(self.tls, factory, name=self.name,
+                                       first_byte_timeout_s=self.max_idle_s or FIRST_BYTE_TIMEOUT_S)
+                self._acceptors.append(acceptor)
+                self.bound_ports.append(acceptor.listen(self.host, port))
+                continue
             server = await loop.create_server(factory, self.host, port, reuse_address=True, backlog=1024)
             self._servers.append(server)
             self.bound_ports.append(server.sockets[0].getsockname()[1])
@@ -101,6 +121,9 @@ class RemotingServer:
             self._idle_sweep = None
         for server in self._servers:
             server.close()
+        for acceptor in self._acceptors:
+            acceptor.close()
+        self._acceptors.clear()
         for conn in list(self.connections):
             conn.close()
         for server in self._servers:

@@ -46,6 +46,7 @@ from rmqd.controller.codes import ControllerRequestCode as Req, ControllerRespon
 from rmqd.fileutil import atomic_write
 from rmqd.remoting import fastjson
 from rmqd.remoting.client import RemotingClient
+from rmqd.tls.contexts import remoting_client_tls
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request, new_response
 from rmqd.replicas.role_manager import RoleManager
@@ -150,7 +151,7 @@ class ReplicasManager:
         self._own_address = own_address
         self._ha_address = ha_address
         self._apply_lock = asyncio.Lock()
-        self._client = RemotingClient(connect_timeout=RPC_TIMEOUT_S)
+        self._client = RemotingClient(connect_timeout=RPC_TIMEOUT_S, tls=remoting_client_tls(self.config.extra))
         self.ha.client.on_disconnect = lambda addr: loop.call_soon_threadsafe(self._on_ha_disconnect, addr)
         self.ha.on_slave_change.append(lambda: loop.call_soon_threadsafe(self._schedule_set_check, 0.05))
         self.ha.on_ack.append(self._on_ack)

@@ -24,6 +24,7 @@ from rmqd.broker_controller import BrokerController
 from rmqd.config import BrokerConfig, NamesrvConfig
 from rmqd.localports import free_port, free_port_block
 from rmqd.namesrv.server import NameServer
+from rmqd.tls.settings import tls_keys_of
 
 
 class AsyncEmbeddedServer:
@@ -46,6 +47,8 @@ class AsyncEmbeddedServer:
                                   kvConfigPath=f"{self.store_dir}/namesrv/kvConfig.json")
         broker_config = BrokerConfig(listenPort=self.broker_port, storePathRootDir=self.store_dir)
         broker_config.update(self.broker_properties, source="embedded")
+        # one process: the broker's TLS keys are the name server's too (as rmqd serve)
+        ns_config.update(tls_keys_of(broker_config.extra), source="embedded")
         endpoints = self.endpoints_factory() if self.endpoints_factory is not None else []
         return Services(NameServer(ns_config), BrokerController(broker_config), *endpoints)
 

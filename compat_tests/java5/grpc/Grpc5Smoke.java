@@ -3,6 +3,7 @@ import java.time.Duration;
 import java.util.Collections;
 import java.util.List;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.SimpleConsumer;
@@ -12,17 +13,21 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
 
 /**
  * The 5.x gRPC Java client (rocketmq-client-java) against one endpoint: sends COUNT messages to TOPIC, then a
- * simple consumer of GROUP receives and acks them. Args: endpoint topic group count ssl(true|false).
+ * simple consumer of GROUP receives and acks them. Args: endpoint topic group count ssl(true|false|default: the
+ * client's own default, TLS on).
  * Prints one JSON line per send ({"op":"send","body":...}) and per receive ({"op":"receive","body":...}).
  */
 public class Grpc5Smoke {
     public static void main(String[] args) throws Exception {
         String endpoint = args[0], topic = args[1], group = args[2];
         int count = Integer.parseInt(args[3]);
-        boolean ssl = Boolean.parseBoolean(args[4]);
         ClientServiceProvider provider = ClientServiceProvider.loadService();
-        ClientConfiguration conf = ClientConfiguration.newBuilder().setEndpoints(endpoint).enableSsl(ssl)
-            .setRequestTimeout(Duration.ofSeconds(10)).build();
+        ClientConfigurationBuilder builder = ClientConfiguration.newBuilder().setEndpoints(endpoint)
+            .setRequestTimeout(Duration.ofSeconds(10));
+        if (!"default".equals(args[4])) {
+            builder.enableSsl(Boolean.parseBoolean(args[4]));
+        }
+        ClientConfiguration conf = builder.build();
         try (Producer producer = provider.newProducerBuilder().setClientConfiguration(conf).setTopics(topic).build()) {
             for (int i = 0; i < count; i++) {
                 String body = "smoke-" + i;
