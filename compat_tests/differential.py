@@ -66,6 +66,33 @@ class Outcome:
         return {"code": self.code, "remark": self.remark, "ext": self.ext, "body": self.body}
 
 
+# ---------------------------------------------------------------------------------------------- remark classes
+# What a 5.x comparison holds equal: the class of a remark that quotes an exception, not its text. Java 5.x
+# answers a missing header field or body with the JVM's NullPointerException text at whatever line first uses
+# it, a bad body with fastjson2's parser message; rmqd names the field, or its own parser's message.
+_REMARK_CLASSES = [
+    (re.compile(r"NullPointerException|the custom field <[^>]*> is null"), "<missing field>"),
+    (re.compile(r"NumberFormatException"), "<bad number>"),
+    (re.compile(r"JSONException|fastjson|[Bb]ad [\w ]*body|body is invalid|JSONDecodeError"), "<bad body>"),
+    (re.compile(r"IllegalArgumentException"), "<illegal argument>"),
+]
+
+
+def remark_class(remark: str | None) -> str | None:
+    """The class of a remark (see above), else the remark itself (masked)."""
+    if remark is None:
+        return None
+    for rx, name in _REMARK_CLASSES:
+        if rx.search(remark):
+            return name
+    return mask(remark)
+
+
+def classified(outcome: dict) -> dict:
+    """An outcome (``Outcome.as_dict``) with its remark replaced by its class."""
+    return dict(outcome, remark=remark_class(outcome.get("remark")))
+
+
 # ---------------------------------------------------------------------------------------------- masking
 _MASKS = [
     (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}:\d+\b"), "<addr>"),

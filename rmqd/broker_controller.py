@@ -235,7 +235,8 @@ class BrokerController:
         self.ack_message_processor = AckMessageProcessor(self.pop_service, self.pop_executor)
         self.ack_message_processor.register(d)
         self.assignment_processor = AssignmentProcessor(c, self.topic_config_manager, self.consumer_manager,
-                                                        self.message_request_mode_manager)
+                                                        self.message_request_mode_manager,
+                                                        self.subscription_group_manager)
         self.assignment_processor.register(d, p["client"], p["admin"])
         # lite registry and delivery, priority/lite send hooks, lite remoting codes
         self.lite_priority.install(ctx, self.pop_service, self.pop_executor, self.send_processor, d, p)

@@ -313,6 +313,7 @@ class BrokerConfig(_PropertiesConfig):
         "rejectTransactionMessage": False,
         # 5.x: recall of timer messages (RECALL_MESSAGE; Java's default is off), also on a broker not writable
         "recallMessageEnable": False,
+        "litePullMessageEnable": True,      # 5.x: LITE_PULL_MESSAGE (a 5.x DefaultLitePullConsumer's pulls)
         "allowRecallWhenBrokerNotWriteable": True,
         "traceTopicEnable": False,
         "defaultQueryMaxNum": 32,

@@ -169,6 +169,16 @@ class ConsumerManager:
         self._groups: dict[str, ConsumerGroupInfo] = {}
         self._lock = threading.RLock()
         self.on_group_changed = on_group_changed
+        # 5.x consumerCompensationTable: group -> topic -> the subscription a pull named (consumers that pull with
+        # their subscription, lite pull and the proxy's, register none), read where a group's subscription is asked
+        self._compensated: dict[str, dict[str, dict]] = {}
+
+    def compensate_subscription(self, group: str, topic: str, data: dict) -> None:
+        """Remember the subscription a pull of ``group`` named for ``topic`` (Java compensateSubscribeData)."""
+        self._compensated.setdefault(group, {})[topic] = data
+
+    def compensated_subscription(self, group: str, topic: str) -> Optional[dict]:
+        return self._compensated.get(group, {}).get(topic)
 
     def get(self, group: str) -> Optional[ConsumerGroupInfo]:
         return self._groups.get(group)
@@ -185,15 +195,16 @@ class ConsumerManager:
             self.on_group_changed(group, list(info.channels))
 
     def register(self, group: str, channel: ClientChannelInfo, consume_type: str, message_model: str,
-                 consume_from_where: str, subscriptions: list[dict], notify: bool = True) -> bool:
-        """Heartbeat registration; returns True when membership or subscriptions changed."""
+                 consume_from_where: str, subscriptions: Optional[list[dict]], notify: bool = True) -> bool:
+        """Heartbeat registration; returns True when membership or subscriptions changed. ``subscriptions``
+        None: a 5.x heartbeat without them (v2, fingerprint unchanged): the group's stay as they are."""
         with self._lock:
             info = self._groups.get(group)
             if info is None:
                 info = self._groups[group] = ConsumerGroupInfo(group, consume_type, message_model,
                                                                consume_from_where)
             r1 = info.update_channel(channel, consume_type, message_model, consume_from_where)
-            r2 = info.update_subscriptions(subscriptions)
+            r2 = info.update_subscriptions(subscriptions) if subscriptions is not None else False
             changed = r1 or r2
         if changed:
             self._notify(group, info, notify)

@@ -28,7 +28,7 @@ from rmqd.broker.timer import TIMER_OUT_MS, TIMER_TOPIC, park_timer_message
 from rmqd.config import BrokerRole
 from rmqd.constants import PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX
 from rmqd.remoting.codes import ResponseCode
-from rmqd.remoting.command import RemotingCommand, new_response, require
+from rmqd.remoting.command import MissingHeaderField, RemotingCommand, new_response
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.message import MessageToStore, find_property, java_string_hash
 from rmqd.store.message_store import PutMessageStatus
@@ -41,6 +41,7 @@ TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
 RECALL_TAG = "_RECALL_TAG_"
 _VERSION = "v1"
 _INVALID = "recall handle is invalid"
+NOT_SET_REMARK = "not set any response code"      # Java's createResponseCommand(header class) remark, kept
 _NOT_AVAILABLE = "recall failed, broker service not available"
 # put statuses Java's RecallMessageProcessor answers SUCCESS to (the marker is stored)
 _STORED = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT,
@@ -199,14 +200,14 @@ class RecallMessageProcessor:
         dispatcher.register(RECALL_MESSAGE, self.recall_message, pool)
 
     def recall_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """As Java, a missing handle is an invalid one (its header decoder leaves absent fields null); a missing
+        topic fails where Java's topic lookup throws, and is answered without the region, as Java's is."""
         ext = request.ext_fields or {}
-        region = {"MSG_REGION": self.region()}
-        if ext:                                   # Java checks @CFNotNull fields only when a header came
-            require(request, "topic", "recallHandle")
         try:
             msg_id = self.recaller.recall(ext.get("topic"), ext.get("recallHandle"), ext.get("producerGroup"),
                                           (getattr(conn, "peer_host", "127.0.0.1"), getattr(conn, "peer_port", 0)))
         except RecallError as exc:
-            return new_response(exc.code, exc.remark, region)
-        return new_response(ResponseCode.SUCCESS, None, {**region, "msgId": msg_id})
-
+            if ext.get("topic") is None and exc.code == ResponseCode.SYSTEM_ERROR:
+                raise MissingHeaderField(exc.remark) from None
+            return new_response(exc.code, exc.remark, {"MSG_REGION": self.region()})
+        return new_response(ResponseCode.SUCCESS, NOT_SET_REMARK, {"MSG_REGION": self.region(), "msgId": msg_id})

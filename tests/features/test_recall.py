@@ -42,6 +42,7 @@ def test_timer_send_answers_a_handle_and_recall_keeps_the_message_back(rb):
     answer = recall(c, "RecallTopic", r.ext_fields["recallHandle"])
     assert answer.code == 0, answer.remark
     assert answer.ext_fields["msgId"] == "URC1" and "MSG_REGION" in answer.ext_fields
+    assert answer.remark == "not set any response code"             # Java's, kept on success
     got = wait_messages(c, "RecallTopic", 2, 3.5)
     assert [m.body for m in got] == [b"r2"], "the recalled message was delivered"
     assert kept.code == 0 and rb.broker.timer_message_service._deleted == set()
@@ -89,8 +90,10 @@ def test_refusals_carry_javas_codes_and_remarks(rb):
     for answer, code, remark in cases:
         assert (answer.code, answer.remark) == (code, remark)
         assert "MSG_REGION" in (answer.ext_fields or {})
-    missing = c.invoke(new_request(370, {"recallHandle": good}))   # the header fails to decode: a bare answer
+    missing = c.invoke(new_request(370, {"recallHandle": good}))   # Java's topic lookup throws: a bare answer
     assert (missing.code, missing.remark, missing.ext_fields) == (1, "the custom field <topic> is null", None)
+    no_handle = c.invoke(new_request(370, {"topic": "RecallRefused"}))  # an absent handle is an invalid one
+    assert (no_handle.code, no_handle.remark) == (604, "recall handle is invalid")
     rb.broker.config.apply_runtime({"recallMessageEnable": "false"})
     off = recall(c, "RecallRefused", good)
     assert (off.code, off.remark) == (16, "recall failed, operation is forbidden")
