@@ -314,6 +314,9 @@ class BrokerConfig(_PropertiesConfig):
         # 5.x: recall of timer messages (RECALL_MESSAGE; Java's default is off), also on a broker not writable
         "recallMessageEnable": False,
         "litePullMessageEnable": True,      # 5.x: LITE_PULL_MESSAGE (a 5.x DefaultLitePullConsumer's pulls)
+        # 5.x: INVOKE_BROKER_TO_RESET_OFFSET resets on the broker (each queue's next pull moves the consumer), not
+        # by a push to the clients (4.9.8's only way, kept when false)
+        "useServerSideResetOffset": True,
         "allowRecallWhenBrokerNotWriteable": True,
         "traceTopicEnable": False,
         "defaultQueryMaxNum": 32,

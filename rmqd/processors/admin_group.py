@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from rmqd.broker.context import BrokerContext
+from rmqd.config import BrokerRole
 from rmqd.processors.admin_common import consume_stats, json_response, slave_error, validate_group
 from rmqd.processors.client_manage import parse_json_body
 from rmqd.remoting import fastjson
@@ -303,10 +304,53 @@ class GroupAdminProcessor:
                 target if (force or target < committed) else committed
         return table
 
+    def _reset_offset_server_side(self, topic: str, group: str, queue_id: int, timestamp: int,
+                                  offset: Any) -> RemotingCommand:
+        """5.x's resetOffsetInner: the target offsets (of one queue, or of every read queue by ``timestamp``; a
+        negative timestamp is the queue's end) kept for each queue's next pull; answers ResetOffsetBody."""
+        ctx = self.ctx
+        if ctx.role is BrokerRole.SLAVE:
+            return error_response(ResponseCode.SYSTEM_ERROR, "Can not reset offset in slave broker")
+        tc = ctx.topics.get(topic)
+        if tc is None:
+            log.warning("Reset offset failed, topic does not exist. topic=%s, group=%s", topic, group)
+            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} does not exist")
+        if group not in ctx.groups.table:
+            log.warning("Reset offset failed, group does not exist. topic=%s, group=%s", topic, group)
+            return error_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} does not exist")
+        store = ctx.store
+
+        def by_time(qid: int) -> int:
+            return store.get_max_offset(topic, qid) if timestamp < 0 else \
+                max(0, store.get_offset_by_time(topic, qid, timestamp))
+
+        targets: dict[int, int] = {}
+        if queue_id >= 0:
+            if offset is not None and int(offset) != -1:
+                mn, mx = store.get_min_offset(topic, queue_id), store.get_max_offset(topic, queue_id)
+                if (mn >= 0 and int(offset) < mn) or int(offset) > mx + 1:
+                    return error_response(ResponseCode.SYSTEM_ERROR,
+                                          f"Target offset {offset} not in consume queue range [{mn}-{mx}]")
+                targets[queue_id] = int(offset)
+            else:
+                targets[queue_id] = by_time(queue_id)
+        else:
+            targets = {qid: by_time(qid) for qid in range(tc.read_queue_nums)}
+        if not targets:
+            return error_response(ResponseCode.SYSTEM_ERROR, "No queues to reset.")
+        for qid, target in targets.items():
+            ctx.offsets.assign_reset_offset(topic, group, qid, target)
+        log.info("Reset offset, topic=%s, group=%s, queues=%s", topic, group, targets)
+        name = ctx.config.brokerName
+        return json_response({"offsetTable": {fastjson.MessageQueue(topic, name, q): o for q, o in targets.items()}})
+
     def invoke_broker_to_reset_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topic, group, timestamp = require(request, "topic", "group", "timestamp")
         force = ext_bool(request, "isForce")
         ts = int(timestamp)
+        if self.ctx.config.useServerSideResetOffset:
+            ext = request.ext_fields or {}
+            return self._reset_offset_server_side(topic, group, int(ext.get("queueId") or -1), ts, ext.get("offset"))
         table = self._reset_offset_table(topic, group, ts, force)
         if isinstance(table, RemotingCommand):
             return table

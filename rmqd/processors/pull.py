@@ -167,6 +167,10 @@ class PullMessageProcessor:
             if lite:
                 message_filter = _lite_refusal(message_filter)
             return message_filter
+        if self.ctx.offsets.reset_table:             # 5.x server-side reset pending: the consumer moves there
+            reset = self.ctx.offsets.query_then_erase_reset_offset(topic, group, qid)
+            if reset is not None:
+                return self._offset_reset(request, topic, qid, reset)
         result = self._read(topic, qid, offset, int(max_nums), message_filter, inline)
         if result is TO_POOL:
             return TO_POOL
@@ -249,6 +253,19 @@ class PullMessageProcessor:
             return error_response(ResponseCode.SYSTEM_ERROR,
                                   f"The broker does not support consumer to filter message by {etype}")
         return message_filter
+
+    def _offset_reset(self, request: RemotingCommand, topic: str, qid: int, reset: int) -> RemotingCommand:
+        """The answer of a pull that meets a server-side reset (Java's OFFSET_RESET status): PULL_OFFSET_MOVED to
+        the reset offset; the client's commit of its old position is not taken."""
+        store = self.ctx.store
+        ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(reset),
+               "minOffset": str(store.get_min_offset(topic, qid)), "maxOffset": str(store.get_max_offset(topic, qid))}
+        if request.code == LITE_PULL_MESSAGE:
+            tc = self.ctx.topics.get(topic)
+            ext["topicSysFlag"] = str(tc.topic_sys_flag if tc is not None else 0)
+            ext["groupSysFlag"] = "0"
+        log.info("The queue under pulling was previously reset to start from %d (%s q%d)", reset, topic, qid)
+        return new_response(ResponseCode.PULL_OFFSET_MOVED, "OFFSET_RESET", ext)
 
     def _compensate(self, group: str, topic: str, f: ExpressionMessageFilter) -> None:
         """5.x: the subscription a pull names is kept as the group's (QUERY_SUBSCRIPTION_BY_CONSUMER reads it)."""

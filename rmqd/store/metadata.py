@@ -554,6 +554,7 @@ class ConsumerOffsetManager(_Periodic, ConfigManager):
     def __init__(self, config_dir: str):
         ConfigManager.__init__(self, config_dir)
         self._init_periodic()
+        self.reset_table: dict[str, dict[int, int]] = {}     # "topic@group" -> queue -> pending reset offset
         self.table: dict[str, dict[int, int]] = {}
         #: bumped on every change in this process (a master's slaves copy the table when it moved: rmqd.replicas)
         self.change_count = 0
@@ -580,9 +581,46 @@ class ConsumerOffsetManager(_Periodic, ConfigManager):
                       client_host)
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
-        """Committed offset or -1."""
-        m = self.table.get(f"{topic}@{group}")
+        """Committed offset or -1; a queue with a server-side reset pending answers the reset offset."""
+        key = f"{topic}@{group}"
+        if self.reset_table:
+            reset = self.reset_table.get(key)
+            if reset and queue_id in reset:
+                return reset[queue_id]
+        m = self.table.get(key)
         return m.get(queue_id, -1) if m else -1
+
+    # 5.x server-side offset reset (useServerSideResetOffset): a reset is kept apart until the queue's next pull
+    # takes it (queryThenEraseResetOffset); meanwhile the queue answers the reset offset and a client's commit of
+    # an older position is ignored.
+    def assign_reset_offset(self, topic: str, group: str, queue_id: int, offset: int) -> None:
+        """ConsumerOffsetManager.assignResetOffset: pending for the next pull, and committed at once."""
+        if not topic or not group or queue_id < 0 or offset < 0:
+            log.warning("illegal reset offset %s@%s q%d -> %d ignored", topic, group, queue_id, offset)
+            return
+        key = f"{topic}@{group}"
+        with self._lock:
+            self.reset_table.setdefault(key, {})[queue_id] = offset
+            self.table.setdefault(key, {})[queue_id] = offset
+            self._dirty = True
+            self.change_count += 1
+
+    def has_offset_reset(self, topic: str, group: str, queue_id: int) -> bool:
+        reset = self.reset_table.get(f"{topic}@{group}")
+        return bool(reset) and queue_id in reset
+
+    def query_then_erase_reset_offset(self, topic: str, group: str, queue_id: int) -> Optional[int]:
+        """The pending reset of the queue, taken (None when there is none)."""
+        if not self.reset_table:
+            return None
+        with self._lock:
+            reset = self.reset_table.get(f"{topic}@{group}")
+            if not reset:
+                return None
+            offset = reset.pop(queue_id, None)
+            if not reset:
+                self.reset_table.pop(f"{topic}@{group}", None)
+            return offset
 
     def query_offsets(self, group: str, topic: str) -> dict[int, int]:
         return dict(self.table.get(f"{topic}@{group}", {}))
