@@ -217,6 +217,7 @@ CLIENT = [
     Probe("pop of more than 32", 200050, _pop(maxMsgNums="33")),
     Probe("pop without an invisible time", 200050, _pop(invisibleTime=None)),
     Probe("pop with a non-numeric queue id", 200050, _pop(queueId="q")),
+    Probe("pop with only a group and a topic", 200050, {"consumerGroup": POP_GROUP, "topic": TOPIC}),
     Probe("pop without a header", 200050),
     Probe("ack of an offset beyond the queue", 200051, _ack(offset="99999")),
     Probe("ack of an unknown topic", 200051, _ack(topic=UNKNOWN_TOPIC)),
