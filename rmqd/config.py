@@ -413,6 +413,8 @@ class BrokerConfig(_PropertiesConfig):
         "minInvisibleTimeMillsForRecv": 10000,
         "grpcClientConsumerMaxLongPollingTimeoutMillis": 20000,
         "grpcClientIdleTimeMills": 120000,
+        # the 5.x proxy's check that a gRPC send's message type is its topic's (rmqd.broker.message_type)
+        "enableTopicMessageTypeCheck": True,
     }
 
     @property
