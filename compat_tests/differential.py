@@ -36,7 +36,11 @@ MAP_FIELDS = frozenset({
     "topicConfigTable", "subscriptionGroupTable", "brokerAddrTable", "clusterAddrTable", "brokerAddrs",
     "filterServerTable", "offsetTable", "topicQueueTable", "data", "subscriptionTable", "mqTable",
     "statusTable", "consumeStatsList", "configTable", "topicFilterTable", "consumerTable", "properties",
+    "messageRequestModeMap",
 })
+# data-keyed maps whose values are data-keyed maps too (messageRequestModeMap: topic -> group -> mode)
+NESTED_MAP_FIELDS = frozenset({"messageRequestModeMap"})
+_NESTED = "<nested map>"
 
 
 @dataclass(frozen=True)
@@ -196,11 +200,11 @@ def shape(value: Any, name: str = "") -> Any:
     """The structure of a decoded JSON value: scalars become type names, lists the merged shape of their
     elements, data-keyed maps one ``<map>`` entry (the merged shape of their values)."""
     if isinstance(value, dict):
-        data_keyed = name in MAP_FIELDS or any(not isinstance(k, str) for k in value)
+        data_keyed = name in MAP_FIELDS or name == _NESTED or any(not isinstance(k, str) for k in value)
         if data_keyed:
             merged: Any = None
             for v in value.values():
-                s = shape(v)
+                s = shape(v, _NESTED if name in NESTED_MAP_FIELDS else "")
                 merged = s if merged is None else _merge(merged, s)
             return {"<map>": merged} if value else {}
         return {key_mask(str(k)): shape(v, str(k)) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}

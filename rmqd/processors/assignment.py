@@ -68,6 +68,23 @@ def allocate_averagely(mqs: list, cids: list[str], cid: str) -> list:
     return [mqs[(start + i) % len(mqs)] for i in range(max(rng, 0))]
 
 
+def allocate_for_pop(mqs: list, cids: list[str], cid: str, share: int) -> list:
+    """QueryAssignmentProcessor.allocate4Pop: with no sharing (``popShareQueueNum`` 0, or as many as the other
+    clients) every client pops every queue (queue -1); else its own queues and those of the ``share`` clients
+    after it in the sorted client list."""
+    if share <= 0 or share >= len(cids) - 1:
+        return [{**mqs[0], "queueId": -1}] if mqs else []
+    if len(cids) > len(mqs):
+        return allocate_averagely(mqs, cids, cid)
+    out = list(allocate_averagely(mqs, cids, cid))
+    if cid in cids:
+        index = cids.index(cid)
+        for _ in range(share):
+            index = (index + 1) % len(cids)
+            out += [mq for mq in allocate_averagely(mqs, cids, cids[index]) if mq not in out]
+    return out
+
+
 class AssignmentProcessor:
     """Reads the broker's config (name, default request mode), its topics and the consumer table."""
 
@@ -107,12 +124,15 @@ class AssignmentProcessor:
             mqs = [{"topic": topic, "brokerName": name, "queueId": q} for q in range(tc.read_queue_nums)]
             if model == "BROADCASTING":
                 assigned = mqs
-            elif mode["mode"] == POP:
-                assigned = [{"topic": topic, "brokerName": name, "queueId": -1}]
             else:
                 info = self.consumers.get(group)
                 cids = sorted(info.client_ids()) if info is not None else []
-                assigned = allocate_averagely(mqs, cids, cid) if cids else None
+                if not cids:                     # Java: no consumer id list, no assignment
+                    assigned = None
+                elif mode["mode"] == POP:
+                    assigned = allocate_for_pop(mqs, cids, cid, int(mode.get("popShareQueueNum") or 0))
+                else:
+                    assigned = allocate_averagely(mqs, cids, cid)
         body = {} if assigned is None else {
             "messageQueueAssignments": [{"messageQueue": mq, "mode": mode["mode"]} for mq in assigned]}
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))

@@ -21,7 +21,7 @@ from rmqd.processors.lite_remoting import lite_queue_of
 from rmqd.pop.service import PopService
 from rmqd.processors.pop_message import NOT_SET_REMARK, busy_response, pop_error_response
 from rmqd.remoting.codes import ResponseCode
-from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+from rmqd.remoting.command import RemotingCommand, new_response, require
 from rmqd.remoting.dispatch import Dispatcher
 from rmqd.remoting.java_errors import BadBodyError
 

@@ -18,7 +18,7 @@ from rmqd.pop.frontend import Busy, PopExecutor, pop_with_polling
 from rmqd.pop.codes import INVALID_PARAMETER, POLLING_FULL, POLLING_TIMEOUT, PopError
 from rmqd.pop.service import PopService
 from rmqd.remoting.codes import ResponseCode
-from rmqd.remoting.command import RemotingCommand, error_response, ext_bool, ext_int, new_response, require
+from rmqd.remoting.command import RemotingCommand, error_response, ext_bool, new_response, require
 from rmqd.remoting.dispatch import Dispatcher
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ class PopMessageProcessor:
         try:
             order = ext_bool(request, "order")
             result, state = await pop_with_polling(self.pop, self.executor, group, topic, qid, nums, invisible,
-                                                   msg_filter, ext_int(request, "initMode", 0), poll,
+                                                   msg_filter, lenient_int(request, "initMode"), poll,
                                                    conn.remote_address, order=order)
         except PopError as exc:
             return pop_error_response(exc, zeros)

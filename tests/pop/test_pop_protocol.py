@@ -219,10 +219,17 @@ def test_query_assignment_and_request_mode(client, names, server):
     mode = {"topic": topic, "consumerGroup": group, "mode": "POP", "popShareQueueNum": 0}
     assert client.invoke(new_request(401, None, orjson.dumps(mode)), 5).code == 0
     r = client.invoke(new_request(400, None, orjson.dumps(body)), 5)
+    assert orjson.loads(r.body_bytes()) == {}                # POP mode too wants the group online (Java 5.5)
+    online = {"clientID": "c1", "producerDataSet": [], "consumerDataSet": [{
+        "groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "subscriptionDataSet": [], "unitMode": False}]}
+    assert client.invoke(new_request(34, None, orjson.dumps(online)), 5).code == 0
+    r = client.invoke(new_request(400, None, orjson.dumps(body)), 5)
     assert orjson.loads(r.body_bytes())["messageQueueAssignments"] == [
         {"messageQueue": {"topic": topic, "brokerName": "broker-a", "queueId": -1}, "mode": "POP"}]
     server.restart()                                        # the mode is kept (messageRequestMode.json)
     with BlockingClient(server.broker_addr) as c2:
+        assert c2.invoke(new_request(34, None, orjson.dumps(online)), 5).code == 0
         r = c2.invoke(new_request(400, None, orjson.dumps(body)), 5)
         assert orjson.loads(r.body_bytes())["messageQueueAssignments"][0]["mode"] == "POP"
 

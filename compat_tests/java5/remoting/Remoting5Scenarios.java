@@ -51,6 +51,8 @@ public class Remoting5Scenarios {
     static String ns;
     static String prefix;
     static final long WAIT_MS = 30000;
+    // generous RPC timeouts: these machines are shared, and a JVM's first requests are slow under load
+    static final int RPC_TIMEOUT_MS = 15000;
 
     public static void main(String[] args) throws Exception {
         ns = args[0];
@@ -66,6 +68,13 @@ public class Remoting5Scenarios {
                 ev.putAll(facts);
             } catch (java.lang.reflect.InvocationTargetException e) {
                 ev.put("error", String.valueOf(e.getCause()));
+                List<String> where = new ArrayList<>();
+                for (StackTraceElement f : e.getCause().getStackTrace()) {
+                    if (f.getClassName().equals(Remoting5Scenarios.class.getName())) {
+                        where.add(f.getMethodName() + ":" + f.getLineNumber());
+                    }
+                }
+                ev.put("at", where);
             }
             ev.put("ms", System.currentTimeMillis() - t0);
             System.out.println(JSON.toJSONString(ev));
@@ -79,6 +88,8 @@ public class Remoting5Scenarios {
         DefaultMQProducer p = new DefaultMQProducer(group);
         p.setNamesrvAddr(ns);
         p.setInstanceName(group + System.nanoTime());
+        p.setSendMsgTimeout(RPC_TIMEOUT_MS);
+        p.setMqClientApiTimeout(RPC_TIMEOUT_MS);
         p.start();
         return p;
     }
@@ -88,6 +99,7 @@ public class Remoting5Scenarios {
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
         c.setNamesrvAddr(ns);
         c.setInstanceName(group + System.nanoTime());
+        c.setMqClientApiTimeout(RPC_TIMEOUT_MS);
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.subscribe(topic, expression);
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
@@ -98,7 +110,7 @@ public class Remoting5Scenarios {
     }
 
     static DefaultMQAdminExt admin() throws MQClientException {
-        DefaultMQAdminExt a = new DefaultMQAdminExt();
+        DefaultMQAdminExt a = new DefaultMQAdminExt(RPC_TIMEOUT_MS);
         a.setNamesrvAddr(ns);
         a.setInstanceName("remoting5-admin" + System.nanoTime());
         a.start();
@@ -267,6 +279,7 @@ public class Remoting5Scenarios {
         DefaultLitePullConsumer c = new DefaultLitePullConsumer(topic + "Group");
         c.setNamesrvAddr(ns);
         c.setInstanceName(topic + System.nanoTime());
+        c.setMqClientApiTimeout(RPC_TIMEOUT_MS);
         c.setAutoCommit(false);
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.subscribe(topic, "*");
@@ -332,15 +345,23 @@ public class Remoting5Scenarios {
         Thread.sleep(1000);
         all.addAll(got1);
         all.addAll(got2);
-        c1.shutdown();
-        c2.shutdown();
-        api.setMessageRequestMode(addr, topic, topic + "PopGroup", MessageRequestMode.POP, 0, 5000);
-        Set<MessageQueueAssignment> popAssigned = api.queryAssignment(addr, topic, topic + "PopGroup",
-            inst.getClientId(), "AVG", MessageModel.CLUSTERING, 5000);
+        String popGroup = topic + "PopGroup";
+        api.setMessageRequestMode(addr, topic, popGroup, MessageRequestMode.POP, 0, 5000);
+        DefaultMQPushConsumer c3 = push(popGroup, topic, "*", new CopyOnWriteArrayList<>());
+        c3.setClientRebalance(false);
+        c3.start();
+        String cid3 = c3.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId();
         List<String> pop = new ArrayList<>();
-        for (MessageQueueAssignment a : popAssigned) {
-            pop.add(a.getMessageQueue().getQueueId() + ":" + a.getMode());
+        end = System.currentTimeMillis() + WAIT_MS;
+        while (pop.isEmpty() && System.currentTimeMillis() < end) {     // until the broker sees the consumer
+            Set<MessageQueueAssignment> popAssigned = api.queryAssignment(addr, topic, popGroup, cid3, "AVG",
+                MessageModel.CLUSTERING, 5000);
+            for (MessageQueueAssignment a : popAssigned == null ? Set.<MessageQueueAssignment>of() : popAssigned) {
+                pop.add(a.getMessageQueue().getQueueId() + ":" + a.getMode());
+            }
+            Thread.sleep(pop.isEmpty() ? 200 : 0);
         }
+        c3.shutdown();
         String retryRefused;
         try {
             api.setMessageRequestMode(addr, "%RETRY%" + group, group, MessageRequestMode.POP, 0, 5000);
@@ -348,6 +369,8 @@ public class Remoting5Scenarios {
         } catch (MQClientException e) {
             retryRefused = "refused " + e.getResponseCode();
         }
+        c1.shutdown();
+        c2.shutdown();
         p.shutdown();
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("assignedSizes", sizes);
