@@ -62,6 +62,7 @@ def _facts(namesrv: str) -> dict:
     assert not res.timed_out and res.returncode == 0, (res.stdout[-3000:], res.stderr[-3000:])
     facts = {e["op"]: {k: v for k, v in e.items() if k not in ("op", "ms")} for e in res.events}
     assert set(facts) == set(SCENARIOS), res.stdout[-3000:]
+    print(f"{namesrv}: " + ", ".join(f"{e['op']} {e.get('ms')} ms" for e in res.events))   # shown with -s
     return facts
 
 
