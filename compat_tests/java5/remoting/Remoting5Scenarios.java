@@ -167,6 +167,16 @@ public class Remoting5Scenarios {
         return route.getBrokerDatas().get(0).selectBrokerAddr();
     }
 
+    /** The queues of ``topic`` a push consumer holds now (its rebalance applied; a queue given up is dropped). */
+    static int held(DefaultMQPushConsumer c, String topic) {
+        int n = 0;
+        for (Map.Entry<MessageQueue, org.apache.rocketmq.client.impl.consumer.ProcessQueue> e
+            : c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().entrySet()) {
+            n += e.getKey().getTopic().equals(topic) && !e.getValue().isDropped() ? 1 : 0;
+        }
+        return n;
+    }
+
     static PopResult pop(MQClientAPIImpl api, String addr, String topic, String group, int max, long invisible)
         throws Exception {
         PopMessageRequestHeader h = new PopMessageRequestHeader();
@@ -324,7 +334,8 @@ public class Remoting5Scenarios {
                     MessageModel.CLUSTERING, 5000);
                 sizes.add(a == null ? -1 : a.size());
             }
-            if (sizes.get(0) + sizes.get(1) == 4 && sizes.get(0) > 0 && sizes.get(1) > 0) {
+            if (sizes.get(0) + sizes.get(1) == 4 && sizes.get(0) > 0 && sizes.get(1) > 0
+                && held(c1, topic) == sizes.get(0) && held(c2, topic) == sizes.get(1)) {   // and both applied it
                 break;
             }
             Thread.sleep(200);
