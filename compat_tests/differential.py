@@ -36,7 +36,11 @@ MAP_FIELDS = frozenset({
     "topicConfigTable", "subscriptionGroupTable", "brokerAddrTable", "clusterAddrTable", "brokerAddrs",
     "filterServerTable", "offsetTable", "topicQueueTable", "data", "subscriptionTable", "mqTable",
     "statusTable", "consumeStatsList", "configTable", "topicFilterTable", "consumerTable", "properties",
+    "messageRequestModeMap",
 })
+# data-keyed maps whose values are data-keyed maps too (messageRequestModeMap: topic -> group -> mode)
+NESTED_MAP_FIELDS = frozenset({"messageRequestModeMap"})
+_NESTED = "<nested map>"
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,33 @@ class Outcome:
 
     def as_dict(self) -> dict:
         return {"code": self.code, "remark": self.remark, "ext": self.ext, "body": self.body}
+
+
+# ---------------------------------------------------------------------------------------------- remark classes
+# What a 5.x comparison holds equal: the class of a remark that quotes an exception, not its text. Java 5.x
+# answers a missing header field or body with the JVM's NullPointerException text at whatever line first uses
+# it, a bad body with fastjson2's parser message; rmqd names the field, or its own parser's message.
+_REMARK_CLASSES = [
+    (re.compile(r"NullPointerException|the custom field <[^>]*> is null"), "<missing field>"),
+    (re.compile(r"NumberFormatException"), "<bad number>"),
+    (re.compile(r"JSONException|fastjson|[Bb]ad [\w ]*body|body is invalid|JSONDecodeError"), "<bad body>"),
+    (re.compile(r"IllegalArgumentException"), "<illegal argument>"),
+]
+
+
+def remark_class(remark: str | None) -> str | None:
+    """The class of a remark (see above), else the remark itself (masked)."""
+    if remark is None:
+        return None
+    for rx, name in _REMARK_CLASSES:
+        if rx.search(remark):
+            return name
+    return mask(remark)
+
+
+def classified(outcome: dict) -> dict:
+    """An outcome (``Outcome.as_dict``) with its remark replaced by its class."""
+    return dict(outcome, remark=remark_class(outcome.get("remark")))
 
 
 # ---------------------------------------------------------------------------------------------- masking
@@ -169,11 +200,11 @@ def shape(value: Any, name: str = "") -> Any:
     """The structure of a decoded JSON value: scalars become type names, lists the merged shape of their
     elements, data-keyed maps one ``<map>`` entry (the merged shape of their values)."""
     if isinstance(value, dict):
-        data_keyed = name in MAP_FIELDS or any(not isinstance(k, str) for k in value)
+        data_keyed = name in MAP_FIELDS or name == _NESTED or any(not isinstance(k, str) for k in value)
         if data_keyed:
             merged: Any = None
             for v in value.values():
-                s = shape(v)
+                s = shape(v, _NESTED if name in NESTED_MAP_FIELDS else "")
                 merged = s if merged is None else _merge(merged, s)
             return {"<map>": merged} if value else {}
         return {key_mask(str(k)): shape(v, str(k)) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}

@@ -49,6 +49,7 @@ from rmqd.processors.offset_query import OffsetQueryProcessor
 from rmqd.processors.pop_ack import AckMessageProcessor
 from rmqd.processors.pop_message import PopMessageProcessor
 from rmqd.processors.pull import PullMessageProcessor
+from rmqd.processors.recall import RecallMessageProcessor, Recaller
 from rmqd.processors.query import QueryMessageProcessor
 from rmqd.processors.queue_lock import QueueLockProcessor, RebalanceLockManager
 from rmqd.processors.reply import ReplyMessageProcessor
@@ -202,6 +203,10 @@ class BrokerController:
         self.send_processor.add_before_store(self.timer_message_service.before_store, TimerMessageService.MARKERS)
         self.send_processor.prepare_half_message = self.transactional_message_bridge.prepare_half_message
         self.send_processor.register(d, p["send"])
+        timer = self.timer_message_service
+        self.recaller = Recaller(c, lambda: ctx.role, self.topic_config_manager, self.store.put_message,
+                                 lambda: timer.max_delay_ms, lambda: self.identity.store_host)
+        RecallMessageProcessor(self.recaller, lambda: c.regionId).register(d, p["send"])
         self.pull_processor = PullMessageProcessor(ctx, p["pull"].submit)
         self.pull_processor.register(d, p["pull"])
         self.send_back_processor = SendMessageBackProcessor(ctx, self.schedule_message_service.max_level)
@@ -243,7 +248,8 @@ class BrokerController:
         self.ack_message_processor = AckMessageProcessor(self.pop_service, self.pop_executor)
         self.ack_message_processor.register(d)
         self.assignment_processor = AssignmentProcessor(c, self.topic_config_manager, self.consumer_manager,
-                                                        self.message_request_mode_manager)
+                                                        self.message_request_mode_manager,
+                                                        self.subscription_group_manager)
         self.assignment_processor.register(d, p["client"], p["admin"])
         # lite registry and delivery, priority/lite send hooks, lite remoting codes
         self.lite_priority.install(ctx, self.pop_service, self.pop_executor, self.send_processor, d, p)

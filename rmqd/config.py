@@ -312,6 +312,13 @@ class BrokerConfig(_PropertiesConfig):
         "defaultTopicQueueNums": 8,
         "enablePropertyFilter": True,
         "rejectTransactionMessage": False,
+        # 5.x: recall of timer messages (RECALL_MESSAGE; Java's default is off), also on a broker not writable
+        "recallMessageEnable": False,
+        "litePullMessageEnable": True,      # 5.x: LITE_PULL_MESSAGE (a 5.x DefaultLitePullConsumer's pulls)
+        # 5.x: INVOKE_BROKER_TO_RESET_OFFSET resets on the broker (each queue's next pull moves the consumer), not
+        # by a push to the clients (4.9.8's only way, kept when false)
+        "useServerSideResetOffset": True,
+        "allowRecallWhenBrokerNotWriteable": True,
         "traceTopicEnable": False,
         "defaultQueryMaxNum": 32,
         "storeReplyMessageEnable": True,
@@ -407,6 +414,8 @@ class BrokerConfig(_PropertiesConfig):
         "minInvisibleTimeMillsForRecv": 10000,
         "grpcClientConsumerMaxLongPollingTimeoutMillis": 20000,
         "grpcClientIdleTimeMills": 120000,
+        # the 5.x proxy's check that a gRPC send's message type is its topic's (rmqd.broker.message_type)
+        "enableTopicMessageTypeCheck": True,
     }
 
     @property

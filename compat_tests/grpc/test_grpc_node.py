@@ -17,8 +17,11 @@ SCENARIO = Path(__file__).with_name("node5_scenario.js")
 
 
 def _run_scenario(node5_dir: str, grpc_server) -> list[dict]:
-    for topic in ("N5Topic", "N5Push", "N5Change", "N5Dlq"):
+    for topic in ("N5Push", "N5Change", "N5Dlq"):
         grpc_server.create_topic(topic)
+    # N5Topic carries normal messages and one of a message group: a MIXED topic (a NORMAL one refuses the FIFO
+    # message, as the 5.x proxy's enableTopicMessageTypeCheck does)
+    grpc_server.create_topic("N5Topic", message_type="MIXED")
     grpc_server.create_topic("N5Delay", message_type="DELAY")
     grpc_server.create_topic("N5Tx", message_type="TRANSACTION")
     grpc_server.create_topic("N5Fifo", message_type="FIFO")

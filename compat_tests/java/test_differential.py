@@ -69,6 +69,10 @@ RMQD_OWN_PROPERTIES = {
     "tieredStoreIndexFileMaxIndexNum",
     # 5.x NamesrvConfig: run a controller in the name server's process (docs/controller.md)
     "enableControllerInNamesrv",
+    # 5.x BrokerConfig: recall, lite pull, server-side offset reset (docs/compatibility.md)
+    "recallMessageEnable", "allowRecallWhenBrokerNotWriteable", "litePullMessageEnable", "useServerSideResetOffset",
+    # the 5.x proxy's message-type check of gRPC sends
+    "enableTopicMessageTypeCheck",
 }
 
 MISSING_FIELD = ("Java 4.9.8's header decoder swallows its own \"the custom field <x> is null\" and leaves the "
@@ -96,6 +100,10 @@ KNOWN: dict[str, tuple[set[str], str]] = {
     "heartbeat with a body that is not JSON": ({"remark"}, FASTJSON),
     "create a group with a body of the wrong shape": ({"remark"}, FASTJSON),
     "lock batch with a body of the wrong shape": ({"remark"}, FASTJSON),
+    "heartbeat": ({"ext"}, "rmqd answers as 5.x does: IS_SUPPORT_HEART_BEAT_V2 and IS_SUB_CHANGE (heartbeat v2), "
+                  "which 4.x clients ignore"),
+    "reset offset of an unknown topic": ({"code", "remark"}, "rmqd resets offsets on the broker as 5.x does "
+                                         "(useServerSideResetOffset, on by default; off gives 4.9.8's answer)"),
 }
 
 

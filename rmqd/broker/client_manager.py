@@ -169,19 +169,29 @@ class ConsumerManager:
         self._groups: dict[str, ConsumerGroupInfo] = {}
         self._lock = threading.RLock()
         self.on_group_changed = on_group_changed
-        # 5.x's compensation table: group -> (consume type, topics) of the pulls and pops seen since start, kept
-        # after the group's clients leave (the lag metrics of Java's ConsumerLagCalculator cover those groups)
-        self._compensation: dict[str, tuple[str, frozenset[str]]] = {}
+        # 5.x's consumerCompensationTable: group -> (consume type, topic -> the subscription a pull named, or None
+        # for a pop), from the pulls and pops seen since start and kept after the group's clients leave: a group's
+        # subscription is read there when it has none registered (QUERY_SUBSCRIPTION_BY_CONSUMER), and the lag
+        # metrics cover those groups (Java's ConsumerLagCalculator reads getConsumerGroupInfo(group, true))
+        self._compensation: dict[str, tuple[str, dict[str, Optional[dict]]]] = {}
 
-    def compensate(self, group: str, consume_type: str, topic: str) -> None:
-        """A pull or pop of ``group`` on ``topic`` (not a retry topic): remember both (cheap when known)."""
+    def compensate(self, group: str, consume_type: str, topic: str, subscription: Optional[dict] = None) -> None:
+        """A pull naming its subscription, or a pop, of ``group`` on ``topic`` (Java compensateBasicConsumerInfo and
+        compensateSubscribeData); cheap when nothing changes."""
         entry = self._compensation.get(group)
-        if entry is not None and entry[0] == consume_type and topic in entry[1]:
+        if entry is not None and entry[0] == consume_type and topic in entry[1] and \
+                (subscription is None or entry[1][topic] == subscription):
             return
         with self._lock:
             entry = self._compensation.get(group)
-            topics = entry[1] if entry is not None else frozenset()
-            self._compensation[group] = (consume_type, topics | {topic})
+            topics = dict(entry[1]) if entry is not None else {}
+            if subscription is not None or topic not in topics:
+                topics[topic] = subscription
+            self._compensation[group] = (consume_type, topics)
+
+    def compensated_subscription(self, group: str, topic: str) -> Optional[dict]:
+        entry = self._compensation.get(group)
+        return entry[1].get(topic) if entry is not None else None
 
     def forget(self, group: str) -> None:
         """The group was deleted: drop what the compensation table kept of it."""
@@ -189,9 +199,9 @@ class ConsumerManager:
             self._compensation.pop(group, None)
 
     def groups_seen(self) -> dict[str, tuple[str, frozenset[str]]]:
-        """Every group online now or seen pulling/popping since start: group -> (consume type, topics); an
-        online group's own subscriptions win (5.x getConsumerGroupInfo(group, fromCompensationTable=true))."""
-        out = dict(self._compensation)
+        """Every group online now or in the compensation table: group -> (consume type, topics); an online group's
+        own subscriptions win (5.x getConsumerGroupInfo(group, fromCompensationTable=true))."""
+        out = {group: (ct, frozenset(topics)) for group, (ct, topics) in list(self._compensation.items())}
         for group, info in list(self._groups.items()):
             out[group] = (info.consume_type, frozenset(info.subscriptions))
         return out
@@ -211,15 +221,16 @@ class ConsumerManager:
             self.on_group_changed(group, list(info.channels))
 
     def register(self, group: str, channel: ClientChannelInfo, consume_type: str, message_model: str,
-                 consume_from_where: str, subscriptions: list[dict], notify: bool = True) -> bool:
-        """Heartbeat registration; returns True when membership or subscriptions changed."""
+                 consume_from_where: str, subscriptions: Optional[list[dict]], notify: bool = True) -> bool:
+        """Heartbeat registration; returns True when membership or subscriptions changed. ``subscriptions``
+        None: a 5.x heartbeat without them (v2, fingerprint unchanged): the group's stay as they are."""
         with self._lock:
             info = self._groups.get(group)
             if info is None:
                 info = self._groups[group] = ConsumerGroupInfo(group, consume_type, message_model,
                                                                consume_from_where)
             r1 = info.update_channel(channel, consume_type, message_model, consume_from_where)
-            r2 = info.update_subscriptions(subscriptions)
+            r2 = info.update_subscriptions(subscriptions) if subscriptions is not None else False
             changed = r1 or r2
         if changed:
             self._notify(group, info, notify)

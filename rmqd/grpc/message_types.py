@@ -7,8 +7,9 @@
   ILLEGAL_LITE_TOPIC (``GrpcValidator.validateLiteTopic``);
 - a priority on a topic whose ``message.type`` is not PRIORITY, a lite topic on a topic that is not LITE,
   or a message without a lite topic sent to a LITE topic: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, with the
-  proxy's ``DefaultTopicMessageTypeValidator`` text. (A message without a priority on a PRIORITY topic is
-  accepted, as the broker does over remoting: it is stored on a random queue.)
+  proxy's ``DefaultTopicMessageTypeValidator`` text. A message without a priority on a PRIORITY topic is a NORMAL
+  one: refused by the general check that follows (rmqd.broker.message_type, ``enableTopicMessageTypeCheck``);
+  over remoting the broker takes it, on a random queue.
 """
 from __future__ import annotations
 

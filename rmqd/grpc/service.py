@@ -15,6 +15,7 @@ from typing import Any, AsyncIterator, Callable, Optional
 
 from rmqd.filter.message_filter import ExpressionMessageFilter
 from rmqd.filter.errors import SQLParseError
+from rmqd.broker.message_type import send_conflict
 from rmqd.grpc import auth, message_types
 from rmqd.grpc.lite import LITE_CLIENT_TYPES, LiteGrpc
 from rmqd.grpc.routes import ClusterRoutes, assignments, local_route, message_queues
@@ -260,6 +261,9 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                                                                f"property key {bad[0]} is reserved")))
                 continue
             refused = message_types.check(tc, m, self.max_lite_topic_size)      # priority / lite topic
+            if refused is None:          # the proxy's enableTopicMessageTypeCheck (rmqd.broker.message_type)
+                conflict = send_conflict(self.broker.config.enableTopicMessageTypeCheck, tc, to_properties(m, None))
+                refused = (C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, conflict) if conflict else None
             if refused is not None:
                 entries.append(s.SendResultEntry(status=status(*refused), message_id=m.system_properties.message_id))
                 continue

@@ -31,6 +31,9 @@ V3_0_11 = 37  # brokers from this version send RegisterBrokerBody (with filter s
 V4_9_4 = 401  # clients from this version get standard JSON routes
 APPLY_TOPIC_URL = "http://rocketmq.apache.org/docs/faq/"
 CONFIG_BLACK_LIST = frozenset(("configBlackList", "configStorePath", "kvConfigPath"))
+GET_BROKER_MEMBER_GROUP = 901     # 5.x: the addresses of one broker group (a 5.x broker asks on start)
+BROKER_HEARTBEAT = 904            # 5.x: a broker's lightweight keep-alive between registrations
+NOT_SET_REMARK = "not set any response code"
 
 
 def suggest_todo(url: str) -> str:
@@ -85,6 +88,8 @@ class NamesrvProcessors:
             RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_has_unit_sub_un_unit_topic_list,
             RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
             RequestCode.GET_NAMESRV_CONFIG: self.get_config,
+            GET_BROKER_MEMBER_GROUP: self.get_broker_member_group,
+            BROKER_HEARTBEAT: self.broker_heartbeat,
         }
         for code, handler in table.items():
             dispatcher.register(code, handler)
@@ -198,12 +203,33 @@ class NamesrvProcessors:
         return _success()
 
     def register_topic_in_namesrv(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        (topic,) = require(request, "topic")
-        body = request.body_bytes()
-        if body:
+        """Add a topic's queue data (body TopicRouteData); without a topic or body nothing changes (as Java)."""
+        topic = (request.ext_fields or {}).get("topic")
+        body = request.body_bytes() if request.body is not None else b""
+        if topic and body:
             route = loads_lenient(body) or {}
             queue_datas = [QueueData.from_json(q) for q in route.get("queueDatas") or []]
             self.route_info.register_topic(topic, queue_datas)
+        return _success()
+
+    def get_broker_member_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """``{"brokerMemberGroup": {cluster, brokerName, brokerAddrs}}``: the group's registered addresses."""
+        ext = request.ext_fields or {}
+        cluster, name = ext.get("clusterName"), ext.get("brokerName")     # Java: absent fields stay null
+        with self.route_info.lock:
+            data = self.route_info.brokerAddrTable.get(name) if name is not None else None
+            addrs = dict(data.brokerAddrs) if data is not None else {}
+        group: dict[str, Any] = {"brokerAddrs": addrs}
+        if name is not None:
+            group["brokerName"] = name
+        if cluster is not None:
+            group["cluster"] = cluster
+        return new_response(ResponseCode.SUCCESS, NOT_SET_REMARK, None, dumps({"brokerMemberGroup": group}))
+
+    def broker_heartbeat(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """Refresh a registered broker's liveness (an unknown address is ignored, as Java)."""
+        _cluster, broker_addr, _name = require(request, "clusterName", "brokerAddr", "brokerName")
+        self.route_info.update_broker_info_update_timestamp(broker_addr)
         return _success()
 
     def get_topics_by_cluster(self, conn: Any, request: RemotingCommand) -> RemotingCommand:

@@ -211,7 +211,7 @@ class PopService(ReviveMixin):
             raise PopError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] peeking message is forbidden")
         if queue_id >= tc.read_queue_nums:
             raise PopError(INVALID_PARAMETER, f"queueId[{queue_id}] is illegal, topic:[{topic}] "
-                                              f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{client}]")
+                                              f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[/{client}]")
         sg, err = check_consume_group(self.groups, group, FAQ_GROUP)
         if err is not None:
             raise PopError(*err)
@@ -588,6 +588,22 @@ class PopService(ReviveMixin):
             self.polling.notify_threadsafe(ck_topic)
             self._tell_orderly(ck_topic, group, extra.queue_id, None)
         return len(live)
+
+    def batch_ack_in_range(self, group: str, topic: str, extra: ExtraInfo, offsets: list[int]) -> int:
+        """One entry of a BATCH_ACK_MESSAGE, as Java's AckMessageProcessor takes it: an unknown topic or queue is
+        skipped and offsets outside the queue's [min, max] are left out, silently; the rest is :meth:`batch_ack`.
+        Returns how many were still invisible."""
+        ck_topic = real_topic(topic, group, extra.retry)
+        tc = self.topics.get(ck_topic)
+        if tc is None or not 0 <= extra.queue_id < tc.read_queue_nums:
+            log.info("batch ack of %s@%s queue %d: no such topic or queue; skipped", group, ck_topic, extra.queue_id)
+            return 0
+        mn = self.store.get_min_offset(ck_topic, extra.queue_id)
+        mx = self.store.get_max_offset(ck_topic, extra.queue_id)
+        kept = [o for o in offsets if mn <= o <= mx]
+        if not kept:
+            return 0
+        return self.batch_ack(group, topic, extra, kept)
 
     def _tell_orderly(self, topic: str, group: str, qid: int, deadline: Optional[int]) -> None:
         for fn in self.orderly_listeners:

@@ -38,6 +38,32 @@ def validate_topic(topic: Optional[str]) -> Optional[RemotingCommand]:
     return None
 
 
+def validate_topic_5x(topic: Optional[str]) -> Optional[str]:
+    """5.x TopicValidator.validateTopic: the remark refusing ``topic``, or None if fine."""
+    if not topic or not topic.strip():
+        return "The specified topic is blank."
+    if not TOPIC_NAME_RE.match(topic):
+        return f"The specified topic: {topic}, contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if topic.startswith((C.RETRY_GROUP_TOPIC_PREFIX, C.DLQ_GROUP_TOPIC_PREFIX)):
+        if len(topic) > 255:
+            return (f"The specified topic is DLQ or Retry topic: {topic}, and it's longer than topic max "
+                    f"length: 255")
+    elif len(topic) > 127:
+        return f"The specified topic: {topic}, is longer than topic max length: 127"
+    return None
+
+
+def validate_group(group: Any) -> Optional[str]:
+    """5.x TopicValidator.validateGroup: the remark refusing ``group``, or None if fine."""
+    if not isinstance(group, str) or not group.strip():
+        return "The specified group is blank."
+    if not TOPIC_NAME_RE.match(group):
+        return f"The specified group: {group}, contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(group) > 120:
+        return f"The specified group: {group}, is longer than group max length: 120"
+    return None
+
+
 def broker_system_topics(config: Any) -> set[str]:
     """The names the Java broker's TopicConfigManager adds to TopicValidator's system set at start: its
     cluster, its broker name, ``<cluster>_REPLY_TOPIC`` and, with traceTopicEnable, the trace topic."""
@@ -62,9 +88,9 @@ def slave_error(ctx: BrokerContext) -> Optional[RemotingCommand]:
     return None
 
 
-def json_response(obj: Any, ext: Optional[dict] = None) -> RemotingCommand:
+def json_response(obj: Any, ext: Optional[dict] = None, remark: Optional[str] = None) -> RemotingCommand:
     """SUCCESS with a fastjson-dialect body (MessageQueue keys as objects, int keys unquoted)."""
-    return new_response(ResponseCode.SUCCESS, None, ext, fastjson.dumps(obj))
+    return new_response(ResponseCode.SUCCESS, remark, ext, fastjson.dumps(obj))
 
 
 def offset_wrapper(store: Any, offsets: Any, group: str, topic: str, queue_id: int) -> tuple[dict, int]:

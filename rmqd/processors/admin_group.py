@@ -6,7 +6,9 @@ GET_PRODUCER_CONNECTION_LIST (204), GET_ALL_PRODUCER_INFO (328), QUERY_TOPIC_CON
 INVOKE_BROKER_TO_RESET_OFFSET (222, pushes RESET_CONSUMER_CLIENT_OFFSET 220),
 INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, asks clients with 221), CLONE_GROUP_OFFSET (314),
 QUERY_CONSUME_TIME_SPAN (303), QUERY_CORRECTION_OFFSET (308), CONSUME_MESSAGE_DIRECTLY (309 relay),
-GET_BROKER_CONSUME_STATS (317), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45).
+GET_BROKER_CONSUME_STATS (317), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45); 5.x:
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225), GET_SUBSCRIPTIONGROUP_CONFIG (352), QUERY_TOPICS_BY_CONSUMER (343),
+QUERY_SUBSCRIPTION_BY_CONSUMER (345), UPDATE_AND_GET_GROUP_FORBIDDEN (353).
 
 Java: ``AdminBrokerProcessor``, ``Broker2Client`` (README §3.5).
 """
@@ -18,7 +20,8 @@ import time
 from typing import Any
 
 from rmqd.broker.context import BrokerContext
-from rmqd.processors.admin_common import consume_stats, json_response, slave_error
+from rmqd.config import BrokerRole
+from rmqd.processors.admin_common import consume_stats, json_response, slave_error, validate_group
 from rmqd.processors.client_manage import parse_json_body
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -31,8 +34,24 @@ from rmqd.store.metadata import SubscriptionGroupConfig
 
 
 GET_ALL_PRODUCER_INFO = 328
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST = 225
+QUERY_TOPICS_BY_CONSUMER = 343
+QUERY_SUBSCRIPTION_BY_CONSUMER = 345
+GET_SUBSCRIPTIONGROUP_CONFIG = 352
+UPDATE_AND_GET_GROUP_FORBIDDEN = 353
+INVALID_PARAMETER = 29
+INDEX_PERM_READ = 2            # PermName.INDEX_PERM_READ: the forbidden bit a pull checks
+_SUBSCRIPTION_FIELDS = ("classFilterMode", "codeSet", "expressionType", "subString", "subVersion", "tagsSet", "topic")
+# SubscriptionGroupConfig fields of 5.x that rmqd does not keep, with the values 5.x gives a group by default
+_GROUP_5X_DEFAULTS = {"consumeMessageOrderly": False, "consumeTimeoutMinute": 15,
+                      "groupRetryPolicy": {"type": "CUSTOMIZED"}, "groupSysFlag": 0}
 
 log = logging.getLogger(__name__)
+
+
+def group_config_5x(sg: SubscriptionGroupConfig) -> dict:
+    """A group config as the 5.x broker writes one: every field of its SubscriptionGroupConfig."""
+    return {**_GROUP_5X_DEFAULTS, **sg.to_json(), "attributes": dict(sg.attributes or {})}
 
 
 def _java_date(ms: int) -> str:
@@ -84,6 +103,93 @@ class GroupAdminProcessor:
         if not wrapper.get("subscriptionGroupTable"):
             return error_response(ResponseCode.SYSTEM_ERROR, "No subscription group in this broker")
         return json_response(wrapper)
+
+    # ------------------------------------------------------------------ 225 / 352 (5.x)
+    def update_and_create_subscription_group_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """Body ``{"groupConfigList": [SubscriptionGroupConfig]}``: every name checked first (INVALID_PARAMETER),
+        then all applied."""
+        ctx = self.ctx
+        err = slave_error(ctx)
+        if err is not None:
+            return err
+        data = parse_json_body(request)
+        items = data.get("groupConfigList") if isinstance(data, dict) else None
+        if not isinstance(items, list) or not all(isinstance(d, dict) for d in items):
+            return error_response(ResponseCode.SYSTEM_ERROR, "the subscription group list body is invalid")
+        configs = []
+        for d in items:
+            bad = validate_group(d.get("groupName"))
+            if bad is not None:
+                return error_response(INVALID_PARAMETER, bad)
+            sg = SubscriptionGroupConfig.from_json(d)
+            old = ctx.groups.table.get(sg.group_name)
+            try:
+                sg.attributes = group_attributes.alter(old is None, dict(old.attributes) if old else {}, sg.attributes)
+            except group_attributes.AttributeValueError as exc:
+                return error_response(ResponseCode.SYSTEM_ERROR, str(exc))
+            configs.append(sg)
+        log.info("updateAndCreateSubscriptionGroupList called by %s: %s", conn.remote_address,
+                 [sg.group_name for sg in configs])
+        t0 = time.monotonic()
+        for sg in configs:
+            ctx.groups.update(sg)
+        copied = ctx.replication.wait_groups_replicated(ctx.config.slaveTimeout / 1000)
+        for _ in configs:
+            ctx.metrics.messages.on_create("group", time.monotonic() - t0, copied)
+        if not copied:
+            return error_response(ResponseCode.SYSTEM_ERROR, "subscription groups updated on the master but not "
+                                  "copied by every in-sync replica within slaveTimeout; retry")
+        return new_response()
+
+    def get_subscription_group_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """One group's config (auto-created when autoCreateSubscriptionGroup is on, as Java's lookup does)."""
+        (group,) = require(request, "group")
+        sg = self.ctx.groups.find(group)
+        if sg is None:
+            log.error("No group in this broker, client: %s group: %s", conn.remote_address, group)
+            return error_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+        return json_response(group_config_5x(sg))
+
+    # ------------------------------------------------------------------ 343 / 345 / 353 (5.x)
+    def query_topics_by_consumer(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """The topics ``group`` has committed offsets of, and this broker's address."""
+        (group,) = require(request, "group")
+        topics = sorted(self.ctx.offsets.which_topic_by_consumer(group))
+        return json_response({"brokerAddr": self.ctx.identity.address, "topicList": topics})
+
+    def query_subscription_by_consumer(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """The subscription an online ``group`` registered for ``topic`` (absent when it has none)."""
+        (group,) = require(request, "group")
+        topic = (request.ext_fields or {}).get("topic")
+        body: dict = {"group": group, "topic": topic}
+        consumers = self.ctx.consumers
+        info = consumers.get(group)
+        entry = info.subscriptions.get(topic) if info is not None and topic is not None else None
+        data = entry.data if entry is not None else \
+            consumers.compensated_subscription(group, topic) if topic is not None else None
+        if data is not None:
+            body["subscriptionData"] = {k: data.get(k) for k in _SUBSCRIPTION_FIELDS if k in data}
+        if topic is None:
+            del body["topic"]
+        return json_response(body)
+
+    def update_and_get_group_forbidden(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """``readable=false`` forbids ``group`` to pull ``topic``, ``true`` allows it again, absent only reads;
+        answers the state (remark "", as Java)."""
+        (group,) = require(request, "group")
+        groups = self.ctx.groups
+        ext = request.ext_fields or {}
+        topic, readable = ext.get("topic"), ext.get("readable")
+        if topic is None:             # Java reads a null topic as never forbidden; it cannot set one
+            if readable is not None or groups.forbidden.get(group):
+                require(request, "topic")
+            return json_response({"group": group, "readable": True}, remark="")
+        if readable is not None:
+            log.info("updateAndGetGroupForbidden called by %s for %s@%s readable=%s", conn.remote_address, group,
+                     topic, readable)
+            groups.update_forbidden(group, topic, INDEX_PERM_READ, readable.strip().lower() != "true")
+        body = {"group": group, "readable": not groups.get_forbidden(group, topic, INDEX_PERM_READ), "topic": topic}
+        return json_response(body, remark="")
 
     def delete_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         ctx = self.ctx
@@ -199,10 +305,53 @@ class GroupAdminProcessor:
                 target if (force or target < committed) else committed
         return table
 
+    def _reset_offset_server_side(self, topic: str, group: str, queue_id: int, timestamp: int,
+                                  offset: Any) -> RemotingCommand:
+        """5.x's resetOffsetInner: the target offsets (of one queue, or of every read queue by ``timestamp``; a
+        negative timestamp is the queue's end) kept for each queue's next pull; answers ResetOffsetBody."""
+        ctx = self.ctx
+        if ctx.role is BrokerRole.SLAVE:
+            return error_response(ResponseCode.SYSTEM_ERROR, "Can not reset offset in slave broker")
+        tc = ctx.topics.get(topic)
+        if tc is None:
+            log.warning("Reset offset failed, topic does not exist. topic=%s, group=%s", topic, group)
+            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} does not exist")
+        if group not in ctx.groups.table:
+            log.warning("Reset offset failed, group does not exist. topic=%s, group=%s", topic, group)
+            return error_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} does not exist")
+        store = ctx.store
+
+        def by_time(qid: int) -> int:
+            return store.get_max_offset(topic, qid) if timestamp < 0 else \
+                max(0, store.get_offset_by_time(topic, qid, timestamp))
+
+        targets: dict[int, int] = {}
+        if queue_id >= 0:
+            if offset is not None and int(offset) != -1:
+                mn, mx = store.get_min_offset(topic, queue_id), store.get_max_offset(topic, queue_id)
+                if (mn >= 0 and int(offset) < mn) or int(offset) > mx + 1:
+                    return error_response(ResponseCode.SYSTEM_ERROR,
+                                          f"Target offset {offset} not in consume queue range [{mn}-{mx}]")
+                targets[queue_id] = int(offset)
+            else:
+                targets[queue_id] = by_time(queue_id)
+        else:
+            targets = {qid: by_time(qid) for qid in range(tc.read_queue_nums)}
+        if not targets:
+            return error_response(ResponseCode.SYSTEM_ERROR, "No queues to reset.")
+        for qid, target in targets.items():
+            ctx.offsets.assign_reset_offset(topic, group, qid, target)
+        log.info("Reset offset, topic=%s, group=%s, queues=%s", topic, group, targets)
+        name = ctx.config.brokerName
+        return json_response({"offsetTable": {fastjson.MessageQueue(topic, name, q): o for q, o in targets.items()}})
+
     def invoke_broker_to_reset_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topic, group, timestamp = require(request, "topic", "group", "timestamp")
         force = ext_bool(request, "isForce")
         ts = int(timestamp)
+        if self.ctx.config.useServerSideResetOffset:
+            ext = request.ext_fields or {}
+            return self._reset_offset_server_side(topic, group, int(ext.get("queueId") or -1), ts, ext.get("offset"))
         table = self._reset_offset_table(topic, group, ts, force)
         if isinstance(table, RemotingCommand):
             return table
@@ -397,3 +546,9 @@ class GroupAdminProcessor:
         dispatcher.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self.consume_message_directly)
         dispatcher.register(RequestCode.GET_ALL_CONSUMER_OFFSET, self.get_all_consumer_offset, pool)
         dispatcher.register(RequestCode.GET_ALL_DELAY_OFFSET, self.get_all_delay_offset, pool)
+        dispatcher.register(UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, self.update_and_create_subscription_group_list,
+                            pool)
+        dispatcher.register(GET_SUBSCRIPTIONGROUP_CONFIG, self.get_subscription_group_config, pool)
+        dispatcher.register(QUERY_TOPICS_BY_CONSUMER, self.query_topics_by_consumer, pool)
+        dispatcher.register(QUERY_SUBSCRIPTION_BY_CONSUMER, self.query_subscription_by_consumer, pool)
+        dispatcher.register(UPDATE_AND_GET_GROUP_FORBIDDEN, self.update_and_get_group_forbidden, pool)

@@ -1,5 +1,10 @@
 """Store admin codes: QUERY_CONSUME_QUEUE (321, ``mqadmin queryCq``) and DELETE_EXPIRED_COMMITLOG (329,
-``mqadmin deleteExpiredCommitLog``).
+``mqadmin deleteExpiredCommitLog``); 5.x's EXPORT_ROCKSDB_CONFIG_TO_JSON (355, ``mqadmin exportRocksDBConfigToJson``)
+and POP_ROLLBACK (200056, ``mqadmin exportPopRecord``).
+
+The two 5.x codes move data out of RocksDB (metadata, POP records) into the JSON and file stores. rmqd keeps
+its metadata in JSON files and its POP checkpoints in the file store already, so, like a Java broker running
+on the same stores, they have nothing to move and answer success.
 
 Java: ``AdminBrokerProcessor.queryConsumeQueue`` / ``deleteExpiredCommitLog``. Both read or change store
 files, so they run in the admin pool.
@@ -19,6 +24,9 @@ from rmqd.remoting.command import RemotingCommand, error_response, new_response,
 log = logging.getLogger(__name__)
 
 _CQ_UNIT = struct.Struct(">qiq")
+EXPORT_ROCKSDB_CONFIG_TO_JSON = 355
+POP_ROLLBACK = 200056
+_CONFIG_TYPES = ("topics", "subscriptionGroups", "consumerOffsets")
 
 
 class StoreAdminProcessor:
@@ -67,10 +75,29 @@ class StoreAdminProcessor:
         log.warning("invoke deleteExpiredCommitLog end: %d commit log file(s) deleted", deleted)
         return new_response()
 
+    def export_rocksdb_config_to_json(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """``configType``: ``;``-separated names of topics / subscriptionGroups / consumerOffsets (an unknown one
+        is refused as Java's header parser refuses it); the files are JSON already."""
+        (config_type,) = require(request, "configType")
+        for name in (n for n in config_type.split(";") if n):
+            if name.strip().lower() not in (t.lower() for t in _CONFIG_TYPES):
+                return error_response(ResponseCode.SYSTEM_ERROR,
+                                      f"java.lang.IllegalArgumentException: Unknown config type: {name}")
+        log.info("exportRocksDBConfigToJson(%s) from %s: rmqd's metadata is JSON already", config_type,
+                 getattr(conn, "remote_address", "?"))
+        return new_response(ResponseCode.SUCCESS, "export done.")
+
+    def pop_rollback(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """Move POP records from the RocksDB POP store back to the file store: rmqd has only the file store."""
+        log.info("POP_ROLLBACK from %s: POP records are in the file store already", getattr(conn, "remote_address", "?"))
+        return new_response(ResponseCode.SUCCESS, NOT_SET_REMARK)
+
     def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
         """Register the codes this processor answers (in ``pool``, or on the loop where noted)."""
         dispatcher.register(RequestCode.QUERY_CONSUME_QUEUE, self.query_consume_queue, pool)
         dispatcher.register(RequestCode.DELETE_EXPIRED_COMMITLOG, self.delete_expired_commit_log, pool)
+        dispatcher.register(EXPORT_ROCKSDB_CONFIG_TO_JSON, self.export_rocksdb_config_to_json, pool)
+        dispatcher.register(POP_ROLLBACK, self.pop_rollback, pool)
 
 
 def _file_end(cq: Any, index: int) -> int:

@@ -1,6 +1,7 @@
 """Topic admin codes: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215),
 GET_ALL_TOPIC_CONFIG (21), GET_TOPIC_STATS_INFO (202), GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305),
-CLEAN_EXPIRED_CONSUMEQUEUE (306), CLEAN_UNUSED_TOPIC (316).
+CLEAN_EXPIRED_CONSUMEQUEUE (306), CLEAN_UNUSED_TOPIC (316); 5.x: UPDATE_AND_CREATE_TOPIC_LIST (18),
+GET_TOPIC_CONFIG (351).
 
 Java: ``AdminBrokerProcessor`` (README §3.5).  Handlers block on metadata persistence and the
 store: they run in the admin pool.
@@ -12,8 +13,9 @@ import time
 from typing import Any
 
 from rmqd.broker.context import BrokerContext
-from rmqd.processors.admin_common import (check_system_topic, json_response, slave_error,
-                                          validate_topic)
+from rmqd.processors.admin_common import (NOT_SET_REMARK, check_system_topic, json_response, slave_error,
+                                          validate_topic, validate_topic_5x)
+from rmqd.processors.client_manage import parse_json_body
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
@@ -23,6 +25,15 @@ from rmqd.store.metadata import SCHEDULE_TOPIC, TopicConfig
 
 
 log = logging.getLogger(__name__)
+
+UPDATE_AND_CREATE_TOPIC_LIST = 18
+GET_TOPIC_CONFIG = 351
+INVALID_PARAMETER = 29          # 5.x ResponseCode: what its admin codes answer a bad name
+
+
+def topic_config_5x(tc: TopicConfig) -> dict:
+    """A topic config as the 5.x broker writes one (``attributes`` always present)."""
+    return {**tc.to_json(), "attributes": dict(tc.attributes or {})}
 
 
 class TopicAdminProcessor:
@@ -61,6 +72,63 @@ class TopicAdminProcessor:
             return error_response(ResponseCode.SYSTEM_ERROR, f"topic {topic} created on the master but not copied "
                                   f"by every in-sync replica within slaveTimeout; retry the update")
         return new_response()
+
+    # ------------------------------------------------------------------ 18 (5.x)
+    def update_and_create_topic_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """Body ``{"topicConfigList": [TopicConfig]}``; each name is checked as 5.x does (INVALID_PARAMETER).
+
+        Java answers SUCCESS as soon as it meets a config equal to the existing one, creating nothing of the
+        list; rmqd answers the same SUCCESS but applies the others (docs/compatibility.md)."""
+        ctx = self.ctx
+        err = slave_error(ctx)
+        if err is not None:
+            return err
+        data = parse_json_body(request)
+        items = data.get("topicConfigList") if isinstance(data, dict) else None
+        if not isinstance(items, list) or not all(isinstance(d, dict) for d in items):
+            return error_response(ResponseCode.SYSTEM_ERROR, "the topic config list body is invalid")
+        mgr, tcs = ctx.topics, []
+        for d in items:
+            topic = d.get("topicName")
+            remark = validate_topic_5x(topic)
+            if remark is None and check_system_topic(topic, ctx.config) is not None:
+                remark = f"The topic[{topic}] is conflict with system topic."
+            if remark is not None:
+                return error_response(INVALID_PARAMETER, remark)
+            attrs_in = {str(k): str(v) for k, v in (d.get("attributes") or {}).items()}
+            if attrs_in.get("+message.type", "").upper() == "MIXED" and not ctx.config.extra.get(
+                    "enableMixedMessageType", "false").lower() == "true":
+                return error_response(INVALID_PARAMETER, "MIXED message type is not supported.")
+            old = mgr.get(topic)
+            try:
+                attrs = topic_attributes.alter(old is None, old.attributes if old else {}, attrs_in)
+                tc = TopicConfig(topic, int(d.get("readQueueNums", 16)), int(d.get("writeQueueNums", 16)),
+                                 int(d.get("perm", 6)), str(d.get("topicFilterType") or "SINGLE_TAG"),
+                                 int(d.get("topicSysFlag") or 0), bool(d.get("order", False)), attrs)
+            except (topic_attributes.AttributeValueError, TypeError, ValueError) as exc:
+                return error_response(ResponseCode.SYSTEM_ERROR, str(exc))
+            if tc != old:
+                tcs.append(tc)
+        log.info("updateAndCreateTopicList called by %s: %s", conn.remote_address, [tc.topic_name for tc in tcs])
+        t0 = time.monotonic()
+        mgr.update_many(tcs)
+        copied = ctx.replication.wait_topics_replicated(ctx.config.slaveTimeout / 1000)
+        for tc in tcs:
+            ctx.metrics.messages.on_create("topic", time.monotonic() - t0, copied, mgr.is_system_topic(tc.topic_name))
+        if not copied:
+            return error_response(ResponseCode.SYSTEM_ERROR, "topics created on the master but not copied by every "
+                                  "in-sync replica within slaveTimeout; retry the update")
+        return new_response(ResponseCode.SUCCESS, NOT_SET_REMARK)
+
+    # ------------------------------------------------------------------ 351 (5.x)
+    def get_topic_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """The topic's config (``lo=true`` would add its static-topic mapping: rmqd has none)."""
+        (topic,) = require(request, "topic")
+        tc = self.ctx.topics.get(topic)
+        if tc is None:
+            log.error("No topic in this broker, client: %s topic: %s", conn.remote_address, topic)
+            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
+        return json_response(topic_config_5x(tc))
 
     # ------------------------------------------------------------------ 215
     def delete_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -132,6 +200,8 @@ class TopicAdminProcessor:
         dispatcher.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, self.get_system_topic_list, pool)
         dispatcher.register(RequestCode.CLEAN_UNUSED_TOPIC, self.clean_unused_topics, pool)
         dispatcher.register(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, self.clean_expired_consume_queues, pool)
+        dispatcher.register(UPDATE_AND_CREATE_TOPIC_LIST, self.update_and_create_topic_list, pool)
+        dispatcher.register(GET_TOPIC_CONFIG, self.get_topic_config, pool)
 
 
 _KEPT_WHEN_UNUSED = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC"})

@@ -1,4 +1,5 @@
-"""Server-side rebalance for 5.x remoting consumers: QUERY_ASSIGNMENT 400, SET_MESSAGE_REQUEST_MODE 401.
+"""Server-side rebalance for 5.x remoting consumers: QUERY_ASSIGNMENT 400, SET_MESSAGE_REQUEST_MODE 401,
+GET_ALL_MESSAGE_REQUEST_MODE 402.
 
 Java: ``QueryAssignmentProcessor`` and ``MessageRequestModeManager`` (``config/messageRequestMode.json``).
 A (topic, group) is in PULL mode (default, ``defaultMessageRequestMode``) or POP mode (5.x mqadmin
@@ -14,6 +15,7 @@ from typing import Any, Optional
 import orjson
 
 from rmqd.constants import is_retry_topic
+from rmqd.processors.client_manage import parse_json_body
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 
 QUERY_ASSIGNMENT = 400
 SET_MESSAGE_REQUEST_MODE = 401
+GET_ALL_MESSAGE_REQUEST_MODE = 402
 PULL, POP = "PULL", "POP"
 
 
@@ -65,18 +68,38 @@ def allocate_averagely(mqs: list, cids: list[str], cid: str) -> list:
     return [mqs[(start + i) % len(mqs)] for i in range(max(rng, 0))]
 
 
+def allocate_for_pop(mqs: list, cids: list[str], cid: str, share: int) -> list:
+    """QueryAssignmentProcessor.allocate4Pop: with no sharing (``popShareQueueNum`` 0, or as many as the other
+    clients) every client pops every queue (queue -1); else its own queues and those of the ``share`` clients
+    after it in the sorted client list."""
+    if share <= 0 or share >= len(cids) - 1:
+        return [{**mqs[0], "queueId": -1}] if mqs else []
+    if len(cids) > len(mqs):
+        return allocate_averagely(mqs, cids, cid)
+    out = list(allocate_averagely(mqs, cids, cid))
+    if cid in cids:
+        index = cids.index(cid)
+        for _ in range(share):
+            index = (index + 1) % len(cids)
+            out += [mq for mq in allocate_averagely(mqs, cids, cids[index]) if mq not in out]
+    return out
+
+
 class AssignmentProcessor:
     """Reads the broker's config (name, default request mode), its topics and the consumer table."""
 
-    def __init__(self, config: Any, topics: Any, consumers: Any, modes: MessageRequestModeManager) -> None:
+    def __init__(self, config: Any, topics: Any, consumers: Any, modes: MessageRequestModeManager,
+                 groups: Any = None) -> None:
         self.config = config
         self.topics = topics
         self.consumers = consumers
         self.modes = modes
+        self.groups = groups            # find(group): the mode of a group that does not exist is refused
 
     def register(self, dispatcher: Dispatcher, client_pool: ProcessorPool, admin_pool: ProcessorPool) -> None:
         dispatcher.register(QUERY_ASSIGNMENT, self.query_assignment, client_pool)
         dispatcher.register(SET_MESSAGE_REQUEST_MODE, self.set_message_request_mode, admin_pool)
+        dispatcher.register(GET_ALL_MESSAGE_REQUEST_MODE, self.get_all_message_request_mode, admin_pool)
 
     def _mode(self, topic: str, group: str) -> dict:
         body = self.modes.get(topic, group)
@@ -86,7 +109,9 @@ class AssignmentProcessor:
         return {"topic": topic, "consumerGroup": group, "mode": mode, "popShareQueueNum": 0}
 
     def query_assignment(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        body = orjson.loads(bytes(request.body or b"{}"))
+        body = parse_json_body(request)
+        if not isinstance(body, dict):
+            return error_response(ResponseCode.SYSTEM_ERROR, "the query assignment body is invalid")
         topic, group, cid = body.get("topic"), body.get("consumerGroup"), body.get("clientId")
         model = body.get("messageModel") or "CLUSTERING"
         if not topic or not group:
@@ -99,24 +124,37 @@ class AssignmentProcessor:
             mqs = [{"topic": topic, "brokerName": name, "queueId": q} for q in range(tc.read_queue_nums)]
             if model == "BROADCASTING":
                 assigned = mqs
-            elif mode["mode"] == POP:
-                assigned = [{"topic": topic, "brokerName": name, "queueId": -1}]
             else:
                 info = self.consumers.get(group)
                 cids = sorted(info.client_ids()) if info is not None else []
-                assigned = allocate_averagely(mqs, cids, cid) if cids else None
-        out = None if assigned is None else [{"messageQueue": mq, "mode": mode["mode"], "attachments": {}}
-                                             for mq in assigned]
-        return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps({"messageQueueAssignments": out}))
+                if not cids:                     # Java: no consumer id list, no assignment
+                    assigned = None
+                elif mode["mode"] == POP:
+                    assigned = allocate_for_pop(mqs, cids, cid, int(mode.get("popShareQueueNum") or 0))
+                else:
+                    assigned = allocate_averagely(mqs, cids, cid)
+        body = {} if assigned is None else {
+            "messageQueueAssignments": [{"messageQueue": mq, "mode": mode["mode"]} for mq in assigned]}
+        return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
+
+    def get_all_message_request_mode(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """messageRequestMode.json as it stands."""
+        return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(self.modes.encoded()))
 
     def set_message_request_mode(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        body = orjson.loads(bytes(request.body or b"{}"))
+        body = parse_json_body(request)
+        if not isinstance(body, dict):
+            return error_response(ResponseCode.SYSTEM_ERROR, "the message request mode body is invalid")
         topic, group = body.get("topic"), body.get("consumerGroup")
         mode = str(body.get("mode") or PULL).upper()
         if not topic or not group or mode not in (PULL, POP):
             return error_response(ResponseCode.SYSTEM_ERROR, "topic, consumerGroup and mode (PULL or POP) are required")
         if is_retry_topic(topic):
             return error_response(ResponseCode.NO_PERMISSION, "retry topic is not allowed to set mode")
+        if self.topics.get(topic) is None:
+            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        if self.groups is not None and self.groups.find(group) is None:
+            return error_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "subscription group does not exist")
         self.modes.set({"topic": topic, "consumerGroup": group, "mode": mode,
                         "popShareQueueNum": int(body.get("popShareQueueNum") or 0)})
         return new_response(ResponseCode.SUCCESS)

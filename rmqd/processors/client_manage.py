@@ -19,11 +19,19 @@ from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response, require
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
-from rmqd.remoting.java_errors import NullBodyError
+from rmqd.remoting.java_errors import BadBodyError, NullBodyError
 from rmqd.store.metadata import retry_topic
 
 
 log = logging.getLogger(__name__)
+
+
+def _int(value: Any) -> int:
+    """A JSON number (or numeric text) as an int; anything else 0."""
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def parse_json_body(request: RemotingCommand) -> Any:
@@ -35,12 +43,18 @@ def parse_json_body(request: RemotingCommand) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
+        pass
+    try:
         return fastjson.loads_lenient(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadBodyError(f"{type(exc).__name__}: {exc}") from None
 
 
 class ClientManageProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
+        # 5.x heartbeat v2: the fingerprint of each group's last heartbeat (Java's consumerGroupHeartbeatTable)
+        self._fingerprints: dict[str, int] = {}
 
     def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
         dispatcher.register(RequestCode.HEART_BEAT, self.heart_beat, pool)
@@ -50,14 +64,30 @@ class ClientManageProcessor:
 
     # ------------------------------------------------------------------ HEART_BEAT
     def heart_beat(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """Registers the consumers and producers of a client. 5.x heartbeat v2: a body with a non-zero
+        ``heartbeatFingerprint`` may leave its subscriptions out (``withoutSub``/``isWithoutSub``: the group's
+        stay as they are); the answer tells whether the group's fingerprint changed since its last heartbeat
+        (``IS_SUB_CHANGE``: the client then sends them again) and that v2 is understood. A heartbeat without
+        subscriptions for a group rmqd holds none of (it restarted) is answered "changed" too, so the client
+        sends them (Java would keep the group without subscriptions until the client's fingerprint changes)."""
         data = parse_json_body(request) or {}
+        if not isinstance(data, dict):
+            return error_response(ResponseCode.SYSTEM_ERROR, "the heartbeat body is invalid")
         ctx = self.ctx
         client_id = str(data.get("clientID") or "")
         language = request.language if isinstance(request.language, str) else str(request.language)
+        fingerprint = _int(data.get("heartbeatFingerprint"))
+        without_sub = fingerprint != 0 and bool(data.get("withoutSub", data.get("isWithoutSub", False)))
+        sub_change = fingerprint == 0               # v1: Java always answers "changed"
         for cd in data.get("consumerDataSet") or []:
             group = cd.get("groupName")
             if not group:
                 continue
+            if fingerprint != 0 and self._fingerprints.get(group, fingerprint) != fingerprint:
+                sub_change = True
+            if without_sub and not getattr(ctx.consumers.get(group), "subscriptions", None):
+                sub_change = True       # rmqd: a group it holds no subscriptions of (restarted) asks for them
+            self._fingerprints[group] = fingerprint
             sg = ctx.groups.find(group)
             notify = True
             if sg is not None:
@@ -73,7 +103,7 @@ class ClientManageProcessor:
                 enum_name(cd.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY"),
                 enum_name(cd.get("messageModel"), MESSAGE_MODELS, "CLUSTERING"),
                 enum_name(cd.get("consumeFromWhere"), CONSUME_FROM_WHERE, "CONSUME_FROM_LAST_OFFSET"),
-                list(cd.get("subscriptionDataSet") or []), notify=notify)
+                None if without_sub else list(cd.get("subscriptionDataSet") or []), notify=notify)
             if changed:
                 log.info("consumer group %s changed by heartbeat from %s (%s)", group, client_id,
                          conn.remote_address)
@@ -82,7 +112,8 @@ class ClientManageProcessor:
             if group:
                 ctx.producers.register(group, ClientChannelInfo(conn, client_id, language,
                                                                           request.version))
-        return new_response()
+        return new_response(ResponseCode.SUCCESS, None, {"IS_SUPPORT_HEART_BEAT_V2": "true",
+                                                         "IS_SUB_CHANGE": "true" if sub_change else "false"})
 
     # ------------------------------------------------------------------ UNREGISTER_CLIENT
     def unregister_client(self, conn: Any, request: RemotingCommand) -> RemotingCommand:

@@ -37,7 +37,10 @@ class ConsumerManageProcessor:
 
     def update_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         group, topic, queue_id, offset = require(request, "consumerGroup", "topic", "queueId", "commitOffset")
-        self.offsets.commit_offset(conn.remote_address, group, topic, java_int(queue_id), java_int(offset, 64))
+        qid = java_int(queue_id)
+        if self.offsets.has_offset_reset(topic, group, qid):    # 5.x: a server-side reset not yet taken wins
+            return new_response(ResponseCode.SUCCESS, "Offset has been previously reset")
+        self.offsets.commit_offset(conn.remote_address, group, topic, qid, java_int(offset, 64))
         return new_response()
 
     def query_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:

@@ -32,8 +32,9 @@ from rmqd.broker.context import BrokerContext
 from rmqd.pop.codes import INVALID_PARAMETER, POLLING_TIMEOUT
 from rmqd.pop.frontend import Busy
 from rmqd.pop.lite import LiteError, OffsetOption
+from rmqd.processors.pop_message import FAQ_APPLY_TOPIC
 from rmqd.remoting.codes import ResponseCode
-from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response
+from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response, require
 from rmqd.store.lite.names import lmq_name, parse_lmq
 from rmqd.store.metadata import PERM_READ
 from rmqd.store.topic_attributes import is_lite_topic
@@ -109,7 +110,8 @@ class LiteRemoting:
         topic = ext["topic"]
         tc = self.ctx.topics.get(topic)
         if tc is None:
-            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic [{topic}] not exist, apply first please!")
+            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic [{topic}] not exist, apply first please! "
+                                                                f"{FAQ_APPLY_TOPIC}")
         if not (tc.perm & PERM_READ):
             return error_response(ResponseCode.NO_PERMISSION, f"the topic [{topic}] peeking message is forbidden")
         if not is_lite_topic(tc):
@@ -130,6 +132,8 @@ class LiteRemoting:
         ext = request.ext_fields or {}
         refused = self._pre_check(ext)
         if refused is not None:
+            if refused.code != ResponseCode.SYSTEM_ERROR:     # Java's answer header is made before its checks
+                refused.ext_fields = {"popTime": "0", "invisibleTime": "0", "reviveQid": "0"}
             return refused
         m = self.manager
         client_id, group, topic = ext["clientId"], ext["consumerGroup"], ext["topic"]
@@ -170,13 +174,15 @@ class LiteRemoting:
 
     # ------------------------------------------------------------------ LITE_SUBSCRIPTION_CTL
     def subscription_ctl(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        if not request.body:
+            return error_response(ILLEGAL_OPERATION, "Request body is null.")
         try:
-            body = orjson.loads(bytes(request.body)) if request.body else None
+            body = orjson.loads(bytes(request.body))
         except orjson.JSONDecodeError as exc:
             return error_response(ILLEGAL_OPERATION, f"bad LITE_SUBSCRIPTION_CTL body: {exc}")
-        subs = (body or {}).get("subscriptionSet") if isinstance(body, dict) else None
+        subs = body.get("subscriptionSet") if isinstance(body, dict) else None
         if not subs:
-            return error_response(ILLEGAL_OPERATION, "empty lite subscription set")
+            return error_response(ILLEGAL_OPERATION, "LiteSubscriptionCtlRequestBody is empty.")
         for dto in subs:
             if not isinstance(dto, dict) or not dto.get("clientId") or not dto.get("group") or not dto.get("topic"):
                 continue                                  # Java skips a DTO with a blank client, group or topic
@@ -219,7 +225,7 @@ class LiteRemoting:
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
 
     def parent_topic_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        topic = (request.ext_fields or {}).get("topic", "")
+        (topic,) = require(request, "topic")       # Java: a lookup of a null key (NullPointerException)
         tc = self.ctx.topics.get(topic)
         if tc is None:
             return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic [{topic}] not exist")
@@ -232,8 +238,7 @@ class LiteRemoting:
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
 
     def lite_topic_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        ext = request.ext_fields or {}
-        parent, lite = ext.get("parentTopic", ""), ext.get("liteTopic", "")
+        parent, lite = require(request, "parentTopic", "liteTopic")
         q = self.lp.lite_store.index.queue(parent, lite)
         subs = self.manager.subscribers_of(parent, lite)
         body = {"parentTopic": parent, "liteTopic": lite,
@@ -244,15 +249,15 @@ class LiteRemoting:
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
 
     def lite_client_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        cid = (request.ext_fields or {}).get("clientId", "")
+        (cid,) = require(request, "clientId")
         info = self.manager.client_info(cid)
         if info is None:
             return error_response(ResponseCode.SYSTEM_ERROR, f"lite client {cid} not found")
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(info))
 
     def lite_group_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        ext = request.ext_fields or {}
-        group, top_k = ext.get("group", ""), int(ext.get("topK") or 20)
+        (group,) = require(request, "group")
+        top_k = int((request.ext_fields or {}).get("topK") or 20)
         sg = self.ctx.groups.find(group)
         from rmqd.store.group_attributes import bind_topic
         parent = bind_topic(sg) if sg is not None else None
@@ -266,8 +271,8 @@ class LiteRemoting:
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
 
     def trigger_dispatch(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        ext = request.ext_fields or {}
-        n = self.manager.full_dispatch(ext.get("group", ""), ext.get("clientId") or None)
+        (group,) = require(request, "group")
+        n = self.manager.full_dispatch(group, (request.ext_fields or {}).get("clientId") or None)
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps({"dispatched": n}))
 
 

@@ -9,20 +9,21 @@ BitSet (Base64 of ``toByteArray()``) of ``offset - so``.
 from __future__ import annotations
 
 import base64
+import binascii
 import logging
 from typing import Any
-
-import orjson
 
 from rmqd.pop.extra_info import ExtraInfo
 from rmqd.pop.frontend import Busy, PopExecutor
 from rmqd.pop.codes import PopError
+from rmqd.processors.client_manage import parse_json_body
 from rmqd.processors.lite_remoting import lite_queue_of
 from rmqd.pop.service import PopService
-from rmqd.processors.pop_message import busy_response, pop_error_response
+from rmqd.processors.pop_message import NOT_SET_REMARK, busy_response, pop_error_response
 from rmqd.remoting.codes import ResponseCode
-from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+from rmqd.remoting.command import RemotingCommand, new_response, require
 from rmqd.remoting.dispatch import Dispatcher
+from rmqd.remoting.java_errors import BadBodyError
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,14 @@ class AckMessageProcessor:
 
     @staticmethod
     def _extra(text: str) -> ExtraInfo:
-        return ExtraInfo.parse(text)
+        """The client's extraInfo; a malformed one is refused as Java's ExtraInfoUtil refuses it (the
+        IllegalArgumentException text, SYSTEM_ERROR)."""
+        try:
+            return ExtraInfo.parse(text)
+        except ValueError:
+            n = len(text.split(" ")) if text else 0
+            raise PopError(ResponseCode.SYSTEM_ERROR, f"java.lang.IllegalArgumentException: getBrokerName fail, "
+                                                      f"extraInfoStrs length {n}") from None
 
     async def ack_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         group, topic, _qid, extra_s, offset = require(request, "consumerGroup", "topic", "queueId", "extraInfo",
@@ -68,9 +76,6 @@ class AckMessageProcessor:
         topic = lite_queue_of(topic, request.ext_fields)       # 5.5: a lite topic's queue (header liteTopic)
         try:
             extra = self._extra(extra_s)
-        except ValueError:
-            return error_response(ResponseCode.MESSAGE_ILLEGAL, f"extraInfo is illegal: {extra_s}")
-        try:
             await self.executor.run(self.pop.ack, group, topic, extra, int(offset))
         except PopError as exc:
             return pop_error_response(exc)
@@ -82,15 +87,17 @@ class AckMessageProcessor:
         group, topic, _qid, extra_s, offset, invisible = require(
             request, "consumerGroup", "topic", "queueId", "extraInfo", "offset", "invisibleTime")
         topic = lite_queue_of(topic, request.ext_fields)
+        zeros = {"popTime": "0", "invisibleTime": "0", "reviveQid": "0"}   # Java's primitive header fields
         try:
             extra = self._extra(extra_s)
-        except ValueError:
-            return error_response(ResponseCode.MESSAGE_ILLEGAL, f"extraInfo is illegal: {extra_s}")
-        try:
             new = await self.executor.run(self.pop.change_invisible_time, group, topic, extra, int(offset),
                                           int(invisible))
         except PopError as exc:
-            return pop_error_response(exc)
+            if exc.code == ResponseCode.NO_MESSAGE:           # Java sets only the code here
+                return new_response(exc.code, NOT_SET_REMARK, zeros)
+            if exc.code == ResponseCode.SYSTEM_ERROR:         # Java's ExtraInfoUtil threw: no response header
+                return pop_error_response(exc)
+            return pop_error_response(exc, zeros)
         except Busy as exc:
             return busy_response(exc)
         return new_response(ResponseCode.SUCCESS, None, {"popTime": str(new.pop_time),
@@ -98,9 +105,16 @@ class AckMessageProcessor:
                                                          "reviveQid": str(new.revive_qid)})
 
     async def batch_ack(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """BATCH_ACK_MESSAGE as Java's AckMessageProcessor: no body or no acks is NO_MESSAGE; each ack names a
+        checkpoint (``c t r so q rq pt it`` and the BitSet ``b`` of acked offsets - ``so``); an unknown topic or
+        queue and offsets outside the queue are skipped silently; the answer is SUCCESS."""
+        if request.body is None or not request.body_bytes():
+            return new_response(ResponseCode.NO_MESSAGE)
+        body = parse_json_body(request)
+        acks = body.get("acks") if isinstance(body, dict) else None
+        if not acks:
+            return new_response(ResponseCode.NO_MESSAGE)
         try:
-            body = orjson.loads(bytes(request.body or b"{}"))
-            acks = body.get("acks") or []
             items = []
             for a in acks:
                 so = int(a.get("so", a.get("startOffset")))
@@ -109,13 +123,13 @@ class AckMessageProcessor:
                                   body.get("brokerName") or self.pop.broker_name, int(a.get("q", a.get("queueId"))))
                 offsets = bitset_offsets(a.get("b", a.get("bitSet")) or "", so)
                 items.append((a.get("c", a.get("consumerGroup")), a.get("t", a.get("topic")), extra, offsets))
-        except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError) as exc:
-            return error_response(ResponseCode.MESSAGE_ILLEGAL, f"bad BATCH_ACK body: {exc}")
+        except (TypeError, ValueError, AttributeError, binascii.Error) as exc:
+            raise BadBodyError(f"bad BATCH_ACK_MESSAGE body: {type(exc).__name__}: {exc}") from None
 
         def run() -> None:
             for group, topic, extra, offsets in items:
-                if offsets:
-                    self.pop.batch_ack(group, topic, extra, offsets)
+                if offsets and group and topic:
+                    self.pop.batch_ack_in_range(group, topic, extra, offsets)
 
         try:
             await self.executor.run(run)
@@ -124,4 +138,3 @@ class AckMessageProcessor:
         except Busy as exc:
             return busy_response(exc)
         return new_response(ResponseCode.SUCCESS)
-

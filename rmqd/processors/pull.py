@@ -1,4 +1,6 @@
-"""PULL_MESSAGE (11): every check of Java ``PullMessageProcessor`` in order (README §3.3).
+"""PULL_MESSAGE (11) and 5.x's LITE_PULL_MESSAGE (361, what a 5.x DefaultLitePullConsumer sends): every check
+of Java ``PullMessageProcessor`` in order (README §3.3).  361 is answered as 5.x answers it (INVALID_PARAMETER for a
+queue id out of range, ``litePullMessageEnable``); 11 as 4.9.8 does.
 
 The response body is the list of zero-copy record views from the store; the remoting layer writes
 it with ``transport.writelines`` without joining.
@@ -7,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from typing import Any, Optional, Union
 
 from rmqd.broker.consume_checks import check_consume_group
@@ -29,6 +32,12 @@ FLAG_SUBSCRIPTION = 0x4
 FLAG_CLASS_FILTER = 0x8
 
 FAQ = FAQ_SUGGEST
+FAQ_5X = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."   # 5.x FAQUrl
+LITE_PULL_MESSAGE = 361
+# 5.x ForbiddenType: why a LITE_PULL_MESSAGE got NO_PERMISSION (header forbiddenType)
+BROKER_FORBIDDEN, GROUP_FORBIDDEN, TOPIC_FORBIDDEN, BROADCASTING_DISABLE_FORBIDDEN, SUBSCRIPTION_FORBIDDEN = 1, 2, 3, 4, 5
+INVALID_PARAMETER = 29
+INDEX_PERM_READ = 2
 
 
 def _moved_if_nonzero(offset: int) -> int:
@@ -93,6 +102,23 @@ def suggest_broker(cfg: Any, sg: Any, store: Any, slave: bool, topic: str, qid: 
     return str(suggest), code, next_begin
 
 
+def _refuse(code: int, remark: str, forbidden_type: Optional[int]) -> RemotingCommand:
+    """A refusal; with ``forbidden_type``, 5.x's ``forbiddenType`` header saying why."""
+    return new_response(code, remark, {"forbiddenType": str(forbidden_type)} if forbidden_type else None)
+
+
+_FILTER_FORBIDDEN = (("can not consume by broadcast way", BROADCASTING_DISABLE_FORBIDDEN),
+                     ("is forbidden for topic", SUBSCRIPTION_FORBIDDEN))
+
+
+def _lite_refusal(response: RemotingCommand) -> RemotingCommand:
+    """A LITE_PULL_MESSAGE's refusal from the subscription checks, in 5.x's words (FAQ link, forbiddenType)."""
+    remark = (response.remark or "").replace(FAQ, FAQ_5X)
+    ftype = next((t for text, t in _FILTER_FORBIDDEN if text in remark), None) \
+        if response.code == ResponseCode.NO_PERMISSION else None
+    return _refuse(response.code, remark, ftype)
+
+
 class PullMessageProcessor:
     """PULL_MESSAGE. On the event loop first (:meth:`process_inline`): the checks and, when every
     page it needs is resident, the read itself (one C call, no hand-off to a pool thread, whose GIL
@@ -111,7 +137,8 @@ class PullMessageProcessor:
 
     def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
         """PULL_MESSAGE: on the loop first (:meth:`process_inline`), else in the pull pool."""
-        dispatcher.register(RequestCode.PULL_MESSAGE, self.process, pool, inline_first=self.process_inline)
+        dispatcher.register([RequestCode.PULL_MESSAGE, LITE_PULL_MESSAGE], self.process, pool,
+                            inline_first=self.process_inline)
 
     def rerun(self, conn: Any, request: RemotingCommand) -> None:
         """Re-execute a held pull (no suspension, no offset commit): on the loop when it can be
@@ -131,12 +158,19 @@ class PullMessageProcessor:
         qid = int(queue_id)
         offset = int(queue_offset)
         sys_flag = int(sys_flag)
-        sg, err = self._check_queue(conn, group, topic, qid)
+        lite = request.code == LITE_PULL_MESSAGE
+        sg, err = self._check_queue(conn, group, topic, qid, lite)
         if err is not None:
             return err
         message_filter = self._message_filter(request, group, sg, topic, sys_flag, int(sub_version))
         if isinstance(message_filter, RemotingCommand):
+            if lite:
+                message_filter = _lite_refusal(message_filter)
             return message_filter
+        if self.ctx.offsets.reset_table:             # 5.x server-side reset pending: the consumer moves there
+            reset = self.ctx.offsets.query_then_erase_reset_offset(topic, group, qid)
+            if reset is not None:
+                return self._offset_reset(request, topic, qid, reset)
         result = self._read(topic, qid, offset, int(max_nums), message_filter, inline)
         if result is TO_POOL:
             return TO_POOL
@@ -146,27 +180,33 @@ class PullMessageProcessor:
             self.ctx.offsets.commit_offset(conn.remote_address, group, topic, qid, int(commit_offset))
         return response
 
-    def _check_queue(self, conn: Any, group: str, topic: str, qid: int) -> tuple[Any, Optional[RemotingCommand]]:
+    def _check_queue(self, conn: Any, group: str, topic: str, qid: int,
+                     lite: bool = False) -> tuple[Any, Optional[RemotingCommand]]:
         """Broker and topic read permission, the group, the queue id (Java's order): (group config, None)
-        or (None, error response)."""
+        or (None, error response). ``lite``: a LITE_PULL_MESSAGE (5.x's checks, codes and remarks)."""
         cfg = self.config
+        faq = FAQ_5X if lite else FAQ
         if not (cfg.brokerPermission & PERM_READ):
-            return None, error_response(ResponseCode.NO_PERMISSION,
-                                        f"the broker[{cfg.brokerIP1}] pulling message is forbidden")
-        sg, err = check_consume_group(self.ctx.groups, group, FAQ)
+            return None, _refuse(ResponseCode.NO_PERMISSION, f"the broker[{cfg.brokerIP1}] pulling message is forbidden",
+                                 BROKER_FORBIDDEN if lite else None)
+        if lite and not cfg.litePullMessageEnable:
+            return None, _refuse(ResponseCode.NO_PERMISSION,
+                                 f"the broker[{cfg.brokerIP1}] for lite pull consumer is forbidden", BROKER_FORBIDDEN)
+        sg, err = check_consume_group(self.ctx.groups, group, faq)
         if err is not None:
-            return None, error_response(*err)
+            return None, _refuse(*err, GROUP_FORBIDDEN if lite and err[0] == ResponseCode.NO_PERMISSION else None)
         tc = self.ctx.topics.get(topic)
         if tc is None:      # a slave may hold a topic its master's config has not reached yet (rmqd.replicas)
             tc = self.ctx.replication.topic_from_store(self.ctx.topics, topic)
         if tc is None:
             log.error("pull: topic %s of group %s (%s) does not exist", topic, group, conn.remote_address)
             return None, error_response(ResponseCode.TOPIC_NOT_EXIST,
-                                        f"topic[{topic}] not exist, apply first please! {FAQ}")
+                                        f"topic[{topic}] not exist, apply first please! {faq}")
         if not (tc.perm & PERM_READ):
-            return None, error_response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
+            return None, _refuse(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden",
+                                 TOPIC_FORBIDDEN if lite else None)
         if qid < 0 or qid >= tc.read_queue_nums:
-            return None, error_response(ResponseCode.SYSTEM_ERROR,
+            return None, error_response(INVALID_PARAMETER if lite else ResponseCode.SYSTEM_ERROR,
                                         f"queueId[{qid}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
                                         f"[{tc.read_queue_nums}] consumer:[/{conn.remote_address}]")
         return sg, None
@@ -185,6 +225,7 @@ class PullMessageProcessor:
                             group, exc)
                 return error_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                                       "parse the consumer's subscription failed")
+            self._compensate(group, topic, message_filter)
         else:
             info = self.ctx.consumers.get(group)
             if info is None:
@@ -193,6 +234,9 @@ class PullMessageProcessor:
             if info.message_model == "BROADCASTING" and not sg.consume_broadcast_enable:
                 return error_response(ResponseCode.NO_PERMISSION,
                                       f"the consumer group[{group}] can not consume by broadcast way")
+            if self.ctx.groups.forbidden and self.ctx.groups.get_forbidden(group, topic, INDEX_PERM_READ):
+                return error_response(ResponseCode.NO_PERMISSION,      # 5.x UPDATE_AND_GET_GROUP_FORBIDDEN
+                                      f"the consumer group[{group}] is forbidden for topic[{topic}]")
             entry = info.subscriptions.get(topic)
             if entry is None:
                 return error_response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
@@ -209,6 +253,32 @@ class PullMessageProcessor:
             return error_response(ResponseCode.SYSTEM_ERROR,
                                   f"The broker does not support consumer to filter message by {etype}")
         return message_filter
+
+    def _offset_reset(self, request: RemotingCommand, topic: str, qid: int, reset: int) -> RemotingCommand:
+        """The answer of a pull that meets a server-side reset (Java's OFFSET_RESET status): PULL_OFFSET_MOVED to
+        the reset offset; the client's commit of its old position is not taken."""
+        store = self.ctx.store
+        ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(reset),
+               "minOffset": str(store.get_min_offset(topic, qid)), "maxOffset": str(store.get_max_offset(topic, qid))}
+        if request.code == LITE_PULL_MESSAGE:
+            tc = self.ctx.topics.get(topic)
+            ext["topicSysFlag"] = str(tc.topic_sys_flag if tc is not None else 0)
+            ext["groupSysFlag"] = "0"
+        log.info("The queue under pulling was previously reset to start from %d (%s q%d)", reset, topic, qid)
+        return new_response(ResponseCode.PULL_OFFSET_MOVED, "OFFSET_RESET", ext)
+
+    def _compensate(self, group: str, topic: str, f: ExpressionMessageFilter) -> None:
+        """5.x: the subscription a pull names is kept as the group's (QUERY_SUBSCRIPTION_BY_CONSUMER reads it)."""
+        consumers = self.ctx.consumers
+        known = consumers.compensated_subscription(group, topic)
+        if known is not None and known.get("subString") == f.expression and \
+                known.get("expressionType") == f.subscription_type:
+            return
+        sub = f.tag_subscription
+        consumers.compensate(group, "CONSUME_ACTIVELY", topic, {
+            "classFilterMode": f.class_filter_mode, "codeSet": list(sub.codes) if sub else [],
+            "expressionType": f.subscription_type, "subString": f.expression if f.expression is not None else "*",
+            "subVersion": int(time.time() * 1000), "tagsSet": list(sub.tags) if sub else [], "topic": topic})
 
     def _read(self, topic: str, qid: int, offset: int, max_nums: int, message_filter: ExpressionMessageFilter,
               inline: bool) -> Any:
@@ -231,13 +301,15 @@ class PullMessageProcessor:
                  result: Any, message_filter: ExpressionMessageFilter, suspend: bool,
                  suspend_ms: int) -> Optional[RemotingCommand]:
         """The response of a read, or None when the pull is parked (long polling)."""
-        if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            self.ctx.consumers.compensate(group, "CONSUME_PASSIVELY", topic)
         code = _STATUS_CODES[result.status](offset)
         suggest, code, next_begin = suggest_broker(self.config, sg, self.ctx.store, self.ctx.role_manager.is_slave,
                                                    topic, qid, offset, result, code)
         ext_out = {"suggestWhichBrokerId": suggest, "nextBeginOffset": str(next_begin),
                    "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
+        if request.code == LITE_PULL_MESSAGE:       # 5.x's response header has them (4.9.8's had not)
+            tc = self.ctx.topics.get(topic)
+            ext_out["topicSysFlag"] = str(tc.topic_sys_flag if tc is not None else 0)
+            ext_out["groupSysFlag"] = "0"
         if code == ResponseCode.SUCCESS:
             self.ctx.stats.inc_group_get(group, topic, result.message_count, result.buffer_total_size)
             return new_response(code, result.status.name, ext_out, result.buffers)

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RPC_ONEWAY, MissingHeaderField, RemotingCommand, error_response
-from rmqd.remoting.java_errors import NullBodyError, NumberFormatError, number_format_remark
+from rmqd.remoting.java_errors import BadBodyError, NullBodyError, NumberFormatError, number_format_remark
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def run_handler(handler: Handler, conn: Any, request: RemotingCommand,
         response = handler(conn, request)
     except MissingHeaderField as exc:
         response = error_response(ResponseCode.SYSTEM_ERROR, str(exc))
-    except (NullBodyError, NumberFormatError) as exc:
+    except (NullBodyError, NumberFormatError, BadBodyError) as exc:
         log.info("request code %d from %s refused: %s", request.code, getattr(conn, "remote_address", "?"), exc)
         response = error_response(ResponseCode.SYSTEM_ERROR, str(exc))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -93,6 +93,9 @@ def _finish_async(awaitable: Any, conn: Any, request: RemotingCommand,
         try:
             response = fut.result()
         except MissingHeaderField as exc:
+            response = error_response(ResponseCode.SYSTEM_ERROR, str(exc))
+        except (NullBodyError, NumberFormatError, BadBodyError) as exc:
+            log.info("request code %d from %s refused: %s", request.code, conn.remote_address, exc)
             response = error_response(ResponseCode.SYSTEM_ERROR, str(exc))
         except Exception as exc:
             log.exception("async processor for code %d failed (peer %s)", request.code, conn.remote_address)

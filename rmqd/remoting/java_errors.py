@@ -27,6 +27,11 @@ class NullBodyError(ValueError):
         return NULL_BODY_REMARK
 
 
+class BadBodyError(ValueError):
+    """A request body that is not the JSON its code expects (Java answers its JSON parser's exception text;
+    rmqd the text of its own parser, with the same code)."""
+
+
 class NumberFormatError(ValueError):
     """A header value that Integer.parseInt / Long.parseLong refuses."""
 

@@ -306,6 +306,22 @@ class TopicConfigManager(ConfigManager):
             log.debug("topic config %s: %s -> %s", "updated" if old else "created", old, tc)
             self._changed(tc)
 
+    def update_many(self, tcs: list[TopicConfig]) -> None:
+        """Create or replace several topic configs: one persist, then one notification per topic."""
+        if not tcs:
+            return
+        with self._lock:
+            for tc in tcs:
+                self.table[tc.topic_name] = tc
+            self.data_version.next_version()
+            self.persist()
+        if self.on_change is not None:
+            for tc in tcs:
+                try:
+                    self.on_change(tc)
+                except Exception:
+                    log.exception("topic change callback failed for %s", tc.topic_name)
+
     def delete(self, topic: str) -> Optional[TopicConfig]:
         with self._lock:
             old = self.table.pop(topic, None)
@@ -418,17 +434,46 @@ class SubscriptionGroupManager(ConfigManager):
         self.auto_create = auto_create_subscription_group
         self.data_version = DataVersion.fresh()
         self.table: dict[str, SubscriptionGroupConfig] = {}
+        # 5.x: group -> topic -> forbidden permission bits (UPDATE_AND_GET_GROUP_FORBIDDEN; bit 2: read)
+        self.forbidden: dict[str, dict[str, int]] = {}
         for g in DEFAULT_GROUPS:
             self.table[g] = SubscriptionGroupConfig(g, consume_broadcast_enable=True)
 
     def encode(self) -> dict:
-        return {"dataVersion": self.data_version.to_json(),
-                "subscriptionGroupTable": {k: v.to_json() for k, v in sorted(self.table.items())}}
+        out = {"dataVersion": self.data_version.to_json(),
+               "subscriptionGroupTable": {k: v.to_json() for k, v in sorted(self.table.items())}}
+        if self.forbidden:              # 5.x's key; written only when something is forbidden (4.9 has none)
+            out["forbiddenTable"] = {g: dict(t) for g, t in sorted(self.forbidden.items())}
+        return out
 
     def decode(self, data: dict) -> None:
         for name, d in (data.get("subscriptionGroupTable") or {}).items():
             self.table[name] = SubscriptionGroupConfig.from_json(d)
+        self.forbidden = {str(g): {str(t): int(v) for t, v in (topics or {}).items() if int(v) > 0}
+                          for g, topics in (data.get("forbiddenTable") or {}).items() if topics}
         self.data_version = DataVersion.from_json(data.get("dataVersion"))
+
+    def get_forbidden(self, group: str, topic: str, index: int) -> bool:
+        """Whether permission bit ``index`` of ``topic`` is forbidden to ``group`` (SubscriptionGroupManager)."""
+        return bool(self.forbidden.get(group, {}).get(topic, 0) >> index & 1)
+
+    def update_forbidden(self, group: str, topic: str, index: int, forbid: bool) -> None:
+        """Set or clear one forbidden bit and persist (a topic left with no bit set is dropped)."""
+        with self._lock:
+            topics = self.forbidden.get(group, {})
+            old = topics.get(topic, 0)
+            value = old | (1 << index) if forbid else old & ~(1 << index)
+            if value == old:
+                return
+            if value:
+                self.forbidden.setdefault(group, {})[topic] = value
+            else:
+                topics.pop(topic, None)
+                if not topics:
+                    self.forbidden.pop(group, None)
+            log.info("group forbidden %s@%s: %d -> %d", group, topic, old, value)
+            self.data_version.next_version()
+            self.persist()
 
     def find(self, group: str) -> Optional[SubscriptionGroupConfig]:
         """Config of ``group``; auto-created (and persisted) when enabled."""
@@ -509,6 +554,7 @@ class ConsumerOffsetManager(_Periodic, ConfigManager):
     def __init__(self, config_dir: str):
         ConfigManager.__init__(self, config_dir)
         self._init_periodic()
+        self.reset_table: dict[str, dict[int, int]] = {}     # "topic@group" -> queue -> pending reset offset
         self.table: dict[str, dict[int, int]] = {}
         #: bumped on every change in this process (a master's slaves copy the table when it moved: rmqd.replicas)
         self.change_count = 0
@@ -535,9 +581,46 @@ class ConsumerOffsetManager(_Periodic, ConfigManager):
                       client_host)
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
-        """Committed offset or -1."""
-        m = self.table.get(f"{topic}@{group}")
+        """Committed offset or -1; a queue with a server-side reset pending answers the reset offset."""
+        key = f"{topic}@{group}"
+        if self.reset_table:
+            reset = self.reset_table.get(key)
+            if reset and queue_id in reset:
+                return reset[queue_id]
+        m = self.table.get(key)
         return m.get(queue_id, -1) if m else -1
+
+    # 5.x server-side offset reset (useServerSideResetOffset): a reset is kept apart until the queue's next pull
+    # takes it (queryThenEraseResetOffset); meanwhile the queue answers the reset offset and a client's commit of
+    # an older position is ignored.
+    def assign_reset_offset(self, topic: str, group: str, queue_id: int, offset: int) -> None:
+        """ConsumerOffsetManager.assignResetOffset: pending for the next pull, and committed at once."""
+        if not topic or not group or queue_id < 0 or offset < 0:
+            log.warning("illegal reset offset %s@%s q%d -> %d ignored", topic, group, queue_id, offset)
+            return
+        key = f"{topic}@{group}"
+        with self._lock:
+            self.reset_table.setdefault(key, {})[queue_id] = offset
+            self.table.setdefault(key, {})[queue_id] = offset
+            self._dirty = True
+            self.change_count += 1
+
+    def has_offset_reset(self, topic: str, group: str, queue_id: int) -> bool:
+        reset = self.reset_table.get(f"{topic}@{group}")
+        return bool(reset) and queue_id in reset
+
+    def query_then_erase_reset_offset(self, topic: str, group: str, queue_id: int) -> Optional[int]:
+        """The pending reset of the queue, taken (None when there is none)."""
+        if not self.reset_table:
+            return None
+        with self._lock:
+            reset = self.reset_table.get(f"{topic}@{group}")
+            if not reset:
+                return None
+            offset = reset.pop(queue_id, None)
+            if not reset:
+                self.reset_table.pop(f"{topic}@{group}", None)
+            return offset
 
     def query_offsets(self, group: str, topic: str) -> dict[int, int]:
         return dict(self.table.get(f"{topic}@{group}", {}))

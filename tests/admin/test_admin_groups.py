@@ -5,6 +5,8 @@ import json
 import os
 import time
 
+import pytest
+
 from rmqd.remoting import fastjson
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
@@ -66,7 +68,15 @@ def test_producer_connection(server, admin):
         prod.close()
 
 
-def test_reset_offset_live_consumer_gets_220(server, admin):
+@pytest.fixture
+def client_side_reset(server):
+    """4.9.8's reset (a RESET_CONSUMER_CLIENT_OFFSET push to the live clients) instead of 5.x's server-side one."""
+    server.broker.config.apply_runtime({"useServerSideResetOffset": "false"})
+    yield
+    server.broker.config.apply_runtime({"useServerSideResetOffset": "true"})
+
+
+def test_reset_offset_live_consumer_gets_220(server, admin, client_side_reset):
     admin("updateTopic", "-b", server.broker_addr, "-t", "AdmGT4", "-r", "1", "-w", "1")
     _send(admin, "AdmGT4", 2)
     time.sleep(0.3)   # the search answers the nearest store time: make message 2 the nearest

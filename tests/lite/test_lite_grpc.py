@@ -89,7 +89,7 @@ def test_send_refusals_for_the_new_fields(g):
         (message("NT", "b2", lite_topic="ok", message_type=d.LITE), C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
         (message("LT", "b3"), C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),          # no lite topic on a LITE topic
         (message("PT", "b4", priority=2 ** 31 - 1, message_type=d.PRIORITY), C.OK),   # clamped to the top queue
-        (message("PT", "b5"), C.OK),                                             # no priority: any queue
+        (message("PT", "b5"), C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),   # no priority: NORMAL (enableTopicMessageTypeCheck)
         (message("LT", "b6", lite_topic="x" * 64, message_type=d.LITE), C.OK),
     ]
     for m, want in cases:
