@@ -388,6 +388,55 @@ class Reference5Cluster:
         self.kill()
 
 
+PROXY_HEAP = ("-Xms128m", "-Xmx384m")
+
+
+class ClusterProxy5:
+    """A real 5.x proxy in cluster mode (``mqproxy -pm cluster``: its own JVM, talking remoting to the brokers it
+    finds through ``namesrv_addr``), on free loopback ports. 5.5.0's local-mode proxy (:class:`Reference5Cluster`)
+    does not serve Lite Mode (SyncLiteSubscription fails with a NullPointerException, receiving from a lite topic with
+    NotImplementedException ``LocalMessageService.popLiteMessage``); the cluster-mode proxy does. ``proxy_conf`` adds
+    or replaces rmq-proxy.json keys."""
+
+    def __init__(self, workdir: str | Path, namesrv_addr: str, cluster_name: str = "DefaultCluster",
+                 proxy_conf: Mapping[str, object] | None = None) -> None:
+        self.workdir = Path(workdir)
+        base = free_port_block(2)
+        self.grpc_port = base
+        self.grpc_addr = f"127.0.0.1:{base}"
+        self.conf = {"rocketMQClusterName": cluster_name, "namesrvAddr": namesrv_addr, "grpcServerPort": base,
+                     "remotingListenPort": base + 1, **(proxy_conf or {})}
+        self.jvm: _Jvm | None = None
+
+    def start(self, timeout: float = START_TIMEOUT) -> "ClusterProxy5":
+        import orjson
+
+        require_kit5()
+        deadline = time.monotonic() + timeout
+        conf = self.workdir / "home" / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "rmq-proxy.json").write_bytes(orjson.dumps(self.conf))
+        try:
+            self.jvm = _Jvm("cluster-proxy", self.workdir, "org.apache.rocketmq.proxy.ProxyStartup", PROXY_HEAP,
+                            ["-pm", "cluster", "-pc", str(conf / "rmq-proxy.json")])
+            self.jvm.wait_output("rocketmq-proxy startup successfully", deadline)
+            self.jvm.wait_port(self.grpc_port, deadline)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def kill(self) -> None:
+        if self.jvm is not None:
+            self.jvm.kill()
+
+    def __enter__(self) -> "ClusterProxy5":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
 class Controller5:
     """A real standalone 5.x controller (ControllerStartup) of a one-node group, on a free loopback port,
     with ``conf`` added to its controller.conf (e.g. ``controllerType=jRaft``)."""
