@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
+from typing import Hashable, Mapping, Sequence
 
 from java5kit import cache_dir
 from javakit import JavaProcess, JavaRun, _run
@@ -129,6 +129,24 @@ def go_command(program: str, *args: str) -> list[str]:
 def run_go(program: str, *args: str, timeout: float = 90.0, env: Mapping[str, str] | None = None) -> JavaRun:
     """Run one of our Go programs to its end with a hard timeout (JSON events on stdout, as javakit.run_java)."""
     return _run(go_command(program, *args), timeout, env, home=tempfile.gettempdir())
+
+
+def run_go_all(jobs: Mapping[Hashable, Sequence[str]], timeout: float) -> dict[Hashable, JavaRun]:
+    """Run many of our Go programs at once (``{key: [program, *args]}``), each with the hard ``timeout``: the
+    scenarios mostly wait (delays, check-backs, rebalances), so together they take about as long as the longest."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    require_go_programs()
+    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
+        futures = {key: pool.submit(run_go, cmd[0], *cmd[1:], timeout=timeout) for key, cmd in jobs.items()}
+        runs = {key: f.result() for key, f in futures.items()}
+    keep = os.environ.get("RMQD_GO_EVENTS_DIR")
+    if keep:                     # what each program printed, for reading after a run
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        for key, run in runs.items():
+            name = "-".join(map(str, key if isinstance(key, tuple) else (key,)))
+            (Path(keep) / f"{name}.out").write_text(run.stdout + "\n--- stderr\n" + run.stderr)
+    return runs
 
 
 def go_process(program: str, *args: str, env: Mapping[str, str] | None = None) -> JavaProcess:

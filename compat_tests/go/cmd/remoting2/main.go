@@ -30,6 +30,9 @@ import (
 	"rmqdcompat/internal/event"
 )
 
+// sendTimeout bounds a send (3 s by default): these machines are shared and busy.
+const sendTimeout = 10 * time.Second
+
 type args struct {
 	ns, broker, topic, group string
 	wait                     time.Duration
@@ -73,7 +76,7 @@ func envOr(key, def string) string {
 
 func newProducer(a args, opts ...producer.Option) rocketmq.Producer {
 	base := []producer.Option{producer.WithNameServer([]string{a.ns}), producer.WithGroupName(a.group + "-p"),
-		producer.WithRetry(2), producer.WithInstanceName("p-" + a.group)}
+		producer.WithRetry(2), producer.WithInstanceName("p-" + a.group), producer.WithSendMsgTimeout(sendTimeout)}
 	p, err := rocketmq.NewProducer(append(base, opts...)...)
 	event.Check("new producer", err)
 	event.Check("start producer", p.Start())
@@ -301,7 +304,8 @@ func txState(s primitive.LocalTransactionState) string {
 func transaction(a args) {
 	l := &txListener{}
 	p, err := rocketmq.NewTransactionProducer(l, producer.WithNameServer([]string{a.ns}),
-		producer.WithGroupName(a.group+"-tx"), producer.WithInstanceName("tx-"+a.group), producer.WithRetry(2))
+		producer.WithGroupName(a.group+"-tx"), producer.WithInstanceName("tx-"+a.group), producer.WithRetry(2),
+		producer.WithSendMsgTimeout(sendTimeout))
 	event.Check("new transaction producer", err)
 	event.Check("start transaction producer", p.Start())
 	for _, body := range []string{"tx-commit", "tx-rollback", "tx-unknown"} {
