@@ -408,23 +408,30 @@ class ClusterProxy5:
                      "remotingListenPort": base + 1, **(proxy_conf or {})}
         self.jvm: _Jvm | None = None
 
-    def start(self, timeout: float = START_TIMEOUT) -> "ClusterProxy5":
+    def launch(self) -> "ClusterProxy5":
+        """Start the JVM without waiting for it (:meth:`wait_started`): a caller can do other work meanwhile."""
         import orjson
 
         require_kit5()
-        deadline = time.monotonic() + timeout
         conf = self.workdir / "home" / "conf"
         conf.mkdir(parents=True, exist_ok=True)
         (conf / "rmq-proxy.json").write_bytes(orjson.dumps(self.conf))
+        self.jvm = _Jvm("cluster-proxy", self.workdir, "org.apache.rocketmq.proxy.ProxyStartup", PROXY_HEAP,
+                        ["-pm", "cluster", "-pc", str(conf / "rmq-proxy.json")])
+        return self
+
+    def wait_started(self, timeout: float = START_TIMEOUT) -> "ClusterProxy5":
+        deadline = time.monotonic() + timeout
         try:
-            self.jvm = _Jvm("cluster-proxy", self.workdir, "org.apache.rocketmq.proxy.ProxyStartup", PROXY_HEAP,
-                            ["-pm", "cluster", "-pc", str(conf / "rmq-proxy.json")])
             self.jvm.wait_output("rocketmq-proxy startup successfully", deadline)
             self.jvm.wait_port(self.grpc_port, deadline)
         except BaseException:
             self.kill()
             raise
         return self
+
+    def start(self, timeout: float = START_TIMEOUT) -> "ClusterProxy5":
+        return self.launch().wait_started(timeout)
 
     def kill(self) -> None:
         if self.jvm is not None:

@@ -5,6 +5,7 @@ that finds no route at its start gives up, or looks again only 30 s later)."""
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from typing import Iterable, Mapping, Sequence
 
 from scenarios import wait_for
@@ -40,6 +41,27 @@ def update_broker_config(mqadmin, namesrv: str, settings: Mapping[str, str], clu
     for key, value in settings.items():
         _ok(mqadmin.run("updateBrokerConfig", "-n", namesrv, "-c", cluster, "-k", key, "-v", value),
             f"updateBrokerConfig {key}={value}")
+
+
+# Java 5.5's defaults of the settings the Go scenarios change (restored afterwards on the shared reference).
+JAVA_DEFAULTS = {"enableLmq": "false", "enableMultiDispatch": "false", "recallMessageEnable": "false",
+                 "waitTimeMillsInSendQueue": "200"}
+# A send that waits longer than waitTimeMillsInSendQueue (200 ms) in the Java broker's queue is refused SYSTEM_BUSY
+# ([TIMEOUT_CLEAN_QUEUE]), which the Go remoting client does not retry: on these shared, loaded machines the
+# scenarios give it 10 s, as an operator of a busy broker would.
+BUSY_MACHINE = {"waitTimeMillsInSendQueue": "10000"}
+
+
+@contextmanager
+def broker_settings(mqadmin, namesrvs: Iterable[str], settings: Mapping[str, str]):
+    """``settings`` on the brokers of each name server for the duration, then Java's defaults again."""
+    try:
+        for namesrv in namesrvs:
+            update_broker_config(mqadmin, namesrv, settings)
+        yield
+    finally:
+        for namesrv in namesrvs:
+            update_broker_config(mqadmin, namesrv, {k: JAVA_DEFAULTS[k] for k in settings})
 
 
 def wait_routes(namesrv: str, topics: Iterable[str], timeout: float = 30.0) -> None:

@@ -15,7 +15,7 @@ from go_outcomes import as_rmqd_stores, assert_same, by_body, distinct, masked, 
 from gokit import BUILD_TIMEOUT, run_go_all
 from java5kit import START_TIMEOUT
 from javakit import REFERENCE_BROKER_PROPERTIES, SHELL_START_TIMEOUT
-from mqadmin_setup import create_groups, create_topics, wait_routes
+from mqadmin_setup import BUSY_MACHINE, broker_settings, create_groups, create_topics, wait_routes
 
 RUN_TIMEOUT = 150.0      # the longest scenario (retry: the client looks up %RETRY% routes every 30 s) takes ~60 s
 pytestmark = pytest.mark.timeout(BUILD_TIMEOUT + START_TIMEOUT + SHELL_START_TIMEOUT + RUN_TIMEOUT + 120)
@@ -52,14 +52,15 @@ def runs(reference5, mqadmin5, rmqd_remoting):
     targets = {"java": (reference5.namesrv_addr, reference5.broker_addr),
                "rmqd": (rmqd_remoting.namesrv_addr, rmqd_remoting.broker_addr)}
     jobs = {}
-    for system, (namesrv, broker) in targets.items():
-        create_topics(mqadmin5, namesrv, {topic: () for topic, _ in SCENARIOS.values()})
-        create_groups(mqadmin5, namesrv, {g: opts for _, groups in SCENARIOS.values() for g, opts in groups.items()})
-        wait_routes(namesrv, [topic for topic, _ in SCENARIOS.values()])
-        for name, (topic, groups) in SCENARIOS.items():
-            jobs[(system, name)] = ["remoting2", "-ns", namesrv, "-broker", broker, "-topic", topic,
-                                    "-group", next(iter(groups)), "-wait", "90", name]
-    return run_go_all(jobs, RUN_TIMEOUT)
+    with broker_settings(mqadmin5, [namesrv for namesrv, _ in targets.values()], BUSY_MACHINE):
+        for system, (namesrv, broker) in targets.items():
+            create_topics(mqadmin5, namesrv, {topic: () for topic, _ in SCENARIOS.values()})
+            create_groups(mqadmin5, namesrv, {g: o for _, groups in SCENARIOS.values() for g, o in groups.items()})
+            wait_routes(namesrv, [topic for topic, _ in SCENARIOS.values()])
+            for name, (topic, groups) in SCENARIOS.items():
+                jobs[(system, name)] = ["remoting2", "-ns", namesrv, "-broker", broker, "-topic", topic,
+                                        "-group", next(iter(groups)), "-wait", "90", name]
+        return run_go_all(jobs, RUN_TIMEOUT)
 
 
 def both(runs, scenario: str) -> dict:

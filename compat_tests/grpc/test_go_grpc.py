@@ -18,7 +18,7 @@ from go_outcomes import (JAVA55_GRPC_DLQ_EXTRA_ATTEMPT, as_rmqd_stores, assert_s
 from gokit import BUILD_TIMEOUT, run_go_all
 from java5kit import START_TIMEOUT, ClusterProxy5
 from javakit import SHELL_START_TIMEOUT
-from mqadmin_setup import create_groups, create_topics, update_broker_config, wait_routes
+from mqadmin_setup import BUSY_MACHINE, broker_settings, create_groups, create_topics, wait_routes
 
 RUN_TIMEOUT = 150.0
 pytestmark = pytest.mark.timeout(BUILD_TIMEOUT + 2 * START_TIMEOUT + SHELL_START_TIMEOUT + RUN_TIMEOUT + 120)
@@ -36,7 +36,7 @@ SCENARIOS = {
     "recall": ("G5Recall", ("-a", "+message.type=DELAY"), {"g5-recall": ()}),
     "dlq": ("G5Dlq", (), {"g5-dlq": ("-r", "1"), "g5-dlq-dlq": ()}),
 }
-# what Lite Mode (LMQ dispatch) and recall need switched on; switched off again on the shared reference afterwards
+# what Lite Mode (LMQ dispatch) and recall need switched on; Java's defaults again afterwards (shared reference)
 BROKER_SETTINGS = {"enableLmq": "true", "enableMultiDispatch": "true", "recallMessageEnable": "true"}
 SYSTEMS = ("java", "rmqd")
 RECALL_MISSING = "rmqd lacks message recall (gRPC RecallMessage / RECALL_MESSAGE, recall handles in send receipts)"
@@ -44,9 +44,10 @@ RECALL_MISSING = "rmqd lacks message recall (gRPC RecallMessage / RECALL_MESSAGE
 
 @pytest.fixture(scope="module")
 def cluster_proxy(reference5, tmp_path_factory):
+    """A cluster-mode proxy of the reference broker, launched here and waited for once the topics are made."""
     proxy = ClusterProxy5(tmp_path_factory.mktemp("cluster-proxy"), reference5.namesrv_addr,
                           proxy_conf={"minInvisibleTimeMillsForRecv": 1000,
-                                      "grpcClientConsumerMaxLongPollingTimeoutMillis": 3000}).start()
+                                      "grpcClientConsumerMaxLongPollingTimeoutMillis": 3000}).launch()
     yield proxy
     proxy.kill()
 
@@ -56,20 +57,19 @@ def runs(reference5, mqadmin5, grpc_server, cluster_proxy):
     """Every scenario run against both systems at once: {(system, scenario): JavaRun}."""
     namesrvs = {"java": reference5.namesrv_addr, "rmqd": grpc_server.server.namesrv_addr}
     jobs = {}
-    try:
+    with broker_settings(mqadmin5, namesrvs.values(), {**BROKER_SETTINGS, **BUSY_MACHINE}):
         for system, namesrv in namesrvs.items():
-            update_broker_config(mqadmin5, namesrv, BROKER_SETTINGS)
             create_topics(mqadmin5, namesrv, {topic: opts for topic, opts, _ in SCENARIOS.values()})
             create_groups(mqadmin5, namesrv, {g: o for _, _, groups in SCENARIOS.values() for g, o in groups.items()})
             wait_routes(namesrv, [topic for topic, _, _ in SCENARIOS.values()])
+            if system == "java":
+                cluster_proxy.wait_started()
             for name, (topic, _, groups) in SCENARIOS.items():
                 endpoint = grpc_server.grpc_addr if system == "rmqd" else \
                     cluster_proxy.grpc_addr if name == "lite" else reference5.grpc_addr
                 jobs[(system, name)] = ["grpc5", "-endpoint", endpoint, "-topic", topic, "-group", next(iter(groups)),
                                         "-wait", "60", name]
         yield run_go_all(jobs, RUN_TIMEOUT)
-    finally:
-        update_broker_config(mqadmin5, reference5.namesrv_addr, dict.fromkeys(BROKER_SETTINGS, "false"))
 
 
 def run_of(runs, system: str, scenario: str):

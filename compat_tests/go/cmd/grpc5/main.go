@@ -109,6 +109,9 @@ func send(p rmq.Producer, kind string, m *rmq.Message) []*rmq.SendReceipt {
 		f["hasTransactionId"] = r[0].TransactionId != ""
 	}
 	event.Emit("send", f)
+	if err != nil {
+		event.Fail(fmt.Errorf("send %s refused: %w", m.Body, err)) // what should follow cannot
+	}
 	return r
 }
 
@@ -387,7 +390,7 @@ func transaction(a args) {
 		if err != nil {
 			f["error"] = errFields(err)
 			event.Emit("send", f)
-			continue
+			event.Fail(fmt.Errorf("transactional send %s refused: %w", body, err))
 		}
 		f["receipts"] = len(r)
 		f["hasTransactionId"] = r[0].TransactionId != ""

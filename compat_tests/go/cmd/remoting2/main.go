@@ -96,6 +96,14 @@ func sendResult(kind string, r *primitive.SendResult, err error) event.Fields {
 	return f
 }
 
+// emitSend reports a send; a refused one ends the scenario at once (what should follow cannot).
+func emitSend(f event.Fields) {
+	event.Emit("send", f)
+	if e, bad := f["error"]; bad {
+		event.Fail(fmt.Errorf("send %v refused: %v", f["kind"], e))
+	}
+}
+
 func sendStatus(s primitive.SendStatus) string {
 	return [...]string{"SEND_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE",
 		"UNKNOWN_ERROR"}[s]
@@ -163,19 +171,19 @@ func sends(a args) {
 	m := tagged(a.topic, "sync", "TagA", "k-sync")
 	m.WithProperty("src", "go")
 	r, err := p.SendSync(ctx, m)
-	event.Emit("send", sendResult("sync", r, err))
+	emitSend(sendResult("sync", r, err))
 
 	var wg sync.WaitGroup
 	wg.Add(1)
 	err = p.SendAsync(ctx, func(_ context.Context, r *primitive.SendResult, err error) {
-		event.Emit("send", sendResult("async", r, err))
+		emitSend(sendResult("async", r, err))
 		wg.Done()
 	}, tagged(a.topic, "async", "TagA", "k-async"))
 	event.Check("send async", err)
 	wg.Wait()
 
 	event.Check("send oneway", p.SendOneWay(ctx, tagged(a.topic, "oneway", "TagB")))
-	event.Emit("send", event.Fields{"kind": "oneway", "status": "SEND_OK"})
+	emitSend(event.Fields{"kind": "oneway", "status": "SEND_OK"})
 
 	batch := []*primitive.Message{}
 	for i := 0; i < 3; i++ {
@@ -186,7 +194,7 @@ func sends(a args) {
 	if err == nil {
 		f["ids"] = len(strings.Split(r.MsgID, ","))
 	}
-	event.Emit("send", f)
+	emitSend(f)
 	event.Check("shutdown producer", p.Shutdown())
 
 	var col event.Collector
@@ -202,7 +210,7 @@ func filter(a args) {
 		m := tagged(a.topic, fmt.Sprintf("f-%d", i), []string{"TagA", "TagB", "TagC"}[i%3])
 		m.WithProperty("a", strconv.Itoa(i))
 		r, err := p.SendSync(context.Background(), m)
-		event.Emit("send", sendResult("sync", r, err))
+		emitSend(sendResult("sync", r, err))
 	}
 	event.Check("shutdown producer", p.Shutdown())
 	var byTag, bySQL event.Collector
@@ -237,7 +245,7 @@ func orderly(a args) {
 			m.WithProperty("step", strconv.Itoa(step))
 			m.WithShardingKey(strconv.Itoa(order))
 			r, err := p.SendSync(context.Background(), m)
-			event.Emit("send", sendResult("selector", r, err))
+			emitSend(sendResult("selector", r, err))
 		}
 	}
 	event.Check("shutdown producer", p.Shutdown())
@@ -259,14 +267,14 @@ func delay(a args) {
 	r, err := p.SendSync(context.Background(), m)
 	f := sendResult("delayLevel", r, err)
 	f["sentTs"] = sent
-	event.Emit("send", f)
+	emitSend(f)
 	m = tagged(a.topic, "timestamp-2s", "TagD")
 	sent = event.NowMs()
 	m.WithDelayTimestamp(time.UnixMilli(sent + 2000))
 	r, err = p.SendSync(context.Background(), m)
 	f = sendResult("deliverTime", r, err)
 	f["sentTs"] = sent
-	event.Emit("send", f)
+	emitSend(f)
 	event.Check("shutdown producer", p.Shutdown())
 	waitFor(a, &col, 2, "delayed messages")
 	event.Check("shutdown consumer", c.Shutdown())
@@ -311,13 +319,12 @@ func transaction(a args) {
 	for _, body := range []string{"tx-commit", "tx-rollback", "tx-unknown"} {
 		r, err := p.SendMessageInTransaction(context.Background(), tagged(a.topic, body, "TagT", "k-"+body))
 		if err != nil {
-			event.Emit("send", event.Fields{"body": body, "error": err.Error()})
-			continue
+			emitSend(event.Fields{"kind": "transaction", "body": body, "error": err.Error()})
 		}
 		f := sendResult("transaction", r.SendResult, nil)
 		f["body"] = body
 		f["state"] = txState(r.State)
-		event.Emit("send", f)
+		emitSend(f)
 	}
 	var col event.Collector
 	c := newPushConsumer(a, a.group, a.topic, consumer.MessageSelector{}, collect(&col, "recv", nil))
@@ -334,7 +341,7 @@ func retry(a args) {
 	p := newProducer(a)
 	for _, body := range []string{"poison", "fine"} {
 		r, err := p.SendSync(context.Background(), tagged(a.topic, body, "TagR", "k-"+body))
-		event.Emit("send", sendResult("sync", r, err))
+		emitSend(sendResult("sync", r, err))
 	}
 	event.Check("shutdown producer", p.Shutdown())
 	var col event.Collector
@@ -400,7 +407,7 @@ func pull(a args) {
 	p := newProducer(a)
 	for i := 0; i < 5; i++ {
 		r, err := p.SendSync(context.Background(), tagged(a.topic, fmt.Sprintf("pull-%d", i), "TagP"))
-		event.Emit("send", sendResult("sync", r, err))
+		emitSend(sendResult("sync", r, err))
 	}
 	event.Check("shutdown producer", p.Shutdown())
 	pc, err := rocketmq.NewPullConsumer(consumer.WithNameServer([]string{a.ns}), consumer.WithGroupName(a.group),
