@@ -420,14 +420,27 @@ class ClusterProxy5:
                         ["-pm", "cluster", "-pc", str(conf / "rmq-proxy.json")])
         return self
 
-    def wait_started(self, timeout: float = START_TIMEOUT) -> "ClusterProxy5":
+    def wait_started(self, timeout: float = START_TIMEOUT, attempts: int = 2) -> "ClusterProxy5":
+        """Until it serves; a proxy that exits while starting is launched again (``attempts`` in all): on a loaded
+        machine its first step, creating its system topics on the brokers, can time out and end the JVM."""
         deadline = time.monotonic() + timeout
-        try:
-            self.jvm.wait_output("rocketmq-proxy startup successfully", deadline)
-            self.jvm.wait_port(self.grpc_port, deadline)
-        except BaseException:
-            self.kill()
-            raise
+        for attempt in range(attempts):
+            try:
+                self.jvm.wait_output("rocketmq-proxy startup successfully", deadline)
+                self.jvm.wait_port(self.grpc_port, deadline)
+                return self
+            except Kit5Error:
+                if self.jvm.alive() or attempt == attempts - 1:
+                    self.kill()
+                    raise
+                log_tail = self.jvm.output(600)
+                self.kill()
+                self.jvm.log.rename(self.jvm.log.with_suffix(f".out.{attempt}"))
+                print(f"java5kit: cluster proxy exited while starting; launched again: {log_tail}")
+                self.launch()
+            except BaseException:
+                self.kill()
+                raise
         return self
 
     def start(self, timeout: float = START_TIMEOUT) -> "ClusterProxy5":

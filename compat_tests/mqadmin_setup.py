@@ -45,11 +45,12 @@ def update_broker_config(mqadmin, namesrv: str, settings: Mapping[str, str], clu
 
 # Java 5.5's defaults of the settings the Go scenarios change (restored afterwards on the shared reference).
 JAVA_DEFAULTS = {"enableLmq": "false", "enableMultiDispatch": "false", "recallMessageEnable": "false",
-                 "waitTimeMillsInSendQueue": "200"}
-# A send that waits longer than waitTimeMillsInSendQueue (200 ms) in the Java broker's queue is refused SYSTEM_BUSY
-# ([TIMEOUT_CLEAN_QUEUE]), which the Go remoting client does not retry: on these shared, loaded machines the
-# scenarios give it 10 s, as an operator of a busy broker would.
-BUSY_MACHINE = {"waitTimeMillsInSendQueue": "10000"}
+                 "waitTimeMillsInSendQueue": "200", "osPageCacheBusyTimeOutMills": "1000"}
+# The Java broker refuses a send SYSTEM_BUSY when it waited longer than waitTimeMillsInSendQueue (200 ms) in its
+# queue ([TIMEOUT_CLEAN_QUEUE]) or when the put before it held the store longer than osPageCacheBusyTimeOutMills
+# (1 s, [PCBUSY_CLEAN_QUEUE]); the Go remoting client does not retry SYSTEM_BUSY. On these shared, loaded machines
+# the scenarios give both 10 s, as the operator of a busy broker would.
+BUSY_MACHINE = {"waitTimeMillsInSendQueue": "10000", "osPageCacheBusyTimeOutMills": "10000"}
 
 
 @contextmanager
