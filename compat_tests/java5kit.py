@@ -391,6 +391,75 @@ class Reference5Cluster:
         self.kill()
 
 
+PROXY_HEAP = ("-Xms128m", "-Xmx384m")
+
+
+class ClusterProxy5:
+    """A real 5.x proxy in cluster mode (``mqproxy -pm cluster``: its own JVM, talking remoting to the brokers it
+    finds through ``namesrv_addr``), on free loopback ports. 5.5.0's local-mode proxy (:class:`Reference5Cluster`)
+    does not serve Lite Mode (SyncLiteSubscription fails with a NullPointerException, receiving from a lite topic with
+    NotImplementedException ``LocalMessageService.popLiteMessage``); the cluster-mode proxy does. ``proxy_conf`` adds
+    or replaces rmq-proxy.json keys."""
+
+    def __init__(self, workdir: str | Path, namesrv_addr: str, cluster_name: str = "DefaultCluster",
+                 proxy_conf: Mapping[str, object] | None = None) -> None:
+        self.workdir = Path(workdir)
+        base = free_port_block(2)
+        self.grpc_port = base
+        self.grpc_addr = f"127.0.0.1:{base}"
+        self.conf = {"rocketMQClusterName": cluster_name, "namesrvAddr": namesrv_addr, "grpcServerPort": base,
+                     "remotingListenPort": base + 1, **(proxy_conf or {})}
+        self.jvm: _Jvm | None = None
+
+    def launch(self) -> "ClusterProxy5":
+        """Start the JVM without waiting for it (:meth:`wait_started`): a caller can do other work meanwhile."""
+        import orjson
+
+        require_kit5()
+        conf = self.workdir / "home" / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "rmq-proxy.json").write_bytes(orjson.dumps(self.conf))
+        self.jvm = _Jvm("cluster-proxy", self.workdir, "org.apache.rocketmq.proxy.ProxyStartup", PROXY_HEAP,
+                        ["-pm", "cluster", "-pc", str(conf / "rmq-proxy.json")])
+        return self
+
+    def wait_started(self, timeout: float = START_TIMEOUT, attempts: int = 2) -> "ClusterProxy5":
+        """Until it serves; a proxy that exits while starting is launched again (``attempts`` in all): on a loaded
+        machine its first step, creating its system topics on the brokers, can time out and end the JVM."""
+        deadline = time.monotonic() + timeout
+        for attempt in range(attempts):
+            try:
+                self.jvm.wait_output("rocketmq-proxy startup successfully", deadline)
+                self.jvm.wait_port(self.grpc_port, deadline)
+                return self
+            except Kit5Error:
+                if self.jvm.alive() or attempt == attempts - 1:
+                    self.kill()
+                    raise
+                log_tail = self.jvm.output(600)
+                self.kill()
+                self.jvm.log.rename(self.jvm.log.with_suffix(f".out.{attempt}"))
+                print(f"java5kit: cluster proxy exited while starting; launched again: {log_tail}")
+                self.launch()
+            except BaseException:
+                self.kill()
+                raise
+        return self
+
+    def start(self, timeout: float = START_TIMEOUT) -> "ClusterProxy5":
+        return self.launch().wait_started(timeout)
+
+    def kill(self) -> None:
+        if self.jvm is not None:
+            self.jvm.kill()
+
+    def __enter__(self) -> "ClusterProxy5":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
 class Controller5:
     """A real standalone 5.x controller (ControllerStartup) of a one-node group, on a free loopback port,
     with ``conf`` added to its controller.conf (e.g. ``controllerType=jRaft``)."""

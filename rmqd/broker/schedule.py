@@ -10,8 +10,8 @@ Java: ``HookUtils.transformDelayLevelMessage`` (the divert) and ``ScheduleMessag
   offset to deliver (``DelayOffsetManager``, ``delayOffset.json``) and the due time of that
   queue's head entry.  It sleeps exactly until the earliest head is due (a dispatch listener wakes
   it when a level queue gets a new head), delivers every due entry as a new message on
-  ``REAL_TOPIC``/``REAL_QID`` (``DELAY`` removed, tagsCode from ``TAGS``, born info, reconsume
-  times and ``UNIQ_KEY`` unchanged, ``WAIT=false``) and advances the level's offset.  Each level
+  ``REAL_TOPIC``/``REAL_QID`` (properties as stored, ``DELAY`` included, as Java's records show; tagsCode
+  from ``TAGS``, born info, reconsume times and ``UNIQ_KEY`` unchanged) and advances the level's offset.  Each level
   queue is FIFO with a constant delay, so only its head needs watching.
 
 Delivery is at-least-once: offsets are persisted every ``flushDelayOffsetInterval`` and on shutdown,
@@ -257,9 +257,9 @@ class ScheduleMessageService(ServiceThread):
             log.error("scheduled message at %d (level %d) has no REAL_TOPIC/REAL_QID; dropped",
                       msg.commit_log_offset, level)
             return True
-        new_props = edit_properties(props, remove=(PROPERTY_DELAY,),
-                                    put={} if find_property(props, PROPERTY_WAIT) else
-                                    {PROPERTY_WAIT: "false"})
+        # Java's messageTimeup copies the properties string before it clears DELAY and sets WAIT=false on the
+        # map only: the delivered record keeps DELAY (and REAL_TOPIC/REAL_QID) and gains no WAIT (4.9.8 and 5.5)
+        new_props = props
         inner = MessageToStore(topic, int(qid), msg.body, new_props, msg.flag, msg.sys_flag,
                                msg.born_timestamp, msg.born_host, msg.store_host, msg.reconsume_times,
                                0, tags_code_of(new_props), find_property(new_props, "KEYS"),

@@ -25,8 +25,8 @@ like any other, so a restart re-reads them with what they delete.
 
 Differences from Java: no precision rounding (Java rounds the deliver time down to
 ``timerPrecisionMs`` = 1 s); the delivered message keeps ``TIMER_OUT_MS`` (and ``TIMER_DELIVER_MS``)
-and gains ``TIMER_ENQUEUE_MS``/``TIMER_DEQUEUE_MS`` like Java, while ``TIMER_DELAY_SEC``/``TIMER_DELAY_MS``
-and ``REAL_TOPIC``/``REAL_QID`` are removed.
+and gains ``TIMER_ENQUEUE_MS``/``TIMER_DEQUEUE_MS`` like Java, keeps ``REAL_TOPIC``/``REAL_QID`` and gains no
+``WAIT`` (as 5.5's delivered records), while ``TIMER_DELAY_SEC``/``TIMER_DELAY_MS`` are removed.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ import time
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from rmqd.broker.schedule import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC,
-                                  PROPERTY_WAIT, delay_level_of, edit_properties, now_ms)
+                                  delay_level_of, edit_properties, now_ms)
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response
 from rmqd.service_thread import ServiceThread
@@ -348,11 +348,9 @@ class TimerMessageService(ServiceThread):
             return True
         if self._recalled(props, topic):
             return True
+        # as 5.5's delivered records: REAL_TOPIC/REAL_QID kept, no WAIT added
         put = {TIMER_ENQUEUE_MS: str(msg.store_timestamp), TIMER_DEQUEUE_MS: str(now_ms())}
-        if find_property(props, PROPERTY_WAIT) is None:
-            put[PROPERTY_WAIT] = "false"
-        new_props = edit_properties(props, remove=(TIMER_DELAY_SEC, TIMER_DELAY_MS, PROPERTY_REAL_TOPIC,
-                                                   PROPERTY_REAL_QID), put=put)
+        new_props = edit_properties(props, remove=(TIMER_DELAY_SEC, TIMER_DELAY_MS), put=put)
         inner = MessageToStore(topic, int(qid), msg.body, new_props, msg.flag, msg.sys_flag,
                                msg.born_timestamp, msg.born_host, msg.store_host, msg.reconsume_times,
                                0, tags_code_of(new_props), find_property(new_props, "KEYS"),

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from rmqd.broker.context import BrokerContext
+from rmqd.broker.schedule import edit_properties
 from rmqd.broker.transaction import (PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, PROPERTY_PRODUCER_GROUP,
                                      PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_CHECK_TIMES,
                                      PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, PROPERTY_UNIQ_KEY, REMOVE_TAG,
@@ -322,7 +323,10 @@ class TransactionalMessageCheckService(ServiceThread):
         copy = StoredMessage(m.store_size, m.magic_code, m.body_crc, m.queue_id, m.flag, queue_offset,
                              phys_offset, m.sys_flag, m.born_timestamp, m.born_host, m.store_timestamp, host,
                              m.reconsume_times, m.prepared_transaction_offset, m.body, m.topic, props_str)
-        body = encode_check_body(copy, topic, queue_id, queue_offset, phys_offset, props_str)
+        # Java's renew shares the properties map with the message it checks and sets WAIT=false on it: the
+        # producer's check message carries WAIT=false (4.9.8 and 5.5), the renewed half record does not
+        body = encode_check_body(copy, topic, queue_id, queue_offset, phys_offset,
+                                 edit_properties(props_str, put={"WAIT": "false"}))
         try:
             conn.invoke_oneway(new_request(RequestCode.CHECK_TRANSACTION_STATE, header, body))
         except Exception:

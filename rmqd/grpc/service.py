@@ -327,7 +327,9 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         if code != C.OK:
             return s.SendResultEntry(status=status(code, resp.remark or ""), message_id=sp.message_id)
         re = resp.ext_fields or {}
-        entry = s.SendResultEntry(status=status(C.OK), message_id=sp.message_id, offset=int(re.get("queueOffset", 0)))
+        # the 5.x broker answers every send with transactionId = the message's UNIQ_KEY; the proxy passes it on
+        entry = s.SendResultEntry(status=status(C.OK), message_id=sp.message_id, offset=int(re.get("queueOffset", 0)),
+                                  transaction_id=sp.message_id)
         if transactional:
             cl = int(re["msgId"][-16:], 16)
             entry.transaction_id = transaction_id_of(cl, int(re.get("queueOffset", 0)), sp.message_id)

@@ -21,11 +21,13 @@ from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response
 from rmqd.service_thread import ServiceThread
 from rmqd.store.lite import LiteStore
-from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, check_name, parse_lmq
+from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, check_name, lmq_name, parse_lmq
 from rmqd.store.message import find_property
 from rmqd.store.topic_attributes import is_lite_topic
 
 log = logging.getLogger(__name__)
+
+INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
 
 LMQ_QUOTA_EXCEEDED = 2017                  # 5.5 ResponseCode
 LITE_SUBSCRIPTION_QUOTA_EXCEEDED = 2018
@@ -161,4 +163,8 @@ class LitePriority:
                 return error_response(LMQ_QUOTA_EXCEEDED,
                                       f"[LMQ_CONSUME_QUEUE_NUM_EXCEEDED] the broker holds {index.lite_count} lite "
                                       f"topics, maxLmqConsumeQueueNum is {cfg.maxLmqConsumeQueueNum}")
+            # as Java's SendMessageProcessor: the record names its LMQ (a 5.x client shows it as a user property)
+            if INNER_MULTI_DISPATCH not in props:
+                m.properties = f"{props}{'' if not props or props.endswith(chr(2)) else chr(2)}" \
+                               f"{INNER_MULTI_DISPATCH}\x01{lmq_name(tc.topic_name, lite)}"
         return None

@@ -79,15 +79,15 @@ class SendMessageBackProcessor(ContextProcessor):
         max_times = sg.retry_max_times
         if request.version >= Version.V3_4_9 and ext.get("maxReconsumeTimes") not in (None, ""):
             max_times = int(ext["maxReconsumeTimes"])
-        remove: tuple[str, ...] = ()
-        if msg.reconsume_times >= max_times or delay_level < 0:
+        to_dlq = msg.reconsume_times >= max_times or delay_level < 0
+        if to_dlq:
             new_topic = dlq_topic(group)
             tc = self.topics.create_topic_in_send_message_back_method(
                 new_topic, DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE, 0)
             if tc is None:
                 return error_response(ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
             queue_id = random.randrange(DLQ_NUMS_PER_GROUP)
-            remove = (PROPERTY_DELAY,)
+            put[PROPERTY_DELAY] = "0"          # Java: msgExt.setDelayTimeLevel(0), the record shows DELAY=0
         else:
             if delay_level == 0:
                 delay_level = 3 + msg.reconsume_times
@@ -95,15 +95,15 @@ class SendMessageBackProcessor(ContextProcessor):
 
         origin = find_property(props, PROPERTY_ORIGIN_MESSAGE_ID)
         put[PROPERTY_ORIGIN_MESSAGE_ID] = origin if origin else msg.msg_id
-        new_props = edit_properties(props, remove=remove, put=put)
+        new_props = edit_properties(props, put=put)
         inner = MessageToStore(new_topic, queue_id, msg.body, new_props, msg.flag, msg.sys_flag,
                                msg.born_timestamp, msg.born_host, self.ctx.store_host,
                                msg.reconsume_times + 1, 0, tags_code_of(new_props),
                                find_property(new_props, "KEYS"), find_property(new_props, "UNIQ_KEY"))
-        if not remove:
+        if not to_dlq:
             divert_delay_level(inner, self.max_delay_level)
         result = self.store.put_message(inner)
-        if result.ok and remove:
+        if result.ok and to_dlq:
             self.ctx.metrics.messages.on_dlq(group, find_property(props, PROPERTY_RETRY_TOPIC) or msg.topic)
         if result.ok:
             return new_response(ResponseCode.SUCCESS)

@@ -10,7 +10,7 @@ import logging
 from typing import Any, Optional
 
 from rmqd.broker.context import BrokerContext
-from rmqd.broker.transaction import (PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_PREPARED,
+from rmqd.broker.transaction import (PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
                                      PROPERTY_PRODUCER_GROUP, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
                                      TRANSACTION_ROLLBACK_TYPE, TransactionalMessageBridge, with_properties)
 from rmqd.config import BrokerRole
@@ -107,8 +107,8 @@ class EndTransactionProcessor:
         props = half.properties
         topic = props.get(PROPERTY_REAL_TOPIC) or ""
         queue_id = int(props.get(PROPERTY_REAL_QUEUE_ID) or 0)
-        stored = with_properties(props, **{PROPERTY_REAL_TOPIC: None, PROPERTY_REAL_QUEUE_ID: None,
-                                           PROPERTY_TRANSACTION_PREPARED: None})
+        # Java keeps TRAN_MSG=true on the committed message (4.9.8 and 5.5 alike); 5.x drops REAL_TOPIC/REAL_QID
+        stored = with_properties(props, **{PROPERTY_REAL_TOPIC: None, PROPERTY_REAL_QUEUE_ID: None})
         sys_flag = (half.sys_flag & ~0xC) | TRANSACTION_COMMIT_TYPE
         return self.bridge.copy_of(half, topic, queue_id, stored, sys_flag, cl_offset)
 

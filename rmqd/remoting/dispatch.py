@@ -201,7 +201,7 @@ class ProcessorPool:
         self.expired += 1
         conn.reply(request, error_response(
             ResponseCode.SYSTEM_BUSY,
-            f"[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while, "
+            f"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, "
             f"period in queue: {int(waited * 1000)}ms, size of queue: {size}"))
 
     def _work(self) -> None:

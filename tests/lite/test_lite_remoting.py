@@ -126,3 +126,16 @@ def test_subscribe_pop_ack_over_remoting(srv):
     assert parent["groups"] == ["RG"] and parent["liteTopicCount"] >= 3
     assert ctl(c, "COMPLETE_REMOVE", []).code == 0
     assert c.invoke(new_request(200077, {"clientId": "rc-1"}), 5).code != 0
+
+
+def test_a_lite_record_names_its_lmq_and_a_normal_topic_record_does_not(srv):
+    """As 5.5's send processor: the stored record of a lite message on a LITE parent carries INNER_MULTI_DISPATCH
+    (a 5.x client sees it among the user properties); on a NORMAL topic the lite property is stored as it came."""
+    s, c = srv
+    for topic in ("RL", "RN"):
+        r = send(c, "stored-1", f"rec-{topic}", topic=topic)
+        assert r.code == 0, r.remark
+        raw = s.broker.store.read_message(int(r.ext_fields["msgId"][-16:], 16))
+        props = decode_message(raw).properties
+        assert props["__LITE_TOPIC"] == "stored-1"
+        assert props.get("INNER_MULTI_DISPATCH") == ("%LMQ%$RL$stored-1" if topic == "RL" else None)
