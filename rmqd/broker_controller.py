@@ -48,6 +48,7 @@ from rmqd.processors.offset_query import OffsetQueryProcessor
 from rmqd.processors.pop_ack import AckMessageProcessor
 from rmqd.processors.pop_message import PopMessageProcessor
 from rmqd.processors.pull import PullMessageProcessor
+from rmqd.processors.recall import RecallMessageProcessor, Recaller
 from rmqd.processors.query import QueryMessageProcessor
 from rmqd.processors.queue_lock import QueueLockProcessor, RebalanceLockManager
 from rmqd.processors.reply import ReplyMessageProcessor
@@ -189,6 +190,10 @@ class BrokerController:
         self.send_processor.add_before_store(self.timer_message_service.before_store, TimerMessageService.MARKERS)
         self.send_processor.prepare_half_message = self.transactional_message_bridge.prepare_half_message
         self.send_processor.register(d, p["send"])
+        timer = self.timer_message_service
+        self.recaller = Recaller(c, lambda: ctx.role, self.topic_config_manager, self.store.put_message,
+                                 lambda: timer.max_delay_ms, lambda: self.identity.store_host)
+        RecallMessageProcessor(self.recaller, lambda: c.regionId).register(d, p["send"])
         self.pull_processor = PullMessageProcessor(ctx, p["pull"].submit)
         self.pull_processor.register(d, p["pull"])
         self.send_back_processor = SendMessageBackProcessor(ctx, self.schedule_message_service.max_level)

@@ -311,6 +311,9 @@ class BrokerConfig(_PropertiesConfig):
         "defaultTopicQueueNums": 8,
         "enablePropertyFilter": True,
         "rejectTransactionMessage": False,
+        # 5.x: recall of timer messages (RECALL_MESSAGE; Java's default is off), also on a broker not writable
+        "recallMessageEnable": False,
+        "allowRecallWhenBrokerNotWriteable": True,
         "traceTopicEnable": False,
         "defaultQueryMaxNum": 32,
         "storeReplyMessageEnable": True,

@@ -18,6 +18,11 @@ On start the queue is re-read from W; an entry below S that sorts before H is sk
 delivered, everything else is pending again.  So a clean restart neither loses nor repeats timers;
 a crash repeats at most what was delivered since the last persist (at-least-once).
 
+A delete marker (a timer message carrying ``TIMER_DEL_UNIQKEY``, stored by a recall: rmqd.processors.recall)
+names a parked message by ``<real topic>+<UNIQ_KEY>``; the key is remembered when the marker is read and the
+message it names is dropped when it comes due; the marker itself is never delivered. Markers are timer messages
+like any other, so a restart re-reads them with what they delete.
+
 Differences from Java: no precision rounding (Java rounds the deliver time down to
 ``timerPrecisionMs`` = 1 s); the delivered message keeps ``TIMER_OUT_MS`` (and ``TIMER_DELIVER_MS``)
 and gains ``TIMER_ENQUEUE_MS``/``TIMER_DEQUEUE_MS`` like Java, while ``TIMER_DELAY_SEC``/``TIMER_DELAY_MS``
@@ -57,6 +62,7 @@ TIMER_DELAY_MS = "TIMER_DELAY_MS"
 TIMER_OUT_MS = "TIMER_OUT_MS"
 TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
 TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"      # a delete marker (recall): "<real topic>+<UNIQ_KEY>" of the message
 TIMER_PROPERTIES = (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS)
 DEFAULT_TIMER_MAX_DELAY_SEC = 3 * 24 * 3600
 
@@ -129,6 +135,7 @@ class TimerMessageService(ServiceThread):
         self._scan_offset = 0
         self._skip_below: tuple[int, int, int] = (0, (0, 0), 0)   # (S, H, W) from the progress file
         self._heap_lock = threading.Lock()
+        self._deleted: set[str] = set()        # keys of delete markers read (recall), until the marker is due
         self._new_data = True
         self._last_persist = time.monotonic()
         self.delivered = 0
@@ -247,7 +254,7 @@ class TimerMessageService(ServiceThread):
                     if res.status is S.OFFSET_OVERFLOW_BADLY:
                         self._scan_offset = res.max_offset
                     return
-                entries = []
+                entries, deleted = [], []
                 for view, qoff in zip(res.buffers, res.queue_offsets):
                     msg = decode_message(view)
                     out = find_property(msg.properties_str, TIMER_OUT_MS)
@@ -260,7 +267,11 @@ class TimerMessageService(ServiceThread):
                     if qoff < skip_w or (qoff < skip_s and (due, qoff) < skip_head):
                         continue          # delivered before the last persist
                     entries.append((due, qoff, msg.commit_log_offset))
+                    key = find_property(msg.properties_str, TIMER_DEL_UNIQKEY)
+                    if key:
+                        deleted.append(key)
                 with self._heap_lock:
+                    self._deleted.update(deleted)
                     for e in entries:
                         heapq.heappush(self._heap, e)
                     self._scan_offset = max(self._scan_offset, res.next_begin_offset)
@@ -293,6 +304,8 @@ class TimerMessageService(ServiceThread):
         if not topic or qid is None or not qid.lstrip("-").isdigit():
             log.error("timer message %d has no REAL_TOPIC/REAL_QID; dropped", phys)
             return True
+        if self._recalled(props, topic):
+            return True
         put = {TIMER_ENQUEUE_MS: str(msg.store_timestamp), TIMER_DEQUEUE_MS: str(now_ms())}
         if find_property(props, PROPERTY_WAIT) is None:
             put[PROPERTY_WAIT] = "false"
@@ -311,6 +324,21 @@ class TimerMessageService(ServiceThread):
         return True
 
 
+    def _recalled(self, props: str, topic: str) -> bool:
+        """True for a delete marker (its time has come: forgotten) and for a message one deleted (dropped)."""
+        marker = find_property(props, TIMER_DEL_UNIQKEY)
+        with self._heap_lock:
+            if marker is not None:
+                self._deleted.discard(marker)
+                return True
+            key = f"{topic}+{find_property(props, 'UNIQ_KEY')}"
+            if key not in self._deleted:
+                return False
+            self._deleted.discard(key)
+        log.info("timer message %s recalled: not delivered", key)
+        return True
+
+
 def park_timer_message(msg: MessageToStore, now: int, max_delay_ms: int) -> Optional[str]:
     """Rewrite ``msg`` in place to the timer topic when its deliver time is in the future.
 
@@ -320,6 +348,8 @@ def park_timer_message(msg: MessageToStore, now: int, max_delay_ms: int) -> Opti
         deliver = deliver_ms_of(props, now)
     except ValueError:
         return "timer message illegal, the TIMER_* property is not a number"
+    if deliver is not None and deliver <= now and find_property(props, TIMER_DEL_UNIQKEY) is not None:
+        return "timer message illegal, a delete marker's time has passed"
     if deliver is None or deliver <= now:
         return None                      # due already: stored as a normal message
     if deliver - now > max_delay_ms:

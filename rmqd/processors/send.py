@@ -19,6 +19,7 @@ import struct
 from typing import Any, Callable, Optional
 
 from rmqd.broker.context import BrokerContext, ContextProcessor
+from rmqd.broker.timer import TIMER_TOPIC
 from rmqd.constants import (DLQ_GROUP_TOPIC_PREFIX, NAME_VALUE_SEPARATOR, OFFSET_MOVED_EVENT, PERM_READ, PERM_WRITE,
                             PROPERTY_SEPARATOR, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, SELF_TEST_TOPIC,
                             TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, dlq_topic)
@@ -26,6 +27,7 @@ from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand, error_response
 from rmqd.cython_ext.send_lane import SendLane
 from rmqd.remoting.dispatch import TO_POOL, Dispatcher, ProcessorPool
+from rmqd.processors.recall import recall_handle_for
 from rmqd.replicas.answers import answer_for
 from rmqd.store.message import (MULTI_TAGS_FLAG, MessageToStore, find_property, java_string_hash)
 from rmqd.store.message_store import PutMessageStatus
@@ -463,6 +465,10 @@ class SendMessageProcessor(ContextProcessor):
         }
         if transaction_id:
             ext["transactionId"] = transaction_id
+        if len(msgs) == 1 and msgs[0].topic == TIMER_TOPIC:        # 5.x: a parked timer message can be recalled
+            handle = recall_handle_for(msgs[0], self.config.brokerName)
+            if handle is not None:
+                ext["recallHandle"] = handle
         return RemotingCommand(code, ext, None, None, 0, RPC_TYPE_RESPONSE)
 
     # ------------------------------------------------------------------ retry topics
