@@ -44,7 +44,10 @@ JAVA5_SRC = Path(__file__).resolve().parent / "java5"
 # The session reference's settings beyond the defaults: those of the 4.9.8 reference (1 s delay levels,
 # transaction check-backs after 1 s, SQL92 filtering) and the short waits rmqd's gRPC tests use (invisible times
 # from 1 s, long polls of at most 3 s), so one scenario runs in seconds on both.
-REFERENCE5_BROKER_PROPERTIES = dict(REFERENCE_BROKER_PROPERTIES)
+# Lite Mode (5.5) needs the LMQ and multi-dispatch on (both default to false in Java; rmqd needs neither); recall of
+# delay messages (5.3.2) is off by default in both and on here, so that it can be compared.
+REFERENCE5_BROKER_PROPERTIES = dict(REFERENCE_BROKER_PROPERTIES, enableLmq="true", enableMultiDispatch="true",
+                                    recallMessageEnable="true")
 REFERENCE5_PROXY_PROPERTIES = {"minInvisibleTimeMillsForRecv": 1000,
                                "grpcClientConsumerMaxLongPollingTimeoutMillis": 3000}
 
@@ -290,6 +293,7 @@ class _Jvm:
 NAMESRV_HEAP = ("-Xms128m", "-Xmx256m")
 BROKER_HEAP = ("-Xms512m", "-Xmx768m", "-XX:MaxDirectMemorySize=1g")
 CONTROLLER_HEAP = ("-Xms128m", "-Xmx256m")
+PROXY_HEAP = ("-Xms128m", "-Xmx384m")
 
 
 class Reference5Cluster:
@@ -382,6 +386,50 @@ class Reference5Cluster:
                 jvm.stop()
 
     def __enter__(self) -> "Reference5Cluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+class Proxy5:
+    """A real 5.x proxy in cluster mode (its own JVM, remoting to the brokers of ``namesrv_addr``), on free
+    loopback ports. The session reference runs its proxy in local mode, which in 5.5.0 has no lite subscription
+    service (``LocalServiceManager.getLiteSubscriptionService`` is null: SyncLiteSubscription fails): Lite Mode
+    is judged against this one, attached to the same reference cluster."""
+
+    def __init__(self, workdir: str | Path, namesrv_addr: str, conf: Mapping[str, object] | None = None) -> None:
+        self.workdir = Path(workdir)
+        base = free_port_block(2)
+        self.grpc_port, self.remoting_port = base, base + 1
+        self.grpc_addr = f"127.0.0.1:{self.grpc_port}"
+        self.conf = {"rocketMQClusterName": "DefaultCluster", "namesrvAddr": namesrv_addr,
+                     "grpcServerPort": self.grpc_port, "remotingListenPort": self.remoting_port, **(conf or {})}
+        self.jvm: _Jvm | None = None
+
+    def start(self, timeout: float = START_TIMEOUT) -> "Proxy5":
+        import orjson
+
+        require_kit5()
+        deadline = time.monotonic() + timeout
+        conf = self.workdir / "home" / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "rmq-proxy.json").write_bytes(orjson.dumps(self.conf))
+        try:
+            self.jvm = _Jvm("proxy", self.workdir, "org.apache.rocketmq.proxy.ProxyStartup", PROXY_HEAP,
+                            ["-pm", "cluster", "-pc", str(conf / "rmq-proxy.json")])
+            self.jvm.wait_output("rocketmq-proxy startup successfully", deadline)
+            self.jvm.wait_port(self.grpc_port, deadline)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def kill(self) -> None:
+        if self.jvm is not None:
+            self.jvm.kill()
+
+    def __enter__(self) -> "Proxy5":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
