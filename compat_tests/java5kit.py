@@ -407,7 +407,9 @@ class Proxy5:
                      "grpcServerPort": self.grpc_port, "remotingListenPort": self.remoting_port, **(conf or {})}
         self.jvm: _Jvm | None = None
 
-    def start(self, timeout: float = START_TIMEOUT) -> "Proxy5":
+    def start(self, timeout: float = START_TIMEOUT, attempts: int = 3) -> "Proxy5":
+        """Start it; a start that fails creating its system topics on the cluster (its RPCs time out on a loaded
+        machine) is tried again, up to ``attempts`` times within ``timeout``."""
         import orjson
 
         require_kit5()
@@ -415,14 +417,20 @@ class Proxy5:
         conf = self.workdir / "home" / "conf"
         conf.mkdir(parents=True, exist_ok=True)
         (conf / "rmq-proxy.json").write_bytes(orjson.dumps(self.conf))
-        try:
-            self.jvm = _Jvm("proxy", self.workdir, "org.apache.rocketmq.proxy.ProxyStartup", PROXY_HEAP,
-                            ["-pm", "cluster", "-pc", str(conf / "rmq-proxy.json")])
-            self.jvm.wait_output("rocketmq-proxy startup successfully", deadline)
-            self.jvm.wait_port(self.grpc_port, deadline)
-        except BaseException:
-            self.kill()
-            raise
+        for attempt in range(1, attempts + 1):
+            try:
+                self.jvm = _Jvm("proxy", self.workdir, "org.apache.rocketmq.proxy.ProxyStartup", PROXY_HEAP,
+                                ["-pm", "cluster", "-pc", str(conf / "rmq-proxy.json")])
+                self.jvm.wait_output("rocketmq-proxy startup successfully", deadline)
+                self.jvm.wait_port(self.grpc_port, deadline)
+                return self
+            except Kit5Error as exc:
+                self.kill()
+                if attempt == attempts or "create system" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            except BaseException:
+                self.kill()
+                raise
         return self
 
     def kill(self) -> None:

@@ -112,3 +112,16 @@ def proxy5(reference5, tmp_path_factory):
         yield proxy
     finally:
         proxy.kill()
+
+
+@pytest.fixture(scope="session")
+def mqadmin5_pair(mqadmin5):
+    """Two 5.x mqadmin shells (the session's and one more), so that the differential tests make the same topics
+    and groups on both sides at once (differential5.create_on)."""
+    from java5kit import Mqadmin5
+
+    second = Mqadmin5()
+    try:
+        yield (mqadmin5, second)
+    finally:
+        second.close()
