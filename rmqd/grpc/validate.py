@@ -139,8 +139,9 @@ def check_message(m: Any, config: Any, max_lite_topic_size: int) -> None:
         if 0 < limit < deliver - int(time.time() * 1000):
             raise RpcError(C.ILLEGAL_DELIVERY_TIME, f"the max delay time of message is too large, max is {limit}")
     if sp.HasField("priority") and sp.priority < 0:      # Message.setPriority throws; the proxy prints where
-        raise RpcError(C.INTERNAL_SERVER_ERROR, "The priority must be greater than or equal to 0. "
-                       "IllegalArgumentException. org.apache.rocketmq.common.message.Message.setPriority(Message.java:161)")
+        raise RpcError(C.INTERNAL_SERVER_ERROR,
+                       "The priority must be greater than or equal to 0. IllegalArgumentException. "
+                       "org.apache.rocketmq.common.message.Message.setPriority(Message.java:161)")
     group = sp.message_group
     if group:
         if not group.strip():
@@ -163,14 +164,15 @@ def parse_receipt_handle(text: str) -> ReceiptHandle:
     while fields and fields[-1] == "":          # String.split drops trailing empty strings
         fields.pop()
     if len(fields) < 8:
-        raise RpcError(C.INTERNAL_SERVER_ERROR, f"Parse failed, dataList size {len(fields)}. IllegalArgumentException. "
-                                                "org.apache.rocketmq.common.consumer.ReceiptHandle.decode(ReceiptHandle.java:56)")
+        raise RpcError(C.INTERNAL_SERVER_ERROR,
+                       f"Parse failed, dataList size {len(fields)}. IllegalArgumentException. "
+                       "org.apache.rocketmq.common.consumer.ReceiptHandle.decode(ReceiptHandle.java:56)")
     try:
         return ReceiptHandle.parse(text)
     except ValueError:
         bad = next((f for f in fields[:4] + fields[6:8] if not f.lstrip("-").isdigit()), fields[-1])
-        raise RpcError(C.INTERNAL_SERVER_ERROR, f'For input string: "{bad}". NumberFormatException. java.base/java.lang.'
-                                                "NumberFormatException.forInputString(NumberFormatException.java:67)"
+        raise RpcError(C.INTERNAL_SERVER_ERROR, f'For input string: "{bad}". NumberFormatException. '
+                       "java.base/java.lang.NumberFormatException.forInputString(NumberFormatException.java:67)"
                        ) from None
 
 
