@@ -1,16 +1,17 @@
-"""The topic message-type check of the 5.x proxy (``enableTopicMessageTypeCheck``, on by default).
-
-A message's type is what its properties make it, first match wins (``TopicMessageType.parseFromMessageProperty``):
-TRANSACTION > DELAY (a delivery time) > FIFO (a message group) > PRIORITY > LITE (a lite topic) > NORMAL. A topic's
-type is its ``message.type`` (NORMAL when unset; UNSPECIFIED when the topic does not exist). A send is refused
-unless the two agree or the topic is MIXED; a message of an unknown topic is always refused
-(``DefaultTopicMessageTypeValidator``), with MESSAGE_PROPERTY_CONFLICT_WITH_TYPE and the proxy's text. The
-Settings a producer gets say ``validate_message_type`` accordingly, so the 5.x clients check it themselves first.
+"""The topic message-type check of the 5.x proxy for gRPC sends and recalls (``enableTopicMessageTypeCheck``, on by
+default), with the proxy's answer: the rules are :mod:`rmqd.broker.message_type`'s (a message's type from its
+properties, TRANSACTION > DELAY > FIFO > PRIORITY > LITE > NORMAL; its topic's ``message.type``, NORMAL when unset,
+UNSPECIFIED when the topic does not exist; equal unless the topic is MIXED). A refusal is the proxy's
+MESSAGE_PROPERTY_CONFLICT_WITH_TYPE for the whole request, its text wrapped as a ``ProxyException``'s. The route's
+``accept_message_types`` and the ``validate_message_type`` of a producer's Settings say the same, so the 5.x
+clients check it themselves first.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
+from rmqd.broker.message_type import recall_conflict, send_conflict
+from rmqd.grpc.convert import to_properties
 from rmqd.grpc.errors import proxy_error
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.store.topic_attributes import message_type_of
@@ -32,26 +33,15 @@ def accept_types(topic_config: Any) -> list[int]:
     return ACCEPT_TYPES.get(topic_type(topic_config), [d.MESSAGE_TYPE_UNSPECIFIED])
 
 
-def message_type(message: Any) -> str:
-    sp = message.system_properties
-    if sp.message_type == d.TRANSACTION:
-        return "TRANSACTION"
-    if sp.HasField("delivery_timestamp"):
-        return "DELAY"
-    if sp.message_group:
-        return "FIFO"
-    if sp.HasField("priority"):
-        return "PRIORITY"
-    if sp.lite_topic:
-        return "LITE"
-    return "NORMAL"
-
-
-def check(topic_config: Optional[Any], message: Any) -> None:
+def check_send(config: Any, topic_config: Optional[Any], message: Any) -> None:
     """Raise the proxy's refusal when ``message`` may not go to the topic of ``topic_config`` (None: unknown)."""
-    expected, actual = topic_type(topic_config), message_type(message)
-    if actual == "UNSPECIFIED" or (actual != expected and expected != "MIXED"):
-        raise proxy_error(d.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                          f"TopicMessageType validate failed, the expected type is {expected}, "
-                          f"but actual type is {actual}")
+    conflict = send_conflict(enabled(config), topic_config, to_properties(message, None))
+    if conflict:
+        raise proxy_error(d.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, conflict)
 
+
+def check_recall(config: Any, topic_config: Optional[Any]) -> None:
+    """Only a DELAY (or MIXED) topic's messages can be recalled."""
+    conflict = recall_conflict(enabled(config), topic_config)
+    if conflict:
+        raise proxy_error(d.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, conflict)

@@ -342,8 +342,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 raise RpcError(C.MESSAGE_CORRUPTED, "topic in message is not same")
             validate.check_message(m, config, self.max_lite_topic_size)
         tc = self.broker.topic_config_manager.get(topic)
-        if message_types.enabled(config):
-            message_types.check(tc, first)
+        message_types.check_send(config, tc, first)
         if tc is None:
             raise topic_not_found(topic)
         conn = GrpcConn(*peer)
@@ -888,12 +887,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         topic = request.topic.name
         validate.check_topic(topic)
         self._authorize(md, peer, {topic: PUB})
-        if message_types.enabled(self.broker.config):
-            tc = self.broker.topic_config_manager.get(topic)
-            expected = message_types.topic_type(tc)
-            if expected not in ("DELAY", "MIXED"):
-                raise proxy_error(C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "TopicMessageType validate failed, the "
-                                  f"expected type is {expected}, but actual type is DELAY")
+        message_types.check_recall(self.broker.config, self.broker.topic_config_manager.get(topic))
         recaller = self.broker.recaller
         try:
             message_id = await self.send_executor.run(recaller.recall, topic, request.recall_handle,
