@@ -105,7 +105,7 @@ def to_properties(msg: Any, producer_group: Optional[str]) -> dict[str, str]:
         props[TRACE_CONTEXT] = sp.trace_context
     if sp.HasField("priority"):
         props[PRIORITY] = str(sp.priority)
-    if sp.HasField("lite_topic"):
+    if sp.HasField("lite_topic") and sp.lite_topic:
         props[LITE_TOPIC] = sp.lite_topic
     if sp.born_host.strip():
         props[BORN_HOST_PROPERTY] = sp.born_host
