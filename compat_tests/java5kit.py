@@ -44,7 +44,10 @@ JAVA5_SRC = Path(__file__).resolve().parent / "java5"
 # The session reference's settings beyond the defaults: those of the 4.9.8 reference (1 s delay levels,
 # transaction check-backs after 1 s, SQL92 filtering) and the short waits rmqd's gRPC tests use (invisible times
 # from 1 s, long polls of at most 3 s), so one scenario runs in seconds on both.
-REFERENCE5_BROKER_PROPERTIES = dict(REFERENCE_BROKER_PROPERTIES)
+# Lite Mode (5.5) needs the LMQ and multi-dispatch on (both default to false in Java; rmqd needs neither); recall of
+# delay messages (5.3.2) is off by default in both and on here, so that it can be compared.
+REFERENCE5_BROKER_PROPERTIES = dict(REFERENCE_BROKER_PROPERTIES, enableLmq="true", enableMultiDispatch="true",
+                                    recallMessageEnable="true")
 REFERENCE5_PROXY_PROPERTIES = {"minInvisibleTimeMillsForRecv": 1000,
                                "grpcClientConsumerMaxLongPollingTimeoutMillis": 3000}
 
@@ -290,6 +293,7 @@ class _Jvm:
 NAMESRV_HEAP = ("-Xms128m", "-Xmx256m")
 BROKER_HEAP = ("-Xms512m", "-Xmx768m", "-XX:MaxDirectMemorySize=1g")
 CONTROLLER_HEAP = ("-Xms128m", "-Xmx256m")
+PROXY_HEAP = ("-Xms128m", "-Xmx384m")
 
 
 class Reference5Cluster:
@@ -391,7 +395,6 @@ class Reference5Cluster:
         self.kill()
 
 
-PROXY_HEAP = ("-Xms128m", "-Xmx384m")
 
 
 class ClusterProxy5:

@@ -43,9 +43,20 @@ def update_broker_config(mqadmin, namesrv: str, settings: Mapping[str, str], clu
             f"updateBrokerConfig {key}={value}")
 
 
-# Java 5.5's defaults of the settings the Go scenarios change (restored afterwards on the shared reference).
-JAVA_DEFAULTS = {"enableLmq": "false", "enableMultiDispatch": "false", "recallMessageEnable": "false",
-                 "waitTimeMillsInSendQueue": "200", "osPageCacheBusyTimeOutMills": "1000"}
+def broker_config_values(mqadmin, namesrv: str, keys: Iterable[str], cluster: str = "DefaultCluster") -> dict[str, str]:
+    """The current values of ``keys`` on the cluster's brokers (``getBrokerConfig``; the first broker's answer)."""
+    res = mqadmin.run("getBrokerConfig", "-n", namesrv, "-c", cluster)
+    assert res.returncode == 0, f"mqadmin getBrokerConfig: {res.stdout[-2000:]}"
+    found: dict[str, str] = {}
+    for line in res.stdout.splitlines():
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if sep and key in keys and key not in found:
+            found[key] = value.strip()
+    missing = set(keys) - set(found)
+    assert not missing, f"getBrokerConfig shows no {sorted(missing)}: {res.stdout[-2000:]}"
+    return found
+
 # The Java broker refuses a send SYSTEM_BUSY when it waited longer than waitTimeMillsInSendQueue (200 ms) in its
 # queue ([TIMEOUT_CLEAN_QUEUE]) or when the put before it held the store longer than osPageCacheBusyTimeOutMills
 # (1 s, [PCBUSY_CLEAN_QUEUE]); the Go remoting client does not retry SYSTEM_BUSY. On these shared, loaded machines
@@ -55,14 +66,17 @@ BUSY_MACHINE = {"waitTimeMillsInSendQueue": "10000", "osPageCacheBusyTimeOutMill
 
 @contextmanager
 def broker_settings(mqadmin, namesrvs: Iterable[str], settings: Mapping[str, str]):
-    """``settings`` on the brokers of each name server for the duration, then Java's defaults again."""
+    """``settings`` on the brokers of each name server for the duration, then the values they had again (the
+    session's reference is shared by every test)."""
+    namesrvs = list(namesrvs)
+    before = {namesrv: broker_config_values(mqadmin, namesrv, settings) for namesrv in namesrvs}
     try:
         for namesrv in namesrvs:
             update_broker_config(mqadmin, namesrv, settings)
         yield
     finally:
         for namesrv in namesrvs:
-            update_broker_config(mqadmin, namesrv, {k: JAVA_DEFAULTS[k] for k in settings})
+            update_broker_config(mqadmin, namesrv, before[namesrv])
 
 
 def wait_routes(namesrv: str, topics: Iterable[str], timeout: float = 30.0) -> None:

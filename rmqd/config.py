@@ -414,8 +414,21 @@ class BrokerConfig(_PropertiesConfig):
         "minInvisibleTimeMillsForRecv": 10000,
         "grpcClientConsumerMaxLongPollingTimeoutMillis": 20000,
         "grpcClientIdleTimeMills": 120000,
-        # the 5.x proxy's check that a gRPC send's message type is its topic's (rmqd.broker.message_type)
+        # the 5.x proxy's request limits and checks for gRPC clients (its names and defaults): receive long polls
+        # last at least grpcClientConsumerMinLongPollingTimeoutMillis (capped by the max); invisible times at most
+        # maxInvisibleTimeMills; a send is refused when its type does not match its topic's message.type
+        # (enableTopicMessageTypeCheck), its body is empty (enableMessageBodyEmptyCheck), its user properties are
+        # too many or too large, its message group too long, its delivery time too far or its transaction
+        # recovery time too long
+        "grpcClientConsumerMinLongPollingTimeoutMillis": 5000,
+        "maxInvisibleTimeMills": 12 * 3600 * 1000,
         "enableTopicMessageTypeCheck": True,
+        "enableMessageBodyEmptyCheck": True,
+        "maxUserPropertySize": 16 * 1024,
+        "userPropertyMaxNum": 128,
+        "maxMessageGroupSize": 64,
+        "maxDelayTimeMills": 24 * 3600 * 1000,
+        "maxTransactionRecoverySecond": 3600,
     }
 
     @property

@@ -22,10 +22,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import client5_env  # noqa: E402
 
 # short waits: invisible times from 1 s, transaction check-backs after 1 s, long polls of at most 3 s (a push
-# consumer's shutdown waits for its parked receive)
+# consumer's shutdown waits for its parked receive); recall on, as on the Java reference (java5kit)
 GRPC_BROKER = {"brokerIP1": "127.0.0.1", "minInvisibleTimeMillsForRecv": "1000",
                "transactionCheckInterval": "1000", "transactionTimeOut": "1000",
-               "grpcClientConsumerMaxLongPollingTimeoutMillis": "3000"}
+               "grpcClientConsumerMaxLongPollingTimeoutMillis": "3000", "recallMessageEnable": "true"}
 
 
 @pytest.fixture(scope="session")
@@ -99,3 +99,30 @@ def make_grpc_server():
     yield make
     for server in made:
         server.close()
+
+
+@pytest.fixture(scope="session")
+def proxy5(reference5, tmp_path_factory):
+    """A Java 5.x proxy in cluster mode attached to the session's reference cluster (java5kit.ClusterProxy5): Lite
+    Mode is judged against it, since the reference's local-mode proxy has no lite subscription service in 5.5.0."""
+    from java5kit import REFERENCE5_PROXY_PROPERTIES, ClusterProxy5
+
+    proxy = ClusterProxy5(tmp_path_factory.mktemp("proxy5"), reference5.namesrv_addr,
+                          proxy_conf=REFERENCE5_PROXY_PROPERTIES).start()
+    try:
+        yield proxy
+    finally:
+        proxy.kill()
+
+
+@pytest.fixture(scope="session")
+def mqadmin5_pair(mqadmin5):
+    """Two 5.x mqadmin shells (the session's and one more), so that the differential tests make the same topics
+    and groups on both sides at once (differential5.create_on)."""
+    from java5kit import Mqadmin5
+
+    second = Mqadmin5()
+    try:
+        yield (mqadmin5, second)
+    finally:
+        second.close()

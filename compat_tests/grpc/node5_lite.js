@@ -25,8 +25,10 @@ async function main() {
   const r = await producer.send({ topic: 'NP', body: Buffer.from('p'), priority: 5 });
   emit({ op: 'priority', id: r.messageId });
   let refused = null;
-  try { await producer.send({ topic: 'NL', body: Buffer.from('x'), priority: 1 }); } catch (e) { refused = e.code; }
-  emit({ op: 'priority_on_lite', code: refused });
+  try {
+    await producer.send({ topic: 'NL', body: Buffer.from('x'), priority: 1 });
+  } catch (e) { refused = { code: e.code === undefined ? null : e.code, error: String(e.message) }; }
+  emit({ op: 'priority_on_lite', ...refused });
 
   // OffsetOption MIN: a subscriber starts at the first message; Exclusive: a second subscriber evicts it
   for (let i = 0; i < 3; i++) await producer.send({ topic: 'NL', body: Buffer.from(`room-${i}`), liteTopic: 'room' });

@@ -7,7 +7,7 @@ with -o true, a lite group bound with --attributes +lite.bind.topic=<topic>, a D
 (enableLmq, enableMultiDispatch, recallMessageEnable), as an operator does. Then every scenario runs against both
 at once: normal sends and a simple consumer, ChangeInvisibleDuration, a push consumer with a tag filter, FIFO per
 message group, a delivery timestamp, transactions with check-back, priorities, a LitePushConsumer, recall, and the
-DLQ after the group's max attempts. 5.5.0's local-mode proxy cannot serve Lite Mode (java5kit.ClusterProxy5), so the
+DLQ after the group's max attempts. 5.5.0's local-mode proxy cannot serve Lite Mode (java5kit.ClusterProxy5, the session's proxy5), so the
 Java side of the lite scenario goes through a cluster-mode proxy of the same reference broker."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from go_outcomes import (JAVA55_GRPC_DLQ_EXTRA_ATTEMPT, as_rmqd_stores, assert_same, by_body, distinct, masked, of,
                          ok, without)
 from gokit import BUILD_TIMEOUT, run_go_all
-from java5kit import START_TIMEOUT, ClusterProxy5
+from java5kit import START_TIMEOUT
 from javakit import SHELL_START_TIMEOUT
 from mqadmin_setup import BUSY_MACHINE, broker_settings, create_groups, create_topics, wait_routes
 
@@ -43,17 +43,7 @@ RECALL_MISSING = "rmqd lacks message recall (gRPC RecallMessage / RECALL_MESSAGE
 
 
 @pytest.fixture(scope="module")
-def cluster_proxy(reference5, tmp_path_factory):
-    """A cluster-mode proxy of the reference broker, launched here and waited for once the topics are made."""
-    proxy = ClusterProxy5(tmp_path_factory.mktemp("cluster-proxy"), reference5.namesrv_addr,
-                          proxy_conf={"minInvisibleTimeMillsForRecv": 1000,
-                                      "grpcClientConsumerMaxLongPollingTimeoutMillis": 3000}).launch()
-    yield proxy
-    proxy.kill()
-
-
-@pytest.fixture(scope="module")
-def runs(reference5, mqadmin5, grpc_server, cluster_proxy):
+def runs(reference5, mqadmin5, grpc_server, proxy5):
     """Every scenario run against both systems at once: {(system, scenario): JavaRun}."""
     namesrvs = {"java": reference5.namesrv_addr, "rmqd": grpc_server.server.namesrv_addr}
     jobs = {}
@@ -62,11 +52,9 @@ def runs(reference5, mqadmin5, grpc_server, cluster_proxy):
             create_topics(mqadmin5, namesrv, {topic: opts for topic, opts, _ in SCENARIOS.values()})
             create_groups(mqadmin5, namesrv, {g: o for _, _, groups in SCENARIOS.values() for g, o in groups.items()})
             wait_routes(namesrv, [topic for topic, _, _ in SCENARIOS.values()])
-            if system == "java":
-                cluster_proxy.wait_started()
             for name, (topic, _, groups) in SCENARIOS.items():
                 endpoint = grpc_server.grpc_addr if system == "rmqd" else \
-                    cluster_proxy.grpc_addr if name == "lite" else reference5.grpc_addr
+                    proxy5.grpc_addr if name == "lite" else reference5.grpc_addr
                 jobs[(system, name)] = ["grpc5", "-endpoint", endpoint, "-topic", topic, "-group", next(iter(groups)),
                                         "-wait", "60", name]
         yield run_go_all(jobs, RUN_TIMEOUT)

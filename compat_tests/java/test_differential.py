@@ -41,6 +41,10 @@ RMQD_OWN_PROPERTIES = {
     # POP and the gRPC endpoint for 5.x clients (the 5.x broker's and proxy's names; popExecutorCapacity is rmqd's)
     "reviveQueueNum", "defaultMessageRequestMode", "popExecutorCapacity", "grpcServerPort",
     "minInvisibleTimeMillsForRecv", "grpcClientConsumerMaxLongPollingTimeoutMillis", "grpcClientIdleTimeMills",
+    # the 5.x proxy's gRPC request limits (rmqd.grpc.validate, rmqd.grpc.message_types); 5.x recall
+    "grpcClientConsumerMinLongPollingTimeoutMillis", "maxInvisibleTimeMills", "enableTopicMessageTypeCheck",
+    "enableMessageBodyEmptyCheck", "maxUserPropertySize", "userPropertyMaxNum", "maxMessageGroupSize",
+    "maxDelayTimeMills", "maxTransactionRecoverySecond", "recallMessageEnable", "allowRecallWhenBrokerNotWriteable",
     # RocketMQ 5 controller mode, the broker side (5.x BrokerConfig / MessageStoreConfig names)
     "enableControllerMode", "controllerAddr", "controllerHeartBeatTimeoutMills", "brokerHeartbeatInterval",
     "syncBrokerMetadataPeriod", "checkSyncStateSetPeriod", "syncControllerMetadataPeriod", "brokerElectionPriority",

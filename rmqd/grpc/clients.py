@@ -56,6 +56,7 @@ class GrpcChannel:
         self.closed = False
         self.settings: Optional[Any] = None
         self.language = "JAVA"
+        self.language_header = "JAVA"                     # x-mq-language of its Telemetry stream
         self.outbox: Optional[asyncio.Queue] = None      # the open Telemetry stream's outgoing commands
         self.last_seen = time.monotonic()
         self.on_close: Optional[Any] = None               # (channel) -> None: the manager forgets it
@@ -167,6 +168,9 @@ class GrpcClientManager:
         """The client's Telemetry stream ended without NotifyClientTermination: drop its producer and consumer
         registrations (a transaction check or a consumer list no longer names it). Its settings are kept, so
         a live client's next heartbeat or Settings registers it again."""
+        if ch.settings is None:              # never registered (its Settings never came or were refused)
+            self._forget(ch)
+            return
         self.broker.producer_manager.do_channel_close(ch)
         groups = self.broker.consumer_manager.do_channel_close(ch)
         log.info("gRPC client %s: telemetry stream ended without termination; registrations released%s",

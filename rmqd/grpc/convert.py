@@ -11,6 +11,7 @@ and properties.
 from __future__ import annotations
 
 import hashlib
+import time
 import zlib
 from typing import Any, Optional
 
@@ -25,20 +26,21 @@ UNIQ_KEY, TAGS, KEYS, SHARDING_KEY = "UNIQ_KEY", "TAGS", "KEYS", "__SHARDINGKEY"
 TIMER_DELIVER_MS, DELAY, TRAN_MSG, PGROUP = "TIMER_DELIVER_MS", "DELAY", "TRAN_MSG", "PGROUP"
 TRACE_CONTEXT, RETRY_TOPIC = "TRACE_CONTEXT", "RETRY_TOPIC"
 PRIORITY, LITE_TOPIC = "_SYS_MSG_PRIORITY_", "__LITE_TOPIC"
-# The 5.5 proxy's MessageConst.STRING_HASH_SET: what a 5.x client never sees among its user properties, and what
-# a send may not carry as one (ILLEGAL_MESSAGE_PROPERTY_KEY). Anything else stored with a message is a user property
-# to the Java proxy, __SHARDINGKEY, __transactionId__, TRANSACTION_CHECK_TIMES and INNER_MULTI_DISPATCH included.
-SYSTEM_PROPERTY_NAMES = frozenset({
+TRANSACTION_ID = "__transactionId__"
+BORN_HOST_PROPERTY = "__BORNHOST"
+# MessageConst.STRING_HASH_SET (5.5.0): what a consumer never sees among a message's user properties, and the
+# names a user property may not take (ILLEGAL_MESSAGE_PROPERTY_KEY). Anything else stored with a message (a
+# 4.x client's own properties, TRACE_CONTEXT, __SHARDINGKEY...) the proxy shows as a user property too.
+JAVA_SYSTEM_PROPERTIES = frozenset({
     "1ST_POP_TIME", "ARRIVE_TIME", "BORN_TIMESTAMP", "BUYER_ID", "CLUSTER", "CONSUME_START_TIME", "CORRECTION_FLAG",
-    "CORRELATION_ID", DELAY, "DLQ_ORIGIN_MESSAGE_ID", "DLQ_ORIGIN_TOPIC", "DUP_INFO", "EXTEND_UNIQ_INFO",
-    "INNER_MULTI_QUEUE_OFFSET", "INSTANCE_ID", KEYS, "MAX_OFFSET", "MAX_RECONSUME_TIMES", "MIN_OFFSET", "MQ2_FLAG",
-    "MSG_REGION", "MSG_TYPE", "ORIGIN_GROUP", "ORIGIN_MESSAGE_ID", PGROUP, "POP_CK", "POP_CK_OFFSET",
-    "PUSH_REPLY_TIME", "REAL_QID", "REAL_TOPIC", "RECONSUME_TIME", "REPLY_TO_CLIENT", RETRY_TOPIC, TAGS,
-    "TIMER_DELAY_LEVEL", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", TIMER_DELIVER_MS, "TIMER_DEL_UNIQKEY", "TIMER_DEQUEUE_MS",
-    "TIMER_ENQUEUE_MS", "TIMER_OUT_MS", "TIMER_ROLL_TIMES", "TRACE_ON", "TRANSFER_FLAG", TRAN_MSG,
-    "TRAN_PREPARED_QUEUE_OFFSET", "TTL", UNIQ_KEY, "WAIT", PRIORITY, "__BORNHOST", "__CRC32#", LITE_TOPIC,
-})
-RESERVED_USER_KEYS = SYSTEM_PROPERTY_NAMES
+    "CORRELATION_ID", "DELAY", "DLQ_ORIGIN_MESSAGE_ID", "DLQ_ORIGIN_TOPIC", "DUP_INFO", "EXTEND_UNIQ_INFO",
+    "INNER_MULTI_QUEUE_OFFSET", "INSTANCE_ID", "KEYS", "MAX_OFFSET", "MAX_RECONSUME_TIMES", "MIN_OFFSET",
+    "MQ2_FLAG", "MSG_REGION", "MSG_TYPE", "ORIGIN_GROUP", "ORIGIN_MESSAGE_ID", "PGROUP", "POP_CK", "POP_CK_OFFSET",
+    "PUSH_REPLY_TIME", "REAL_QID", "REAL_TOPIC", "RECONSUME_TIME", "REPLY_TO_CLIENT", "RETRY_TOPIC", "TAGS",
+    "TIMER_DELAY_LEVEL", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS", "TIMER_DEL_UNIQKEY",
+    "TIMER_DEQUEUE_MS", "TIMER_ENQUEUE_MS", "TIMER_OUT_MS", "TIMER_ROLL_TIMES", "TRACE_ON", "TRANSFER_FLAG",
+    "TRAN_MSG", "TRAN_PREPARED_QUEUE_OFFSET", "TTL", "UNIQ_KEY", "WAIT", "_SYS_MSG_PRIORITY_", "__BORNHOST",
+    "__CRC32#", "__LITE_TOPIC"})
 
 
 def ms_to_timestamp(ms: int) -> Timestamp:
@@ -63,16 +65,18 @@ def ms_to_duration(ms: int) -> Duration:
     return dur
 
 
-def message_type_of(props: dict, sys_flag: int) -> int:
-    if props.get(TRAN_MSG) == "true" or sys_flag & 0xC:
+def message_type_of(props: dict, sys_flag: int = 0) -> int:
+    """The type the proxy reports for a stored message (``TopicMessageType.parseFromMessageProperty``, first match
+    wins): TRANSACTION > DELAY (a delay level or timer property) > FIFO > PRIORITY > LITE > NORMAL."""
+    if props.get(TRAN_MSG, "").lower() == "true":
         return d.TRANSACTION
-    if props.get(SHARDING_KEY):
-        return d.FIFO
-    if props.get(TIMER_DELIVER_MS) or props.get(DELAY):
+    if any(props.get(k) is not None for k in (DELAY, TIMER_DELIVER_MS, "TIMER_DELAY_SEC", "TIMER_DELAY_MS")):
         return d.DELAY
-    if props.get(PRIORITY):
+    if props.get(SHARDING_KEY) is not None:
+        return d.FIFO
+    if props.get(PRIORITY) is not None:
         return d.PRIORITY
-    if props.get(LITE_TOPIC):
+    if props.get(LITE_TOPIC) is not None:
         return d.LITE
     return d.NORMAL
 
@@ -95,14 +99,28 @@ def to_properties(msg: Any, producer_group: Optional[str]) -> dict[str, str]:
         props[TRAN_MSG] = "true"
         if producer_group:
             props[PGROUP] = producer_group
+        if sp.message_id:           # the 5.x broker marks a half message with its id (its consumers see it)
+            props[TRANSACTION_ID] = sp.message_id
     if sp.HasField("trace_context") and sp.trace_context:
         props[TRACE_CONTEXT] = sp.trace_context
     if sp.HasField("priority"):
         props[PRIORITY] = str(sp.priority)
-    if sp.HasField("lite_topic"):
+    if sp.HasField("lite_topic") and sp.lite_topic:
         props[LITE_TOPIC] = sp.lite_topic
+    if sp.born_host.strip():
+        props[BORN_HOST_PROPERTY] = sp.born_host
+    if sp.HasField("born_timestamp"):
+        props["BORN_TIMESTAMP"] = str(timestamp_to_ms(sp.born_timestamp))
     props["WAIT"] = "true"
     return props
+
+
+def java_split(text: str, sep: str) -> list[str]:
+    """Java's ``String.split`` of a plain separator: trailing empty strings dropped."""
+    parts = text.split(sep)
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
 
 
 def body_digest(body: bytes) -> Any:
@@ -122,44 +140,45 @@ def to_grpc_message(m: StoredMessage, topic: Optional[str] = None, receipt: Opti
             body = zlib.decompress(body)
         except zlib.error:
             pass
+    born_host = props.get(BORN_HOST_PROPERTY) or ""
     sp = d.SystemProperties(
         message_id=props.get(UNIQ_KEY) or m.msg_id,
         body_digest=body_digest(body),
         body_encoding=encoding,
         message_type=message_type_of(props, m.sys_flag),
         born_timestamp=ms_to_timestamp(m.born_timestamp),
-        born_host=m.born_host[0],
+        born_host=born_host if born_host.strip() else m.born_host[0],
         store_timestamp=ms_to_timestamp(m.store_timestamp),
         store_host=f"{m.store_host[0]}:{m.store_host[1]}",
         queue_id=m.queue_id,
         queue_offset=m.queue_offset,
         delivery_attempt=m.reconsume_times + 1,
     )
-    tag = props.get(TAGS)
-    if tag:
-        sp.tag = tag
-    keys = props.get(KEYS)
-    if keys:
-        sp.keys.extend(k for k in keys.split(" ") if k)
-    group = props.get(SHARDING_KEY)
-    if group:
-        sp.message_group = group
-    deliver = props.get(TIMER_DELIVER_MS)
-    if deliver and deliver.lstrip("-").isdigit():
-        sp.delivery_timestamp.CopyFrom(ms_to_timestamp(int(deliver)))
-    trace = props.get(TRACE_CONTEXT)
-    if trace:
-        sp.trace_context = trace
-    lite = props.get(LITE_TOPIC)
-    if lite:
-        sp.lite_topic = lite
-    priority = props.get(PRIORITY)
-    if priority and priority.isdigit() and sp.message_type == d.PRIORITY:
+    # GrpcConverter.buildSystemProperties: a field for each property present
+    if props.get(TAGS) is not None:
+        sp.tag = props[TAGS]
+    if props.get(KEYS) is not None:
+        sp.keys.extend(java_split(props[KEYS], " "))
+    if props.get(SHARDING_KEY) is not None:
+        sp.message_group = props[SHARDING_KEY]
+    if props.get("TIMER_DELAY_SEC", "").isdigit():
+        sp.delivery_timestamp.CopyFrom(ms_to_timestamp(int(time.time() * 1000) + int(props["TIMER_DELAY_SEC"]) * 1000))
+    elif props.get(TIMER_DELIVER_MS, "").lstrip("-").isdigit():
+        sp.delivery_timestamp.CopyFrom(ms_to_timestamp(int(props[TIMER_DELIVER_MS])))
+    if props.get(TRACE_CONTEXT) is not None:
+        sp.trace_context = props[TRACE_CONTEXT]
+    if props.get(LITE_TOPIC) is not None:
+        sp.lite_topic = props[LITE_TOPIC]
+    priority = props.get(PRIORITY, "")
+    if priority.isdigit():
         sp.priority = min(int(priority), 2 ** 31 - 1)
     if receipt is not None:
         sp.receipt_handle = receipt.encode()
     if invisible_ms is not None:
         sp.invisible_duration.CopyFrom(ms_to_duration(invisible_ms))
-    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_NAMES}
+    origin_topic, origin_id = props.get("DLQ_ORIGIN_TOPIC"), props.get("DLQ_ORIGIN_MESSAGE_ID")
+    if origin_topic is not None and origin_id is not None:
+        sp.dead_letter_queue.CopyFrom(d.DeadLetterQueue(topic=origin_topic, message_id=origin_id))
+    user = {k: v for k, v in props.items() if k not in JAVA_SYSTEM_PROPERTIES}
     return d.Message(topic=d.Resource(resource_namespace=namespace, name=topic or m.topic),
                      user_properties=user, system_properties=sp, body=body)

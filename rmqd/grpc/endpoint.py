@@ -199,17 +199,25 @@ class _LazyHandlers:
     def __init__(self, endpoint: GrpcEndpoint) -> None:
         self.endpoint = endpoint
         self.handlers: Optional[tuple] = None
+        self.guarded: dict[str, Any] = {}        # method path -> its handler behind rmqd.grpc.bad_input.guard
 
     def service(self, handler_call_details: Any) -> Any:
+        path = handler_call_details.method
+        found = self.guarded.get(path)
+        if found is not None:
+            return found
         if self.handlers is None:
             from rmqd.grpc.pb import service_pb2_grpc
             capture = _HandlerCapture()
             service_pb2_grpc.add_MessagingServiceServicer_to_server(self.endpoint.service, capture)
             self.handlers = capture.generic
             log.debug("gRPC MessagingService loaded on its first call")
+        from rmqd.grpc.bad_input import guard
         for handler in self.handlers:
             found = handler.service(handler_call_details)
             if found is not None:
+                found = guard(found, path.rsplit("/", 1)[-1], self.endpoint.service.causes)
+                self.guarded[path] = found
                 return found
         return None
 

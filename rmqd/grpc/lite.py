@@ -13,9 +13,12 @@ import asyncio
 import logging
 from typing import Any, Optional
 
+from rmqd.grpc.errors import RpcError
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.pb import service_pb2 as s
-from rmqd.pop.lite import LiteError, LiteSubscriptionManager, OffsetOption
+from rmqd.grpc import validate
+from rmqd.pop.lite import QUOTA_SLACK, LiteError, LiteSubscriptionManager, OffsetOption
+from rmqd.store import group_attributes as ga
 from rmqd.pop.service import PopResult
 from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, check_name, lmq_name
 from rmqd.store.message import decode_message
@@ -69,6 +72,7 @@ class LiteGrpc:
 
     async def sync(self, request: Any, context: Any, client_id: str, peer: str) -> Any:
         names = list(request.lite_topic_set)
+        self._proxy_checks(request, names)
         try:
             self.manager.sync(client_id, request.group.name, request.topic.name, int(request.action), names,
                               offset_option(request), peer, self._notifier(client_id))
@@ -77,10 +81,31 @@ class LiteGrpc:
             return s.SyncLiteSubscriptionResponse(status=d.Status(code=code, message=message))
         return s.SyncLiteSubscriptionResponse(status=d.Status(code=C.OK, message="OK"))
 
+    def _proxy_checks(self, request: Any, names: list) -> None:
+        """What the proxy refuses before the broker sees a SyncLiteSubscription (``ClientActivity`` and
+        ``ClientProcessor.syncLiteSubscription``), with its texts: names, group, bind topic, the +300 quota."""
+        topic, group = request.topic.name, request.group.name
+        validate.check_topic(topic)
+        validate.check_group(group)
+        if request.action == d.PARTIAL_ADD:
+            for name in dict.fromkeys(names):
+                validate.check_lite_topic(name, int(self.manager.config.maxLiteTopicSize))
+        sg = self.service.broker.subscription_group_manager.table.get(group)
+        if sg is None:
+            raise RpcError(C.ILLEGAL_CONSUMER_GROUP, f"group not found: {group}")
+        bind = ga.bind_topic(sg)
+        if bind != topic:
+            raise RpcError(C.ILLEGAL_TOPIC, f"lite group {group} is expected to bind topic {bind or 'null'}, "
+                                            f"but actual is {topic}")
+        quota = ga.get_int(sg, ga.LITE_CLIENT_QUOTA)
+        if names and len(set(names)) > quota + QUOTA_SLACK:
+            raise RpcError(C.LITE_SUBSCRIPTION_QUOTA_EXCEEDED, f"lite subscription quota exceeded: {quota}")
+
     # ------------------------------------------------------------------ settings
-    def fill_settings(self, settings: Any, group_config: Any) -> None:
-        """A lite consumer's subscription settings: its quota and the max lite topic size (the proxy's merge)."""
-        settings.subscription.lite_subscription_quota = min(self.manager.quota_of(group_config), 2 ** 31 - 1)
+    def fill_settings(self, settings: Any, group_config: Optional[Any]) -> None:
+        """A consumer's lite settings (the proxy merges them into every consumer's): the group's
+        ``lite.sub.client.quota`` as it is (2000 by default, -1 unlimited) and the max lite topic size."""
+        settings.subscription.lite_subscription_quota = ga.get_int(group_config, ga.LITE_CLIENT_QUOTA)
         settings.subscription.max_lite_topic_size = int(self.manager.config.maxLiteTopicSize)
 
     # ------------------------------------------------------------------ receive
@@ -92,7 +117,6 @@ class LiteGrpc:
         try:
             m.check_group(group_config.group_name, topic)
         except LiteError as exc:
-            from rmqd.grpc.service import RpcError
             raise RpcError(*self.error(exc)) from None
         m.attach(client_id, group_config.group_name, topic, group_config, host, self._notifier(client_id))
         executor = self.service.pop_executor
@@ -137,8 +161,7 @@ class LiteGrpc:
         if lite:
             reason = check_name(lite, self.manager.config.maxLiteTopicSize)
             if reason:
-                from rmqd.grpc.service import RpcError
-                raise RpcError(C.ILLEGAL_LITE_TOPIC, f"{reason}: {lite!r}")
+                    raise RpcError(C.ILLEGAL_LITE_TOPIC, f"{reason}: {lite!r}")
             return lmq_name(topic, lite)
         rec = self.service.broker.store.read_message(commit_log_offset)
         if rec is not None:

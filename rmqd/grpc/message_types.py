@@ -1,58 +1,47 @@
-"""The checks a 5.x proxy makes on a message's new fields before sending it (priority, lite topic).
-
-- ``priority`` with a message group, a delivery time, a lite topic or on a transactional message, and
-  ``lite_topic`` with any of those: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE (the clients refuse these
-  themselves; a raw request gets the same answer the proxy's message-type validation gives);
-- a priority below 0: BAD_REQUEST; a lite topic name that is blank, too long or not ``[A-Za-z0-9_-]``:
-  ILLEGAL_LITE_TOPIC (``GrpcValidator.validateLiteTopic``);
-- a priority on a topic whose ``message.type`` is not PRIORITY, a lite topic on a topic that is not LITE,
-  or a message without a lite topic sent to a LITE topic: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, with the
-  proxy's ``DefaultTopicMessageTypeValidator`` text. A message without a priority on a PRIORITY topic is a NORMAL
-  one: refused by the general check that follows (rmqd.broker.message_type, ``enableTopicMessageTypeCheck``);
-  over remoting the broker takes it, on a random queue.
+"""The topic message-type check of the 5.x proxy for gRPC sends and recalls (``enableTopicMessageTypeCheck``, on by
+default), with the proxy's answer: the rules are :mod:`rmqd.broker.message_type`'s (a message's type from its
+properties, TRANSACTION > DELAY > FIFO > PRIORITY > LITE > NORMAL; its topic's ``message.type``, NORMAL when unset,
+UNSPECIFIED when the topic does not exist; equal unless the topic is MIXED). A refusal is the proxy's
+MESSAGE_PROPERTY_CONFLICT_WITH_TYPE for the whole request, its text wrapped as a ``ProxyException``'s. The route's
+``accept_message_types`` and the ``validate_message_type`` of a producer's Settings say the same, so the 5.x
+clients check it themselves first.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
+from rmqd.broker.message_type import recall_conflict, send_conflict
+from rmqd.grpc.convert import to_properties
+from rmqd.grpc.errors import proxy_error
 from rmqd.grpc.pb import definition_pb2 as d
-from rmqd.store.lite.names import check_name
 from rmqd.store.topic_attributes import message_type_of
 
-C = d.Code
+# the route's accept_message_types of a topic type (RouteActivity.parseTopicMessageType)
+ACCEPT_TYPES = {"NORMAL": [d.NORMAL], "FIFO": [d.FIFO], "DELAY": [d.DELAY], "TRANSACTION": [d.TRANSACTION],
+                "PRIORITY": [d.PRIORITY], "LITE": [d.LITE], "MIXED": [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION]}
 
 
-def _conflict(expected: str, actual: str) -> tuple[int, str]:
-    return C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, (
-        f"TopicMessageType validate failed, the expected type is {expected}, but actual type is {actual}")
+def enabled(config: Any) -> bool:
+    return str(getattr(config, "enableTopicMessageTypeCheck", True)).lower() == "true"
 
 
-def check(topic_config: Any, message: Any, max_lite_topic_size: int) -> Optional[tuple[int, str]]:
-    """(code, message) refusing ``message`` for ``topic_config``, or None when it may be sent."""
-    sp = message.system_properties
-    has_priority, has_lite = sp.HasField("priority"), sp.HasField("lite_topic")
-    others = [name for name, present in (
-        ("message_group", sp.HasField("message_group") and bool(sp.message_group)),
-        ("delivery_timestamp", sp.HasField("delivery_timestamp")),
-        ("transaction", sp.message_type == d.TRANSACTION)) if present]
-    topic_type = message_type_of(topic_config)
-    if has_priority:
-        if has_lite or others:
-            return C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, (
-                f"priority should not be set together with {(['lite_topic'] + others)[0 if has_lite else 1]}")
-        if sp.priority < 0:
-            return C.BAD_REQUEST, f"priority must be greater than or equal to 0, but is {sp.priority}"
-        if topic_type != "PRIORITY":
-            return _conflict(topic_type, "PRIORITY")
-    if has_lite:
-        if others:
-            return C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, f"lite_topic should not be set together with {others[0]}"
-        reason = check_name(sp.lite_topic, max_lite_topic_size)
-        if reason:
-            return C.ILLEGAL_LITE_TOPIC, reason
-        if topic_type != "LITE":
-            return _conflict(topic_type, "LITE")
-    elif topic_type == "LITE":
-        actual = d.MessageType.Name(sp.message_type) if sp.message_type else "NORMAL"
-        return _conflict("LITE", actual)
-    return None
+def topic_type(topic_config: Optional[Any]) -> str:
+    return "UNSPECIFIED" if topic_config is None else message_type_of(topic_config)
+
+
+def accept_types(topic_config: Any) -> list[int]:
+    return ACCEPT_TYPES.get(topic_type(topic_config), [d.MESSAGE_TYPE_UNSPECIFIED])
+
+
+def check_send(config: Any, topic_config: Optional[Any], message: Any) -> None:
+    """Raise the proxy's refusal when ``message`` may not go to the topic of ``topic_config`` (None: unknown)."""
+    conflict = send_conflict(enabled(config), topic_config, to_properties(message, None))
+    if conflict:
+        raise proxy_error(d.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, conflict)
+
+
+def check_recall(config: Any, topic_config: Optional[Any]) -> None:
+    """Only a DELAY (or MIXED) topic's messages can be recalled."""
+    conflict = recall_conflict(enabled(config), topic_config)
+    if conflict:
+        raise proxy_error(d.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, conflict)

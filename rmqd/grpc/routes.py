@@ -121,17 +121,19 @@ def message_queues(route: TopicRoute, topic: Any, accept: Sequence[int],
     return out
 
 
-def assignments(route: TopicRoute, topic: Any, accept: Sequence[int],
-                endpoints: dict[tuple[str, int], Sequence[Address]]) -> list:
-    """QueryAssignment's: one per readable group's master, queue -1 (the proxy's for a non-FIFO group)."""
+def assignments(route: TopicRoute, topic: Any, endpoints: dict[tuple[str, int], Sequence[Address]],
+                per_queue: bool = False) -> list:
+    """QueryAssignment's, from each readable group's master: queue -1 (the proxy's for most groups), or with
+    ``per_queue`` (a FIFO group) each readable queue. As the proxy's, without accepted message types."""
     out = []
     for q in route.queue_datas:
         eps = endpoints.get((q.broker_name, MASTER_ID))
         if not eps or not q.perm & 4 or q.read_queue_nums <= 0:
             continue
-        mq = d.MessageQueue(topic=topic, id=-1, permission=_permission(q.perm),
-                            broker=_broker(q.broker_name, MASTER_ID, eps), accept_message_types=accept)
-        out.append(d.Assignment(message_queue=mq))
+        broker = _broker(q.broker_name, MASTER_ID, eps)
+        for qid in (range(q.read_queue_nums) if per_queue else (-1,)):
+            mq = d.MessageQueue(topic=topic, id=qid, permission=_permission(q.perm), broker=broker)
+            out.append(d.Assignment(message_queue=mq))
     return out
 
 

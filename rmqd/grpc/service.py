@@ -5,6 +5,12 @@ same checks, timers, retry/DLQ and half-message rules as 4.x clients get); recei
 invisible duration use :class:`rmqd.pop.PopService`, like the remoting POP codes.  Every RPC checks
 ``x-mq-client-id`` (CLIENT_ID_REQUIRED) and, with ACL on, the ``authorization`` header; blocking work
 is awaited in bounded executors (TOO_MANY_REQUESTS when full).
+
+Answers follow the 5.5 proxy's (judged by compat_tests/grpc/test_grpc5_probes.py against the Java proxy): its
+request checks and texts (:mod:`rmqd.grpc.validate`), the topic message-type check
+(:mod:`rmqd.grpc.message_types`), a client's Settings known before its Heartbeat, consumer RPCs and
+NotifyClientTermination are served, a consumer group that must exist (lite groups always; others when
+``autoCreateSubscriptionGroup`` is off) refused on the Telemetry stream as INVALID_ARGUMENT.
 """
 from __future__ import annotations
 
@@ -13,15 +19,17 @@ import logging
 import time
 from typing import Any, AsyncIterator, Callable, Optional
 
+import grpc
+
 from rmqd.filter.message_filter import ExpressionMessageFilter
 from rmqd.filter.errors import SQLParseError
-from rmqd.broker.message_type import send_conflict
-from rmqd.grpc import auth, message_types
+from rmqd.grpc import auth, message_types, validate
+from rmqd.grpc.bad_input import CauseLog, MalformedRequest
+from rmqd.grpc.errors import RpcError, proxy_error, status
 from rmqd.grpc.lite import LITE_CLIENT_TYPES, LiteGrpc
 from rmqd.grpc.routes import ClusterRoutes, assignments, local_route, message_queues
 from rmqd.grpc.clients import GrpcClientManager, parse_transaction_id, producer_group_of, transaction_id_of
-from rmqd.grpc.convert import (RESERVED_USER_KEYS, duration_ms, ms_to_duration, ms_to_timestamp, to_grpc_message,
-                               to_properties)
+from rmqd.grpc.convert import duration_ms, ms_to_duration, ms_to_timestamp, to_grpc_message, to_properties
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.pb import service_pb2 as s
 from rmqd.grpc.pb import service_pb2_grpc
@@ -32,7 +40,9 @@ from rmqd.pop.codes import PopError
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import error_response, new_request
 from rmqd.remoting.dispatch import TO_POOL
+from rmqd.store import group_attributes as ga
 from rmqd.store.message import decode_message, encode_properties, java_string_hash
+from rmqd.store.lite.names import is_lite_queue
 from rmqd.store.topic_attributes import is_lite_topic
 
 log = logging.getLogger(__name__)
@@ -42,32 +52,52 @@ MAX_BATCH = 32
 FORWARD_TIMEOUT_S = 5.0               # a slave's endpoint waiting for its master's answer to a forwarded send
 DEFAULT_INVISIBLE_MS = 60_000
 MAX_RENEW_MS = 3 * 3600 * 1000        # auto-renew keeps a push consumer's message at most this long
-_SEND_CODES = {ResponseCode.SUCCESS: C.OK, ResponseCode.FLUSH_DISK_TIMEOUT: C.MASTER_PERSISTENCE_TIMEOUT,
-               ResponseCode.FLUSH_SLAVE_TIMEOUT: C.SLAVE_PERSISTENCE_TIMEOUT,
-               ResponseCode.SLAVE_NOT_AVAILABLE: C.HA_NOT_AVAILABLE, ResponseCode.SYSTEM_BUSY: C.TOO_MANY_REQUESTS,
-               ResponseCode.MESSAGE_ILLEGAL: C.BAD_REQUEST, ResponseCode.NO_PERMISSION: C.FORBIDDEN,
-               ResponseCode.TOPIC_NOT_EXIST: C.TOPIC_NOT_FOUND,
-               ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: C.CONSUMER_GROUP_NOT_FOUND,
-               2017: C.LITE_TOPIC_QUOTA_EXCEEDED}      # LMQ_QUOTA_EXCEEDED (5.5)
+# send answers a client retries or tells apart (the proxy's cluster mapping); any other broker refusal is the
+# local proxy's INTERNAL_SERVER_ERROR with the broker's remark
+_SEND_CODES = {ResponseCode.SYSTEM_BUSY: C.TOO_MANY_REQUESTS, 2017: C.LITE_TOPIC_QUOTA_EXCEEDED}
+_FLUSH_CODES = {ResponseCode.FLUSH_DISK_TIMEOUT: (C.MASTER_PERSISTENCE_TIMEOUT, "FLUSH_DISK_TIMEOUT"),
+                ResponseCode.FLUSH_SLAVE_TIMEOUT: (C.SLAVE_PERSISTENCE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"),
+                ResponseCode.SLAVE_NOT_AVAILABLE: (C.HA_NOT_AVAILABLE, "SLAVE_NOT_AVAILABLE")}
 _POP_CODES = {ResponseCode.TOPIC_NOT_EXIST: C.TOPIC_NOT_FOUND,
               ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: C.CONSUMER_GROUP_NOT_FOUND,
               ResponseCode.NO_PERMISSION: C.FORBIDDEN, ResponseCode.NO_MESSAGE: C.INVALID_RECEIPT_HANDLE,
               ResponseCode.MESSAGE_ILLEGAL: C.INVALID_RECEIPT_HANDLE, 29: C.BAD_REQUEST}
-_MESSAGE_TYPES = {"NORMAL": [d.NORMAL], "FIFO": [d.FIFO], "DELAY": [d.DELAY], "TRANSACTION": [d.TRANSACTION],
-                  "PRIORITY": [d.PRIORITY], "LITE": [d.LITE]}       # MIXED: the four below, never PRIORITY/LITE
+NO_SETTINGS = "cannot find client settings for this client"
+CONSUMER_TYPES = (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, *LITE_CLIENT_TYPES)
+TELEMETRY_FAILED = "process client telemetryCommand failed. "
+INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
 
 
-def status(code: int, message: str = "") -> Any:
-    return d.Status(code=code, message=message or ("OK" if code == C.OK else d.Code.Name(code)))
+def topic_not_found(topic: str) -> RpcError:
+    """What the proxy answers for a topic without a route (the client library's MQClientException text)."""
+    return RpcError(C.TOPIC_NOT_FOUND, f"CODE: 17  DESC: No topic route info in name server for the topic: {topic}\n"
+                                       "For more information, please visit the url, "
+                                       "https://rocketmq.apache.org/docs/bestPractice/06FAQ")
 
 
-class RpcError(Exception):
-    """Ends an RPC with ``status(code, message)`` in its response."""
+def guava_consistent_hash(key: int, buckets: int) -> int:
+    """Guava's ``Hashing.consistentHash(long, int)`` (the proxy's queue of a message group or lite topic)."""
+    state, candidate = key & 0xFFFFFFFFFFFFFFFF, 0
+    while True:
+        state = (2862933555777941757 * state + 1) & 0xFFFFFFFFFFFFFFFF
+        nxt = int((candidate + 1) / (((state >> 33) + 1) / 2.0 ** 31))
+        if 0 <= nxt < buckets:
+            candidate = nxt
+        else:
+            return candidate
 
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+
+class _TelemetryFailed(Exception):
+    """A Telemetry command refused: queued on the stream's outbox, it ends the call with this gRPC status (the
+    proxy's ``onError``)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class _LanguageError(Exception):
+    """An ``x-mq-language`` the proxy's ``LanguageCode`` has no constant for."""
 
 
 class GrpcConn:
@@ -104,6 +134,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.clients = GrpcClientManager(broker)
         self.address = endpoint_address
         self.min_invisible_ms = int(c.minInvisibleTimeMillsForRecv)
+        self.max_invisible_ms = int(c.maxInvisibleTimeMills)
+        self.min_long_polling_ms = int(c.grpcClientConsumerMinLongPollingTimeoutMillis)
         self.max_long_polling_ms = int(c.grpcClientConsumerMaxLongPollingTimeoutMillis)
         self.client_idle_s = int(c.grpcClientIdleTimeMills) / 1000.0   # then no more renewals, registrations
         self.inline_acks = broker.store.config.flush_disk_type == "ASYNC_FLUSH"
@@ -116,6 +148,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         # the name server's routes and the other brokers' gRPC ports (rmqd.grpc.routes), over the broker's client
         self.routes = ClusterRoutes(lambda addr, req, timeout: broker.namesrv_client.invoke(addr, req, timeout),
                                     lambda: broker.config.namesrv_addrs, lambda: broker.address, lambda: self.address)
+        self.causes = CauseLog()                # bad input and unexpected failures: a line per cause and minute
 
     def close(self) -> None:
         if self._renew_task is not None:
@@ -130,28 +163,31 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         md = {m.key: m.value for m in (context.invocation_metadata() or ())}
         client_id = md.get("x-mq-client-id")
         if not client_id:
-            raise RpcError(C.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
+            raise RpcError(C.CLIENT_ID_REQUIRED, "client id cannot be empty")
         self.clients.seen(client_id)
         peer = self.peer_of(*_peer(context))
-        if self.broker.acl_manager is not None:
-            try:
-                auth.check(self.broker.acl_manager, peer[0], md, need or {})
-            except auth.GrpcAuthError as exc:
-                raise RpcError(exc.code, exc.message) from None
+        if need is not None:
+            self._authorize(md, peer, need)
         return md, peer
 
+    def _authorize(self, md: dict, peer: tuple[str, int], need: dict) -> None:
+        if self.broker.acl_manager is not None:
+            try:
+                auth.check(self.broker.acl_manager, peer[0], md, need)
+            except auth.GrpcAuthError as exc:
+                raise RpcError(exc.code, exc.message) from None
+
     def _topic(self, name: str) -> Any:
-        if not name:
-            raise RpcError(C.ILLEGAL_TOPIC, "topic name cannot be empty")
+        """The config of a topic the request names (validated as the proxy does; TOPIC_NOT_FOUND without one)."""
+        validate.check_topic(name)
         tc = self.broker.topic_config_manager.get(name)
         if tc is None:
-            raise RpcError(C.TOPIC_NOT_FOUND, f"topic not found: {name}")
+            raise topic_not_found(name)
         return tc
 
     async def _group(self, name: str) -> Any:
         """The group's config; auto-creating one writes subscriptionGroup.json, so that runs off the loop."""
-        if not name:
-            raise RpcError(C.ILLEGAL_CONSUMER_GROUP, "consumer group cannot be empty")
+        validate.check_group(name)
         groups = self.broker.subscription_group_manager
         sg = groups.table.get(name)
         if sg is None and groups.auto_create:
@@ -163,13 +199,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _route(self, topic: str) -> tuple[Any, Any]:
         """(local topic config or None, the route): the name server's route of ``topic`` (every broker, as the
         proxy in local mode), else this broker alone; TOPIC_NOT_FOUND when neither knows it."""
-        if not topic:
-            raise RpcError(C.ILLEGAL_TOPIC, "topic name cannot be empty")
+        validate.check_topic(topic)
         tc = self.broker.topic_config_manager.get(topic)
         route = await self.routes.topic_route(topic) if self.broker.config.namesrv_addrs else None
         if route is None or not route.queue_datas:
             if tc is None:
-                raise RpcError(C.TOPIC_NOT_FOUND, f"topic not found: {topic}")
+                raise topic_not_found(topic)
             route = local_route(self.broker.config.brokerName, self.broker.address, tc.read_queue_nums,
                                 tc.write_queue_nums, tc.perm)
         return tc, route
@@ -180,10 +215,53 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     @staticmethod
     def _accept_types(tc: Any) -> list[int]:
-        """The topic's message types (a topic this broker does not have, known from the name server: MIXED's)."""
-        attrs = (tc.attributes or {}) if tc is not None else {}
-        kind = str(attrs.get("+message.type") or attrs.get("message.type") or "").upper()
-        return _MESSAGE_TYPES.get(kind, [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION])
+        """The topic's message types (rmqd.grpc.message_types); a topic this broker does not have (another broker's,
+        known from the name server) takes the four 4.x-era types: the broker that has it checks each send."""
+        return message_types.accept_types(tc) if tc is not None else [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION]
+
+    async def _consumer_group(self, name: str, client_type: int, subscriptions: Any) -> Any:
+        """The group of a consumer registering (Settings, Heartbeat), with the proxy's checks
+        (``ClientProcessor.registerConsumer``): it must exist (rmqd creates a plain consumer's group when
+        ``autoCreateSubscriptionGroup`` is on; a lite group cannot be made that way), a lite group takes lite
+        consumers only and the other way round, and a lite consumer subscribes its group's bind topic."""
+        validate.check_group(name)
+        lite_mode = client_type in LITE_CLIENT_TYPES
+        groups = self.broker.subscription_group_manager
+        sg = groups.table.get(name)
+        if sg is None and groups.auto_create and not lite_mode:
+            sg = await self.send_executor.run(groups.find, name)
+        if sg is None:
+            raise RpcError(C.ILLEGAL_CONSUMER_GROUP, f"group not found: {name}")
+        bind = ga.bind_topic(sg)
+        if not bind and lite_mode:
+            raise RpcError(C.ILLEGAL_CONSUMER_GROUP, f"regular group cannot use LITE mode: {name}")
+        if bind and not lite_mode:
+            raise RpcError(C.ILLEGAL_CONSUMER_GROUP, f"lite group must use LITE mode: {name}")
+        if lite_mode and len(subscriptions) and subscriptions[0].topic.name != bind:
+            raise RpcError(C.ILLEGAL_TOPIC, f"lite group {name} is expected to bind topic {bind}, "
+                                            f"but actual is {subscriptions[0].topic.name}")
+        return sg
+
+    @staticmethod
+    def _check_language(language: str) -> None:
+        """The proxy registers a client under ``LanguageCode.valueOf(x-mq-language)``: one it does not know fails."""
+        error = validate.language_error(language)
+        if error is not None:
+            raise _LanguageError(error)
+
+    @staticmethod
+    def _language_refused(language: str) -> None:
+        """A unary call that registers or unregisters the client: Java's INTERNAL_SERVER_ERROR for the language."""
+        error = validate.language_error(language)
+        if error is not None:
+            raise RpcError(C.INTERNAL_SERVER_ERROR, f"{error}. IllegalArgumentException. "
+                                                    "java.base/java.lang.Enum.valueOf(Enum.java:273)")
+
+    def _settings_of(self, client_id: str) -> Any:
+        ch = self.clients.channels.get(client_id)
+        if ch is None or ch.settings is None:
+            raise RpcError(C.UNRECOGNIZED_CLIENT_TYPE, NO_SETTINGS)
+        return ch.settings
 
     async def _unary(self, fn: Any, response_type: Any, request: Any, context: Any) -> Any:
         try:
@@ -193,7 +271,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         except Busy as exc:
             return response_type(status=status(C.TOO_MANY_REQUESTS, str(exc)))
         except Exception as exc:
-            log.exception("gRPC %s failed", response_type.__name__)
+            self.causes.exception(f"gRPC {response_type.__name__} failed with {type(exc).__name__}", str(exc), exc)
             return response_type(status=status(C.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"))
 
     # ------------------------------------------------------------------ route, heartbeat, assignment
@@ -201,7 +279,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._query_route, s.QueryRouteResponse, request, context)
 
     async def _query_route(self, request: Any, context: Any) -> Any:
-        self._begin(context)
+        self._begin(context, {})
         tc, route = await self._route(request.topic.name)
         endpoints = await self.routes.endpoints(route, self._asked(request.endpoints))
         queues = message_queues(route, request.topic, self._accept_types(tc), endpoints)
@@ -211,9 +289,17 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._heartbeat, s.HeartbeatResponse, request, context)
 
     async def _heartbeat(self, request: Any, context: Any) -> Any:
-        md, peer = self._begin(context)
-        if request.HasField("group") and request.group.name and request.client_type != d.PRODUCER:
-            await self._group(request.group.name)
+        md, peer = self._begin(context, {})
+        settings = self._settings_of(md["x-mq-client-id"])
+        ctype = settings.client_type
+        if ctype in CONSUMER_TYPES:
+            validate.check_group(request.group.name)
+            self._language_refused(md.get("x-mq-language", ""))
+            await self._consumer_group(request.group.name, ctype, settings.subscription.subscriptions)
+        elif ctype == d.PRODUCER:
+            self._language_refused(md.get("x-mq-language", ""))
+        else:
+            raise RpcError(C.UNRECOGNIZED_CLIENT_TYPE, d.ClientType.Name(ctype))
         ch = self.clients.channel(md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")
         self.clients.touch(ch)
         return s.HeartbeatResponse(status=status(C.OK))
@@ -223,10 +309,15 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _query_assignment(self, request: Any, context: Any) -> Any:
         self._begin(context, {request.topic.name: SUB, f"%RETRY%{request.group.name}": SUB})
-        tc, route = await self._route(request.topic.name)
-        await self._group(request.group.name)
+        validate.check_topic(request.topic.name)
+        validate.check_group(request.group.name)
+        _, route = await self._route(request.topic.name)
+        sg = self.broker.subscription_group_manager.table.get(request.group.name)
+        fifo = sg is not None and sg.consume_message_orderly
+        lite = sg is not None and bool(ga.bind_topic(sg))
         endpoints = await self.routes.endpoints(route, self._asked(request.endpoints))
-        found = assignments(route, request.topic, self._accept_types(tc), endpoints)
+        # a FIFO group (not a lite one) is assigned each readable queue, any other group queue -1 of each broker
+        found = assignments(route, request.topic, endpoints, per_queue=fifo and not lite)
         if not found:
             raise RpcError(C.FORBIDDEN, "no readable queue")
         return s.QueryAssignmentResponse(status=status(C.OK), assignments=found)
@@ -236,52 +327,39 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._send_message, s.SendMessageResponse, request, context)
 
     async def _send_message(self, request: Any, context: Any) -> Any:
+        md, peer = self._begin(context)
         if not request.messages:
-            raise RpcError(C.BAD_REQUEST, "no message to send")
-        topic = request.messages[0].topic.name
-        _, peer = self._begin(context, {topic: PUB})
-        tc = self._topic(topic)
-        if any(m.topic.name != topic for m in request.messages):
-            raise RpcError(C.BAD_REQUEST, "messages of one SendMessage must share one topic")
-        max_size = int(self.broker.config.maxMessageSize)
+            raise RpcError(C.MESSAGE_CORRUPTED, "no message to send")
+        first = request.messages[0]
+        topic = first.topic.name
+        validate.check_topic(topic)
+        self._authorize(md, peer, {topic: PUB})
+        config = self.broker.config
+        for m in request.messages:                  # SendMessageActivity.buildMessage, in its order
+            if m.topic != first.topic:
+                raise RpcError(C.MESSAGE_CORRUPTED, "topic in message is not same")
+            validate.check_message(m, config, self.max_lite_topic_size)
+        tc = self.broker.topic_config_manager.get(topic)
+        message_types.check_send(config, tc, first)
+        if tc is None:
+            raise topic_not_found(topic)
         conn = GrpcConn(*peer)
         entries = []
         for m in request.messages:
-            sp = m.system_properties
-            if not sp.message_id:
-                entries.append(s.SendResultEntry(status=status(C.ILLEGAL_MESSAGE_ID, "message id cannot be empty")))
-                continue
-            if len(m.body) > max_size:
-                entries.append(s.SendResultEntry(status=status(
-                    C.MESSAGE_BODY_TOO_LARGE, f"message body size exceeds the threshold: {max_size} bytes")))
-                continue
-            bad = [k for k in m.user_properties if k in RESERVED_USER_KEYS]
-            if bad:
-                entries.append(s.SendResultEntry(status=status(C.ILLEGAL_MESSAGE_PROPERTY_KEY,
-                                                               f"property key {bad[0]} is reserved")))
-                continue
-            refused = message_types.check(tc, m, self.max_lite_topic_size)      # priority / lite topic
-            if refused is None:          # the proxy's enableTopicMessageTypeCheck (rmqd.broker.message_type)
-                conflict = send_conflict(self.broker.config.enableTopicMessageTypeCheck, tc, to_properties(m, None))
-                refused = (C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, conflict) if conflict else None
-            if refused is not None:
-                entries.append(s.SendResultEntry(status=status(*refused), message_id=m.system_properties.message_id))
-                continue
-            request_, transactional = self._send_request(tc, m)
+            request_, transactional = self._send_request(tc, m, len(request.messages))
             master = self._master_to_forward(transactional)
             if master is not None:
                 resp = await self._forward_send(master, request_)
-                entries.append(self._send_result(resp, m.system_properties, transactional))
-                continue
-            sp = self.broker.send_processor
-            # the broker's send lane rule: a small ASYNC_FLUSH append to an existing topic is a memory copy,
-            # answered on the loop; anything that may block goes to the executor
-            resp = sp.process_inline(conn, request_)
-            if resp is TO_POOL:
-                resp = await self.send_executor.run(sp.process, conn, request_)
+            else:
+                sp = self.broker.send_processor
+                # the broker's send lane rule: a small ASYNC_FLUSH append to an existing topic is a memory copy,
+                # answered on the loop; anything that may block goes to the executor
+                resp = sp.process_inline(conn, request_)
+                if resp is TO_POOL:
+                    resp = await self.send_executor.run(sp.process, conn, request_)
             entries.append(self._send_result(resp, m.system_properties, transactional))
         codes = {e.status.code for e in entries}
-        top = entries[0].status if len(codes) == 1 else status(C.MULTIPLE_RESULTS, "multiple results")
+        top = status(C.MULTIPLE_RESULTS) if len(codes) > 1 else status(entries[0].status.code)
         return s.SendMessageResponse(status=top, entries=entries)
 
     def _master_to_forward(self, transactional: bool) -> Optional[str]:
@@ -304,14 +382,17 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             return error_response(ResponseCode.SERVICE_NOT_AVAILABLE, f"master {master} unreachable: {exc!r}")
 
     @staticmethod
-    def _send_request(tc: Any, m: Any) -> tuple[Any, bool]:
-        """The SEND_MESSAGE request a 4.x client would send for ``m`` (and whether it is transactional)."""
+    def _send_request(tc: Any, m: Any, batch: int = 1) -> tuple[Any, bool]:
+        """The SEND_MESSAGE request a 4.x client would send for ``m`` (and whether it is transactional). A message
+        group or lite topic (of a one-message request) picks its queue as the proxy does: Guava's consistent hash
+        of the key's Java hashCode over the write queues."""
         sp = m.system_properties
         transactional = sp.message_type == d.TRANSACTION
         props = to_properties(m, producer_group_of(tc.topic_name) if transactional else None)
         queue_id = -1
-        if sp.HasField("message_group") and sp.message_group:       # FIFO: one group, one queue
-            queue_id = abs(java_string_hash(sp.message_group)) % max(1, tc.write_queue_nums)
+        key = (sp.message_group or sp.lite_topic) if batch == 1 else ""
+        if key:
+            queue_id = guava_consistent_hash(java_string_hash(key), max(1, tc.write_queue_nums))
         born = sp.born_timestamp.seconds * 1000 + sp.born_timestamp.nanos // 1_000_000 if sp.HasField(
             "born_timestamp") else int(time.time() * 1000)
         ext = {"producerGroup": props.get("PGROUP", "CID_RMQ_SYS_GRPC"), "topic": tc.topic_name,
@@ -323,13 +404,17 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     @staticmethod
     def _send_result(resp: Any, sp: Any, transactional: bool) -> Any:
-        code = _SEND_CODES.get(resp.code, C.INTERNAL_ERROR)
-        if code != C.OK:
-            return s.SendResultEntry(status=status(code, resp.remark or ""), message_id=sp.message_id)
+        if resp.code in _FLUSH_CODES:
+            code, name = _FLUSH_CODES[resp.code]
+            return s.SendResultEntry(status=status(code, f"send message failed, sendStatus={name}"))
+        if resp.code != ResponseCode.SUCCESS:
+            if resp.code in _SEND_CODES:
+                raise RpcError(_SEND_CODES[resp.code], resp.remark or "")
+            raise proxy_error(C.INTERNAL_SERVER_ERROR, resp.remark or str(resp.code))
         re = resp.ext_fields or {}
-        # the 5.x broker answers every send with transactionId = the message's UNIQ_KEY; the proxy passes it on
-        entry = s.SendResultEntry(status=status(C.OK), message_id=sp.message_id, offset=int(re.get("queueOffset", 0)),
-                                  transaction_id=sp.message_id)
+        entry = s.SendResultEntry(status=status(C.OK), message_id=sp.message_id,
+                                  offset=int(re.get("queueOffset", 0)), transaction_id=sp.message_id,
+                                  recall_handle=re.get("recallHandle") or "")
         if transactional:
             cl = int(re["msgId"][-16:], 16)
             entry.transaction_id = transaction_id_of(cl, int(re.get("queueOffset", 0)), sp.message_id)
@@ -340,12 +425,15 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _end_transaction(self, request: Any, context: Any) -> Any:
         _, peer = self._begin(context, {request.topic.name: PUB})
+        validate.check_topic(request.topic.name)
+        if not request.transaction_id.strip():
+            raise RpcError(C.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
         try:
             cl, qo, _ = parse_transaction_id(request.transaction_id)
-        except ValueError:
-            raise RpcError(C.INVALID_TRANSACTION_ID, f"transaction id is invalid: {request.transaction_id}") from None
-        if request.resolution not in (d.COMMIT, d.ROLLBACK):
-            raise RpcError(C.BAD_REQUEST, "resolution must be COMMIT or ROLLBACK")
+        except ValueError:      # the proxy keeps its open transactions by id: one it does not know
+            raise proxy_error(C.INTERNAL_SERVER_ERROR, "cannot found transaction data") from None
+        if request.resolution not in (d.COMMIT, d.ROLLBACK):     # the broker ignores an end without a resolution
+            return s.EndTransactionResponse(status=status(C.OK))
         ext = {"producerGroup": producer_group_of(request.topic.name), "tranStateTableOffset": str(qo),
                "commitLogOffset": str(cl), "commitOrRollback": "8" if request.resolution == d.COMMIT else "12",
                "fromTransactionCheck": "true" if request.source == d.SOURCE_SERVER_CHECK else "false",
@@ -369,6 +457,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         except Busy as exc:
             yield s.ReceiveMessageResponse(status=status(C.TOO_MANY_REQUESTS, str(exc)))
             return
+        except Exception as exc:
+            self.causes.exception(f"gRPC ReceiveMessage failed with {type(exc).__name__}", str(exc), exc)
+            yield s.ReceiveMessageResponse(status=status(C.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"))
+            return
         yield s.ReceiveMessageResponse(status=head)
         for msg in messages:
             yield s.ReceiveMessageResponse(message=msg)
@@ -378,20 +470,21 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _receive(self, request: Any, context: Any) -> tuple[Any, list, int]:
         topic, group = request.message_queue.topic.name, request.group.name
         md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
-        self.clients.channel(md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")     # seen now
+        cid = md["x-mq-client-id"]
+        self.clients.channel(cid, f"{peer[0]}:{peer[1]}")     # seen now
+        validate.check_topic(topic)
+        validate.check_group(group)
+        poll = self._polling_ms(request, context, md)
         tc = self._topic(topic)
         sg = await self._group(group)
-        if request.batch_size <= 0 or request.batch_size > MAX_BATCH:
-            raise RpcError(C.BAD_REQUEST, f"batch size {request.batch_size} is out of range (1..{MAX_BATCH})")
-        invisible = duration_ms(request.invisible_duration) if request.HasField("invisible_duration") \
-            else DEFAULT_INVISIBLE_MS
-        if invisible < self.min_invisible_ms:
-            raise RpcError(C.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too small. min: {self.min_invisible_ms}")
-        poll = min(duration_ms(request.long_polling_timeout), self.max_long_polling_ms) \
-            if request.HasField("long_polling_timeout") else self.max_long_polling_ms
-        remaining = context.time_remaining()
-        if remaining is not None:                    # answer before the client's deadline
-            poll = min(poll, max(0, int(remaining * 1000) - 1000))
+        if request.auto_renew:          # a push consumer: not checked (the proxy pops it for its own time and
+            # renews it; rmqd renews what the client asked for, and lets it go soon after the client does)
+            invisible = duration_ms(request.invisible_duration) if request.HasField("invisible_duration") else 0
+            invisible = invisible if invisible > 0 else DEFAULT_INVISIBLE_MS
+        else:
+            invisible = duration_ms(request.invisible_duration)
+            validate.check_invisible_time(invisible, self.min_invisible_ms, self.max_invisible_ms)
+        batch = min(request.batch_size, MAX_BATCH)
         msg_filter = None
         fe = request.filter_expression
         if fe.expression and fe.expression.strip() != "*" or fe.type == d.SQL:
@@ -399,14 +492,16 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 msg_filter = ExpressionMessageFilter("SQL92" if fe.type == d.SQL else "TAG", fe.expression)
             except (SQLParseError, ValueError) as exc:
                 raise RpcError(C.ILLEGAL_FILTER_EXPRESSION, f"filter expression is illegal: {exc}") from None
+        if batch <= 0:                  # the broker pops nothing for it
+            return status(C.MESSAGE_NOT_FOUND, "no new message"), [], invisible
         qid = -1     # as the proxy: a receive pops every queue of the broker, whatever queue the client names
         try:
             if is_lite_topic(tc):           # 5.5 Lite Mode: the client's lite topics
-                result, state = await self.lite.receive(md["x-mq-client-id"], sg, topic, request.batch_size,
-                                                        invisible, poll, f"{peer[0]}:{peer[1]}")
+                result, state = await self.lite.receive(cid, sg, topic, batch, invisible, poll,
+                                                        f"{peer[0]}:{peer[1]}")
             else:
                 result, state = await pop_with_polling(self.pop, self.pop_executor, group, topic, qid,
-                                                       request.batch_size, invisible, msg_filter, 0, poll,
+                                                       batch, invisible, msg_filter, 0, poll,
                                                        f"{peer[0]}:{peer[1]}", order=sg.consume_message_orderly)
         except PopError as exc:
             raise RpcError(_POP_CODES.get(exc.code, C.INTERNAL_ERROR), exc.remark) from None
@@ -414,14 +509,35 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             if state == "full":
                 return status(C.TOO_MANY_REQUESTS, "too many long-polling receive requests"), [], invisible
             return status(C.MESSAGE_NOT_FOUND, "no new message"), [], invisible
-        out = await self.pop_executor.run(self._to_messages, result.messages, topic, invisible,
+        out = await self.pop_executor.run(self._to_messages, result.messages, topic,
                                           request.message_queue.topic.resource_namespace)
-        if request.auto_renew:          # a push consumer: kept invisible while it works, as the proxy does
+        if request.auto_renew:          # kept invisible while the client works, as the proxy does
             until = int(time.time() * 1000) + MAX_RENEW_MS
-            mine = self._renewals.setdefault(md["x-mq-client-id"], {})
+            mine = self._renewals.setdefault(cid, {})
             for pm in result.messages:
                 mine[(pm.topic, group, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time)] = (invisible, until)
         return status(C.OK), out, invisible
+
+    def _polling_ms(self, request: Any, context: Any, md: dict) -> int:
+        """How long a receive may wait (``ReceiveMessageActivity``): the asked time (or what the deadline leaves
+        beyond half the request timeout), held within the long-polling bounds and the call's deadline, less a
+        reserve for the answer to reach the client."""
+        remaining = context.time_remaining()
+        left_ms = None if remaining is None else int(remaining * 1000) - 1000
+        if request.HasField("long_polling_timeout"):
+            poll = duration_ms(request.long_polling_timeout)
+        else:
+            poll = self.max_long_polling_ms if left_ms is None else left_ms
+        poll = min(max(poll, self.min_long_polling_ms), self.max_long_polling_ms)
+        if left_ms is not None and poll > left_ms:
+            if left_ms >= min(self.min_long_polling_ms, self.max_long_polling_ms):
+                poll = left_ms
+            else:
+                version = md.get("x-mq-client-version") or ""
+                code = C.BAD_REQUEST if not version or version < "5.0.3" else C.ILLEGAL_POLLING_TIME
+                raise RpcError(code, "The deadline time remaining is not enough for polling, please check network "
+                                     "condition")
+        return max(0, poll)
 
     # ------------------------------------------------------------------ auto-renew (push consumers)
     def start(self) -> None:
@@ -468,34 +584,54 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 self._renewals.pop(cid, None)
 
     @staticmethod
-    def _to_messages(popped: list, topic: str, invisible: int, namespace: str) -> list:
+    def _to_messages(popped: list, topic: str, namespace: str) -> list:
         """Popped records as 5.x messages (in the executor: decoding is CPU work)."""
         out = []
         for pm in popped:
             m = decode_message(pm.record)
             real = (m.properties.get("RETRY_TOPIC") or topic) if pm.topic.startswith("%RETRY%") else topic
-            msg = to_grpc_message(m, real, ReceiptHandle(pm.extra, m.commit_log_offset), invisible, namespace)
+            msg = to_grpc_message(m, real, ReceiptHandle(pm.extra, m.commit_log_offset), namespace=namespace)
             if pm.attempt:                  # an orderly batch handed out again
                 msg.system_properties.delivery_attempt = pm.attempt
+            if is_lite_queue(pm.topic):     # as the broker hands a lite message to the proxy: its LMQ
+                msg.user_properties.setdefault(INNER_MULTI_DISPATCH, pm.topic)
             out.append(msg)
         return out
 
     # ------------------------------------------------------------------ ack, invisible time, DLQ
+    def _handle(self, client_id: str, group: str, text: str) -> ReceiptHandle:
+        """A receipt handle the client sends back, checked as the proxy does: decodable, and not past its
+        invisible time unless this endpoint keeps renewing it (a push consumer's message under auto-renew)."""
+        h = validate.parse_receipt_handle(text)
+        if not self._renewed(client_id, group, h):
+            validate.check_not_expired(h, int(time.time() * 1000))
+        return h
+
+    def _renewed(self, client_id: str, group: str, h: ReceiptHandle) -> bool:
+        mine = self._renewals.get(client_id)
+        if not mine:
+            return False
+        e = h.extra
+        return any(k[1] == group and k[2] == e.queue_id and k[3] == e.ck_queue_offset and k[4] == e.pop_time
+                   for k in mine)
+
     async def AckMessage(self, request: Any, context: Any) -> Any:
         return await self._unary(self._ack, s.AckMessageResponse, request, context)
 
     async def _ack(self, request: Any, context: Any) -> Any:
         topic, group = request.topic.name, request.group.name
-        self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        md, _ = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        validate.check_topic(topic)
+        validate.check_group(group)
         lite = is_lite_topic(self._topic(topic))
         await self._group(group)
         if not request.entries:
-            raise RpcError(C.BAD_REQUEST, "no entry to ack")
+            raise RpcError(C.INTERNAL_SERVER_ERROR, "ack message result is empty")
         results = []
         for e in request.entries:
             code, msg = C.OK, "OK"
             try:
-                h = ReceiptHandle.parse(e.receipt_handle)
+                h = self._handle(md["x-mq-client-id"], group, e.receipt_handle)
                 queue = self.lite.queue_of(topic, e.lite_topic, h.commit_log_offset) if lite else topic
                 if self.inline_acks:        # ASYNC_FLUSH: an ack record is a memory copy, done on the loop
                     self.pop.ack(group, queue, h.extra, h.extra.queue_offset)
@@ -503,14 +639,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                     await self.pop_executor.run(self.pop.ack, group, queue, h.extra, h.extra.queue_offset)
             except RpcError as exc:
                 code, msg = exc.code, exc.message
-            except ValueError:
-                code, msg = C.INVALID_RECEIPT_HANDLE, "receipt handle is invalid"
             except PopError as exc:
                 code, msg = _POP_CODES.get(exc.code, C.INTERNAL_ERROR), exc.remark
             results.append(s.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle,
                                                    status=status(code, msg)))
         codes = {r.status.code for r in results}
-        top = results[0].status if len(codes) == 1 else status(C.MULTIPLE_RESULTS, "multiple results")
+        top = status(C.MULTIPLE_RESULTS) if len(codes) > 1 else status(results[0].status.code)
         return s.AckMessageResponse(status=top, entries=results)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
@@ -518,16 +652,14 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _change_invisible(self, request: Any, context: Any) -> Any:
         topic, group = request.topic.name, request.group.name
-        self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        md, _ = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        validate.check_topic(topic)
+        validate.check_group(group)
+        ms = duration_ms(request.invisible_duration)
+        validate.check_invisible_time(ms, 0, self.max_invisible_ms)
+        h = self._handle(md["x-mq-client-id"], group, request.receipt_handle)
         lite = is_lite_topic(self._topic(topic))
         await self._group(group)
-        try:
-            h = ReceiptHandle.parse(request.receipt_handle)
-        except ValueError:
-            raise RpcError(C.INVALID_RECEIPT_HANDLE, "receipt handle is invalid") from None
-        ms = duration_ms(request.invisible_duration)
-        if ms < 0:
-            raise RpcError(C.ILLEGAL_INVISIBLE_TIME, "the invisibleTime cannot be negative")
         queue = self.lite.queue_of(topic, request.lite_topic, h.commit_log_offset) if lite else topic
         try:
             extra = await self.pop_executor.run(self.pop.change_invisible_time, group, queue, h.extra,
@@ -542,13 +674,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _forward_to_dlq(self, request: Any, context: Any) -> Any:
         topic, group = request.topic.name, request.group.name
-        _, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        validate.check_topic(topic)
+        validate.check_group(group)
+        h = self._handle(md["x-mq-client-id"], group, request.receipt_handle)
         lite = is_lite_topic(self._topic(topic))
         await self._group(group)
-        try:
-            h = ReceiptHandle.parse(request.receipt_handle)
-        except ValueError:
-            raise RpcError(C.INVALID_RECEIPT_HANDLE, "receipt handle is invalid") from None
         queue = self.lite.queue_of(topic, request.lite_topic, h.commit_log_offset) if lite else topic
         ext = {"offset": str(h.commit_log_offset), "group": group, "delayLevel": "-1",
                "originMsgId": request.message_id, "originTopic": topic,
@@ -556,13 +687,15 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         resp = await self.send_executor.run(self.broker.send_back_processor.process, GrpcConn(*peer),
                                             new_request(RequestCode.CONSUMER_SEND_MSG_BACK, ext))
         if resp.code != ResponseCode.SUCCESS:
-            return s.ForwardMessageToDeadLetterQueueResponse(status=status(_SEND_CODES.get(resp.code, C.INTERNAL_ERROR),
-                                                                           resp.remark or ""))
+            # the proxy maps the broker's code (most to INTERNAL_SERVER_ERROR) and keeps its remark
+            return s.ForwardMessageToDeadLetterQueueResponse(status=status(
+                _SEND_CODES.get(resp.code, C.INTERNAL_SERVER_ERROR), resp.remark or str(resp.code)))
         try:
             await self.pop_executor.run(self.pop.ack, group, queue, h.extra, h.extra.queue_offset)
         except PopError as exc:
             log.warning("ack after forwarding %s to the DLQ failed: %s", request.message_id, exc.remark)
-        return s.ForwardMessageToDeadLetterQueueResponse(status=status(C.OK))
+        # ResponseBuilder.buildStatus(code, remark): a success without a remark says its code, "0"
+        return s.ForwardMessageToDeadLetterQueueResponse(status=status(C.OK, resp.remark or "0"))
 
     # ------------------------------------------------------------------ telemetry
     async def Telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
@@ -572,6 +705,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             yield s.TelemetryCommand(status=status(exc.code, exc.message))
             return
         ch = self.clients.channel(md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")
+        ch.language_header = md.get("x-mq-language", "")
         outbox: asyncio.Queue = asyncio.Queue()
         ch.outbox = outbox
 
@@ -580,13 +714,23 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 async for cmd in request_iterator:
                     ch.last_seen = time.monotonic()
                     if cmd.HasField("settings"):
-                        self.clients.on_settings(ch, cmd.settings)
-                        outbox.put_nowait(s.TelemetryCommand(status=status(C.OK),
-                                                             settings=self._server_settings(cmd.settings)))
+                        try:
+                            answer = await self._accept_settings(ch, cmd.settings)
+                        except _TelemetryFailed as failed:
+                            outbox.put_nowait(failed)
+                            return
+                        except Exception as exc:        # a bug: the proxy's INTERNAL, a line per cause
+                            self.causes.exception(f"gRPC Telemetry settings failed with {type(exc).__name__}",
+                                                  str(exc), exc)
+                            outbox.put_nowait(_TelemetryFailed(grpc.StatusCode.INTERNAL, TELEMETRY_FAILED + str(exc)))
+                            return
+                        outbox.put_nowait(s.TelemetryCommand(status=status(C.OK), settings=answer))
                     elif cmd.HasField("thread_stack_trace") or cmd.HasField("verify_message_result"):
                         pass
             except asyncio.CancelledError:
                 raise
+            except MalformedRequest:     # noted by rmqd.grpc.bad_input; the call ends as grpc-java ends it
+                outbox.put_nowait(_TelemetryFailed(grpc.StatusCode.UNKNOWN, ""))
             except Exception as exc:     # the client went away mid-stream
                 log.debug("telemetry stream of %s ended: %r", ch.client_id, exc)
             finally:
@@ -598,6 +742,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 cmd = await outbox.get()
                 if cmd is None:
                     break
+                if isinstance(cmd, _TelemetryFailed):
+                    await context.abort(cmd.code, cmd.details)
                 yield cmd
         finally:
             reader.cancel()
@@ -607,11 +753,43 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                     self.clients.release(ch)
                 self.lite.client_gone(ch.client_id, "telemetry stream ended")
 
+    async def _accept_settings(self, ch: Any, settings: Any) -> Any:
+        """A client's Settings, checked and registered as the proxy does (``processAndWriteClientSettings``);
+        the Settings to answer. Raises :class:`_TelemetryFailed` with the status the proxy ends the stream with."""
+        kind = settings.WhichOneof("pub_sub")
+        if kind is None:
+            raise _TelemetryFailed(grpc.StatusCode.INVALID_ARGUMENT,
+                                   "there is no publishing or subscription data in settings")
+        try:
+            if kind == "publishing":
+                for t in settings.publishing.topics:
+                    validate.check_topic(t.name)
+                    self._check_language(ch.language_header)
+            else:
+                validate.check_group(settings.subscription.group.name)
+                self._check_language(ch.language_header)
+                await self._consumer_group(settings.subscription.group.name, settings.client_type,
+                                           settings.subscription.subscriptions)
+                if settings.client_type not in CONSUMER_TYPES:
+                    raise RpcError(C.INTERNAL_SERVER_ERROR,
+                                   f"Client type is not consumer, type: {d.ClientType.Name(settings.client_type)}")
+        except RpcError as exc:
+            grpc_code = grpc.StatusCode.INVALID_ARGUMENT if C.BAD_REQUEST <= exc.code < C.INTERNAL_ERROR \
+                else grpc.StatusCode.INTERNAL
+            raise _TelemetryFailed(grpc_code, TELEMETRY_FAILED + exc.message) from None
+        except _LanguageError as exc:
+            raise _TelemetryFailed(grpc.StatusCode.INTERNAL, TELEMETRY_FAILED + str(exc)) from None
+        self.clients.on_settings(ch, settings)
+        return self._server_settings(settings)
+
     def _server_settings(self, client: Any) -> Any:
-        """The Settings the server answers with (the proxy's GrpcClientSettingsManager defaults)."""
+        """The Settings the server answers with (the proxy's ``GrpcClientSettingsManager``: its producer and
+        consumer defaults merged with the group's config; metrics off)."""
+        c = self.broker.config
         st = d.Settings()
         st.CopyFrom(client)
-        st.request_timeout.CopyFrom(ms_to_duration(3000))
+        st.request_timeout.CopyFrom(client.request_timeout if client.HasField("request_timeout")
+                                    else ms_to_duration(3000))
         if client.HasField("subscription"):
             sg = self.broker.subscription_group_manager.table.get(client.subscription.group.name)
             attempts = (sg.retry_max_times if sg is not None else 16) + 1
@@ -622,13 +800,13 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             st.subscription.fifo = bool(sg is not None and sg.consume_message_orderly)
             st.subscription.receive_batch_size = MAX_BATCH
             st.subscription.long_polling_timeout.CopyFrom(ms_to_duration(self.max_long_polling_ms))
-            if client.client_type in LITE_CLIENT_TYPES and sg is not None:
-                self.lite.fill_settings(st, sg)
+            self.lite.fill_settings(st, sg)
         else:
             st.backoff_policy.CopyFrom(d.RetryPolicy(max_attempts=3, exponential_backoff=d.ExponentialBackoff(
                 initial=ms_to_duration(10), max=ms_to_duration(1000), multiplier=2.0)))
-            st.publishing.max_body_size = int(self.broker.config.maxMessageSize)
-            st.publishing.validate_message_type = False
+            st.publishing.max_body_size = int(c.maxMessageSize)
+            st.publishing.validate_message_type = message_types.enabled(c)
+        st.metric.CopyFrom(d.Metric(on=False))
         return st
 
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
@@ -636,8 +814,15 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _terminate(self, request: Any, context: Any) -> Any:
         md, _ = self._begin(context)
-        self.clients.terminate(md["x-mq-client-id"])
-        self.lite.client_gone(md["x-mq-client-id"], "client terminated")
+        cid = md["x-mq-client-id"]
+        self._language_refused(md.get("x-mq-language", ""))
+        settings = self._settings_of(cid)
+        if settings.client_type in CONSUMER_TYPES:
+            validate.check_group(request.group.name)
+        elif settings.client_type != d.PRODUCER:
+            raise RpcError(C.UNRECOGNIZED_CLIENT_TYPE, d.ClientType.Name(settings.client_type))
+        self.clients.terminate(cid)
+        self.lite.client_gone(cid, "client terminated")
         return s.NotifyClientTerminationResponse(status=status(C.OK))
 
     # ------------------------------------------------------------------ offsets (pull-style API)
@@ -683,10 +868,31 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return s.QueryOffsetResponse(status=status(C.OK), offset=off)
 
     async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        yield s.PullMessageResponse(status=status(C.NOT_IMPLEMENTED, "PullMessage is not supported by rmqd yet"))
+        # as the 5.5 proxy, which does not implement it (grpc-java's answer for an unimplemented method)
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                            "Method apache.rocketmq.v2.MessagingService/PullMessage is unimplemented")
+        yield s.PullMessageResponse()
 
     async def RecallMessage(self, request: Any, context: Any) -> Any:
-        return s.RecallMessageResponse(status=status(C.NOT_IMPLEMENTED, "RecallMessage is not supported by rmqd"))
+        return await self._unary(self._recall, s.RecallMessageResponse, request, context)
+
+    async def _recall(self, request: Any, context: Any) -> Any:
+        """Recall a delay message by the handle its send answered (the broker's
+        :class:`rmqd.processors.recall.Recaller`, as the proxy's ``ProducerProcessor.recallMessage``: the topic
+        must be a DELAY topic, then the broker's checks; a refusal is the proxy's INTERNAL_SERVER_ERROR)."""
+        from rmqd.processors.recall import RecallError
+        md, peer = self._begin(context)
+        topic = request.topic.name
+        validate.check_topic(topic)
+        self._authorize(md, peer, {topic: PUB})
+        message_types.check_recall(self.broker.config, self.broker.topic_config_manager.get(topic))
+        recaller = self.broker.recaller
+        try:
+            message_id = await self.send_executor.run(recaller.recall, topic, request.recall_handle,
+                                                      producer_group_of(topic), peer)
+        except RecallError as exc:
+            raise proxy_error(C.INTERNAL_SERVER_ERROR, exc.remark) from None
+        return s.RecallMessageResponse(status=status(C.OK), message_id=message_id)
 
     async def SyncLiteSubscription(self, request: Any, context: Any) -> Any:
         return await self._unary(self._sync_lite, s.SyncLiteSubscriptionResponse, request, context)

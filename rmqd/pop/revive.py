@@ -268,10 +268,13 @@ class ReviveMixin:
         return queue_id
 
     def _store_again(self, target: str, m: Any, props: dict, real: str, reconsume: int, pop_time: int,
-                     on_status: Optional[Callable[[str], None]] = None, queue_id: int = 0) -> None:
+                     on_status: Optional[Callable[[str], None]] = None, queue_id: int = 0,
+                     delay_level: Optional[str] = None) -> None:
         props.setdefault(PROPERTY_RETRY_TOPIC, real)
         props.setdefault(PROPERTY_FIRST_POP_TIME, str(pop_time))
         props.pop("DELAY", None)
+        if delay_level is not None:
+            props["DELAY"] = delay_level
         encoded = encode_properties(props)
         msg = MessageToStore(target, queue_id, m.body, encoded, m.flag, m.sys_flag & ~0xC, m.born_timestamp, m.born_host,
                              self.store_host(), reconsume, 0, tags_code_of(encoded),
@@ -283,12 +286,14 @@ class ReviveMixin:
             raise RuntimeError(f"storing the message again in {target} failed: {result.status.name}")
 
     def _to_dlq(self, group: str, real: str, m: Any, reconsume: int, pop_time: Optional[int] = None) -> None:
-        """``m`` reached the group's max attempts: store it in ``%DLQ%<group>``."""
+        """``m`` reached the group's max attempts: store it in ``%DLQ%<group>`` as 5.x puts it there (its
+        consumers send it back: ``consumerSendMsgBack`` counts one more attempt and sets delay level 0, so a 5.x
+        client reading the DLQ sees a DELAY message one attempt further)."""
         target = dlq_topic(group)
         self.topics.create_topic_in_send_message_back_method(target, 1, PERM_READ | PERM_WRITE, 0)
         props = decode_properties(m.properties_str)
         real = props.get(PROPERTY_RETRY_TOPIC) or real
-        self._store_again(target, m, props, real, reconsume, pop_time or now_ms())
+        self._store_again(target, m, props, real, reconsume + 1, pop_time or now_ms(), delay_level="0")
         self.to_dlq += 1
         if self.on_dlq is not None:
             self.on_dlq(group, real)

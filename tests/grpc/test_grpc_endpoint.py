@@ -25,7 +25,12 @@ from rmqd.remoting.command import new_request
 from rmqd.testing import EmbeddedServer
 
 REPO = Path(__file__).resolve().parents[2]
-MD = [("x-mq-client-id", "test-client")]
+def md_of(client_id: str) -> list:
+    """The headers of a 5.x client (its id and language)."""
+    return [("x-mq-client-id", client_id), ("x-mq-language", "JAVA")]
+
+
+MD = md_of("test-client")
 
 
 def create_topic(server, topic: str) -> None:
@@ -87,17 +92,18 @@ def test_status_codes_as_the_proxy(g):
     assert {q.permission for q in r.message_queues} == {d.READ_WRITE}
     assert first_status(st.ReceiveMessage(receive_req(group="NoGroup"), metadata=MD)).code == \
         d.CONSUMER_GROUP_NOT_FOUND
-    assert first_status(st.ReceiveMessage(receive_req(batch=0), metadata=MD)).code == d.BAD_REQUEST
+    # the proxy does not check the batch size: 0 pops nothing
+    assert first_status(st.ReceiveMessage(receive_req(batch=0), metadata=MD)).code == d.MESSAGE_NOT_FOUND
     assert first_status(st.ReceiveMessage(receive_req(invisible_ms=500), metadata=MD)).code == \
         d.ILLEGAL_INVISIBLE_TIME
     assert first_status(st.ReceiveMessage(receive_req(), metadata=MD)).code == d.MESSAGE_NOT_FOUND
     ack = st.AckMessage(s.AckMessageRequest(group=d.Resource(name="GG"), topic=d.Resource(name="GT"), entries=[
         s.AckMessageEntry(message_id="X", receipt_handle="garbage")]), metadata=MD)
-    assert ack.status.code == d.INVALID_RECEIPT_HANDLE
-    assert st.SendMessage(s.SendMessageRequest(), metadata=MD).status.code == d.BAD_REQUEST
+    assert ack.status.code == d.INTERNAL_SERVER_ERROR       # the proxy cannot decode it (ReceiptHandle.decode)
+    assert st.SendMessage(s.SendMessageRequest(), metadata=MD).status.code == d.MESSAGE_CORRUPTED
     tx = st.EndTransaction(s.EndTransactionRequest(topic=d.Resource(name="GT"), transaction_id="nope",
                                                    resolution=d.COMMIT), metadata=MD)
-    assert tx.status.code == d.INVALID_TRANSACTION_ID
+    assert tx.status.code == d.INTERNAL_SERVER_ERROR and tx.status.message.endswith("cannot found transaction data")
     big = d.Message(topic=d.Resource(name="GT"), body=b"x" * (4 * 1024 * 1024 + 1),
                     system_properties=d.SystemProperties(message_id="BIG"))
     assert st.SendMessage(s.SendMessageRequest(messages=[big]), metadata=MD).status.code == d.MESSAGE_BODY_TOO_LARGE
@@ -144,13 +150,13 @@ def test_telemetry_answers_settings_and_ends_on_termination(g):
         yield s.TelemetryCommand(settings=settings)
         done.wait(10)
 
-    stream = g.stub.Telemetry(commands(), metadata=[("x-mq-client-id", "tele-1")], timeout=15)
+    stream = g.stub.Telemetry(commands(), metadata=md_of("tele-1"), timeout=15)
     first = next(stream)
     assert first.status.code == d.OK and first.settings.publishing.max_body_size == 4 * 1024 * 1024
     assert first.settings.backoff_policy.max_attempts == 3
     producers = g.server.broker.producer_manager.groups()
     assert any(ch.client_id == "tele-1" for chans in producers.values() for ch in chans)
-    r = g.stub.NotifyClientTermination(s.NotifyClientTerminationRequest(), metadata=[("x-mq-client-id", "tele-1")])
+    r = g.stub.NotifyClientTermination(s.NotifyClientTerminationRequest(), metadata=md_of("tele-1"))
     assert r.status.code == d.OK
     assert list(stream) == []                    # the server ended the stream
     done.set()
@@ -189,7 +195,7 @@ accounts:
 def signed(ak: str, sk: str, client_id: str = "acl-client") -> list:
     now = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     sig = hmac.new(sk.encode(), now.encode(), hashlib.sha1).hexdigest()
-    return [("x-mq-client-id", client_id), ("x-mq-date-time", now),
+    return [("x-mq-client-id", client_id), ("x-mq-language", "JAVA"), ("x-mq-date-time", now),
             ("authorization", f"MQv2-HMAC-SHA1 Credential={ak}, SignedHeaders=x-mq-date-time, Signature={sig}")]
 
 
@@ -260,7 +266,7 @@ def test_auto_renew_keeps_a_push_consumers_message_until_it_acks(g):
     """auto_renew (push consumers): the message stays invisible past its invisible time while the client is
     alive, its original receipt handle still acks it; a vanished client's messages come back."""
     create_topic(g.server, "Renew")
-    md = [("x-mq-client-id", "pusher-1")]
+    md = md_of("pusher-1")
     g.stub.Heartbeat(s.HeartbeatRequest(group=d.Resource(name="GG"), client_type=d.PUSH_CONSUMER), metadata=md)
     for body in (b"keep", b"lost"):
         m = d.Message(topic=d.Resource(name="Renew"), body=body,
@@ -272,7 +278,7 @@ def test_auto_renew_keeps_a_push_consumers_message_until_it_acks(g):
     assert sorted(m.body for m in got) == [b"keep", b"lost"]
     other = receive_req(topic="Renew", invisible_ms=2000, poll_s=0)
     time.sleep(3.5)                                                     # well past the 2 s invisible time
-    assert first_status(g.stub.ReceiveMessage(other, metadata=[("x-mq-client-id", "other")])).code == \
+    assert first_status(g.stub.ReceiveMessage(other, metadata=md_of("other"))).code == \
         d.MESSAGE_NOT_FOUND
     keep = next(m for m in got if m.body == b"keep")
     ack = g.stub.AckMessage(s.AckMessageRequest(group=d.Resource(name="GG"), topic=d.Resource(name="Renew"), entries=[
@@ -281,7 +287,7 @@ def test_auto_renew_keeps_a_push_consumers_message_until_it_acks(g):
     # the client goes away: "lost" is no longer renewed and comes back to someone else
     g.endpoint.service.clients.terminate("pusher-1")
     other.long_polling_timeout.seconds = 5
-    back = [r.message for r in g.stub.ReceiveMessage(other, metadata=[("x-mq-client-id", "other")], timeout=10)
+    back = [r.message for r in g.stub.ReceiveMessage(other, metadata=md_of("other"), timeout=10)
             if r.HasField("message")]
     assert [m.body for m in back] == [b"lost"] and back[0].system_properties.delivery_attempt == 2
 
@@ -336,7 +342,7 @@ def test_telemetry_stream_cancelled_without_termination_releases_the_registratio
             yield s.TelemetryCommand(settings=settings)
             done.wait(15)
 
-        stream = g.stub.Telemetry(commands(), metadata=[("x-mq-client-id", cid)], timeout=20)
+        stream = g.stub.Telemetry(commands(), metadata=md_of(cid), timeout=20)
         assert next(stream).status.code == d.OK
         streams[cid] = (stream, done)
     assert _registered(g.server, "cancel-p")["producer"] == ["CID_RMQ_SYS_GRPC_GT"]
@@ -358,7 +364,7 @@ def test_an_idle_client_is_let_go_and_its_auto_renewed_message_comes_back():
     x = Grpc({"grpcClientIdleTimeMills": "1500", "minInvisibleTimeMillsForRecv": "2000"})
     try:
         create_topic(x.server, "Idle")
-        pusher = [("x-mq-client-id", "idle-pusher")]
+        pusher = md_of("idle-pusher")
         x.stub.Heartbeat(s.HeartbeatRequest(group=d.Resource(name="IG"), client_type=d.PUSH_CONSUMER), metadata=pusher)
         m = d.Message(topic=d.Resource(name="Idle"), body=b"held",
                       system_properties=d.SystemProperties(message_id="H1"))
@@ -372,7 +378,7 @@ def test_an_idle_client_is_let_go_and_its_auto_renewed_message_comes_back():
         assert "idle-pusher" in clients.channels
         # the pusher goes quiet; another client polls: nothing while the renewal holds, then the message
         other = receive_req(topic="Idle", group="IG", invisible_ms=10000, poll_s=6)
-        back = [r.message for r in x.stub.ReceiveMessage(other, metadata=[("x-mq-client-id", "idle-other")],
+        back = [r.message for r in x.stub.ReceiveMessage(other, metadata=md_of("idle-other"),
                                                          timeout=15) if r.HasField("message")]
         assert [m.body for m in back] == [b"held"] and back[0].system_properties.delivery_attempt == 2
         assert time.monotonic() - taken >= 2.5          # renewed past its 2 s until the client was let go

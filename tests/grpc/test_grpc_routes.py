@@ -28,8 +28,12 @@ def test_queue_layout_is_route_activitys():
     assert [(q.id, q.permission) for q in qs if q.broker.name == "b"] == [(0, d.READ), (1, d.READ)]
     assert [(q.id, q.permission) for q in qs if q.broker.name == "c"] == [(i, d.NONE) for i in range(3)]
     assert {q.broker.name: q.broker.endpoints.addresses[0].port for q in qs} == {"a": 11, "b": 12, "c": 13}
-    found = assignments(route, TOPIC, ANY, eps)
+    found = assignments(route, TOPIC, eps)
     assert [(x.message_queue.broker.name, x.message_queue.id) for x in found] == [("a", -1), ("b", -1)]
+    assert not any(x.message_queue.accept_message_types for x in found)           # as the proxy's
+    fifo = assignments(route, TOPIC, eps, per_queue=True)                         # a FIFO group: each readable queue
+    assert [(x.message_queue.broker.name, x.message_queue.id) for x in fifo] == \
+        [("a", i) for i in range(8)] + [("b", 0), ("b", 1)]
 
 
 def test_parse_fastjson_route():
@@ -103,7 +107,7 @@ def test_a_name_server_that_does_not_answer_keeps_the_last_route(caplog):
 @pytest.mark.parametrize("perm", [2, 0])
 def test_no_readable_queue_no_assignment(perm):
     route = TopicRoute((QueueData("a", 4, 4, perm),), (BrokerGroup("a", {0: "h:1"}),))
-    assert assignments(route, TOPIC, ANY, {("a", 0): [("h", 1)]}) == []
+    assert assignments(route, TOPIC, {("a", 0): [("h", 1)]}) == []
 
 
 def test_an_endpoint_keeps_its_port_in_the_name_servers_kv_table_while_others_may_route_to_it(tmp_path):

@@ -20,7 +20,7 @@ C = d.Code
 
 
 def md(cid="lite-test"):
-    return [("x-mq-client-id", cid)]
+    return [("x-mq-client-id", cid), ("x-mq-language", "JAVA")]
 
 
 def admin(server, code, ext=None, body=None):
@@ -66,22 +66,26 @@ def message(topic_name, mid, **sp):
 
 
 def send_status(g, m):
+    """A refused message fails the whole request (the proxy answers its status only, no entries)."""
     r = g.stub.SendMessage(s.SendMessageRequest(messages=[m]), metadata=md())
-    return r.entries[0].status.code, r.entries[0].status.message
+    st = r.entries[0].status if r.entries else r.status
+    return st.code, st.message
 
 
 def test_send_refusals_for_the_new_fields(g):
     ts = d.SystemProperties().delivery_timestamp.__class__(seconds=int(time.time()) + 60)
+    # the proxy's type check (5.5.0): a message's type is TRANSACTION > DELAY > FIFO > PRIORITY > LITE > NORMAL,
+    # and must be its topic's
     cases = [
-        (message("PT", "a1", priority=-1, message_type=d.PRIORITY), C.BAD_REQUEST),
+        (message("PT", "a1", priority=-1, message_type=d.PRIORITY), C.INTERNAL_SERVER_ERROR),
         (message("PT", "a2", priority=3, message_group="g", message_type=d.PRIORITY),
          C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
         (message("PT", "a3", priority=3, delivery_timestamp=ts, message_type=d.PRIORITY),
          C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
-        (message("PT", "a4", priority=3, lite_topic="x", message_type=d.PRIORITY), C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
+        (message("PT", "a4", priority=3, lite_topic="x", message_type=d.PRIORITY), C.OK),       # a PRIORITY message
         (message("PT", "a5", priority=3, message_type=d.TRANSACTION), C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
         (message("NT", "a6", priority=3, message_type=d.PRIORITY), C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
-        (message("LT", "a7", lite_topic="", message_type=d.LITE), C.ILLEGAL_LITE_TOPIC),
+        (message("LT", "a7", lite_topic="", message_type=d.LITE), C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
         (message("LT", "a8", lite_topic="a b", message_type=d.LITE), C.ILLEGAL_LITE_TOPIC),
         (message("LT", "a9", lite_topic="x" * 65, message_type=d.LITE), C.ILLEGAL_LITE_TOPIC),
         (message("LT", "b1", lite_topic="ok", message_group="g", message_type=d.LITE),
@@ -117,10 +121,12 @@ def test_sync_refusals(g):
     assert sync(g, d.PARTIAL_ADD, ["ok-1"])[0] == C.OK
     assert sync(g, d.PARTIAL_ADD, ["bad/name"])[0] == C.ILLEGAL_LITE_TOPIC
     assert sync(g, d.PARTIAL_ADD, [" "])[0] == C.ILLEGAL_LITE_TOPIC
+    # the proxy's checks (ClientProcessor.validateLiteBindTopic): the topic must be the group's bind topic
     assert sync(g, d.PARTIAL_ADD, ["a"], top="NT")[0] == C.ILLEGAL_TOPIC           # not the bind topic
-    assert sync(g, d.PARTIAL_ADD, ["a"], grp="PG")[0] == C.ILLEGAL_CONSUMER_GROUP   # not a lite group
-    assert sync(g, d.PARTIAL_ADD, ["a"], grp="nope")[0] == C.CONSUMER_GROUP_NOT_FOUND
-    assert sync(g, d.PARTIAL_ADD, ["a"], top="nope")[0] == C.TOPIC_NOT_FOUND
+    assert sync(g, d.PARTIAL_ADD, ["a"], grp="PG") == (                             # not a lite group
+        C.ILLEGAL_TOPIC, "lite group PG is expected to bind topic null, but actual is LT")
+    assert sync(g, d.PARTIAL_ADD, ["a"], grp="nope") == (C.ILLEGAL_CONSUMER_GROUP, "group not found: nope")
+    assert sync(g, d.PARTIAL_ADD, ["a"], top="nope")[0] == C.ILLEGAL_TOPIC
     assert sync(g, 7, ["a"])[0] == C.BAD_REQUEST                                    # unknown action
     code, text = sync(g, d.COMPLETE_ADD, [f"q{i}" for i in range(302)], grp="QG", cid="quota")   # quota 1 + 300
     assert code == C.LITE_SUBSCRIPTION_QUOTA_EXCEEDED, text
@@ -138,12 +144,13 @@ def test_sync_refusals(g):
 
 
 def test_bad_lite_topic_on_ack_and_change_invisible(g):
+    handle = f"1 {int(time.time() * 1000)} 60000 0 0 b 0 0 99"         # not expired: the lite topic is checked
     r = g.stub.AckMessage(s.AckMessageRequest(group=d.Resource(name="LG"), topic=d.Resource(name="LT"), entries=[
-        s.AckMessageEntry(message_id="m", receipt_handle="1 2 3 0 0 b 0 0 99", lite_topic="bad name")]),
+        s.AckMessageEntry(message_id="m", receipt_handle=handle, lite_topic="bad name")]),
         metadata=md())
     assert r.entries[0].status.code == C.ILLEGAL_LITE_TOPIC
     r = g.stub.ChangeInvisibleDuration(s.ChangeInvisibleDurationRequest(
-        group=d.Resource(name="LG"), topic=d.Resource(name="LT"), receipt_handle="1 2 3 0 0 b 0 0 99",
+        group=d.Resource(name="LG"), topic=d.Resource(name="LT"), receipt_handle=handle,
         lite_topic="bad name", message_id="m"), metadata=md())
     assert r.status.code == C.ILLEGAL_LITE_TOPIC
 
