@@ -20,6 +20,8 @@ from typing import Any, Callable, Optional
 
 import orjson
 
+from rmqd.auth.hook import HookChain
+from rmqd.auth.setup import build_auth
 from rmqd.broker.client_manager import ConsumerManager, ProducerManager
 from rmqd.broker.context import BrokerContext, BrokerIdentity
 from rmqd.broker.long_polling import PullRequestHoldService
@@ -35,6 +37,7 @@ from rmqd.processors.lite_priority import LitePriority, ParentTopicCounters
 from rmqd.pop.frontend import PopExecutor
 from rmqd.pop.service import PopService
 from rmqd.processors.admin_acl import AclAdminProcessor
+from rmqd.processors.admin_auth import AuthAdminProcessor
 from rmqd.processors.admin_broker import BrokerAdminProcessor
 from rmqd.processors.admin_compaction import CompactionAdminProcessor
 from rmqd.processors.admin_group import GroupAdminProcessor
@@ -152,6 +155,11 @@ class BrokerController:
 
             self.acl_manager, self.dispatcher.request_hook = build_acl(c.aclFile)
             self.services.append(self.acl_manager)
+        # access control 2.0 (5.x users and policies): the store is kept and administered even when it is off
+        self.auth = build_auth(c.to_properties(), c.brokerClusterName, cfg_dir)
+        if self.auth.hook is not None:
+            acl1 = self.dispatcher.request_hook
+            self.dispatcher.request_hook = self.auth.hook if acl1 is None else HookChain(self.auth.hook, acl1)
         self.services.append(self.broker_stats)
         self._build_services()
         self._register_processors()
@@ -223,6 +231,8 @@ class BrokerController:
         self.admin_tier_processor.register(d, p["admin"])
         self.admin_acl_processor = AclAdminProcessor(self.acl_manager, c, self.identity)
         self.admin_acl_processor.register(d, p["admin"])
+        self.admin_auth_processor = AuthAdminProcessor(self.auth.manager)
+        self.admin_auth_processor.register(d, p["admin"])
         # POP codes (on the loop: they await the POP executor) and server-side rebalance
         self.pop_message_processor = PopMessageProcessor(self.pop_service, self.pop_executor, c.brokerIP1,
                                                          lambda: bool(c.brokerPermission & 4))
@@ -283,6 +293,7 @@ class BrokerController:
 
     # ------------------------------------------------------------------ lifecycle
     def _load_blocking(self) -> None:
+        self.auth.load(self.config.aclFile)
         self.store.start()
         for mgr in (self.topic_config_manager, self.subscription_group_manager,
                     self.consumer_offset_manager, self.delay_offset_manager):
