@@ -24,6 +24,7 @@ from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.pb import service_pb2 as s
 from rmqd.grpc.pb import service_pb2_grpc
 from rmqd.acl.permission import PUB, SUB
+from rmqd.auth.errors import AuthError
 from rmqd.pop.extra_info import ReceiptHandle
 from rmqd.pop.frontend import Busy, PopExecutor, pop_with_polling
 from rmqd.pop.codes import PopError
@@ -114,13 +115,21 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.send_executor.shutdown()
 
     # ------------------------------------------------------------------ request context
-    def _begin(self, context: Any, need: Optional[dict] = None) -> tuple[dict, tuple[str, int]]:
+    def _begin(self, context: Any, need: Optional[dict] = None, request: Any = None) -> tuple[dict, tuple[str, int]]:
+        """The call's metadata and peer, once it passed the checks: access control 2.0 on ``request`` first (5.x's
+        pipelines run before anything else: UNAUTHORIZED), the client id, then ACL 1.0 on ``need``."""
         md = {m.key: m.value for m in (context.invocation_metadata() or ())}
+        peer = _peer(context)
+        guard = self.broker.auth.guard
+        if guard is not None and request is not None:
+            try:
+                guard.check_grpc(request, md, peer[0])
+            except AuthError as exc:
+                raise RpcError(C.UNAUTHORIZED, exc.message) from None
         client_id = md.get("x-mq-client-id")
         if not client_id:
             raise RpcError(C.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
         self.clients.seen(client_id)
-        peer = _peer(context)
         if self.broker.acl_manager is not None:
             try:
                 auth.check(self.broker.acl_manager, peer[0], md, need or {})
@@ -175,7 +184,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._query_route, s.QueryRouteResponse, request, context)
 
     async def _query_route(self, request: Any, context: Any) -> Any:
-        self._begin(context)
+        self._begin(context, request=request)
         tc = self._topic(request.topic.name)
         broker = self._broker_pb(request.endpoints)
         types = self._accept_types(tc)
@@ -191,7 +200,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._heartbeat, s.HeartbeatResponse, request, context)
 
     async def _heartbeat(self, request: Any, context: Any) -> Any:
-        md, peer = self._begin(context)
+        md, peer = self._begin(context, request=request)
         if request.HasField("group") and request.group.name and request.client_type != d.PRODUCER:
             await self._group(request.group.name)
         ch = self.clients.channel(md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")
@@ -202,7 +211,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._query_assignment, s.QueryAssignmentResponse, request, context)
 
     async def _query_assignment(self, request: Any, context: Any) -> Any:
-        self._begin(context, {request.topic.name: SUB, f"%RETRY%{request.group.name}": SUB})
+        self._begin(context, {request.topic.name: SUB, f"%RETRY%{request.group.name}": SUB}, request)
         tc = self._topic(request.topic.name)
         await self._group(request.group.name)
         mq = d.MessageQueue(topic=request.topic, id=-1, permission=d.READ_WRITE,
@@ -214,10 +223,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._send_message, s.SendMessageResponse, request, context)
 
     async def _send_message(self, request: Any, context: Any) -> Any:
+        topic = request.messages[0].topic.name if request.messages else ""
+        _, peer = self._begin(context, {topic: PUB}, request)
         if not request.messages:
             raise RpcError(C.BAD_REQUEST, "no message to send")
-        topic = request.messages[0].topic.name
-        _, peer = self._begin(context, {topic: PUB})
         tc = self._topic(topic)
         if any(m.topic.name != topic for m in request.messages):
             raise RpcError(C.BAD_REQUEST, "messages of one SendMessage must share one topic")
@@ -312,7 +321,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._end_transaction, s.EndTransactionResponse, request, context)
 
     async def _end_transaction(self, request: Any, context: Any) -> Any:
-        _, peer = self._begin(context, {request.topic.name: PUB})
+        _, peer = self._begin(context, {request.topic.name: PUB}, request)
         try:
             cl, qo, _ = parse_transaction_id(request.transaction_id)
         except ValueError:
@@ -350,7 +359,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _receive(self, request: Any, context: Any) -> tuple[Any, list, int]:
         topic, group = request.message_queue.topic.name, request.group.name
-        md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         self.clients.channel(md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")     # seen now
         tc = self._topic(topic)
         sg = await self._group(group)
@@ -459,7 +468,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _ack(self, request: Any, context: Any) -> Any:
         topic, group = request.topic.name, request.group.name
-        self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         lite = is_lite_topic(self._topic(topic))
         await self._group(group)
         if not request.entries:
@@ -491,7 +500,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _change_invisible(self, request: Any, context: Any) -> Any:
         topic, group = request.topic.name, request.group.name
-        self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         lite = is_lite_topic(self._topic(topic))
         await self._group(group)
         try:
@@ -515,7 +524,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _forward_to_dlq(self, request: Any, context: Any) -> Any:
         topic, group = request.topic.name, request.group.name
-        _, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        _, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         lite = is_lite_topic(self._topic(topic))
         await self._group(group)
         try:
@@ -544,6 +553,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         except RpcError as exc:
             yield s.TelemetryCommand(status=status(exc.code, exc.message))
             return
+        guard = self.broker.auth.guard
         ch = self.clients.channel(md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")
         outbox: asyncio.Queue = asyncio.Queue()
         ch.outbox = outbox
@@ -552,6 +562,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             try:
                 async for cmd in request_iterator:
                     ch.last_seen = time.monotonic()
+                    if guard is not None:           # 5.x runs its pipelines on every command of the stream
+                        try:
+                            guard.check_grpc(cmd, md, peer[0])
+                        except AuthError as exc:
+                            outbox.put_nowait(s.TelemetryCommand(status=status(C.UNAUTHORIZED, exc.message)))
+                            continue
                     if cmd.HasField("settings"):
                         self.clients.on_settings(ch, cmd.settings)
                         outbox.put_nowait(s.TelemetryCommand(status=status(C.OK),
@@ -608,7 +624,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._terminate, s.NotifyClientTerminationResponse, request, context)
 
     async def _terminate(self, request: Any, context: Any) -> Any:
-        md, _ = self._begin(context)
+        md, _ = self._begin(context, request=request)
         self.clients.terminate(md["x-mq-client-id"])
         self.lite.client_gone(md["x-mq-client-id"], "client terminated")
         return s.NotifyClientTerminationResponse(status=status(C.OK))
@@ -619,7 +635,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _get_offset(self, request: Any, context: Any) -> Any:
         mq = request.message_queue
-        self._begin(context, {mq.topic.name: SUB})
+        self._begin(context, {mq.topic.name: SUB}, request)
         self._topic(mq.topic.name)
         off = self.broker.consumer_offset_manager.query_offset(request.group.name, mq.topic.name, mq.id)
         if off < 0:
@@ -631,7 +647,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _update_offset(self, request: Any, context: Any) -> Any:
         mq = request.message_queue
-        _, peer = self._begin(context, {mq.topic.name: SUB})
+        _, peer = self._begin(context, {mq.topic.name: SUB}, request)
         self._topic(mq.topic.name)
         await self._group(request.group.name)
         self.broker.consumer_offset_manager.commit_offset(f"{peer[0]}:{peer[1]}", request.group.name, mq.topic.name,
@@ -643,7 +659,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _query_offset(self, request: Any, context: Any) -> Any:
         mq = request.message_queue
-        self._begin(context, {mq.topic.name: SUB})
+        self._begin(context, {mq.topic.name: SUB}, request)
         self._topic(mq.topic.name)
         store = self.broker.store
         if request.query_offset_policy == d.BEGINNING:
@@ -665,5 +681,5 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._sync_lite, s.SyncLiteSubscriptionResponse, request, context)
 
     async def _sync_lite(self, request: Any, context: Any) -> Any:
-        md, peer = self._begin(context, {request.topic.name: SUB})
+        md, peer = self._begin(context, {request.topic.name: SUB}, request)
         return await self.lite.sync(request, context, md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")
