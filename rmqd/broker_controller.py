@@ -331,7 +331,7 @@ class BrokerController:
         identity.loop = loop
         self.send_processor.open_lane(self.dispatcher.request_hook)
         self.dispatcher.lane = self.send_processor.lane
-        self.namesrv_client = RemotingClient()
+        self.namesrv_client = RemotingClient(signer=self.auth.request_signer())     # name servers, the master
         self.replication.start(loop, self.namesrv_client, self.topic_config_manager, self.subscription_group_manager,
                                self.consumer_offset_manager, self.delay_offset_manager, lambda: self.address,
                                lambda tcs: [self._tell_store_policy(tc) for tc in tcs])

@@ -12,8 +12,8 @@ IP. Each context is decided on its own, in order; the first refusal answers the 
    Default policy's only when no Custom entry matches;
 4. none match: "User:<u> has no permission to access <resource> from <ip>, no matched policies.";
 5. the most specific matching entries decide (a resource of a type before ``*``; literal, then prefixed with the
-   longer prefix first, then any name); among equally specific ones an Allow wins (5.x's comparator ranks Deny
-   after Allow there), so "the decision is deny." is the answer when they all deny.
+   longer prefix first, then any name); among equally specific ones a Deny wins (5.5's comparator ranks it
+   first): "the decision is deny.".
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def decide(acl: Optional[Acl], subject: User, ctx: AuthContext, source_ip: Optio
     if not matched:
         raise refusal(subject, ctx.resource, source_ip, "no matched policies.")
     best = min(e.resource.specificity() for e in matched)
-    if not any(e.decision is Decision.ALLOW for e in matched if e.resource.specificity() == best):
+    if any(e.decision is Decision.DENY for e in matched if e.resource.specificity() == best):
         raise refusal(subject, ctx.resource, source_ip, "the decision is deny.")
 
 

@@ -34,9 +34,10 @@ class BrokerAuth:
             from rmqd.auth.migration import migrate, plain_acl_accounts
             migrate(self.manager, plain_acl_accounts(acl_file))
 
-    def signer(self) -> Optional[tuple[str, str]]:
-        """What this broker signs its own requests with (``innerClientAuthenticationCredentials``)."""
-        return self.config.inner_credentials()
+    def request_signer(self) -> Optional[Any]:
+        """The RemotingClient ``signer`` of this broker's own requests (to name servers, its master, other brokers):
+        ``innerClientAuthenticationCredentials``, as 5.x's BrokerOuterAPI signs; None without them."""
+        return request_signer(self.config.inner_credentials())
 
 
 def build_auth(broker_properties: dict[str, Any], cluster_name: str, config_dir: str) -> BrokerAuth:
@@ -48,3 +49,12 @@ def build_auth(broker_properties: dict[str, Any], cluster_name: str, config_dir:
         log.info("auth: authentication %s, authorization %s", "on" if cfg.authenticationEnabled else "off",
                  "on" if cfg.authorizationEnabled else "off")
     return BrokerAuth(cfg, store, manager, guard, AuthRequestHook(guard) if guard is not None else None)
+
+
+def request_signer(credentials: Optional[tuple[str, str]]) -> Optional[Any]:
+    """A RemotingClient ``signer`` for the broker's own requests, or None without credentials."""
+    if credentials is None:
+        return None
+    from rmqd.acl.signer import sign_command
+    ak, sk = credentials
+    return lambda cmd: sign_command(cmd, ak, sk)

@@ -280,7 +280,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _forward_send(self, master: str, request: Any) -> Any:
         if self._forward_client is None:
             from rmqd.remoting.client import RemotingClient
-            self._forward_client = RemotingClient()
+            self._forward_client = RemotingClient(signer=self.broker.auth.request_signer())
         try:
             return await self._forward_client.invoke(master, request, FORWARD_TIMEOUT_S)
         except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
@@ -562,12 +562,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             try:
                 async for cmd in request_iterator:
                     ch.last_seen = time.monotonic()
-                    if guard is not None:           # 5.x runs its pipelines on every command of the stream
-                        try:
+                    if guard is not None:           # 5.x runs its pipelines on every command of the stream,
+                        try:                        # and a refusal is its last answer (the stream completes)
                             guard.check_grpc(cmd, md, peer[0])
                         except AuthError as exc:
                             outbox.put_nowait(s.TelemetryCommand(status=status(C.UNAUTHORIZED, exc.message)))
-                            continue
+                            return
                     if cmd.HasField("settings"):
                         self.clients.on_settings(ch, cmd.settings)
                         outbox.put_nowait(s.TelemetryCommand(status=status(C.OK),

@@ -7,6 +7,7 @@ import select
 import socket
 import threading
 import time
+from typing import Callable
 
 from rmqd.remoting.command import (
     DEFAULT_MAX_FRAME_LENGTH,
@@ -29,9 +30,13 @@ def split_address(addr: str) -> tuple[str, int]:
 class RemotingClient:
     """Keeps one connection per address on the running loop and multiplexes calls by opaque."""
 
-    def __init__(self, dispatcher: Dispatcher | None = None, connect_timeout: float = 3.0) -> None:
+    def __init__(self, dispatcher: Dispatcher | None = None, connect_timeout: float = 3.0,
+                 signer: Callable[[RemotingCommand], None] | None = None) -> None:
+        """``signer``: called with every request before it is sent (the broker's own credentials, access control
+        2.0's ``innerClientAuthenticationCredentials``)."""
         self.dispatcher = dispatcher
         self.connect_timeout = connect_timeout
+        self.signer = signer
         self._conns: dict[str, Connection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -54,10 +59,14 @@ class RemotingClient:
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         conn = await self.connection(addr)
+        if self.signer is not None:
+            self.signer(request)
         return await conn.invoke(request, timeout)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
         conn = await self.connection(addr)
+        if self.signer is not None:
+            self.signer(request)
         conn.invoke_oneway(request)
 
     def close(self) -> None:
@@ -73,10 +82,12 @@ class BlockingClient:
     ``server_requests`` for inspection.  Thread-safe for sequential callers.
     """
 
-    def __init__(self, addr: str, timeout: float = 5.0) -> None:
+    def __init__(self, addr: str, timeout: float = 5.0, source_host: str | None = None) -> None:
+        """``source_host``: the local address to connect from (e.g. ``127.0.0.2``, another loopback source)."""
         self.addr = addr
         self.timeout = timeout
-        self.sock = socket.create_connection(split_address(addr), timeout)
+        self.sock = socket.create_connection(split_address(addr), timeout,
+                                             source_address=(source_host, 0) if source_host else None)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.reader = FrameReader()
         self.server_requests: list[RemotingCommand] = []

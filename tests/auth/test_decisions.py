@@ -53,12 +53,12 @@ def test_the_most_specific_entry_decides() -> None:
     assert check(st, "Group:g", PUB) == "allow"                                # only * matches
 
 
-def test_an_allow_wins_among_equally_specific_entries() -> None:
-    """Two entries of one resource (one createAcl body may carry both): 5.x's comparator ranks Deny after Allow."""
-    st = state(e("Topic:t", ["Pub"], "Deny"), e("Topic:t", ["Pub"], "Allow"))
-    assert check(st, "Topic:t", PUB) == "allow"
-    st = state(e("Topic:t", ["Pub"], "Deny"), e("Topic:t", ["All"], "Deny"))
+def test_a_deny_wins_among_equally_specific_entries() -> None:
+    """Two entries of one resource (one createAcl body may carry both): 5.5's comparator ranks the Deny first."""
+    st = state(e("Topic:t", ["Pub"], "Allow"), e("Topic:t", ["Pub"], "Deny"))
     assert check(st, "Topic:t", PUB).endswith("the decision is deny.")
+    st = state(e("Topic:t", ["Pub"], "Allow"), e("Topic:t", ["All"], "Allow"))
+    assert check(st, "Topic:t", PUB) == "allow"
 
 
 def test_default_policy_only_when_no_custom_entry_matches() -> None:

@@ -1,0 +1,249 @@
+"""Access control 2.0 against the Java 5.5.0 broker: every cell of the matrix (auth_matrix: identity x operation x
+source) gets the same answer from rmqd as from Java, with raw signed requests and with each real client: the 5.x
+and 4.9.8 Java remoting clients (AclClientRPCHook), the 5.x gRPC Java and Python clients, 5.5's mqadmin."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from auth_matrix import (GRPC_IDENTITIES, GRPC_OPS, GRPC_RECEIVE, IDENTITIES, REFUSED_AT_THE_DOOR, REMOTING4_IDENTITIES, REMOTING4_OPS,
+                         REMOTING5_OPS,
+                         SUPER, differences, key, ops_for, outcome, raw_matrix)
+from conftest import JAVA_START_TIMEOUT
+from java5kit import java5_command
+from javakit import JavaProcess
+
+pytestmark = pytest.mark.timeout(JAVA_START_TIMEOUT + 400)
+
+
+def test_raw_remoting_matrix(auth_pair) -> None:
+    """Every action on every resource type, from two source addresses (127.0.0.1, 127.0.0.2), every identity:
+    the same code, and for a refusal the same remark."""
+    theirs = raw_matrix(auth_pair.java.broker)
+    ours = raw_matrix(auth_pair.rmqd.broker)
+    diff = differences(ours, theirs)
+    assert not diff, diff
+    refused = [k for k, v in ours.items() if v[0] == 16]
+    assert len(refused) > len(ours) / 3 and len(ours) - len(refused) > 40       # both kinds, many of each
+    assert ours["127.0.0.1|uPub:uPubPass01/pub:mx-pub-deny"][1].endswith("the decision is deny.")
+    assert ours["127.0.0.2|uSub:uSubPass01/get:mx-sub"][0] == 16                # the entry holds 127.0.0.1 only
+
+
+class _Prober:
+    """A probe program in one JVM fed identities on stdin (Auth5Probe, AclProbe, Auth5GrpcProbe)."""
+
+    def __init__(self, proc: JavaProcess, ready, end, line, events_of) -> None:
+        self.proc, self._end, self._line, self._events_of = proc, end, line, events_of
+        proc.wait_for(ready, 120, "probe start")
+
+    def run(self, ident: tuple, ops: list, timeout: float = 120) -> dict:
+        start = len(self.proc.events)
+        self.proc.send(self._line(ident, ops))
+        self.proc.wait_for(lambda evs: any(self._end(e) for e in evs[start:]), timeout, f"probe {ident} {ops}")
+        return {key(ident, op): outcome(ev) for op, ev in self._events_of(self.proc.events[start:])}
+
+    def close(self) -> None:
+        self.proc.stop()
+
+
+def _remoting_prober(proc: JavaProcess) -> _Prober:
+    return _Prober(proc, lambda evs: any(e.get("ready") for e in evs), lambda e: "end" in e,
+                   lambda ident, ops: json.dumps([*ident, *ops]),
+                   lambda evs: [(e["op"], e) for e in evs if "op" in e])
+
+
+def _grpc_prober(endpoint: str) -> _Prober:
+    proc = JavaProcess("Auth5GrpcProbe", cmd=java5_command("grpc", "Auth5GrpcProbe", endpoint))
+    return _Prober(proc, lambda evs: any(e.get("op") == "ready" for e in evs), lambda e: e.get("op") == "end",
+                   lambda ident, ops: " ".join([*ident, *ops]),
+                   lambda evs: [(e["step"], e) for e in evs if e.get("op") == "result"])
+
+
+def _matrix(prober: _Prober, cells: list) -> dict:
+    out = {}
+    for ident, ops in cells:
+        out.update(prober.run(ident, ops))
+    return out
+
+
+def _timed_out(v: tuple) -> bool:
+    """A client-side timeout (the loaded machine), not an answer: such a cell is asked again."""
+    return not v[0] and (v[1] in (-1, 10002) or "timeout" in str(v[2]).lower()) and v[1] != 16
+
+
+def _compare(run, cells: list, java: str, rmqd: str) -> tuple[dict, dict]:
+    theirs, ours = run(java, cells), run(rmqd, cells)
+    again = [k for k in set(theirs) | set(ours) if _timed_out(theirs.get(k, (0,))) or _timed_out(ours.get(k, (0,)))]
+    if again:
+        print("asking again after a client-side timeout:", again)
+        retry = [(i, [o for o in ops if key(i, o) in again]) for i, ops in cells]
+        retry = [(i, ops) for i, ops in retry if ops]
+        theirs.update(run(java, retry))
+        ours.update(run(rmqd, retry))
+    diff = differences(ours, theirs)
+    assert not diff, diff
+    return ours, theirs
+
+
+def test_java5_remoting_client_matrix(auth_pair) -> None:
+    cells = [(i, ops_for(i, REMOTING5_OPS)) for i in IDENTITIES]
+
+    def run(side, cells):
+        prober = _remoting_prober(JavaProcess("Auth5Probe", cmd=java5_command(
+            "remoting", "Auth5Probe", side.namesrv, side.broker)))
+        try:
+            prober.run(SUPER, ["send:mx-sub"])                  # warm up (route, connection, JIT)
+            return _matrix(prober, cells)
+        finally:
+            prober.close()
+    ours, _ = _compare(run, cells, auth_pair.java, auth_pair.rmqd)
+    assert ours[key(("uPub", "uPubPass01"), "send:mx-pub")][0] is True
+    assert ours[key(("uPub", "uPubPass01"), "send:mx-pub-deny")] == (
+        False, 16, "User:uPub has no permission to access Topic:mx-pub-deny from 127.0.0.1, the decision is deny.")
+    assert ours[key(("uOff", "uOffPass01"), "send:mx-pub")] == (False, 16, "User:uOff is disabled.")
+
+
+def test_java4_remoting_client_matrix(auth_pair) -> None:
+    """The 4.9.8 client (AclProbe, its AclClientRPCHook) signs as 5.x expects."""
+    from javakit import require_kit
+    require_kit()
+    cells = [(i, ops_for(i, REMOTING4_OPS)) for i in REMOTING4_IDENTITIES]
+
+    def run(side, cells):
+        prober = _remoting_prober(JavaProcess("AclProbe", side.namesrv, "--stdin"))
+        try:
+            prober.run(SUPER, ["send:mx-sub"])
+            return _matrix(prober, cells)
+        finally:
+            prober.close()
+    ours, _ = _compare(run, cells, auth_pair.java, auth_pair.rmqd)
+    assert ours[key(("uPub", "uPubPass01"), "send:mx-pub")][0] is True
+    assert ours[key(("ghost", "ghostPass1"), "send:mx-pub")] == (False, 16, "User:ghost is not found.")
+
+
+def _grpc_cells() -> list:
+    cells = [(i, ops_for(i, GRPC_OPS)) for i in GRPC_IDENTITIES]
+    return [(i, ops + GRPC_RECEIVE.get(i, [])) for i, ops in cells]
+
+
+def test_java_grpc_client_matrix(auth_pair) -> None:
+    cells = _grpc_cells()
+
+    def run(side, cells):
+        prober = _grpc_prober(side.grpc)
+        try:
+            return _matrix(prober, cells)
+        finally:
+            prober.close()
+    ours, _ = _compare(run, cells, auth_pair.java, auth_pair.rmqd)
+    ok = key(("uPub", "uPubPass01"), "send:mx-pub")
+    assert ours[ok][0] is True
+    denied = ours[key(("uPub", "uPubPass01"), "send:mx-other")]
+    assert denied[1] == 40100 and "User:uPub has no permission to access Topic:mx-other" in denied[2]
+
+
+PY5_MATRIX = r'''
+import json, re, sys
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+ENDPOINT = _os.environ["ENDPOINT"]
+CELLS = json.loads(_os.environ["CELLS"])
+for (ak, sk), ops in CELLS:
+    conf = ClientConfiguration(ENDPOINT, Credentials("" if ak == "-" else ak, "" if sk == "-" else sk),
+                               request_timeout=5)
+    producer = None                   # one producer for the identity's sends
+    for op in ops:
+        parts = op.split(":")
+        ev = dict(ak=ak, sk=sk, step=op)
+        try:
+            if parts[0] == "send":
+                if producer is None:
+                    producer = Producer(conf)
+                    producer.startup()
+                m = Message(); m.topic = parts[1]; m.body = b"auth"
+                producer.send(m)
+            else:
+                c = SimpleConsumer(conf, parts[2], {parts[1]: FilterExpression()}, await_duration=1)
+                c.startup()
+                try:
+                    c.receive(1, 10)
+                finally:
+                    c.shutdown()
+            ev.update(ok=True, code=0, error=None)
+        except Exception as e:
+            text = str(e)
+            m = re.search(r"code: ?(\d+)|response-code=(\d+)|(\b40\d\d\d\b)", text)
+            code = int(next(g for g in m.groups() if g)) if m else -1
+            ev.update(ok=False, code=code, error=text)
+        emit(op="result", **ev)
+    if producer is not None:
+        producer.shutdown()
+_os._exit(0)
+'''
+
+
+def _py5_status(text: str) -> str:
+    """The broker's status message inside the Python client's exception text."""
+    import re
+    m = re.search(r"message: ?(.*?)(?:, ?request_id|$)", text or "") or re.search(r"\] (.*)$", text or "")
+    return m.group(1).strip() if m else (text or "")
+
+
+def test_python_grpc_client_matrix(auth_pair, py5_python) -> None:
+    from clientrunner import run_client_script
+    cells = _grpc_cells()
+
+    def run(side, cells):
+        res = run_client_script(py5_python, PY5_MATRIX, env={"ENDPOINT": side.grpc, "CELLS": json.dumps(cells)},
+                                timeout=240)
+        assert res.returncode == 0 and not res.timed_out, (res.stderr[-3000:], res.events)
+        out = {}
+        for e in res.events_of("result"):
+            ok, code, error = outcome(e)
+            out[key((e["ak"], e["sk"]), e["step"])] = (ok, code, None if ok else _py5_status(error))
+        return out
+    ours, _ = _compare(run, cells, auth_pair.java, auth_pair.rmqd)
+    assert ours[key(("uPub", "uPubPass01"), "send:mx-pub")][0] is True
+    assert ours[key(("uPub", "uPubPass01"), "send:mx-other")][0] is False
+
+
+MQADMIN_CELLS = [
+    ("updateTopic", "-b", "{broker}", "-t", "mx-adm-{n}"),        # Create on the topic
+    ("deleteTopic", "-c", "DefaultCluster", "-t", "mx-adm-{n}"),  # Delete on the topic
+    ("listUser", "-b", "{broker}", "-f", "uPub"),                  # Get on the cluster
+    ("createUser", "-b", "{broker}", "-u", "made{n}", "-p", "madePass1"),  # Update on the cluster
+    ("deleteSubGroup", "-b", "{broker}", "-g", "zz-del-{n}"),      # Delete on the group
+]
+
+
+def _mqadmin_outcome(stdout: str) -> tuple:
+    """(succeeded, the broker's code and remark when it refused): mqadmin prints the exception's text."""
+    import re
+    m = re.search(r"CODE: (\d+)\s+DESC: (.*?)(?:\n|BROKER:|$)", stdout)
+    if m:
+        return False, int(m.group(1)), m.group(2).strip().split("\nSee ")[0]
+    failed = "command failed" in stdout or "Exception" in stdout
+    return not failed, None, None
+
+
+def test_mqadmin5_matrix(auth_pair, tmp_path) -> None:
+    """5.5's mqadmin signing with its home's tools.yml, one identity after another: the same commands succeed,
+    the same are refused with the same text."""
+    from java5kit import Mqadmin5
+    home = tmp_path / "tools-home"
+    (home / "conf").mkdir(parents=True)
+    results = {}
+    idents = [SUPER, ("uAdmin", "uAdminPass1"), ("uPub", "uPubPass01"), ("uPub", "wrongSecret1")]
+    with Mqadmin5(home=home) as shell:
+        for n, ident in enumerate(idents):
+            (home / "conf" / "tools.yml").write_text(f"accessKey: {ident[0]}\nsecretKey: {ident[1]}\n")
+            for side in auth_pair.sides:
+                for cell in MQADMIN_CELLS:
+                    args = [a.format(broker=side.broker, n=n) for a in cell]
+                    res = shell.run(*args, "-n", side.namesrv, timeout=60)
+                    results[(side.name, ident[0], ident[1], cell[0])] = _mqadmin_outcome(res.stdout)
+    diff = {k[1:]: (results[("rmqd", *k[1:])], results[("java", *k[1:])]) for k in results
+            if k[0] == "java" and results[("rmqd", *k[1:])] != results[k]}
+    assert not diff, diff
+    assert results[("rmqd", "uPub", "uPubPass01", "updateTopic")][1] == 16
+    assert results[("rmqd", "uAdmin", "uAdminPass1", "createUser")][0] is True
+    assert results[("rmqd", "rocketmq", "12345678", "updateTopic")][0] is True
