@@ -231,7 +231,9 @@ class BrokerController:
         self.admin_tier_processor.register(d, p["admin"])
         self.admin_acl_processor = AclAdminProcessor(self.acl_manager, c, self.identity)
         self.admin_acl_processor.register(d, p["admin"])
-        self.admin_auth_processor = AuthAdminProcessor(self.auth.manager)
+        self.admin_auth_processor = AuthAdminProcessor(
+            self.auth.manager, self.auth.config.authenticationEnabled,
+            lambda: self.replication.wait_auth_replicated(c.slaveTimeout / 1000))
         self.admin_auth_processor.register(d, p["admin"])
         # POP codes (on the loop: they await the POP executor) and server-side rebalance
         self.pop_message_processor = PopMessageProcessor(self.pop_service, self.pop_executor, c.brokerIP1,
@@ -334,7 +336,8 @@ class BrokerController:
         self.namesrv_client = RemotingClient(signer=self.auth.request_signer())     # name servers, the master
         self.replication.start(loop, self.namesrv_client, self.topic_config_manager, self.subscription_group_manager,
                                self.consumer_offset_manager, self.delay_offset_manager, lambda: self.address,
-                               lambda tcs: [self._tell_store_policy(tc) for tc in tcs])
+                               lambda tcs: [self._tell_store_policy(tc) for tc in tcs], auth_store=self.auth.store,
+                               signer=self.auth.request_signer())
         self.role_manager.on_role_change(lambda _role: self.send_processor.open_lane(self.dispatcher.request_hook),
                                          call_now=False)
         # a new role (or fence) is told to the name servers at once (Java: changeToMaster/changeToSlave)

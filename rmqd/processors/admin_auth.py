@@ -10,7 +10,12 @@
   does not depend on the JSON parser's internals).
 
 The codes work whether or not authentication is on (5.x's too: they are admin codes like the others). They run in
-the admin pool: every change is written to disk before it is answered.
+the admin pool: every change is written to disk before it is answered. In controller mode a change is answered
+once every in-sync replica holds it (SYSTEM_ERROR "... not copied ..." otherwise; the caller retries), so a
+failover cannot take back a user or an ACL that was answered SUCCESS.
+
+rmqd's GET_AUTH_METADATA (9020) answers the whole store for a slave to copy (rmqd.replicas.slave_sync); with
+authentication on, only a super user's request (the slave signs with ``innerClientAuthenticationCredentials``).
 """
 from __future__ import annotations
 
@@ -95,11 +100,20 @@ def _user_body(request: RemotingCommand, method: str) -> dict:
     return _string_fields(info, ("username", "password", "userType", "userStatus"), USER_INFO)
 
 
-class AuthAdminProcessor:
-    """``manager``: the broker's users and ACLs (built even with authentication off, as 5.x's are)."""
+NOT_COPIED = ("users and ACLs changed on the master but not copied by every in-sync replica within slaveTimeout; "
+              "retry")
 
-    def __init__(self, manager: AuthMetadataManager) -> None:
+
+class AuthAdminProcessor:
+    """``manager``: the broker's users and ACLs (built even with authentication off, as 5.x's are);
+    ``authentication``: whether requests are signed (then GET_AUTH_METADATA needs a super user);
+    ``wait_replicated``: after a change, whether every in-sync replica holds it (controller mode)."""
+
+    def __init__(self, manager: AuthMetadataManager, authentication: bool = False,
+                 wait_replicated: Optional[Callable[[], bool]] = None) -> None:
         self.manager = manager
+        self.authentication = authentication
+        self.wait_replicated = wait_replicated
 
     # ------------------------------------------------------------------ helpers
     def _not_super_login(self, request: RemotingCommand) -> bool:
@@ -109,9 +123,9 @@ class AuthAdminProcessor:
             return False
         return not self.manager.is_super_user(ak)
 
-    @staticmethod
-    def _answer(fn: Callable[[], Optional[bytes]], what: str) -> RemotingCommand:
-        """5.x's ``handleAuthException``: its refusals NO_PERMISSION, anything else SYSTEM_ERROR."""
+    def _answer(self, fn: Callable[[], Optional[bytes]], what: str, change: bool = False) -> RemotingCommand:
+        """5.x's ``handleAuthException``: its refusals NO_PERMISSION, anything else SYSTEM_ERROR; a ``change`` is
+        a success once the in-sync replicas hold it."""
         try:
             body = fn()
         except AuthError as exc:
@@ -120,6 +134,8 @@ class AuthAdminProcessor:
         except AuthSystemError as exc:
             log.warning("auth admin: %s failed: %s", what, exc)
             return error_response(ResponseCode.SYSTEM_ERROR, SYSTEM_ERROR_REMARK)
+        if change and self.wait_replicated is not None and not self.wait_replicated():
+            return error_response(ResponseCode.SYSTEM_ERROR, NOT_COPIED)
         return new_response(ResponseCode.SUCCESS, OK_REMARK, body=body)
 
     @staticmethod
@@ -153,7 +169,7 @@ class AuthAdminProcessor:
             if refuse:
                 return error_response(ResponseCode.SYSTEM_ERROR, f"The super user can only be {verb} by super user")
         if create:
-            return self._answer(lambda: self.manager.create_user(user), f"createUser {name}")
+            return self._answer(lambda: self.manager.create_user(user), f"createUser {name}", True)
 
         def update() -> None:
             old = self.manager.get_user(name)
@@ -162,7 +178,7 @@ class AuthAdminProcessor:
             if old.user_type is UserType.SUPER and self._not_super_login(request):
                 raise AuthenticationError("The super user can only be update by super user")
             self.manager.update_user(user)
-        return self._answer(update, f"updateUser {name}")
+        return self._answer(update, f"updateUser {name}", True)
 
     def delete_user(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         name = (request.ext_fields or {}).get("username")
@@ -174,7 +190,7 @@ class AuthAdminProcessor:
             if old.user_type is UserType.SUPER and self._not_super_login(request):
                 raise AuthenticationError("The super user can only be update by super user")
             self.manager.delete_user(name)
-        return self._answer(delete, f"deleteUser {name}")
+        return self._answer(delete, f"deleteUser {name}", True)
 
     def get_user(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         name = (request.ext_fields or {}).get("username")
@@ -214,7 +230,8 @@ class AuthAdminProcessor:
             raise BodyError(f"{JSON_EXCEPTION}: {exc}") from None
         if acl.subject is None:
             acl.subject = header_subject
-        return self._answer(lambda: self.manager.put_acl(acl), f"{method} {acl.subject and acl.subject.subject_key}")
+        return self._answer(lambda: self.manager.put_acl(acl), f"{method} {acl.subject and acl.subject.subject_key}",
+                            True)
 
     def delete_acl(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
@@ -222,7 +239,7 @@ class AuthAdminProcessor:
         policy_type = PolicyType.by_name(ext.get("policyType"))
         resource = Resource.parse(ext.get("resource"))
         return self._answer(lambda: self.manager.delete_acl(subject, policy_type, resource),
-                            f"deleteAcl {ext.get('subject')}")
+                            f"deleteAcl {ext.get('subject')}", True)
 
     def get_acl(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         subject = subject_of((request.ext_fields or {}).get("subject"))
@@ -242,8 +259,21 @@ class AuthAdminProcessor:
             return orjson.dumps([a.to_info() for a in acls], option=orjson.OPT_SORT_KEYS) if acls else None
         return self._answer(listing, "listAcl")
 
+    # ------------------------------------------------------------------ replication
+    def get_all_metadata(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """GET_AUTH_METADATA (rmqd): the store's snapshot, for a slave; passwords included, so with authentication
+        on only for a super user."""
+        if self.authentication:
+            ak = (request.ext_fields or {}).get("AccessKey")
+            user = self.manager.store.state.users.get(ak) if ak else None
+            if user is None or user.user_type is not UserType.SUPER:
+                return error_response(ResponseCode.NO_PERMISSION, "only a super user may copy the users and ACLs")
+        return new_response(ResponseCode.SUCCESS, None, body=orjson.dumps(self.manager.store.snapshot()))
+
     def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
-        """Register 3001-3010 in ``pool`` (they write files)."""
+        """Register 3001-3010 and GET_AUTH_METADATA in ``pool`` (they write or read files' worth of data)."""
+        from rmqd.replicas.slave_sync import GET_AUTH_METADATA
+        dispatcher.register(GET_AUTH_METADATA, self.get_all_metadata, pool)
         for code, handler in ((RequestCode.AUTH_CREATE_USER, self.create_user),
                               (RequestCode.AUTH_UPDATE_USER, self.update_user),
                               (RequestCode.AUTH_DELETE_USER, self.delete_user),
