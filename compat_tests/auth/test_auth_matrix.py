@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from auth_matrix import (GRPC_IDENTITIES, GRPC_OPS, GRPC_RECEIVE, IDENTITIES, REFUSED_AT_THE_DOOR, REMOTING4_IDENTITIES, REMOTING4_OPS,
-                         REMOTING5_OPS,
-                         SUPER, differences, key, ops_for, outcome, raw_matrix)
+from auth_matrix import (GRPC_IDENTITIES, GRPC_OPS, GRPC_RECEIVE, IDENTITIES, REMOTING4_IDENTITIES, REMOTING4_OPS,
+                         REMOTING5_OPS, SUPER, differences, key, ops_for, outcome, raw_matrix)
 from conftest import JAVA_START_TIMEOUT
 from java5kit import java5_command
 from javakit import JavaProcess
@@ -247,3 +246,74 @@ def test_mqadmin5_matrix(auth_pair, tmp_path) -> None:
     assert results[("rmqd", "uPub", "uPubPass01", "updateTopic")][1] == 16
     assert results[("rmqd", "uAdmin", "uAdminPass1", "createUser")][0] is True
     assert results[("rmqd", "rocketmq", "12345678", "updateTopic")][0] is True
+
+
+def _grpc_status(endpoint: str, md: list, call: str) -> tuple:
+    """(code, message) of one raw gRPC call (rmqd's stubs of the same proto the 5.x clients use)."""
+    import grpc
+
+    from rmqd.grpc.pb import definition_pb2 as d
+    from rmqd.grpc.pb import service_pb2 as s
+    from rmqd.grpc.pb import service_pb2_grpc as sg
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = sg.MessagingServiceStub(channel)
+        if call == "route":
+            st = stub.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name="mx-pub")), metadata=md, timeout=15).status
+        else:
+            m = d.Message(topic=d.Resource(name="mx-pub"), body=b"raw", system_properties=d.SystemProperties(
+                message_id="01RAWGRPC000000000000000001", body_encoding=d.IDENTITY, message_type=d.NORMAL))
+            st = stub.SendMessage(s.SendMessageRequest(messages=[m]), metadata=md, timeout=15).status
+    return st.code, st.message
+
+
+def test_raw_grpc_authorization_headers(auth_pair) -> None:
+    """Forged, malformed, expired and missing gRPC credentials: the same status and message from both."""
+    import hashlib
+    import hmac
+    from datetime import datetime, timezone
+
+    def md(ak: str, sk: str, when: str | None = None, auth: str | None = None) -> list:
+        now = when or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        sig = hmac.new(sk.encode(), now.encode(), hashlib.sha1).hexdigest()
+        value = auth if auth is not None else \
+            f"MQv2-HMAC-SHA1 Credential={ak}, SignedHeaders=x-mq-date-time, Signature={sig}"
+        return [("x-mq-client-id", "raw-grpc-auth"), ("x-mq-date-time", now), ("authorization", value)]
+    cases = {
+        "good": md("uPub", "uPubPass01"),
+        "expired": md("uPub", "uPubPass01", when="20010101T000000Z"),
+        "forged": md("uPub", "notThePassword"),
+        "unknown": md("ghost", "ghostPass1"),
+        "disabled": md("uOff", "uOffPass01"),
+        "not-hex": md("uPub", "uPubPass01", auth="MQv2-HMAC-SHA1 Credential=uPub, Signature=zzzz"),
+        "no-kv": md("uPub", "uPubPass01", auth="MQv2-HMAC-SHA1 oops"),
+        "one-word": md("uPub", "uPubPass01", auth="MQv2-HMAC-SHA1"),
+        "no-date": [("x-mq-client-id", "raw-grpc-auth"), ("authorization", "MQv2-HMAC-SHA1 Credential=uPub")],
+        "none": [("x-mq-client-id", "raw-grpc-auth")],
+        "denied": md("uSub", "uSubPass01"),
+    }
+    got = {}
+    for name, metadata in cases.items():
+        for call in ("route", "send"):
+            got[(name, call)] = {side.name: _grpc_status(side.grpc, metadata, call) for side in auth_pair.sides}
+    diff = {k: v for k, v in got.items() if v["rmqd"] != v["java"]}
+    assert not diff, diff
+    assert got[("expired", "send")]["rmqd"][0] == 20000                 # accepted: 5.5 does not check the date
+    assert got[("forged", "route")]["rmqd"] == (40100, "check signature failed.")
+
+
+def test_auth_action_table() -> None:
+    """rmqd's table of what each request code touches (rmqd.auth.remoting_contexts.ANNOTATED) is 5.5.0's: the
+    @RocketMQAction / @RocketMQResource annotations of every request header its RequestHeaderRegistry knows."""
+    from java5kit import require_kit5, run_java5
+
+    from rmqd.auth.remoting_contexts import ANNOTATED
+    require_kit5()
+    res = run_java5("remoting", "AuthActionTable", timeout=180)
+    assert res.returncode == 0, res.stderr[-3000:]
+    theirs = {int(code): (row["resource"], tuple(row["actions"]),
+                          tuple((f["name"], f["type"]) + ((f["splitter"],) if f["splitter"] else ())
+                                for f in row["fields"]))
+              for code, row in json.loads(res.stdout).items()}
+    ours = {code: (rtype.value, tuple(a.value for a in actions), tuple((f[0], f[1].value, *f[2:]) for f in fields))
+            for code, (rtype, actions, fields) in ANNOTATED.items()}
+    assert ours == theirs

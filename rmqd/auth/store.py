@@ -16,7 +16,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
 import orjson
 
@@ -145,6 +145,3 @@ def copy_acl(a: Acl) -> Acl:
     """A deep copy (the stored one is shared by readers and never changed in place)."""
     return acl_from_store(acl_to_store(a))
 
-
-def as_dict(state: AuthState) -> dict[str, Any]:
-    return {"users": dict(state.users), "acls": dict(state.acls)}

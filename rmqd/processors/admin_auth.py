@@ -38,7 +38,8 @@ SYSTEM_ERROR_REMARK = "An system error occurred, please try again later."
 _PROCESSOR = "org.apache.rocketmq.broker.processor.AdminBrokerProcessor"
 # 5.5.0's remarks for the bodies its processor fails on (read off the 5.5.0 broker)
 NULL_USER_INFO = ('java.lang.NullPointerException: Cannot invoke "org.apache.rocketmq.remoting.protocol.body.UserInfo'
-                  '.setUsername(String)" because "userInfo" is null, ' + _PROCESSOR + ".{}(AdminBrokerProcessor.java:{})")
+                  '.setUsername(String)" because "userInfo" is null, ' + _PROCESSOR
+                  + ".{}(AdminBrokerProcessor.java:{})")
 NULL_ACL_BODY = ("org.apache.rocketmq.auth.authorization.exception.AuthorizationException: The body of acl is null, "
                  + _PROCESSOR + ".{}(AdminBrokerProcessor.java:{})")
 NULL_ACTIONS = ('java.lang.NullPointerException: Cannot invoke "java.util.List.iterator()" because the return value of '

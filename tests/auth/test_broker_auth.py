@@ -43,7 +43,7 @@ def call(server: EmbeddedServer, code: int, ext: Optional[dict] = None, body=Non
 
 def send(server, topic: str, cred, group: str = "PG", serialize=None):
     ext = {"a": group, "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": str(int(time.time() * 1000)),
-           "h": "0", "i": "", "j": "0", "k": "false", "m": "false"}
+           "h": "0", "i": "WAIT\x01true", "j": "0", "k": "false", "m": "false"}
     return call(server, 310, ext, b"hello", cred, serialize)[:2]
 
 
@@ -81,7 +81,11 @@ def test_users_and_acls_decide_sends(server) -> None:
         {"resource": "Topic:authPub", "actions": ["Pub"], "sourceIps": ["127.0.0.1"], "decision": "Allow"},
         {"resource": "Group:g*", "actions": ["Sub"], "decision": "Allow"}]}]}
     assert call(server, 3006, {"subject": "User:alice"}, acl)[:2] == (0, OK)
+    lane = server.broker.send_processor.lane
+    assert send(server, "authPub", SU) == (0, None)            # the lane serves a topic's sends after its first
+    raw_before = lane.served_raw
     assert send(server, "authPub", alice) == (0, None)                                # the raw lane path
+    assert lane.served_raw == raw_before + 1                 # checked and served from the bytes, not decoded
     assert send(server, "authPub", alice, serialize=ROCKETMQ) == (0, None)            # the decoded path
     assert send(server, "%RETRY%g1", alice, group="g1")[0] in (0, 17)                 # group Sub: authorized
     assert send(server, "%RETRY%x1", alice, group="x1") == (
@@ -146,7 +150,8 @@ BAD = [
     (3006, {}, {"policies": [{"entries": [{"resource": "Topic:a", "actions": ["Pub"], "decision": "Allow"}]}]},
      (1, "An system error occurred, please try again later.")),
     (3006, {"subject": "User:nobody"}, {"policies": [{"entries": [
-        {"resource": "Topic:a", "actions": ["Pub"], "decision": "Allow"}]}]}, (16, "The subject of User:nobody is not exist.")),
+        {"resource": "Topic:a", "actions": ["Pub"], "decision": "Allow"}]}]},
+     (16, "The subject of User:nobody is not exist.")),
     (3006, {"subject": "User:rocketmq"}, {"policies": [{"entries": []}]}, (16, "The policies is empty.")),
     (3006, {"subject": "User:rocketmq"}, {"policies": [{"entries": [
         {"resource": "Topic:X", "actions": ["Any"], "decision": "Allow"}]}]}, (16, "The actions can not be Any.")),

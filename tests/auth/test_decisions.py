@@ -41,7 +41,8 @@ def test_no_match_and_deny_messages_are_5x_words() -> None:
     assert check(st, "Topic:t1", PUB) == "allow"
     assert check(st, "Topic:t1", SUB) == \
         "User:u has no permission to access Topic:t1 from 127.0.0.1, no matched policies."
-    assert check(st, "Topic:t2", PUB) == "User:u has no permission to access Topic:t2 from 127.0.0.1, the decision is deny."
+    assert check(st, "Topic:t2", PUB) == \
+        "User:u has no permission to access Topic:t2 from 127.0.0.1, the decision is deny."
 
 
 def test_the_most_specific_entry_decides() -> None:
