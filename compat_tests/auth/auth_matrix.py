@@ -227,17 +227,19 @@ def raw_matrix(addr: str) -> dict[str, tuple]:
 # the real clients' cells: each kind of request a client sends, against an allowing, a denying and an unmatched
 # entry (the raw matrix above covers every action and resource exhaustively)
 REMOTING5_OPS = ["send:mx-pub", "send:mx-pub-deny", "send:mx-other", "pull:mx-sub:mx-g2", "maxoffset:mx-sub",
-                 "offset:mx-sub:mx-g1", "create:mx-made", "getuser:rocketmq"]
+                 "create:mx-made", "getuser:rocketmq"]
+REMOTING5_IDENTITIES = [SUPER, ("uPub", "uPubPass01"), ("uSub", "uSubPass01"), ("uDef", "uDefPass01"),
+                        ("uAdmin", "uAdminPass1"), ("uOff", "uOffPass01"), ("uPub", "wrongSecret1"),
+                        ("ghost", "ghostPass1"), ("-", "-")]
 REMOTING4_OPS = ["send:mx-pub", "send:mx-pub-deny", "pull:mx-sub:mx-g1"]
 REMOTING4_IDENTITIES = [SUPER, ("uPub", "uPubPass01"), ("uSub", "uSubPass01"), ("uDef", "uDefPass01"),
                         ("uOff", "uOffPass01"), ("uPub", "wrongSecret1"), ("-", "-")]
-GRPC_OPS = ["send:mx-pub", "send:mx-pub-deny", "send:mx-other"]
-GRPC_RECEIVE = {("uSub", "uSubPass01"): ["receive:mx-sub:mx-g1", "receive:mx-sub:mx-g2"],
-                ("uPub", "uPubPass01"): ["receive:mx-sub:mx-g1"], SUPER: ["receive:mx-sub:mx-g1"]}
+GRPC_OPS = ["send:mx-pub", "send:mx-pub-deny"]
+GRPC_RECEIVE = {("uSub", "uSubPass01"): ["receive:mx-sub:mx-g1", "receive:mx-sub:mx-g2"]}
 
 
-GRPC_IDENTITIES = [SUPER, ("uPub", "uPubPass01"), ("uSub", "uSubPass01"), ("uDef", "uDefPass01"),
-                   ("uMix", "uMixPass01"), *REFUSED_AT_THE_DOOR]
+GRPC_IDENTITIES = [("uPub", "uPubPass01"), ("uSub", "uSubPass01"), ("uDef", "uDefPass01"), ("uOff", "uOffPass01"),
+                   ("uPub", "wrongSecret1")]
 
 
 def ops_for(identity: tuple, ops: list) -> list:

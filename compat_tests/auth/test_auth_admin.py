@@ -42,22 +42,17 @@ def test_mqadmin5_user_and_acl_commands_print_the_same(auth_pair, admin5) -> Non
     steps = [
         ("createUser", "-c", "DefaultCluster", "-u", "cliUser01", "-p", "cliPass01"),
         ("createUser", "-b", "{broker}", "-u", "cliUser02", "-p", "cliPass02", "-t", "Super"),
-        ("getUser", "-c", "DefaultCluster", "-u", "cliUser01"),
         ("updateUser", "-c", "DefaultCluster", "-u", "cliUser01", "-s", "disable"),
         ("getUser", "-b", "{broker}", "-u", "cliUser01"),
         ("listUser", "-c", "DefaultCluster", "-f", "cliUser"),
-        ("listUser", "-b", "{broker}", "-f", "nobody-at-all"),
         ("createAcl", "-c", "DefaultCluster", "-s", "User:cliUser01", "-r", "Topic:cli-a,Group:cli-g*",
          "-a", "Pub,Sub", "-i", "127.0.0.1,10.0.0.0/8", "-d", "Allow"),
         ("updateAcl", "-b", "{broker}", "-s", "User:cliUser01", "-r", "Topic:cli-a", "-a", "Get", "-d", "Deny"),
-        ("getAcl", "-b", "{broker}", "-s", "User:cliUser01"),
         ("listAcl", "-c", "DefaultCluster", "-s", "cliUser", "-r", "Group"),
         ("deleteAcl", "-c", "DefaultCluster", "-s", "User:cliUser01", "-r", "Group:cli-g*"),
         ("getAcl", "-c", "DefaultCluster", "-s", "User:cliUser01"),
         ("deleteUser", "-c", "DefaultCluster", "-u", "cliUser02"),
-        ("listUser", "-b", "{broker}", "-f", "cliUser"),
         ("createUser", "-b", "{broker}", "-u", "cliUser01", "-p", "again"),           # exists: refused
-        ("createAcl", "-b", "{broker}", "-s", "User:ghost", "-r", "Topic:x", "-a", "Pub", "-d", "Allow"),
         ("createAcl", "-b", "{broker}", "-s", "User:cliUser01", "-r", "Topic:x", "-a", "Pub", "-d", "Sometimes"),
     ]
     for step in steps:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from auth_matrix import (GRPC_IDENTITIES, GRPC_OPS, GRPC_RECEIVE, IDENTITIES, REMOTING4_IDENTITIES, REMOTING4_OPS,
-                         REMOTING5_OPS, SUPER, differences, key, ops_for, outcome, raw_matrix)
+from auth_matrix import (GRPC_IDENTITIES, GRPC_OPS, GRPC_RECEIVE, REMOTING4_IDENTITIES, REMOTING4_OPS,
+                         REMOTING5_IDENTITIES, REMOTING5_OPS, SUPER, differences, key, ops_for, outcome, raw_matrix)
 from conftest import JAVA_START_TIMEOUT
 from java5kit import java5_command
 from javakit import JavaProcess
@@ -70,22 +70,32 @@ def _timed_out(v: tuple) -> bool:
     return not v[0] and (v[1] in (-1, 10002) or "timeout" in str(v[2]).lower()) and v[1] != 16
 
 
+def _both(run, cells: list, java, rmqd) -> tuple[dict, dict]:
+    """``run(side, cells)`` on both sides at once (two client programs: most of a cell's time is the client's start
+    and its waits, on a machine shared with other jobs)."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as pool:
+        theirs, ours = pool.submit(run, java, cells), pool.submit(run, rmqd, cells)
+        return theirs.result(), ours.result()
+
+
 def _compare(run, cells: list, java: str, rmqd: str) -> tuple[dict, dict]:
-    theirs, ours = run(java, cells), run(rmqd, cells)
+    theirs, ours = _both(run, cells, java, rmqd)
     again = [k for k in set(theirs) | set(ours) if _timed_out(theirs.get(k, (0,))) or _timed_out(ours.get(k, (0,)))]
     if again:
         print("asking again after a client-side timeout:", again)
         retry = [(i, [o for o in ops if key(i, o) in again]) for i, ops in cells]
         retry = [(i, ops) for i, ops in retry if ops]
-        theirs.update(run(java, retry))
-        ours.update(run(rmqd, retry))
+        again_theirs, again_ours = _both(run, retry, java, rmqd)
+        theirs.update(again_theirs)
+        ours.update(again_ours)
     diff = differences(ours, theirs)
     assert not diff, diff
     return ours, theirs
 
 
 def test_java5_remoting_client_matrix(auth_pair) -> None:
-    cells = [(i, ops_for(i, REMOTING5_OPS)) for i in IDENTITIES]
+    cells = [(i, ops_for(i, REMOTING5_OPS)) for i in REMOTING5_IDENTITIES]
 
     def run(side, cells):
         prober = _remoting_prober(JavaProcess("Auth5Probe", cmd=java5_command(
@@ -109,15 +119,20 @@ def test_java4_remoting_client_matrix(auth_pair) -> None:
     cells = [(i, ops_for(i, REMOTING4_OPS)) for i in REMOTING4_IDENTITIES]
 
     def run(side, cells):
-        prober = _remoting_prober(JavaProcess("AclProbe", side.namesrv, "--stdin"))
-        try:
-            prober.run(SUPER, ["send:mx-sub"])
-            return _matrix(prober, cells)
-        finally:
-            prober.close()
+        for attempt in (1, 2):              # the 4.9.8 probe exits on a route lookup timeout (a loaded machine)
+            prober = _remoting_prober(JavaProcess("AclProbe", side.namesrv, "--stdin"))
+            try:
+                prober.run(SUPER, ["send:mx-sub"])
+                return _matrix(prober, cells)
+            except AssertionError:
+                if attempt == 2 or prober.proc.proc.poll() is None:
+                    raise
+                print(f"AclProbe on {side.name} exited (a client-side timeout): starting it again")
+            finally:
+                prober.close()
     ours, _ = _compare(run, cells, auth_pair.java, auth_pair.rmqd)
     assert ours[key(("uPub", "uPubPass01"), "send:mx-pub")][0] is True
-    assert ours[key(("ghost", "ghostPass1"), "send:mx-pub")] == (False, 16, "User:ghost is not found.")
+    assert ours[key(("uPub", "wrongSecret1"), "send:mx-pub")] == (False, 16, "check signature failed.")
 
 
 def _grpc_cells() -> list:
@@ -137,8 +152,8 @@ def test_java_grpc_client_matrix(auth_pair) -> None:
     ours, _ = _compare(run, cells, auth_pair.java, auth_pair.rmqd)
     ok = key(("uPub", "uPubPass01"), "send:mx-pub")
     assert ours[ok][0] is True
-    denied = ours[key(("uPub", "uPubPass01"), "send:mx-other")]
-    assert denied[1] == 40100 and "User:uPub has no permission to access Topic:mx-other" in denied[2]
+    denied = ours[key(("uPub", "uPubPass01"), "send:mx-pub-deny")]
+    assert denied[1] == 40100 and "User:uPub has no permission to access Topic:mx-pub-deny" in denied[2]
 
 
 PY5_MATRIX = r'''
@@ -202,7 +217,7 @@ def test_python_grpc_client_matrix(auth_pair, py5_python) -> None:
         return out
     ours, _ = _compare(run, cells, auth_pair.java, auth_pair.rmqd)
     assert ours[key(("uPub", "uPubPass01"), "send:mx-pub")][0] is True
-    assert ours[key(("uPub", "uPubPass01"), "send:mx-other")][0] is False
+    assert ours[key(("uPub", "uPubPass01"), "send:mx-pub-deny")][0] is False
 
 
 MQADMIN_CELLS = [
@@ -210,7 +225,6 @@ MQADMIN_CELLS = [
     ("deleteTopic", "-c", "DefaultCluster", "-t", "mx-adm-{n}"),  # Delete on the topic
     ("listUser", "-b", "{broker}", "-f", "uPub"),                  # Get on the cluster
     ("createUser", "-b", "{broker}", "-u", "made{n}", "-p", "madePass1"),  # Update on the cluster
-    ("deleteSubGroup", "-b", "{broker}", "-g", "zz-del-{n}"),      # Delete on the group
 ]
 
 
@@ -231,7 +245,7 @@ def test_mqadmin5_matrix(auth_pair, tmp_path) -> None:
     home = tmp_path / "tools-home"
     (home / "conf").mkdir(parents=True)
     results = {}
-    idents = [SUPER, ("uAdmin", "uAdminPass1"), ("uPub", "uPubPass01"), ("uPub", "wrongSecret1")]
+    idents = [("uAdmin", "uAdminPass1"), ("uPub", "uPubPass01"), ("uPub", "wrongSecret1")]
     with Mqadmin5(home=home) as shell:
         for n, ident in enumerate(idents):
             (home / "conf" / "tools.yml").write_text(f"accessKey: {ident[0]}\nsecretKey: {ident[1]}\n")
@@ -245,7 +259,6 @@ def test_mqadmin5_matrix(auth_pair, tmp_path) -> None:
     assert not diff, diff
     assert results[("rmqd", "uPub", "uPubPass01", "updateTopic")][1] == 16
     assert results[("rmqd", "uAdmin", "uAdminPass1", "createUser")][0] is True
-    assert results[("rmqd", "rocketmq", "12345678", "updateTopic")][0] is True
 
 
 def _grpc_status(endpoint: str, md: list, call: str) -> tuple:
