@@ -161,3 +161,23 @@ def test_forged_and_malformed_signatures_are_refused_alike(auth_pair) -> None:
             got[side.name] = (r.code, r.remark)
         assert got["rmqd"] == got["java"], ext
         assert got["rmqd"][0] == 16
+
+
+def test_a_policy_list_over_the_frame_limit_is_dropped_alike(auth_pair) -> None:
+    """5.5 takes a policy list of any length that fits a frame; one over the 16 MiB frame limit is not read: both
+    brokers drop the connection without an answer, store nothing and go on serving."""
+    from rmqd.acl.signer import sign_request
+    from rmqd.remoting.client import BlockingClient
+    from rmqd.remoting.command import encode_frame_bytes, new_request
+
+    entries = [{"resource": f"Topic:big{i:07d}", "actions": ["Pub"], "decision": "Allow"} for i in range(260000)]
+    body = json.dumps({"subject": "User:uNoAcl", "policies": [{"entries": entries}]}).encode()
+    assert len(body) > 16 * 1024 * 1024
+    frame = encode_frame_bytes(new_request(3006, sign_request({"subject": "User:uNoAcl"}, body, *SUPER), body))
+    for side in auth_pair.sides:
+        with BlockingClient(side.broker, 15) as c:
+            with pytest.raises((OSError, TimeoutError, ConnectionError)):
+                c.send_raw(frame)
+                c.wait_response(1, 15)
+        assert signed_call(side.broker, 3009, {"subject": "User:uNoAcl"})[:2] == (0, "not set any response code")
+        assert signed_call(side.broker, 3009, {"subject": "User:uNoAcl"})[2] is None     # nothing stored

@@ -8,14 +8,13 @@ import java.util.TreeMap;
 import org.apache.rocketmq.common.action.Action;
 import org.apache.rocketmq.common.action.RocketMQAction;
 import org.apache.rocketmq.common.resource.RocketMQResource;
-import org.apache.rocketmq.remoting.annotation.CFNotNull;
 import org.apache.rocketmq.remoting.protocol.RequestHeaderRegistry;
 
 /**
  * Prints, as one JSON object, what the 5.x broker's authorization reads off each request code whose header class
  * carries {@code @RocketMQAction} (RequestHeaderRegistry, the table DefaultAuthorizationContextBuilder uses for the
  * codes it has no case of its own for): {code: {"header", "resource", "actions", "fields": [{"name", "type",
- * "splitter"}], "required": [field names]}}. rmqd's table (rmqd.auth.request_actions) is compared with it.
+ * "splitter"}]}}. rmqd's table (rmqd.auth.remoting_contexts.ANNOTATED) is compared with it.
  */
 public class AuthActionTable {
     public static void main(String[] args) throws Exception {
@@ -38,7 +37,6 @@ public class AuthActionTable {
             }
             row.put("actions", actions);
             List<Object> fields = new ArrayList<>();
-            List<String> required = new ArrayList<>();
             for (Field f : clazz.getDeclaredFields()) {
                 RocketMQResource res = f.getAnnotation(RocketMQResource.class);
                 if (res != null) {
@@ -46,15 +44,10 @@ public class AuthActionTable {
                     fr.put("name", f.getName());
                     fr.put("type", res.value().getName());
                     fr.put("splitter", res.splitter());
-                    fr.put("javaType", f.getType().getSimpleName());
                     fields.add(fr);
-                }
-                if (f.getAnnotation(CFNotNull.class) != null) {
-                    required.add(f.getName());
                 }
             }
             row.put("fields", fields);
-            row.put("required", required);
             out.put(String.valueOf(e.getKey()), row);
         }
         System.out.println(JSON.toJSONString(out));
