@@ -24,6 +24,8 @@ from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 
 CLUSTER = "DefaultCluster"
+# the Java reference's start on a loaded 2-core machine (several other JVMs running) takes minutes
+JAVA_START_TIMEOUT = 300.0
 SUPER = ("rocketmq", "12345678")
 INNER = ("rmqInner01", "innerSecret1")
 
@@ -185,6 +187,8 @@ for _t in TOPICS:
     RAW_OPS[f"pub:{_t}"] = (310, _send_ext(_t), b"auth")
 for _g in GROUPS:
     RAW_OPS[f"retry:{_g}"] = (310, _send_ext(f"%RETRY%{_g}", _g), b"auth")
+RAW_OPS["dlq:mx-g1"] = (310, _send_ext("%DLQ%mx-g1", "mx-g1"), b"auth")                  # a DLQ topic is a topic
+RAW_OPS["trace"] = (310, _send_ext("RMQ_SYS_TRACE_TOPIC"), b"auth")                      # no exemption in 5.5
 for _t, _g in (("mx-sub", "mx-g1"), ("mx-sub", "mx-g2"), ("mx-pub", "zz-grp"), ("mx-sub-10", "mx-g1")):
     RAW_OPS[f"pull:{_t}:{_g}"] = (11, {"consumerGroup": _g, "topic": _t, "queueId": "0", "queueOffset": "0",
                                       "maxMsgNums": "1", "sysFlag": "0", "commitOffset": "0",

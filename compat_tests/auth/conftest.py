@@ -14,10 +14,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "grpc"))
 
-from auth_matrix import AUTH_SETTINGS, PLAIN_ACL_YML, PROXY_AUTH_SETTINGS, setup_broker  # noqa: E402
+from auth_matrix import (AUTH_SETTINGS, JAVA_START_TIMEOUT, PLAIN_ACL_YML, PROXY_AUTH_SETTINGS,  # noqa: E402
+                         setup_broker)
 
-# the Java reference's start on a loaded 2-core machine (several other JVMs running) takes minutes
-JAVA_START_TIMEOUT = 300.0
 # the short waits of the gRPC tests (invisible times from 1 s, long polls of at most 3 s)
 RMQD_SETTINGS = {"brokerIP1": "127.0.0.1", "minInvisibleTimeMillsForRecv": "1000",
                  "grpcClientConsumerMaxLongPollingTimeoutMillis": "3000"}

@@ -8,8 +8,7 @@ import json
 import re
 
 import pytest
-from auth_matrix import SUPER, signed_call
-from conftest import JAVA_START_TIMEOUT
+from auth_matrix import JAVA_START_TIMEOUT, SUPER, signed_call
 
 pytestmark = pytest.mark.timeout(JAVA_START_TIMEOUT + 300)
 
@@ -26,6 +25,7 @@ def admin5(auth_pair, tmp_path_factory):
     (home / "conf").mkdir()
     (home / "conf" / "tools.yml").write_text(f"accessKey: {SUPER[0]}\nsecretKey: {SUPER[1]}\n")
     with Mqadmin5(home=home) as shell:
+        shell.home = home
         yield shell
 
 
@@ -36,6 +36,27 @@ def _both(shell, auth_pair, *args: str) -> dict:
         assert res.returncode == 0, res.stdout[-2000:]
         out[side.name] = _strip(res.stdout, side)
     return out
+
+
+def _rmqd_admin(side, home, *args: str) -> tuple[int, str]:
+    """``rmqd admin <args>`` in this process, signing with ``home``'s tools.yml (as mqadmin)."""
+    import contextlib
+    import io
+    import os
+
+    from rmqd.admin.main import main
+    out = io.StringIO()
+    old = os.environ.get("ROCKETMQ_HOME")
+    os.environ["ROCKETMQ_HOME"] = str(home)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            rc = main([*[a.replace("{broker}", side.broker) for a in args], "-n", side.namesrv])
+    finally:
+        if old is None:
+            os.environ.pop("ROCKETMQ_HOME", None)
+        else:
+            os.environ["ROCKETMQ_HOME"] = old
+    return rc, _strip(out.getvalue(), side)
 
 
 def test_mqadmin5_user_and_acl_commands_print_the_same(auth_pair, admin5) -> None:
@@ -59,6 +80,14 @@ def test_mqadmin5_user_and_acl_commands_print_the_same(auth_pair, admin5) -> Non
         out = _both(admin5, auth_pair, *step)
         assert out["rmqd"] == out["java"], step
     assert "cliUser01" in out["rmqd"] or "decision" in out["rmqd"]
+    # rmqd admin's twins of the reads print what 5.5's mqadmin prints; its refusals name the broker's answer
+    for step in (("getUser", "-b", "{broker}", "-u", "cliUser01"), ("listUser", "-c", "DefaultCluster", "-f", "cli"),
+                 ("getAcl", "-b", "{broker}", "-s", "User:cliUser01"),
+                 ("listAcl", "-c", "DefaultCluster", "-s", "cliUser")):
+        expected = _both(admin5, auth_pair, *step)["rmqd"]
+        assert _rmqd_admin(auth_pair.rmqd, admin5.home, *step) == (0, expected), step
+    rc, text = _rmqd_admin(auth_pair.rmqd, admin5.home, "createUser", "-b", "{broker}", "-u", "cliUser01", "-p", "x")
+    assert rc == 1 and "CODE: 16  DESC: The user is existed" in text
 
 
 def test_copy_user_and_acl_between_the_brokers(auth_pair, admin5) -> None:

@@ -7,8 +7,8 @@ import json
 
 import pytest
 from auth_matrix import (GRPC_IDENTITIES, GRPC_OPS, GRPC_RECEIVE, REMOTING4_IDENTITIES, REMOTING4_OPS,
-                         REMOTING5_IDENTITIES, REMOTING5_OPS, SUPER, differences, key, ops_for, outcome, raw_matrix)
-from conftest import JAVA_START_TIMEOUT
+                         JAVA_START_TIMEOUT, REMOTING5_IDENTITIES, REMOTING5_OPS, SUPER,
+                         differences, key, ops_for, outcome, raw_matrix)
 from java5kit import java5_command
 from javakit import JavaProcess
 
