@@ -20,6 +20,8 @@ from typing import Any, Callable, Optional
 
 import orjson
 
+from rmqd.auth.hook import HookChain
+from rmqd.auth.setup import build_auth
 from rmqd.broker.client_manager import ConsumerManager, ProducerManager
 from rmqd.broker.context import BrokerContext, BrokerIdentity
 from rmqd.broker.long_polling import PullRequestHoldService
@@ -36,6 +38,7 @@ from rmqd.pop.frontend import PopExecutor
 from rmqd.pop.extra_info import original_topic_of_pop_retry
 from rmqd.pop.service import PopService
 from rmqd.processors.admin_acl import AclAdminProcessor
+from rmqd.processors.admin_auth import AuthAdminProcessor
 from rmqd.processors.admin_broker import BrokerAdminProcessor
 from rmqd.processors.admin_compaction import CompactionAdminProcessor
 from rmqd.processors.admin_group import GroupAdminProcessor
@@ -158,6 +161,11 @@ class BrokerController:
 
             self.acl_manager, self.dispatcher.request_hook = build_acl(c.aclFile)
             self.services.append(self.acl_manager)
+        # access control 2.0 (5.x users and policies): the store is kept and administered even when it is off
+        self.auth = build_auth(c.to_properties(), c.brokerClusterName, cfg_dir)
+        if self.auth.hook is not None:
+            acl1 = self.dispatcher.request_hook
+            self.dispatcher.request_hook = self.auth.hook if acl1 is None else HookChain(self.auth.hook, acl1)
         self.services.append(self.broker_stats)
         self._build_services()
         self._register_processors()
@@ -241,6 +249,10 @@ class BrokerController:
         self.admin_tier_processor.register(d, p["admin"])
         self.admin_acl_processor = AclAdminProcessor(self.acl_manager, c, self.identity)
         self.admin_acl_processor.register(d, p["admin"])
+        self.admin_auth_processor = AuthAdminProcessor(
+            self.auth.manager, self.auth.config.authenticationEnabled,
+            lambda: self.replication.wait_auth_replicated(c.slaveTimeout / 1000))
+        self.admin_auth_processor.register(d, p["admin"])
         # POP codes (on the loop: they await the POP executor) and server-side rebalance
         self.pop_message_processor = PopMessageProcessor(self.pop_service, self.pop_executor, c.brokerIP1,
                                                          lambda: bool(c.brokerPermission & 4))
@@ -302,6 +314,7 @@ class BrokerController:
 
     # ------------------------------------------------------------------ lifecycle
     def _load_blocking(self) -> None:
+        self.auth.load(self.config.aclFile)
         self.store.start()
         for mgr in (self.topic_config_manager, self.subscription_group_manager,
                     self.consumer_offset_manager, self.delay_offset_manager):
@@ -339,10 +352,11 @@ class BrokerController:
         identity.loop = loop
         self.send_processor.open_lane(self.dispatcher.request_hook)
         self.dispatcher.lane = self.send_processor.lane
-        self.namesrv_client = RemotingClient(tls=self.client_tls)
+        self.namesrv_client = RemotingClient(tls=self.client_tls, signer=self.auth.request_signer())  # name servers, the master
         self.replication.start(loop, self.namesrv_client, self.topic_config_manager, self.subscription_group_manager,
                                self.consumer_offset_manager, self.delay_offset_manager, lambda: self.address,
-                               lambda tcs: [self._tell_store_policy(tc) for tc in tcs])
+                               lambda tcs: [self._tell_store_policy(tc) for tc in tcs], auth_store=self.auth.store,
+                               signer=self.auth.request_signer())
         self.role_manager.on_role_change(lambda _role: self.send_processor.open_lane(self.dispatcher.request_hook),
                                          call_now=False)
         # a new role (or fence) is told to the name servers at once (Java: changeToMaster/changeToSlave)

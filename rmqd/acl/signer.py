@@ -102,3 +102,23 @@ def sign_request(ext_fields: dict, body: Optional[bytes], access_key: str, secre
     ext_fields.pop(SIGNATURE, None)
     ext_fields[SIGNATURE] = signature(request_content(ext_fields, body), secret_key)
     return ext_fields
+
+
+def _wire_text(value: Any) -> Any:
+    """An ext field as it travels: text (``true``/``false`` for booleans, as Java prints them)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def sign_command(cmd: Any, access_key: str, secret_key: str) -> None:
+    """Sign a request about to be sent (a broker's own requests, with its inner credentials): its ext fields become
+    text, as they travel, then AccessKey and Signature are added over them and the body."""
+    ext = {k: _wire_text(v) for k, v in (cmd.ext_fields or {}).items() if v is not None}
+    body = cmd.body
+    if isinstance(body, (list, tuple)):
+        body = b"".join(bytes(part) for part in body)
+    sign_request(ext, bytes(body) if body is not None else None, access_key, secret_key)
+    cmd.ext_fields = ext

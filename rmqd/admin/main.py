@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Callable, Optional
 
-from rmqd.admin import commands, controller_commands, lite_commands
+from rmqd.admin import auth_commands, commands, controller_commands, lite_commands
 from rmqd.admin.client import AdminClient, AdminError, tools_credentials
 from rmqd.admin.ha_status import ha_status
 
@@ -161,6 +161,7 @@ SPEC.update(controller_commands.SPEC)      # RocketMQ 5 controller mode (-a cont
 
 
 SPEC.update(lite_commands.SPEC)      # 5.5 lite sub-commands, priority backlog
+SPEC.update(auth_commands.SPEC)      # 5.x access control 2.0: users and ACLs
 
 
 def build_parser(parser: Optional[argparse.ArgumentParser] = None) -> argparse.ArgumentParser:

@@ -28,6 +28,7 @@ import orjson
 from aiohttp import web
 
 from rmqd.admin.client import AdminError
+from rmqd.console import auth_view
 from rmqd.console.jobs import SEARCH_WORKERS, SearchJobs
 from rmqd.console.lag_history import LagHistory
 from rmqd.console.view import ClusterView, ViewError
@@ -305,6 +306,38 @@ async def tail(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+# ---------------------------------------------------------------------------------- access control 2.0
+async def auth_users(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json(await st.run(auth_view.users, st.view, request.query.get("filter", "")))
+
+
+async def auth_save_user(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json(await st.run(auth_view.save_user, st.view, await _body(request)))
+
+
+async def auth_delete_user(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json(await st.run(auth_view.delete_user, st.view, request.match_info["name"]))
+
+
+async def auth_acls(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    q = request.query
+    return _json(await st.run(auth_view.acls, st.view, q.get("subject", ""), q.get("resource", "")))
+
+
+async def auth_save_acl(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json(await st.run(auth_view.save_acl, st.view, await _body(request)))
+
+
+async def auth_delete_acl(request: web.Request) -> web.Response:
+    st: ConsoleState = request.app[STATE]
+    return _json(await st.run(auth_view.delete_acl, st.view, await _body(request)))
+
+
 # ---------------------------------------------------------------------------------- groups
 async def groups(request: web.Request) -> web.Response:
     st: ConsoleState = request.app[STATE]
@@ -507,6 +540,12 @@ def build_app(view: "ClusterView | Callable[[], ClusterView]", read_only: bool =
     r.add_get("/api/search", search_start)
     r.add_get("/api/search/{id}", search_progress)
     r.add_post("/api/search/{id}/cancel", search_cancel)
+    r.add_get("/api/auth/users", auth_users)
+    r.add_post("/api/auth/users", auth_save_user)
+    r.add_post("/api/auth/users/{name}/delete", auth_delete_user)
+    r.add_get("/api/auth/acls", auth_acls)
+    r.add_post("/api/auth/acls", auth_save_acl)
+    r.add_post("/api/auth/acls/delete", auth_delete_acl)
     r.add_route("*", "/api/{tail:.*}", not_found)
     r.add_static("/static/", STATIC_DIR, append_version=False)
     r.add_get("/{path:.*}", index)       # every page URL is deep-linkable: the UI routes it

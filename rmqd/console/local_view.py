@@ -25,7 +25,8 @@ class LocalClusterView(RemoteClusterView):
         if broker is None:
             raise ValueError("LocalClusterView needs a broker in this process")
         ns = services.namesrv.address if services.namesrv is not None else (broker.config.namesrvAddr or "")
-        super().__init__(ns, timeout)
+        # signed as the broker's own inner user when access control 2.0 has one (else tools.yml's)
+        super().__init__(ns, timeout, credentials=broker.auth.config.inner_credentials())
         self.services = services
         self.broker_ctl = broker
         self._offsets_by_group: tuple[float, int, dict[str, list[str]]] = (0.0, -1, {})

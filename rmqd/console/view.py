@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator, Optional
 
-from rmqd.admin.client import TOOLS_CONSUMER, AdminClient, AdminError, broker_addr_of
+from rmqd.admin.client import TOOLS_CONSUMER, AdminClient, AdminError, broker_addr_of, tools_credentials
 from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmqd.admin.ha_status import GET_BROKER_HA_STATUS
 from rmqd.processors.admin_common import is_system_topic
@@ -115,9 +115,13 @@ class RemoteClusterView(ClusterView):
 
     mode = "remote"
 
-    def __init__(self, namesrv_addr: str, timeout: float = 5.0) -> None:
+    def __init__(self, namesrv_addr: str, timeout: float = 5.0,
+                 credentials: Optional[tuple[str, str]] = None) -> None:
+        """``credentials``: (accessKey, secretKey) every request is signed with (brokers with access control on);
+        by default ``$ROCKETMQ_HOME/conf/tools.yml``'s, as ``rmqd admin`` signs."""
         self.namesrv_addr = namesrv_addr
         self.timeout = timeout
+        self.credentials = credentials if credentials is not None else tools_credentials()
         self._local = threading.local()
         self._clients: list[AdminClient] = []
         self._lock = threading.Lock()
@@ -128,7 +132,7 @@ class RemoteClusterView(ClusterView):
     def admin(self) -> AdminClient:
         c = getattr(self._local, "client", None)
         if c is None:
-            c = self._local.client = AdminClient(self.namesrv_addr, self.timeout)
+            c = self._local.client = AdminClient(self.namesrv_addr, self.timeout, credentials=self.credentials)
             with self._lock:
                 self._clients.append(c)
         return c

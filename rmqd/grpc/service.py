@@ -34,6 +34,7 @@ from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.pb import service_pb2 as s
 from rmqd.grpc.pb import service_pb2_grpc
 from rmqd.acl.permission import PUB, SUB
+from rmqd.auth.errors import AuthError
 from rmqd.pop.extra_info import ReceiptHandle
 from rmqd.pop.frontend import Busy, PopExecutor, pop_with_polling
 from rmqd.pop.codes import PopError
@@ -159,13 +160,21 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.send_executor.shutdown()
 
     # ------------------------------------------------------------------ request context
-    def _begin(self, context: Any, need: Optional[dict] = None) -> tuple[dict, tuple[str, int]]:
+    def _begin(self, context: Any, need: Optional[dict] = None, request: Any = None) -> tuple[dict, tuple[str, int]]:
+        """The call's metadata and peer, once it passed the checks: access control 2.0 on ``request`` first (5.x's
+        pipelines run before anything else: UNAUTHORIZED), the client id, then ACL 1.0 on ``need``."""
         md = {m.key: m.value for m in (context.invocation_metadata() or ())}
+        peer = self.peer_of(*_peer(context))
+        guard = self.broker.auth.guard
+        if guard is not None and request is not None:
+            try:
+                guard.check_grpc(request, md, peer[0])
+            except AuthError as exc:
+                raise RpcError(C.UNAUTHORIZED, exc.message) from None
         client_id = md.get("x-mq-client-id")
         if not client_id:
             raise RpcError(C.CLIENT_ID_REQUIRED, "client id cannot be empty")
         self.clients.seen(client_id)
-        peer = self.peer_of(*_peer(context))
         if need is not None:
             self._authorize(md, peer, need)
         return md, peer
@@ -279,7 +288,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._query_route, s.QueryRouteResponse, request, context)
 
     async def _query_route(self, request: Any, context: Any) -> Any:
-        self._begin(context, {})
+        self._begin(context, {}, request)
         tc, route = await self._route(request.topic.name)
         endpoints = await self.routes.endpoints(route, self._asked(request.endpoints))
         queues = message_queues(route, request.topic, self._accept_types(tc), endpoints)
@@ -289,7 +298,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._heartbeat, s.HeartbeatResponse, request, context)
 
     async def _heartbeat(self, request: Any, context: Any) -> Any:
-        md, peer = self._begin(context, {})
+        md, peer = self._begin(context, {}, request)
         settings = self._settings_of(md["x-mq-client-id"])
         ctype = settings.client_type
         if ctype in CONSUMER_TYPES:
@@ -308,7 +317,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._query_assignment, s.QueryAssignmentResponse, request, context)
 
     async def _query_assignment(self, request: Any, context: Any) -> Any:
-        self._begin(context, {request.topic.name: SUB, f"%RETRY%{request.group.name}": SUB})
+        self._begin(context, {request.topic.name: SUB, f"%RETRY%{request.group.name}": SUB}, request)
         validate.check_topic(request.topic.name)
         validate.check_group(request.group.name)
         _, route = await self._route(request.topic.name)
@@ -327,7 +336,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._send_message, s.SendMessageResponse, request, context)
 
     async def _send_message(self, request: Any, context: Any) -> Any:
-        md, peer = self._begin(context)
+        md, peer = self._begin(context, request=request)
         if not request.messages:
             raise RpcError(C.MESSAGE_CORRUPTED, "no message to send")
         first = request.messages[0]
@@ -374,7 +383,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _forward_send(self, master: str, request: Any) -> Any:
         if self._forward_client is None:
             from rmqd.remoting.client import RemotingClient
-            self._forward_client = RemotingClient()
+            self._forward_client = RemotingClient(signer=self.broker.auth.request_signer())
         try:
             return await self._forward_client.invoke(master, request, FORWARD_TIMEOUT_S)
         except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
@@ -424,7 +433,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._end_transaction, s.EndTransactionResponse, request, context)
 
     async def _end_transaction(self, request: Any, context: Any) -> Any:
-        _, peer = self._begin(context, {request.topic.name: PUB})
+        _, peer = self._begin(context, {request.topic.name: PUB}, request)
         validate.check_topic(request.topic.name)
         if not request.transaction_id.strip():
             raise RpcError(C.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
@@ -469,7 +478,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _receive(self, request: Any, context: Any) -> tuple[Any, list, int]:
         topic, group = request.message_queue.topic.name, request.group.name
-        md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         cid = md["x-mq-client-id"]
         self.clients.channel(cid, f"{peer[0]}:{peer[1]}")     # seen now
         validate.check_topic(topic)
@@ -620,7 +629,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _ack(self, request: Any, context: Any) -> Any:
         topic, group = request.topic.name, request.group.name
-        md, _ = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        md, _ = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         validate.check_topic(topic)
         validate.check_group(group)
         lite = is_lite_topic(self._topic(topic))
@@ -652,7 +661,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _change_invisible(self, request: Any, context: Any) -> Any:
         topic, group = request.topic.name, request.group.name
-        md, _ = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        md, _ = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         validate.check_topic(topic)
         validate.check_group(group)
         ms = duration_ms(request.invisible_duration)
@@ -674,7 +683,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _forward_to_dlq(self, request: Any, context: Any) -> Any:
         topic, group = request.topic.name, request.group.name
-        md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB})
+        md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         validate.check_topic(topic)
         validate.check_group(group)
         h = self._handle(md["x-mq-client-id"], group, request.receipt_handle)
@@ -704,6 +713,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         except RpcError as exc:
             yield s.TelemetryCommand(status=status(exc.code, exc.message))
             return
+        guard = self.broker.auth.guard
         ch = self.clients.channel(md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")
         ch.language_header = md.get("x-mq-language", "")
         outbox: asyncio.Queue = asyncio.Queue()
@@ -713,6 +723,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             try:
                 async for cmd in request_iterator:
                     ch.last_seen = time.monotonic()
+                    if guard is not None:           # 5.x runs its pipelines on every command of the stream,
+                        try:                        # and a refusal is its last answer (the stream completes)
+                            guard.check_grpc(cmd, md, peer[0])
+                        except AuthError as exc:
+                            outbox.put_nowait(s.TelemetryCommand(status=status(C.UNAUTHORIZED, exc.message)))
+                            return
                     if cmd.HasField("settings"):
                         try:
                             answer = await self._accept_settings(ch, cmd.settings)
@@ -813,7 +829,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._terminate, s.NotifyClientTerminationResponse, request, context)
 
     async def _terminate(self, request: Any, context: Any) -> Any:
-        md, _ = self._begin(context)
+        md, _ = self._begin(context, request=request)
         cid = md["x-mq-client-id"]
         self._language_refused(md.get("x-mq-language", ""))
         settings = self._settings_of(cid)
@@ -831,7 +847,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _get_offset(self, request: Any, context: Any) -> Any:
         mq = request.message_queue
-        self._begin(context, {mq.topic.name: SUB})
+        self._begin(context, {mq.topic.name: SUB}, request)
         self._topic(mq.topic.name)
         off = self.broker.consumer_offset_manager.query_offset(request.group.name, mq.topic.name, mq.id)
         if off < 0:
@@ -843,7 +859,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _update_offset(self, request: Any, context: Any) -> Any:
         mq = request.message_queue
-        _, peer = self._begin(context, {mq.topic.name: SUB})
+        _, peer = self._begin(context, {mq.topic.name: SUB}, request)
         self._topic(mq.topic.name)
         await self._group(request.group.name)
         self.broker.consumer_offset_manager.commit_offset(f"{peer[0]}:{peer[1]}", request.group.name, mq.topic.name,
@@ -855,7 +871,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     async def _query_offset(self, request: Any, context: Any) -> Any:
         mq = request.message_queue
-        self._begin(context, {mq.topic.name: SUB})
+        self._begin(context, {mq.topic.name: SUB}, request)
         self._topic(mq.topic.name)
         store = self.broker.store
         if request.query_offset_policy == d.BEGINNING:
@@ -881,7 +897,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         :class:`rmqd.processors.recall.Recaller`, as the proxy's ``ProducerProcessor.recallMessage``: the topic
         must be a DELAY topic, then the broker's checks; a refusal is the proxy's INTERNAL_SERVER_ERROR)."""
         from rmqd.processors.recall import RecallError
-        md, peer = self._begin(context)
+        md, peer = self._begin(context, request=request)
         topic = request.topic.name
         validate.check_topic(topic)
         self._authorize(md, peer, {topic: PUB})
@@ -898,5 +914,5 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return await self._unary(self._sync_lite, s.SyncLiteSubscriptionResponse, request, context)
 
     async def _sync_lite(self, request: Any, context: Any) -> Any:
-        md, peer = self._begin(context, {request.topic.name: SUB})
+        md, peer = self._begin(context, {request.topic.name: SUB}, request)
         return await self.lite.sync(request, context, md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")

@@ -8,7 +8,7 @@ import socket
 import ssl
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from rmqd.remoting.command import (
     DEFAULT_MAX_FRAME_LENGTH,
@@ -36,10 +36,13 @@ class RemotingClient:
     ``tls`` says ``tls.enable`` (as Java's NettyRemotingClient with useTLS)."""
 
     def __init__(self, dispatcher: Dispatcher | None = None, connect_timeout: float = 3.0,
-                 tls: "ClientTls | None" = None) -> None:
+                 tls: "ClientTls | None" = None, signer: Callable[[RemotingCommand], None] | None = None) -> None:
+        """``signer``: called with every request before it is sent (the broker's own credentials, access control
+        2.0's ``innerClientAuthenticationCredentials``)."""
         self.dispatcher = dispatcher
         self.connect_timeout = connect_timeout
         self.tls = tls
+        self.signer = signer
         self._conns: dict[str, Connection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -64,10 +67,14 @@ class RemotingClient:
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         conn = await self.connection(addr)
+        if self.signer is not None:
+            self.signer(request)
         return await conn.invoke(request, timeout)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
         conn = await self.connection(addr)
+        if self.signer is not None:
+            self.signer(request)
         conn.invoke_oneway(request)
 
     def close(self) -> None:
@@ -83,15 +90,18 @@ class BlockingClient:
     ``server_requests`` for inspection.  Thread-safe for sequential callers.
     """
 
-    def __init__(self, addr: str, timeout: float = 5.0, ssl_context: "ssl.SSLContext | None | bool" = True) -> None:
+    def __init__(self, addr: str, timeout: float = 5.0, ssl_context: "ssl.SSLContext | None | bool" = True,
+                 source_host: str | None = None) -> None:
         """``ssl_context``: TLS with this context; True (the default): as the environment says (``TLS_ENABLE``,
-        :func:`rmqd.tls.contexts.process_client_context`); None or False: plaintext."""
+        :func:`rmqd.tls.contexts.process_client_context`); None or False: plaintext. ``source_host``: the local
+        address to connect from (e.g. ``127.0.0.2``, another loopback source)."""
         self.addr = addr
         self.timeout = timeout
         if ssl_context is True:
             from rmqd.tls.contexts import process_client_context
             ssl_context = process_client_context()
-        sock = socket.create_connection(split_address(addr), timeout)
+        sock = socket.create_connection(split_address(addr), timeout,
+                                        source_address=(source_host, 0) if source_host else None)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.tls = bool(ssl_context)
         if ssl_context:

@@ -146,12 +146,15 @@ class ReplicasManager:
         return self.ready and not (self.role.is_master and self.role.fenced)
 
     def start(self, loop: asyncio.AbstractEventLoop, own_address: Callable[[], str],
-              ha_address: Callable[[], str]) -> None:
+              ha_address: Callable[[], str], signer: Optional[Callable[[RemotingCommand], None]] = None) -> None:
+        """``signer``: signs the requests (the master's epoch cache is asked of a broker that may demand
+        access control 2.0's signature: ``innerClientAuthenticationCredentials``)."""
         self._loop = loop
         self._own_address = own_address
         self._ha_address = ha_address
         self._apply_lock = asyncio.Lock()
-        self._client = RemotingClient(connect_timeout=RPC_TIMEOUT_S, tls=remoting_client_tls(self.config.extra))
+        self._client = RemotingClient(connect_timeout=RPC_TIMEOUT_S, tls=remoting_client_tls(self.config.extra),
+                                      signer=signer)
         self.ha.client.on_disconnect = lambda addr: loop.call_soon_threadsafe(self._on_ha_disconnect, addr)
         self.ha.on_slave_change.append(lambda: loop.call_soon_threadsafe(self._schedule_set_check, 0.05))
         self.ha.on_ack.append(self._on_ack)

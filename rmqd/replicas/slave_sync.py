@@ -21,6 +21,11 @@ DataVersion differs (at once) or its offsets moved (at most every ``OFFSET_PUSH_
 slave in milliseconds, and a committed consumer offset within ``OFFSET_PUSH_S`` + ``WAIT_POLL_S`` + one round trip
 (~0.3 s on loopback) instead of up to 10 s. A Java master answers that code with REQUEST_CODE_NOT_SUPPORTED and
 the slave falls back to the rounds alone.
+
+Access control 2.0's users and ACLs (rmqd.auth) travel the same way between rmqd brokers: rmqd's
+GET_AUTH_METADATA (9020) answers the master's whole store with its DataVersion, copied each round when it differs and
+at once when WAIT_METADATA_CHANGE says ``auth`` changed. 5.x has no such copy (mqadmin's cluster forms write every
+broker); a Java master answers REQUEST_CODE_NOT_SUPPORTED and the slave stops asking.
 """
 from __future__ import annotations
 
@@ -41,6 +46,7 @@ FIRST_DELAY_S = 3.0
 PERIOD_S = 10.0
 CALL_TIMEOUT_S = 3.0
 WAIT_METADATA_CHANGE = 9010          # rmqd only: held by the master until its topics or groups change
+GET_AUTH_METADATA = 9020             # rmqd only: the master's users and ACLs (rmqd.auth.store snapshot)
 WAIT_HOLD_S = 30.0
 WAIT_POLL_S = 0.05
 RETRY_S = 5.0
@@ -62,8 +68,11 @@ class SlaveSynchronize:
 
     def __init__(self, role: Any, client: Any, topics: Any, groups: Any, offsets: Any, delay_offsets: Any,
                  own_address: Callable[[], str], run_blocking: Callable[..., Any],
-                 on_topics_replaced: Optional[Callable[[list], None]] = None) -> None:
+                 on_topics_replaced: Optional[Callable[[list], None]] = None, auth_store: Any = None) -> None:
         self.role = role
+        self.auth_store = auth_store        # rmqd.auth.store.AuthStore, or None
+        self.master_auth_version: Optional[DataVersion] = None      # of the last users-and-ACLs copy
+        self.auth_supported: Optional[bool] = None                  # False: the master does not know 9020
         self.client = client
         self.topics = topics
         self.groups = groups
@@ -95,7 +104,7 @@ class SlaveSynchronize:
             return
         async with self._lock:
             for step in (self.sync_topic_config, self.sync_consumer_offset, self.sync_delay_offset,
-                         self.sync_subscription_group_config):
+                         self.sync_subscription_group_config, self.sync_auth):
                 master = self._master()
                 if master is None:
                     return
@@ -195,6 +204,25 @@ class SlaveSynchronize:
             mgr.data_version = version
             mgr.persist()
 
+    async def sync_auth(self, master: str) -> None:
+        """The master's users and ACLs when their version differs from the copy held (rmqd masters only)."""
+        if self.auth_store is None or self.auth_supported is False:
+            return
+        resp = await self.client.invoke(master, new_request(GET_AUTH_METADATA), CALL_TIMEOUT_S)
+        if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            self.auth_supported = False
+            log.info("master %s does not serve its users and ACLs (not rmqd): they are not copied", master)
+            return
+        if resp.code != ResponseCode.SUCCESS:
+            raise RuntimeError(f"code {GET_AUTH_METADATA} answered {resp.code} {resp.remark}")
+        self.auth_supported = True
+        data = loads_lenient(resp.body_bytes().decode("utf-8"))
+        self.master_auth_version = DataVersion.from_json(data.get("dataVersion"))
+        if self.master_auth_version == self.auth_store.state.version:
+            return
+        if await self.run_blocking(self.auth_store.replace, data):
+            log.info("Update slave users and ACLs from master, %s", master)
+
     # ------------------------------------------------------------------ push (rmqd <-> rmqd)
     async def follow_changes(self) -> None:
         """Hold WAIT_METADATA_CHANGE on the master and copy what it says changed (runs until cancelled; stops for
@@ -206,6 +234,8 @@ class SlaveSynchronize:
                 continue
             ext = {**_version_ext(self.master_topic_version or DataVersion(0, 0), "topic"),
                    **_version_ext(self.master_group_version or DataVersion(0, 0), "group"),
+                   **(_version_ext(self.master_auth_version or DataVersion(0, 0), "auth")
+                      if self.auth_store is not None and self.auth_supported is not False else {}),
                    "offsetVersion": self.master_offset_version,
                    "holdMillis": str(int(WAIT_HOLD_S * 1000)),
                    "brokerId": str(self.role.broker_id)}       # the master counts who holds which version
@@ -234,6 +264,8 @@ class SlaveSynchronize:
                         await self.sync_topic_config(master)
                     if "group" in what:
                         await self.sync_subscription_group_config(master)
+                    if "auth" in what:
+                        await self.sync_auth(master)
                     if "offset" in what:
                         version = got.get("offsetVersion", "")
                         await self._copy_offsets(master, False)
@@ -249,10 +281,13 @@ class MetadataChangeWaiter:
     from the one the slave names, or its consumer offsets moved since the change count the slave names (at most
     every ``OFFSET_PUSH_S`` per slave), or after ``holdMillis`` (at most 60 s) with changed=false."""
 
-    def __init__(self, topics: Any, groups: Any = None, offsets: Any = None) -> None:
+    def __init__(self, topics: Any, groups: Any = None, offsets: Any = None, auth: Any = None) -> None:
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
+        self.auth = auth                    # rmqd.auth.store.AuthStore (its state's version), or None
+        #: brokerId -> (timestamp, counter) of the users-and-ACLs version that slave last said it holds
+        self.copied_auth: dict[int, tuple[str, str]] = {}
         #: brokerId -> (timestamp, counter) of the topic table that slave last said it holds
         self.copied: dict[int, tuple[str, str]] = {}
         #: brokerId -> (timestamp, counter) of the subscription-group table that slave last said it holds
@@ -281,6 +316,10 @@ class MetadataChangeWaiter:
         """Has slave ``broker_id`` said it holds this subscription-group table version (or a later one of it)?"""
         return self._holds(self.copied_groups, broker_id, timestamp, counter)
 
+    def holds_auth(self, broker_id: int, timestamp: int, counter: int) -> bool:
+        """Has slave ``broker_id`` said it holds this users-and-ACLs version (or a later one of it)?"""
+        return self._holds(self.copied_auth, broker_id, timestamp, counter)
+
     @staticmethod
     def _holds(table: dict, broker_id: int, timestamp: int, counter: int) -> bool:
         got = table.get(broker_id)
@@ -297,6 +336,9 @@ class MetadataChangeWaiter:
         if self.groups is not None and "groupCounter" in ext and \
                 self._version_differs(self.groups.data_version, ext, "group"):
             what.append("group")
+        if self.auth is not None and "authCounter" in ext and \
+                self._version_differs(self.auth.state.version, ext, "auth"):
+            what.append("auth")
         if self.offsets is not None and "offsetVersion" in ext and \
                 str(self.offsets.change_count) != ext["offsetVersion"] and \
                 now - self._offsets_told.get(broker_id, -OFFSET_PUSH_S) >= OFFSET_PUSH_S:
@@ -320,6 +362,7 @@ class MetadataChangeWaiter:
             with self.copied_changed:
                 self._record(self.copied, ext, "topic", broker_id)
                 self._record(self.copied_groups, ext, "group", broker_id)
+                self._record(self.copied_auth, ext, "auth", broker_id)
                 self.copied_changed.notify_all()
         try:
             hold = min(60.0, max(0.0, int(ext.get("holdMillis") or 0) / 1000))

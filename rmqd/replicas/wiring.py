@@ -147,19 +147,23 @@ class Replication:
 
     def start(self, loop: asyncio.AbstractEventLoop, client: Any, topics: Any, groups: Any, offsets: Any,
               delay_offsets: Any, own_address: Callable[[], str],
-              on_topics_replaced: Optional[Callable[[list], None]] = None) -> None:
-        """Start the HA service and, on a slave, SlaveSynchronize (on the loop)."""
+              on_topics_replaced: Optional[Callable[[list], None]] = None, auth_store: Any = None,
+              signer: Optional[Callable[[RemotingCommand], None]] = None) -> None:
+        """Start the HA service and, on a slave, SlaveSynchronize (on the loop). ``auth_store``: access control 2.0's
+        users and ACLs (rmqd.auth.store), copied from the master as the topics are; ``signer``: signs controller
+        mode's requests to other brokers (``client`` signs SlaveSynchronize's itself)."""
         self._loop = loop
         waiter = self.metadata_waiter
-        if waiter is not None:              # the master tells its slaves of group and offset changes too
-            waiter.groups, waiter.offsets = groups, offsets
+        if waiter is not None:              # the master tells its slaves of group, offset and auth changes too
+            waiter.groups, waiter.offsets, waiter.auth = groups, offsets, auth_store
         self.ha.start()
         if self.replicas_manager is not None:
             cfg = self.config
             self.replicas_manager.start(loop, own_address,
-                                        lambda: f"{cfg.brokerIP2 or cfg.brokerIP1}:{cfg.haListenPort}")
+                                        lambda: f"{cfg.brokerIP2 or cfg.brokerIP1}:{cfg.haListenPort}", signer)
         self.slave_sync = SlaveSynchronize(self.role, client, topics, groups, offsets, delay_offsets, own_address,
-                                           lambda fn, *a: loop.run_in_executor(None, fn, *a), on_topics_replaced)
+                                           lambda fn, *a: loop.run_in_executor(None, fn, *a), on_topics_replaced,
+                                           auth_store)
         self._restart_tasks()
 
     def watch_confirm(self, hold: Any, pop_polling: Any = None) -> None:
@@ -231,14 +235,24 @@ class Replication:
         every other SyncStateSet member holds it (5.x: up to 10 s later, and lost if the master dies first)."""
         return self._wait_replicated("group", timeout_s)
 
+    def wait_auth_replicated(self, timeout_s: float) -> bool:
+        """The same for access control 2.0's users and ACLs: a change on the master is answered once every other
+        SyncStateSet member holds it (it survives a switch to any of them)."""
+        return self._wait_replicated("auth", timeout_s)
+
     def _wait_replicated(self, kind: str, timeout_s: float) -> bool:
         waiter = self.metadata_waiter
         if self.replicas_manager is None or waiter is None or not self.role.is_master:
             return True
-        mgr, holds = (waiter.topics, waiter.holds) if kind == "topic" else (waiter.groups, waiter.holds_groups)
-        if mgr is None:
-            return True
-        version = mgr.data_version
+        if kind == "auth":
+            if waiter.auth is None:
+                return True
+            version, holds = waiter.auth.state.version, waiter.holds_auth
+        else:
+            mgr, holds = (waiter.topics, waiter.holds) if kind == "topic" else (waiter.groups, waiter.holds_groups)
+            if mgr is None:
+                return True
+            version = mgr.data_version
         missing = waiter.wait_copied(self.ha.ack_members, lambda m: holds(m, version.timestamp, version.counter),
                                      timeout_s)
         if missing:

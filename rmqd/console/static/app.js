@@ -450,12 +450,56 @@ async function pageFeatures(only) {
   ready();
 }
 
+// ------------------------------------------------------------------ pages: access control 2.0 (users, ACLs)
+async function pageAccess() {
+  setPage("access", h("h1", {}, "Access control"));
+  const [u, a] = await Promise.all([api("/api/auth/users"), api("/api/auth/acls")]);
+  const res = h("div", { id: "access-result" });
+  const act = fn => async () => { try { await fn(); pageAccess(); } catch (err) { res.replaceChildren(errorBox(err)); } };
+  const urows = u.users.map(x => h("tr", { "data-user": x.username },
+    h("td", {}, x.username), h("td", {}, x.userType), h("td", {}, x.userStatus),
+    h("td", {}, mutating(h("button", { type: "button", class: "user-toggle", onclick: act(() => api("/api/auth/users",
+      { method: "POST", body: { username: x.username, userStatus: x.userStatus === "disable" ? "enable" : "disable" } })) },
+      x.userStatus === "disable" ? "Enable" : "Disable")),
+      mutating(h("button", { type: "button", class: "user-delete", onclick: act(() => {
+        if (!confirm(`Delete user ${x.username} and its ACL?`)) throw new Error("not deleted");
+        return api(`/api/auth/users/${enc(x.username)}/delete`, { method: "POST" }); }) }, "Delete")))));
+  const nu = h("input", { id: "new-user", placeholder: "username" });
+  const np = h("input", { id: "new-password", type: "password", placeholder: "password" });
+  const nt = h("select", { id: "new-user-type" }, ["Normal", "Super"].map(t => h("option", { value: t }, t)));
+  const arows = a.entries.map(e => h("tr", { "data-subject": e.subject, "data-resource": e.resource },
+    h("td", {}, e.subject), h("td", {}, e.policyType), h("td", {}, e.resource), h("td", {}, e.actions.join(", ")),
+    h("td", {}, e.sourceIps.join(", ") || "any"), h("td", {}, e.decision),
+    h("td", {}, mutating(h("button", { type: "button", class: "acl-delete", onclick: act(() => api("/api/auth/acls/delete",
+      { method: "POST", body: { subject: e.subject, resource: e.resource, policyType: e.policyType } })) }, "Delete")))));
+  const f = {};
+  for (const [k, ph] of [["subject", "User:name"], ["resources", "Topic:orders,Group:app-*"], ["actions", "Pub,Sub"],
+                         ["sourceIps", "source IPs or CIDRs (optional)"]]) f[k] = h("input", { id: "acl-" + k, placeholder: ph });
+  f.decision = h("select", { id: "acl-decision" }, ["Allow", "Deny"].map(d => h("option", { value: d }, d)));
+  f.policyType = h("select", { id: "acl-policy-type" }, ["Custom", "Default"].map(d => h("option", { value: d }, d)));
+  main.append(
+    h("h2", {}, "Users"),
+    u.users.length ? table(["User", "Type", "Status", ""], urows, { class: "list", id: "auth-users" }) : nothing("No users."),
+    h("form", { class: "inline", id: "user-form", onsubmit: e => { e.preventDefault(); act(() => api("/api/auth/users",
+      { method: "POST", body: { create: true, username: nu.value, password: np.value, userType: nt.value } }))(); } },
+      nu, np, nt, mutating(h("button", { type: "submit" }, "Create user"))),
+    h("h2", {}, "Policies"),
+    a.entries.length ? table(["Subject", "Policy", "Resource", "Actions", "Source IPs", "Decision", ""], arows, { class: "list", id: "auth-acls" })
+      : nothing("No ACLs."),
+    h("form", { class: "inline", id: "acl-form", onsubmit: e => { e.preventDefault(); act(() => api("/api/auth/acls",
+      { method: "POST", body: Object.fromEntries(Object.entries(f).map(([k, el]) => [k, el.value])) }))(); } },
+      f.subject, f.resources, f.actions, f.sourceIps, f.decision, f.policyType, mutating(h("button", { type: "submit" }, "Add entries"))),
+    res);
+  ready();
+}
+
 // ------------------------------------------------------------------ router
 const ROUTES = [
   [/^\/$/, pageOverview], [/^\/brokers\/(.+)$/, pageBroker], [/^\/topics$/, pageTopics], [/^\/topics\/(.+)$/, pageTopic],
   [/^\/groups$/, pageGroups], [/^\/groups\/(.+)$/, pageGroup], [/^\/producers$/, pageProducers], [/^\/messages$/, pageMessages],
   [/^\/messages\/(.+)$/, pageMessage], [/^\/dlq$/, pageDlq], [/^\/tail\/(.+)$/, pageTail], [/^\/search$/, pageSearch],
   [/^\/features$/, () => pageFeatures()], [/^\/features\/(.+)$/, pageFeatures],
+  [/^\/access$/, pageAccess],
 ];
 async function route() {
   S.cleanup.splice(0).forEach(f => { try { f(); } catch (e) { /* page gone */ } });
