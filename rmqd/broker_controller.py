@@ -75,7 +75,7 @@ REGISTER_TIMEOUT_S = 3.0
 class BrokerController:
     """One broker: listens on ``listenPort`` and the VIP port ``listenPort - 2``."""
 
-    def __init__(self, config: BrokerConfig | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(self, config: BrokerConfig | None = None, host: str | None = None) -> None:
         self.config = config or BrokerConfig()
         c = self.config
         # Timings that Java hard-codes; attributes so tests can shorten them.
@@ -99,7 +99,8 @@ class BrokerController:
         for pool in self.pools.values():
             self.dispatcher.add_pool(pool)
         extra = [c.vip_port] if c.listenPort else [0]
-        self.server = RemotingServer(self.dispatcher, host, c.listenPort, extra_ports=extra, name="broker",
+        self.server = RemotingServer(self.dispatcher, host or c.bind_host, c.listenPort, extra_ports=extra,
+                                     name="broker",
                                      max_frame_length=c.serverMaxFrameLength, busy_poll_us=int(c.busyPollMicros),
                                      max_idle_s=float(c.serverChannelMaxIdleTimeSeconds))
         self.server.add_close_listener(self._on_channel_close)
@@ -108,7 +109,7 @@ class BrokerController:
         self.store_config = store_config_from(c)
         self.store = build_store(self.store_config, compaction_config_from(c), tier_config_from(c))
         # replication: the role owner, the HA service and the ReplicatedStore layer every processor writes through
-        self.replication = Replication(c, self.store, host)
+        self.replication = Replication(c, self.store, host or c.ha_bind_host)
         self.store = self.replication.store
         self.role_manager = self.replication.role
         cfg_dir = self.store_config.config_dir

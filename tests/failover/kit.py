@@ -250,9 +250,12 @@ class RoutedProducer:
         self.body = b"f" * body_size
         self.acked: dict[str, float] = {}           # key -> monotonic time of the SEND_OK
         self.acked_by: dict[str, str] = {}          # key -> broker address that acknowledged it
+        #: key -> (queueId, queueOffset, msgId) of the SEND_OK (compat_tests/queue_checker.py checks them)
+        self.receipts: dict[str, tuple[int, int, str]] = {}
         # -1: no answer within SEND_TIMEOUT_S (or a broken connection)
         self.failures = 0
         self.codes: dict[int, int] = {}
+        self.tag = ""                               # put before each key (a fault round's name, for attribution)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(t,), daemon=True) for t in range(threads)]
@@ -278,7 +281,7 @@ class RoutedProducer:
                     client = None
                     time.sleep(0.05)
                     continue
-            key = f"p{n}-{i}"
+            key = f"{self.tag}p{n}-{i}"
             i += 1
             try:
                 r = send_one(client, self.topic, key, self.body, i % self.queues, SEND_TIMEOUT_S)
@@ -290,6 +293,9 @@ class RoutedProducer:
                 if code == ResponseCode.SUCCESS:
                     self.acked[key] = time.monotonic()
                     self.acked_by[key] = addr
+                    ext = r.ext_fields or {}
+                    self.receipts[key] = (int(ext.get("queueId", -1)), int(ext.get("queueOffset", -1)),
+                                          str(ext.get("msgId", "")))
                     continue
                 self.failures += 1
             client.close()
