@@ -300,3 +300,22 @@ def test_a_restarted_slave_reads_no_further_than_the_recorded_confirm_offset(gro
     layer = ReplicatedStore(again, sha2, BrokerRole.SLAVE)
     layer.bound_reads(sha2.get_confirm_offset)
     assert sum(layer.get_messages("HaTopic", q, 0, 32).message_count for q in (0, 1)) == 4
+
+
+def test_a_heartbeat_at_offset_minus_one_from_an_empty_master_is_taken_by_an_empty_slave(group):
+    """A 5.x master whose CommitLog is empty sends its heartbeats at offset -1 (CommitLog.getMinOffset answers -1 with
+    no file, AutoSwitchHAConnection's transfer start); a 5.x slave checks offsets only once it has data. rmqd's slave
+    closed the connection every second ("negative offset -1") under a fresh Java master, never joining its set."""
+    slave, sha = group("s", slave=True)
+    client = sha.client
+    frames = wire.pack_transfer_header(0, -1, 1, 0, 0) * 2
+    assert client._consume(memoryview(frames), len(frames)) == len(frames)
+    assert client.confirm_offset == 0 and slave.commitlog_max_offset() == 0
+    put_keyed(slave, "HaTopic", "k1")                     # a slave holding data: -1 is no offset of its CommitLog
+    hb = wire.pack_transfer_header(0, -1, 1, 0, 0)
+    with pytest.raises(HAProtocolError, match="negative offset -1"):
+        client._consume(memoryview(hb), len(hb))
+    body = wire.pack_transfer_header(16, -1, 1, 0, 0) + b"x" * 16
+    _, sha2 = group("s2", slave=True)
+    with pytest.raises(HAProtocolError, match="negative offset -1"):
+        sha2.client._consume(memoryview(body), len(body))
