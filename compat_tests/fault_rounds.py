@@ -35,6 +35,7 @@ from tests.failover.kit import RoutedProducer, SlowDisk, call, wait_until
 
 TOPIC = "MixedFaultTopic"
 NET_FAULT_S = 4.0
+PACE_S = 0.01                   # each of the two producer threads sends at most ~100 messages a second
 SWITCH_TIMEOUT_S = 30.0
 WHOLE_TIMEOUT_S = 90.0
 
@@ -256,7 +257,7 @@ def summarize(records: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:
 
 def new_context(group: MixedGroup, net: Optional[NetKit], disk: Optional[SlowDisk] = None,
                 log: Callable[[str], None] = print) -> RoundContext:
-    producer = RoutedProducer(group.namesrv, TOPIC).start()
+    producer = RoutedProducer(group.namesrv, TOPIC, pace_s=PACE_S).start()
     consumer = RoutedConsumer(group.namesrv, TOPIC).start()
     return RoundContext(group, net, producer, consumer, disk=disk, log=log)
 

@@ -245,8 +245,11 @@ def create_topic(addr: str, topic: str, queues: int = 4) -> None:
 class RoutedProducer:
     """Producer threads sending to the route's master (see the module docstring)."""
 
-    def __init__(self, namesrv: str, topic: str, threads: int = 2, queues: int = 4, body_size: int = 200) -> None:
+    def __init__(self, namesrv: str, topic: str, threads: int = 2, queues: int = 4, body_size: int = 200,
+                 pace_s: float = 0.0) -> None:
+        """``pace_s``: each thread waits this long after an acknowledged send (a bounded rate)."""
         self.namesrv, self.topic, self.queues = namesrv, topic, queues
+        self.pace_s = pace_s
         self.body = b"f" * body_size
         self.acked: dict[str, float] = {}           # key -> monotonic time of the SEND_OK
         self.acked_by: dict[str, str] = {}          # key -> broker address that acknowledged it
@@ -296,8 +299,12 @@ class RoutedProducer:
                     ext = r.ext_fields or {}
                     self.receipts[key] = (int(ext.get("queueId", -1)), int(ext.get("queueOffset", -1)),
                                           str(ext.get("msgId", "")))
-                    continue
-                self.failures += 1
+                else:
+                    self.failures += 1
+            if code == ResponseCode.SUCCESS:
+                if self.pace_s:
+                    self._stop.wait(self.pace_s)
+                continue
             client.close()
             client = None
             time.sleep(0.05)
