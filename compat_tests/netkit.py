@@ -161,9 +161,10 @@ class NetKit:
     @staticmethod
     def _free_net() -> int:
         used = _run("ip", "-o", "-4", "addr").stdout
+        links = _run("ip", "-o", "link", "show").stdout
         taken = {int(p.name.split(".")[0]) for p in STATE_DIR.glob("*.pid")}
         for n in range(10, 250):
-            if n not in taken and f"198.18.{n}." not in used:
+            if n not in taken and f"198.18.{n}." not in used and f" rq{n}v" not in links and f" rqb{n}:" not in links:
                 return n
         raise NetkitError("no free 198.18.N.0/24 for the hosts' bridge")
 
@@ -337,5 +338,9 @@ def _remove_net(net: int) -> None:
             pids = [p for p in pids if _running(p)]
             time.sleep(0.05)
         _run("ip", "netns", "del", ns, check=False)
-    if f"rqb{net}" in _run("ip", "-o", "link", "show", f"rqb{net}", check=False).stdout:
-        _run("ip", "link", "del", f"rqb{net}", check=False)
+    # the root ends of the veth pairs: a namespace's removal takes its end (and so the pair) with it, but the kernel
+    # does that asynchronously and a dying namespace can linger; deleting the root end removes the pair now
+    for line in _run("ip", "-o", "link", "show", check=False).stdout.splitlines():
+        name = line.split(":")[1].strip().split("@")[0] if line.count(":") >= 2 else ""
+        if name == f"rqb{net}" or name.startswith(f"rq{net}v"):
+            _run("ip", "link", "del", name, check=False)

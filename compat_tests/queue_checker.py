@@ -42,11 +42,15 @@ class Verdict:
     stored: int
     received: int
     lost: list[str] = field(default_factory=list)
-    duplicates: int = 0
-    offset_reuse: list[str] = field(default_factory=list)
+    duplicated: dict[str, int] = field(default_factory=dict)      # key -> copies beyond the first
+    offset_reuse: list[tuple[int, int, list[str]]] = field(default_factory=list)   # (queue, offset, keys)
     moved: list[str] = field(default_factory=list)
     epoch_conflicts: list[str] = field(default_factory=list)
     phantom_reads: list[str] = field(default_factory=list)
+
+    @property
+    def duplicates(self) -> int:
+        return sum(self.duplicated.values())
 
     @property
     def ok(self) -> bool:
@@ -176,7 +180,7 @@ def check(master: str, topic: str, producer: Any, consumer: Optional[RoutedConsu
     received = dict(consumer.received) if consumer is not None else {}
     v = Verdict(acked=len(producer.acked), stored=len(stored), received=len(received))
     v.lost = sorted(set(producer.acked) - set(stored))
-    v.duplicates = sum(len(copies) - 1 for copies in stored.values() if len(copies) > 1)
+    v.duplicated = {key: len(copies) - 1 for key, copies in stored.items() if len(copies) > 1}
     slots: dict[tuple[int, int], list[str]] = defaultdict(list)
     for key, copies in stored.items():
         for q, qo, _ in copies:
@@ -184,7 +188,7 @@ def check(master: str, topic: str, producer: Any, consumer: Optional[RoutedConsu
     for key, (q, qo, _) in acked.items():
         if (q, qo) not in slots or key not in slots[(q, qo)]:
             slots[(q, qo)].append(key)
-    v.offset_reuse = [f"queue {q} offset {qo}: {keys}" for (q, qo), keys in sorted(slots.items()) if len(keys) > 1]
+    v.offset_reuse = [(q, qo, keys) for (q, qo), keys in sorted(slots.items()) if len(keys) > 1]
     for key, (q, qo, _) in acked.items():
         copies = stored.get(key)
         if copies and (q, qo) not in {(c[0], c[1]) for c in copies}:

@@ -246,10 +246,12 @@ class RoutedProducer:
     """Producer threads sending to the route's master (see the module docstring)."""
 
     def __init__(self, namesrv: str, topic: str, threads: int = 2, queues: int = 4, body_size: int = 200,
-                 pace_s: float = 0.0) -> None:
-        """``pace_s``: each thread waits this long after an acknowledged send (a bounded rate)."""
+                 pace_s: float = 0.0, route_refresh_s: float = 0.0) -> None:
+        """``pace_s``: each thread waits this long after an acknowledged send (a bounded rate);
+        ``route_refresh_s``: also ask the name server again this often while sends succeed, and move to the
+        master it names (as a client's periodic route poll; otherwise only a failed send moves a thread)."""
         self.namesrv, self.topic, self.queues = namesrv, topic, queues
-        self.pace_s = pace_s
+        self.pace_s, self.route_refresh_s = pace_s, route_refresh_s
         self.body = b"f" * body_size
         self.acked: dict[str, float] = {}           # key -> monotonic time of the SEND_OK
         self.acked_by: dict[str, str] = {}          # key -> broker address that acknowledged it
@@ -272,8 +274,15 @@ class RoutedProducer:
         client: Optional[BlockingClient] = None
         addr: Optional[str] = None
         i = 0
+        routed_at = 0.0
         while not self._stop.is_set():
+            if client is not None and self.route_refresh_s and time.monotonic() - routed_at > self.route_refresh_s:
+                routed_at = time.monotonic()
+                if master_in_route(self.namesrv, self.topic) not in (None, addr):
+                    client.close()
+                    client = None
             if client is None:
+                routed_at = time.monotonic()
                 addr = master_in_route(self.namesrv, self.topic)
                 if addr is None:
                     time.sleep(0.05)
