@@ -39,6 +39,7 @@ PACE_S = 0.01                   # each of the two producer threads sends at most
 ROUTE_REFRESH_S = 1.0           # the producers ask the name server for the route every second (the Java kit's 0.5 s)
 SWITCH_TIMEOUT_S = 30.0
 WHOLE_TIMEOUT_S = 90.0
+JAVA_STUCK_S = 45.0
 
 
 @dataclass
@@ -208,7 +209,7 @@ def run_round(ctx: RoundContext, fault_name: str, rnd: int) -> dict:
     finally:
         t_heal = time.monotonic()
         heal()
-    st = group.wait_group(TOPIC, 3, timeout=WHOLE_TIMEOUT_S)
+    st, restarted = wait_whole(ctx)
     t_whole = time.monotonic()
     if first is None:
         first = wait_until(lambda: producer.acked_after(t0), SWITCH_TIMEOUT_S, 0.02, "a send acknowledged")[0]
@@ -218,12 +219,34 @@ def run_round(ctx: RoundContext, fault_name: str, rnd: int) -> dict:
     rec = dict(mix=group.mix.name, fault=fault_name, round=rnd, tag=producer.tag, first_send_s=round(first - t0, 3),
                gap_s=round(gap, 3), fault_s=round(t_heal - t0, 3), whole_s=round(t_whole - t_heal, 3),
                switched=final is not master, old_master=master.kind, old_addr=master.addr,
-               new_master=final.kind if final else None)
+               new_master=final.kind if final else None, java_restarted=restarted)
     ctx.records.append(rec)
     ctx.log(f"{group.mix.name} {fault_name} round {rnd}: first send {rec['first_send_s']:.2f} s after the fault, "
             f"longest pause {rec['gap_s']:.2f} s, master {master.describe()} -> "
-            f"{final.describe() if final else '?'}, whole again {rec['whole_s']:.1f} s after healing")
+            f"{final.describe() if final else '?'}, whole again {rec['whole_s']:.1f} s after healing"
+            + (f" (Java members restarted: {restarted})" if restarted else ""))
     return rec
+
+
+def wait_whole(ctx: RoundContext) -> tuple[dict, list[str]]:
+    """Until the group has a master and all three in its SyncStateSet again. A Java 5.5.0 member that has not
+    rejoined within :data:`JAVA_STUCK_S` is restarted, as an operator would (it can lose the controller for good
+    after a lossy link: its controller address scan drops an address that did not answer, apache/rocketmq
+    PR #9845), and named in the round's record; an rmqd member gets no such help: the round fails."""
+    group = ctx.group
+    try:
+        return group.wait_group(TOPIC, 3, timeout=JAVA_STUCK_S), []
+    except TimeoutError:
+        st = group.sync_state() or {}
+        in_sync = {b["brokerAddress"] for b in st.get("inSyncReplicas") or ()}
+        stuck = [m for m in group.members if m.addr not in in_sync]
+        if any(m.kind != "java" for m in stuck) or not stuck:
+            return group.wait_group(TOPIC, 3, timeout=WHOLE_TIMEOUT_S - JAVA_STUCK_S), []
+        for m in stuck:
+            ctx.log(f"{m.describe()} has not rejoined {JAVA_STUCK_S:.0f} s after healing: restarting it")
+            m.kill9()
+            m.start()
+        return group.wait_group(TOPIC, 3, timeout=WHOLE_TIMEOUT_S), [m.describe() for m in stuck]
 
 
 #: faults that leave a master reachable by clients and slaves but not by the controller: a Java 5.5.0 master then
