@@ -271,7 +271,7 @@ class MixedGroup:
             self.controller_addrs = [ctl]
             ns_conf = write_conf(str(self.root / "namesrv.conf"), listenPort=ns_port, bindAddress=ns_ip,
                                  kvConfigPath=str(self.root / "kv.json"), enableControllerInNamesrv="true",
-                                 controllerDLegerGroup="mx", controllerDLegerPeers=f"n0-{ctl}",
+                                 controllerDLegerGroup="group1", controllerDLegerPeers=f"n0-{ctl}",
                                  controllerDLegerSelfId="n0", controllerRaftPeers=f"n0-{ns_ip}:{raft_port}",
                                  controllerStorePath=str(self.root / "ctl"),
                                  configStorePath=str(self.root / "ctl.properties"), **CONTROLLER_CONF)
