@@ -22,13 +22,12 @@ IOPS, then kill -9 of it).
 from __future__ import annotations
 
 import signal
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from mixed_group import BROKER_NAME, CLUSTER, Member, MixedGroup, broker_epochs
-from netkit import CLIENT, NetKit
+from netkit import NetKit
 from queue_checker import RoutedConsumer, Verdict, check, wait_read_back
 
 from tests.failover.kit import RoutedProducer, SlowDisk, call, wait_until
@@ -320,21 +319,6 @@ def judge(ctx: RoundContext) -> tuple[Verdict, dict[str, dict], list[str]]:
     return verdict, per, diffs
 
 
-def summarize(records: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(mix, fault) -> rounds, first-send median/max, switches."""
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for rec in records:
-        out.setdefault((rec["mix"], rec["fault"]), {"rounds": 0, "first": [], "switched": 0})
-        row = out[(rec["mix"], rec["fault"])]
-        row["rounds"] += 1
-        row["first"].append(rec["first_send_s"])
-        row["switched"] += bool(rec["switched"])
-    for row in out.values():
-        row["median"] = statistics.median(row["first"])
-        row["max"] = max(row["first"])
-    return out
-
-
 def new_context(group: MixedGroup, net: Optional[NetKit], disk: Optional[SlowDisk] = None,
                 log: Callable[[str], None] = print) -> RoundContext:
     producer = RoutedProducer(group.namesrv, TOPIC, pace_s=PACE_S, route_refresh_s=ROUTE_REFRESH_S).start()
@@ -342,5 +326,5 @@ def new_context(group: MixedGroup, net: Optional[NetKit], disk: Optional[SlowDis
     return RoundContext(group, net, producer, consumer, disk=disk, log=log)
 
 
-__all__ = ["FAULTS", "TOPIC", "RoundContext", "run_round", "judge", "summarize", "new_context", "move_master_to",
-           "CLIENT"]
+__all__ = ["FAULTS", "TOPIC", "RoundContext", "run_round", "judge", "new_context", "move_master_to",
+           "java_split_brain", "unexcused", "wait_sending", "JAVA_SPLIT_BRAIN_FAULTS"]

@@ -32,7 +32,7 @@ for p in (str(HERE), str(REPO)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from java5kit import LOOPBACK, Broker5, Controller5, Namesrv5, Placement, controller_peer_conf  # noqa: E402
+from java5kit import LOOPBACK, Broker5, Controller5, Namesrv5, Placement  # noqa: E402
 from netkit import Host, NetKit  # noqa: E402
 
 from rmqd.localports import free_port_block, free_ports  # noqa: E402

@@ -44,7 +44,7 @@ def report(**fields) -> None:
 
 
 @pytest.mark.mixed_faults
-@pytest.mark.timeout(600 + 900 * (ROUNDS - 1))
+@pytest.mark.timeout(1200 * ROUNDS)
 @pytest.mark.parametrize("mix", MIX_NAMES)
 def test_each_fault_on_a_mixed_group_loses_nothing_acknowledged(mix, tmp_path):
     require_netns()

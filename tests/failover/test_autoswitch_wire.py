@@ -321,7 +321,7 @@ def test_a_heartbeat_at_offset_minus_one_from_an_empty_master_is_taken_by_an_emp
         sha2.client._consume(memoryview(body), len(body))
 
 
-# ---------------------------------------------------------------------------------------------- bad input from a Java peer
+# ------------------------------------------------------------------------------------- bad input from a Java peer
 class FakeJavaMaster:
     """A 5.x master's HA port as a test drives it: reads the slave's handshake, answers with ``epochs`` and
     ``max_offset``, reads the first ack, then sends what the test says."""
