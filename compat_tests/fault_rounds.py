@@ -24,7 +24,7 @@ from __future__ import annotations
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from mixed_group import BROKER_NAME, CLUSTER, Member, MixedGroup, broker_epochs
 from netkit import NetKit
