@@ -46,7 +46,7 @@ def fmt_times(values: list[float]) -> str:
 def table(rows: list[dict], mixes: list[str], faults: list[str]) -> list[str]:
     """One row per fault, one column per mix: rounds, acknowledged, lost, duplicates, first send median / max."""
     rounds = [r for r in rows if "fault" in r and not r.get("summary")]
-    summaries = {(r["mix"], r["tag"]): r for r in rows if r.get("summary")}
+    summaries = [r for r in rows if r.get("summary")]       # one per round tag and burst (tags repeat per burst)
     head = "| fault | " + " | ".join(f"{m}{' (reference)' if m == REFERENCE_MIX else ''}" for m in mixes) + " |"
     out = [head, "|---" * (len(mixes) + 1) + "|"]
     for fault in faults:
@@ -56,8 +56,7 @@ def table(rows: list[dict], mixes: list[str], faults: list[str]) -> list[str]:
             if not mine:
                 cells.append("–")
                 continue
-            counts = [summaries.get((mix, r["tag"]), {}) for r in mine]
-            judged = [c for c in counts if c]
+            judged = [c for c in summaries if c["mix"] == mix and c["tag"].startswith(f"{fault}.")]
             acked = sum(c.get("acked", 0) for c in judged)
             lost = sum(c.get("lost", 0) for c in judged) if judged else "not judged"
             dups = sum(c.get("duplicates", 0) for c in judged) if judged else "-"
