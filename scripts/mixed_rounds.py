@@ -70,6 +70,11 @@ def table(rows: list[dict], mixes: list[str], faults: list[str]) -> list[str]:
     return out
 
 
+def faults_with_switchover(faults: list[str]) -> list[str]:
+    """The slow-disk round first moves the master with a planned switchover, recorded as a round of its own."""
+    return faults + (["switchover"] if "slow-disk" in faults else [])
+
+
 def kill_comparison(rows: list[dict]) -> str:
     def times(mix: str) -> list[float]:
         return [r["first_send_s"] for r in rows if r.get("mix") == mix and r.get("fault") == "kill9"
@@ -97,7 +102,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.table_only:
         rows = load(args.table_only)
-        print("\n".join(table(rows, args.mixes, args.faults)))
+        print("\n".join(table(rows, args.mixes, faults_with_switchover(args.faults))))
         print(kill_comparison(rows))
         return 0
     report = args.report or tempfile.mkstemp(suffix=".jsonl", prefix="mixed-rounds-")[1]
@@ -125,7 +130,7 @@ def main() -> int:
                 time.sleep(args.pause)
     rows = load(report)
     print(f"report: {report}")
-    print("\n".join(table(rows, args.mixes, args.faults)))
+    print("\n".join(table(rows, args.mixes, faults_with_switchover(args.faults))))
     print(kill_comparison(rows))
     for r in rows:
         if r.get("verdict"):
