@@ -442,6 +442,11 @@ class BrokerController:
         With ``only`` (a TopicConfig), the body carries just that topic (Java's
         registerIncrementBrokerData): the name server adds or updates it and keeps the others."""
         wrapper = self.topic_config_manager.wrapper(only)
+        if self.replication.controller_mode:
+            # 5.x (#6316): the master epoch as the registration's stateVersion; a name server keeps routing to the
+            # master of the newer epoch when an unreachable old master's entry is still live (a 5.x name server
+            # ignored an rmqd master without it, and kept the old Java master in the route)
+            wrapper = dict(wrapper, dataVersion=dict(wrapper["dataVersion"], stateVersion=self.role_manager.epoch))
         perm = self.config.brokerPermission
         if (perm & 6) != 6:
             for tc in wrapper["topicConfigTable"].values():
