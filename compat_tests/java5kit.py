@@ -218,11 +218,11 @@ class Mqadmin5(MqadminShell):
         super().__init__(cmd=java5_command("remoting", "MqadminShell", system_props=props))
 
 
-def _port_open(port: int) -> bool:
+def _port_open(port: int, host: str = "127.0.0.1") -> bool:
     import socket
     with socket.socket() as s:
         s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+        return s.connect_ex((host, port)) == 0
 
 
 def _props(values: Mapping[str, object]) -> str:
@@ -230,18 +230,24 @@ def _props(values: Mapping[str, object]) -> str:
 
 
 class _Jvm:
-    """One server JVM of a 5.x cluster: started with its log in ``workdir/<name>.out``; SIGKILLed or stopped."""
+    """One server JVM of a 5.x cluster: started with its log in ``workdir/<name>.out``; SIGKILLed or stopped.
+    ``wrap`` goes before the command (``ip netns exec NS``: the JVM runs on a host of compat_tests/netkit.py,
+    which execs it, so the process is still ``proc``); ``host`` is the address its ports are probed on."""
 
-    def __init__(self, name: str, workdir: Path, main_class: str, heap: Sequence[str], args: Sequence[str]) -> None:
+    def __init__(self, name: str, workdir: Path, main_class: str, heap: Sequence[str], args: Sequence[str],
+                 wrap: Sequence[str] = (), host: str = "127.0.0.1") -> None:
         self.name = name
+        self.host = host
         self.log = workdir / f"{name}.out"
         home = workdir / "home"
-        cmd = ["java", "-server", *heap, *GC_OPTS, *JDK17_OPTS, f"-Duser.home={workdir}",
+        cmd = [*wrap, "java", "-server", *heap, *GC_OPTS, *JDK17_OPTS, f"-Duser.home={workdir}",
                f"-Drocketmq.home.dir={home}",
                *[f"-D{k}={v}" for k, v in disk_ratio_system_properties().items()],
                "-cp", server_classpath(), main_class, *args]
         env = dict(os.environ, ROCKETMQ_HOME=str(home))
         with open(self.log, "ab") as out:
+            out.write(f"==== start at {time.time():.3f}\n".encode())
+            out.flush()
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=env, cwd=workdir, start_new_session=True)
 
@@ -256,7 +262,7 @@ class _Jvm:
 
     def wait_port(self, port: int, deadline: float) -> None:
         while time.monotonic() < deadline:
-            if _port_open(port):
+            if _port_open(port, self.host):
                 return
             if not self.alive():
                 raise Kit5Error(f"java5kit step 'start {self.name}': exited ({self.proc.returncode}): "
@@ -463,30 +469,135 @@ class ClusterProxy5:
         self.kill()
 
 
-class Controller5:
-    """A real standalone 5.x controller (ControllerStartup) of a one-node group, on a free loopback port,
-    with ``conf`` added to its controller.conf (e.g. ``controllerType=jRaft``)."""
+#: where one JVM of a group runs: (its address, the command prefix); loopback with none by default, a host of
+#: compat_tests/netkit.py (``ip netns exec NS``) in the network tests
+Placement = tuple[str, Sequence[str]]
+LOOPBACK: Placement = ("127.0.0.1", ())
 
-    def __init__(self, workdir: str | Path, conf: Mapping[str, object] | None = None) -> None:
+
+def _placements(n: int, hosts: Sequence[Placement] | None) -> list[Placement]:
+    hosts = list(hosts or [LOOPBACK] * n)
+    if len(hosts) != n:
+        raise ValueError(f"{n} JVMs need {n} placements, got {len(hosts)}")
+    return hosts
+
+
+def controller_peer_conf(peers: Sequence[str], self_index: int, store: Path, group: str = "group1") -> dict:
+    """The DLedger keys of node ``self_index`` of a controller group whose peers listen on ``peers``
+    (``host:port``; a 5.x controller serves brokers and admin tools on its own peer port)."""
+    return {"controllerDLegerGroup": group,
+            "controllerDLegerPeers": ";".join(f"n{i}-{a}" for i, a in enumerate(peers)),
+            "controllerDLegerSelfId": f"n{self_index}", "controllerStorePath": str(store)}
+
+
+class Controller5:
+    """Real standalone 5.x controllers (ControllerStartup, DLedger): a group of ``nodes`` (1 or 3), each with
+    ``conf`` added to its controller.conf (e.g. ``controllerType=jRaft``). A 5.x controller answers brokers and
+    admin tools on its DLedger peer port (``addrs``; ``listenPort`` is overridden by it). ``hosts`` places the
+    nodes (default: loopback, free ports); on hosts of their own every node uses ``port``."""
+
+    def __init__(self, workdir: str | Path, conf: Mapping[str, object] | None = None, nodes: int = 1,
+                 hosts: Sequence[Placement] | None = None, port: int = 9878) -> None:
         self.workdir = Path(workdir)
-        base = free_port_block(2)
-        self.port = base
-        self.addr = f"127.0.0.1:{self.port}"
-        self.conf = {"listenPort": self.port, "bindAddress": "127.0.0.1", "controllerDLegerGroup": "group1",
-                     "controllerDLegerPeers": f"n0-127.0.0.1:{base + 1}", "controllerDLegerSelfId": "n0",
-                     "controllerStorePath": str(self.workdir / "controller-store"), **(conf or {})}
-        self.jvm: _Jvm | None = None
+        self.hosts = _placements(nodes, hosts)
+        if hosts is None:
+            base = free_port_block(nodes)
+            self.addrs = [f"127.0.0.1:{base + i}" for i in range(nodes)]
+        else:
+            self.addrs = [f"{ip}:{port}" for ip, _ in self.hosts]
+        self.addr = self.addrs[0]
+        self.port = int(self.addr.rpartition(":")[2])
+        self.conf = dict(conf or {})
+        self.jvms: list[_Jvm | None] = [None] * nodes
+
+    @property
+    def jvm(self) -> _Jvm | None:
+        return self.jvms[0]
+
+    def node_conf(self, i: int) -> dict:
+        ip, _ = self.hosts[i]
+        return {"listenPort": int(self.addrs[i].rpartition(":")[2]), "bindAddress": ip,
+                **controller_peer_conf(self.addrs, i, self.workdir / f"n{i}" / "controller-store"),
+                "configStorePath": str(self.workdir / f"n{i}" / "controller.properties"), **self.conf}
+
+    def start_node(self, i: int, deadline: float) -> None:
+        d = self.workdir / f"n{i}"
+        conf = d / "home" / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "controller.conf").write_text(_props(self.node_conf(i)))
+        ip, wrap = self.hosts[i]
+        self.jvms[i] = _Jvm("controller", d, "org.apache.rocketmq.controller.ControllerStartup", CONTROLLER_HEAP,
+                            ["-c", str(conf / "controller.conf")], wrap=wrap, host=ip)
 
     def start(self, timeout: float = START_TIMEOUT) -> "Controller5":
         require_kit5()
         deadline = time.monotonic() + timeout
+        try:
+            for i in range(len(self.addrs)):
+                self.start_node(i, deadline)
+            for i, jvm in enumerate(self.jvms):
+                jvm.wait_port(int(self.addrs[i].rpartition(":")[2]), deadline)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def restart(self, i: int, timeout: float = START_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        self.kill_node(i)
+        self.start_node(i, deadline)
+        self.jvms[i].wait_port(int(self.addrs[i].rpartition(":")[2]), deadline)
+
+    def kill_node(self, i: int) -> None:
+        if self.jvms[i] is not None:
+            self.jvms[i].kill()
+
+    def kill(self) -> None:
+        for i in range(len(self.jvms)):
+            self.kill_node(i)
+
+    def __enter__(self) -> "Controller5":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+class Namesrv5:
+    """A real 5.x name server (NamesrvStartup), with ``controller=True`` the controller inside it
+    (``enableControllerInNamesrv``, one DLedger node on ``controller_port``)."""
+
+    def __init__(self, workdir: str | Path, conf: Mapping[str, object] | None = None, controller: bool = False,
+                 host: Placement = LOOPBACK, port: int = 9876, controller_port: int = 9878) -> None:
+        self.workdir = Path(workdir)
+        self.host = host
+        ip, _ = host
+        if host == LOOPBACK:
+            port = free_port_block(2)
+            controller_port = port + 1
+        self.port = port
+        self.addr = f"{ip}:{port}"
+        self.controller_addr = f"{ip}:{controller_port}" if controller else None
+        self.conf = {"listenPort": port, "bindAddress": ip, **(conf or {})}
+        if controller:
+            self.conf.update(enableControllerInNamesrv="true",
+                             **controller_peer_conf([self.controller_addr], 0, self.workdir / "controller-store"),
+                             configStorePath=str(self.workdir / "namesrv.properties"))
+        self.jvm: _Jvm | None = None
+
+    def start(self, timeout: float = START_TIMEOUT) -> "Namesrv5":
+        require_kit5()
+        deadline = time.monotonic() + timeout
         conf = self.workdir / "home" / "conf"
         conf.mkdir(parents=True, exist_ok=True)
-        (conf / "controller.conf").write_text(_props(self.conf))
+        (conf / "namesrv.conf").write_text(_props(self.conf))
+        ip, wrap = self.host
         try:
-            self.jvm = _Jvm("controller", self.workdir, "org.apache.rocketmq.controller.ControllerStartup",
-                            CONTROLLER_HEAP, ["-c", str(conf / "controller.conf")])
+            self.jvm = _Jvm("namesrv", self.workdir, "org.apache.rocketmq.namesrv.NamesrvStartup", NAMESRV_HEAP,
+                            ["-c", str(conf / "namesrv.conf")], wrap=wrap, host=ip)
             self.jvm.wait_port(self.port, deadline)
+            if self.controller_addr:
+                self.jvm.wait_port(int(self.controller_addr.rpartition(":")[2]), deadline)
         except BaseException:
             self.kill()
             raise
@@ -496,11 +607,84 @@ class Controller5:
         if self.jvm is not None:
             self.jvm.kill()
 
-    def __enter__(self) -> "Controller5":
-        return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.kill()
+#: 5.x controller mode with short timers, as rmqd's failover tests (tests/failover/kit.py FAST)
+CONTROLLER_MODE_FAST = dict(brokerHeartbeatInterval=300, controllerHeartBeatTimeoutMills=3000,
+                            syncBrokerMetadataPeriod=1000, checkSyncStateSetPeriod=1000, haMaxTimeSlaveNotCatchup=3000,
+                            haSendHeartbeatInterval=1000, haHousekeepingInterval=6000, slaveTimeout=3000)
+MIXED_BROKER_HEAP = ("-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=256m")
+
+
+class Broker5:
+    """A real 5.x broker (BrokerStartup) in ``workdir``, no proxy: ``conf`` replaces or adds broker.conf keys
+    (controller mode: ``enableControllerMode=true``, ``controllerAddr``, ``allAckInSyncStateSet`` ...). Ports:
+    ``port`` (VIP = port - 2, HA = port + 1, as BrokerStartup sets them; default: a free block on loopback, 10911
+    on a host of its own). It can be
+    killed (SIGKILL), paused (SIGSTOP/SIGCONT) and started again on the same store."""
+
+    def __init__(self, workdir: str | Path, conf: Mapping[str, object], host: Placement = LOOPBACK,
+                 port: int | None = None, name: str = "broker") -> None:
+        self.workdir = Path(workdir)
+        self.host = host
+        ip, _ = host
+        if port is None:
+            port = free_port_block(4) + 2 if host == LOOPBACK else 10911
+        self.port = port
+        self.addr = f"{ip}:{port}"
+        self.ha_addr = f"{ip}:{port + 1}"
+        self.name = name
+        self.store = self.workdir / "store"
+        self.conf = {"brokerIP1": ip, "brokerIP2": ip, "bindAddress": ip, "listenPort": port,
+                     "storePathRootDir": str(self.store), "storePathCommitLog": str(self.store / "commitlog"),
+                     "flushDiskType": "ASYNC_FLUSH", "autoCreateTopicEnable": "true", **conf}
+        self.jvm: _Jvm | None = None
+
+    def start(self, timeout: float = START_TIMEOUT, wait: bool = True) -> "Broker5":
+        """Start the JVM; with ``wait`` until its port is open (a controller-mode broker opens it before the
+        controller has given it a role)."""
+        require_kit5()
+        conf = self.workdir / "home" / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "broker.conf").write_text(_props(self.conf))
+        ip, wrap = self.host
+        self.jvm = _Jvm(self.name, self.workdir, "org.apache.rocketmq.broker.BrokerStartup", MIXED_BROKER_HEAP,
+                        ["-c", str(conf / "broker.conf")], wrap=wrap, host=ip)
+        if wait:
+            self.wait_started(time.monotonic() + timeout)
+        return self
+
+    def wait_started(self, deadline: float) -> None:
+        try:
+            self.jvm.wait_port(self.port, deadline)
+        except BaseException:
+            self.kill()
+            raise
+
+    @property
+    def pid(self) -> int | None:
+        return self.jvm.proc.pid if self.jvm is not None and self.jvm.alive() else None
+
+    def alive(self) -> bool:
+        return self.jvm is not None and self.jvm.alive()
+
+    def kill(self) -> None:
+        if self.jvm is not None:
+            self.jvm.kill()
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            os.kill(self.jvm.proc.pid, sig)
+
+    def output(self, tail: int = 3000) -> str:
+        return self.jvm.output(tail) if self.jvm is not None else ""
+
+    def store_log(self, tail: int = 20000) -> str:
+        """The broker's store log (HA and truncation lines), under ``user.home``."""
+        path = self.workdir / "logs" / "rocketmqlogs" / "store.log"
+        try:
+            return path.read_text(errors="replace")[-tail:]
+        except OSError:
+            return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

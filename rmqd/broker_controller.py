@@ -81,7 +81,7 @@ REGISTER_TIMEOUT_S = 3.0
 class BrokerController:
     """One broker: listens on ``listenPort`` and the VIP port ``listenPort - 2``."""
 
-    def __init__(self, config: BrokerConfig | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(self, config: BrokerConfig | None = None, host: str | None = None) -> None:
         self.config = config or BrokerConfig()
         c = self.config
         # Timings that Java hard-codes; attributes so tests can shorten them.
@@ -108,7 +108,8 @@ class BrokerController:
         # TLS as Java's TlsSystemConfig (environment, broker.conf, tls.config.file): the ports' and the clients'
         self.tls = remoting_server_tls(c.extra)
         self.client_tls = remoting_client_tls(c.extra)
-        self.server = RemotingServer(self.dispatcher, host, c.listenPort, extra_ports=extra, name="broker",
+        self.server = RemotingServer(self.dispatcher, host or c.bind_host, c.listenPort, extra_ports=extra,
+                                     name="broker",
                                      max_frame_length=c.serverMaxFrameLength, busy_poll_us=int(c.busyPollMicros),
                                      max_idle_s=float(c.serverChannelMaxIdleTimeSeconds), tls=self.tls)
         self.server.add_close_listener(self._on_channel_close)
@@ -117,7 +118,7 @@ class BrokerController:
         self.store_config = store_config_from(c)
         self.store = build_store(self.store_config, compaction_config_from(c), tier_config_from(c))
         # replication: the role owner, the HA service and the ReplicatedStore layer every processor writes through
-        self.replication = Replication(c, self.store, host)
+        self.replication = Replication(c, self.store, host or c.ha_bind_host)
         self.store = self.replication.store
         self.role_manager = self.replication.role
         cfg_dir = self.store_config.config_dir
@@ -474,6 +475,11 @@ class BrokerController:
         With ``only`` (a TopicConfig), the body carries just that topic (Java's
         registerIncrementBrokerData): the name server adds or updates it and keeps the others."""
         wrapper = self.topic_config_manager.wrapper(only)
+        if self.replication.controller_mode:
+            # 5.x (#6316): the master epoch as the registration's stateVersion; a name server keeps routing to the
+            # master of the newer epoch when an unreachable old master's entry is still live (a 5.x name server
+            # ignored an rmqd master without it, and kept the old Java master in the route)
+            wrapper = dict(wrapper, dataVersion=dict(wrapper["dataVersion"], stateVersion=self.role_manager.epoch))
         perm = self.config.brokerPermission
         if (perm & 6) != 6:
             for tc in wrapper["topicConfigTable"].values():

@@ -264,6 +264,10 @@ class BrokerConfig(_PropertiesConfig):
         "brokerId": 0,
         "brokerIP1": "127.0.0.1",
         "brokerIP2": None,
+        # the address the broker's sockets bind (Java's NettyServerConfig.bindAddress, 0.0.0.0 there); unset:
+        # brokerIP1 for the remoting ports, brokerIP2 (else brokerIP1) for the HA port, so a broker advertising
+        # an address is reachable at it and a default one stays on loopback
+        "bindAddress": None,
         "listenPort": 10911,
         "haListenPort": 10912,
         "namesrvAddr": None,
@@ -439,6 +443,16 @@ class BrokerConfig(_PropertiesConfig):
         return f"{self.brokerIP1}:{self.listenPort}"
 
     @property
+    def bind_host(self) -> str:
+        """Where the remoting ports listen: ``bindAddress``, else ``brokerIP1``."""
+        return str(self.bindAddress or self.brokerIP1 or "127.0.0.1")
+
+    @property
+    def ha_bind_host(self) -> str:
+        """Where the HA port listens: ``bindAddress``, else the address slaves are told (brokerIP2, brokerIP1)."""
+        return str(self.bindAddress or self.brokerIP2 or self.brokerIP1 or "127.0.0.1")
+
+    @property
     def vip_port(self) -> int:
         return self.listenPort - 2 if self.listenPort >= 2 else 0
 
@@ -454,6 +468,7 @@ class NamesrvConfig(_PropertiesConfig):
 
     _DEFAULTS = {
         "listenPort": 9876,
+        "bindAddress": "127.0.0.1",             # Java's NettyServerConfig.bindAddress (0.0.0.0 there)
         "orderMessageEnable": False,
         "kvConfigPath": os.path.join(os.path.expanduser("~"), ".rmqd", "namesrv", "kvConfig.json"),
         "serverMaxFrameLength": 16 * 1024 * 1024,

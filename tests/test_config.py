@@ -93,3 +93,19 @@ def test_lite_and_priority_keys_are_kept_but_not_reported_unused(caplog):
     assert c.to_properties()["minLiteTTl"] == "60000"
     lines = [r.getMessage() for r in caplog.records if "unknown properties" in r.getMessage()]
     assert lines == ["broker.conf: keeping unknown properties (not used by rmqd): noSuchKey"]
+
+
+def test_sockets_bind_bind_address_else_the_advertised_address():
+    """5.x's bindAddress names where the broker listens; without it rmqd binds what it advertises (brokerIP1, and
+    brokerIP2 for the HA port), so a broker on a host of its own is reachable at its address (it bound 127.0.0.1
+    whatever brokerIP1 said) and a default one stays on loopback."""
+    from rmqd.config import BrokerConfig, NamesrvConfig
+    assert (BrokerConfig().bind_host, BrokerConfig().ha_bind_host) == ("127.0.0.1", "127.0.0.1")
+    c = BrokerConfig(brokerIP1="198.18.7.11")
+    assert (c.bind_host, c.ha_bind_host) == ("198.18.7.11", "198.18.7.11")
+    c = BrokerConfig(brokerIP1="198.18.7.11", brokerIP2="198.18.8.11")
+    assert (c.bind_host, c.ha_bind_host) == ("198.18.7.11", "198.18.8.11")
+    c = BrokerConfig(brokerIP1="198.18.7.11", bindAddress="0.0.0.0")
+    assert (c.bind_host, c.ha_bind_host) == ("0.0.0.0", "0.0.0.0")
+    assert NamesrvConfig().bindAddress == "127.0.0.1"
+    assert NamesrvConfig(bindAddress="198.18.7.10").bindAddress == "198.18.7.10"

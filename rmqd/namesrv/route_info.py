@@ -67,6 +67,14 @@ class RouteInfoManager:
             if broker_data is None:
                 broker_data = self.brokerAddrTable[broker_name] = BrokerData(cluster_name, broker_name)
             addrs = broker_data.brokerAddrs
+            if broker_id == MASTER_ID and self._older_master(addrs.get(MASTER_ID), broker_addr, data_version):
+                # 5.x (#6316, controller mode): a live master of a newer epoch keeps brokerId 0; the newcomer (a
+                # master that has not heard of the election yet) is not routed
+                self.brokerLiveTable.pop(broker_addr, None)
+                log.warning("%s registers as master of %s at stateVersion %s, but %s is master at %s: ignored",
+                            broker_addr, broker_name, data_version.stateVersion, addrs.get(MASTER_ID),
+                            self.brokerLiveTable[addrs[MASTER_ID]].data_version.stateVersion)
+                return result
             # The same address under another id: a slave became master (or vice versa).
             for other_id in [i for i, a in addrs.items() if a == broker_addr and i != broker_id]:
                 del addrs[other_id]
@@ -99,6 +107,16 @@ class RouteInfoManager:
                         result.ha_server_addr = master_live.ha_server_addr
                         result.master_addr = master_addr
         return result
+
+    def _older_master(self, current: str | None, newcomer: str, data_version: DataVersion) -> bool:
+        """Whether ``newcomer`` registering as master is older than the live ``current`` master (both carry the
+        5.x stateVersion, their master epoch; an equal one lets the newcomer in, as 5.x)."""
+        if current is None or current == newcomer:
+            return False
+        live = self.brokerLiveTable.get(current)
+        if live is None or live.data_version.stateVersion is None or data_version.stateVersion is None:
+            return False
+        return live.data_version.stateVersion > data_version.stateVersion
 
     def _create_and_update_queue_data(self, broker_name: str, config: TopicConfig) -> None:
         queue_data = QueueData(broker_name, config.readQueueNums, config.writeQueueNums, config.perm,

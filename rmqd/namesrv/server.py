@@ -18,9 +18,10 @@ log = logging.getLogger(__name__)
 class NameServer:
     """Owns the name server's dispatcher, processors and listening socket."""
 
-    def __init__(self, config: NamesrvConfig | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(self, config: NamesrvConfig | None = None, host: str | None = None) -> None:
         self.config = config or NamesrvConfig()
         self.dispatcher = Dispatcher("namesrv")
+        host = host or str(self.config.bindAddress or "127.0.0.1")
         self.server = RemotingServer(self.dispatcher, host, self.config.listenPort, name="namesrv",
                                      max_frame_length=self.config.serverMaxFrameLength,
                                      max_idle_s=float(self.config.serverChannelMaxIdleTimeSeconds),

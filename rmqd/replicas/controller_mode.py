@@ -438,12 +438,20 @@ class ReplicasManager:
     async def _apply(self, info: ReplicaInfo, source: str) -> None:
         async with self._apply_lock:
             if info.master_epoch < self.master_epoch:
+                if source == "notification":            # a poll answered by a lagging controller is routine
+                    log.warning("ignoring a stale role notification: master %s at epoch %d, this broker is at "
+                                "epoch %d", info.master_id, info.master_epoch, self.master_epoch)
                 return
             if info.master_epoch == self.master_epoch:
-                if self.role.is_master and info.master_id == self.broker_id and info.sync_state_set is not None \
-                        and info.sync_state_set_epoch > self.set_epoch:
-                    self.set_epoch = info.sync_state_set_epoch
-                    self.ha.set_sync_state_set(info.sync_state_set)
+                if self.role.is_master and info.master_id == self.broker_id and info.sync_state_set is not None:
+                    if info.sync_state_set_epoch > self.set_epoch:
+                        self.set_epoch = info.sync_state_set_epoch
+                        self.ha.set_sync_state_set(info.sync_state_set)
+                    elif info.sync_state_set_epoch < self.set_epoch and \
+                            info.sync_state_set != self.ha.sync_state_set:
+                        log.warning("ignoring a stale SyncStateSet %s (epoch %d) from the %s: this master has %s at "
+                                    "epoch %d", sorted(info.sync_state_set), info.sync_state_set_epoch, source,
+                                    sorted(self.ha.sync_state_set), self.set_epoch)
                 return
             log.info("%s: master %s (%s) epoch %d, SyncStateSet %s (from the %s)", self.config.brokerName,
                      info.master_id, info.master_addr, info.master_epoch,

@@ -57,10 +57,12 @@ def conf_text(peers: dict[str, str], self_id: str, store: str, raft: dict[str, s
 class ControllerProcess:
     """One ``rmqd controller`` subprocess."""
 
-    def __init__(self, conf_path: str, log_path: str, addr: str) -> None:
+    def __init__(self, conf_path: str, log_path: str, addr: str, wrap: tuple[str, ...] = ()) -> None:
+        """``wrap`` goes before the command (``ip netns exec NS``: a host of compat_tests/netkit.py)."""
         self.conf_path = conf_path
         self.log_path = log_path
         self.addr = addr
+        self.wrap = tuple(wrap)
         self.proc: Optional[subprocess.Popen] = None
 
     def start(self, timeout: float = 30.0) -> "ControllerProcess":
@@ -68,9 +70,8 @@ class ControllerProcess:
         logf.write(f"==== start at {time.time():.3f}\n")
         logf.flush()
         env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
-        self.proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "INFO", "controller",
-                                      "-c", self.conf_path], stdout=subprocess.PIPE, stderr=logf, cwd=REPO,
-                                     env=env, text=True)
+        cmd = [*self.wrap, sys.executable, "-m", "rmqd.cli", "--log-level", "INFO", "controller", "-c", self.conf_path]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logf, cwd=REPO, env=env, text=True)
         logf.close()
         deadline = time.monotonic() + timeout
         while True:

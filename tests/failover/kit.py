@@ -245,14 +245,22 @@ def create_topic(addr: str, topic: str, queues: int = 4) -> None:
 class RoutedProducer:
     """Producer threads sending to the route's master (see the module docstring)."""
 
-    def __init__(self, namesrv: str, topic: str, threads: int = 2, queues: int = 4, body_size: int = 200) -> None:
+    def __init__(self, namesrv: str, topic: str, threads: int = 2, queues: int = 4, body_size: int = 200,
+                 pace_s: float = 0.0, route_refresh_s: float = 0.0) -> None:
+        """``pace_s``: each thread waits this long after an acknowledged send (a bounded rate);
+        ``route_refresh_s``: also ask the name server again this often while sends succeed, and move to the
+        master it names (as a client's periodic route poll; otherwise only a failed send moves a thread)."""
         self.namesrv, self.topic, self.queues = namesrv, topic, queues
+        self.pace_s, self.route_refresh_s = pace_s, route_refresh_s
         self.body = b"f" * body_size
         self.acked: dict[str, float] = {}           # key -> monotonic time of the SEND_OK
         self.acked_by: dict[str, str] = {}          # key -> broker address that acknowledged it
+        #: key -> (queueId, queueOffset, msgId) of the SEND_OK (compat_tests/queue_checker.py checks them)
+        self.receipts: dict[str, tuple[int, int, str]] = {}
         # -1: no answer within SEND_TIMEOUT_S (or a broken connection)
         self.failures = 0
         self.codes: dict[int, int] = {}
+        self.tag = ""                               # put before each key (a fault round's name, for attribution)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(t,), daemon=True) for t in range(threads)]
@@ -266,8 +274,15 @@ class RoutedProducer:
         client: Optional[BlockingClient] = None
         addr: Optional[str] = None
         i = 0
+        routed_at = 0.0
         while not self._stop.is_set():
+            if client is not None and self.route_refresh_s and time.monotonic() - routed_at > self.route_refresh_s:
+                routed_at = time.monotonic()
+                if master_in_route(self.namesrv, self.topic) not in (None, addr):
+                    client.close()
+                    client = None
             if client is None:
+                routed_at = time.monotonic()
                 addr = master_in_route(self.namesrv, self.topic)
                 if addr is None:
                     time.sleep(0.05)
@@ -278,7 +293,7 @@ class RoutedProducer:
                     client = None
                     time.sleep(0.05)
                     continue
-            key = f"p{n}-{i}"
+            key = f"{self.tag}p{n}-{i}"
             i += 1
             try:
                 r = send_one(client, self.topic, key, self.body, i % self.queues, SEND_TIMEOUT_S)
@@ -290,8 +305,15 @@ class RoutedProducer:
                 if code == ResponseCode.SUCCESS:
                     self.acked[key] = time.monotonic()
                     self.acked_by[key] = addr
-                    continue
-                self.failures += 1
+                    ext = r.ext_fields or {}
+                    self.receipts[key] = (int(ext.get("queueId", -1)), int(ext.get("queueOffset", -1)),
+                                          str(ext.get("msgId", "")))
+                else:
+                    self.failures += 1
+            if code == ResponseCode.SUCCESS:
+                if self.pace_s:
+                    self._stop.wait(self.pace_s)
+                continue
             client.close()
             client = None
             time.sleep(0.05)

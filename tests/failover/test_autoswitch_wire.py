@@ -300,3 +300,146 @@ def test_a_restarted_slave_reads_no_further_than_the_recorded_confirm_offset(gro
     layer = ReplicatedStore(again, sha2, BrokerRole.SLAVE)
     layer.bound_reads(sha2.get_confirm_offset)
     assert sum(layer.get_messages("HaTopic", q, 0, 32).message_count for q in (0, 1)) == 4
+
+
+def test_a_heartbeat_at_offset_minus_one_from_an_empty_master_is_taken_by_an_empty_slave(group):
+    """A 5.x master whose CommitLog is empty sends its heartbeats at offset -1 (CommitLog.getMinOffset answers -1 with
+    no file, AutoSwitchHAConnection's transfer start); a 5.x slave checks offsets only once it has data. rmqd's slave
+    closed the connection every second ("negative offset -1") under a fresh Java master, never joining its set."""
+    slave, sha = group("s", slave=True)
+    client = sha.client
+    frames = wire.pack_transfer_header(0, -1, 1, 0, 0) * 2
+    assert client._consume(memoryview(frames), len(frames)) == len(frames)
+    assert client.confirm_offset == 0 and slave.commitlog_max_offset() == 0
+    put_keyed(slave, "HaTopic", "k1")                     # a slave holding data: -1 is no offset of its CommitLog
+    hb = wire.pack_transfer_header(0, -1, 1, 0, 0)
+    with pytest.raises(HAProtocolError, match="negative offset -1"):
+        client._consume(memoryview(hb), len(hb))
+    body = wire.pack_transfer_header(16, -1, 1, 0, 0) + b"x" * 16
+    _, sha2 = group("s2", slave=True)
+    with pytest.raises(HAProtocolError, match="negative offset -1"):
+        sha2.client._consume(memoryview(body), len(body))
+
+
+# ------------------------------------------------------------------------------------- bad input from a Java peer
+class FakeJavaMaster:
+    """A 5.x master's HA port as a test drives it: reads the slave's handshake, answers with ``epochs`` and
+    ``max_offset``, reads the first ack, then sends what the test says."""
+
+    def __init__(self, epochs: list, max_offset: int) -> None:
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(2)
+        self.addr = f"127.0.0.1:{self.lsock.getsockname()[1]}"
+        self.epochs, self.max_offset = epochs, max_offset
+        self.conn = None
+
+    def accept(self, timeout: float = 10.0) -> int:
+        self.lsock.settimeout(timeout)
+        self.conn, _ = self.lsock.accept()
+        self.conn.settimeout(timeout)
+        wire.unpack_slave_handshake(self._exactly(wire.SLAVE_HANDSHAKE.size))
+        self.conn.sendall(wire.pack_master_handshake(self.max_offset, self.epochs[-1][0], self.epochs))
+        return wire.unpack_ack(self._exactly(wire.SLAVE_ACK.size))
+
+    def _exactly(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            got = self.conn.recv(n - len(data))
+            assert got, "the slave closed the connection"
+            data += got
+        return data
+
+    def closed_by_slave(self, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        self.conn.settimeout(0.2)
+        while time.monotonic() < deadline:
+            try:
+                if not self.conn.recv(4096):
+                    return True
+            except socket.timeout:
+                continue
+            except OSError:
+                return True
+        return False
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+        self.lsock.close()
+
+
+def _slave_following(group, tmp_path, name: str = "s"):
+    """A slave holding 20 records at epoch 1, ready to follow a master (brokerId 2, epoch 1 expected)."""
+    slave, sha = group(name, slave=True)
+    fill(slave, 20, 500)
+    sha.epoch_cache.append(1, 0)
+    sha.client.broker_id = 2
+    sha.client.expected_epoch = 1
+    sha.client.reconnect_delay_s = 30                 # one connection: the test watches it end
+    return slave, sha
+
+
+def _intact(slave, sha, max_offset: int) -> None:
+    assert slave.commitlog_max_offset() == max_offset
+    assert sha.epoch_cache.snapshot() == [(1, 0)]
+    for q in (0, 1):
+        got = slave.get_messages("HaTopic", q, 0, 32)
+        assert got.message_count == 10, (q, got.message_count)
+
+
+def test_a_java_master_frame_of_an_unexpected_epoch_closes_the_connection_and_stores_nothing(group, tmp_path, caplog):
+    """A 5.x master sending data labelled with an epoch below this slave's last one (a mislabelled frame, as 5.x's
+    #9689 sends after an epoch bump without a switch): the slave closes the connection naming the epoch, appends
+    nothing, and keeps its epoch file."""
+    slave, sha = _slave_following(group, tmp_path)
+    mx = slave.commitlog_max_offset()
+    peer = FakeJavaMaster([(1, 0)], mx)
+    try:
+        sha.start()
+        sha.update_master_address(peer.addr)
+        assert peer.accept() == mx
+        body = b"\x00" * 64
+        peer.conn.sendall(wire.pack_transfer_header(len(body), mx, 0, 0, mx) + body)
+        assert peer.closed_by_slave(), "the slave kept the connection"
+        wait_until(lambda: "epoch 0 from 0 does not follow this slave's epochs" in caplog.text, 5, "the log line")
+        _intact(slave, sha, mx)
+    finally:
+        peer.close()
+
+
+def test_a_truncated_autoswitch_frame_from_a_java_master_is_dropped_and_the_store_kept(group, tmp_path, caplog):
+    """A 5.x master's connection ending inside a transfer (its header announced 600 bytes, 300 came): the slave
+    logs the truncated frame, appends none of it, and its CommitLog and epochs are as before."""
+    slave, sha = _slave_following(group, tmp_path)
+    mx = slave.commitlog_max_offset()
+    peer = FakeJavaMaster([(1, 0)], mx + 600)
+    try:
+        sha.start()
+        sha.update_master_address(peer.addr)
+        assert peer.accept() == mx
+        peer.conn.sendall(wire.pack_transfer_header(600, mx, 1, 0, mx) + b"\x01" * 300)
+        time.sleep(0.3)
+        peer.close()
+        wait_until(lambda: "truncated frame dropped" in caplog.text, 10, "the log line")
+        _intact(slave, sha, mx)
+    finally:
+        peer.close()
+
+
+def test_a_java_master_confirm_offset_beyond_what_arrived_is_not_trusted(group, tmp_path):
+    """A transfer header's confirmOffset past the bytes this slave holds (a Java master confirms what its other
+    slaves have): reads stay within what this slave holds (5.x: min(confirmOffset, maxPhyOffset))."""
+    slave, sha = _slave_following(group, tmp_path)
+    mx = slave.commitlog_max_offset()
+    peer = FakeJavaMaster([(1, 0)], mx)
+    try:
+        sha.start()
+        sha.update_master_address(peer.addr)
+        assert peer.accept() == mx
+        peer.conn.sendall(wire.pack_transfer_header(0, mx, 1, 0, mx + 10_000))
+        wait_until(lambda: sha.client.confirm_offset == mx, 5, "the heartbeat taken")
+        assert sha.get_confirm_offset() == mx
+        _intact(slave, sha, mx)
+    finally:
+        peer.close()

@@ -34,13 +34,14 @@ async def client():
 
 def register_request(broker_name="broker-a", addr="127.0.0.1:10911", cluster="DefaultCluster", broker_id=0,
                      topics=None, version=(1, 1700000000000), compressed=False, crc=None, ha="127.0.0.1:10912",
-                     request_version=409):
-    """A REGISTER_BROKER request like a Java broker's; ``topics`` maps name → (read, write, perm[, sysFlag])."""
+                     request_version=409, state_version=None):
+    """A REGISTER_BROKER request like a Java broker's; ``topics`` maps name → (read, write, perm[, sysFlag]);
+    ``state_version``: a 5.x controller-mode broker's master epoch in the DataVersion."""
     configs = {}
     for name, spec in (topics or {}).items():
         read, write, perm, *rest = spec
         configs[name] = TopicConfig(name, read, write, perm, topicSysFlag=rest[0] if rest else 0)
-    body = RegisterBrokerBody(DataVersion(version[1], version[0]), configs, []).encode(compressed)
+    body = RegisterBrokerBody(DataVersion(version[1], version[0], state_version), configs, []).encode(compressed)
     ext = {"brokerName": broker_name, "brokerAddr": addr, "clusterName": cluster, "haServerAddr": ha,
            "brokerId": str(broker_id), "compressed": "true" if compressed else "false"}
     if crc is not None:

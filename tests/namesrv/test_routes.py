@@ -323,3 +323,24 @@ async def test_register_topic_in_namesrv(namesrv, client):
     assert resp.code == ResponseCode.SUCCESS
     data = loads_lenient((await route(client, namesrv, "Static", version=333)).body_bytes())
     assert [q["brokerName"] for q in data["queueDatas"]] == ["broker-a"]
+
+
+async def test_a_master_of_an_older_epoch_does_not_take_the_route_back(namesrv, client):
+    """5.x controller mode (#6316): brokers register their master epoch as the DataVersion's stateVersion; while the
+    master of a newer epoch is live, one of an older epoch registering as brokerId 0 (a Java 5.x master cut off
+    from the controller, or one just resumed) is not routed; a newer or equal epoch takes brokerId 0, and without
+    stateVersion (4.x) the newcomer always does."""
+    topics = {"TopicTest": (4, 4, 6)}
+
+    async def master():
+        body = loads_lenient((await route(client, namesrv, "TopicTest")).body_bytes())
+        return body["brokerDatas"][0]["brokerAddrs"]["0"]
+    await register(client, namesrv, addr="127.0.0.1:20911", topics=topics, state_version=3)
+    await register(client, namesrv, addr="127.0.0.1:30911", topics=topics, state_version=2)
+    assert await master() == "127.0.0.1:20911"
+    await register(client, namesrv, addr="127.0.0.1:30911", topics=topics, state_version=4)
+    assert await master() == "127.0.0.1:30911"
+    await register(client, namesrv, addr="127.0.0.1:20911", topics=topics, state_version=4)
+    assert await master() == "127.0.0.1:20911"
+    await register(client, namesrv, addr="127.0.0.1:40911", topics=topics)
+    assert await master() == "127.0.0.1:40911"

@@ -14,17 +14,19 @@ from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.store.message import decode_messages
 
-ADDR = re.compile(r"listening on (127\.0\.0\.1:\d+)")
+ADDR = re.compile(r"listening on (\d+\.\d+\.\d+\.\d+:\d+)")
 
 
 class RmqdProc:
-    """``python -m rmqd.cli ARGS``; its log goes to ``log_path``; ``addr`` is the first address it printed."""
+    """``python -m rmqd.cli ARGS``; its log goes to ``log_path``; ``addr`` is the first address it printed.
+    ``wrap`` goes before the command (``ip netns exec NS`` runs it on a host of compat_tests/netkit.py; it execs
+    the command, so ``proc`` is still the rmqd process)."""
 
-    def __init__(self, log_path: str, *args: str, timeout: float = 30.0) -> None:
+    def __init__(self, log_path: str, *args: str, timeout: float = 30.0, wrap: tuple[str, ...] = ()) -> None:
         self.log_path = log_path
         self.log = open(log_path, "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "INFO", *args],
+        self.proc = subprocess.Popen([*wrap, sys.executable, "-m", "rmqd.cli", "--log-level", "INFO", *args],
                                      stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
         deadline = time.monotonic() + timeout
         self.addr = ""

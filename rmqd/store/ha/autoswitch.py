@@ -264,6 +264,12 @@ class ControllerHAClient(HAClient):
             if size < 0 or size > max_body:
                 raise HAProtocolError(f"the master sent a transfer of {size} bytes at offset {offset}")
             if offset < 0:
+                # a 5.x master with an empty CommitLog (getMinOffset answers -1) heartbeats at -1 until it has data;
+                # its slaves check offsets only once they hold data themselves (AutoSwitchHAClient)
+                if size == 0 and self.store.commitlog_max_offset() == 0:
+                    self.confirm_offset = 0
+                    pos += hsize
+                    continue
                 raise HAProtocolError(f"the master sent a negative offset {offset}")
             whole = filled - pos >= hsize + size
             if size == 0 or not whole:                 # a whole transfer's offset is the appender's to check
