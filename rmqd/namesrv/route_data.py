@@ -1,5 +1,5 @@
-"""Name-server value types in RocketMQ's JSON shapes (README §3.0): DataVersion, TopicConfig,
-QueueData, BrokerData, and the RegisterBrokerBody codec (JSON and the ``compressed`` zlib form)."""
+"""Name-server value types in RocketMQ's JSON shapes (README §3.0): DataVersion, QueueData, BrokerData, and the
+RegisterBrokerBody codec (JSON and the ``compressed`` zlib form) of the brokers' TopicConfig (rmqd.store.metadata)."""
 from __future__ import annotations
 
 import struct
@@ -9,44 +9,10 @@ from dataclasses import dataclass, field
 from rmqd.constants import PERM_READ, PERM_WRITE
 from rmqd.data_version import DataVersion  # noqa: F401  (re-exported: part of the body types)
 from rmqd.remoting.fastjson import dumps, loads_lenient
+from rmqd.store.metadata import TopicConfig
 
 TOPIC_SYS_FLAG_UNIT = 0x1
 TOPIC_SYS_FLAG_UNIT_SUB = 0x2
-
-
-@dataclass
-class TopicConfig:
-    """The parts of a broker's TopicConfig the name server keeps."""
-
-    topicName: str
-    readQueueNums: int = 16
-    writeQueueNums: int = 16
-    perm: int = PERM_READ | PERM_WRITE
-    topicFilterType: str = "SINGLE_TAG"
-    topicSysFlag: int = 0
-    order: bool = False
-
-    def to_fastjson(self) -> dict:
-        return {"order": self.order, "perm": self.perm, "readQueueNums": self.readQueueNums,
-                "topicFilterType": self.topicFilterType, "topicName": self.topicName,
-                "topicSysFlag": self.topicSysFlag, "writeQueueNums": self.writeQueueNums}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "TopicConfig":
-        return cls(str(d["topicName"]), int(d.get("readQueueNums", 16)), int(d.get("writeQueueNums", 16)),
-                   int(d.get("perm", PERM_READ | PERM_WRITE)), str(d.get("topicFilterType") or "SINGLE_TAG"),
-                   int(d.get("topicSysFlag") or 0), bool(d.get("order", False)))
-
-    def encode_compact(self) -> str:
-        """TopicConfig.encode(): ``"name readQ writeQ perm FILTERTYPE"`` (compressed register body)."""
-        return f"{self.topicName} {self.readQueueNums} {self.writeQueueNums} {self.perm} {self.topicFilterType}"
-
-    @classmethod
-    def decode_compact(cls, text: str) -> "TopicConfig":
-        parts = text.split(" ")
-        if len(parts) < 5:
-            raise ValueError(f"bad compact TopicConfig {text!r}")
-        return cls(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4])
 
 
 @dataclass
@@ -154,6 +120,6 @@ class RegisterBrokerBody:
         configs = {}
         for _ in range(read_int()):
             tc = TopicConfig.decode_compact(read_bytes(read_int()).decode("utf-8"))
-            configs[tc.topicName] = tc
+            configs[tc.topic_name] = tc
         filters = loads_lenient(read_bytes(read_int())) or []
         return cls(version, configs, [str(a) for a in filters])

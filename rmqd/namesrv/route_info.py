@@ -119,12 +119,12 @@ class RouteInfoManager:
         return live.data_version.stateVersion > data_version.stateVersion
 
     def _create_and_update_queue_data(self, broker_name: str, config: TopicConfig) -> None:
-        queue_data = QueueData(broker_name, config.readQueueNums, config.writeQueueNums, config.perm,
-                               config.topicSysFlag)
-        table = self.topicQueueTable.get(config.topicName)
+        queue_data = QueueData(broker_name, config.read_queue_nums, config.write_queue_nums, config.perm,
+                               config.topic_sys_flag)
+        table = self.topicQueueTable.get(config.topic_name)
         if table is None:
-            self.topicQueueTable[config.topicName] = {broker_name: queue_data}
-            log.debug("new topic registered, %s %s", config.topicName, queue_data)
+            self.topicQueueTable[config.topic_name] = {broker_name: queue_data}
+            log.debug("new topic registered, %s %s", config.topic_name, queue_data)
         elif table.get(broker_name) != queue_data:
             table[broker_name] = queue_data
 

@@ -30,6 +30,8 @@ Running:
   confirmed and the proposed set until the controller answers.
 
 All of it runs on the broker's event loop; disk work (truncation, epoch and identity files) in the executor.
+The requests and the reading of their answers are :mod:`rmqd.replicas.controller_client`'s; this module decides
+what the broker does with them (the role transitions, the lease, the SyncStateSet).
 """
 from __future__ import annotations
 
@@ -38,24 +40,21 @@ import logging
 import os
 import random
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from rmqd.config import BrokerRole
-from rmqd.controller.codes import ControllerRequestCode as Req, ControllerResponseCode as Res
-from rmqd.fileutil import atomic_write
+from rmqd.controller.codes import ControllerRequestCode as Req
 from rmqd.remoting import fastjson
-from rmqd.remoting.client import RemotingClient
 from rmqd.tls.contexts import remoting_client_tls
 from rmqd.remoting.codes import ResponseCode
-from rmqd.remoting.command import RemotingCommand, new_request, new_response
+from rmqd.remoting.command import RemotingCommand, new_response
+from rmqd.replicas.controller_client import ControllerClient, ReplicaInfo, replica_info_of
 from rmqd.replicas.role_manager import RoleManager
 from rmqd.store.ha.autoswitch import ControllerHAService
 from rmqd.store.ha.epoch_file import LONG_MAX, EpochFileCache
 
 log = logging.getLogger(__name__)
 
-RPC_TIMEOUT_S = 3.0                 # BrokerOuterAPI's controller calls
 REGISTER_RETRY_S = 1.0
 FOLLOW_RETRY_S = 0.3
 LEASE_FRACTION = 0.5
@@ -64,31 +63,6 @@ LEASE_FRACTION = 0.5
 def _next_port(addr: str) -> str:
     host, _, port = addr.rpartition(":")
     return f"{host}:{int(port) + 1}"
-
-
-@dataclass
-class ReplicaInfo:
-    """What the controller says about the group."""
-
-    master_id: Optional[int]
-    master_addr: Optional[str]
-    master_epoch: int
-    sync_state_set: Optional[frozenset[int]] = None
-    sync_state_set_epoch: int = -1
-
-
-def _int(value: Any, default: Optional[int] = None) -> Optional[int]:
-    if value is None or value == "" or value == "null":
-        return default
-    return int(value)
-
-
-def read_identity(path: str) -> Optional[list[str]]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().strip().split("#")
-    except FileNotFoundError:
-        return None
 
 
 class ReplicasManager:
@@ -106,6 +80,9 @@ class ReplicasManager:
         root = str(c.storePathRootDir)
         self.epoch_cache = EpochFileCache(str(c.storePathEpochFile or os.path.join(root, "epochFileCheckpoint")))
         self.identity_path = str(c.storePathBrokerIdentity or os.path.join(root, "brokerIdentity"))
+        #: the requests to the controllers (and the followed master's epoch cache)
+        self.controllers = ControllerClient(self.controller_addrs, str(c.brokerClusterName), str(c.brokerName),
+                                            self.identity_path)
         self.heartbeat_s = int(c.brokerHeartbeatInterval) / 1000
         self.timeout_ms = int(c.controllerHeartBeatTimeoutMills)
         self.lease_s = self.timeout_ms / 1000 * LEASE_FRACTION
@@ -116,11 +93,9 @@ class ReplicasManager:
         self.master_id: Optional[int] = None
         self.master_addr: Optional[str] = None
         self.set_epoch = -1
-        self.leader: Optional[str] = None
         self.ready = False
         self.lease_until = 0.0
         self.last_switch_ms = 0
-        self._client: Optional[RemotingClient] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._tasks: list[asyncio.Task] = []
         self._follow_task: Optional[asyncio.Task] = None
@@ -153,8 +128,7 @@ class ReplicasManager:
         self._own_address = own_address
         self._ha_address = ha_address
         self._apply_lock = asyncio.Lock()
-        self._client = RemotingClient(connect_timeout=RPC_TIMEOUT_S, tls=remoting_client_tls(self.config.extra),
-                                      signer=signer)
+        self.controllers.start(remoting_client_tls(self.config.extra), signer)
         self.ha.client.on_disconnect = lambda addr: loop.call_soon_threadsafe(self._on_ha_disconnect, addr)
         self.ha.on_slave_change.append(lambda: loop.call_soon_threadsafe(self._schedule_set_check, 0.05))
         self.ha.on_ack.append(self._on_ack)
@@ -168,89 +142,24 @@ class ReplicasManager:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._check_soon is not None:
             self._check_soon.cancel()
-        if self._client is not None:
-            self._client.close()
+        self.controllers.close()
 
     def status(self) -> dict:
         """Role, epoch, SyncStateSet, lease (metrics and the admin surface)."""
         return {"brokerId": self.broker_id, "role": self.role.role.value, "masterEpoch": self.master_epoch,
                 "masterBrokerId": self.master_id, "syncStateSet": sorted(self.ha.sync_state_set),
                 "syncStateSetEpoch": self.set_epoch, "fenced": self.role.fenced,
-                "controllerLeader": self.leader, "lastSwitchMillis": self.last_switch_ms,
+                "controllerLeader": self.controllers.leader, "lastSwitchMillis": self.last_switch_ms,
                 "confirmOffset": self.ha.get_confirm_offset(),
                 "epochs": self.epoch_cache.snapshot()}
 
-    # ================================================================ controller calls
-    async def _call(self, addr: str, code: int, ext: Optional[dict] = None,
-                    body: Optional[bytes] = None) -> RemotingCommand:
-        return await self._client.invoke(addr, new_request(code, {k: v for k, v in (ext or {}).items()
-                                                                  if v is not None}, body), RPC_TIMEOUT_S)
-
-    async def _find_leader(self) -> Optional[str]:
-        """The leader, by the address this broker dials when that controller says it leads (an advertised
-        address may not be reachable from here, apache/rocketmq#9082), else by the address others advertise."""
-        advertised = None
-        for addr in self.controller_addrs:
-            try:
-                r = await self._call(addr, Req.CONTROLLER_GET_METADATA_INFO)
-            except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
-                log.debug("controller %s unreachable: %r", addr, exc)
-                continue
-            ext = r.ext_fields or {}
-            if r.code != ResponseCode.SUCCESS:
-                continue
-            if str(ext.get("isLeader")).lower() == "true":
-                return self._leader_is(addr)
-            leader = ext.get("controllerLeaderAddress")
-            if leader and leader != "null":
-                advertised = advertised or leader
-        if advertised is not None:
-            return self._leader_is(advertised)
-        self.leader = None
-        return None
-
-    def _leader_is(self, addr: str) -> str:
-        if addr != self.leader:
-            log.info("controller leader: %s", addr)
-        self.leader = addr
-        return addr
-
-    async def _leader_call(self, code: int, ext: Optional[dict] = None,
-                           body: Optional[bytes] = None) -> Optional[RemotingCommand]:
-        """A call to the leader (found again when it moved); None when no leader answers."""
-        for _ in range(2):
-            leader = self.leader or await self._find_leader()
-            if leader is None:
-                return None
-            try:
-                r = await self._call(leader, code, ext, body)
-            except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
-                log.info("controller leader %s: %r", leader, exc)
-                self.leader = None
-                continue
-            if r.code == Res.CONTROLLER_NOT_LEADER:
-                self.leader = None
-                continue
-            return r
-        return None
-
-    def _base(self) -> dict:
-        return {"clusterName": self.config.brokerClusterName, "brokerName": self.config.brokerName}
-
+    # ================================================================ heartbeat
     async def _heartbeat(self, only: Optional[str] = None) -> None:
-        """BROKER_HEARTBEAT (904, oneway) to every controller at once (or to ``only``): an unreachable one must
-        not hold up the others."""
-        ext = dict(self._base(), brokerAddr=self._own_address(), brokerId=self.broker_id,
-                   epoch=self.epoch_cache.last_epoch(), maxOffset=self.store.commitlog_max_offset(),
-                   confirmOffset=self.ha.get_confirm_offset(), heartbeatTimeoutMills=self.timeout_ms,
-                   electionPriority=int(self.config.brokerElectionPriority))
-
-        async def one(addr: str) -> None:
-            try:
-                await self._client.invoke_oneway(addr, new_request(Req.BROKER_HEARTBEAT, ext))
-            except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
-                log.debug("heartbeat to controller %s failed: %r", addr, exc)
-        await asyncio.gather(*(one(a) for a in ([only] if only else self.controller_addrs)))
+        """BROKER_HEARTBEAT (904) with this broker's state to every controller (or to ``only``)."""
+        await self.controllers.heartbeat(dict(
+            brokerAddr=self._own_address(), brokerId=self.broker_id, epoch=self.epoch_cache.last_epoch(),
+            maxOffset=self.store.commitlog_max_offset(), confirmOffset=self.ha.get_confirm_offset(),
+            heartbeatTimeoutMills=self.timeout_ms, electionPriority=int(self.config.brokerElectionPriority)), only)
 
     # ================================================================ start-up
     async def _run(self) -> None:
@@ -271,57 +180,24 @@ class ReplicasManager:
         self._tasks.append(loop.create_task(self._lease_watch(), name="master-lease"))
 
     async def _register(self) -> bool:
-        if await self._find_leader() is None:
+        if await self.controllers.find_leader() is None:
             log.info("no controller leader yet among %s", self.controller_addrs)
             return False
-        if self.broker_id <= 0 and not await self._obtain_id():
-            return False
-        r = await self._leader_call(Req.CONTROLLER_REGISTER_BROKER,
-                                    dict(self._base(), brokerId=self.broker_id, brokerAddress=self._own_address()))
-        if r is None or r.code != ResponseCode.SUCCESS:
-            log.warning("REGISTER_BROKER to the controller failed: %s", None if r is None else (r.code, r.remark))
+        if self.broker_id <= 0:
+            broker_id = await self.controllers.obtain_id(self._own_address())
+            if broker_id is None:
+                return False
+            self._set_id(broker_id)
+        info = await self.controllers.register_broker(self.broker_id, self._own_address())
+        if info is None:
             return False
         await self._heartbeat()
-        info = self._info_from(r)
         if info.master_id is None:
-            info = await self._elect() or info
+            info = await self.controllers.elect_master(self.broker_id) or info
         if info.master_id is None:
             log.info("%s has no master yet (epoch %d); retrying", self.config.brokerName, info.master_epoch)
             return False
         await self._apply(info, "registration")
-        return True
-
-    async def _obtain_id(self) -> bool:
-        """brokerIdentity, else brokerIdentity-temp + APPLY_BROKER_ID, else GET_NEXT_BROKER_ID first."""
-        c = self.config
-        ident = read_identity(self.identity_path)
-        if ident is not None:
-            if ident[:2] != [c.brokerClusterName, c.brokerName] or len(ident) < 3:
-                raise RuntimeError(f"{self.identity_path} belongs to {ident[:2]}, not "
-                                   f"{[c.brokerClusterName, c.brokerName]}: remove it to join this group")
-            self._set_id(int(ident[2]))
-            return True
-        temp = self.identity_path + "-temp"
-        ident = read_identity(temp)
-        if ident is None or ident[:2] != [c.brokerClusterName, c.brokerName]:
-            r = await self._leader_call(Req.CONTROLLER_GET_NEXT_BROKER_ID, self._base())
-            if r is None or r.code != ResponseCode.SUCCESS:
-                return False
-            next_id = int(r.ext_fields["nextBrokerId"])
-            check = f"{self._own_address()};{int(time.time() * 1000)}"
-            ident = [c.brokerClusterName, c.brokerName, str(next_id), check]
-            await self._in_executor(atomic_write, temp, "#".join(ident), False)
-        r = await self._leader_call(Req.CONTROLLER_APPLY_BROKER_ID, dict(self._base(), appliedBrokerId=ident[2],
-                                                                        registerCheckCode=ident[3]))
-        if r is None:
-            return False
-        if r.code != ResponseCode.SUCCESS:
-            log.warning("APPLY_BROKER_ID %s refused: %s %s; asking for another id", ident[2], r.code, r.remark)
-            await self._in_executor(os.unlink, temp)
-            return False
-        await self._in_executor(atomic_write, self.identity_path, "#".join(ident[:3]), False)
-        await self._in_executor(os.unlink, temp)
-        self._set_id(int(ident[2]))
         return True
 
     def _set_id(self, broker_id: int) -> None:
@@ -331,33 +207,6 @@ class ReplicasManager:
             self.role.change_to_slave(broker_id)
         log.info("%s/%s has controller brokerId %d", self.config.brokerClusterName, self.config.brokerName,
                  broker_id)
-
-    async def _elect(self) -> Optional[ReplicaInfo]:
-        r = await self._leader_call(Req.CONTROLLER_ELECT_MASTER, dict(self._base(), brokerId=self.broker_id,
-                                                                      designateElect="false",
-                                                                      invokeTime=int(time.time() * 1000)))
-        if r is None:
-            return None
-        if r.code in (ResponseCode.SUCCESS, Res.CONTROLLER_MASTER_STILL_EXIST):
-            return self._info_from(r)
-        log.info("ELECT_MASTER for %s: %s %s", self.config.brokerName, r.code, r.remark)
-        return None
-
-    @staticmethod
-    def _info_from(r: RemotingCommand) -> ReplicaInfo:
-        ext = r.ext_fields or {}
-        members, set_epoch = None, -1
-        if r.body:
-            try:
-                doc = fastjson.loads_lenient(r.body)
-                if "syncStateSet" in doc:
-                    members = frozenset(int(x) for x in doc["syncStateSet"] or ())
-                set_epoch = int(doc.get("syncStateSetEpoch", -1))
-            except (ValueError, TypeError) as exc:
-                log.warning("undecodable SyncStateSet from the controller: %s", exc)
-        set_epoch = _int(ext.get("syncStateSetEpoch"), set_epoch)
-        return ReplicaInfo(_int(ext.get("masterBrokerId")), ext.get("masterAddress") or None,
-                           _int(ext.get("masterEpoch"), 0), members, set_epoch)
 
     # ================================================================ running
     async def _heartbeat_loop(self) -> None:
@@ -389,22 +238,21 @@ class ReplicasManager:
 
     async def _poll(self) -> None:
         sent = time.monotonic()
-        leader = self.leader or await self._find_leader()
+        leader = self.controllers.leader or await self.controllers.find_leader()
         if leader is not None:
             # a heartbeat first, on the same connection: a confirmation then proves the leader heard this broker
             # at or after ``sent`` (the lease below starts no earlier)
             await self._heartbeat(only=leader)
-        r = await self._leader_call(Req.CONTROLLER_GET_REPLICA_INFO, {"brokerName": self.config.brokerName})
-        if r is None or r.code != ResponseCode.SUCCESS:
+        info = await self.controllers.replica_info()
+        if info is None:
             return
-        info = self._info_from(r)
         if info.master_id is None and info.master_epoch >= self.master_epoch:
             await self._apply(info, "poll")
-            if await self._elect() is not None:
+            if await self.controllers.elect_master(self.broker_id) is not None:
                 await self._poll()
             return
         if self.role.is_master and info.master_id == self.broker_id and info.master_epoch == self.master_epoch \
-                and leader is not None and self.leader == leader:     # answered by the controller heartbeated
+                and leader is not None and self.controllers.leader == leader:   # answered by the one heartbeated
             self.lease_until = sent + self.lease_s
             if self.role.fenced:
                 log.warning("controller confirms this broker as master again: unfenced")
@@ -421,7 +269,7 @@ class ReplicasManager:
 
     def _on_notify(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """NOTIFY_BROKER_ROLE_CHANGED: act on it now (on the loop; the work is a task)."""
-        info = self._info_from(request)
+        info = replica_info_of(request)
         if self.ready:
             self._loop.create_task(self._apply_logged(info, "notification"))
         return new_response(ResponseCode.SUCCESS)
@@ -465,7 +313,7 @@ class ReplicasManager:
     async def _become_master(self, info: ReplicaInfo) -> None:
         self._cancel_follow()
         self.role.set_fenced(True)
-        start = await self._in_executor(self._promote_blocking, info.master_epoch)
+        start = await asyncio.get_running_loop().run_in_executor(None, self._promote_blocking, info.master_epoch)
         self.master_epoch, self.master_id, self.master_addr = info.master_epoch, self.broker_id, self._own_address()
         self.set_epoch = info.sync_state_set_epoch
         self.ha.become_master(self.broker_id, start)
@@ -529,7 +377,7 @@ class ReplicasManager:
         await asyncio.sleep(delay)
         while self.master_epoch == epoch and self.role.is_slave:
             try:
-                r = await self._call(master_addr, Req.GET_BROKER_EPOCH_CACHE)
+                r = await self.controllers.broker_epoch_cache(master_addr)
             except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
                 log.info("master %s unreachable: %r", master_addr, exc)
                 await asyncio.sleep(FOLLOW_RETRY_S * 3)
@@ -611,22 +459,14 @@ class ReplicasManager:
             return
         epoch = self.master_epoch
         self.ha.set_sync_state_set(current, pending=wanted)
-        body = fastjson.dumps({"syncStateSet": sorted(wanted), "syncStateSetEpoch": self.set_epoch})
-        r = await self._leader_call(Req.CONTROLLER_ALTER_SYNC_STATE_SET,
-                                    {"brokerName": self.config.brokerName, "masterBrokerId": self.broker_id,
-                                     "masterEpoch": epoch, "invokeTime": int(time.time() * 1000)}, body)
-        if r is None or r.code != ResponseCode.SUCCESS:
-            log.warning("ALTER_SYNC_STATE_SET %s -> %s refused: %s", sorted(current), sorted(wanted),
-                        None if r is None else (r.code, r.remark))
+        accepted, new_set_epoch = await self.controllers.alter_sync_state_set(self.broker_id, epoch, self.set_epoch,
+                                                                              current, wanted)
+        if not accepted:
             return                              # the union stays in force until the controller's set arrives
         async with self._apply_lock:
             if self.master_epoch != epoch or not self.role.is_master:
                 return
-            self.set_epoch = int((r.ext_fields or {}).get("newSyncStateSetEpoch", self.set_epoch + 1))
+            self.set_epoch = self.set_epoch + 1 if new_set_epoch is None else new_set_epoch
             self.ha.set_sync_state_set(wanted)
         log.info("SyncStateSet of %s: %s -> %s (epoch %d)", self.config.brokerName, sorted(current),
                  sorted(wanted), self.set_epoch)
-
-    # ================================================================ helpers
-    async def _in_executor(self, fn: Callable, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)

@@ -38,7 +38,8 @@ from typing import Any, Callable, Optional
 from rmqd.data_version import DataVersion
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request, new_response
-from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig, loads_lenient
+from rmqd.remoting.fastjson import loads_lenient
+from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class SlaveSynchronize:
             body = await self._call(vip_address(master), RequestCode.GET_ALL_TOPIC_CONFIG)
         except (ConnectionError, OSError):
             body = await self._call(master, RequestCode.GET_ALL_TOPIC_CONFIG)
-        wrapper = loads_lenient(body.decode("utf-8"))
+        wrapper = loads_lenient(body)
         version = DataVersion.from_json(wrapper.get("dataVersion"))
         self.master_topic_version = version
         if version == self.topics.data_version:
@@ -151,7 +152,7 @@ class SlaveSynchronize:
 
     async def _copy_offsets(self, master: str, persist: bool) -> None:
         body = await self._call(master, RequestCode.GET_ALL_CONSUMER_OFFSET)
-        data = loads_lenient(body.decode("utf-8"))
+        data = loads_lenient(body)
         table = {k: {int(q): int(o) for q, o in (v or {}).items()} for k, v in (data.get("offsetTable") or {}).items()}
         await self.run_blocking(self._apply_offsets, table, persist)
         self.last_offset_copy_ms = int(time.time() * 1000)
@@ -172,7 +173,7 @@ class SlaveSynchronize:
         body = await self._call(master, RequestCode.GET_ALL_DELAY_OFFSET)
         if not body:
             return
-        data = loads_lenient(body.decode("utf-8"))
+        data = loads_lenient(body)
         table = {int(k): int(v) for k, v in (data.get("offsetTable") or {}).items()}
         await self.run_blocking(self._apply_delay_offsets, table)
         log.debug("Update slave delay offset from master, %s", master)
@@ -185,7 +186,7 @@ class SlaveSynchronize:
 
     async def sync_subscription_group_config(self, master: str) -> None:
         body = await self._call(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        wrapper = loads_lenient(body.decode("utf-8"))
+        wrapper = loads_lenient(body)
         version = DataVersion.from_json(wrapper.get("dataVersion"))
         mgr = self.groups
         self.master_group_version = version
@@ -216,7 +217,7 @@ class SlaveSynchronize:
         if resp.code != ResponseCode.SUCCESS:
             raise RuntimeError(f"code {GET_AUTH_METADATA} answered {resp.code} {resp.remark}")
         self.auth_supported = True
-        data = loads_lenient(resp.body_bytes().decode("utf-8"))
+        data = loads_lenient(resp.body_bytes())
         self.master_auth_version = DataVersion.from_json(data.get("dataVersion"))
         if self.master_auth_version == self.auth_store.state.version:
             return

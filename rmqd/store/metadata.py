@@ -1,15 +1,14 @@
 """Broker metadata persisted as JSON in the Java broker's shapes (README §3.0, §5.5).
 
 * :func:`atomic_write` – tmp + fsync, previous content kept as ``.bak``, atomic rename.
-* :func:`load_json_file` – falls back to ``.bak``; :func:`loads_lenient` accepts fastjson's
-  unquoted integer keys (``{0:123}``).
+* :func:`load_json_file` – falls back to ``.bak``; the files are read as fastjson writes and reads them
+  (:func:`rmqd.remoting.fastjson.loads_lenient`: unquoted integer keys ``{0:123}`` and the rest of its dialect).
 * Managers: :class:`TopicConfigManager` (topics.json), :class:`SubscriptionGroupManager`
   (subscriptionGroup.json), :class:`ConsumerOffsetManager` (consumerOffset.json),
   :class:`DelayOffsetManager` (delayOffset.json).  All are thread-safe.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -26,6 +25,7 @@ from rmqd.constants import (BENCHMARK_TOPIC, DLQ_GROUP_TOPIC_PREFIX, OFFSET_MOVE
 from rmqd.constants import AUTO_CREATE_TOPIC_KEY_TOPIC as TBW102
 from rmqd.data_version import DataVersion
 from rmqd.fileutil import atomic_write  # noqa: F401  (re-exported for callers)
+from rmqd.remoting.fastjson import loads_lenient
 
 log = logging.getLogger(__name__)
 
@@ -34,57 +34,6 @@ TOPIC_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
 # ---------------------------------------------------------------------------------- JSON I/O
-def _quote_numeric_keys(text: str) -> str:
-    """Quote bare numeric object keys outside strings: ``{0:1,-1:2}`` → ``{"0":1,"-1":2}``."""
-    out = []
-    i, n = 0, len(text)
-    in_str = False
-    expect_key = False
-    while i < n:
-        c = text[i]
-        if in_str:
-            out.append(c)
-            if c == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
-                continue
-            if c == '"':
-                in_str = False
-            i += 1
-            continue
-        if c == '"':
-            in_str = True
-            expect_key = False
-        elif c in "{,":
-            expect_key = True
-        elif expect_key and (c.isdigit() or c == "-"):
-            j = i + 1
-            while j < n and text[j].isdigit():
-                j += 1
-            k = j
-            while k < n and text[k] in " \t\r\n":
-                k += 1
-            if k < n and text[k] == ":":
-                out.append('"' + text[i:j] + '"')
-                i = j
-                expect_key = False
-                continue
-            expect_key = False
-        elif not c.isspace():
-            expect_key = False
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def loads_lenient(text: str) -> Any:
-    """json.loads that also accepts fastjson's unquoted integer keys."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return json.loads(_quote_numeric_keys(text))
-
-
 def load_json_file(path: str) -> Optional[Any]:
     """Parse ``path``, falling back to ``path.bak`` if missing/empty/corrupt; None if neither."""
     for p in (path, path + ".bak"):
@@ -98,7 +47,7 @@ def load_json_file(path: str) -> Optional[Any]:
             continue
         try:
             return loads_lenient(raw.decode("utf-8"))
-        except (json.JSONDecodeError, ValueError) as e:   # incl. UnicodeDecodeError (flipped bytes)
+        except ValueError as e:   # bad JSON, incl. UnicodeDecodeError (flipped bytes)
             log.error("config file %s is corrupt (%s); trying the backup", p, e)
     return None
 
@@ -157,6 +106,9 @@ class ConfigManager:
 # ---------------------------------------------------------------------------------- topics
 @dataclass
 class TopicConfig:
+    """A topic's config (Java's common TopicConfig): the broker's topics.json entries, the wrapper a broker
+    registers with the name servers, the name server's view of them."""
+
     topic_name: str
     read_queue_nums: int = 16
     write_queue_nums: int = 16
@@ -174,6 +126,10 @@ class TopicConfig:
             d["attributes"] = dict(self.attributes)
         return d
 
+    def to_fastjson(self) -> dict:
+        """The bean as :func:`rmqd.remoting.fastjson.dumps` writes it (the same fields as :meth:`to_json`)."""
+        return self.to_json()
+
     def java_str(self) -> str:
         """TopicConfig.toString() of 4.9.8 (quoted in some remarks), perm as PermName.perm2String."""
         perm = ("R" if self.perm & PERM_READ else "-") + ("W" if self.perm & PERM_WRITE else "-") + \
@@ -184,11 +140,24 @@ class TopicConfig:
 
     @classmethod
     def from_json(cls, d: dict) -> "TopicConfig":
-        return cls(topic_name=d["topicName"], read_queue_nums=int(d.get("readQueueNums", 16)),
-                   write_queue_nums=int(d.get("writeQueueNums", 16)), perm=int(d.get("perm", 6)),
-                   topic_filter_type=d.get("topicFilterType", "SINGLE_TAG"),
-                   topic_sys_flag=int(d.get("topicSysFlag", 0)), order=bool(d.get("order", False)),
+        """A JSON TopicConfig; a missing or null field takes its default."""
+        return cls(topic_name=str(d["topicName"]), read_queue_nums=int(d.get("readQueueNums", 16)),
+                   write_queue_nums=int(d.get("writeQueueNums", 16)),
+                   perm=int(d.get("perm", PERM_READ | PERM_WRITE)),
+                   topic_filter_type=str(d.get("topicFilterType") or "SINGLE_TAG"),
+                   topic_sys_flag=int(d.get("topicSysFlag") or 0), order=bool(d.get("order", False)),
                    attributes=dict(d.get("attributes") or {}))
+
+    def encode_compact(self) -> str:
+        """TopicConfig.encode(): ``"name readQ writeQ perm FILTERTYPE"`` (compressed register body)."""
+        return f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} {self.perm} {self.topic_filter_type}"
+
+    @classmethod
+    def decode_compact(cls, text: str) -> "TopicConfig":
+        parts = text.split(" ")
+        if len(parts) < 5:
+            raise ValueError(f"bad compact TopicConfig {text!r}")
+        return cls(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4])
 
 
 def retry_topic(group: str) -> str:

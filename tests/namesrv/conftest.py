@@ -40,7 +40,7 @@ def register_request(broker_name="broker-a", addr="127.0.0.1:10911", cluster="De
     configs = {}
     for name, spec in (topics or {}).items():
         read, write, perm, *rest = spec
-        configs[name] = TopicConfig(name, read, write, perm, topicSysFlag=rest[0] if rest else 0)
+        configs[name] = TopicConfig(name, read, write, perm, topic_sys_flag=rest[0] if rest else 0)
     body = RegisterBrokerBody(DataVersion(version[1], version[0], state_version), configs, []).encode(compressed)
     ext = {"brokerName": broker_name, "brokerAddr": addr, "clusterName": cluster, "haServerAddr": ha,
            "brokerId": str(broker_id), "compressed": "true" if compressed else "false"}

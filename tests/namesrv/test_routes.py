@@ -231,7 +231,7 @@ def test_compressed_body_layout():
     assert raw == (struct.pack(">i", len(dv)) + dv + struct.pack(">i", 1) + struct.pack(">i", len(tc)) + tc
                    + struct.pack(">i", 2) + b"[]")
     back = RegisterBrokerBody.decode(body, compressed=True)
-    assert back.data_version == DataVersion(7, 2) and back.topic_configs["T"].writeQueueNums == 4
+    assert back.data_version == DataVersion(7, 2) and back.topic_configs["T"].write_queue_nums == 4
 
 
 async def test_crc32_check(namesrv, client):

@@ -22,9 +22,10 @@ def test_atomic_write_keeps_bak_and_falls_back(tmp_path):
 
 
 def test_lenient_unquoted_integer_keys():
+    """The files are read in fastjson's dialect (rmqd.remoting.fastjson.loads_lenient): a bare integer key is an int."""
     text = '{"offsetTable":{"TopicTest@G":{0:123,1 : 45},"%RETRY%G@G":{-1:7}},"s":"{0:1}"}'
     d = loads_lenient(text)
-    assert d == {"offsetTable": {"TopicTest@G": {"0": 123, "1": 45}, "%RETRY%G@G": {"-1": 7}},
+    assert d == {"offsetTable": {"TopicTest@G": {0: 123, 1: 45}, "%RETRY%G@G": {-1: 7}},
                  "s": "{0:1}"}
 
 
