@@ -32,7 +32,7 @@ find_property = _codec.find_property
 body_crc = _codec.body_crc
 record_size = _codec.record_size
 
-Host = tuple  # (ip: str, port: int)
+Host = tuple[str, int]  # (ip, port)
 
 
 def transaction_type(sys_flag: int) -> int:

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from typing import Callable, Container, Optional, Sequence
+from typing import Callable, Container, Optional, Sequence, Union
 
 from rmqd.constants import SCHEDULE_TOPIC  # noqa: F401 (re-exported)
 from rmqd.cython_ext import store_put as _sp
@@ -46,6 +46,13 @@ from rmqd.store.results import (GetMessageResult, GetMessageStatus, PutMessageSt
 from rmqd.store.retention import CleanCommitLogService
 
 log = logging.getLogger(__name__)
+
+# A dispatch listener as the store keeps it (read by the put engine in C): called for every message, or
+# ``(topic, fn)`` for the messages of one topic, or ``(watch, fn)`` for those whose (topic, queueId) is in
+# the live container ``watch``.
+DispatchListener = Callable[[DispatchRequest], None]
+ListenerEntry = Union[DispatchListener, tuple[str, DispatchListener],
+                      tuple[Container[tuple[str, int]], DispatchListener]]
 
 
 def _physical_memory() -> int:
