@@ -8,6 +8,7 @@ incremental.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import os
@@ -62,3 +63,37 @@ def test_cython_stubs_match_the_compiled_modules() -> None:
                    "--ignore-disjoint-bases", "--allowlist", str(ALLOWLIST), *stubbed_modules()])
     assert result.returncode == 0, f"stubtest: the .pyi stubs differ from the compiled modules:\n" \
                                    f"{result.stdout}{result.stderr}"
+
+
+def _typed_properties(cls_name: str) -> dict[str, str]:
+    """The ``if TYPE_CHECKING:`` annotations in the body of ``rmqd.config.<cls_name>``: name -> annotation."""
+    tree = ast.parse((ROOT / "rmqd" / "config.py").read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    out: dict[str, str] = {}
+    for node in cls.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    out[item.target.id] = ast.unparse(item.annotation)
+    return out
+
+
+def test_broker_config_typed_properties_match_its_defaults() -> None:
+    """BrokerConfig's properties are typed for the checker in an ``if TYPE_CHECKING:`` block: one annotation
+    per key of ``_DEFAULTS``, of the default's type (``X | None`` where the default is None)."""
+    from rmqd.config import BrokerConfig
+
+    typed = _typed_properties("BrokerConfig")
+    defaults = BrokerConfig._DEFAULTS
+    assert sorted(set(defaults) - set(typed)) == [], "properties without a type"
+    assert sorted(set(typed) - set(defaults)) == [], "types of no property"
+    wrong = {}
+    for key, default in defaults.items():
+        annotation = typed[key]
+        if default is None:
+            ok = annotation.endswith("| None")
+        else:
+            ok = annotation.removesuffix(" | None") == type(default).__name__
+        if not ok:
+            wrong[key] = (annotation, default)
+    assert wrong == {}, "annotation differs from the default's type"
