@@ -209,6 +209,149 @@ ConfigListener = Callable[["BrokerConfig", frozenset], None]
 class BrokerConfig(_PropertiesConfig):
     """Broker + store + remoting settings (Java property names, local-dev defaults)."""
 
+    if TYPE_CHECKING:     # the properties of _DEFAULTS below, typed (tests/test_typecheck.py keeps them equal)
+        brokerClusterName: str
+        brokerName: str
+        brokerId: int
+        brokerIP1: str
+        brokerIP2: str | None
+        bindAddress: str | None
+        listenPort: int
+        haListenPort: int
+        namesrvAddr: str | None
+        brokerRole: str
+        brokerPermission: int
+        regionId: str
+        traceOn: bool
+        serverChannelMaxIdleTimeSeconds: int
+        serverMaxFrameLength: int
+        busyPollMicros: int
+        registerNameServerPeriod: int
+        haSendHeartbeatInterval: int
+        haHousekeepingInterval: int
+        haTransferBatchSize: int
+        haSlaveFallbehindMax: int
+        haMasterAddress: str | None
+        slaveTimeout: int
+        slaveReadEnable: bool
+        enableControllerMode: bool
+        controllerAddr: str
+        controllerHeartBeatTimeoutMills: int
+        brokerHeartbeatInterval: int
+        syncBrokerMetadataPeriod: int
+        checkSyncStateSetPeriod: int
+        syncControllerMetadataPeriod: int
+        brokerElectionPriority: int
+        haMaxTimeSlaveNotCatchup: int
+        allAckInSyncStateSet: bool
+        inSyncReplicas: int
+        minInSyncReplicas: int
+        asyncLearner: bool
+        syncFromLastFile: bool
+        readUnCommitted: bool
+        storePathEpochFile: str | None
+        storePathBrokerIdentity: str | None
+        offsetCheckInSlave: bool
+        autoCreateTopicEnable: bool
+        autoCreateSubscriptionGroup: bool
+        defaultTopicQueueNums: int
+        enablePropertyFilter: bool
+        rejectTransactionMessage: bool
+        recallMessageEnable: bool
+        litePullMessageEnable: bool
+        useServerSideResetOffset: bool
+        allowRecallWhenBrokerNotWriteable: bool
+        traceTopicEnable: bool
+        defaultQueryMaxNum: int
+        storeReplyMessageEnable: bool
+        sendMessageThreadPoolNums: int
+        pullMessageThreadPoolNums: int
+        queryMessageThreadPoolNums: int
+        adminBrokerThreadPoolNums: int
+        clientManageThreadPoolNums: int
+        consumerManageThreadPoolNums: int
+        endTransactionThreadPoolNums: int
+        sendThreadPoolQueueCapacity: int
+        pullThreadPoolQueueCapacity: int
+        queryThreadPoolQueueCapacity: int
+        waitTimeMillsInSendQueue: int
+        waitTimeMillsInPullQueue: int
+        waitTimeMillsInTransactionQueue: int
+        longPollingEnable: bool
+        shortPollingTimeMills: int
+        transactionTimeOut: int
+        transactionCheckMax: int
+        transactionCheckInterval: int
+        storePathRootDir: str
+        storePathCommitLog: str | None
+        mapedFileSizeCommitLog: int
+        mapedFileSizeConsumeQueue: int
+        flushDiskType: str
+        flushIntervalCommitLog: int
+        flushCommitLogLeastPages: int
+        syncFlushTimeout: int
+        maxMessageSize: int
+        messageDelayLevel: str
+        deleteWhen: str
+        fileReservedTime: int
+        diskMaxUsedSpaceRatio: int
+        maxHashSlotNum: int
+        maxIndexNum: int
+        flushConsumerOffsetInterval: int
+        flushDelayOffsetInterval: int
+        maxTransferBytesOnMessageInMemory: int
+        maxTransferCountOnMessageInMemory: int
+        accessMessageInMemoryMaxRatio: int
+        enableCompaction: bool
+        compactionMappedFileSize: int
+        compactionCqMappedFileSize: int
+        compactionScheduleInternal: int
+        maxOffsetMapSize: int
+        compactionThreadNum: int
+        messageStorePlugIn: str
+        tieredBackendServiceProvider: str
+        tieredStoreFilePath: str
+        tieredStorageLevel: str
+        tieredStoreCommitLogMaxSize: int
+        tieredStoreConsumeQueueMaxSize: int
+        tieredStoreIndexFileMaxHashSlotNum: int
+        tieredStoreIndexFileMaxIndexNum: int
+        tieredStoreFileReservedTime: int
+        tieredStoreDeleteFileInterval: int
+        commitLogRollingInterval: int
+        commitLogRollingMinimumSize: int
+        tieredStoreGroupCommitCount: int
+        tieredStoreGroupCommitSize: int
+        tieredStoreGroupCommitTimeout: int
+        objectStoreEndpoint: str
+        objectStoreBucket: str
+        objectStoreAccessKey: str
+        objectStoreSecretKey: str
+        objectStoreRegion: str
+        tieredStoreDispatchInterval: int
+        metricsExporterType: str
+        metricsPromExporterPort: int
+        metricsPromExporterHost: str
+        metricsLabel: str
+        aclEnable: bool
+        aclFile: str | None
+        reviveQueueNum: int
+        defaultMessageRequestMode: str
+        popExecutorCapacity: int
+        grpcServerPort: int
+        minInvisibleTimeMillsForRecv: int
+        grpcClientConsumerMaxLongPollingTimeoutMillis: int
+        grpcClientIdleTimeMills: int
+        grpcClientConsumerMinLongPollingTimeoutMillis: int
+        maxInvisibleTimeMills: int
+        enableTopicMessageTypeCheck: bool
+        enableMessageBodyEmptyCheck: bool
+        maxUserPropertySize: int
+        userPropertyMaxNum: int
+        maxMessageGroupSize: int
+        maxDelayTimeMills: int
+        maxTransactionRecoverySecond: int
+
     def __init__(self, **overrides: Any) -> None:
         self._role_cache: tuple[Any, BrokerRole] | None = None
         self._listeners: list[ConfigListener] = []

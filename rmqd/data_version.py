@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from typing import Required, TypedDict
+
+    class DataVersionJson(TypedDict, total=False):
+        timestamp: Required[int]
+        counter: Required[int]
+        stateVersion: int
 
 
 @dataclass(eq=False)
@@ -37,8 +45,8 @@ class DataVersion:
     def __hash__(self) -> int:
         return hash(self.key())
 
-    def to_json(self) -> dict:
-        d = {"counter": self.counter, "timestamp": self.timestamp}
+    def to_json(self) -> "DataVersionJson":
+        d: DataVersionJson = {"counter": self.counter, "timestamp": self.timestamp}
         if self.stateVersion is not None:
             d["stateVersion"] = self.stateVersion
         return d
@@ -46,7 +54,7 @@ class DataVersion:
     to_fastjson = to_json
 
     @classmethod
-    def from_json(cls, d: Any) -> "DataVersion":
+    def from_json(cls, d: "Optional[DataVersionJson]") -> "DataVersion":
         """Lenient: a missing or malformed version reads as 0/0."""
         if not isinstance(d, dict):
             return cls()

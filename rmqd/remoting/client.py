@@ -58,12 +58,12 @@ class RemotingClient:
             host, port = split_address(addr)
             loop = asyncio.get_running_loop()
             context = await self.tls.context() if self.tls is not None else None
-            _, conn = await asyncio.wait_for(loop.create_connection(
+            _, made = await asyncio.wait_for(loop.create_connection(
                 lambda: Connection(self.dispatcher, max_frame_length=DEFAULT_MAX_FRAME_LENGTH, name="client"),
                 host, port, ssl=context, server_hostname="" if context is not None else None),
                 self.connect_timeout)
-            self._conns[addr] = conn
-            return conn
+            self._conns[addr] = made
+            return made
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         conn = await self.connection(addr)
@@ -106,7 +106,7 @@ class BlockingClient:
         self.tls = bool(ssl_context)
         if ssl_context:
             try:
-                sock = ssl_context.wrap_socket(sock, server_hostname=None)     # type: ignore[union-attr]
+                sock = ssl_context.wrap_socket(sock, server_hostname=None)
             except BaseException:
                 sock.close()
                 raise

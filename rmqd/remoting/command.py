@@ -5,7 +5,7 @@ module is the thin Python facade the rest of rmqd imports.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping, Optional, Sequence, Union
 
 from rmqd.cython_ext.remoting_codec import (  # noqa: F401  (re-exported)
     DEFAULT_MAX_FRAME_LENGTH,
@@ -27,14 +27,22 @@ __all__ = [
     "DEFAULT_MAX_FRAME_LENGTH", "JSON", "LANGUAGE_NAMES", "ROCKETMQ", "SERVER_VERSION", "FrameError",
     "FrameReader", "RemotingCommand", "decode_header", "encode_frame", "encode_frame_bytes", "encode_header",
     "RPC_TYPE_RESPONSE", "RPC_ONEWAY", "new_request", "new_response", "error_response", "prepare_reply",
-    "MissingHeaderField", "require", "ext_int", "ext_bool",
+    "MissingHeaderField", "require", "ext_int", "ext_bool", "BodyPart", "Body", "ExtValue",
 ]
 
 RPC_TYPE_RESPONSE = 1
 RPC_ONEWAY = 2
 
+# One buffer of a frame: a decoded body is a memoryview of the receive buffer; a body to send may also be
+# a sequence of parts written back to back (records straight from the CommitLog).
+BodyPart = Union[bytes, bytearray, memoryview]
+Body = Union[BodyPart, Sequence[BodyPart]]
+# A header field value: decoding gives str; a command built to be sent may carry numbers and booleans,
+# which the encoder writes as Java does ("true"/"false", decimal).
+ExtValue = Union[str, int, bool]
 
-def new_request(code: int, ext_fields: Mapping[str, Any] | None = None, body: Any = None,
+
+def new_request(code: int, ext_fields: Mapping[str, Optional[ExtValue]] | None = None, body: Optional[Body] = None,
                 oneway: bool = False) -> RemotingCommand:
     """A request originated by rmqd (to a client or to a name server)."""
     ext = {k: v for k, v in ext_fields.items() if v is not None} if ext_fields else None
@@ -42,7 +50,8 @@ def new_request(code: int, ext_fields: Mapping[str, Any] | None = None, body: An
 
 
 def new_response(code: int = ResponseCode.SUCCESS, remark: str | None = None,
-                 ext_fields: Mapping[str, Any] | None = None, body: Any = None) -> RemotingCommand:
+                 ext_fields: Mapping[str, Optional[ExtValue]] | None = None,
+                 body: Optional[Body] = None) -> RemotingCommand:
     """A response; opaque, flag and serialize type are filled in when it is sent."""
     ext = {k: v for k, v in ext_fields.items() if v is not None} if ext_fields else None
     return RemotingCommand(int(code), ext, body, remark, 0, RPC_TYPE_RESPONSE)

@@ -12,10 +12,11 @@ import itertools
 import logging
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.remoting.command import (
     RPC_ONEWAY,
+    BodyPart,
     FrameError,
     FrameReader,
     RemotingCommand,
@@ -26,6 +27,7 @@ from rmqd.remoting.command import (
 from rmqd.remoting.codes import ResponseCode
 
 if TYPE_CHECKING:
+    from rmqd.remoting.busy_poll import BusyPoll
     from rmqd.remoting.dispatch import Dispatcher
 
 log = logging.getLogger(__name__)
@@ -39,10 +41,10 @@ class LoopWriter:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._queue: collections.deque = collections.deque()
+        self._queue: collections.deque[tuple[Connection, list[BodyPart]]] = collections.deque()
         self._scheduled = False
 
-    def submit(self, conn: "Connection", buffers: list) -> None:
+    def submit(self, conn: "Connection", buffers: "list[BodyPart]") -> None:
         self._queue.append((conn, buffers))
         if not self._scheduled:
             self._scheduled = True
@@ -80,12 +82,11 @@ class Connection(asyncio.Protocol):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.peer_host = ""
         self.peer_port = 0
-        self.peer: tuple = ("", 0)
+        self.peer: tuple[str, int] = ("", 0)
         self.local_port = 0
         self.name = name
         self.closed = False
-        self.attrs: dict[str, Any] = {}
-        self._pending: dict[int, asyncio.Future] = {}
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._opaques = itertools.count(1)
         self._on_close = on_close
         self._close_listeners: list[Callable[["Connection"], None]] = []
@@ -93,8 +94,8 @@ class Connection(asyncio.Protocol):
         self._writer: LoopWriter | None = None
         # While the requests of one read are handled, replies made on the loop collect here and
         # go out in one write (many requests in flight on one connection: one syscall, one wake-up).
-        self._corked: list | None = None
-        self.busy_poll: Any = None      # rmqd.remoting.busy_poll.BusyPoll of the server, if on
+        self._corked: list[BodyPart] | None = None
+        self.busy_poll: BusyPoll | None = None      # the server's, if on
         self.active = True              # read or written since the server's idle sweep last looked
         self.idle_since = 0.0           # loop time that sweep found it quiet
 
@@ -126,7 +127,8 @@ class Connection(asyncio.Protocol):
         self.active = True
         dispatcher = self.dispatcher
         lane = dispatcher.lane if dispatcher is not None else None
-        self._corked = corked = []
+        corked: list[BodyPart] = []
+        self._corked = corked
         try:
             if lane is not None:
                 # The fast lane walks the frames in C; what it does not serve it dispatches.
@@ -191,7 +193,7 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
 
     # -- writing -------------------------------------------------------------------------
-    def _write_buffers(self, buffers: list) -> None:
+    def _write_buffers(self, buffers: "list[BodyPart]") -> None:
         transport = self.transport
         if transport is None or self.closed or transport.is_closing():
             return
@@ -202,7 +204,7 @@ class Connection(asyncio.Protocol):
         """Encode and write ``cmd``; callable from any thread."""
         self.send_encoded(encode_frame(cmd))
 
-    def send_encoded(self, buffers: list) -> None:
+    def send_encoded(self, buffers: "list[BodyPart]") -> None:
         """Write already encoded frame buffers; callable from any thread."""
         if threading.get_ident() == self._loop_thread:
             corked = self._corked
@@ -243,7 +245,10 @@ class Connection(asyncio.Protocol):
         opaque = next(self._opaques) & 0x7FFFFFFF
         request.opaque = opaque
         request.flag &= ~1
-        fut = self.loop.create_future()
+        loop = self.loop
+        if loop is None:
+            raise ConnectionError(f"connection to {self.remote_address} is not open yet")
+        fut = loop.create_future()
         self._pending[opaque] = fut
         self.send(request)
         try:

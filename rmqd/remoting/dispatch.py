@@ -17,30 +17,53 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
+import enum
 import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Coroutine, Iterable, Optional, Protocol, Union
 
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RPC_ONEWAY, MissingHeaderField, RemotingCommand, error_response
 from rmqd.remoting.java_errors import BadBodyError, NullBodyError, NumberFormatError, number_format_remark
 
+if TYPE_CHECKING:
+    import concurrent.futures
+
+    from rmqd.cython_ext.send_lane import SendLane
+    from rmqd.remoting.connection import Connection
+
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Any, RemotingCommand], Any]
 
-TO_POOL = object()  # returned by an inline_first handler: "run me in the pool instead"
+class _ToPool(enum.Enum):
+    TO_POOL = "TO_POOL"
+
+
+TO_POOL = _ToPool.TO_POOL  # returned by an inline_first handler: "run me in the pool instead"
+
+# What a processor returns: the response, None (no reply now: oneway, or it answers later through
+# ``conn.reply``), an awaitable of either, or (an inline_first handler) TO_POOL.
+AsyncResponse = Coroutine[None, None, Optional[RemotingCommand]]
+HandlerResult = Union[RemotingCommand, None, AsyncResponse, _ToPool]
+Handler = Callable[["Connection", RemotingCommand], HandlerResult]
 
 # observer(request_code, response_code, elapsed_s, oneway): told of every answered request
 # (rmqd.metrics' rpc latency); a request answered later (a held long-poll pull) is not reported.
 Observer = Callable[[int, int, float, bool], None]
 
 
-def run_handler(handler: Handler, conn: Any, request: RemotingCommand,
-                observer: Observer | None = None, t0: float = 0.0) -> Any:
+class RequestHook(Protocol):
+    """A check run before every request (the broker's access control): None to go on, or the response to
+    send instead of processing the request. The send fast lane also calls ``signed_send`` when the hook
+    has one (see ``rmqd.cython_ext.send_lane``)."""
+
+    def __call__(self, conn: "Connection", request: RemotingCommand) -> Optional[RemotingCommand]: ...
+
+
+def run_handler(handler: Handler, conn: "Connection", request: RemotingCommand,
+                observer: Observer | None = None, t0: float = 0.0) -> Optional[_ToPool]:
     """Run one processor and send what it returns; errors become SYSTEM_ERROR responses.
 
     Returns ``TO_POOL`` when the handler asked for it (nothing is sent then), else None.
@@ -73,7 +96,7 @@ def run_handler(handler: Handler, conn: Any, request: RemotingCommand,
         return None
     if response is TO_POOL:
         return TO_POOL
-    if type(response) is not RemotingCommand and inspect.isawaitable(response):
+    if not isinstance(response, RemotingCommand):
         _finish_async(response, conn, request, observer, t0)
         return None
     conn.reply(request, response)
@@ -82,14 +105,17 @@ def run_handler(handler: Handler, conn: Any, request: RemotingCommand,
     return None
 
 
-def _finish_async(awaitable: Any, conn: Any, request: RemotingCommand,
+def _finish_async(awaitable: AsyncResponse, conn: "Connection", request: RemotingCommand,
                   observer: Observer | None = None, t0: float = 0.0) -> None:
     loop = conn.loop
-    on_loop = threading.get_ident() == getattr(conn, "_loop_thread", None)
-    future = (asyncio.ensure_future(awaitable, loop=loop) if on_loop
-              else asyncio.run_coroutine_threadsafe(awaitable, loop))
+    assert loop is not None, "a connection dispatches once it is made (it has its loop)"
+    future: "asyncio.Future[Optional[RemotingCommand]] | concurrent.futures.Future[Optional[RemotingCommand]]"
+    if threading.get_ident() == getattr(conn, "_loop_thread", None):
+        future = asyncio.ensure_future(awaitable, loop=loop)
+    else:
+        future = asyncio.run_coroutine_threadsafe(awaitable, loop)
 
-    def done(fut: Any) -> None:
+    def done(fut: "asyncio.Future[Optional[RemotingCommand]] | concurrent.futures.Future[Optional[RemotingCommand]]") -> None:
         try:
             response = fut.result()
         except MissingHeaderField as exc:
@@ -117,7 +143,7 @@ class ProcessorPool:
         self.threads = threads
         self.capacity = capacity
         self.max_wait_ms = max_wait_ms
-        self._queue: collections.deque = collections.deque()
+        self._queue: collections.deque[tuple[float, Handler, Connection, RemotingCommand]] = collections.deque()
         self._cond = threading.Condition(threading.Lock())
         self._workers: list[threading.Thread] = []
         self._idle = 0               # workers waiting for a request
@@ -152,15 +178,15 @@ class ProcessorPool:
         self._workers.clear()
 
     # -- queueing ----------------------------------------------------------------------------
-    def submit(self, handler: Handler, conn: Any, request: RemotingCommand) -> None:
+    def submit(self, handler: Handler, conn: "Connection", request: RemotingCommand) -> None:
         with self._cond:
             if len(self._queue) < self.capacity and not self._stopping:
                 self._queue.append((time.monotonic(), handler, conn, request))
                 self._cond.notify()
-                spawn = self._spawn_locked()
+                queued, spawn = True, self._spawn_locked()
             else:
-                spawn = False
-        if spawn is not False:
+                queued, spawn = False, None
+        if queued:
             if spawn is not None:
                 spawn.start()
             return
@@ -197,7 +223,7 @@ class ProcessorPool:
             self._busy(conn, request, now - enqueued, size)
         return len(expired)
 
-    def _busy(self, conn: Any, request: RemotingCommand, waited: float, size: int) -> None:
+    def _busy(self, conn: "Connection", request: RemotingCommand, waited: float, size: int) -> None:
         self.expired += 1
         conn.reply(request, error_response(
             ResponseCode.SYSTEM_BUSY,
@@ -235,11 +261,11 @@ class Dispatcher:
         self._cleaner: asyncio.TimerHandle | None = None
         # Optional fast lane (send_lane.SendLane): the connection hands it each read
         # (``lane.serve_data``); what it does not serve it dispatches here.
-        self.lane: Any = None
+        self.lane: SendLane | None = None
         self.observer: Observer | None = None
         # Optional check run before every request (the broker's ACL): ``hook(conn, request)`` returns
         # None to go on, or the response to send instead of processing the request.
-        self.request_hook: Callable[[Any, RemotingCommand], RemotingCommand | None] | None = None
+        self.request_hook: RequestHook | None = None
 
     def set_observer(self, observer: Observer | None) -> None:
         """Report every answered request to ``observer`` (see ``Observer``), in every pool too."""
@@ -277,7 +303,7 @@ class Dispatcher:
     def handles(self, code: int) -> bool:
         return code in self._table
 
-    def dispatch(self, conn: Any, request: RemotingCommand) -> None:
+    def dispatch(self, conn: "Connection", request: RemotingCommand) -> None:
         hook = self.request_hook
         if hook is not None:
             refusal = hook(conn, request)
@@ -286,7 +312,7 @@ class Dispatcher:
                 return
         self.dispatch_checked(conn, request)
 
-    def dispatch_checked(self, conn: Any, request: RemotingCommand) -> None:
+    def dispatch_checked(self, conn: "Connection", request: RemotingCommand) -> None:
         """Dispatch a request that already passed the request hook."""
         entry = self._table.get(request.code)
         if entry is None:

@@ -26,11 +26,15 @@ import dataclasses
 import json
 import math
 import re
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Mapping, Optional, Protocol, Sequence, Union
 
 import orjson
 
-__all__ = ["MessageQueue", "FrozenObject", "dumps", "dumps_str", "loads_lenient", "JSONDecodeError"]
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+__all__ = ["MessageQueue", "FrozenObject", "dumps", "dumps_str", "loads_lenient", "JSONDecodeError",
+           "JsonKey", "JsonValue", "Encodable", "Bean"]
 
 JSONDecodeError = ValueError
 
@@ -45,32 +49,50 @@ class MessageQueue:
     brokerName: str
     queueId: int
 
-    def to_fastjson(self) -> dict:
+    def to_fastjson(self) -> dict[str, Union[str, int]]:
         return {"brokerName": self.brokerName, "queueId": self.queueId, "topic": self.topic}
 
 
-class FrozenObject(tuple):
+class FrozenObject(tuple["tuple[JsonKey, JsonValue]", ...]):
     """A JSON object used as a map key (other than a MessageQueue): sorted (key, value) pairs."""
 
     __slots__ = ()
 
-    def to_fastjson(self) -> dict:
+    def to_fastjson(self) -> "dict[JsonKey, JsonValue]":
         return dict(self)
+
+
+# What loads_lenient returns: standard JSON values, with fastjson's object keys.
+JsonKey = Union[str, int, MessageQueue, FrozenObject]
+JsonValue = Union[None, bool, int, float, str, list["JsonValue"], dict[JsonKey, "JsonValue"]]
+
+
+class Bean(Protocol):
+    """An object fastjson writes through its JSON-able form."""
+
+    def to_fastjson(self) -> "Encodable": ...
+
+
+# What dumps takes: JSON values, beans (to_fastjson or a dataclass), sets, bytes (base64), and maps keyed by
+# strings, numbers or beans.
+Encodable = Union[None, bool, int, float, str, bytes, bytearray, memoryview, Bean, "DataclassInstance",
+                  Mapping[str, "Encodable"], Mapping[int, "Encodable"], Mapping[MessageQueue, "Encodable"],
+                  Mapping[JsonKey, "Encodable"], Sequence["Encodable"], AbstractSet["Encodable"]]
 
 
 # ------------------------------------------------------------------------------------ encoding
 _ESCAPE_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 #: (needs escape, needs escape in ASCII-only output): compiled on first use, not at import (start-up time)
-_ESCAPE_RES: "tuple[re.Pattern, re.Pattern] | None" = None
+_ESCAPE_RES: "tuple[re.Pattern[str], re.Pattern[str]] | None" = None
 
 
-def _escape_res() -> "tuple[re.Pattern, re.Pattern]":
+def _escape_res() -> "tuple[re.Pattern[str], re.Pattern[str]]":
     global _ESCAPE_RES
     _ESCAPE_RES = (re.compile('["\\\\\x00-\x1f\x7f\u2028\u2029]'), re.compile('["\\\\\x00-\x1f\x7f-\uffff]'))
     return _ESCAPE_RES
 
 
-def _escape_char(m: re.Match) -> str:
+def _escape_char(m: "re.Match[str]") -> str:
     c = m.group(0)
     short = _ESCAPE_SHORT.get(c)
     if short is not None:
@@ -78,7 +100,7 @@ def _escape_char(m: re.Match) -> str:
     return "\\u%04X" % ord(c)
 
 
-def _escape_char_ascii(m: re.Match) -> str:
+def _escape_char_ascii(m: "re.Match[str]") -> str:
     c = m.group(0)
     short = _ESCAPE_SHORT.get(c)
     if short is not None:
@@ -121,7 +143,7 @@ def java_double(x: float) -> str:
     return f"{sign}{digits[0]}.{digits[1:] or '0'}E{point - 1}"
 
 
-def _key_sort(key: Any) -> tuple:
+def _key_sort(key: "Encodable") -> tuple[int, str, int]:
     if isinstance(key, str):
         return (1, key, 0)
     if isinstance(key, bool):
@@ -131,9 +153,9 @@ def _key_sort(key: Any) -> tuple:
     return (3, dumps_str(key), 0)
 
 
-def _bean(obj: Any) -> Any:
+def _bean(obj: "Encodable") -> "Encodable":
     """The JSON-able form of a bean (to_fastjson or dataclass), else None."""
-    to = getattr(obj, "to_fastjson", None)
+    to: Optional[Callable[[], Encodable]] = getattr(obj, "to_fastjson", None)
     if to is not None:
         return to()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -149,7 +171,7 @@ class _Encoder:
         self.standard = standard
         self.parts: list[str] = []
 
-    def value(self, obj: Any) -> None:
+    def value(self, obj: "Encodable") -> None:
         parts = self.parts
         if isinstance(obj, str):
             parts.append(_quote(obj, self.standard))
@@ -180,7 +202,7 @@ class _Encoder:
                 raise TypeError(f"fastjson: cannot encode {type(obj).__name__}")
             self.value(bean)
 
-    def array(self, items: Iterable[Any]) -> None:
+    def array(self, items: "Iterable[Encodable]") -> None:
         parts = self.parts
         parts.append("[")
         first = True
@@ -191,7 +213,7 @@ class _Encoder:
             self.value(item)
         parts.append("]")
 
-    def mapping(self, obj: dict) -> None:
+    def mapping(self, obj: "Mapping[JsonKey, Encodable]") -> None:
         parts = self.parts
         parts.append("{")
         try:
@@ -208,7 +230,7 @@ class _Encoder:
             self.value(obj[key])
         parts.append("}")
 
-    def key(self, key: Any) -> None:
+    def key(self, key: "Encodable") -> None:
         parts = self.parts
         if isinstance(key, str):
             parts.append(_quote(key, self.standard))
@@ -223,14 +245,14 @@ class _Encoder:
             self.value(key)  # a bean key: written as a JSON object
 
 
-def dumps_str(obj: Any, standard: bool = False) -> str:
+def dumps_str(obj: "Encodable", standard: bool = False) -> str:
     """Encode ``obj`` as compact fastjson text (see module doc)."""
     enc = _Encoder(standard)
     enc.value(obj)
     return "".join(enc.parts)
 
 
-def dumps(obj: Any, standard: bool = False) -> bytes:
+def dumps(obj: "Encodable", standard: bool = False) -> bytes:
     """Encode ``obj`` as compact fastjson UTF-8 bytes (see module doc)."""
     return dumps_str(obj, standard).encode("utf-8")
 
@@ -238,16 +260,16 @@ def dumps(obj: Any, standard: bool = False) -> bytes:
 # ------------------------------------------------------------------------------------ decoding
 _WS = " \t\n\r\f\v\ufeff"
 #: (number, bare object key): compiled on first use, not at import (start-up time)
-_DECODE_RES: "tuple[re.Pattern, re.Pattern] | None" = None
+_DECODE_RES: "tuple[re.Pattern[str], re.Pattern[str]] | None" = None
 
 
-def _decode_res() -> "tuple[re.Pattern, re.Pattern]":
+def _decode_res() -> "tuple[re.Pattern[str], re.Pattern[str]]":
     global _DECODE_RES
     _DECODE_RES = (re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?"), re.compile(r"[A-Za-z0-9_$.\-]+"))
     return _DECODE_RES
 
 
-_scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
+_scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _MQ_KEYS = frozenset(("topic", "brokerName", "queueId"))
 
 
@@ -267,7 +289,7 @@ class _Parser:
             i += 1
         self.i = i
 
-    def value(self) -> Any:
+    def value(self) -> JsonValue:
         self.ws()
         s, i = self.s, self.i
         if i >= len(s):
@@ -315,7 +337,7 @@ class _Parser:
             self.i = k + 1
             return "".join(out)
 
-    def key(self) -> Any:
+    def key(self) -> JsonKey:
         s, i = self.s, self.i
         c = s[i]
         if c == '"':
@@ -326,7 +348,9 @@ class _Parser:
         if c == "{":
             d = self.obj()
             if d.keys() == _MQ_KEYS:
-                return MessageQueue(d["topic"], d["brokerName"], int(d["queueId"]))
+                topic, broker, queue_id = d["topic"], d["brokerName"], d["queueId"]
+                if isinstance(topic, str) and isinstance(broker, str) and isinstance(queue_id, (int, float, str)):
+                    return MessageQueue(topic, broker, int(queue_id))
             return FrozenObject(sorted(d.items(), key=lambda kv: kv[0]))
         m = (_DECODE_RES or _decode_res())[1].match(s, i)
         if m is None:
@@ -338,9 +362,9 @@ class _Parser:
         except ValueError:
             return text
 
-    def obj(self) -> dict:
+    def obj(self) -> dict[JsonKey, JsonValue]:
         self.i += 1
-        out: dict = {}
+        out: dict[JsonKey, JsonValue] = {}
         self.ws()
         if self.s[self.i:self.i + 1] == "}":
             self.i += 1
@@ -369,9 +393,9 @@ class _Parser:
             self.i -= 1
             raise self.error("expected ',' or '}'")
 
-    def arr(self) -> list:
+    def arr(self) -> list[JsonValue]:
         self.i += 1
-        out: list = []
+        out: list[JsonValue] = []
         self.ws()
         if self.s[self.i:self.i + 1] == "]":
             self.i += 1
@@ -389,17 +413,19 @@ class _Parser:
             raise self.error("expected ',' or ']'")
 
 
-def loads_lenient(data: bytes | bytearray | memoryview | str) -> Any:
+def loads_lenient(data: bytes | bytearray | memoryview | str) -> JsonValue:
     """Parse JSON the way fastjson does (see module doc); raises ValueError on bad input."""
     if not isinstance(data, str):
         try:
-            return orjson.loads(data)  # fast path: standard JSON
+            value: JsonValue = orjson.loads(data)  # fast path: standard JSON
+            return value
         except orjson.JSONDecodeError:
             pass
         data = bytes(data).decode("utf-8")
     else:
         try:
-            return orjson.loads(data)
+            value = orjson.loads(data)
+            return value
         except orjson.JSONDecodeError:
             pass
     parser = _Parser(data)

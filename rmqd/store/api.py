@@ -4,28 +4,43 @@ Processors, POP, gRPC, the console, metrics and admin talk to the store only thr
 :class:`MessageStoreAPI`. :func:`rmqd.store.layers.build_store` returns the outermost layer of the chain
 (tier → compaction → local store); every layer offers this interface, so a caller never knows which
 layer answers. The local store's own extras (``local_queue`` views, the CommitLog, flush and retention
-runs) are for the layers, tools and tests.
+runs) are for the layers, tools and tests; what a layer may use of the local store is
+:class:`LocalStoreAPI`.
 
 Threading: every method may block (disk reads, fsync) unless it says otherwise; call them from a
 worker thread, not the event loop. ``get_messages_resident`` and ``on_flushed`` never block.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Container, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Container, Mapping, Optional, Protocol, Sequence
 
 if TYPE_CHECKING:
     from rmqd.cython_ext.store_put import DispatchRequest, MessageToStore, PutEngine, PutMessageResult
+    from rmqd.store.commitlog import CommitLog
     from rmqd.store.compaction.store import CompactionStore
     from rmqd.store.config import StoreConfig
+    from rmqd.store.layer import RetentionGuard
     from rmqd.store.local_queue import LocalQueue
     from rmqd.store.results import GetMessageResult, QueryResult, StoreStats
     from rmqd.store.tier.store import TieredStore
 
 
+class MessageFilter(Protocol):
+    """A pull's message filter (Java ``MessageFilter``), asked for each entry a read passes."""
+
+    def is_matched_by_consume_queue(self, tags_code: Optional[int]) -> bool:
+        """Stage 1, from the consume-queue entry's tags code (None: unreadable, let through)."""
+
+    def is_matched_by_commit_log(self, record: memoryview,
+                                 get_properties: Optional[Callable[[], Optional[Mapping[str, str]]]] = None) -> bool:
+        """Stage 2, on the stored record; ``get_properties()`` decodes its properties on demand."""
+
+
 class MessageStoreAPI(Protocol):
     """What callers outside ``rmqd/store`` may use of a store (any layer of the chain)."""
 
-    config: "StoreConfig"
+    @property
+    def config(self) -> "StoreConfig": ...
 
     # ---- lifecycle
     def start(self) -> None:
@@ -50,7 +65,7 @@ class MessageStoreAPI(Protocol):
         """The C put engine, for the send lane that appends on the event loop (ASYNC_FLUSH)."""
 
     def add_dispatch_listener(self, fn: Callable[["DispatchRequest"], None], topic: Optional[str] = None,
-                              watch: Optional[Container] = None) -> None:
+                              watch: Optional[Container[tuple[str, int]]] = None) -> None:
         """Call ``fn`` for each appended message (of ``topic``, or of the queues in ``watch``)."""
 
     # ---- queue offsets and times
@@ -63,7 +78,8 @@ class MessageStoreAPI(Protocol):
 
     # ---- reads
     def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
-                     max_total_bytes: Optional[int] = None, message_filter=None) -> "GetMessageResult": ...
+                     max_total_bytes: Optional[int] = None,
+                     message_filter: Optional[MessageFilter] = None) -> "GetMessageResult": ...
 
     def get_messages_resident(self, topic: str, queue_id: int, offset: int, max_nums: int,
                               tag_codes: Optional[Sequence[int]]) -> Optional["GetMessageResult"]:
@@ -110,3 +126,31 @@ class MessageStoreAPI(Protocol):
     @property
     def tier(self) -> Optional["TieredStore"]:
         """The tiered-storage layer in the chain (its admin: commit_now, status), if any."""
+
+
+class LocalStoreAPI(Protocol):
+    """What a layer of the chain (compaction, tier) may use of the local store at the bottom
+    (:class:`~rmqd.store.message_store.MessageStore`): its per-queue views, its CommitLog for reading
+    records, a say in its retention, its clock and its read statistics."""
+
+    @property
+    def config(self) -> "StoreConfig": ...
+
+    @property
+    def commitlog(self) -> "CommitLog": ...
+
+    @property
+    def clock(self) -> Callable[[], int]:
+        """Milliseconds clock of the store timestamps."""
+
+    def local_queue(self, topic: str, queue_id: int) -> Optional["LocalQueue"]: ...
+    def local_queues(self) -> list["LocalQueue"]: ...
+    def queue_keys(self) -> list[tuple[str, int]]: ...
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool: ...
+    def pickup_store_timestamp(self, phys_offset: int, size: int = 64) -> int: ...
+
+    def add_retention_guard(self, guard: "RetentionGuard") -> None:
+        """Ask ``guard`` before CommitLog files are deleted and before an emptied consume queue is dropped."""
+
+    def record_get_time(self, started: float) -> None:
+        """Count one read that began at ``time.perf_counter() == started`` (a layer serving it itself)."""

@@ -5,7 +5,7 @@ import logging
 import os
 import struct
 import threading
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd import progress
 from rmqd.constants import BORNHOST_V6_FLAG
@@ -13,6 +13,9 @@ from rmqd.cython_ext import message_codec as _codec
 from rmqd.cython_ext import store_commitlog as _cl
 from rmqd.service_thread import ServiceThread
 from rmqd.store.mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +135,7 @@ class CommitLog:
     def commit(mf: MappedFile, total: int) -> None:
         mf.wrote_pos += total
 
-    def append_raw(self, offset: int, data) -> int:
+    def append_raw(self, offset: int, data: "ReadableBuffer") -> int:
         """A slave's append (Java ``CommitLog.appendData``): write ``data``, bytes of the master's
         CommitLog, at exactly ``offset``, which must be where this CommitLog ends; returns the new end.
 
@@ -205,7 +208,8 @@ class CommitLog:
         if v is None or len(v) < 64:
             return -1
         sys_flag = _I32.unpack_from(v, 36)[0]
-        return _I64.unpack_from(v, 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8))[0]
+        ts: int = _I64.unpack_from(v, 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8))[0]
+        return ts
 
     def roll_next_file(self, phys: int) -> int:
         return phys + self.file_size - phys % self.file_size
@@ -251,7 +255,7 @@ class CommitLog:
             want = on_record is not None and mf.end_offset > dispatch_from
             end, code, recs = _cl.scan_records(mf.mm, 0, mf.file_size, check_crc,
                                                self.max_record_size, want)
-            if recs:
+            if recs and on_record is not None:
                 for pos, size in recs:
                     if mf.file_from_offset + pos >= dispatch_from:
                         on_record(mf, pos, size)

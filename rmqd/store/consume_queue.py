@@ -151,7 +151,7 @@ class ConsumeQueue:
             return None
         return _ENTRY.unpack_from(mf.buf, pos)
 
-    def iter_from(self, logical: int, max_bytes: int):
+    def iter_from(self, logical: int, max_bytes: int) -> Optional[list[tuple[int, int, int]]]:
         """Yield entries from ``logical`` to the end of its file, at most ``max_bytes`` of them.
 
         Returns None (not a generator) when the slot's file is missing.

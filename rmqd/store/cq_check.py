@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import logging
 import struct
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from rmqd.store.consume_queue import BLANK_ENTRY, CQ_UNIT, ConsumeQueue
+
+if TYPE_CHECKING:
+    from rmqd.store.commitlog import CommitLog
 
 log = logging.getLogger(__name__)
 
 _HEAD = struct.Struct(">iiiiiqq")   # totalSize, magic, bodyCRC, queueId, flag, queueOffset, physOffset
 
 
-def first_damaged_entry(cq: ConsumeQueue, commitlog: Any, valid_end: int, max_record_size: int,
+def first_damaged_entry(cq: ConsumeQueue, commitlog: "CommitLog", valid_end: int, max_record_size: int,
                         last_files: int = 1 << 30) -> Optional[tuple[int, int]]:
     """``(logical offset of the first bad entry, commit-log offset to re-dispatch from)`` or None."""
     files = cq.mfq.files
@@ -57,7 +60,7 @@ def first_damaged_entry(cq: ConsumeQueue, commitlog: Any, valid_end: int, max_re
     return None
 
 
-def repair_consume_queues(cqs: Iterable[ConsumeQueue], commitlog: Any, valid_end: int,
+def repair_consume_queues(cqs: Iterable[ConsumeQueue], commitlog: "CommitLog", valid_end: int,
                           max_record_size: int) -> Optional[int]:
     """Truncate every consume queue at its first damaged entry; returns the lowest commit-log
     offset the store must re-dispatch from to rebuild them (None when all are intact)."""

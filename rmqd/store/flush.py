@@ -133,7 +133,7 @@ class GroupCommitService(ServiceThread):
         self.config = config
         self.flusher = flusher
         self._lock = threading.Lock()
-        self._reqs: list = []
+        self._reqs: list[tuple[int, float, Callable[[bool], None]]] = []
 
     # ---- the CommitWait stage
     def on_reached(self, offset: int, done: Callable[[bool], None]) -> None:

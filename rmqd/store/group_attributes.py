@@ -14,9 +14,9 @@ Set with ``updateSubGroup --attributes "+k=v,-k2"`` and merged by the broker lik
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Mapping, Optional
 
-from rmqd.store.topic_attributes import Attribute, AttributeValueError, parse  # noqa: F401 (re-exported)
+from rmqd.store.topic_attributes import Attribute, Attributed, AttributeValueError, parse  # noqa: F401 (re-exported)
 from rmqd.store import topic_attributes
 
 LITE_BIND_TOPIC = "lite.bind.topic"
@@ -49,27 +49,27 @@ def alter(create: bool, current: dict[str, str], new: dict[str, str]) -> dict[st
     return topic_attributes.alter(create and not current, current, changes, ALL)
 
 
-def get(group_config: Any, name: str) -> Optional[str]:
+def get(group_config: Optional[Attributed], name: str) -> Optional[str]:
     """The attribute's value (bare or ``+``-prefixed key), else its default (None for lite.bind.topic)."""
-    attrs = getattr(group_config, "attributes", None) or {}
+    attrs: Mapping[str, str] = getattr(group_config, "attributes", None) or {}
     value = attrs.get(name)
     if value is None:
         value = attrs.get("+" + name)
     return DEFAULTS.get(name) if value is None else value
 
 
-def get_int(group_config: Any, name: str) -> int:
+def get_int(group_config: Optional[Attributed], name: str) -> int:
     try:
         return int(get(group_config, name) or DEFAULTS[name])
     except ValueError:
         return int(DEFAULTS[name])
 
 
-def get_bool(group_config: Any, name: str) -> bool:
+def get_bool(group_config: Optional[Attributed], name: str) -> bool:
     return str(get(group_config, name)).lower() == "true"
 
 
-def bind_topic(group_config: Any) -> Optional[str]:
+def bind_topic(group_config: Optional[Attributed]) -> Optional[str]:
     """The lite parent topic of a lite group, or None for any other group."""
     value = get(group_config, LITE_BIND_TOPIC) if group_config is not None else None
     return value.strip() if value and value.strip() else None

@@ -11,7 +11,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Protocol
 
 from rmqd.cython_ext import store_put as _sp
 from rmqd.store.mapped_file import MappedFile
@@ -38,7 +38,11 @@ def index_file_name(ts_ms: int) -> str:
     return time.strftime("%Y%m%d%H%M%S", time.localtime(ts_ms / 1000)) + f"{ts_ms % 1000:03d}"
 
 
-def _header_field(fmt: struct.Struct, pos: int, doc: str) -> property:
+class _HeaderField(Protocol):
+    def __get__(self, obj: "IndexFile", owner: Optional[type] = None) -> int: ...
+
+
+def _header_field(fmt: struct.Struct, pos: int, doc: str) -> _HeaderField:
     return property(lambda self: fmt.unpack_from(self.mf.buf, pos)[0], doc=doc)
 
 
@@ -78,11 +82,11 @@ class IndexFile:
                 or self.begin_timestamp <= begin <= self.end_timestamp
                 or self.begin_timestamp <= end <= self.end_timestamp)
 
-    def select(self, out: list, key: str, max_num: int, begin: int, end: int) -> None:
+    def select(self, out: list[int], key: str, max_num: int, begin: int, end: int) -> None:
         """Append to ``out`` the offsets of items matching ``key`` in [begin, end], newest first."""
         h = key_hash(key)
         buf = self.mf.buf
-        cur = _I32.unpack_from(buf, HEADER_SIZE + (h % self.slots) * SLOT_SIZE)[0]
+        cur: int = _I32.unpack_from(buf, HEADER_SIZE + (h % self.slots) * SLOT_SIZE)[0]
         if cur <= 0 or cur > self.index_count:
             return
         base = HEADER_SIZE + self.slots * SLOT_SIZE
@@ -111,7 +115,7 @@ class IndexFile:
 
 @dataclass
 class IndexQueryResult:
-    phy_offsets: list
+    phy_offsets: list[int]
     index_last_update_timestamp: int
     index_last_update_phyoffset: int
 
@@ -194,7 +198,8 @@ class IndexService:
         beginPhyOffset among them (the re-dispatch start), or ``phy_offset`` if none."""
         start = phy_offset
         with self._lock:
-            keep, gone = [], []
+            keep: list[IndexFile] = []
+            gone: list[IndexFile] = []
             for f in self.files:
                 (gone if f.end_phy_offset >= phy_offset else keep).append(f)
             self.files = keep

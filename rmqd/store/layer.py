@@ -9,14 +9,20 @@ use them in both.
 
 Layers that must be asked before the local store deletes CommitLog files or drops a consume queue
 register a :class:`RetentionGuard` with the local store (``local.add_retention_guard``).
+
+A layer sees the next store as a :class:`StoreChain` and the local store at the bottom as a
+:class:`~rmqd.store.api.LocalStoreAPI` (``local``); only the local store's replication (``rmqd.store.ha``),
+which appends to and truncates its CommitLog, takes the whole local store (``message_store``).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Container, Optional, Protocol, Sequence
 
+from rmqd.store.api import MessageStoreAPI
+
 if TYPE_CHECKING:
     from rmqd.cython_ext.store_put import DispatchRequest, MessageToStore, PutEngine, PutMessageResult
-    from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.api import LocalStoreAPI, MessageFilter
     from rmqd.store.commitlog import CommitLog
     from rmqd.store.compaction.store import CompactionStore
     from rmqd.store.config import StoreConfig
@@ -38,17 +44,48 @@ class RetentionGuard(Protocol):
         ``clean_expired_consume_queues`` keeps it)."""
 
 
+class StoreChain(MessageStoreAPI, Protocol):
+    """A store of the chain as the layer above it sees it: the API, the local store at the bottom, and the
+    local store's extras every layer passes down (the local store and every layer offer this)."""
+
+    @property
+    def local(self) -> "LocalStoreAPI":
+        """What a layer may use of the local store at the bottom of the chain."""
+
+    @property
+    def message_store(self) -> "MessageStore":
+        """The local store itself, for its replication (``rmqd.store.ha``) only."""
+
+    @property
+    def commitlog(self) -> "CommitLog": ...
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+    @clock.setter
+    def clock(self, fn: Callable[[], int]) -> None: ...
+
+    def local_queues(self) -> list["LocalQueue"]: ...
+    def run_retention_once(self) -> int: ...
+    def flush(self) -> None: ...
+
+
 class StoreLayer:
     """Delegates the store interface to ``inner``; see the module docstring."""
 
-    def __init__(self, inner: "MessageStoreAPI") -> None:
+    def __init__(self, inner: StoreChain) -> None:
         self.inner = inner
 
     # ---- the chain
     @property
-    def local(self) -> "MessageStore":
-        """The local store at the bottom of the chain."""
+    def local(self) -> "LocalStoreAPI":
+        """What a layer may use of the local store at the bottom of the chain."""
         return self.inner.local
+
+    @property
+    def message_store(self) -> "MessageStore":
+        """The local store itself, for its replication (``rmqd.store.ha``) only."""
+        return self.inner.message_store
 
     @property
     def compaction(self) -> Optional["CompactionStore"]:
@@ -64,7 +101,7 @@ class StoreLayer:
 
     @property
     def commitlog(self) -> "CommitLog":
-        return self.local.commitlog
+        return self.inner.commitlog
 
     @property
     def clock(self) -> Callable[[], int]:
@@ -96,7 +133,7 @@ class StoreLayer:
         return self.inner.put_engine
 
     def add_dispatch_listener(self, fn: Callable[["DispatchRequest"], None], topic: Optional[str] = None,
-                              watch: Optional[Container] = None) -> None:
+                              watch: Optional[Container[tuple[str, int]]] = None) -> None:
         self.inner.add_dispatch_listener(fn, topic, watch)
 
     # ---- queue offsets and times
@@ -120,7 +157,8 @@ class StoreLayer:
 
     # ---- reads
     def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
-                     max_total_bytes: Optional[int] = None, message_filter=None) -> "GetMessageResult":
+                     max_total_bytes: Optional[int] = None,
+                     message_filter: Optional["MessageFilter"] = None) -> "GetMessageResult":
         return self.inner.get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
 
     def get_messages_resident(self, topic: str, queue_id: int, offset: int, max_nums: int,

@@ -14,6 +14,8 @@ from rmqd.store.consume_queue import BLANK_ENTRY, CQ_UNIT, ConsumeQueue
 from rmqd.store.results import GetMessageResult, GetMessageStatus, LazyProps, StoreCounters, transfer_limits
 
 if TYPE_CHECKING:
+    from rmqd.cython_ext.store_get import GetMessageStatus as Status
+    from rmqd.store.api import MessageFilter
     from rmqd.store.commitlog import CommitLog
     from rmqd.store.config import StoreConfig
 
@@ -59,7 +61,7 @@ class LocalQueue:
         """``(commitlog offset, size, tags code)`` of entry ``offset``, None if not present."""
         return self._cq.get_entry(offset)
 
-    def iter_from(self, offset: int, max_bytes: int) -> Optional[list]:
+    def iter_from(self, offset: int, max_bytes: int) -> Optional[list[tuple[int, int, int]]]:
         """Entries from ``offset`` to the end of its file (at most ``max_bytes`` of them), None when
         that file is gone."""
         return self._cq.iter_from(offset, max_bytes)
@@ -100,7 +102,7 @@ class LocalQueue:
 
     # ---- reads
     def get_messages(self, offset: int, max_nums: int, max_total_bytes: Optional[int] = None,
-                     message_filter=None) -> GetMessageResult:
+                     message_filter: Optional["MessageFilter"] = None) -> GetMessageResult:
         """The local answer for a pull from ``offset`` (status table of README §3.3); buffers are
         zero-copy views of the CommitLog."""
         cq = self._cq
@@ -175,7 +177,8 @@ class LocalQueue:
         self._counters.get_done((time.perf_counter() - t0) * 1000)
         return res
 
-    def read_resident(self, offset: int, max_count: int, max_bytes: int) -> Optional[tuple]:
+    def read_resident(self, offset: int, max_count: int,
+                      max_bytes: int) -> Optional[tuple["Status", int, int, bytes]]:
         """``(status, next offset, count, records)``: up to ``max_count`` whole records from ``offset``
         copied in one C call, or None when they are not all in memory (the tier's copier)."""
         return _sg.read_resident(self._cq, self._cl, offset, max_count, max_bytes, None, 1 << 62, max_count * CQ_UNIT)

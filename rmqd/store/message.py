@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Mapping, Optional, Union
 
 from rmqd.constants import (BLANK_MAGIC_CODE, BORNHOST_V6_FLAG, NAME_VALUE_SEPARATOR,  # noqa: F401 (re-exported)
                             PROPERTY_SEPARATOR, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
@@ -32,7 +32,7 @@ find_property = _codec.find_property
 body_crc = _codec.body_crc
 record_size = _codec.record_size
 
-Host = tuple  # (ip: str, port: int)
+Host = tuple[str, int]  # (ip, port)
 
 
 def transaction_type(sys_flag: int) -> int:
@@ -40,7 +40,7 @@ def transaction_type(sys_flag: int) -> int:
     return sys_flag & 0xC
 
 
-def encode_properties(props: dict) -> str:
+def encode_properties(props: Mapping[str, Optional[str]]) -> str:
     """Encode a properties dict as ``k\\x01v\\x02k\\x01v`` (None values skipped, no trailing 0x02)."""
     return PROPERTY_SEPARATOR.join(
         f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None
@@ -117,7 +117,7 @@ class StoredMessage:
     body: bytes
     topic: str
     properties_str: str
-    properties: dict = field(default_factory=dict)
+    properties: dict[str, str] = field(default_factory=dict)
 
     @property
     def msg_id(self) -> str:
@@ -183,4 +183,4 @@ def record_carries_key(record: Union[bytes, memoryview], topic: str, key: str) -
     if find_property(props, PROPERTY_UNIQ_KEY) == key:
         return True
     keys = find_property(props, PROPERTY_KEYS)
-    return bool(keys) and key in keys.split(" ")
+    return key in keys.split(" ") if keys else False

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from typing import Callable, Container, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Container, Optional, Sequence, Union
 
 from rmqd.constants import SCHEDULE_TOPIC  # noqa: F401 (re-exported)
 from rmqd.cython_ext import store_put as _sp
@@ -45,7 +45,20 @@ from rmqd.store.results import (GetMessageResult, GetMessageStatus, PutMessageSt
                                 StoreCounters, StoreStats)
 from rmqd.store.retention import CleanCommitLogService
 
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+
+    from rmqd.store.api import MessageFilter
+    from rmqd.store.layer import RetentionGuard
+
 log = logging.getLogger(__name__)
+
+# A dispatch listener as the store keeps it (read by the put engine in C): called for every message, or
+# ``(topic, fn)`` for the messages of one topic, or ``(watch, fn)`` for those whose (topic, queueId) is in
+# the live container ``watch``.
+DispatchListener = Callable[[DispatchRequest], None]
+ListenerEntry = Union[DispatchListener, tuple[str, DispatchListener],
+                      tuple[Container[tuple[str, int]], DispatchListener]]
 
 
 def _physical_memory() -> int:
@@ -72,7 +85,7 @@ class MessageStore:
         self.consume_queues = ConsumeQueueTable(config.consume_queue_dir, config.mapped_file_size_consume_queue)
         self.hot_data_limit = int(_physical_memory() * config.access_message_in_memory_max_ratio / 100)
         self._put_lock = threading.Lock()
-        self._listeners: list = []
+        self._listeners: list[ListenerEntry] = []
         self._counters = StoreCounters()
         self._engine = _sp.PutEngine(config, self.commitlog, self.index, self.consume_queues, self._put_lock,
                                      DelayLevelTable(config.message_delay_level).tags_code, pack_host,
@@ -95,6 +108,10 @@ class MessageStore:
         return self                       # the bottom of the chain
 
     @property
+    def message_store(self) -> "MessageStore":
+        return self
+
+    @property
     def put_engine(self) -> _sp.PutEngine:
         """The C put engine, for the send lane that appends on the event loop (ASYNC_FLUSH)."""
         return self._engine
@@ -113,7 +130,7 @@ class MessageStore:
     def abort_file(self) -> str:
         return self._abort.path
 
-    def add_retention_guard(self, guard) -> None:
+    def add_retention_guard(self, guard: "RetentionGuard") -> None:
         """Ask ``guard`` (a :class:`~rmqd.store.layer.RetentionGuard`, a layer above) before CommitLog
         files are deleted and before an emptied consume queue is dropped."""
         self.retention.guards.append(guard)
@@ -164,6 +181,7 @@ class MessageStore:
         for svc in self._services:
             svc.shutdown()
         self._services = []
+        assert self.flusher is not None and self._checkpoint is not None, "made by start()"
         self.flusher.flush_all()
         self.commitlog.shutdown()
         self.consume_queues.close()
@@ -174,6 +192,7 @@ class MessageStore:
 
     def flush(self) -> None:
         """Flush the commit log, consume queues, index files and the checkpoint now."""
+        assert self.flusher is not None, "made by start()"
         self.flusher.flush_all()
 
     # ------------------------------------------------------------------ put
@@ -203,7 +222,7 @@ class MessageStore:
         out; with no stage (ASYNC_FLUSH), at once True (:func:`~rmqd.store.durability.notify_durable`)."""
         notify_durable(self._engine, self.durability, end_offset, done)
 
-    def append_to_commitlog(self, offset: int, data) -> int:
+    def append_to_commitlog(self, offset: int, data: "ReadableBuffer") -> int:
         """A slave's append (Java ``DefaultMessageStore.appendToCommitLog``): write ``data``, a range of
         the master's CommitLog starting at ``offset`` (which must be where this CommitLog ends), then
         dispatch its whole records to consume queues, index and dispatch listeners as a local put does;
@@ -219,7 +238,7 @@ class MessageStore:
         return end
 
     def add_dispatch_listener(self, fn: Callable[[DispatchRequest], None],
-                              topic: Optional[str] = None, watch: Optional[Container] = None) -> None:
+                              topic: Optional[str] = None, watch: Optional[Container[tuple[str, int]]] = None) -> None:
         """Call ``fn(DispatchRequest)`` after each message is appended and dispatched (in the
         putting thread, after the put lock is released).  With ``topic``, only for messages of
         that topic; with ``watch``, only when ``(topic, queue_id) in watch`` (a live container the
@@ -295,7 +314,8 @@ class MessageStore:
 
     # ------------------------------------------------------------------ reads
     def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
-                     max_total_bytes: Optional[int] = None, message_filter=None) -> GetMessageResult:
+                     max_total_bytes: Optional[int] = None,
+                     message_filter: Optional["MessageFilter"] = None) -> GetMessageResult:
         """Read up to ``max_nums`` messages from logical ``offset`` (status table of README §3.3)."""
         t0 = time.perf_counter()
         try:

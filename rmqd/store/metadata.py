@@ -14,7 +14,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Generic, Mapping, Optional, TypeVar, cast
 
 import orjson
 
@@ -27,14 +27,61 @@ from rmqd.data_version import DataVersion
 from rmqd.fileutil import atomic_write  # noqa: F401  (re-exported for callers)
 from rmqd.remoting.fastjson import loads_lenient
 
+if TYPE_CHECKING:
+    from typing import Required, TypedDict
+
+    from rmqd.data_version import DataVersionJson
+    from rmqd.remoting.fastjson import JsonValue
+
+    # The JSON shapes of the Java broker's files and bodies (what decode trusts, what encode writes).
+    class TopicConfigJson(TypedDict, total=False):
+        topicName: Required[str]
+        readQueueNums: int
+        writeQueueNums: int
+        perm: int
+        topicFilterType: Optional[str]      # null in a name server's table: the default
+        topicSysFlag: Optional[int]
+        order: bool
+        attributes: dict[str, str]
+
+    class TopicsFileJson(TypedDict, total=False):          # TopicConfigSerializeWrapper
+        dataVersion: DataVersionJson
+        topicConfigTable: dict[str, TopicConfigJson]
+
+    class SubscriptionGroupJson(TypedDict, total=False):
+        groupName: Required[str]
+        consumeEnable: bool
+        consumeFromMinEnable: bool
+        consumeBroadcastEnable: bool
+        retryQueueNums: int
+        retryMaxTimes: int
+        brokerId: int
+        whichBrokerWhenConsumeSlowly: int
+        notifyConsumerIdsChangedEnable: bool
+        consumeMessageOrderly: bool
+        attributes: dict[str, str]
+
+    class SubscriptionGroupsFileJson(TypedDict, total=False):  # SubscriptionGroupWrapper
+        dataVersion: DataVersionJson
+        subscriptionGroupTable: dict[str, SubscriptionGroupJson]
+        forbiddenTable: dict[str, dict[str, int]]
+
+    class ConsumerOffsetFileJson(TypedDict, total=False):
+        offsetTable: dict[str, dict[str, int]]
+
+    class DelayOffsetFileJson(TypedDict, total=False):
+        offsetTable: dict[str, int]
+
 log = logging.getLogger(__name__)
+
+DocT = TypeVar("DocT", bound=Mapping[str, object])
 
 REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
 TOPIC_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
 # ---------------------------------------------------------------------------------- JSON I/O
-def load_json_file(path: str) -> Optional[Any]:
+def load_json_file(path: str) -> "Optional[JsonValue]":
     """Parse ``path``, falling back to ``path.bak`` if missing/empty/corrupt; None if neither."""
     for p in (path, path + ".bak"):
         try:
@@ -52,18 +99,19 @@ def load_json_file(path: str) -> Optional[Any]:
     return None
 
 
-def dumps_pretty(obj: Any) -> str:
+def dumps_pretty(obj: Mapping[str, object]) -> str:
     """Pretty, key-sorted JSON like the Java broker's files (orjson: the stdlib encoder falls back
     to pure Python when indenting, which made every topic change O(topics) slow)."""
     return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
 
 
-class ConfigManager:
-    """Base: ``encode() -> dict`` / ``decode(dict)`` + load/persist with .bak fallback."""
+class ConfigManager(Generic[DocT]):
+    """Base: ``encode() -> DocT`` / ``decode(DocT)`` + load/persist with .bak fallback. ``DocT`` is the file's
+    JSON shape; a file of another shape fails in ``decode`` and the backup is tried."""
 
     file_name = ""
 
-    def __init__(self, config_dir: str):
+    def __init__(self, config_dir: str) -> None:
         self.config_dir = config_dir
         self.path = os.path.join(config_dir, self.file_name)
         self._lock = threading.RLock()
@@ -74,13 +122,13 @@ class ConfigManager:
             return False
         try:
             with self._lock:
-                self.decode(data)
+                self.decode(cast(DocT, data))
         except Exception as e:   # well-formed JSON of the wrong shape: a damaged file
             log.error("config file %s does not decode (%r); trying the backup", self.path, e)
             data = load_json_file(self.path + ".bak")
             try:
                 with self._lock:
-                    self.decode(data or {})
+                    self.decode(cast(DocT, data or {}))
             except Exception as e2:
                 log.error("backup of %s does not decode either (%r); starting from defaults", self.path, e2)
                 return False
@@ -91,15 +139,15 @@ class ConfigManager:
             text = dumps_pretty(self.encode())
         atomic_write(self.path, text)
 
-    def encoded(self) -> dict:
+    def encoded(self) -> DocT:
         """``encode()`` under the manager's lock: a consistent copy (e.g. for a response body)."""
         with self._lock:
             return self.encode()
 
-    def encode(self) -> dict:  # pragma: no cover - abstract
+    def encode(self) -> DocT:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def decode(self, data: dict) -> None:  # pragma: no cover - abstract
+    def decode(self, data: DocT) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -116,17 +164,17 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
-    attributes: dict = field(default_factory=dict)
+    attributes: dict[str, str] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
-        d = {"order": self.order, "perm": self.perm, "readQueueNums": self.read_queue_nums,
+    def to_json(self) -> "TopicConfigJson":
+        d: TopicConfigJson = {"order": self.order, "perm": self.perm, "readQueueNums": self.read_queue_nums,
              "topicFilterType": self.topic_filter_type, "topicName": self.topic_name,
              "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
         if self.attributes:
             d["attributes"] = dict(self.attributes)
         return d
 
-    def to_fastjson(self) -> dict:
+    def to_fastjson(self) -> "TopicConfigJson":
         """The bean as :func:`rmqd.remoting.fastjson.dumps` writes it (the same fields as :meth:`to_json`)."""
         return self.to_json()
 
@@ -139,7 +187,7 @@ class TopicConfig:
                 f"topicSysFlag={self.topic_sys_flag}, order={'true' if self.order else 'false'}]")
 
     @classmethod
-    def from_json(cls, d: dict) -> "TopicConfig":
+    def from_json(cls, d: "TopicConfigJson") -> "TopicConfig":
         """A JSON TopicConfig; a missing or null field takes its default."""
         return cls(topic_name=str(d["topicName"]), read_queue_nums=int(d.get("readQueueNums", 16)),
                    write_queue_nums=int(d.get("writeQueueNums", 16)),
@@ -172,7 +220,7 @@ def is_valid_topic_name(topic: str) -> bool:
     return bool(topic) and len(topic) <= 127 and bool(TOPIC_NAME_RE.match(topic))
 
 
-class TopicConfigManager(ConfigManager):
+class TopicConfigManager(ConfigManager["TopicsFileJson"]):
     """topics.json: TopicConfigSerializeWrapper ``{"dataVersion":…, "topicConfigTable":{…}}``.
 
     ``on_change(topic_config | None)`` is called after a change is persisted (e.g. to re-register
@@ -185,7 +233,7 @@ class TopicConfigManager(ConfigManager):
                  broker_name: str = "broker-a", auto_create_topic_enable: bool = True,
                  default_topic_queue_nums: int = 8, cluster_topic_enable: bool = True,
                  broker_topic_enable: bool = True, trace_topic_enable: bool = False,
-                 on_change: Optional[Callable[[Optional[TopicConfig]], None]] = None):
+                 on_change: Optional[Callable[[Optional[TopicConfig]], None]] = None) -> None:
         super().__init__(config_dir)
         self.cluster = broker_cluster_name
         self.broker_name = broker_name
@@ -225,11 +273,11 @@ class TopicConfigManager(ConfigManager):
         return topic in self.system_topics or topic.startswith("rmq_sys_")
 
     # -- persistence
-    def encode(self) -> dict:
+    def encode(self) -> "TopicsFileJson":
         return {"dataVersion": self.data_version.to_json(),
                 "topicConfigTable": {k: v.to_json() for k, v in sorted(self.table.items())}}
 
-    def decode(self, data: dict) -> None:
+    def decode(self, data: "TopicsFileJson") -> None:
         for name, d in (data.get("topicConfigTable") or {}).items():
             tc = TopicConfig.from_json(d)
             if name == TBW102 and not self.auto_create_topic_enable:
@@ -237,7 +285,7 @@ class TopicConfigManager(ConfigManager):
             self.table[name] = tc
         self.data_version = DataVersion.from_json(data.get("dataVersion"))
 
-    def wrapper(self, only: Optional[TopicConfig] = None) -> dict:
+    def wrapper(self, only: Optional[TopicConfig] = None) -> "TopicsFileJson":
         """TopicConfigSerializeWrapper for REGISTER_BROKER / GET_ALL_TOPIC_CONFIG; with ``only``,
         the same shape holding just that topic (incremental registration)."""
         with self._lock:
@@ -360,7 +408,7 @@ class SubscriptionGroupConfig:
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
     consume_message_orderly: bool = False         # 5.x: a FIFO group (POP hands each queue out in order)
-    attributes: dict = field(default_factory=dict)
+    attributes: dict[str, str] = field(default_factory=dict)
 
     _MAP = (("group_name", "groupName"), ("consume_enable", "consumeEnable"),
             ("consume_from_min_enable", "consumeFromMinEnable"),
@@ -371,8 +419,8 @@ class SubscriptionGroupConfig:
             ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"),
             ("consume_message_orderly", "consumeMessageOrderly"))
 
-    def to_json(self) -> dict:
-        d = {j: getattr(self, p) for p, j in self._MAP}
+    def to_json(self) -> "SubscriptionGroupJson":
+        d = cast("SubscriptionGroupJson", {j: getattr(self, p) for p, j in self._MAP})
         if not self.consume_message_orderly:       # 4.9 has no such field: written only when set (5.x)
             del d["consumeMessageOrderly"]
         if self.attributes:
@@ -380,10 +428,12 @@ class SubscriptionGroupConfig:
         return d
 
     @classmethod
-    def from_json(cls, d: dict) -> "SubscriptionGroupConfig":
-        kw = {p: d[j] for p, j in cls._MAP if j in d}
+    def from_json(cls, d: "SubscriptionGroupJson") -> "SubscriptionGroupConfig":
+        """The fields ``d`` has (as they are: Java's values), the defaults for the others."""
+        fields: Mapping[str, object] = d
+        kw = {p: fields[j] for p, j in cls._MAP if j in fields}
         kw["attributes"] = dict(d.get("attributes") or {})
-        return cls(**kw)
+        return cls(**kw)  # type: ignore[arg-type]  # the file's values, unchecked as Java binds them
 
 
 # The groups SubscriptionGroupManager creates at start (4.9.8); CID_SYS_RMQ_TRANS (the transaction
@@ -393,12 +443,12 @@ DEFAULT_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "
 SYSTEM_GROUPS = DEFAULT_GROUPS + ("CID_SYS_RMQ_TRANS",)
 
 
-class SubscriptionGroupManager(ConfigManager):
+class SubscriptionGroupManager(ConfigManager["SubscriptionGroupsFileJson"]):
     """subscriptionGroup.json: ``{"dataVersion":…, "subscriptionGroupTable":{…}}``."""
 
     file_name = "subscriptionGroup.json"
 
-    def __init__(self, config_dir: str, auto_create_subscription_group: bool = True):
+    def __init__(self, config_dir: str, auto_create_subscription_group: bool = True) -> None:
         super().__init__(config_dir)
         self.auto_create = auto_create_subscription_group
         self.data_version = DataVersion.fresh()
@@ -408,14 +458,14 @@ class SubscriptionGroupManager(ConfigManager):
         for g in DEFAULT_GROUPS:
             self.table[g] = SubscriptionGroupConfig(g, consume_broadcast_enable=True)
 
-    def encode(self) -> dict:
-        out = {"dataVersion": self.data_version.to_json(),
+    def encode(self) -> "SubscriptionGroupsFileJson":
+        out: SubscriptionGroupsFileJson = {"dataVersion": self.data_version.to_json(),
                "subscriptionGroupTable": {k: v.to_json() for k, v in sorted(self.table.items())}}
         if self.forbidden:              # 5.x's key; written only when something is forbidden (4.9 has none)
             out["forbiddenTable"] = {g: dict(t) for g, t in sorted(self.forbidden.items())}
         return out
 
-    def decode(self, data: dict) -> None:
+    def decode(self, data: "SubscriptionGroupsFileJson") -> None:
         for name, d in (data.get("subscriptionGroupTable") or {}).items():
             self.table[name] = SubscriptionGroupConfig.from_json(d)
         self.forbidden = {str(g): {str(t): int(v) for t, v in (topics or {}).items() if int(v) > 0}
@@ -478,6 +528,12 @@ class _Periodic:
     """Mixin: persist every ``interval_s`` when dirty, and on :meth:`shutdown`."""
 
     interval_s = 5.0
+    if TYPE_CHECKING:                      # given by ConfigManager, which it is mixed into
+        path: str
+        file_name: str
+        _lock: threading.RLock
+
+        def persist(self) -> None: ...
 
     def _init_periodic(self) -> None:
         self._dirty = False
@@ -514,13 +570,13 @@ class _Periodic:
         self.persist()
 
 
-class ConsumerOffsetManager(_Periodic, ConfigManager):
+class ConsumerOffsetManager(_Periodic, ConfigManager["ConsumerOffsetFileJson"]):
     """consumerOffset.json ``{"offsetTable":{"T@G":{"0":123}}}``; persisted every 5 s if changed."""
 
     file_name = "consumerOffset.json"
     interval_s = 5.0
 
-    def __init__(self, config_dir: str):
+    def __init__(self, config_dir: str) -> None:
         ConfigManager.__init__(self, config_dir)
         self._init_periodic()
         self.reset_table: dict[str, dict[int, int]] = {}     # "topic@group" -> queue -> pending reset offset
@@ -528,11 +584,11 @@ class ConsumerOffsetManager(_Periodic, ConfigManager):
         #: bumped on every change in this process (a master's slaves copy the table when it moved: rmqd.replicas)
         self.change_count = 0
 
-    def encode(self) -> dict:
+    def encode(self) -> "ConsumerOffsetFileJson":
         return {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())}
                                 for k, v in self.table.items()}}
 
-    def decode(self, data: dict) -> None:
+    def decode(self, data: "ConsumerOffsetFileJson") -> None:
         self.table = {k: {int(q): int(o) for q, o in (v or {}).items()}
                       for k, v in (data.get("offsetTable") or {}).items()}
 
@@ -576,7 +632,7 @@ class ConsumerOffsetManager(_Periodic, ConfigManager):
 
     def has_offset_reset(self, topic: str, group: str, queue_id: int) -> bool:
         reset = self.reset_table.get(f"{topic}@{group}")
-        return bool(reset) and queue_id in reset
+        return queue_id in reset if reset else False
 
     def query_then_erase_reset_offset(self, topic: str, group: str, queue_id: int) -> Optional[int]:
         """The pending reset of the queue, taken (None when there is none)."""
@@ -636,21 +692,21 @@ class ConsumerOffsetManager(_Periodic, ConfigManager):
                 self.change_count += 1
 
 
-class DelayOffsetManager(_Periodic, ConfigManager):
+class DelayOffsetManager(_Periodic, ConfigManager["DelayOffsetFileJson"]):
     """delayOffset.json ``{"offsetTable":{1:0,2:17}}`` (level → next SCHEDULE queue offset)."""
 
     file_name = "delayOffset.json"
     interval_s = 10.0
 
-    def __init__(self, config_dir: str):
+    def __init__(self, config_dir: str) -> None:
         ConfigManager.__init__(self, config_dir)
         self._init_periodic()
         self.table: dict[int, int] = {}
 
-    def encode(self) -> dict:
+    def encode(self) -> "DelayOffsetFileJson":
         return {"offsetTable": {str(k): v for k, v in sorted(self.table.items())}}
 
-    def decode(self, data: dict) -> None:
+    def decode(self, data: "DelayOffsetFileJson") -> None:
         self.table = {int(k): int(v) for k, v in (data.get("offsetTable") or {}).items()}
 
     def update(self, level: int, offset: int) -> None:

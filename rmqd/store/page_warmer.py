@@ -20,6 +20,7 @@ from rmqd.cython_ext.store_put import populate
 from rmqd.service_thread import ServiceThread
 
 if TYPE_CHECKING:
+    from rmqd.store.mapped_file import MappedFile
     from rmqd.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ class PageWarmer(ServiceThread):
         self.commitlog_ahead = commitlog_ahead
         self.index_ahead = index_ahead
         self.cq_ahead = cq_ahead
-        self._done: dict = {}          # MappedFile -> populated up to (file-relative)
+        self._done: dict[MappedFile, int] = {}          # populated up to (file-relative)
         self._supported = True
         self._pass = 0
         self._niced = False
@@ -66,7 +67,7 @@ class PageWarmer(ServiceThread):
         if not self._supported:
             self.shutdown()                    # the kernel cannot populate: nothing left to do
 
-    def _warm(self, mf, upto: int, floor: int = -1) -> None:
+    def _warm(self, mf: "MappedFile", upto: int, floor: int = -1) -> None:
         """Populate ``mf`` from where we stopped last time (or its write position) up to ``upto``."""
         if mf.closed:
             return

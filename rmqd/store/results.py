@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.cython_ext.store_get import GetMessageStatus  # noqa: F401 (Java's statuses: IntEnums from the pxd)
 from rmqd.cython_ext.store_put import PutMessageStatus  # noqa: F401
 from rmqd.store.message import decode_properties
+
+if TYPE_CHECKING:
+    from rmqd.cython_ext.store_put import PutEngine
+    from rmqd.store.api import MessageFilter
+    from rmqd.store.commitlog import CommitLog
+    from rmqd.store.config import StoreConfig
+
+# One buffer of a read: a zero-copy view of the CommitLog, or a copy (several records back to back when
+# ``message_count_hint`` says so).
+RecordBuffer = Union[bytes, memoryview]
 
 
 @dataclass
@@ -18,8 +28,8 @@ class GetMessageResult:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    buffers: list = field(default_factory=list)
-    queue_offsets: list = field(default_factory=list)
+    buffers: list[RecordBuffer] = field(default_factory=list)
+    queue_offsets: list[int] = field(default_factory=list)
     buffer_total_size: int = 0
     message_count_hint: int = -1      # messages in ``buffers`` when one buffer holds several
 
@@ -41,7 +51,7 @@ class GetMessageResult:
 
 @dataclass
 class QueryResult:
-    messages: list
+    messages: list[bytes]
     index_last_update_timestamp: int
     index_last_update_phyoffset: int
 
@@ -52,7 +62,7 @@ class StoreStats:
     put_message_size_total: int = 0
     put_message_failed_times: int = 0
     put_latency_max_ms: float = 0.0
-    put_distribution: list = field(default_factory=lambda: [0] * 13)   # PutEngine.put_distribution()
+    put_distribution: list[int] = field(default_factory=lambda: [0] * 13)   # PutEngine.put_distribution()
     get_latency_max_ms: float = 0.0
     get_message_times_total: int = 0
     get_message_found_total: int = 0
@@ -93,12 +103,12 @@ class StoreCounters:
             self._stats.put_message_times_total += records
             self._stats.put_message_size_total += nbytes
 
-    def set(self, **values) -> None:
+    def set(self, **values: float) -> None:
         with self._lock:
             for k, v in values.items():
                 setattr(self._stats, k, v)
 
-    def snapshot(self, engine, commitlog, consume_queue_disk_ratio: float) -> StoreStats:
+    def snapshot(self, engine: "PutEngine", commitlog: "CommitLog", consume_queue_disk_ratio: float) -> StoreStats:
         """The counters, with the put engine's and the CommitLog's figures."""
         with self._lock:
             s = StoreStats(**self._stats.__dict__)
@@ -124,18 +134,18 @@ class LazyProps:
 
     __slots__ = ("_view", "_props")
 
-    def __init__(self, view: memoryview):
+    def __init__(self, view: memoryview) -> None:
         self._view = view
-        self._props = None
+        self._props: Optional[dict[str, str]] = None
 
-    def __call__(self) -> dict:
+    def __call__(self) -> dict[str, str]:
         if self._props is None:
             f = _codec.decode_record(self._view, 0)
             self._props = decode_properties(f[17].decode("utf-8", errors="replace"))
         return self._props
 
 
-def transfer_limits(config, max_nums: int, max_total_bytes: Optional[int]) -> tuple[int, int]:
+def transfer_limits(config: "StoreConfig", max_nums: int, max_total_bytes: Optional[int]) -> tuple[int, int]:
     """``(messages, bytes)`` one read may return: the caller's asks capped by Java's
     maxTransferCount/BytesOnMessageInMemory."""
     limit = config.max_transfer_bytes_on_message_in_memory
@@ -144,7 +154,8 @@ def transfer_limits(config, max_nums: int, max_total_bytes: Optional[int]) -> tu
     return min(max_nums, config.max_transfer_count_on_message_in_memory), limit
 
 
-def collect_records(res: GetMessageResult, got: Iterable[tuple[int, bytes, int]], message_filter) -> GetMessageResult:
+def collect_records(res: GetMessageResult, got: Iterable[tuple[int, bytes, int]],
+                    message_filter: Optional["MessageFilter"]) -> GetMessageResult:
     """Fill ``res`` from records ``(queue offset, record, tags code)`` a layer read (compaction log, tier):
     each passes the filter by tags code, then by the record itself; empty records (blank entries) are
     skipped. ``next_begin_offset`` follows the last record read, ``status`` becomes FOUND when any

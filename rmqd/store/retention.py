@@ -82,7 +82,9 @@ class CleanCommitLogService(ServiceThread):
     def check_disk(self) -> float:
         """The CommitLog disk's used percent; refuses writes above the warning level."""
         ratio = self.disk_ratio(self.config.commitlog_dir)
-        full = ratio > self.config.disk_space_warning_level_ratio
+        warning = self.config.disk_space_warning_level_ratio
+        assert warning is not None, "resolve_disk_ratios fills it when the store is made"
+        full = ratio > warning
         if full != self.engine.disk_full:
             (log.error if full else log.info)("commit log disk usage %.1f%%: writes %s", ratio,
                                              "refused" if full else "allowed again")
@@ -106,7 +108,9 @@ class CleanCommitLogService(ServiceThread):
         cfg = self.config
         ratio = self.check_disk()
         space_full = ratio > cfg.disk_max_used_space_ratio
-        force = ratio > cfg.disk_space_clean_forcibly_ratio
+        forcibly = cfg.disk_space_clean_forcibly_ratio
+        assert forcibly is not None, "resolve_disk_ratios fills it when the store is made"
+        force = ratio > forcibly
         manual = self._manual_delete_times > 0
         if manual:
             self._manual_delete_times -= 1

@@ -8,7 +8,7 @@ HashSet order, as the Java broker's error remarks show them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Mapping, Optional, Protocol
 
 CLEANUP_POLICY = "cleanup.policy"
 COMPACTION = "COMPACTION"
@@ -20,8 +20,8 @@ LITE_EXPIRATION = "lite.topic.expiration"
 class Attribute:
     name: str
     changeable: bool
-    universe: Optional[tuple] = None        # enum values, in Java HashSet iteration order
-    value_range: Optional[tuple] = None     # (min, max) of a long attribute
+    universe: Optional[tuple[str, ...]] = None        # enum values, in Java HashSet iteration order
+    value_range: Optional[tuple[int, int]] = None     # (min, max) of a long attribute
 
     def verify(self, value: str) -> None:
         if self.universe is None and self.value_range is None:     # a string attribute: anything not blank
@@ -32,6 +32,7 @@ class Attribute:
             if value not in self.universe:
                 raise AttributeValueError(f"value is not in set: [{', '.join(self.universe)}]")
             return
+        assert self.value_range is not None       # neither a string nor an enum attribute: a long one
         try:
             v = int(value)
         except ValueError:
@@ -43,6 +44,13 @@ class Attribute:
 
 class AttributeValueError(ValueError):
     """An attribute change the Java broker refuses (its message is the remark)."""
+
+
+class Attributed(Protocol):
+    """A topic or group config: what the readers below use of it."""
+
+    @property
+    def attributes(self) -> Mapping[str, str]: ...
 
 
 ALL = {a.name: a for a in (
@@ -83,7 +91,10 @@ def alter(create: bool, current: dict[str, str], new: dict[str, str],
     """AttributeUtil.alterCurrentAttributes: the topic's attributes after ``new`` (keys bare); ``known``:
     the attribute table (the topic attributes unless given, e.g. the group attributes)."""
     known = ALL if known is None else known
-    init, add, update, delete = {}, {}, {}, {}
+    init: dict[str, str] = {}
+    add: dict[str, str] = {}
+    update: dict[str, str] = {}
+    delete: dict[str, str] = {}
     seen: set[str] = set()
     for key, value in new.items():
         real = key[1:]
@@ -122,33 +133,33 @@ def alter(create: bool, current: dict[str, str], new: dict[str, str],
     return result
 
 
-def is_compaction_topic(topic_config: Any) -> bool:
-    attrs = getattr(topic_config, "attributes", None)
-    return bool(attrs) and attrs.get(CLEANUP_POLICY) == COMPACTION
+def is_compaction_topic(topic_config: Optional[Attributed]) -> bool:
+    attrs: Optional[Mapping[str, str]] = getattr(topic_config, "attributes", None)
+    return attrs.get(CLEANUP_POLICY) == COMPACTION if attrs else False
 
 
-def attribute_of(topic_config: Any, name: str) -> Optional[str]:
+def attribute_of(topic_config: Optional[Attributed], name: str) -> Optional[str]:
     """A topic attribute's value (stored bare, or with the ``+`` of an update request), or None."""
-    attrs = getattr(topic_config, "attributes", None) or {}
+    attrs: Mapping[str, str] = getattr(topic_config, "attributes", None) or {}
     value = attrs.get(name)
     return attrs.get("+" + name) if value is None else value
 
 
-def message_type_of(topic_config: Any) -> str:
+def message_type_of(topic_config: Optional[Attributed]) -> str:
     """The topic's ``message.type`` (Java ``TopicConfig.getTopicMessageType``): NORMAL when unset."""
     return str(attribute_of(topic_config, MESSAGE_TYPE) or "NORMAL").upper()
 
 
-def is_priority_topic(topic_config: Any) -> bool:
+def is_priority_topic(topic_config: Optional[Attributed]) -> bool:
     return topic_config is not None and message_type_of(topic_config) == "PRIORITY"
 
 
-def is_lite_topic(topic_config: Any) -> bool:
+def is_lite_topic(topic_config: Optional[Attributed]) -> bool:
     """A LITE parent topic (5.5 Lite Mode): its messages carry a lite topic each."""
     return topic_config is not None and message_type_of(topic_config) == "LITE"
 
 
-def lite_expiration_minutes(topic_config: Any) -> int:
+def lite_expiration_minutes(topic_config: Optional[Attributed]) -> int:
     """``lite.topic.expiration`` of a LITE topic (-1 = never; TopicConfig answers -1 for other topics)."""
     if not is_lite_topic(topic_config):
         return -1

@@ -10,10 +10,10 @@ from rmqd.store.ha.config import HAConfig
 
 class _Store:
     """What ControllerHAService uses of a store here: the CommitLog's max offset, and where its checkpoint would
-    read the confirmOffset from."""
+    read the confirmOffset from (the local store at the bottom of the chain, ``message_store``, is itself)."""
 
     def __init__(self) -> None:
-        self.local = self
+        self.message_store = self
         self.max_offset = 0
         self.confirm_offset_source = None
 

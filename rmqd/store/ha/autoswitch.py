@@ -40,17 +40,20 @@ import logging
 import socket
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.store.ha import autoswitch_protocol as wire
 from rmqd.store.ha.autoswitch_protocol import HAConnectionState
 from rmqd.store.ha.client import HAClient
 from rmqd.store.ha.config import HAConfig
 from rmqd.store.ha.connection import HAConnection
-from rmqd.store.ha.epoch_file import consistent_point
+from rmqd.store.ha.epoch_file import EpochFileCache, consistent_point
 from rmqd.store.ha.protocol import HAProtocolError
 from rmqd.store.ha.service import DefaultHAService
 from rmqd.store.ha.truncate import truncate_store
+
+if TYPE_CHECKING:
+    from rmqd.store.layer import StoreChain
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +76,10 @@ class ControllerHAConnection(HAConnection):
 
     report_size = wire.SLAVE_ACK.size
     header_size = wire.TRANSFER_HEADER.size
+    if TYPE_CHECKING:
+        service: ControllerHAService
 
-    def __init__(self, service: "ControllerHAService", sock: socket.socket, addr: tuple) -> None:
+    def __init__(self, service: "ControllerHAService", sock: socket.socket, addr: tuple[str, int]) -> None:
         super().__init__(service, sock, addr)
         self.state = HAConnectionState.HANDSHAKE
         self.broker_id = -1
@@ -165,12 +170,12 @@ class ControllerHAClient(HAClient):
     """The slave side (5.x ``AutoSwitchHAClient``): handshake, truncation, transfer; on any end of the connection
     it forgets the master (the broker names it again through ``on_disconnect``)."""
 
-    def __init__(self, store: Any, config: HAConfig) -> None:
+    def __init__(self, store: "StoreChain", config: HAConfig) -> None:
         super().__init__(store, config)
         self.broker_id = -1
         self.sync_from_last_file = False
         self.async_learner = False
-        self.epoch_cache: Any = None          # the broker's EpochFileCache (set by ReplicasManager)
+        self.epoch_cache: Optional[EpochFileCache] = None     # the broker's (set by ReplicasManager)
         self.expected_epoch = -1              # the master epoch the controller named
         self.state = HAConnectionState.READY
         self.confirm_offset = -1              # min(the master's confirmOffset, this CommitLog's max); -1 unknown
@@ -222,12 +227,12 @@ class ControllerHAClient(HAClient):
         self._received_epoch = -1
         sock.settimeout(None)
 
-    def truncate_to_master(self, master_entries: list, master_max: int) -> int:
+    def truncate_to_master(self, master_entries: list[tuple[int, int]], master_max: int) -> int:
         """The consistent point with the master's epochs, and the cut to it; returns the point."""
         store, cache = self.store, self.epoch_cache
         local_max = store.commitlog_max_offset()
         local = cache.snapshot() if cache is not None else []
-        if not local:
+        if cache is None or not local:
             log.info("epoch handshake with %s done: consistent at %d (empty epoch file: no truncation)",
                      self.master_label or self.master_address, local_max)
             self.consistent_point = local_max
@@ -319,19 +324,22 @@ class ControllerHAClient(HAClient):
 class ControllerHAService(DefaultHAService):
     """DefaultHAService with SyncStateSet-aware acknowledgements (see the module docstring)."""
 
-    connection_class = ControllerHAConnection
+    connection_class: type[HAConnection] = ControllerHAConnection
+    if TYPE_CHECKING:
+        client: ControllerHAClient
+        connections: list[ControllerHAConnection]  # type: ignore[assignment]  # made by connection_class
 
-    def __init__(self, store: Any, config: HAConfig, slave: bool = True, all_ack: bool = False,
+    def __init__(self, store: "StoreChain", config: HAConfig, slave: bool = True, all_ack: bool = False,
                  in_sync_replicas: int = 1, max_not_catchup_ms: int = 15000, min_in_sync_replicas: int = 1,
                  async_learner: bool = False, sync_from_last_file: bool = False) -> None:
         super().__init__(store, config, slave=slave)
         self.min_in_sync_replicas = max(1, min_in_sync_replicas)
         self.gates_puts = self.min_in_sync_replicas > 1
         self.client = ControllerHAClient(store, config)
-        self._local = store.local
+        self._local = store.message_store
         self.client.async_learner = async_learner
         self.client.sync_from_last_file = sync_from_last_file
-        self.epoch_cache: Any = None             # the broker's EpochFileCache (set by ReplicasManager)
+        self.epoch_cache: Optional[EpochFileCache] = None   # the broker's (set by ReplicasManager)
         self._confirm = -1                       # the master's confirmOffset (see get_confirm_offset)
         self.all_ack = all_ack
         self.in_sync_replicas = max(1, in_sync_replicas)
@@ -373,7 +381,7 @@ class ControllerHAService(DefaultHAService):
         self.close_connections("this broker is a slave now")
         self.change_to_slave()
 
-    def set_epoch_cache(self, cache: Any) -> None:
+    def set_epoch_cache(self, cache: EpochFileCache) -> None:
         self.epoch_cache = cache
         self.client.epoch_cache = cache
 

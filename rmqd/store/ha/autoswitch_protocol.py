@@ -108,7 +108,9 @@ def pack_ack(offset: int) -> bytes:
     return SLAVE_ACK.pack(_TRANSFER, offset)
 
 
-def unpack_ack(buf: bytes | memoryview, pos: int = 0) -> int:
+def unpack_ack(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+    state: int
+    offset: int
     state, offset = SLAVE_ACK.unpack_from(buf, pos)
     _state(state, _TRANSFER, "slave ack")
     return offset

@@ -16,11 +16,26 @@ import select
 import socket
 import threading
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional, TypedDict
 
 from rmqd.store.ha.config import HAConfig
 from rmqd.store.ha.protocol import HEADER_SIZE, TRANSFER_HEADER, HAProtocolError, pack_report
 from rmqd.store.ha.slave_append import SlaveAppender
+
+if TYPE_CHECKING:
+    from rmqd.store.layer import StoreChain
+
+
+class HAClientRuntimeInfo(TypedDict):
+    """5.x ``HAClientRuntimeInfo`` (JSON)."""
+
+    masterAddr: str
+    transferredByteInSecond: int
+    maxOffset: int
+    lastReadTimestamp: int
+    lastWriteTimestamp: int
+    masterFlushOffset: int
+    isActivated: bool
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +49,7 @@ class HAClient:
 
     reconnect_delay_s = RECONNECT_DELAY_S
 
-    def __init__(self, store: Any, config: HAConfig) -> None:
+    def __init__(self, store: "StoreChain", config: HAConfig) -> None:
         self.store = store
         self.config = config
         self.appender = SlaveAppender(store)
@@ -93,7 +108,7 @@ class HAClient:
                 pass                      # not connected any more
             sock.close()
 
-    def runtime_info(self) -> dict:
+    def runtime_info(self) -> HAClientRuntimeInfo:
         """5.x ``HAClientRuntimeInfo``."""
         now = time.monotonic()
         when, got, rate = self._rate

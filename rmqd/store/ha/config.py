@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rmqd.config import BrokerConfig
 
 
 @dataclass
@@ -21,7 +24,7 @@ class HAConfig:
     max_round_bytes: int = 1024 * 1024
 
 
-def ha_config_from(c: Any) -> HAConfig:
+def ha_config_from(c: "BrokerConfig") -> HAConfig:
     """The HA settings of a :class:`rmqd.config.BrokerConfig` (Java property names)."""
     return HAConfig(
         listen_host=str(c.brokerIP2 or c.brokerIP1 or "127.0.0.1"),

@@ -20,7 +20,7 @@ import logging
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 from rmqd.cython_ext.ha_verify import AT_BOUNDARY, IN_PADDING, locate
 from rmqd.store.ha.protocol import HEADER_SIZE, REPORT, REPORT_SIZE, HAProtocolError, pack_header
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 _MARKS_MAX = 65536
 
 
-def send_all(sock: socket.socket, buffers: list) -> int:
+def send_all(sock: socket.socket, buffers: list[Union[bytes, memoryview]]) -> int:
     """``sendmsg`` every buffer, resuming after partial sends; returns the bytes sent."""
     total = 0
     bufs = [memoryview(b).cast("B") if not isinstance(b, bytes) else b for b in buffers]
@@ -55,7 +55,7 @@ class HAConnection:
     report_size = REPORT_SIZE
     header_size = HEADER_SIZE
 
-    def __init__(self, service: "DefaultHAService", sock: socket.socket, addr: tuple) -> None:
+    def __init__(self, service: "DefaultHAService", sock: socket.socket, addr: tuple[str, int]) -> None:
         self.service = service
         self.sock = sock
         self.addr = f"{addr[0]}:{addr[1]}"
@@ -65,7 +65,7 @@ class HAConnection:
         self.bytes_sent = 0
         self.connected_at = time.time()
         self._rate = (time.monotonic(), 0, 0.0)      # (when, bytes_sent then, bytes/s)
-        self._marks: collections.deque = collections.deque(maxlen=_MARKS_MAX)   # (end offset sent, when)
+        self._marks: collections.deque[tuple[int, float]] = collections.deque(maxlen=_MARKS_MAX)   # (end offset sent, when)
         self._requested = threading.Event()
         # the writer's bell: a plain lock the writer holds while there is nothing new; ring() releases it
         self._bell = threading.Lock()
@@ -173,7 +173,8 @@ class HAConnection:
 
     def _decode_report(self, buf: bytearray, pos: int) -> int:
         """The offset in the report at ``buf[pos:]`` (Java keeps only the newest of those read at once)."""
-        return REPORT.unpack_from(buf, pos)[0]
+        offset: int = REPORT.unpack_from(buf, pos)[0]
+        return offset
 
     def _frame_header(self, offset: int, size: int) -> bytes:
         """The header of a transfer of ``size`` bytes at ``offset`` (size 0: a heartbeat)."""
@@ -295,12 +296,15 @@ class HAConnection:
         avail = self._bound(start, min(avail, max(batch, cfg.max_round_bytes)))
         if avail <= 0:
             return False
-        buffers = []
+        buffers: list[Union[bytes, memoryview]] = []
+        views: list[memoryview] = []
         off = start
         while avail > 0:
             n = min(batch, avail)
             buffers.append(self._frame_header(off, n))
-            buffers.append(mf.view(pos, n))
+            view = mf.view(pos, n)
+            buffers.append(view)
+            views.append(view)
             off += n
             pos += n
             avail -= n
@@ -308,6 +312,6 @@ class HAConnection:
         self._marks.append((off, time.monotonic()))
         self.transfer_from = off
         self.bytes_sent += send_all(self.sock, buffers) - self.header_size * (len(buffers) // 2)
-        for b in buffers[1::2]:
-            b.release()
+        for view in views:
+            view.release()
         return True

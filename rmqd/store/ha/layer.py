@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 import threading
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Literal, Optional, Sequence, overload
 
 from rmqd.config import BrokerRole
 from rmqd.store.ha.service import DefaultHAService
@@ -27,6 +27,11 @@ from rmqd.store.layer import StoreLayer
 from rmqd.store.message import find_property
 from rmqd.store.message_store import PutMessageResult, PutMessageStatus
 from rmqd.store.results import GetMessageResult, GetMessageStatus, QueryResult
+
+if TYPE_CHECKING:
+    from rmqd.store.api import MessageFilter
+    from rmqd.store.layer import StoreChain
+    from rmqd.store.message import MessageToStore
 
 _OK = PutMessageStatus.PUT_OK
 _SLAVE_TIMEOUT = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
@@ -36,7 +41,7 @@ _RECORD_HEAD = struct.Struct(">i24xq")        # TOTALSIZE ... PHYSICALOFFSET (by
 FENCED_REFUSAL = "broker is fenced: it lost contact with the controller, so putMessage is forbidden"
 
 
-def waits_for_store(msg: Any) -> bool:
+def waits_for_store(msg: "MessageToStore") -> bool:
     """Java's ``isWaitStoreMsgOK``: the WAIT property, true unless it says false."""
     props = msg.properties
     if not props or "WAIT\x01false" not in props:
@@ -51,8 +56,8 @@ class _Join:
 
     def __init__(self, done: Callable[[PutMessageStatus], None]) -> None:
         self._lock = threading.Lock()
-        self._flush = None
-        self._replica = None
+        self._flush: Optional[PutMessageStatus] = None
+        self._replica: Optional[PutMessageStatus] = None
         self._done = done
 
     def flushed(self, ok: bool) -> None:
@@ -79,7 +84,7 @@ class ReplicatedStore(StoreLayer):
     """The replication layer over ``inner`` (see the module docstring): overrides the puts and
     :meth:`on_durable`; everything else is :class:`~rmqd.store.layer.StoreLayer`'s delegation."""
 
-    def __init__(self, inner: Any, ha: DefaultHAService, role: BrokerRole = BrokerRole.ASYNC_MASTER) -> None:
+    def __init__(self, inner: "StoreChain", ha: DefaultHAService, role: BrokerRole = BrokerRole.ASYNC_MASTER) -> None:
         super().__init__(inner)
         self.ha = ha
         self._fenced = False
@@ -109,7 +114,7 @@ class ReplicatedStore(StoreLayer):
         c = self._unconfirmed_from()
         if c < 0 or mx <= 0:
             return mx
-        cq = self.local.consume_queues.get(topic, queue_id)
+        cq = self.message_store.consume_queues.get(topic, queue_id)
         if cq is None:
             return mx
         lo = cq.min_offset
@@ -122,7 +127,8 @@ class ReplicatedStore(StoreLayer):
         return mx
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
-                     max_total_bytes: Optional[int] = None, message_filter=None) -> GetMessageResult:
+                     max_total_bytes: Optional[int] = None,
+                     message_filter: Optional["MessageFilter"] = None) -> GetMessageResult:
         r = self.inner.get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
         return self._bounded(r, offset) if r.buffers and self._confirm is not None else r
 
@@ -147,6 +153,12 @@ class ReplicatedStore(StoreLayer):
             if phys + size <= c:
                 kept.append(m)
         return QueryResult(kept, r.index_last_update_timestamp, min(r.index_last_update_phyoffset, c))
+
+    @overload
+    def _bounded(self, r: GetMessageResult, offset: int, resident: Literal[False] = False) -> GetMessageResult: ...
+
+    @overload
+    def _bounded(self, r: GetMessageResult, offset: int, resident: Literal[True]) -> Optional[GetMessageResult]: ...
 
     def _bounded(self, r: GetMessageResult, offset: int, resident: bool = False) -> Optional[GetMessageResult]:
         """``r`` without the records that end past the confirmOffset; none left: as if the queue ended at
@@ -214,7 +226,7 @@ class ReplicatedStore(StoreLayer):
         return self._slave or self._fenced or self.ha.gates_puts
 
     # ------------------------------------------------------------------ puts
-    def put_message(self, msg: Any) -> PutMessageResult:
+    def put_message(self, msg: "MessageToStore") -> PutMessageResult:
         if self._slave:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=SLAVE_REFUSAL)
         if self._fenced:
@@ -227,7 +239,7 @@ class ReplicatedStore(StoreLayer):
             self._wait_replica(r)
         return r
 
-    def put_messages(self, msgs: Sequence[Any]) -> PutMessageResult:
+    def put_messages(self, msgs: Sequence["MessageToStore"]) -> PutMessageResult:
         if self._slave:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=SLAVE_REFUSAL)
         if self._fenced:

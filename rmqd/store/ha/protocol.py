@@ -36,4 +36,5 @@ def pack_header(offset: int, size: int) -> bytes:
 def last_report(buf: bytes | bytearray | memoryview, length: int) -> int:
     """The offset of the last whole 8-byte report in ``buf[:length]`` (Java keeps only the newest)."""
     end = length - length % REPORT_SIZE
-    return REPORT.unpack_from(buf, end - REPORT_SIZE)[0]
+    offset: int = REPORT.unpack_from(buf, end - REPORT_SIZE)[0]
+    return offset

@@ -17,25 +17,50 @@ import logging
 import socket
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, TypedDict
 
-from rmqd.store.ha.client import HAClient
+from rmqd.store.ha.client import HAClient, HAClientRuntimeInfo
 from rmqd.store.ha.config import HAConfig
 from rmqd.store.ha.connection import HAConnection
 from rmqd.store.ha.transfer import GroupTransferService
 
+if TYPE_CHECKING:
+    from rmqd.store.layer import StoreChain
+
 log = logging.getLogger(__name__)
+
+
+class HAConnectionInfo(TypedDict):
+    """One slave in ``HARuntimeInfo`` (JSON), with rmqd's ``lagMillis``."""
+
+    addr: str
+    slaveAckOffset: int
+    diff: int
+    inSync: bool
+    transferredByteInSecond: int
+    transferFromWhere: int
+    lagMillis: int
+
+
+class HARuntimeInfo(TypedDict):
+    """5.x ``HARuntimeInfo`` (GET_BROKER_HA_STATUS, JSON)."""
+
+    master: bool
+    masterCommitLogMaxOffset: int
+    inSyncSlaveNums: int
+    haConnectionInfo: list[HAConnectionInfo]
+    haClientRuntimeInfo: HAClientRuntimeInfo
 
 
 class DefaultHAService:
     """The HA port, the slaves' connections, the SYNC_MASTER waits and (on a slave) the HA client."""
 
     #: the master side of one slave's connection (the AutoSwitch variant has its own)
-    connection_class = HAConnection
+    connection_class: type[HAConnection] = HAConnection
     #: how long an idle writer sleeps before looking at the CommitLog again (SYNC_MASTER puts wake it at once)
     poll_interval_s = 0.002
 
-    def __init__(self, store: Any, config: HAConfig, slave: bool = False) -> None:
+    def __init__(self, store: "StoreChain", config: HAConfig, slave: bool = False) -> None:
         self.store = store
         self.config = config
         self._slave = slave
@@ -69,7 +94,8 @@ class DefaultHAService:
             raise
         lsock.settimeout(1.0)
         self._listener = lsock
-        return lsock.getsockname()[1]
+        port: int = lsock.getsockname()[1]
+        return port
 
     def start(self) -> None:
         if self._listener is None:
@@ -118,6 +144,7 @@ class DefaultHAService:
     # ------------------------------------------------------------------ master side
     def _accept_loop(self) -> None:
         lsock = self._listener
+        assert lsock is not None, "start() binds first"
         while not self._stopping:
             try:
                 sock, addr = lsock.accept()
@@ -202,10 +229,10 @@ class DefaultHAService:
                    if c.slave_ack_offset >= 0 and mx - c.slave_ack_offset < self.config.slave_fallbehind_max)
 
     # ------------------------------------------------------------------ status
-    def runtime_info(self, is_master: bool) -> dict:
+    def runtime_info(self, is_master: bool) -> HARuntimeInfo:
         """5.x ``HARuntimeInfo`` (GET_BROKER_HA_STATUS), with rmqd's ``lagMillis`` per slave."""
         mx = self.store.commitlog_max_offset()
-        conns = []
+        conns: list[HAConnectionInfo] = []
         for c in list(self.connections):
             ack = max(c.slave_ack_offset, 0)
             conns.append({"addr": c.addr, "slaveAckOffset": ack, "diff": max(0, mx - ack),

@@ -16,12 +16,16 @@ One thread (the HA client's) calls it; the broker refuses every other put on a s
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.cython_ext import store_commitlog as _cl
 from rmqd.cython_ext.ha_verify import IN_PADDING, VERIFY_BLANK, VERIFY_LIMIT, locate, verify_range
 from rmqd.store.ha.protocol import HAProtocolError
+
+if TYPE_CHECKING:
+    from rmqd.store.layer import StoreChain
+    from rmqd.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +36,8 @@ MIN_RECORD = 91
 class SlaveAppender:
     """Raw appends, their verification and dispatch on a slave's store."""
 
-    def __init__(self, store: Any) -> None:
-        self.store = store.local                        # the local store at the bottom of the layers
+    def __init__(self, store: "StoreChain") -> None:
+        self.store = store.message_store                # the local store at the bottom of the layers
         self.checked = store.commitlog_max_offset()     # verified and dispatched up to here (recovery did the rest)
 
     def reset(self) -> None:
@@ -120,7 +124,7 @@ class SlaveAppender:
             return pos_off, records, nbytes
 
     @staticmethod
-    def _check_tail(mf: Any, pos: int, wrote: int, limit: int) -> None:
+    def _check_tail(mf: "MappedFile", pos: int, wrote: int, limit: int) -> None:
         """The scan stopped before ``wrote``: a record not complete yet is fine, anything else is not."""
         at = mf.file_from_offset + pos
         if wrote - pos < 8:

@@ -39,7 +39,7 @@ class GroupTransferService:
 
     def __init__(self, name: str = "rmqd-ha-group-transfer") -> None:
         self._lock = threading.Lock()
-        self._waiting: collections.deque = collections.deque()     # (end offset, deadline, done)
+        self._waiting: collections.deque[tuple[int, float, Done]] = collections.deque()   # (end, deadline, done)
         self._acked = -1
         self._stopping = False
         self._stop = threading.Event()
@@ -81,7 +81,7 @@ class GroupTransferService:
         for done in ready:
             _call(done, True)
 
-    def _expire(self, now: float) -> list:
+    def _expire(self, now: float) -> list[Done]:
         expired = []
         with self._lock:
             waiting = self._waiting

@@ -22,17 +22,20 @@ point again) or plain recovery give the same store. The broker must be a slave w
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmqd.cython_ext import store_commitlog as _cl
+
+if TYPE_CHECKING:
+    from rmqd.store.layer import StoreChain
 
 log = logging.getLogger(__name__)
 
 
-def truncate_store(store: Any, offset: int) -> int:
+def truncate_store(store: "StoreChain", offset: int) -> int:
     """Cut ``store`` (any layer; the local store at the bottom is cut) back to ``offset``, a record boundary;
     returns the new max offset."""
-    local = store.local
+    local = store.message_store
     cl = local.commitlog
     with local._put_lock:
         old_max = cl.max_offset()
