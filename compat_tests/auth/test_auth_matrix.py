@@ -1,18 +1,19 @@
 """Access control 2.0 against the Java 5.5.0 broker: every cell of the matrix (auth_matrix: identity x operation x
 source) gets the same answer from rmqd as from Java, with raw signed requests and with each real client: the 5.x
-and 4.9.8 Java remoting clients (AclClientRPCHook), the 5.x gRPC Java and Python clients, 5.5's mqadmin."""
+and 4.9.8 Java remoting clients (AclClientRPCHook), the 5.x gRPC Java, Python and Go clients, 5.5's mqadmin."""
 from __future__ import annotations
 
 import json
 
 import pytest
-from auth_matrix import (GRPC_IDENTITIES, GRPC_OPS, GRPC_RECEIVE, REMOTING4_IDENTITIES, REMOTING4_OPS,
-                         JAVA_START_TIMEOUT, REMOTING5_IDENTITIES, REMOTING5_OPS, SUPER,
+from auth_matrix import (GO_GRPC_IDENTITIES, GRPC_IDENTITIES, GRPC_OPS, GRPC_RECEIVE, REMOTING4_IDENTITIES,
+                         REMOTING4_OPS, JAVA_START_TIMEOUT, REMOTING5_IDENTITIES, REMOTING5_OPS, SUPER,
                          differences, key, ops_for, outcome, raw_matrix)
 from java5kit import java5_command
 from javakit import JavaProcess
 
 pytestmark = pytest.mark.timeout(JAVA_START_TIMEOUT + 400)
+GO_PROBE_TIMEOUT = 120.0        # ~15 cells, each a Go client's start (about a second) and a request or two
 
 
 def test_raw_remoting_matrix(auth_pair) -> None:
@@ -135,8 +136,8 @@ def test_java4_remoting_client_matrix(auth_pair) -> None:
     assert ours[key(("uPub", "wrongSecret1"), "send:mx-pub")] == (False, 16, "check signature failed.")
 
 
-def _grpc_cells() -> list:
-    cells = [(i, ops_for(i, GRPC_OPS)) for i in GRPC_IDENTITIES]
+def _grpc_cells(identities: list = GRPC_IDENTITIES) -> list:
+    cells = [(i, ops_for(i, GRPC_OPS)) for i in identities]
     return [(i, ops + GRPC_RECEIVE.get(i, [])) for i, ops in cells]
 
 
@@ -218,6 +219,27 @@ def test_python_grpc_client_matrix(auth_pair, py5_python) -> None:
     ours, _ = _compare(run, cells, auth_pair.java, auth_pair.rmqd)
     assert ours[key(("uPub", "uPubPass01"), "send:mx-pub")][0] is True
     assert ours[key(("uPub", "uPubPass01"), "send:mx-pub-deny")][0] is False
+
+
+def test_go_grpc_client_matrix(auth_pair) -> None:
+    """The official Go gRPC client (compat_tests/go/cmd/grpcauth: SessionCredentials, a producer per send started
+    with its topic, a simple consumer per receive): the same outcome, code and message from both."""
+    from gokit import require_go_programs, run_go
+    require_go_programs()
+    cells = _grpc_cells(GO_GRPC_IDENTITIES)
+
+    def run(side, cells):
+        res = run_go("grpcauth", "-endpoint", side.grpc, "-cells", json.dumps(cells), timeout=GO_PROBE_TIMEOUT)
+        assert res.returncode == 0 and not res.timed_out and len(res.events) == 1, res.stderr[-3000:]
+        return {k: outcome(v) for k, v in res.events[0].items()}
+    ours, _ = _compare(run, cells, auth_pair.java, auth_pair.rmqd)
+    assert len(ours) == sum(len(ops) for _, ops in cells)
+    assert ours[key(("uPub", "uPubPass01"), "send:mx-pub")][0] is True
+    assert ours[key(("uSub", "uSubPass01"), "receive:mx-sub:mx-g1")][0] is True
+    assert ours[key(("uPub", "uPubPass01"), "send:mx-pub-deny")] == (False, 40100, "User:uPub has no permission to "
+                                                                     "access Topic:mx-pub-deny from 127.0.0.1, "
+                                                                     "the decision is deny.")
+    assert ours[key(("uPub", "wrongSecret1"), "send:mx-pub")] == (False, 40100, "check signature failed.")
 
 
 MQADMIN_CELLS = [
