@@ -245,8 +245,10 @@ GRPC_RECEIVE = {("uSub", "uSubPass01"): ["receive:mx-sub:mx-g1", "receive:mx-sub
 GRPC_IDENTITIES = [("uPub", "uPubPass01"), ("uSub", "uSubPass01"), ("uDef", "uDefPass01"), ("uOff", "uOffPass01"),
                    ("uPub", "wrongSecret1")]
 # the Go gRPC client starts in a second (no JVM): it also knocks with the super user, a user without an ACL, an
-# unknown user and no credentials at all, and receives as a publisher, a user with a Default policy, the super user
-GO_GRPC_IDENTITIES = GRPC_IDENTITIES + [SUPER, ("uNoAcl", "uNoAclPass1"), ("ghost", "ghostPass1"), ("-", "-")]
+# unknown user, empty credentials (signed with an empty key: what compat_tests/go/cmd/grpc5 configures) and none at
+# all, and receives as a publisher, a user with a Default policy, the super user
+GO_GRPC_IDENTITIES = GRPC_IDENTITIES + [SUPER, ("uNoAcl", "uNoAclPass1"), ("ghost", "ghostPass1"), ("", ""),
+                                        ("-", "-")]
 GO_GRPC_RECEIVE = {**GRPC_RECEIVE, ("uPub", "uPubPass01"): ["receive:mx-sub:mx-g1"],
                    ("uDef", "uDefPass01"): ["receive:mx-sub:mx-g1"], SUPER: ["receive:mx-sub:mx-g2"]}
 

@@ -241,6 +241,7 @@ def test_go_grpc_client_matrix(auth_pair) -> None:
                                                                      "access Topic:mx-pub-deny from 127.0.0.1, "
                                                                      "the decision is deny.")
     assert ours[key(("uPub", "wrongSecret1"), "send:mx-pub")] == (False, 40100, "check signature failed.")
+    assert ours[key(("", ""), "send:mx-pub")] == (False, 40100, "username cannot be null.")
 
 
 MQADMIN_CELLS = [
