@@ -7,8 +7,8 @@ allow, deny, prefix, rank and restrict by source IP, one with a Default policy, 
 an unknown one, a wrong secret, or nobody; the operation is a request the client sends and the resource and action
 it needs. A cell's outcome is what the client sees: allowed, or refused with a code and a remark.
 
-Adding a client (the Go gRPC client of compat_tests/go, for one): write a probe that runs :data:`GRPC_OPS`-style
-cells (``send:TOPIC``, ``receive:TOPIC:GROUP`` per identity) against an endpoint and returns
+Adding a client (as was done for the Go gRPC client, compat_tests/go/cmd/grpcauth): write a probe that runs
+:data:`GRPC_OPS`-style cells (``send:TOPIC``, ``receive:TOPIC:GROUP`` per identity) against an endpoint and returns
 ``{"<ak>:<sk>/<op>": {"ok": bool, "code": int, "error": str}}``, and compare it for the two endpoints of the
 ``auth_pair`` fixture as test_auth_matrix.py does for the Java and Python gRPC clients.
 """
@@ -244,6 +244,13 @@ GRPC_RECEIVE = {("uSub", "uSubPass01"): ["receive:mx-sub:mx-g1", "receive:mx-sub
 
 GRPC_IDENTITIES = [("uPub", "uPubPass01"), ("uSub", "uSubPass01"), ("uDef", "uDefPass01"), ("uOff", "uOffPass01"),
                    ("uPub", "wrongSecret1")]
+# the Go gRPC client starts in a second (no JVM): it also knocks with the super user, a user without an ACL, an
+# unknown user, empty credentials (signed with an empty key: what compat_tests/go/cmd/grpc5 configures) and none at
+# all, and receives as a publisher, a user with a Default policy, the super user
+GO_GRPC_IDENTITIES = GRPC_IDENTITIES + [SUPER, ("uNoAcl", "uNoAclPass1"), ("ghost", "ghostPass1"), ("", ""),
+                                        ("-", "-")]
+GO_GRPC_RECEIVE = {**GRPC_RECEIVE, ("uPub", "uPubPass01"): ["receive:mx-sub:mx-g1"],
+                   ("uDef", "uDefPass01"): ["receive:mx-sub:mx-g1"], SUPER: ["receive:mx-sub:mx-g2"]}
 
 
 def ops_for(identity: tuple, ops: list) -> list:

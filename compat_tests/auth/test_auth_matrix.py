@@ -1,18 +1,19 @@
 """Access control 2.0 against the Java 5.5.0 broker: every cell of the matrix (auth_matrix: identity x operation x
 source) gets the same answer from rmqd as from Java, with raw signed requests and with each real client: the 5.x
-and 4.9.8 Java remoting clients (AclClientRPCHook), the 5.x gRPC Java and Python clients, 5.5's mqadmin."""
+and 4.9.8 Java remoting clients (AclClientRPCHook), the 5.x gRPC Java, Python and Go clients, 5.5's mqadmin."""
 from __future__ import annotations
 
 import json
 
 import pytest
-from auth_matrix import (GRPC_IDENTITIES, GRPC_OPS, GRPC_RECEIVE, REMOTING4_IDENTITIES, REMOTING4_OPS,
-                         JAVA_START_TIMEOUT, REMOTING5_IDENTITIES, REMOTING5_OPS, SUPER,
-                         differences, key, ops_for, outcome, raw_matrix)
+from auth_matrix import (GO_GRPC_IDENTITIES, GO_GRPC_RECEIVE, GRPC_IDENTITIES, GRPC_OPS, GRPC_RECEIVE,
+                         REMOTING4_IDENTITIES, REMOTING4_OPS, JAVA_START_TIMEOUT, REMOTING5_IDENTITIES, REMOTING5_OPS,
+                         SUPER, differences, key, ops_for, outcome, raw_matrix)
 from java5kit import java5_command
 from javakit import JavaProcess
 
 pytestmark = pytest.mark.timeout(JAVA_START_TIMEOUT + 400)
+GO_PROBE_TIMEOUT = 120.0        # ~15 cells, each a Go client's start (about a second) and a request or two
 
 
 def test_raw_remoting_matrix(auth_pair) -> None:
@@ -135,9 +136,9 @@ def test_java4_remoting_client_matrix(auth_pair) -> None:
     assert ours[key(("uPub", "wrongSecret1"), "send:mx-pub")] == (False, 16, "check signature failed.")
 
 
-def _grpc_cells() -> list:
-    cells = [(i, ops_for(i, GRPC_OPS)) for i in GRPC_IDENTITIES]
-    return [(i, ops + GRPC_RECEIVE.get(i, [])) for i, ops in cells]
+def _grpc_cells(identities: list = GRPC_IDENTITIES, receive: dict = GRPC_RECEIVE) -> list:
+    cells = [(i, ops_for(i, GRPC_OPS)) for i in identities]
+    return [(i, ops + receive.get(i, [])) for i, ops in cells]
 
 
 def test_java_grpc_client_matrix(auth_pair) -> None:
@@ -220,6 +221,29 @@ def test_python_grpc_client_matrix(auth_pair, py5_python) -> None:
     assert ours[key(("uPub", "uPubPass01"), "send:mx-pub-deny")][0] is False
 
 
+def test_go_grpc_client_matrix(auth_pair) -> None:
+    """The official Go gRPC client (compat_tests/go/cmd/grpcauth: SessionCredentials, a producer per send started
+    with its topic, a simple consumer per receive): the same outcome, code and message from both."""
+    from gokit import require_go_programs, run_go
+    require_go_programs()
+    cells = _grpc_cells(GO_GRPC_IDENTITIES, GO_GRPC_RECEIVE)
+
+    def run(side, cells):
+        res = run_go("grpcauth", "-endpoint", side.grpc, "-cells", json.dumps(cells), timeout=GO_PROBE_TIMEOUT)
+        assert res.returncode == 0 and not res.timed_out and len(res.events) == 1, res.stderr[-3000:]
+        return {k: outcome(v) for k, v in res.events[0].items()}
+    ours, _ = _compare(run, cells, auth_pair.java, auth_pair.rmqd)
+    assert len(ours) == sum(len(ops) for _, ops in cells)
+    assert ours[key(("uPub", "uPubPass01"), "send:mx-pub")][0] is True
+    assert ours[key(("uSub", "uSubPass01"), "receive:mx-sub:mx-g1")][0] is True
+    assert ours[key(("uPub", "uPubPass01"), "receive:mx-sub:mx-g1")][:2] == (False, 40100)
+    assert ours[key(("uPub", "uPubPass01"), "send:mx-pub-deny")] == (False, 40100, "User:uPub has no permission to "
+                                                                     "access Topic:mx-pub-deny from 127.0.0.1, "
+                                                                     "the decision is deny.")
+    assert ours[key(("uPub", "wrongSecret1"), "send:mx-pub")] == (False, 40100, "check signature failed.")
+    assert ours[key(("", ""), "send:mx-pub")] == (False, 40100, "username cannot be null.")
+
+
 MQADMIN_CELLS = [
     ("updateTopic", "-b", "{broker}", "-t", "mx-adm-{n}"),        # Create on the topic
     ("deleteTopic", "-c", "DefaultCluster", "-t", "mx-adm-{n}"),  # Delete on the topic
@@ -279,18 +303,21 @@ def _grpc_status(endpoint: str, md: list, call: str) -> tuple:
     return st.code, st.message
 
 
-def test_raw_grpc_authorization_headers(auth_pair) -> None:
-    """Forged, malformed, expired and missing gRPC credentials: the same status and message from both."""
+def _signed_md(ak: str, sk: str, when: str | None = None, auth: str | None = None) -> list:
+    """A 5.x client's gRPC headers signed as its credentials provider does (``auth`` replaces the header)."""
     import hashlib
     import hmac
     from datetime import datetime, timezone
+    now = when or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    sig = hmac.new(sk.encode(), now.encode(), hashlib.sha1).hexdigest()
+    value = auth if auth is not None else \
+        f"MQv2-HMAC-SHA1 Credential={ak}, SignedHeaders=x-mq-date-time, Signature={sig}"
+    return [("x-mq-client-id", "raw-grpc-auth"), ("x-mq-date-time", now), ("authorization", value)]
 
-    def md(ak: str, sk: str, when: str | None = None, auth: str | None = None) -> list:
-        now = when or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        sig = hmac.new(sk.encode(), now.encode(), hashlib.sha1).hexdigest()
-        value = auth if auth is not None else \
-            f"MQv2-HMAC-SHA1 Credential={ak}, SignedHeaders=x-mq-date-time, Signature={sig}"
-        return [("x-mq-client-id", "raw-grpc-auth"), ("x-mq-date-time", now), ("authorization", value)]
+
+def test_raw_grpc_authorization_headers(auth_pair) -> None:
+    """Forged, malformed, expired and missing gRPC credentials: the same status and message from both."""
+    md = _signed_md
     cases = {
         "good": md("uPub", "uPubPass01"),
         "expired": md("uPub", "uPubPass01", when="20010101T000000Z"),
@@ -312,6 +339,66 @@ def test_raw_grpc_authorization_headers(auth_pair) -> None:
     assert not diff, diff
     assert got[("expired", "send")]["rmqd"][0] == 20000                 # accepted: 5.5 does not check the date
     assert got[("forged", "route")]["rmqd"] == (40100, "check signature failed.")
+
+def _telemetry_first_answer(endpoint: str, md: list, settings) -> tuple:
+    """(status code, status message, whether settings came) of the first command a Telemetry stream answers one
+    Settings command with: what a Go client starting up is refused with, although it only reports the stream's end
+    (EOF)."""
+    import threading
+
+    import grpc
+
+    from rmqd.grpc.pb import service_pb2 as s
+    from rmqd.grpc.pb import service_pb2_grpc as sg
+    done = threading.Event()
+
+    def commands():
+        yield s.TelemetryCommand(settings=settings)
+        done.wait(20)                       # the stream stays open until the answer is read
+    with grpc.insecure_channel(endpoint) as channel:
+        call = sg.MessagingServiceStub(channel).Telemetry(commands(), metadata=md + [("x-mq-language", "GO")],
+                                                          timeout=15)
+        try:
+            first = next(call)
+            return first.status.code, first.status.message, first.HasField("settings")
+        except grpc.RpcError as exc:
+            return "grpc", exc.code().name, exc.details()
+        finally:
+            done.set()
+            call.cancel()
+
+
+def test_raw_grpc_telemetry_refusals(auth_pair) -> None:
+    """A producer's and a simple consumer's Settings on the Telemetry stream (Pub on each topic; Sub on the group
+    and the topic): the same first answer from both, a refusal's status and message included."""
+    from rmqd.grpc.pb import definition_pb2 as d
+
+    def producer(topic: str):
+        return d.Settings(client_type=d.PRODUCER, publishing=d.Publishing(topics=[d.Resource(name=topic)]))
+
+    def consumer(topic: str, group: str):
+        return d.Settings(client_type=d.SIMPLE_CONSUMER, subscription=d.Subscription(
+            group=d.Resource(name=group), subscriptions=[d.SubscriptionEntry(
+                topic=d.Resource(name=topic), expression=d.FilterExpression(type=d.TAG, expression="*"))]))
+    cases = {
+        "pub-allowed": (("uPub", "uPubPass01"), producer("mx-pub")),
+        "pub-denied": (("uPub", "uPubPass01"), producer("mx-pub-deny")),
+        "pub-by-subscriber": (("uSub", "uSubPass01"), producer("mx-pub")),
+        "sub-allowed": (("uSub", "uSubPass01"), consumer("mx-sub", "mx-g1")),
+        "sub-group-denied": (("uSub", "uSubPass01"), consumer("mx-sub", "mx-g2")),
+        "sub-by-publisher": (("uPub", "uPubPass01"), consumer("mx-sub", "mx-g1")),
+        "unknown-user": (("ghost", "ghostPass1"), producer("mx-pub")),
+        "forged": (("uPub", "wrongSecret1"), producer("mx-pub")),
+    }
+    got = {name: {side.name: _telemetry_first_answer(side.grpc, _signed_md(*ident), settings)
+                  for side in auth_pair.sides} for name, (ident, settings) in cases.items()}
+    diff = {k: v for k, v in got.items() if v["rmqd"] != v["java"]}
+    assert not diff, diff
+    assert got["pub-allowed"]["rmqd"] == (20000, "OK", True)
+    assert got["pub-by-subscriber"]["rmqd"][:2] == (40100, "User:uSub has no permission to access Topic:mx-pub "
+                                                            "from 127.0.0.1, no matched policies.")
+    assert got["sub-group-denied"]["rmqd"][:2] == (40100, "User:uSub has no permission to access Group:mx-g2 "
+                                                           "from 127.0.0.1, the decision is deny.")
 
 
 def test_auth_action_table() -> None:
