@@ -240,7 +240,7 @@ class BrokerController:
         self.admin_topic_processor.register(d, p["admin"])
         self.admin_group_processor = GroupAdminProcessor(ctx)
         self.admin_group_processor.register(d, p["admin"])
-        self.admin_broker_processor = BrokerAdminProcessor(ctx, self.pools)
+        self.admin_broker_processor = BrokerAdminProcessor(ctx, self.pools, self.timer_message_service)
         self.admin_broker_processor.register(d, p["admin"])
         self.admin_store_processor = StoreAdminProcessor(self.store, self.consumer_manager)
         self.admin_store_processor.register(d, p["admin"])
