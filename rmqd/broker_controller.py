@@ -43,6 +43,7 @@ from rmqd.processors.admin_broker import BrokerAdminProcessor
 from rmqd.processors.admin_compaction import CompactionAdminProcessor
 from rmqd.processors.admin_group import GroupAdminProcessor
 from rmqd.processors.admin_store import StoreAdminProcessor
+from rmqd.processors.admin_timer import TimerAdminProcessor
 from rmqd.processors.admin_tier import TierAdminProcessor
 from rmqd.processors.admin_topic import TopicAdminProcessor
 from rmqd.processors.assignment import AssignmentProcessor, MessageRequestModeManager
@@ -244,6 +245,8 @@ class BrokerController:
         self.admin_broker_processor.register(d, p["admin"])
         self.admin_store_processor = StoreAdminProcessor(self.store, self.consumer_manager)
         self.admin_store_processor.register(d, p["admin"])
+        self.admin_timer_processor = TimerAdminProcessor(self.timer_message_service)
+        self.admin_timer_processor.register(d, p["admin"])
         self.admin_compaction_processor = CompactionAdminProcessor(self.store)
         self.admin_compaction_processor.register(d, p["admin"])
         self.admin_tier_processor = TierAdminProcessor(self.store)
