@@ -6,6 +6,7 @@ GET_BROKER_RUNTIME_INFO answers in the asking client's generation, where 4.9.8 a
 (``getTransferredTps`` for 4.9.8's ``getTransferedTps``, ``brokerActive``, the ack and lite-pull pools, the timer
 rows, no ``brokerVersion``): each generation's mqadmin reads keys the other lacks (5.x's exportMetrics fails
 without ``getTransferredTps``, its clusterList shows ``#ACTIVATED false`` without ``brokerActive``).
+GET_BROKER_CONFIG leaves out, for a 5.x client, the 4.9.8 settings 5.x removed (:data:`FOUR_X_ONLY_KEYS`).
 
 Java: ``AdminBrokerProcessor.getBrokerRuntimeInfo/prepareRuntimeInfo``, ``StoreStatsService``,
 ``Configuration`` (README §3.5).  UPDATE_BROKER_CONFIG goes through ``BrokerConfig.apply_runtime``, whose
@@ -84,6 +85,11 @@ def human_bytes(n: int) -> str:
 def runtime_text(ms: int) -> str:
     s = ms // 1000
     return "[ %d days, %d hours, %d minutes, %d seconds ]" % (s // 86400, s % 86400 // 3600, s % 3600 // 60, s % 60)
+
+
+#: 4.9.8 broker settings 5.x's BrokerConfig no longer has: a 5.x client's getBrokerConfig leaves them out (5.5's
+#: exportConfigs copies filterServerNums when the broker reports it)
+FOUR_X_ONLY_KEYS = ("filterServerNums",)
 
 
 class TimerRuntime(Protocol):
@@ -235,6 +241,9 @@ class BrokerAdminProcessor:
         """Every property the Java broker reports (see rmqd.java_config_defaults), rmqd's values where
         it has them."""
         props = java_broker_properties(self.ctx.config.to_properties())
+        if request.version >= Version.V5_0_0_SNAPSHOT:
+            for key in FOUR_X_ONLY_KEYS:
+                props.pop(key, None)
         for secret in ("objectStoreSecretKey", *SECRET_TLS_KEYS):
             if props.get(secret):
                 props[secret] = "******"       # the tier's S3 secret and TLS key passwords are never shown

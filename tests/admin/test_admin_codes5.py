@@ -124,3 +124,14 @@ def test_seconds_window_is_the_rate_of_the_last_whole_seconds():
     w.add(109, 1)                                 # the slot of 104 is reused for 109: its old count is gone
     assert w.tps(110) == 1 / 4
     assert w.tps(200) == 0.0
+
+
+def test_broker_config_of_a_5x_client_leaves_out_what_5x_removed(broker_client):
+    def keys(version: int) -> set[str]:
+        req = new_request(26)
+        req.version = version
+        r = broker_client.invoke(req)
+        assert r.code == 0, r.remark
+        return {ln.split("=", 1)[0] for ln in bytes(r.body).decode().splitlines() if "=" in ln}
+    old, new = keys(Version.V4_9_8), keys(Version.V5_0_0_SNAPSHOT)
+    assert "filterServerNums" in old and old - new == {"filterServerNums"} and new <= old
