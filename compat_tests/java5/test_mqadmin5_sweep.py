@@ -1,0 +1,272 @@
+"""5.5's ``mqadmin`` against rmqd and against the Java 5.5.0 broker, sub-command by sub-command, outputs compared.
+
+The sub-commands 5.x added for a broker (or changed the broker's answer of): brokerStatus and clusterList (5.x's
+runtime table: ``brokerActive``, ``getTransferredTps``, the timer rows), exportMetrics, checkRocksdbCqWriteProgress
+(354), rocksDBConfigToJson over RPC (355), exportPopRecord (200056), setCommitLogReadAheadMode (2004),
+switchTimerEngine (5001), the cold-data flow control (2001-2003), with valid and bad input. The session's
+``reference5`` and ``mqadmin5`` are shared; one embedded rmqd for the module, with the reference's settings. Every
+sub-command that changes a broker is put back (the reference serves the whole session).
+
+Each case runs on both and its output is compared after :func:`normalise` (addresses, times, figures as the case
+says); differences that remain are in :data:`KNOWN` with their reason, and in docs/compatibility.md.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from java5kit import FETCH_TIMEOUT, REFERENCE5_BROKER_PROPERTIES, START_TIMEOUT
+
+from rmqd.testing import EmbeddedServer
+
+# the kit and the session's reference when this module opens the session, then ~25 sub-commands of at most 60 s
+pytestmark = pytest.mark.timeout(FETCH_TIMEOUT + START_TIMEOUT + 300)
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
+TOPIC = "Sweep5Topic"
+GROUP = "Sweep5Group"
+
+
+def keys_of(text: str) -> list[str]:
+    """The keys of a ``key : value`` listing (brokerStatus), sorted."""
+    return sorted({ln.split(":", 1)[0].strip() for ln in text.splitlines() if ":" in ln and ln.split(":", 1)[0].strip()})
+
+
+def cluster_columns(text: str) -> list[list[str]]:
+    """clusterList's header and each broker row without its figures and version (cluster, broker, id, address and
+    the 5.x #ACTIVATED column); the row's TPS, load and hours differ with traffic."""
+    rows = [ln.split() for ln in text.splitlines() if ln.strip()]
+    return [rows[0], *([r[0], r[1], r[2], r[3], r[-1]] for r in rows[1:])]
+
+
+def cluster_versions(text: str) -> list[str]:
+    """clusterList's #Version of each broker."""
+    return [ln.split()[4] for ln in text.splitlines()[1:] if ln.strip()]
+
+
+def ha_status(text: str) -> str:
+    """haStatus without the CommitLog's max offset (the stored messages' sizes are compared by the message
+    queries)."""
+    return re.sub(r"(#MasterCommitLogMaxOffset\t)\d+", r"\1<offset>", text)
+
+
+# What 5.5's send processor writes into a single message's stored properties and 4.9.8's (and rmqd) does not:
+# MSG_REGION and TRACE_ON (go_outcomes.JAVA55_SINGLE_SEND_PROPERTIES), and the producer's WAIT=true, which 4.9.8
+# strips before storing (docs/compatibility.md)
+JAVA55_STORED_ONLY = ("MSG_REGION", "TRACE_ON", "WAIT")
+
+
+def _properties(text: str) -> dict[str, str]:
+    line = re.search(r"^Properties:\s*\{(.*)\}\s*$", text, re.M)
+    return dict(kv.split("=", 1) for kv in line.group(1).split(", ")) if line else {}
+
+
+def message(text: str) -> tuple[str, dict[str, str]]:
+    """A printed message with its ids and the client's port masked, its properties apart without those 5.5 adds
+    (:data:`JAVA55_STORED_ONLY`, compared by the case after it)."""
+    text = re.sub(r"\b[0-9A-F]{32,}\b", "<id>", text)
+    text = re.sub(r"(Born Host:\s*127\.0\.0\.1):\d+", r"\1:<port>", text)
+    props = {k: v for k, v in _properties(text).items() if k not in JAVA55_STORED_ONLY}
+    return re.sub(r"^Properties:.*$", "", text, flags=re.M), props
+
+
+def stored_only(text: str) -> dict[str, str]:
+    """The properties of :data:`JAVA55_STORED_ONLY` a printed message carries."""
+    return {k: v for k, v in _properties(text).items() if k in JAVA55_STORED_ONLY}
+
+
+def lite_info(text: str) -> list[list[str]]:
+    """getBrokerLiteInfo's rows without the broker (its address) and #CQTableSize (Java counts the consume
+    queues it made, also lazily at a query of an empty queue; rmqd the topics it stores messages of)."""
+    rows = [ln.split() for ln in text.splitlines() if ln.strip()]
+    return [r[1:6] + r[7:] for r in rows]
+
+
+def shape(value: object) -> object:
+    """A JSON value's keys, nested, with the leaves' types in place of their values."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [shape(v) for v in value[:1]]
+    return type(value).__name__
+
+
+def exported(name: str) -> Callable[[str], object]:
+    """The shape of the JSON file ``name`` the sub-command wrote into ``{out}`` (its output is appended to the
+    text the case sees, after a ``--- file`` line), and what it printed."""
+    def view(text: str) -> object:
+        printed, _, body = text.partition(f"--- {name}\n")
+        return printed.strip(), shape(json.loads(body)) if body.strip() else None
+    return view
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    args: tuple[str, ...]                  # {ns}, {broker}, {out} (a directory per target) filled in
+    view: Callable[[str], object] = lambda text: text
+    reads: str = ""                        # a file the sub-command writes into {out}, appended to its output
+
+
+CASES = [
+    Case("brokerStatus", ("brokerStatus", "-n", "{ns}", "-b", "{broker}"), keys_of),
+    Case("clusterList", ("clusterList", "-n", "{ns}"), cluster_columns),
+    Case("clusterList version", ("clusterList", "-n", "{ns}"), cluster_versions),
+    Case("checkRocksdbCqWriteProgress", ("checkRocksdbCqWriteProgress", "-n", "{ns}", "-c", "DefaultCluster",
+                                         "-t", TOPIC)),
+    Case("checkRocksdbCqWriteProgress of every topic", ("checkRocksdbCqWriteProgress", "-n", "{ns}",
+                                                        "-c", "DefaultCluster")),
+    Case("rocksDBConfigToJson over RPC", ("rocksDBConfigToJson", "-n", "{ns}", "-c", "DefaultCluster")),
+    Case("rocksDBConfigToJson over RPC of one type", ("rocksDBConfigToJson", "-b", "{broker}", "-t", "topics")),
+    Case("exportPopRecord dry run", ("exportPopRecord", "-n", "{ns}", "-b", "{broker}", "-d", "true")),
+    Case("exportPopRecord", ("exportPopRecord", "-n", "{ns}", "-c", "DefaultCluster")),
+    Case("setCommitLogReadAheadMode random", ("setCommitLogReadAheadMode", "-n", "{ns}", "-b", "{broker}",
+                                              "-m", "1")),
+    Case("setCommitLogReadAheadMode normal", ("setCommitLogReadAheadMode", "-n", "{ns}", "-c", "DefaultCluster",
+                                              "-m", "0")),
+    Case("setCommitLogReadAheadMode of another value", ("setCommitLogReadAheadMode", "-n", "{ns}",
+                                                        "-b", "{broker}", "-m", "2")),
+    Case("setCommitLogReadAheadMode that is not a number", ("setCommitLogReadAheadMode", "-n", "{ns}",
+                                                            "-b", "{broker}", "-m", "x")),
+    Case("switchTimerEngine to RocksDB", ("switchTimerEngine", "-n", "{ns}", "-b", "{broker}", "-e", "R")),
+    Case("switchTimerEngine to the wheel", ("switchTimerEngine", "-n", "{ns}", "-c", "DefaultCluster", "-e", "F")),
+    Case("switchTimerEngine to another", ("switchTimerEngine", "-n", "{ns}", "-b", "{broker}", "-e", "Q")),
+    Case("brokerStatus after the switches", ("brokerStatus", "-n", "{ns}", "-b", "{broker}"), keys_of),
+    Case("exportMetrics", ("exportMetrics", "-n", "{ns}", "-c", "DefaultCluster", "-f", "{out}"),
+         exported("metrics.json"), "metrics.json"),
+    Case("exportConfigs", ("exportConfigs", "-n", "{ns}", "-c", "DefaultCluster", "-f", "{out}"),
+         exported("configs.json"), "configs.json"),
+    Case("updateTopicList", ("updateTopicList", "-n", "{ns}", "-c", "DefaultCluster", "-f", "{lists}/topics.json")),
+    Case("updateTopicList to a broker", ("updateTopicList", "-n", "{ns}", "-b", "{broker}",
+                                         "-f", "{lists}/topics.json")),
+    Case("updateTopicList of a file that is not JSON", ("updateTopicList", "-n", "{ns}", "-b", "{broker}",
+                                                        "-f", "{lists}/garbage.json")),
+    Case("topicRoute of a listed topic", ("topicRoute", "-n", "{ns}", "-t", "Sweep5ListA")),
+    Case("updateSubGroupList", ("updateSubGroupList", "-n", "{ns}", "-c", "DefaultCluster",
+                                "-f", "{lists}/groups.json")),
+    Case("getConsumerConfig of a listed group", ("getConsumerConfig", "-n", "{ns}", "-g", "Sweep5ListGroupA")),
+    Case("topicRoute", ("topicRoute", "-n", "{ns}", "-t", TOPIC)),
+    Case("topicRoute as a list", ("topicRoute", "-n", "{ns}", "-t", TOPIC, "-l")),
+    Case("topicStatus", ("topicStatus", "-n", "{ns}", "-t", TOPIC)),
+    Case("topicClusterList", ("topicClusterList", "-n", "{ns}", "-t", TOPIC)),
+    Case("getConsumerConfig", ("getConsumerConfig", "-n", "{ns}", "-g", GROUP)),
+    Case("setConsumeMode", ("setConsumeMode", "-n", "{ns}", "-c", "DefaultCluster", "-t", TOPIC, "-g", GROUP,
+                            "-m", "PULL")),
+    Case("getBrokerLiteInfo", ("getBrokerLiteInfo", "-n", "{ns}", "-b", "{broker}"), lite_info),
+    Case("getParentTopicInfo of a topic that is not lite", ("getParentTopicInfo", "-n", "{ns}", "-p", TOPIC)),
+    Case("getLiteGroupInfo of a group that is not lite", ("getLiteGroupInfo", "-n", "{ns}", "-g", GROUP,
+                                                          "-p", TOPIC)),
+    Case("getLiteTopicInfo of a topic that is not lite", ("getLiteTopicInfo", "-n", "{ns}", "-p", TOPIC,
+                                                          "-l", "lite-1")),
+    Case("getLiteClientInfo of a client not online", ("getLiteClientInfo", "-n", "{ns}", "-p", TOPIC, "-g", GROUP,
+                                                      "-c", "127.0.0.1@nobody")),
+    Case("triggerLiteDispatch of a group that is not lite", ("triggerLiteDispatch", "-n", "{ns}", "-g", GROUP,
+                                                             "-p", TOPIC)),
+    Case("haStatus", ("haStatus", "-n", "{ns}", "-b", "{broker}"), ha_status),
+    Case("queryMsgByOffset", ("queryMsgByOffset", "-n", "{ns}", "-t", TOPIC, "-b", "broker-a", "-i", "0",
+                              "-o", "0"), message),
+    Case("queryMsgByOffset properties 5.5 stores", ("queryMsgByOffset", "-n", "{ns}", "-t", TOPIC, "-b", "broker-a",
+                                                    "-i", "0", "-o", "0"), stored_only),
+    Case("addBroker of a config that is not there", ("addBroker", "-n", "{ns}", "-c", "{broker}",
+                                                     "-b", "/nonexistent/broker.conf")),
+    Case("removeBroker of a broker that is not there", ("removeBroker", "-n", "{ns}", "-c", "{broker}",
+                                                        "-b", "DefaultCluster:broker-z:1")),
+    Case("resetMasterFlushOffset", ("resetMasterFlushOffset", "-n", "{ns}", "-b", "{broker}", "-o", "0")),
+    Case("updateStaticTopic", ("updateStaticTopic", "-n", "{ns}", "-c", "DefaultCluster", "-t", "Sweep5Static",
+                               "-qn", "2")),
+    Case("getColdDataFlowCtrInfo", ("getColdDataFlowCtrInfo", "-n", "{ns}", "-b", "{broker}")),
+    Case("updateColdDataFlowCtrGroupConfig", ("updateColdDataFlowCtrGroupConfig", "-n", "{ns}", "-b", "{broker}",
+                                              "-g", GROUP, "-v", "1024")),
+    Case("removeColdDataFlowCtrGroupConfig", ("removeColdDataFlowCtrGroupConfig", "-n", "{ns}", "-b", "{broker}",
+                                              "-g", GROUP)),
+]
+
+NO_COLD_READ = "rmqd has no cold-data read flow control (RIP-62): REQUEST_CODE_NOT_SUPPORTED"
+# case name -> (what rmqd's output shows instead, the reason); kept in step with docs/compatibility.md
+KNOWN: dict[str, tuple[str, str]] = {
+    "clusterList version": ("V4_9_8", "rmqd announces itself as 4.9.8 (the version a broker registers and reports)"),
+    "queryMsgByOffset properties 5.5 stores": (
+        "Properties:          {UNIQ_KEY=", "as 4.9.8: 5.5's send processor also stores MSG_REGION and TRACE_ON (both "
+        "answer them in the send response) and keeps the producer's WAIT=true, which 4.9.8 strips"),
+    "resetMasterFlushOffset": ("CODE: 3  DESC:  request type 908 not supported",
+                               "not yet: issue 38 (the 5.x HA handshakes); REQUEST_CODE_NOT_SUPPORTED"),
+    "updateStaticTopic": ("CODE: 3  DESC:  request type 513 not supported",
+                          "static topics (RIP-21 logic queues) are not implemented: REQUEST_CODE_NOT_SUPPORTED"),
+    "getColdDataFlowCtrInfo": ("CODE: 3  DESC:  request type 2003 not supported", NO_COLD_READ),
+    "updateColdDataFlowCtrGroupConfig": ("CODE: 3  DESC:  request type 2001 not supported", NO_COLD_READ),
+    "removeColdDataFlowCtrGroupConfig": ("CODE: 3  DESC:  request type 2002 not supported", NO_COLD_READ),
+}
+
+
+def normalise(text: str, ns: str, broker: str) -> str:
+    text = text.replace(broker, "<broker>").replace(ns, "<namesrv>")
+    text = re.sub(r"/tmp/\S+", "<path>", text)
+    text = re.sub(r"\n\tat .*", "", text)                       # stack frames: line numbers, our shell's
+    text = re.sub(r"\n\t\.\.\. \d+ more", "", text)
+    text = re.sub(r"\b\d{13}\b", "<time>", text)
+    text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d{3}", "<time>", text)
+    return text.strip()
+
+
+@pytest.fixture(scope="module")
+def outputs(reference5, mqadmin5, tmp_path_factory) -> dict[str, dict[str, tuple[object, str]]]:
+    """case name -> target -> (the case's view of the normalised output, the raw output)."""
+    ours = EmbeddedServer(store_dir=str(tmp_path_factory.mktemp("sweep5")),
+                          broker_properties=REFERENCE5_BROKER_PROPERTIES).start()
+    try:
+        targets = {"java": (reference5.namesrv_addr, reference5.broker_addr),
+                   "rmqd": (ours.namesrv_addr, ours.broker_addr)}
+        lists = tmp_path_factory.mktemp("sweep5-lists")
+        (lists / "topics.json").write_text(json.dumps([
+            {"topicName": name, "readQueueNums": 2, "writeQueueNums": 2, "perm": 6, "topicFilterType": "SINGLE_TAG",
+             "topicSysFlag": 0, "order": False, "attributes": {}} for name in ("Sweep5ListA", "Sweep5ListB")]))
+        (lists / "groups.json").write_text(json.dumps([
+            {"groupName": name, "consumeEnable": True, "retryQueueNums": 1, "retryMaxTimes": 3}
+            for name in ("Sweep5ListGroupA", "Sweep5ListGroupB")]))
+        (lists / "garbage.json").write_text("[{not json")
+        out: dict[str, dict[str, tuple[object, str]]] = {c.name: {} for c in CASES}
+        for target, (ns, broker) in targets.items():
+            export_dir = tmp_path_factory.mktemp(f"sweep5-{target}")
+            def run(*args: str) -> str:
+                res = mqadmin5.run(*args, timeout=60)
+                assert not res.timed_out, (target, args, res.stdout[-2000:])
+                return res.stdout
+            assert "success" in run("updateTopic", "-n", ns, "-c", "DefaultCluster", "-t", TOPIC, "-r", "2",
+                                    "-w", "2")
+            assert "success" in run("updateSubGroup", "-n", ns, "-c", "DefaultCluster", "-g", GROUP)
+            assert "SEND_OK" in run("sendMessage", "-n", ns, "-t", TOPIC, "-p", "sweep5", "-k", "sweep5-key",
+                                    "-c", "TagS", "-b", "broker-a", "-i", "0")
+            for case in CASES:
+                raw = run(*(a.format(ns=ns, broker=broker, out=export_dir, lists=lists) for a in case.args))
+                if case.reads:
+                    written = export_dir / case.reads
+                    raw += f"\n--- {case.reads}\n" + (written.read_text() if written.exists() else "")
+                out[case.name][target] = (case.view(normalise(raw, ns, broker)), raw)
+        return out
+    finally:
+        ours.stop()
+        for written in Path(tempfile.gettempdir()).glob("Sweep5Static-*"):     # updateStaticTopic's mapping files
+            written.unlink()
+
+
+@pytest.mark.parametrize("case", [c.name for c in CASES])
+def test_sub_command_answers_as_java(outputs, case: str) -> None:
+    java, ours = outputs[case]["java"], outputs[case]["rmqd"]
+    if case in KNOWN:
+        shows, why = KNOWN[case]
+        assert ours[0] != java[0], f"{case}: listed as a difference ({why}) but rmqd now answers as Java"
+        assert shows in ours[1], f"{case}: rmqd was to show {shows!r} ({why}):\n{ours[1]}"
+        return
+    assert ours[0] == java[0], f"{case}:\nrmqd:\n{ours[1]}\nJava 5.5.0:\n{java[1]}"
+
+
+def test_known_differences_are_documented() -> None:
+    doc = DOC.read_text()
+    for case in KNOWN:
+        assert f"| mqadmin {case} |" in doc, case
