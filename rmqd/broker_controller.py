@@ -125,7 +125,8 @@ class BrokerController:
         cfg_dir = self.store_config.config_dir
         self.topic_config_manager = TopicConfigManager(
             cfg_dir, c.brokerClusterName, c.brokerName, c.autoCreateTopicEnable, c.defaultTopicQueueNums,
-            trace_topic_enable=c.traceTopicEnable, on_change=self._on_topic_change)
+            trace_topic_enable=c.traceTopicEnable, on_change=self._on_topic_change,
+            on_change_many=self._on_topics_change)
         self.subscription_group_manager = SubscriptionGroupManager(cfg_dir, c.autoCreateSubscriptionGroup)
         self.consumer_offset_manager = ConsumerOffsetManager(cfg_dir)
         self.delay_offset_manager = DelayOffsetManager(cfg_dir)
@@ -475,8 +476,8 @@ class BrokerController:
         topics DataVersion counter it carries.  Takes the topic manager's lock: never call it on
         the loop thread (a pool thread may hold that lock while it waits for the loop).
 
-        With ``only`` (a TopicConfig), the body carries just that topic (Java's
-        registerIncrementBrokerData): the name server adds or updates it and keeps the others."""
+        With ``only`` (a TopicConfig or a list of them), the body carries just those topics (Java's
+        registerIncrementBrokerData): the name server adds or updates them and keeps the others."""
         wrapper = self.topic_config_manager.wrapper(only)
         if self.replication.controller_mode:
             # 5.x (#6316): the master epoch as the registration's stateVersion; a name server keeps routing to the
@@ -567,3 +568,10 @@ class BrokerController:
         self._tell_store_policy(topic_config)
         # A created/updated topic is registered alone; a deletion re-registers the whole table.
         self.register_broker_all_sync(only=topic_config)
+
+    def _on_topics_change(self, topic_configs: list) -> None:
+        """Topics created or updated together (UPDATE_AND_CREATE_TOPIC_LIST): one incremental registration of
+        all of them, as Java's registerIncrementBrokerData."""
+        for tc in topic_configs:
+            self._tell_store_policy(tc)
+        self.register_broker_all_sync(only=topic_configs)

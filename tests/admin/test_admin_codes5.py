@@ -135,3 +135,18 @@ def test_broker_config_of_a_5x_client_leaves_out_what_5x_removed(broker_client):
         return {ln.split("=", 1)[0] for ln in bytes(r.body).decode().splitlines() if "=" in ln}
     old, new = keys(Version.V4_9_8), keys(Version.V5_0_0_SNAPSHOT)
     assert "filterServerNums" in old and old - new == {"filterServerNums"} and new <= old
+
+
+def test_topic_list_is_routed_whole(server, broker_client):
+    """UPDATE_AND_CREATE_TOPIC_LIST registers every topic of the list with the name server (one registration
+    under the list's data version; one per topic registered only the first)."""
+    names = ("CodesListA", "CodesListB", "CodesListC")
+    body = orjson.dumps({"topicConfigList": [
+        {"topicName": n, "readQueueNums": 2, "writeQueueNums": 2, "perm": 6, "topicFilterType": "SINGLE_TAG",
+         "topicSysFlag": 0, "order": False, "attributes": {}} for n in names]})
+    assert broker_client.invoke(new_request(18, None, body)).code == 0
+    from rmqd.remoting.client import BlockingClient
+    with BlockingClient(server.namesrv_addr) as ns:
+        for n in names:
+            r = ns.invoke(new_request(105, {"topic": n}))
+            assert r.code == 0, (n, r.remark)
