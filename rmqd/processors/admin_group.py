@@ -268,10 +268,11 @@ class GroupAdminProcessor:
 
     def get_all_producer_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_PRODUCER_INFO (328, ``mqadmin producer``): every online producer by group
-        (ProducerTableInfo: {"data": {group: [ProducerInfo]}})."""
+        (ProducerTableInfo: {"data": {group: [ProducerInfo]}}); remoteIP as Java's ``channel.remoteAddress()
+        .toString()``: ``/host:port``."""
         data = {}
         for group, chans in sorted(self.ctx.producers.groups().items()):
-            data[group] = [{"clientId": c.client_id, "remoteIP": c.conn.remote_address, "language": c.language,
+            data[group] = [{"clientId": c.client_id, "remoteIP": "/" + c.conn.remote_address, "language": c.language,
                             "version": c.version, "lastUpdateTimestamp": c.last_update} for c in chans]
         return json_response({"data": data})
 

@@ -150,3 +150,13 @@ def test_topic_list_is_routed_whole(server, broker_client):
         for n in names:
             r = ns.invoke(new_request(105, {"topic": n}))
             assert r.code == 0, (n, r.remark)
+
+
+def test_producer_info_names_the_remote_address_as_java(broker_client):
+    """GET_ALL_PRODUCER_INFO (mqadmin producer): remoteIP is Java's ``channel.remoteAddress().toString()``."""
+    hb = orjson.dumps({"clientID": "127.0.0.1@codes5", "producerDataSet": [{"groupName": "Codes5PG"}],
+                       "consumerDataSet": []})
+    assert broker_client.invoke(new_request(34, {}, hb)).code == 0
+    r = broker_client.invoke(new_request(328))
+    (info,) = orjson.loads(r.body)["data"]["Codes5PG"]
+    assert info["remoteIP"].startswith("/127.0.0.1:"), info
