@@ -81,6 +81,38 @@ def stored_only(text: str) -> dict[str, str]:
     return {k: v for k, v in _properties(text).items() if k in JAVA55_STORED_ONLY}
 
 
+def messages(text: str) -> str:
+    """Printed messages (printMsg, printMsgByQueue, consumeMessage, queryMsgById) with ids, ports and the CommitLog
+    offsets masked and the properties 5.5 adds (:data:`JAVA55_STORED_ONLY`) left out; what a message holds stays."""
+    text = re.sub(r"\b[0-9A-F]{32,}\b", "<id>", text)
+    text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", text)
+    text = re.sub(r"(?<=[{ ,])(?:%s)=[^,}]*(?:, )?" % "|".join(JAVA55_STORED_ONLY), "", text)
+    text = re.sub(r", (?=\})", "", text)
+    text = re.sub(r"(?i)(storeSize=|physicSize=)\d+", r"\1<size>", text)        # the properties 5.5 adds
+    return re.sub(r"(?i)(commitLog ?offset[=:]\s*)\d+", r"\1<offset>", text)
+
+
+def rows_of(first: str) -> Callable[[str], list[list[str]]]:
+    """The rows starting with ``first``, split, each without its figures and times (columns of digits)."""
+    def view(text: str) -> list[list[str]]:
+        return [[c for c in ln.split() if not re.fullmatch(r"[\d.,:-]+", c)]
+                for ln in text.splitlines() if ln.startswith(first)]
+    return view
+
+
+def sweep_topics(text: str) -> list[str]:
+    """The sweep's topics in a topic list (each broker also lists system topics of its own: see "perm count"),
+    but the static topic only Java makes (updateStaticTopic, in KNOWN)."""
+    return sorted(t for t in text.split() if t.startswith("Sweep5") and t != "Sweep5Static")
+
+
+def perm_count(text: str) -> str:
+    """wipeWritePerm / addWritePerm without the count of topics the name server changed: 5.x's broker also
+    registers its system topics (rmq_sys_REVIVE_LOG_<cluster>, RMQ_SYS_TRANS_OP_HALF_TOPIC, the RocksDB
+    transaction topics, rmq_sys_SYNC_BROKER_MEMBER_<broker>) and the static topic; rmqd keeps them to itself."""
+    return re.sub(r"OK, \d+", "OK, <n>", text)
+
+
 def lite_info(text: str) -> list[list[str]]:
     """getBrokerLiteInfo's rows without the broker (its address) and #CQTableSize (Java counts the consume
     queues it made, also lazily at a query of an empty queue; rmqd the topics it stores messages of)."""
@@ -151,6 +183,8 @@ CASES = [
     Case("updateSubGroupList", ("updateSubGroupList", "-n", "{ns}", "-c", "DefaultCluster",
                                 "-f", "{lists}/groups.json")),
     Case("getConsumerConfig of a listed group", ("getConsumerConfig", "-n", "{ns}", "-g", "Sweep5ListGroupA")),
+    Case("deleteSubGroup", ("deleteSubGroup", "-n", "{ns}", "-c", "DefaultCluster", "-g", "Sweep5ListGroupB")),
+    Case("getConsumerConfig of a deleted group", ("getConsumerConfig", "-n", "{ns}", "-g", "Sweep5ListGroupB")),
     Case("topicRoute", ("topicRoute", "-n", "{ns}", "-t", TOPIC)),
     Case("topicRoute as a list", ("topicRoute", "-n", "{ns}", "-t", TOPIC, "-l")),
     Case("topicStatus", ("topicStatus", "-n", "{ns}", "-t", TOPIC)),
@@ -180,6 +214,51 @@ CASES = [
     Case("resetMasterFlushOffset", ("resetMasterFlushOffset", "-n", "{ns}", "-b", "{broker}", "-o", "0")),
     Case("updateStaticTopic", ("updateStaticTopic", "-n", "{ns}", "-c", "DefaultCluster", "-t", "Sweep5Static",
                                "-qn", "2")),
+    # the sub-commands 4.9.8 had, as 5.5's mqadmin runs them
+    Case("topicList", ("topicList", "-n", "{ns}"), sweep_topics),
+    Case("updateTopicPerm", ("updateTopicPerm", "-n", "{ns}", "-c", "DefaultCluster", "-t", "Sweep5ListB",
+                             "-p", "4")),
+    Case("topicRoute after updateTopicPerm", ("topicRoute", "-n", "{ns}", "-t", "Sweep5ListB")),
+    Case("deleteTopic", ("deleteTopic", "-n", "{ns}", "-c", "DefaultCluster", "-t", "Sweep5ListB")),
+    Case("topicList after deleteTopic", ("topicList", "-n", "{ns}"), sweep_topics),
+    Case("updateOrderConf put", ("updateOrderConf", "-n", "{ns}", "-t", TOPIC, "-v", "broker-a:2", "-m", "put")),
+    Case("updateOrderConf get", ("updateOrderConf", "-n", "{ns}", "-t", TOPIC, "-m", "get")),
+    Case("updateOrderConf delete", ("updateOrderConf", "-n", "{ns}", "-t", TOPIC, "-m", "delete")),
+    Case("allocateMQ", ("allocateMQ", "-n", "{ns}", "-t", TOPIC, "-i", "127.0.0.1,127.0.0.2")),
+    Case("printMsg", ("printMsg", "-n", "{ns}", "-t", TOPIC, "-d", "true"), messages),
+    Case("printMsgByQueue", ("printMsgByQueue", "-n", "{ns}", "-t", TOPIC, "-a", "broker-a", "-i", "0", "-p", "true",
+                             "-d", "true"), messages),
+    Case("queryMsgById", ("queryMsgById", "-n", "{ns}", "-t", TOPIC, "-i", "{offset_id}"), messages),
+    Case("consumeMessage", ("consumeMessage", "-n", "{ns}", "-t", TOPIC, "-b", "broker-a", "-i", "0", "-o", "0",
+                            "-c", "1"), messages),
+    Case("statsAll", ("statsAll", "-n", "{ns}", "-t", TOPIC), rows_of("#")),
+    Case("consumerProgress of a group never online", ("consumerProgress", "-n", "{ns}", "-g", GROUP)),
+    Case("consumerConnection of a group not online", ("consumerConnection", "-n", "{ns}", "-g", GROUP)),
+    Case("consumerStatus of a group not online", ("consumerStatus", "-n", "{ns}", "-g", GROUP)),
+    Case("producerConnection of a group not online", ("producerConnection", "-n", "{ns}", "-g", "Sweep5PG",
+                                                      "-t", TOPIC)),
+    Case("producer", ("producer", "-n", "{ns}", "-b", "{broker}"), messages),
+    Case("cloneGroupOffset", ("cloneGroupOffset", "-n", "{ns}", "-s", GROUP, "-d", "Sweep5Clone", "-t", TOPIC,
+                              "-o", "true")),
+    Case("resetOffsetByTime", ("resetOffsetByTime", "-n", "{ns}", "-g", GROUP, "-t", TOPIC, "-s", "now",
+                               "-f", "true")),
+    Case("skipAccumulatedMessage", ("skipAccumulatedMessage", "-n", "{ns}", "-g", GROUP, "-t", TOPIC,
+                                    "-f", "true")),
+    Case("brokerConsumeStats", ("brokerConsumeStats", "-n", "{ns}", "-b", "{broker}"), rows_of("Sweep5")),
+    Case("queryCq", ("queryCq", "-n", "{ns}", "-t", TOPIC, "-q", "0", "-i", "0", "-c", "1", "-b", "{broker}"),
+         messages),
+    Case("updateKvConfig", ("updateKvConfig", "-n", "{ns}", "-s", "Sweep5Ns", "-k", "k1", "-v", "v1")),
+    Case("deleteKvConfig", ("deleteKvConfig", "-n", "{ns}", "-s", "Sweep5Ns", "-k", "k1")),
+    Case("updateNamesrvConfig", ("updateNamesrvConfig", "-n", "{ns}", "-k", "orderMessageEnable", "-v", "false")),
+    Case("wipeWritePerm", ("wipeWritePerm", "-n", "{ns}", "-b", "broker-a"), perm_count),
+    Case("addWritePerm", ("addWritePerm", "-n", "{ns}", "-b", "broker-a"), perm_count),
+    Case("sendMsgStatus", ("sendMsgStatus", "-n", "{ns}", "-b", "broker-a", "-c", "1", "-s", "16"),
+         lambda text: re.findall(r"SEND_OK|SEND_\w+", text)),
+    Case("checkMsgSendRT", ("checkMsgSendRT", "-n", "{ns}", "-t", TOPIC, "-a", "2", "-s", "16"),
+         rows_of("broker-a")),
+    Case("deleteExpiredCommitLog", ("deleteExpiredCommitLog", "-n", "{ns}", "-c", "DefaultCluster")),
+    Case("cleanExpiredCQ", ("cleanExpiredCQ", "-n", "{ns}", "-c", "DefaultCluster")),
+    Case("cleanUnusedTopic", ("cleanUnusedTopic", "-n", "{ns}", "-c", "DefaultCluster")),
     Case("getColdDataFlowCtrInfo", ("getColdDataFlowCtrInfo", "-n", "{ns}", "-b", "{broker}")),
     Case("updateColdDataFlowCtrGroupConfig", ("updateColdDataFlowCtrGroupConfig", "-n", "{ns}", "-b", "{broker}",
                                               "-g", GROUP, "-v", "1024")),
@@ -188,12 +267,17 @@ CASES = [
 ]
 
 NO_COLD_READ = "rmqd has no cold-data read flow control (RIP-62): REQUEST_CODE_NOT_SUPPORTED"
-# case name -> (what rmqd's output shows instead, the reason); kept in step with docs/compatibility.md
+# case name -> (what rmqd's output shows instead, "" for nothing, the reason); kept in step with
+# docs/compatibility.md
 KNOWN: dict[str, tuple[str, str]] = {
     "clusterList version": ("V4_9_8", "rmqd announces itself as 4.9.8 (the version a broker registers and reports)"),
     "queryMsgByOffset properties 5.5 stores": (
         "Properties:          {UNIQ_KEY=", "as 4.9.8: 5.5's send processor also stores MSG_REGION and TRACE_ON (both "
         "answer them in the send response) and keeps the producer's WAIT=true, which 4.9.8 strips"),
+    "getConsumerConfig of a deleted group": (
+        "", "Java 5.5 lists the group again right after deleteSubGroup, with default settings (re-created by "
+        "autoCreateSubscriptionGroup as the same sub-command deletes the group's %RETRY% and %DLQ% topics); rmqd "
+        "keeps it deleted, so mqadmin prints nothing for it"),
     "resetMasterFlushOffset": ("CODE: 3  DESC:  request type 908 not supported",
                                "not yet: issue 38 (the 5.x HA handshakes); REQUEST_CODE_NOT_SUPPORTED"),
     "updateStaticTopic": ("CODE: 3  DESC:  request type 513 not supported",
@@ -240,10 +324,13 @@ def outputs(reference5, mqadmin5, tmp_path_factory) -> dict[str, dict[str, tuple
             assert "success" in run("updateTopic", "-n", ns, "-c", "DefaultCluster", "-t", TOPIC, "-r", "2",
                                     "-w", "2")
             assert "success" in run("updateSubGroup", "-n", ns, "-c", "DefaultCluster", "-g", GROUP)
-            assert "SEND_OK" in run("sendMessage", "-n", ns, "-t", TOPIC, "-p", "sweep5", "-k", "sweep5-key",
-                                    "-c", "TagS", "-b", "broker-a", "-i", "0")
+            sent = run("sendMessage", "-n", ns, "-t", TOPIC, "-p", "sweep5", "-k", "sweep5-key", "-c", "TagS",
+                       "-b", "broker-a", "-i", "0")
+            assert "SEND_OK" in sent, sent
+            first = run("queryMsgByOffset", "-n", ns, "-t", TOPIC, "-b", "broker-a", "-i", "0", "-o", "0")
+            offset_id = re.search(r"OffsetID:\s*([0-9A-F]+)", first).group(1)
             for case in CASES:
-                raw = run(*(a.format(ns=ns, broker=broker, out=export_dir, lists=lists) for a in case.args))
+                raw = run(*(a.format(ns=ns, broker=broker, out=export_dir, lists=lists, offset_id=offset_id) for a in case.args))
                 if case.reads:
                     written = export_dir / case.reads
                     raw += f"\n--- {case.reads}\n" + (written.read_text() if written.exists() else "")
@@ -261,7 +348,8 @@ def test_sub_command_answers_as_java(outputs, case: str) -> None:
     if case in KNOWN:
         shows, why = KNOWN[case]
         assert ours[0] != java[0], f"{case}: listed as a difference ({why}) but rmqd now answers as Java"
-        assert shows in ours[1], f"{case}: rmqd was to show {shows!r} ({why}):\n{ours[1]}"
+        assert shows in ours[1] if shows else not ours[1].strip(), \
+            f"{case}: rmqd was to show {shows!r} ({why}):\n{ours[1]}"
         return
     assert ours[0] == java[0], f"{case}:\nrmqd:\n{ours[1]}\nJava 5.5.0:\n{java[1]}"
 
@@ -270,3 +358,43 @@ def test_known_differences_are_documented() -> None:
     doc = DOC.read_text()
     for case in KNOWN:
         assert f"| mqadmin {case} |" in doc, case
+
+
+# 5.5's sub-commands compared in other modules
+COMPARED_ELSEWHERE = {
+    **dict.fromkeys(("createUser", "updateUser", "deleteUser", "getUser", "listUser", "copyUser", "createAcl",
+                     "updateAcl", "deleteAcl", "getAcl", "listAcl", "copyAcl"), "compat_tests/auth"),
+    **dict.fromkeys(("getControllerMetaData", "getSyncStateSet", "getBrokerEpoch", "getControllerConfig",
+                     "updateControllerConfig", "electMaster", "cleanBrokerMetadata"),
+                    "compat_tests/test_mixed_mqadmin.py"),
+}
+# 5.5's sub-commands this sweep does not compare yet, and why (the module's fixture runs updateTopic,
+# updateSubGroup, sendMessage on both; mqadmin_setup runs updateBrokerConfig and getBrokerConfig)
+NOT_COMPARED = {
+    "updateTopic": "run on both to set up (mqadmin_setup, this fixture); its effect is what the cases read",
+    "updateSubGroup": "as updateTopic",
+    "sendMessage": "as updateTopic",
+    "updateBrokerConfig": "run on both by mqadmin_setup.broker_settings; output not compared",
+    "getBrokerConfig": "5.5's key list is not compared yet (rmqd's extra keys: docs/compatibility.md)",
+    "getNamesrvConfig": "as getBrokerConfig",
+    "queryMsgByKey": "not yet: reads the index, written after the put (needs a wait on both)",
+    "queryMsgByUniqueKey": "as queryMsgByKey",
+    "queryMsgTraceById": "not yet: needs a traced send",
+    "exportMetadata": "not yet",
+    "startMonitoring": "leaves a monitoring consumer in the session's mqadmin JVM",
+    "clusterRT": "runs until stopped",
+    "remappingStaticTopic": "static topics are not implemented (updateStaticTopic is compared: 513)",
+    "exportMetadataInRocksDB": "local mode only: reads a broker host's RocksDB files, sends nothing",
+    "dumpCompactionLog": "local mode only: reads a compaction log file, sends nothing",
+}
+
+
+def test_every_55_sub_command_is_compared_or_listed(mqadmin5) -> None:
+    """5.5's own list of sub-commands against what this sweep, the modules of COMPARED_ELSEWHERE and
+    NOT_COMPARED account for: a new sub-command, or one compared at last, fails until the lists say so."""
+    listed = set(re.findall(r"^\s{3}(\w+)\s", mqadmin5.run().stdout, re.M))
+    assert len(listed) > 90, listed
+    swept = {c.args[0] for c in CASES}
+    assert not swept & set(NOT_COMPARED), swept & set(NOT_COMPARED)
+    assert listed - swept - set(COMPARED_ELSEWHERE) - set(NOT_COMPARED) == set()
+    assert (swept | set(COMPARED_ELSEWHERE) | set(NOT_COMPARED)) - listed == set()
