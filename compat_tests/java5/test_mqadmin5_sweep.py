@@ -22,6 +22,7 @@ from typing import Callable
 import pytest
 
 from java5kit import FETCH_TIMEOUT, REFERENCE5_BROKER_PROPERTIES, START_TIMEOUT
+from scenarios import wait_for
 
 from rmqd.testing import EmbeddedServer
 
@@ -229,6 +230,8 @@ CASES = [
     Case("printMsgByQueue", ("printMsgByQueue", "-n", "{ns}", "-t", TOPIC, "-a", "broker-a", "-i", "0", "-p", "true",
                              "-d", "true"), messages),
     Case("queryMsgById", ("queryMsgById", "-n", "{ns}", "-t", TOPIC, "-i", "{offset_id}"), messages),
+    Case("queryMsgByKey", ("queryMsgByKey", "-n", "{ns}", "-t", TOPIC, "-k", "sweep5-key"), messages),
+    Case("queryMsgByUniqueKey", ("queryMsgByUniqueKey", "-n", "{ns}", "-t", TOPIC, "-i", "{uniq}"), messages),
     Case("consumeMessage", ("consumeMessage", "-n", "{ns}", "-t", TOPIC, "-b", "broker-a", "-i", "0", "-o", "0",
                             "-c", "1"), messages),
     Case("statsAll", ("statsAll", "-n", "{ns}", "-t", TOPIC), rows_of("#")),
@@ -329,8 +332,13 @@ def outputs(reference5, mqadmin5, tmp_path_factory) -> dict[str, dict[str, tuple
             assert "SEND_OK" in sent, sent
             first = run("queryMsgByOffset", "-n", ns, "-t", TOPIC, "-b", "broker-a", "-i", "0", "-o", "0")
             offset_id = re.search(r"OffsetID:\s*([0-9A-F]+)", first).group(1)
+            uniq = re.search(r"UNIQ_KEY=([0-9A-F]+)", first).group(1)
+            # the index is written after the put, on both: the key queries wait for it (bounded)
+            wait_for(lambda: "sweep5-key" in run("queryMsgByKey", "-n", ns, "-t", TOPIC, "-k", "sweep5-key") or None,
+                     30, interval=0.5, what=f"the {target} index holds the sweep's key")
             for case in CASES:
-                raw = run(*(a.format(ns=ns, broker=broker, out=export_dir, lists=lists, offset_id=offset_id) for a in case.args))
+                raw = run(*(a.format(ns=ns, broker=broker, out=export_dir, lists=lists, offset_id=offset_id,
+                                                   uniq=uniq) for a in case.args))
                 if case.reads:
                     written = export_dir / case.reads
                     raw += f"\n--- {case.reads}\n" + (written.read_text() if written.exists() else "")
@@ -377,8 +385,6 @@ NOT_COMPARED = {
     "updateBrokerConfig": "run on both by mqadmin_setup.broker_settings; output not compared",
     "getBrokerConfig": "5.5's key list is not compared yet (rmqd's extra keys: docs/compatibility.md)",
     "getNamesrvConfig": "as getBrokerConfig",
-    "queryMsgByKey": "not yet: reads the index, written after the put (needs a wait on both)",
-    "queryMsgByUniqueKey": "as queryMsgByKey",
     "queryMsgTraceById": "not yet: needs a traced send",
     "exportMetadata": "not yet",
     "startMonitoring": "leaves a monitoring consumer in the session's mqadmin JVM",
