@@ -43,6 +43,7 @@ from rmqd.processors.admin_broker import BrokerAdminProcessor
 from rmqd.processors.admin_compaction import CompactionAdminProcessor
 from rmqd.processors.admin_group import GroupAdminProcessor
 from rmqd.processors.admin_store import StoreAdminProcessor
+from rmqd.processors.admin_timer import TimerAdminProcessor
 from rmqd.processors.admin_tier import TierAdminProcessor
 from rmqd.processors.admin_topic import TopicAdminProcessor
 from rmqd.processors.assignment import AssignmentProcessor, MessageRequestModeManager
@@ -124,7 +125,8 @@ class BrokerController:
         cfg_dir = self.store_config.config_dir
         self.topic_config_manager = TopicConfigManager(
             cfg_dir, c.brokerClusterName, c.brokerName, c.autoCreateTopicEnable, c.defaultTopicQueueNums,
-            trace_topic_enable=c.traceTopicEnable, on_change=self._on_topic_change)
+            trace_topic_enable=c.traceTopicEnable, on_change=self._on_topic_change,
+            on_change_many=self._on_topics_change)
         self.subscription_group_manager = SubscriptionGroupManager(cfg_dir, c.autoCreateSubscriptionGroup)
         self.consumer_offset_manager = ConsumerOffsetManager(cfg_dir)
         self.delay_offset_manager = DelayOffsetManager(cfg_dir)
@@ -240,10 +242,12 @@ class BrokerController:
         self.admin_topic_processor.register(d, p["admin"])
         self.admin_group_processor = GroupAdminProcessor(ctx)
         self.admin_group_processor.register(d, p["admin"])
-        self.admin_broker_processor = BrokerAdminProcessor(ctx, self.pools)
+        self.admin_broker_processor = BrokerAdminProcessor(ctx, self.pools, self.timer_message_service)
         self.admin_broker_processor.register(d, p["admin"])
         self.admin_store_processor = StoreAdminProcessor(self.store, self.consumer_manager)
         self.admin_store_processor.register(d, p["admin"])
+        self.admin_timer_processor = TimerAdminProcessor(self.timer_message_service)
+        self.admin_timer_processor.register(d, p["admin"])
         self.admin_compaction_processor = CompactionAdminProcessor(self.store)
         self.admin_compaction_processor.register(d, p["admin"])
         self.admin_tier_processor = TierAdminProcessor(self.store)
@@ -472,8 +476,8 @@ class BrokerController:
         topics DataVersion counter it carries.  Takes the topic manager's lock: never call it on
         the loop thread (a pool thread may hold that lock while it waits for the loop).
 
-        With ``only`` (a TopicConfig), the body carries just that topic (Java's
-        registerIncrementBrokerData): the name server adds or updates it and keeps the others."""
+        With ``only`` (a TopicConfig or a list of them), the body carries just those topics (Java's
+        registerIncrementBrokerData): the name server adds or updates them and keeps the others."""
         wrapper = self.topic_config_manager.wrapper(only)
         if self.replication.controller_mode:
             # 5.x (#6316): the master epoch as the registration's stateVersion; a name server keeps routing to the
@@ -564,3 +568,10 @@ class BrokerController:
         self._tell_store_policy(topic_config)
         # A created/updated topic is registered alone; a deletion re-registers the whole table.
         self.register_broker_all_sync(only=topic_config)
+
+    def _on_topics_change(self, topic_configs: list) -> None:
+        """Topics created or updated together (UPDATE_AND_CREATE_TOPIC_LIST): one incremental registration of
+        all of them, as Java's registerIncrementBrokerData."""
+        for tc in topic_configs:
+            self._tell_store_policy(tc)
+        self.register_broker_all_sync(only=topic_configs)

@@ -40,19 +40,11 @@ ACL2 = "not yet: issue 39 (ACL 2.0 users and policies); REQUEST_CODE_NOT_SUPPORT
 
 # probe name -> (the outcome fields that differ, the reason). Kept in step with docs/compatibility.md.
 KNOWN5: dict[str, tuple[set[str], str]] = {
-    "rocksdb consume queue check": ({"code", "remark", "body"}, "rmqd has no RocksDB consume queue (RIP-66-2): "
-                                    "nothing to check; REQUEST_CODE_NOT_SUPPORTED"),
     "timer check point": ({"code", "remark", "body"}, NO_TIMER_FILES),
     "timer metrics": ({"code", "remark", "body"}, NO_TIMER_FILES),
     "cold data flow control: update": ({"code", "remark"}, NO_COLD_READ),
     "cold data flow control: remove": ({"code", "remark"}, NO_COLD_READ),
     "cold data flow control: info": ({"code", "remark", "body"}, NO_COLD_READ),
-    "commit log read mode": ({"code", "remark"}, "rmqd has no switch of the CommitLog's read-ahead (madvise) mode: "
-                             "REQUEST_CODE_NOT_SUPPORTED"),
-    "commit log read mode without a mode": ({"code", "remark"}, "as above"),
-    "switch timer engine": ({"code", "remark"}, "rmqd has one timer engine (RIP-82's RocksDB timer is not "
-                            "implemented): REQUEST_CODE_NOT_SUPPORTED"),
-    "switch timer engine without a header": ({"code", "remark"}, "as above"),
     "static topic": ({"code", "remark"}, "static topics (RIP-21 logic queues) are not implemented: "
                      "REQUEST_CODE_NOT_SUPPORTED"),
     "static topic without a header": ({"code", "remark"}, "as above"),

@@ -162,24 +162,57 @@ class PopCounters:
             return {"in": dict(self.revive_in), "out": dict(self.revive_out), "retry": dict(self.retry)}
 
 
+class SecondsWindow:
+    """Events per second over the last ``seconds`` whole seconds (one counter per second of a ring): what 5.x's
+    timer reports as its enqueue and dequeue TPS (``PerfCounter.Ticks.getLastTps``)."""
+
+    def __init__(self, seconds: int = 60) -> None:
+        self.seconds = seconds
+        self._slots = seconds + 1                # the window and the current, partial second
+        self._counts = [0] * self._slots
+        self._stamps = [-1] * self._slots
+
+    def add(self, now_s: int, n: int = 1) -> None:
+        i = now_s % self._slots
+        if self._stamps[i] != now_s:
+            self._stamps[i], self._counts[i] = now_s, 0
+        self._counts[i] += n
+
+    def tps(self, now_s: int) -> float:
+        """The mean rate over the ``seconds`` before ``now_s`` (the current, partial second left out)."""
+        total = sum(c for c, t in zip(self._counts, self._stamps) if now_s - self.seconds <= t < now_s)
+        return total / self.seconds
+
+
 class TimerCounters:
     """The timer's traffic (5.x DefaultStoreMetricsManager): messages taken into the timer and delivered
-    from it, per real topic, and the delay each was set for (whole seconds, ``rocketmq_delay_message_latency``)."""
+    from it, per real topic, and the delay each was set for (whole seconds, ``rocketmq_delay_message_latency``);
+    the rate of both over the last minute (``tps``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.enqueued: dict[str, int] = {}
         self.dequeued: dict[str, int] = {}
         self.delay = Histogram(DELAY_LATENCY_BUCKETS_S)      # (topic,) -> seconds
+        self._enqueue_rate = SecondsWindow()
+        self._dequeue_rate = SecondsWindow()
 
     def on_enqueue(self, topic: str, delay_ms: int) -> None:
         with self._lock:
             self.enqueued[topic] = self.enqueued.get(topic, 0) + 1
             self.delay.observe((topic,), float(max(0, delay_ms) // 1000))
+            self._enqueue_rate.add(int(time.time()))
 
     def on_dequeue(self, topic: str) -> None:
         with self._lock:
             self.dequeued[topic] = self.dequeued.get(topic, 0) + 1
+            self._dequeue_rate.add(int(time.time()))
+
+    def tps(self) -> tuple[float, float]:
+        """(enqueue, dequeue) messages per second over the last minute."""
+        now = int(time.time())
+        with self._lock:
+            return self._enqueue_rate.tps(now), self._dequeue_rate.tps(now)
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:

@@ -13,7 +13,7 @@ from rmqd.config import NamesrvConfig, parse_properties
 from rmqd.namesrv.kvconfig import LIVE_NAMESPACES, NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rmqd.namesrv.route_data import DataVersion, QueueData, RegisterBrokerBody
 from rmqd.namesrv.route_info import RouteInfoManager
-from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.remoting.codes import RequestCode, ResponseCode, Version
 from rmqd.remoting.command import (
     RemotingCommand,
     error_response,
@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 V3_0_11 = 37  # brokers from this version send RegisterBrokerBody (with filter servers)
 V4_9_4 = 401  # clients from this version get standard JSON routes
 APPLY_TOPIC_URL = "http://rocketmq.apache.org/docs/faq/"
+APPLY_TOPIC_URL_5X = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"    # 5.x FAQUrl.APPLY_TOPIC_URL
 CONFIG_BLACK_LIST = frozenset(("configBlackList", "configStorePath", "kvConfigPath"))
 GET_BROKER_MEMBER_GROUP = 901     # 5.x: the addresses of one broker group (a 5.x broker asks on start)
 BROKER_HEARTBEAT = 904            # 5.x: a broker's lightweight keep-alive between registrations
@@ -170,7 +171,8 @@ class NamesrvProcessors:
             shown = "null" if topic is None else topic
             return error_response(ResponseCode.TOPIC_NOT_EXIST,
                                   f"No topic route info in name server for the topic: {shown}"
-                                  + suggest_todo(APPLY_TOPIC_URL))
+                                  + suggest_todo(APPLY_TOPIC_URL_5X if request.version >= Version.V5_0_0_SNAPSHOT
+                                                 else APPLY_TOPIC_URL))
         if self.config.orderMessageEnable:
             conf = self.kv_config.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
             if conf is not None:

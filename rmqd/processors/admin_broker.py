@@ -1,6 +1,13 @@
 """Broker-level admin codes: GET_BROKER_RUNTIME_INFO (28), GET_BROKER_CONFIG (26),
 UPDATE_BROKER_CONFIG (25), VIEW_BROKER_STATS_DATA (315).
 
+GET_BROKER_RUNTIME_INFO answers in the asking client's generation, where 4.9.8 and 5.x disagree: a 4.x client
+(mqadmin brokerStatus, exportMetrics) gets 4.9.8's table, a 5.x client (request version from V5_0_0_SNAPSHOT) 5.x's
+(``getTransferredTps`` for 4.9.8's ``getTransferedTps``, ``brokerActive``, the ack and lite-pull pools, the timer
+rows, no ``brokerVersion``): each generation's mqadmin reads keys the other lacks (5.x's exportMetrics fails
+without ``getTransferredTps``, its clusterList shows ``#ACTIVATED false`` without ``brokerActive``).
+GET_BROKER_CONFIG leaves out, for a 5.x client, the 4.9.8 settings 5.x removed (:data:`FOUR_X_ONLY_KEYS`).
+
 Java: ``AdminBrokerProcessor.getBrokerRuntimeInfo/prepareRuntimeInfo``, ``StoreStatsService``,
 ``Configuration`` (README §3.5).  UPDATE_BROKER_CONFIG goes through ``BrokerConfig.apply_runtime``, whose
 subscribers (wired by the broker) apply what the Java broker applies at runtime: ``brokerPermission``
@@ -11,12 +18,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional, Protocol
 
 import orjson
 
 from rmqd.broker.context import BrokerContext
-from rmqd.config import parse_properties
+from rmqd.config import BrokerRole, parse_properties
 from rmqd.constants import SCHEDULE_TOPIC
 from rmqd.fileutil import disk_capacity
 from rmqd.java_config_defaults import java_broker_properties
@@ -80,17 +87,32 @@ def runtime_text(ms: int) -> str:
     return "[ %d days, %d hours, %d minutes, %d seconds ]" % (s // 86400, s % 86400 // 3600, s % 3600 // 60, s % 60)
 
 
-class BrokerAdminProcessor:
-    """``pools``: the broker's processor pools by name (their queues are part of the runtime info)."""
+#: 4.9.8 broker settings 5.x's BrokerConfig no longer has: a 5.x client's getBrokerConfig leaves them out (5.5's
+#: exportConfigs copies filterServerNums when the broker reports it)
+FOUR_X_ONLY_KEYS = ("filterServerNums",)
 
-    def __init__(self, ctx: BrokerContext, pools: Mapping[str, ProcessorPool]) -> None:
+
+class TimerRuntime(Protocol):
+    """The 5.x timer's rows of the runtime info (rmqd.broker.timer.TimerMessageService)."""
+
+    def runtime_info(self, now: int) -> dict[str, str]: ...
+
+
+class BrokerAdminProcessor:
+    """``pools``: the broker's processor pools by name (their queues are part of the runtime info); ``timer``:
+    the 5.x timer, whose figures a 5.x client's runtime info carries."""
+
+    def __init__(self, ctx: BrokerContext, pools: Mapping[str, ProcessorPool],
+                 timer: Optional[TimerRuntime] = None) -> None:
         self.ctx = ctx
         self.pools = pools
+        self.timer = timer
         self.config_data_version = DataVersion.fresh()
 
     # ------------------------------------------------------------------ 28
-    def runtime_info(self) -> dict[str, str]:
-        """The KVTable the Java broker answers GET_BROKER_RUNTIME_INFO with (real values)."""
+    def runtime_info(self, five: bool = False) -> dict[str, str]:
+        """The KVTable the Java broker answers GET_BROKER_RUNTIME_INFO with (real values): 4.9.8's, or with
+        ``five`` 5.x's (see the module docstring)."""
         store = self.ctx.store
         t: dict[str, str] = {}
         self._store_info(t, store.stats)
@@ -101,7 +123,32 @@ class BrokerAdminProcessor:
             t.update(store.compaction.runtime_info())
         if store.tier is not None and store.tier.started:
             t.update(store.tier.runtime_info())
+        if five:
+            self._five_x_info(t)
         return t
+
+    def _five_x_info(self, t: dict[str, str]) -> None:
+        """5.x's AdminBrokerProcessor.prepareRuntimeInfo on top of 4.9.8's table. rmqd serves lite pulls
+        (LITE_PULL_MESSAGE) from its pull pool, so the lite-pull rows are that pool's; POP acks are answered on the
+        event loop without a queue, so the ack queue is empty and never waits (its capacity is the setting's)."""
+        t.pop("brokerVersion", None)
+        t["getTransferredTps"] = t.pop("getTransferedTps")
+        # BrokerController.isSpecialServiceRunning: the schedule, transaction check and revive services, which
+        # run on a master
+        t["brokerActive"] = "false" if self.ctx.role is BrokerRole.SLAVE else "true"
+        pull = self.pools["pull"]
+        t["litePullThreadPoolQueueSize"] = str(pull.queue_size)
+        t["litePullThreadPoolQueueCapacity"] = str(pull.capacity)
+        t["litePullThreadPoolQueueHeadWaitTimeMills"] = str(pull.head_wait_ms())
+        t["ackThreadPoolQueueSize"] = "0"
+        t["ackThreadPoolQueueCapacity"] = str(self.ctx.config.extra.get("ackThreadPoolQueueCapacity", 100000))
+        t["ackThreadPoolQueueHeadWaitTimeMills"] = "0"
+        now = int(time.time() * 1000)
+        if self.timer is not None:
+            t.update(self.timer.runtime_info(now))
+        else:
+            t.update(timerReadBehind="0", timerOffsetBehind="0", timerCongestNum="0", timerEnqueueTps="0.0",
+                     timerDequeueTps="0.0")
 
     def _store_info(self, t: dict[str, str], st: Any) -> None:
         """StoreStatsService.getRuntimeInfo + DefaultMessageStore.getRuntimeInfo."""
@@ -187,13 +234,16 @@ class BrokerAdminProcessor:
             log.warning("disk capacity of %s cannot be read: commitLogDirCapacity left out, as Java does", root)
 
     def get_broker_runtime_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        return json_response({"table": self.runtime_info()})
+        return json_response({"table": self.runtime_info(five=request.version >= Version.V5_0_0_SNAPSHOT)})
 
     # ------------------------------------------------------------------ 26 / 25
     def get_broker_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """Every property the Java broker reports (see rmqd.java_config_defaults), rmqd's values where
         it has them."""
         props = java_broker_properties(self.ctx.config.to_properties())
+        if request.version >= Version.V5_0_0_SNAPSHOT:
+            for key in FOUR_X_ONLY_KEYS:
+                props.pop(key, None)
         for secret in ("objectStoreSecretKey", *SECRET_TLS_KEYS):
             if props.get(secret):
                 props[secret] = "******"       # the tier's S3 secret and TLS key passwords are never shown

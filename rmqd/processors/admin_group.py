@@ -268,10 +268,11 @@ class GroupAdminProcessor:
 
     def get_all_producer_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_PRODUCER_INFO (328, ``mqadmin producer``): every online producer by group
-        (ProducerTableInfo: {"data": {group: [ProducerInfo]}})."""
+        (ProducerTableInfo: {"data": {group: [ProducerInfo]}}); remoteIP as Java's ``channel.remoteAddress()
+        .toString()``: ``/host:port``."""
         data = {}
         for group, chans in sorted(self.ctx.producers.groups().items()):
-            data[group] = [{"clientId": c.client_id, "remoteIP": c.conn.remote_address, "language": c.language,
+            data[group] = [{"clientId": c.client_id, "remoteIP": "/" + c.conn.remote_address, "language": c.language,
                             "version": c.version, "lastUpdateTimestamp": c.last_update} for c in chans]
         return json_response({"data": data})
 
@@ -322,8 +323,16 @@ class GroupAdminProcessor:
         store = ctx.store
 
         def by_time(qid: int) -> int:
-            return store.get_max_offset(topic, qid) if timestamp < 0 else \
-                max(0, store.get_offset_by_time(topic, qid, timestamp))
+            """5.x's getOffsetInQueueByTime (BoundaryType.LOWER): the first message stored at ``timestamp`` or
+            later, the queue's end when every message is older. The store's search is 4.9.8's (the nearest
+            message): one further when the message it finds is older."""
+            if timestamp < 0:
+                return store.get_max_offset(topic, qid)
+            found = max(0, store.get_offset_by_time(topic, qid, timestamp))
+            if found < store.get_max_offset(topic, qid) and \
+                    0 <= store.get_message_store_timestamp(topic, qid, found) < timestamp:
+                found += 1
+            return found
 
         targets: dict[int, int] = {}
         if queue_id >= 0:

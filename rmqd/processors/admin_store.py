@@ -1,10 +1,12 @@
 """Store admin codes: QUERY_CONSUME_QUEUE (321, ``mqadmin queryCq``) and DELETE_EXPIRED_COMMITLOG (329,
-``mqadmin deleteExpiredCommitLog``); 5.x's EXPORT_ROCKSDB_CONFIG_TO_JSON (355, ``mqadmin exportRocksDBConfigToJson``)
-and POP_ROLLBACK (200056, ``mqadmin exportPopRecord``).
+``mqadmin deleteExpiredCommitLog``); 5.x's EXPORT_ROCKSDB_CONFIG_TO_JSON (355, ``mqadmin exportRocksDBConfigToJson``),
+CHECK_ROCKSDB_CQ_WRITE_PROGRESS (354, ``mqadmin checkRocksdbCqWriteProgress``), POP_ROLLBACK (200056, ``mqadmin
+exportPopRecord``) and SET_COMMITLOG_READ_MODE (2004, ``mqadmin setCommitLogReadAheadMode``).
 
-The two 5.x codes move data out of RocksDB (metadata, POP records) into the JSON and file stores. rmqd keeps
-its metadata in JSON files and its POP checkpoints in the file store already, so, like a Java broker running
-on the same stores, they have nothing to move and answer success.
+The RocksDB codes move data out of RocksDB (metadata, POP records) into the JSON and file stores, or compare a
+RocksDB consume queue with the file one. rmqd keeps its metadata in JSON files, its POP checkpoints in the file
+store and its consume queues in files only, so it answers as a Java broker on those stores answers: success,
+nothing to move or to check.
 
 Java: ``AdminBrokerProcessor.queryConsumeQueue`` / ``deleteExpiredCommitLog``. Both read or change store
 files, so they run in the admin pool.
@@ -12,6 +14,7 @@ files, so they run in the admin pool.
 from __future__ import annotations
 
 import logging
+import re
 import struct
 from typing import Any
 
@@ -25,7 +28,13 @@ log = logging.getLogger(__name__)
 
 _CQ_UNIT = struct.Struct(">qiq")
 EXPORT_ROCKSDB_CONFIG_TO_JSON = 355
+CHECK_ROCKSDB_CQ_WRITE_PROGRESS = 354
 POP_ROLLBACK = 200056
+SET_COMMITLOG_READ_MODE = 2004
+INVALID_PARAMETER = 29          # 5.x ResponseCode
+CHECK_IN_PROGRESS = 2           # 5.x CheckRocksdbCqWriteResult.CheckStatus
+MADV_NORMAL, MADV_RANDOM = 0, 1  # the READ_AHEAD_MODE values (Linux madvise advice numbers, as Java's LibC)
+_JAVA_INT = re.compile(r"[+-]?\d{1,10}")
 _CONFIG_TYPES = ("topics", "subscriptionGroups", "consumerOffsets")
 
 
@@ -87,6 +96,30 @@ class StoreAdminProcessor:
                  getattr(conn, "remote_address", "?"))
         return new_response(ResponseCode.SUCCESS, "export done.")
 
+    def check_rocksdb_cq_write_progress(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """Java answers CHECK_IN_PROGRESS at once and checks in the background; on a store without a RocksDB
+        consume queue (Java's default store, and rmqd's) the check finds nothing to compare and only logs so."""
+        log.info("checkRocksdbCqWriteProgress from %s (%s): consume queues are files only, no RocksDB consume "
+                 "queue: no need to check", getattr(conn, "remote_address", "?"), request.ext_fields)
+        return json_response({"checkStatus": CHECK_IN_PROGRESS}, remark=NOT_SET_REMARK)
+
+    def set_commitlog_read_mode(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """``READ_AHEAD_MODE`` 0 (MADV_NORMAL: read-ahead on) or 1 (MADV_RANDOM: off) for every CommitLog
+        segment, as Java's AdminBrokerProcessor.setCommitLogReadaheadMode, with its answers to bad input."""
+        log.info("setCommitLogReadaheadMode called by %s", getattr(conn, "remote_address", "?"))
+        ext = request.ext_fields
+        if ext is None:
+            return error_response(ResponseCode.SYSTEM_ERROR, "set commitlog readahead mode param error")
+        raw = ext.get("READ_AHEAD_MODE")
+        if raw is None or not _JAVA_INT.fullmatch(raw) or not -2**31 <= int(raw) < 2**31:
+            log.error("set commitlog readahead mode failed: READ_AHEAD_MODE %r is not a number", raw)
+            return error_response(ResponseCode.SYSTEM_ERROR, "set commitlog readahead mode failed")
+        mode = int(raw)
+        if mode not in (MADV_NORMAL, MADV_RANDOM):
+            return error_response(INVALID_PARAMETER, "set commitlog readahead mode param value error")
+        self.store.commitlog.set_read_ahead(mode == MADV_NORMAL)
+        return new_response(ResponseCode.SUCCESS, f"set commitlog readahead mode success, mode: {mode}")
+
     def pop_rollback(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """Move POP records from the RocksDB POP store back to the file store: rmqd has only the file store."""
         log.info("POP_ROLLBACK from %s: POP records are in the file store already", getattr(conn, "remote_address", "?"))
@@ -98,6 +131,8 @@ class StoreAdminProcessor:
         dispatcher.register(RequestCode.DELETE_EXPIRED_COMMITLOG, self.delete_expired_commit_log, pool)
         dispatcher.register(EXPORT_ROCKSDB_CONFIG_TO_JSON, self.export_rocksdb_config_to_json, pool)
         dispatcher.register(POP_ROLLBACK, self.pop_rollback, pool)
+        dispatcher.register(CHECK_ROCKSDB_CQ_WRITE_PROGRESS, self.check_rocksdb_cq_write_progress, pool)
+        dispatcher.register(SET_COMMITLOG_READ_MODE, self.set_commitlog_read_mode, pool)
 
 
 def _file_end(cq: Any, index: int) -> int:

@@ -214,21 +214,32 @@ class LiteRemoting:
             group_meta.setdefault(c.group, [])
             if c.parent not in group_meta[c.group]:
                 group_meta[c.group].append(c.parent)
-        body = {"storeType": "rmqd-lite-index", "maxLmqNum": cfg.maxLmqConsumeQueueNum,
+        # as Java's: the store's type setting, the consume queue table's topics, the whole offset table
+        body = {"storeType": str(self.ctx.config.extra.get("storeType", "default")),
+                "maxLmqNum": cfg.maxLmqConsumeQueueNum,
                 "currentLmqNum": index.lite_count, "liteSubscriptionCount": m.active,
                 "orderInfoCount": sum(1 for key in self.pop_service.inflight() if parse_lmq(key[0])),
-                "cqTableSize": index.lite_count,
-                "offsetTableSize": sum(1 for key in list(self.ctx.offsets.table)
-                                       if key.startswith("%LMQ%$")),
+                "cqTableSize": len(self.ctx.store.topics()),
+                "offsetTableSize": len(self.ctx.offsets.table),
                 "eventMapSize": sum(len(c.events) for c in list(m.clients.values())),
                 "topicMeta": topic_meta, "groupMeta": group_meta}
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
 
-    def parent_topic_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        (topic,) = require(request, "topic")       # Java: a lookup of a null key (NullPointerException)
+    def _not_a_lite_parent(self, topic: str) -> RemotingCommand | None:
+        """Java's LiteManagerProcessor checks of a parent topic: it exists, and it is a LITE topic."""
         tc = self.ctx.topics.get(topic)
         if tc is None:
-            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic [{topic}] not exist")
+            return error_response(ResponseCode.TOPIC_NOT_EXIST, f"Topic [{topic}] not exist.")
+        if not is_lite_topic(tc):
+            return error_response(INVALID_PARAMETER, f"Topic [{topic}] type not match.")
+        return None
+
+    def parent_topic_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        (topic,) = require(request, "topic")       # Java: a lookup of a null key (NullPointerException)
+        refused = self._not_a_lite_parent(topic)
+        if refused is not None:
+            return refused
+        tc = self.ctx.topics.get(topic)
         index = self.lp.lite_store.index
         groups = sorted(name for name, sg in self.ctx.groups.table.items()
                         if (sg.attributes or {}).get("lite.bind.topic") == topic)
@@ -239,6 +250,9 @@ class LiteRemoting:
 
     def lite_topic_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         parent, lite = require(request, "parentTopic", "liteTopic")
+        refused = self._not_a_lite_parent(parent)
+        if refused is not None:
+            return refused
         q = self.lp.lite_store.index.queue(parent, lite)
         subs = self.manager.subscribers_of(parent, lite)
         body = {"parentTopic": parent, "liteTopic": lite,

@@ -158,3 +158,4 @@ class Version:
     V4_1_0_SNAPSHOT = 233
     V4_9_4 = 401
     V4_9_8 = 409
+    V5_0_0_SNAPSHOT = 412     # the first 5.x ordinal: a client from it on reads the 5.x admin tables

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import struct
 import threading
@@ -106,6 +107,24 @@ class CommitLog:
         self.allocator = AllocateService(self.mfq)
         self.flushed_where = 0
         self._flush_lock = threading.Lock()
+        self.read_ahead = True          # 5.x dataReadAheadEnable: segments keep the kernel's read-ahead
+
+    # ---- read-ahead (5.x SET_COMMITLOG_READ_MODE) ------------------------------------------
+    def set_read_ahead(self, enabled: bool) -> int:
+        """Java's ``CommitLog.scanFileAndSetReadMode``: advise every mapped segment MADV_NORMAL (the kernel's
+        read-ahead) or MADV_RANDOM (none: a read of an old message faults in only its own pages, which saves
+        page cache when consumers read far behind); segments made later get the same advice. Returns how many
+        segments took the advice."""
+        self.read_ahead = enabled
+        advice = mmap.MADV_NORMAL if enabled else mmap.MADV_RANDOM
+        done = sum(mf.advise(advice) for mf in self.mfq.files)
+        log.info("commit log read-ahead %s: %d segment(s) advised", "on" if enabled else "off", done)
+        return done
+
+    def _new_segment(self, mf: MappedFile) -> MappedFile:
+        if not self.read_ahead:
+            mf.advise(mmap.MADV_RANDOM)
+        return mf
 
     # ---- bounds ------------------------------------------------------------------------
     def min_offset(self) -> int:
@@ -120,14 +139,14 @@ class CommitLog:
         segment if it does not fit.  Caller holds the put lock and then calls :meth:`commit`."""
         mf = self.mfq.last()
         if mf is None:
-            mf = self.mfq.create_file(0)
+            mf = self._new_segment(self.mfq.create_file(0))
             self.allocator.request(mf.end_offset)
         elif mf.remaining < total + END_FILE_MIN_BLANK:
             if mf.remaining >= END_FILE_MIN_BLANK:
                 _cl.write_blank(mf.mm, mf.wrote_pos, mf.remaining)
             mf.wrote_pos = mf.file_size
             nxt = mf.end_offset
-            mf = self.mfq.create_file(nxt, self.allocator.take(nxt))
+            mf = self._new_segment(self.mfq.create_file(nxt, self.allocator.take(nxt)))
             self.allocator.request(mf.end_offset)
         return mf, mf.wrote_pos
 
@@ -151,7 +170,7 @@ class CommitLog:
         if mf is None:
             if offset % self.file_size:
                 raise ValueError(f"an empty commit log starts at a segment start, not at {offset}")
-            mf = self.mfq.create_file(offset, self.allocator.take(offset))
+            mf = self._new_segment(self.mfq.create_file(offset, self.allocator.take(offset)))
             self.allocator.request(mf.end_offset)
         elif offset != mf.file_from_offset + mf.wrote_pos:
             raise ValueError(f"append at {offset}, but the commit log ends at "
@@ -160,7 +179,7 @@ class CommitLog:
         while done < n:
             if mf.wrote_pos >= mf.file_size:
                 nxt = mf.end_offset
-                mf = self.mfq.create_file(nxt, self.allocator.take(nxt))
+                mf = self._new_segment(self.mfq.create_file(nxt, self.allocator.take(nxt)))
                 self.allocator.request(mf.end_offset)
             k = min(n - done, mf.file_size - mf.wrote_pos)
             _cl.copy_in(mf.mm, mf.wrote_pos, view[done:done + k])

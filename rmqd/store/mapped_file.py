@@ -78,6 +78,18 @@ class MappedFile:
             self.flushed_pos = end
         return self.flushed_pos
 
+    def advise(self, advice: int) -> bool:
+        """madvise the whole mapping (``mmap.MADV_*``); False (logged) when the kernel refuses or the file
+        was closed meanwhile."""
+        if self._closed:
+            return False
+        try:
+            self.mm.madvise(advice)
+            return True
+        except (OSError, ValueError) as exc:
+            log.error("madvise(%d) of %s failed: %s", advice, self.path, exc)
+            return False
+
     def close(self) -> None:
         if self._closed:
             return

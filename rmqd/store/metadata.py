@@ -224,7 +224,9 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
     """topics.json: TopicConfigSerializeWrapper ``{"dataVersion":…, "topicConfigTable":{…}}``.
 
     ``on_change(topic_config | None)`` is called after a change is persisted (e.g. to re-register
-    with the name server); it may be called from any thread.
+    with the name server); it may be called from any thread. ``on_change_many(topic_configs)``, when set, is
+    called instead, once, for the configs :meth:`update_many` stored under one data version (a name server
+    takes one registration per data version: one per topic would register only the first).
     """
 
     file_name = "topics.json"
@@ -233,7 +235,8 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
                  broker_name: str = "broker-a", auto_create_topic_enable: bool = True,
                  default_topic_queue_nums: int = 8, cluster_topic_enable: bool = True,
                  broker_topic_enable: bool = True, trace_topic_enable: bool = False,
-                 on_change: Optional[Callable[[Optional[TopicConfig]], None]] = None) -> None:
+                 on_change: Optional[Callable[[Optional[TopicConfig]], None]] = None,
+                 on_change_many: Optional[Callable[[list[TopicConfig]], None]] = None) -> None:
         super().__init__(config_dir)
         self.cluster = broker_cluster_name
         self.broker_name = broker_name
@@ -241,6 +244,7 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
         self.data_version = DataVersion.fresh()
         self.table: dict[str, TopicConfig] = {}
         self.on_change = on_change
+        self.on_change_many = on_change_many
         self.system_topics: set[str] = set()
         self._add_system(TopicConfig(SELF_TEST_TOPIC, 1, 1))
         if auto_create_topic_enable:
@@ -285,14 +289,15 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
             self.table[name] = tc
         self.data_version = DataVersion.from_json(data.get("dataVersion"))
 
-    def wrapper(self, only: Optional[TopicConfig] = None) -> "TopicsFileJson":
-        """TopicConfigSerializeWrapper for REGISTER_BROKER / GET_ALL_TOPIC_CONFIG; with ``only``,
-        the same shape holding just that topic (incremental registration)."""
+    def wrapper(self, only: Optional[TopicConfig | list[TopicConfig]] = None) -> "TopicsFileJson":
+        """TopicConfigSerializeWrapper for REGISTER_BROKER / GET_ALL_TOPIC_CONFIG; with ``only`` (a config or a
+        list of them), the same shape holding just those topics (incremental registration)."""
         with self._lock:
             if only is None:
                 return self.encode()
+            tcs = only if isinstance(only, list) else [only]
             return {"dataVersion": self.data_version.to_json(),
-                    "topicConfigTable": {only.topic_name: only.to_json()}}
+                    "topicConfigTable": {tc.topic_name: tc.to_json() for tc in tcs}}
 
     # -- access
     def get(self, topic: str) -> Optional[TopicConfig]:
@@ -332,7 +337,12 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
                 self.table[tc.topic_name] = tc
             self.data_version.next_version()
             self.persist()
-        if self.on_change is not None:
+        if self.on_change_many is not None:
+            try:
+                self.on_change_many(list(tcs))
+            except Exception:
+                log.exception("topic change callback failed for %s", [tc.topic_name for tc in tcs])
+        elif self.on_change is not None:
             for tc in tcs:
                 try:
                     self.on_change(tc)

@@ -3,6 +3,8 @@ heartbeat v2 (fingerprints, heartbeats without subscriptions), a group forbidden
 LITE_PULL_MESSAGE. The same behaviours are compared with the real Java 5.x broker by compat_tests/java5."""
 from __future__ import annotations
 
+import time
+
 import orjson
 from conftest import send_v2
 from helpers import heartbeat, messages, pull, sub
@@ -107,3 +109,21 @@ def test_forbidden_group_and_lite_pull(broker, client):
     broker.config.apply_runtime({"litePullMessageEnable": "false"})
     r = client.invoke(new_request(361, lite))
     assert (r.code, r.ext_fields) == (16, {"forbiddenType": "1"})
+
+
+def test_server_side_reset_by_time_is_5x_lower_bound(broker, client):
+    """5.x's getOffsetInQueueByTime (LOWER): a time after every message is the queue's end (4.9.8's search
+    gives the last message), a time between two messages the later one."""
+    _create(client, "SsrTime")
+    assert send_v2(client, "SsrTime", b"early").code == 0
+    time.sleep(0.05)
+    between = int(time.time() * 1000)
+    time.sleep(0.05)
+    assert send_v2(client, "SsrTime", b"late").code == 0
+    client.invoke(new_request(200, None, orjson.dumps({"groupName": "SsrTimeG"})))
+    assert _commit(client, "SsrTime", "SsrTimeG", 0).code == 0
+    table = lambda r: fastjson.loads_lenient(r.body_bytes())["offsetTable"]      # noqa: E731
+    now = int(time.time() * 1000) + 10
+    assert table(_reset(client, "SsrTime", "SsrTimeG", now))[fastjson.MessageQueue("SsrTime", "broker-a", 0)] == 2
+    assert table(_reset(client, "SsrTime", "SsrTimeG", between))[
+        fastjson.MessageQueue("SsrTime", "broker-a", 0)] == 1

@@ -139,3 +139,23 @@ def test_a_lite_record_names_its_lmq_and_a_normal_topic_record_does_not(srv):
         props = decode_message(raw).properties
         assert props["__LITE_TOPIC"] == "stored-1"
         assert props.get("INNER_MULTI_DISPATCH") == ("%LMQ%$RL$stored-1" if topic == "RL" else None)
+
+
+def test_lite_admin_codes_refuse_a_parent_that_is_not_lite_as_java(srv):
+    """GET_PARENT_TOPIC_INFO / GET_LITE_TOPIC_INFO: Java's LiteManagerProcessor checks; 5.5's mqadmin prints
+    ``[broker] error.`` for them."""
+    _, c = srv
+    for topic, answer in (("RN", (29, "Topic [RN] type not match.")),
+                          ("NoSuchParent", (17, "Topic [NoSuchParent] not exist."))):
+        for code, ext in ((200075, {"topic": topic}), (200076, {"parentTopic": topic, "liteTopic": "l1"})):
+            r = c.invoke(new_request(code, ext), 5)
+            assert (r.code, r.remark) == answer, (code, topic)
+
+
+def test_broker_lite_info_counts_as_java(srv):
+    """GET_BROKER_LITE_INFO: the store type setting, the topics with consume queues, the whole offset table."""
+    s, c = srv
+    info = orjson.loads(c.invoke(new_request(200074), 5).body)
+    assert info["storeType"] == "default"
+    assert info["cqTableSize"] == len(s.broker.store.topics())
+    assert info["offsetTableSize"] == len(s.broker.consumer_offset_manager.table)

@@ -50,6 +50,9 @@ async def test_route_topic_not_exist(namesrv, client):
     assert resp.remark == ("No topic route info in name server for the topic: Nope\n"
                            "See http://rocketmq.apache.org/docs/faq/ for further details.")
     assert not resp.body_bytes()
+    five = await route(client, namesrv, "Nope", version=412)          # a 5.x client: 5.x's FAQ link
+    assert five.remark == ("No topic route info in name server for the topic: Nope\n"
+                           "See https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.")
 
 
 async def test_cpp_client_frame_gets_a_route_it_can_parse(namesrv, client):
