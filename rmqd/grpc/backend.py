@@ -46,6 +46,7 @@ class ReceiveRequest:
     message_filter: Any              # the parsed filter (rmqd.filter), None for every message
     host: str                        # the client's "ip:port"
     namespace: str
+    auto_renew: bool = False         # a push consumer's: the endpoint keeps its messages invisible while held
 
 
 class ClientRegistry(Protocol):

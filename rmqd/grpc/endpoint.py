@@ -36,7 +36,8 @@ class GrpcEndpoint:
     client (the test-mode certificate is not made until a client wants it)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8081, optional: bool = False,
-                 tls: "ServerTlsSettings | None" = None, backend: Optional[Callable[[], Any]] = None) -> None:
+                 tls: "ServerTlsSettings | None" = None, backend: Optional[Callable[[], Any]] = None,
+                 label: str = "rmqd gRPC (RocketMQ 5 clients) on {address}{tls}") -> None:
         """``backend``: makes the MessagingService's backend (:class:`rmqd.grpc.backend.MessagingBackend`) on first
         use; None: the broker of this process (:class:`rmqd.grpc.local_backend.LocalBackend`), whose gRPC port is
         then kept in its config and the name servers (:mod:`rmqd.grpc.advertise`)."""
@@ -48,6 +49,7 @@ class GrpcEndpoint:
         self.tls = tls
         self.front: Optional["GrpcFront"] = None
         self._backend_factory = backend
+        self.label = label
         self._backend: Optional[Callable[[], Any]] = None
         self._service: Any = None
         self._handlers: Optional[_LazyHandlers] = None
@@ -198,7 +200,7 @@ class GrpcEndpoint:
         if self.failed:
             return [f"rmqd {self.failed}"]
         tls = f" (TLS {self.tls.mode.value})" if self.tls is not None else ""
-        return [f"rmqd gRPC (RocketMQ 5 clients) on {self.address}{tls}"]
+        return [self.label.format(address=self.address, tls=tls)]
 
     def ready_parts(self) -> list[str]:
         if self.failed:

@@ -49,6 +49,29 @@ def offset_option(request: Any) -> Optional[OffsetOption]:
     return OffsetOption(policy=d.OffsetOption.Policy.Name(opt.policy) if kind == "policy" else "LAST")
 
 
+async def proxy_checks(request: Any, names: list, backend: Any, max_lite_topic_size: int) -> Any:
+    """What the proxy refuses before the broker sees a SyncLiteSubscription (``ClientActivity`` and
+    ``ClientProcessor.syncLiteSubscription``), with its texts: names, group, bind topic, the +300 quota. Returns the
+    group's config."""
+    topic, group = request.topic.name, request.group.name
+    validate.check_topic(topic)
+    validate.check_group(group)
+    if request.action == d.PARTIAL_ADD:
+        for name in dict.fromkeys(names):
+            validate.check_lite_topic(name, max_lite_topic_size)
+    sg = await backend.group(group, create=False)
+    if sg is None:
+        raise RpcError(C.ILLEGAL_CONSUMER_GROUP, f"group not found: {group}")
+    bind = ga.bind_topic(sg)
+    if bind != topic:
+        raise RpcError(C.ILLEGAL_TOPIC, f"lite group {group} is expected to bind topic {bind or 'null'}, "
+                                        f"but actual is {topic}")
+    quota = ga.get_int(sg, ga.LITE_CLIENT_QUOTA)
+    if names and len(set(names)) > quota + QUOTA_SLACK:
+        raise RpcError(C.LITE_SUBSCRIPTION_QUOTA_EXCEEDED, f"lite subscription quota exceeded: {quota}")
+    return sg
+
+
 class LiteGrpc:
     """The lite RPCs and hooks of one MessagingService."""
 
@@ -84,24 +107,7 @@ class LiteGrpc:
         return s.SyncLiteSubscriptionResponse(status=d.Status(code=C.OK, message="OK"))
 
     async def _proxy_checks(self, request: Any, names: list) -> None:
-        """What the proxy refuses before the broker sees a SyncLiteSubscription (``ClientActivity`` and
-        ``ClientProcessor.syncLiteSubscription``), with its texts: names, group, bind topic, the +300 quota."""
-        topic, group = request.topic.name, request.group.name
-        validate.check_topic(topic)
-        validate.check_group(group)
-        if request.action == d.PARTIAL_ADD:
-            for name in dict.fromkeys(names):
-                validate.check_lite_topic(name, int(self.manager.config.maxLiteTopicSize))
-        sg = await self.backend.group(group, create=False)
-        if sg is None:
-            raise RpcError(C.ILLEGAL_CONSUMER_GROUP, f"group not found: {group}")
-        bind = ga.bind_topic(sg)
-        if bind != topic:
-            raise RpcError(C.ILLEGAL_TOPIC, f"lite group {group} is expected to bind topic {bind or 'null'}, "
-                                            f"but actual is {topic}")
-        quota = ga.get_int(sg, ga.LITE_CLIENT_QUOTA)
-        if names and len(set(names)) > quota + QUOTA_SLACK:
-            raise RpcError(C.LITE_SUBSCRIPTION_QUOTA_EXCEEDED, f"lite subscription quota exceeded: {quota}")
+        await proxy_checks(request, names, self.backend, int(self.manager.config.maxLiteTopicSize))
 
     # ------------------------------------------------------------------ settings
     def fill_settings(self, settings: Any, group_config: Optional[Any]) -> None:

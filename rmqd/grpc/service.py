@@ -432,7 +432,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             return status(C.MESSAGE_NOT_FOUND, "no new message"), [], invisible
         rr = ReceiveRequest(cid, sg, tc, request.message_queue.broker.name, batch, invisible, poll,
                             "SQL92" if fe.type == d.SQL else "TAG", fe.expression or "*", msg_filter,
-                            f"{peer[0]}:{peer[1]}", request.message_queue.topic.resource_namespace)
+                            f"{peer[0]}:{peer[1]}", request.message_queue.topic.resource_namespace,
+                            bool(request.auto_renew))
         try:
             if is_lite_topic(tc):           # 5.5 Lite Mode: the client's lite topics
                 got = await self.lite.receive(rr)
