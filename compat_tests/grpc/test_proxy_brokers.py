@@ -33,28 +33,31 @@ pytestmark = pytest.mark.timeout(500 + BUILD_TIMEOUT)
 BROKER_CONF = "transactionCheckInterval=1000\ntransactionTimeOut=1000\n"
 
 
-@pytest.fixture
-def proxied(tmp_path, monkeypatch):
-    """``rmqd serve --brokers 2`` (no gRPC of its own) and an ``rmqd proxy`` over its name server."""
-    monkeypatch.setenv("RMQD_TLS_DIR", str(tmp_path / "tls"))
-    (tmp_path / "broker.conf").write_text(BROKER_CONF)
-    serve = RmqdProcess("serve", "--brokers", "2", "-c", str(tmp_path / "broker.conf"), "--namesrv-port", "0",
-                        "--broker-port", "0", "--grpc-port", "0", "--no-metrics", "--console-port", "0",
-                        "--store-dir", str(tmp_path / "store"), timeout=60)
-    try:
-        deadline = time.monotonic() + 30
-        while len(cluster_brokers(serve.addr)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        brokers = cluster_brokers(serve.addr)
-        assert sorted(brokers) == ["broker-a", "broker-b"]
-        pki = TestPki(tmp_path / "pki")          # the Python client checks the proxy's certificate
-        conf = dict(FAST_PROXY, tlsTestModeEnable="false", tlsCertPath=str(pki.server.cert),
-                    tlsKeyPath=str(pki.server.key))
-        with RmqdProxy(tmp_path / "proxy", serve.addr, conf) as proxy:
-            proxy.ca = str(pki.ca)
-            yield serve.addr, brokers, proxy
-    finally:
-        assert serve.stop(30) == 0
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory):
+    """``rmqd serve --brokers 2`` (no gRPC of its own) and an ``rmqd proxy`` over its name server, serving a
+    CA-issued certificate (the Python client checks it; the Java client takes any)."""
+    tmp_path = tmp_path_factory.mktemp("proxied")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RMQD_TLS_DIR", str(tmp_path / "tls"))
+        (tmp_path / "broker.conf").write_text(BROKER_CONF)
+        serve = RmqdProcess("serve", "--brokers", "2", "-c", str(tmp_path / "broker.conf"), "--namesrv-port", "0",
+                            "--broker-port", "0", "--grpc-port", "0", "--no-metrics", "--console-port", "0",
+                            "--store-dir", str(tmp_path / "store"), timeout=60)
+        try:
+            deadline = time.monotonic() + 30
+            while len(cluster_brokers(serve.addr)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            brokers = cluster_brokers(serve.addr)
+            assert sorted(brokers) == ["broker-a", "broker-b"]
+            pki = TestPki(tmp_path / "pki")
+            conf = dict(FAST_PROXY, tlsTestModeEnable="false", tlsCertPath=str(pki.server.cert),
+                        tlsKeyPath=str(pki.server.key))
+            with RmqdProxy(tmp_path / "proxy", serve.addr, conf) as proxy:
+                proxy.ca = str(pki.ca)
+                yield serve.addr, brokers, proxy
+        finally:
+            assert serve.stop(30) == 0
 
 
 PYTHON = '''
