@@ -209,3 +209,44 @@ def test_go5_client_through_the_proxy(proxied):
         per_group.setdefault(e["group"], []).append(e["body"])
     assert per_group == {f"group-{g}": [f"g{g}-s{s}" for s in range(5)] for g in range(3)}, per_group
     assert sum(stored_per_broker(brokers, "PxGo").values()) == len(of(normal, "send"))
+
+
+def test_two_proxy_instances_behind_one_cluster_share_receipt_handles(proxied, tmp_path):
+    """Stateless instances: messages a consumer received through one proxy are acked through another (the handle
+    names the broker), sent through either; after the acks nothing comes back through either."""
+    from differential5 import Session, consumer_settings, message_pb, producer_settings, received
+    from test_grpc5_probes import ack_request, receive_request
+
+    from rmqd.grpc.pb import definition_pb2 as d
+    from rmqd.grpc.pb import service_pb2 as s
+
+    namesrv, brokers, proxy = proxied
+    admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "PxTwo")
+    with RmqdProxy(tmp_path / "second", namesrv) as second:
+        a, b = proxy.grpc_addr, second.grpc_addr
+        sent = set()
+        for addr in (a, b):
+            with Session(addr, producer_settings(addr, "PxTwo")) as p:
+                for i in range(4):
+                    resp = p.call("SendMessage", s.SendMessageRequest(messages=[message_pb("PxTwo", f"{addr}-{i}".encode())]))
+                    assert resp.status.code == d.OK, resp.status
+                    sent.add(resp.entries[0].message_id)
+        req = receive_request("PxTwo-G", "PxTwo", invisible_ms=6000, poll_ms=1000)
+        req.message_queue.broker.name = ""               # any broker: the proxy picks
+        with Session(b, consumer_settings(b, "PxTwo-G", "PxTwo")) as cb, \
+                Session(a, consumer_settings(a, "PxTwo-G", "PxTwo")) as ca:
+            got: dict[str, object] = {}
+            end = time.monotonic() + 30
+            while len(got) < len(sent) and time.monotonic() < end:
+                for m in received(cb.call("ReceiveMessage", req, timeout=10))[1]:
+                    got[m.system_properties.message_id] = m
+            assert set(got) == sent
+            handles = list(got.values())
+            for sess, part in ((ca, handles[::2]), (cb, handles[1::2])):       # half acked through the other one
+                resp = sess.call("AckMessage", ack_request("PxTwo-G", "PxTwo", *part))
+                assert resp.status.code == d.OK and all(e.status.code == d.OK for e in resp.entries), resp
+            time.sleep(6.5)                                # past the invisible time: an unacked one would be back
+            again = []
+            for sess in (ca, cb, ca, cb):
+                again += received(sess.call("ReceiveMessage", req, timeout=10))[1]
+            assert again == [], [m.system_properties.message_id for m in again]
