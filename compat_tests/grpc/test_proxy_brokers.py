@@ -174,6 +174,7 @@ def test_java5_client_default_tls_through_the_proxy(proxied):
                     system_props={"grpc5.tls": "default"})
     assert res.returncode == 0 and not res.timed_out, (res.stdout[-2000:], res.stderr[-3000:], proxy.log_tail())
     assert not res.events_of("error"), res.events_of("error")
+    print({e["section"]: e["ms"] for e in res.events_of("done")})
     got = {e["section"]: [m["body"] for m in e["messages"]] for e in res.events_of("got")}
     assert sorted(got["normal"]) == ["n0", "n1", "n2"], got
     fifo = [b for b in got["fifo"] if b.startswith("g")]
