@@ -289,13 +289,37 @@ class RemoteBackend:
                                             broker, rr.topic.topic_name, rr.namespace)
         out, holds = [], []
         group = rr.group.group_name
+        max_attempts = int(rr.group.retry_max_times) + 1
         for msg, handle in converted:
+            if msg.system_properties.delivery_attempt > max_attempts:
+                await self._to_dlq(rr, msg, handle)     # the proxy's PopMessageResultFilter: TO_DLQ
+                continue
             out.append(msg)
             key = self.handle_key(group, handle)
             holds.append((key, key))
             if rr.auto_renew:
                 self._held[key] = (rr.topic.topic_name, handle)
         return Received(out, "found", holds)
+
+    async def _to_dlq(self, rr: ReceiveRequest, msg: Any, h: ReceiptHandle) -> None:
+        """A popped message past its group's max attempts (a Java broker hands it out again; the 5.x proxy
+        filters it): to the DLQ (CONSUMER_SEND_MSG_BACK, delay level -1), then acked. On failure it is logged and
+        left invisible: it comes back after its time and is tried again."""
+        group, topic = rr.group.group_name, rr.topic.topic_name
+        ext = {"offset": str(h.commit_log_offset), "group": group, "delayLevel": "-1",
+               "originMsgId": msg.system_properties.message_id, "originTopic": topic,
+               "maxReconsumeTimes": str(rr.group.retry_max_times)}
+        resp = await self.send_back(ext, h, ("", 0))
+        if resp.code != ResponseCode.SUCCESS:
+            log.warning("proxy: %s of %s past %d attempts: DLQ forward to %s refused: %s %s",
+                        msg.system_properties.message_id, group, rr.group.retry_max_times + 1,
+                        h.extra.broker_name, resp.code, resp.remark)
+            return
+        try:
+            await self.ack(group, topic, h)
+        except PopError as exc:
+            log.warning("proxy: ack of %s after its DLQ forward failed: %s", msg.system_properties.message_id,
+                        exc.remark)
 
     def handle_key(self, group: str, h: ReceiptHandle) -> Hashable:
         e = h.extra
