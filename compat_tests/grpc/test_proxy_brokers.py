@@ -229,7 +229,8 @@ def test_two_proxy_instances_behind_one_cluster_share_receipt_handles(proxied, t
         for addr in (a, b):
             with Session(addr, producer_settings(addr, "PxTwo")) as p:
                 for i in range(4):
-                    resp = p.call("SendMessage", s.SendMessageRequest(messages=[message_pb("PxTwo", f"{addr}-{i}".encode())]))
+                    msg = message_pb("PxTwo", f"{addr}-{i}".encode())
+                    resp = p.call("SendMessage", s.SendMessageRequest(messages=[msg]))
                     assert resp.status.code == d.OK, resp.status
                     sent.add(resp.entries[0].message_id)
         req = receive_request("PxTwo-G", "PxTwo", invisible_ms=6000, poll_ms=1000)
