@@ -103,3 +103,43 @@ def test_config_from_rmq_proxy_json_and_properties(tmp_path):
         proxy_config(str(tmp_path / "bad.json"), "ns:1")
     with pytest.raises(ValueError):
         proxy_config(None, None)
+
+
+def test_a_message_past_its_max_attempts_goes_to_the_dlq_and_is_acked(monkeypatch):
+    """The 5.x proxy's receive filter: a Java broker hands out a message again past the group's max attempts;
+    the proxy forwards it to the DLQ (CONSUMER_SEND_MSG_BACK, delay level -1) and acks it instead."""
+    from rmqd.grpc.backend import ReceiveRequest
+    from rmqd.grpc.pb import definition_pb2 as d
+    from rmqd.pop.extra_info import ExtraInfo, ReceiptHandle
+    from rmqd.processors.pop_ack import ACK_MESSAGE
+    from rmqd.remoting.codes import RequestCode
+    from rmqd.store.metadata import SubscriptionGroupConfig
+
+    calls = []
+
+    class Recording(Directory):
+        async def invoke(self, name, request, timeout):
+            calls.append((name, request.code, dict(request.ext_fields or {})))
+            return new_request(0, {})
+
+    def message(mid: str, attempt: int) -> tuple:
+        m = d.Message(topic=d.Resource(name="T"), body=b"x")
+        m.system_properties.message_id, m.system_properties.delivery_attempt = mid, attempt
+        return m, ReceiptHandle(ExtraInfo(0, 1, 60000, 0, "0", "broker-a", 0, 5), 4242)
+
+    monkeypatch.setattr("rmqd.proxy.backend._to_messages",
+                        lambda *args: [message("POISON", 3), message("FRESH", 2)])
+    backend = _backend()
+    backend.directory = Recording(set())
+    rr = ReceiveRequest("c1", SubscriptionGroupConfig("G", retry_max_times=1), TopicConfig("T", 2, 2, 6), "", 16,
+                        60000, 1000, "TAG", "*", None, "127.0.0.1:1", "")
+    try:
+        got = asyncio.run(backend.received(new_request(0, {}, b"-"), "broker-a", rr))
+    finally:
+        backend.executor.shutdown()
+    assert [m.system_properties.message_id for m in got.messages] == ["FRESH"]
+    assert [(name, code) for name, code, _ in calls] == [("broker-a", RequestCode.CONSUMER_SEND_MSG_BACK),
+                                                          ("broker-a", ACK_MESSAGE)]
+    back = calls[0][2]
+    assert back["delayLevel"] == "-1" and back["offset"] == "4242" and back["originMsgId"] == "POISON"
+    assert back["group"] == "G" and back["maxReconsumeTimes"] == "1"
