@@ -1,4 +1,4 @@
-"""Command line: rmqd serve | namesrv | broker | controller | admin | pipeline.
+"""Command line: rmqd serve | namesrv | broker | controller | proxy | console | admin | pipeline.
 
 Heavy modules are imported only by the sub-command that needs them, so `rmqd admin` does not
 load the broker and the servers do not load the admin tool.
@@ -127,6 +127,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_broker_options(broker)
     _add_console_options(broker, None)
     _add_log_options(broker, defaults=False)
+    proxy = sub.add_parser("proxy", help="a stateless gRPC front for RocketMQ 5 clients over brokers anywhere, rmqd "
+                                         "or Java (the 5.x proxy's cluster mode, mqproxy -pm cluster)")
+    proxy.add_argument("-n", "--namesrv-addr", help="name server address(es), 'host:port;host:port'")
+    proxy.add_argument("-c", "--config", help="rmq-proxy.json (Java's proxy configuration) or a properties file: "
+                                              "the proxy's keys and the TLS keys")
+    proxy.add_argument("--grpc-port", type=int, default=8081, help="gRPC port (default 8081; 0 = any free port)")
+    proxy.add_argument("--host", default="0.0.0.0", help="bind address (default 0.0.0.0)")
+    proxy.add_argument("--tls-mode", choices=["permissive", "enforcing", "disabled"],
+                       help="TLS on the gRPC port (default tls.server.mode, permissive: TLS and plaintext on one port)")
+    _add_log_options(proxy, defaults=False)
     console = sub.add_parser("console", help="the web console alone, for any RocketMQ-compatible cluster")
     console.add_argument("-n", "--namesrv-addr", required=True, help="name server address(es), 'host:port;host:port'")
     console.add_argument("--port", dest="console_port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
@@ -278,6 +288,13 @@ def main(argv: list[str] | None = None) -> int:
         return run(lambda: _with_endpoints(Services(BrokerController(_broker_config(args))), args), footer)
     if args.command == "console":
         return run(lambda: _with_endpoints(Services(), args, namesrv_addr=args.namesrv_addr), footer)
+    if args.command == "proxy":
+        from rmqd.proxy.app import proxy_config, proxy_endpoint
+        try:
+            config = proxy_config(args.config, args.namesrv_addr)
+        except (OSError, ValueError) as exc:
+            parser.error(str(exc))
+        return run(lambda: Services(proxy_endpoint(config, args.host, args.grpc_port, args.tls_mode)), footer)
     return 2
 
 

@@ -1,7 +1,8 @@
 """5.x client sessions: settings, Telemetry streams and the broker's view of gRPC clients.
 
 Each client (``x-mq-client-id``) gets a :class:`GrpcChannel`, a stand-in for a remoting connection,
-registered with the broker's producer and consumer managers like a 4.x client's channel: so admin
+registered through the backend's :class:`rmqd.grpc.backend.ClientRegistry` (the broker's producer and consumer
+managers, like a 4.x client's channel; or the brokers behind a proxy, by heartbeats): so admin
 views list 5.x clients, idle ones expire (no request for ``grpcClientIdleTimeMills``), a Telemetry stream
 that ends without NotifyClientTermination releases the client's registrations, and the
 transaction check service reaches a 5.x producer through the same ``invoke_oneway`` — the channel
@@ -18,8 +19,7 @@ from typing import Any, Optional
 from rmqd.grpc.convert import to_grpc_message
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.pb import service_pb2 as s
-from rmqd.broker.client_manager import ClientChannelInfo
-from rmqd.remoting.codes import RequestCode, Version
+from rmqd.remoting.codes import RequestCode
 from rmqd.store.message import decode_message
 
 log = logging.getLogger(__name__)
@@ -32,15 +32,18 @@ def producer_group_of(topic: str) -> str:
     return f"CID_RMQ_SYS_GRPC_{topic}"
 
 
-def transaction_id_of(commit_log_offset: int, queue_offset: int, msg_id: str) -> str:
-    """What rmqd hands a 5.x producer as a transaction id: enough to end the transaction later."""
-    return f"{commit_log_offset:x}:{queue_offset:x}:{msg_id}"
+def transaction_id_of(commit_log_offset: int, queue_offset: int, msg_id: str, broker: Optional[str] = None) -> str:
+    """What rmqd hands a 5.x producer as a transaction id: enough to end the transaction later, on any endpoint
+    (behind ``rmqd proxy``, the broker that holds the half message is named too: the proxy keeps no state)."""
+    tid = f"{commit_log_offset:x}:{queue_offset:x}:{msg_id}"
+    return f"{tid}:{broker}" if broker else tid
 
 
-def parse_transaction_id(text: str) -> tuple[int, int, str]:
-    """(commit-log offset, half queue offset, message id); ValueError if not one of ours."""
-    cl, qo, msg_id = text.split(":", 2)
-    return int(cl, 16), int(qo, 16), msg_id
+def parse_transaction_id(text: str) -> tuple[int, int, str, Optional[str]]:
+    """(commit-log offset, half queue offset, message id, broker name or None); ValueError if not one of ours."""
+    cl, qo, rest = text.split(":", 2)
+    msg_id, _, broker = rest.partition(":")
+    return int(cl, 16), int(qo, 16), msg_id, broker or None
 
 
 class GrpcChannel:
@@ -60,6 +63,7 @@ class GrpcChannel:
         self.outbox: Optional[asyncio.Queue] = None      # the open Telemetry stream's outgoing commands
         self.last_seen = time.monotonic()
         self.on_close: Optional[Any] = None               # (channel) -> None: the manager forgets it
+        self.broker_name: Optional[str] = None           # behind a proxy: the broker a check-back came from
 
     def send_command(self, cmd: Any) -> bool:
         """Queue a TelemetryCommand for the client (any thread); False when it has no stream."""
@@ -82,18 +86,20 @@ class GrpcChannel:
     # --- the remoting-connection surface the broker's managers use ------------------------------
     def invoke_oneway(self, request: Any) -> None:
         if request.code == RequestCode.CHECK_TRANSACTION_STATE:
-            self._recover_orphaned(request)
+            self.recover_orphaned(request)
         # NOTIFY_CONSUMER_IDS_CHANGED and friends mean nothing to a 5.x client (it asks QueryAssignment)
 
     async def invoke(self, request: Any, timeout: float = 3.0) -> Any:
         """Remoting calls to a client (running info, consume directly, status) have no gRPC equivalent here."""
         raise RuntimeError(f"the RocketMQ 5 gRPC client {self.client_id} does not answer request code {request.code}")
 
-    def _recover_orphaned(self, request: Any) -> None:
+    def recover_orphaned(self, request: Any, broker: Optional[str] = None) -> None:
+        """A broker's CHECK_TRANSACTION_STATE as a RecoverOrphanedTransactionCommand on the Telemetry stream
+        (``broker``: the broker that asks, named in the transaction id behind a proxy)."""
         m = decode_message(bytes(request.body))
         ext = request.ext_fields or {}
         tid = transaction_id_of(int(ext["commitLogOffset"]), int(ext["tranStateTableOffset"]),
-                                m.properties.get("UNIQ_KEY") or ext.get("msgId", ""))
+                                m.properties.get("UNIQ_KEY") or ext.get("msgId", ""), broker)
         cmd = s.TelemetryCommand(recover_orphaned_transaction_command=s.RecoverOrphanedTransactionCommand(
             message=to_grpc_message(m), transaction_id=tid))
         if not self.send_command(cmd):
@@ -113,10 +119,10 @@ class GrpcChannel:
 
 
 class GrpcClientManager:
-    """client id -> GrpcChannel, kept in step with the broker's producer and consumer managers."""
+    """client id -> GrpcChannel, kept in step with the backend's client registry."""
 
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(self, registry: Any) -> None:
+        self.registry = registry
         self.channels: dict[str, GrpcChannel] = {}
 
     def channel(self, client_id: str, peer: str) -> GrpcChannel:
@@ -126,9 +132,6 @@ class GrpcClientManager:
             ch.on_close = self._forget
         ch.last_seen = time.monotonic()
         return ch
-
-    def _info(self, ch: GrpcChannel) -> ClientChannelInfo:
-        return ClientChannelInfo(ch, ch.client_id, ch.language, Version.V4_9_8)
 
     def on_settings(self, ch: GrpcChannel, settings: Any) -> None:
         """A client's Settings: remember them and register it as a producer or consumer."""
@@ -141,10 +144,9 @@ class GrpcClientManager:
         st = ch.settings
         if st is None:
             return
-        info = self._info(ch)
         if st.HasField("publishing"):
             for t in st.publishing.topics:
-                self.broker.producer_manager.register(producer_group_of(t.name), info)
+                self.registry.register_producer(producer_group_of(t.name), ch)
         elif st.HasField("subscription") and st.subscription.group.name:
             subs = []
             for e in st.subscription.subscriptions:
@@ -153,8 +155,7 @@ class GrpcClientManager:
                              "expressionType": etype, "tagsSet": [], "codeSet": [], "classFilterMode": False,
                              "subVersion": int(time.time() * 1000)})
             try:
-                self.broker.consumer_manager.register(st.subscription.group.name, info, "CONSUME_POP", "CLUSTERING",
-                                                      "CONSUME_FROM_LAST_OFFSET", subs, notify=False)
+                self.registry.register_consumer(st.subscription.group.name, ch, subs)
             except Exception:
                 log.exception("registering gRPC consumer %s of %s failed", ch.client_id, st.subscription.group.name)
 
@@ -171,8 +172,7 @@ class GrpcClientManager:
         if ch.settings is None:              # never registered (its Settings never came or were refused)
             self._forget(ch)
             return
-        self.broker.producer_manager.do_channel_close(ch)
-        groups = self.broker.consumer_manager.do_channel_close(ch)
+        groups = self.registry.release(ch)
         log.info("gRPC client %s: telemetry stream ended without termination; registrations released%s",
                  ch.client_id, f" (consumer groups {groups})" if groups else "")
 
@@ -194,8 +194,7 @@ class GrpcClientManager:
         ch = self.channels.pop(client_id, None)
         if ch is None:
             return
-        self.broker.producer_manager.do_channel_close(ch)
-        self.broker.consumer_manager.do_channel_close(ch)
+        self.registry.release(ch)
         ch.close()
 
     def close_all(self) -> None:

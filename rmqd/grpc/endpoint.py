@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from rmqd.tls.contexts import grpc_key_and_chain
 
@@ -36,7 +36,11 @@ class GrpcEndpoint:
     client (the test-mode certificate is not made until a client wants it)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8081, optional: bool = False,
-                 tls: "ServerTlsSettings | None" = None) -> None:
+                 tls: "ServerTlsSettings | None" = None, backend: Optional[Callable[[], Any]] = None,
+                 label: str = "rmqd gRPC (RocketMQ 5 clients) on {address}{tls}") -> None:
+        """``backend``: makes the MessagingService's backend (:class:`rmqd.grpc.backend.MessagingBackend`) on first
+        use; None: the broker of this process (:class:`rmqd.grpc.local_backend.LocalBackend`), whose gRPC port is
+        then kept in its config and the name servers (:mod:`rmqd.grpc.advertise`)."""
         self.host = host
         self.port = port
         self.optional = optional
@@ -44,7 +48,9 @@ class GrpcEndpoint:
         self.server: Any = None
         self.tls = tls
         self.front: Optional["GrpcFront"] = None
-        self._broker: Any = None
+        self._backend_factory = backend
+        self.label = label
+        self._backend: Optional[Callable[[], Any]] = None
         self._service: Any = None
         self._handlers: Optional[_LazyHandlers] = None
         self._plain_port = 0
@@ -67,11 +73,11 @@ class GrpcEndpoint:
 
         from rmqd.tls.settings import TlsMode, grpc_server_settings, tls_properties
 
-        broker = services.broker
-        if broker is None:
+        broker = services.broker if self._backend_factory is None else None
+        if broker is None and self._backend_factory is None:
             raise ValueError("the gRPC endpoint needs a broker in this process")
         if self.tls is None:
-            self.tls = grpc_server_settings(tls_properties(broker.config.extra))
+            self.tls = grpc_server_settings(tls_properties(broker.config.extra if broker is not None else {}))
         self._handlers = _LazyHandlers(self)
         server = grpc.aio.server(options=self._options())
         mode = self.tls.mode
@@ -95,13 +101,17 @@ class GrpcEndpoint:
                 raise OSError(msg)
             self.failed = msg
             log.warning("%s", msg)
-            broker.config.grpcServerPort = 0            # getBrokerConfig: this broker serves no gRPC
+            if broker is not None:
+                broker.config.grpcServerPort = 0            # getBrokerConfig: this broker serves no gRPC
             return
         self.port = port
-        self._broker = broker
+        self._backend = self._backend_factory or self._local_backend(broker)
         server.add_generic_rpc_handlers((self._handlers,))
         await server.start()
         self.server = server
+        if broker is None:
+            log.debug("gRPC MessagingService on %s (TLS %s)", self.address, mode.value)
+            return
         broker.config.grpcServerPort = port
         # other brokers' endpoints route clients here: the port in the name servers' KV table
         from rmqd.grpc.advertise import GrpcPortAdvertiser
@@ -109,6 +119,12 @@ class GrpcEndpoint:
                                               lambda: broker.config.namesrv_addrs, lambda: broker.address, port)
         self._advertiser.start()
         log.debug("gRPC MessagingService on %s (TLS %s)", self.address, mode.value)
+
+    def _local_backend(self, broker: Any) -> Callable[[], Any]:
+        def make() -> Any:
+            from rmqd.grpc.local_backend import LocalBackend, LocalParts
+            return LocalBackend(LocalParts.of(broker), lambda: (self.host, self.port))
+        return make
 
     async def _start_front(self) -> int:
         from rmqd.grpc.front import GrpcFront
@@ -155,9 +171,9 @@ class GrpcEndpoint:
     @property
     def service(self) -> Any:
         """The MessagingService, made (and started) on first use: the first call, or a caller asking."""
-        if self._service is None and self._broker is not None:
+        if self._service is None and self._backend is not None:
             from rmqd.grpc.service import MessagingService
-            self._service = MessagingService(self._broker, (self.host, self.port), peer_of=self.client_of)
+            self._service = MessagingService(self._backend(), (self.host, self.port), peer_of=self.client_of)
             self._service.start()
         return self._service
 
@@ -184,7 +200,7 @@ class GrpcEndpoint:
         if self.failed:
             return [f"rmqd {self.failed}"]
         tls = f" (TLS {self.tls.mode.value})" if self.tls is not None else ""
-        return [f"rmqd gRPC (RocketMQ 5 clients) on {self.address}{tls}"]
+        return [self.label.format(address=self.address, tls=tls)]
 
     def ready_parts(self) -> list[str]:
         if self.failed:

@@ -19,7 +19,7 @@ from rmqd.grpc.pb import service_pb2 as s
 from rmqd.grpc import validate
 from rmqd.pop.lite import QUOTA_SLACK, LiteError, LiteSubscriptionManager, OffsetOption
 from rmqd.store import group_attributes as ga
-from rmqd.pop.service import PopResult
+from rmqd.grpc.backend import Received, ReceiveRequest
 from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, check_name, lmq_name
 from rmqd.store.message import decode_message
 
@@ -49,12 +49,37 @@ def offset_option(request: Any) -> Optional[OffsetOption]:
     return OffsetOption(policy=d.OffsetOption.Policy.Name(opt.policy) if kind == "policy" else "LAST")
 
 
+async def proxy_checks(request: Any, names: list, backend: Any, max_lite_topic_size: int) -> Any:
+    """What the proxy refuses before the broker sees a SyncLiteSubscription (``ClientActivity`` and
+    ``ClientProcessor.syncLiteSubscription``), with its texts: names, group, bind topic, the +300 quota. Returns the
+    group's config."""
+    topic, group = request.topic.name, request.group.name
+    validate.check_topic(topic)
+    validate.check_group(group)
+    if request.action == d.PARTIAL_ADD:
+        for name in dict.fromkeys(names):
+            validate.check_lite_topic(name, max_lite_topic_size)
+    sg = await backend.group(group, create=False)
+    if sg is None:
+        raise RpcError(C.ILLEGAL_CONSUMER_GROUP, f"group not found: {group}")
+    bind = ga.bind_topic(sg)
+    if bind != topic:
+        raise RpcError(C.ILLEGAL_TOPIC, f"lite group {group} is expected to bind topic {bind or 'null'}, "
+                                        f"but actual is {topic}")
+    quota = ga.get_int(sg, ga.LITE_CLIENT_QUOTA)
+    if names and len(set(names)) > quota + QUOTA_SLACK:
+        raise RpcError(C.LITE_SUBSCRIPTION_QUOTA_EXCEEDED, f"lite subscription quota exceeded: {quota}")
+    return sg
+
+
 class LiteGrpc:
     """The lite RPCs and hooks of one MessagingService."""
 
-    def __init__(self, service: Any, manager: LiteSubscriptionManager) -> None:
+    def __init__(self, service: Any, manager: LiteSubscriptionManager, backend: Any) -> None:
+        """``backend``: the :class:`rmqd.grpc.local_backend.LocalBackend` (groups, POP, the store)."""
         self.service = service
         self.manager = manager
+        self.backend = backend
 
     def error(self, exc: LiteError) -> tuple[int, str]:
         return CODES.get(exc.kind, C.INTERNAL_ERROR), exc.message
@@ -72,7 +97,7 @@ class LiteGrpc:
 
     async def sync(self, request: Any, context: Any, client_id: str, peer: str) -> Any:
         names = list(request.lite_topic_set)
-        self._proxy_checks(request, names)
+        await self._proxy_checks(request, names)
         try:
             self.manager.sync(client_id, request.group.name, request.topic.name, int(request.action), names,
                               offset_option(request), peer, self._notifier(client_id))
@@ -81,25 +106,8 @@ class LiteGrpc:
             return s.SyncLiteSubscriptionResponse(status=d.Status(code=code, message=message))
         return s.SyncLiteSubscriptionResponse(status=d.Status(code=C.OK, message="OK"))
 
-    def _proxy_checks(self, request: Any, names: list) -> None:
-        """What the proxy refuses before the broker sees a SyncLiteSubscription (``ClientActivity`` and
-        ``ClientProcessor.syncLiteSubscription``), with its texts: names, group, bind topic, the +300 quota."""
-        topic, group = request.topic.name, request.group.name
-        validate.check_topic(topic)
-        validate.check_group(group)
-        if request.action == d.PARTIAL_ADD:
-            for name in dict.fromkeys(names):
-                validate.check_lite_topic(name, int(self.manager.config.maxLiteTopicSize))
-        sg = self.service.broker.subscription_group_manager.table.get(group)
-        if sg is None:
-            raise RpcError(C.ILLEGAL_CONSUMER_GROUP, f"group not found: {group}")
-        bind = ga.bind_topic(sg)
-        if bind != topic:
-            raise RpcError(C.ILLEGAL_TOPIC, f"lite group {group} is expected to bind topic {bind or 'null'}, "
-                                            f"but actual is {topic}")
-        quota = ga.get_int(sg, ga.LITE_CLIENT_QUOTA)
-        if names and len(set(names)) > quota + QUOTA_SLACK:
-            raise RpcError(C.LITE_SUBSCRIPTION_QUOTA_EXCEEDED, f"lite subscription quota exceeded: {quota}")
+    async def _proxy_checks(self, request: Any, names: list) -> None:
+        await proxy_checks(request, names, self.backend, int(self.manager.config.maxLiteTopicSize))
 
     # ------------------------------------------------------------------ settings
     def fill_settings(self, settings: Any, group_config: Optional[Any]) -> None:
@@ -109,17 +117,18 @@ class LiteGrpc:
         settings.subscription.max_lite_topic_size = int(self.manager.config.maxLiteTopicSize)
 
     # ------------------------------------------------------------------ receive
-    async def receive(self, client_id: str, group_config: Any, topic: str, batch: int, invisible_ms: int,
-                      poll_ms: int, host: str) -> tuple[PopResult, str]:
+    async def receive(self, rr: ReceiveRequest) -> Received:
         """Pop the client's lite topics; park (keyed by client id) up to ``poll_ms`` when none has news.
         Messages of a lite topic the client unsubscribed while the pop ran are given back, not delivered."""
+        client_id, group_config, topic, batch = rr.client_id, rr.group, rr.topic.topic_name, rr.batch
+        invisible_ms, poll_ms, host = rr.invisible_ms, rr.poll_ms, rr.host
         m = self.manager
         try:
             m.check_group(group_config.group_name, topic)
         except LiteError as exc:
             raise RpcError(*self.error(exc)) from None
         m.attach(client_id, group_config.group_name, topic, group_config, host, self._notifier(client_id))
-        executor = self.service.pop_executor
+        executor = self.backend.pop_executor
         loop = asyncio.get_running_loop()
         end = loop.time() + max(0, poll_ms) / 1000.0
         state = "timeout"
@@ -141,21 +150,21 @@ class LiteGrpc:
             asyncio.ensure_future(self._give_back(group_config.group_name, gone))
             result.messages = keep
             state = "found" if keep else "timeout"
-        return result, state
+        return await self.backend.received(result, state, rr)
 
     async def _give_back(self, group: str, popped: list) -> None:
         """Make messages popped for a client that unsubscribed meanwhile visible again (same attempt)."""
-        pop = self.service.pop
+        pop = self.backend.pop
         for pm in popped:
             try:
-                await self.service.pop_executor.run(pop.change_invisible_time, group, pm.topic, pm.extra,
+                await self.backend.pop_executor.run(pop.change_invisible_time, group, pm.topic, pm.extra,
                                                     pm.queue_offset, 0, True)
             except Exception:
                 log.exception("lite: giving back %s@%d of %s failed (visible again after its invisible time)",
                               pm.topic, pm.queue_offset, group)
 
     # ------------------------------------------------------------------ ack, invisible time, DLQ
-    def queue_of(self, topic: str, lite: Optional[str], commit_log_offset: int) -> str:
+    async def queue_of(self, topic: str, lite: Optional[str], handle: Any) -> str:
         """The LMQ a lite receipt handle belongs to: the request's ``lite_topic``, else the lite topic stored
         with the message (a client that leaves the field out still acks the right queue)."""
         if lite:
@@ -163,7 +172,7 @@ class LiteGrpc:
             if reason:
                     raise RpcError(C.ILLEGAL_LITE_TOPIC, f"{reason}: {lite!r}")
             return lmq_name(topic, lite)
-        rec = self.service.broker.store.read_message(commit_log_offset)
+        rec = self.backend.read_message(handle.commit_log_offset)
         if rec is not None:
             stored = decode_message(rec).properties.get(LITE_TOPIC_PROPERTY)
             if stored:

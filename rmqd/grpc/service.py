@@ -1,10 +1,9 @@
-"""``apache.rocketmq.v2.MessagingService`` over rmqd's broker (what the 5.x proxy does in LOCAL mode).
+"""``apache.rocketmq.v2.MessagingService``: the 5.x proxy's part, over a :class:`rmqd.grpc.backend.MessagingBackend`
+(the broker in this process, :mod:`rmqd.grpc.local_backend`, as the proxy's LOCAL mode; or brokers anywhere over
+remoting, :mod:`rmqd.proxy.backend`, as its CLUSTER mode).
 
-Sends and transaction ends become the broker's own SEND_MESSAGE / END_TRANSACTION requests (the
-same checks, timers, retry/DLQ and half-message rules as 4.x clients get); receive, ack, change
-invisible duration use :class:`rmqd.pop.PopService`, like the remoting POP codes.  Every RPC checks
-``x-mq-client-id`` (CLIENT_ID_REQUIRED) and, with ACL on, the ``authorization`` header; blocking work
-is awaited in bounded executors (TOO_MANY_REQUESTS when full).
+Every RPC checks ``x-mq-client-id`` (CLIENT_ID_REQUIRED) and, with ACL on, the ``authorization`` header; the
+backend awaits blocking work in bounded executors (TOO_MANY_REQUESTS when full).
 
 Answers follow the 5.5 proxy's (judged by compat_tests/grpc/test_grpc5_probes.py against the Java proxy): its
 request checks and texts (:mod:`rmqd.grpc.validate`), the topic message-type check
@@ -17,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, AsyncIterator, Callable, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional
 
 import grpc
 
@@ -26,31 +25,32 @@ from rmqd.filter.errors import SQLParseError
 from rmqd.grpc import auth, message_types, validate
 from rmqd.grpc.bad_input import CauseLog, MalformedRequest
 from rmqd.grpc.errors import RpcError, proxy_error, status
-from rmqd.grpc.lite import LITE_CLIENT_TYPES, LiteGrpc
-from rmqd.grpc.routes import ClusterRoutes, assignments, local_route, message_queues
+from rmqd.grpc.backend import ReceiveRequest
+from rmqd.grpc.lite import LITE_CLIENT_TYPES
+from rmqd.grpc.routes import assignments, message_queues
 from rmqd.grpc.clients import GrpcClientManager, parse_transaction_id, producer_group_of, transaction_id_of
-from rmqd.grpc.convert import duration_ms, ms_to_duration, ms_to_timestamp, to_grpc_message, to_properties
+from rmqd.grpc.convert import duration_ms, ms_to_duration, ms_to_timestamp, to_properties
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.pb import service_pb2 as s
 from rmqd.grpc.pb import service_pb2_grpc
 from rmqd.acl.permission import PUB, SUB
 from rmqd.auth.errors import AuthError
 from rmqd.pop.extra_info import ReceiptHandle
-from rmqd.pop.frontend import Busy, PopExecutor, pop_with_polling
+from rmqd.pop.frontend import Busy
 from rmqd.pop.codes import PopError
 from rmqd.remoting.codes import RequestCode, ResponseCode
-from rmqd.remoting.command import error_response, new_request
-from rmqd.remoting.dispatch import TO_POOL
+from rmqd.remoting.command import new_request
 from rmqd.store import group_attributes as ga
-from rmqd.store.message import decode_message, encode_properties, java_string_hash
-from rmqd.store.lite.names import is_lite_queue
+from rmqd.store.message import encode_properties
 from rmqd.store.topic_attributes import is_lite_topic
+
+if TYPE_CHECKING:
+    from rmqd.grpc.backend import MessagingBackend
 
 log = logging.getLogger(__name__)
 
 C = d.Code
 MAX_BATCH = 32
-FORWARD_TIMEOUT_S = 5.0               # a slave's endpoint waiting for its master's answer to a forwarded send
 DEFAULT_INVISIBLE_MS = 60_000
 MAX_RENEW_MS = 3 * 3600 * 1000        # auto-renew keeps a push consumer's message at most this long
 # send answers a client retries or tells apart (the proxy's cluster mapping); any other broker refusal is the
@@ -66,7 +66,6 @@ _POP_CODES = {ResponseCode.TOPIC_NOT_EXIST: C.TOPIC_NOT_FOUND,
 NO_SETTINGS = "cannot find client settings for this client"
 CONSUMER_TYPES = (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, *LITE_CLIENT_TYPES)
 TELEMETRY_FAILED = "process client telemetryCommand failed. "
-INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
 
 
 def topic_not_found(topic: str) -> RpcError:
@@ -74,18 +73,6 @@ def topic_not_found(topic: str) -> RpcError:
     return RpcError(C.TOPIC_NOT_FOUND, f"CODE: 17  DESC: No topic route info in name server for the topic: {topic}\n"
                                        "For more information, please visit the url, "
                                        "https://rocketmq.apache.org/docs/bestPractice/06FAQ")
-
-
-def guava_consistent_hash(key: int, buckets: int) -> int:
-    """Guava's ``Hashing.consistentHash(long, int)`` (the proxy's queue of a message group or lite topic)."""
-    state, candidate = key & 0xFFFFFFFFFFFFFFFF, 0
-    while True:
-        state = (2862933555777941757 * state + 1) & 0xFFFFFFFFFFFFFFFF
-        nxt = int((candidate + 1) / (((state >> 33) + 1) / 2.0 ** 31))
-        if 0 <= nxt < buckets:
-            candidate = nxt
-        else:
-            return candidate
 
 
 class _TelemetryFailed(Exception):
@@ -101,15 +88,6 @@ class _LanguageError(Exception):
     """An ``x-mq-language`` the proxy's ``LanguageCode`` has no constant for."""
 
 
-class GrpcConn:
-    """The remoting-connection surface the broker's processors read (peer address)."""
-
-    def __init__(self, peer_host: str, peer_port: int) -> None:
-        self.peer_host, self.peer_port = peer_host, peer_port
-        self.remote_address = f"{peer_host}:{peer_port}"
-        self.closed = False
-
-
 def _peer(context: Any) -> tuple[str, int]:
     peer = context.peer() or ""
     addr = peer.split(":", 1)[1] if ":" in peer else peer
@@ -122,42 +100,33 @@ def _same_peer(host: str, port: int) -> tuple[str, int]:
 
 
 class MessagingService(service_pb2_grpc.MessagingServiceServicer):
-    def __init__(self, broker: Any, endpoint_address: tuple[str, int],
+    def __init__(self, backend: "MessagingBackend", endpoint_address: tuple[str, int],
                  peer_of: Callable[[str, int], tuple[str, int]] = _same_peer) -> None:
         """``peer_of``: the client behind a gRPC peer address (the TLS front's loopback connection -> the client)."""
-        self.broker = broker
+        self.backend = backend
         self.peer_of = peer_of
-        self.pop = broker.pop_service
-        self.pop_executor: PopExecutor = broker.pop_executor
-        c = broker.config
-        self.send_executor = PopExecutor(max(2, min(8, int(c.sendMessageThreadPoolNums))),
-                                         int(c.popExecutorCapacity), name="grpc-send")
-        self.clients = GrpcClientManager(broker)
+        c = self.config = backend.config
+        self.clients = GrpcClientManager(backend.registry)
         self.address = endpoint_address
         self.min_invisible_ms = int(c.minInvisibleTimeMillsForRecv)
         self.max_invisible_ms = int(c.maxInvisibleTimeMills)
         self.min_long_polling_ms = int(c.grpcClientConsumerMinLongPollingTimeoutMillis)
         self.max_long_polling_ms = int(c.grpcClientConsumerMaxLongPollingTimeoutMillis)
         self.client_idle_s = int(c.grpcClientIdleTimeMills) / 1000.0   # then no more renewals, registrations
-        self.inline_acks = broker.store.config.flush_disk_type == "ASYNC_FLUSH"
-        self._renewals: dict[str, dict] = {}       # client id -> {checkpoint key: (invisible ms, renew until ms)}
+        self.inline_acks = backend.inline_acks
+        # client id -> {held message's key: (renew key, invisible ms, renew until ms)} (auto-renew)
+        self._renewals: dict[str, dict] = {}
         self._renew_task: Optional[asyncio.Task] = None
         self.renew_interval_s = 1.0
-        self.lite = LiteGrpc(self, broker.lite_priority.manager)     # 5.5 Lite Mode (rmqd.grpc.lite)
-        self.max_lite_topic_size = int(broker.lite_priority.lite_config.maxLiteTopicSize)
-        self._forward_client = None             # a slave's connection to its master (sends, _forward_send)
-        # the name server's routes and the other brokers' gRPC ports (rmqd.grpc.routes), over the broker's client
-        self.routes = ClusterRoutes(lambda addr, req, timeout: broker.namesrv_client.invoke(addr, req, timeout),
-                                    lambda: broker.config.namesrv_addrs, lambda: broker.address, lambda: self.address)
+        self.lite = backend.lite(self)           # 5.5 Lite Mode (rmqd.grpc.lite)
+        self.max_lite_topic_size = backend.max_lite_topic_size
         self.causes = CauseLog()                # bad input and unexpected failures: a line per cause and minute
 
     def close(self) -> None:
         if self._renew_task is not None:
             self._renew_task.cancel()
-        if self._forward_client is not None:
-            self._forward_client.close()
         self.clients.close_all()
-        self.send_executor.shutdown()
+        self.backend.close()
 
     # ------------------------------------------------------------------ request context
     def _begin(self, context: Any, need: Optional[dict] = None, request: Any = None) -> tuple[dict, tuple[str, int]]:
@@ -165,7 +134,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         pipelines run before anything else: UNAUTHORIZED), the client id, then ACL 1.0 on ``need``."""
         md = {m.key: m.value for m in (context.invocation_metadata() or ())}
         peer = self.peer_of(*_peer(context))
-        guard = self.broker.auth.guard
+        guard = self.backend.guard
         if guard is not None and request is not None:
             try:
                 guard.check_grpc(request, md, peer[0])
@@ -180,42 +149,35 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return md, peer
 
     def _authorize(self, md: dict, peer: tuple[str, int], need: dict) -> None:
-        if self.broker.acl_manager is not None:
+        if self.backend.acl_manager is not None:
             try:
-                auth.check(self.broker.acl_manager, peer[0], md, need)
+                auth.check(self.backend.acl_manager, peer[0], md, need)
             except auth.GrpcAuthError as exc:
                 raise RpcError(exc.code, exc.message) from None
 
-    def _topic(self, name: str) -> Any:
+    async def _topic(self, name: str) -> Any:
         """The config of a topic the request names (validated as the proxy does; TOPIC_NOT_FOUND without one)."""
         validate.check_topic(name)
-        tc = self.broker.topic_config_manager.get(name)
+        tc = await self.backend.topic(name)
         if tc is None:
             raise topic_not_found(name)
         return tc
 
     async def _group(self, name: str) -> Any:
-        """The group's config; auto-creating one writes subscriptionGroup.json, so that runs off the loop."""
+        """The group's config (made where the brokers auto-create groups)."""
         validate.check_group(name)
-        groups = self.broker.subscription_group_manager
-        sg = groups.table.get(name)
-        if sg is None and groups.auto_create:
-            sg = await self.send_executor.run(groups.find, name)
+        sg = await self.backend.group(name)
         if sg is None:
             raise RpcError(C.CONSUMER_GROUP_NOT_FOUND, f"consumer group not found: {name}")
         return sg
 
     async def _route(self, topic: str) -> tuple[Any, Any]:
-        """(local topic config or None, the route): the name server's route of ``topic`` (every broker, as the
-        proxy in local mode), else this broker alone; TOPIC_NOT_FOUND when neither knows it."""
+        """(topic config or None, the route): the route of ``topic`` (every broker); TOPIC_NOT_FOUND without one."""
         validate.check_topic(topic)
-        tc = self.broker.topic_config_manager.get(topic)
-        route = await self.routes.topic_route(topic) if self.broker.config.namesrv_addrs else None
-        if route is None or not route.queue_datas:
-            if tc is None:
-                raise topic_not_found(topic)
-            route = local_route(self.broker.config.brokerName, self.broker.address, tc.read_queue_nums,
-                                tc.write_queue_nums, tc.perm)
+        tc = await self.backend.topic(topic)
+        route = await self.backend.route(topic, tc)
+        if route is None:
+            raise topic_not_found(topic)
         return tc, route
 
     @staticmethod
@@ -235,10 +197,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         consumers only and the other way round, and a lite consumer subscribes its group's bind topic."""
         validate.check_group(name)
         lite_mode = client_type in LITE_CLIENT_TYPES
-        groups = self.broker.subscription_group_manager
-        sg = groups.table.get(name)
-        if sg is None and groups.auto_create and not lite_mode:
-            sg = await self.send_executor.run(groups.find, name)
+        sg = await self.backend.group(name, create=not lite_mode)
         if sg is None:
             raise RpcError(C.ILLEGAL_CONSUMER_GROUP, f"group not found: {name}")
         bind = ga.bind_topic(sg)
@@ -290,7 +249,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _query_route(self, request: Any, context: Any) -> Any:
         self._begin(context, {}, request)
         tc, route = await self._route(request.topic.name)
-        endpoints = await self.routes.endpoints(route, self._asked(request.endpoints))
+        endpoints = await self.backend.endpoints(route, self._asked(request.endpoints))
         queues = message_queues(route, request.topic, self._accept_types(tc), endpoints)
         return s.QueryRouteResponse(status=status(C.OK), message_queues=queues)
 
@@ -321,10 +280,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         validate.check_topic(request.topic.name)
         validate.check_group(request.group.name)
         _, route = await self._route(request.topic.name)
-        sg = self.broker.subscription_group_manager.table.get(request.group.name)
+        sg = await self.backend.group(request.group.name, create=False)
         fifo = sg is not None and sg.consume_message_orderly
         lite = sg is not None and bool(ga.bind_topic(sg))
-        endpoints = await self.routes.endpoints(route, self._asked(request.endpoints))
+        endpoints = await self.backend.endpoints(route, self._asked(request.endpoints))
         # a FIFO group (not a lite one) is assigned each readable queue, any other group queue -1 of each broker
         found = assignments(route, request.topic, endpoints, per_queue=fifo and not lite)
         if not found:
@@ -343,65 +302,35 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         topic = first.topic.name
         validate.check_topic(topic)
         self._authorize(md, peer, {topic: PUB})
-        config = self.broker.config
+        config = self.config
         for m in request.messages:                  # SendMessageActivity.buildMessage, in its order
             if m.topic != first.topic:
                 raise RpcError(C.MESSAGE_CORRUPTED, "topic in message is not same")
             validate.check_message(m, config, self.max_lite_topic_size)
-        tc = self.broker.topic_config_manager.get(topic)
+        tc = await self.backend.topic(topic)
         message_types.check_send(config, tc, first)
         if tc is None:
             raise topic_not_found(topic)
-        conn = GrpcConn(*peer)
         entries = []
+        single = len(request.messages) == 1
         for m in request.messages:
-            request_, transactional = self._send_request(tc, m, len(request.messages))
-            master = self._master_to_forward(transactional)
-            if master is not None:
-                resp = await self._forward_send(master, request_)
-            else:
-                sp = self.broker.send_processor
-                # the broker's send lane rule: a small ASYNC_FLUSH append to an existing topic is a memory copy,
-                # answered on the loop; anything that may block goes to the executor
-                resp = sp.process_inline(conn, request_)
-                if resp is TO_POOL:
-                    resp = await self.send_executor.run(sp.process, conn, request_)
-            entries.append(self._send_result(resp, m.system_properties, transactional))
+            request_, transactional = self._send_request(tc, m)
+            sp = m.system_properties
+            key = (sp.message_group or sp.lite_topic) if single else ""
+            resp, broker = await self.backend.send(tc, request_, key, peer)
+            entries.append(self._send_result(resp, sp, transactional, broker))
         codes = {e.status.code for e in entries}
         top = status(C.MULTIPLE_RESULTS) if len(codes) > 1 else status(entries[0].status.code)
         return s.SendMessageResponse(status=top, entries=entries)
 
-    def _master_to_forward(self, transactional: bool) -> Optional[str]:
-        """A slave's endpoint passes a (non-transactional) send on to its master, as the 5.x proxy routes sends to
-        the master: a client given every replica's endpoint keeps sending through a failover. None on a master,
-        or while a slave knows no master (then the local broker refuses it, and the client retries)."""
-        rm = self.broker.role_manager
-        if transactional or not rm.is_slave:
-            return None
-        return rm.master_addr
-
-    async def _forward_send(self, master: str, request: Any) -> Any:
-        if self._forward_client is None:
-            from rmqd.remoting.client import RemotingClient
-            self._forward_client = RemotingClient(signer=self.broker.auth.request_signer())
-        try:
-            return await self._forward_client.invoke(master, request, FORWARD_TIMEOUT_S)
-        except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
-            log.warning("gRPC send forwarded to the master %s failed: %r", master, exc)
-            return error_response(ResponseCode.SERVICE_NOT_AVAILABLE, f"master {master} unreachable: {exc!r}")
-
     @staticmethod
-    def _send_request(tc: Any, m: Any, batch: int = 1) -> tuple[Any, bool]:
-        """The SEND_MESSAGE request a 4.x client would send for ``m`` (and whether it is transactional). A message
-        group or lite topic (of a one-message request) picks its queue as the proxy does: Guava's consistent hash
-        of the key's Java hashCode over the write queues."""
+    def _send_request(tc: Any, m: Any) -> tuple[Any, bool]:
+        """The SEND_MESSAGE request a 4.x client would send for ``m`` (and whether it is transactional), queue -1:
+        the backend picks the queue (a message group's or lite topic's as the proxy does)."""
         sp = m.system_properties
         transactional = sp.message_type == d.TRANSACTION
         props = to_properties(m, producer_group_of(tc.topic_name) if transactional else None)
         queue_id = -1
-        key = (sp.message_group or sp.lite_topic) if batch == 1 else ""
-        if key:
-            queue_id = guava_consistent_hash(java_string_hash(key), max(1, tc.write_queue_nums))
         born = sp.born_timestamp.seconds * 1000 + sp.born_timestamp.nanos // 1_000_000 if sp.HasField(
             "born_timestamp") else int(time.time() * 1000)
         ext = {"producerGroup": props.get("PGROUP", "CID_RMQ_SYS_GRPC"), "topic": tc.topic_name,
@@ -412,7 +341,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return new_request(RequestCode.SEND_MESSAGE, ext, m.body), transactional
 
     @staticmethod
-    def _send_result(resp: Any, sp: Any, transactional: bool) -> Any:
+    def _send_result(resp: Any, sp: Any, transactional: bool, broker: Optional[str] = None) -> Any:
         if resp.code in _FLUSH_CODES:
             code, name = _FLUSH_CODES[resp.code]
             return s.SendResultEntry(status=status(code, f"send message failed, sendStatus={name}"))
@@ -426,7 +355,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                                   recall_handle=re.get("recallHandle") or "")
         if transactional:
             cl = int(re["msgId"][-16:], 16)
-            entry.transaction_id = transaction_id_of(cl, int(re.get("queueOffset", 0)), sp.message_id)
+            entry.transaction_id = transaction_id_of(cl, int(re.get("queueOffset", 0)), sp.message_id, broker)
         return entry
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:
@@ -438,7 +367,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         if not request.transaction_id.strip():
             raise RpcError(C.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
         try:
-            cl, qo, _ = parse_transaction_id(request.transaction_id)
+            cl, qo, _, broker = parse_transaction_id(request.transaction_id)
         except ValueError:      # the proxy keeps its open transactions by id: one it does not know
             raise proxy_error(C.INTERNAL_SERVER_ERROR, "cannot found transaction data") from None
         if request.resolution not in (d.COMMIT, d.ROLLBACK):     # the broker ignores an end without a resolution
@@ -447,9 +376,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                "commitLogOffset": str(cl), "commitOrRollback": "8" if request.resolution == d.COMMIT else "12",
                "fromTransactionCheck": "true" if request.source == d.SOURCE_SERVER_CHECK else "false",
                "msgId": request.message_id, "transactionId": request.transaction_id}
-        proc = self.broker.end_transaction_processor
-        resp = await self.send_executor.run(proc.process, GrpcConn(*peer),
-                                            new_request(RequestCode.END_TRANSACTION, ext))
+        resp = await self.backend.end_transaction(ext, broker, peer)
         if resp is None or resp.code == ResponseCode.SUCCESS:
             return s.EndTransactionResponse(status=status(C.OK))
         return s.EndTransactionResponse(status=status(C.INVALID_TRANSACTION_ID if resp.code == ResponseCode.SYSTEM_ERROR
@@ -476,7 +403,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         if messages:
             yield s.ReceiveMessageResponse(delivery_timestamp=ms_to_timestamp(int(time.time() * 1000)))
 
-    async def _receive(self, request: Any, context: Any) -> tuple[Any, list, int]:
+    async def _receive(self, request: Any, context: Any) -> tuple[Any, list, int]:  # noqa: C901
         topic, group = request.message_queue.topic.name, request.group.name
         md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         cid = md["x-mq-client-id"]
@@ -484,7 +411,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         validate.check_topic(topic)
         validate.check_group(group)
         poll = self._polling_ms(request, context, md)
-        tc = self._topic(topic)
+        tc = await self._topic(topic)
         sg = await self._group(group)
         if request.auto_renew:          # a push consumer: not checked (the proxy pops it for its own time and
             # renews it; rmqd renews what the client asked for, and lets it go soon after the client does)
@@ -503,29 +430,27 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 raise RpcError(C.ILLEGAL_FILTER_EXPRESSION, f"filter expression is illegal: {exc}") from None
         if batch <= 0:                  # the broker pops nothing for it
             return status(C.MESSAGE_NOT_FOUND, "no new message"), [], invisible
-        qid = -1     # as the proxy: a receive pops every queue of the broker, whatever queue the client names
+        rr = ReceiveRequest(cid, sg, tc, request.message_queue.broker.name, batch, invisible, poll,
+                            "SQL92" if fe.type == d.SQL else "TAG", fe.expression or "*", msg_filter,
+                            f"{peer[0]}:{peer[1]}", request.message_queue.topic.resource_namespace,
+                            bool(request.auto_renew))
         try:
             if is_lite_topic(tc):           # 5.5 Lite Mode: the client's lite topics
-                result, state = await self.lite.receive(cid, sg, topic, batch, invisible, poll,
-                                                        f"{peer[0]}:{peer[1]}")
+                got = await self.lite.receive(rr)
             else:
-                result, state = await pop_with_polling(self.pop, self.pop_executor, group, topic, qid,
-                                                       batch, invisible, msg_filter, 0, poll,
-                                                       f"{peer[0]}:{peer[1]}", order=sg.consume_message_orderly)
+                got = await self.backend.receive(rr)
         except PopError as exc:
             raise RpcError(_POP_CODES.get(exc.code, C.INTERNAL_ERROR), exc.remark) from None
-        if not result.messages:
-            if state == "full":
+        if not got.messages:
+            if got.state == "full":
                 return status(C.TOO_MANY_REQUESTS, "too many long-polling receive requests"), [], invisible
             return status(C.MESSAGE_NOT_FOUND, "no new message"), [], invisible
-        out = await self.pop_executor.run(self._to_messages, result.messages, topic,
-                                          request.message_queue.topic.resource_namespace)
         if request.auto_renew:          # kept invisible while the client works, as the proxy does
             until = int(time.time() * 1000) + MAX_RENEW_MS
             mine = self._renewals.setdefault(cid, {})
-            for pm in result.messages:
-                mine[(pm.topic, group, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time)] = (invisible, until)
-        return status(C.OK), out, invisible
+            for match, renew_key in got.holds:
+                mine[match] = (renew_key, invisible, until)
+        return status(C.OK), got.messages, invisible
 
     def _polling_ms(self, request: Any, context: Any, md: dict) -> int:
         """How long a receive may wait (``ReceiveMessageActivity``): the asked time (or what the deadline leaves
@@ -550,6 +475,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     # ------------------------------------------------------------------ auto-renew (push consumers)
     def start(self) -> None:
+        self.backend.start()
         self._renew_task = asyncio.ensure_future(self._renew_loop())
 
     async def _renew_loop(self) -> None:
@@ -577,35 +503,19 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             if ch is None or ch.closed or time.monotonic() - ch.last_seen > self.client_idle_s:
                 del self._renewals[cid]
                 continue
-            by_invisible: dict[int, list] = {}
-            for key, (invisible, until) in list(entries.items()):
+            by_invisible: dict[int, dict] = {}
+            for match, (renew_key, invisible, until) in list(entries.items()):
                 if until < now:
-                    del entries[key]
+                    del entries[match]
                 else:
-                    by_invisible.setdefault(invisible, []).append(key)
+                    by_invisible.setdefault(invisible, {})[renew_key] = match
             for invisible, keys in by_invisible.items():
-                still = set(await self.pop_executor.run(self.pop.renew, keys, invisible,
-                                                        max(2 * interval_ms, invisible // 2)))
-                for key in keys:
-                    if key not in still:
-                        entries.pop(key, None)
+                still = set(await self.backend.renew(list(keys), invisible, max(2 * interval_ms, invisible // 2)))
+                for renew_key, match in keys.items():
+                    if renew_key not in still:
+                        entries.pop(match, None)
             if not entries:
                 self._renewals.pop(cid, None)
-
-    @staticmethod
-    def _to_messages(popped: list, topic: str, namespace: str) -> list:
-        """Popped records as 5.x messages (in the executor: decoding is CPU work)."""
-        out = []
-        for pm in popped:
-            m = decode_message(pm.record)
-            real = (m.properties.get("RETRY_TOPIC") or topic) if pm.topic.startswith("%RETRY%") else topic
-            msg = to_grpc_message(m, real, ReceiptHandle(pm.extra, m.commit_log_offset), namespace=namespace)
-            if pm.attempt:                  # an orderly batch handed out again
-                msg.system_properties.delivery_attempt = pm.attempt
-            if is_lite_queue(pm.topic):     # as the broker hands a lite message to the proxy: its LMQ
-                msg.user_properties.setdefault(INNER_MULTI_DISPATCH, pm.topic)
-            out.append(msg)
-        return out
 
     # ------------------------------------------------------------------ ack, invisible time, DLQ
     def _handle(self, client_id: str, group: str, text: str) -> ReceiptHandle:
@@ -618,11 +528,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     def _renewed(self, client_id: str, group: str, h: ReceiptHandle) -> bool:
         mine = self._renewals.get(client_id)
-        if not mine:
-            return False
-        e = h.extra
-        return any(k[1] == group and k[2] == e.queue_id and k[3] == e.ck_queue_offset and k[4] == e.pop_time
-                   for k in mine)
+        return bool(mine) and self.backend.handle_key(group, h) in mine
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
         return await self._unary(self._ack, s.AckMessageResponse, request, context)
@@ -632,7 +538,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         md, _ = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         validate.check_topic(topic)
         validate.check_group(group)
-        lite = is_lite_topic(self._topic(topic))
+        lite = is_lite_topic(await self._topic(topic))
         await self._group(group)
         if not request.entries:
             raise RpcError(C.INTERNAL_SERVER_ERROR, "ack message result is empty")
@@ -641,11 +547,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             code, msg = C.OK, "OK"
             try:
                 h = self._handle(md["x-mq-client-id"], group, e.receipt_handle)
-                queue = self.lite.queue_of(topic, e.lite_topic, h.commit_log_offset) if lite else topic
-                if self.inline_acks:        # ASYNC_FLUSH: an ack record is a memory copy, done on the loop
-                    self.pop.ack(group, queue, h.extra, h.extra.queue_offset)
-                else:
-                    await self.pop_executor.run(self.pop.ack, group, queue, h.extra, h.extra.queue_offset)
+                queue = await self.lite.queue_of(topic, e.lite_topic, h) if lite else topic
+                await self.backend.ack(group, queue, h, self.inline_acks)
             except RpcError as exc:
                 code, msg = exc.code, exc.message
             except PopError as exc:
@@ -667,12 +570,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         ms = duration_ms(request.invisible_duration)
         validate.check_invisible_time(ms, 0, self.max_invisible_ms)
         h = self._handle(md["x-mq-client-id"], group, request.receipt_handle)
-        lite = is_lite_topic(self._topic(topic))
+        lite = is_lite_topic(await self._topic(topic))
         await self._group(group)
-        queue = self.lite.queue_of(topic, request.lite_topic, h.commit_log_offset) if lite else topic
+        queue = await self.lite.queue_of(topic, request.lite_topic, h) if lite else topic
         try:
-            extra = await self.pop_executor.run(self.pop.change_invisible_time, group, queue, h.extra,
-                                                h.extra.queue_offset, ms, bool(request.suspend))
+            extra = await self.backend.change_invisible(group, queue, h, ms, bool(request.suspend))
         except PopError as exc:
             raise RpcError(_POP_CODES.get(exc.code, C.INTERNAL_ERROR), exc.remark) from None
         return s.ChangeInvisibleDurationResponse(status=status(C.OK),
@@ -687,20 +589,19 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         validate.check_topic(topic)
         validate.check_group(group)
         h = self._handle(md["x-mq-client-id"], group, request.receipt_handle)
-        lite = is_lite_topic(self._topic(topic))
+        lite = is_lite_topic(await self._topic(topic))
         await self._group(group)
-        queue = self.lite.queue_of(topic, request.lite_topic, h.commit_log_offset) if lite else topic
+        queue = await self.lite.queue_of(topic, request.lite_topic, h) if lite else topic
         ext = {"offset": str(h.commit_log_offset), "group": group, "delayLevel": "-1",
                "originMsgId": request.message_id, "originTopic": topic,
                "maxReconsumeTimes": str(max(0, request.max_delivery_attempts - 1))}
-        resp = await self.send_executor.run(self.broker.send_back_processor.process, GrpcConn(*peer),
-                                            new_request(RequestCode.CONSUMER_SEND_MSG_BACK, ext))
+        resp = await self.backend.send_back(ext, h, peer)
         if resp.code != ResponseCode.SUCCESS:
             # the proxy maps the broker's code (most to INTERNAL_SERVER_ERROR) and keeps its remark
             return s.ForwardMessageToDeadLetterQueueResponse(status=status(
                 _SEND_CODES.get(resp.code, C.INTERNAL_SERVER_ERROR), resp.remark or str(resp.code)))
         try:
-            await self.pop_executor.run(self.pop.ack, group, queue, h.extra, h.extra.queue_offset)
+            await self.backend.ack(group, queue, h)
         except PopError as exc:
             log.warning("ack after forwarding %s to the DLQ failed: %s", request.message_id, exc.remark)
         # ResponseBuilder.buildStatus(code, remark): a success without a remark says its code, "0"
@@ -713,7 +614,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         except RpcError as exc:
             yield s.TelemetryCommand(status=status(exc.code, exc.message))
             return
-        guard = self.broker.auth.guard
+        guard = self.backend.guard
         ch = self.clients.channel(md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")
         ch.language_header = md.get("x-mq-language", "")
         outbox: asyncio.Queue = asyncio.Queue()
@@ -796,18 +697,18 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         except _LanguageError as exc:
             raise _TelemetryFailed(grpc.StatusCode.INTERNAL, TELEMETRY_FAILED + str(exc)) from None
         self.clients.on_settings(ch, settings)
-        return self._server_settings(settings)
+        return await self._server_settings(settings)
 
-    def _server_settings(self, client: Any) -> Any:
+    async def _server_settings(self, client: Any) -> Any:
         """The Settings the server answers with (the proxy's ``GrpcClientSettingsManager``: its producer and
         consumer defaults merged with the group's config; metrics off)."""
-        c = self.broker.config
+        c = self.config
         st = d.Settings()
         st.CopyFrom(client)
         st.request_timeout.CopyFrom(client.request_timeout if client.HasField("request_timeout")
                                     else ms_to_duration(3000))
         if client.HasField("subscription"):
-            sg = self.broker.subscription_group_manager.table.get(client.subscription.group.name)
+            sg = await self.backend.group(client.subscription.group.name, create=False)
             attempts = (sg.retry_max_times if sg is not None else 16) + 1
             st.backoff_policy.CopyFrom(d.RetryPolicy(max_attempts=attempts, customized_backoff=d.CustomizedBackoff(
                 next=[ms_to_duration(ms) for ms in (1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000,
@@ -848,8 +749,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _get_offset(self, request: Any, context: Any) -> Any:
         mq = request.message_queue
         self._begin(context, {mq.topic.name: SUB}, request)
-        self._topic(mq.topic.name)
-        off = self.broker.consumer_offset_manager.query_offset(request.group.name, mq.topic.name, mq.id)
+        await self._topic(mq.topic.name)
+        off = await self.backend.get_offset(request.group.name, mq.topic.name, mq.id, mq.broker.name)
         if off < 0:
             raise RpcError(C.OFFSET_NOT_FOUND, "offset not found")
         return s.GetOffsetResponse(status=status(C.OK), offset=off)
@@ -860,10 +761,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _update_offset(self, request: Any, context: Any) -> Any:
         mq = request.message_queue
         _, peer = self._begin(context, {mq.topic.name: SUB}, request)
-        self._topic(mq.topic.name)
+        await self._topic(mq.topic.name)
         await self._group(request.group.name)
-        self.broker.consumer_offset_manager.commit_offset(f"{peer[0]}:{peer[1]}", request.group.name, mq.topic.name,
-                                                          mq.id, request.offset)
+        await self.backend.update_offset(f"{peer[0]}:{peer[1]}", request.group.name, mq.topic.name, mq.id,
+                                         mq.broker.name, request.offset)
         return s.UpdateOffsetResponse(status=status(C.OK))
 
     async def QueryOffset(self, request: Any, context: Any) -> Any:
@@ -872,15 +773,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
     async def _query_offset(self, request: Any, context: Any) -> Any:
         mq = request.message_queue
         self._begin(context, {mq.topic.name: SUB}, request)
-        self._topic(mq.topic.name)
-        store = self.broker.store
-        if request.query_offset_policy == d.BEGINNING:
-            off = store.get_min_offset(mq.topic.name, mq.id)
-        elif request.query_offset_policy == d.END:
-            off = store.get_max_offset(mq.topic.name, mq.id)
-        else:
-            ts = request.timestamp.seconds * 1000 + request.timestamp.nanos // 1_000_000
-            off = await self.pop_executor.run(store.get_offset_by_time, mq.topic.name, mq.id, ts)
+        await self._topic(mq.topic.name)
+        policy = {d.BEGINNING: "BEGINNING", d.END: "END"}.get(request.query_offset_policy, "TIMESTAMP")
+        ts = request.timestamp.seconds * 1000 + request.timestamp.nanos // 1_000_000
+        off = await self.backend.query_offset(mq.topic.name, mq.id, mq.broker.name, policy, ts)
         return s.QueryOffsetResponse(status=status(C.OK), offset=off)
 
     async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
@@ -901,11 +797,9 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         topic = request.topic.name
         validate.check_topic(topic)
         self._authorize(md, peer, {topic: PUB})
-        message_types.check_recall(self.broker.config, self.broker.topic_config_manager.get(topic))
-        recaller = self.broker.recaller
+        message_types.check_recall(self.config, await self.backend.topic(topic))
         try:
-            message_id = await self.send_executor.run(recaller.recall, topic, request.recall_handle,
-                                                      producer_group_of(topic), peer)
+            message_id = await self.backend.recall(topic, request.recall_handle, producer_group_of(topic), peer)
         except RecallError as exc:
             raise proxy_error(C.INTERNAL_SERVER_ERROR, exc.remark) from None
         return s.RecallMessageResponse(status=status(C.OK), message_id=message_id)

@@ -30,7 +30,7 @@ DOC_PORTS = {9876: "namesrv", 10911: "broker", 10909: "vip", 8080: "console", 80
              8088: "console2"}
 PORT_RE = re.compile(r"(?:(?<=127\.0\.0\.1:)|(?<=localhost:)|(?<=port )|(?<=port=))(%s)\b"
                      % "|".join(map(str, DOC_PORTS)))
-SERVER_RE = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*rmqd\s+(serve|namesrv|broker|console)\b")
+SERVER_RE = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*rmqd\s+(serve|namesrv|broker|console|proxy)\b")
 NO_RUN_RE = re.compile(r"^\s*(?:#|//)\s*no-run:\s*(?P<why>.+)$")
 FILE_RE = re.compile(r"^#\s*file:\s*(?P<name>[\w.-]+)\s*$")
 FENCE_RE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
@@ -206,6 +206,7 @@ def server_options(kind: str, command: str, ports: dict[str, int]) -> list[str]:
         "broker": [("--broker-port", "broker"), ("--grpc-port", "grpc")],
         "namesrv": [("--port", "namesrv")],
         "console": [("--port", "console")],
+        "proxy": [("--grpc-port", "grpc")],
     }[kind]
     extra = []
     for option, name in wanted:

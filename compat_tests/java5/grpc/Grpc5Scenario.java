@@ -84,9 +84,14 @@ public class Grpc5Scenario {
         return "J5" + kind + suffix;
     }
 
+    /** TLS off, unless -Dgrpc5.tls=default: the client's own default (TLS on). */
     static ClientConfiguration conf(String ep) {
-        return ClientConfiguration.newBuilder().setEndpoints(ep).enableSsl(false).setRequestTimeout(Duration.ofSeconds(10))
-            .build();
+        org.apache.rocketmq.client.apis.ClientConfigurationBuilder b = ClientConfiguration.newBuilder().setEndpoints(ep)
+            .setRequestTimeout(Duration.ofSeconds(10));
+        if (!"default".equals(System.getProperty("grpc5.tls"))) {
+            b.enableSsl(false);
+        }
+        return b.build();
     }
 
     static String codeOf(Throwable e) {

@@ -1,0 +1,254 @@
+"""``rmqd proxy`` over ``rmqd serve --brokers 2``: the 5.x clients given the proxy's address only. The proxy spreads
+the producers' messages over both brokers' queues and its consumers receive everything exactly once:
+
+- the PyPI 5.1.2 client with TLS on (``tls_enable=True``: it checks the certificate, so the proxy serves a
+  CA-issued one, ``tlsTestModeEnable=false``): a SimpleConsumer and a PushConsumer, FIFO per message group, a delay
+  message, a transaction ended by the broker's check-back relayed over the proxy's Telemetry stream;
+- the Java client (rocketmq-client-java 5.2.0) in its default configuration (TLS on, the proxy's permissive port
+  with its test-mode certificate) running Grpc5Scenario's normal, fifo, delay, tx (check-back) and push sections;
+- the Go v5 client (compat_tests/go/cmd/grpc5)."""
+from __future__ import annotations
+
+import collections
+import time
+
+import pytest
+
+from clientrunner import run_client_script
+from gokit import BUILD_TIMEOUT, run_go_all
+from go_outcomes import distinct, of, ok
+from java5kit import run_java5
+from processes import RmqdProcess
+from rmqd_proxy import FAST_PROXY, RmqdProxy
+from test_grpc5_java import admin_commands
+from test_grpc_brokers import admin, cluster_brokers, stored_per_broker
+from test_grpc_python import PRELUDE5
+
+from rmqd.testing.pki import TestPki
+
+pytestmark = pytest.mark.timeout(500 + BUILD_TIMEOUT)
+
+
+# check-backs after a second (the transaction scenario)
+BROKER_CONF = "transactionCheckInterval=1000\ntransactionTimeOut=1000\n"
+
+
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory):
+    """``rmqd serve --brokers 2`` (no gRPC of its own) and an ``rmqd proxy`` over its name server, serving a
+    CA-issued certificate (the Python client checks it; the Java client takes any)."""
+    tmp_path = tmp_path_factory.mktemp("proxied")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RMQD_TLS_DIR", str(tmp_path / "tls"))
+        (tmp_path / "broker.conf").write_text(BROKER_CONF)
+        serve = RmqdProcess("serve", "--brokers", "2", "-c", str(tmp_path / "broker.conf"), "--namesrv-port", "0",
+                            "--broker-port", "0", "--grpc-port", "0", "--no-metrics", "--console-port", "0",
+                            "--store-dir", str(tmp_path / "store"), timeout=60)
+        try:
+            deadline = time.monotonic() + 30
+            while len(cluster_brokers(serve.addr)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            brokers = cluster_brokers(serve.addr)
+            assert sorted(brokers) == ["broker-a", "broker-b"]
+            pki = TestPki(tmp_path / "pki")
+            conf = dict(FAST_PROXY, tlsTestModeEnable="false", tlsCertPath=str(pki.server.cert),
+                        tlsKeyPath=str(pki.server.key))
+            with RmqdProxy(tmp_path / "proxy", serve.addr, conf) as proxy:
+                proxy.ca = str(pki.ca)
+                yield serve.addr, brokers, proxy
+        finally:
+            assert serve.stop(30) == 0
+
+
+PYTHON = '''
+import threading
+TLS = dict(tls_enable=True)
+p = Producer(CONFIG, ("PxSpread", "PxFifo", "PxDelay"), **TLS)
+p.startup()
+for i in range(40):
+    m = Message(); m.topic = "PxSpread"; m.body = f"spread-{i}".encode()
+    emit(op="sent", id=p.send(m).message_id)
+for i in range(12):
+    m = Message(); m.topic = "PxFifo"; m.body = f"g{i % 3}-{i // 3}".encode(); m.message_group = f"order-{i % 3}"
+    emit(op="fifo-sent", id=p.send(m).message_id)
+delay_sent = time.time()
+m = Message(); m.topic = "PxDelay"; m.body = b"later"; m.delivery_timestamp = int(delay_sent) + 3
+emit(op="delay-sent", id=p.send(m).message_id)
+p.shutdown()
+d = SimpleConsumer(CONFIG, "PxDelayG", {"PxDelay": FilterExpression()}, await_duration=2, **TLS)
+d.startup()
+for m in receive_all(d, 1, timeout=30):
+    emit(op="delay", body=m.body.decode(), after=time.time() - delay_sent)
+d.shutdown()
+c = SimpleConsumer(CONFIG, "PxSpreadSimple", {"PxSpread": FilterExpression()}, await_duration=2, **TLS)
+c.startup()
+for m in receive_all(c, 40, timeout=60):
+    emit(op="simple", id=m.message_id)
+c.shutdown()
+seen, lock = [], threading.Lock()
+class L(MessageListener):
+    def consume(self, m):
+        with lock:
+            seen.append(m.message_id)
+        return ConsumeResult.SUCCESS
+pc = PushConsumer(CONFIG, "PxSpreadPush", L(), {"PxSpread": FilterExpression()}, **TLS)
+pc.startup()
+end = time.time() + 60
+while len(set(seen)) < 40 and time.time() < end:
+    time.sleep(0.2)
+time.sleep(1.0)
+pc.shutdown()
+for mid in seen:
+    emit(op="push", id=mid)
+f = SimpleConsumer(CONFIG, "PxFifoG", {"PxFifo": FilterExpression()}, await_duration=2, **TLS)
+f.startup()
+for m in receive_all(f, 12, timeout=60):
+    emit(op="fifo", body=m.body.decode(), group=m.message_group)
+f.shutdown()
+
+class Checker(TransactionChecker):
+    def check(self, m):
+        emit(op="check", body=m.body.decode())
+        return TransactionResolution.COMMIT
+tp = Producer(CONFIG, ("PxTx",), Checker(), **TLS)
+tp.startup()
+for body in ("tx-commit", "tx-open"):
+    m = Message(); m.topic = "PxTx"; m.body = body.encode()
+    t = tp.begin_transaction()
+    tp.send(m, t)
+    if body == "tx-commit":
+        t.commit()
+tc = SimpleConsumer(CONFIG, "PxTxG", {"PxTx": FilterExpression()}, await_duration=2, **TLS)
+tc.startup()
+for m in receive_all(tc, 2, timeout=60):
+    emit(op="tx", body=m.body.decode())
+tc.shutdown()
+tp.shutdown()
+'''
+
+
+def test_python5_through_the_proxy_spreads_over_both_brokers_and_receives_everything_once(py5_python, proxied):
+    namesrv, brokers, proxy = proxied
+    admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "PxSpread")
+    admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "PxFifo", "-a", "+message.type=FIFO")
+    admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "PxTx", "-a", "+message.type=TRANSACTION")
+    admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "PxDelay", "-a", "+message.type=DELAY")
+    admin("updateSubGroup", "-n", namesrv, "-c", "DefaultCluster", "-g", "PxFifoG", "-o", "true")
+    res = run_client_script(py5_python, PRELUDE5 + PYTHON, env={"ENDPOINT": proxy.grpc_addr,
+                                                                "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": proxy.ca},
+                            timeout=300)
+    assert res.returncode == 0 and not res.timed_out, (res.stderr[-3000:], res.events[-5:], proxy.log_tail())
+    sent = [e["id"] for e in res.events_of("sent")]
+    assert len(set(sent)) == 40
+    per = stored_per_broker(brokers, "PxSpread")
+    assert sum(per.values()) == 40 and min(per.values()) > 0, per          # both brokers store some
+    simple = collections.Counter(e["id"] for e in res.events_of("simple"))
+    assert set(simple) == set(sent) and set(simple.values()) == {1}, simple
+    push = collections.Counter(e["id"] for e in res.events_of("push"))
+    assert set(push) == set(sent) and set(push.values()) == {1}, push
+    fifo = collections.defaultdict(list)
+    for e in res.events_of("fifo"):
+        fifo[e["group"]].append(e["body"])
+    assert dict(fifo) == {f"order-{g}": [f"g{g}-{i}" for i in range(4)] for g in range(3)}, dict(fifo)
+    assert sorted(e["body"] for e in res.events_of("tx")) == ["tx-commit", "tx-open"]
+    assert [e["body"] for e in res.events_of("check")][:1] == ["tx-open"], res.events_of("check")
+    delay = res.events_of("delay")
+    assert [e["body"] for e in delay] == ["later"] and delay[0]["after"] >= 2.5, delay
+    assert "TLS" in proxy.log_tail(100000) or "tls" in proxy.log_tail(100000)
+
+
+JAVA_SECTIONS = ("normal", "fifo", "delay", "tx", "push")
+
+
+def test_java5_client_default_tls_through_the_proxy(proxied):
+    """Grpc5Scenario (its sections' own assertions are in test_grpc5_java; here the facts) with the client's
+    default configuration: TLS on."""
+    namesrv, brokers, proxy = proxied
+    wanted = {f"J5{k}Px" for k in ("Normal", "Fifo", "Delay", "Tx", "Push", "NormalG", "FifoG", "DelayG", "TxG",
+                                    "PushG")}
+    for cmd in admin_commands("Px"):
+        name = cmd[cmd.index("-t") + 1] if "-t" in cmd else cmd[cmd.index("-g") + 1]
+        if name in wanted:
+            admin(cmd[0], "-n", namesrv, "-c", "DefaultCluster", *cmd[1:])
+    res = run_java5("grpc", "Grpc5Scenario", proxy.grpc_addr, proxy.grpc_addr, "Px", *JAVA_SECTIONS, timeout=200,
+                    system_props={"grpc5.tls": "default"})
+    assert res.returncode == 0 and not res.timed_out, (res.stdout[-2000:], res.stderr[-3000:], proxy.log_tail())
+    assert not res.events_of("error"), res.events_of("error")
+    print({e["section"]: e["ms"] for e in res.events_of("done")})
+    got = {e["section"]: [m["body"] for m in e["messages"]] for e in res.events_of("got")}
+    assert sorted(got["normal"]) == ["n0", "n1", "n2"], got
+    fifo = [b for b in got["fifo"] if b.startswith("g")]
+    for g in range(2):
+        assert [b for b in fifo if b.startswith(f"g{g}-")] == [f"g{g}-{i}" for i in range(4)], got["fifo"]
+    assert got["delay"] == ["later"] and res.events_of("age")[0]["early"] is False, res.events_of("age")
+    assert sorted(got["tx"]) == ["commit", "orphan"], got["tx"]
+    assert [e["orphan"] for e in res.events_of("checked")] == [True]
+    assert sorted(got["push"]) == sorted([f"push{i}" for i in range(4)] + ["fail-once"] * 2), got["push"]
+    per = stored_per_broker(brokers, "J5PushPx")
+    assert sum(per.values()) == 5 and min(per.values()) > 0, per              # both brokers store some
+    assert "TLS" in proxy.log_tail(100000)
+
+
+def test_go5_client_through_the_proxy(proxied):
+    namesrv, brokers, proxy = proxied
+    admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "PxGo")
+    admin("updateSubGroup", "-n", namesrv, "-c", "DefaultCluster", "-g", "px-go")
+    admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "PxGoFifo", "-a", "+message.type=FIFO")
+    admin("updateSubGroup", "-n", namesrv, "-c", "DefaultCluster", "-g", "px-go-fifo", "-o", "true")
+    runs = run_go_all({"normal": ["grpc5", "-endpoint", proxy.grpc_addr, "-topic", "PxGo", "-group", "px-go",
+                                  "-wait", "60", "normal"],
+                       "fifo": ["grpc5", "-endpoint", proxy.grpc_addr, "-topic", "PxGoFifo", "-group", "px-go-fifo",
+                                "-wait", "60", "fifo"]}, 150)
+    for name, run in runs.items():
+        ok(run, f"Go {name} through the proxy")
+    normal = runs["normal"]
+    assert all("error" not in e and e["receipts"] == 1 for e in of(normal, "send"))
+    assert sorted(e["body"] for e in distinct(of(normal, "recv"), "messageId")) == \
+        ["normal-0", "normal-2", "normal-async"]                     # the scenario's TagA filter
+    per_group: dict[str, list[str]] = {}
+    for e in distinct(of(runs["fifo"], "recv"), "messageId"):
+        per_group.setdefault(e["group"], []).append(e["body"])
+    assert per_group == {f"group-{g}": [f"g{g}-s{s}" for s in range(5)] for g in range(3)}, per_group
+    assert sum(stored_per_broker(brokers, "PxGo").values()) == len(of(normal, "send"))
+
+
+def test_two_proxy_instances_behind_one_cluster_share_receipt_handles(proxied, tmp_path):
+    """Stateless instances: messages a consumer received through one proxy are acked through another (the handle
+    names the broker), sent through either; after the acks nothing comes back through either."""
+    from differential5 import Session, consumer_settings, message_pb, producer_settings, received
+    from test_grpc5_probes import ack_request, receive_request
+
+    from rmqd.grpc.pb import definition_pb2 as d
+    from rmqd.grpc.pb import service_pb2 as s
+
+    namesrv, brokers, proxy = proxied
+    admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "PxTwo")
+    with RmqdProxy(tmp_path / "second", namesrv) as second:
+        a, b = proxy.grpc_addr, second.grpc_addr
+        sent = set()
+        for addr in (a, b):
+            with Session(addr, producer_settings(addr, "PxTwo")) as p:
+                for i in range(4):
+                    msg = message_pb("PxTwo", f"{addr}-{i}".encode())
+                    resp = p.call("SendMessage", s.SendMessageRequest(messages=[msg]))
+                    assert resp.status.code == d.OK, resp.status
+                    sent.add(resp.entries[0].message_id)
+        req = receive_request("PxTwo-G", "PxTwo", invisible_ms=6000, poll_ms=1000)
+        req.message_queue.broker.name = ""               # any broker: the proxy picks
+        with Session(b, consumer_settings(b, "PxTwo-G", "PxTwo")) as cb, \
+                Session(a, consumer_settings(a, "PxTwo-G", "PxTwo")) as ca:
+            got: dict[str, object] = {}
+            end = time.monotonic() + 30
+            while len(got) < len(sent) and time.monotonic() < end:
+                for m in received(cb.call("ReceiveMessage", req, timeout=10))[1]:
+                    got[m.system_properties.message_id] = m
+            assert set(got) == sent
+            handles = list(got.values())
+            for sess, part in ((ca, handles[::2]), (cb, handles[1::2])):       # half acked through the other one
+                resp = sess.call("AckMessage", ack_request("PxTwo-G", "PxTwo", *part))
+                assert resp.status.code == d.OK and all(e.status.code == d.OK for e in resp.entries), resp
+            time.sleep(6.5)                                # past the invisible time: an unacked one would be back
+            again = []
+            for sess in (ca, cb, ca, cb):
+                again += received(sess.call("ReceiveMessage", req, timeout=10))[1]
+            assert again == [], [m.system_properties.message_id for m in again]

@@ -1,0 +1,295 @@
+"""The broker in this process as the MessagingService's backend (the 5.x proxy's LOCAL mode).
+
+Sends and transaction ends become the broker's own SEND_MESSAGE / END_TRANSACTION requests (the same checks,
+timers, retry/DLQ and half-message rules as 4.x clients get); receive, ack, change invisible duration use
+:class:`rmqd.pop.PopService`, like the remoting POP codes. A slave's endpoint passes sends to its master. Every
+part comes as a named handle (:class:`LocalParts`), never the broker controller.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import Any, Callable, Hashable, Optional, Sequence
+
+from rmqd.broker.client_manager import ClientChannelInfo
+from rmqd.config import BrokerConfig
+from rmqd.grpc.backend import Received, ReceiveRequest
+from rmqd.grpc.clients import producer_group_of
+from rmqd.grpc.convert import to_grpc_message
+from rmqd.grpc.routes import Address, ClusterRoutes, TopicRoute, local_route
+from rmqd.pop.extra_info import ExtraInfo, ReceiptHandle
+from rmqd.pop.frontend import PopExecutor, pop_with_polling
+from rmqd.remoting.codes import RequestCode, ResponseCode, Version
+from rmqd.remoting.command import RemotingCommand, error_response, new_request
+from rmqd.remoting.dispatch import TO_POOL
+from rmqd.store.lite.names import is_lite_queue
+from rmqd.store.message import decode_message, java_string_hash
+from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
+
+log = logging.getLogger(__name__)
+
+FORWARD_TIMEOUT_S = 5.0               # a slave's endpoint waiting for its master's answer to a forwarded send
+INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
+
+
+def guava_consistent_hash(key: int, buckets: int) -> int:
+    """Guava's ``Hashing.consistentHash(long, int)`` (the proxy's queue of a message group or lite topic)."""
+    state, candidate = key & 0xFFFFFFFFFFFFFFFF, 0
+    while True:
+        state = (2862933555777941757 * state + 1) & 0xFFFFFFFFFFFFFFFF
+        nxt = int((candidate + 1) / (((state >> 33) + 1) / 2.0 ** 31))
+        if 0 <= nxt < buckets:
+            candidate = nxt
+        else:
+            return candidate
+
+
+class GrpcConn:
+    """The remoting-connection surface the broker's processors read (peer address)."""
+
+    def __init__(self, peer_host: str, peer_port: int) -> None:
+        self.peer_host, self.peer_port = peer_host, peer_port
+        self.remote_address = f"{peer_host}:{peer_port}"
+        self.closed = False
+
+
+@dataclasses.dataclass
+class LocalParts:
+    """The broker's parts the gRPC endpoint uses."""
+
+    config: BrokerConfig
+    store: Any                       # rmqd.store.MessageStore
+    topics: Any                      # TopicConfigManager
+    groups: Any                      # SubscriptionGroupManager
+    offsets: Any                     # ConsumerOffsetManager
+    producers: Any                   # ProducerManager
+    consumers: Any                   # ConsumerManager
+    pop_service: Any                 # rmqd.pop.PopService
+    pop_executor: PopExecutor
+    send_processor: Any
+    end_transaction_processor: Any
+    send_back_processor: Any
+    recaller: Any
+    role: Any                        # the replication role manager (is_slave, master_addr)
+    lite_priority: Any
+    auth: Any                        # rmqd.auth (guard, request_signer)
+    acl_manager: Any
+    namesrv_invoke: Callable          # (addr, request, timeout) -> awaitable response
+    address: Callable[[], str]        # this broker's remoting address
+
+    @classmethod
+    def of(cls, broker: Any) -> "LocalParts":
+        """The parts of a broker controller (where the endpoint is made)."""
+        return cls(broker.config, broker.store, broker.topic_config_manager, broker.subscription_group_manager,
+                   broker.consumer_offset_manager, broker.producer_manager, broker.consumer_manager,
+                   broker.pop_service, broker.pop_executor, broker.send_processor, broker.end_transaction_processor,
+                   broker.send_back_processor, broker.recaller, broker.role_manager, broker.lite_priority,
+                   broker.auth, broker.acl_manager,
+                   lambda addr, req, timeout: broker.namesrv_client.invoke(addr, req, timeout),
+                   lambda: broker.address)
+
+
+class LocalRegistry:
+    """5.x clients in the broker's producer and consumer managers, as 4.x clients' channels."""
+
+    def __init__(self, producers: Any, consumers: Any) -> None:
+        self.producers, self.consumers = producers, consumers
+
+    @staticmethod
+    def _info(ch: Any) -> ClientChannelInfo:
+        return ClientChannelInfo(ch, ch.client_id, ch.language, Version.V4_9_8)
+
+    def register_producer(self, group: str, channel: Any) -> None:
+        self.producers.register(group, self._info(channel))
+
+    def register_consumer(self, group: str, channel: Any, subscriptions: list[dict]) -> None:
+        self.consumers.register(group, self._info(channel), "CONSUME_POP", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
+                                subscriptions, notify=False)
+
+    def release(self, channel: Any) -> list[str]:
+        self.producers.do_channel_close(channel)
+        return self.consumers.do_channel_close(channel) or []
+
+
+class LocalBackend:
+    """The MessagingService's backend over this process's broker (:class:`rmqd.grpc.backend.MessagingBackend`)."""
+
+    def __init__(self, parts: LocalParts, endpoint_address: Callable[[], Address]) -> None:
+        self.parts = p = parts
+        self.config = c = p.config
+        self.guard = p.auth.guard
+        self.acl_manager = p.acl_manager
+        self.registry = LocalRegistry(p.producers, p.consumers)
+        self.pop = p.pop_service
+        self.pop_executor: PopExecutor = p.pop_executor
+        self.send_executor = PopExecutor(max(2, min(8, int(c.sendMessageThreadPoolNums))),
+                                         int(c.popExecutorCapacity), name="grpc-send")
+        self.inline_acks = p.store.config.flush_disk_type == "ASYNC_FLUSH"
+        self.max_lite_topic_size = int(p.lite_priority.lite_config.maxLiteTopicSize)
+        self._forward_client = None             # a slave's connection to its master (sends, _forward_send)
+        # the name server's routes and the other brokers' gRPC ports (rmqd.grpc.routes), over the broker's client
+        self.routes = ClusterRoutes(p.namesrv_invoke, lambda: c.namesrv_addrs, p.address, endpoint_address)
+
+    def lite(self, service: Any) -> Any:
+        from rmqd.grpc.lite import LiteGrpc
+        return LiteGrpc(service, self.parts.lite_priority.manager, self)
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if self._forward_client is not None:
+            self._forward_client.close()
+        self.send_executor.shutdown()
+
+    async def run(self, fn: Any, *args: Any) -> Any:
+        return await self.send_executor.run(fn, *args)
+
+    # ------------------------------------------------------------------ metadata
+    async def topic(self, name: str) -> Optional[TopicConfig]:
+        return self.parts.topics.get(name)
+
+    async def group(self, name: str, create: bool = True) -> Optional[SubscriptionGroupConfig]:
+        """The group's config; auto-creating one writes subscriptionGroup.json, so that runs off the loop."""
+        groups = self.parts.groups
+        sg = groups.table.get(name)
+        if sg is None and create and groups.auto_create:
+            sg = await self.send_executor.run(groups.find, name)
+        return sg
+
+    async def route(self, topic: str, tc: Optional[TopicConfig]) -> Optional[TopicRoute]:
+        """The name server's route of ``topic`` (every broker, as the proxy in local mode), else this broker alone."""
+        route = await self.routes.topic_route(topic) if self.config.namesrv_addrs else None
+        if route is None or not route.queue_datas:
+            if tc is None:
+                return None
+            route = local_route(self.config.brokerName, self.parts.address(), tc.read_queue_nums,
+                                tc.write_queue_nums, tc.perm)
+        return route
+
+    async def endpoints(self, route: TopicRoute, asked: Sequence[Address]) -> dict[tuple[str, int], list[Address]]:
+        return await self.routes.endpoints(route, asked)
+
+    # ------------------------------------------------------------------ producers
+    async def send(self, tc: TopicConfig, request: RemotingCommand, key: str,
+                   peer: tuple[str, int]) -> tuple[RemotingCommand, Optional[str]]:
+        if key:
+            request.ext_fields["queueId"] = str(guava_consistent_hash(java_string_hash(key),
+                                                                      max(1, tc.write_queue_nums)))
+        master = self._master_to_forward(request.ext_fields.get("sysFlag") == "4")
+        if master is not None:
+            return await self._forward_send(master, request), None
+        sp = self.parts.send_processor
+        conn = GrpcConn(*peer)
+        # the broker's send lane rule: a small ASYNC_FLUSH append to an existing topic is a memory copy,
+        # answered on the loop; anything that may block goes to the executor
+        resp = sp.process_inline(conn, request)
+        if resp is TO_POOL:
+            resp = await self.send_executor.run(sp.process, conn, request)
+        return resp, None
+
+    def _master_to_forward(self, transactional: bool) -> Optional[str]:
+        """A slave's endpoint passes a (non-transactional) send on to its master, as the 5.x proxy routes sends to
+        the master: a client given every replica's endpoint keeps sending through a failover. None on a master,
+        or while a slave knows no master (then the local broker refuses it, and the client retries)."""
+        rm = self.parts.role
+        if transactional or not rm.is_slave:
+            return None
+        return rm.master_addr
+
+    async def _forward_send(self, master: str, request: Any) -> Any:
+        if self._forward_client is None:
+            from rmqd.remoting.client import RemotingClient
+            self._forward_client = RemotingClient(signer=self.parts.auth.request_signer())
+        try:
+            return await self._forward_client.invoke(master, request, FORWARD_TIMEOUT_S)
+        except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
+            log.warning("gRPC send forwarded to the master %s failed: %r", master, exc)
+            return error_response(ResponseCode.SERVICE_NOT_AVAILABLE, f"master {master} unreachable: {exc!r}")
+
+    async def end_transaction(self, ext: dict, broker: Optional[str], peer: tuple[str, int]) -> Optional[RemotingCommand]:
+        proc = self.parts.end_transaction_processor
+        return await self.send_executor.run(proc.process, GrpcConn(*peer), new_request(RequestCode.END_TRANSACTION, ext))
+
+    async def recall(self, topic: str, handle: str, producer_group: str, peer: tuple[str, int]) -> str:
+        return await self.send_executor.run(self.parts.recaller.recall, topic, handle, producer_group, peer)
+
+    # ------------------------------------------------------------------ consumers
+    async def receive(self, rr: ReceiveRequest) -> Received:
+        qid = -1     # as the proxy: a receive pops every queue of the broker, whatever queue the client names
+        result, state = await pop_with_polling(self.pop, self.pop_executor, rr.group.group_name, rr.topic.topic_name,
+                                               qid, rr.batch, rr.invisible_ms, rr.message_filter, 0, rr.poll_ms,
+                                               rr.host, order=rr.group.consume_message_orderly)
+        return await self.received(result, state, rr)
+
+    async def received(self, result: Any, state: str, rr: ReceiveRequest) -> Received:
+        """A pop's result as 5.x messages (decoded in the executor: CPU work), with their renewal keys."""
+        if not result.messages:
+            return Received([], state)
+        out = await self.pop_executor.run(self._to_messages, result.messages, rr.topic.topic_name, rr.namespace)
+        group = rr.group.group_name
+        holds = [((group, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time),
+                  (pm.topic, group, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time))
+                 for pm in result.messages]
+        return Received(out, state, holds)
+
+    @staticmethod
+    def _to_messages(popped: list, topic: str, namespace: str) -> list:
+        """Popped records as 5.x messages."""
+        out = []
+        for pm in popped:
+            m = decode_message(pm.record)
+            real = (m.properties.get("RETRY_TOPIC") or topic) if pm.topic.startswith("%RETRY%") else topic
+            msg = to_grpc_message(m, real, ReceiptHandle(pm.extra, m.commit_log_offset), namespace=namespace)
+            if pm.attempt:                  # an orderly batch handed out again
+                msg.system_properties.delivery_attempt = pm.attempt
+            if is_lite_queue(pm.topic):     # as the broker hands a lite message to the proxy: its LMQ
+                msg.user_properties.setdefault(INNER_MULTI_DISPATCH, pm.topic)
+            out.append(msg)
+        return out
+
+    def handle_key(self, group: str, h: ReceiptHandle) -> Hashable:
+        e = h.extra
+        return (group, e.queue_id, e.ck_queue_offset, e.pop_time)
+
+    async def renew(self, keys: list, invisible_ms: int, within_ms: int) -> list:
+        return await self.pop_executor.run(self.pop.renew, keys, invisible_ms, within_ms)
+
+    async def ack(self, group: str, queue: str, h: ReceiptHandle, inline: bool = False) -> None:
+        if inline:        # ASYNC_FLUSH: an ack record is a memory copy, done on the loop
+            self.pop.ack(group, queue, h.extra, h.extra.queue_offset)
+        else:
+            await self.pop_executor.run(self.pop.ack, group, queue, h.extra, h.extra.queue_offset)
+
+    async def change_invisible(self, group: str, queue: str, h: ReceiptHandle, invisible_ms: int,
+                               suspend: bool) -> ExtraInfo:
+        return await self.pop_executor.run(self.pop.change_invisible_time, group, queue, h.extra,
+                                           h.extra.queue_offset, invisible_ms, suspend)
+
+    async def send_back(self, ext: dict, h: ReceiptHandle, peer: tuple[str, int]) -> RemotingCommand:
+        return await self.send_executor.run(self.parts.send_back_processor.process, GrpcConn(*peer),
+                                            new_request(RequestCode.CONSUMER_SEND_MSG_BACK, ext))
+
+    # ------------------------------------------------------------------ offsets
+    async def get_offset(self, group: str, topic: str, queue_id: int, broker: str) -> int:
+        return self.parts.offsets.query_offset(group, topic, queue_id)
+
+    async def update_offset(self, client: str, group: str, topic: str, queue_id: int, broker: str,
+                            offset: int) -> None:
+        self.parts.offsets.commit_offset(client, group, topic, queue_id, offset)
+
+    async def query_offset(self, topic: str, queue_id: int, broker: str, policy: str, timestamp_ms: int) -> int:
+        store = self.parts.store
+        if policy == "BEGINNING":
+            return store.get_min_offset(topic, queue_id)
+        if policy == "END":
+            return store.get_max_offset(topic, queue_id)
+        return await self.pop_executor.run(store.get_offset_by_time, topic, queue_id, timestamp_ms)
+
+    # ------------------------------------------------------------------ lite (rmqd.grpc.lite)
+    def read_message(self, commit_log_offset: int) -> Optional[bytes]:
+        return self.parts.store.read_message(commit_log_offset)
+
+
+__all__ = ["LocalBackend", "LocalParts", "GrpcConn", "guava_consistent_hash", "producer_group_of"]
