@@ -18,7 +18,8 @@ systems' order rotated every pass, then medians over the passes. Two paths:
 
 For every cell: throughput, p50/p99 (remoting sends: SendLatency's; gRPC sends: per call; receive + ack: the
 ack calls'; lite: send to receive), the CPU per message of all the system's server processes together (from
-/proc: name server, broker, proxy), their RSS after the cell, and the load average when the cell started.
+/proc: name server, broker, proxy), their RSS after the cell, and the 1-minute load average when the cell started
+and when it ended (on a shared machine compare the systems' CPU per message, not their throughput).
 
 Usage: python scripts/bench_peers.py [--passes 3] [--paths remoting grpc] [--systems rmqd java4 java5 rust]
        [--window-count 2] [--backlog 500000] [--grpc-seconds 10] [--json out.json]
@@ -43,7 +44,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "compat_tests"))
 
 from bench_java import (JavaTarget, RmqdTarget, Target, create_topic, drain, fill_backlog, kit_dir,  # noqa: E402
-                        prime_memory, produce, server_cpu_s, server_rss_mb)
+                        prime_memory, produce)
 from benchenv import machine_line  # noqa: E402
 from javakit import java_command  # noqa: E402
 
@@ -438,7 +439,8 @@ def summarize(results: dict, systems: list[str]) -> None:
             continue
         cols = [s for s in (["null"] if path == "grpc" else []) + systems
                 if any(s in cells[c] for c in cells)]
-        print(f"\n### {path}: msgs/s; p50 / p99 ms; server CPU µs per message; server RSS MB; load average\n")
+        print(f"\n### {path}: msgs/s; p50 / p99 ms; server CPU µs per message; server RSS MB; "
+              "load average before→after\n")
         print("| cell | " + " | ".join(LABELS[s] for s in cols) + " |")
         print("|---|" + "---:|" * len(cols))
         for cell in cells:
@@ -451,14 +453,14 @@ def summarize(results: dict, systems: list[str]) -> None:
                 p50, p99 = med(results, path, cell, s, "p50_ms"), med(results, path, cell, s, "p99_ms")
                 us, rss = med(results, path, cell, s, "server_us_per_msg"), med(results, path, cell, s,
                                                                                "server_rss_mb")
-                load = med(results, path, cell, s, "load")
+                load, load_after = med(results, path, cell, s, "load"), med(results, path, cell, s, "load_after")
                 lat = "" if p50 is None else f"; {fmt(p50, '.2f')} / {fmt(p99, '.2f')} ms"
                 cpu = "" if us is None else f"; **{fmt(us, '.1f')} µs**; {fmt(rss, '.0f')} MB"
-                row.append(f"{tps:,.0f}{lat}{cpu}; load {fmt(load, '.1f')}")
+                row.append(f"{tps:,.0f}{lat}{cpu}; load {fmt(load, '.1f')}→{fmt(load_after, '.1f')}")
             print(f"| {cell} | " + " | ".join(row) + " |")
-        if "rmqd" in cols:
+        others = [s for s in cols if s not in ("rmqd", "null")]
+        if "rmqd" in cols and others:
             print("\nrmqd's CPU per message as a share of each peer's (median of the passes):\n")
-            others = [s for s in cols if s not in ("rmqd", "null")]
             print("| cell | " + " | ".join(f"rmqd / {LABELS[s]}" for s in others) + " |")
             print("|---|" + "---:|" * len(others))
             for cell in cells:
@@ -468,6 +470,17 @@ def summarize(results: dict, systems: list[str]) -> None:
                     theirs = med(results, path, cell, s, "server_us_per_msg")
                     row.append("-" if not mine or not theirs else f"{mine / theirs:.2f}")
                 print(f"| {cell} | " + " | ".join(row) + " |")
+
+
+def merge_results(into: dict, results: dict) -> None:
+    """Add one run's ``results`` (path -> cell -> system -> passes; ``failures``) to ``into``."""
+    for path, cells in results.items():
+        if path == "failures":
+            into.setdefault("failures", []).extend(cells)
+            continue
+        for cell, systems in cells.items():
+            for system, passes in systems.items():
+                into.setdefault(path, {}).setdefault(cell, {}).setdefault(system, []).extend(passes)
 
 
 # ---------------------------------------------------------------------------------------------- main
@@ -491,7 +504,18 @@ def main() -> None:
     ap.add_argument("--no-ceiling", dest="ceiling", action="store_false", help="skip the gRPC null server")
     ap.add_argument("--no-prime", action="store_true", help="skip touching the free RAM first")
     ap.add_argument("--json", help="write the raw results here")
+    ap.add_argument("--first-pass", type=int, default=1, help="number of the first pass (the systems' order "
+                    "rotates with it: a run split into several keeps rotating)")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="only summarise the results of earlier --json "
+                    "files together (the medians over all their passes)")
     args = ap.parse_args()
+    if args.merge:
+        merged: dict = {}
+        for name in args.merge:
+            with open(name) as f:
+                merge_results(merged, json.load(f)["results"])
+        summarize(merged, [s for s in SYSTEMS if s in args.systems])
+        return
     if "java4" in args.systems and kit_dir() is None:
         sys.exit("the RocketMQ 4.9.8 kit was not found (../shared/rocketmq-4.9.8 or $RMQD_JAVA_KIT)")
     print(machine_line(), flush=True)
@@ -501,6 +525,7 @@ def main() -> None:
     results: dict = {}
 
     def rec(path: str, cell: str, value: dict) -> None:
+        value.setdefault("load_after", load_avg())
         results.setdefault(path, {}).setdefault(cell, {}).setdefault(current[0], []).append(value)
         print(f"  {current[0]:5} {path:8} {cell:18} {json.dumps(value)}", flush=True)
 
@@ -510,7 +535,7 @@ def main() -> None:
             current[0] = "null"
             print(f"gRPC generator ceiling (null server), load {load_avg()}", flush=True)
             grpc_pass("null", workdir, args, rec)
-        for p in range(args.passes):
+        for p in range(args.first_pass - 1, args.first_pass - 1 + args.passes):
             order = args.systems[p % len(args.systems):] + args.systems[:p % len(args.systems)]
             for system in order:
                 for path in args.paths:
