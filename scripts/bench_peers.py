@@ -52,8 +52,11 @@ from rmqd.localports import free_port_block  # noqa: E402
 from rmqd.remoting.client import BlockingClient  # noqa: E402
 from rmqd.remoting.command import new_request  # noqa: E402
 
-SYSTEMS = ("rmqd", "java4", "java5", "rust")
-LABELS = {"rmqd": "rmqd", "java4": "Java 4.9.8", "java5": "Java 5.5", "rust": "Rust 1.0.0", "null": "null server"}
+SYSTEMS = ("rmqd", "rmqd-plain", "java4", "java5", "rust")
+LABELS = {"rmqd": "rmqd", "rmqd-plain": "rmqd, TLS off", "java4": "Java 4.9.8", "java5": "Java 5.5",
+          "rust": "Rust 1.0.0", "null": "null server"}
+#: systems that serve only one path
+GRPC_ONLY, REMOTING_ONLY = ("rmqd-plain",), ("java4",)
 QUEUES = 8
 UPDATE_AND_CREATE_TOPIC, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 17, 200
 
@@ -161,7 +164,10 @@ class GrpcSystem:
 
 
 class RmqdGrpc(GrpcSystem):
+    """rmqd as it starts by default: TLS permissive, so its gRPC port is the front (rmqd.grpc.front) that relays
+    each connection to grpcio's loopback plaintext or TLS port, as the 5.x proxy serves both on one port."""
     name = "rmqd"
+    props: dict[str, str] = {}
 
     def __init__(self, workdir: str) -> None:
         self.workdir = workdir
@@ -170,7 +176,7 @@ class RmqdGrpc(GrpcSystem):
     def start(self, lite: bool) -> None:
         port = free_port_block(1)
         self.target = RmqdTarget(self.workdir, ("--grpc-port", str(port)))
-        self.target.start({})
+        self.target.start(self.props)
         self.grpc_addr, self.broker_addr = f"127.0.0.1:{port}", self.target.broker_addr
         self.namesrv, self.server_pids = self.target.namesrv, self.target.server_pids
 
@@ -178,6 +184,12 @@ class RmqdGrpc(GrpcSystem):
         if self.target is not None:
             self.target.stop()
         self.target = None
+
+
+class RmqdPlainGrpc(RmqdGrpc):
+    """rmqd with ``tls.server.mode=disabled``: grpcio's plaintext port itself, no front (what the front costs)."""
+    name = "rmqd-plain"
+    props = {"tls.server.mode": "disabled"}
 
 
 class Java5Grpc(GrpcSystem):
@@ -256,7 +268,8 @@ class NullGrpc(GrpcSystem):
 
 
 def grpc_system(system: str, workdir: str) -> GrpcSystem:
-    return {"rmqd": RmqdGrpc, "java5": Java5Grpc, "rust": RustGrpc, "null": NullGrpc}[system](workdir)
+    return {"rmqd": RmqdGrpc, "rmqd-plain": RmqdPlainGrpc, "java5": Java5Grpc, "rust": RustGrpc,
+            "null": NullGrpc}[system](workdir)
 
 
 # ---------------------------------------------------------------------------------------------- admin
@@ -395,7 +408,7 @@ def grpc_pass(system: str, workdir: str, args: argparse.Namespace, rec: Record) 
         r = run_grpcload(sys_, "-mode", "recv", "-topic", topic, "-group", group, "-conc", str(args.recv_conc),
                          "-max", str(args.grpc_backlog), "-seconds", "180", timeout=400)
         rec("grpc", f"receive+ack x{args.recv_conc}", dict(r, load=load))
-        if sys_.name in ("null", "rmqd", "rust"):     # the same server serves Lite Mode
+        if sys_.name in ("null", "rmqd", "rmqd-plain", "rust"):     # the same server serves Lite Mode
             lite_cell(sys_, args, rec)
     finally:
         sys_.stop()
@@ -488,7 +501,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--paths", nargs="+", default=["remoting", "grpc"], choices=["remoting", "grpc"])
-    ap.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    ap.add_argument("--systems", nargs="+", default=[s for s in SYSTEMS if s != "rmqd-plain"], choices=SYSTEMS)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 4, 16, 64])
     ap.add_argument("--window-count", type=int, default=2, help="10 s bench-producer windows after the warm-up")
     ap.add_argument("--latency-seconds", type=int, default=6, help="SendLatency's measured seconds per cell")
@@ -539,8 +552,8 @@ def main() -> None:
             order = args.systems[p % len(args.systems):] + args.systems[:p % len(args.systems)]
             for system in order:
                 for path in args.paths:
-                    if path == "grpc" and system == "java4":      # 4.9.8 has no gRPC endpoint
-                        continue
+                    if (path == "grpc" and system in REMOTING_ONLY) or (path == "remoting" and system in GRPC_ONLY):
+                        continue        # 4.9.8 has no gRPC endpoint; TLS off changes only rmqd's gRPC port
                     current[0] = system
                     print(f"pass {p + 1}: {system} {path}, load {load_avg()}", flush=True)
                     try:
