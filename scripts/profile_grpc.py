@@ -68,7 +68,7 @@ def main() -> None:
     ap.add_argument("--mode", choices=("send", "recv", "lite"), default="send")
     ap.add_argument("--conc", type=int, default=16)
     ap.add_argument("--seconds", type=int, default=20)
-    ap.add_argument("--backlog", type=int, default=20_000, help="recv: messages sent first, then received")
+    ap.add_argument("--backlog", type=int, default=40_000, help="recv: messages sent first, then received")
     ap.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
     ap.add_argument("--out", default="rmqd-grpc.folded")
     args = ap.parse_args()
@@ -91,7 +91,9 @@ def main() -> None:
                         "-max", str(args.backlog))
             else:
                 load = ("-mode", "send", "-topic", topic, "-conc", str(args.conc))
-        gen = subprocess.Popen([grpcload(), "-endpoint", srv.grpc_addr, *load, "-seconds", str(args.seconds + 5)],
+        # the load outlasts the recording and is stopped after it: a generator at its own deadline makes
+        # receives with too little time left (ILLEGAL_POLLING_TIME), not the steady state
+        gen = subprocess.Popen([grpcload(), "-endpoint", srv.grpc_addr, *load, "-seconds", str(args.seconds + 60)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(2)               # connections and settings first
         pid = srv.server_pids[0]
@@ -100,10 +102,12 @@ def main() -> None:
                               str(args.rate), "--duration", str(args.seconds), "--pid", str(pid),
                               "--output", args.out], capture_output=True, text=True, timeout=args.seconds + 120)
         cpu1 = thread_cpu(pid)
-        out, err = gen.communicate(timeout=args.seconds + 120)
+        if gen.poll() is None:
+            gen.terminate()
+        out, err = gen.communicate(timeout=60)
         if spy.returncode != 0:
             raise RuntimeError(f"py-spy failed: {spy.stderr[-1500:]}")
-        print(out.strip())
+        print(out.strip() or f"grpcload stopped after the recording (rc={gen.returncode})")
         used = {name: cpu1[name] - cpu0.get(name, 0.0) for name in cpu1}
         print(f"rmqd CPU over the {args.seconds} s recorded, per thread name:")
         for name, secs in sorted(used.items(), key=lambda kv: -kv[1]):
