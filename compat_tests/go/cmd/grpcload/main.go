@@ -393,6 +393,9 @@ func runRecv(o opts) {
 		go func(k int) {
 			defer wg.Done()
 			for ctx.Err() == nil && (o.max == 0 || acked.Load() < o.max) {
+				if dl, ok := ctx.Deadline(); ok && time.Until(dl) < o.poll+time.Second {
+					break // a long poll the run's deadline cannot hold is refused (ILLEGAL_POLLING_TIME) at once
+				}
 				c0 := time.Now()
 				got, err := s.receive(ctx, o, mq)
 				receives.Add(1)
