@@ -28,7 +28,7 @@ from java5kit import cache_dir
 from javakit import JavaProcess, JavaRun, _run
 
 GO_MODULE = Path(__file__).resolve().parent / "go"
-PROGRAMS = ("remoting2", "grpc5", "grpcauth")
+PROGRAMS = ("remoting2", "grpc5", "grpcauth", "grpcload")
 BUILD_TIMEOUT = 600.0          # a first build downloads the modules and compiles gRPC: minutes on a busy machine
 
 

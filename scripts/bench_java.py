@@ -133,8 +133,10 @@ class Target:
 class RmqdTarget(Target):
     name = "rmqd"
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, extra_args: tuple[str, ...] = ()) -> None:
+        """``extra_args``: more ``rmqd serve`` options (e.g. ``--grpc-port N``)."""
         self.workdir = workdir
+        self.extra_args = extra_args
         self.proc: Optional[subprocess.Popen] = None
 
     def start(self, props: dict[str, str]) -> None:
@@ -145,7 +147,7 @@ class RmqdTarget(Target):
         base = free_port_block(4)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "--namesrv-port", str(base),
-             "--broker-port", str(base + 3), "--store-dir", store, "-c", conf],
+             "--broker-port", str(base + 3), "--store-dir", store, "-c", conf, *self.extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         deadline = time.monotonic() + 30
         seen = 0
@@ -257,30 +259,48 @@ def create_topic(target: Target, topic: str, queues: int = 8, credentials: Optio
         admin.close()
 
 
+def server_cpu_s(target: Target) -> float:
+    """CPU seconds of all the target's server processes (name server, broker, proxy) together."""
+    return sum(proc_cpu_s(p) for p in target.server_pids)
+
+
+def server_rss_mb(target: Target) -> float:
+    return sum(rss_mb(p) for p in target.server_pids)
+
+
 def produce(target: Target, topic: str, threads: int, size: int, windows: int, extra: tuple = ()) -> dict:
-    """bench-producer for ``windows`` 10 s windows after the warm-up window; median TPS and RT."""
+    """bench-producer for ``windows`` 10 s windows after the warm-up window; median TPS and RT, and the server
+    processes' CPU per message over the measured windows (``server_us_per_msg``)."""
     proc = kit_tool("bench-producer", "-n", target.namesrv, "-t", topic, "-w", str(threads), "-s", str(size),
                     *extra)
     rows: list[tuple[int, float, int]] = []
     before = cpu_ticks()
     cpu0 = (proc_cpu_s(target.pid), proc_cpu_s(proc.pid), time.monotonic())
+    srv0 = 0.0
     deadline = time.monotonic() + WINDOW_S * (windows + 1) + 20
     for line in proc.stdout:
         m = TPS.search(line)
         if m:
             rows.append((int(m.group(1)), float(m.group(3)), int(m.group(4))))
+            if len(rows) == 1:          # the warm-up window ends: the measured windows start
+                srv0 = server_cpu_s(target)
             if len(rows) > windows:
                 break
         if time.monotonic() > deadline:
             break
+    srv = server_cpu_s(target) - srv0
     steal = steal_pct(before, cpu_ticks())
     shares = cpu_shares(cpu0, target.pid, proc.pid)
+    rss = server_rss_mb(target)
     stop_tool(proc)
     used = rows[1:] or rows
     if not used:
         raise RuntimeError("bench-producer printed no TPS line")
+    measured = sum(r[0] for r in rows[1:]) * WINDOW_S
     return {"tps": statistics.median(r[0] for r in used), "rt_ms": statistics.median(r[1] for r in used),
-            "failed": sum(r[2] for r in used), "windows": [r[0] for r in used], "steal": round(steal, 1), **shares}
+            "failed": sum(r[2] for r in used), "windows": [r[0] for r in used], "steal": round(steal, 1),
+            "server_us_per_msg": round(srv / measured * 1e6, 2) if measured else None, "server_rss_mb": round(rss),
+            **shares}
 
 
 def fill_backlog(target: Target, topic: str, count: int, timeout_s: float = 600) -> int:
@@ -325,6 +345,7 @@ def drain(target: Target, topic: str, backlog: int, timeout_s: float = 300) -> d
     try:
         t_first = t_last = None
         first_value = done = 0
+        srv_first = srv_last = 0.0
         before = cpu_ticks()
         cpu0 = (proc_cpu_s(target.pid), proc_cpu_s(proc.pid), time.monotonic())
         deadline = time.monotonic() + timeout_s
@@ -332,21 +353,24 @@ def drain(target: Target, topic: str, backlog: int, timeout_s: float = 300) -> d
             value = consumed(admin, target, group, topic)
             now = time.monotonic()
             if value > done:
-                done, t_last = value, now
+                done, t_last, srv_last = value, now, server_cpu_s(target)
                 if t_first is None:
-                    t_first, first_value = now, value
+                    t_first, first_value, srv_first = now, value, srv_last
             if done >= end_at or (t_last is not None and now - t_last > 10):
                 break
             time.sleep(0.02)
         steal = steal_pct(before, cpu_ticks())
         shares = cpu_shares(cpu0, target.pid, proc.pid)
+        rss = server_rss_mb(target)
     finally:
         admin.close()
         stop_tool(proc)
     if t_first is None or t_last is None or t_last <= t_first:
         return {"rate": 0.0, "consumed": done, "steal": 0.0}
     return {"rate": (done - first_value) / (t_last - t_first), "consumed": done,
-            "seconds": round(t_last - t_first, 2), "steal": round(steal, 1), **shares}
+            "seconds": round(t_last - t_first, 2), "steal": round(steal, 1),
+            "server_us_per_msg": round((srv_last - srv_first) / max(1, done - first_value) * 1e6, 2),
+            "server_rss_mb": round(rss), **shares}
 
 
 def live_latency(target: Target, topic: str, windows: int) -> dict:
