@@ -97,8 +97,9 @@ emit(op='producer_done', sent=i)
 GRPC_CONSUMER = r'''
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
 A = _json.loads(_os.environ['SCENARIO_ARGS'])
+# a receive's deadline is request_timeout (3 s) + await_duration; the long poll (5 s at least) must fit in it
 c = SimpleConsumer(ClientConfiguration(A['endpoint'], Credentials("", "")), A['group'],
-                   {A['topic']: FilterExpression()}, await_duration=2)
+                   {A['topic']: FilterExpression()}, await_duration=5)
 c.startup()
 want, seen = set(A['expect']), set()
 end = _time.time() + A['timeout']
