@@ -116,7 +116,8 @@ c.shutdown()
 
 def finished(client: Background, timeout: float) -> ClientRun:
     res = client.result(timeout)
-    assert res.returncode == 0 and not res.timed_out, (res.returncode, res.stderr[-3000:], res.client_log[-2000:])
+    assert res.returncode == 0 and not res.timed_out, \
+        f"exit {res.returncode}, timed out {res.timed_out}\nstderr:\n{res.stderr[-3000:]}\nlog:\n{res.client_log[-2000:]}"
     return res
 
 
