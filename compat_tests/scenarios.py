@@ -161,7 +161,12 @@ class Background:
 def produce(python: str, namesrv: str, topic: str, count: int, mode: str = "sync", prefix: str = "m",
             group: str = "PG_COMPAT", **extra: Any) -> ClientRun:
     res = run(python, PRODUCER, namesrv, dict(topic=topic, count=count, mode=mode, prefix=prefix, group=group, **extra))
-    assert res.returncode == 0 and not res.timed_out, f"producer failed: {res.stderr[-2000:]}\n{res.client_log[-3000:]}"
+    # the C++ client says "No route info of this topic" when every retry of a send failed, for whatever reason:
+    # its log's errors and warnings name each attempt's (the tail alone shows only the last)
+    assert res.returncode == 0 and not res.timed_out, (
+        f"producer failed: {res.stderr[-2000:]}\nthe client log's errors and warnings:\n"
+        + "\n".join([ln for ln in res.client_log.splitlines() if "(error)" in ln or "(warning)" in ln][:40])
+        + f"\nits tail:\n{res.client_log[-3000:]}")
     return res
 
 

@@ -97,8 +97,9 @@ emit(op='producer_done', sent=i)
 GRPC_CONSUMER = r'''
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
 A = _json.loads(_os.environ['SCENARIO_ARGS'])
+# a receive's deadline is request_timeout (3 s) + await_duration; the long poll (5 s at least) must fit in it
 c = SimpleConsumer(ClientConfiguration(A['endpoint'], Credentials("", "")), A['group'],
-                   {A['topic']: FilterExpression()}, await_duration=2)
+                   {A['topic']: FilterExpression()}, await_duration=5)
 c.startup()
 want, seen = set(A['expect']), set()
 end = _time.time() + A['timeout']
@@ -115,7 +116,8 @@ c.shutdown()
 
 def finished(client: Background, timeout: float) -> ClientRun:
     res = client.result(timeout)
-    assert res.returncode == 0 and not res.timed_out, (res.returncode, res.stderr[-3000:], res.client_log[-2000:])
+    assert res.returncode == 0 and not res.timed_out, \
+        f"exit {res.returncode}, timed out {res.timed_out}\nstderr:\n{res.stderr[-3000:]}\nlog:\n{res.client_log[-2000:]}"
     return res
 
 

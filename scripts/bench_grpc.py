@@ -80,7 +80,7 @@ from concurrent.futures import ThreadPoolExecutor
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
 A = _json.loads(_os.environ["ARGS"])
 c = SimpleConsumer(ClientConfiguration(A["endpoint"], Credentials()), "BenchSimple",
-                   {A["topic"]: FilterExpression()}, await_duration=2)
+                   {A["topic"]: FilterExpression()}, await_duration=5)   # deadline 3 s + this must hold a 5 s poll
 c.startup()
 acks = ThreadPoolExecutor(8)          # the client's ack_async returns no future (5.1.2): ack in threads
 got, pending, failed = 0, [], 0

@@ -73,6 +73,8 @@ RMQD_OWN_PROPERTIES = {
     "tieredStoreIndexFileMaxIndexNum",
     # 5.x NamesrvConfig: run a controller in the name server's process (docs/controller.md)
     "enableControllerInNamesrv",
+    # 5.x NettyServerConfig: the address the name server (and a broker told so) binds
+    "bindAddress",
     # 5.x BrokerConfig: recall, lite pull, server-side offset reset (docs/compatibility.md)
     "recallMessageEnable", "allowRecallWhenBrokerNotWriteable", "litePullMessageEnable", "useServerSideResetOffset",
     # the 5.x proxy's message-type check of gRPC sends

@@ -107,6 +107,9 @@ class ConsumerGroupInfo:
         self.consume_from_where = consume_from_where
         self.channels: dict[Any, ClientChannelInfo] = {}
         self.subscriptions: dict[str, SubscriptionEntry] = {}
+        # a pull named a newer subVersion than the group's (SUBSCRIPTION_NOT_LATEST) since its subscriptions last
+        # came: a 5.x client whose rebalance heartbeat was skipped sends none again unless asked (IS_SUB_CHANGE)
+        self.subscription_behind = False
         self.last_update = now_ms()
 
     def client_ids(self) -> list[str]:
@@ -158,6 +161,7 @@ class ConsumerGroupInfo:
         for topic in [t for t in self.subscriptions if t not in seen]:
             del self.subscriptions[topic]
             changed = True
+        self.subscription_behind = False
         self.last_update = now_ms()
         return changed
 

@@ -69,7 +69,10 @@ class ClientManageProcessor:
         stay as they are); the answer tells whether the group's fingerprint changed since its last heartbeat
         (``IS_SUB_CHANGE``: the client then sends them again) and that v2 is understood. A heartbeat without
         subscriptions for a group rmqd holds none of (it restarted) is answered "changed" too, so the client
-        sends them (Java would keep the group without subscriptions until the client's fingerprint changes)."""
+        sends them (Java would keep the group without subscriptions until the client's fingerprint changes); so
+        is one for a group whose pulls named a newer subVersion than it holds: the 5.x client's rebalance
+        heartbeat, which carries the new subVersion, is skipped when its periodic heartbeat holds the lock, and
+        the fingerprint leaves subVersion out, so Java refuses its pulls SUBSCRIPTION_NOT_LATEST for good."""
         data = parse_json_body(request) or {}
         if not isinstance(data, dict):
             return error_response(ResponseCode.SYSTEM_ERROR, "the heartbeat body is invalid")
@@ -85,8 +88,9 @@ class ClientManageProcessor:
                 continue
             if fingerprint != 0 and self._fingerprints.get(group, fingerprint) != fingerprint:
                 sub_change = True
-            if without_sub and not getattr(ctx.consumers.get(group), "subscriptions", None):
-                sub_change = True       # rmqd: a group it holds no subscriptions of (restarted) asks for them
+            held = ctx.consumers.get(group)
+            if without_sub and (held is None or not held.subscriptions or held.subscription_behind):
+                sub_change = True       # rmqd: a group it holds no (or older) subscriptions of asks for them
             self._fingerprints[group] = fingerprint
             sg = ctx.groups.find(group)
             notify = True

@@ -242,6 +242,7 @@ class PullMessageProcessor:
                 return error_response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
                                       f"the consumer's subscription not exist{FAQ}")
             if entry.sub_version < sub_version:
+                info.subscription_behind = True     # its next heartbeat v2 asks for the subscriptions
                 return error_response(ResponseCode.SUBSCRIPTION_NOT_LATEST,
                                       "the consumer's subscription not latest")
             etype = entry.data.get("expressionType")

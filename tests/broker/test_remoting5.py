@@ -85,6 +85,31 @@ def test_heartbeat_v2_keeps_the_subscriptions_a_heartbeat_leaves_out(broker, cli
     assert beat(78, True, []).ext_fields["IS_SUB_CHANGE"] == "true"         # rmqd: none held, ask for them
 
 
+def test_heartbeat_v2_asks_again_for_subscriptions_older_than_a_pull(broker, client):
+    """The 5.x client's rebalance bumps subVersion and sends its subscriptions with the lock-taking heartbeat,
+    which it skips when its periodic heartbeat holds the lock; the fingerprint leaves subVersion out, so its next
+    heartbeats carry none. A pull naming the newer subVersion is refused SUBSCRIPTION_NOT_LATEST (as Java) and the
+    next heartbeat without subscriptions is answered IS_SUB_CHANGE (Java: "false", the pulls stay refused)."""
+    _create(client, "HbLateT")
+
+    def beat(without_sub, subs):
+        body = {"clientID": "10.0.0.7@hb", "heartbeatFingerprint": 91, "withoutSub": without_sub,
+                "consumerDataSet": [{"groupName": "HbLateG", "consumeType": "CONSUME_PASSIVELY",
+                                     "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                                     "subscriptionDataSet": subs, "unitMode": False}], "producerDataSet": []}
+        return client.invoke(new_request(34, None, orjson.dumps(body))).ext_fields["IS_SUB_CHANGE"]
+
+    beat(False, [sub("HbLateT", "TagA", version=100)])
+    assert beat(True, []) == "false"
+    assert pull(client, "HbLateT", "HbLateG", sub_version=100, suspend_ms=0).code == 19      # PULL_NOT_FOUND
+    r = pull(client, "HbLateT", "HbLateG", sub_version=200, suspend_ms=0)
+    assert (r.code, r.remark) == (25, "the consumer's subscription not latest")
+    assert beat(True, []) == "true"                                      # send them again
+    assert beat(False, [sub("HbLateT", "TagA", version=200)]) == "false"
+    assert pull(client, "HbLateT", "HbLateG", sub_version=200, suspend_ms=0).code == 19
+    assert beat(True, []) == "false"
+
+
 def test_forbidden_group_and_lite_pull(broker, client):
     _create(client, "FbT", 2)
     assert send_v2(client, "FbT", b"x").code == 0
