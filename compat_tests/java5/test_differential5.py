@@ -22,6 +22,7 @@ from javakit import require_kit
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
+from rmqd.remoting.fastjson import loads_lenient
 from rmqd.testing import EmbeddedServer
 
 # ~180 probes of at most 5 s each to both, a kit fetch and a cluster start when this module opens the session
@@ -139,6 +140,21 @@ def test_new_request_codes_are_answered_like_java5(pair5) -> None:
     after = {name: _stored_state(s.broker_addr) for name, s in (("rmqd", ours), ("java", theirs))}
     assert after == before, "the probes changed what prepare() stored"
     assert after["rmqd"]["bodies"] == [b"diff-0", b"diff-1", b"diff-2"], after
+
+
+def test_broker_lite_info_names_this_modules_lite_topic_and_group_like_java5(pair5) -> None:
+    """GET_BROKER_LITE_INFO's topicMeta (LITE topic -> lite.topic.expiration) and groupMeta (bind topic -> lite
+    groups), compared entry by entry for prepare5's lite topic (the probe above folds the maps: the session's
+    Java reference lists the lite topics and groups of other tests too)."""
+    def lite_meta(addr: str) -> tuple:
+        with BlockingClient(addr) as c:
+            r = c.invoke(new_request(200074))
+        assert r.code == 0, r.remark
+        body = loads_lenient(bytes(r.body))
+        return body["topicMeta"].get(diff_probes5.LITE_TOPIC), sorted(body["groupMeta"].get(diff_probes5.LITE_TOPIC, []))
+
+    ours, theirs = pair5
+    assert lite_meta(ours.broker_addr) == lite_meta(theirs.broker_addr) == (-1, [diff_probes5.LITE_GROUP])
 
 
 def test_every_known5_difference_is_in_the_doc() -> None:
