@@ -157,7 +157,8 @@ def test_broker_lite_info_names_this_modules_lite_topic_and_group_like_java5(pai
             r = c.invoke(new_request(200074))
         assert r.code == 0, r.remark
         body = loads_lenient(bytes(r.body))
-        return body["topicMeta"].get(diff_probes5.LITE_TOPIC), sorted(body["groupMeta"].get(diff_probes5.LITE_TOPIC, []))
+        topic = diff_probes5.LITE_TOPIC
+        return body["topicMeta"].get(topic), sorted(body["groupMeta"].get(topic, []))
 
     ours, theirs = pair5
     assert lite_meta(ours.broker_addr) == lite_meta(theirs.broker_addr) == (-1, [diff_probes5.LITE_GROUP])
