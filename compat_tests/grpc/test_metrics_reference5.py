@@ -94,6 +94,23 @@ def traffic(mqadmin5, namesrv: str, endpoint: str) -> None:
     assert len(res.events_of("receive")) == 5, res.events
 
 
+REVIVE_OUT_WITHIN_S = 60.0       # the consumer's 15 s invisible time, and Java's revive rounds on a loaded machine
+
+
+def wait_revive_out(url: str, within: float) -> bool:
+    """Wait until ``url`` shows a rocketmq_pop_revive_out_message_total series of this test's group."""
+    end = time.monotonic() + within
+    while True:
+        with urllib.request.urlopen(url, timeout=15) as r:
+            _, samples = parse(r.read().decode("utf-8"))
+        if any(n == "rocketmq_pop_revive_out_message_total" and lb.get("consumer_group") == GROUP
+               for n, lb, _ in samples):
+            return True
+        if time.monotonic() > end:
+            return False
+        time.sleep(1.0)
+
+
 @pytest.fixture
 def rmqd_with_metrics():
     grpc = GrpcEndpoint("127.0.0.1", 0)
@@ -118,6 +135,10 @@ def test_metric_families_and_labels_match_the_java_5x_broker(reference5, mqadmin
     traffic(mqadmin5, reference5.namesrv_addr, reference5.grpc_addr)
     traffic(mqadmin5, server.namesrv_addr, grpc_addr)
     time.sleep(1.0)              # the Java exporter's callbacks read the tables at scrape time; let acks settle
+    # the revive counts a checkpoint's records once it is done with them: rmqd when the checkpoint settles (acked),
+    # Java when its revive reads the record, due after the invisible time; both in a bounded time
+    for url in (reference5.metrics_url, metrics_url):
+        assert wait_revive_out(url, REVIVE_OUT_WITHIN_S), f"{url}: no revive-out series of {GROUP}"
     java_types_all, java_samples = scrape(reference5.metrics_url)
     rmqd_types_all, rmqd_samples = scrape(metrics_url)
 
