@@ -36,7 +36,7 @@ MAP_FIELDS = frozenset({
     "topicConfigTable", "subscriptionGroupTable", "brokerAddrTable", "clusterAddrTable", "brokerAddrs",
     "filterServerTable", "offsetTable", "topicQueueTable", "data", "subscriptionTable", "mqTable",
     "statusTable", "consumeStatsList", "configTable", "topicFilterTable", "consumerTable", "properties",
-    "messageRequestModeMap",
+    "messageRequestModeMap", "topicMeta", "groupMeta",
 })
 # data-keyed maps whose values are data-keyed maps too (messageRequestModeMap: topic -> group -> mode)
 NESTED_MAP_FIELDS = frozenset({"messageRequestModeMap"})

@@ -18,15 +18,8 @@ VOLATILE_PROPERTIES = frozenset({
 # stores where 4.9.8 and 5.5 disagree:
 # - 5.x's SendMessageProcessor writes MSG_REGION and TRACE_ON into the properties of every single (not batched)
 #   message it stores; 4.9.8 and rmqd answer them in the send response only;
-# - 5.x's half message gets __transactionId__ = UNIQ_KEY (TransactionalMessageBridge.parseHalfMessageInner), kept on
-#   the committed message; 4.9.8 and rmqd add none;
 # - 4.9.8 and rmqd stamp CLUSTER on each message of a batch; 5.5 does not.
 JAVA55_SINGLE_SEND_PROPERTIES = frozenset({"MSG_REGION", "TRACE_ON"})
-JAVA55_TRANSACTION_ID = "__transactionId__"
-# rmqd moves a POP message to the DLQ in the revive once its reconsume count passes the group's retryMaxTimes (the
-# record has retryMaxTimes + 1, as a remoting client's send back gives); 5.5's proxy moves it when it would hand it
-# out once more, through a send back: retryMaxTimes + 2. A gRPC DLQ reader sees a delivery attempt one lower.
-JAVA55_GRPC_DLQ_EXTRA_ATTEMPT = 1
 
 
 def masked(props: dict | None) -> dict:
@@ -36,7 +29,7 @@ def masked(props: dict | None) -> dict:
 def as_rmqd_stores(java_props: dict | None, batch: bool = False) -> dict:
     """The properties rmqd is expected to store where the Java 5.5 reference stored ``java_props`` (masked)."""
     props = {k: v for k, v in masked(java_props).items()
-             if k not in JAVA55_SINGLE_SEND_PROPERTIES and k != JAVA55_TRANSACTION_ID}
+             if k not in JAVA55_SINGLE_SEND_PROPERTIES}
     if batch:
         props["CLUSTER"] = "DefaultCluster"
     return props

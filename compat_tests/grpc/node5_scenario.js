@@ -29,8 +29,8 @@ function simpleConsumer(group, topic, awaitDuration = 2000) {
 
 async function basics(producer) {
   const sent = {};
-  // (a message group belongs on a FIFO topic: the route says N5Topic takes NORMAL messages; see fifo)
-  const specs = [{ tag: 'TagA', keys: ['nk1', 'nk2'] }, { tag: 'TagB' }, {}];
+  // N5Topic is MIXED (its route accepts FIFO too): the third message has a message group
+  const specs = [{ tag: 'TagA', keys: ['nk1', 'nk2'] }, { tag: 'TagB' }, { messageGroup: 'grp-1' }];
   for (let i = 0; i < specs.length; i++) {
     const r = await producer.send({ topic: 'N5Topic', body: Buffer.from(`node-${i}`),
       properties: new Map([['source', 'node']]), ...specs[i] });

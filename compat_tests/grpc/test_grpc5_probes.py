@@ -70,9 +70,6 @@ EXPLAINED = {
     "add-unknown-group": "SyncLiteSubscription of an unknown group: rmqd says 'group not found' as the local proxy "
                          "does at Telemetry; the cluster-mode proxy (the only one serving lite subscriptions in "
                          "5.5.0) reads a default config and names the bind topic 'null'",
-    "dlq.forward.system_properties.message_type": "ForwardMessageToDeadLetterQueue goes through the broker's "
-                             "CONSUMER_SEND_MSG_BACK, which stores the DLQ copy as 4.9.8 does (no DELAY=0 property): "
-                             "a DLQ reader sees NORMAL where 5.5 says DELAY",
 }
 
 

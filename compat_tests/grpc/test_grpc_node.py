@@ -49,7 +49,7 @@ def test_node_client_end_to_end(node5_dir, grpc_server):
         user = {"source": "node", **({"__SHARDINGKEY": "grp-1"} if i == 2 else {})}
         assert e["body"] == f"node-{i}" and e["props"] == user and e["attempt"] == 1
         assert e["tag"] == ["TagA", "TagB", None][i] and e["keys"] == (["nk1", "nk2"], [], [])[i]
-        assert e["group"] is None
+        assert e["group"] == [None, None, "grp-1"][i]
     red = of("redelivered")[0]
     assert [m["id"] for m in red["first"]] == [red["id"]] and [m["attempt"] for m in red["first"]] == [1]
     assert [m["id"] for m in red["second"]] == [red["id"]] and [m["attempt"] for m in red["second"]] == [2]

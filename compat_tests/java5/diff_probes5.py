@@ -27,6 +27,7 @@ CODES_AFTER_498 = frozenset({
 POP_GROUP, POP_MODE_TOPIC, POP_MODE_GROUP = "Diff5PopGroup", "Diff5ModeTopic", "Diff5ModeGroup"
 LIST_TOPICS = ("Diff5ListA", "Diff5ListB")
 LIST_GROUPS = ("Diff5GroupA", "Diff5GroupB")
+LITE_TOPIC, LITE_GROUP = "Diff5Lite", "Diff5LiteGroup"
 # a recall handle for a message nobody sent, due in ten minutes: both brokers store a delete marker for it
 _FUTURE = str(int(time.time() * 1000) + 600_000)
 
@@ -37,9 +38,17 @@ def handle(topic: str = TOPIC, broker: str = "broker-a", ts: str = _FUTURE, msg_
 
 def prepare5(broker_addr: str) -> None:
     """The 5.x state beyond ``differential.prepare``: recall enabled (recallMessageEnable, off by default on
-    both), as an operator enables it (UPDATE_BROKER_CONFIG)."""
+    both), as an operator enables it (UPDATE_BROKER_CONFIG); a LITE topic and a lite group bound to it."""
     with BlockingClient(broker_addr) as c:
         r = c.invoke(new_request(25, None, b"recallMessageEnable=true\n"))
+        assert r.code == 0, r.remark
+        r = c.invoke(new_request(17, {"topic": LITE_TOPIC, "defaultTopic": "TBW102", "readQueueNums": "4",
+                                      "writeQueueNums": "4", "perm": "6", "topicFilterType": "SINGLE_TAG",
+                                      "topicSysFlag": "0", "order": "false", "attributes": "+message.type=LITE"}))
+        assert r.code == 0, r.remark
+        r = c.invoke(new_request(200, None, orjson.dumps({
+            "groupName": LITE_GROUP, "consumeEnable": True, "retryQueueNums": 1, "retryMaxTimes": 16,
+            "attributes": {"+lite.bind.topic": LITE_TOPIC}})))
         assert r.code == 0, r.remark
 
 

@@ -22,6 +22,7 @@ from javakit import require_kit
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
+from rmqd.remoting.fastjson import loads_lenient
 from rmqd.testing import EmbeddedServer
 
 # ~180 probes of at most 5 s each to both, a kit fetch and a cluster start when this module opens the session
@@ -36,7 +37,13 @@ HA_5X = ("not yet: issue 38 (the 5.x HA handshakes of slave-acting-master and Au
          "REQUEST_CODE_NOT_SUPPORTED")
 CONTROLLER_BROKER = ("not yet: issue 38 (the broker side of controller mode with Java controllers); "
                      "REQUEST_CODE_NOT_SUPPORTED")
-ACL2 = "not yet: issue 39 (ACL 2.0 users and policies); REQUEST_CODE_NOT_SUPPORTED"
+ACL2 = ("rmqd keeps users and ACLs whether or not a metadata provider is named; the 5.5 broker, which names none "
+        "by default, refuses them with SYSTEM_ERROR ('The authenticationMetadataProvider is not configured')")
+# the ACL 2.0 probes answered differently (the others, bad input checked before the provider, are answered alike)
+ACL2_DIFFERING = {"acl2: create a user": {"code", "remark"}, "acl2: update a user": {"code", "remark"},
+                  "acl2: get a user": {"code", "remark", "body"}, "acl2: list users": {"code", "remark", "body"},
+                  "acl2: delete a user": {"code", "remark"}, "acl2: delete an acl": {"code", "remark"},
+                  "acl2: get an acl": {"code", "remark"}, "acl2: list acls": {"code", "remark"}}
 
 # probe name -> (the outcome fields that differ, the reason). Kept in step with docs/compatibility.md.
 KNOWN5: dict[str, tuple[set[str], str]] = {
@@ -55,7 +62,7 @@ KNOWN5: dict[str, tuple[set[str], str]] = {
                          "masterAddr, rmqdReplicaStatus) beside Java's"),
     "controller code 1007 to the broker": ({"code", "remark"}, CONTROLLER_BROKER),
     "controller code 1008 to the broker": ({"code", "remark"}, CONTROLLER_BROKER),
-    **{p.name: ({"code", "remark"}, ACL2) for p in diff_probes5.ACL2},
+    **{name: (fields, ACL2) for name, fields in ACL2_DIFFERING.items()},
 }
 
 
@@ -131,6 +138,22 @@ def test_new_request_codes_are_answered_like_java5(pair5) -> None:
     after = {name: _stored_state(s.broker_addr) for name, s in (("rmqd", ours), ("java", theirs))}
     assert after == before, "the probes changed what prepare() stored"
     assert after["rmqd"]["bodies"] == [b"diff-0", b"diff-1", b"diff-2"], after
+
+
+def test_broker_lite_info_names_this_modules_lite_topic_and_group_like_java5(pair5) -> None:
+    """GET_BROKER_LITE_INFO's topicMeta (LITE topic -> lite.topic.expiration) and groupMeta (bind topic -> lite
+    groups), compared entry by entry for prepare5's lite topic (the probe above folds the maps: the session's
+    Java reference lists the lite topics and groups of other tests too)."""
+    def lite_meta(addr: str) -> tuple:
+        with BlockingClient(addr) as c:
+            r = c.invoke(new_request(200074))
+        assert r.code == 0, r.remark
+        body = loads_lenient(bytes(r.body))
+        topic = diff_probes5.LITE_TOPIC
+        return body["topicMeta"].get(topic), sorted(body["groupMeta"].get(topic, []))
+
+    ours, theirs = pair5
+    assert lite_meta(ours.broker_addr) == lite_meta(theirs.broker_addr) == (-1, [diff_probes5.LITE_GROUP])
 
 
 def test_every_known5_difference_is_in_the_doc() -> None:

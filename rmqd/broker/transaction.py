@@ -3,8 +3,9 @@
 Java: ``broker/transaction/queue/TransactionalMessageBridge`` and ``TransactionalMessageUtil``.
 
 * A send with ``TRAN_MSG=true`` is stored as a *half* message: topic/queue swapped to
-  ``RMQ_SYS_TRANS_HALF_TOPIC``/0 with ``REAL_TOPIC``/``REAL_QID`` added and the transaction bits of
-  sysFlag reset to NOT_TYPE, so it sits in the half topic's consume queue, invisible to consumers.
+  ``RMQ_SYS_TRANS_HALF_TOPIC``/0 with ``REAL_TOPIC``/``REAL_QID`` (and, as 5.x, ``__transactionId__`` = its
+  ``UNIQ_KEY``) added and the transaction bits of sysFlag reset to NOT_TYPE, so it sits in the half topic's
+  consume queue, invisible to consumers.
 * Commit writes the real message (sysFlag COMMIT, preparedTransactionOffset = half offset), then an
   *op* record (``RMQ_SYS_TRANS_OP_HALF_TOPIC``, tag ``d``, body = half queue offset); rollback only
   writes the op record.  The check-back service (:mod:`rmqd.broker.transaction_check`) skips half
@@ -18,8 +19,8 @@ from typing import Optional
 
 from rmqd.broker.context import BrokerContext
 from rmqd.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_SYS_GROUP
-from rmqd.store.message import (MessageToStore, StoredMessage, decode_message, encode_properties,
-                                java_string_hash)
+from rmqd.store.message import (MessageToStore, StoredMessage, decode_message, decode_properties,
+                                encode_properties, find_property, java_string_hash)
 from rmqd.store.message_store import PutMessageResult
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+PROPERTY_TRANSACTION_ID = "__transactionId__"     # TransactionalMessageUtil.TRANSACTION_ID (5.x)
 
 TRANSACTION_NOT_TYPE = 0x0
 TRANSACTION_COMMIT_TYPE = 0x8
@@ -72,6 +74,12 @@ class TransactionalMessageBridge:
             tcm.create_topic_in_send_message_back_method(TRANS_HALF_TOPIC, 1, 6, 0)
         extra = f"{PROPERTY_REAL_TOPIC}\x01{msg.topic}\x02{PROPERTY_REAL_QUEUE_ID}\x01{msg.queue_id}"
         props = msg.properties or ""
+        uniq = msg.uniq_key or find_property(props, PROPERTY_UNIQ_KEY)
+        if uniq:        # 5.x marks every half message with its id, kept on the committed message (not 4.9.8)
+            if find_property(props, PROPERTY_TRANSACTION_ID) is not None:
+                props = encode_properties({k: v for k, v in decode_properties(props).items()
+                                           if k != PROPERTY_TRANSACTION_ID})
+            extra = f"{PROPERTY_TRANSACTION_ID}\x01{uniq}\x02{extra}"
         if props and not props.endswith("\x02"):
             props += "\x02"
         msg.properties = props + extra

@@ -26,7 +26,6 @@ UNIQ_KEY, TAGS, KEYS, SHARDING_KEY = "UNIQ_KEY", "TAGS", "KEYS", "__SHARDINGKEY"
 TIMER_DELIVER_MS, DELAY, TRAN_MSG, PGROUP = "TIMER_DELIVER_MS", "DELAY", "TRAN_MSG", "PGROUP"
 TRACE_CONTEXT, RETRY_TOPIC = "TRACE_CONTEXT", "RETRY_TOPIC"
 PRIORITY, LITE_TOPIC = "_SYS_MSG_PRIORITY_", "__LITE_TOPIC"
-TRANSACTION_ID = "__transactionId__"
 BORN_HOST_PROPERTY = "__BORNHOST"
 # MessageConst.STRING_HASH_SET (5.5.0): what a consumer never sees among a message's user properties, and the
 # names a user property may not take (ILLEGAL_MESSAGE_PROPERTY_KEY). Anything else stored with a message (a
@@ -99,8 +98,6 @@ def to_properties(msg: Any, producer_group: Optional[str]) -> dict[str, str]:
         props[TRAN_MSG] = "true"
         if producer_group:
             props[PGROUP] = producer_group
-        if sp.message_id:           # the 5.x broker marks a half message with its id (its consumers see it)
-            props[TRANSACTION_ID] = sp.message_id
     if sp.HasField("trace_context") and sp.trace_context:
         props[TRACE_CONTEXT] = sp.trace_context
     if sp.HasField("priority"):

@@ -12,7 +12,9 @@ without one (gRPC off, or a Java broker) has no endpoint and its queues are left
 this endpoint serves is at the addresses the client used (it reached it through them). A master's entry lists its
 group's other replicas after it: a client whose channel finds the master gone goes on to a replica, which passes
 sends to whichever broker is master (``MessagingService._master_to_forward``); while the name server has no master
-for a group (an election), the last master entry stays in the route for :data:`MASTER_GRACE_S`.
+for a group (an election), the last master entry stays in the route for :data:`MASTER_GRACE_S`. Each entry's
+scheme is its hosts' as the proxy names them (:func:`address_scheme`: a client asking through ``localhost`` gets
+DOMAIN_NAME, not ``ipv4:localhost``, which gRPC refuses).
 
 :func:`message_queues` and :func:`assignments` are pure (a cluster-mode front reuses them with its own
 ``endpoints_of``); :class:`ClusterRoutes` fetches and keeps what they read.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
 import logging
 import time
 from typing import Any, Awaitable, Callable, Iterable, Optional, Sequence
@@ -102,10 +105,29 @@ def _queues_of(q: QueueData, topic: Any, broker: Any, accept: Sequence[int]) -> 
     return out
 
 
+def address_scheme(host: str) -> int:
+    """The scheme the proxy gives a host (``proxy.common.Address.buildScheme``): an IPv4 literal IPv4, an IPv6
+    literal IPv6, anything else DOMAIN_NAME."""
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return d.DOMAIN_NAME
+    return d.IPv4 if ip.version == 4 else d.IPv6
+
+
+def endpoints_pb(endpoints: Sequence[Address]) -> Any:
+    """``endpoints`` as one Endpoints: the scheme of the first address, and only the addresses of that scheme (an
+    entry may hold the name a client asked with beside replicas' IP literals); a DOMAIN_NAME entry holds one
+    address, as the 5.x clients refuse more ("Multiple addresses not allowed in domain schema")."""
+    scheme = address_scheme(endpoints[0][0])
+    kept = [(h, p) for h, p in endpoints if address_scheme(h) == scheme]
+    if scheme == d.DOMAIN_NAME:
+        kept = kept[:1]
+    return d.Endpoints(scheme=scheme, addresses=[d.Address(host=h.strip("[]"), port=p) for h, p in kept])
+
+
 def _broker(name: str, broker_id: int, endpoints: Sequence[Address]) -> Any:
-    return d.Broker(name=name, id=broker_id, endpoints=d.Endpoints(
-        scheme=d.IPv6 if any(":" in h for h, _ in endpoints) else d.IPv4,
-        addresses=[d.Address(host=h, port=p) for h, p in endpoints]))
+    return d.Broker(name=name, id=broker_id, endpoints=endpoints_pb(endpoints))
 
 
 def message_queues(route: TopicRoute, topic: Any, accept: Sequence[int],

@@ -37,7 +37,8 @@ from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response, require
 from rmqd.store.lite.names import lmq_name, parse_lmq
 from rmqd.store.metadata import PERM_READ
-from rmqd.store.topic_attributes import is_lite_topic
+from rmqd.store.group_attributes import bind_topic
+from rmqd.store.topic_attributes import is_lite_topic, lite_expiration_minutes
 
 if TYPE_CHECKING:
     from rmqd.processors.lite_priority import LitePriority
@@ -207,13 +208,16 @@ class LiteRemoting:
 
     # ------------------------------------------------------------------ admin
     def broker_lite_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """``LiteManagerProcessor.getBrokerLiteInfo``: topicMeta is every LITE topic's ``lite.topic.expiration``,
+        groupMeta every bind topic's lite groups (``LiteMetadataUtil``), from the topic and group tables."""
         m, index, cfg = self.manager, self.lp.lite_store.index, self.lp.lite_config
-        topic_meta = {p: len(index.lite_topics(p)) for p in list(index.parents)}
+        topic_meta = {name: lite_expiration_minutes(tc) for name, tc in list(self.ctx.topics.table.items())
+                      if is_lite_topic(tc)}
         group_meta: dict[str, list[str]] = {}
-        for c in list(m.clients.values()):
-            group_meta.setdefault(c.group, [])
-            if c.parent not in group_meta[c.group]:
-                group_meta[c.group].append(c.parent)
+        for name, sg in list(self.ctx.groups.table.items()):
+            parent = bind_topic(sg)
+            if parent is not None:
+                group_meta.setdefault(parent, []).append(name)
         # as Java's: the store's type setting, the consume queue table's topics, the whole offset table
         body = {"storeType": str(self.ctx.config.extra.get("storeType", "default")),
                 "maxLmqNum": cfg.maxLmqConsumeQueueNum,
@@ -273,7 +277,6 @@ class LiteRemoting:
         (group,) = require(request, "group")
         top_k = int((request.ext_fields or {}).get("topK") or 20)
         sg = self.ctx.groups.find(group)
-        from rmqd.store.group_attributes import bind_topic
         parent = bind_topic(sg) if sg is not None else None
         if parent is None:
             return error_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"lite group {group} not found")

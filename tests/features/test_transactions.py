@@ -74,6 +74,7 @@ def test_half_message_is_parked_and_response_points_at_it(rb):
     assert h.properties["REAL_TOPIC"] == TOPIC and h.properties["REAL_QID"] == "2"
     assert h.properties["TRAN_MSG"] == "true" and h.properties["PGROUP"] == PG
     assert h.properties["CLUSTER"] == "DefaultCluster" and "WAIT" not in h.properties
+    assert h.properties["__transactionId__"] == "UNIQ-A"     # 5.x's parseHalfMessageInner (4.9.8 adds none)
     # a normal send carries no transactionId
     assert "transactionId" not in send(c, TOPIC, properties=props(UNIQ_KEY="N1")).ext_fields
 
@@ -91,6 +92,7 @@ def test_commit_makes_the_message_consumable(rb):
         assert gone not in m.properties
     assert m.properties["TRAN_MSG"] == "true"
     assert m.properties["UNIQ_KEY"] == "UNIQ-C" and m.properties["TAGS"] == "TagT"
+    assert m.properties["__transactionId__"] == "UNIQ-C"     # the half message's, kept (5.5)
     assert op_bodies(c) == [("0", "d")]
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from rmqd.grpc.advertise import NAMESPACE
 from rmqd.grpc.pb import definition_pb2 as d
-from rmqd.grpc.routes import (BrokerGroup, ClusterRoutes, QueueData, TopicRoute, assignments, message_queues,
-                              parse_topic_route)
+from rmqd.grpc.routes import (BrokerGroup, ClusterRoutes, QueueData, TopicRoute, address_scheme, assignments,
+                              endpoints_pb, message_queues, parse_topic_route)
 from rmqd.remoting.codes import RequestCode
 from rmqd.remoting.command import new_response
 
@@ -142,3 +142,30 @@ def test_an_endpoint_keeps_its_port_in_the_name_servers_kv_table_while_others_ma
         server.stop()
     assert kv.get(NAMESPACE, server.broker_addr) is None          # removed when the endpoint closed
     server._server.cleanup()
+
+
+@pytest.mark.parametrize("host, scheme", [("127.0.0.1", d.IPv4), ("10.0.0.2", d.IPv4), ("::1", d.IPv6),
+                                          ("[fe80::1]", d.IPv6), ("localhost", d.DOMAIN_NAME),
+                                          ("proxy.example", d.DOMAIN_NAME), ("1.2.3", d.DOMAIN_NAME)])
+def test_a_hosts_scheme_is_the_proxys(host, scheme):
+    """``proxy.common.Address.buildScheme``: a 5.x client builds its channel target from it (ipv4:localhost:N is
+    refused by gRPC)."""
+    assert address_scheme(host) == scheme
+
+
+def test_an_entrys_scheme_and_addresses_suit_the_clients():
+    """One scheme per entry, the first address's; a name the client asked with beside replicas' IP literals: the
+    name alone (a DOMAIN_NAME entry of several addresses is refused by the 5.x clients)."""
+    def view(eps):
+        pb = endpoints_pb(eps)
+        return pb.scheme, [(a.host, a.port) for a in pb.addresses]
+    assert view([("localhost", 81)]) == (d.DOMAIN_NAME, [("localhost", 81)])
+    assert view([("10.0.0.1", 81), ("10.0.0.3", 83)]) == (d.IPv4, [("10.0.0.1", 81), ("10.0.0.3", 83)])
+    assert view([("::1", 81)]) == (d.IPv6, [("::1", 81)])
+    assert view([("localhost", 81), ("10.0.0.3", 83), ("other.example", 84)]) == (d.DOMAIN_NAME, [("localhost", 81)])
+    assert view([("10.0.0.1", 81), ("proxy.example", 443), ("10.0.0.3", 83)]) == \
+        (d.IPv4, [("10.0.0.1", 81), ("10.0.0.3", 83)])
+    route = TopicRoute((QueueData("a", 1, 1, 6),), (BrokerGroup("a", {0: "h:1"}),))
+    (q,) = message_queues(route, TOPIC, ANY, {("a", 0): [("localhost", 8081)]})
+    (x,) = assignments(route, TOPIC, {("a", 0): [("localhost", 8081)]})
+    assert q.broker.endpoints.scheme == x.message_queue.broker.endpoints.scheme == d.DOMAIN_NAME
