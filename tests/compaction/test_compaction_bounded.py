@@ -8,7 +8,7 @@ import pytest
 from rmqd.cython_ext import compaction as _cx
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.store.message import MessageToStore
-from compaction.helpers import TOPIC, open_store
+from tests.compaction.helpers import TOPIC, open_store
 
 KEYS = 1_000_000
 MAP_KEYS = 100_000

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ctlkit import (
+from tests.controller.ctlkit import (
     NOT_LEADER,
     agreed_leader,
     ControllerCluster,

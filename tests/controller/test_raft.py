@@ -9,8 +9,8 @@ import socket
 import orjson
 import pytest
 
-from ctlkit import free_ports
 from rmqd.controller.raft import NotLeaderError, RaftNode, RaftStartError
+from tests.controller.ctlkit import free_ports
 
 
 class Counter:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from documentation.doc_examples import REPO, blocks_of
+from tests.documentation.doc_examples import REPO, blocks_of
 
 pytestmark = pytest.mark.timeout(120)
 

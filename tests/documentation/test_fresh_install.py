@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from documentation.doc_examples import REPO
 from rmqd.localports import free_port
+from tests.documentation.doc_examples import REPO
 
 PIP_TIMEOUT_S = 240.0
 pytestmark = pytest.mark.timeout(2 * PIP_TIMEOUT_S + 120)

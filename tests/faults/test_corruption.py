@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 
-from faultkit import (CORR_TOPIC, CORRUPTION_TARGETS, corruption_trial, populate_store, pull_queue,
-                      ServerProcess, CORRUPTION_CONF)
 from rmqd.fileutil import copy_sparse
+from tests.faults.faultkit import (CORR_TOPIC, CORRUPTION_TARGETS, corruption_trial, populate_store, pull_queue,
+                      ServerProcess, CORRUPTION_CONF)
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from faultkit import crash_trials, offset_trial
+from tests.faults.faultkit import crash_trials, offset_trial
 
 pytestmark = pytest.mark.timeout(180)
 

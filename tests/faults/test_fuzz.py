@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import fuzzkit
-from netfuzz import registered_codes, run_network_fuzz
+from tests.faults import fuzzkit
+from tests.faults.netfuzz import registered_codes, run_network_fuzz
 
 pytestmark = pytest.mark.timeout(180)
 

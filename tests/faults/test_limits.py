@@ -5,20 +5,17 @@ from __future__ import annotations
 import resource
 import socket
 import struct
-import sys
 import threading
 import time
 
 import pytest
 
-from faultkit import healthy, pull, rss_kb, send_v2
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import FrameReader, encode_frame_bytes, new_request
+from tests.faults.faultkit import healthy, pull, rss_kb, send_v2
 
 pytestmark = pytest.mark.timeout(180)
-
-sys.path.insert(0, __file__.rsplit("/", 3)[0] + "/tests/broker")
 
 
 def test_oversized_message_parts_are_refused_with_clear_errors(make_server):

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from pipeline.helpers import archive_rows, expected_rows, fill, open_store, sealed_files
+from tests.pipeline.helpers import archive_rows, expected_rows, fill, open_store, sealed_files
 
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 

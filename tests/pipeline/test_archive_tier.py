@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from pipeline.helpers import archive_rows, message_row
-from tier.conftest import s3_endpoint  # noqa: F401  (the moto S3 server fixture)
-from tier.helpers import make_store, put, tier_props
+from tests.pipeline.helpers import archive_rows, message_row
+from tests.tier.conftest import s3_endpoint  # noqa: F401  (the moto S3 server fixture)
+from tests.tier.helpers import make_store, put, tier_props
 
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 

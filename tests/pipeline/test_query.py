@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline.helpers import DAY_EDGE_MS, expected_rows
+from tests.pipeline.helpers import DAY_EDGE_MS, expected_rows
 
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 
