@@ -4,11 +4,10 @@ LITE_PULL_MESSAGE. The same behaviours are compared with the real Java 5.x broke
 from __future__ import annotations
 
 import orjson
-from conftest import send_v2
-from helpers import heartbeat, messages, pull, sub
 
 from rmqd.remoting import fastjson
 from rmqd.remoting.command import new_request
+from tests.broker.helpers import heartbeat, messages, pull, send_v2, sub
 
 
 def _create(client, topic, queues=1):

@@ -9,11 +9,10 @@ from __future__ import annotations
 import socket
 
 import pytest
-from conftest import send_v2
-from helpers import messages, pull
 
 from rmqd.remoting.command import (ROCKETMQ, FrameReader, encode_frame_bytes, new_request, new_response,
                                    prepare_reply)
+from tests.broker.helpers import messages, pull, send_v2
 
 JAVA_PROPS = "UNIQ_KEY\x01AC11000100002A9F00000000000000A1\x02WAIT\x01true\x02TAGS\x01TagA\x02KEYS\x01k1 k2\x02"
 CPP_PROPS = "TAGS\x01TagB\x02KEYS\x01kk\x02WAIT\x01true\x02UNIQ_KEY\x01ABC\x02a\x01b"

@@ -6,12 +6,12 @@ import os
 import time
 
 import pytest
-from sched_helpers import pull, pull_all, props, send, wait_messages
 
 from rmqd.broker.schedule import divert_delay_level, edit_properties
 from rmqd.remoting.command import new_request
 from rmqd.store.message import MessageToStore
 from rmqd.store.message_store import SCHEDULE_TOPIC
+from tests.features.sched_helpers import pull, pull_all, props, send, wait_messages
 
 pytestmark = pytest.mark.timeout(60)
 

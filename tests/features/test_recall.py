@@ -8,10 +8,10 @@ import base64
 import time
 
 import pytest
-from sched_helpers import Broker, props, send, wait_messages
 
 from rmqd.processors.recall import RecallHandle, delete_key
 from rmqd.remoting.command import new_request
+from tests.features.sched_helpers import Broker, props, send, wait_messages
 
 pytestmark = pytest.mark.timeout(90)
 

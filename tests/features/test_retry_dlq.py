@@ -4,12 +4,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from sched_helpers import Broker, pull_all, props, send, send_back, wait_messages
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 from rmqd.store.message import decode_offset_msg_id
 from rmqd.store.message_store import SCHEDULE_TOPIC
+from tests.features.sched_helpers import Broker, pull_all, props, send, send_back, wait_messages
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -5,9 +5,9 @@ import random
 import time
 
 import pytest
-from sched_helpers import pull_all, props, send, wait_messages
 
 from rmqd.broker.timer import TIMER_TOPIC
+from tests.features.sched_helpers import pull_all, props, send, wait_messages
 
 pytestmark = pytest.mark.timeout(90)
 

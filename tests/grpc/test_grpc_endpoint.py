@@ -23,6 +23,7 @@ from rmqd.grpc.pb import service_pb2_grpc as sg
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 from rmqd.testing import EmbeddedServer
+from tests.kit import clients
 
 REPO = Path(__file__).resolve().parents[2]
 def md_of(client_id: str) -> list:
@@ -34,13 +35,8 @@ MD = md_of("test-client")
 
 
 def create_topic(server, topic: str) -> None:
-    c = BlockingClient(server.broker_addr)
-    ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2", "perm": "6",
-           "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
-    try:
-        assert c.invoke(new_request(17, ext), 5).code == 0
-    finally:
-        c.close()
+    """A topic of two queues on ``server``'s broker."""
+    clients.create_topic(server.broker_addr, topic, 2)
 
 
 class Grpc:

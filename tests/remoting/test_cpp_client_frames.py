@@ -18,13 +18,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from clientrunner import ensure_cpp2_python, run_client_script     # compat_tests/ (pyproject's pythonpath)
 from rmqd.remoting.command import FrameReader, RemotingCommand, encode_frame_bytes, new_response, prepare_reply
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "cpp_frames"
-sys.path.insert(0, str(REPO / "compat_tests"))
-
-from clientrunner import ensure_cpp2_python, run_client_script  # noqa: E402
 
 
 def fixture_files():
