@@ -53,9 +53,9 @@ def test_controller_embedded_in_name_server(tmp_path):
                     f"configStorePath={tmp_path}/controller.properties\n")
     proc = RmqdProcess("namesrv", "-c", str(conf), log_path=tmp_path / "namesrv.log", ready=READY)
     try:
-        lines = proc.start(30).lines
-        assert lines[-1].startswith("rmqd ready:"), "".join(lines)
-        assert f"name server 127.0.0.1:{ns_port}" in lines[-1] and f"controller n0 127.0.0.1:{ctl_port}" in lines[-1]
+        ready = proc.start(30).ready_line
+        assert ready.startswith("rmqd ready:"), "".join(proc.lines)
+        assert f"name server 127.0.0.1:{ns_port}" in ready and f"controller n0 127.0.0.1:{ctl_port}" in ready
         assert call(f"127.0.0.1:{ns_port}", 106).code == 0                   # the name server
         leader = find_leader([f"127.0.0.1:{ctl_port}"], 15)                  # and the controller, same process
         assert call(leader, 1012, {"clusterName": "c", "brokerName": "b"}).ext_fields["nextBrokerId"] == "1"

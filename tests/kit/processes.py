@@ -71,6 +71,8 @@ class RmqdProcess:
         self.cwd = cwd
         self.proc: Optional[subprocess.Popen] = None
         self.lines: list[str] = []
+        #: the stdout line that matched ``ready`` at the last start (:attr:`lines` keeps growing after it)
+        self.ready_line = ""
         self.configured_addr = addr
         self.addr = addr
         self.starts = 0
@@ -98,6 +100,7 @@ class RmqdProcess:
                 log.close()
         self.starts += 1
         self.lines = []
+        self.ready_line = ""
         self.addr = self.configured_addr
         lines: "queue.Queue[Optional[str]]" = queue.Queue()
         threading.Thread(target=self._read, args=(self.proc, lines), daemon=True).start()
@@ -117,6 +120,7 @@ class RmqdProcess:
             if m and not self.addr:
                 self.addr = m.group(1)
             if self.ready.search(line):
+                self.ready_line = line
                 break
         self.last_start_s = time.monotonic() - t0
         return self
