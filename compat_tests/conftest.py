@@ -12,9 +12,7 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from clientrunner import _has_client, ensure_cpp2_python  # noqa: E402
+from clientrunner import _has_client, ensure_cpp2_python
 
 
 @pytest.fixture(scope="session")
