@@ -66,6 +66,7 @@ def test_a_slave_copies_users_and_acls_and_signs_its_sync(group_factory) -> None
     assert r.code == 16
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_users_survive_a_kill9_failover_in_controller_mode(tmp_path) -> None:
     group = FailoverGroup(str(tmp_path), replicas=2, **AUTH)

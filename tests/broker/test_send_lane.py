@@ -344,6 +344,7 @@ def bin_frame(ext: dict, body: bytes, opaque: int, code: int = 310) -> bytes:
     return encode_frame_bytes(cmd)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,over,raw", BIN_VARIANTS, ids=[v[0] for v in BIN_VARIANTS])
 def test_rocketmq_headers_answer_like_the_processor(broker, client, case, over, raw):
     send_v2(client, "LaneBin")

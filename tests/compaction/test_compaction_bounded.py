@@ -25,6 +25,7 @@ def keys_and_bodies(log: bytes):
         pos += f[0]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)     # ~25 s on a quiet 2-core machine; past the 120 s default at load 15-25
 def test_million_keys_in_bounded_memory(tmp_path):
     store = open_store(tmp_path / "s", log_file_size=16 << 20, commitlog_size=256 << 20,

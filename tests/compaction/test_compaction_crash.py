@@ -57,6 +57,7 @@ def _expected(store, sent):
     return want + [s for s in sent if s[0] >= active_from]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", STEPS)
 def test_kill_at_step_then_restart(tmp_path, step):
     root = str(tmp_path / "s")

@@ -69,6 +69,7 @@ def kit(tmp_path_factory):
         k.stop()
 
 
+@pytest.mark.slow
 def test_searches_and_pages_do_not_stall_sends(kit):
     broker = kit.broker_addr
     send_latencies(broker, 20)                                       # warm the connection and the topic

@@ -6,6 +6,8 @@ import contextlib
 import io
 import os
 
+import pytest
+
 from rmqd.cli import main
 from tests.controller.ctlkit import call, find_leader, free_ports
 from tests.kit.processes import READY, RmqdProcess
@@ -43,6 +45,7 @@ def test_missing_peers_is_a_clear_error(tmp_path):
     assert rc == 2 and "controllerDLegerSelfId n5 is not one of controllerDLegerPeers" in err
 
 
+@pytest.mark.slow
 def test_controller_embedded_in_name_server(tmp_path):
     ns_port, ctl_port, raft_port = free_ports(3)
     conf = tmp_path / "namesrv.conf"

@@ -53,6 +53,7 @@ def pages(tmp_path_factory):
     assert not wrote, f"examples wrote into the repository: {wrote}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
 def test_example(block, pages, request):
     page = pages.enter(block.path)

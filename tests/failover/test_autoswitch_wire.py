@@ -279,6 +279,7 @@ def test_a_member_that_has_nothing_yet_holds_the_confirm_offset_at_zero(group):
         assert mha.get_confirm_offset() == master.commitlog_max_offset()
 
 
+@pytest.mark.slow
 def test_a_restarted_slave_reads_no_further_than_the_recorded_confirm_offset(group):
     """The checkpoint keeps the confirmOffset: a slave started again serves reads up to the value it had, not up
     to its max offset, until the first transfer header of a master (none here)."""

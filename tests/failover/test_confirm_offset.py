@@ -8,6 +8,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from rmqd.remoting.codes import ResponseCode
 from tests.failover.kit import FailoverGroup, wait_until
 from tests.replication.procs import BlockingClient, read_all_keys, send_one
@@ -29,6 +31,7 @@ def stopped(pid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_a_message_not_on_every_sync_state_set_member_is_not_consumed_until_it_is(tmp_path):
     group = FailoverGroup(str(tmp_path), haMaxTimeSlaveNotCatchup=20000, haHousekeepingInterval=20000,
                           slaveTimeout=1000)

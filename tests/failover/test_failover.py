@@ -12,6 +12,8 @@ import os
 import signal
 import time
 
+import pytest
+
 import orjson
 
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -19,6 +21,8 @@ from rmqd.remoting.command import new_request
 from tests.failover.kit import (BROKER_NAME, FailoverGroup, RoutedProducer, SlowDisk, call, check_acked,
                                 create_topic, find_leader, read_all_keys, report, route_of, wait_until)
 from tests.replication.procs import BlockingClient, send_one
+
+pytestmark = pytest.mark.slow
 
 ROUNDS = int(os.environ.get("RMQD_FAILOVER_ROUNDS", "1"))
 TOPIC = "FailoverTopic"

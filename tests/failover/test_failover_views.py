@@ -15,6 +15,8 @@ import threading
 import time
 import urllib.request
 
+import pytest
+
 import orjson
 
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -152,6 +154,7 @@ def check_views(group: ViewedGroup, expect_master=None, in_sync: int = 1) -> dic
     return st
 
 
+@pytest.mark.slow
 def test_views_and_metadata_follow_a_kill9_of_the_master(tmp_path):
     group = ViewedGroup(str(tmp_path), replicas=2)
     try:

@@ -11,12 +11,15 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 import orjson
 
 from tests.failover.kit import call, create_topic, route_of, wait_until
 from tests.kit.processes import READY, RmqdProcess
 
 
+@pytest.mark.slow
 def test_serve_failover_group_survives_kill9_of_its_master(tmp_path):
     serve = RmqdProcess("serve", "--replicas", "3", "--failover", "--namesrv-port", "0", "--broker-port", "0",
                         "--console-port", "0", "--store-dir", str(tmp_path / "store"), log_path=tmp_path / "serve.log",
@@ -61,6 +64,7 @@ def test_serve_failover_group_survives_kill9_of_its_master(tmp_path):
         serve.stop(40)
 
 
+@pytest.mark.slow
 def test_serve_failover_children_import_the_parents_rmqd_whatever_the_working_directory(tmp_path):
     """Started from a directory holding another ``rmqd`` package (a checkout of the sources with rmqd installed
     from a wheel: the unbuilt tree), every child process (controllers, replicas) imports the rmqd the serve process

@@ -8,6 +8,8 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
+
 import orjson
 
 from rmqd.remoting.codes import ResponseCode
@@ -24,6 +26,7 @@ def notify(addr: str, master_addr: str, master_id: int, epoch: int, set_epoch: i
     assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
 
 
+@pytest.mark.slow
 def test_a_stale_sync_state_set_and_a_stale_master_epoch_are_refused_with_a_log_line(tmp_path):
     group = FailoverGroup(str(tmp_path), replicas=2)
     try:

@@ -18,6 +18,7 @@ from tests.faults.faultkit import healthy, pull, rss_kb, send_v2
 pytestmark = pytest.mark.timeout(180)
 
 
+@pytest.mark.slow
 def test_oversized_message_parts_are_refused_with_clear_errors(make_server):
     srv = make_server().start()
     with srv.client(30) as c:
@@ -31,6 +32,7 @@ def test_oversized_message_parts_are_refused_with_clear_errors(make_server):
         assert r.code == ResponseCode.SUCCESS, r
 
 
+@pytest.mark.slow
 def test_frame_over_16_mib_closes_only_that_connection(make_server):
     srv = make_server().start()
     bystander = srv.client()
@@ -42,6 +44,7 @@ def test_frame_over_16_mib_closes_only_that_connection(make_server):
     bystander.close()
 
 
+@pytest.mark.slow
 def test_1000_idle_and_200_busy_connections(make_server):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 4096:
@@ -81,6 +84,7 @@ def test_1000_idle_and_200_busy_connections(make_server):
     assert healthy(srv.broker_addr)
 
 
+@pytest.mark.slow
 def test_slow_reader_does_not_grow_server_memory_without_bound(make_server):
     srv = make_server({"maxTransferBytesOnMessageInMemory": 2 * 1024 * 1024}).start()
     with srv.client(30) as c:

@@ -90,6 +90,7 @@ def test_send_pool_overload_answers_system_busy_quickly(tmp_path):
         r.close()
 
 
+@pytest.mark.slow
 def test_10000_topics_routed_and_persisted(tmp_path):
     """10,000 topics x 8 queues.  UPDATE_AND_CREATE_TOPIC (17) rewrites topics.json on every call
     (as Java does), so 10,000 of them take minutes; they are created through the TopicConfigManager

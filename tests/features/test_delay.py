@@ -56,6 +56,7 @@ def test_level1_delivered_on_time_with_real_topic_and_properties(rb):
     assert c.invoke(new_request(11, ext)).code != 0
 
 
+@pytest.mark.slow
 def test_levels_are_independent_and_fifo(rb):
     c = rb.client
     t0 = time.time()
@@ -81,6 +82,7 @@ def test_many_level1_messages_all_within_tolerance(rb):
     assert all(-200 <= d <= 200 for d in late), late
 
 
+@pytest.mark.slow
 def test_delay_offset_progress_survives_restart(rb):
     c = rb.client
     send(c, "DelayRestart", b"first", properties=props(DELAY="1"))

@@ -60,6 +60,7 @@ def test_retry_topic_is_routable_at_once(rb):
     assert resp.code == 0, resp.remark
 
 
+@pytest.mark.slow
 def test_dlq_after_group_retry_max_times(rb):
     c = rb.client
     rb.broker.subscription_group_manager.find("CG_D")

@@ -95,6 +95,7 @@ def test_commit_makes_the_message_consumable(rb):
     assert op_bodies(c) == [("0", "d")]
 
 
+@pytest.mark.slow
 def test_commit_oneway_like_the_clients(rb):
     c = rb.client
     r = send_half(c, "UNIQ-O")
@@ -264,6 +265,7 @@ def test_many_half_messages_mixed_resolution(rb):
     assert check_round(rb) == 0
 
 
+@pytest.mark.slow
 def test_check_service_runs_on_its_interval(tmp_path):
     b = Broker(str(tmp_path / "s"), transactionCheckInterval=150, transactionTimeOut=50).start()
     try:

@@ -77,6 +77,7 @@ def first_status(stream):
     return next(iter(stream)).status
 
 
+@pytest.mark.slow
 def test_status_codes_as_the_proxy(g):
     st = g.stub
     route = st.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name="GT")))
@@ -258,6 +259,7 @@ def test_forward_to_dead_letter_queue(g):
     assert not any(ck.topic == "GT" and ck.unacked() for ck in list(pop._cks.values()))
 
 
+@pytest.mark.slow
 def test_auto_renew_keeps_a_push_consumers_message_until_it_acks(g):
     """auto_renew (push consumers): the message stays invisible past its invisible time while the client is
     alive, its original receipt handle still acks it; a vanished client's messages come back."""
@@ -354,6 +356,7 @@ def test_telemetry_stream_cancelled_without_termination_releases_the_registratio
     assert _registered(g.server, "cancel-c") == {"producer": [], "consumer": []}
 
 
+@pytest.mark.slow
 def test_an_idle_client_is_let_go_and_its_auto_renewed_message_comes_back():
     """grpcClientIdleTimeMills: a push consumer that stops talking (no heartbeat, no request) is expired: its
     registration goes, auto-renewal stops and what it held comes back to another client."""
@@ -383,6 +386,7 @@ def test_an_idle_client_is_let_go_and_its_auto_renewed_message_comes_back():
         x.close()
 
 
+@pytest.mark.slow
 def test_receipt_handle_still_acks_after_a_broker_restart(tmp_path):
     """A receipt handle handed out before a restart acks the message after it: the acked message does not
     come back, the other one does (attempt 2)."""

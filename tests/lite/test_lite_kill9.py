@@ -7,6 +7,8 @@ import glob
 import os
 import time
 
+import pytest
+
 import orjson
 
 from rmqd.remoting.client import BlockingClient
@@ -56,6 +58,7 @@ def persisted_offset(path: str, key: str) -> int:
         return -1
 
 
+@pytest.mark.slow
 def test_kill9_redelivers_unacked_lite_messages(tmp_path):
     store = str(tmp_path / "store")
     proc, addr = start(store)

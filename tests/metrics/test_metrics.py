@@ -74,6 +74,7 @@ def test_naming_follows_otel_1_29_unit_suffix_rule():
     assert exported_name("rocketmq_send_to_dlq_messages", "", "counter") == "rocketmq_send_to_dlq_messages_total"
 
 
+@pytest.mark.slow
 def test_parity_with_the_5x_families_types_and_labels(server, admin):
     admin.send(server.broker_addr, "TBW102", 0, b"warm-up")       # at least one series per traffic family
     types, samples = scrape(server)
@@ -335,6 +336,7 @@ class FakeConn:
         self.closed = False
 
 
+@pytest.mark.slow
 def test_scrape_budget_1000_topics_x_100_groups(tmp_path):
     """Gauges are computed at scrape time: 1,000 topics x 100 online groups (each subscribed to ten
     topics, half of them behind) must scrape in < 200 ms."""

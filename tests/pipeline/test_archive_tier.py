@@ -55,6 +55,7 @@ def _fill(store, start: int) -> None:
     put(store, "ArchTier2", 150, queues=1, start=start)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["posix", "s3"])
 def test_local_and_tier_segments_are_archived_each_message_once(spark, kind, tmp_path, request):
     endpoint = request.getfixturevalue("s3_endpoint") if kind == "s3" else ""

@@ -88,6 +88,7 @@ def compacted(spark, tmp_path_factory):
     return base, summary
 
 
+@pytest.mark.slow
 def test_spark_compaction_equals_broker_compaction(spark, compacted):
     base, summary = compacted
     (out,) = summary.outputs
@@ -130,6 +131,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step,nth", [("adopt-marked", 1), ("adopt-placed", 3), ("moved-log", 2),
                                       ("adopt-segment", 4), ("adopt-queue", 1)])
 def test_adoption_at_start_survives_kill_9(compacted, tmp_path, step, nth):

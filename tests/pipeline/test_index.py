@@ -83,6 +83,7 @@ def reference(spark, tmp_path_factory):
             "out": out, "saved": saved, "files": _job_files(out), "a": a_root, "b": b}
 
 
+@pytest.mark.slow
 def test_bulk_index_equals_the_brokers_byte_for_byte(reference):
     broker, files, s = reference["broker"], reference["files"], reference["summary"]
     assert len(broker) >= 4 and all(b[:4] == bytes.fromhex("BCC50285") for b in broker.values())
@@ -117,6 +118,7 @@ def test_the_broker_adopts_the_output_and_serves_queries_from_it(spark, referenc
     assert not again.has_work() and again.run(None).details["files"] == 0   # nothing left to index
 
 
+@pytest.mark.slow
 def test_a_killed_job_leaves_nothing_adoptable_and_a_rerun_gives_the_same_files(spark, reference):
     root = _unindexed_tier(reference["base"], str(reference["dir"] / "killed"))
 
@@ -139,6 +141,7 @@ def test_a_killed_job_leaves_nothing_adoptable_and_a_rerun_gives_the_same_files(
     assert _job_files(s.outputs[0]) == reference["broker"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step,nth", [("adopt.link", 2), ("adopt.commit", 1), ("adopt.committed", 1)])
 def test_kill_9_during_adoption_loses_and_duplicates_nothing(reference, step, nth, tmp_path):
     root = _unindexed_tier(reference["base"], str(tmp_path / "b"))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from rmqd.remoting.client import BlockingClient
 from tests.kit.processes import ServeProcess
 from tests.pop.pop_helpers import ack, create_group, create_topic, extra_info, pop, popped, send, start_serve
@@ -16,6 +18,7 @@ def start(store: str) -> tuple[ServeProcess, str]:
     return srv, srv.broker_addr
 
 
+@pytest.mark.slow
 def test_kill9_in_the_middle_of_the_invisible_time(tmp_path):
     store = str(tmp_path / "store")
     proc, addr = start(store)

@@ -96,6 +96,7 @@ def test_long_poll_is_woken_by_a_send(client, server, names):
     assert out["took"] < 5
 
 
+@pytest.mark.slow
 def test_unacked_message_comes_back_from_the_retry_topic(client, names):
     topic, group = names
     uniq = send(client, topic, b"again", tags="TagA")
@@ -137,6 +138,7 @@ def test_ack_and_batch_ack_prevent_redelivery(client, names):
     assert pop(client, topic, group).code == 210
 
 
+@pytest.mark.slow
 def test_change_invisible_time(client, names):
     topic, group = names
     send(client, topic, b"slow")

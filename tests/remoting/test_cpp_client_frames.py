@@ -123,6 +123,7 @@ SEND_ANSWER = {"msgId": "7F00000100002A9F0000000000000064", "queueId": "0", "que
                "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
 
 
+@pytest.mark.slow
 def test_live_capture_route_request_and_send(client_pythons_for_capture):
     for name, python in client_pythons_for_capture.items():
         broker = FakePeer(lambda cmd: new_response(0, None, SEND_ANSWER) if cmd.code in (10, 310)

@@ -15,6 +15,8 @@ from tests.replication.harness import commitlog_files_equal, wait_until
 from tests.kit.processes import RmqdProcess, write_conf
 from tests.replication.procs import SendLoop, read_all_keys
 
+pytestmark = pytest.mark.slow
+
 ROUNDS = int(os.environ.get("RMQD_HA_KILL_ROUNDS", "1"))
 FILE_SIZE = 1024 * 1024
 

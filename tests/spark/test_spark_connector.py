@@ -14,6 +14,8 @@ from rmqd.remoting.command import new_request
 from tests.kit import clients
 from tests.kit.clients import create_topic
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 
 COLS = ["partition", "offset", "key", "value", "tags", "topic"]

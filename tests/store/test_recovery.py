@@ -4,11 +4,15 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from rmqd.store.message import MessageToStore, decode_message
 from rmqd.store.message_store import GetMessageStatus as G
 from rmqd.store.message_store import MessageStore
 from tests.kit.processes import child_env
 from tests.store.conftest import small_config
+
+pytestmark = pytest.mark.slow
 
 CHILD = r"""
 import os, sys, threading

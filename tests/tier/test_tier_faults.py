@@ -21,6 +21,8 @@ from rmqd.store.message_store import GetMessageStatus as S
 from tests.kit.processes import REPO, child_env
 from tests.tier.helpers import make_store, put, tier_props
 
+pytestmark = pytest.mark.slow
+
 TOPIC = "CrashTopic"
 FIRST, MORE = 240, 60
 
