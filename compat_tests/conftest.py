@@ -12,9 +12,18 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from clientrunner import _has_client, ensure_cpp2_python
 
-from clientrunner import _has_client, ensure_cpp2_python  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test here runs real clients or a reference broker: marked ``compat`` and ``slow`` (out of the fast
+    loop). The hook sees the whole session's items, so only those under this folder are marked."""
+    for item in items:
+        if str(item.path).startswith(HERE + os.sep):
+            item.add_marker(pytest.mark.compat)
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

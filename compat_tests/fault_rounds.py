@@ -157,8 +157,8 @@ FAULTS = {f.name: f for f in (
 
 
 def wait_sending(producer: RoutedProducer, master: str, timeout: float = 30) -> None:
-    wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, master)) > 5, timeout, 0.05,
-               f"sends acknowledged by {master}")
+    wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, master)) > 5, timeout, interval=0.05,
+               what=f"sends acknowledged by {master}")
 
 
 def move_master_to(group: MixedGroup, member: Member) -> dict:
@@ -172,8 +172,8 @@ def move_master_to(group: MixedGroup, member: Member) -> dict:
                                                "brokerId": str(target), "designateElect": "true"})
     assert r.code == 0, (r.code, r.remark)
     return wait_until(lambda: (lambda s: s if s["masterAddress"] == member.addr else None)(
-        group.wait_group(TOPIC, 3, timeout=WHOLE_TIMEOUT_S)), WHOLE_TIMEOUT_S, 0.2,
-        f"{member.describe()} master after electMaster")
+        group.wait_group(TOPIC, 3, timeout=WHOLE_TIMEOUT_S)), WHOLE_TIMEOUT_S, interval=0.2,
+        what=f"{member.describe()} master after electMaster")
 
 
 def planned_switchover(ctx: RoundContext, target: Member, rnd: int) -> dict:
@@ -189,8 +189,8 @@ def planned_switchover(ctx: RoundContext, target: Member, rnd: int) -> dict:
     wait_sending(producer, old.addr)
     t0 = time.monotonic()
     st = move_master_to(group, target)
-    first = wait_until(lambda: producer.acked_after(t0, target.addr), SWITCH_TIMEOUT_S, 0.02,
-                       f"a send acknowledged by {target.describe()} after the switchover")[0]
+    first = wait_until(lambda: producer.acked_after(t0, target.addr), SWITCH_TIMEOUT_S, interval=0.02,
+                       what=f"a send acknowledged by {target.describe()} after the switchover")[0]
     rec = dict(mix=group.mix.name, fault="switchover", round=rnd, tag=producer.tag, first_send_s=round(first - t0, 3),
                gap_s=0.0, fault_s=0.0, whole_s=round(time.monotonic() - t0, 3), switched=True, old_master=old.kind,
                old_addr=old.addr, new_master=target.kind, java_restarted=[], unavailable_during_fault=False)
@@ -222,8 +222,8 @@ def run_round(ctx: RoundContext, fault_name: str, rnd: int) -> dict:
         if fault.switch:
             try:
                 new_addr = group.wait_new_master(TOPIC, master.addr, SWITCH_TIMEOUT_S)
-                first = wait_until(lambda: producer.acked_after(t0, new_addr), SWITCH_TIMEOUT_S, 0.02,
-                                   f"a send acknowledged by the new master {new_addr}")[0]
+                first = wait_until(lambda: producer.acked_after(t0, new_addr), SWITCH_TIMEOUT_S, interval=0.02,
+                                   what=f"a send acknowledged by the new master {new_addr}")[0]
             except TimeoutError as exc:
                 # no master took sends while the fault lasted (e.g. the controller elected a minority member
                 # whose heartbeat had not expired yet, then had no candidate): safety is still checked; the time
@@ -241,7 +241,7 @@ def run_round(ctx: RoundContext, fault_name: str, rnd: int) -> dict:
     st, restarted = wait_whole(ctx)
     t_whole = time.monotonic()
     if first is None:
-        first = wait_until(lambda: producer.acked_after(t0), SWITCH_TIMEOUT_S, 0.02, "a send acknowledged")[0]
+        first = wait_until(lambda: producer.acked_after(t0), SWITCH_TIMEOUT_S, interval=0.02, what="a send acknowledged")[0]
         if unavailable:
             ctx.log(f"{group.mix.name} {fault_name} round {rnd}: no master took sends while the fault lasted: "
                     f"{unavailable}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,20 +25,14 @@ from typing import Optional
 
 import orjson
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-for p in (str(HERE), str(REPO)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
+from java5kit import LOOPBACK, Broker5, Controller5, Namesrv5, Placement
+from netkit import Host, NetKit
 
-from java5kit import LOOPBACK, Broker5, Controller5, Namesrv5, Placement  # noqa: E402
-from netkit import Host, NetKit  # noqa: E402
-
-from rmqd.localports import free_port_block, free_ports  # noqa: E402
-from rmqd.remoting.codes import ResponseCode  # noqa: E402
-from tests.controller.ctlkit import ControllerProcess, conf_text, find_leader  # noqa: E402
-from tests.failover.kit import FAST, call, create_topic, master_in_route, route_of, wait_until  # noqa: E402
-from tests.replication.procs import RmqdProc, write_conf  # noqa: E402
+from rmqd.localports import free_port_block, free_ports
+from rmqd.remoting.codes import ResponseCode
+from tests.controller.ctlkit import conf_text, find_leader
+from tests.failover.kit import FAST, call, create_topic, master_in_route, route_of, wait_until
+from tests.kit.processes import ControllerProcess, RmqdProcess, write_conf
 
 CLUSTER = "MixedCluster"
 BROKER_NAME = "broker-mx"
@@ -101,7 +94,7 @@ class Member:
         self.store = Path(store) if store is not None else self.dir / "store"
         self.conf = dict(conf, brokerIP1=self.ip, brokerIP2=self.ip, listenPort=self.port,
                          storePathRootDir=str(self.store), storePathCommitLog=str(self.store / "commitlog"))
-        self.proc: Optional[RmqdProc] = None
+        self.proc: Optional[RmqdProcess] = None
         self.java: Optional[Broker5] = None
         if kind == "java":
             self.java = Broker5(self.dir, dict(self.conf, bindAddress=self.ip), host=self.placement,
@@ -120,9 +113,9 @@ class Member:
             self.java.start(wait=wait)
             return self
         conf = write_conf(str(self.dir / "broker.conf"), **self.conf)
-        self.proc = RmqdProc(str(self.dir / "broker.log"), "broker", "-c", conf, "--store-dir", str(self.store),
-                             "--grpc-port", str(self.grpc_port), "--no-metrics", timeout=60,
-                             wrap=self.host.wrap if self.host else ())
+        self.proc = RmqdProcess("broker", "-c", conf, "--store-dir", str(self.store), "--grpc-port",
+                                str(self.grpc_port), "--no-metrics", log_path=str(self.dir / "broker.log"),
+                                wrap=self.host.wrap if self.host else ()).start(60)
         return self
 
     @property
@@ -177,7 +170,7 @@ class MixedGroup:
             names = ["ns"] + [f"c{i}" for i in range(1, mix.controllers if mix.standalone else 0)] + \
                     [f"b{i}" for i in range(len(mix.brokers))]
             self.hosts = {n: net.add_host(n) for n in names}
-        self.namesrv_rmqd: Optional[RmqdProc] = None
+        self.namesrv_rmqd: Optional[RmqdProcess] = None
         self.namesrv_java: Optional[Namesrv5] = None
         self.controllers_rmqd: list[ControllerProcess] = []
         self.controllers_java: Optional[Controller5] = None
@@ -210,7 +203,7 @@ class MixedGroup:
                             for i, kind in enumerate(self.mix.brokers)]
             self.members[0].start()
             wait_until(lambda: (self.sync_state() or {}).get("masterAddress") == self.members[0].addr, timeout,
-                       0.2, f"{self.members[0].describe()} master")
+                       interval=0.2, what=f"{self.members[0].describe()} master")
             for m in self.members[1:]:
                 m.start(wait=False)
             for m in self.members[1:]:
@@ -275,8 +268,8 @@ class MixedGroup:
                                  controllerDLegerSelfId="n0", controllerRaftPeers=f"n0-{ns_ip}:{raft_port}",
                                  controllerStorePath=str(self.root / "ctl"),
                                  configStorePath=str(self.root / "ctl.properties"), **CONTROLLER_CONF)
-        self.namesrv_rmqd = RmqdProc(str(self.root / "namesrv.log"), "namesrv", "-c", ns_conf, timeout=60,
-                                     wrap=ns_host.wrap if ns_host else ())
+        self.namesrv_rmqd = RmqdProcess("namesrv", "-c", ns_conf, log_path=str(self.root / "namesrv.log"),
+                                        wrap=ns_host.wrap if ns_host else ()).start(60)
         self.namesrv = self.namesrv_rmqd.addr
         find_leader(self.controller_addrs, 60)
 
@@ -331,14 +324,14 @@ class MixedGroup:
                         pass
                 return None
             return st
-        return wait_until(ready, timeout, 0.1, f"a master and {in_sync} in-sync replicas routed for {topic} "
+        return wait_until(ready, timeout, interval=0.1, what=f"a master and {in_sync} in-sync replicas routed for {topic} "
                                                f"({self.mix.name}; last state {self.sync_state()})")
 
     def wait_new_master(self, topic: str, old: str, timeout: float) -> str:
         def other() -> Optional[str]:
             addr = self.master_addr(topic)
             return addr if addr not in (None, old) else None
-        return wait_until(other, timeout, 0.02, f"a new master other than {old} in the route")
+        return wait_until(other, timeout, interval=0.02, what=f"a new master other than {old} in the route")
 
     def max_offsets(self) -> dict[int, int]:
         """Each live member's CommitLog max offset (GET_BROKER_EPOCH_CACHE 1007 answers it on masters and slaves,
@@ -359,7 +352,7 @@ class MixedGroup:
             if len(offsets) == len(self.members) and len(set(offsets.values())) == 1:
                 return next(iter(offsets.values())) or None
             return None
-        return wait_until(same, timeout, 0.2, f"every member at the same CommitLog offset ({self.max_offsets()})")
+        return wait_until(same, timeout, interval=0.2, what=f"every member at the same CommitLog offset ({self.max_offsets()})")
 
     def commitlog_differences(self, upto: int) -> list[str]:
         """Byte ranges of ``[0, upto)`` in which a member's CommitLog differs from the first member's (empty:

@@ -2,7 +2,7 @@
 
 - :class:`ReferenceBroker`: the kit's ``bin/reference-broker`` (one Java broker, a master or a slave, registering
   with any name server), started with the suite's disk thresholds; ``kill`` is SIGKILL.
-- :class:`RmqdProc`: ``rmqd namesrv`` / ``rmqd broker`` as processes (log captured, ``kill9``).
+- ``RmqdProcess`` (tests/kit/processes.py): ``rmqd namesrv`` / ``rmqd broker`` as processes (log captured, ``kill9``).
 - :class:`Clients`: the ``ReplicationClients`` Java program (producer loops, push consumers) in one JVM.
 - helpers reading a broker as tools do: runtime info, topic creation, every key of a topic.
 """
@@ -11,12 +11,7 @@ from __future__ import annotations
 import filecmp
 import json
 import os
-import re
-import signal
 import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 from javakit import JavaProcess, disk_ratio_system_properties, require_kit
@@ -25,20 +20,14 @@ from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.store.message import decode_messages
 from rmqd.store.metadata import loads_lenient
+from tests.kit import clients
+from tests.kit.processes import RmqdProcess
+from tests.kit.waits import wait_until
 
-ADDR = re.compile(r"listening on (127\.0\.0\.1:\d+)")
+__all__ = ["FILE_SIZE", "ReferenceBroker", "RmqdProcess", "Clients", "wait_until", "invoke", "runtime_info",
+           "max_offset", "topic_names", "create_topic", "read_all_keys", "same_commitlog"]
+
 FILE_SIZE = 1024 * 1024           # mappedFileSizeCommitLog of both sides: small, so the tests cross file ends
-
-
-def wait_until(pred, timeout: float, what: str, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(interval)
 
 
 class ReferenceBroker:
@@ -85,50 +74,6 @@ class ReferenceBroker:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
-class RmqdProc:
-    """``python -m rmqd.cli ARGS`` with its log in ``log_path``; ``addr`` is the first address it printed."""
-
-    def __init__(self, log_path: Path, *args: str, timeout: float = 60.0) -> None:
-        self.log_path = Path(log_path)
-        self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "INFO", *args],
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True,
-                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        deadline = time.monotonic() + timeout
-        self.addr = ""
-        while time.monotonic() < deadline and not self.addr:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            m = ADDR.search(line)
-            if m:
-                self.addr = m.group(1)
-        if not self.addr:
-            self.stop()
-            raise RuntimeError(f"rmqd {' '.join(args)} did not start:\n{self.log_text()[-3000:]}")
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
-
-    def log_text(self) -> str:
-        if not self.log.closed:
-            self.log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def kill9(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        if not self.log.closed:
-            self.log.close()
-
-
 class Clients:
     """The ReplicationClients Java program: one JVM, one JSON command at a time."""
 
@@ -149,11 +94,7 @@ class Clients:
 
 
 def invoke(addr: str, code: int, ext: dict | None = None, timeout: float = 10.0):
-    c = BlockingClient(addr, timeout=timeout)
-    try:
-        return c.invoke(new_request(code, ext), timeout)
-    finally:
-        c.close()
+    return clients.call(addr, code, ext, timeout=timeout)
 
 
 def runtime_info(addr: str) -> dict:
@@ -173,10 +114,7 @@ def topic_names(addr: str) -> set[str]:
 
 
 def create_topic(addr: str, topic: str, queues: int = 4) -> None:
-    r = invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
-        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
-        "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
-    assert r.code == ResponseCode.SUCCESS, r.remark
+    clients.create_topic(addr, topic, queues, timeout=10.0)
 
 
 def read_all_keys(addr: str, topic: str, queues: int = 4, group: str = "HaReadBackCG") -> set[str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,8 @@ from clientrunner import ClientRun, run_client_script
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
+from tests.kit.clients import create_topic  # noqa: F401  (UPDATE_AND_CREATE_TOPIC as `mqadmin updateTopic` sends it)
+from tests.kit.waits import wait_until as wait_for  # noqa: F401  (the scenarios' name for it)
 
 PRODUCER = r'''
 from rocketmq.client import Producer, Message
@@ -170,17 +171,6 @@ def produce(python: str, namesrv: str, topic: str, count: int, mode: str = "sync
     return res
 
 
-def wait_for(predicate, timeout: float, interval: float = 0.1, what: str = "condition"):
-    """Poll ``predicate`` until it returns a truthy value (returned) or fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def group_caught_up(broker_addr: str, topic: str, group: str, queues: int = 4) -> bool:
     """Every queue's committed offset of ``group`` is the queue's max offset: everything consumed and committed
     (QUERY_CONSUMER_OFFSET and GET_MAX_OFFSET, answered alike by rmqd and the Java broker)."""
@@ -213,10 +203,3 @@ def consume_until_committed(python: str, namesrv: str, broker_addr: str, signal_
     return bg.result(timeout + 10)
 
 
-def create_topic(broker_addr: str, topic: str, queues: int = 4) -> None:
-    """UPDATE_AND_CREATE_TOPIC, as `mqadmin updateTopic` sends it (the broker registers it at once)."""
-    with BlockingClient(broker_addr) as c:
-        resp = c.invoke(new_request(17, {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues,
-                                         "writeQueueNums": queues, "perm": 6, "topicFilterType": "SINGLE_TAG",
-                                         "topicSysFlag": 0, "order": "false"}))
-        assert resp.code == 0, resp.remark

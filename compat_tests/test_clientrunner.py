@@ -3,9 +3,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from clientrunner import available_clients, parse_json_lines, run_client_script  # noqa: E402
+from clientrunner import available_clients, parse_json_lines, run_client_script
 
 
 def test_runs_script_and_parses_json_lines():

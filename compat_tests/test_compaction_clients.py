@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
-import sys
 
 import pytest
 
@@ -21,8 +19,6 @@ from scenarios import PUSH_CONSUMER, run
 from rmqd.admin.main import main as admin_cli
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "java"))
 
 SMALL_FILES = dict(compactionMappedFileSize=64 * 1024, compactionScheduleInternal=3_600_000)
 KEYS, VERSIONS, FILLERS = 10, 1000, 800

@@ -17,15 +17,13 @@ Each producer stops ``AFTER_KILL`` acknowledged sends after the kill (or at its 
 from __future__ import annotations
 
 import os
-import sys
 import time
 
+import client5_env     # compat_tests/grpc/ (pyproject's pythonpath)
 from clientrunner import ClientRun
 from scenarios import Background
-from tests.failover.kit import FailoverGroup, check_acked, read_key_counts, report, wait_until
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc"))
-import client5_env  # noqa: E402
+from tests.failover.kit import FailoverGroup, check_acked, read_key_counts, report, wait_until
 
 TOPIC = "FailoverClientTopic"
 AFTER_KILL = 30
@@ -137,8 +135,8 @@ def test_cpp_and_grpc_clients_produce_through_a_kill9_failover_and_consume_every
         slaves = ";".join(a for i, a in enumerate(group.grpc_addrs) if i != old_i)
         producers["grpc-py5"] = Background(py5, GRPC_PRODUCER, group.namesrv,
                                            dict(common, endpoints=slaves, prefix="py5-"), 100)
-        wait_until(lambda: check_acked(old, TOPIC, set())["stored"] >= 50 * len(producers), 40, 0.2,
-                   "every client's sends on the master")
+        wait_until(lambda: check_acked(old, TOPIC, set())["stored"] >= 50 * len(producers), 40, interval=0.2,
+                   what="every client's sends on the master")
         group.kill9(old_i)
         t_kill = time.time()
         open(flag, "w").close()

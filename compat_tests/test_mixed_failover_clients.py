@@ -12,12 +12,11 @@ function starting one against ``(namesrv, endpoints, topic, prefix, flag)`` that
 """
 from __future__ import annotations
 
-import os
-import sys
 import time
 
 import pytest
 
+import client5_env     # compat_tests/grpc/ (pyproject's pythonpath)
 from java5kit import java5_process, require_kit5
 from mixed_group import MIXES, MixedGroup
 from queue_checker import read_queues
@@ -25,9 +24,6 @@ from scenarios import Background
 from test_failover_clients import GRPC_CONSUMER, GRPC_PRODUCER, finished
 
 from tests.failover.kit import wait_until
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc"))
-import client5_env  # noqa: E402
 
 TOPIC = "MixedClientTopic"
 AFTER_KILL = 30
@@ -53,8 +49,8 @@ def test_grpc_clients_produce_through_a_kill9_of_an_rmqd_master_under_the_java_c
         java = java5_process("grpc", "Grpc5FailoverProducer", slaves, TOPIC, "j5-", "90", flag, str(AFTER_KILL))
         java.wait_for(lambda ev: any(e.get("op") == "ready" for e in ev), 90, "the Java gRPC producer")
         wait_until(lambda: len([k for k in read_queues(old.addr, TOPIC) if k.startswith("j5-")]) > 30
-                   and len([k for k in read_queues(old.addr, TOPIC) if k.startswith("py5-")]) > 30, 60, 0.3,
-                   "both clients' sends on the master")
+                   and len([k for k in read_queues(old.addr, TOPIC) if k.startswith("py5-")]) > 30, 60, interval=0.3,
+                   what="both clients' sends on the master")
         old.kill9()
         t_kill = time.time()
         open(flag, "w").close()

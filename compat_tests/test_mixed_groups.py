@@ -54,13 +54,13 @@ def test_a_group_under_the_other_kind_of_three_controllers_fails_over_and_loses_
         t0 = time.monotonic()
         old.kill9()
         new = group.wait_new_master(TOPIC, old.addr, 60)
-        first = wait_until(lambda: producer.acked_after(t0, new), 60, 0.05, "a send on the new master")[0]
+        first = wait_until(lambda: producer.acked_after(t0, new), 60, interval=0.05, what="a send on the new master")[0]
         print(f"{mix.name}: kill -9 of {old.describe()}: first send on {new} after {first - t0:.2f} s")
         leader = kill_controller_leader(group)
         t1 = time.monotonic()
         new_leader = group.leader_controller()
         assert new_leader != leader
-        wait_until(lambda: len(producer.acked_after(t1, new)) > 20, 60, 0.1, "sends go on under the new leader")
+        wait_until(lambda: len(producer.acked_after(t1, new)) > 20, 60, interval=0.1, what="sends go on under the new leader")
         restart_controller(group, leader)
         old.start()
         st = group.wait_group(TOPIC, 3, timeout=180)

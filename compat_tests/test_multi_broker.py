@@ -91,9 +91,8 @@ def test_serve_restarts_a_broker_process_that_died(tmp_path):
                         "--store-dir", str(tmp_path))
     try:
         wait_for(lambda: len(_cluster_brokers(serve.addr)) == 2, 15, what="two brokers registered")
-        line = ""
-        while "broker-b" not in line:
-            line = serve.proc.stdout.readline()
+        line = wait_for(lambda: next((ln for ln in serve.lines if "broker-b" in ln), None), 15,
+                        what="broker-b's start-up line")
         pid = int(re.search(r"process (\d+)", line).group(1))
         os.kill(pid, signal.SIGKILL)
         wait_for(lambda: os.path.exists(f"/proc/{pid}") is False, 5, what="broker-b gone")

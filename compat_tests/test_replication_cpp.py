@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from javakit import free_port_block
-from replication_kit import RmqdProc, create_topic, max_offset, wait_until
+from replication_kit import RmqdProcess, create_topic, max_offset, wait_until
 from scenarios import PULL_CONSUMER, PUSH_CONSUMER, run
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -23,18 +23,19 @@ COUNT = 40
 def master_down(tmp_path_factory):
     root = tmp_path_factory.mktemp("ha-cpp")
     base = free_port_block(12)
-    ns = RmqdProc(root / "namesrv.log", "namesrv", "--port", str(base))
+    ns = RmqdProcess("namesrv", "--port", str(base), log_path=root / "namesrv.log").start()
     (root / "s.conf").write_text("brokerRole=SLAVE\nbrokerId=1\n")
     procs = [ns]
     try:
-        master = RmqdProc(root / "master.log", "broker", "-n", ns.addr, "--broker-port", str(base + 3),
-                          "--store-dir", str(root / "master"), "--grpc-port", "0")
+        master = RmqdProcess("broker", "-n", ns.addr, "--broker-port", str(base + 3), "--store-dir",
+                             str(root / "master"), "--grpc-port", "0", log_path=root / "master.log").start()
         procs.append(master)
-        slave = RmqdProc(root / "slave.log", "broker", "-n", ns.addr, "--broker-port", str(base + 8),
-                         "--store-dir", str(root / "slave"), "-c", str(root / "s.conf"), "--grpc-port", "0")
+        slave = RmqdProcess("broker", "-n", ns.addr, "--broker-port", str(base + 8), "--store-dir",
+                            str(root / "slave"), "-c", str(root / "s.conf"), "--grpc-port", "0",
+                            log_path=root / "slave.log").start()
         procs.append(slave)
         create_topic(master.addr, TOPIC)
-        wait_until(lambda: "connected to master" in slave.log_text(), 30, "slave connected")
+        wait_until(lambda: "connected to master" in slave.log_text(), 30, what="slave connected")
         client = BlockingClient(master.addr, timeout=10)
         try:
             for i in range(COUNT):
@@ -44,7 +45,7 @@ def master_down(tmp_path_factory):
                                      10).code == ResponseCode.SUCCESS
         finally:
             client.close()
-        wait_until(lambda: max_offset(slave.addr) == max_offset(master.addr), 30, "slave caught up")
+        wait_until(lambda: max_offset(slave.addr) == max_offset(master.addr), 30, what="slave caught up")
         master.stop()                              # unregisters: the route now lists the slave only
         yield ns.addr
     finally:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from javakit import SETUP_BUDGET, free_port_block, require_kit
-from replication_kit import (FILE_SIZE, Clients, ReferenceBroker, RmqdProc, create_topic, max_offset,
+from replication_kit import (FILE_SIZE, Clients, ReferenceBroker, RmqdProcess, create_topic, max_offset,
                              read_all_keys, runtime_info, same_commitlog, topic_names, wait_until)
 
 pytestmark = pytest.mark.timeout(SETUP_BUDGET + 600)
@@ -42,13 +42,13 @@ def rmqd_master_java_slave(tmp_path_factory):
     require_kit()
     root = tmp_path_factory.mktemp("ha-rmqd-master")
     base = free_port_block(12)
-    ns = RmqdProc(root / "namesrv.log", "namesrv", "--port", str(base))
+    ns = RmqdProcess("namesrv", "--port", str(base), log_path=root / "namesrv.log").start()
     mconf = _conf(root / "m.conf", brokerRole="SYNC_MASTER", mappedFileSizeCommitLog=FILE_SIZE)
     margs = ("broker", "-n", ns.addr, "--broker-port", str(base + 3), "--store-dir", str(root / "master"), "-c", mconf,
              "--grpc-port", "0")
     parts = {"root": root, "ns": ns, "margs": margs}
     try:
-        parts["master"] = RmqdProc(root / "master.log", *margs)
+        parts["master"] = RmqdProcess(*margs, log_path=root / "master.log").start()
         create_topic(parts["master"].addr, "HaMixA")            # before the slave: its first sync copies it
         parts["slave"] = ReferenceBroker(root / "jslave", ns.addr, base + 8, 1, "SLAVE").start()
         parts["clients"] = Clients(ns.addr)
@@ -63,14 +63,14 @@ def test_rmqd_master_java_slave_replicates_byte_for_byte(rmqd_master_java_slave,
     p = rmqd_master_java_slave
     master, slave, clients = p["master"], p["slave"], p["clients"]
     wait_until(lambda: "HAClient" in slave.store_log() and "update master address" in slave.store_log(), 60,
-               "Java slave found its master")
-    wait_until(lambda: "HaMixA" in topic_names(slave.addr), 30, "topic copied to the Java slave")
+               what="Java slave found its master")
+    wait_until(lambda: "HaMixA" in topic_names(slave.addr), 30, what="topic copied to the Java slave")
     # the Java slave reports its offset 5 s after connecting; SYNC_MASTER sends answer 11 until then
     wait_until(lambda: clients.call(cmd="produce", topic="HaMixA", count=1, threads=1, prefix="probe",
-                                    size=10)["ok"], 60, "a SEND_OK through the Java slave")
+                                    size=10)["ok"], 60, what="a SEND_OK through the Java slave")
     res = clients.call(cmd="produce", topic="HaMixA", count=COUNT, threads=4, prefix="a", size=1000)
     assert len(res["ok"]) == COUNT and res["failed"] == 0, {k: v for k, v in res.items() if k != "ok"}
-    wait_until(lambda: max_offset(slave.addr) == max_offset(master.addr), 30, "Java slave caught up")
+    wait_until(lambda: max_offset(slave.addr) == max_offset(master.addr), 30, what="Java slave caught up")
     names = same_commitlog(p["root"] / "master" / "commitlog", slave.store_dir / "commitlog")
     assert len(names) >= 2                                   # across a file end: the BLANK record too
     assert set(res["ok"]) <= read_all_keys(slave.addr, "HaMixA")
@@ -88,10 +88,10 @@ def test_rmqd_master_java_slave_replicates_byte_for_byte(rmqd_master_java_slave,
 def test_kill9_rmqd_master_then_consume_from_java_slave_and_resume(rmqd_master_java_slave):
     p = rmqd_master_java_slave
     master, slave, clients = p["master"], p["slave"], p["clients"]
-    wait_until(lambda: max_offset(slave.addr) == max_offset(master.addr), 30, "Java slave in sync")
+    wait_until(lambda: max_offset(slave.addr) == max_offset(master.addr), 30, what="Java slave in sync")
     start = max_offset(master.addr)
     clients.call(cmd="loop", topic="HaMixA", threads=4, prefix="k", size=1000)
-    wait_until(lambda: max_offset(master.addr) > start + 300_000, 60, "the loop is sending")
+    wait_until(lambda: max_offset(master.addr) > start + 300_000, 60, what="the loop is sending")
     master.kill9()                                           # during the send loop
     res = clients.call(cmd="stopLoop")
     acked = set(res["ok"])
@@ -100,13 +100,14 @@ def test_kill9_rmqd_master_then_consume_from_java_slave_and_resume(rmqd_master_j
     assert acked <= on_slave, f"{len(acked - on_slave)} SEND_OK messages missing on the Java slave"
     clients.call(cmd="consume", group="HaMixAReaders", topic="HaMixA")
     wait_until(lambda: set(clients.call(cmd="report", group="HaMixAReaders")["keys"]) >= acked, 90,
-               "a push consumer reads every acknowledged message from the slave while the master is down")
-    p["master"] = master = RmqdProc(p["root"] / "master.log", *p["margs"])      # back on the same store and ports
+               what="a push consumer reads every acknowledged message from the slave while the master is down")
+    # back on the same store and ports
+    p["master"] = master = RmqdProcess(*p["margs"], log_path=p["root"] / "master.log").start()
     res = clients.call(cmd="produce", topic="HaMixA", count=50, threads=2, prefix="after", size=100, timeout=180)
     assert res["failed"] == 0, res                       # SEND_OK, or 11 until the Java slave reports again
     after = {f"after{i}" for i in range(50)}
     wait_until(lambda: after <= set(clients.call(cmd="report", group="HaMixAReaders")["keys"]), 90,
-               "the consumer resumes on the master")
+               what="the consumer resumes on the master")
     clients.call(cmd="stopConsumer", group="HaMixAReaders")
 
 
@@ -116,13 +117,14 @@ def java_master_rmqd_slave(tmp_path_factory):
     require_kit()
     root = tmp_path_factory.mktemp("ha-java-master")
     base = free_port_block(12)
-    ns = RmqdProc(root / "namesrv.log", "namesrv", "--port", str(base))
+    ns = RmqdProcess("namesrv", "--port", str(base), log_path=root / "namesrv.log").start()
     parts = {"root": root, "ns": ns}
     try:
         parts["master"] = ReferenceBroker(root / "jmaster", ns.addr, base + 3, 0, "SYNC_MASTER").start()
         sconf = _conf(root / "s.conf", brokerRole="SLAVE", brokerId=1, mappedFileSizeCommitLog=FILE_SIZE)
-        parts["slave"] = RmqdProc(root / "slave.log", "broker", "-n", ns.addr, "--broker-port", str(base + 8),
-                                  "--store-dir", str(root / "slave"), "-c", sconf, "--grpc-port", "0")
+        parts["slave"] = RmqdProcess("broker", "-n", ns.addr, "--broker-port", str(base + 8), "--store-dir",
+                                     str(root / "slave"), "-c", sconf, "--grpc-port", "0",
+                                     log_path=root / "slave.log").start()
         parts["clients"] = Clients(ns.addr)
         yield parts
     finally:
@@ -136,12 +138,12 @@ def test_java_master_rmqd_slave(java_master_rmqd_slave, mqadmin_shell):
     master, slave, clients = p["master"], p["slave"], p["clients"]
     out = mqadmin_shell.run("updateTopic", "-b", master.addr, "-t", "HaMixB", "-r", "4", "-w", "4").stdout
     assert "success" in out, out
-    wait_until(lambda: "HaMixB" in topic_names(slave.addr), 30, "mqadmin updateTopic on the Java master reaches "
+    wait_until(lambda: "HaMixB" in topic_names(slave.addr), 30, what="mqadmin updateTopic on the Java master reaches "
                                                                 "the rmqd slave (SlaveSynchronize)")
-    wait_until(lambda: "connected to master" in slave.log_text(), 30, "rmqd slave connected to the Java master")
+    wait_until(lambda: "connected to master" in slave.log_text(), 30, what="rmqd slave connected to the Java master")
     res = clients.call(cmd="produce", topic="HaMixB", count=COUNT, threads=4, prefix="b", size=1000)
     assert len(res["ok"]) == COUNT and res["failed"] == 0, {k: v for k, v in res.items() if k != "ok"}
-    wait_until(lambda: max_offset(slave.addr) == max_offset(master.addr), 30, "rmqd slave caught up")
+    wait_until(lambda: max_offset(slave.addr) == max_offset(master.addr), 30, what="rmqd slave caught up")
     assert len(same_commitlog(master.store_dir / "commitlog", p["root"] / "slave" / "commitlog")) >= 2
     assert set(res["ok"]) <= read_all_keys(slave.addr, "HaMixB")
     rmqd_slave, java_master = runtime_info(slave.addr), runtime_info(master.addr)
@@ -152,7 +154,7 @@ def test_java_master_rmqd_slave(java_master_rmqd_slave, mqadmin_shell):
     master.kill()
     clients.call(cmd="consume", group="HaMixBReaders", topic="HaMixB")
     wait_until(lambda: set(clients.call(cmd="report", group="HaMixBReaders")["keys"]) >= set(res["ok"]), 90,
-               "a Java push consumer reads everything from the rmqd slave while the Java master is down")
+               what="a Java push consumer reads everything from the rmqd slave while the Java master is down")
     clients.call(cmd="stopConsumer", group="HaMixBReaders")
     lite = clients.call(cmd="litePull", group="HaMixBLite", topic="HaMixB", expect=COUNT, timeoutMs=90_000,
                         timeout=150)

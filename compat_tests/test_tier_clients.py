@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import re
-import sys
 
 import pytest
 
@@ -19,8 +17,6 @@ from scenarios import run
 from rmqd.admin.main import main as admin_cli
 from rmqd.store.message import offset_msg_id
 from rmqd.testing.embedded import EmbeddedServer
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "java"))
 
 COUNT = 300
 

@@ -40,6 +40,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "compat_tests"))
+sys.path.insert(0, os.path.join(HERE, ".."))                  # tests.kit (compat_tests' modules import it)
 
 from benchenv import machine_line  # noqa: E402
 from clientrunner import run_client_script  # noqa: E402

@@ -30,6 +30,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "compat_tests"))
+sys.path.insert(0, REPO)                                       # tests.kit (compat_tests' modules import it)
 
 from benchenv import machine_line  # noqa: E402
 from clientrunner import run_client_script  # noqa: E402

@@ -31,6 +31,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 TREE = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "compat_tests"))
+sys.path.insert(0, os.path.join(HERE, ".."))                  # tests.kit (compat_tests' modules import it)
 from benchenv import machine_line  # noqa: E402
 from scenarios import create_topic  # noqa: E402
 

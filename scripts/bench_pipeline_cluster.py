@@ -33,7 +33,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(REPO, "tests"))
 
 
 def run_job(py: str, args: list[str], master: str, env: dict, conf: list[str]) -> tuple[dict, float]:
@@ -64,7 +63,7 @@ def main() -> None:
         a.messages, a.rounds, a.segment_mb = 20_000, 1, 4
     from bench_pipeline import fill_store, fill_tier, in_child
     from benchenv import machine_line
-    from spark_cluster.standalone import (StandaloneCluster, clean_env, make_venv, requirement_closure)
+    from tests.spark_cluster.standalone import (StandaloneCluster, clean_env, make_venv, requirement_closure)
 
     work = tempfile.mkdtemp(prefix="rmqd-bench-cluster-")
     cluster = None

@@ -36,10 +36,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "compat_tests"))
+sys.path.insert(0, str(REPO))                      # tests.kit
 
 from benchenv import machine_line  # noqa: E402
 from javakit import ReferenceCluster, free_port_block, java_command, kit_dir  # noqa: E402
-from replication_kit import FILE_SIZE, ReferenceBroker, RmqdProc, max_offset, wait_until  # noqa: E402
+from replication_kit import FILE_SIZE, ReferenceBroker, RmqdProcess, max_offset, wait_until  # noqa: E402
 
 TPS = re.compile(r"Send TPS: (\d+) Max RT\(ms\): (\d+) Average RT\(ms\):\s+([\d.]+) Send Failed: (\d+)")
 WINDOW_S = 10.0
@@ -52,18 +53,18 @@ class RmqdGroup:
     def __init__(self, root: Path, role: str) -> None:
         root.mkdir(parents=True, exist_ok=True)
         base = free_port_block(12)
-        self.ns = RmqdProc(root / "namesrv.log", "namesrv", "--port", str(base))
+        self.ns = RmqdProcess("namesrv", "--port", str(base), log_path=root / "namesrv.log").start()
         self.namesrv = self.ns.addr
         mconf = root / "m.conf"
         mconf.write_text(f"brokerRole={role}\nmappedFileSizeCommitLog={FILE_SIZE * 256}\n")
         sconf = root / "s.conf"
         sconf.write_text(f"brokerRole=SLAVE\nbrokerId=1\nmappedFileSizeCommitLog={FILE_SIZE * 256}\n")
-        self.master = RmqdProc(root / "master.log", "--log-level", "WARNING", "broker", "-n", self.namesrv,
-                               "--broker-port", str(base + 3), "--store-dir", str(root / "master"), "-c", str(mconf),
-                               "--grpc-port", "0")
-        self.slave = RmqdProc(root / "slave.log", "--log-level", "WARNING", "broker", "-n", self.namesrv,
-                              "--broker-port", str(base + 8), "--store-dir", str(root / "slave"), "-c", str(sconf),
-                              "--grpc-port", "0")
+        self.master = RmqdProcess("broker", "-n", self.namesrv, "--broker-port", str(base + 3), "--store-dir",
+                                  str(root / "master"), "-c", str(mconf), "--grpc-port", "0",
+                                  log_path=root / "master.log", log_level="WARNING").start()
+        self.slave = RmqdProcess("broker", "-n", self.namesrv, "--broker-port", str(base + 8), "--store-dir",
+                                 str(root / "slave"), "-c", str(sconf), "--grpc-port", "0",
+                                 log_path=root / "slave.log", log_level="WARNING").start()
         self.master_addr, self.slave_addr = self.master.addr, self.slave.addr
         self.pids = (self.master.proc.pid, self.slave.proc.pid)
 
@@ -203,7 +204,7 @@ def one(kind: str, role: str, root: Path, args) -> dict:
         lat = latency(group, args.latency_s)
         lg = loadgen_point(group, args.latency_s)
         caught = time.monotonic()
-        wait_until(lambda: max_offset(group.slave_addr) == max_offset(group.master_addr), 120, "slave caught up")
+        wait_until(lambda: max_offset(group.slave_addr) == max_offset(group.master_addr), 120, what="slave caught up")
         return {**prod, **sampler.result(), "p50_ms": lat["p50"], "p99_ms": lat["p99"], "p999_ms": lat["p99.9"],
                 "latency_tps": lat["tps"], "statuses": lat["statuses"], "latency_failed": lat["failed"],
                 "catch_up_s": round(time.monotonic() - caught, 2), **lg}

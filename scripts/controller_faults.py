@@ -17,9 +17,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "controller"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))    # the repository: tests.*
 
-from ctlkit import (  # noqa: E402
+from tests.controller.ctlkit import (  # noqa: E402
     ControllerCluster,
     FakeBroker,
     Heartbeater,

@@ -16,9 +16,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "faults"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))    # the repository: tests.*
 
-from faultkit import crash_trials, offset_trial  # noqa: E402
+from tests.faults.faultkit import crash_trials, offset_trial  # noqa: E402
 
 
 def main() -> int:

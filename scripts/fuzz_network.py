@@ -11,10 +11,10 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "faults"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))    # the repository: tests.*
 
-from faultkit import ServerProcess, tail  # noqa: E402
-from netfuzz import run_network_fuzz  # noqa: E402
+from tests.faults.faultkit import ServerProcess, tail  # noqa: E402
+from tests.faults.netfuzz import run_network_fuzz  # noqa: E402
 
 
 def main() -> int:

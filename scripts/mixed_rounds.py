@@ -27,6 +27,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "compat_tests"))
+sys.path.insert(0, REPO)                           # tests.kit, tests.failover (mixed_group imports them)
 
 from fault_rounds import FAULTS  # noqa: E402
 from mixed_group import MIXES, REFERENCE_MIX  # noqa: E402

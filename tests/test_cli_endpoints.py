@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 from rmqd.localports import free_port
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]
 
 READY = re.compile(r"^rmqd ready: name server (\S+), broker (\S+) \(vip \S+\), metrics (\S+), grpc (\S+), "
                    r"console (\S+)$")

@@ -4,18 +4,12 @@ plain_acl.yml at start, and set up with the same topics, groups, users and ACLs 
 One Java reference for the whole session (it takes a minute to start on a loaded machine)."""
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass
 from typing import Iterator
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "grpc"))
-
-from auth_matrix import (AUTH_SETTINGS, JAVA_START_TIMEOUT, PLAIN_ACL_YML, PROXY_AUTH_SETTINGS,  # noqa: E402
-                         setup_broker)
+from auth_matrix import AUTH_SETTINGS, JAVA_START_TIMEOUT, PLAIN_ACL_YML, PROXY_AUTH_SETTINGS, setup_broker
 
 # the short waits of the gRPC tests (invisible times from 1 s, long polls of at most 3 s)
 RMQD_SETTINGS = {"brokerIP1": "127.0.0.1", "minInvisibleTimeMillsForRecv": "1000",

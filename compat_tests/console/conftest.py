@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))                     # javakit, clientrunner
-sys.path.insert(0, str(HERE.parent.parent))              # tests.console.kit
 
 CHROMIUM = os.environ.get("RMQD_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("RMQD_CHROMEDRIVER", "/usr/bin/chromedriver")

@@ -11,7 +11,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from console_java import JavaClients
-from tests.console.kit import ConsoleKit, wait_for
+from tests.console.kit import ConsoleKit
+from tests.kit.waits import wait_until
 from tests.console.test_console_scale import p95 as nearest_rank_p95, populate
 
 pytestmark = pytest.mark.timeout(90)
@@ -67,7 +68,7 @@ def rows(browser, table_id: str) -> list[list[str]]:
 
 
 def live_clients(kit) -> dict:
-    return wait_for(kit.java.started, 40, 0.1, "the Java clients to start")
+    return wait_until(kit.java.started, 40, interval=0.1, what="the Java clients to start")
 
 
 # ------------------------------------------------------------------ cluster and brokers
@@ -216,7 +217,7 @@ def test_group_connections_running_info_and_producers(browser, kit):
 def test_resend_a_message_to_a_live_consumer(browser, kit):
     live_clients(kit)
     msg_id = kit.send(LIVE_TOPIC, b'{"resend": "me"}', queue_id=0, keys="resend-me")
-    wait_for(lambda: any(e["body"] == '{"resend": "me"}' for e in kit.java.received()), 20, what="first delivery")
+    wait_until(lambda: any(e["body"] == '{"resend": "me"}' for e in kit.java.received()), 20, what="first delivery")
     open_page(browser, kit.url() + f"messages/{msg_id}?topic={LIVE_TOPIC}", "message")
     css(browser, "#resend-group").send_keys(LIVE_GROUP)
     css(browser, "#resend-btn").click()
@@ -243,7 +244,7 @@ def test_reset_offset_by_time_and_skip_backlog(browser, kit):
 
 
 def test_lag_trend_chart(browser, kit):
-    wait_for(lambda: len(kit.http().get_json(f"/api/groups/{GROUP}/lag-history")["samples"]) >= 3, 10)
+    wait_until(lambda: len(kit.http().get_json(f"/api/groups/{GROUP}/lag-history")["samples"]) >= 3, 10)
     open_page(browser, kit.url() + f"groups/{GROUP}", "group")
     chart = css(browser, "#lag-chart")
     assert int(chart.get_attribute("data-points")) >= 3

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from rmqd.localports import free_port
-from tests.console.kit import Http, wait_for
+from tests.console.kit import Http
+from tests.kit.waits import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,8 +36,8 @@ def test_pages_read_the_java_cluster(java_console):
     web, ref = java_console
     # right after start the Java broker answers GET_BROKER_RUNTIME_INFO with NoSuchElementException
     # (its stats have no sample yet); the console shows that per broker, so wait for a clean answer
-    ov = wait_for(lambda: (lambda o: o if "error" not in o["brokers"][0] else None)(web.get_json("/api/overview")),
-                  15, 0.5, "the Java broker's runtime info")
+    ov = wait_until(lambda: (lambda o: o if "error" not in o["brokers"][0] else None)(web.get_json("/api/overview")),
+                    15, interval=0.5, what="the Java broker's runtime info")
     (b,) = ov["brokers"]
     assert b["addr"] == ref.broker_addr and b["version"] == "V4_9_8" and ov["mode"] == "remote"
     assert web.get_json(f"/api/brokers/{ref.broker_addr}")["config"]["brokerClusterName"]
@@ -49,8 +50,8 @@ def test_pages_read_the_java_cluster(java_console):
 def test_create_send_read_and_delete_on_the_java_broker(java_console):
     web, ref = java_console
     web.post_json("/api/topics", {"topic": "RmqdConsoleOnJava", "readQueueNums": 2, "writeQueueNums": 2})
-    t = wait_for(lambda: (lambda r: json.loads(r[2]) if r[0] == 200 else None)(web.get("/api/topics/RmqdConsoleOnJava")),
-                 10, 0.2, "the topic route")
+    t = wait_until(lambda: (lambda r: json.loads(r[2]) if r[0] == 200 else None)(web.get("/api/topics/RmqdConsoleOnJava")),
+                   10, interval=0.2, what="the topic route")
     assert [q["queueId"] for q in t["queues"]] == [0, 1]
     sent = web.post_json("/api/topics/RmqdConsoleOnJava/send", {"body": '{"on": "java"}', "keys": "jk"})
     m = web.get_json(f"/api/messages/{sent['msgId']}?topic=RmqdConsoleOnJava")
@@ -58,8 +59,8 @@ def test_create_send_read_and_delete_on_the_java_broker(java_console):
     now = int(time.time() * 1000)
     listed = web.get_json(f"/api/messages?topic=RmqdConsoleOnJava&begin={now - 600_000}&end={now + 1000}")
     assert [x["msgId"] for x in listed["messages"]] == [sent["msgId"]]
-    by_key = wait_for(lambda: web.get_json("/api/messages?topic=RmqdConsoleOnJava&key=jk")["messages"], 10, 0.3,
-                      "the Java broker's index")
+    by_key = wait_until(lambda: web.get_json("/api/messages?topic=RmqdConsoleOnJava&key=jk")["messages"], 10, interval=0.3,
+                        what="the Java broker's index")
     assert by_key[0]["msgId"] == sent["msgId"]
     web.post_json("/api/topics/RmqdConsoleOnJava/delete", {})
     web.get_json("/api/topics/RmqdConsoleOnJava", status=404)

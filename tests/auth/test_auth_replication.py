@@ -45,20 +45,20 @@ def test_a_slave_copies_users_and_acls_and_signs_its_sync(group_factory) -> None
     assert signed(master.address, 17, topic_ext).code == 0
     t0 = time.monotonic()
     make_user(master.address)
-    wait_until(lambda: slave.auth.store.state.users.get("replicated"), 10, 0.05, "the user on the slave")
+    wait_until(lambda: slave.auth.store.state.users.get("replicated"), 10, interval=0.05, what="the user on the slave")
     print(f"user on the slave {time.monotonic() - t0:.2f} s after its creation")
     assert slave.auth.store.state.version == master.auth.store.state.version
-    wait_until(lambda: slave.topic_config_manager.get("ReplTopic"), 10, 0.05, "the topic on the slave (a signed sync)")
+    wait_until(lambda: slave.topic_config_manager.get("ReplTopic"), 10, interval=0.05, what="the topic on the slave (a signed sync)")
     # the slave decides with its copy
     r = signed(slave.address, 3005, {"filter": "repl"}, cred=("replicated", "replPass01"))
     assert r.code == 0 and json.loads(bytes(r.body))[0]["username"] == "replicated"
     # a change and a deletion follow
     assert signed(master.address, 3002, {"username": "replicated"}, {"userStatus": "disable"}).code == 0
-    wait_until(lambda: slave.auth.store.state.users["replicated"].user_status.value == "disable", 10, 0.05, "disable")
+    wait_until(lambda: slave.auth.store.state.users["replicated"].user_status.value == "disable", 10, interval=0.05, what="disable")
     r = signed(slave.address, 3005, {}, cred=("replicated", "replPass01"))
     assert (r.code, r.remark) == (16, "User:replicated is disabled.")
     assert signed(master.address, 3003, {"username": "replicated"}).code == 0
-    wait_until(lambda: "replicated" not in slave.auth.store.state.users, 10, 0.05, "the deletion on the slave")
+    wait_until(lambda: "replicated" not in slave.auth.store.state.users, 10, interval=0.05, what="the deletion on the slave")
     assert "User:replicated" not in slave.auth.store.state.acls
     # the copy needs a super user: a normal user's signature is refused
     signed(master.address, 3001, {"username": "plain"}, {"password": "plainPass1"})
@@ -66,6 +66,7 @@ def test_a_slave_copies_users_and_acls_and_signs_its_sync(group_factory) -> None
     assert r.code == 16
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_users_survive_a_kill9_failover_in_controller_mode(tmp_path) -> None:
     group = FailoverGroup(str(tmp_path), replicas=2, **AUTH)
@@ -73,13 +74,13 @@ def test_users_survive_a_kill9_failover_in_controller_mode(tmp_path) -> None:
         group.start_all()
         st = wait_until(lambda: (lambda s: s if s and s.get("masterBrokerId") is not None and
                                  len(s.get("inSyncReplicas") or ()) >= 2 else None)(group.sync_state()),
-                        60, 0.1, "a master and 2 in-sync replicas")
+                        60, interval=0.1, what="a master and 2 in-sync replicas")
         old = st["masterAddress"]
         topic_ext = {"topic": "ReplTopic", "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1",
                      "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
-        wait_until(lambda: signed(old, 17, topic_ext).code == 0, 30, 0.5, "the topic made on the master")
+        wait_until(lambda: signed(old, 17, topic_ext).code == 0, 30, interval=0.5, what="the topic made on the master")
         wait_until(lambda: signed(old, 3001, {"username": "replicated"}, {"password": "replPass01"}).code in (0, 16),
-                   30, 0.5, "the user made (answered once the in-sync replica holds it)")
+                   30, interval=0.5, what="the user made (answered once the in-sync replica holds it)")
         r = signed(old, 3006, {"subject": "User:replicated"}, ACL)
         assert r.code == 0, (r.code, r.remark)
         group.kill9(group.index_of(old))

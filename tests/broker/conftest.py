@@ -1,37 +1,21 @@
-"""Fixtures: a BrokerController (and optionally a NameServer) on its own uvloop thread.
+"""Fixtures: a BrokerController (and optionally a NameServer) on the test's loop thread (``loop_thread``,
+tests/conftest.py).
 
 Tests talk to it with the blocking client, byte-exact, like a real client would.
 """
 from __future__ import annotations
 
-import asyncio
-import threading
 from typing import Any, Callable
 
 import pytest
-import uvloop
 
 from rmqd.broker_controller import BrokerController
 from rmqd.config import BrokerConfig
 from rmqd.remoting.client import BlockingClient
-from rmqd.remoting.command import new_request
+from tests.kit.loop import LoopThread
 
-
-class LoopThread:
-    """An event loop running in a daemon thread; ``call(coro_fn)`` runs a coroutine on it."""
-
-    def __init__(self) -> None:
-        self.loop = uvloop.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="test-loop", daemon=True)
-        self.thread.start()
-
-    def call(self, coro: Any, timeout: float = 20.0) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
+#: how long a broker's start or close may take on the loop thread
+CALL_TIMEOUT_S = 20.0
 
 
 def make_config(store_dir: str, **overrides: Any) -> BrokerConfig:
@@ -53,7 +37,7 @@ class BrokerHarness:
         broker = BrokerController(cfg)
         if setup is not None:
             setup(broker)
-        self.lt.call(broker.start())
+        self.lt.call(broker.start(), CALL_TIMEOUT_S)
         self.broker = broker
         return broker
 
@@ -62,20 +46,13 @@ class BrokerHarness:
             c.close()
         self.clients.clear()
         if self.broker is not None:
-            self.lt.call(self.broker.close())
+            self.lt.call(self.broker.close(), CALL_TIMEOUT_S)
             self.broker = None
 
     def client(self) -> BlockingClient:
         c = BlockingClient(self.broker.address, timeout=5.0)
         self.clients.append(c)
         return c
-
-
-@pytest.fixture
-def loop_thread():
-    lt = LoopThread()
-    yield lt
-    lt.stop()
 
 
 @pytest.fixture
@@ -93,11 +70,3 @@ def broker(harness):
 @pytest.fixture
 def client(harness, broker):
     return harness.client()
-
-
-def send_v2(client: BlockingClient, topic: str, body: bytes = b"hello", queue_id: int = 0,
-            properties: str = "", code: int = 310, **extra: str):
-    ext = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
-           "g": "1700000000000", "h": "0", "i": properties, "j": "0", "k": "false", "m": "false"}
-    ext.update(extra)
-    return client.invoke(new_request(code, ext, body))

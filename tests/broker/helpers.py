@@ -7,6 +7,7 @@ import struct
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import FrameReader, RemotingCommand, new_request
 from rmqd.store.message import decode_messages
+from tests.kit import clients
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "cpp_frames")
 
@@ -28,6 +29,13 @@ def invoke_raw(client: BlockingClient, name: str, timeout: float = 5.0,
         data = data.replace(*replace)
     client.send_raw(data)
     return client.wait_response(cmd.opaque, timeout)
+
+
+def send_v2(client: BlockingClient, topic: str, body: bytes = b"hello", queue_id: int = 0, properties: str = "",
+            code: int = 310, **fields: str) -> RemotingCommand:
+    """tests/kit/clients.py's send with the born time of the captured frames; ``fields``: raw header entries."""
+    return clients.send_v2(client, topic, body, queue_id, properties, code=code, born_ms=1700000000000,
+                           fields=fields)
 
 
 def batch_body(messages: list[tuple[bytes, str]]) -> bytes:

@@ -2,16 +2,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 
 import pytest
-from conftest import send_v2
 
 from rmqd.remoting.busy_poll import BusyPoll
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
-import loadgen  # noqa: E402
+from scripts import loadgen
+from tests.broker.helpers import send_v2
 
 
 def test_busy_poll_spins_after_close_reads_and_stops_after_the_budget():

@@ -6,18 +6,10 @@ import threading
 import time
 
 import orjson
-from helpers import heartbeat, invoke_raw, sub
 
 from rmqd.remoting.command import new_request, new_response
-
-
-def _wait(pred, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return False
+from tests.broker.helpers import heartbeat, invoke_raw, sub
+from tests.kit.waits import poll
 
 
 def consumer_list(client, group):
@@ -37,7 +29,7 @@ def test_heartbeat_registers_and_notifies(broker, harness):
     assert r.code == 0 and r.version == 409
     assert broker.topic_config_manager.get("%RETRY%G") is not None
     r = heartbeat(c2, "id-2", "G", [sub("T")])
-    assert _wait(lambda: any(x.code == 40 for x in (_drain(c1, 0.05))))
+    assert poll(lambda: any(x.code == 40 for x in (_drain(c1, 0.05))), 3.0, interval=0.02)
     n1 = [x for x in c1.server_requests if x.code == 40]
     assert n1[-1].ext_fields == {"consumerGroup": "G"} and n1[-1].flag & 2
     r = consumer_list(c1, "G")
@@ -49,9 +41,9 @@ def test_heartbeat_registers_and_notifies(broker, harness):
     assert len(_drain(c1, 0.05)) == before
     # a connection close removes the consumer and notifies the rest
     c2.close()
-    assert _wait(lambda: consumer_list(c1, "G").code == 0 and
-                 orjson.loads(consumer_list(c1, "G").body_bytes())["consumerIdList"] == ["id-1"])
-    assert _wait(lambda: len(_drain(c1, 0.05)) > before)
+    assert poll(lambda: consumer_list(c1, "G").code == 0 and
+                 orjson.loads(consumer_list(c1, "G").body_bytes())["consumerIdList"] == ["id-1"], 3.0, interval=0.02)
+    assert poll(lambda: len(_drain(c1, 0.05)) > before, 3.0, interval=0.02)
 
 
 def test_unregister_client(broker, client):
@@ -97,7 +89,7 @@ def test_channel_expiry(harness):
     broker = harness.start(setup=fast)
     c = harness.client()
     heartbeat(c, "id-1", "G", [sub("T")], producer_group="PG")
-    assert _wait(lambda: broker.consumer_manager.get("G") is None and not broker.producer_manager.get("PG"))
+    assert poll(lambda: broker.consumer_manager.get("G") is None and not broker.producer_manager.get("PG"), 3.0, interval=0.02)
 
 
 def test_check_client_config(broker, client):

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import time
 
-from conftest import send_v2
-from helpers import invoke_raw, messages, pull
 
 from rmqd.config import NamesrvConfig
 from rmqd.namesrv.server import NameServer
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
+from tests.broker.conftest import CALL_TIMEOUT_S
+from tests.broker.helpers import invoke_raw, messages, pull, send_v2
 
 
 def q(client, code, **ext):
@@ -101,7 +101,7 @@ def test_offsets_persisted_periodically(harness):
 
 def test_registers_with_name_server(loop_thread, harness, tmp_path):
     ns = NameServer(NamesrvConfig(listenPort=0, kvConfigPath=str(tmp_path / "kv.json")))
-    loop_thread.call(ns.start())
+    loop_thread.call(ns.start(), CALL_TIMEOUT_S)
     try:
         broker = harness.start(namesrvAddr=ns.address)
         nc = BlockingClient(ns.address)
@@ -116,7 +116,7 @@ def test_registers_with_name_server(loop_thread, harness, tmp_path):
             route = r.body_bytes().decode()
             assert broker.address in route and '"writeQueueNums":4' in route
             # a consumer heartbeat creates %RETRY%<group>, also routable at once
-            from helpers import heartbeat, sub
+            from tests.broker.helpers import heartbeat, sub
             heartbeat(c, "id", "NG", [sub("Fresh")])
             assert nc.invoke(new_request(105, {"topic": "%RETRY%NG"})).code == 0
             r = nc.invoke(new_request(106))
@@ -127,4 +127,4 @@ def test_registers_with_name_server(loop_thread, harness, tmp_path):
         finally:
             nc.close()
     finally:
-        loop_thread.call(ns.close())
+        loop_thread.call(ns.close(), CALL_TIMEOUT_S)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from conftest import send_v2
-from helpers import heartbeat, invoke_raw, messages, pull, sub
+from tests.broker.helpers import heartbeat, invoke_raw, messages, pull, send_v2, sub
 
 SUB = 4        # PullSysFlag.SUBSCRIPTION
 SUSPEND = 2

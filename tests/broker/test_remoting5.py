@@ -6,11 +6,10 @@ from __future__ import annotations
 import time
 
 import orjson
-from conftest import send_v2
-from helpers import heartbeat, messages, pull, sub
 
 from rmqd.remoting import fastjson
 from rmqd.remoting.command import new_request
+from tests.broker.helpers import heartbeat, messages, pull, send_v2, sub
 
 
 def _create(client, topic, queues=1):

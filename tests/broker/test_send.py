@@ -1,11 +1,10 @@
 """SEND_MESSAGE 10 / 310 / 320 and batches: response fields, checks, auto-create (README §3.2)."""
 from __future__ import annotations
 
-from conftest import send_v2
-from helpers import batch_body, invoke_raw, messages, pull
 
 from rmqd.remoting.command import new_request
 from rmqd.store.message import decode_offset_msg_id
+from tests.broker.helpers import batch_body, invoke_raw, messages, pull, send_v2
 
 
 def test_send_v2_response_fields(broker, client):

@@ -9,11 +9,10 @@ from __future__ import annotations
 import socket
 
 import pytest
-from conftest import send_v2
-from helpers import messages, pull
 
 from rmqd.remoting.command import (ROCKETMQ, FrameReader, encode_frame_bytes, new_request, new_response,
                                    prepare_reply)
+from tests.broker.helpers import messages, pull, send_v2
 
 JAVA_PROPS = "UNIQ_KEY\x01AC11000100002A9F00000000000000A1\x02WAIT\x01true\x02TAGS\x01TagA\x02KEYS\x01k1 k2\x02"
 CPP_PROPS = "TAGS\x01TagB\x02KEYS\x01kk\x02WAIT\x01true\x02UNIQ_KEY\x01ABC\x02a\x01b"
@@ -345,6 +344,7 @@ def bin_frame(ext: dict, body: bytes, opaque: int, code: int = 310) -> bytes:
     return encode_frame_bytes(cmd)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,over,raw", BIN_VARIANTS, ids=[v[0] for v in BIN_VARIANTS])
 def test_rocketmq_headers_answer_like_the_processor(broker, client, case, over, raw):
     send_v2(client, "LaneBin")

@@ -8,7 +8,7 @@ import pytest
 from rmqd.cython_ext import compaction as _cx
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.store.message import MessageToStore
-from compaction.helpers import TOPIC, open_store
+from tests.compaction.helpers import TOPIC, open_store
 
 KEYS = 1_000_000
 MAP_KEYS = 100_000
@@ -25,6 +25,7 @@ def keys_and_bodies(log: bytes):
         pos += f[0]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)     # ~25 s on a quiet 2-core machine; past the 120 s default at load 15-25
 def test_million_keys_in_bounded_memory(tmp_path):
     store = open_store(tmp_path / "s", log_file_size=16 << 20, commitlog_size=256 << 20,

@@ -205,6 +205,7 @@ def test_offset_codes_come_from_the_compaction_store_after_retention(tmp_path):
         assert got[0].queue_offset == first and got[0].store_timestamp == first_ts
 
 
+@pytest.mark.slow
 def test_scheduled_runs_compact_without_a_command(tmp_path):
     """compactionScheduleInternal: the background schedule compacts (and counts its runs) by itself."""
     props = dict(PROPS, compactionScheduleInternal=200)
@@ -227,6 +228,7 @@ def test_scheduled_runs_compact_without_a_command(tmp_path):
         assert row["failures"] == 0 and row["last_compacted_offset"] > 0
 
 
+@pytest.mark.slow
 def test_broker_conf_compaction_settings(tmp_path):
     """enableCompaction, maxOffsetMapSize and compactionThreadNum read from a broker.conf (the Java names)."""
     from rmqd.config import compaction_config_from

@@ -10,14 +10,14 @@ import textwrap
 import pytest
 
 from rmqd.store.message import MessageToStore
-from compaction.helpers import TOPIC, newest_per_key, open_store, read_all
+from tests.compaction.helpers import TOPIC, newest_per_key, open_store, read_all
+from tests.kit.processes import child_env
 
 STEPS = ["build", "writing", "write", "rename", "moved-log", "installed", "checkpoint"]
 
 CHILD = textwrap.dedent("""
-    import os, sys
-    sys.path.insert(0, {tests!r})
-    from compaction.helpers import open_store, TOPIC
+    import os
+    from tests.compaction.helpers import open_store, TOPIC
     store = open_store({root!r}, map_bytes={map_bytes})
     seen = {{}}
     def hook(step):
@@ -28,8 +28,6 @@ CHILD = textwrap.dedent("""
     store.compaction.compact(TOPIC, 0)
     os._exit(3)      # the step never came: the test would be meaningless
 """)
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _prepare(root):
@@ -59,13 +57,14 @@ def _expected(store, sent):
     return want + [s for s in sent if s[0] >= active_from]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", STEPS)
 def test_kill_at_step_then_restart(tmp_path, step):
     root = str(tmp_path / "s")
     sent = _prepare(root)
     nth = 2 if step in ("writing", "write", "rename", "moved-log", "installed") else 1
-    script = CHILD.format(tests=os.path.join(REPO, "tests"), root=root, map_bytes=400 * 24, step=step, nth=nth)
-    rc = subprocess.run([sys.executable, "-c", script], timeout=60).returncode
+    script = CHILD.format(root=root, map_bytes=400 * 24, step=step, nth=nth)
+    rc = subprocess.run([sys.executable, "-c", script], timeout=60, env=child_env()).returncode
     assert rc == 9, f"child exited {rc}, not killed at {step}"
     store = open_store(root, map_bytes=400 * 24)
     for d in ("compactionLog", "compactionCq"):

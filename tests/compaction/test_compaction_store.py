@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from rmqd.store.message_store import GetMessageStatus
-from compaction.helpers import TOPIC, newest_per_key, open_store, put, read_all
+from tests.compaction.helpers import TOPIC, newest_per_key, open_store, put, read_all
 
 
 def _fill(store, versions=50, keys=10, filler=400, size=100):

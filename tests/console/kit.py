@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import http.cookiejar
 import json
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -151,16 +150,6 @@ class ConsoleKit:
         req.version = 409
         assert c.invoke(req, 5).code == 0
         return c
-
-
-def wait_for(pred, timeout: float = 5.0, interval: float = 0.05, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def props(**kv: str) -> str:

@@ -87,9 +87,9 @@ def test_acl_page_lists_accounts_and_white_list_never_secrets(tmp_path):
         assert rows["consoleAdmin01"]["admin"] == "yes" and rows["consoleAdmin01"]["file"] == str(acl)
         # an edit to the file shows on the next load (the broker reloads it within a second)
         acl.write_text(ACL_YAML.replace("consoleApp01", "consoleApp02"))
-        from tests.console.kit import wait_for
-        wait_for(lambda: "consoleApp02" in kit.http().get("/api/features")[2].decode(), timeout=10,
-                 what="the edited ACL file on the page")
+        from tests.kit.waits import wait_until
+        wait_until(lambda: "consoleApp02" in kit.http().get("/api/features")[2].decode(), timeout=10,
+                   what="the edited ACL file on the page")
     finally:
         kit.stop()
 

@@ -15,7 +15,8 @@ import pytest
 from rmqd.console import app as console_app
 from rmqd.console.view import RemoteClusterView
 
-from tests.console.kit import ConsoleKit, Http, wait_for
+from tests.console.kit import ConsoleKit, Http
+from tests.kit.waits import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -146,7 +147,7 @@ def test_groups_list_detail_and_lag(web):
 
 
 def test_lag_history_is_sampled(web):
-    hist = wait_for(lambda: (lambda h: h if len(h["samples"]) >= 2 else None)(
+    hist = wait_until(lambda: (lambda h: h if len(h["samples"]) >= 2 else None)(
         web.get_json(f"/api/groups/{GROUP}/lag-history")), 5, what="two lag samples")
     assert all(s["lag"] >= 0 and s["t"] > 0 for s in hist["samples"])
 
@@ -262,8 +263,8 @@ def test_dlq_browse_and_resend(web, kit):
 def run_search(web, query: str) -> dict:
     job = web.get_json(f"/api/search?{query}")
     assert {"scanned", "total", "done", "matches"} <= set(job)
-    return wait_for(lambda: (lambda j: j if j["done"] else None)(web.get_json(f"/api/search/{job['id']}")), 10,
-                    what="search to finish")
+    return wait_until(lambda: (lambda j: j if j["done"] else None)(web.get_json(f"/api/search/{job['id']}")), 10,
+                      what="search to finish")
 
 
 def test_search_with_progress(web, kit):
@@ -463,11 +464,11 @@ def test_create_group_delete_method_and_search_cancel(web, kit):
     job = web.get_json(f"/api/search?topic={TOPIC}&q=x&max=100000")
     cancelled = web.post_json(f"/api/search/{job['id']}/cancel", {})
     assert cancelled["cancelled"] is True
-    done = wait_for(lambda: (lambda j: j if j["done"] else None)(web.get_json(f"/api/search/{job['id']}")), 10)
+    done = wait_until(lambda: (lambda j: j if j["done"] else None)(web.get_json(f"/api/search/{job['id']}")), 10)
     assert done["cancelled"] is True
 
 
 def test_lag_trend_samples_agree_with_the_group_page(web, kit):
     lag = web.get_json(f"/api/groups/{GROUP}")["lag"]
-    wait_for(lambda: web.get_json(f"/api/groups/{GROUP}/lag-history")["samples"][-1]["lag"] == lag, 5,
-             what="a sample equal to the page's lag")
+    wait_until(lambda: web.get_json(f"/api/groups/{GROUP}/lag-history")["samples"][-1]["lag"] == lag, 5,
+               what="a sample equal to the page's lag")

@@ -18,7 +18,8 @@ from rmqd.store.message import MessageToStore, encode_properties
 
 from rmqd.console.app import STATE
 
-from tests.console.kit import ConsoleKit, wait_for
+from tests.console.kit import ConsoleKit
+from tests.kit.waits import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -68,6 +69,7 @@ def kit(tmp_path_factory):
         k.stop()
 
 
+@pytest.mark.slow
 def test_searches_and_pages_do_not_stall_sends(kit):
     broker = kit.broker_addr
     send_latencies(broker, 20)                                       # warm the connection and the topic
@@ -96,7 +98,7 @@ def test_searches_and_pages_do_not_stall_sends(kit):
         t.start()
     try:
         loaded = send_latencies(broker, 150)
-        wait_for(lambda: all(web.get_json(f"/api/search/{j}")["done"] for j in jobs), 30, 0.1, "the searches")
+        wait_until(lambda: all(web.get_json(f"/api/search/{j}")["done"] for j in jobs), 30, interval=0.1, what="the searches")
     finally:
         stop.set()
         for t in threads:

@@ -1,15 +1,10 @@
 """Fixtures of the controller tests (helpers in ctlkit.py)."""
 from __future__ import annotations
 
-import os
-import sys
+import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-import pytest  # noqa: E402
-
-from ctlkit import InProcessController, find_leader, free_ports  # noqa: E402
-from rmqd.controller.config import ControllerConfig  # noqa: E402
+from rmqd.controller.config import ControllerConfig
+from tests.controller.ctlkit import InProcessController, find_leader, free_ports
 
 
 @pytest.fixture(scope="session")

@@ -1,44 +1,38 @@
 """Harness of the controller tests and scripts/controller_faults.py.
 
-* ``ControllerProcess``: ``python -m rmqd.cli controller -c FILE`` in a subprocess (kill -9, restart);
+* ``ControllerProcess`` (tests/kit/processes.py): ``python -m rmqd.cli controller -c FILE`` in a subprocess;
 * ``InProcessController``: one controller node on a background uvloop thread (fast single-node tests);
 * ``FakeBroker``: a broker of a replica group as the controller sees it: GET_NEXT_BROKER_ID, APPLY_BROKER_ID,
   REGISTER_BROKER, BROKER_HEARTBEAT, ELECT_MASTER over the wire, and a listening socket that records the
   NOTIFY_BROKER_ROLE_CHANGED pushes;
 * ``Heartbeater``: a thread sending each live fake broker's heartbeat to every controller;
-* ``TcpProxy``: a fault-injecting TCP proxy (pass / cut) put on the Raft links between controllers.
+* ``ControllerCluster``: controller processes whose Raft links each go through a ``FaultProxy``
+  (tests/kit/netfaults.py) that can cut them.
 """
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-from typing import Callable, Iterable, Optional
+from typing import Iterable, Optional
 
 import orjson
 
 from rmqd.localports import free_ports
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import FrameReader, RemotingCommand, new_request
+from tests.kit import clients
+from tests.kit.loop import LoopThread
+from tests.kit.netfaults import FaultProxy
+from tests.kit.processes import REPO, ControllerProcess
+from tests.kit.waits import wait_until
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+__all__ = ["REPO", "NOT_LEADER", "ControllerProcess", "InProcessController", "FakeBroker", "Heartbeater",
+           "ControllerCluster", "free_ports", "wait_until", "call", "conf_text", "find_leader", "agreed_leader",
+           "metadata", "sync_state_set_body"]
+
 NOT_LEADER = 2007
-
-
-def wait_until(predicate: Callable[[], object], timeout: float, interval: float = 0.05, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not reached within {timeout}s")
-        time.sleep(interval)
 
 
 def conf_text(peers: dict[str, str], self_id: str, store: str, raft: dict[str, str], **extra: object) -> str:
@@ -54,123 +48,37 @@ def conf_text(peers: dict[str, str], self_id: str, store: str, raft: dict[str, s
 
 
 # ------------------------------------------------------------------------------------------- controllers
-class ControllerProcess:
-    """One ``rmqd controller`` subprocess."""
-
-    def __init__(self, conf_path: str, log_path: str, addr: str, wrap: tuple[str, ...] = ()) -> None:
-        """``wrap`` goes before the command (``ip netns exec NS``: a host of compat_tests/netkit.py)."""
-        self.conf_path = conf_path
-        self.log_path = log_path
-        self.addr = addr
-        self.wrap = tuple(wrap)
-        self.proc: Optional[subprocess.Popen] = None
-
-    def start(self, timeout: float = 30.0) -> "ControllerProcess":
-        logf = open(self.log_path, "a")
-        logf.write(f"==== start at {time.time():.3f}\n")
-        logf.flush()
-        env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
-        cmd = [*self.wrap, sys.executable, "-m", "rmqd.cli", "--log-level", "INFO", "controller", "-c", self.conf_path]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logf, cwd=REPO, env=env, text=True)
-        logf.close()
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self.proc.stdout.readline()
-            if line.startswith("rmqd ready:"):
-                break
-            if not line:
-                raise RuntimeError(f"controller exited with {self.proc.wait(5)}; log {self.log_path}:\n"
-                                   + tail(self.log_path))
-            if time.monotonic() > deadline:
-                self.kill()
-                raise TimeoutError(f"controller did not start; log {self.log_path}")
-        threading.Thread(target=_drain, args=(self.proc,), daemon=True).start()
-        return self
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-
-def _drain(proc: subprocess.Popen) -> None:
-    try:
-        for _ in proc.stdout:
-            pass
-    except (OSError, ValueError):
-        pass
-
-
-def tail(path: str, n: int = 40) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-    except OSError as exc:
-        return f"(no log: {exc})"
-
-
 class InProcessController:
     """A ControllerServer on its own uvloop thread in this process."""
 
     def __init__(self, config) -> None:
         self.config = config
         self.server = None
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._thread: Optional[threading.Thread] = None
+        self._lt: Optional[LoopThread] = None
 
     def start(self, timeout: float = 15.0) -> "InProcessController":
-        import uvloop
-
         from rmqd.controller.server import ControllerServer
 
-        ready = threading.Event()
-        failure: list[BaseException] = []
-        self._loop = uvloop.new_event_loop()
+        async def boot() -> ControllerServer:
+            server = ControllerServer(self.config)
+            await server.start()
+            return server
 
-        def run() -> None:
-            asyncio.set_event_loop(self._loop)
-
-            async def boot() -> None:
-                try:
-                    self.server = ControllerServer(self.config)
-                    await self.server.start()
-                except BaseException as exc:
-                    failure.append(exc)
-                finally:
-                    ready.set()
-
-            self._loop.run_until_complete(boot())
-            if not failure:
-                self._loop.run_forever()
-            self._loop.close()
-
-        self._thread = threading.Thread(target=run, name="rmqd-controller", daemon=True)
-        self._thread.start()
-        if not ready.wait(timeout):
-            raise TimeoutError("controller did not start")
-        if failure:
-            raise failure[0]
+        self._lt = LoopThread(name="rmqd-controller")
+        try:
+            self.server = self._lt.call(boot(), timeout)
+        except BaseException:
+            self._lt.stop()
+            self._lt = None
+            raise
         return self
 
     def stop(self) -> None:
-        if self._loop is None:
+        if self._lt is None:
             return
-        asyncio.run_coroutine_threadsafe(self.server.close(), self._loop).result(20)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop = None
+        self._lt.call(self.server.close(), 20)
+        self._lt.stop()
+        self._lt = None
 
     @property
     def addr(self) -> str:
@@ -205,7 +113,7 @@ def find_leader(addrs: Iterable[str], timeout: float = 15.0, exclude: Iterable[s
                 if r.code == 0:
                     return addr
         return None
-    return wait_until(leader, timeout, 0.1, "a controller leader")
+    return wait_until(leader, timeout, interval=0.1, what="a controller leader")
 
 
 def agreed_leader(addrs: Iterable[str], timeout: float = 20.0) -> str:
@@ -216,13 +124,13 @@ def agreed_leader(addrs: Iterable[str], timeout: float = 20.0) -> str:
     def agreed() -> Optional[str]:
         leader = find_leader(addrs, timeout)
         return leader if all((metadata(a) or {}).get("controllerLeaderAddress") == leader for a in addrs) else None
-    return wait_until(agreed, timeout, 0.2, "all controllers agreeing on the leader")
+    return wait_until(agreed, timeout, interval=0.2, what="all controllers agreeing on the leader")
 
 
 def call(addr: str, code: int, ext: Optional[dict] = None, body: Optional[bytes] = None,
          timeout: float = 6.0) -> RemotingCommand:
-    with BlockingClient(addr, timeout) as c:
-        return c.invoke(new_request(code, ext or {}, body), timeout)
+    """tests/kit/clients.py's one-shot call with the controller tests' 6 s."""
+    return clients.call(addr, code, ext, body, timeout)
 
 
 # ------------------------------------------------------------------------------------------- brokers
@@ -370,83 +278,8 @@ def sync_state_set_body(members: list[int], epoch: int) -> bytes:
 
 
 # ------------------------------------------------------------------------------------------- faults
-class TcpProxy:
-    """Forwards ``listen_port`` to ``target``; ``cut()`` drops every connection and refuses new ones until
-    ``heal()`` (a partitioned link)."""
-
-    def __init__(self, target: str, listen_port: int = 0) -> None:
-        host, _, port = target.rpartition(":")
-        self.target = (host, int(port))
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", listen_port))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.addr = f"127.0.0.1:{self.port}"
-        self._cut = False
-        self._closed = False
-        self._lock = threading.Lock()
-        self._open: set[socket.socket] = set()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            if self._cut:
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(self.target, 2.0)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._open.update((client, upstream))
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data or self._cut:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            self._close_pair(src, dst)
-
-    def _close_pair(self, *socks: socket.socket) -> None:
-        with self._lock:
-            for s in socks:
-                self._open.discard(s)
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                s.close()
-
-    def cut(self) -> None:
-        self._cut = True
-        with self._lock:
-            socks = list(self._open)
-        self._close_pair(*socks)
-
-    def heal(self) -> None:
-        self._cut = False
-
-    def close(self) -> None:
-        self._closed = True
-        self.cut()
-        self.sock.close()
-
-
 class ControllerCluster:
-    """``n`` controller processes on loopback; every Raft link i->j goes through its own ``TcpProxy``."""
+    """``n`` controller processes on loopback; every Raft link i->j goes through its own ``FaultProxy``."""
 
     def __init__(self, root: str, n: int = 3, **extra: object) -> None:
         os.makedirs(root, exist_ok=True)
@@ -454,7 +287,7 @@ class ControllerCluster:
         self.ids = [f"n{i}" for i in range(n)]
         self.peers = {pid: f"127.0.0.1:{ports[i]}" for i, pid in enumerate(self.ids)}
         self.raft = {pid: f"127.0.0.1:{ports[n + i]}" for i, pid in enumerate(self.ids)}
-        self.proxies = {(a, b): TcpProxy(self.raft[b]) for a in self.ids for b in self.ids if a != b}
+        self.proxies = {(a, b): FaultProxy(self.raft[b]) for a in self.ids for b in self.ids if a != b}
         self.nodes: dict[str, ControllerProcess] = {}
         for pid in self.ids:
             dial = ";".join(f"{b}-{self.proxies[(pid, b)].addr}" for b in self.ids if b != pid)
@@ -566,8 +399,8 @@ def partition_leader_round(cluster: ControllerCluster, cluster_name: str, name: 
         t0 = time.monotonic()
         new_leader = find_leader(cluster.addrs, 15, exclude=[leader])
         failover = time.monotonic() - t0
-        wait_until(lambda: call(leader, 1004, {"brokerName": name}).code == NOT_LEADER, 10, 0.1,
-                   "the isolated controller stepping down")
+        wait_until(lambda: call(leader, 1004, {"brokerName": name}).code == NOT_LEADER, 10, interval=0.1,
+                   what="the isolated controller stepping down")
         assert call(leader, 1002, {"clusterName": cluster_name, "brokerName": name, "brokerId": members[0],
                                    "designateElect": "true"}).code == NOT_LEADER
         assert replica_info(new_leader, name) == before
@@ -600,7 +433,7 @@ def master_expiry_round(cluster: ControllerCluster, brokers: list[FakeBroker], n
     def new_master() -> Optional[dict]:
         h = replica_info(find_leader(cluster.addrs), name)[0]
         return h if h.get("masterBrokerId") not in (None, str(old_id)) else None
-    header = wait_until(new_master, 20, 0.05, "a new master")
+    header = wait_until(new_master, 20, interval=0.05, what="a new master")
     elapsed = time.monotonic() - t0
     new_id = int(header["masterBrokerId"])
     assert int(header["masterEpoch"]) == old_epoch + 1
@@ -609,7 +442,7 @@ def master_expiry_round(cluster: ControllerCluster, brokers: list[FakeBroker], n
     for b in brokers:
         if b is not master:
             wait_until(lambda b=b: any(c.ext_fields.get("masterEpoch") == str(old_epoch + 1)
-                                       for c in b.sink.role_changes()), 5, 0.05, f"1008 at {b.addr}")
+                                       for c in b.sink.role_changes()), 5, interval=0.05, what=f"1008 at {b.addr}")
     assert not any(c.ext_fields.get("masterEpoch") == str(old_epoch + 1) for c in master.sink.role_changes())
     master.beating = True
     heartbeater.beat_once()

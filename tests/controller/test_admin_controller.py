@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from ctlkit import FakeBroker, Heartbeater, call, sync_state_set_body
 from rmqd.admin.main import main
+from tests.controller.ctlkit import FakeBroker, Heartbeater, call, sync_state_set_body
 
 CLUSTER = "C2"
 NAME = "broker-adm"

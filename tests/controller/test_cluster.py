@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ctlkit import (
+from tests.controller.ctlkit import (
     NOT_LEADER,
     agreed_leader,
     ControllerCluster,
@@ -51,6 +51,7 @@ def group(cluster):
         b.close()
 
 
+@pytest.mark.slow
 def test_register_apply_heartbeat_elect(cluster, group):
     brokers, hb = group
     leader = find_leader(cluster.addrs)
@@ -81,6 +82,7 @@ def test_register_apply_heartbeat_elect(cluster, group):
             assert call(addr, 1004, {"brokerName": GROUP}).code == NOT_LEADER
 
 
+@pytest.mark.slow
 def test_master_heartbeat_expiry_elects_new_master(cluster, group):
     brokers, hb = group
     for _ in range(ROUNDS):
@@ -90,16 +92,19 @@ def test_master_heartbeat_expiry_elects_new_master(cluster, group):
     assert ROUNDS > 1 or replica_info(find_leader(cluster.addrs), GROUP)[0]["masterBrokerId"] == "3"
 
 
+@pytest.mark.slow
 def test_kill_leader_new_leader_state_intact(cluster, group):
     for _ in range(ROUNDS):
         assert kill_leader_round(cluster, CLUSTER, GROUP, [1, 2, 3]) < 8.0
 
 
+@pytest.mark.slow
 def test_partitioned_leader_stops_majority_goes_on(cluster, group):
     for _ in range(ROUNDS):
         assert partition_leader_round(cluster, CLUSTER, GROUP, [1, 2, 3]) < 8.0
 
 
+@pytest.mark.slow
 def test_all_controllers_killed_and_restarted_keep_state(cluster, group):
     before = replica_info(find_leader(cluster.addrs), GROUP)
     next_id = call(find_leader(cluster.addrs), 1012, {"clusterName": CLUSTER, "brokerName": GROUP})

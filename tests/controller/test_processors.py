@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from ctlkit import FakeBroker, Heartbeater, call, sync_state_set_body
 from rmqd.remoting.client import BlockingClient
+from tests.controller.ctlkit import FakeBroker, Heartbeater, call, sync_state_set_body
 
 CLUSTER = "C1"
 

@@ -9,8 +9,8 @@ import socket
 import orjson
 import pytest
 
-from ctlkit import free_ports
 from rmqd.controller.raft import NotLeaderError, RaftNode, RaftStartError
+from tests.controller.ctlkit import free_ports
 
 
 class Counter:
@@ -48,6 +48,7 @@ def member(tmp_path, machine, port, self_id="n0", group="g") -> RaftNode:
                     election_timeout_s=0.4, heartbeat_interval_s=0.05)
 
 
+@pytest.mark.slow
 async def test_commit_snapshot_and_restart(tmp_path):
     (port,) = free_ports(1)
     machine = Counter()

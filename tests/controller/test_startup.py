@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import signal
-import subprocess
-import sys
 
-from ctlkit import REPO, call, find_leader, free_ports, wait_until
+import pytest
+
 from rmqd.cli import main
+from tests.controller.ctlkit import call, find_leader, free_ports
+from tests.kit.processes import READY, RmqdProcess
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:
@@ -45,6 +45,7 @@ def test_missing_peers_is_a_clear_error(tmp_path):
     assert rc == 2 and "controllerDLegerSelfId n5 is not one of controllerDLegerPeers" in err
 
 
+@pytest.mark.slow
 def test_controller_embedded_in_name_server(tmp_path):
     ns_port, ctl_port, raft_port = free_ports(3)
     conf = tmp_path / "namesrv.conf"
@@ -53,21 +54,16 @@ def test_controller_embedded_in_name_server(tmp_path):
                     f"controllerDLegerSelfId=n0\ncontrollerRaftPeers=n0-127.0.0.1:{raft_port}\n"
                     f"controllerStorePath={tmp_path}/DLedgerController\n"
                     f"configStorePath={tmp_path}/controller.properties\n")
-    proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "namesrv", "-c", str(conf)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    proc = RmqdProcess("namesrv", "-c", str(conf), log_path=tmp_path / "namesrv.log", ready=READY)
     try:
-        lines: list[str] = []
-        wait_until(lambda: lines.append(proc.stdout.readline()) or lines[-1].startswith("rmqd ready:") or
-                   proc.poll() is not None, 30, 0, "the name server starting")
-        assert lines[-1].startswith("rmqd ready:"), "".join(lines)
-        assert f"name server 127.0.0.1:{ns_port}" in lines[-1] and f"controller n0 127.0.0.1:{ctl_port}" in lines[-1]
+        ready = proc.start(30).ready_line
+        assert ready.startswith("rmqd ready:"), "".join(proc.lines)
+        assert f"name server 127.0.0.1:{ns_port}" in ready and f"controller n0 127.0.0.1:{ctl_port}" in ready
         assert call(f"127.0.0.1:{ns_port}", 106).code == 0                   # the name server
         leader = find_leader([f"127.0.0.1:{ctl_port}"], 15)                  # and the controller, same process
         assert call(leader, 1012, {"clusterName": "c", "brokerName": "b"}).ext_fields["nextBrokerId"] == "1"
         assert call(f"127.0.0.1:{ns_port}", 1005).code == 3                  # not on the name server's port
     finally:
-        proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(20)
+        rc = proc.stop(20)
     assert rc == 0
     assert os.path.exists(tmp_path / "DLedgerController" / "raft.journal")

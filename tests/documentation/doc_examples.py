@@ -409,11 +409,7 @@ class _in_dir_and_home:
 
 
 def _javakit():
-    sys.path.insert(0, str(REPO / "compat_tests"))
-    try:
-        import javakit
-    finally:
-        sys.path.remove(str(REPO / "compat_tests"))
+    import javakit          # compat_tests/ (pyproject's pythonpath)
     return javakit
 
 
@@ -423,10 +419,5 @@ def _kit() -> Optional[Path]:
 
 def py5_interpreter() -> str:
     """The RocketMQ 5.x Python client's venv (compat_tests/grpc/client5_env: made once, kept)."""
-    directory = str(REPO / "compat_tests" / "grpc")
-    sys.path.insert(0, directory)
-    try:
-        import client5_env
-    finally:
-        sys.path.remove(directory)
+    import client5_env      # compat_tests/grpc/ (pyproject's pythonpath)
     return client5_env.py5_python()

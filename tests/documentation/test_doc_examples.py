@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from documentation.doc_examples import PageRun, all_blocks, py5_interpreter
+from tests.documentation.doc_examples import PageRun, all_blocks, py5_interpreter
 
 BLOCKS = all_blocks()
 RUN = [b for b in BLOCKS if not b.no_run]
@@ -40,7 +40,7 @@ class Pages:
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
-    from documentation.doc_examples import REPO
+    from tests.documentation.doc_examples import REPO
     before = set(REPO.iterdir())
     p = Pages(tmp_path_factory.mktemp("doc-examples"))
     try:
@@ -53,6 +53,7 @@ def pages(tmp_path_factory):
     assert not wrote, f"examples wrote into the repository: {wrote}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
 def test_example(block, pages, request):
     page = pages.enter(block.path)

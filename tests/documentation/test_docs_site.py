@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from documentation.doc_examples import REPO, blocks_of
+from tests.documentation.doc_examples import REPO, blocks_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -16,6 +16,7 @@ INSTALL_AND_SERVE = "python3 -m pip install -e . && rmqd serve"
 INSTALL_AND_TEST = "python3 -m pip install -e '.[test]' && python3 -m pytest"
 
 
+@pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path):
     res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(REPO / "mkdocs.yml"),
                           "-d", str(tmp_path / "site")], capture_output=True, text=True, timeout=100, cwd=REPO)

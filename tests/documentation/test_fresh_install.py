@@ -33,12 +33,12 @@ from pathlib import Path
 
 import pytest
 
-from documentation.doc_examples import REPO
 from rmqd.localports import free_port
+from tests.documentation.doc_examples import REPO
 
 PIP_TIMEOUT_S = 240.0
 TOPIC = "FreshInstallTopic"
-pytestmark = pytest.mark.timeout(2 * PIP_TIMEOUT_S + 120)
+pytestmark = [pytest.mark.timeout(2 * PIP_TIMEOUT_S + 120), pytest.mark.slow]
 
 WHEELHOUSE = Path(os.environ.get("RMQD_WHEELHOUSE") or Path.home() / ".cache" / "rmqd-test-wheelhouse")
 UNREACHABLE = ("Name or service not known", "Temporary failure in name resolution", "Network is unreachable",

@@ -11,25 +11,22 @@ a producer that follows the name server's route and records what was acknowledge
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from typing import Optional
 
 import orjson
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "replication"))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "controller"))
+from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.codes import RequestCode, ResponseCode
+from tests.controller.ctlkit import conf_text, find_leader, free_ports
+from tests.kit.clients import call, create_topic
+from tests.kit.netfaults import FaultProxy
+from tests.kit.processes import ControllerProcess, RmqdProcess, write_conf
+from tests.kit.waits import wait_until
+from tests.replication.procs import read_all_keys, read_key_counts, send_one
 
-from ctlkit import ControllerProcess, conf_text, find_leader, free_ports, wait_until  # noqa: E402
-from procs import RmqdProc, read_all_keys, read_key_counts, send_one, write_conf  # noqa: E402
-
-from rmqd.remoting.client import BlockingClient  # noqa: E402
-from rmqd.remoting.codes import RequestCode, ResponseCode  # noqa: E402
-from rmqd.remoting.command import new_request  # noqa: E402
-
-__all__ = ["FailoverGroup", "RoutedProducer", "BlackholeProxy", "SlowDisk", "read_all_keys", "read_key_counts",
+__all__ = ["FailoverGroup", "RoutedProducer", "FaultProxy", "SlowDisk", "read_all_keys", "read_key_counts",
            "check_acked", "wait_until", "route_of", "call", "create_topic"]
 
 BROKER_NAME = "broker-fo"
@@ -42,11 +39,6 @@ SEND_TIMEOUT_S = 3.0
 FAST = dict(brokerHeartbeatInterval=300, controllerHeartBeatTimeoutMills=3000, syncBrokerMetadataPeriod=1000,
             checkSyncStateSetPeriod=1000, haMaxTimeSlaveNotCatchup=3000, haSendHeartbeatInterval=1000,
             haHousekeepingInterval=6000, slaveTimeout=3000)
-
-
-def call(addr: str, code: int, ext: Optional[dict] = None, body: Optional[bytes] = None, timeout: float = 5.0):
-    with BlockingClient(addr, timeout=timeout) as c:
-        return c.invoke(new_request(code, ext or {}, body), timeout)
 
 
 def route_of(namesrv: str, topic: str) -> Optional[dict]:
@@ -75,7 +67,7 @@ class FailoverGroup:
 
     def __init__(self, root: str, replicas: int = 3, proxies: bool = False, controllers: int = 1,
                  grpc: bool = False, **broker_conf: object) -> None:
-        """With ``proxies`` each broker reaches the controller through its own :class:`BlackholeProxy`; with
+        """With ``proxies`` each broker reaches the controller through its own ``FaultProxy``; with
         ``controllers=3`` three ``rmqd controller`` processes beside a plain name server; with ``grpc`` each
         broker serves the 5.x gRPC endpoint on its own port (``grpc_addrs``, kept across restarts)."""
         self.root = root
@@ -85,7 +77,8 @@ class FailoverGroup:
         self.controller_procs: list[ControllerProcess] = []
         if controllers > 1:
             self._start_controllers(controllers)
-            self.namesrv_proc = RmqdProc(os.path.join(root, "namesrv.log"), "namesrv", "--port", "0")
+            self.namesrv_proc = RmqdProcess("namesrv", "--port", "0",
+                                            log_path=os.path.join(root, "namesrv.log")).start()
         else:
             self._start_embedded()
         self.namesrv = self.namesrv_proc.addr
@@ -93,8 +86,8 @@ class FailoverGroup:
                     controllerAddr=";".join(self.controller_addrs), namesrvAddr=self.namesrv,
                     allAckInSyncStateSet="true", flushIntervalCommitLog=200)
         conf.update(broker_conf)
-        self.brokers: list[Optional[RmqdProc]] = [None] * replicas
-        self.proxies = [BlackholeProxy(self.controller) for _ in range(replicas)] if proxies else []
+        self.brokers: list[Optional[RmqdProcess]] = [None] * replicas
+        self.proxies = [FaultProxy(self.controller) for _ in range(replicas)] if proxies else []
         self.confs = []
         for i in range(replicas):
             store = os.path.join(root, f"b{i}")
@@ -135,13 +128,13 @@ class FailoverGroup:
                              configStorePath=os.path.join(root, "ctl.properties"),
                              scanNotActiveBrokerInterval=500, scanInactiveMasterInterval=1000,
                              **self.controller_conf)
-        self.namesrv_proc = RmqdProc(os.path.join(root, "namesrv.log"), "namesrv", "-c", ns_conf)
+        self.namesrv_proc = RmqdProcess("namesrv", "-c", ns_conf, log_path=os.path.join(root, "namesrv.log")).start()
 
     # ------------------------------------------------------------------ processes
-    def start(self, i: int) -> RmqdProc:
-        proc = RmqdProc(os.path.join(self.root, f"b{i}.log"), "broker", "-c", self.confs[i], "--broker-port", "0",
-                        "--store-dir", os.path.join(self.root, f"b{i}"), "--grpc-port", str(self.grpc_ports[i]),
-                        "--no-metrics")
+    def start(self, i: int) -> RmqdProcess:
+        proc = RmqdProcess("broker", "-c", self.confs[i], "--broker-port", "0", "--store-dir",
+                           os.path.join(self.root, f"b{i}"), "--grpc-port", str(self.grpc_ports[i]), "--no-metrics",
+                           log_path=os.path.join(self.root, f"b{i}.log")).start()
         self.brokers[i] = proc
         return proc
 
@@ -195,7 +188,7 @@ class FailoverGroup:
         def other() -> Optional[str]:
             addr = self.master_addr(topic)
             return addr if addr not in (None, old) else None
-        return wait_until(other, timeout, 0.02, what)
+        return wait_until(other, timeout, interval=0.02, what=what)
 
     def wait_group(self, topic: str, in_sync: int, timeout: float = 40.0) -> dict:
         """Until the controller has a master, ``in_sync`` replicas in the SyncStateSet, and the name server
@@ -212,7 +205,7 @@ class FailoverGroup:
                         pass                                    # a master still starting up: next look
                 return None
             return st
-        return wait_until(ready, timeout, 0.1, f"a master and {in_sync} in-sync replicas routed for {topic}")
+        return wait_until(ready, timeout, interval=0.1, what=f"a master and {in_sync} in-sync replicas routed for {topic}")
 
     def epoch_file(self, i: int) -> str:
         with open(os.path.join(self.root, f"b{i}", "epochFileCheckpoint"), encoding="utf-8") as f:
@@ -230,16 +223,6 @@ def report(**fields) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as f:
             f.write(orjson.dumps(fields).decode() + "\n")
-
-
-def create_topic(addr: str, topic: str, queues: int = 4) -> None:
-    ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
-           "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
-    for _ in range(3):     # a master answers SYSTEM_ERROR while an in-sync replica has not copied it: retry
-        r = call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
-        if r.code != ResponseCode.SYSTEM_ERROR or "not copied" not in (r.remark or ""):
-            break
-    assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
 
 
 class RoutedProducer:
@@ -329,78 +312,6 @@ class RoutedProducer:
         self._stop.set()
         for t in self._threads:
             t.join(15)
-
-
-class BlackholeProxy:
-    """Forwards ``listen -> target``; :meth:`blackhole` silently drops every byte both ways on open and new
-    connections (a partition without resets: neither side sees a close), :meth:`heal` forwards again."""
-
-    def __init__(self, target: str) -> None:
-        import socket
-        host, _, port = target.rpartition(":")
-        self.target = (host, int(port))
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.addr = f"127.0.0.1:{self.sock.getsockname()[1]}"
-        self.dropping = False
-        self._closed = False
-        self._open: list = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        import socket
-        while not self._closed:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target, 2.0)
-                upstream.settimeout(None)          # a silent link must not time out here
-            except OSError:
-                client.close()
-                continue
-            self._open += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    def _pump(self, src, dst) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                if not self.dropping:
-                    dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            # while dropping, a close does not cross either (the other side keeps a silent connection)
-            for s in ((src,) if self.dropping else (src, dst)):
-                try:
-                    s.close()
-                except OSError:
-                    pass
-
-    def blackhole(self) -> None:
-        self.dropping = True
-
-    def heal(self) -> None:
-        """Forward again; connections that lost bytes are closed (their streams are broken)."""
-        self.dropping = False
-        for s in self._open:
-            try:
-                s.close()
-            except OSError:
-                pass
-        self._open = []
-
-    def close(self) -> None:
-        self._closed = True
-        self.sock.close()
-        self.heal()
 
 
 def check_acked(addr: str, topic: str, acked: "set[str] | dict", queues: int = 4) -> dict:

@@ -133,7 +133,7 @@ def test_diverged_slave_is_cut_to_the_consistent_point_and_takes_the_new_epochs(
         sha.client.expected_epoch = 2
         sha.start()
         sha.update_master_address(f"127.0.0.1:{mha.port}")
-        wait_until(lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 15, "slave caught up")
+        wait_until(lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 15, what="slave caught up")
     finally:
         mha.connection_class._frame_header = real
     assert sha.client.consistent_point == old_end
@@ -162,7 +162,7 @@ def test_master_not_at_the_named_epoch_is_refused_by_the_slave(group):
     sha.client.on_disconnect = ended.append
     sha.start()
     sha.update_master_address(f"127.0.0.1:{mha.port}")
-    wait_until(lambda: ended, 10, "the slave gives the master up")
+    wait_until(lambda: ended, 10, what="the slave gives the master up")
     assert sha.client.state is wire.HAConnectionState.READY and not mha.connections
 
 
@@ -175,7 +175,7 @@ def test_a_raw_socket_speaking_4x_is_closed_by_a_controller_master(group):
         s.sendall((0).to_bytes(8, "big") * 2)            # a 4.x report: state 0 (READY) is no handshake
         s.settimeout(5)
         assert s.recv(64) == b""                          # closed, nothing sent
-    wait_until(lambda: not mha.connections, 5, "the connection dropped")
+    wait_until(lambda: not mha.connections, 5, what="the connection dropped")
 
 
 def connected_pair(group, **master_kw):
@@ -190,7 +190,7 @@ def connected_pair(group, **master_kw):
     sha.start()
     sha.update_master_address(f"127.0.0.1:{mha.port}")
     wait_until(lambda: mha.connection_of(2) is not None and mha.connection_of(2).slave_request_offset >= 0, 10,
-               "slave connected")
+               what="slave connected")
     return master, mha, slave, sha
 
 
@@ -213,12 +213,12 @@ def test_reads_stop_at_the_confirm_offset_with_all_ack(group):
     mha.set_sync_state_set(frozenset({1, 2}))
     fill(master, 10, 500)
     put_keyed(master, "KeyTopic", "dup")
-    wait_until(lambda: mha.connection_of(2).slave_ack_offset == master.commitlog_max_offset(), 10, "acknowledged")
+    wait_until(lambda: mha.connection_of(2).slave_ack_offset == master.commitlog_max_offset(), 10, what="acknowledged")
     assert mha.get_confirm_offset() == master.commitlog_max_offset()
     assert layer.get_messages("HaTopic", 0, 0, 32).message_count == 5
     confirmed = master.commitlog_max_offset()
     sha.client.set_active(False)                         # the member stops acknowledging
-    wait_until(lambda: mha.connection_of(2) is None, 10, "slave gone")
+    wait_until(lambda: mha.connection_of(2) is None, 10, what="slave gone")
     fill(master, 10, 500)                                # written, not on the SyncStateSet member
     put_keyed(master, "KeyTopic", "dup")
     assert mha.get_confirm_offset() == confirmed < master.commitlog_max_offset()
@@ -253,7 +253,7 @@ def test_async_learner_never_in_sync_and_sync_from_last_file_starts_at_the_last_
     sha.client.expected_epoch = 1
     sha.start()
     sha.update_master_address(f"127.0.0.1:{mha.port}")
-    wait_until(lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 10, "caught up")
+    wait_until(lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 10, what="caught up")
     mx = master.commitlog_max_offset()
     assert slave.commitlog.min_offset() == mx - mx % FS > 0
     conn = mha.connection_of(2)
@@ -279,6 +279,7 @@ def test_a_member_that_has_nothing_yet_holds_the_confirm_offset_at_zero(group):
         assert mha.get_confirm_offset() == master.commitlog_max_offset()
 
 
+@pytest.mark.slow
 def test_a_restarted_slave_reads_no_further_than_the_recorded_confirm_offset(group):
     """The checkpoint keeps the confirmOffset: a slave started again serves reads up to the value it had, not up
     to its max offset, until the first transfer header of a master (none here)."""
@@ -289,8 +290,8 @@ def test_a_restarted_slave_reads_no_further_than_the_recorded_confirm_offset(gro
         confirmed = master.commitlog_max_offset()
         other.slave_ack_offset = confirmed               # the third member has the first 4 messages only
         fill(master, 6, 500)
-        wait_until(lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 10, "slave caught up")
-        wait_until(lambda: sha.get_confirm_offset() == confirmed, 10, "the slave took the master's confirmOffset")
+        wait_until(lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 10, what="slave caught up")
+        wait_until(lambda: sha.get_confirm_offset() == confirmed, 10, what="the slave took the master's confirmOffset")
     slave_max = slave.commitlog_max_offset()
     sha.shutdown()
     slave.shutdown()
@@ -402,7 +403,7 @@ def test_a_java_master_frame_of_an_unexpected_epoch_closes_the_connection_and_st
         body = b"\x00" * 64
         peer.conn.sendall(wire.pack_transfer_header(len(body), mx, 0, 0, mx) + body)
         assert peer.closed_by_slave(), "the slave kept the connection"
-        wait_until(lambda: "epoch 0 from 0 does not follow this slave's epochs" in caplog.text, 5, "the log line")
+        wait_until(lambda: "epoch 0 from 0 does not follow this slave's epochs" in caplog.text, 5, what="the log line")
         _intact(slave, sha, mx)
     finally:
         peer.close()
@@ -421,7 +422,7 @@ def test_a_truncated_autoswitch_frame_from_a_java_master_is_dropped_and_the_stor
         peer.conn.sendall(wire.pack_transfer_header(600, mx, 1, 0, mx) + b"\x01" * 300)
         time.sleep(0.3)
         peer.close()
-        wait_until(lambda: "truncated frame dropped" in caplog.text, 10, "the log line")
+        wait_until(lambda: "truncated frame dropped" in caplog.text, 10, what="the log line")
         _intact(slave, sha, mx)
     finally:
         peer.close()
@@ -438,7 +439,7 @@ def test_a_java_master_confirm_offset_beyond_what_arrived_is_not_trusted(group, 
         sha.update_master_address(peer.addr)
         assert peer.accept() == mx
         peer.conn.sendall(wire.pack_transfer_header(0, mx, 1, 0, mx + 10_000))
-        wait_until(lambda: sha.client.confirm_offset == mx, 5, "the heartbeat taken")
+        wait_until(lambda: sha.client.confirm_offset == mx, 5, what="the heartbeat taken")
         assert sha.get_confirm_offset() == mx
         _intact(slave, sha, mx)
     finally:

@@ -8,6 +8,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from rmqd.remoting.codes import ResponseCode
 from tests.failover.kit import FailoverGroup, wait_until
 from tests.replication.procs import BlockingClient, read_all_keys, send_one
@@ -29,6 +31,7 @@ def stopped(pid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_a_message_not_on_every_sync_state_set_member_is_not_consumed_until_it_is(tmp_path):
     group = FailoverGroup(str(tmp_path), haMaxTimeSlaveNotCatchup=20000, haHousekeepingInterval=20000,
                           slaveTimeout=1000)
@@ -44,7 +47,7 @@ def test_a_message_not_on_every_sync_state_set_member_is_not_consumed_until_it_i
             p.send_signal(signal.SIGSTOP)
         # SIGSTOP is asynchronous: a slave thread running on the other core can still read and acknowledge for a
         # moment. Send only once every thread of both slaves is stopped.
-        wait_until(lambda: all(stopped(p.pid) for p in slaves), 5, 0.01, "the slaves stopped")
+        wait_until(lambda: all(stopped(p.pid) for p in slaves), 5, interval=0.01, what="the slaves stopped")
         try:
             t0 = time.monotonic()
             with BlockingClient(master, timeout=10) as c:
@@ -56,7 +59,7 @@ def test_a_message_not_on_every_sync_state_set_member_is_not_consumed_until_it_i
         finally:
             for p in slaves:
                 p.send_signal(signal.SIGCONT)
-        wait_until(lambda: "k1" in read_all_keys(master, TOPIC), 10, 0.1, "k1 visible once the members have it")
+        wait_until(lambda: "k1" in read_all_keys(master, TOPIC), 10, interval=0.1, what="k1 visible once the members have it")
     finally:
         for p in slaves:
             p.send_signal(signal.SIGCONT)

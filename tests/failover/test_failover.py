@@ -12,6 +12,8 @@ import os
 import signal
 import time
 
+import pytest
+
 import orjson
 
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -19,6 +21,8 @@ from rmqd.remoting.command import new_request
 from tests.failover.kit import (BROKER_NAME, FailoverGroup, RoutedProducer, SlowDisk, call, check_acked,
                                 create_topic, find_leader, read_all_keys, report, route_of, wait_until)
 from tests.replication.procs import BlockingClient, send_one
+
+pytestmark = pytest.mark.slow
 
 ROUNDS = int(os.environ.get("RMQD_FAILOVER_ROUNDS", "1"))
 TOPIC = "FailoverTopic"
@@ -32,13 +36,13 @@ def topics_of(addr: str) -> dict:
 
 def wait_sending(producer: RoutedProducer, master: str, timeout: float = 15) -> None:
     """Until the producer's sends are being acknowledged on ``master`` (more than 20 in the last half second)."""
-    wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, master)) > 20, timeout, 0.05,
-               "sends on the master")
+    wait_until(lambda: len(producer.acked_after(time.monotonic() - 0.5, master)) > 20, timeout, interval=0.05,
+               what="sends on the master")
 
 
 def check_nothing_lost(group: FailoverGroup, producer: RoutedProducer, fault: str = "") -> dict:
     """The checker on the group's master; with ``fault`` its verdict goes to the report as a summary row."""
-    master = wait_until(lambda: group.master_addr(TOPIC), 15, 0.05, "a master in the route")
+    master = wait_until(lambda: group.master_addr(TOPIC), 15, interval=0.05, what="a master in the route")
     verdict = check_acked(master, TOPIC, producer.acked)
     if fault:
         report(fault=fault, summary=True, acked=verdict["acked"], lost=len(verdict["lost"]),
@@ -69,7 +73,7 @@ def test_kill9_master_fails_over_and_the_old_master_rejoins_as_a_truncated_slave
             group.kill9(old_i)
             new = group.wait_new_master(TOPIC, old, 15, "a new master in the name server's route")
             t_route = time.monotonic()
-            first = wait_until(lambda: producer.acked_after(t_kill, new), 15, 0.02, "a send acknowledged by "
+            first = wait_until(lambda: producer.acked_after(t_kill, new), 15, interval=0.02, what="a send acknowledged by "
                                "the new master")[0]
             route = route_of(group.namesrv, TOPIC)
             addrs = [bd["brokerAddrs"] for bd in route["brokerDatas"] if bd["brokerName"] == BROKER_NAME][0]
@@ -85,7 +89,7 @@ def test_kill9_master_fails_over_and_the_old_master_rejoins_as_a_truncated_slave
             log = group.log_tail(old_i, 200_000)
             assert f"epoch handshake with {new} done: consistent at" in log
             new_i = group.index_of(new)
-            wait_until(lambda: group.epoch_file(old_i) == group.epoch_file(new_i), 10, 0.1, "the same epochs")
+            wait_until(lambda: group.epoch_file(old_i) == group.epoch_file(new_i), 10, interval=0.1, what="the same epochs")
         time.sleep(0.5)
         producer.stop()
         check_nothing_lost(group, producer, "kill")
@@ -146,7 +150,7 @@ def partition_round(group: FailoverGroup, producer: RoutedProducer, rnd: int) ->
         probe.close()
     assert refused_at is not None, "the cut-off master kept accepting sends"
     new = group.wait_new_master(TOPIC, old, 15, "a new master")
-    first_new = wait_until(lambda: producer.acked_after(t_cut, new), 15, 0.02, "a send on the new master")[0]
+    first_new = wait_until(lambda: producer.acked_after(t_cut, new), 15, interval=0.02, what="a send on the new master")[0]
     assert not old_acks or max(old_acks) < first_new, "two masters accepted sends at the same time"
     assert max(producer.acked_after(0, old) or [0]) < first_new
     report(fault="partition", round=rnd, fenced_s=round(refused_at - t_cut, 3),
@@ -239,7 +243,7 @@ def sigstop_master_round(group: FailoverGroup, producer: RoutedProducer, rnd: in
         try:
             new = group.wait_new_master(TOPIC, old, 20, "a new master while the old one is paused")
             t_route = time.monotonic()
-            first = wait_until(lambda: producer.acked_after(t_stop, new), 15, 0.02, "a send on the new master")[0]
+            first = wait_until(lambda: producer.acked_after(t_stop, new), 15, interval=0.02, what="a send on the new master")[0]
         finally:
             old_proc.send_signal(signal.SIGCONT)
         r = probe.wait_response(opaque, 10)
@@ -274,8 +278,8 @@ def test_a_paused_slave_leaves_the_sync_state_set_and_rejoins_after_it_resumes(t
         master = group.master_addr(TOPIC)
         for p in group.brokers:                 # every slave has every acknowledged message too
             if p is not None and p.addr != master:
-                wait_until(lambda p=p: not check_acked(p.addr, TOPIC, producer.acked)["lost"], 20, 0.5,
-                           f"slave {p.addr} has every acknowledged message")
+                wait_until(lambda p=p: not check_acked(p.addr, TOPIC, producer.acked)["lost"], 20, interval=0.5,
+                           what=f"slave {p.addr} has every acknowledged message")
     finally:
         if producer is not None:
             producer.stop()
@@ -294,11 +298,11 @@ def sigstop_slave_round(group: FailoverGroup, producer: RoutedProducer, rnd: int
     try:
         shrunk = wait_until(lambda: (lambda s: s if s and slave_id not in {int(b["brokerId"]) for b in
                                                                            s.get("inSyncReplicas") or ()}
-                                     else None)(group.sync_state()), 20, 0.05, "the paused slave out of the set")
+                                     else None)(group.sync_state()), 20, interval=0.05, what="the paused slave out of the set")
         t_shrunk = time.monotonic()
         assert shrunk["masterAddress"] == master and shrunk["masterEpoch"] == epoch, shrunk
-        wait_until(lambda: len(producer.acked_after(t_shrunk, master)) > 20, 15, 0.05,
-                   "sends acknowledged with the smaller set")
+        wait_until(lambda: len(producer.acked_after(t_shrunk, master)) > 20, 15, interval=0.05,
+                   what="sends acknowledged with the smaller set")
     finally:
         slave.proc.send_signal(signal.SIGCONT)
     t_cont = time.monotonic()
@@ -327,8 +331,8 @@ def leader_kill_round(group: FailoverGroup, producer: RoutedProducer, rnd: int) 
     leader.kill()
     new_leader = group.leader_controller(exclude=[leader.addr])
     t_leader = time.monotonic()
-    wait_until(lambda: len(producer.acked_after(t_leader, master)) > 20, 15, 0.05,
-               "sends on the master after the new leader")
+    wait_until(lambda: len(producer.acked_after(t_leader, master)) > 20, 15, interval=0.05,
+               what="sends on the master after the new leader")
     acks = producer.acked_after(t_kill)
     gap, resumed = max((b - a, b) for a, b in zip([t_kill] + acks, acks))
     st = group.sync_state()
@@ -366,7 +370,7 @@ def test_kill9_of_the_master_and_the_leader_controller_together(tmp_path):
             leader.kill()
             group.kill9(old_i)
             new = group.wait_new_master(TOPIC, old, 30, "a new master")
-            first = wait_until(lambda: producer.acked_after(t_kill, new), 20, 0.02, "a send on the new master")[0]
+            first = wait_until(lambda: producer.acked_after(t_kill, new), 20, interval=0.02, what="a send on the new master")[0]
             report(fault="kill-master-and-leader", round=rnd, first_send_s=round(first - t_kill, 3))
             print(f"round {rnd}: master and leader controller killed: first send on the new master "
                   f"{first - t_kill:.2f} s later")
@@ -392,14 +396,14 @@ def test_the_whole_group_killed_and_restarted_comes_back_with_everything_acknowl
         group.start_all()
         group.wait_group(TOPIC, 3)
         producer = RoutedProducer(group.namesrv, TOPIC).start()
-        wait_until(lambda: len(producer.acked) > 200, 10, 0.05, "sends")
+        wait_until(lambda: len(producer.acked) > 200, 10, interval=0.05, what="sends")
         for i in range(3):
             group.kill9(i)
         t_kill = time.monotonic()
         for i in range(3):
             group.start(i)
         st = group.wait_group(TOPIC, 3, timeout=40)
-        wait_until(lambda: producer.acked_after(t_kill, st["masterAddress"]), 20, 0.05, "sends after the restart")
+        wait_until(lambda: producer.acked_after(t_kill, st["masterAddress"]), 20, interval=0.05, what="sends after the restart")
         assert st["masterEpoch"] >= 1
         producer.stop()
         check_nothing_lost(group, producer)
@@ -421,8 +425,8 @@ def test_min_in_sync_replicas_refuses_sends_until_enough_replicas_are_in_sync(tm
             assert send_one(client, TOPIC, "before", b"x", 0).code == ResponseCode.SUCCESS
             for i in slaves:
                 group.kill9(i)
-            wait_until(lambda: len((group.sync_state() or {}).get("inSyncReplicas") or ()) == 1, 15, 0.1,
-                       "the SyncStateSet shrunk to the master")
+            wait_until(lambda: len((group.sync_state() or {}).get("inSyncReplicas") or ()) == 1, 15, interval=0.1,
+                       what="the SyncStateSet shrunk to the master")
             # the master applies the smaller set when the controller's answer to its proposal arrives, a moment
             # after the controller shows it: until then a send is stored and answered SLAVE_NOT_AVAILABLE
             interim = []
@@ -433,12 +437,12 @@ def test_min_in_sync_replicas_refuses_sends_until_enough_replicas_are_in_sync(tm
                     return True
                 interim.append(r.code)
                 return False
-            wait_until(refused, 5, 0.05, "sends refused for want of in-sync replicas")
+            wait_until(refused, 5, interval=0.05, what="sends refused for want of in-sync replicas")
             assert set(interim) <= {ResponseCode.SLAVE_NOT_AVAILABLE, ResponseCode.FLUSH_SLAVE_TIMEOUT}, interim
             group.start(slaves[0])
             group.wait_group(TOPIC, 2)
-            wait_until(lambda: send_one(client, TOPIC, "after", b"x", 0).code == ResponseCode.SUCCESS, 10, 0.1,
-                       "sends taken again")
+            wait_until(lambda: send_one(client, TOPIC, "after", b"x", 0).code == ResponseCode.SUCCESS, 10, interval=0.1,
+                       what="sends taken again")
         finally:
             client.close()
     finally:
@@ -500,7 +504,7 @@ def slow_disk_round(group: FailoverGroup, producer: RoutedProducer, disk: SlowDi
                                           "brokerId": str(slow_id), "designateElect": "true"})
         assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
         st = wait_until(lambda: (lambda s: s if s["masterAddress"] == slow.addr else None)(
-            group.wait_group(TOPIC, 3, timeout=40)), 40, 0.2, "the slow-disk replica as master")
+            group.wait_group(TOPIC, 3, timeout=40)), 40, interval=0.2, what="the slow-disk replica as master")
     epoch = st["masterEpoch"]
     master = slow.addr
     wait_sending(producer, master)
@@ -521,7 +525,7 @@ def slow_disk_round(group: FailoverGroup, producer: RoutedProducer, disk: SlowDi
     t_kill = time.monotonic()                       # failover while the disk is slow
     group.kill9(0)
     new = group.wait_new_master(TOPIC, master, 20, "a new master")
-    first = wait_until(lambda: producer.acked_after(t_kill, new), 15, 0.02, "a send on the new master")[0]
+    first = wait_until(lambda: producer.acked_after(t_kill, new), 15, interval=0.02, what="a send on the new master")[0]
     report(fault="slow-disk", round=rnd, first_send_s=round(first - t_kill, 3),
            fast_rate=round(fast_rate), slow_rates={str(i): round(r) for i, r in rates})
     print(f"slow-disk round {rnd}: master killed on the slow disk, first send on the new master "
@@ -531,4 +535,4 @@ def slow_disk_round(group: FailoverGroup, producer: RoutedProducer, disk: SlowDi
     st = group.wait_group(TOPIC, 3, timeout=40)
     assert st["masterAddress"] == new
     new_i = group.index_of(new)                     # the old master rejoined at the new master's epochs
-    wait_until(lambda: group.epoch_file(0) == group.epoch_file(new_i), 10, 0.1, "the same epochs")
+    wait_until(lambda: group.epoch_file(0) == group.epoch_file(new_i), 10, interval=0.1, what="the same epochs")

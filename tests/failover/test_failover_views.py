@@ -15,14 +15,19 @@ import threading
 import time
 import urllib.request
 
+import pytest
+
 import orjson
 
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.replicas.slave_sync import OFFSET_PUSH_S, WAIT_POLL_S
 from tests.console.kit import Http
 from tests.failover.kit import BROKER_NAME, CLUSTER, FailoverGroup, call, free_ports, wait_until
+from tests.kit.clients import create_group
+from tests.kit.processes import RmqdProcess
+from tests.kit.waits import eventually as kit_eventually
 from tests.metrics.promtext import parse
-from tests.replication.procs import BlockingClient, RmqdProc, send_one
+from tests.replication.procs import BlockingClient, send_one
 
 TOPIC = "ViewsTopic"
 OFFSET_GROUP = "CG_views_offsets"
@@ -41,13 +46,13 @@ class ViewedGroup(FailoverGroup):
                                     metricsPromExporterHost="127.0.0.1")
         super().__init__(root, replicas=replicas)
 
-    def start(self, i: int) -> RmqdProc:
+    def start(self, i: int) -> RmqdProcess:
         for attempt in range(3):
             try:
-                proc = RmqdProc(os.path.join(self.root, f"b{i}.log"), "broker", "-c", self.confs[i],
-                                "--broker-port", "0", "--store-dir", os.path.join(self.root, f"b{i}"),
-                                "--grpc-port", "0", "--metrics-port", str(self.metrics_ports[i]),
-                                "--console-port", str(self.console_ports[i]))
+                proc = RmqdProcess("broker", "-c", self.confs[i], "--broker-port", "0", "--store-dir",
+                                   os.path.join(self.root, f"b{i}"), "--grpc-port", "0", "--metrics-port",
+                                   str(self.metrics_ports[i]), "--console-port", str(self.console_ports[i]),
+                                   log_path=os.path.join(self.root, f"b{i}.log")).start()
                 break
             except RuntimeError as exc:     # a port free when picked was taken since (other tests on the machine)
                 if "Address already in use" not in str(exc) or attempt == 2:
@@ -88,15 +93,6 @@ def rows_of(page: dict, table_id: str) -> list[dict]:
     return [dict(zip(t["columns"], r)) for r in t["rows"]]
 
 
-def create_group(addr: str, group: str) -> None:
-    for _ in range(3):     # SYSTEM_ERROR "not copied" while an in-sync replica lags: retry, as a user would
-        r = call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                 body=orjson.dumps({"groupName": group, "consumeEnable": True, "retryMaxTimes": 16}))
-        if r.code != ResponseCode.SYSTEM_ERROR or "not copied" not in (r.remark or ""):
-            break
-    assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
-
-
 def query_offset(addr: str, group: str, qid: int) -> int:
     r = call(addr, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": TOPIC, "queueId": str(qid)})
     return int(r.ext_fields["offset"]) if r.code == ResponseCode.SUCCESS else -1
@@ -114,14 +110,7 @@ SLAVE_CAUSES = ("became_slave", "followed_new_master")
 
 def eventually(check, timeout: float = 20.0):
     """``check()``'s value once it passes (views are read while heartbeats and polls move on), else its error."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except (AssertionError, KeyError, OSError) as exc:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"views never agreed within {timeout} s: {exc!r}") from exc
-            time.sleep(0.2)
+    return kit_eventually(check, timeout, errors=(AssertionError, KeyError, OSError), what="the views agreeing")
 
 
 def check_views(group: ViewedGroup, expect_master=None, in_sync: int = 1) -> dict:
@@ -165,6 +154,7 @@ def check_views(group: ViewedGroup, expect_master=None, in_sync: int = 1) -> dic
     return st
 
 
+@pytest.mark.slow
 def test_views_and_metadata_follow_a_kill9_of_the_master(tmp_path):
     group = ViewedGroup(str(tmp_path), replicas=2)
     try:
@@ -205,7 +195,7 @@ def test_views_and_metadata_follow_a_kill9_of_the_master(tmp_path):
         stop.set()
         committer.join(10)
         assert len(commits) >= 10, commits
-        wait_until(lambda: group.master_addr(TOPIC) == slave, 20, 0.05, "the slave as master in the route")
+        wait_until(lambda: group.master_addr(TOPIC) == slave, 20, interval=0.05, what="the slave as master in the route")
         # -------- after: the group and the offsets on the new master
         assert LATE_GROUP in groups_of(slave)
         resumed = query_offset(slave, OFFSET_GROUP, 0)

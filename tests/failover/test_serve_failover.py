@@ -11,27 +11,22 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 import orjson
 
 from tests.failover.kit import call, create_topic, route_of, wait_until
+from tests.kit.processes import READY, RmqdProcess
 
 
+@pytest.mark.slow
 def test_serve_failover_group_survives_kill9_of_its_master(tmp_path):
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    log = open(tmp_path / "serve.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "INFO", "serve", "--replicas", "3",
-                             "--failover", "--namesrv-port", "0", "--broker-port", "0", "--console-port", "0",
-                             "--store-dir", str(tmp_path / "store")], stdout=subprocess.PIPE, stderr=log, env=env,
-                            text=True)
-    lines: list[str] = []
-
-    def read() -> None:
-        for line in proc.stdout:
-            lines.append(line)
-    threading.Thread(target=read, daemon=True).start()
+    serve = RmqdProcess("serve", "--replicas", "3", "--failover", "--namesrv-port", "0", "--broker-port", "0",
+                        "--console-port", "0", "--store-dir", str(tmp_path / "store"), log_path=tmp_path / "serve.log",
+                        ready=READY)
     try:
-        wait_until(lambda: any(line.startswith("rmqd ready:") for line in lines), 60, 0.1, "serve ready")
-        out = "".join(lines)
+        serve.start(60)
+        out = "".join(serve.lines)
         namesrv = re.search(r"name server listening on (\S+)", out).group(1)
         controllers = re.search(r"controllerAddr=(\S+)", out).group(1).split(";")
         pids = dict(re.findall(r"listening on (\S+) \(process (\d+)\)", out))
@@ -48,33 +43,28 @@ def test_serve_failover_group_survives_kill9_of_its_master(tmp_path):
                     if st and st.get("masterAddress"):
                         return st
             return None
-        st = wait_until(lambda: (lambda s: s if s and len(s["inSyncReplicas"]) == 3 else None)(state()), 40, 0.2,
-                        "a master and 3 in-sync replicas")
+        st = wait_until(lambda: (lambda s: s if s and len(s["inSyncReplicas"]) == 3 else None)(state()), 40, interval=0.2,
+                        what="a master and 3 in-sync replicas")
         old = st["masterAddress"]
         create_topic(old, "ServeTopic")
-        wait_until(lambda: (route_of(namesrv, "ServeTopic") or {}).get("brokerDatas"), 10, 0.1, "route")
+        wait_until(lambda: (route_of(namesrv, "ServeTopic") or {}).get("brokerDatas"), 10, interval=0.1, what="route")
         os.kill(int(pids[old]), signal.SIGKILL)
 
         def new_master():
             r = route_of(namesrv, "ServeTopic")
             addr = r and r["brokerDatas"][0]["brokerAddrs"].get("0")
             return addr if addr and addr != old else None
-        wait_until(new_master, 15, 0.05, "brokerId 0 in the route on another replica")
-        wait_until(lambda: "restarting it" in open(tmp_path / "serve.log", errors="replace").read(), 10, 0.1,
-                   "the killed broker restarted")
+        wait_until(new_master, 15, interval=0.05, what="brokerId 0 in the route on another replica")
+        wait_until(lambda: "restarting it" in open(tmp_path / "serve.log", errors="replace").read(), 10, interval=0.1,
+                   what="the killed broker restarted")
         st = wait_until(lambda: (lambda s: s if s and len(s["inSyncReplicas"]) == 3 and s["masterAddress"] != old
-                                 else None)(state()), 40, 0.2, "the restarted broker back in the SyncStateSet")
+                                 else None)(state()), 40, interval=0.2, what="the restarted broker back in the SyncStateSet")
         assert st["masterEpoch"] >= 2
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(40)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
+        serve.stop(40)
 
 
+@pytest.mark.slow
 def test_serve_failover_children_import_the_parents_rmqd_whatever_the_working_directory(tmp_path):
     """Started from a directory holding another ``rmqd`` package (a checkout of the sources with rmqd installed
     from a wheel: the unbuilt tree), every child process (controllers, replicas) imports the rmqd the serve process
@@ -92,8 +82,8 @@ def test_serve_failover_children_import_the_parents_rmqd_whatever_the_working_di
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
     try:
-        wait_until(lambda: any(line.startswith("rmqd ready:") for line in lines) or proc.poll() is not None, 60, 0.1,
-                   "serve ready or exited")
+        wait_until(lambda: any(line.startswith("rmqd ready:") for line in lines) or proc.poll() is not None, 60, interval=0.1,
+                   what="serve ready or exited")
         out = "".join(lines)
         assert proc.poll() is None and "rmqd ready:" in out, out[-3000:]
         assert len(re.findall(r"listening on \S+ \(process \d+\)", out)) == 6, out

@@ -8,6 +8,8 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
+
 import orjson
 
 from rmqd.remoting.codes import ResponseCode
@@ -24,6 +26,7 @@ def notify(addr: str, master_addr: str, master_id: int, epoch: int, set_epoch: i
     assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
 
 
+@pytest.mark.slow
 def test_a_stale_sync_state_set_and_a_stale_master_epoch_are_refused_with_a_log_line(tmp_path):
     group = FailoverGroup(str(tmp_path), replicas=2)
     try:
@@ -37,8 +40,8 @@ def test_a_stale_sync_state_set_and_a_stale_master_epoch_are_refused_with_a_log_
         notify(master, master, master_id, epoch, set_epoch - 1, [master_id])          # the set before the slave
         notify(master, slave.addr, slave_id, epoch - 1, set_epoch - 1, [slave_id])   # an older epoch, another master
         wait_until(lambda: "ignoring a stale SyncStateSet" in group.log_tail(master_i, 100_000)
-                   and "ignoring a stale role notification" in group.log_tail(master_i, 100_000), 10, 0.1,
-                   "both refusals logged")
+                   and "ignoring a stale role notification" in group.log_tail(master_i, 100_000), 10, interval=0.1,
+                   what="both refusals logged")
         client = BlockingClient(master, timeout=10)
         try:
             assert send_one(client, TOPIC, "before-pause", b"x", 0).code == ResponseCode.SUCCESS

@@ -1,14 +1,9 @@
 """Fixtures of the fault suite: a ``rmqd serve`` subprocess on free ports with a tmp store."""
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from faultkit import ServerProcess  # noqa: E402
+from tests.faults.faultkit import ServerProcess
 
 
 @pytest.fixture

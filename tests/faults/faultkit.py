@@ -1,8 +1,8 @@
 """Shared harness of the fault suite and the soak scripts (scripts/*_soak.py, scripts/fuzz_*.py).
 
-``ServerProcess`` runs ``python -m rmqd.cli serve`` (name server + broker) in a subprocess on free
-127.0.0.1 ports with a ``broker.conf``; it can be SIGKILLed and restarted on the same store.
-``Producer`` threads send SEND_MESSAGE_V2 through ``BlockingClient`` and record every SUCCESS;
+``ServerProcess`` (tests/kit/processes.py's ``ServeProcess``) runs ``python -m rmqd.cli serve`` (name server +
+broker) in a subprocess on free 127.0.0.1 ports with a ``broker.conf``; it can be SIGKILLed and restarted on the
+same store. ``Producer`` threads send SEND_MESSAGE_V2 through ``BlockingClient`` and record every SUCCESS;
 ``pull_queue`` reads a queue back with PULL_MESSAGE.
 """
 from __future__ import annotations
@@ -10,21 +10,22 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from rmqd.fileutil import copy_sparse
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request
 from rmqd.store.message import decode_messages, decode_properties
-from rmqd.fileutil import copy_sparse
+from tests.kit import clients
+from tests.kit.processes import REPO, ServeProcess as ServerProcess, tail
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PYTHON = sys.executable
+__all__ = ["REPO", "ServerProcess", "tail", "rss_kb", "send_v2", "pull", "pull_queue", "healthy", "Producer",
+           "crash_trials", "offset_trial", "populate_store", "corruption_trial", "CORRUPTION_TARGETS",
+           "CORRUPTION_CONF", "CORR_TOPIC"]
 
 
 def rss_kb(pid: int) -> int:
@@ -36,123 +37,10 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-class ServerProcess:
-    """``rmqd serve`` in a subprocess; addresses parsed from its start-up lines."""
-
-    def __init__(self, store_dir: str, conf: Optional[dict] = None, log_path: Optional[str] = None,
-                 log_level: str = "INFO") -> None:
-        self.store_dir = store_dir
-        self.conf = dict(conf or {})
-        self.log_path = log_path or os.path.join(os.path.dirname(store_dir.rstrip("/")) or ".",
-                                                 "server.log")
-        self.log_level = log_level
-        self.proc: Optional[subprocess.Popen] = None
-        self.broker_addr = ""
-        self.namesrv_addr = ""
-        self.last_start_s = 0.0
-        self.starts = 0
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid if self.proc else 0
-
-    def _write_conf(self) -> str:
-        path = os.path.join(os.path.dirname(self.store_dir.rstrip("/")) or ".", "broker.conf")
-        with open(path, "w") as f:
-            for k, v in self.conf.items():
-                f.write(f"{k}={v}\n")
-        return path
-
-    def start(self, timeout: float = 30.0) -> "ServerProcess":
-        """Start and wait until both listeners are up and the broker answers."""
-        conf = self._write_conf()
-        t0 = time.monotonic()
-        logf = open(self.log_path, "a")
-        logf.write(f"==== start #{self.starts + 1} at {time.time():.3f}\n")
-        logf.flush()
-        env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
-        self.proc = subprocess.Popen(
-            [PYTHON, "-m", "rmqd.cli", "--log-level", self.log_level, "serve", "--namesrv-port", "0",
-             "--broker-port", "0", "--console-port", "0", "--store-dir", self.store_dir, "-c", conf],
-            stdout=subprocess.PIPE, stderr=logf, cwd=REPO, env=env, text=True)
-        logf.close()
-        self.starts += 1
-        deadline = t0 + timeout
-        lines: list[str] = []
-        while not (self.broker_addr_ok(lines)):
-            if time.monotonic() > deadline:
-                self.kill()
-                raise TimeoutError(f"server did not start within {timeout}s; log {self.log_path}")
-            line = self.proc.stdout.readline()
-            if not line:
-                rc = self.proc.wait(5)
-                raise RuntimeError(f"server exited with {rc} during start; log {self.log_path}:\n"
-                                   + tail(self.log_path))
-            lines.append(line)
-        self.last_start_s = time.monotonic() - t0
-        # Keep draining stdout so the server never blocks on a full pipe.
-        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
-        return self
-
-    def broker_addr_ok(self, lines: list[str]) -> bool:
-        for line in lines:
-            if line.startswith("rmqd name server listening on "):
-                self.namesrv_addr = line.split()[-1].strip()
-            if line.startswith("rmqd broker ") and " listening on " in line:
-                self.broker_addr = line.split(" listening on ")[1].split()[0]
-        return bool(self.broker_addr and self.namesrv_addr) and \
-            any(line.startswith("rmqd broker ") for line in lines)
-
-    @staticmethod
-    def _drain(proc: subprocess.Popen) -> None:
-        try:
-            for _ in proc.stdout:
-                pass
-        except (OSError, ValueError):
-            pass
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(30)
-
-    def stop(self) -> int:
-        """Clean shutdown (SIGTERM); returns the exit code."""
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return self.proc.returncode
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def client(self, timeout: float = 5.0) -> BlockingClient:
-        return BlockingClient(self.broker_addr, timeout)
-
-
-def tail(path: str, n: int = 40) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-    except OSError as exc:
-        return f"(no log: {exc})"
-
-
-
-
 # ---------------------------------------------------------------------------------------- requests
 def send_v2(client: BlockingClient, topic: str, body: bytes, queue_id: int = 0, properties: str = "",
             timeout: Optional[float] = None) -> RemotingCommand:
-    ext = {"a": "PG_FAULT", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
-           "g": str(int(time.time() * 1000)), "h": "0", "i": properties, "j": "0", "k": "false",
-           "m": "false"}
-    return client.invoke(new_request(310, ext, body), timeout)
+    return clients.send_v2(client, topic, body, queue_id, properties, group="PG_FAULT", timeout=timeout)
 
 
 def pull(client: BlockingClient, topic: str, queue_id: int, offset: int, group: str = "CG_FAULT",

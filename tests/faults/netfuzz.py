@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from rmqd.remoting.command import FrameReader, RemotingCommand, encode_frame_bytes
 
-from faultkit import ServerProcess, healthy, rss_kb, send_v2
-from fuzzkit import load_corpus, mutate
+from tests.faults.faultkit import ServerProcess, healthy, rss_kb, send_v2
+from tests.faults.fuzzkit import load_corpus, mutate
 
 # Java processors that deliberately never answer (EndTransactionProcessor returns null).
 NO_RESPONSE_CODES = {37}

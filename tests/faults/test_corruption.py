@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 
-from faultkit import (CORR_TOPIC, CORRUPTION_TARGETS, corruption_trial, populate_store, pull_queue,
-                      ServerProcess, CORRUPTION_CONF)
 from rmqd.fileutil import copy_sparse
+from tests.faults.faultkit import (CORR_TOPIC, CORRUPTION_TARGETS, corruption_trial, populate_store, pull_queue,
+                      ServerProcess, CORRUPTION_CONF)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -23,6 +23,7 @@ def populated(tmp_path_factory):
     return os.path.join(root, "store"), acked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target,seed", [(t, i) for i, t in enumerate(CORRUPTION_TARGETS)] +
                          [("consumequeue", 11), ("commitlog", 12)])
 def test_corrupted_file_is_repaired_and_intact_messages_served(populated, tmp_path, target, seed):
@@ -32,6 +33,7 @@ def test_corrupted_file_is_repaired_and_intact_messages_served(populated, tmp_pa
     assert res.problems == [], (res.what, res.problems, res.logged)
 
 
+@pytest.mark.slow
 def test_json_damage_is_logged(populated, tmp_path):
     snapshot, acked = populated
     res = corruption_trial(snapshot, str(tmp_path / "w"), acked, "topics.json", random.Random(1))
@@ -39,6 +41,7 @@ def test_json_damage_is_logged(populated, tmp_path):
     assert any("topics.json" in line for line in res.logged), res.logged
 
 
+@pytest.mark.slow
 def test_topics_json_and_backup_lost_are_rebuilt_from_the_store(populated, tmp_path):
     snapshot, acked = populated
     store = str(tmp_path / "store")

@@ -10,11 +10,12 @@ import random
 
 import pytest
 
-from faultkit import crash_trials, offset_trial
+from tests.faults.faultkit import crash_trials, offset_trial
 
 pytestmark = pytest.mark.timeout(180)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flush_type", ["SYNC_FLUSH", "ASYNC_FLUSH"])
 def test_sigkill_under_load_loses_no_acknowledged_message(tmp_path, flush_type):
     results = crash_trials(str(tmp_path), trials=3, flush_type=flush_type, seed=7,
@@ -24,5 +25,6 @@ def test_sigkill_under_load_loses_no_acknowledged_message(tmp_path, flush_type):
     assert max(r.recovery_s for r in results) < 20
 
 
+@pytest.mark.slow
 def test_consumer_offsets_survive_sigkill(tmp_path):
     assert offset_trial(str(tmp_path), persist_ms=1000, rounds=2, rnd=random.Random(3)) == []

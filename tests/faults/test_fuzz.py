@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import fuzzkit
-from netfuzz import registered_codes, run_network_fuzz
+from tests.faults import fuzzkit
+from tests.faults.netfuzz import registered_codes, run_network_fuzz
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -20,6 +20,7 @@ def test_every_dispatcher_code_is_fuzzed():
     assert 310 in broker and 11 in broker and 105 in namesrv and 103 in namesrv
 
 
+@pytest.mark.slow
 def test_network_fuzz_live_server(make_server):
     srv = make_server().start()
     rep = run_network_fuzz(srv, 1500, seed=7, deadline_s=20.0)

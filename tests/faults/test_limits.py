@@ -5,22 +5,20 @@ from __future__ import annotations
 import resource
 import socket
 import struct
-import sys
 import threading
 import time
 
 import pytest
 
-from faultkit import healthy, pull, rss_kb, send_v2
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import FrameReader, encode_frame_bytes, new_request
+from tests.faults.faultkit import healthy, pull, rss_kb, send_v2
 
 pytestmark = pytest.mark.timeout(180)
 
-sys.path.insert(0, __file__.rsplit("/", 3)[0] + "/tests/broker")
 
-
+@pytest.mark.slow
 def test_oversized_message_parts_are_refused_with_clear_errors(make_server):
     srv = make_server().start()
     with srv.client(30) as c:
@@ -34,6 +32,7 @@ def test_oversized_message_parts_are_refused_with_clear_errors(make_server):
         assert r.code == ResponseCode.SUCCESS, r
 
 
+@pytest.mark.slow
 def test_frame_over_16_mib_closes_only_that_connection(make_server):
     srv = make_server().start()
     bystander = srv.client()
@@ -45,6 +44,7 @@ def test_frame_over_16_mib_closes_only_that_connection(make_server):
     bystander.close()
 
 
+@pytest.mark.slow
 def test_1000_idle_and_200_busy_connections(make_server):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 4096:
@@ -84,6 +84,7 @@ def test_1000_idle_and_200_busy_connections(make_server):
     assert healthy(srv.broker_addr)
 
 
+@pytest.mark.slow
 def test_slow_reader_does_not_grow_server_memory_without_bound(make_server):
     srv = make_server({"maxTransferBytesOnMessageInMemory": 2 * 1024 * 1024}).start()
     with srv.client(30) as c:

@@ -1,14 +1,11 @@
 """In-process broker: disk full refusal, SYSTEM_BUSY under send-pool overload, 10,000 topics."""
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 
 import pytest
-import uvloop
 
-from faultkit import pull_queue, send_v2
 from rmqd.app import Services
 from rmqd.broker_controller import BrokerController
 from rmqd.config import BrokerConfig, NamesrvConfig
@@ -17,6 +14,8 @@ from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.store.metadata import TopicConfig
+from tests.faults.faultkit import pull_queue, send_v2
+from tests.kit.loop import LoopThread
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -25,9 +24,7 @@ class Running:
     """namesrv + broker on a uvloop thread."""
 
     def __init__(self, store: str, **props) -> None:
-        self.loop = uvloop.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
+        self.lt = LoopThread(call_timeout=60)
         cfg = BrokerConfig(listenPort=0, storePathRootDir=store, brokerIP1="127.0.0.1",
                            mapedFileSizeCommitLog=1 << 20, **props)
         self.services = Services(NameServer(NamesrvConfig(listenPort=0, kvConfigPath=store + "/kv.json")),
@@ -36,12 +33,11 @@ class Running:
         self.broker = self.services.broker
 
     def call(self, coro, timeout=60):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+        return self.lt.call(coro, timeout)
 
     def close(self) -> None:
         self.call(self.services.close())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
+        self.lt.stop(close=False)
 
 
 def test_disk_full_refuses_writes_clearly_and_damages_nothing(tmp_path):
@@ -94,6 +90,7 @@ def test_send_pool_overload_answers_system_busy_quickly(tmp_path):
         r.close()
 
 
+@pytest.mark.slow
 def test_10000_topics_routed_and_persisted(tmp_path):
     """10,000 topics x 8 queues.  UPDATE_AND_CREATE_TOPIC (17) rewrites topics.json on every call
     (as Java does), so 10,000 of them take minutes; they are created through the TopicConfigManager

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from sched_helpers import Broker
+from tests.features.sched_helpers import Broker
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ restarted on the same store, and byte-exact requests built with our codec."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import orjson
 
@@ -11,6 +11,7 @@ from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import RemotingCommand, new_request
 from rmqd.store.message import StoredMessage, decode_messages
 from rmqd.testing.embedded import EmbeddedServer
+from tests.kit import clients
 
 
 class Broker:
@@ -59,10 +60,8 @@ def now_ms() -> int:
 def send(client: BlockingClient, topic: str, body: bytes = b"hello", queue_id: int = 0,
          properties: str = "", group: str = "PG", sys_flag: int = 0, born_ts: Optional[int] = None,
          code: int = 310) -> RemotingCommand:
-    ext = {"a": group, "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": str(sys_flag),
-           "g": str(born_ts if born_ts is not None else now_ms()), "h": "0", "i": properties, "j": "0",
-           "k": "false", "m": "false"}
-    return client.invoke(new_request(code, ext, body))
+    return clients.send_v2(client, topic, body, queue_id, properties, code=code, group=group, sys_flag=sys_flag,
+                           born_ms=born_ts)
 
 
 def pull(client: BlockingClient, topic: str, queue_id: int = 0, offset: int = 0, group: str = "CG_TEST",
@@ -88,17 +87,6 @@ def heartbeat_consumer(client: BlockingClient, client_id: str, group: str, topic
         "subscriptionDataSet": [{"classFilterMode": False, "codeSet": [], "expressionType": "TAG",
                                  "subString": "*", "subVersion": 1, "tagsSet": [], "topic": topic}]}]}
     return client.invoke(new_request(34, None, orjson.dumps(body)))
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def wait_server_requests(client: BlockingClient, code: int, count: int = 1,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from msgfeat_helpers import Broker as _Broker
-from msgfeat_helpers import pull  # noqa: F401  (re-exported for the delay/timer/retry tests)
-
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import RemotingCommand, new_request
 from rmqd.store.message import StoredMessage
+from tests.features.msgfeat_helpers import Broker as _Broker
+from tests.features.msgfeat_helpers import pull  # noqa: F401  (re-exported for the delay/timer/retry tests)
+from tests.kit import clients
 
 FAST_LEVELS = "1s 2s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
 
@@ -31,15 +31,8 @@ def props(**kv: Any) -> str:
 def send(client: BlockingClient, topic: str, body: bytes = b"hello", queue_id: int = 0,
          properties: str = "", reconsume_times: int = 0, max_reconsume: Optional[int] = None,
          version: Optional[int] = None) -> RemotingCommand:
-    ext = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
-           "g": str(int(time.time() * 1000)), "h": "0", "i": properties, "j": str(reconsume_times),
-           "k": "false", "m": "false"}
-    if max_reconsume is not None:
-        ext["l"] = str(max_reconsume)
-    req = new_request(310, ext, body)
-    if version is not None:
-        req.version = version
-    return client.invoke(req)
+    return clients.send_v2(client, topic, body, queue_id, properties, version=version, reconsume_times=reconsume_times,
+                           max_reconsume=max_reconsume)
 
 
 def pull_all(client: BlockingClient, topic: str, queue_id: int = 0) -> list[StoredMessage]:

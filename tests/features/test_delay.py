@@ -6,12 +6,12 @@ import os
 import time
 
 import pytest
-from sched_helpers import pull, pull_all, props, send, wait_messages
 
 from rmqd.broker.schedule import divert_delay_level, edit_properties
 from rmqd.remoting.command import new_request
 from rmqd.store.message import MessageToStore
 from rmqd.store.message_store import SCHEDULE_TOPIC
+from tests.features.sched_helpers import pull, pull_all, props, send, wait_messages
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -56,6 +56,7 @@ def test_level1_delivered_on_time_with_real_topic_and_properties(rb):
     assert c.invoke(new_request(11, ext)).code != 0
 
 
+@pytest.mark.slow
 def test_levels_are_independent_and_fifo(rb):
     c = rb.client
     t0 = time.time()
@@ -81,6 +82,7 @@ def test_many_level1_messages_all_within_tolerance(rb):
     assert all(-200 <= d <= 200 for d in late), late
 
 
+@pytest.mark.slow
 def test_delay_offset_progress_survives_restart(rb):
     c = rb.client
     send(c, "DelayRestart", b"first", properties=props(DELAY="1"))

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from msgfeat_helpers import Broker, props, send
 
 from rmqd.processors.query import record_matches
 from rmqd.remoting.command import new_request
 from rmqd.store.message import MessageToStore, decode_messages, decode_offset_msg_id
 from rmqd.store.message_store import MessageStore, StoreConfig
+from tests.features.msgfeat_helpers import Broker, props, send
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -5,10 +5,10 @@ import time
 
 import orjson
 import pytest
-from msgfeat_helpers import Broker
 
 from rmqd.processors.queue_lock import RebalanceLockManager
 from rmqd.remoting.command import new_request
+from tests.features.msgfeat_helpers import Broker
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -8,10 +8,10 @@ import base64
 import time
 
 import pytest
-from sched_helpers import Broker, props, send, wait_messages
 
 from rmqd.processors.recall import RecallHandle, delete_key
 from rmqd.remoting.command import new_request
+from tests.features.sched_helpers import Broker, props, send, wait_messages
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -31,6 +31,7 @@ def recall(client, topic, handle, **extra):
     return client.invoke(new_request(370, {"topic": topic, "recallHandle": handle, "producerGroup": "PG", **extra}))
 
 
+@pytest.mark.slow
 def test_timer_send_answers_a_handle_and_recall_keeps_the_message_back(rb):
     c = rb.client
     due = now_ms() + 1500
@@ -56,6 +57,7 @@ def test_only_timer_sends_get_a_handle(rb):
     assert "recallHandle" not in past.ext_fields                # due already: stored as a plain message
 
 
+@pytest.mark.slow
 def test_recall_survives_a_restart(rb):
     c = rb.client
     r = send(c, "RecallRestart", b"gone", properties=props(UNIQ_KEY="URR1", TIMER_DELAY_MS=2500))

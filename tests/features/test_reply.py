@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from msgfeat_helpers import Broker, heartbeat_consumer, heartbeat_producer, now_ms, props, pull
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import RemotingCommand, encode_frame_bytes, new_request, new_response, prepare_reply
 from rmqd.store.message import decode_offset_msg_id
+from tests.features.msgfeat_helpers import Broker, heartbeat_consumer, heartbeat_producer, now_ms, props, pull
 
 pytestmark = pytest.mark.timeout(40)
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from sched_helpers import Broker, pull_all, props, send, send_back, wait_messages
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 from rmqd.store.message import decode_offset_msg_id
 from rmqd.store.message_store import SCHEDULE_TOPIC
+from tests.features.sched_helpers import Broker, pull_all, props, send, send_back, wait_messages
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -60,6 +60,7 @@ def test_retry_topic_is_routable_at_once(rb):
     assert resp.code == 0, resp.remark
 
 
+@pytest.mark.slow
 def test_dlq_after_group_retry_max_times(rb):
     c = rb.client
     rb.broker.subscription_group_manager.find("CG_D")

@@ -5,9 +5,9 @@ import random
 import time
 
 import pytest
-from sched_helpers import pull_all, props, send, wait_messages
 
 from rmqd.broker.timer import TIMER_TOPIC
+from tests.features.sched_helpers import pull_all, props, send, wait_messages
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -60,6 +60,7 @@ def test_past_due_is_stored_directly_and_bad_values_rejected(rb):
     assert got[1].body == b"lvl" and "TIMER_DELAY_SEC" not in got[1].properties
 
 
+@pytest.mark.slow
 def test_many_random_timers_delivered_in_due_order(rb):
     c = rb.client
     base = now_ms() + 500
@@ -75,6 +76,7 @@ def test_many_random_timers_delivered_in_due_order(rb):
     assert max(lateness) <= 200 and min(lateness) >= 0, (min(lateness), max(lateness))
 
 
+@pytest.mark.slow
 def test_pending_timers_survive_restart_without_duplicates(rb):
     c = rb.client
     now = now_ms()
@@ -96,6 +98,7 @@ def test_pending_timers_survive_restart_without_duplicates(rb):
     assert [m.body for m in pull_all(rb.client, "TimerRestart")] == [b"early", b"mid", b"late"]
 
 
+@pytest.mark.slow
 def test_thousands_of_pending_timers(rb):
     c = rb.client
     base = now_ms() + 5000

@@ -4,12 +4,13 @@ transactionCheckMax, progress across a broker restart."""
 from __future__ import annotations
 
 import pytest
-from msgfeat_helpers import (Broker, heartbeat_producer, no_server_request, now_ms, props, pull, send,
-                             wait_for, wait_server_requests)
 
 from rmqd.remoting.command import new_request
 from rmqd.store.message import decode_message, decode_offset_msg_id
 from rmqd.store.metadata import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from tests.features.msgfeat_helpers import (Broker, heartbeat_producer, no_server_request, now_ms, props, pull, send,
+                                            wait_server_requests)
+from tests.kit.waits import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -96,11 +97,12 @@ def test_commit_makes_the_message_consumable(rb):
     assert op_bodies(c) == [("0", "d")]
 
 
+@pytest.mark.slow
 def test_commit_oneway_like_the_clients(rb):
     c = rb.client
     r = send_half(c, "UNIQ-O")
     assert end_tx(c, r.ext_fields, 8, oneway=True) is None
-    wait_for(lambda: pull(c, TOPIC, 1), what="committed message")
+    wait_until(lambda: pull(c, TOPIC, 1), 5.0, what="committed message")
 
 
 def test_rollback_writes_only_the_op_record(rb):
@@ -178,9 +180,9 @@ def test_check_then_commit_from_the_check(rb):
     assert m.properties["TRANSACTION_CHECK_TIMES"] == "1" and m.properties["PGROUP"] == PG
     # the producer answers oneway, as the Java/C++ clients do
     end_tx(p, h, 8, oneway=True, from_check=True, uniq="UNIQ-K1")
-    (msg,) = wait_for(lambda: pull(c, TOPIC, 1), what="committed message")
+    (msg,) = wait_until(lambda: pull(c, TOPIC, 1), 5.0, what="committed message")
     assert msg.body == b"tx-UNIQ-K1" and msg.prepared_transaction_offset == int(h["commitLogOffset"])
-    assert wait_for(lambda: op_bodies(c), what="op record") == [("1", "d")]   # the op names the copy
+    assert wait_until(lambda: op_bodies(c), 5.0, what="op record") == [("1", "d")]   # the op names the copy
     # resolved: later rounds neither check nor re-append, and the progress moves past everything
     assert check_round(rb) == 0 and no_server_request(p, 39)
     broker = rb.broker
@@ -265,6 +267,7 @@ def test_many_half_messages_mixed_resolution(rb):
     assert check_round(rb) == 0
 
 
+@pytest.mark.slow
 def test_check_service_runs_on_its_interval(tmp_path):
     b = Broker(str(tmp_path / "s"), transactionCheckInterval=150, transactionTimeOut=50).start()
     try:
@@ -272,7 +275,7 @@ def test_check_service_runs_on_its_interval(tmp_path):
         p = producer(b)
         (chk,) = wait_server_requests(p, 39, timeout=5)
         end_tx(p, chk.ext_fields, 8, oneway=True, from_check=True)
-        wait_for(lambda: pull(b.client, TOPIC, 1), what="committed message")
+        wait_until(lambda: pull(b.client, TOPIC, 1), 5.0, what="committed message")
     finally:
         b.stop()
 

@@ -23,6 +23,7 @@ from rmqd.grpc.pb import service_pb2_grpc as sg
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 from rmqd.testing import EmbeddedServer
+from tests.kit import clients
 
 REPO = Path(__file__).resolve().parents[2]
 def md_of(client_id: str) -> list:
@@ -34,13 +35,8 @@ MD = md_of("test-client")
 
 
 def create_topic(server, topic: str) -> None:
-    c = BlockingClient(server.broker_addr)
-    ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2", "perm": "6",
-           "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
-    try:
-        assert c.invoke(new_request(17, ext), 5).code == 0
-    finally:
-        c.close()
+    """A topic of two queues on ``server``'s broker."""
+    clients.create_topic(server.broker_addr, topic, 2)
 
 
 class Grpc:
@@ -81,6 +77,7 @@ def first_status(stream):
     return next(iter(stream)).status
 
 
+@pytest.mark.slow
 def test_status_codes_as_the_proxy(g):
     st = g.stub
     route = st.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name="GT")))
@@ -262,6 +259,7 @@ def test_forward_to_dead_letter_queue(g):
     assert not any(ck.topic == "GT" and ck.unacked() for ck in list(pop._cks.values()))
 
 
+@pytest.mark.slow
 def test_auto_renew_keeps_a_push_consumers_message_until_it_acks(g):
     """auto_renew (push consumers): the message stays invisible past its invisible time while the client is
     alive, its original receipt handle still acks it; a vanished client's messages come back."""
@@ -358,6 +356,7 @@ def test_telemetry_stream_cancelled_without_termination_releases_the_registratio
     assert _registered(g.server, "cancel-c") == {"producer": [], "consumer": []}
 
 
+@pytest.mark.slow
 def test_an_idle_client_is_let_go_and_its_auto_renewed_message_comes_back():
     """grpcClientIdleTimeMills: a push consumer that stops talking (no heartbeat, no request) is expired: its
     registration goes, auto-renewal stops and what it held comes back to another client."""
@@ -387,6 +386,7 @@ def test_an_idle_client_is_let_go_and_its_auto_renewed_message_comes_back():
         x.close()
 
 
+@pytest.mark.slow
 def test_receipt_handle_still_acks_after_a_broker_restart(tmp_path):
     """A receipt handle handed out before a restart acks the message after it: the acked message does not
     come back, the other one does (attempt 2)."""

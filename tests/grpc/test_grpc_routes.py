@@ -110,6 +110,7 @@ def test_no_readable_queue_no_assignment(perm):
     assert assignments(route, TOPIC, {("a", 0): [("h", 1)]}) == []
 
 
+@pytest.mark.slow
 def test_an_endpoint_keeps_its_port_in_the_name_servers_kv_table_while_others_may_route_to_it(tmp_path):
     """Alone, a broker writes nothing (a single ``rmqd serve`` leaves the KV table and its file alone); once another
     broker registers, its port is in the table; closing removes it."""

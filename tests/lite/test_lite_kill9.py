@@ -5,22 +5,24 @@ from __future__ import annotations
 
 import glob
 import os
-import signal
-import subprocess
 import time
+
+import pytest
 
 import orjson
 
-from pop.pop_helpers import start_serve
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 from rmqd.store.message import decode_messages, encode_properties
+from tests.kit.processes import ServeProcess
+from tests.pop.pop_helpers import start_serve
 
 CTL, POP_LITE, ACK = 200071, 200070, 200051
 
 
-def start(store: str) -> tuple[subprocess.Popen, str]:
-    return start_serve(store, 60)
+def start(store: str) -> tuple[ServeProcess, str]:
+    srv = start_serve(store, 60)
+    return srv, srv.broker_addr
 
 
 def subscribe(c: BlockingClient, names: list[str]) -> None:
@@ -56,11 +58,7 @@ def persisted_offset(path: str, key: str) -> int:
         return -1
 
 
-def kill(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(10)
-
-
+@pytest.mark.slow
 def test_kill9_redelivers_unacked_lite_messages(tmp_path):
     store = str(tmp_path / "store")
     proc, addr = start(store)
@@ -94,7 +92,7 @@ def test_kill9_redelivers_unacked_lite_messages(tmp_path):
             raise AssertionError("the acked lite offset was not persisted within 15 s")
         c.close()
     finally:
-        kill(proc)
+        proc.kill()
     # no revive record was written for lite messages: their checkpoints and acks live in memory
     for f in glob.glob(os.path.join(store, "commitlog", "*")):
         with open(f, "rb") as fh:                   # a few KB were written: the head of the first file holds them
@@ -111,4 +109,4 @@ def test_kill9_redelivers_unacked_lite_messages(tmp_path):
         assert not pop_all(c, 1, 1.5)
         c.close()
     finally:
-        kill(proc)
+        proc.kill()

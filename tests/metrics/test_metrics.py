@@ -26,7 +26,8 @@ from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
 from rmqd.testing import EmbeddedServer
 
 from tests.metrics import golden
-from tests.pop.pop_helpers import PEEK, ack, create_group, create_topic, extra_info, pop, popped, send, wait_until
+from tests.kit.waits import poll
+from tests.pop.pop_helpers import PEEK, ack, create_group, create_topic, extra_info, pop, popped, send
 from tests.metrics.promtext import family_of, parse, series, value
 
 pytestmark = pytest.mark.timeout(60)
@@ -73,6 +74,7 @@ def test_naming_follows_otel_1_29_unit_suffix_rule():
     assert exported_name("rocketmq_send_to_dlq_messages", "", "counter") == "rocketmq_send_to_dlq_messages_total"
 
 
+@pytest.mark.slow
 def test_parity_with_the_5x_families_types_and_labels(server, admin):
     admin.send(server.broker_addr, "TBW102", 0, b"warm-up")       # at least one series per traffic family
     types, samples = scrape(server)
@@ -334,6 +336,7 @@ class FakeConn:
         self.closed = False
 
 
+@pytest.mark.slow
 def test_scrape_budget_1000_topics_x_100_groups(tmp_path):
     """Gauges are computed at scrape time: 1,000 topics x 100 online groups (each subscribed to ten
     topics, half of them behind) must scrape in < 200 ms."""
@@ -455,7 +458,7 @@ def test_pop_consumer_and_revive_metrics(server):
         assert value(samples, "rocketmq_pop_checkpoint_buffer_size") == 0
         # the second pop's message is revived into the POP retry topic
         retried = "rocketmq_pop_revive_retry_messages_total"
-        assert wait_until(lambda: value(scrape(server)[1], retried, put_status="PUT_OK", **lbl) == 1, 10)
+        assert poll(lambda: value(scrape(server)[1], retried, put_status="PUT_OK", **lbl) == 1, 10)
         for m in (b, d):
             assert ack(c, topic, group, extra_info(first, m), m.queue_offset).code == 0
         _, samples = scrape(server)

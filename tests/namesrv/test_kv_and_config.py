@@ -9,7 +9,7 @@ from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.remoting.fastjson import loads_lenient
 
-from .conftest import make_config, register_request, route_request
+from tests.namesrv.conftest import make_config, register_request, route_request
 
 
 async def call(client, namesrv, code, ext=None, body=None):

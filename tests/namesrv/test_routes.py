@@ -12,7 +12,7 @@ from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import FrameReader, new_request
 from rmqd.remoting.fastjson import dumps, loads_lenient
 
-from .conftest import make_config, register_request, route_request
+from tests.namesrv.conftest import make_config, register_request, route_request
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "cpp_frames"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.helpers import fill, open_store
+from tests.pipeline.helpers import fill, open_store
 
 
 @pytest.fixture(scope="session")

@@ -1,15 +1,13 @@
 """Child process of the adoption kill -9 test: opens a store whose tier has a complete `rmqd pipeline index`
 output waiting, with a hook that SIGKILLs this process the ``nth`` time adoption reaches ``step``.
-argv: store root, tier dir, step, nth."""
+argv: store root, tier dir, step, nth. Run as ``python -m tests.pipeline.index_adopt_child`` with
+tests.kit.processes.child_env()."""
 from __future__ import annotations
 
-import os
 import sys
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
-
-from crash_hooks import kill_at  # noqa: E402
-from pipeline.index_helpers import tier_store  # noqa: E402
+from tests.kit.crash_hooks import kill_at
+from tests.pipeline.index_helpers import tier_store
 
 
 def main() -> int:

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from pipeline.helpers import archive_rows, expected_rows, fill, open_store, sealed_files
+from tests.pipeline.helpers import archive_rows, expected_rows, fill, open_store, sealed_files
 
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 
@@ -36,6 +36,7 @@ def _files(out: str) -> dict[str, int]:
     return found
 
 
+@pytest.mark.slow
 def test_read_back_equals_the_stores_messages_and_a_rerun_adds_nothing(spark, store_dir, archived):
     out, summary = archived
     want = expected_rows(store_dir)
@@ -74,6 +75,7 @@ def test_read_back_equals_the_stores_messages_and_a_rerun_adds_nothing(spark, st
     assert s2.rows == 0 and _files(out) == before and len(os.listdir(os.path.join(out, COMMITS))) == 1
 
 
+@pytest.mark.slow
 def test_new_segments_are_added_once(spark, store_dir, archived, tmp_path):
     root, out = str(tmp_path / "store"), str(tmp_path / "arch")
     shutil.copytree(store_dir, root, ignore=shutil.ignore_patterns("lock"), copy_function=copy_sparse)
@@ -135,6 +137,7 @@ def test_task_of_a_dropped_run_does_not_recreate_its_staging_dir(store_dir, tmp_
     assert os.listdir(os.path.join(out, STAGING)) == []
 
 
+@pytest.mark.slow
 def test_kill_9_mid_write_then_rerun_gives_the_uninterrupted_output(spark, store_dir, archived, tmp_path):
     out = str(tmp_path / "arch")
     marker = uuid.uuid4().hex
@@ -166,6 +169,7 @@ def test_kill_9_mid_write_then_rerun_gives_the_uninterrupted_output(spark, store
     assert os.listdir(staged) == []
 
 
+@pytest.mark.slow
 def test_crash_after_the_commit_point_is_finished_by_the_next_run(spark, store_dir, archived, tmp_path):
     out = str(tmp_path / "arch")
 
@@ -195,6 +199,7 @@ def test_crash_after_the_commit_point_is_finished_by_the_next_run(spark, store_d
     assert len(rows) == sum(1 for r in archive_rows(out) if r[0] == unescape_value(topic))
 
 
+@pytest.mark.slow
 def test_corrupt_record_fails_or_is_skipped(spark, store_dir, tmp_path):
     root = str(tmp_path / "store")
     shutil.copytree(store_dir, root, ignore=shutil.ignore_patterns("lock"), copy_function=copy_sparse)
@@ -224,6 +229,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=60, env=dict(os.environ, PYTHONPATH=REPO))
 
 
+@pytest.mark.slow
 def test_bad_input_is_refused_before_spark_with_one_clear_line(store_dir, tmp_path):
     cases = [
         (["archive", "--store", str(tmp_path / "none"), "--out", str(tmp_path / "o")], "no such directory"),

@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from pipeline.helpers import archive_rows, message_row
-from tier.conftest import s3_endpoint  # noqa: F401  (the moto S3 server fixture)
-from tier.helpers import make_store, put, tier_props
+from tests.pipeline.helpers import archive_rows, message_row
+from tests.tier.conftest import s3_endpoint  # noqa: F401  (the moto S3 server fixture)
+from tests.tier.helpers import make_store, put, tier_props
 
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 
@@ -55,6 +55,7 @@ def _fill(store, start: int) -> None:
     put(store, "ArchTier2", 150, queues=1, start=start)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["posix", "s3"])
 def test_local_and_tier_segments_are_archived_each_message_once(spark, kind, tmp_path, request):
     endpoint = request.getfixturevalue("s3_endpoint") if kind == "s3" else ""

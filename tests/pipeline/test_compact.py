@@ -13,8 +13,9 @@ import textwrap
 
 import pytest
 
-from compaction.helpers import TOPIC, open_store, read_all
 from rmqd.store.message import MessageToStore
+from tests.compaction.helpers import TOPIC, open_store, read_all
+from tests.kit.processes import child_env
 
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 
@@ -25,7 +26,6 @@ from rmqd.fileutil import copy_sparse  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)      # a Spark job's first run on a loaded 2-core host
 LOG_FILE = 16 * 1024
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _open(root):
@@ -88,6 +88,7 @@ def compacted(spark, tmp_path_factory):
     return base, summary
 
 
+@pytest.mark.slow
 def test_spark_compaction_equals_broker_compaction(spark, compacted):
     base, summary = compacted
     (out,) = summary.outputs
@@ -112,9 +113,8 @@ def test_spark_compaction_equals_broker_compaction(spark, compacted):
 
 
 CHILD = textwrap.dedent("""
-    import os, sys
-    sys.path.insert(0, {tests!r})
-    from compaction.helpers import open_store
+    import os
+    from tests.compaction.helpers import open_store
     from rmqd.store.compaction.store import CompactionStore
     seen = {{}}
     def hook(step):
@@ -131,14 +131,15 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step,nth", [("adopt-marked", 1), ("adopt-placed", 3), ("moved-log", 2),
                                       ("adopt-segment", 4), ("adopt-queue", 1)])
 def test_adoption_at_start_survives_kill_9(compacted, tmp_path, step, nth):
     base, _ = compacted
     root = str(tmp_path / "s")
     _copy(str(base / "pending"), root)
-    script = CHILD.format(tests=os.path.join(REPO, "tests"), root=root, log_file=LOG_FILE, step=step, nth=nth)
-    rc = subprocess.run([sys.executable, "-c", script], timeout=60).returncode
+    script = CHILD.format(root=root, log_file=LOG_FILE, step=step, nth=nth)
+    rc = subprocess.run([sys.executable, "-c", script], timeout=60, env=child_env()).returncode
     assert rc == 9, f"child exited {rc}, not killed at {step}"
     assert _table(root) == _table(str(base / "reference"))   # the restart rolled the adoption forward
     assert _tree(root) == _tree(str(base / "reference"))

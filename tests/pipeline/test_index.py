@@ -17,19 +17,19 @@ import sys
 
 import pytest
 
-from pipeline.index_helpers import (MAX_ITEMS, T_INDEX, TOPICS, copy_store, fill_base, local_copy_paths,
-                                    tier_store, upload_all, uploaded_files)
+from tests.kit.processes import child_env
+from tests.pipeline.index_helpers import (MAX_ITEMS, T_INDEX, TOPICS, copy_store, fill_base, local_copy_paths,
+                                          tier_store, upload_all, uploaded_files)
 
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 
+from rmqd.fileutil import copy_sparse  # noqa: E402
 from rmqd.pipeline.errors import PipelineError  # noqa: E402
 from rmqd.pipeline.index import Index  # noqa: E402
 from rmqd.store.message import decode_message  # noqa: E402
 from rmqd.store.tier.index.adopt import MANIFEST, STALE_SUFFIX, output_root  # noqa: E402
-from rmqd.fileutil import copy_sparse  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
-HERE = os.path.dirname(os.path.abspath(__file__))
 KEYS = [("IdxA", "shared"), ("IdxB", "shared"), ("IdxB", "k7"), ("IdxB", "g3"), ("IdxA", "m82x5"),
         ("IdxA", "AC11000100002A9F0000000000000000"), ("IdxA", "huge3")]
 
@@ -83,6 +83,7 @@ def reference(spark, tmp_path_factory):
             "out": out, "saved": saved, "files": _job_files(out), "a": a_root, "b": b}
 
 
+@pytest.mark.slow
 def test_bulk_index_equals_the_brokers_byte_for_byte(reference):
     broker, files, s = reference["broker"], reference["files"], reference["summary"]
     assert len(broker) >= 4 and all(b[:4] == bytes.fromhex("BCC50285") for b in broker.values())
@@ -117,6 +118,7 @@ def test_the_broker_adopts_the_output_and_serves_queries_from_it(spark, referenc
     assert not again.has_work() and again.run(None).details["files"] == 0   # nothing left to index
 
 
+@pytest.mark.slow
 def test_a_killed_job_leaves_nothing_adoptable_and_a_rerun_gives_the_same_files(spark, reference):
     root = _unindexed_tier(reference["base"], str(reference["dir"] / "killed"))
 
@@ -139,16 +141,15 @@ def test_a_killed_job_leaves_nothing_adoptable_and_a_rerun_gives_the_same_files(
     assert _job_files(s.outputs[0]) == reference["broker"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step,nth", [("adopt.link", 2), ("adopt.commit", 1), ("adopt.committed", 1)])
 def test_kill_9_during_adoption_loses_and_duplicates_nothing(reference, step, nth, tmp_path):
     root = _unindexed_tier(reference["base"], str(tmp_path / "b"))
     os.makedirs(output_root(root))
     job_dir = os.path.join(output_root(root), "0000000000001-job")
     shutil.copytree(reference["saved"], job_dir, copy_function=copy_sparse)
-    r = subprocess.run([sys.executable, os.path.join(HERE, "index_adopt_child.py"), root, root + "-tier", step,
-                        str(nth)], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(HERE)),
-                                                                        os.environ.get("PYTHONPATH", "")])))
+    r = subprocess.run([sys.executable, "-m", "tests.pipeline.index_adopt_child", root, root + "-tier", step,
+                        str(nth)], capture_output=True, text=True, timeout=120, env=child_env())
     assert r.returncode == -9, r.stderr[-2000:]
     store = tier_store(root, root + "-tier", index=False)
     store.start()                                                           # recovery, then adoption again
@@ -184,8 +185,8 @@ def test_a_running_broker_adopts_on_rmqd_admin_adopt_tier_index(reference, tmp_p
 
     from rmqd.admin.main import main as admin_cli
     from rmqd.testing.embedded import EmbeddedServer
-    from tier.helpers import tier_props
-    from pipeline.index_helpers import SLOTS
+    from tests.tier.helpers import tier_props
+    from tests.pipeline.index_helpers import SLOTS
     root = _unindexed_tier(reference["base"], str(tmp_path / "b"))
     props = tier_props("posix", root + "-tier", tieredStoreIndexFileMaxHashSlotNum=SLOTS,
                        tieredStoreIndexFileMaxIndexNum=MAX_ITEMS, messageIndexEnable="false",

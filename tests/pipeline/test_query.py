@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline.helpers import DAY_EDGE_MS, expected_rows
+from tests.pipeline.helpers import DAY_EDGE_MS, expected_rows
 
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 
@@ -26,6 +26,7 @@ def _ids(msgs):
     return sorted((m["queueId"], m["offset"]) for m in msgs)
 
 
+@pytest.mark.slow
 def test_by_key_and_by_msg_id(spark, store_dir, archived, capsys):
     out, _ = archived
     want = expected_rows(store_dir)
@@ -45,6 +46,7 @@ def test_by_key_and_by_msg_id(spark, store_dir, archived, capsys):
     assert _ids(got["messages"]) == [(offset_id[1], offset_id[2])]
 
 
+@pytest.mark.slow
 def test_by_time_across_midnight(spark, store_dir, archived, capsys):
     out, _ = archived
     lo, hi = DAY_EDGE_MS + 40_000, DAY_EDGE_MS + 75_000          # 23:59:40 .. 00:00:15

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CHECK = r'''
@@ -52,6 +54,7 @@ print(orjson.orjson.__file__)
 '''
 
 
+@pytest.mark.slow
 def test_the_pyfiles_archive_brings_orjson_and_loads_its_compiled_module(tmp_path):
     """`python -m rmqd.spark.pyfiles` (docs/spark-cluster.md): rmqd and orjson in one archive; with nothing
     but the archive on sys.path, rmqd imports orjson from it and orjson's compiled module loads."""

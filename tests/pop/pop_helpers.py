@@ -1,36 +1,25 @@
 """Raw remoting helpers for the POP protocol tests (Java header names, blocking client)."""
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
-import sys
 import time
 import uuid
-
-import orjson
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import RemotingCommand, new_request
 from rmqd.store.message import decode_messages
+from tests.kit import clients
+from tests.kit.clients import create_group
+from tests.kit.processes import READY, ServeProcess
+
+__all__ = ["POP", "ACK", "PEEK", "CHANGE", "NOTIFICATION", "POLLING_INFO", "BATCH_ACK", "create_topic",
+           "create_group", "send", "pop", "popped", "extra_info", "ack", "change_invisible", "start_serve"]
 
 POP, ACK, PEEK, CHANGE, NOTIFICATION, POLLING_INFO, BATCH_ACK = 200050, 200051, 200052, 200053, 200054, 200055, 200151
 
 
 def create_topic(c: BlockingClient, topic: str, queues: int = 1) -> None:
-    ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
-           "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
-    resp = c.invoke(new_request(17, ext), 5)
-    assert resp.code == 0, resp.remark
-
-
-def create_group(c: BlockingClient, group: str, retry_max_times: int = 16, orderly: bool = False) -> None:
-    body = orjson.dumps({"groupName": group, "consumeMessageOrderly": orderly, "consumeEnable": True, "consumeFromMinEnable": True,
-                         "consumeBroadcastEnable": True, "retryQueueNums": 1, "retryMaxTimes": retry_max_times,
-                         "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True})
-    resp = c.invoke(new_request(200, None, body), 5)
-    assert resp.code == 0, resp.remark
+    """tests/kit/clients.py's create_topic with one queue unless told."""
+    clients.create_topic(c, topic, queues)
 
 
 def send(c: BlockingClient, topic: str, body: bytes, tags: str = "", queue_id: int = 0) -> str:
@@ -83,30 +72,7 @@ def change_invisible(c: BlockingClient, topic: str, group: str, extra: str, offs
     return c.invoke(new_request(CHANGE, ext), 5)
 
 
-def wait_until(cond, timeout: float = 10.0, interval: float = 0.05):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = cond()
-        if got:
-            return got
-        time.sleep(interval)
-    return cond()
-
-
-SERVE_READY = re.compile(r"broker (127\.0\.0\.1:\d+)")
-
-
-def start_serve(store: str, timeout: float = 60.0) -> tuple[subprocess.Popen, str]:
-    """`rmqd serve` on free ports over ``store`` in its own session; (process, broker address) once it is ready."""
-    proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "--namesrv-port", "0",
-                             "--broker-port", "0", "--console-port", "0", "--grpc-port", "0", "--store-dir", store],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if line.startswith("rmqd ready:"):
-            return proc, SERVE_READY.search(line).group(1)
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise RuntimeError("rmqd did not start")
+def start_serve(store: str, timeout: float = 60.0) -> ServeProcess:
+    """`rmqd serve` on free ports over ``store`` in its own session (``kill()`` is kill -9 of the whole group),
+    started and ready (every listener up)."""
+    return ServeProcess(store, None, None, "WARNING", ("--grpc-port", "0"), ready=READY, new_session=True).start(timeout)

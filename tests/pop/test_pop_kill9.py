@@ -2,21 +2,23 @@
 never do, and nothing is handed out twice while still invisible."""
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
 
-from pop.pop_helpers import start_serve, ack, create_group, create_topic, extra_info, pop, popped, send
+import pytest
+
 from rmqd.remoting.client import BlockingClient
+from tests.kit.processes import ServeProcess
+from tests.pop.pop_helpers import ack, create_group, create_topic, extra_info, pop, popped, send, start_serve
 
 INVISIBLE_MS = 6000
 
 
-def start(store: str) -> tuple[subprocess.Popen, str]:
-    return start_serve(store, 30)
+def start(store: str) -> tuple[ServeProcess, str]:
+    srv = start_serve(store, 30)
+    return srv, srv.broker_addr
 
 
+@pytest.mark.slow
 def test_kill9_in_the_middle_of_the_invisible_time(tmp_path):
     store = str(tmp_path / "store")
     proc, addr = start(store)
@@ -34,8 +36,7 @@ def test_kill9_in_the_middle_of_the_invisible_time(tmp_path):
             assert ack(c, "K9", "K9G", extra_info(resp, m), m.queue_offset).code == 0
         c.close()
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        proc.kill()
     proc, addr = start(store)
     try:
         c = BlockingClient(addr)
@@ -52,5 +53,4 @@ def test_kill9_in_the_middle_of_the_invisible_time(tmp_path):
         assert pop(c, "K9", "K9G", poll=1500).code == 210
         c.close()
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        proc.kill()

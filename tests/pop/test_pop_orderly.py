@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from pop.pop_helpers import ack, create_group, create_topic, extra_info, pop, popped, send, wait_until
 from rmqd.remoting.client import BlockingClient
 from rmqd.testing import EmbeddedServer
+from tests.kit.waits import poll
+from tests.pop.pop_helpers import ack, create_group, create_topic, extra_info, pop, popped, send
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +37,8 @@ def test_one_batch_at_a_time_and_redelivery_in_order(client, server):
     m0 = popped(first)[0]
     assert ack(client, "OrdT", "OrdG", extra_info(first, m0), m0.queue_offset).code == 0
     assert pop(client, "OrdT", "OrdG", order=True).code == 210          # o1 is still out
-    again = wait_until(lambda: (r := pop(client, "OrdT", "OrdG", max_nums=2, invisible=5000, order=True)).code == 0
-                       and r, timeout=5)
+    again = poll(lambda: (r := pop(client, "OrdT", "OrdG", max_nums=2, invisible=5000, order=True)).code == 0
+                 and r, timeout=5)
     assert [m.properties["UNIQ_KEY"] for m in popped(again)] == [uniq[1]]  # o1 again, not o2
     assert again.ext_fields["orderCountInfo"] == "0 0 1"
     # a parked orderly pop goes on as soon as the batch is acked
@@ -66,5 +67,5 @@ def test_orderly_dlq_after_max_attempts_then_the_next_message(client):
         bodies += [m.body for m in popped(pop(client, "OrdD", "OrdDG", max_nums=1, invisible=400, poll=600,
                                               order=True))]
     assert bodies == [b"poison", b"poison", b"next"]
-    dlq = wait_until(lambda: popped(pop(client, "%DLQ%OrdDG", "dlq-reader", init_mode=1)), timeout=5)
+    dlq = poll(lambda: popped(pop(client, "%DLQ%OrdDG", "dlq-reader", init_mode=1)), timeout=5)
     assert [m.properties["UNIQ_KEY"] for m in dlq] == [poison]

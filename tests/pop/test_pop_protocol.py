@@ -9,12 +9,13 @@ import time
 import orjson
 import pytest
 
-from pop.pop_helpers import (BATCH_ACK, NOTIFICATION, PEEK, POLLING_INFO, ack, change_invisible, create_group,
-                             create_topic, extra_info, pop, popped, send, wait_until)
 from rmqd.processors.pop_ack import encode_bitset
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 from rmqd.testing import EmbeddedServer
+from tests.kit.waits import poll
+from tests.pop.pop_helpers import (BATCH_ACK, NOTIFICATION, PEEK, POLLING_INFO, ack, change_invisible, create_group,
+                                 create_topic, extra_info, pop, popped, send)
 
 BROKER = {"brokerIP1": "127.0.0.1", "autoCreateSubscriptionGroup": "true"}
 
@@ -95,13 +96,14 @@ def test_long_poll_is_woken_by_a_send(client, server, names):
     assert out["took"] < 5
 
 
+@pytest.mark.slow
 def test_unacked_message_comes_back_from_the_retry_topic(client, names):
     topic, group = names
     uniq = send(client, topic, b"again", tags="TagA")
     first = pop(client, topic, group, invisible=1000)
     m = popped(first)[0]
     assert m.reconsume_times == 0
-    resp = wait_until(lambda: (r := pop(client, topic, group, invisible=60000)).code == 0 and r, timeout=10)
+    resp = poll(lambda: (r := pop(client, topic, group, invisible=60000)).code == 0 and r, timeout=10)
     assert resp, "not redelivered after the invisible time"
     m2 = popped(resp)[0]
     assert m2.topic == f"%RETRY%{group}_{topic}" and resp.ext_fields["startOffsetInfo"].startswith("1 0 ")
@@ -136,6 +138,7 @@ def test_ack_and_batch_ack_prevent_redelivery(client, names):
     assert pop(client, topic, group).code == 210
 
 
+@pytest.mark.slow
 def test_change_invisible_time(client, names):
     topic, group = names
     send(client, topic, b"slow")
@@ -164,7 +167,7 @@ def test_dlq_after_max_attempts(client, names):
         attempts += len(popped(resp))
     assert attempts == 2                                    # first delivery + retryMaxTimes redeliveries
     dlq = f"%DLQ%{group}"
-    got = wait_until(lambda: (r := pop(client, dlq, "dlq-reader", init_mode=1)).code == 0 and popped(r), timeout=5)
+    got = poll(lambda: (r := pop(client, dlq, "dlq-reader", init_mode=1)).code == 0 and popped(r), timeout=5)
     # stored as a 5.x consumer's send-back puts it there: one attempt more, delay level 0
     assert got and got[0].properties["UNIQ_KEY"] == uniq and got[0].reconsume_times == 3
     assert got[0].properties["DELAY"] == "0"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pop.pop_helpers import ack, create_group, create_topic, extra_info, pop, popped, send
+from tests.pop.pop_helpers import ack, create_group, create_topic, extra_info, pop, popped, send
 from rmqd.proxy.popped import parse_order_counts, parse_start_offsets, popped_records
 from rmqd.remoting.client import BlockingClient
 from rmqd.testing import EmbeddedServer

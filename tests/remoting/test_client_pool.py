@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 
 import pytest
 
 from rmqd.remoting.client import BlockingClientPool
+from tests.kit.waits import poll
 
 
 @pytest.fixture
@@ -37,26 +37,19 @@ def listener():
         s.close()
 
 
-def _wait_for(cond, seconds: float = 3.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return cond()
-
-
 def test_kept_connection_is_reused_and_replaced_once_the_server_closed_it(listener):
     addr, accepted = listener
     pool = BlockingClientPool()
     try:
         first = pool.get(addr)
         assert pool.get(addr) is first and pool.connected(addr) is first
-        assert _wait_for(lambda: len(accepted) == 1)
+        assert poll(lambda: len(accepted) == 1, 3.0, interval=0.02)
         accepted[0].close()                                   # the server's idle close
-        assert _wait_for(first.peer_closed)
+        assert poll(first.peer_closed, 3.0, interval=0.02)
         second = pool.get(addr)
         assert second is not first and pool.connected(addr) is second
         assert first.sock.fileno() == -1                     # the dead one was closed on this side too
-        assert _wait_for(lambda: len(accepted) == 2)
+        assert poll(lambda: len(accepted) == 2, 3.0, interval=0.02)
     finally:
         pool.close()
     assert pool.connected(addr) is None

@@ -18,13 +18,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from clientrunner import ensure_cpp2_python, run_client_script     # compat_tests/ (pyproject's pythonpath)
 from rmqd.remoting.command import FrameReader, RemotingCommand, encode_frame_bytes, new_response, prepare_reply
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "cpp_frames"
-sys.path.insert(0, str(REPO / "compat_tests"))
-
-from clientrunner import ensure_cpp2_python, run_client_script  # noqa: E402
 
 
 def fixture_files():
@@ -125,6 +123,7 @@ SEND_ANSWER = {"msgId": "7F00000100002A9F0000000000000064", "queueId": "0", "que
                "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
 
 
+@pytest.mark.slow
 def test_live_capture_route_request_and_send(client_pythons_for_capture):
     for name, python in client_pythons_for_capture.items():
         broker = FakePeer(lambda cmd: new_response(0, None, SEND_ANSWER) if cmd.code in (10, 310)

@@ -3,14 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.replication.harness import Group, LoopThread
-
-
-@pytest.fixture
-def loop_thread():
-    lt = LoopThread()
-    yield lt
-    lt.stop()
+from tests.replication.harness import Group
 
 
 @pytest.fixture

@@ -6,60 +6,30 @@ from :mod:`tests.replication.procs`.
 """
 from __future__ import annotations
 
-import asyncio
 import faulthandler
 import filecmp
 import os
-import threading
-import time
-from typing import Any, Callable
-
-import uvloop
+from typing import Any
 
 from rmqd.broker_controller import BrokerController
 from rmqd.config import BrokerConfig, NamesrvConfig
 from rmqd.namesrv.server import NameServer
 from rmqd.remoting.client import BlockingClient
-from rmqd.remoting.command import new_request
+from tests.kit.clients import send_keyed
+from tests.kit.loop import LoopThread
+from tests.kit.waits import wait_until
+
+__all__ = ["Group", "LoopThread", "wait_until", "send", "commitlog_files_equal", "FILE_SIZE"]
 
 FILE_SIZE = 256 * 1024           # small CommitLog files: every test crosses file ends
 CLOSE_TIMEOUT_S = 60.0
 CLOSE_REPORT_S = 20.0
 
 
-class LoopThread:
-    def __init__(self) -> None:
-        self.loop = uvloop.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="test-loop", daemon=True)
-        self.thread.start()
-
-    def call(self, coro: Any, timeout: float = 30.0) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
-
-
-def wait_until(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(interval)
-
-
 def send(client: BlockingClient, topic: str, body: bytes, key: str, queue_id: int = 0, wait: bool = True,
          timeout: float = 10.0):
     """SEND_MESSAGE_V2 as the Java client sends it (WAIT=true unless ``wait`` is False)."""
-    props = f"KEYS\x01{key}\x02WAIT\x01{'true' if wait else 'false'}"
-    ext = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
-           "g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0", "k": "false", "m": "false"}
-    return client.invoke(new_request(310, ext, body), timeout)
+    return send_keyed(client, topic, key, body, queue_id, wait, timeout)
 
 
 def commitlog_files_equal(master_dir: str, slave_dir: str) -> list[str]:
@@ -143,7 +113,7 @@ class Group:
         return s.store.commitlog_max_offset() == m.store.commitlog_max_offset() > 0
 
     def wait_caught_up(self, timeout: float = 15.0) -> None:
-        wait_until(self.caught_up, timeout, "slave caught up with the master")
+        wait_until(self.caught_up, timeout, what="slave caught up with the master")
 
     def close(self) -> None:
         for c in self.clients:

@@ -1,82 +1,18 @@
-"""rmqd processes for kill -9 tests, a send loop that records what was acknowledged, and a reader of a broker."""
+"""A send loop that records what was acknowledged, and a reader of a broker (the kill -9 and failover tests;
+their rmqd processes are tests/kit/processes.py's)."""
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
-import sys
 import threading
-import time
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.store.message import decode_messages
-
-ADDR = re.compile(r"listening on (\d+\.\d+\.\d+\.\d+:\d+)")
-
-
-class RmqdProc:
-    """``python -m rmqd.cli ARGS``; its log goes to ``log_path``; ``addr`` is the first address it printed.
-    ``wrap`` goes before the command (``ip netns exec NS`` runs it on a host of compat_tests/netkit.py; it execs
-    the command, so ``proc`` is still the rmqd process)."""
-
-    def __init__(self, log_path: str, *args: str, timeout: float = 30.0, wrap: tuple[str, ...] = ()) -> None:
-        self.log_path = log_path
-        self.log = open(log_path, "ab")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([*wrap, sys.executable, "-m", "rmqd.cli", "--log-level", "INFO", *args],
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
-        deadline = time.monotonic() + timeout
-        self.addr = ""
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            m = ADDR.search(line)
-            if m:
-                self.addr = m.group(1)
-                break
-        if not self.addr:
-            self.stop()
-            raise RuntimeError(f"rmqd {' '.join(args)} did not start; log {log_path}:\n{self.log_text()[-3000:]}")
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()     # keep the pipe drained
-
-    def log_text(self) -> str:
-        if not self.log.closed:
-            self.log.flush()
-        with open(self.log_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def kill9(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-        self.log.close()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        if not self.log.closed:
-            self.log.close()
-
-
-def write_conf(path: str, **props: object) -> str:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("".join(f"{k}={v}\n" for k, v in props.items()))
-    return path
+from tests.kit.clients import send_keyed
 
 
 def send_one(client: BlockingClient, topic: str, key: str, body: bytes, queue_id: int, timeout: float = 10):
-    ext = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
-           "g": str(int(time.time() * 1000)), "h": "0", "i": f"KEYS\x01{key}\x02WAIT\x01true", "j": "0",
-           "k": "false", "m": "false"}
-    return client.invoke(new_request(RequestCode.SEND_MESSAGE_V2, ext, body), timeout)
+    return send_keyed(client, topic, key, body, queue_id, timeout=timeout)
 
 
 class SendLoop:

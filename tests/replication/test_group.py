@@ -5,12 +5,12 @@ import time
 
 import orjson
 
-from tests.replication.harness import commitlog_files_equal, send, wait_until
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.remoting.client import BlockingClient
 from rmqd.replicas.wiring import GET_BROKER_HA_STATUS
 from rmqd.store.metadata import loads_lenient
+from tests.replication.harness import commitlog_files_equal, send, wait_until
 
 SERVICE_NOT_AVAILABLE_REMARK = "service not available now. It may be caused by one of the following reasons"
 
@@ -35,9 +35,9 @@ def _route(addr: str, topic: str) -> dict:
 def test_group_replicates_registers_and_serves_reads_from_the_slave(group_factory):
     g = group_factory(master_conf={"brokerRole": "SYNC_MASTER"}, slave_conf={"slaveReadEnable": "true"})
     m, s = g.master, g.slave
-    wait_until(lambda: s.role_manager.master_addr == m.address, 10, "slave learned its master from the name server")
+    wait_until(lambda: s.role_manager.master_addr == m.address, 10, what="slave learned its master from the name server")
     assert s.role_manager.master_ha_addr == f"127.0.0.1:{m.config.haListenPort}"
-    wait_until(lambda: m.replication.ha.connection_count() == 1, 10, "slave connected to the HA port")
+    wait_until(lambda: m.replication.ha.connection_count() == 1, 10, what="slave connected to the HA port")
     c = g.client(m)
     acked = []
     for i in range(400):                                      # 1 KB each: several 256 KiB files
@@ -104,22 +104,22 @@ def test_metadata_follows_the_master(group_factory):
     g = group_factory()
     m, s = g.master, g.slave
     c = g.client(m)
-    wait_until(lambda: s.replication.slave_sync.rounds >= 1, 10, "the slave synced once")
+    wait_until(lambda: s.replication.slave_sync.rounds >= 1, 10, what="the slave synced once")
     t0 = time.monotonic()
     r = c.invoke(new_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
         "topic": "NewOnMaster", "defaultTopic": "TBW102", "readQueueNums": "3", "writeQueueNums": "3", "perm": "6",
         "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}), 5)
     assert r.code == ResponseCode.SUCCESS
-    wait_until(lambda: s.topic_config_manager.get("NewOnMaster") is not None, 5, "topic copied to the slave")
+    wait_until(lambda: s.topic_config_manager.get("NewOnMaster") is not None, 5, what="topic copied to the slave")
     assert time.monotonic() - t0 < 2.0                      # pushed, not the 10 s round
     assert s.topic_config_manager.get("NewOnMaster").read_queue_nums == 3
     m.consumer_offset_manager.commit_offset("test", "OffsetCG", "NewOnMaster", 1, 42)
     m.subscription_group_manager.find("OffsetCG")
     m.delay_offset_manager.update(3, 7)
     wait_until(lambda: s.consumer_offset_manager.query_offset("OffsetCG", "NewOnMaster", 1) == 42, 10,
-               "consumer offset copied")
-    wait_until(lambda: s.subscription_group_manager.table.get("OffsetCG") is not None, 10, "group copied")
-    wait_until(lambda: s.delay_offset_manager.get(3) == 7, 10, "delay offset copied")
+               what="consumer offset copied")
+    wait_until(lambda: s.subscription_group_manager.table.get("OffsetCG") is not None, 10, what="group copied")
+    wait_until(lambda: s.delay_offset_manager.get(3) == 7, 10, what="delay offset copied")
 
 
 def test_slave_down_and_back_then_master_down_and_back(group_factory):
@@ -142,7 +142,7 @@ def test_slave_down_and_back_then_master_down_and_back(group_factory):
     assert r.code == ResponseCode.SUCCESS and r.ext_fields["maxOffset"] == "100"
     g.start_master()
     c = g.client(g.master)
-    wait_until(lambda: g.master.replication.ha.connection_count() == 1, 15, "slave reconnected")
+    wait_until(lambda: g.master.replication.ha.connection_count() == 1, 15, what="slave reconnected")
     for i in range(10):
         assert send(c, "UpDown", b"c" * 1000, f"c{i}").code == ResponseCode.SUCCESS
     assert g.slave.store.get_max_offset("UpDown", 0) == 110
@@ -159,7 +159,7 @@ def test_lag_in_admin_console_and_metrics(group_factory, capsys):
     for i in range(20):
         assert send(c, "LagTopic", b"l" * 500, f"l{i}").code == ResponseCode.SUCCESS
     g.wait_caught_up()
-    wait_until(lambda: m.replication.ha.push2slave == m.store.commitlog_max_offset(), 10, "slave acknowledged")
+    wait_until(lambda: m.replication.ha.push2slave == m.store.commitlog_max_offset(), 10, what="slave acknowledged")
     assert admin_main(["haStatus", "-n", g.namesrv.address, "-c", "DefaultCluster"]) in (0, None)
     out = capsys.readouterr().out
     assert f"#MasterAddr\t{m.address}" in out and "#SlaveNum\t1" in out and "#InSyncSlaveNum\t1" in out
@@ -190,7 +190,7 @@ def test_sync_master_answers_12_when_the_slave_does_not_acknowledge(group_factor
     fake = FakeSlave(m.config.haListenPort)
     try:
         fake.report(m.store.commitlog_max_offset())
-        wait_until(lambda: m.replication.ha.connection_count() == 1, 5, "fake slave connected")
+        wait_until(lambda: m.replication.ha.connection_count() == 1, 5, what="fake slave connected")
         c = g.client(m)
         t0 = time.monotonic()
         r = send(c, "SilentSlave", b"s" * 100, "s1")

@@ -9,10 +9,10 @@ import logging
 
 import pytest
 
-from tests.replication.harness import wait_until
-from tests.replication.ha_peers import FakeMaster, FakeSlave, commitlog_bytes, fill, make_store
 from rmqd.store.ha.config import HAConfig
 from rmqd.store.ha.service import DefaultHAService
+from tests.replication.harness import wait_until
+from tests.replication.ha_peers import FakeMaster, FakeSlave, commitlog_bytes, fill, make_store
 
 FS = 64 * 1024
 
@@ -51,7 +51,7 @@ def _good_prefix(store, source, fake, n: int) -> bytes:
 
 def _fault(caplog, fake, cause: str) -> None:
     assert fake.closed_by_peer(5), "the slave did not close the connection"
-    wait_until(lambda: any(cause in r.getMessage() for r in caplog.records), 5, f"a log line naming {cause!r}")
+    wait_until(lambda: any(cause in r.getMessage() for r in caplog.records), 5, what=f"a log line naming {cause!r}")
 
 
 def _intact(store, source, upto: int) -> None:
@@ -91,7 +91,7 @@ def test_truncated_frame(caplog, slave, source):
     body = commitlog_bytes(source, n, n + 3000)
     fake.raw(n.to_bytes(8, "big") + (3000).to_bytes(4, "big") + body[:1000])
     fake.close()                                             # the connection ends inside the transfer
-    wait_until(lambda: any("truncated frame" in r.getMessage() for r in caplog.records), 5, "truncated frame logged")
+    wait_until(lambda: any("truncated frame" in r.getMessage() for r in caplog.records), 5, what="truncated frame logged")
     _intact(store, source, n)
 
 
@@ -178,9 +178,9 @@ def test_slave_reports_offset_beyond_master(caplog, master):
         assert fake.closed_by_peer(5)
     finally:
         fake.close()
-    wait_until(lambda: any("beyond the master's max offset" in r.getMessage() for r in caplog.records), 5, "logged")
+    wait_until(lambda: any("beyond the master's max offset" in r.getMessage() for r in caplog.records), 5, what="logged")
     assert commitlog_bytes(store, 0, store.commitlog_max_offset()) == before
-    wait_until(lambda: ha.connection_count() == 0, 5, "connection dropped")
+    wait_until(lambda: ha.connection_count() == 0, 5, what="connection dropped")
 
 
 def test_slave_reports_offset_inside_a_record(caplog, master):
@@ -192,7 +192,7 @@ def test_slave_reports_offset_inside_a_record(caplog, master):
         assert fake.closed_by_peer(5)
     finally:
         fake.close()
-    wait_until(lambda: any("not at a record boundary" in r.getMessage() for r in caplog.records), 5, "logged")
+    wait_until(lambda: any("not at a record boundary" in r.getMessage() for r in caplog.records), 5, what="logged")
 
 
 def test_slave_acknowledges_beyond_master(caplog, master):
@@ -207,7 +207,7 @@ def test_slave_acknowledges_beyond_master(caplog, master):
         assert fake.closed_by_peer(5)
     finally:
         fake.close()
-    wait_until(lambda: any("acknowledged offset" in r.getMessage() for r in caplog.records), 5, "logged")
+    wait_until(lambda: any("acknowledged offset" in r.getMessage() for r in caplog.records), 5, what="logged")
 
 
 def test_slave_reconnecting_inside_a_files_blank_end_is_accepted(tmp_path, source):
@@ -232,7 +232,7 @@ def test_slave_reconnecting_inside_a_files_blank_end_is_accepted(tmp_path, sourc
         fake.transfer(0, first[:cut])
         assert fake.read_report() == cut
         ha.update_master_address(f"127.0.0.1:{master_ha.port}")
-        wait_until(lambda: store.commitlog_max_offset() == source.commitlog_max_offset(), 10, "slave caught up")
+        wait_until(lambda: store.commitlog_max_offset() == source.commitlog_max_offset(), 10, what="slave caught up")
         assert commitlog_bytes(store, FS, source.commitlog_max_offset()) == \
             commitlog_bytes(source, FS, source.commitlog_max_offset())
         assert store.get_max_offset("HaTopic", 0) == source.get_max_offset("HaTopic", 0)

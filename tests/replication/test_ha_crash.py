@@ -12,7 +12,10 @@ import time
 import pytest
 
 from tests.replication.harness import commitlog_files_equal, wait_until
-from tests.replication.procs import RmqdProc, SendLoop, read_all_keys, write_conf
+from tests.kit.processes import RmqdProcess, write_conf
+from tests.replication.procs import SendLoop, read_all_keys
+
+pytestmark = pytest.mark.slow
 
 ROUNDS = int(os.environ.get("RMQD_HA_KILL_ROUNDS", "1"))
 FILE_SIZE = 1024 * 1024
@@ -21,7 +24,7 @@ FILE_SIZE = 1024 * 1024
 class ProcGroup:
     def __init__(self, root, master_role: str) -> None:
         self.root = str(root)
-        self.namesrv = RmqdProc(f"{self.root}/namesrv.log", "namesrv", "--port", "0")
+        self.namesrv = RmqdProcess("namesrv", "--port", "0", log_path=f"{self.root}/namesrv.log").start()
         self.mconf = write_conf(f"{self.root}/m.conf", brokerRole=master_role, mapedFileSizeCommitLog=FILE_SIZE,
                                 slaveTimeout=2000)
         self.sconf = write_conf(f"{self.root}/s.conf", brokerRole="SLAVE", brokerId=1,
@@ -29,14 +32,15 @@ class ProcGroup:
         self.master = self.start_master()
         self.slave = self.start_slave()
 
-    def _broker(self, name: str, conf: str, port: int = 0) -> RmqdProc:
-        return RmqdProc(f"{self.root}/{name}.log", "broker", "-n", self.namesrv.addr, "--broker-port", str(port),
-                        "--store-dir", f"{self.root}/{name}", "-c", conf, "--grpc-port", "0")
+    def _broker(self, name: str, conf: str, port: int = 0) -> RmqdProcess:
+        return RmqdProcess("broker", "-n", self.namesrv.addr, "--broker-port", str(port), "--store-dir",
+                           f"{self.root}/{name}", "-c", conf, "--grpc-port", "0",
+                           log_path=f"{self.root}/{name}.log").start()
 
-    def start_master(self) -> RmqdProc:
+    def start_master(self) -> RmqdProcess:
         return self._broker("master", self.mconf)
 
-    def start_slave(self) -> RmqdProc:
+    def start_slave(self) -> RmqdProcess:
         return self._broker("slave", self.sconf)
 
     def close(self) -> None:
@@ -63,7 +67,7 @@ def proc_group(tmp_path):
 def _kill_master_in_send_loop(g: ProcGroup, topic: str) -> None:
     """SYNC_MASTER killed in the middle of a 4-thread send loop: every SEND_OK is on the slave."""
     loop = SendLoop(g.master.addr, topic, threads=4).start()
-    wait_until(lambda: len(loop.acked) >= 300, 30, "300 acknowledged sends")
+    wait_until(lambda: len(loop.acked) >= 300, 30, what="300 acknowledged sends")
     g.master.kill9()
     loop.stop()
     assert loop.errors, "the senders should have seen the master die"
@@ -74,23 +78,23 @@ def _kill_master_in_send_loop(g: ProcGroup, topic: str) -> None:
 
 def test_kill9_slave_resumes_then_kill9_master_loses_nothing_acknowledged(proc_group):
     g = proc_group("SYNC_MASTER")
-    wait_until(lambda: "HA client: connected to master" in g.slave.log_text(), 20, "slave connected")
+    wait_until(lambda: "HA client: connected to master" in g.slave.log_text(), 20, what="slave connected")
     # the slave, killed mid-stream, recovers its store and resumes from its own max offset
     loop = SendLoop(g.master.addr, "SlaveKill", threads=2).start()
-    wait_until(lambda: len(loop.acked) >= 300, 30, "300 sends")
+    wait_until(lambda: len(loop.acked) >= 300, 30, what="300 sends")
     g.slave.kill9()
     time.sleep(0.3)
     loop.stop()
     before = len(g.slave.log_text())
     g.slave = g.start_slave()
     found = wait_until(lambda: re.search(r"reporting offset (\d+)", g.slave.log_text()[before:]), 20,
-                       "slave reconnected")
+                       what="slave reconnected")
     resumed = int(found.group(1))
     assert resumed > 0                                        # not from scratch
-    wait_until(lambda: f"requests offset {resumed}" in g.master.log_text(), 10, "the master streams from there")
+    wait_until(lambda: f"requests offset {resumed}" in g.master.log_text(), 10, what="the master streams from there")
     on_master = read_all_keys(g.master.addr, "SlaveKill")
     assert loop.acked <= on_master
-    wait_until(lambda: read_all_keys(g.slave.addr, "SlaveKill") == on_master, 20, "the slave has every message")
+    wait_until(lambda: read_all_keys(g.slave.addr, "SlaveKill") == on_master, 20, what="the slave has every message")
     commitlog_files_equal(f"{g.root}/master", f"{g.root}/slave")      # nothing is being written now
     # then the master, killed in a send loop: zero acknowledged loss
     _kill_master_in_send_loop(g, "KillTopic")

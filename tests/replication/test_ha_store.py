@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from tests.replication.harness import wait_until
-from tests.replication.ha_peers import FakeSlave, fill, make_store
 from rmqd.config import BrokerRole
 from rmqd.store.ha.config import HAConfig
 from rmqd.store.ha.layer import ReplicatedStore
 from rmqd.store.ha.service import DefaultHAService
 from rmqd.store.ha.transfer import GroupTransferService
 from rmqd.store.message_store import MessageToStore, PutMessageStatus
+from tests.replication.harness import wait_until
+from tests.replication.ha_peers import FakeSlave, fill, make_store
 
 FS = 64 * 1024
 
@@ -55,9 +55,9 @@ def pair(tmp_path):
 def test_slave_commitlog_is_byte_identical_and_dispatched(pair, tmp_path):
     master, ha, make_slave = pair
     slave, _ = make_slave()
-    wait_until(lambda: [c for c in ha.connections if c.transfer_from >= 0], 5, "slave connected")
+    wait_until(lambda: [c for c in ha.connections if c.transfer_from >= 0], 5, what="slave connected")
     fill(master, 300)                                    # ~330 KB: five 64 KiB files, BLANK ends included
-    wait_until(lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 10, "slave caught up")
+    wait_until(lambda: slave.commitlog_max_offset() == master.commitlog_max_offset(), 10, what="slave caught up")
     names = sorted(os.listdir(tmp_path / "s" / "commitlog"))
     assert len(names) >= 5
     for name in names:
@@ -78,12 +78,12 @@ def test_fresh_slave_starts_at_the_masters_current_file(pair):
     fill(master, 200)
     mx = master.commitlog_max_offset()
     slave, _ = make_slave()
-    wait_until(lambda: slave.get_max_offset("HaTopic", 0) == 100, 10, "slave caught up")
+    wait_until(lambda: slave.get_max_offset("HaTopic", 0) == 100, 10, what="slave caught up")
     assert slave.commitlog_max_offset() == mx
     assert slave.commitlog_min_offset() == mx - mx % FS     # no older file
     assert 0 < slave.get_min_offset("HaTopic", 0) < 100
     fill(master, 10)
-    wait_until(lambda: slave.get_max_offset("HaTopic", 0) == 105, 10, "new messages dispatched on the slave")
+    wait_until(lambda: slave.get_max_offset("HaTopic", 0) == 105, 10, what="new messages dispatched on the slave")
 
 
 def test_sync_master_codes(pair):
@@ -95,7 +95,7 @@ def test_sync_master_codes(pair):
     fake = FakeSlave(ha.port)
     try:
         fake.report(master.commitlog_max_offset())           # in sync, then silent
-        wait_until(lambda: ha.connection_count() == 1 and ha.push2slave > 0, 5, "fake slave registered")
+        wait_until(lambda: ha.connection_count() == 1 and ha.push2slave > 0, 5, what="fake slave registered")
         t0 = time.monotonic()
         r = rs.put_message(_msg(2))
         assert r.status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
@@ -104,14 +104,14 @@ def test_sync_master_codes(pair):
         rs.on_durable(r.end_offset, done.append)              # the lane's way: no thread held
         assert done == []
         fake.report(r.end_offset)                              # the slave has it now
-        wait_until(lambda: done, 5, "on_durable answered")
+        wait_until(lambda: done, 5, what="on_durable answered")
         assert done == [PutMessageStatus.PUT_OK]
         fill(master, 60)                                      # 60 KB more than the slave acknowledged
         assert rs.put_message(_msg(3)).status is PutMessageStatus.SLAVE_NOT_AVAILABLE   # > haSlaveFallbehindMax
     finally:
         fake.close()
     slave, _ = make_slave()
-    wait_until(lambda: ha.push2slave == master.commitlog_max_offset(), 10, "slave caught up and acknowledged")
+    wait_until(lambda: ha.push2slave == master.commitlog_max_offset(), 10, what="slave caught up and acknowledged")
     r = rs.put_message(_msg(4))
     assert r.status is PutMessageStatus.PUT_OK
     assert slave.commitlog_max_offset() >= r.end_offset                 # answered only once the slave had it
@@ -120,7 +120,7 @@ def test_sync_master_codes(pair):
 def test_sync_master_concurrent_putters_all_acknowledged(pair):
     master, ha, make_slave = pair
     slave, _ = make_slave()
-    wait_until(lambda: ha.connection_count() == 1, 5, "slave connected")
+    wait_until(lambda: ha.connection_count() == 1, 5, what="slave connected")
     rs = ReplicatedStore(master, ha, BrokerRole.SYNC_MASTER)
     statuses = []
 
@@ -145,7 +145,7 @@ def test_group_transfer_completes_in_offset_order_and_times_out():
             gts.put_request(off, 0.3, lambda ok, off=off: got.append((off, ok)))
         gts.notify_transfer_some(250)
         assert got == [(100, True), (200, True)]
-        wait_until(lambda: len(got) == 3, 3, "timeout")
+        wait_until(lambda: len(got) == 3, 3, what="timeout")
         assert got[-1] == (300, False)
         gts.put_request(250, 1, lambda ok: got.append(("old", ok)))            # already acknowledged
         assert got[-1] == ("old", True)

@@ -1,7 +1,6 @@
 """One embedded rmqd per module (the SparkSession is the run-wide one of the root conftest.py)."""
 from __future__ import annotations
 
-import os
 import sys
 
 import pytest
@@ -24,6 +23,4 @@ def broker(tmp_path_factory):
 @pytest.fixture
 def client_python_cpp1() -> str:
     """The interpreter with the C++ 1.x wheel (the test extra installs it here)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                    "compat_tests"))
     return sys.executable

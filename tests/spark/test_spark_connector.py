@@ -11,18 +11,14 @@ import pytest
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
+from tests.kit import clients
+from tests.kit.clients import create_topic
+
+pytestmark = pytest.mark.slow
 
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 
 COLS = ["partition", "offset", "key", "value", "tags", "topic"]
-
-
-def create_topic(addr: str, topic: str, queues: int = 4) -> None:
-    with BlockingClient(addr) as c:
-        r = c.invoke(new_request(17, {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues,
-                                      "writeQueueNums": queues, "perm": 6, "topicFilterType": "SINGLE_TAG",
-                                      "topicSysFlag": 0, "order": "false"}))
-        assert r.code == 0, r.remark
 
 
 def send_many(addr: str, topic: str, n: int, queues: int = 4, seed: int = 7, tag_of=None) -> list[dict]:
@@ -34,8 +30,7 @@ def send_many(addr: str, topic: str, n: int, queues: int = 4, seed: int = 7, tag
             body = rnd.randbytes(rnd.randint(0, 2000))
             tag = tag_of(i) if tag_of else ("TagA" if i % 3 == 0 else "TagB")
             props = f"KEYS\x01key-{i}\x02TAGS\x01{tag}\x02num\x01{i}\x02"
-            r = c.invoke(new_request(310, {"a": "PG_spark", "b": topic, "c": "TBW102", "d": "4", "e": str(i % queues),
-                                           "f": "0", "g": str(int(time.time() * 1000)), "h": "0", "i": props}, body))
+            r = clients.send_v2(c, topic, body, i % queues, props, group="PG_spark")
             assert r.code == 0, r.remark
             sent.append({"partition": int(r.ext_fields["queueId"]), "offset": int(r.ext_fields["queueOffset"]),
                          "key": f"key-{i}".encode(), "value": body, "tags": tag, "topic": topic, "num": str(i)})
@@ -322,7 +317,7 @@ def test_sink_round_trip_and_the_cpp_client_reads_it(spark, broker, client_pytho
     # the same key always lands in the same queue
     from pyspark.sql import functions as F
     assert back.groupBy("key").agg(F.countDistinct("partition").alias("n")).where("n > 1").count() == 0
-    from scenarios import PULL_CONSUMER, run
+    from scenarios import PULL_CONSUMER, run         # compat_tests/ (pyproject's pythonpath)
     res = run(client_python_cpp1, PULL_CONSUMER, broker.namesrv_addr,
               dict(topic="SparkSink", group="CG_spark_sink", expect=300, timeout=60), timeout=90)
     assert res.returncode == 0 and not res.timed_out, res.stderr[-2000:]

@@ -20,8 +20,9 @@ import pytest
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 
 import rmqd  # noqa: E402
-from spark_cluster import data  # noqa: E402
-from spark_cluster.standalone import (PYSPARK_NEEDS, StandaloneCluster, clean_env, cmdline,  # noqa: E402
+from tests.kit.clients import create_topic  # noqa: E402
+from tests.spark_cluster import data  # noqa: E402
+from tests.spark_cluster.standalone import (PYSPARK_NEEDS, StandaloneCluster, clean_env, cmdline,  # noqa: E402
                                       descendants, live, make_venv, processes_inside, requirement_closure,
                                       spark_home)
 
@@ -228,7 +229,7 @@ def _run_jobs(mode, d, cluster, pythons, pyfiles, stores, broker) -> dict:
     compact_store = data.copy(stores["compact"], str(d / "compact"))
     topic = f"Cluster_{mode}"
     with _BROKER_SETUP:                        # the applications' threads: one at a time on the embedded broker
-        data.create_topic(broker.broker_addr, topic)
+        create_topic(broker.broker_addr, topic)
         sent = data.send(broker.broker_addr, topic, 600, seed=7 if mode == "zip" else 5)
         broker.broker.store.flush()
     faults = mode == "installed"

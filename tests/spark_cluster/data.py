@@ -7,18 +7,17 @@ import json
 import os
 import random
 import shutil
-import time
 
-from compaction.helpers import TOPIC as COMPACT_TOPIC
-from compaction.helpers import open_store as open_compaction_store
-from compaction.helpers import read_all
-from pipeline.helpers import archive_rows, expected_rows, fill, open_store
-from pipeline.index_helpers import MAX_ITEMS, copy_store, fill_base, tier_store
 from rmqd.fileutil import copy_sparse
 from rmqd.remoting.client import BlockingClient
-from rmqd.remoting.command import new_request
 from rmqd.store.message import decode_message
 from rmqd.store.tier.index import layout as L
+from tests.compaction.helpers import TOPIC as COMPACT_TOPIC
+from tests.compaction.helpers import open_store as open_compaction_store
+from tests.compaction.helpers import read_all
+from tests.kit import clients
+from tests.pipeline.helpers import archive_rows, expected_rows, fill, open_store
+from tests.pipeline.index_helpers import MAX_ITEMS, copy_store, fill_base, tier_store
 
 COMPACT_LOG_FILE = 16 * 1024
 
@@ -186,14 +185,6 @@ def compaction_table(root: str) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ broker
-def create_topic(addr: str, topic: str, queues: int = 4) -> None:
-    with BlockingClient(addr) as c:
-        r = c.invoke(new_request(17, {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues,
-                                      "writeQueueNums": queues, "perm": 6, "topicFilterType": "SINGLE_TAG",
-                                      "topicSysFlag": 0, "order": "false"}))
-        assert r.code == 0, r.remark
-
-
 def send(addr: str, topic: str, n: int, seed: int, queues: int = 4) -> list[tuple]:
     """Sends ``n`` messages (SEND_MESSAGE_V2); returns what the broker acknowledged:
     (queueId, offset, sha1 of the body, key)."""
@@ -203,8 +194,7 @@ def send(addr: str, topic: str, n: int, seed: int, queues: int = 4) -> list[tupl
         for i in range(n):
             body = rnd.randbytes(rnd.randint(1, 1500))
             props = f"KEYS\x01key-{seed}-{i}\x02TAGS\x01T{i % 3}\x02"
-            r = c.invoke(new_request(310, {"a": "PG_cluster", "b": topic, "c": "TBW102", "d": "4", "e": str(i % queues),
-                                           "f": "0", "g": str(int(time.time() * 1000)), "h": "0", "i": props}, body))
+            r = clients.send_v2(c, topic, body, i % queues, props, group="PG_cluster")
             assert r.code == 0, r.remark
             acked.append((int(r.ext_fields["queueId"]), int(r.ext_fields["queueOffset"]),
                           hashlib.sha1(body).hexdigest(), f"key-{seed}-{i}"))

@@ -18,11 +18,11 @@ import time
 
 import pytest
 
-from spark_cluster import data
-from spark_cluster.conftest import MODES, REPO
-from spark_cluster.standalone import cmdline, descendants, live, processes_inside
+from tests.spark_cluster import data
+from tests.spark_cluster.conftest import MODES, REPO
+from tests.spark_cluster.standalone import cmdline, descendants, live, processes_inside
 
-pytestmark = pytest.mark.timeout(3000)     # fixtures included: an application takes ~1 min, 10+ on a loaded host
+pytestmark = [pytest.mark.timeout(3000), pytest.mark.slow]
 
 
 def results_of(jobs: dict) -> dict:

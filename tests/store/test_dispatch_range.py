@@ -10,7 +10,7 @@ from rmqd.store.message import (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_
                                 decode_message)
 from rmqd.store.message_store import SCHEDULE_TOPIC, MessageStore
 
-from .conftest import FakeClock, small_config
+from tests.store.conftest import FakeClock, small_config
 
 SEG = 64 * 1024
 

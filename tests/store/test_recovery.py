@@ -4,16 +4,19 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from rmqd.store.message import MessageToStore, decode_message
 from rmqd.store.message_store import GetMessageStatus as G
 from rmqd.store.message_store import MessageStore
+from tests.kit.processes import child_env
+from tests.store.conftest import small_config
 
-from .conftest import small_config
+pytestmark = pytest.mark.slow
 
 CHILD = r"""
 import os, sys, threading
-sys.path.insert(0, {tests!r})
-from store.conftest import small_config
+from tests.store.conftest import small_config
 from rmqd.store.message import MessageToStore
 from rmqd.store.message_store import MessageStore
 s = MessageStore(small_config({root!r}, flush_disk_type="SYNC_FLUSH"))
@@ -46,10 +49,9 @@ def all_messages(s, topic, qid):
 
 def test_sigkill_sync_flush_loses_no_acked_put(tmp_path):
     root = str(tmp_path / "store")
-    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r, w = os.pipe()
-    code = CHILD.format(tests=tests_dir, root=root)
-    p = subprocess.Popen([sys.executable, "-c", code, str(w)], pass_fds=(w,))
+    code = CHILD.format(root=root)
+    p = subprocess.Popen([sys.executable, "-c", code, str(w)], pass_fds=(w,), env=child_env())
     os.close(w)
     acked = []
     buf = b""

@@ -4,7 +4,7 @@ from rmqd.store.message import MessageToStore
 from rmqd.store.message_store import GetMessageStatus as G
 from rmqd.store.message_store import PutMessageStatus as P
 
-from .conftest import FakeClock
+from tests.store.conftest import FakeClock
 
 HOUR = 3600 * 1000
 

@@ -7,7 +7,7 @@ from rmqd.store.message import (MessageToStore, decode_message, decode_messages,
 from rmqd.store.message_store import GetMessageStatus as G
 from rmqd.store.message_store import PutMessageStatus as P
 
-from .conftest import FakeClock
+from tests.store.conftest import FakeClock
 
 
 def msg(topic="T", qid=0, body=b"hello", tags=None, keys=None, uniq=None, **kw):

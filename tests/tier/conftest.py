@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from rmqd.localports import free_port
-from tier.helpers import make_backend_of
+from tests.tier.helpers import make_backend_of
 
 
 @pytest.fixture(scope="session")

@@ -4,18 +4,16 @@ seal, compact, upload) and retention with a hook that sends SIGKILL to this proc
 
 For step ``index.uploading.partial`` uploads go in parts of 1 KiB, so the test's index files
 (about 4 KiB) upload in several parts (S3: a multipart upload). Step ``local.deleting`` is reached
-after each local CommitLog file retention deletes."""
+after each local CommitLog file retention deletes. Run as ``python -m tests.tier.crash_child`` with
+tests.kit.processes.child_env()."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
-
-from crash_hooks import kill_at  # noqa: E402
-from rmqd.store.mapped_file import MappedFile  # noqa: E402
-from tier.helpers import make_store, put  # noqa: E402
+from rmqd.store.mapped_file import MappedFile
+from tests.kit.crash_hooks import kill_at
+from tests.tier.helpers import make_store, put
 
 
 def main() -> int:

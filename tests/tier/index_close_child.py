@@ -1,6 +1,7 @@
 """Child process of tests/tier/test_index_lifecycle.py: the tier index's compaction meets a close or a
 second compaction, in a process of its own so that a use of an unmapped file (a SIGSEGV) fails the
-test instead of killing pytest. argv: mode, work directory. Prints ``ok`` and exits 0 on success.
+test instead of killing pytest. argv: mode, work directory. Prints ``ok`` and exits 0 on success. Run as
+``python -m tests.tier.index_close_child`` with tests.kit.processes.child_env().
 
 Modes (each one crashed with SIGSEGV in ``IndexStoreFile.compact`` before the fix):
 
@@ -22,18 +23,11 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
-
-from tier.helpers import make_store, put, tier_props  # noqa: E402
+from tests.kit.waits import poll
+from tests.tier.helpers import make_store, put, tier_props
 
 TOPIC = "CloseTopic"
 N = 60                       # 3 keys each: two index files of the helpers' 120 items
-
-
-def wait_until(cond, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.005)
 
 
 def keys_found(store) -> int:
@@ -61,7 +55,7 @@ def run_interrupted(root: str, props: dict, mode: str) -> None:
         if mode == "race":
             time.sleep(0.1)          # the other step is now waiting for (or, unfixed, inside) its compaction
         else:                        # the close has begun (fixed: it waits for this step; unfixed: done)
-            wait_until(lambda: not t.is_alive() or getattr(tier.index, "closing", False))
+            poll(lambda: not t.is_alive() or getattr(tier.index, "closing", False), 5.0, interval=0.005)
 
     tier.step_hook = hook
     tier.commit_now()

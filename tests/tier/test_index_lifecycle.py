@@ -5,22 +5,19 @@ Each case runs in a child process (index_close_child.py) so that a SIGSEGV fails
 killing pytest; before the fix every case died with SIGSEGV in ``IndexStoreFile.compact``."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+from tests.kit.processes import REPO, child_env
 
 
 @pytest.mark.parametrize("mode", ["close", "shutdown", "race", "cython"])
 def test_compaction_never_reads_a_closed_index_file(mode, tmp_path):
-    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
-    child = subprocess.run([sys.executable, os.path.join(HERE, "index_close_child.py"), mode, str(tmp_path)],
-                           cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    child = subprocess.run([sys.executable, "-m", "tests.tier.index_close_child", mode, str(tmp_path)],
+                           cwd=REPO, capture_output=True, text=True, timeout=60, env=child_env())
     died = f" (died of {signal.Signals(-child.returncode).name})" if child.returncode < 0 else ""
     assert child.returncode == 0, f"rc {child.returncode}{died}\n{child.stderr[-4000:]}"
     assert child.stdout.strip().endswith("ok"), child.stdout

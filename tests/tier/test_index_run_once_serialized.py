@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tier.helpers import make_store, put, tier_props
+from tests.tier.helpers import make_store, put, tier_props
 
 
 def test_commit_tier_calls_and_the_index_thread_take_turns(tmp_path):

@@ -13,7 +13,7 @@ from rmqd.cli import _broker_config, build_parser
 from rmqd.config import BrokerConfig, broker_config_from, tier_config_from
 from rmqd.store.tier.config import TieredStorageLevel
 from rmqd.testing.embedded import EmbeddedServer
-from tier.helpers import put
+from tests.tier.helpers import put
 
 
 def admin(ns: str, *args: str) -> tuple[int, str]:

@@ -8,7 +8,7 @@ import pytest
 
 from rmqd.store.message import decode_message
 from rmqd.store.tier.dispatcher import MAX_GROUPS_PER_QUEUE_PER_ROUND, SLICE, TierDispatcher
-from tier.helpers import make_store, put, tier_props
+from tests.tier.helpers import make_store, put, tier_props
 
 TOPIC = "HotTopic"
 GROUP = 600                          # records per group commit: more than one slice

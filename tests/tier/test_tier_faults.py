@@ -18,12 +18,13 @@ import pytest
 
 from rmqd.store.message import decode_message
 from rmqd.store.message_store import GetMessageStatus as S
-from tier.helpers import make_store, put, tier_props
+from tests.kit.processes import REPO, child_env
+from tests.tier.helpers import make_store, put, tier_props
+
+pytestmark = pytest.mark.slow
 
 TOPIC = "CrashTopic"
 FIRST, MORE = 240, 60
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 
 # (step, nth): the second group commit is in flight for the dispatch steps; ".partial": inside the
 # compaction (the scratch file partly written) and inside the upload (a part written, S3: a
@@ -75,8 +76,9 @@ def test_kill9_at_each_step(kind, step, nth, tmp_path, request):
     props = tier_props(kind, str(tmp_path / "tier"), endpoint, f"k-{uuid.uuid4().hex[:10]}")
     root = str(tmp_path / "store")
     first = LOCAL_FIRST if step == "local.deleting" else FIRST
-    child = subprocess.run([sys.executable, os.path.join(HERE, "crash_child.py"), root, json.dumps(props), step,
-                            str(nth), "0", str(first)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    child = subprocess.run([sys.executable, "-m", "tests.tier.crash_child", root, json.dumps(props), step,
+                            str(nth), "0", str(first)], cwd=REPO, capture_output=True, text=True, timeout=60,
+                           env=child_env())
     assert child.returncode == -9, child.stderr[-3000:]
     idx_dir = os.path.join(root, "tiered_index_file")
     scratch = os.path.join(idx_dir, "compacting")

@@ -9,7 +9,7 @@ import pytest
 
 from rmqd.store.message import decode_message
 from rmqd.store.message_store import GetMessageStatus as S
-from tier.helpers import SEG, make_store, put, tier_props
+from tests.tier.helpers import SEG, make_store, put, tier_props
 
 TOPIC = "RetentionTopic"
 N = 600                     # about 4 local CommitLog files of 64 KiB

@@ -9,7 +9,7 @@ import pytest
 
 from rmqd.store.message import decode_message
 from rmqd.store.message_store import GetMessageStatus as S
-from tier.helpers import make_store, put, tier_props
+from tests.tier.helpers import make_store, put, tier_props
 
 TOPIC = "TierTopic"
 N = 600
