@@ -12,8 +12,7 @@ without one (gRPC off, or a Java broker) has no endpoint and its queues are left
 this endpoint serves is at the addresses the client used (it reached it through them). A master's entry lists its
 group's other replicas after it: a client whose channel finds the master gone goes on to a replica, which passes
 sends, receives, acks and the like to whichever broker is master (:mod:`rmqd.grpc.master_link`); while the name
-server has no master
-for a group (an election), the last master entry stays in the route for :data:`MASTER_GRACE_S`.
+server has no master for a group (an election), the last master entry stays in the route for :data:`MASTER_GRACE_S`.
 
 :func:`message_queues` and :func:`assignments` are pure (a cluster-mode front reuses them with its own
 ``endpoints_of``); :class:`ClusterRoutes` fetches and keeps what they read.
