@@ -77,7 +77,7 @@ for i in range(40):
     m = Message(); m.topic = "Spread5"; m.body = f"spread-{i}".encode()
     emit(op="sent", id=p.send(m).message_id)
 p.shutdown()
-c = SimpleConsumer(CONFIG, "Spread5Simple", {"Spread5": FilterExpression()}, await_duration=2)
+c = SimpleConsumer(CONFIG, "Spread5Simple", {"Spread5": FilterExpression()}, await_duration=5)
 c.startup()
 for m in receive_all(c, 40, timeout=60):
     emit(op="simple", id=m.message_id)
