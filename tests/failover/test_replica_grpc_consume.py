@@ -1,7 +1,8 @@
 """A 5.x consumer whose channel is on a replica's gRPC endpoint (the route lists a group's master endpoint followed
 by its replicas', and gRPC's pick_first may connect to any of them): its receives, invisible-time changes, acks and
 DLQ forwards are served by the group's master, as through any 5.x proxy of a cluster. The receipt handles are the
-master's, so a message received through one endpoint of the group is acked through another."""
+master's, so a message received through one endpoint of the group is acked through another; a transaction whose
+half message the master stored is ended through a replica's endpoint."""
 from __future__ import annotations
 
 import grpc
@@ -18,11 +19,16 @@ TOPIC = "ReplicaRecvTopic"
 GROUP = "ReplicaRecvGroup"          # not created beforehand: a 5.x application does not create it
 MD = [("x-mq-client-id", "replica-consumer"), ("x-mq-language", "PYTHON")]
 GET_TOPIC_CONFIG = 351
+UPDATE_AND_CREATE_TOPIC = 17
+TX_TOPIC = "ReplicaRecvTxTopic"
+TX_TOPIC_EXT = {"topic": TX_TOPIC, "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4", "perm": "6",
+                "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
+                "attributes": "+message.type=TRANSACTION"}
 
 
-def receive(stub, invisible_ms: int, poll_s: int) -> tuple[int, str, list]:
+def receive(stub, invisible_ms: int, poll_s: int, topic: str = TOPIC) -> tuple[int, str, list]:
     req = s.ReceiveMessageRequest(group=d.Resource(name=GROUP), message_queue=d.MessageQueue(
-        topic=d.Resource(name=TOPIC), id=-1), filter_expression=d.FilterExpression(type=d.TAG, expression="*"),
+        topic=d.Resource(name=topic), id=-1), filter_expression=d.FilterExpression(type=d.TAG, expression="*"),
         batch_size=32, long_polling_timeout=Duration(seconds=poll_s))
     req.invisible_duration.FromMilliseconds(invisible_ms)
     out = list(stub.ReceiveMessage(req, metadata=MD, timeout=poll_s + 10))
@@ -30,12 +36,12 @@ def receive(stub, invisible_ms: int, poll_s: int) -> tuple[int, str, list]:
     return head.code, head.message, [r.message for r in out if r.HasField("message")]
 
 
-def receive_all(stub, want: int, invisible_ms: int) -> dict:
+def receive_all(stub, want: int, invisible_ms: int, topic: str = TOPIC) -> dict:
     """Receives until ``want`` messages came (bounded): body -> message."""
     got: dict = {}
 
     def more() -> bool:
-        code, text, msgs = receive(stub, invisible_ms, 2)
+        code, text, msgs = receive(stub, invisible_ms, 2, topic)
         assert code in (d.OK, d.MESSAGE_NOT_FOUND), (code, text)
         got.update((m.body, m) for m in msgs)
         return len(got) >= want
@@ -43,8 +49,8 @@ def receive_all(stub, want: int, invisible_ms: int) -> dict:
     return got
 
 
-def ack(stub, m) -> None:
-    resp = stub.AckMessage(s.AckMessageRequest(group=d.Resource(name=GROUP), topic=d.Resource(name=TOPIC), entries=[
+def ack(stub, m, topic: str = TOPIC) -> None:
+    resp = stub.AckMessage(s.AckMessageRequest(group=d.Resource(name=GROUP), topic=d.Resource(name=topic), entries=[
         s.AckMessageEntry(message_id=m.system_properties.message_id,
                           receipt_handle=m.system_properties.receipt_handle)]), metadata=MD, timeout=10)
     assert resp.status.code == d.OK and resp.entries[0].status.code == d.OK, resp
@@ -107,6 +113,24 @@ def test_a_replicas_grpc_endpoint_receives_and_acks_messages_stored_on_the_maste
         assert dlq.status.code == d.OK, dlq.status
         code, _, late = receive(at_master, 1000, 4)
         assert code == d.MESSAGE_NOT_FOUND and late == []
+
+        # a transaction whose half message the master stored (through its endpoint), committed through the replica
+        master_addr = group.brokers[m_i].addr
+        wait_until(lambda: call(master_addr, UPDATE_AND_CREATE_TOPIC, dict(TX_TOPIC_EXT)).code == ResponseCode.SUCCESS,
+                   10, 0.2, "the transaction topic created on the master")
+        wait_until(lambda: call(replica_addr, GET_TOPIC_CONFIG, {"topic": TX_TOPIC}).code == ResponseCode.SUCCESS,
+                   20, 0.1, "the replica has the transaction topic's config")
+        half = d.Message(topic=d.Resource(name=TX_TOPIC), body=b"tx", system_properties=d.SystemProperties(
+            message_id="01REPLICARECVTX", message_type=d.TRANSACTION))
+        sent = at_master.SendMessage(s.SendMessageRequest(messages=[half]), metadata=MD, timeout=10)
+        assert sent.status.code == d.OK and sent.entries[0].transaction_id, sent
+        end = at_replica.EndTransaction(s.EndTransactionRequest(
+            topic=d.Resource(name=TX_TOPIC), message_id="01REPLICARECVTX", transaction_id=sent.entries[0].transaction_id,
+            resolution=d.COMMIT, source=d.SOURCE_CLIENT), metadata=MD, timeout=10)
+        assert end.status.code == d.OK, end.status
+        committed = receive_all(at_replica, 1, 3000, TX_TOPIC)
+        assert list(committed) == [b"tx"]
+        ack(at_replica, committed[b"tx"], TX_TOPIC)
     finally:
         for ch in channels:
             ch.close()
