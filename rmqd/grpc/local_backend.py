@@ -2,24 +2,30 @@
 
 Sends and transaction ends become the broker's own SEND_MESSAGE / END_TRANSACTION requests (the same checks,
 timers, retry/DLQ and half-message rules as 4.x clients get); receive, ack, change invisible duration use
-:class:`rmqd.pop.PopService`, like the remoting POP codes. A slave's endpoint passes sends to its master. Every
-part comes as a named handle (:class:`LocalParts`), never the broker controller.
+:class:`rmqd.pop.PopService`, like the remoting POP codes. A slave's endpoint has its master do what is written
+there (:mod:`rmqd.grpc.master_link`): sends, transaction ends, and receives with their acks, invisible times and
+DLQ forwards (:class:`rmqd.proxy.remote_pop.RemotePop`, with the broker's own receipt handles, so an ack may come
+through any endpoint of the group). Every part comes as a named handle (:class:`LocalParts`), never the broker
+controller.
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import logging
-from typing import Any, Callable, Hashable, Optional, Sequence
+from typing import Any, Callable, Hashable, NamedTuple, Optional, Sequence
 
 from rmqd.broker.client_manager import ClientChannelInfo
 from rmqd.config import BrokerConfig
 from rmqd.grpc.backend import Received, ReceiveRequest
 from rmqd.grpc.clients import producer_group_of
 from rmqd.grpc.convert import to_grpc_message
+from rmqd.grpc.master_link import MasterLink
 from rmqd.grpc.routes import Address, ClusterRoutes, TopicRoute, local_route
 from rmqd.pop.extra_info import ExtraInfo, ReceiptHandle
 from rmqd.pop.frontend import PopExecutor, pop_with_polling
+from rmqd.proxy.brokers import BrokerUnavailable
+from rmqd.proxy.remote_pop import RemotePop
 from rmqd.remoting.codes import RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RemotingCommand, error_response, new_request
 from rmqd.remoting.dispatch import TO_POOL
@@ -43,6 +49,12 @@ def guava_consistent_hash(key: int, buckets: int) -> int:
             candidate = nxt
         else:
             return candidate
+
+
+class AtMaster(NamedTuple):
+    """The renewal key of a message a slave's endpoint received through its master (RemotePop's key)."""
+
+    key: Hashable
 
 
 class GrpcConn:
@@ -127,7 +139,9 @@ class LocalBackend:
                                          int(c.popExecutorCapacity), name="grpc-send")
         self.inline_acks = p.store.config.flush_disk_type == "ASYNC_FLUSH"
         self.max_lite_topic_size = int(p.lite_priority.lite_config.maxLiteTopicSize)
-        self._forward_client = None             # a slave's connection to its master (sends, _forward_send)
+        # a slave's calls to its master: sends, transaction ends, and the consumers' part (RemotePop)
+        self.master = MasterLink(lambda: p.role.master_addr, p.auth.request_signer)
+        self.at_master = RemotePop(self.master, self.pop_executor)
         # the name server's routes and the other brokers' gRPC ports (rmqd.grpc.routes), over the broker's client
         self.routes = ClusterRoutes(p.namesrv_invoke, lambda: c.namesrv_addrs, p.address, endpoint_address)
 
@@ -139,8 +153,7 @@ class LocalBackend:
         pass
 
     def close(self) -> None:
-        if self._forward_client is not None:
-            self._forward_client.close()
+        self.master.close()
         self.send_executor.shutdown()
 
     async def run(self, fn: Any, *args: Any) -> Any:
@@ -189,6 +202,10 @@ class LocalBackend:
             resp = await self.send_executor.run(sp.process, conn, request)
         return resp, None
 
+    def _on_slave(self) -> bool:
+        """Whether this broker is a slave now: what it would write goes to its master (:attr:`master`)."""
+        return bool(self.parts.role.is_slave)
+
     def _master_to_forward(self, transactional: bool) -> Optional[str]:
         """A slave's endpoint passes a (non-transactional) send on to its master, as the 5.x proxy routes sends to
         the master: a client given every replica's endpoint keeps sending through a failover. None on a master,
@@ -199,16 +216,19 @@ class LocalBackend:
         return rm.master_addr
 
     async def _forward_send(self, master: str, request: Any) -> Any:
-        if self._forward_client is None:
-            from rmqd.remoting.client import RemotingClient
-            self._forward_client = RemotingClient(signer=self.parts.auth.request_signer())
+        return await self._to_master(request, f"gRPC send forwarded to the master {master}")
+
+    async def _to_master(self, request: RemotingCommand, what: str) -> RemotingCommand:
+        """``request`` answered by the master; SERVICE_NOT_AVAILABLE when it cannot be (the client retries)."""
         try:
-            return await self._forward_client.invoke(master, request, FORWARD_TIMEOUT_S)
-        except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
-            log.warning("gRPC send forwarded to the master %s failed: %r", master, exc)
-            return error_response(ResponseCode.SERVICE_NOT_AVAILABLE, f"master {master} unreachable: {exc!r}")
+            return await self.master.invoke(self.config.brokerName, request, FORWARD_TIMEOUT_S)
+        except (BrokerUnavailable, asyncio.TimeoutError) as exc:
+            log.warning("%s failed: %r", what, exc)
+            return error_response(ResponseCode.SERVICE_NOT_AVAILABLE, f"{what} failed: {exc!r}")
 
     async def end_transaction(self, ext: dict, broker: Optional[str], peer: tuple[str, int]) -> Optional[RemotingCommand]:
+        if self._on_slave():        # the half message was stored on the master (a slave takes none)
+            return await self._to_master(new_request(RequestCode.END_TRANSACTION, ext), "END_TRANSACTION")
         proc = self.parts.end_transaction_processor
         return await self.send_executor.run(proc.process, GrpcConn(*peer), new_request(RequestCode.END_TRANSACTION, ext))
 
@@ -217,6 +237,9 @@ class LocalBackend:
 
     # ------------------------------------------------------------------ consumers
     async def receive(self, rr: ReceiveRequest) -> Received:
+        if self._on_slave():        # the checkpoint is written on the master: it pops there
+            got = await self.at_master.pop(self.config.brokerName, rr)
+            return Received(got.messages, got.state, [(match, AtMaster(key)) for match, key in got.holds])
         qid = -1     # as the proxy: a receive pops every queue of the broker, whatever queue the client names
         result, state = await pop_with_polling(self.pop, self.pop_executor, rr.group.group_name, rr.topic.topic_name,
                                                qid, rr.batch, rr.invisible_ms, rr.message_filter, 0, rr.poll_ms,
@@ -229,7 +252,7 @@ class LocalBackend:
             return Received([], state)
         out = await self.pop_executor.run(self._to_messages, result.messages, rr.topic.topic_name, rr.namespace)
         group = rr.group.group_name
-        holds = [((group, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time),
+        holds = [((group, pm.extra.broker_name, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time),
                   (pm.topic, group, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time))
                  for pm in result.messages]
         return Received(out, state, holds)
@@ -250,24 +273,35 @@ class LocalBackend:
         return out
 
     def handle_key(self, group: str, h: ReceiptHandle) -> Hashable:
-        e = h.extra
-        return (group, e.queue_id, e.ck_queue_offset, e.pop_time)
+        """The same key whether the message was popped here or through the master (RemotePop's)."""
+        return self.at_master.handle_key(group, h)
 
     async def renew(self, keys: list, invisible_ms: int, within_ms: int) -> list:
-        return await self.pop_executor.run(self.pop.renew, keys, invisible_ms, within_ms)
+        remote = [k.key for k in keys if isinstance(k, AtMaster)]
+        local = [k for k in keys if not isinstance(k, AtMaster)]
+        still = list(await self.pop_executor.run(self.pop.renew, local, invisible_ms, within_ms)) if local else []
+        if remote:
+            still.extend(AtMaster(k) for k in await self.at_master.renew(remote, invisible_ms, within_ms))
+        return still
 
     async def ack(self, group: str, queue: str, h: ReceiptHandle, inline: bool = False) -> None:
-        if inline:        # ASYNC_FLUSH: an ack record is a memory copy, done on the loop
+        if self._on_slave():
+            await self.at_master.ack(group, queue, h)
+        elif inline:        # ASYNC_FLUSH: an ack record is a memory copy, done on the loop
             self.pop.ack(group, queue, h.extra, h.extra.queue_offset)
         else:
             await self.pop_executor.run(self.pop.ack, group, queue, h.extra, h.extra.queue_offset)
 
     async def change_invisible(self, group: str, queue: str, h: ReceiptHandle, invisible_ms: int,
                                suspend: bool) -> ExtraInfo:
+        if self._on_slave():
+            return await self.at_master.change_invisible(group, queue, h, invisible_ms, suspend)
         return await self.pop_executor.run(self.pop.change_invisible_time, group, queue, h.extra,
                                            h.extra.queue_offset, invisible_ms, suspend)
 
     async def send_back(self, ext: dict, h: ReceiptHandle, peer: tuple[str, int]) -> RemotingCommand:
+        if self._on_slave():
+            return await self.at_master.send_back(ext, h, peer)
         return await self.send_executor.run(self.parts.send_back_processor.process, GrpcConn(*peer),
                                             new_request(RequestCode.CONSUMER_SEND_MSG_BACK, ext))
 

@@ -11,10 +11,10 @@ its host and the port its endpoint keeps in the name servers' KV table (:mod:`rm
 without one (gRPC off, or a Java broker) has no endpoint and its queues are left out, with a log line. The broker
 this endpoint serves is at the addresses the client used (it reached it through them). A master's entry lists its
 group's other replicas after it: a client whose channel finds the master gone goes on to a replica, which passes
-sends to whichever broker is master (``MessagingService._master_to_forward``); while the name server has no master
-for a group (an election), the last master entry stays in the route for :data:`MASTER_GRACE_S`. Each entry's
-scheme is its hosts' as the proxy names them (:func:`address_scheme`: a client asking through ``localhost`` gets
-DOMAIN_NAME, not ``ipv4:localhost``, which gRPC refuses).
+sends, receives, acks and the like to whichever broker is master (:mod:`rmqd.grpc.master_link`); while the name
+server has no master for a group (an election), the last master entry stays in the route for :data:`MASTER_GRACE_S`.
+Each entry's scheme is its hosts' as the proxy names them (:func:`address_scheme`: a client asking through
+``localhost`` gets DOMAIN_NAME, not ``ipv4:localhost``, which gRPC refuses).
 
 :func:`message_queues` and :func:`assignments` are pure (a cluster-mode front reuses them with its own
 ``endpoints_of``); :class:`ClusterRoutes` fetches and keeps what they read.

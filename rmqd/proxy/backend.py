@@ -10,7 +10,7 @@ group's master now (:class:`rmqd.proxy.brokers.BrokerDirectory`):
   failed in the last seconds picked last; a master that cannot be reached is followed to the group's new master,
   else another broker's queue is tried once.
 - Receive: POP_MESSAGE (queue -1) on the broker the client's queue names (round robin when none), long polling on
-  the broker; handles as the proxy's (:mod:`rmqd.proxy.popped`). Ack / change invisible / DLQ go to the broker the
+  the broker (:mod:`rmqd.proxy.remote_pop`); handles as the proxy's (:mod:`rmqd.proxy.popped`). Ack / change invisible / DLQ go to the broker the
   handle names. A push consumer's messages are renewed with CHANGE_MESSAGE_INVISIBLETIME and acked with the newest
   handle (Java's ``ReceiptHandleProcessor``).
 - Transactions: the transaction id names the broker that holds the half message, so any instance ends it
@@ -23,29 +23,24 @@ import asyncio
 import itertools
 import logging
 import time
-from typing import Any, Callable, Hashable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import orjson
 
 from rmqd.config import BrokerConfig
 from rmqd.grpc.backend import Received, ReceiveRequest
-from rmqd.grpc.convert import to_grpc_message
 from rmqd.grpc.local_backend import guava_consistent_hash
 from rmqd.grpc.routes import MASTER_ID, Address, TopicRoute
-from rmqd.pop.codes import POLLING_FULL, POLLING_TIMEOUT, PopError
-from rmqd.pop.extra_info import ExtraInfo, ReceiptHandle
-from rmqd.pop.frontend import Busy, PopExecutor
-from rmqd.processors.pop_ack import ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME
-from rmqd.processors.pop_message import POP_MESSAGE
+from rmqd.pop.codes import PopError
+from rmqd.pop.frontend import PopExecutor
 from rmqd.processors.recall import RECALL_MESSAGE, RecallError, RecallHandle
 from rmqd.proxy.brokers import CONNECT_ERRORS, BrokerDirectory, BrokerUnavailable
-from rmqd.proxy.popped import popped_records
 from rmqd.proxy.registry import ProxyRegistry
+from rmqd.proxy.remote_pop import RemotePop
 from rmqd.remoting.client import RemotingClient
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_request
 from rmqd.remoting.dispatch import Dispatcher
-from rmqd.store.lite.names import parse_lmq
 from rmqd.store.message import java_string_hash
 from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
 
@@ -58,12 +53,11 @@ CONFIG_TTL_S = 5.0            # topic and group configs asked again after this
 MISSING_TTL_S = 1.0           # "no such topic / group" asked again after this
 CALL_TIMEOUT_S = 3.0
 SEND_TIMEOUT_S = 5.0
-POLL_MARGIN_S = 3.0           # a long-polling POP waits on the broker up to its poll time; the call this longer
-INIT_MODE_MAX = 1             # ConsumeInitMode.MAX, as the proxy's receive
 
 
-class RemoteBackend:
-    """:class:`rmqd.grpc.backend.MessagingBackend` over remoting (``rmqd proxy``)."""
+class RemoteBackend(RemotePop):
+    """:class:`rmqd.grpc.backend.MessagingBackend` over remoting (``rmqd proxy``); the consumers' part is
+    :class:`rmqd.proxy.remote_pop.RemotePop`'s."""
 
     def __init__(self, config: BrokerConfig, namesrv_addrs: Callable[[], list[str]], endpoint: Callable[[], Address],
                  client_tls: Any = None) -> None:
@@ -79,12 +73,10 @@ class RemoteBackend:
         self.registry = ProxyRegistry(self.directory)
         self.dispatcher.register(RequestCode.CHECK_TRANSACTION_STATE, self.registry.check_transaction)
         self.dispatcher.register(NOTIFY_UNSUBSCRIBE_LITE, self.registry.notify_unsubscribe_lite)
-        self.executor = PopExecutor(2, int(config.popExecutorCapacity), name="proxy")
+        super().__init__(self.directory, PopExecutor(2, int(config.popExecutorCapacity), name="proxy"))
         self._topics: dict[str, tuple[float, Optional[TopicConfig]]] = {}
         self._groups: dict[str, tuple[float, Optional[SubscriptionGroupConfig]]] = {}
         self._round = itertools.count()
-        # auto-renew: (group, broker, queue id, ck offset, pop time) of the handle a client holds -> (topic, newest)
-        self._held: dict[Hashable, tuple[str, ReceiptHandle]] = {}
 
     def lite(self, service: Any) -> Any:
         from rmqd.proxy.lite import RemoteLite
@@ -261,148 +253,7 @@ class RemoteBackend:
             broker = names[next(self._round) % len(names)]
         else:
             raise PopError(ResponseCode.NO_PERMISSION, f"no readable queue of {rr.topic.topic_name}")
-        ext = {"consumerGroup": rr.group.group_name, "topic": rr.topic.topic_name, "queueId": "-1",
-               "maxMsgNums": str(rr.batch), "invisibleTime": str(rr.invisible_ms), "pollTime": str(rr.poll_ms),
-               "bornTime": str(int(time.time() * 1000)), "initMode": str(INIT_MODE_MAX),
-               "expType": rr.filter_type, "exp": rr.expression,
-               "order": "true" if rr.group.consume_message_orderly else "false"}
-        try:
-            resp = await self.directory.invoke(broker, new_request(POP_MESSAGE, ext),
-                                               rr.poll_ms / 1000.0 + POLL_MARGIN_S)
-        except BrokerUnavailable as exc:
-            raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)) from None
-        except asyncio.TimeoutError:
-            return Received([], "timeout")
-        return await self.received(resp, broker, rr)
-
-    async def received(self, resp: RemotingCommand, broker: str, rr: ReceiveRequest) -> Received:
-        """A POP answer as 5.x messages (decoded in the executor: CPU work)."""
-        if resp.code in (POLLING_TIMEOUT, ResponseCode.NO_MESSAGE, ResponseCode.PULL_NOT_FOUND):
-            return Received([], "timeout")
-        if resp.code == POLLING_FULL:
-            return Received([], "full")
-        if resp.code == ResponseCode.SYSTEM_BUSY:
-            raise Busy(resp.remark or "broker busy")
-        if resp.code != ResponseCode.SUCCESS:
-            raise PopError(resp.code, resp.remark or str(resp.code))
-        converted = await self.executor.run(_to_messages, dict(resp.ext_fields or {}), bytes(resp.body or b""),
-                                            broker, rr.topic.topic_name, rr.namespace)
-        out, holds = [], []
-        group = rr.group.group_name
-        max_attempts = int(rr.group.retry_max_times) + 1
-        for msg, handle in converted:
-            if msg.system_properties.delivery_attempt > max_attempts:
-                await self._to_dlq(rr, msg, handle)     # the proxy's PopMessageResultFilter: TO_DLQ
-                continue
-            out.append(msg)
-            key = self.handle_key(group, handle)
-            holds.append((key, key))
-            if rr.auto_renew:
-                self._held[key] = (rr.topic.topic_name, handle)
-        return Received(out, "found", holds)
-
-    async def _to_dlq(self, rr: ReceiveRequest, msg: Any, h: ReceiptHandle) -> None:
-        """A popped message past its group's max attempts (a Java broker hands it out again; the 5.x proxy
-        filters it): to the DLQ (CONSUMER_SEND_MSG_BACK, delay level -1), then acked. On failure it is logged and
-        left invisible: it comes back after its time and is tried again."""
-        group, topic = rr.group.group_name, rr.topic.topic_name
-        ext = {"offset": str(h.commit_log_offset), "group": group, "delayLevel": "-1",
-               "originMsgId": msg.system_properties.message_id, "originTopic": topic,
-               "maxReconsumeTimes": str(rr.group.retry_max_times)}
-        resp = await self.send_back(ext, h, ("", 0))
-        if resp.code != ResponseCode.SUCCESS:
-            log.warning("proxy: %s of %s past %d attempts: DLQ forward to %s refused: %s %s",
-                        msg.system_properties.message_id, group, rr.group.retry_max_times + 1,
-                        h.extra.broker_name, resp.code, resp.remark)
-            return
-        try:
-            await self.ack(group, topic, h)
-        except PopError as exc:
-            log.warning("proxy: ack of %s after its DLQ forward failed: %s", msg.system_properties.message_id,
-                        exc.remark)
-
-    def handle_key(self, group: str, h: ReceiptHandle) -> Hashable:
-        e = h.extra
-        return (group, e.broker_name, e.queue_id, e.ck_queue_offset, e.pop_time)
-
-    def _newest(self, group: str, h: ReceiptHandle) -> ReceiptHandle:
-        held = self._held.get(self.handle_key(group, h))
-        return held[1] if held is not None else h
-
-    async def renew(self, keys: list, invisible_ms: int, within_ms: int) -> list:
-        """Push consumers' messages due within ``within_ms``: CHANGE_MESSAGE_INVISIBLETIME, newest handle kept
-        (acks and changes use it). Messages no one renews any more are forgotten once past their time."""
-        now = int(time.time() * 1000)
-        still = []
-        for key in keys:
-            held = self._held.get(key)
-            if held is None:            # acked, changed, or its renewal failed
-                continue
-            queue, h = held
-            if h.extra.pop_time + h.extra.invisible_time - now >= within_ms:
-                still.append(key)
-                continue
-            try:
-                extra = await self.change_invisible(key[0], queue, h, invisible_ms, False, keep=False)
-            except PopError as exc:
-                log.info("proxy: renewing a message of %s on %s failed (%s): it is visible again after its time",
-                         key[0], h.extra.broker_name, exc.remark)
-                self._held.pop(key, None)
-                continue
-            self._held[key] = (queue, ReceiptHandle(extra, h.commit_log_offset))
-            still.append(key)
-        for key, (_, h) in list(self._held.items()):
-            if h.extra.pop_time + h.extra.invisible_time < now - 10_000:
-                del self._held[key]
-        return still
-
-    async def _pop_call(self, h: ReceiptHandle, code: int, ext: dict) -> RemotingCommand:
-        try:
-            resp = await self.directory.invoke(h.extra.broker_name, new_request(code, ext), CALL_TIMEOUT_S)
-        except BrokerUnavailable as exc:
-            raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)) from None
-        except asyncio.TimeoutError:
-            raise PopError(ResponseCode.SYSTEM_ERROR, f"broker {h.extra.broker_name} timed out") from None
-        if resp.code != ResponseCode.SUCCESS:
-            raise PopError(resp.code, resp.remark or str(resp.code))
-        return resp
-
-    @staticmethod
-    def _pop_ext(group: str, queue: str, h: ReceiptHandle) -> dict:
-        """ACK_MESSAGE / CHANGE_MESSAGE_INVISIBLETIME's header; a lite message's (``queue`` its LMQ) names the
-        parent topic and the lite topic, as the 5.5 proxy sends it."""
-        lite = parse_lmq(queue)
-        ext = {"consumerGroup": group, "topic": lite[0] if lite else queue, "queueId": str(h.extra.queue_id),
-               "extraInfo": h.extra.encode(), "offset": str(h.extra.queue_offset)}
-        if lite:
-            ext["liteTopic"] = lite[1]
-        return ext
-
-    async def ack(self, group: str, queue: str, h: ReceiptHandle, inline: bool = False) -> None:
-        newest = self._newest(group, h)
-        await self._pop_call(newest, ACK_MESSAGE, self._pop_ext(group, queue, newest))
-        self._held.pop(self.handle_key(group, h), None)
-
-    async def change_invisible(self, group: str, queue: str, h: ReceiptHandle, invisible_ms: int,
-                               suspend: bool, keep: bool = True) -> ExtraInfo:
-        newest = self._newest(group, h) if keep else h
-        ext = self._pop_ext(group, queue, newest)
-        ext["invisibleTime"] = str(invisible_ms)
-        resp = await self._pop_call(newest, CHANGE_MESSAGE_INVISIBLETIME, ext)
-        r = resp.ext_fields or {}
-        e = newest.extra
-        extra = ExtraInfo(e.queue_offset, int(r.get("popTime", 0)), int(r.get("invisibleTime", invisible_ms)),
-                          int(r.get("reviveQid", e.revive_qid)), e.retry, e.broker_name, e.queue_id, e.queue_offset)
-        if keep:
-            self._held.pop(self.handle_key(group, h), None)
-        return extra
-
-    async def send_back(self, ext: dict, h: ReceiptHandle, peer: tuple[str, int]) -> RemotingCommand:
-        try:
-            return await self.directory.invoke(h.extra.broker_name,
-                                               new_request(RequestCode.CONSUMER_SEND_MSG_BACK, ext), CALL_TIMEOUT_S)
-        except (BrokerUnavailable, asyncio.TimeoutError) as exc:
-            return error_response(ResponseCode.SYSTEM_ERROR, f"broker {h.extra.broker_name}: {exc!r}")
+        return await self.pop(broker, rr)
 
     # ------------------------------------------------------------------ offsets
     async def _offset_call(self, broker: str, code: int, ext: dict) -> RemotingCommand:
@@ -439,14 +290,3 @@ class RemoteBackend:
         if resp.code != ResponseCode.SUCCESS:
             raise PopError(resp.code, resp.remark or str(resp.code))
         return int((resp.ext_fields or {}).get("offset", 0))
-
-
-def _to_messages(ext: dict, body: bytes, broker: str, topic: str, namespace: str) -> list[tuple[Any, ReceiptHandle]]:
-    """A POP answer's records as 5.x messages of ``topic`` with their handles (in the executor: CPU work)."""
-    out = []
-    for rec in popped_records(ext, body, broker):
-        msg = to_grpc_message(rec.message, topic, rec.handle, namespace=namespace)
-        if rec.attempt:
-            msg.system_properties.delivery_attempt = rec.attempt
-        out.append((msg, rec.handle))
-    return out

@@ -127,7 +127,7 @@ def test_a_message_past_its_max_attempts_goes_to_the_dlq_and_is_acked(monkeypatc
         m.system_properties.message_id, m.system_properties.delivery_attempt = mid, attempt
         return m, ReceiptHandle(ExtraInfo(0, 1, 60000, 0, "0", "broker-a", 0, 5), 4242)
 
-    monkeypatch.setattr("rmqd.proxy.backend._to_messages",
+    monkeypatch.setattr("rmqd.proxy.remote_pop._to_messages",
                         lambda *args: [message("POISON", 3), message("FRESH", 2)])
     backend = _backend()
     backend.directory = Recording(set())
