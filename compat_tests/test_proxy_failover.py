@@ -13,15 +13,13 @@ import time
 
 import pytest
 
+import client5_env
 from java5kit import java5_process, require_kit5
 from rmqd_proxy import RmqdProxy
 from scenarios import Background
 from test_failover_clients import GRPC_CONSUMER, GRPC_PRODUCER, finished
 
 from tests.failover.kit import FailoverGroup, check_acked, read_key_counts, wait_until
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc"))
-import client5_env  # noqa: E402
 
 TOPIC = "ProxyFailoverTopic"
 AFTER_KILL = 30
