@@ -46,7 +46,7 @@ def test_clients_through_rmqd_proxy_survive_a_kill9_of_the_master_with_nothing_a
         def both_on_master() -> bool:
             keys = read_key_counts(old, TOPIC)
             return all(sum(k.startswith(prefix) for k in keys) >= 30 for prefix in ("py5-", "j5-"))
-        wait_until(both_on_master, 60, 0.3, "both clients' sends on the master")
+        wait_until(both_on_master, 60, interval=0.3, what="both clients' sends on the master")
         group.kill9(group.index_of(old))
         t_kill = time.time()
         open(flag, "w").close()

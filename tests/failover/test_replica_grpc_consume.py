@@ -45,7 +45,7 @@ def receive_all(stub, want: int, invisible_ms: int, topic: str = TOPIC) -> dict:
         assert code in (d.OK, d.MESSAGE_NOT_FOUND), (code, text)
         got.update((m.body, m) for m in msgs)
         return len(got) >= want
-    wait_until(more, 30, 0.1, f"{want} messages received")
+    wait_until(more, 30, interval=0.1, what=f"{want} messages received")
     return got
 
 
@@ -56,6 +56,7 @@ def ack(stub, m, topic: str = TOPIC) -> None:
     assert resp.status.code == d.OK and resp.entries[0].status.code == d.OK, resp
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_a_replicas_grpc_endpoint_receives_and_acks_messages_stored_on_the_master(tmp_path):
     group = FailoverGroup(str(tmp_path / "group"), replicas=2, grpc=True, minInvisibleTimeMillsForRecv=1000)
@@ -67,7 +68,7 @@ def test_a_replicas_grpc_endpoint_receives_and_acks_messages_stored_on_the_maste
         r_i = 1 - m_i
         replica_addr = group.brokers[r_i].addr
         wait_until(lambda: call(replica_addr, GET_TOPIC_CONFIG, {"topic": TOPIC}).code == ResponseCode.SUCCESS,
-                   20, 0.1, "the replica has the topic's config from its master")
+                   20, interval=0.1, what="the replica has the topic's config from its master")
         channels = [grpc.insecure_channel(group.grpc_addrs[i]) for i in (m_i, r_i)]
         at_master, at_replica = (sg.MessagingServiceStub(ch) for ch in channels)
         bodies = [f"m{i}".encode() for i in range(6)]
@@ -117,9 +118,9 @@ def test_a_replicas_grpc_endpoint_receives_and_acks_messages_stored_on_the_maste
         # a transaction whose half message the master stored (through its endpoint), committed through the replica
         master_addr = group.brokers[m_i].addr
         wait_until(lambda: call(master_addr, UPDATE_AND_CREATE_TOPIC, dict(TX_TOPIC_EXT)).code == ResponseCode.SUCCESS,
-                   10, 0.2, "the transaction topic created on the master")
+                   10, interval=0.2, what="the transaction topic created on the master")
         wait_until(lambda: call(replica_addr, GET_TOPIC_CONFIG, {"topic": TX_TOPIC}).code == ResponseCode.SUCCESS,
-                   20, 0.1, "the replica has the transaction topic's config")
+                   20, interval=0.1, what="the replica has the transaction topic's config")
         half = d.Message(topic=d.Resource(name=TX_TOPIC), body=b"tx", system_properties=d.SystemProperties(
             message_id="01REPLICARECVTX", message_type=d.TRANSACTION))
         sent = at_master.SendMessage(s.SendMessageRequest(messages=[half]), metadata=MD, timeout=10)
