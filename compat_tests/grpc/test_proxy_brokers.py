@@ -6,7 +6,7 @@ the producers' messages over both brokers' queues and its consumers receive ever
   message, a transaction ended by the broker's check-back relayed over the proxy's Telemetry stream;
 - the Java client (rocketmq-client-java 5.2.0) in its default configuration (TLS on, the proxy's permissive port
   with its test-mode certificate) running Grpc5Scenario's normal, fifo, delay, tx (check-back) and push sections;
-- the Go v5 client (compat_tests/go/cmd/grpc5)."""
+- the Go v5 client (compat_tests/go/cmd/grpc5) with TLS as it comes and without."""
 from __future__ import annotations
 
 import collections
@@ -21,6 +21,7 @@ from java5kit import run_java5
 from processes import RmqdProcess
 from rmqd_proxy import FAST_PROXY, RmqdProxy
 from test_grpc5_java import admin_commands
+from test_grpc_tls import check_go_normal, go_normal
 from test_grpc_brokers import admin, cluster_brokers, stored_per_broker
 from test_grpc_python import PRELUDE5
 
@@ -189,27 +190,29 @@ def test_java5_client_default_tls_through_the_proxy(proxied):
     assert "TLS" in proxy.log_tail(100000)
 
 
-def test_go5_client_through_the_proxy(proxied):
+def test_go5_client_through_the_proxy_with_tls_and_without(proxied):
+    """The Go v5 client with TLS as it comes (grpc5 -tls: TLS, the certificate not checked) on the proxy's
+    permissive port, FIFO included, beside a plaintext one; what they sent is stored on the brokers."""
     namesrv, brokers, proxy = proxied
-    admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "PxGo")
-    admin("updateSubGroup", "-n", namesrv, "-c", "DefaultCluster", "-g", "px-go")
+    for topic, group in (("PxGo", "px-go"), ("PxGoTls", "px-go-tls")):
+        admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", topic)
+        admin("updateSubGroup", "-n", namesrv, "-c", "DefaultCluster", "-g", group)
     admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "PxGoFifo", "-a", "+message.type=FIFO")
     admin("updateSubGroup", "-n", namesrv, "-c", "DefaultCluster", "-g", "px-go-fifo", "-o", "true")
-    runs = run_go_all({"normal": ["grpc5", "-endpoint", proxy.grpc_addr, "-topic", "PxGo", "-group", "px-go",
-                                  "-wait", "60", "normal"],
-                       "fifo": ["grpc5", "-endpoint", proxy.grpc_addr, "-topic", "PxGoFifo", "-group", "px-go-fifo",
-                                "-wait", "60", "fifo"]}, 150)
-    for name, run in runs.items():
-        ok(run, f"Go {name} through the proxy")
-    normal = runs["normal"]
-    assert all("error" not in e and e["receipts"] == 1 for e in of(normal, "send"))
-    assert sorted(e["body"] for e in distinct(of(normal, "recv"), "messageId")) == \
-        ["normal-0", "normal-2", "normal-async"]                     # the scenario's TagA filter
+    runs = run_go_all({"normal": go_normal(proxy.grpc_addr, "PxGo", "px-go", False),
+                       "normal-tls": go_normal(proxy.grpc_addr, "PxGoTls", "px-go-tls", True),
+                       "fifo-tls": ["grpc5", "-endpoint", proxy.grpc_addr, "-topic", "PxGoFifo", "-group",
+                                    "px-go-fifo", "-wait", "60", "-tls", "fifo"]}, 150)
+    for name, topic in (("normal", "PxGo"), ("normal-tls", "PxGoTls")):
+        check_go_normal(runs[name], f"Go {name} through the proxy", name.endswith("tls"))
+        per = stored_per_broker(brokers, topic)
+        assert sum(per.values()) == len(of(runs[name], "send")), (name, per)
+    ok(runs["fifo-tls"], "Go fifo with TLS through the proxy")
+    assert [e["tls"] for e in of(runs["fifo-tls"], "client")] == [True]
     per_group: dict[str, list[str]] = {}
-    for e in distinct(of(runs["fifo"], "recv"), "messageId"):
+    for e in distinct(of(runs["fifo-tls"], "recv"), "messageId"):
         per_group.setdefault(e["group"], []).append(e["body"])
     assert per_group == {f"group-{g}": [f"g{g}-s{s}" for s in range(5)] for g in range(3)}, per_group
-    assert sum(stored_per_broker(brokers, "PxGo").values()) == len(of(normal, "send"))
 
 
 def test_two_proxy_instances_behind_one_cluster_share_receipt_handles(proxied, tmp_path):
