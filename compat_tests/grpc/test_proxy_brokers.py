@@ -6,7 +6,8 @@ the producers' messages over both brokers' queues and its consumers receive ever
   message, a transaction ended by the broker's check-back relayed over the proxy's Telemetry stream;
 - the Java client (rocketmq-client-java 5.2.0) in its default configuration (TLS on, the proxy's permissive port
   with its test-mode certificate) running Grpc5Scenario's normal, fifo, delay, tx (check-back) and push sections;
-- the Go v5 client (compat_tests/go/cmd/grpc5) with TLS as it comes and without."""
+- the Go v5 client (compat_tests/go/cmd/grpc5) with TLS as it comes and without;
+- Lite Mode with the Python client: LitePushConsumers and a LiteSimpleConsumer (which polls one broker)."""
 from __future__ import annotations
 
 import collections
