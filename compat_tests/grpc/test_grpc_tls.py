@@ -7,6 +7,9 @@
 - The PyPI Python client 5.1.2 with ``tls_enable=True`` checks the server's certificate against grpc's roots
   (``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` names a test CA here) and its host name: rmqd serves a CA-issued certificate
   (``tlsTestModeEnable=false``, ``tlsCertPath``, ``tlsKeyPath``); a plaintext producer shares the port.
+- The Go v5 client (golang/v5 5.1.4, compat_tests/go/cmd/grpc5 -tls) with TLS as it comes (``rmq.EnableSsl``
+  true: TLS, the certificate not checked) sends and receives on a permissive port beside a plaintext Go client,
+  and on an enforcing port, where the plaintext Go client gets nothing.
 - Enforcing: the TLS client is served, a plaintext client is refused (its connection closed at the first bytes, as
   the proxy's SslHandler closes one that is not TLS).
 """
@@ -17,6 +20,8 @@ import time
 
 import pytest
 
+from go_outcomes import distinct, of, ok
+from gokit import BUILD_TIMEOUT, run_go_all
 from java5kit import FETCH_TIMEOUT, START_TIMEOUT, run_java5
 from test_grpc_python import run5
 
@@ -131,3 +136,42 @@ def test_enforcing_serves_tls_and_refuses_plaintext(make_grpc_server, tmp_path, 
     res = run_java5("grpc", "Grpc5Smoke", server.grpc_addr, "Tls5Enforcing", "tls5-enforcing", "1", "false",
                     timeout=60)
     assert res.returncode != 0 and not res.events_of("send"), res.stdout[-2000:]
+
+
+def go_normal(endpoint: str, topic: str, group: str, tls: bool, wait: int = 60) -> list[str]:
+    """compat_tests/go/cmd/grpc5's normal scenario (3 sync sends and an async one, a TagA simple consumer)."""
+    return ["grpc5", "-endpoint", endpoint, "-topic", topic, "-group", group, "-wait", str(wait),
+            *(["-tls"] if tls else []), "normal"]
+
+
+def check_go_normal(run, what: str, tls: bool) -> None:
+    ok(run, what)
+    assert [e["tls"] for e in of(run, "client")] == [tls], (what, of(run, "client"))
+    assert len(of(run, "send")) == 4 and all(e.get("receipts") == 1 for e in of(run, "send")), (what, run.stdout)
+    assert sorted(e["body"] for e in distinct(of(run, "recv"), "messageId")) == \
+        ["normal-0", "normal-2", "normal-async"], (what, of(run, "recv"))        # the scenario's TagA filter
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 200)
+def test_go5_client_tls_on_rmqd_permissive_and_enforcing(make_grpc_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("RMQD_TLS_DIR", str(tmp_path / "tls"))
+    permissive = make_grpc_server()
+    for name in ("GoTls", "GoPlain"):
+        permissive.create_topic(name)
+        permissive.create_group(f"{name}-g")
+    monkeypatch.setenv("TLS_ENABLE", "true")        # the enforcing server's remoting ports too: admin speaks TLS
+    enforcing = make_grpc_server(**{"tls.server.mode": "enforcing"})
+    for name in ("GoTlsE", "GoPlainE"):
+        enforcing.create_topic(name)
+        enforcing.create_group(f"{name}-g")
+    runs = run_go_all({
+        "permissive-tls": go_normal(permissive.grpc_addr, "GoTls", "GoTls-g", True),
+        "permissive-plain": go_normal(permissive.grpc_addr, "GoPlain", "GoPlain-g", False),
+        "enforcing-tls": go_normal(enforcing.grpc_addr, "GoTlsE", "GoTlsE-g", True),
+        "enforcing-plain": go_normal(enforcing.grpc_addr, "GoPlainE", "GoPlainE-g", False, wait=10),
+    }, 150)
+    for name in ("permissive-tls", "permissive-plain", "enforcing-tls"):
+        check_go_normal(runs[name], f"the Go client ({name})", name.endswith("tls"))
+    assert permissive.endpoint._tls_port, "the permissive front never started its TLS leg"
+    refused = runs["enforcing-plain"]
+    assert refused.returncode != 0 and not of(refused, "send"), (refused.stdout[-2000:], refused.stderr[-2000:])

@@ -6,12 +6,14 @@ the producers' messages over both brokers' queues and its consumers receive ever
   message, a transaction ended by the broker's check-back relayed over the proxy's Telemetry stream;
 - the Java client (rocketmq-client-java 5.2.0) in its default configuration (TLS on, the proxy's permissive port
   with its test-mode certificate) running Grpc5Scenario's normal, fifo, delay, tx (check-back) and push sections;
-- the Go v5 client (compat_tests/go/cmd/grpc5)."""
+- the Go v5 client (compat_tests/go/cmd/grpc5) with TLS as it comes and without;
+- Lite Mode with the Python client: LitePushConsumers and a LiteSimpleConsumer (which polls one broker)."""
 from __future__ import annotations
 
 import collections
 import time
 
+import orjson
 import pytest
 
 from clientrunner import run_client_script
@@ -21,9 +23,12 @@ from java5kit import run_java5
 from processes import RmqdProcess
 from rmqd_proxy import FAST_PROXY, RmqdProxy
 from test_grpc5_java import admin_commands
+from test_grpc_tls import check_go_normal, go_normal
 from test_grpc_brokers import admin, cluster_brokers, stored_per_broker
 from test_grpc_python import PRELUDE5
 
+from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.command import new_request
 from rmqd.testing.pki import TestPki
 
 pytestmark = pytest.mark.timeout(500 + BUILD_TIMEOUT)
@@ -189,27 +194,29 @@ def test_java5_client_default_tls_through_the_proxy(proxied):
     assert "TLS" in proxy.log_tail(100000)
 
 
-def test_go5_client_through_the_proxy(proxied):
+def test_go5_client_through_the_proxy_with_tls_and_without(proxied):
+    """The Go v5 client with TLS as it comes (grpc5 -tls: TLS, the certificate not checked) on the proxy's
+    permissive port, FIFO included, beside a plaintext one; what they sent is stored on the brokers."""
     namesrv, brokers, proxy = proxied
-    admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "PxGo")
-    admin("updateSubGroup", "-n", namesrv, "-c", "DefaultCluster", "-g", "px-go")
+    for topic, group in (("PxGo", "px-go"), ("PxGoTls", "px-go-tls")):
+        admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", topic)
+        admin("updateSubGroup", "-n", namesrv, "-c", "DefaultCluster", "-g", group)
     admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "PxGoFifo", "-a", "+message.type=FIFO")
     admin("updateSubGroup", "-n", namesrv, "-c", "DefaultCluster", "-g", "px-go-fifo", "-o", "true")
-    runs = run_go_all({"normal": ["grpc5", "-endpoint", proxy.grpc_addr, "-topic", "PxGo", "-group", "px-go",
-                                  "-wait", "60", "normal"],
-                       "fifo": ["grpc5", "-endpoint", proxy.grpc_addr, "-topic", "PxGoFifo", "-group", "px-go-fifo",
-                                "-wait", "60", "fifo"]}, 150)
-    for name, run in runs.items():
-        ok(run, f"Go {name} through the proxy")
-    normal = runs["normal"]
-    assert all("error" not in e and e["receipts"] == 1 for e in of(normal, "send"))
-    assert sorted(e["body"] for e in distinct(of(normal, "recv"), "messageId")) == \
-        ["normal-0", "normal-2", "normal-async"]                     # the scenario's TagA filter
+    runs = run_go_all({"normal": go_normal(proxy.grpc_addr, "PxGo", "px-go", False),
+                       "normal-tls": go_normal(proxy.grpc_addr, "PxGoTls", "px-go-tls", True),
+                       "fifo-tls": ["grpc5", "-endpoint", proxy.grpc_addr, "-topic", "PxGoFifo", "-group",
+                                    "px-go-fifo", "-wait", "60", "-tls", "fifo"]}, 150)
+    for name, topic in (("normal", "PxGo"), ("normal-tls", "PxGoTls")):
+        check_go_normal(runs[name], f"Go {name} through the proxy", name.endswith("tls"))
+        per = stored_per_broker(brokers, topic)
+        assert sum(per.values()) == len(of(runs[name], "send")), (name, per)
+    ok(runs["fifo-tls"], "Go fifo with TLS through the proxy")
+    assert [e["tls"] for e in of(runs["fifo-tls"], "client")] == [True]
     per_group: dict[str, list[str]] = {}
-    for e in distinct(of(runs["fifo"], "recv"), "messageId"):
+    for e in distinct(of(runs["fifo-tls"], "recv"), "messageId"):
         per_group.setdefault(e["group"], []).append(e["body"])
     assert per_group == {f"group-{g}": [f"g{g}-s{s}" for s in range(5)] for g in range(3)}, per_group
-    assert sum(stored_per_broker(brokers, "PxGo").values()) == len(of(normal, "send"))
 
 
 def test_two_proxy_instances_behind_one_cluster_share_receipt_handles(proxied, tmp_path):
@@ -252,3 +259,105 @@ def test_two_proxy_instances_behind_one_cluster_share_receipt_handles(proxied, t
             for sess in (ca, cb, ca, cb):
                 again += received(sess.call("ReceiveMessage", req, timeout=10))[1]
             assert again == [], [m.system_properties.message_id for m in again]
+
+
+LITE = '''
+p = Producer(CONFIG, ("PxLite",)); p.startup()
+a, b = Collect(), Collect()
+ca = LitePushConsumer(CONFIG, "PxLiteG", "PxLite", a); ca.startup()
+cb = LitePushConsumer(CONFIG, "PxLiteG", "PxLite", b); cb.startup()
+subscribe(ca, "chat-a", "chat-c"); subscribe(cb, "chat-b", "chat-d")
+for i in range(10):
+    for lite in ("chat-a", "chat-b", "chat-c", "chat-d", "nobody"):
+        send(p, "PxLite", lite, f"{lite}-{i}")
+ok = wait_for(lambda: len(a.got) >= 20 and len(b.got) >= 20, 40)
+time.sleep(1.0)
+emit(op="push", ok=ok, a=[g[:2] for g in a.got], b=[g[:2] for g in b.got])
+ca.shutdown(); cb.shutdown()
+
+import collections
+sc = LiteSimpleConsumer("PxLite", CONFIG, "PxLiteS", await_duration=2); sc.startup()
+names = [f"s{i}" for i in range(6)]
+subscribe(sc, *names)
+for i in range(5):
+    for n in names:
+        send(p, "PxLite", n, f"{n}-{i}")
+got, again, held, last, end = [], [], None, time.time(), time.time() + 40
+while time.time() < end:        # until every lite topic seen is complete, the held one is back, 4 s of nothing new
+    batch = sc.receive(32, 15) or []
+    for m in batch:
+        if m.delivery_attempt > 1:
+            again.append(m); sc.ack(m)
+            continue
+        got.append(m)
+        if held is None and m.body.decode().endswith("-4"):
+            held = m
+            sc.change_invisible_duration(m, 2)
+        else:
+            sc.ack(m)
+    last = time.time() if batch else last
+    counts = collections.Counter(m.lite_topic for m in got)
+    if counts and min(counts.values()) >= 5 and again and time.time() - last > 4:
+        break
+emit(op="simple", got=[(m.lite_topic, m.body.decode(), m.delivery_attempt) for m in got])
+emit(op="again", got=[(m.lite_topic, m.body.decode(), m.delivery_attempt) for m in again])
+if held is not None:
+    other = next(m.lite_topic for m in got if m.lite_topic != held.lite_topic)
+    sc.unsubscribe_lite(held.lite_topic)
+    send(p, "PxLite", held.lite_topic, "late-gone"); send(p, "PxLite", other, "late-kept")
+    late, end = [], time.time() + 15
+    while time.time() < end and not late:
+        for m in sc.receive(32, 10) or []:
+            late.append(m); sc.ack(m)
+    emit(op="late", gone=held.lite_topic, kept=other, got=[(m.lite_topic, m.body.decode()) for m in late])
+sc.shutdown(); p.shutdown()
+'''
+
+
+def lite_stored(brokers: dict[str, str], parent: str, lite: str) -> dict[str, int]:
+    """How many messages each broker holds of ``lite`` (GET_LITE_TOPIC_INFO, 5.5 mqadmin's getLiteTopicInfo)."""
+    out = {}
+    for name, addr in brokers.items():
+        with BlockingClient(addr) as c:
+            resp = c.invoke(new_request(200076, {"parentTopic": parent, "liteTopic": lite}))
+            assert resp.code == 0, (name, resp.code, resp.remark)
+            out[name] = orjson.loads(resp.body_bytes())["topicOffset"]["maxOffset"]
+    return out
+
+
+def test_python5_lite_through_the_proxy(py5_python, proxied):
+    """The Python client's LitePushConsumer and LiteSimpleConsumer (5.5 Lite Mode) with the proxy's address only:
+    each push consumer gets exactly its lite topics' messages in order, from both brokers; the simple consumer
+    (which polls one broker: the client's) acks, changes an invisible time (back with attempt 2) and
+    unsubscribes (nothing of that lite topic after)."""
+    from test_lite_python import PRELUDE as LITE_PRELUDE
+
+    namesrv, brokers, proxy = proxied
+    admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "PxLite", "-a", "+message.type=LITE")
+    for group in ("PxLiteG", "PxLiteS"):
+        admin("updateSubGroup", "-n", namesrv, "-c", "DefaultCluster", "-g", group, "--attributes",
+              "+lite.bind.topic=PxLite")
+    res = run_client_script(py5_python, LITE_PRELUDE + LITE, env={"ENDPOINT": proxy.grpc_addr}, timeout=150)
+    assert res.returncode == 0 and not res.timed_out, (res.stderr[-3000:], res.events[-5:], proxy.log_tail())
+    push = res.events_of("push")[0]
+    assert push["ok"], (push, proxy.log_tail())
+    for got, lites in ((push["a"], ("chat-a", "chat-c")), (push["b"], ("chat-b", "chat-d"))):
+        for lite in lites:
+            assert [body for lt, body in got if lt == lite] == [f"{lite}-{i}" for i in range(10)], (lite, got)
+        assert {lt for lt, _ in got} == set(lites), got
+    # the client's LiteSimpleConsumer polls the first readable queue of the route only (one broker, as through
+    # Java's proxy): it gets every message of the lite topics on that broker, in order, and nothing else
+    stored = {lite: lite_stored(brokers, "PxLite", lite) for lite in (f"s{i}" for i in range(6))}
+    on = {name: sorted(lt for lt, counts in stored.items() if counts[name]) for name in brokers}
+    simple = res.events_of("simple")[0]["got"]
+    polled = sorted({lt for lt, _, _ in simple})
+    assert polled in on.values() and all(on.values()), (polled, stored)      # one broker's lite topics, all of them
+    for lite in polled:
+        assert [b for lt, b, _ in simple if lt == lite] == [f"{lite}-{i}" for i in range(5)], (lite, simple)
+    assert all(attempt == 1 for _, _, attempt in simple), simple
+    (held,) = [b for _, b, _ in simple if b.endswith("-4")][:1]
+    assert res.events_of("again")[0]["got"] == [[held[:2], held, 2]], res.events_of("again")
+    late = res.events_of("late")[0]
+    assert late["got"] == [[late["kept"], "late-kept"]], late               # nothing of the unsubscribed one
+    per_lite = {lite: lite_stored(brokers, "PxLite", lite) for lite in ("chat-a", "chat-b", "chat-c", "chat-d")}
+    assert {name for counts in per_lite.values() for name, n in counts.items() if n} == set(brokers), per_lite

@@ -2,7 +2,10 @@
 // against a 5.x gRPC endpoint, as an application does, and prints one JSON line per event ({"op": "send", ...}).
 // It exits non-zero with the error on stderr when a step fails.
 //
-//	grpc5 -endpoint 127.0.0.1:8081 -topic T -group G [-wait 60] SCENARIO
+//	grpc5 -endpoint 127.0.0.1:8081 -topic T -group G [-wait 60] [-tls] SCENARIO
+//
+// -tls leaves the client's TLS as it comes (rmq.EnableSsl true: TLS, the server's certificate not checked);
+// without it the client speaks plaintext.
 //
 // Scenarios: normal, invisible, push, fifo, delay, transaction, priority, lite, recall, dlq. The topic (with the
 // message.type the scenario needs) and the group are created beforehand with mqadmin, as an operator does.
@@ -38,17 +41,20 @@ func (a args) config(group string) *rmq.Config {
 func main() {
 	var a args
 	var waitSec int
+	var useTLS bool
 	flag.StringVar(&a.endpoint, "endpoint", "", "gRPC endpoint")
 	flag.StringVar(&a.topic, "topic", "", "topic, created beforehand")
 	flag.StringVar(&a.group, "group", "", "consumer group, created beforehand")
 	flag.IntVar(&waitSec, "wait", 60, "longest wait for the messages a consumer expects, seconds")
+	flag.BoolVar(&useTLS, "tls", false, "TLS as the client's default configuration has it")
 	flag.Parse()
 	a.wait = time.Duration(waitSec) * time.Second
 	if flag.NArg() != 1 || a.endpoint == "" || a.topic == "" || a.group == "" {
 		fmt.Fprintln(os.Stderr, "usage: grpc5 -endpoint ADDR -topic T -group G [-wait S] SCENARIO")
 		os.Exit(2)
 	}
-	rmq.EnableSsl = false
+	rmq.EnableSsl = useTLS
+	event.Emit("client", event.Fields{"tls": useTLS})
 	scenarios := map[string]func(args){
 		"normal": normal, "invisible": invisible, "push": push, "fifo": fifo, "delay": delay,
 		"transaction": transaction, "priority": priority, "lite": lite, "recall": recall, "dlq": dlq,

@@ -1,0 +1,125 @@
+"""``rmqd proxy`` over brokers on hosts of their own (compat_tests/netkit.py network namespaces on one bridge): the
+name server on host ``ns``, rmqd brokers ``broker-a`` and ``broker-b`` on hosts ``a`` and ``b`` (each at its own
+address, the Java ports 9876 / 10911), the proxy on host ``px`` reaching them over the bridge, and the 5.x Python
+client (rocketmq-python-client 5.1.2) in the test's namespace given the proxy's address only. Its producer spreads
+over both brokers' queues (every queue of both hosts stores some) and a SimpleConsumer through the proxy receives
+every message exactly once; the Go v5 client with TLS as it comes sends and receives over the same hosts at the
+same time. Needs root and ``ip netns``: without them the test fails naming what is missing (never skips)."""
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from clientrunner import run_client_script
+from go_outcomes import distinct, of, ok
+from gokit import BUILD_TIMEOUT, run_go_all
+from netkit import NetKit, require_netns
+from rmqd_proxy import RmqdProxy
+
+from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.command import new_request
+from tests.replication.procs import RmqdProc, write_conf
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc"))
+import client5_env  # noqa: E402
+from test_grpc_brokers import admin, cluster_brokers, stored_per_broker  # noqa: E402
+from test_grpc_python import PRELUDE5  # noqa: E402
+
+TOPIC, GROUP, COUNT = "NetnsSpread", "NetnsSpreadG", 40
+
+CLIENT = '''
+p = Producer(CONFIG, ("NetnsSpread",))
+p.startup()
+for i in range(40):
+    m = Message(); m.topic = "NetnsSpread"; m.body = f"spread-{i}".encode()
+    emit(op="sent", id=p.send(m).message_id)
+p.shutdown()
+c = SimpleConsumer(CONFIG, "NetnsSpreadG", {"NetnsSpread": FilterExpression()}, await_duration=2)
+c.startup()
+for m in receive_all(c, 40, timeout=40):
+    emit(op="got", id=m.message_id, body=m.body.decode())
+c.shutdown()
+'''
+
+
+def wait_for(what: str, check, timeout: float):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not within {timeout:.0f} s")
+
+
+def stored_per_queue(brokers: dict[str, str], topic: str, queues: int = 8) -> dict[tuple[str, int], int]:
+    """The max offset of each of ``topic``'s queues on each broker (updateTopic's default: 8 queues)."""
+    out = {}
+    for name, addr in brokers.items():
+        with BlockingClient(addr) as c:
+            for qid in range(queues):
+                resp = c.invoke(new_request(30, {"topic": topic, "queueId": str(qid)}))
+                out[(name, qid)] = int(resp.ext_fields["offset"])
+    return out
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 150)
+def test_python5_through_the_proxy_spreads_over_brokers_on_two_hosts(tmp_path):
+    require_netns()
+    py5 = client5_env.py5_python()
+    procs: list[RmqdProc] = []
+    proxy = None
+    with NetKit() as net:
+        try:
+            ns, a, b, px = (net.add_host(n) for n in ("ns", "a", "b", "px"))
+            namesrv = f"{ns.ip}:9876"
+            conf = write_conf(str(tmp_path / "namesrv.conf"), listenPort=9876, bindAddress=ns.ip,
+                              kvConfigPath=str(tmp_path / "kv.json"))
+            procs.append(RmqdProc(str(tmp_path / "namesrv.log"), "namesrv", "-c", conf, timeout=60, wrap=ns.wrap))
+            for host, name in ((a, "broker-a"), (b, "broker-b")):
+                conf = write_conf(str(tmp_path / f"{name}.conf"), brokerClusterName="DefaultCluster",
+                                  brokerName=name, brokerId=0, brokerIP1=host.ip, listenPort=10911,
+                                  namesrvAddr=namesrv)
+                procs.append(RmqdProc(str(tmp_path / f"{name}.log"), "broker", "-c", conf, "--store-dir",
+                                      str(tmp_path / name), "--grpc-port", "0", "--no-metrics", timeout=60,
+                                      wrap=host.wrap))
+            brokers = wait_for("both brokers registered", lambda: (lambda c: c if len(c) == 2 else None)(
+                cluster_brokers(namesrv)), 30)
+            assert brokers == {"broker-a": f"{a.ip}:10911", "broker-b": f"{b.ip}:10911"}, brokers
+            for topic in (TOPIC, "NetnsGo"):
+                admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", topic)
+            admin("updateSubGroup", "-n", namesrv, "-c", "DefaultCluster", "-g", "netns-go")
+            proxy = RmqdProxy(tmp_path / "proxy", namesrv, host=px.ip, port=8081, wrap=px.wrap).start(60)
+            # the Go v5 client with TLS as it comes (compat_tests/go/cmd/grpc5 -tls) at the same time, same hosts
+            with ThreadPoolExecutor(1) as pool:
+                go_run = pool.submit(run_go_all, {"go": ["grpc5", "-endpoint", proxy.grpc_addr, "-topic", "NetnsGo",
+                                                         "-group", "netns-go", "-wait", "60", "-tls", "normal"]}, 120)
+                res = run_client_script(py5, PRELUDE5 + CLIENT, env={"ENDPOINT": proxy.grpc_addr}, timeout=90)
+                go = go_run.result()["go"]
+            assert res.returncode == 0 and not res.timed_out, (res.stderr[-3000:], res.events[-5:],
+                                                               proxy.log_tail())
+            sent = [e["id"] for e in res.events_of("sent")]
+            assert len(set(sent)) == COUNT
+            per = stored_per_broker(brokers, TOPIC)
+            assert sum(per.values()) == COUNT and min(per.values()) > 0, per       # both hosts store some
+            queues = stored_per_queue(brokers, TOPIC)
+            assert min(queues.values()) > 0, queues                                # every queue of both
+            got = collections.Counter(e["id"] for e in res.events_of("got"))
+            assert set(got) == set(sent) and set(got.values()) == {1}, got
+            assert sorted(e["body"] for e in res.events_of("got")) == sorted(f"spread-{i}" for i in range(COUNT))
+            print(f"stored per broker {per}")
+            ok(go, "the Go client with TLS through the proxy")
+            assert [e["tls"] for e in of(go, "client")] == [True]
+            assert sorted(e["body"] for e in distinct(of(go, "recv"), "messageId")) == \
+                ["normal-0", "normal-2", "normal-async"]                           # the scenario's TagA filter
+            assert sum(stored_per_broker(brokers, "NetnsGo").values()) == len(of(go, "send")) == 4
+        finally:
+            if proxy is not None:
+                proxy.stop()
+            for proc in reversed(procs):
+                proc.stop()
