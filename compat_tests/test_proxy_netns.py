@@ -23,7 +23,7 @@ from rmqd_proxy import RmqdProxy
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
-from tests.replication.procs import RmqdProc, write_conf
+from tests.kit.processes import RmqdProcess, write_conf
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc"))
 import client5_env  # noqa: E402
@@ -72,7 +72,7 @@ def stored_per_queue(brokers: dict[str, str], topic: str, queues: int = 8) -> di
 def test_python5_through_the_proxy_spreads_over_brokers_on_two_hosts(tmp_path):
     require_netns()
     py5 = client5_env.py5_python()
-    procs: list[RmqdProc] = []
+    procs: list[RmqdProcess] = []
     proxy = None
     with NetKit() as net:
         try:
@@ -80,14 +80,14 @@ def test_python5_through_the_proxy_spreads_over_brokers_on_two_hosts(tmp_path):
             namesrv = f"{ns.ip}:9876"
             conf = write_conf(str(tmp_path / "namesrv.conf"), listenPort=9876, bindAddress=ns.ip,
                               kvConfigPath=str(tmp_path / "kv.json"))
-            procs.append(RmqdProc(str(tmp_path / "namesrv.log"), "namesrv", "-c", conf, timeout=60, wrap=ns.wrap))
+            procs.append(RmqdProcess("namesrv", "-c", conf, log_path=tmp_path / "namesrv.log", wrap=ns.wrap).start(60))
             for host, name in ((a, "broker-a"), (b, "broker-b")):
                 conf = write_conf(str(tmp_path / f"{name}.conf"), brokerClusterName="DefaultCluster",
                                   brokerName=name, brokerId=0, brokerIP1=host.ip, listenPort=10911,
                                   namesrvAddr=namesrv)
-                procs.append(RmqdProc(str(tmp_path / f"{name}.log"), "broker", "-c", conf, "--store-dir",
-                                      str(tmp_path / name), "--grpc-port", "0", "--no-metrics", timeout=60,
-                                      wrap=host.wrap))
+                procs.append(RmqdProcess("broker", "-c", conf, "--store-dir", str(tmp_path / name), "--grpc-port", "0",
+                                         "--no-metrics", log_path=tmp_path / f"{name}.log",
+                                         wrap=host.wrap).start(60))
             brokers = wait_for("both brokers registered", lambda: (lambda c: c if len(c) == 2 else None)(
                 cluster_brokers(namesrv)), 30)
             assert brokers == {"broker-a": f"{a.ip}:10911", "broker-b": f"{b.ip}:10911"}, brokers
