@@ -113,4 +113,5 @@ def test_python5_client_tls_through_rmqd_proxy_over_the_java_broker(py5_python, 
     assert sorted(e["body"] for e in res.events_of("tx")) == ["tx-commit", "tx-open"]
     assert [e["body"] for e in res.events_of("check")][:1] == ["tx-open"], res.events_of("check")
     delay = res.events_of("delay")
-    assert [e["body"] for e in delay] == ["later"] and delay[0]["after"] >= 2.5, delay
+    # at its delivery time, give or take the Java 5.x timer's precision (timerPrecisionMs 1000: its slot's second)
+        assert [e["body"] for e in delay] == ["later"] and delay[0]["late"] >= -1.0, delay
