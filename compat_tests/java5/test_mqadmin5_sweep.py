@@ -4,8 +4,10 @@ The sub-commands 5.x added for a broker (or changed the broker's answer of): bro
 runtime table: ``brokerActive``, ``getTransferredTps``, the timer rows), exportMetrics, checkRocksdbCqWriteProgress
 (354), rocksDBConfigToJson over RPC (355), exportPopRecord (200056), setCommitLogReadAheadMode (2004),
 switchTimerEngine (5001), the cold-data flow control (2001-2003), with valid and bad input. The session's
-``reference5`` and ``mqadmin5`` are shared; one embedded rmqd for the module, with the reference's settings. Every
-sub-command that changes a broker is put back (the reference serves the whole session).
+``mqadmin5`` is shared; the module has a Java reference of its own (:func:`fresh_reference5`: brokerStatus,
+exportMetrics, the producer and query listings read the broker's whole state, which the session's shared
+``reference5`` accumulates from every other test) and one embedded rmqd, with the reference's settings. Every
+sub-command that changes a broker is put back.
 
 Each case runs on both and its output is compared after :func:`normalise` (addresses, times, figures as the case
 says); differences that remain are in :data:`KNOWN` with their reason, and in docs/compatibility.md.
@@ -302,12 +304,27 @@ def normalise(text: str, ns: str, broker: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def outputs(reference5, mqadmin5, tmp_path_factory) -> dict[str, dict[str, tuple[object, str]]]:
+def fresh_reference5(tmp_path_factory):
+    """A Java 5.5.0 name server + broker for this module alone, started as the session's ``reference5`` is."""
+    from java5kit import REFERENCE5_PROXY_PROPERTIES, Reference5Cluster, require_kit5
+
+    require_kit5()
+    cluster = Reference5Cluster(tmp_path_factory.mktemp("sweep5-reference"), broker_conf=REFERENCE5_BROKER_PROPERTIES,
+                                proxy_conf=REFERENCE5_PROXY_PROPERTIES)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.kill()
+
+
+@pytest.fixture(scope="module")
+def outputs(fresh_reference5, mqadmin5, tmp_path_factory) -> dict[str, dict[str, tuple[object, str]]]:
     """case name -> target -> (the case's view of the normalised output, the raw output)."""
     ours = EmbeddedServer(store_dir=str(tmp_path_factory.mktemp("sweep5")),
                           broker_properties=REFERENCE5_BROKER_PROPERTIES).start()
     try:
-        targets = {"java": (reference5.namesrv_addr, reference5.broker_addr),
+        targets = {"java": (fresh_reference5.namesrv_addr, fresh_reference5.broker_addr),
                    "rmqd": (ours.namesrv_addr, ours.broker_addr)}
         lists = tmp_path_factory.mktemp("sweep5-lists")
         (lists / "topics.json").write_text(json.dumps([
