@@ -100,7 +100,12 @@ def test_controller_sub_commands_print_the_same_on_rmqd_and_java_controllers(mqa
     for name in ours:
         if name.startswith("getControllerConfig"):
             continue
-        assert ours[name][0] == java[name][0], f"{name}:\nrmqd's controller:\n{ours[name][1]}\nJava's:\n{java[name][1]}"
+        mine, theirs = ours[name][0], java[name][0]
+        if "kill" in name:
+            # after a kill -9 the SyncStateSet shrinks and grows as the survivors' reports land: how many times
+            # (its epoch) is the run's timing, on either controller (seen 3 on Java's and 5 on rmqd's, or equal)
+            mine, theirs = (re.sub(r"#SyncStateSetEpoch\t\d+", "#SyncStateSetEpoch\t<n>", t) for t in (mine, theirs))
+        assert mine == theirs, f"{name}:\nrmqd's controller:\n{ours[name][1]}\nJava's:\n{java[name][1]}"
     assert "clear broker broker-mx metadata from controller success!" in ours["cleanBrokerMetadata"][0]
     assert "not support unquoted name" in ours["electMaster"][0]          # 5.5.0's own failure, on both
     assert "InSyncReplica:\tReplicaIdentity{brokerName='broker-mx', brokerId=1" in ours["getSyncStateSet"][0]
