@@ -114,4 +114,4 @@ def test_python5_client_tls_through_rmqd_proxy_over_the_java_broker(py5_python, 
     assert [e["body"] for e in res.events_of("check")][:1] == ["tx-open"], res.events_of("check")
     delay = res.events_of("delay")
     # at its delivery time, give or take the Java 5.x timer's precision (timerPrecisionMs 1000: its slot's second)
-        assert [e["body"] for e in delay] == ["later"] and delay[0]["late"] >= -1.0, delay
+    assert [e["body"] for e in delay] == ["later"] and delay[0]["late"] >= -1.0, delay
