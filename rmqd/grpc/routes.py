@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 MASTER_ID = 0
 ROUTE_TTL_S = 3.0            # a topic's route from the name server is asked again after this
 PORT_TTL_S = 10.0            # the brokers' gRPC ports are asked again after this
+PORT_MISSING_TTL_S = 1.0     # ... or after this while a broker of the route has none (it may be starting)
 MASTER_GRACE_S = 60.0        # how long a group without a master keeps its last master entry
 CALL_TIMEOUT_S = 3.0
 
@@ -218,11 +219,12 @@ class ClusterRoutes:
         return kept[1] if kept else None
 
     # ------------------------------------------------------------------ the brokers' gRPC ports
-    async def grpc_ports(self) -> dict[str, int]:
+    async def grpc_ports(self, missing: bool = False) -> dict[str, int]:
         """Every broker's gRPC port (broker address -> port) from the name servers' KV table (kept
-        :data:`PORT_TTL_S`; the last one known when no name server answers)."""
+        :data:`PORT_TTL_S`, or :data:`PORT_MISSING_TTL_S` when the caller misses a broker in it; the last one
+        known when no name server answers)."""
         now = time.monotonic()
-        if self._ports is not None and now - self._ports[0] < PORT_TTL_S:
+        if self._ports is not None and now - self._ports[0] < (PORT_MISSING_TTL_S if missing else PORT_TTL_S):
             return self._ports[1]
         if self._port_call is None:
             self._port_call = asyncio.ensure_future(self._ask_ports())
@@ -258,7 +260,10 @@ class ClusterRoutes:
         own = self.own_broker()
         own_eps = list(asked) or [self.own_endpoint()]
         pairs = [(g.name, bid, addr) for g in route.groups for bid, addr in g.addrs.items()]
-        ports = await self.grpc_ports() if any(addr != own for _, _, addr in pairs) else {}
+        others = {addr for _, _, addr in pairs if addr != own}
+        ports = await self.grpc_ports() if others else {}
+        if others - ports.keys():            # a broker that just started writes its port a moment after registering
+            ports = await self.grpc_ports(missing=True)
         single: dict[tuple[str, int], list[Address]] = {}
         for name, bid, addr in pairs:
             if addr == own:

@@ -89,6 +89,27 @@ def test_endpoints_own_broker_at_the_asked_addresses_master_then_replicas_java_b
     assert "broker 10.0.0.9:10911 (java) has no gRPC endpoint in the name servers" in caplog.text
 
 
+def test_a_broker_whose_port_is_not_written_yet_is_asked_for_again_within_a_second():
+    """A master writes its gRPC port only once other brokers registered (rmqd.grpc.advertise): a replica asked
+    for a route just before must not leave the master out for the ports' whole TTL."""
+    def kv_calls(fake: FakeCluster) -> int:
+        return sum(1 for _, code in fake.calls if code == RequestCode.GET_KVLIST_BY_NAMESPACE)
+
+    async def go():
+        fake = FakeCluster(group_route(), {"10.0.0.3:10919": 8083})
+        routes = ClusterRoutes(fake.invoke, lambda: ["ns:9876"], lambda: "10.0.0.2:10915", lambda: ("10.0.0.2", 8082))
+        route = await routes.topic_route("T")
+        assert ("g", 0) not in await routes.endpoints(route, [])            # not written yet: left out
+        fake.ports["10.0.0.1:10911"] = 8081                                   # the master writes it
+        assert ("g", 0) not in await routes.endpoints(route, [])            # asked again at most once a second
+        assert kv_calls(fake) == 1
+        routes._ports = (routes._ports[0] - 1.5, routes._ports[1])           # 1.5 s later
+        eps = await routes.endpoints(route, [])
+        assert eps[("g", 0)] == [("10.0.0.1", 8081), ("10.0.0.2", 8082), ("10.0.0.3", 8083)]
+        assert kv_calls(fake) == 2
+    asyncio.run(go())
+
+
 def test_a_name_server_that_does_not_answer_keeps_the_last_route(caplog):
     async def go():
         fake = FakeCluster(group_route(), {})
