@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 NAMESPACE = NAMESPACE_GRPC_ENDPOINT
 CHECK_INTERVAL_S = 30.0
-ALONE_INTERVAL_S = 3.0
+ALONE_INTERVAL_S = 1.0
 CALL_TIMEOUT_S = 3.0
 
 Invoke = Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]]
