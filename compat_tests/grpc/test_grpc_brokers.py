@@ -19,7 +19,9 @@ from processes import RmqdProcess
 from test_grpc_python import PRELUDE5
 
 from clientrunner import run_client_script
+from rmqd.grpc.advertise import NAMESPACE
 from rmqd.localports import free_port_block
+from rmqd.remoting.codes import RequestCode
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 
@@ -30,6 +32,13 @@ def cluster_brokers(namesrv: str) -> dict[str, str]:
     with BlockingClient(namesrv) as c:
         info = json.loads(c.invoke(new_request(106)).body_bytes().replace(b"{0:", b'{"0":'))
     return {name: data["brokerAddrs"]["0"] for name, data in info["brokerAddrTable"].items()}
+
+
+def grpc_ports(namesrv: str) -> dict[str, str]:
+    """The brokers' gRPC ports as the name server's KV table has them (broker address -> port)."""
+    with BlockingClient(namesrv) as c:
+        resp = c.invoke(new_request(RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": NAMESPACE}))
+    return json.loads(resp.body_bytes()).get("table", {}) if resp.code == 0 and resp.body_bytes() else {}
 
 
 def stored_per_broker(brokers: dict[str, str], topic: str) -> dict[str, int]:
@@ -60,6 +69,11 @@ def two_brokers(tmp_path, monkeypatch):
             time.sleep(0.2)
         brokers = cluster_brokers(serve.addr)
         assert sorted(brokers) == ["broker-a", "broker-b"]
+        # each broker writes its gRPC port to the name server once the other registered (rmqd.grpc.advertise,
+        # within a second): until then a route leaves that broker out, and a client keeps a route for 30 s
+        while len(grpc_ports(serve.addr)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sorted(grpc_ports(serve.addr)) == sorted(brokers.values())
         yield serve.addr, brokers, [f"127.0.0.1:{grpc}", f"127.0.0.1:{grpc + 1}"]
     finally:
         assert serve.stop(30) == 0
