@@ -40,7 +40,7 @@ public class Grpc5Smoke {
                 .setConsumerGroup(group).setAwaitDuration(Duration.ofSeconds(3))
                 .setSubscriptionExpressions(Collections.singletonMap(topic, new FilterExpression("*"))).build()) {
             int got = 0;
-            long deadline = System.currentTimeMillis() + 30000;
+            long deadline = System.currentTimeMillis() + 60000;
             while (got < count && System.currentTimeMillis() < deadline) {
                 List<MessageView> views = consumer.receive(16, Duration.ofSeconds(15));
                 for (MessageView v : views) {
