@@ -96,16 +96,10 @@ def reference5(tmp_path_factory: pytest.TempPathFactory):
     """The real Java RocketMQ 5.x name server + broker with the local-mode proxy (gRPC), started once per test
     session (java5kit.Reference5Cluster), with the settings the differential scenarios need to run in seconds:
     javakit.REFERENCE_BROKER_PROPERTIES and java5kit.REFERENCE5_PROXY_PROPERTIES."""
-    from java5kit import REFERENCE5_BROKER_PROPERTIES, REFERENCE5_PROXY_PROPERTIES, Reference5Cluster, require_kit5
+    from java5kit import reference5_running
 
-    require_kit5()
-    cluster = Reference5Cluster(tmp_path_factory.mktemp("reference5"), broker_conf=REFERENCE5_BROKER_PROPERTIES,
-                                proxy_conf=REFERENCE5_PROXY_PROPERTIES)
-    cluster.start()
-    try:
+    with reference5_running(tmp_path_factory.mktemp("reference5")) as cluster:
         yield cluster
-    finally:
-        cluster.kill()
 
 
 @pytest.fixture(scope="session")

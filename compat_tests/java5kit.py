@@ -22,6 +22,7 @@ naming the step (:func:`require_kit5`); they never skip.
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -30,7 +31,7 @@ import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from javakit import JAVA_SRC, REFERENCE_BROKER_PROPERTIES, JavaProcess, JavaRun, MqadminShell, _run, _wait_dead, compile_java, \
     disk_ratio_system_properties, free_port_block, work_dir
@@ -480,6 +481,19 @@ def _placements(n: int, hosts: Sequence[Placement] | None) -> list[Placement]:
     if len(hosts) != n:
         raise ValueError(f"{n} JVMs need {n} placements, got {len(hosts)}")
     return hosts
+
+
+@contextlib.contextmanager
+def reference5_running(home: Path) -> Iterator["Reference5Cluster"]:
+    """A :class:`Reference5Cluster` in ``home`` with the differential settings (:data:`REFERENCE5_BROKER_PROPERTIES`,
+    :data:`REFERENCE5_PROXY_PROPERTIES`), started, and killed on the way out (the kit checked first)."""
+    require_kit5()
+    cluster = Reference5Cluster(home, broker_conf=REFERENCE5_BROKER_PROPERTIES, proxy_conf=REFERENCE5_PROXY_PROPERTIES)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.kill()
 
 
 def controller_peer_conf(peers: Sequence[str], self_index: int, store: Path, group: str = "group1") -> dict:
