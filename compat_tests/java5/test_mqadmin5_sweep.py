@@ -26,6 +26,9 @@ import pytest
 from java5kit import FETCH_TIMEOUT, REFERENCE5_BROKER_PROPERTIES, START_TIMEOUT
 from scenarios import wait_for
 
+from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.codes import RequestCode, ResponseCode
+from rmqd.remoting.command import new_request
 from rmqd.testing import EmbeddedServer
 
 # the kit and the session's reference when this module opens the session, then ~25 sub-commands of at most 60 s
@@ -306,16 +309,18 @@ def normalise(text: str, ns: str, broker: str) -> str:
 @pytest.fixture(scope="module")
 def fresh_reference5(tmp_path_factory):
     """A Java 5.5.0 name server + broker for this module alone, started as the session's ``reference5`` is."""
-    from java5kit import REFERENCE5_PROXY_PROPERTIES, Reference5Cluster, require_kit5
+    from java5kit import reference5_running
 
-    require_kit5()
-    cluster = Reference5Cluster(tmp_path_factory.mktemp("sweep5-reference"), broker_conf=REFERENCE5_BROKER_PROPERTIES,
-                                proxy_conf=REFERENCE5_PROXY_PROPERTIES)
-    cluster.start()
-    try:
+    def runtime_info_served(addr: str) -> bool:
+        with BlockingClient(addr) as c:
+            return c.invoke(new_request(RequestCode.GET_BROKER_RUNTIME_INFO)).code == ResponseCode.SUCCESS
+
+    with reference5_running(tmp_path_factory.mktemp("sweep5-reference")) as cluster:
+        # a broker just started answers GET_BROKER_RUNTIME_INFO with SYSTEM_ERROR (NoSuchElementException: its
+        # stats have no snapshot yet) for a moment; the shared reference was up long before
+        wait_for(lambda: runtime_info_served(cluster.broker_addr), 60, interval=0.5,
+                 what="the fresh Java broker's runtime info")
         yield cluster
-    finally:
-        cluster.kill()
 
 
 @pytest.fixture(scope="module")
