@@ -491,9 +491,26 @@ def reference5_running(home: Path) -> Iterator["Reference5Cluster"]:
     cluster = Reference5Cluster(home, broker_conf=REFERENCE5_BROKER_PROPERTIES, proxy_conf=REFERENCE5_PROXY_PROPERTIES)
     cluster.start()
     try:
+        # right after start the broker answers GET_BROKER_RUNTIME_INFO (mqadmin clusterList, brokerStatus) with
+        # SYSTEM_ERROR, a NoSuchElementException from its stats' empty history, for a moment
+        deadline = time.monotonic() + START_TIMEOUT
+        while not _runtime_info_served(cluster.broker_addr):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Java 5.x broker {cluster.broker_addr} did not serve its runtime info "
+                                   f"within {START_TIMEOUT:.0f} s of its start")
+            time.sleep(0.5)
         yield cluster
     finally:
         cluster.kill()
+
+
+def _runtime_info_served(addr: str) -> bool:
+    from rmqd.remoting.client import BlockingClient
+    from rmqd.remoting.codes import RequestCode, ResponseCode
+    from rmqd.remoting.command import new_request
+
+    with BlockingClient(addr) as c:
+        return c.invoke(new_request(RequestCode.GET_BROKER_RUNTIME_INFO)).code == ResponseCode.SUCCESS
 
 
 def controller_peer_conf(peers: Sequence[str], self_index: int, store: Path, group: str = "group1") -> dict:

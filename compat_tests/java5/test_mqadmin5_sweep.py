@@ -26,9 +26,6 @@ import pytest
 from java5kit import FETCH_TIMEOUT, REFERENCE5_BROKER_PROPERTIES, START_TIMEOUT
 from scenarios import wait_for
 
-from rmqd.remoting.client import BlockingClient
-from rmqd.remoting.codes import RequestCode, ResponseCode
-from rmqd.remoting.command import new_request
 from rmqd.testing import EmbeddedServer
 
 # the kit and the session's reference when this module opens the session, then ~25 sub-commands of at most 60 s
@@ -311,15 +308,7 @@ def fresh_reference5(tmp_path_factory):
     """A Java 5.5.0 name server + broker for this module alone, started as the session's ``reference5`` is."""
     from java5kit import reference5_running
 
-    def runtime_info_served(addr: str) -> bool:
-        with BlockingClient(addr) as c:
-            return c.invoke(new_request(RequestCode.GET_BROKER_RUNTIME_INFO)).code == ResponseCode.SUCCESS
-
     with reference5_running(tmp_path_factory.mktemp("sweep5-reference")) as cluster:
-        # a broker just started answers GET_BROKER_RUNTIME_INFO with SYSTEM_ERROR (NoSuchElementException: its
-        # stats have no snapshot yet) for a moment; the shared reference was up long before
-        wait_for(lambda: runtime_info_served(cluster.broker_addr), 60, interval=0.5,
-                 what="the fresh Java broker's runtime info")
         yield cluster
 
 
