@@ -324,8 +324,8 @@ class MixedGroup:
                         pass
                 return None
             return st
-        return wait_until(ready, timeout, interval=0.1, what=f"a master and {in_sync} in-sync replicas routed for {topic} "
-                                               f"({self.mix.name}; last state {self.sync_state()})")
+        return wait_until(ready, timeout, interval=0.1, what=lambda: f"a master and {in_sync} in-sync replicas routed "
+                          f"for {topic} ({self.mix.name}; state at the deadline {self.sync_state()})")
 
     def wait_new_master(self, topic: str, old: str, timeout: float) -> str:
         def other() -> Optional[str]:
@@ -352,7 +352,8 @@ class MixedGroup:
             if len(offsets) == len(self.members) and len(set(offsets.values())) == 1:
                 return next(iter(offsets.values())) or None
             return None
-        return wait_until(same, timeout, interval=0.2, what=f"every member at the same CommitLog offset ({self.max_offsets()})")
+        return wait_until(same, timeout, interval=0.2,
+                          what=lambda: f"every member at the same CommitLog offset ({self.max_offsets()})")
 
     def commitlog_differences(self, upto: int) -> list[str]:
         """Byte ranges of ``[0, upto)`` in which a member's CommitLog differs from the first member's (empty:

@@ -103,10 +103,26 @@ class RouteInfoManager:
                 master_addr = addrs.get(MASTER_ID)
                 if master_addr is not None:
                     master_live = self.brokerLiveTable.get(master_addr)
-                    if master_live is not None:
+                    if master_live is not None and not self._stale_master(master_live, data_version):
                         result.ha_server_addr = master_live.ha_server_addr
                         result.master_addr = master_addr
+                    elif master_live is not None:
+                        log.info("%s (%s id %d, stateVersion %s) registers while the master on record, %s, is at "
+                                 "stateVersion %s: no master in the answer until the new one registers",
+                                 broker_addr, broker_name, broker_id, data_version.stateVersion, master_addr,
+                                 master_live.data_version.stateVersion)
         return result
+
+    @staticmethod
+    def _stale_master(master: BrokerLiveInfo, slave_version: DataVersion) -> bool:
+        """Whether the master on record is older than the registering slave knows (5.x controller mode: each
+        member's stateVersion is the master epoch it last heard of). Java's name server answers it anyway, and a
+        Java slave told of a new master that registers before that master does points its HA client at the old
+        one, which, a slave itself now, still serves it: the slave never rejoins the SyncStateSet. With no master
+        in the answer the slave waits for its next registration, by when the new master has registered."""
+        if master.data_version.stateVersion is None or slave_version.stateVersion is None:
+            return False
+        return master.data_version.stateVersion < slave_version.stateVersion
 
     def _older_master(self, current: str | None, newcomer: str, data_version: DataVersion) -> bool:
         """Whether ``newcomer`` registering as master is older than the live ``current`` master (both carry the

@@ -17,15 +17,17 @@ class WaitTimeout(AssertionError, TimeoutError):
     (a fault round that carries on without a new master, a process that did not start)."""
 
 
-def wait_until(pred: Callable[[], T], timeout: float, *, what: str = "condition", interval: float = 0.05) -> T:
-    """``pred()``'s first truthy value, asked every ``interval`` seconds; :class:`WaitTimeout` after ``timeout``."""
+def wait_until(pred: Callable[[], T], timeout: float, *, what: str | Callable[[], str] = "condition",
+               interval: float = 0.05) -> T:
+    """``pred()``'s first truthy value, asked every ``interval`` seconds; :class:`WaitTimeout` after ``timeout``,
+    naming ``what`` (a callable is asked then, for a message with the state at the deadline)."""
     deadline = time.monotonic() + timeout
     while True:
         got = pred()
         if got:
             return got
         if time.monotonic() > deadline:
-            raise WaitTimeout(f"{what}: not within {timeout} s")
+            raise WaitTimeout(f"{what() if callable(what) else what}: not within {timeout} s")
         time.sleep(interval)
 
 

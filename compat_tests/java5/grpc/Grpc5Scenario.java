@@ -341,9 +341,10 @@ public class Grpc5Scenario {
         }
         String dlq = "%DLQ%" + group;
         // the DLQ topic exists once the broker moved the message there (Java's revive, after the invisible time):
-        // a reader started before it fails its start (40402), so it is started again for up to 30 s
+        // a reader started before it fails its start (40402), so it is started again for up to 90 s (a loaded Java
+        // broker's revive took over 30 s in a CI run)
         SimpleConsumer reader;
-        long until = System.currentTimeMillis() + 30000;
+        long until = System.currentTimeMillis() + 90000;
         while (true) {
             try {
                 reader = simple(endpoint, name("DlqReader"), dlq);
