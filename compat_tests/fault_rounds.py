@@ -276,7 +276,10 @@ def wait_whole(ctx: RoundContext) -> tuple[dict, list[str]]:
         if any(m.kind != "java" for m in stuck) or not stuck:
             return group.wait_group(TOPIC, 3, timeout=WHOLE_TIMEOUT_S - JAVA_STUCK_S), []
         for m in stuck:
-            ctx.log(f"{m.describe()} has not rejoined {JAVA_STUCK_S:.0f} s after healing: restarting it")
+            ctx.log(f"{m.describe()} has not rejoined {JAVA_STUCK_S:.0f} s after healing: restarting it (its thread "
+                    f"dump is in its .out file)")
+            m.signal(signal.SIGQUIT)            # the JVM prints its threads to stdout: where it was stuck
+            time.sleep(1.0)
             m.kill9()
             m.start()
         return group.wait_group(TOPIC, 3, timeout=WHOLE_TIMEOUT_S), [m.describe() for m in stuck]

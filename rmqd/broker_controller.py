@@ -126,7 +126,7 @@ class BrokerController:
         self.topic_config_manager = TopicConfigManager(
             cfg_dir, c.brokerClusterName, c.brokerName, c.autoCreateTopicEnable, c.defaultTopicQueueNums,
             trace_topic_enable=c.traceTopicEnable, on_change=self._on_topic_change,
-            on_change_many=self._on_topics_change)
+            on_change_many=self._on_topics_change, transaction_topics_at_start=c.enableControllerMode)
         self.subscription_group_manager = SubscriptionGroupManager(cfg_dir, c.autoCreateSubscriptionGroup)
         self.consumer_offset_manager = ConsumerOffsetManager(cfg_dir)
         self.delay_offset_manager = DelayOffsetManager(cfg_dir)

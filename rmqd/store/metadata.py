@@ -236,7 +236,8 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
                  default_topic_queue_nums: int = 8, cluster_topic_enable: bool = True,
                  broker_topic_enable: bool = True, trace_topic_enable: bool = False,
                  on_change: Optional[Callable[[Optional[TopicConfig]], None]] = None,
-                 on_change_many: Optional[Callable[[list[TopicConfig]], None]] = None) -> None:
+                 on_change_many: Optional[Callable[[list[TopicConfig]], None]] = None,
+                 transaction_topics_at_start: bool = False) -> None:
         super().__init__(config_dir)
         self.cluster = broker_cluster_name
         self.broker_name = broker_name
@@ -260,8 +261,16 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
         if trace_topic_enable:
             self._add_system(TopicConfig(TRACE_TOPIC, 1, 1))
         self._add_system(TopicConfig(f"{broker_cluster_name}_{REPLY_TOPIC_POSTFIX}", 1, 1))
-        # the transaction topics appear when first used, as in Java: the half topic in the checker's first
-        # round, the op-half and check-max-time topics when first written (TransactionalMessageBridge)
+        # the transaction topics appear when first used, as in Java 4.x: the half topic in the checker's first
+        # round, the op-half and check-max-time topics when first written (TransactionalMessageBridge). 5.x
+        # (RIP-32) creates the half and op-half topics at start; rmqd does too in controller mode (a 5.x-only
+        # deployment), where it matters: Java 5.5.0 slaves copy the master's topic table, and one promoted that
+        # then creates the half topic in its first check while it is demoted again stalls for 90 s (its
+        # changeTransactionCheckServiceStatus holds the BrokerController monitor while joining the check thread,
+        # which waits for that monitor in registerIncrementBrokerData)
+        if transaction_topics_at_start:
+            self._add_system(TopicConfig(TRANS_HALF_TOPIC, 1, 1))
+            self._add_system(TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1))
         self.system_topics.update((TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC))
 
     def _add_system(self, tc: TopicConfig) -> None:

@@ -114,3 +114,17 @@ def test_subscription_group_manager(tmp_path):
     m2 = SubscriptionGroupManager(str(tmp_path), auto_create_subscription_group=False)
     m2.load()
     assert m2.find("CG") is None and m2.find("TOOLS_CONSUMER") is not None
+
+
+def test_controller_mode_creates_the_transaction_topics_at_start_as_5x(tmp_path):
+    """4.x creates the half and op-half topics when first used; 5.x (and rmqd in controller mode) at start, so that
+    a slave copying the master's topic table has them (a Java 5.5.0 slave creating the half topic while demoted
+    stalls for 90 s)."""
+    trans = {"RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"}
+    lazy = TopicConfigManager(str(tmp_path / "4x"), "DefaultCluster", "broker-a")
+    assert not trans & set(lazy.table) and all(lazy.is_system_topic(t) for t in trans)
+    eager = TopicConfigManager(str(tmp_path / "5x"), "DefaultCluster", "broker-a", transaction_topics_at_start=True)
+    for t in trans:
+        tc = eager.table[t]
+        assert (tc.read_queue_nums, tc.write_queue_nums, tc.perm) == (1, 1, PERM_READ | PERM_WRITE)
+        assert eager.is_system_topic(t)
