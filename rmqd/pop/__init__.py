@@ -9,5 +9,6 @@ them back (revive) unless they are acked in time.  Modules:
 - ``service``: ``PopService`` (pop, ack, change invisible time, peek, notification);
 - ``long_polling``, ``frontend``: parked pops, the bounded executor both front ends await;
 - ``codes``: the refusals (``PopError``) and 5.x response codes.
+- ``handles``: what POP is given of the broker (store, topics, groups, offsets, metrics), as narrow Protocols.
 """
 from rmqd.pop.service import PopError, PopResult, PopService  # noqa: F401 (the package's API)

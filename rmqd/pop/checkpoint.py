@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Optional
 
 import orjson
 
 CK_TAG, ACK_TAG, BATCH_ACK_TAG = "ck", "ack", "bAck"
 
-CkKey = tuple  # (topic, group, queue_id, start_offset, pop_time)
+CkKey = tuple[str, str, int, int, int]  # (topic, group, queue_id, start_offset, pop_time)
+OrderKey = tuple[str, str, int]         # (topic, group, queue_id): an orderly queue of a group
 
 
 def now_ms() -> int:
@@ -37,7 +37,7 @@ class PopCheckPoint:
     revive_qid: int
     broker_name: str
     offsets: list[int]
-    acked: set = field(default_factory=set)
+    acked: set[int] = field(default_factory=set)
     revive_offset: int = -1          # queue offset of its ``ck`` record in the revive queue
     order: bool = False              # an orderly pop: the queue stays locked until it is acked, no revive
     attempt: int = 0                 # orderly redeliveries so far (delivery attempt = attempt + 1)
@@ -89,7 +89,7 @@ def ack_record(key: CkKey, broker_name: str, offsets: list[int]) -> tuple[str, b
 
 
 def parse_ack_record(body: bytes) -> tuple[CkKey, list[int]]:
-    d = orjson.loads(body)
-    key = (d["t"], d["c"], int(d["q"]), int(d["so"]), int(d["pt"]))
-    offsets: Optional[list] = d.get("aol")
+    d = orjson.loads(body)          # the record's JSON object; a malformed one raises (KeyError, TypeError, ...)
+    key: CkKey = (d["t"], d["c"], int(d["q"]), int(d["so"]), int(d["pt"]))
+    offsets = d.get("aol")
     return key, [int(o) for o in offsets] if offsets is not None else [int(d["ao"])]

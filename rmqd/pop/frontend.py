@@ -10,9 +10,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, TypeVar, TypeVarTuple, Unpack
 
 from rmqd.pop.service import PopResult, PopService
+
+if TYPE_CHECKING:
+    from rmqd.store.api import MessageFilter
+
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
 
 
 class Busy(Exception):
@@ -27,7 +33,8 @@ class PopExecutor:
         self._lock = threading.Lock()
         self.rejected = 0
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def run(self, fn: Callable[[Unpack[_Ts]], _T], *args: Unpack[_Ts]) -> _T:
+        """``fn(*args)`` in the pool; raises :class:`Busy` at once when ``capacity`` calls are in flight."""
         with self._lock:
             if self._inflight >= self.capacity:
                 self.rejected += 1
@@ -44,7 +51,7 @@ class PopExecutor:
 
 
 async def pop_with_polling(service: PopService, executor: PopExecutor, group: str, topic: str, queue_id: int,
-                           max_nums: int, invisible_ms: int, message_filter: Any, init_mode: int,
+                           max_nums: int, invisible_ms: int, message_filter: Optional[MessageFilter], init_mode: int,
                            poll_ms: int, client_host: str = "", deadline: Optional[float] = None,
                            order: bool = False) -> tuple[PopResult, str]:
     """Pop; if nothing came, park up to ``poll_ms`` and pop again when the topic gets a message.

@@ -39,7 +39,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, TypedDict
 
 from rmqd.pop.checkpoint import now_ms
 from rmqd.pop.lite_priority_config import LiteConfig
@@ -49,6 +49,10 @@ from rmqd.store.lite.index import LiteIndex
 from rmqd.store.lite.names import check_name, lmq_name, parse_lmq
 from rmqd.store.lite.view import record_store_time
 from rmqd.store.topic_attributes import is_lite_topic, lite_expiration_minutes
+
+if TYPE_CHECKING:
+    from rmqd.pop.handles import LiteGroups, LiteOffsets, TopicLookup
+    from rmqd.store.metadata import SubscriptionGroupConfig
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +94,19 @@ class OffsetOption:
     timestamp: Optional[int] = None
 
 
+class LiteClientInfo(TypedDict):
+    """One lite client as the admin's lite client info answers it (the JSON body's keys)."""
+
+    clientId: str
+    group: str
+    bindTopic: str
+    liteTopicCount: int
+    liteTopicSet: list[str]
+    pendingEvents: int
+    delivered: int
+    host: str
+
+
 @dataclass(eq=False)
 class LiteClient:
     """One lite consumer's session."""
@@ -97,8 +114,8 @@ class LiteClient:
     client_id: str
     group: str
     parent: str
-    topics: set = field(default_factory=set)           # subscribed lite topic names
-    events: dict = field(default_factory=dict)         # lite names with news, in arrival order (a set)
+    topics: set[str] = field(default_factory=set)           # subscribed lite topic names
+    events: dict[str, None] = field(default_factory=dict)   # lite names with news, in arrival order (a set)
     capacity: int = 400
     last_sync: float = 0.0
     last_poll: float = 0.0
@@ -106,7 +123,7 @@ class LiteClient:
     blacklisted_until: float = 0.0
     full: bool = False                 # an event was refused: re-offer its lite topics later
     host: str = ""
-    waiter: Optional[asyncio.Future] = None
+    waiter: Optional[asyncio.Future[bool]] = None
     loop: Optional[asyncio.AbstractEventLoop] = None
     notify: Optional[Callable[[str], None]] = None      # NotifyUnsubscribeLite(lite) to the client
     delivered: int = 0
@@ -115,8 +132,8 @@ class LiteClient:
 class LiteSubscriptionManager:
     """The lite registry and delivery of one broker (see the module docstring)."""
 
-    def __init__(self, config: LiteConfig, index: LiteIndex, pop: PopService, topics: Any, groups: Any,
-                 offsets: Any, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, config: LiteConfig, index: LiteIndex, pop: PopService, topics: TopicLookup,
+                 groups: LiteGroups, offsets: LiteOffsets, clock: Callable[[], float] = time.monotonic,
                  wall_ms: Callable[[], int] = now_ms) -> None:
         self.config = config
         self.index = index
@@ -145,7 +162,7 @@ class LiteSubscriptionManager:
         self.refused[kind] = self.refused.get(kind, 0) + 1
         return LiteError(kind, message)
 
-    def check_group(self, group: str, parent: str) -> Any:
+    def check_group(self, group: str, parent: str) -> SubscriptionGroupConfig:
         """The group's config, refusing what the proxy refuses (unknown, not a lite group, other bind topic)."""
         tc = self.topics.get(parent)
         if tc is None:
@@ -172,7 +189,7 @@ class LiteSubscriptionManager:
             if reason:
                 raise self._refuse(LiteError.ILLEGAL_LITE_TOPIC, f"{reason}: {name!r}")
 
-    def quota_of(self, group_config: Any) -> int:
+    def quota_of(self, group_config: SubscriptionGroupConfig) -> int:
         q = ga.get_int(group_config, ga.LITE_CLIENT_QUOTA)
         return q if q >= 0 else 1 << 31
 
@@ -218,7 +235,7 @@ class LiteSubscriptionManager:
                     evicted += self._add(c, n, sg)
                 for n in names:
                     if option is not None:
-                        self._apply_offset(group, lmq_name(parent, n), option)
+                        self._apply_offset(group, parent, n, option)
                 dispatch = names if option is not None else new
             elif action == PARTIAL_REMOVE:
                 reset = ga.get_bool(sg, ga.LITE_RESET_UNSUBSCRIBE)
@@ -248,7 +265,7 @@ class LiteSubscriptionManager:
         for n in dispatch:
             self._offer_if_backlog(group, parent, n)
 
-    def _session(self, client_id: str, group: str, parent: str, sg: Any, host: str,
+    def _session(self, client_id: str, group: str, parent: str, sg: SubscriptionGroupConfig, host: str,
                  notify: Optional[Callable[[str], None]]) -> LiteClient:
         c = self.clients.get(client_id)
         if c is not None and (c.group != group or c.parent != parent):
@@ -265,7 +282,7 @@ class LiteSubscriptionManager:
             c.notify = notify
         return c
 
-    def attach(self, client_id: str, group: str, parent: str, group_config: Any, host: str = "",
+    def attach(self, client_id: str, group: str, parent: str, group_config: SubscriptionGroupConfig, host: str = "",
                notify: Optional[Callable[[str], None]] = None) -> LiteClient:
         """The client's session (made on its first receive, before any subscription, so a later one wakes it)."""
         with self._lock:
@@ -285,7 +302,7 @@ class LiteSubscriptionManager:
         ids = self.subscribers.get(lmq_name(c.parent, name), {}).get(c.group, ())
         return any(cid != c.client_id for cid in ids)
 
-    def _add(self, c: LiteClient, name: str, sg: Any) -> list[tuple[LiteClient, str]]:
+    def _add(self, c: LiteClient, name: str, sg: SubscriptionGroupConfig) -> list[tuple[LiteClient, str]]:
         """Subscribe ``c`` to ``name`` (lock held); returns the clients an Exclusive group evicts."""
         key = lmq_name(c.parent, name)
         by_group = self.subscribers.setdefault(key, {})
@@ -329,9 +346,10 @@ class LiteSubscriptionManager:
             except Exception:
                 log.exception("lite: NotifyUnsubscribeLite to %s failed", c.client_id)
 
-    def _apply_offset(self, group: str, lmq: str, option: OffsetOption) -> None:
+    def _apply_offset(self, group: str, parent: str, lite: str, option: OffsetOption) -> None:
         """OffsetOption of a PARTIAL_ADD (LAST keeps the offset; TIMESTAMP is ignored, as Java does)."""
-        q = self.index.queue(*parse_lmq(lmq))
+        lmq = lmq_name(parent, lite)
+        q = self.index.queue(parent, lite)
         mx = q.max_offset if q is not None else 0
         current = self.offsets.query_offset(group, lmq, 0)
         if option.offset is not None:
@@ -615,7 +633,7 @@ class LiteSubscriptionManager:
         return len(expired)
 
     # ------------------------------------------------------------------ views (admin, metrics)
-    def client_info(self, client_id: str) -> Optional[dict]:
+    def client_info(self, client_id: str) -> Optional[LiteClientInfo]:
         c = self.clients.get(client_id)
         if c is None:
             return None
@@ -641,7 +659,7 @@ class LiteSubscriptionManager:
     def lag(self, group: Optional[str] = None) -> dict[tuple[str, str], tuple[int, int]]:
         """(parent, group) -> (messages behind, store time of the oldest unconsumed one) over every lite topic a
         group has an offset in (Java ``LiteConsumerLagCalculator``: the consumer-lag series of the parent)."""
-        out: dict[tuple[str, str], list] = {}
+        out: dict[tuple[str, str], list[int]] = {}
         for key, queues in list(self.offsets.table.items()):
             if not key.startswith("%LMQ%$"):
                 continue
@@ -649,8 +667,10 @@ class LiteSubscriptionManager:
             if group is not None and grp != group:
                 continue
             pl = parse_lmq(lmq)
-            off = queues.get(0, -1) if pl is not None else -1
-            q = self.index.queue(*pl) if pl is not None else None
+            if pl is None:
+                continue
+            off = queues.get(0, -1)
+            q = self.index.queue(*pl)
             if q is None or off < 0 or off >= q.max_offset:
                 continue
             acc = out.setdefault((pl[0], grp), [0, 0])

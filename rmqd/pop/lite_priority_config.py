@@ -9,24 +9,32 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import ClassVar, Mapping, Self, SupportsInt
 
 
-def _coerce(default: Any, value: str) -> Any:
+def _coerce(name: str, default: object, value: object) -> object:
+    """``value`` (a property's text, or already typed) as the type of ``default`` (the settings are int or bool)."""
     if isinstance(default, bool):
-        return value.strip().lower() == "true"
-    return type(default)(value.strip())
+        return value.strip().lower() == "true" if isinstance(value, str) else bool(value)
+    if not isinstance(default, int):
+        raise TypeError(f"{name}: a {type(default).__name__} setting is not read from properties")
+    if isinstance(value, str):
+        return int(value.strip())
+    if isinstance(value, SupportsInt):
+        return int(value)
+    raise TypeError(f"{name}: {value!r} is not an integer")
 
 
 class _FromProperties:
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[object]]]     # the subclasses are dataclasses
+
     @classmethod
-    def from_properties(cls, props: Mapping[str, str]):
+    def from_properties(cls, props: Mapping[str, object]) -> Self:
         """The settings in ``props`` (Java names; values as strings or typed), defaults for the rest."""
-        kw = {}
+        kw: dict[str, object] = {}
         for f in dataclasses.fields(cls):
             if f.name in props and props[f.name] is not None:
-                value = props[f.name]
-                kw[f.name] = _coerce(f.default, value) if isinstance(value, str) else type(f.default)(value)
+                kw[f.name] = _coerce(f.name, f.default, props[f.name])
         return cls(**kw)
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
+
+if TYPE_CHECKING:
+    from rmqd.cython_ext.store_put import DispatchRequest
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +22,8 @@ class PopLongPolling:
     def __init__(self, max_polling: int = 100_000) -> None:
         self.max_polling = max_polling
         self.loop: Optional[asyncio.AbstractEventLoop] = None
-        self._waiters: dict[str, set[asyncio.Future]] = {}
-        self._counts: dict[tuple, int] = {}        # (topic, group, queueId) -> parked requests
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._counts: dict[tuple[str, str, int], int] = {}        # (topic, group, queueId) -> parked requests
         self._lock = threading.Lock()
         self._parked = 0
         # (topic, queueId) keys the store checks in C before calling on_dispatch
@@ -47,7 +50,7 @@ class PopLongPolling:
         topics = list(topics)
         if self.polling_num >= self.max_polling:
             return "full"
-        fut = loop.create_future()
+        fut: asyncio.Future[None] = loop.create_future()
         key = (topics[0][0], group, queue_id)
         with self._lock:
             for topic, nums in topics:
@@ -84,7 +87,7 @@ class PopLongPolling:
                 else:
                     self._counts.pop(key, None)
 
-    def on_dispatch(self, req) -> None:
+    def on_dispatch(self, req: DispatchRequest) -> None:
         """Store dispatch listener (any thread): wake the waiters of the message's topic."""
         loop = self.loop
         if loop is None or req.topic not in self._waiters:

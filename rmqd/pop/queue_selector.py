@@ -17,15 +17,19 @@ from __future__ import annotations
 import itertools
 import random
 import threading
-from typing import Any, Optional, Protocol
+from typing import TYPE_CHECKING, Optional, Protocol
 
 from rmqd.pop.lite_priority_config import PriorityConfig
 from rmqd.store import group_attributes
 from rmqd.store.topic_attributes import is_priority_topic
 
+if TYPE_CHECKING:
+    from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
+
 
 class QueueSelector(Protocol):
-    def select(self, topic_config: Any, group_config: Any, qids: list[int]) -> tuple[list[int], bool, bool]:
+    def select(self, topic_config: TopicConfig, group_config: Optional[SubscriptionGroupConfig],
+               qids: list[int]) -> tuple[list[int], bool, bool]:
         """(queue ids in reading order, read the retry topic first?, skip a queue another pop holds?)."""
 
 
@@ -48,7 +52,8 @@ class RotatingQueueSelector:
     def __init__(self, config: Optional[PriorityConfig] = None) -> None:
         self.config = config or PriorityConfig()
 
-    def select(self, topic_config: Any, group_config: Any, qids: list[int]) -> tuple[list[int], bool, bool]:
+    def select(self, topic_config: TopicConfig, group_config: Optional[SubscriptionGroupConfig],
+               qids: list[int]) -> tuple[list[int], bool, bool]:
         return rotate(qids), random.randrange(100) < self.config.popFromRetryProbability, False
 
 
@@ -57,22 +62,23 @@ class PriorityQueueSelector(RotatingQueueSelector):
 
     def __init__(self, config: Optional[PriorityConfig] = None) -> None:
         super().__init__(config)
-        self._counters: dict[tuple, Any] = {}
+        self._counters: dict[tuple[str, str], itertools.count[int]] = {}
         self._lock = threading.Lock()
         self.priority_pops = 0          # requests served in priority mode (metrics)
 
-    def _count(self, key: tuple) -> int:
+    def _count(self, key: tuple[str, str]) -> int:
         counter = self._counters.get(key)
         if counter is None:
             with self._lock:
                 counter = self._counters.setdefault(key, itertools.count())
         return next(counter)
 
-    def select(self, topic_config: Any, group_config: Any, qids: list[int]) -> tuple[list[int], bool, bool]:
+    def select(self, topic_config: TopicConfig, group_config: Optional[SubscriptionGroupConfig],
+               qids: list[int]) -> tuple[list[int], bool, bool]:
         if not is_priority_topic(topic_config):
             return super().select(topic_config, group_config, qids)
         factor = group_attributes.get_int(group_config, group_attributes.PRIORITY_FACTOR)
-        n = self._count((getattr(group_config, "group_name", ""), topic_config.topic_name))
+        n = self._count((group_config.group_name if group_config is not None else "", topic_config.topic_name))
         if n % 100 >= factor:                   # this request keeps the fair, rotating order
             return super().select(topic_config, group_config, qids)
         self.priority_pops += 1

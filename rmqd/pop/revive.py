@@ -10,24 +10,32 @@
   marks them done. Orderly checkpoints are not revived (the next orderly pop hands them out again).
 
 A mixin: it works on the state PopService keeps (``_cks``, ``_heap``, ``_order_cks``, ``_lock``/``_cond``,
-``_writing``, ``store``, ``topics``, ``groups``, ``offsets``, ``revive_topic``, ``revive_queue_num``).
+``_writing``, ``store``, ``topics``, ``groups``, ``offsets``, ``revive_topic``, ``revive_queue_num``), declared
+on the mixin for the type checker.
 """
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
+import threading
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
-from rmqd.pop.checkpoint import (ACK_TAG, BATCH_ACK_TAG, CK_TAG, PopCheckPoint, ack_record, now_ms,
-                                 parse_ack_record)
+from rmqd.pop.checkpoint import (ACK_TAG, BATCH_ACK_TAG, CK_TAG, CkKey, OrderKey, PopCheckPoint, ack_record,
+                                 now_ms, parse_ack_record)
 from rmqd.pop.codes import PopError
 from rmqd.pop.extra_info import pop_retry_topic
 from rmqd.remoting.codes import ResponseCode
-from rmqd.store.message import (MessageToStore, decode_message, decode_properties, encode_properties,
-                                find_property, tags_code_of)
+from rmqd.store.message import (MessageToStore, StoredMessage, decode_message, decode_properties,
+                                encode_properties, find_property, tags_code_of)
 from rmqd.store.message_store import GetMessageStatus
 from rmqd.store.metadata import PERM_READ, PERM_WRITE, TopicConfig, dlq_topic
+
+if TYPE_CHECKING:
+    from rmqd.pop.handles import PopGroups, PopOffsets, PopStore, PopTopics, ReviveRecorder
+    from rmqd.pop.queue_selector import QueueSelector
+    from rmqd.store.message import Host
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +48,31 @@ _REVIVE_RETRY_MS = 1000
 
 
 class ReviveMixin:
+    # the state of PopService (set in its __init__) the revive works on
+    broker_name: str
+    store: PopStore
+    topics: PopTopics
+    groups: PopGroups
+    offsets: PopOffsets
+    store_host: Callable[[], Host]
+    counters: Optional[ReviveRecorder]
+    on_dlq: Optional[Callable[[str, str], None]]
+    queue_selector: QueueSelector
+    revive_topic: str
+    revive_queue_num: int
+    revived: int
+    to_dlq: int
+    _cks: dict[CkKey, PopCheckPoint]
+    _order_cks: dict[OrderKey, list[PopCheckPoint]]
+    _heap: list[tuple[int, int, CkKey]]
+    _seq: itertools.count[int]
+    _lock: threading.RLock
+    _cond: threading.Condition
+    _writing: dict[int, int]
+    _running: bool
+    # PopService: tell the orderly listeners (topic, group, queue id, deadline or None when the queue is free)
+    _tell_orderly: Callable[[str, str, int, Optional[int]], None]
+
     def _append(self, tag: str, body: bytes, revive_qid: int, group: str, topic: str) -> int:
         """Append one record (of ``group``'s checkpoint on ``topic``) to the revive queue; returns its
         queue offset."""
@@ -130,7 +163,7 @@ class ReviveMixin:
         if count:
             log.info("POP: replayed %d revive records, %d checkpoints open", count, len(self._cks))
 
-    def _replay_record(self, m: Any, queue_offset: int) -> None:
+    def _replay_record(self, m: StoredMessage, queue_offset: int) -> None:
         tag = m.properties.get("TAGS")
         try:
             if tag == CK_TAG:
@@ -143,10 +176,10 @@ class ReviveMixin:
                     old.ck_records += 1
             elif tag in (ACK_TAG, BATCH_ACK_TAG):
                 key, offs = parse_ack_record(m.body)
-                ck = self._cks.get(key)
-                if ck is not None:
-                    ck.acked.update(offs)
-                    ck.ack_records += 1
+                acked = self._cks.get(key)
+                if acked is not None:
+                    acked.acked.update(offs)
+                    acked.ack_records += 1
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("POP: skipping revive record at %s/%d: %r", self.revive_topic, queue_offset, exc)
 
@@ -225,7 +258,7 @@ class ReviveMixin:
                 del self._cks[ck.key]
                 self._settled(ck)
 
-    def _revive_message(self, ck: PopCheckPoint, m: Any) -> None:
+    def _revive_message(self, ck: PopCheckPoint, m: StoredMessage) -> None:
         """Store an un-acked message again: POP retry topic, or the DLQ after the group's max attempts."""
         props = decode_properties(m.properties_str)
         real = props.get(PROPERTY_RETRY_TOPIC) or ck.topic
@@ -237,8 +270,9 @@ class ReviveMixin:
             return
         target = ck.topic if ck.topic.startswith("%RETRY%") else pop_retry_topic(ck.group, ck.topic)
         queue_id = self._retry_queue(target, real, ck.queue_id)
-        counted = ((lambda status: self.counters.on_retry_put(ck.group, ck.topic, status))
-                   if self.counters is not None else None)
+        counters = self.counters
+        counted = ((lambda status: counters.on_retry_put(ck.group, ck.topic, status))
+                   if counters is not None else None)
         self._store_again(target, m, props, real, reconsume, ck.pop_time, counted, queue_id)
         self.revived += 1
 
@@ -267,8 +301,8 @@ class ReviveMixin:
             return 0
         return queue_id
 
-    def _store_again(self, target: str, m: Any, props: dict, real: str, reconsume: int, pop_time: int,
-                     on_status: Optional[Callable[[str], None]] = None, queue_id: int = 0,
+    def _store_again(self, target: str, m: StoredMessage, props: dict[str, str], real: str, reconsume: int,
+                     pop_time: int, on_status: Optional[Callable[[str], None]] = None, queue_id: int = 0,
                      delay_level: Optional[str] = None) -> None:
         props.setdefault(PROPERTY_RETRY_TOPIC, real)
         props.setdefault(PROPERTY_FIRST_POP_TIME, str(pop_time))
@@ -285,7 +319,7 @@ class ReviveMixin:
         if not result.ok:
             raise RuntimeError(f"storing the message again in {target} failed: {result.status.name}")
 
-    def _to_dlq(self, group: str, real: str, m: Any, reconsume: int, pop_time: Optional[int] = None) -> None:
+    def _to_dlq(self, group: str, real: str, m: StoredMessage, reconsume: int, pop_time: Optional[int] = None) -> None:
         """``m`` reached the group's max attempts: store it in ``%DLQ%<group>`` as 5.x puts it there (its
         consumers send it back: ``consumerSendMsgBack`` counts one more attempt and sets delay level 0, so a 5.x
         client reading the DLQ sees a DELAY message one attempt further)."""

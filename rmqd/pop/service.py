@@ -29,10 +29,10 @@ import logging
 import random
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.broker.consume_checks import check_consume_group
-from rmqd.pop.checkpoint import CK_TAG, CkKey, PopCheckPoint, ack_record, now_ms
+from rmqd.pop.checkpoint import CK_TAG, CkKey, OrderKey, PopCheckPoint, ack_record, now_ms
 from rmqd.pop.codes import INVALID_PARAMETER, PopError
 from rmqd.pop.extra_info import (ExtraInfo, msg_offset_info, pop_retry_topic, real_topic, retry_flag,
                                  start_offset_info)
@@ -43,6 +43,12 @@ from rmqd.remoting.codes import ResponseCode
 from rmqd.store.message import decode_message
 from rmqd.store.message_store import GetMessageStatus
 from rmqd.store.metadata import PERM_READ
+
+if TYPE_CHECKING:
+    from rmqd.pop.handles import AddDispatchListener, PopGroups, PopOffsets, PopStore, PopTopics, ReviveRecorder
+    from rmqd.store.api import MessageFilter
+    from rmqd.store.message import Host
+    from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +77,9 @@ class PopResult:
     revive_qid: int
     rest_num: int = 0
     messages: list[PoppedMessage] = field(default_factory=list)
-    start_infos: list = field(default_factory=list)
-    msg_infos: list = field(default_factory=list)
-    order_infos: list = field(default_factory=list)     # orderly pops: (flag, qid, redeliveries)
+    start_infos: list[tuple[str, int, int]] = field(default_factory=list)         # (flag, qid, start offset)
+    msg_infos: list[tuple[str, int, list[int]]] = field(default_factory=list)     # (flag, qid, offsets)
+    order_infos: list[tuple[str, int, int]] = field(default_factory=list)     # orderly pops: (flag, qid, redeliveries)
     visited: int = 0         # pop_queues: how many of the given queues it read before the batch was full
 
     @property
@@ -98,9 +104,9 @@ class PopService(ReviveMixin):
 
     master_only = True     # a slave does not run it (rmqd.replicas.wiring)
 
-    def __init__(self, broker_name: str, cluster: str, store: Any, topics: Any, groups: Any, offsets: Any,
-                 store_host: Callable[[], tuple], revive_queue_num: int = 8,
-                 on_dlq: Optional[Callable[[str, str], None]] = None, counters: Any = None,
+    def __init__(self, broker_name: str, cluster: str, store: PopStore, topics: PopTopics, groups: PopGroups,
+                 offsets: PopOffsets, store_host: Callable[[], Host], revive_queue_num: int = 8,
+                 on_dlq: Optional[Callable[[str, str], None]] = None, counters: Optional[ReviveRecorder] = None,
                  on_out: Optional[Callable[[str, str, int, int], None]] = None,
                  queue_selector: Optional[QueueSelector] = None) -> None:
         """``on_dlq(group, topic)``: a message went to the DLQ; ``counters``: a
@@ -124,13 +130,13 @@ class PopService(ReviveMixin):
         self.revive_topic = f"rmq_sys_REVIVE_LOG_{cluster}"
         self.polling = PopLongPolling()
         self._cks: dict[CkKey, PopCheckPoint] = {}
-        self._order_cks: dict[tuple, list[PopCheckPoint]] = {}     # (topic, group, qid) -> orderly checkpoints
+        self._order_cks: dict[OrderKey, list[PopCheckPoint]] = {}     # (topic, group, qid) -> orderly checkpoints
         self._heap: list[tuple[int, int, CkKey]] = []
         self._seq = itertools.count()
         self._revive_counter = itertools.count()
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
-        self._queue_locks: dict[tuple, threading.Lock] = {}
+        self._queue_locks: dict[OrderKey, threading.Lock] = {}
         self._writing: dict[int, int] = {}        # reviveQid -> records being written (progress guard)
         self._running = False
         self._thread: Optional[threading.Thread] = None
@@ -155,7 +161,7 @@ class PopService(ReviveMixin):
             self._thread = None
         self._persist_progress()
 
-    def attach(self, store_listener: Callable) -> None:
+    def attach(self, store_listener: AddDispatchListener) -> None:
         """Register the long-polling wake-up as a store dispatch listener (``store.add_dispatch_listener``)."""
         store_listener(self.polling.on_dispatch, watch=self.polling.watched)
 
@@ -200,7 +206,7 @@ class PopService(ReviveMixin):
 
     # ------------------------------------------------------------------ pop
     def check_pop(self, group: str, topic: str, queue_id: int, max_nums: int, broker_ip: str = "",
-                  client: str = "") -> tuple[Any, Any]:
+                  client: str = "") -> tuple[TopicConfig, SubscriptionGroupConfig]:
         """The Java broker's pop preconditions; returns (topic config, group config)."""
         if max_nums > MAX_POP_NUMS:
             raise PopError(INVALID_PARAMETER, f"the broker[{broker_ip}] pop message's num is greater than 32")
@@ -215,10 +221,11 @@ class PopService(ReviveMixin):
         sg, err = check_consume_group(self.groups, group, FAQ_GROUP)
         if err is not None:
             raise PopError(*err)
+        assert sg is not None, "check_consume_group answers a group config or a refusal"
         return tc, sg
 
     def pop(self, group: str, topic: str, queue_id: int, max_nums: int, invisible_ms: int,
-            message_filter: Any = None, init_mode: int = INIT_MODE_LAST, client_host: str = "",
+            message_filter: Optional[MessageFilter] = None, init_mode: int = INIT_MODE_LAST, client_host: str = "",
             order: bool = False) -> PopResult:
         """Hand out up to ``max_nums`` messages of ``topic`` (queue -1 = every queue) and its POP retry topic.
 
@@ -298,8 +305,9 @@ class PopService(ReviveMixin):
             qids = qids[k:] + qids[:k]
         return qids
 
-    def _pop_topic(self, topic: str, qids: list[int], group: str, max_nums: int, message_filter: Any,
-                   init_mode: int, client_host: str, result: PopResult, skip_busy: bool = False) -> None:
+    def _pop_topic(self, topic: str, qids: list[int], group: str, max_nums: int,
+                   message_filter: Optional[MessageFilter], init_mode: int, client_host: str, result: PopResult,
+                   skip_busy: bool = False) -> None:
         """Read ``qids`` in order until the batch is full.  ``skip_busy`` (priority mode): a queue with
         nothing to read is passed over without a lock or a read (its backlog is two lookups), and one another
         pop holds is passed over too (Java's tryLock) and read last, waiting for it, if the batch is still
@@ -334,7 +342,7 @@ class PopService(ReviveMixin):
             result.rest_num += self._pop_queue(topic, qid, group, need, message_filter, init_mode, client_host,
                                                result)
 
-    def _queue_lock(self, key: tuple) -> threading.Lock:
+    def _queue_lock(self, key: OrderKey) -> threading.Lock:
         lock = self._queue_locks.get(key)
         if lock is None:
             with self._lock:
@@ -376,7 +384,7 @@ class PopService(ReviveMixin):
             self.on_out(group, topic, len(records), sum(len(r) for r in records))
         return ck
 
-    def _open_orderly(self, key: tuple) -> list[PopCheckPoint]:
+    def _open_orderly(self, key: OrderKey) -> list[PopCheckPoint]:
         """The queue's orderly checkpoints still open (caller holds the queue lock)."""
         with self._lock:
             live = [ck for ck in self._order_cks.get(key, ()) if self._cks.get(ck.key) is ck and not ck.done()]
@@ -391,7 +399,7 @@ class PopService(ReviveMixin):
         now = now_ms() if now is None else now
         return any(ck.deadline > now for ck in self._open_orderly((topic, group, qid)))
 
-    def _pop_queue_orderly(self, topic: str, qid: int, group: str, need: int, message_filter: Any,
+    def _pop_queue_orderly(self, topic: str, qid: int, group: str, need: int, message_filter: Optional[MessageFilter],
                            init_mode: int, client_host: str, result: PopResult, max_times: int,
                            memory: bool = False) -> int:
         key = (topic, group, qid)
@@ -441,8 +449,8 @@ class PopService(ReviveMixin):
                 del self._cks[ck.key]
                 self._settled(ck)
 
-    def _pop_queue(self, topic: str, qid: int, group: str, need: int, message_filter: Any, init_mode: int,
-                   client_host: str, result: PopResult, order: bool = False, locked: bool = False,
+    def _pop_queue(self, topic: str, qid: int, group: str, need: int, message_filter: Optional[MessageFilter],
+                   init_mode: int, client_host: str, result: PopResult, order: bool = False, locked: bool = False,
                    memory: bool = False) -> int:
         if not locked:
             with self._queue_lock((topic, group, qid)):
@@ -475,7 +483,7 @@ class PopService(ReviveMixin):
             nxt = offset
         return max(0, res.max_offset - nxt)
 
-    def _commit_memory(self, key: tuple, client_host: str = "") -> None:
+    def _commit_memory(self, key: OrderKey, client_host: str = "") -> None:
         """Commit a memory-checkpointed queue's consume offset up to its lowest message still out (Java 5.5
         lite: the offset moves on ack), never backwards."""
         topic, group, qid = key
@@ -567,7 +575,7 @@ class PopService(ReviveMixin):
                            if c.pop_time == extra.pop_time and offsets[0] in c.offsets), None)
                 key = ck.key if ck is not None else key
             live = [o for o in offsets if ck is not None and o in ck.offsets and o not in ck.acked]
-        if not live:
+        if not live or ck is None:          # (live holds offsets of ck only)
             return 0
         if not ck.memory:
             tag, body = ack_record(key, self.broker_name, live)
@@ -612,7 +620,7 @@ class PopService(ReviveMixin):
             except Exception:
                 log.exception("orderly listener %r failed for %s@%s q%d", fn, topic, group, qid)
 
-    def renew(self, keys: list, invisible_ms: int, within_ms: int) -> list:
+    def renew(self, keys: list[CkKey], invisible_ms: int, within_ms: int) -> list[CkKey]:
         """Keep checkpoints invisible (the proxy's auto-renew for push consumers): each of ``keys`` whose
         deadline is less than ``within_ms`` away becomes invisible for ``invisible_ms`` from now, under the
         same key, so the receipt handles the client holds stay valid.  A ``ck`` record with the longer
@@ -668,7 +676,7 @@ class PopService(ReviveMixin):
         ck = PopCheckPoint(ck_topic, group, extra.queue_id, offset, pop_time, int(invisible_ms), extra.revive_qid,
                            self.broker_name, [offset], order=bool(old and old.order),
                            attempt=(old.attempt if old else 0) - (1 if suspend and old and old.order else 0),
-                           memory=memory, next_offset=old.next_offset if memory else -1,
+                           memory=memory, next_offset=old.next_offset if old is not None and memory else -1,
                            ck_records=0 if memory else 1)
         self._add_checkpoint(ck)
         self.batch_ack(group, topic, extra, [offset])
