@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rmqd.config import _PropertiesConfig
 
@@ -40,6 +41,49 @@ class Peer:
 
 class ControllerConfig(_PropertiesConfig):
     """Java's ControllerConfig + JraftConfig keys with their 5.x defaults, and rmqd's ``controllerRaft*`` keys."""
+
+    if TYPE_CHECKING:     # the properties of _DEFAULTS below, typed (a test in tests/controller keeps them equal)
+        rocketmqHome: str
+        configStorePath: str
+        controllerType: str
+        scanNotActiveBrokerInterval: int
+        controllerThreadPoolNums: int
+        controllerRequestThreadPoolQueueCapacity: int
+        controllerDLegerGroup: str | None
+        controllerDLegerPeers: str | None
+        controllerDLegerSelfId: str | None
+        mappedFileSize: int
+        controllerStorePath: str
+        electMasterMaxRetryCount: int
+        enableElectUncleanMaster: bool
+        processReadEvent: bool
+        notifyBrokerRoleChanged: bool
+        scanInactiveMasterInterval: int
+        metricsExporterType: str
+        metricsGrpcExporterTarget: str
+        metricsGrpcExporterHeader: str
+        metricGrpcExporterTimeOutInMills: int
+        metricGrpcExporterIntervalInMills: int
+        metricLoggingExporterIntervalInMills: int
+        metricsPromExporterPort: int
+        metricsPromExporterHost: str
+        metricsLabel: str
+        metricsInDelta: bool
+        configBlackList: str
+        jRaftElectionTimeoutMs: int
+        jRaftScanWaitTimeoutMs: int
+        jRaftSnapshotIntervalSecs: int
+        jRaftGroupId: str
+        jRaftServerId: str
+        jRaftInitConf: str
+        jRaftControllerRPCAddr: str
+        controllerRaftPeers: str
+        controllerRaftPortOffset: int
+        controllerRaftDialPeers: str
+        controllerRaftElectionTimeoutMs: int
+        controllerRaftHeartbeatIntervalMs: int
+        controllerRaftPassword: str
+        controllerRequestTimeoutMs: int
 
     _DEFAULTS = {
         "rocketmqHome": os.environ.get("ROCKETMQ_HOME") or os.path.join(os.path.expanduser("~"), ".rmqd"),

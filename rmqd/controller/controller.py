@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, cast
 
 from rmqd.controller.codes import ControllerResponseCode as C
 from rmqd.controller.config import ControllerConfig
@@ -29,6 +29,21 @@ from rmqd.controller.raft import NotLeaderError, RaftError, RaftNode, RaftTimeou
 from rmqd.controller.replicas_info import SUCCESS, ControllerResult, ReplicasInfoManager
 from rmqd.controller.request_meter import OperationMeter
 from rmqd.remoting import fastjson
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from rmqd.remoting.command import ExtValue
+
+    # The body of a successful CONTROLLER_ELECT_MASTER (ReplicasInfoManager.elect_master), read back here.
+    class BrokerMemberGroupJson(TypedDict, total=False):
+        cluster: str
+        brokerName: str
+        brokerAddrs: dict[int, str]
+
+    class ElectMasterBodyJson(TypedDict, total=False):
+        brokerMemberGroup: Optional[BrokerMemberGroupJson]
+        syncStateSet: list[int]
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +71,9 @@ class Controller:
         self.policy = DefaultElectPolicy(heartbeat.is_active, heartbeat.live_info)
         self._write_lock = asyncio.Lock()
         self._ready_term = -1                      # the term in which this leader committed its first entry
-        self._leader_task: Optional[asyncio.Task] = None
-        self._scan_task: Optional[asyncio.Task] = None
-        self._background: set[asyncio.Task] = set()
+        self._leader_task: Optional[asyncio.Task[None]] = None
+        self._scan_task: Optional[asyncio.Task[None]] = None
+        self._background: set[asyncio.Task[bool]] = set()
         self._stopping = False
         self.applied_entries = 0
         self.election_counts: dict[str, int] = {}     # election_result -> elections answered as leader
@@ -143,7 +158,7 @@ class Controller:
     async def get_sync_state_data(self, broker_names: list[str]) -> ControllerResult:
         return await self._read(lambda: self.state.get_sync_state_data(broker_names, self.heartbeat.is_active))
 
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> dict[str, Optional[ExtValue]]:
         """CONTROLLER_GET_METADATA_INFO (any node): group, leader, whether this node leads, peers."""
         leader = self.raft.leader_id
         by_id = {p.id: p for p in self.peers}
@@ -284,11 +299,22 @@ class Controller:
         h = result.header
         if not self.config.notifyBrokerRoleChanged:
             return
-        body = fastjson.loads_lenient(result.body) if result.body else {}
+        # the body elect_master wrote (fastjson): decoded, it has this shape
+        body = cast("ElectMasterBodyJson", fastjson.loads_lenient(result.body)) if result.body else {}
         group = body.get("brokerMemberGroup") or {}
         cluster = group.get("cluster", "")
         addrs = [addr for bid, addr in sorted((group.get("brokerAddrs") or {}).items())
                  if self.heartbeat.is_active(cluster, broker_name, int(bid))]
-        change = RoleChange(h.get("masterAddress"), int(h["masterBrokerId"]), int(h["masterEpoch"]),
-                            int(h["syncStateSetEpoch"]), tuple(body.get("syncStateSet") or ()))
+        master_address = h.get("masterAddress")
+        change = RoleChange(master_address if isinstance(master_address, str) else None,
+                            _header_int(h, "masterBrokerId"), _header_int(h, "masterEpoch"),
+                            _header_int(h, "syncStateSetEpoch"), tuple(body.get("syncStateSet") or ()))
         self.notifier.notify(addrs, change)
+
+
+def _header_int(header: Mapping[str, Optional[ExtValue]], key: str) -> int:
+    """A number the result's header must carry."""
+    value = header[key]
+    if value is None:
+        raise ValueError(f"the controller result has no {key}")
+    return int(value)

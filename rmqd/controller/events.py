@@ -12,7 +12,7 @@ therefore cannot both move the same group.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Optional, Union
+from typing import ClassVar, Optional, Union
 
 import orjson
 
@@ -63,24 +63,26 @@ class UpdateBrokerAddressEvent:
 
 Event = Union[AlterSyncStateSetEvent, ApplyBrokerIdEvent, ElectMasterEvent, CleanBrokerDataEvent,
               UpdateBrokerAddressEvent]
-_BY_TYPE: dict[int, type] = {cls.TYPE: cls for cls in (AlterSyncStateSetEvent, ApplyBrokerIdEvent, ElectMasterEvent,
-                                                      CleanBrokerDataEvent, UpdateBrokerAddressEvent)}
+_BY_TYPE: dict[int, type[Event]] = {cls.TYPE: cls for cls in (AlterSyncStateSetEvent, ApplyBrokerIdEvent,
+                                                              ElectMasterEvent, CleanBrokerDataEvent,
+                                                              UpdateBrokerAddressEvent)}
 _ID_SETS = ("newSyncStateSet", "brokerIdSetToClean")
 
 
-def event_to_dict(event: Event) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": event.TYPE}
+def event_to_dict(event: Event) -> dict[str, object]:
+    out: dict[str, object] = {"type": event.TYPE}
     for f in fields(event):
         value = getattr(event, f.name)
         out[f.name] = list(value) if isinstance(value, tuple) else value
     return out
 
 
-def event_from_dict(data: dict[str, Any]) -> Event:
+def event_from_dict(data: object) -> Event:
     """Inverse of :func:`event_to_dict`; ValueError for anything that is not a known, well-formed event."""
     if not isinstance(data, dict):
         raise ValueError(f"event is not an object: {data!r}")
-    cls = _BY_TYPE.get(data.get("type"))  # type: ignore[arg-type]
+    type_code = data.get("type")
+    cls = _BY_TYPE.get(type_code) if isinstance(type_code, int) else None
     if cls is None:
         raise ValueError(f"unknown event type {data.get('type')!r}")
     kwargs = {k: v for k, v in data.items() if k != "type"}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Callable, Optional, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,12 @@ INT_MAX = 2**31 - 1
 
 BrokerKey = tuple[str, str, int]                 # (clusterName, brokerName, brokerId)
 InactiveListener = Callable[[str, str, Optional[int]], None]
+
+
+class BrokerChannel(Protocol):
+    """What the table needs of a broker's connection: its identity (compared with ``is``) and ``close``."""
+
+    def close(self) -> None: ...
 
 
 def monotonic_ms() -> int:
@@ -42,7 +48,7 @@ class BrokerLiveInfo:
     brokerId: int
     lastUpdateTimestamp: int
     heartbeatTimeoutMillis: int
-    channel: Any
+    channel: Optional[BrokerChannel]
     epoch: int = -1
     maxOffset: int = -1
     confirmOffset: int = -1
@@ -61,9 +67,9 @@ class BrokerHeartbeatManager:
         self._listeners.append(listener)
 
     def on_heartbeat(self, cluster: str, broker_name: str, broker_addr: str, broker_id: int,
-                     timeout_ms: Optional[int] = None, channel: Any = None, epoch: Optional[int] = None,
-                     max_offset: Optional[int] = None, confirm_offset: Optional[int] = None,
-                     election_priority: Optional[int] = None) -> None:
+                     timeout_ms: Optional[int] = None, channel: Optional[BrokerChannel] = None,
+                     epoch: Optional[int] = None, max_offset: Optional[int] = None,
+                     confirm_offset: Optional[int] = None, election_priority: Optional[int] = None) -> None:
         key = (cluster, broker_name, int(broker_id))
         now = self._clock()
         info = BrokerLiveInfo(
@@ -80,7 +86,7 @@ class BrokerHeartbeatManager:
             log.info("broker %s heartbeats on a new channel (%s, was %s)", key, broker_addr, prev.brokerAddr)
         self._table[key] = info
 
-    def on_channel_close(self, channel: Any) -> None:
+    def on_channel_close(self, channel: BrokerChannel) -> None:
         """A broker connection closed: its entries are gone and it is inactive at once."""
         gone = [key for key, info in self._table.items() if info.channel is channel]
         for key in gone:
@@ -97,9 +103,8 @@ class BrokerHeartbeatManager:
             info = self._table.pop(key)
             log.warning("broker %s (%s) heartbeat expired after %d ms", key, info.brokerAddr,
                         info.heartbeatTimeoutMillis)
-            close = getattr(info.channel, "close", None)
-            if close is not None:
-                close()
+            if info.channel is not None:
+                info.channel.close()
             self._notify(key)
         return expired
 

@@ -7,6 +7,7 @@ for the same address.  A broker that cannot be reached is logged and left to its
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
@@ -38,7 +39,7 @@ class RoleChangeNotifier:
         self.timeout_s = timeout_s
         self.tls = tls                  # tls.enable: the brokers are told over TLS
         self._client: Optional[RemotingClient] = None
-        self._tasks: dict[str, tuple[int, asyncio.Task]] = {}
+        self._tasks: dict[str, tuple[int, asyncio.Task[None]]] = {}
         self.sent = 0
         self.failed = 0
 
@@ -50,9 +51,9 @@ class RoleChangeNotifier:
                 pending[1].cancel()
             task = asyncio.ensure_future(self._send(addr, change))
             self._tasks[addr] = (change.masterEpoch, task)
-            task.add_done_callback(lambda t, a=addr: self._forget(a, t))
+            task.add_done_callback(functools.partial(self._forget, addr))
 
-    def _forget(self, addr: str, task: asyncio.Task) -> None:
+    def _forget(self, addr: str, task: asyncio.Task[None]) -> None:
         current = self._tasks.get(addr)
         if current is not None and current[1] is task:
             del self._tasks[addr]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any, Awaitable, Optional
+from typing import TYPE_CHECKING, Awaitable, Optional, Union
 
 from rmqd.config import parse_properties
 from rmqd.controller.codes import ControllerRequestCode as R, ControllerResponseCode as C
@@ -28,6 +28,14 @@ from rmqd.remoting import fastjson
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, ext_bool, ext_int, new_response, require
 from rmqd.remoting.dispatch import Dispatcher
+
+if TYPE_CHECKING:
+    from rmqd.remoting.connection import Connection
+    from rmqd.remoting.dispatch import AsyncResponse
+    from rmqd.remoting.fastjson import JsonValue
+
+    # a leader-only handler: a refusal at once, or the answer once the Raft write or read is done
+    LeaderReply = Union[RemotingCommand, AsyncResponse]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +64,7 @@ def _int_field(request: RemotingCommand, name: str) -> int:
         raise InvalidRequest(f"the request header field <{name}> is not a number: {value!r}") from None
 
 
-def _json_body(request: RemotingCommand, what: str) -> Any:
+def _json_body(request: RemotingCommand, what: str) -> JsonValue:
     raw = request.body_bytes() if request.body is not None else b""
     if not raw:
         raise InvalidRequest(f"the request needs a {what} body")
@@ -100,7 +108,7 @@ class ControllerProcessors:
             dispatcher.register(code, metered(self.meter, code, handler))
 
     # -- every node ------------------------------------------------------------------------------------
-    def broker_heartbeat(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def broker_heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         cluster, broker_addr, broker_name = require(request, "clusterName", "brokerAddr", "brokerName")
         broker_id = ext_int(request, "brokerId")
         if broker_id is None:
@@ -111,10 +119,10 @@ class ControllerProcessors:
                                     ext_int(request, "electionPriority"))
         return new_response(ResponseCode.SUCCESS, "Heart beat success")
 
-    def get_metadata_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_metadata_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         return new_response(ResponseCode.SUCCESS, None, self.controller.metadata())
 
-    async def update_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def update_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         body = request.body_bytes() if request.body is not None else b""
         if not body:
             return new_response(ResponseCode.SUCCESS)
@@ -149,11 +157,11 @@ class ControllerProcessors:
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
-    def get_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         return new_response(ResponseCode.SUCCESS, None, None, self.config.to_properties_text().encode("utf-8"))
 
     # -- leader ----------------------------------------------------------------------------------------
-    def alter_sync_state_set(self, conn: Any, request: RemotingCommand) -> Any:
+    def alter_sync_state_set(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
         try:
             broker_name = _field(request, "brokerName")
             master_id = _int_field(request, "masterBrokerId")
@@ -165,7 +173,7 @@ class ControllerProcessors:
         return _respond(self.controller.alter_sync_state_set(broker_name, master_id, master_epoch,
                                                                        members, set_epoch))
 
-    def elect_master(self, conn: Any, request: RemotingCommand) -> Any:
+    def elect_master(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
         # Java's header defaults: clusterName "", brokerName "", brokerId -1, designateElect false
         ext = request.ext_fields or {}
         broker_id = ext_int(request, "brokerId", -1)
@@ -173,7 +181,7 @@ class ControllerProcessors:
             ext.get("clusterName") or "", ext.get("brokerName") or "", broker_id,
             ext_bool(request, "designateElect", False)))
 
-    def register_broker(self, conn: Any, request: RemotingCommand) -> Any:
+    def register_broker(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
         try:
             cluster = _field(request, "clusterName")
             broker_name = _field(request, "brokerName")
@@ -183,14 +191,14 @@ class ControllerProcessors:
             return _invalid(exc)
         return _respond(self.controller.register_broker(cluster, broker_name, broker_id, address))
 
-    def get_replica_info(self, conn: Any, request: RemotingCommand) -> Any:
+    def get_replica_info(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
         try:
             broker_name = _field(request, "brokerName")
         except InvalidRequest as exc:
             return _invalid(exc)
         return _respond(self.controller.get_replica_info(broker_name))
 
-    def get_sync_state_data(self, conn: Any, request: RemotingCommand) -> Any:
+    def get_sync_state_data(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
         raw = request.body_bytes() if request.body is not None else b""
         if not raw:
             return error_response(ResponseCode.SYSTEM_ERROR, "not set any response code")    # Java's answer
@@ -198,20 +206,23 @@ class ControllerProcessors:
             names = fastjson.loads_lenient(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             return _invalid(InvalidRequest(f"the broker name list body is not JSON: {exc}"))
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        if not isinstance(names, list):
             return _invalid(InvalidRequest("the body must be a JSON array of broker names"))
-        if not names:
+        broker_names = [n for n in names if isinstance(n, str)]
+        if len(broker_names) != len(names):
+            return _invalid(InvalidRequest("the body must be a JSON array of broker names"))
+        if not broker_names:
             return error_response(ResponseCode.SYSTEM_ERROR, "not set any response code")
-        return _respond(self.controller.get_sync_state_data(names))
+        return _respond(self.controller.get_sync_state_data(broker_names))
 
-    def clean_broker_data(self, conn: Any, request: RemotingCommand) -> Any:
+    def clean_broker_data(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
         (broker_name,) = require(request, "brokerName")
         ext = request.ext_fields or {}
         return _respond(self.controller.clean_broker_data(
             ext.get("clusterName") or None, broker_name, ext.get("brokerControllerIdsToClean"),
             ext_bool(request, "isCleanLivingBroker", False)))
 
-    def get_next_broker_id(self, conn: Any, request: RemotingCommand) -> Any:
+    def get_next_broker_id(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
         try:
             cluster = _field(request, "clusterName")
             broker_name = _field(request, "brokerName")
@@ -219,7 +230,7 @@ class ControllerProcessors:
             return _invalid(exc)
         return _respond(self.controller.get_next_broker_id(cluster, broker_name))
 
-    def apply_broker_id(self, conn: Any, request: RemotingCommand) -> Any:
+    def apply_broker_id(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
         try:
             cluster = _field(request, "clusterName")
             broker_name = _field(request, "brokerName")
@@ -230,14 +241,17 @@ class ControllerProcessors:
         return _respond(self.controller.apply_broker_id(cluster, broker_name, broker_id, check_code))
 
 
-def _sync_state_set(body: Any) -> tuple[set[int], int]:
+def _sync_state_set(body: JsonValue) -> tuple[set[int], int]:
     """A SyncStateSet body: ``{"syncStateSet": [ids], "syncStateSetEpoch": n}``."""
     if not isinstance(body, dict):
         raise InvalidRequest("the SyncStateSet body must be a JSON object")
     members = body.get("syncStateSet")
     epoch = body.get("syncStateSetEpoch")
-    if not isinstance(members, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in members):
+    if not isinstance(members, list):
+        raise InvalidRequest("SyncStateSet.syncStateSet must be an array of broker ids")
+    ids = [x for x in members if isinstance(x, int) and not isinstance(x, bool)]
+    if len(ids) != len(members):
         raise InvalidRequest("SyncStateSet.syncStateSet must be an array of broker ids")
     if not isinstance(epoch, int) or isinstance(epoch, bool):
         raise InvalidRequest("SyncStateSet.syncStateSetEpoch must be a number")
-    return set(members), epoch
+    return set(ids), epoch

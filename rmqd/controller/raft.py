@@ -27,7 +27,7 @@ import fcntl
 import logging
 import os
 import struct
-from typing import Any, Callable, Optional, Protocol
+from typing import Callable, Generic, Iterable, Optional, Protocol, TypeVar, cast
 
 import _socket
 import socket
@@ -50,11 +50,14 @@ _LEADER_STATE = 2                 # pysyncobj's _RAFT_STATE.LEADER
 _SNAPSHOT_MAGIC = b"RMQDCTL1"
 _FAIL_NAMES = {v: k for k, v in vars(FAIL_REASON).items() if not k.startswith("_")}
 
+R = TypeVar("R")                                  # what the state machine's apply_entry returns
+R_co = TypeVar("R_co", covariant=True)
 
-class StateMachine(Protocol):
+
+class StateMachine(Protocol[R_co]):
     """What Raft drives; every call comes from pysyncobj's thread, in log order."""
 
-    def apply_entry(self, payload: bytes) -> Any: ...
+    def apply_entry(self, payload: bytes) -> R_co: ...
 
     def snapshot(self) -> bytes: ...
 
@@ -77,7 +80,7 @@ class RaftStartError(OSError):
     """The Raft port could not be bound, or the store belongs to another controller."""
 
 
-class _DialNode(TCPNode):
+class _DialNode(TCPNode):  # type: ignore[misc]  # pysyncobj ships no type information
     """A peer known by its Raft address (its identity in the group) but reached at ``dial`` (a tunnel, NAT, a
     fault-injecting proxy)."""
 
@@ -87,31 +90,34 @@ class _DialNode(TCPNode):
         self._dial_host, self._dial_port = host, int(port)
 
     @property
-    def ip(self) -> str:
+    def ip(self) -> Optional[str]:
+        """The dial host's address (None while it does not resolve, as pysyncobj's own nodes)."""
         from pysyncobj.dns_resolver import globalDnsResolver
-        return globalDnsResolver().resolve(self._dial_host)
+        ip: Optional[str] = globalDnsResolver().resolve(self._dial_host)
+        return ip
 
     @property
     def port(self) -> int:
         return self._dial_port
 
 
-class _GroupMember(SyncObj):
+class _GroupMember(SyncObj):  # type: ignore[misc]  # pysyncobj ships no type information
     """pysyncobj's replicated object: one replicated method, which hands the entry to the state machine."""
 
-    def __init__(self, machine: StateMachine, self_addr: str, others: list[TCPNode], conf: SyncObjConf) -> None:
+    def __init__(self, machine: StateMachine[object], self_addr: str, others: list[_DialNode],
+                 conf: SyncObjConf) -> None:
         self._machine = machine
         super().__init__(self_addr, others, conf)
 
-    @replicated
-    def _entry(self, payload: bytes) -> Any:
+    @replicated  # type: ignore[untyped-decorator]  # pysyncobj ships no type information
+    def _entry(self, payload: bytes) -> object:
         return self._machine.apply_entry(payload)
 
 
-class RaftNode:
+class RaftNode(Generic[R]):
     """One member of the controller Raft group (see the module docstring)."""
 
-    def __init__(self, self_id: str, peers: dict[str, str], store_dir: str, machine: StateMachine, *,
+    def __init__(self, self_id: str, peers: dict[str, str], store_dir: str, machine: StateMachine[R], *,
                  group: str = "", dial: Optional[dict[str, str]] = None, election_timeout_s: float = 1.0,
                  heartbeat_interval_s: float = 0.1, password: Optional[str] = None,
                  on_role_change: Optional[Callable[[bool], None]] = None,
@@ -136,9 +142,9 @@ class RaftNode:
         self._id_by_addr = {addr: pid for pid, addr in peers.items()}
         self._obj: Optional[_GroupMember] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._barrier_waiters: list[asyncio.Future] = []
+        self._barrier_waiters: list[asyncio.Future[None]] = []
         self._barrier_running = False
-        self._barrier_task: Optional[asyncio.Task] = None
+        self._barrier_task: Optional[asyncio.Task[None]] = None
         self._lock_fd: Optional[int] = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
@@ -238,7 +244,7 @@ class RaftNode:
         obj = self._obj
         return obj.raftCurrentTerm if obj is not None else 0
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> dict[str, object]:
         obj = self._obj
         if obj is None:
             return {"state": "stopped"}
@@ -262,15 +268,15 @@ class RaftNode:
             log.debug("role change to %s after the loop closed", new)
 
     # -- proposals -----------------------------------------------------------------------------------------
-    async def propose(self, payload: bytes, timeout: float) -> Any:
+    async def propose(self, payload: bytes, timeout: float) -> R:
         """Commit ``payload`` through this leader; returns what the state machine's apply returned."""
         obj = self._obj
         if obj is None or not obj._isLeader():
             raise NotLeaderError(f"controller {self.self_id} is not the Raft leader")
         loop = asyncio.get_running_loop()
-        fut = loop.create_future()
+        fut: asyncio.Future[R] = loop.create_future()
 
-        def done(result: Any, error: int) -> None:          # pysyncobj's thread
+        def done(result: object, error: int) -> None:       # pysyncobj's thread
             try:
                 loop.call_soon_threadsafe(_settle, fut, result, error)
             except RuntimeError:
@@ -280,7 +286,7 @@ class RaftNode:
         return await self.append_meter.timed("append", self._committed(fut, timeout), timeouts=(RaftTimeout,))
 
     @staticmethod
-    async def _committed(fut: asyncio.Future, timeout: float) -> Any:
+    async def _committed(fut: asyncio.Future[R], timeout: float) -> R:
         try:
             return await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
@@ -290,7 +296,7 @@ class RaftNode:
         """Return once an empty entry proposed after this call has committed here (see the module docstring)."""
         if not self.is_leader:
             raise NotLeaderError(f"controller {self.self_id} is not the Raft leader")
-        fut = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._barrier_waiters.append(fut)
         if not self._barrier_running:
             self._barrier_running = True
@@ -315,7 +321,8 @@ class RaftNode:
             self._barrier_running = False
 
     # -- snapshots (pysyncobj's thread) ---------------------------------------------------------------------
-    def _write_snapshot(self, path: str, raft_data: tuple) -> None:
+    def _write_snapshot(self, path: str,
+                        raft_data: tuple[Iterable[object], Iterable[object], Iterable[object]]) -> None:
         """pysyncobj's serializer: our state + its metadata (last two applied entries, members), fsynced."""
         state = self._machine.snapshot()
         entry_last, entry_prev, cluster = raft_data
@@ -326,7 +333,7 @@ class RaftNode:
             f.flush()
             os.fsync(f.fileno())
 
-    def _read_snapshot(self, path: str) -> tuple:
+    def _read_snapshot(self, path: str) -> tuple[tuple[object, ...], tuple[object, ...], object]:
         with open(path, "rb") as f:
             data = f.read()
         if not data.startswith(_SNAPSHOT_MAGIC):
@@ -338,7 +345,7 @@ class RaftNode:
         return tuple(entry_last), tuple(entry_prev), cluster
 
 
-def _destroy(obj: SyncObj) -> None:
+def _destroy(obj: _GroupMember) -> None:
     """Stop pysyncobj's thread and close its sockets and journal (also when the thread already ended)."""
     if obj.tick_thread_alive():
         obj.destroy_synchronous()
@@ -346,11 +353,11 @@ def _destroy(obj: SyncObj) -> None:
         obj._doDestroy()
 
 
-def _settle(fut: asyncio.Future, result: Any, error: int) -> None:
+def _settle(fut: asyncio.Future[R], result: object, error: int) -> None:
     if fut.done():
         return
     if error == FAIL_REASON.SUCCESS:
-        fut.set_result(result)
+        fut.set_result(cast(R, result))     # pysyncobj hands back what _entry (the machine's apply_entry) returned
     elif error in (FAIL_REASON.NOT_LEADER, FAIL_REASON.MISSING_LEADER, FAIL_REASON.LEADER_CHANGED):
         fut.set_exception(NotLeaderError(f"Raft: {_FAIL_NAMES.get(error, error)}"))
     else:

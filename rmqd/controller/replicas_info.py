@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 import orjson
 
@@ -37,6 +37,13 @@ from rmqd.controller.events import (
 )
 from rmqd.remoting import fastjson
 
+if TYPE_CHECKING:
+    from rmqd.remoting.command import ExtValue
+    from rmqd.remoting.fastjson import Encodable
+
+    # A JSON object of a body built here (fastjson.dumps writes it; it takes no TypedDict)
+    JsonObject = dict[str, Encodable]
+
 log = logging.getLogger(__name__)
 
 SUCCESS = 0
@@ -50,7 +57,7 @@ class ControllerResult:
 
     code: int = SUCCESS
     remark: Optional[str] = None
-    header: dict[str, Any] = field(default_factory=dict)
+    header: dict[str, Optional[ExtValue]] = field(default_factory=dict)
     body: Optional[bytes] = None
     events: list[Event] = field(default_factory=list)
 
@@ -274,17 +281,20 @@ class ReplicasInfoManager:
         result.body = sync_state_set_body(ssi.syncStateSet, ssi.syncStateSetEpoch)
         return result
 
-    def sync_state_data(self, broker_names: Iterable[str], alive: AlivePredicate) -> dict[str, Any]:
-        """BrokerReplicasInfo of the known names among ``broker_names`` (a dict, encoded by the caller)."""
-        table: dict[str, Any] = {}
+    def sync_state_data(self, broker_names: Iterable[str], alive: AlivePredicate) -> JsonObject:
+        """BrokerReplicasInfo of the known names among ``broker_names`` (a dict, encoded by the caller):
+        ``{"replicasInfoTable": {name: {masterBrokerId, masterAddress, masterEpoch, syncStateSetEpoch,
+        inSyncReplicas, notInSyncReplicas}}}``, each replica ``{brokerName, brokerId, brokerAddress, alive}``."""
+        table: JsonObject = {}
         for name in broker_names:
             if not self.contains(name):
                 continue
             ssi = self.sync_state_info[name]
             bri = self.replica_info[name]
-            in_sync, not_in_sync = [], []
+            in_sync: list[Encodable] = []
+            not_in_sync: list[Encodable] = []
             for bid, addr in bri.id_table().items():
-                replica = {"brokerName": name, "brokerId": bid, "brokerAddress": addr,
+                replica: JsonObject = {"brokerName": name, "brokerId": bid, "brokerAddress": addr,
                            "alive": bool(alive(bri.clusterName, name, bid))}
                 (in_sync if bid in ssi.syncStateSet else not_in_sync).append(replica)
             table[name] = {"masterBrokerId": ssi.masterBrokerId, "masterAddress": bri.address(ssi.masterBrokerId),
@@ -311,7 +321,9 @@ class ReplicasInfoManager:
                 return result.fail(C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
                                    f"Broker {broker_name} is still alive, clean up failure")
             for bid in sorted(ids or ()):
-                if alive(cluster, broker_name, bid):
+                # without a cluster name no broker is known alive (Java looks its heartbeat up under a null
+                # cluster and finds none)
+                if cluster is not None and alive(cluster, broker_name, bid):
                     return result.fail(C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
                                        f"Broker [{broker_name},  {bid}] is still alive, clean up failure")
         if self.contains(broker_name):
@@ -333,7 +345,7 @@ class ReplicasInfoManager:
         return out
 
     # ================================================================ views used by the controller
-    def member_group(self, broker_name: str) -> Optional[dict[str, Any]]:
+    def member_group(self, broker_name: str) -> Optional[JsonObject]:
         """BrokerMemberGroup: ``{"cluster", "brokerName", "brokerAddrs": {id: addr}}``."""
         bri = self.replica_info.get(broker_name)
         if bri is None:
@@ -347,17 +359,19 @@ class ReplicasInfoManager:
     # ================================================================ apply (the only writer)
     def apply(self, event: Event) -> bool:
         """Apply one committed event; False (and nothing changed) when it no longer fits the state."""
-        handler = {
-            AlterSyncStateSetEvent: self._apply_alter_sync_state_set,
-            ApplyBrokerIdEvent: self._apply_broker_id,
-            ElectMasterEvent: self._apply_elect_master,
-            CleanBrokerDataEvent: self._apply_clean_broker_data,
-            UpdateBrokerAddressEvent: self._apply_update_broker_address,
-        }.get(type(event))
-        if handler is None:
+        if isinstance(event, AlterSyncStateSetEvent):
+            applied = self._apply_alter_sync_state_set(event)
+        elif isinstance(event, ApplyBrokerIdEvent):
+            applied = self._apply_broker_id(event)
+        elif isinstance(event, ElectMasterEvent):
+            applied = self._apply_elect_master(event)
+        elif isinstance(event, CleanBrokerDataEvent):
+            applied = self._apply_clean_broker_data(event)
+        elif isinstance(event, UpdateBrokerAddressEvent):
+            applied = self._apply_update_broker_address(event)
+        else:
             log.error("unknown controller event %r ignored", event)
             return False
-        applied = handler(event)
         if not applied:
             log.warning("controller event not applied (state moved on): %s", event)
         return applied
@@ -472,6 +486,6 @@ class ReplicasInfoManager:
         self.replica_info, self.sync_state_info = replica_info, sync_state_info
 
 
-def _j(value: Any) -> str:
+def _j(value: object) -> str:
     """Java's String.valueOf for a boxed number (None -> "null")."""
     return "null" if value is None else str(value)

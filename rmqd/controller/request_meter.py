@@ -11,10 +11,17 @@ import asyncio
 import inspect
 import threading
 import time
-from typing import Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Awaitable, Optional, TypeVar
 
 from rmqd.controller.codes import ControllerRequestCode as R
 from rmqd.metrics.histogram import Histogram
+
+if TYPE_CHECKING:
+    from rmqd.remoting.command import RemotingCommand
+    from rmqd.remoting.connection import Connection
+    from rmqd.remoting.dispatch import Handler, HandlerResult
+
+T = TypeVar("T")
 
 #: microseconds: 1 us .. 10 s, 5.x's latency view
 LATENCY_BUCKETS_US: tuple[float, ...] = (1.0, 3.0, 5.0, 10.0, 30.0, 50.0, 100.0, 300.0, 500.0,
@@ -41,19 +48,20 @@ class OperationMeter:
             if elapsed_us is not None:
                 self.latency.observe((kind,), elapsed_us)
 
-    def snapshot(self) -> tuple[dict[tuple[str, str], int], dict[tuple, tuple[list, float]]]:
+    def snapshot(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, ...], tuple[list[int], float]]]:
         """Totals, and per ``(kind,)`` the non-cumulative bucket counts and the sum in microseconds."""
         with self._lock:
             return dict(self.totals), {k: (list(c), s) for k, (c, s) in self.latency.series.items()}
 
-    async def timed(self, kind: str, pending: Awaitable[Any], started: Optional[float] = None,
-                    timeouts: tuple[type, ...] = ()) -> Any:
+    async def timed(self, kind: str, pending: Awaitable[T], started: Optional[float] = None,
+                    timeouts: tuple[type[BaseException], ...] = ()) -> T:
         """Await ``pending`` and record it under ``kind`` (its latency from ``started``, a perf_counter value;
         now when None). ``timeouts``: more exception types that count as ``timeout``."""
         t0 = time.perf_counter() if started is None else started
+        timeout_types: tuple[type[BaseException], ...] = (asyncio.TimeoutError, *timeouts)
         try:
             result = await pending
-        except (asyncio.TimeoutError, *timeouts):
+        except timeout_types:
             self.record(kind, TIMEOUT)
             raise
         except Exception:                       # (a cancellation is a BaseException: not counted)
@@ -63,11 +71,11 @@ class OperationMeter:
         return result
 
 
-def metered(meter: OperationMeter, code: int, handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+def metered(meter: OperationMeter, code: int, handler: Handler) -> Handler:
     """``handler`` (sync, or returning an awaitable) counted under ``code``'s request type."""
     kind = REQUEST_TYPES.get(code, str(code))
 
-    def run(conn: Any, request: Any) -> Any:
+    def run(conn: Connection, request: RemotingCommand) -> HandlerResult:
         t0 = time.perf_counter()
         try:
             out = handler(conn, request)

@@ -9,7 +9,7 @@ component; ``start`` also takes the process's ``Services`` so it slots into ``ap
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Optional
 
 from rmqd.config import NamesrvConfig
 from rmqd.controller.config import ControllerConfig
@@ -57,8 +57,9 @@ class ControllerServer:
         """True between a successful :meth:`start` and :meth:`close` (the metrics' ``role``)."""
         return self._started
 
-    async def start(self, services: Optional[Any] = None) -> None:
-        """Bind the controller port and the Raft port and join the group."""
+    async def start(self, services: object = None) -> None:
+        """Bind the controller port and the Raft port and join the group (``services``, the process's
+        ``app.Services``, is not needed)."""
         await self.server.start()
         try:
             await self.controller.start()

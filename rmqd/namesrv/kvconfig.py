@@ -11,9 +11,16 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+from typing import TYPE_CHECKING, cast
 
 from rmqd.fileutil import atomic_write
 from rmqd.remoting.fastjson import dumps, loads_lenient
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    class KVConfigFileJson(TypedDict, total=False):     # the kvConfig.json file (Java's KVConfigSerializeWrapper)
+        configTable: dict[str, dict[str, str]]
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +52,8 @@ class KVConfigManager:
         if not data.strip():
             return
         try:
-            table = (loads_lenient(data) or {}).get("configTable") or {}
+            # decoded JSON, read as the file's shape (another shape raises AttributeError)
+            table = cast("KVConfigFileJson", loads_lenient(data) or {}).get("configTable") or {}
         except ValueError:
             log.exception("kv config file %s is corrupt; starting with an empty KV table", self.path)
             return

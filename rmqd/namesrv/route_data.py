@@ -5,11 +5,34 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional, Union, cast
 
 from rmqd.constants import PERM_READ, PERM_WRITE
 from rmqd.data_version import DataVersion  # noqa: F401  (re-exported: part of the body types)
 from rmqd.remoting.fastjson import dumps, loads_lenient
 from rmqd.store.metadata import TopicConfig
+
+if TYPE_CHECKING:
+    from typing import Required, TypedDict
+
+    from rmqd.data_version import DataVersionJson
+    from rmqd.remoting.fastjson import Encodable, JsonValue
+    from rmqd.store.metadata import TopicsFileJson
+
+    # The JSON shapes the decoders read a body as (a body of another shape raises there).
+    class QueueDataJson(TypedDict, total=False):
+        brokerName: Required[str]
+        readQueueNums: int
+        writeQueueNums: int
+        perm: int
+        topicSysFlag: Optional[int]
+
+    class TopicRouteDataJson(TypedDict, total=False):    # what REGISTER_TOPIC_IN_NAMESRV's body is read for
+        queueDatas: list[QueueDataJson]
+
+    class RegisterBrokerBodyJson(TypedDict, total=False):
+        topicConfigSerializeWrapper: TopicsFileJson
+        filterServerList: list[str]
 
 TOPIC_SYS_FLAG_UNIT = 0x1
 TOPIC_SYS_FLAG_UNIT_SUB = 0x2
@@ -25,12 +48,12 @@ class QueueData:
     perm: int
     topicSysFlag: int = 0
 
-    def to_fastjson(self) -> dict:
+    def to_fastjson(self) -> dict[str, Union[str, int]]:
         return {"brokerName": self.brokerName, "perm": self.perm, "readQueueNums": self.readQueueNums,
                 "topicSysFlag": self.topicSysFlag, "writeQueueNums": self.writeQueueNums}
 
     @classmethod
-    def from_json(cls, d: dict) -> "QueueData":
+    def from_json(cls, d: QueueDataJson) -> "QueueData":
         return cls(str(d["brokerName"]), int(d.get("readQueueNums", 0)), int(d.get("writeQueueNums", 0)),
                    int(d.get("perm", PERM_READ | PERM_WRITE)), int(d.get("topicSysFlag") or 0))
 
@@ -46,7 +69,7 @@ class BrokerData:
     def clone(self) -> "BrokerData":
         return BrokerData(self.cluster, self.brokerName, dict(self.brokerAddrs))
 
-    def to_fastjson(self) -> dict:
+    def to_fastjson(self) -> dict[str, Union[str, dict[int, str]]]:
         return {"brokerAddrs": self.brokerAddrs, "brokerName": self.brokerName, "cluster": self.cluster}
 
 
@@ -58,7 +81,7 @@ class RegisterBrokerBody:
     topic_configs: dict[str, TopicConfig] = field(default_factory=dict)
     filter_server_list: list[str] = field(default_factory=list)
 
-    def to_fastjson(self) -> dict:
+    def to_fastjson(self) -> dict[str, Encodable]:
         return {"filterServerList": self.filter_server_list,
                 "topicConfigSerializeWrapper": {"dataVersion": self.data_version,
                                                 "topicConfigTable": self.topic_configs}}
@@ -85,8 +108,9 @@ class RegisterBrokerBody:
         """Parse a REGISTER_BROKER body; ``wrapper_only`` = pre-3.0.11 brokers (bare wrapper JSON)."""
         if compressed:
             return cls._decode_compressed(body)
-        data = loads_lenient(body) or {}
-        wrapper = data if wrapper_only else (data.get("topicConfigSerializeWrapper") or {})
+        doc = loads_lenient(body) or {}
+        data = cast("RegisterBrokerBodyJson", doc)          # decoded JSON, read as its shape
+        wrapper = cast("TopicsFileJson", doc) if wrapper_only else (data.get("topicConfigSerializeWrapper") or {})
         table = wrapper.get("topicConfigTable") or {}
         configs = {}
         for name, tc in table.items():
@@ -104,7 +128,7 @@ class RegisterBrokerBody:
             nonlocal pos
             if pos + 4 > len(raw):
                 raise ValueError("End of compressed data has reached")
-            (value,) = struct.unpack_from(">i", raw, pos)
+            value: int = struct.unpack_from(">i", raw, pos)[0]
             pos += 4
             return value
 
@@ -116,10 +140,11 @@ class RegisterBrokerBody:
             pos += n
             return data
 
-        version = DataVersion.from_json(loads_lenient(read_bytes(read_int())))
+        # decoded JSON: DataVersion.from_json is lenient (anything but an object reads as 0/0)
+        version = DataVersion.from_json(cast("Optional[DataVersionJson]", loads_lenient(read_bytes(read_int()))))
         configs = {}
         for _ in range(read_int()):
             tc = TopicConfig.decode_compact(read_bytes(read_int()).decode("utf-8"))
             configs[tc.topic_name] = tc
-        filters = loads_lenient(read_bytes(read_int())) or []
+        filters = cast("list[JsonValue]", loads_lenient(read_bytes(read_int())) or [])     # decoded JSON
         return cls(version, configs, [str(a) for a in filters])

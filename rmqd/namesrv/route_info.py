@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 from rmqd.constants import MASTER_ID, PERM_READ, PERM_WRITE
 from rmqd.namesrv.route_data import (
@@ -23,14 +23,24 @@ from rmqd.namesrv.route_data import (
     TopicConfig,
 )
 
+if TYPE_CHECKING:
+    from rmqd.remoting.fastjson import Encodable
+
 log = logging.getLogger(__name__)
+
+
+class BrokerChannel(Protocol):
+    """What the registry needs of a broker's connection: its identity (compared with ``is``); the name server
+    closes an expired one."""
+
+    def close(self) -> None: ...
 
 
 @dataclass
 class BrokerLiveInfo:
     last_update: float  # time.monotonic() of the last REGISTER_BROKER (or unchanged QUERY_DATA_VERSION)
     data_version: DataVersion
-    channel: Any  # the broker's Connection (None when registered out of band)
+    channel: Optional[BrokerChannel]  # the broker's Connection (None when registered out of band)
     ha_server_addr: str
 
 
@@ -56,7 +66,8 @@ class RouteInfoManager:
     def register_broker(self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int,
                         ha_server_addr: str, data_version: DataVersion,
                         topic_configs: dict[str, TopicConfig] | None,
-                        filter_server_list: list[str] | None, channel: Any) -> RegisterBrokerResult:
+                        filter_server_list: list[str] | None,
+                        channel: Optional[BrokerChannel]) -> RegisterBrokerResult:
         """Register or refresh a broker; only the master's registration updates topic queue data,
         and only on first registration or when its DataVersion changed."""
         result = RegisterBrokerResult()
@@ -206,7 +217,7 @@ class RouteInfoManager:
                 log.debug("removeTopicByBrokerName, remove the topic all queue %s", topic)
                 del self.topicQueueTable[topic]
 
-    def on_channel_destroy(self, remote_addr: str, channel: Any) -> None:
+    def on_channel_destroy(self, remote_addr: str, channel: Optional[BrokerChannel]) -> None:
         """A connection closed: drop the broker registered over it (if any)."""
         with self.lock:
             broker_addr = None
@@ -244,7 +255,7 @@ class RouteInfoManager:
                         del self.clusterAddrTable[cluster]
             self._remove_topic_by_broker_name(name)
 
-    def scan_not_active_broker(self) -> list[tuple[str, Any]]:
+    def scan_not_active_broker(self) -> list[tuple[str, Optional[BrokerChannel]]]:
         """Drop brokers silent for longer than ``broker_expired_millis``; returns (addr, channel)
         of each so the caller can close the channels."""
         expired = []
@@ -294,8 +305,9 @@ class RouteInfoManager:
         return count
 
     # -- queries -----------------------------------------------------------------------------
-    def pickup_topic_route_data(self, topic: str) -> dict | None:
-        """TopicRouteData for ``topic`` or None (no queue data, or none of its brokers known)."""
+    def pickup_topic_route_data(self, topic: str) -> dict[str, Encodable] | None:
+        """TopicRouteData for ``topic`` (``brokerDatas``, ``filterServerTable``, ``queueDatas``) or None (no queue
+        data, or none of its brokers known)."""
         with self.lock:
             table = self.topicQueueTable.get(topic)
             if not table:
@@ -317,7 +329,7 @@ class RouteInfoManager:
                 return None
             return {"brokerDatas": broker_datas, "filterServerTable": filter_servers, "queueDatas": queue_datas}
 
-    def get_all_cluster_info(self) -> dict:
+    def get_all_cluster_info(self) -> dict[str, Encodable]:
         with self.lock:
             return {"brokerAddrTable": {n: d.clone() for n, d in self.brokerAddrTable.items()},
                     "clusterAddrTable": {c: set(names) for c, names in self.clusterAddrTable.items()}}
@@ -346,7 +358,7 @@ class RouteInfoManager:
                     break
             return sorted(topics), broker_addr
 
-    def _topics_by_sys_flag(self, predicate) -> list[str]:
+    def _topics_by_sys_flag(self, predicate: Callable[[int], bool]) -> list[str]:
         with self.lock:
             out = []
             for topic, table in self.topicQueueTable.items():

@@ -1,8 +1,12 @@
 """Broker liveness (heartbeat table) and the controller's settings, without any server."""
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
+import rmqd.controller.config
 from rmqd.controller.config import ControllerConfig, ControllerConfigError, Peer
 from rmqd.controller.heartbeat import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME, INT_MAX, BrokerHeartbeatManager
 
@@ -106,3 +110,16 @@ def test_bad_peer_settings(peers, self_id, message):
     c = ControllerConfig(controllerDLegerPeers=peers, controllerDLegerSelfId=self_id)
     with pytest.raises(ControllerConfigError, match=message):
         c.self_peer()
+
+
+def test_typed_properties_match_the_defaults():
+    """ControllerConfig's properties are typed for the checker in an ``if TYPE_CHECKING:`` block: one annotation per
+    key of ``_DEFAULTS``, of the default's type (``str | None`` where the default is None)."""
+    tree = ast.parse(Path(rmqd.controller.config.__file__).read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ControllerConfig")
+    typed = {item.target.id: ast.unparse(item.annotation)
+             for node in cls.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+             for item in node.body if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)}
+    expected = {key: "str | None" if default is None else type(default).__name__
+                for key, default in ControllerConfig._DEFAULTS.items()}
+    assert typed == expected

@@ -330,3 +330,11 @@ def test_serialize(rim):
     assert other.snapshot() == data
     with pytest.raises(ValueError):
         other.restore(b'{"version": 99}')
+
+
+@pytest.mark.parametrize("payload", [b'[{"type": [1]}]', b'[{"type": "1"}]', b'[{"type": 99}]', b'[{}]', b'[1]',
+                                     b'{"type": 1}', b'[{"type": 1, "brokerName": "b"}]'])
+def test_a_malformed_log_entry_is_a_value_error(payload):
+    """Controller.apply_entry skips (and logs) an entry that raises ValueError; an unhashable type raised TypeError."""
+    with pytest.raises(ValueError):
+        decode_events(payload)
