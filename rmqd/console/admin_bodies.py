@@ -102,7 +102,7 @@ class ConsumeStatsBody(TypedDict, total=False):
 class ConsumerConnectionBody(TypedDict, total=False):
     """GET_CONSUMER_CONNECTION_LIST."""
 
-    connectionSet: list[dict[str, object]]
+    connectionSet: list[Mapping[str, object]]
     consumeType: str
     messageModel: str
     consumeFromWhere: str
@@ -112,7 +112,7 @@ class ConsumerConnectionBody(TypedDict, total=False):
 class ProducerConnectionBody(TypedDict, total=False):
     """GET_PRODUCER_CONNECTION_LIST."""
 
-    connectionSet: list[dict[str, object]]
+    connectionSet: list[Mapping[str, object]]
 
 
 class TierQueueBody(TypedDict, total=False):

@@ -110,7 +110,7 @@ class GroupPage(TypedDict):
     config: Mapping[str, object]
     queues: list[LagRow]
     lag: int
-    connections: list[dict[str, object]]
+    connections: list[Mapping[str, object]]
     subscriptions: dict[str, object]               # topic -> subscription expression
     consumeType: str
     messageModel: str

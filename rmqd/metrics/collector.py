@@ -21,7 +21,7 @@ from rmqd.remoting.codes import RequestCode
 if TYPE_CHECKING:
     from rmqd.metrics.families import FamilySpec
     from rmqd.metrics.handles import ScrapedBroker
-    from rmqd.store.message_store import MessageStore
+    from rmqd.store.api import MessageStoreAPI
     from rmqd.store.metadata import TopicConfig
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def _b(v: bool) -> str:
     return "true" if v else "false"
 
 
-def _earliest(current: int, store: "MessageStore", topic: str, qid: int, offset: int, end: int) -> int:
+def _earliest(current: int, store: "MessageStoreAPI", topic: str, qid: int, offset: int, end: int) -> int:
     """The earlier of ``current`` (0 = none yet) and the store time of the message at ``offset``."""
     ts = store.get_message_store_timestamp(topic, qid, offset) if 0 <= offset < end else -1
     return ts if ts > 0 and (not current or ts < current) else current

@@ -99,8 +99,8 @@ def collect_controller(server: "ControllerNode") -> str:
         totals, histograms = meter.snapshot()
         for labels, n in sorted(totals.items()):
             fams[total].add(labels, n)
-        for labels, (counts, sum_us) in sorted(histograms.items()):
-            fams[latency].add_histogram(labels, counts, sum_us)
+        for kind, (counts, sum_us) in sorted(histograms.items()):
+            fams[latency].add_histogram(kind, counts, sum_us)
     store = c.store_path()
     if os.path.isdir(store):
         fams["dledger_disk_usage"].add((), disk_usage(store))
