@@ -21,7 +21,7 @@ import os
 import secrets
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Awaitable, Callable, Optional, ParamSpec, TypeVar
 from urllib.parse import urlparse
 
 import orjson
@@ -32,8 +32,18 @@ from rmqd.console import auth_view
 from rmqd.console.jobs import SEARCH_WORKERS, SearchJobs
 from rmqd.console.lag_history import LagHistory
 from rmqd.console.view import ClusterView, ViewError
+from rmqd.console.view_base import JsonObject
+
+if TYPE_CHECKING:
+    from rmqd.console.view import RemoteClusterView
+
+    #: The view, or a factory of it called on first use.
+    ViewOrFactory = RemoteClusterView | Callable[[], RemoteClusterView]
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -43,22 +53,25 @@ MAX_TAILS = 32
 TAIL_POLL_S = 0.2
 TAIL_BATCH = 200
 
-STATE = web.AppKey("state", object)
-READY = web.AppKey("ready", object)
-ALLOWED_HOSTS = web.AppKey("allowed_hosts", frozenset)
+READY: web.AppKey[Callable[[], bool]] = web.AppKey("ready")
+ALLOWED_HOSTS: web.AppKey[frozenset[str]] = web.AppKey("allowed_hosts")
 LAG_INTERVAL = web.AppKey("lag_interval_s", float)
-SAMPLER = web.AppKey("sampler", object)
+SAMPLER: web.AppKey[asyncio.Task[None]] = web.AppKey("sampler")
 
 
 class ConsoleState:
     """What the handlers share: the view, its executors (pages; searches in a pool of their own),
     searches, lag history, the secrets."""
 
-    def __init__(self, view: "ClusterView | Callable[[], ClusterView]", read_only: bool, token: Optional[str],
+    def __init__(self, view: "ViewOrFactory", read_only: bool, token: Optional[str],
                  workers: int = 4, cookie_suffix: str = "") -> None:
         """``view``: the view, or a factory called on first use (once the services it reads are up)."""
-        self._view: Optional[ClusterView] = view if isinstance(view, ClusterView) else None
-        self._make_view: Optional[Callable[[], ClusterView]] = None if self._view is not None else view
+        self._view: Optional[RemoteClusterView] = None
+        self._make_view: Optional[Callable[[], RemoteClusterView]] = None
+        if isinstance(view, ClusterView):
+            self._view = view
+        else:
+            self._make_view = view
         self._view_lock = threading.Lock()
         self.read_only = read_only
         self.token = token
@@ -74,23 +87,30 @@ class ConsoleState:
         self.closing = False
 
     @property
-    def view(self) -> ClusterView:
-        if self._view is None:
+    def view(self) -> "RemoteClusterView":
+        view = self._view
+        if view is None:
             with self._view_lock:
-                if self._view is None:
-                    self._view = self._make_view()
-        return self._view
+                view = self._view
+                if view is None and self._make_view is not None:
+                    view = self._view = self._make_view()
+        if view is None:
+            raise RuntimeError("the console has neither a view nor a factory of it")
+        return view
 
     def close_view(self) -> None:
         if self._view is not None:
             self._view.close()
 
-    async def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    async def run(self, fn: Callable[P, T], *args: P.args, **kw: P.kwargs) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, lambda: fn(*args, **kw))
 
 
-def _json(data: Any, status: int = 200) -> web.Response:
+STATE = web.AppKey("state", ConsoleState)
+
+
+def _json(data: object, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS), status=status,
                         content_type="application/json")
 
@@ -107,7 +127,14 @@ def _int(request: web.Request, name: str, default: int = 0) -> int:
         raise ViewError(f"{name} must be a number")
 
 
-async def _body(request: web.Request) -> dict:
+def _as_int(value: object) -> int:
+    """``int()`` of a value of a JSON body: TypeError for null, a list or an object (as ``int()`` raises)."""
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"int() argument must be a string or a number, not '{type(value).__name__}'")
+
+
+async def _body(request: web.Request) -> JsonObject:
     if not request.can_read_body:
         return {}
     try:
@@ -121,7 +148,8 @@ async def _body(request: web.Request) -> dict:
 
 # ---------------------------------------------------------------------------------- middlewares
 @web.middleware
-async def security(request: web.Request, handler: Callable) -> web.StreamResponse:
+async def security(request: web.Request,
+                   handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     st: ConsoleState = request.app[STATE]
     path = request.path
     allowed = request.app.get(ALLOWED_HOSTS)
@@ -240,13 +268,14 @@ async def upsert_topic(request: web.Request) -> web.Response:
     b = await _body(request)
     name = str(b.get("topic") or request.match_info.get("topic") or "").strip()
     try:
-        args = dict(read_queues=int(b.get("readQueueNums", 4)), write_queues=int(b.get("writeQueueNums", 4)),
-                    perm=int(b.get("perm", 6)), order=bool(b.get("order", False)))
+        read_queues, write_queues = _as_int(b.get("readQueueNums", 4)), _as_int(b.get("writeQueueNums", 4))
+        perm, order = _as_int(b.get("perm", 6)), bool(b.get("order", False))
     except (TypeError, ValueError):
         raise ViewError("queue numbers and perm must be numbers")
-    if not (0 < args["read_queues"] <= 1024 and 0 < args["write_queues"] <= 1024):
+    if not (0 < read_queues <= 1024 and 0 < write_queues <= 1024):
         raise ViewError("queue numbers must be between 1 and 1024")
-    return _json(await st.run(st.view.upsert_topic, name, **args))
+    return _json(await st.run(st.view.upsert_topic, name, read_queues=read_queues, write_queues=write_queues,
+                              perm=perm, order=order))
 
 
 async def delete_topic(request: web.Request) -> web.Response:
@@ -357,7 +386,7 @@ async def upsert_group(request: web.Request) -> web.Response:
     name = str(b.get("group") or "").strip()
     if not name:
         raise ViewError("group name is empty")
-    return _json(await st.run(st.view.upsert_group, name, int(b.get("retryMaxTimes", 16))))
+    return _json(await st.run(st.view.upsert_group, name, _as_int(b.get("retryMaxTimes", 16))))
 
 
 async def lag_history(request: web.Request) -> web.Response:
@@ -378,7 +407,7 @@ async def reset_offset(request: web.Request) -> web.Response:
     if not topic_name:
         raise ViewError("topic is required")
     try:
-        ts = int(b.get("timestamp"))
+        ts = _as_int(b.get("timestamp"))
     except (TypeError, ValueError):
         raise ViewError("timestamp (ms) is required")
     return _json(await st.run(st.view.reset_offset, request.match_info["group"], topic_name, ts))
@@ -495,7 +524,7 @@ def loopback_hosts(port: int, bind_host: str = "127.0.0.1") -> frozenset[str]:
     return frozenset(h.lower() for h in hosts)
 
 
-def build_app(view: "ClusterView | Callable[[], ClusterView]", read_only: bool = False, token: Optional[str] = None,
+def build_app(view: "ViewOrFactory", read_only: bool = False, token: Optional[str] = None,
               ready: Optional[Callable[[], bool]] = None, lag_interval_s: float = 10.0,
               allowed_hosts: Optional[frozenset[str]] = None, cookie_suffix: str = "") -> web.Application:
     """``view``: the view or its factory (called on first use); ``ready``: until it is true every request

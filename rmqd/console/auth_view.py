@@ -8,12 +8,16 @@ the broker's, shown as such.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Callable, Optional, TypeVar
 
 from rmqd.admin import auth_commands as A
 from rmqd.admin.client import AdminClient
-from rmqd.console.view import ClusterView, ViewError
+from rmqd.console.view import ViewError
+from rmqd.console.view_base import JsonObject
 from rmqd.remoting.codes import RequestCode
+
+if TYPE_CHECKING:
+    from rmqd.console.remote_cluster import RemoteCluster
 
 USER_TYPES = ("Normal", "Super")
 USER_STATUSES = ("enable", "disable")
@@ -31,8 +35,11 @@ def _everyone(admin: AdminClient) -> list[str]:
     return [a for c in _clusters(admin) for a in A.cluster_addrs(admin, c, masters_only=False)]
 
 
-def _first_answer(view: ClusterView, read: Any) -> Any:
-    def run(admin: AdminClient) -> Any:
+T = TypeVar("T")
+
+
+def _first_answer(view: "RemoteCluster", read: Callable[[AdminClient, str], T]) -> T:
+    def run(admin: AdminClient) -> T:
         masters = _masters(admin)
         if not masters:
             raise ViewError("no broker is registered with the name server", 503)
@@ -40,14 +47,14 @@ def _first_answer(view: ClusterView, read: Any) -> Any:
     return view.call(run)
 
 
-def users(view: ClusterView, filter_text: str = "") -> dict:
+def users(view: "RemoteCluster", filter_text: str = "") -> JsonObject:
     listed = _first_answer(view, lambda a, addr: A.list_users_at(a, addr, filter_text or None))
     return {"users": [{"username": u.get("username"), "userType": u.get("userType"),
                        "userStatus": u.get("userStatus"), "hasPassword": bool(u.get("password"))}
                       for u in listed]}
 
 
-def acls(view: ClusterView, subject: str = "", resource: str = "") -> dict:
+def acls(view: "RemoteCluster", subject: str = "", resource: str = "") -> JsonObject:
     listed = _first_answer(view, lambda a, addr: A.list_acls_at(a, addr, subject or None, resource or None))
     rows = []
     for acl in listed:
@@ -59,8 +66,8 @@ def acls(view: ClusterView, subject: str = "", resource: str = "") -> dict:
     return {"entries": rows}
 
 
-def _each(view: ClusterView, change: Any) -> dict:
-    def run(admin: AdminClient) -> dict:
+def _each(view: "RemoteCluster", change: Callable[[AdminClient, str], object]) -> JsonObject:
+    def run(admin: AdminClient) -> JsonObject:
         addrs = _everyone(admin)
         if not addrs:
             raise ViewError("no broker is registered with the name server", 503)
@@ -70,12 +77,12 @@ def _each(view: ClusterView, change: Any) -> dict:
     return view.call(run)
 
 
-def _text(body: dict, key: str) -> Optional[str]:
+def _text(body: JsonObject, key: str) -> Optional[str]:
     v = body.get(key)
     return None if v is None or str(v).strip() == "" else str(v).strip()
 
 
-def _list(body: dict, key: str) -> Optional[list[str]]:
+def _list(body: JsonObject, key: str) -> Optional[list[str]]:
     v = body.get(key)
     if v is None:
         return None
@@ -83,7 +90,7 @@ def _list(body: dict, key: str) -> Optional[list[str]]:
     return [str(i).strip() for i in items if str(i).strip()] or None
 
 
-def save_user(view: ClusterView, body: dict) -> dict:
+def save_user(view: "RemoteCluster", body: JsonObject) -> JsonObject:
     """Create (``create: true``) or update a user; only the fields given change on update."""
     name = _text(body, "username")
     if not name:
@@ -101,11 +108,11 @@ def save_user(view: ClusterView, body: dict) -> dict:
     return _each(view, lambda a, addr: A.update_user_at(a, addr, info))
 
 
-def delete_user(view: ClusterView, name: str) -> dict:
+def delete_user(view: "RemoteCluster", name: str) -> JsonObject:
     return _each(view, lambda a, addr: a.call(addr, RequestCode.AUTH_DELETE_USER, {"username": name}))
 
 
-def save_acl(view: ClusterView, body: dict) -> dict:
+def save_acl(view: "RemoteCluster", body: JsonObject) -> JsonObject:
     """One policy (Custom unless ``policyType`` says Default) with an entry per resource, merged into the
     subject's ACL (an entry of the same resource is replaced)."""
     subject = _text(body, "subject")
@@ -118,7 +125,7 @@ def save_acl(view: ClusterView, body: dict) -> dict:
     return _each(view, lambda a, addr: A.create_acl_at(a, addr, info))
 
 
-def delete_acl(view: ClusterView, body: dict) -> dict:
+def delete_acl(view: "RemoteCluster", body: JsonObject) -> JsonObject:
     """One entry (``resource``, of ``policyType``) or, without a resource, the subject's whole ACL."""
     subject = _text(body, "subject")
     if not subject:

@@ -4,10 +4,17 @@ from __future__ import annotations
 import ipaddress
 import logging
 import secrets
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
+    import socket
+
+    from aiohttp import web
+
     from rmqd.app import Services
+    from rmqd.console.handles import ConsoleServices
+    from rmqd.console.view import RemoteClusterView
+    from rmqd.lazy_http import LazyHttpSite
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +49,9 @@ class ConsoleEndpoint:
         need = (not is_loopback(host)) if require_token is None else require_token
         self.token = (token or secrets.token_urlsafe(18)) if need else None
         self.lag_interval_s = lag_interval_s
-        self._app: Any = None
-        self._site: Any = None
-        self._services: Any = None
+        self._app: Optional[web.Application] = None
+        self._site: Optional[LazyHttpSite] = None
+        self._services: Optional[ConsoleServices] = None
 
     async def start(self, services: "Services") -> None:
         """Bind the port now; load the HTTP stack (aiohttp, the views) when the first connection waits
@@ -71,11 +78,13 @@ class ConsoleEndpoint:
         if self._site is not None:
             await self._site.ensure_active()
 
-    async def _serve(self, sock: Any) -> Any:
+    async def _serve(self, sock: "socket.socket") -> "web.AppRunner":
         from aiohttp import web
 
         from rmqd.console.app import build_app, loopback_hosts
         services = self._services
+        if services is None:
+            raise RuntimeError("the console's HTTP server started before the console")
         hosts = loopback_hosts(self.port, self.host) if self.token is None and is_loopback(self.host) else None
         app = build_app(self._make_view, self.read_only, self.token, ready=services.ready,
                         lag_interval_s=self.lag_interval_s, allowed_hosts=hosts,
@@ -88,20 +97,27 @@ class ConsoleEndpoint:
         return runner
 
     @property
-    def _runner(self) -> Any:
-        return self._site.runner if self._site is not None else None
+    def _runner(self) -> Optional["web.AppRunner"]:
+        # LazyHttpSite keeps whatever its activate function returned: here _serve's runner
+        runner: Optional[web.AppRunner] = self._site.runner if self._site is not None else None
+        return runner
 
-    def _make_view(self) -> Any:
+    def _make_view(self) -> "RemoteClusterView":
         """The view, made on first use (the name server's address is known by then)."""
         from rmqd.console.local_view import LocalClusterView
         from rmqd.console.view import RemoteClusterView
         services = self._services
+        if services is None:
+            raise RuntimeError("the console's view is made after the console starts")
         if self.namesrv_addr or services.broker is None:
-            return RemoteClusterView(self.namesrv_addr or (services.namesrv.address if services.namesrv else None))
+            addr = self.namesrv_addr or (services.namesrv.address if services.namesrv else None)
+            if addr is None:            # start() refuses a console with neither
+                raise ValueError("the console needs a broker in this process or a name server address")
+            return RemoteClusterView(addr)
         return LocalClusterView(services)
 
     @property
-    def view(self) -> Any:
+    def view(self) -> Optional["RemoteClusterView"]:
         """The console's view (made on first use; None before the HTTP server is up)."""
         from rmqd.console.app import STATE
         return self._app[STATE].view if self._app is not None else None

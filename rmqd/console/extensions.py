@@ -8,22 +8,29 @@ does not have the feature).  The console lists every registered feature that ans
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
+
+if TYPE_CHECKING:
+    from rmqd.console.handles import ConsoleBroker
+    from rmqd.console.view_base import JsonObject
+
+    #: A feature's status provider: its page for the in-process broker, None when the broker does not run it.
+    FeaturePage = Callable[[ConsoleBroker], Optional[JsonObject]]
 
 log = logging.getLogger(__name__)
 
-_FEATURES: dict[str, Callable[[Any], Optional[dict]]] = {}
+_FEATURES: dict[str, "FeaturePage"] = {}
 # The built-in pages: always listed, so the UI can say when a broker does not run the feature.
 BUILTIN = ("compaction", "tier", "acl")
 
 
-def register(name: str, fn: Callable[[Any], Optional[dict]]) -> None:
+def register(name: str, fn: "FeaturePage") -> None:
     """Add (or replace) the status provider of feature ``name``."""
     _FEATURES[name] = fn
 
 
-def local_extensions(broker: Any) -> dict:
-    out = {}
+def local_extensions(broker: "ConsoleBroker") -> dict[str, "JsonObject"]:
+    out: dict[str, JsonObject] = {}
     for name, fn in sorted(_FEATURES.items()):
         try:
             status = fn(broker)

@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional, cast
 
 from rmqd.admin.client import AdminError
 from rmqd.admin.ha_status import GET_BROKER_HA_STATUS
 from rmqd.controller.codes import ControllerRequestCode as R
 from rmqd.remoting import fastjson
+
+if TYPE_CHECKING:
+    from rmqd.console.admin_bodies import ReplicaMemberBody, ReplicasInfoBody, ReplicaStatusBody, SyncStateDataBody
+    from rmqd.console.remote_cluster import RemoteCluster
+    from rmqd.console.view_base import BrokerRow, JsonObject
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +37,13 @@ def when(ms: Optional[int]) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}" if ms else "never"
 
 
-def broker_statuses(view: Any) -> list[tuple[dict, dict]]:
+def broker_statuses(view: "RemoteCluster") -> list[tuple["BrokerRow", "ReplicaStatusBody"]]:
     """(name-server row, rmqdReplicaStatus) of every registered broker that runs in controller mode."""
-    from rmqd.console.view import RemoteClusterView
+    from rmqd.console.admin_bodies import ReplicaMemberBody, ReplicasInfoBody, ReplicaStatusBody, SyncStateDataBody
+    from rmqd.console.remote_cluster import RemoteCluster
     # every broker the name servers know (a broker's own console lists only itself when it has no name server)
-    brokers = RemoteClusterView.brokers(view) if view.namesrv_addr else view.brokers()
-    out = []
+    brokers = RemoteCluster.brokers(view) if view.namesrv_addr else view.brokers()
+    out: list[tuple[BrokerRow, ReplicaStatusBody]] = []
     for b in brokers:
         try:
             body = view._json(b["addr"], GET_BROKER_HA_STATUS) or {}
@@ -49,13 +55,15 @@ def broker_statuses(view: Any) -> list[tuple[dict, dict]]:
             continue
         st = body.get("rmqdReplicaStatus") if isinstance(body, dict) else None
         if isinstance(st, dict) and st.get("controllerMode"):
-            out.append((b, st))
+            out.append((b, cast("ReplicaStatusBody", st)))      # the JSON decode boundary: rmqd's replica status
     return out
 
 
-def controller_view(view: Any, controllers: list[str], groups: list[str]) -> tuple[list[list], dict, Optional[str]]:
+def controller_view(view: "RemoteCluster", controllers: list[str],
+                    groups: list[str]) -> tuple[list[list[str]], dict[str, "ReplicasInfoBody"], Optional[str]]:
     """(rows per controller, the leader's replicas info per group, the leader's address)."""
-    rows, leader = [], None
+    rows: list[list[str]] = []
+    leader: Optional[str] = None
     for addr in controllers:
         try:
             md = dict(view.call(lambda a: a.call(addr, R.CONTROLLER_GET_METADATA_INFO)).ext_fields or {})
@@ -66,25 +74,26 @@ def controller_view(view: Any, controllers: list[str], groups: list[str]) -> tup
         leader = addr if is_leader else leader or None
         rows.append([addr, "leader" if is_leader else "follower", md.get("controllerLeaderId") or "",
                      md.get("controllerLeaderAddress") or "", md.get("group") or "", md.get("peers") or ""])
-    table: dict = {}
+    table: dict[str, ReplicasInfoBody] = {}
     if leader is None:
         leader = next((r[3] for r in rows if r[3]), None)
     if leader and groups:
         try:
-            data = view.call(lambda a: a.call_json(leader, R.CONTROLLER_GET_SYNC_STATE_DATA,
-                                                   body=fastjson.dumps(sorted(groups))))
+            # the JSON decode boundary: the controller's SyncStateSet data
+            data = cast("SyncStateDataBody | None", view.call(
+                lambda a: a.call_json(leader, R.CONTROLLER_GET_SYNC_STATE_DATA, body=fastjson.dumps(sorted(groups)))))
             table = (data or {}).get("replicasInfoTable") or {}
         except (AdminError, *_UNREACHABLE) as exc:
             log.warning("console: SyncStateSet data from controller %s unavailable: %s", leader, exc)
     return rows, table, leader
 
 
-def _ids(members: list) -> str:
+def _ids(members: "list[ReplicaMemberBody] | None") -> str:
     return ", ".join(f"{m.get('brokerId')}@{m.get('brokerAddress')}" + ("" if m.get("alive", True) else " (dead)")
                      for m in members or ())
 
 
-def failover_page(view: Any) -> Optional[dict]:
+def failover_page(view: "RemoteCluster") -> Optional["JsonObject"]:
     statuses = broker_statuses(view)
     if not statuses:
         return None

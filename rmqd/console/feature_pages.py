@@ -8,10 +8,15 @@ Each provider reads the in-process broker and answers the feature page's shape (
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.acl import permission as P
 from rmqd.console import extensions
+
+if TYPE_CHECKING:
+    from rmqd.console.admin_bodies import TierStatusBody
+    from rmqd.console.handles import ConsoleBroker
+    from rmqd.console.view_base import JsonObject
 
 _PERM_NAMES = {P.PUB: "PUB", P.SUB: "SUB", P.PUB | P.SUB: "PUB|SUB", P.DENY: "DENY"}
 
@@ -25,9 +30,9 @@ def _when(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) if ms > 0 else "never"
 
 
-def compaction_page(broker: Any) -> Optional[dict]:
+def compaction_page(broker: "ConsoleBroker") -> Optional["JsonObject"]:
     """Per queue of every compaction topic: copied and compacted offsets, files, records, bytes, last run."""
-    comp = getattr(broker.store, "compaction", None)
+    comp = getattr(broker.ctx.store, "compaction", None)
     if comp is None:
         return None
     rows = []
@@ -49,7 +54,7 @@ def compaction_page(broker: Any) -> Optional[dict]:
     }
 
 
-def acl_page(broker: Any) -> Optional[dict]:
+def acl_page(broker: "ConsoleBroker") -> Optional["JsonObject"]:
     """Accounts (never their secret keys), permissions and the global white list of plain_acl.yml."""
     acl = broker.acl_manager
     if acl is None:
@@ -77,12 +82,14 @@ def acl_page(broker: Any) -> Optional[dict]:
 TIER_QUEUE_ROWS = 200       # queue rows on the page (``rmqd admin tierStatus -t TOPIC`` shows any topic)
 
 
-def tier_page_of(statuses: list[tuple[str, dict]]) -> Optional[dict]:
+def tier_page_of(statuses: list[tuple[str, "TierStatusBody"]]) -> Optional["JsonObject"]:
     """The "tier" page from ``(broker name, tier status)`` pairs: ``TieredStore.status()`` in-process,
     or the body of admin code 9003 (GET_TIER_STATUS) from each broker for ``rmqd console -n``."""
     if not statuses:
         return None
-    queues, files, errors = [], [], []
+    queues: list[list[object]] = []
+    files: list[list[object]] = []
+    errors: list[str] = []
     for name, st in statuses:
         for q in st.get("queues") or []:
             queues.append([name, q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["committedOffset"],
@@ -117,12 +124,12 @@ def tier_page_of(statuses: list[tuple[str, dict]]) -> Optional[dict]:
     }
 
 
-def tier_page(broker: Any) -> Optional[dict]:
+def tier_page(broker: "ConsoleBroker") -> Optional["JsonObject"]:
     """Per queue the tier's offsets and size, per index file its state, items and time range."""
-    tier = getattr(broker.store, "tier", None)
+    tier = getattr(broker.ctx.store, "tier", None)
     if tier is None or not tier.started:
         return None
-    return tier_page_of([(broker.config.brokerName, tier.status())])
+    return tier_page_of([(broker.ctx.config.brokerName, tier.status())])
 
 
 def register_builtin() -> None:

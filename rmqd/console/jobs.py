@@ -12,9 +12,14 @@ import itertools
 import logging
 import threading
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
-from rmqd.console.view import ClusterView, ViewError, message_json
+from rmqd.console.view import ViewError, message_json
+
+if TYPE_CHECKING:
+    from rmqd.console.view import RemoteClusterView
+    from rmqd.console.view_base import JsonObject, MessageRow
+    from rmqd.store.message import StoredMessage
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +31,7 @@ IDLE_CANCEL_S = 60.0
 FIELDS = ("all", "body", "keys", "tags", "properties")
 
 
-def matches(m: Any, needle: str, field: str, mode: str = "contains") -> bool:
+def matches(m: "StoredMessage", needle: str, field: str, mode: str = "contains") -> bool:
     """Does message ``m`` match (``contains`` or ``not_contains``) in ``field``?"""
     nb = needle.encode("utf-8")
     hit = False
@@ -50,7 +55,7 @@ class SearchJob:
         self.begin, self.end, self.max_messages = begin, end, max_messages
         self.scanned = 0
         self.total = 0
-        self.found: list[dict] = []
+        self.found: list[MessageRow] = []
         self.done = False
         self.error: Optional[str] = None
         self.cancelled = False
@@ -64,7 +69,7 @@ class SearchJob:
     def state(self) -> str:
         return "done" if self.done else "running" if self.running else "queued"
 
-    def run(self, view: ClusterView) -> None:
+    def run(self, view: "RemoteClusterView") -> None:
         self.run_started = time.time()
         self.running = True
         try:
@@ -87,7 +92,7 @@ class SearchJob:
             self.done = True
             self.finished = time.time()
 
-    def progress(self) -> dict:
+    def progress(self) -> "JsonObject":
         self.last_poll = time.monotonic()
         return {"id": self.id, "topic": self.topic, "q": self.needle, "field": self.field, "mode": self.mode,
                 "state": self.state, "scanned": self.scanned, "total": self.total, "done": self.done,

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rmqd.console.view import RemoteClusterView
 
 
 class LagHistory:
     def __init__(self, keep: int = 360, max_groups: int = 2000) -> None:
         self.keep = keep
         self.max_groups = max_groups
-        self.series: dict[str, collections.deque] = {}
+        self.series: dict[str, collections.deque[tuple[int, int]]] = {}
 
     def record(self, lags: dict[str, int], now_ms: int | None = None) -> None:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -31,7 +34,7 @@ class LagHistory:
     def of(self, group: str) -> list[tuple[int, int]]:
         return list(self.series.get(group, ()))
 
-    def sample(self, view: Any) -> None:
+    def sample(self, view: "RemoteClusterView") -> None:
         """One pass over the view's groups (``group_lags()`` if it has one)."""
         fn = getattr(view, "group_lags", None)
         if fn is not None:

@@ -7,15 +7,19 @@
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.console import extensions
 from rmqd.store.topic_attributes import is_priority_topic
 
+if TYPE_CHECKING:
+    from rmqd.console.handles import ConsoleBroker
+    from rmqd.console.view_base import JsonObject
+
 TOP = 20
 
 
-def lite_page(broker: Any) -> Optional[dict]:
+def lite_page(broker: "ConsoleBroker") -> Optional["JsonObject"]:
     lp = broker.lite_priority
     if lp.manager is None:
         return None
@@ -23,13 +27,12 @@ def lite_page(broker: Any) -> Optional[dict]:
     parents = [[p, len(par.queues), par.messages] for p, par in sorted(index.parents.items())]
     clients = [[c.client_id, c.group, c.parent, len(c.topics), len(c.events), c.delivered, c.host]
                for c in sorted(list(m.clients.values()), key=lambda c: c.client_id)][:500]
-    backlog = []
-    for (parent, group), (lag, oldest) in sorted(m.lag().items()):
-        backlog.append([parent, group, lag])
-    top = []
-    groups = {g for _, g, _ in backlog}
+    lag_by_group = sorted(m.lag().items())          # ((parent, group), (lag, oldest))
+    backlog = [[parent, group, lag] for (parent, group), (lag, _oldest) in lag_by_group]
+    top: list[list[str | int]] = []
+    groups = {g for (_, g), _ in lag_by_group}
     for group in sorted(groups):
-        parent = next(p for p, g, _ in backlog if g == group)
+        parent = next(p for (p, g), _ in lag_by_group if g == group)
         lags = sorted(((m.backlog(group, parent, lite), lite) for lite in index.lite_topics(parent)), reverse=True)
         top += [[group, parent, lite, n] for n, lite in lags[:TOP] if n > 0]
     return {"summary": {"lite topics": index.lite_count, "lite consumers": len(m.clients),
@@ -47,11 +50,12 @@ def lite_page(broker: Any) -> Optional[dict]:
                         "rows": clients}]}
 
 
-def priority_backlog(broker: Any) -> list[list]:
+def priority_backlog(broker: "ConsoleBroker") -> list[list[str | int]]:
     """[topic, group, level, backlog] for every PRIORITY topic and group with committed offsets."""
-    store, offsets = broker.store, broker.consumer_offset_manager
-    rows = []
-    for tc in sorted(list(broker.topic_config_manager.table.values()), key=lambda t: t.topic_name):
+    ctx = broker.ctx
+    store, offsets = ctx.store, ctx.offsets
+    rows: list[list[str | int]] = []
+    for tc in sorted(list(ctx.topics.table.values()), key=lambda t: t.topic_name):
         if not is_priority_topic(tc):
             continue
         for group in sorted(offsets.which_group_by_topic(tc.topic_name)):
@@ -62,7 +66,7 @@ def priority_backlog(broker: Any) -> list[list]:
     return rows
 
 
-def priority_page(broker: Any) -> Optional[dict]:
+def priority_page(broker: "ConsoleBroker") -> Optional["JsonObject"]:
     lp = broker.lite_priority
     cfg = lp.priority_config
     return {"summary": {"priorityOrderAsc": cfg.priorityOrderAsc,

@@ -4,11 +4,13 @@ create or update, and an offset reset by time.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional
 
 from rmqd.admin.client import AdminError
+from rmqd.console.admin_bodies import ConsumeStatsBody, ConsumerConnectionBody, SubscriptionGroupsBody
 from rmqd.console.remote_cluster import RemoteCluster
-from rmqd.console.view_base import ViewError, jsonable, page_of
+from rmqd.console.view_base import (GroupPage, GroupRow, GroupSummary, JsonObject, LagRow, Page, ViewError, jsonable,
+                                   page_of)
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode
 
@@ -16,30 +18,28 @@ from rmqd.remoting.codes import RequestCode
 class RemoteGroups(RemoteCluster):
     """The consumer group pages."""
 
-    def group_names(self) -> dict[str, dict]:
+    def group_names(self) -> dict[str, Mapping[str, object]]:
         """Group name -> subscription group config, over every master."""
-        out: dict[str, dict] = {}
+        out: dict[str, Mapping[str, object]] = {}
         for addr in self.masters().values():
-            body = self._json(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG) or {}
+            body = self._answer(SubscriptionGroupsBody, addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
             for name, cfg in (body.get("subscriptionGroupTable") or {}).items():
                 out.setdefault(name, cfg)
         return out
 
-    def groups(self, q: str = "", page: int = 1, size: int = 20, system: bool = False) -> dict:
+    def groups(self, q: str = "", page: int = 1, size: int = 20, system: bool = False) -> Page[GroupRow]:
         from rmqd.store.metadata import SYSTEM_GROUPS
         ql = q.lower()
         names = sorted(g for g in self.group_names()
                        if (not ql or ql in g.lower()) and (system or g not in SYSTEM_GROUPS))
-        out = page_of([{"group": g} for g in names], page, size)
-        for row in out["items"]:
-            row.update(self.group_summary(row["group"]))
-        return out
+        out = page_of(names, page, size)
+        return {**out, "items": [{"group": g, **self.group_summary(g)} for g in out["items"]]}
 
-    def group_summary(self, group: str) -> dict:
+    def group_summary(self, group: str) -> GroupSummary:
         lag, tps = 0, 0.0
         try:
             for addr in self.masters().values():
-                body = self._json(addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group}) or {}
+                body = self._answer(ConsumeStatsBody, addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group})
                 tps += float(body.get("consumeTps", 0.0))
                 for w in (body.get("offsetTable") or {}).values():
                     lag += max(0, w["brokerOffset"] - w["consumerOffset"])
@@ -49,20 +49,21 @@ class RemoteGroups(RemoteCluster):
         return {"lag": lag, "consumeTps": round(tps, 2), "online": len(conn.get("connectionSet", [])),
                 "consumeType": conn.get("consumeType", ""), "messageModel": conn.get("messageModel", "")}
 
-    def _connections(self, group: str) -> dict:
+    def _connections(self, group: str) -> ConsumerConnectionBody:
         for addr in self.masters().values():
             try:
-                return self._json(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}) or {}
+                return self._answer(ConsumerConnectionBody, addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                    {"consumerGroup": group})
             except AdminError:
                 continue
         return {}
 
-    def group(self, group: str) -> dict:
+    def group(self, group: str) -> GroupPage:
         configs = self.group_names()
-        queues = []
+        queues: list[LagRow] = []
         for name, addr in sorted(self.masters().items()):
             try:
-                body = self._json(addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group}) or {}
+                body = self._answer(ConsumeStatsBody, addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group})
             except AdminError:
                 continue
             for mq, w in (body.get("offsetTable") or {}).items():
@@ -74,13 +75,13 @@ class RemoteGroups(RemoteCluster):
             raise ViewError(f"consumer group {group} not found", 404)
         queues.sort(key=lambda r: (r["topic"], r["broker"], r["queueId"]))
         conn = self._connections(group)
-        subs = {t: sd.get("subString") for t, sd in (conn.get("subscriptionTable") or {}).items()}
+        subs: dict[str, object] = {t: sd.get("subString") for t, sd in (conn.get("subscriptionTable") or {}).items()}
         return {"group": group, "config": configs.get(group, {}), "queues": queues,
                 "lag": sum(q["lag"] for q in queues), "connections": conn.get("connectionSet", []),
                 "subscriptions": subs, "consumeType": conn.get("consumeType", ""),
                 "messageModel": conn.get("messageModel", ""), "consumeFromWhere": conn.get("consumeFromWhere", "")}
 
-    def running_info(self, group: str, client_id: str) -> dict:
+    def running_info(self, group: str, client_id: str) -> JsonObject:
         masters = list(self.masters().values())
         if not masters:
             raise ViewError("no broker")
@@ -99,8 +100,8 @@ class RemoteGroups(RemoteCluster):
                 last = exc
         raise ViewError(f"running info of {client_id}: {last}", 502)
 
-    def upsert_group(self, group: str, retry_max_times: int = 16, consume_broadcast: bool = True) -> dict:
-        body = {"groupName": group, "consumeEnable": True, "consumeFromMinEnable": True,
+    def upsert_group(self, group: str, retry_max_times: int = 16, consume_broadcast: bool = True) -> JsonObject:
+        body: dict[str, str | bool | int] = {"groupName": group, "consumeEnable": True, "consumeFromMinEnable": True,
                 "consumeBroadcastEnable": bool(consume_broadcast), "retryQueueNums": 1,
                 "retryMaxTimes": int(retry_max_times), "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
                 "notifyConsumerIdsChangedEnable": True}
@@ -109,7 +110,7 @@ class RemoteGroups(RemoteCluster):
             self.call(lambda a: a.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, raw))
         return {"group": group}
 
-    def reset_offset(self, group: str, topic: str, timestamp: int) -> dict:
+    def reset_offset(self, group: str, topic: str, timestamp: int) -> JsonObject:
         """Reset ``group`` on ``topic`` to the first message stored at/after ``timestamp`` (-1 = skip
         the backlog); online consumers are told by the broker, offline groups get their offsets written."""
         from rmqd.admin.commands import reset_offsets

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterator
+from typing import Iterator
 
 from rmqd.admin.client import TOOLS_CONSUMER, AdminError
 from rmqd.console.remote_cluster import RemoteCluster
-from rmqd.console.view_base import DLQ, MAX_MESSAGES, RETRY, ViewError, jsonable, message_json
+from rmqd.console.view_base import DLQ, MAX_MESSAGES, RETRY, JsonObject, MessageRow, ViewError, jsonable, message_json
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.store.message import StoredMessage, decode_messages, decode_offset_msg_id, encode_properties
@@ -23,7 +23,7 @@ class RemoteMessages(RemoteCluster):
 
     def queues_of(self, topic: str) -> list[tuple[str, str, int]]:
         """(brokerName, master addr, queueId) for every readable queue of ``topic``."""
-        route = self.call(lambda a: a.route(topic))
+        route = self.route(topic)
         masters = self._route_masters(route)
         out = []
         for qd in route.get("queueDatas") or []:
@@ -32,7 +32,7 @@ class RemoteMessages(RemoteCluster):
                 out += [(qd["brokerName"], addr, q) for q in range(int(qd.get("readQueueNums", 0)))]
         return sorted(out)
 
-    def _pull(self, addr: str, topic: str, qid: int, offset: int, n: int = 32) -> tuple[int, list]:
+    def _pull(self, addr: str, topic: str, qid: int, offset: int, n: int = 32) -> tuple[int, list[StoredMessage]]:
         code, nxt, msgs = self.call(lambda a: a.pull(addr, topic, qid, offset, n, TOOLS_CONSUMER))
         return nxt, msgs
 
@@ -44,11 +44,11 @@ class RemoteMessages(RemoteCluster):
             hi = min(hi, self.call(lambda a: a.search_offset(addr, topic, qid, end)) + 1)
         return lo, hi
 
-    def messages_by_time(self, topic: str, begin: int, end: int, limit: int = 200) -> dict:
+    def messages_by_time(self, topic: str, begin: int, end: int, limit: int = 200) -> JsonObject:
         """Newest first, at most ``limit`` (<= 2000), each message once."""
         limit = max(1, min(MAX_MESSAGES, int(limit)))
         end = end or int(time.time() * 1000) + 1000
-        seen: dict[str, dict] = {}
+        seen: dict[str, MessageRow] = {}
         truncated = False
         try:
             queues = self.queues_of(topic)
@@ -75,18 +75,18 @@ class RemoteMessages(RemoteCluster):
             rows = rows[:limit]
         return {"topic": topic, "begin": begin, "end": end, "messages": rows, "truncated": truncated}
 
-    def messages_by_key(self, topic: str, key: str) -> dict:
+    def messages_by_key(self, topic: str, key: str) -> JsonObject:
         from rmqd.admin.commands import query_messages
         msgs = self.call(lambda a: query_messages(a, topic, key, False, 64))
         names = {addr: name for name, addr in self.route_masters(topic).items()}
-        seen: dict[str, dict] = {}
+        seen: dict[str, MessageRow] = {}
         for m in msgs:
             if key in (m.properties.get("KEYS") or "").split(" "):
                 seen.setdefault(m.msg_id, message_json(m, names.get("%s:%d" % tuple(m.store_host), "")))
         rows = sorted(seen.values(), key=lambda r: -r["storeTimestamp"])
         return {"topic": topic, "key": key, "messages": rows, "truncated": False}
 
-    def message(self, msg_id: str, topic: str = "") -> dict:
+    def message(self, msg_id: str, topic: str = "") -> MessageRow:
         """A message by offset msgId (VIEW_MESSAGE_BY_ID) or by unique key within ``topic``."""
         m, broker = self._find(msg_id, topic)
         return message_json(m, broker, body=True)
@@ -121,7 +121,7 @@ class RemoteMessages(RemoteCluster):
             raise ViewError(f"message {msg_id} not found", 404)
         return msgs[0], by_addr[addr]
 
-    def resend(self, msg_id: str, group: str, client_id: str = "", topic: str = "") -> dict:
+    def resend(self, msg_id: str, group: str, client_id: str = "", topic: str = "") -> JsonObject:
         """CONSUME_MESSAGE_DIRECTLY: one online consumer of ``group`` consumes the message again."""
         m, broker = self._find(msg_id, topic)
         detail = self.group(group)
@@ -135,7 +135,7 @@ class RemoteMessages(RemoteCluster):
                                           {"consumerGroup": group, "clientId": cid, "msgId": offset_id,
                                            "topic": m.topic}, ok=tuple(range(-1, 300))))
         raw = resp.body_bytes() if resp.body is not None else b""
-        result: Any = raw.decode("utf-8", "replace")
+        result: object = raw.decode("utf-8", "replace")
         try:
             result = jsonable(fastjson.loads_lenient(raw)) if raw else None
         except ValueError:
@@ -144,13 +144,13 @@ class RemoteMessages(RemoteCluster):
             raise ViewError(f"resend failed: {resp.remark}", 502)
         return {"msgId": offset_id, "group": group, "clientId": cid, "result": result}
 
-    def dlq(self, group: str, begin: int = 0, end: int = 0, limit: int = 200) -> dict:
+    def dlq(self, group: str, begin: int = 0, end: int = 0, limit: int = 200) -> JsonObject:
         try:
             return self.messages_by_time(DLQ + group, begin, end, limit)
         except (ViewError, AdminError):
             return {"topic": DLQ + group, "begin": begin, "end": end, "messages": [], "truncated": False}
 
-    def dlq_resend(self, group: str, msg_id: str) -> dict:
+    def dlq_resend(self, group: str, msg_id: str) -> JsonObject:
         """Put a dead-lettered message back on ``%RETRY%group`` so the group consumes it again."""
         m, broker = self._find(msg_id, DLQ + group)
         if m.topic != DLQ + group:
@@ -176,7 +176,8 @@ class RemoteMessages(RemoteCluster):
         return {f"{name}/{qid}": self.call(lambda a: a.max_offset(addr, topic, qid))
                 for name, addr, qid in self.queues_of(topic)}
 
-    def tail_poll(self, topic: str, positions: dict[str, int], per_queue: int = 32) -> tuple[list, dict]:
+    def tail_poll(self, topic: str, positions: dict[str, int], per_queue: int = 32) -> tuple[list[MessageRow],
+                                                                                             dict[str, int]]:
         """Messages past ``positions`` (at most ``per_queue`` per queue) and the new positions."""
         out = []
         new = dict(positions)
@@ -194,7 +195,8 @@ class RemoteMessages(RemoteCluster):
         out.sort(key=lambda r: r["storeTimestamp"])
         return out, new
 
-    def scan(self, topic: str, begin: int, end: int, max_messages: int) -> Iterator[tuple[int, int, list]]:
+    def scan(self, topic: str, begin: int, end: int,
+             max_messages: int) -> Iterator[tuple[int, int, list[tuple[str, StoredMessage]]]]:
         """Walk ``topic`` oldest first in [begin, end]: yields (scanned, total, messages) per batch."""
         ranges = []
         for name, addr, qid in self.queues_of(topic):

@@ -3,9 +3,12 @@
 """
 from __future__ import annotations
 
+from typing import cast
+
 from rmqd.admin.client import AdminError
+from rmqd.console.admin_bodies import GroupListBody, ProducerConnectionBody, TopicListBody, TopicStatsBody
 from rmqd.console.remote_cluster import RemoteCluster
-from rmqd.console.view_base import ViewError, page_of, topic_kind
+from rmqd.console.view_base import JsonObject, Page, QueueRow, TopicRow, ViewError, page_of, topic_kind
 from rmqd.remoting.codes import RequestCode
 
 
@@ -17,15 +20,17 @@ class RemoteTopics(RemoteCluster):
 
     def system_topics(self) -> set[str]:
         try:
-            return set((self.call(lambda a: a.namesrv_json(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS))
-                        or {}).get("topicList", []))
+            # the JSON decode boundary (AdminClient.namesrv_json): the name server's topic list body
+            body = cast(TopicListBody, self.call(lambda a: a.namesrv_json(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS))
+                        or {})
+            return set(body.get("topicList", []))
         except AdminError:
             return set()
 
-    def topics(self, q: str = "", kind: str = "all", page: int = 1, size: int = 20) -> dict:
+    def topics(self, q: str = "", kind: str = "all", page: int = 1, size: int = 20) -> Page[TopicRow]:
         system = self.system_topics()
         names = sorted(self.topic_names())
-        rows = []
+        rows: list[TopicRow] = []
         ql = q.lower()
         for t in names:
             k = topic_kind(t, t in system)
@@ -39,9 +44,9 @@ class RemoteTopics(RemoteCluster):
             self._fill_topic_row(row)
         return out
 
-    def _fill_topic_row(self, row: dict) -> None:
+    def _fill_topic_row(self, row: TopicRow) -> None:
         try:
-            route = self.call(lambda a: a.route(row["topic"]))
+            route = self.route(row["topic"])
         except AdminError:
             return
         qd = route.get("queueDatas") or []
@@ -50,22 +55,23 @@ class RemoteTopics(RemoteCluster):
         row["writeQueueNums"] = sum(int(q.get("writeQueueNums", 0)) for q in qd)
         row["perm"] = qd[0].get("perm", 0) if qd else 0
 
-    def topic(self, topic: str) -> dict:
+    def topic(self, topic: str) -> JsonObject:
         try:
-            route = self.call(lambda a: a.route(topic))
+            route = self.route(topic)
         except AdminError as exc:
             raise ViewError(f"topic {topic} not found: {exc.remark}", 404)
         masters = self._route_masters(route)
-        queues = []
+        queues: list[QueueRow] = []
         groups: set[str] = set()
         for name, addr in sorted(masters.items()):
-            table = (self._json(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}) or {}).get("offsetTable", {})
+            table = self._answer(TopicStatsBody, addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}).get(
+                "offsetTable", {})
             for mq, v in table.items():
                 queues.append({"broker": mq.brokerName, "queueId": mq.queueId, "minOffset": v["minOffset"],
                                "maxOffset": v["maxOffset"], "lastUpdateTimestamp": v.get("lastUpdateTimestamp", 0)})
             try:
-                groups.update((self._json(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
-                               or {}).get("groupList", []))
+                groups.update(self._answer(GroupListBody, addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                                           {"topic": topic}).get("groupList", []))
             except AdminError:
                 pass
         queues.sort(key=lambda r: (r["broker"], r["queueId"]))
@@ -77,7 +83,7 @@ class RemoteTopics(RemoteCluster):
                 "messages": sum(max(0, q["maxOffset"] - q["minOffset"]) for q in queues)}
 
     def upsert_topic(self, topic: str, read_queues: int = 4, write_queues: int = 4, perm: int = 6,
-                     order: bool = False, cluster: str = "", broker: str = "") -> dict:
+                     order: bool = False, cluster: str = "", broker: str = "") -> JsonObject:
         from rmqd.store.metadata import is_valid_topic_name
         if not is_valid_topic_name(topic):
             raise ViewError("topic names are 1-127 characters of letters, digits, %, |, _ and -")
@@ -85,14 +91,14 @@ class RemoteTopics(RemoteCluster):
                                            if b["brokerId"] == 0 and (not cluster or b["cluster"] == cluster)]
         if not targets:
             raise ViewError("no master broker to create the topic on")
-        ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": int(read_queues),
+        ext: JsonObject = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": int(read_queues),
                "writeQueueNums": int(write_queues), "perm": int(perm), "topicFilterType": "SINGLE_TAG",
                "topicSysFlag": 0, "order": bool(order)}
         for addr in targets:
             self.call(lambda a: a.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext))
         return {"topic": topic, "brokers": targets}
 
-    def delete_topic(self, topic: str) -> dict:
+    def delete_topic(self, topic: str) -> JsonObject:
         masters = self.route_masters(topic)
         for addr in masters.values():
             self.call(lambda a: a.call(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}))
@@ -100,7 +106,7 @@ class RemoteTopics(RemoteCluster):
             self.call(lambda a: a.call(ns, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}))
         return {"topic": topic, "deleted": sorted(masters)}
 
-    def send_test(self, topic: str, body: str, tags: str = "", keys: str = "") -> dict:
+    def send_test(self, topic: str, body: str, tags: str = "", keys: str = "") -> JsonObject:
         masters = self.route_masters(topic)
         if not masters:
             raise ViewError(f"topic {topic} has no master broker", 404)
@@ -112,11 +118,12 @@ class RemoteTopics(RemoteCluster):
                 "queueOffset": int(ext.get("queueOffset", -1)), "status": "SEND_OK"}
 
     # ------------------------------------------------------------------ producers
-    def producers(self, topic: str, group: str) -> dict:
+    def producers(self, topic: str, group: str) -> JsonObject:
         masters = self.route_masters(topic)
         conns = []
         for name, addr in sorted(masters.items()):
-            body = self._json(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group}) or {}
+            body = self._answer(ProducerConnectionBody, addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                {"producerGroup": group})
             for c in body.get("connectionSet", []):
                 conns.append(dict(c, broker=name))
         return {"topic": topic, "group": group, "connections": conns}

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Generic, Mapping, NotRequired, Required, TypedDict, TypeVar
 
 from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmqd.processors.admin_common import is_system_topic
@@ -19,6 +19,128 @@ PREVIEW_CHARS = 160
 TOPIC_KINDS = ("all", "normal", "retry", "dlq", "system")
 CLUSTER_INFO_TTL_S = 2.0
 
+T = TypeVar("T")
+
+#: A page's JSON object as the HTTP layer sends it (values of any JSON type).
+JsonObject = dict[str, object]
+
+
+class Page(TypedDict, Generic[T]):
+    """One page of a list (``page_of``)."""
+
+    total: int
+    page: int
+    pages: int
+    size: int
+    items: list[T]
+
+
+class BrokerRow(TypedDict, total=False):
+    """A broker of the cluster (``brokers()``); the overview adds its runtime figures and replication lag."""
+
+    cluster: Required[str]
+    brokerName: Required[str]
+    brokerId: Required[int]
+    addr: Required[str]
+    error: str
+    version: str
+    putTps: str
+    getTransferredTps: str
+    msgPutTotalTodayNow: str
+    msgGetTotalTodayNow: str
+    commitLogDiskRatio: str
+    bootTimestamp: str
+    commitLogMaxOffset: int
+    lagBytes: int
+    lagMillis: int
+    inSyncSlaves: int
+
+
+class TopicRow(TypedDict, total=False):
+    """A row of the topic list; ``_fill_topic_row`` adds where the topic lives."""
+
+    topic: Required[str]
+    kind: Required[str]
+    brokers: list[str]
+    readQueueNums: int
+    writeQueueNums: int
+    perm: int
+
+
+class QueueRow(TypedDict):
+    """A queue of a topic's page."""
+
+    broker: str
+    queueId: int
+    minOffset: int
+    maxOffset: int
+    lastUpdateTimestamp: int
+
+
+class LagRow(TypedDict):
+    """A queue of a consumer group's page: where the broker and the group are."""
+
+    topic: str
+    broker: str
+    queueId: int
+    brokerOffset: int
+    consumerOffset: int
+    lag: int
+    lastTimestamp: int
+
+
+class GroupSummary(TypedDict):
+    """A consumer group's figures in the group list."""
+
+    lag: int
+    consumeTps: float
+    online: int
+    consumeType: str
+    messageModel: str
+
+
+class GroupRow(GroupSummary):
+    group: str
+
+
+class GroupPage(TypedDict):
+    """A consumer group's page: its config, its queues with their lag, its consumers and what they subscribe."""
+
+    group: str
+    config: Mapping[str, object]
+    queues: list[LagRow]
+    lag: int
+    connections: list[Mapping[str, object]]
+    subscriptions: dict[str, object]               # topic -> subscription expression
+    consumeType: str
+    messageModel: str
+    consumeFromWhere: str
+
+
+class MessageRow(TypedDict):
+    """A message as the pages show it (``message_json``)."""
+
+    msgId: str
+    uniqKey: str
+    topic: str
+    broker: str
+    queueId: int
+    queueOffset: int
+    commitLogOffset: int
+    tags: str
+    keys: str
+    bornTimestamp: int
+    storeTimestamp: int
+    bornHost: str
+    storeHost: str
+    reconsumeTimes: int
+    sysFlag: int
+    properties: dict[str, str]
+    bodySize: int
+    binary: bool
+    preview: str
+    body: NotRequired[str]
+
 
 class ViewError(Exception):
     """A request the view refuses or the cluster answered with an error (shown to the user)."""
@@ -28,7 +150,7 @@ class ViewError(Exception):
         self.status = status
 
 
-def jsonable(obj: Any) -> Any:
+def jsonable(obj: object) -> object:
     """fastjson bodies as plain JSON: a MessageQueue map key becomes "topic/brokerName/queueId"."""
     if isinstance(obj, dict):
         return {_key(k): jsonable(v) for k, v in obj.items()}
@@ -38,7 +160,7 @@ def jsonable(obj: Any) -> Any:
     return jsonable(to()) if to is not None else obj
 
 
-def _key(k: Any) -> str:
+def _key(k: object) -> str:
     if isinstance(k, str):
         return k
     if isinstance(k, fastjson.MessageQueue):
@@ -46,7 +168,7 @@ def _key(k: Any) -> str:
     return str(k)
 
 
-def page_of(items: list, page: int, size: int) -> dict:
+def page_of(items: list[T], page: int, size: int) -> Page[T]:
     size = max(1, min(MAX_PAGE, int(size)))
     total = len(items)
     pages = max(1, (total + size - 1) // size)
@@ -65,7 +187,7 @@ def topic_kind(topic: str, system: bool = False) -> str:
     return "system" if system or is_system_topic(topic) or topic.endswith("_REPLY_TOPIC") else "normal"
 
 
-def message_json(m: StoredMessage, broker: str = "", body: bool = False) -> dict:
+def message_json(m: StoredMessage, broker: str = "", body: bool = False) -> MessageRow:
     """A message as the pages show it; ``body`` adds the raw body (base64)."""
     raw = bytes(m.body)
     try:
@@ -74,12 +196,12 @@ def message_json(m: StoredMessage, broker: str = "", body: bool = False) -> dict
     except UnicodeDecodeError:
         text = raw[:PREVIEW_CHARS].decode("utf-8", "replace")
         binary = True
-    out = {"msgId": m.msg_id, "uniqKey": m.properties.get("UNIQ_KEY") or "", "topic": m.topic,
+    out: MessageRow = {"msgId": m.msg_id, "uniqKey": m.properties.get("UNIQ_KEY") or "", "topic": m.topic,
            "broker": broker, "queueId": m.queue_id, "queueOffset": m.queue_offset,
            "commitLogOffset": m.commit_log_offset, "tags": m.properties.get("TAGS") or "",
            "keys": m.properties.get("KEYS") or "", "bornTimestamp": m.born_timestamp,
-           "storeTimestamp": m.store_timestamp, "bornHost": "%s:%d" % tuple(m.born_host),
-           "storeHost": "%s:%d" % tuple(m.store_host), "reconsumeTimes": m.reconsume_times,
+           "storeTimestamp": m.store_timestamp, "bornHost": "%s:%d" % (m.born_host[0], m.born_host[1]),
+           "storeHost": "%s:%d" % (m.store_host[0], m.store_host[1]), "reconsumeTimes": m.reconsume_times,
            "sysFlag": m.sys_flag, "properties": dict(m.properties), "bodySize": len(raw),
            "binary": binary, "preview": text[:PREVIEW_CHARS]}
     if body:

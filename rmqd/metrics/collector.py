@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
 
+from rmqd.metrics.histogram import Series
 from rmqd.metrics.families import BY_INSTRUMENT, SPECS, TIMER_DIST_BOUNDS_S, Family, render
 from rmqd.pop.extra_info import original_topic_of_pop_retry
 from rmqd.store.topic_attributes import is_lite_topic
 from rmqd.metrics.recorders import DLQ_PREFIX, RETRY_PREFIX, code_name
 from rmqd.broker.stats import GROUP_GET_NUMS, GROUP_GET_SIZE
 from rmqd.remoting.codes import RequestCode
+
+if TYPE_CHECKING:
+    from rmqd.metrics.families import FamilySpec
+    from rmqd.metrics.handles import ScrapedBroker
+    from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.metadata import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +40,7 @@ def _b(v: bool) -> str:
     return "true" if v else "false"
 
 
-def _earliest(current: int, store: Any, topic: str, qid: int, offset: int, end: int) -> int:
+def _earliest(current: int, store: "MessageStoreAPI", topic: str, qid: int, offset: int, end: int) -> int:
     """The earlier of ``current`` (0 = none yet) and the store time of the message at ``offset``."""
     ts = store.get_message_store_timestamp(topic, qid, offset) if 0 <= offset < end else -1
     return ts if ts > 0 and (not current or ts < current) else current
@@ -41,7 +48,7 @@ def _earliest(current: int, store: Any, topic: str, qid: int, offset: int, end: 
 
 def parse_metrics_label(spec: str | None) -> list[tuple[str, str]]:
     """``metricsLabel`` ("k:v,k:v") as label pairs."""
-    out = []
+    out: list[tuple[str, str]] = []
     for part in (spec or "").split(","):
         if ":" in part:
             k, v = part.split(":", 1)
@@ -50,8 +57,8 @@ def parse_metrics_label(spec: str | None) -> list[tuple[str, str]]:
     return out
 
 
-def common_labels(broker: Any) -> list[tuple[str, str]]:
-    c = broker.config
+def common_labels(broker: "ScrapedBroker") -> list[tuple[str, str]]:
+    c = broker.ctx.config
     return ([("cluster", c.brokerClusterName), ("node_type", "broker"), ("node_id", c.brokerName)]
             + parse_metrics_label(c.metricsLabel) + [("otel_scope_name", "broker-meter")])
 
@@ -59,10 +66,11 @@ def common_labels(broker: Any) -> list[tuple[str, str]]:
 class Scrape:
     """Builds every family for one scrape of one broker."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: "ScrapedBroker") -> None:
         self.broker = broker
+        self.ctx = broker.ctx
         self.fams = {s.instrument: Family(s) for s in SPECS}
-        self.topics = broker.topic_config_manager
+        self.topics = self.ctx.topics
         self.now_ms = int(time.time() * 1000)
 
     def is_system_topic(self, topic: str) -> bool:
@@ -81,18 +89,14 @@ class Scrape:
 
     # ---------------------------------------------------------------- counters
     def messages_in(self) -> None:
-        sizes: dict[tuple, list] = {}
+        sizes: dict[tuple[str, ...], Series] = {}
         lane_metrics = self.broker.send_processor.lane.metrics
         if lane_metrics is not None:
             for topic, c in list(lane_metrics.topics.items()):
-                sizes[(topic, "normal")] = [list(c.bucket_counts()), float(c.size)]
-        for key, (counts, total) in self.broker.metrics.messages.snapshot()["sizes"].items():
+                sizes[(topic, "normal")] = (list(c.bucket_counts()), float(c.size))
+        for key, (counts, total) in self.ctx.metrics.messages.snapshot()["sizes"].items():
             cur = sizes.get(key)
-            if cur is None:
-                sizes[key] = [counts, total]
-            else:
-                cur[0] = [a + b for a, b in zip(cur[0], counts)]
-                cur[1] += total
+            sizes[key] = (counts, total) if cur is None else ([a + b for a, b in zip(cur[0], counts)], cur[1] + total)
         f_in, f_bytes, f_size = (self.fam("rocketmq_messages_in_total"), self.fam("rocketmq_throughput_in_total"),
                                  self.fam("rocketmq_message_size"))
         for (topic, mtype), (counts, total) in sorted(sizes.items()):
@@ -105,17 +109,17 @@ class Scrape:
         """Pulls as the broker's stats count them (retry and DLQ topics left out), without ``is_retry``; POP's
         pops with ``is_retry`` (5.x's PopMessageProcessor: a pop from the POP retry topic counts under the
         original topic, ``is_retry="true"``). The stats count both; POP's own counters tell them apart."""
-        stats = self.broker.broker_stats
+        stats = self.ctx.stats
         f_out, f_bytes = self.fam("rocketmq_messages_out_total"), self.fam("rocketmq_throughput_out_total")
         nums = dict(stats.items.get(GROUP_GET_NUMS, {}))
         size = dict(stats.items.get(GROUP_GET_SIZE, {}))
-        popped = self.broker.metrics.pop_out.snapshot()
+        popped = self.ctx.metrics.pop_out.snapshot()
         by_key: dict[str, list[int]] = {}
         for (topic, group, _), (n, nbytes) in popped.items():
             row = by_key.setdefault(f"{topic}@{group}", [0, 0])
             row[0] += n
             row[1] += nbytes
-        series: dict[tuple, list[int]] = {}
+        series: dict[tuple[str, str, str | None], list[int]] = {}
         for key in sorted(nums):
             topic, _, group = key.partition("@")
             if topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX):
@@ -125,10 +129,10 @@ class Scrape:
             pulled, pulled_bytes = nums[key].value - pop_n, (item.value if item is not None else 0) - pop_bytes
             if pulled > 0:
                 series[(topic, group, None)] = [pulled, max(0, pulled_bytes)]
-        for (topic, group, is_retry), (n, nbytes) in popped.items():
-            if is_retry:
+        for (topic, group, retried), (n, nbytes) in popped.items():
+            if retried:
                 topic = original_topic_of_pop_retry(topic, group)
-            row = series.setdefault((topic, group, _b(is_retry)), [0, 0])
+            row = series.setdefault((topic, group, _b(retried)), [0, 0])
             row[0] += n
             row[1] += nbytes
         for (topic, group, is_retry), (n, nbytes) in sorted(series.items(), key=lambda kv: (kv[0][0], kv[0][1],
@@ -138,7 +142,7 @@ class Scrape:
             f_bytes.add(labels, nbytes)
 
     def counters(self) -> None:
-        snap = self.broker.metrics.messages.snapshot()
+        snap = self.ctx.metrics.messages.snapshot()
         f = self.fam("rocketmq_send_to_dlq_messages_total")
         for (group, topic), n in sorted(snap["dlq"].items()):
             f.add((group, topic, _b(self.is_system_group(group))), n)
@@ -147,35 +151,34 @@ class Scrape:
             f = self.fam(name)
             for topic, n in sorted(table.items()):
                 f.add((topic,), n)
-        for name, key in (("rocketmq_topic_create_execution_time", "topic_create"),
-                          ("rocketmq_consumer_group_create_execution_time", "group_create"),
-                          ("rocketmq_finish_message_latency", "finish")):
+        for name, hist in (("rocketmq_topic_create_execution_time", snap["topic_create"]),
+                           ("rocketmq_consumer_group_create_execution_time", snap["group_create"]),
+                           ("rocketmq_finish_message_latency", snap["finish"])):
             f = self.fam(name)
-            for labels, (counts, total) in sorted(snap[key].items()):
+            for labels, (counts, total) in sorted(hist.items()):
                 f.add_histogram(labels, counts, total)
 
     def rpc_latency(self) -> None:
-        series = dict(self.broker.metrics.rpc.snapshot())
+        series = dict(self.ctx.metrics.rpc.snapshot())
         lane_metrics = self.broker.send_processor.lane.metrics
         if lane_metrics is not None:
-            for code, oneway, counts, total in lane_metrics.rpc_latency():
-                labels = ("remoting", code_name(RequestCode, code), "success", "false",
-                          "oneway" if oneway else "success")
-                cur = series.get(labels)
+            for code, oneway, lane_counts, lane_total in lane_metrics.rpc_latency():
+                key = ("remoting", code_name(RequestCode, code), "success", "false", "oneway" if oneway else "success")
+                cur = series.get(key)
                 if cur is None:
-                    series[labels] = (list(counts), total)
+                    series[key] = (list(lane_counts), lane_total)
                 else:
-                    series[labels] = ([a + b for a, b in zip(cur[0], counts)], cur[1] + total)
+                    series[key] = ([a + b for a, b in zip(cur[0], lane_counts)], cur[1] + lane_total)
         f = self.fam("rocketmq_rpc_latency")
         for labels, (counts, total) in sorted(series.items()):
             f.add_histogram(labels, counts, total)
 
     # ---------------------------------------------------------------- gauges
     def tables(self) -> None:
-        b = self.broker
+        b, ctx = self.broker, self.ctx
         self.fam("rocketmq_topic_number").add((), len(self.topics.table))
-        self.fam("rocketmq_consumer_group_number").add((), len(b.subscription_group_manager.table))
-        self.fam("rocketmq_broker_permission").add((), int(b.config.brokerPermission))
+        self.fam("rocketmq_consumer_group_number").add((), len(ctx.groups.table))
+        self.fam("rocketmq_broker_permission").add((), int(ctx.config.brokerPermission))
         f = self.fam("rocketmq_processor_watermark")
         for name, pool in PROCESSORS:
             p = b.pools.get(pool) if pool else None
@@ -183,9 +186,10 @@ class Scrape:
 
     def connections(self) -> None:
         from rmqd.processors.admin_broker import version_desc
-        b = self.broker
-        counts: dict[tuple, int] = {}
-        for _group, channels in list(b.producer_manager.groups().items()):
+        ctx = self.ctx
+        counts: dict[tuple[str, ...], int] = {}
+        key: tuple[str, ...]
+        for _group, channels in list(ctx.producers.groups().items()):
             for ch in list(channels):
                 key = (str(ch.language).lower(), version_desc(int(ch.version)).lower(), "remoting")
                 counts[key] = counts.get(key, 0) + 1
@@ -193,7 +197,7 @@ class Scrape:
         for key, n in sorted(counts.items()):
             f.add(key, n)
         counts = {}
-        for group, info in list(b.consumer_manager.groups().items()):
+        for group, info in list(ctx.consumers.groups().items()):
             mode = CONSUME_MODES.get(str(info.consume_type), str(info.consume_type).lower())
             for ch in list(info.channels.values()):
                 key = (group, str(ch.language).lower(), version_desc(int(ch.version)).lower(), mode, "remoting",
@@ -211,15 +215,15 @@ class Scrape:
         message.  rmqd keeps no separate pull offsets, so for pull/push groups a message counts as
         pulled when it is committed: ready = lag, inflight = 0, queueing latency = lag latency.
         POP groups: see :meth:`pop_lag`."""
-        b = self.broker
-        store = b.store
-        offsets = b.consumer_offset_manager
-        subscription_groups = b.subscription_group_manager.table
+        b, ctx = self.broker, self.ctx
+        store = ctx.store
+        offsets = ctx.offsets
+        subscription_groups = ctx.groups.table
         fams = [self.fam(n) for n in ("rocketmq_consumer_lag_messages", "rocketmq_consumer_lag_latency",
                                       "rocketmq_consumer_inflight_messages",
                                       "rocketmq_consumer_queueing_latency", "rocketmq_consumer_ready_messages")]
         now = self.now_ms
-        perm = int(b.config.brokerPermission)
+        perm = int(ctx.config.brokerPermission)
         inflight = None
         lite = b.lite_priority.manager
         for (topic, group), (lag, oldest) in sorted((lite.lag() if lite is not None else {}).items()):
@@ -227,7 +231,7 @@ class Scrape:
             labels = (topic, group, "false", _b(self.is_system_topic(topic) or self.is_system_group(group)))
             for fam, value in zip(fams, (lag, latency, 0, latency, lag)):
                 fam.add(labels, value)
-        for group, (consume_type, topics) in sorted(b.consumer_manager.groups_seen().items()):
+        for group, (consume_type, topics) in sorted(ctx.consumers.groups_seen().items()):
             if group not in subscription_groups:
                 continue
             for topic in sorted(topics):
@@ -258,15 +262,16 @@ class Scrape:
                 for fam, value in zip(fams, (lag, latency, 0, latency, lag)):
                     fam.add(labels, value)
 
-    def pop_lag(self, group: str, topic: str, tc: Any, inflight: dict, fams: list[Family]) -> None:
+    def pop_lag(self, group: str, topic: str, tc: "TopicConfig", inflight: Mapping[tuple[str, str, int], int],
+                fams: list[Family]) -> None:
         """Java's rule for a POP group: a series for the topic and one (``is_retry="true"``) for its POP
         retry topic ``%RETRY%<group>_<topic>`` (zeros while it does not exist).  Per write queue: ready =
         queue end - pop offset; inflight = handed out, not acked or revived; lag = ready + inflight; lag
         latency = age of the message at (pop offset - inflight); queueing latency = age of the message at
         the pop offset."""
         from rmqd.pop.extra_info import pop_retry_topic
-        store = self.broker.store
-        offsets = self.broker.consumer_offset_manager
+        store = self.ctx.store
+        offsets = self.ctx.offsets
         now = self.now_ms
         is_system = _b(self.is_system_topic(topic) or self.is_system_group(group))
         retry = self.topics.get(pop_retry_topic(group, topic))
@@ -291,7 +296,7 @@ class Scrape:
 
     def pop(self) -> None:
         """rocketmq_pop_*: revive-log counters, revive backlog per revive queue, the merge-buffer gauges."""
-        snap = self.broker.metrics.pop.snapshot()
+        snap = self.ctx.metrics.pop.snapshot()
         for name, table in (("rocketmq_pop_revive_in_message_total", snap["in"]),
                             ("rocketmq_pop_revive_out_message_total", snap["out"]),
                             ("rocketmq_pop_revive_retry_messages_total", snap["retry"])):
@@ -309,9 +314,9 @@ class Scrape:
             latency.add((str(qid),), age)
 
     def storage(self) -> None:
-        b = self.broker
-        store = b.store
-        root = b.config.storePathRootDir
+        ctx = self.ctx
+        store = ctx.store
+        root = ctx.config.storePathRootDir
         try:
             import shutil          # imports bz2/lzma: only when needed
             used = shutil.disk_usage(root).used
@@ -336,7 +341,7 @@ class Scrape:
 
     def replication(self) -> None:
         """Each slave's lag on a master with slaves; the link to the master on a slave (rmqd.replicas)."""
-        rep = self.broker.replication
+        rep = self.ctx.replication
         info = rep.runtime_info()
         if rep.role.is_slave:
             self.fam("rmqd_ha_master_connected").add((), 1 if info["haClientRuntimeInfo"]["isActivated"] else 0)
@@ -351,7 +356,7 @@ class Scrape:
 
     def controller_mode(self) -> None:
         """Role, brokerId, epoch, SyncStateSet and last switch of a broker in controller mode (5.x failover)."""
-        rep = self.broker.replication
+        rep = self.ctx.replication
         if not rep.controller_mode:
             return
         st = rep.replica_status()
@@ -390,7 +395,7 @@ class Scrape:
         snapshot = self.fam("rocketmq_timer_message_snapshot")
         for bound, n in zip(TIMER_DIST_BOUNDS_S, st.distribution):
             snapshot.add(STORE_LABELS + (str(bound),), n)
-        counts = self.broker.metrics.timer.snapshot()
+        counts = self.ctx.metrics.timer.snapshot()
         for name, table in (("rocketmq_timer_enqueue_total", counts["enqueued"]),
                             ("rocketmq_timer_dequeue_total", counts["dequeued"])):
             f = self.fam(name)
@@ -404,7 +409,7 @@ class Scrape:
         """Half messages prepared and not yet committed or rolled back, per real topic, counted since
         the broker started (Java persists its count; after a restart rmqd starts again from 0)."""
         f = self.fam("rocketmq_half_messages")
-        for topic, n in sorted(self.broker.metrics.messages.snapshot()["half"].items()):
+        for topic, n in sorted(self.ctx.metrics.messages.snapshot()["half"].items()):
             f.add((topic,), n)
 
     def families(self) -> Iterable[Family]:
@@ -418,12 +423,12 @@ class Scrape:
         return self.fams.values()
 
 
-def collect(broker: Any) -> str:
+def collect(broker: "ScrapedBroker") -> str:
     """The Prometheus text of one scrape (blocking; run it off the event loop)."""
     scrape = Scrape(broker)
     fams = list(scrape.families())
     return render(fams, common_labels(broker))
 
 
-def spec(instrument: str) -> Any:
+def spec(instrument: str) -> "FamilySpec":
     return BY_INSTRUMENT[instrument]

@@ -32,11 +32,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmqd.controller.request_meter import LATENCY_BUCKETS_US
 from rmqd.metrics.endpoint import CONTENT_TYPE, MetricsEndpoint
 from rmqd.metrics.families import Family, FamilySpec, render
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from rmqd.metrics.handles import ControllerNode
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +61,7 @@ CONTROLLER_SPECS: tuple[FamilySpec, ...] = (
 )
 
 
-def role_value(server: Any) -> int:
+def role_value(server: "ControllerNode") -> int:
     """5.x's MemberState.Role values: UNKNOWN 0, CANDIDATE 1, FOLLOWER 2, LEADER 3."""
     raft = server.controller.raft
     if not server.started:
@@ -77,7 +82,7 @@ def disk_usage(path: str) -> int:
     return total
 
 
-def collect_controller(server: Any) -> str:
+def collect_controller(server: "ControllerNode") -> str:
     """The Prometheus text of one scrape of controller ``server`` (blocking: it walks the store directory)."""
     from rmqd.metrics.collector import parse_metrics_label
     c = server.config
@@ -86,16 +91,16 @@ def collect_controller(server: Any) -> str:
     for cluster, groups in sorted(server.heartbeat.active_brokers_num().items()):
         for name, n in sorted(groups.items()):
             fams["active_broker_num"].add((cluster, name), n)
-    counts = server.controller.election_counts
+    elections = server.controller.election_counts
     for result in ELECTION_RESULTS:
-        fams["election_total"].add((result,), counts.get(result, 0))
+        fams["election_total"].add((result,), elections.get(result, 0))
     for meter, total, latency in ((server.request_meter, "request_total", "request_latency"),
                                   (server.append_meter, "dledger_op_total", "dledger_op_latency")):
         totals, histograms = meter.snapshot()
         for labels, n in sorted(totals.items()):
             fams[total].add(labels, n)
-        for labels, (counts, sum_us) in sorted(histograms.items()):
-            fams[latency].add_histogram(labels, counts, sum_us)
+        for kind, (counts, sum_us) in sorted(histograms.items()):
+            fams[latency].add_histogram(kind, counts, sum_us)
     store = c.store_path()
     if os.path.isdir(store):
         fams["dledger_disk_usage"].add((), disk_usage(store))
@@ -107,21 +112,21 @@ def collect_controller(server: Any) -> str:
 class ControllerMetricsEndpoint(MetricsEndpoint):
     """``GET /metrics`` of a controller node (``GET /healthz`` as the broker's endpoint)."""
 
-    def __init__(self, server: Any, host: str, port: int) -> None:
+    def __init__(self, server: "ControllerNode", host: str, port: int) -> None:
         super().__init__(host, port)
         self.server = server
 
     def describe(self) -> list[str]:
         return [f"rmqd controller metrics on {self.url}"]
 
-    async def _metrics(self, request: Any) -> Any:
+    async def _metrics(self, request: "web.Request") -> "web.Response":
         from aiohttp import web
         loop = asyncio.get_running_loop()
         text = await loop.run_in_executor(self._executor, collect_controller, self.server)
         return web.Response(body=text.encode("utf-8"), headers={"Content-Type": CONTENT_TYPE})
 
 
-def controller_metrics_endpoint(server: Any) -> list:
+def controller_metrics_endpoint(server: "ControllerNode") -> list[ControllerMetricsEndpoint]:
     """The endpoint the controller's config asks for (``metricsExporterType=PROM``), else none."""
     from rmqd.metrics.endpoint import exporter_type
     c = server.config

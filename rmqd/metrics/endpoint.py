@@ -11,11 +11,13 @@ import asyncio
 import concurrent.futures
 import logging
 import socket
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.lazy_http import LazyHttpSite
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from rmqd.app import Services
 
 log = logging.getLogger(__name__)
@@ -24,7 +26,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 EXPORTER_TYPES = {"0": "DISABLE", "1": "OTLP_GRPC", "2": "PROM", "3": "LOG"}
 
 
-def exporter_type(value: Any) -> str:
+def exporter_type(value: object) -> str:
     """metricsExporterType by name or number (Java accepts both)."""
     v = str(value or "DISABLE").strip().upper()
     return EXPORTER_TYPES.get(v, v)
@@ -61,7 +63,7 @@ class MetricsEndpoint:
         self._site = site
         self.port = site.port                       # the port picked for port 0
 
-    async def _serve(self, sock: socket.socket) -> Any:
+    async def _serve(self, sock: socket.socket) -> "web.AppRunner":
         """The HTTP server, started on the bound socket when the first connection arrives."""
         from aiohttp import web
         app = web.Application()
@@ -93,24 +95,25 @@ class MetricsEndpoint:
             return ["metrics off (port taken)"]
         return [f"metrics {self.url}"]
 
-    async def _metrics(self, request: Any) -> Any:
+    async def _metrics(self, request: "web.Request") -> "web.Response":
         from aiohttp import web
-        broker = self._services.broker if self._services is not None else None
-        if broker is None:
+        services = self._services
+        broker = services.broker if services is not None else None
+        if services is None or broker is None:
             return web.Response(status=503, text="no broker in this process\n")
-        if not self._services.ready():
+        if not services.ready():
             return web.Response(status=503, text="the broker is starting (or stopping)\n")
         from rmqd.metrics.collector import collect
         loop = asyncio.get_running_loop()
         text = await loop.run_in_executor(self._executor, collect, broker)
         return web.Response(body=text.encode("utf-8"), headers={"Content-Type": CONTENT_TYPE})
 
-    async def _healthz(self, request: Any) -> Any:
-        from aiohttp import web
-        return health_response(web, self._services)
+    async def _healthz(self, request: "web.Request") -> "web.Response":
+        return health_response(self._services)
 
 
-def health_response(web: Any, services: Optional["Services"]) -> Any:
+def health_response(services: Optional["Services"]) -> "web.Response":
     """200 ``ok`` when the process's name server and broker are up, else 503."""
+    from aiohttp import web
     ready = services is not None and services.ready()
     return web.json_response({"status": "ok" if ready else "starting"}, status=200 if ready else 503)

@@ -7,7 +7,7 @@ name comes from ``naming.exported_name``.  Every series also carries the common 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 from rmqd.metrics.naming import exported_name
 
@@ -169,6 +169,10 @@ CONTROLLER_MODE_SPECS: tuple[FamilySpec, ...] = (
                "On a slave: consumer-offset copies the master pushed (WAIT_METADATA_CHANGE)."),
 )
 
+#: One series: its label values (None = the label left out), its value (a histogram's sum) and, for a histogram,
+#: its non-cumulative bucket counts (empty for a gauge or counter).
+Sample = tuple[tuple[Optional[str], ...], float, tuple[int, ...]]
+
 BY_INSTRUMENT = {s.instrument: s for s in SPECS + TIMER_SPECS + REPLICA_SPECS + CONTROLLER_MODE_SPECS}
 
 
@@ -178,13 +182,13 @@ class Family:
     with non-cumulative bucket counts (``len(buckets) + 1`` of them)."""
 
     spec: FamilySpec
-    samples: list = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
 
-    def add(self, labels: Sequence[str], value: float) -> None:
-        self.samples.append((tuple(labels), value))
+    def add(self, labels: Sequence[Optional[str]], value: float) -> None:
+        self.samples.append((tuple(labels), value, ()))
 
-    def add_histogram(self, labels: Sequence[str], counts: Sequence[int], total: float) -> None:
-        self.samples.append((tuple(labels), tuple(counts), total))
+    def add_histogram(self, labels: Sequence[Optional[str]], counts: Sequence[int], total: float) -> None:
+        self.samples.append((tuple(labels), total, tuple(counts)))
 
 
 def _escape(v: str) -> str:
@@ -215,7 +219,7 @@ def render(families: Iterable[Family], common: Sequence[tuple[str, str]]) -> str
             if spec.kind != "histogram":
                 emit(f"{name}{{{lbl}}} {_num(sample[1])}\n")
                 continue
-            counts, total = sample[1], sample[2]
+            total, counts = sample[1], sample[2]
             cum = 0
             sep = "," if lbl else ""
             for bound, n in zip(spec.buckets, counts):

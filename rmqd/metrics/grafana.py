@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import NotRequired, TypedDict
 
 SEL = 'cluster=~"$cluster",node_id=~"$node"'
 
@@ -57,8 +58,62 @@ PANELS: list[tuple[str, str, list[tuple[str, str]], str]] = [
 METRIC_RE = re.compile(r"\b(rocketmq_[a-z0-9_]+)\b")
 
 
-def dashboard() -> dict:
-    panels = []
+class Target(TypedDict):
+    expr: str
+    legendFormat: str
+    refId: str
+
+
+class Panel(TypedDict):
+    id: int
+    title: str
+    type: str
+    datasource: dict[str, str]
+    gridPos: dict[str, int]
+    fieldConfig: dict[str, object]
+    targets: list[Target]
+
+
+class Variable(TypedDict):
+    """A template variable: the data source picker, or a label query (``definition``)."""
+
+    name: str
+    type: str
+    query: object
+    current: dict[str, str]
+    datasource: NotRequired[dict[str, str]]
+    definition: NotRequired[str]
+    includeAll: NotRequired[bool]
+    multi: NotRequired[bool]
+    refresh: NotRequired[int]
+
+
+Templating = TypedDict("Templating", {"list": list[Variable]})
+
+
+class Dashboard(TypedDict):
+    """The dashboard's JSON model (the parts rmqd sets)."""
+
+    title: str
+    uid: str
+    schemaVersion: int
+    version: int
+    tags: list[str]
+    timezone: str
+    refresh: str
+    time: dict[str, str]
+    templating: Templating
+    panels: list[Panel]
+
+
+def _label_variable(name: str, q: str) -> Variable:
+    return {"name": name, "type": "query", "datasource": {"type": "prometheus", "uid": "${datasource}"},
+            "query": {"query": q, "refId": name}, "definition": q, "includeAll": True, "multi": True,
+            "current": {"text": "All", "value": "$__all"}, "refresh": 2}
+
+
+def dashboard() -> Dashboard:
+    panels: list[Panel] = []
     for i, (title, unit, targets, kind) in enumerate(PANELS):
         panels.append({
             "id": i + 1, "title": title, "type": kind, "datasource": {"type": "prometheus", "uid": "${datasource}"},
@@ -67,17 +122,14 @@ def dashboard() -> dict:
             "targets": [{"expr": expr, "legendFormat": legend, "refId": chr(65 + j)}
                         for j, (expr, legend) in enumerate(targets)],
         })
-    var = lambda name, q: {"name": name, "type": "query", "datasource": {"type": "prometheus", "uid": "${datasource}"},  # noqa: E731
-                           "query": {"query": q, "refId": name}, "definition": q, "includeAll": True, "multi": True,
-                           "current": {"text": "All", "value": "$__all"}, "refresh": 2}
     return {
         "title": "rmqd / RocketMQ 5.x broker", "uid": "rmqd-broker", "schemaVersion": 39, "version": 1,
         "tags": ["rocketmq", "rmqd"], "timezone": "browser", "refresh": "30s",
         "time": {"from": "now-1h", "to": "now"},
         "templating": {"list": [
             {"name": "datasource", "type": "datasource", "query": "prometheus", "current": {}},
-            var("cluster", "label_values(rocketmq_topic_number, cluster)"),
-            var("node", 'label_values(rocketmq_topic_number{cluster=~"$cluster"}, node_id)'),
+            _label_variable("cluster", "label_values(rocketmq_topic_number, cluster)"),
+            _label_variable("node", 'label_values(rocketmq_topic_number{cluster=~"$cluster"}, node_id)'),
         ]},
         "panels": panels,
     }
@@ -87,10 +139,10 @@ def dashboard_json() -> str:
     return json.dumps(dashboard(), indent=2) + "\n"
 
 
-def metric_names(d: dict | None = None) -> set[str]:
+def metric_names(d: Dashboard | None = None) -> set[str]:
     """Every metric name the dashboard's queries use (histogram series names included)."""
     d = d or dashboard()
-    names = set()
+    names: set[str] = set()
     for p in d["panels"]:
         for t in p["targets"]:
             names.update(METRIC_RE.findall(t["expr"]))

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import bisect
 
+#: One series of a histogram: its non-cumulative bucket counts (``len(bounds) + 1``) and the sum of what it saw.
+Series = tuple[list[int], float]
+
 
 class Histogram:
     """Non-cumulative bucket counts + sum per label tuple."""
@@ -11,11 +14,10 @@ class Histogram:
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self.bounds = bounds
-        self.series: dict[tuple, list] = {}
+        self.series: dict[tuple[str, ...], Series] = {}
 
-    def observe(self, labels: tuple, value: float, n: int = 1) -> None:
+    def observe(self, labels: tuple[str, ...], value: float, n: int = 1) -> None:
         s = self.series.get(labels)
-        if s is None:
-            s = self.series[labels] = [[0] * (len(self.bounds) + 1), 0.0]
-        s[0][bisect.bisect_left(self.bounds, value)] += n
-        s[1] += value * n
+        counts, total = ([0] * (len(self.bounds) + 1), 0.0) if s is None else s
+        counts[bisect.bisect_left(self.bounds, value)] += n
+        self.series[labels] = (counts, total + value * n)

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Optional
+from enum import IntEnum
+from typing import Optional, TypedDict
 
 from rmqd.metrics.families import (CREATE_TIME_BUCKETS_MS, DELAY_LATENCY_BUCKETS_S, FINISH_LATENCY_BUCKETS,
                                    LATENCY_BUCKETS_MS, MESSAGE_SIZE_BUCKETS)
-from rmqd.metrics.histogram import Histogram
+from rmqd.metrics.histogram import Histogram, Series
 from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
 from rmqd.constants import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.store.message import find_property
 
 
-def code_name(enum: Any, code: int) -> str:
+def code_name(enum: type[IntEnum], code: int) -> str:
     """RequestCode/ResponseCode field name, lower-cased (the number when unknown), as 5.x labels it."""
     try:
         return enum(code).name.lower()
@@ -45,6 +46,33 @@ def message_type(props: Optional[str]) -> str:
     return "normal"
 
 
+class MessageSnapshot(TypedDict):
+    """:meth:`MessageCounters.snapshot`: histogram series by label tuple, counters by key."""
+
+    sizes: dict[tuple[str, ...], Series]            # (topic, message type)
+    dlq: dict[tuple[str, str], int]                 # (group, topic)
+    commit: dict[str, int]
+    rollback: dict[str, int]
+    half: dict[str, int]
+    finish: dict[tuple[str, ...], Series]           # (topic,)
+    topic_create: dict[tuple[str, ...], Series]     # (status, is_system)
+    group_create: dict[tuple[str, ...], Series]     # (status,)
+
+
+#: :meth:`PopCounters.snapshot` (``in`` is a keyword, hence the functional form).
+PopSnapshot = TypedDict("PopSnapshot", {"in": dict[tuple[str, str, str, str], int],
+                                        "out": dict[tuple[str, str, str, str], int],
+                                        "retry": dict[tuple[str, str, str], int]})
+
+
+class TimerSnapshot(TypedDict):
+    """:meth:`TimerCounters.snapshot`."""
+
+    enqueued: dict[str, int]
+    dequeued: dict[str, int]
+    delay: dict[tuple[str, ...], Series]            # (topic,)
+
+
 class RpcLatency:
     """rocketmq_rpc_latency_milliseconds for requests answered through the dispatcher."""
 
@@ -60,7 +88,7 @@ class RpcLatency:
         with self._lock:
             self.hist.observe(labels, elapsed_s * 1000.0)
 
-    def snapshot(self) -> dict[tuple, tuple[list, float]]:
+    def snapshot(self) -> dict[tuple[str, ...], Series]:
         with self._lock:
             return {k: (list(v[0]), v[1]) for k, v in self.hist.series.items()}
 
@@ -115,7 +143,7 @@ class MessageCounters:
             else:
                 self.group_create.observe((status,), elapsed_s * 1000.0)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> "MessageSnapshot":
         with self._lock:
             return {"sizes": {k: (list(v[0]), v[1]) for k, v in self.sizes.series.items()},
                     "dlq": dict(self.dlq), "commit": dict(self.commit), "rollback": dict(self.rollback),
@@ -157,7 +185,7 @@ class PopCounters:
         with self._lock:
             self.retry[key] = self.retry.get(key, 0) + 1
 
-    def snapshot(self) -> dict[str, dict]:
+    def snapshot(self) -> "PopSnapshot":
         with self._lock:
             return {"in": dict(self.revive_in), "out": dict(self.revive_out), "retry": dict(self.retry)}
 
@@ -214,7 +242,7 @@ class TimerCounters:
         with self._lock:
             return self._enqueue_rate.tps(now), self._dequeue_rate.tps(now)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> "TimerSnapshot":
         with self._lock:
             return {"enqueued": dict(self.enqueued), "dequeued": dict(self.dequeued),
                     "delay": {k: (list(v[0]), v[1]) for k, v in self.delay.series.items()}}
