@@ -609,6 +609,35 @@ class BrokerConfig(_PropertiesConfig):
 class NamesrvConfig(_PropertiesConfig):
     """Name server settings (Java NamesrvConfig + NettyServerConfig names)."""
 
+    if TYPE_CHECKING:     # the properties of _DEFAULTS below, typed (tests/test_typecheck.py keeps them equal)
+        listenPort: int
+        bindAddress: str
+        orderMessageEnable: bool
+        kvConfigPath: str
+        serverMaxFrameLength: int
+        busyPollMicros: int
+        brokerExpiredMillis: int
+        scanNotActiveBrokerInterval: int
+        enableControllerInNamesrv: bool
+        rocketmqHome: str
+        configStorePath: str
+        productEnvName: str
+        clusterTest: bool
+        configBlackList: str
+        serverWorkerThreads: int
+        serverCallbackExecutorThreads: int
+        serverSelectorThreads: int
+        serverOnewaySemaphoreValue: int
+        serverAsyncSemaphoreValue: int
+        serverChannelMaxIdleTimeSeconds: int
+        serverSocketSndBufSize: int
+        serverSocketRcvBufSize: int
+        writeBufferHighWaterMark: int
+        writeBufferLowWaterMark: int
+        serverSocketBacklog: int
+        serverPooledByteBufAllocatorEnable: bool
+        useEpollNativeSelector: bool
+
     _DEFAULTS = {
         "listenPort": 9876,
         "bindAddress": "127.0.0.1",             # Java's NettyServerConfig.bindAddress (0.0.0.0 there)

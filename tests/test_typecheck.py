@@ -78,13 +78,14 @@ def _typed_properties(cls_name: str) -> dict[str, str]:
     return out
 
 
-def test_broker_config_typed_properties_match_its_defaults() -> None:
-    """BrokerConfig's properties are typed for the checker in an ``if TYPE_CHECKING:`` block: one annotation
+@pytest.mark.parametrize("cls_name", ["BrokerConfig", "NamesrvConfig"])
+def test_config_typed_properties_match_its_defaults(cls_name: str) -> None:
+    """A config class's properties are typed for the checker in an ``if TYPE_CHECKING:`` block: one annotation
     per key of ``_DEFAULTS``, of the default's type (``X | None`` where the default is None)."""
-    from rmqd.config import BrokerConfig
+    import rmqd.config
 
-    typed = _typed_properties("BrokerConfig")
-    defaults = BrokerConfig._DEFAULTS
+    typed = _typed_properties(cls_name)
+    defaults = getattr(rmqd.config, cls_name)._DEFAULTS
     assert sorted(set(defaults) - set(typed)) == [], "properties without a type"
     assert sorted(set(typed) - set(defaults)) == [], "types of no property"
     wrong = {}
