@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 import zlib
 from typing import Any, Callable, Optional
 
@@ -147,6 +148,8 @@ class BrokerController:
         self._tasks: list[asyncio.Task] = []
         self._register_lock: Optional[asyncio.Lock] = None
         self._registered_version = -1
+        self._body_lock = threading.Lock()          # register_body: a body and its sequence number together
+        self._body_seq = 0
         self._started = False
         self.identity = BrokerIdentity(store_host=(c.brokerIP1, c.listenPort))
         self.ctx = BrokerContext(
@@ -472,13 +475,20 @@ class BrokerController:
                 "haServerAddr": f"{c.brokerIP2 or c.brokerIP1}:{c.haListenPort}", "brokerId": str(c.brokerId)}
 
     def register_body(self, only: Any = None) -> tuple[bytes, int]:
-        """RegisterBrokerBody JSON (topic config wrapper + empty filter server list) and the
-        topics DataVersion counter it carries.  Takes the topic manager's lock: never call it on
+        """RegisterBrokerBody JSON (topic config wrapper + empty filter server list) and its sequence number
+        (bodies built later carry later states of the table).  Takes the topic manager's lock: never call it on
         the loop thread (a pool thread may hold that lock while it waits for the loop).
+
+        The number is this process's own count, not the table's DataVersion counter: that one goes back when a
+        slave copies its master's table (a Java master's counter is its own), and registrations compared by it
+        stopped for good (a Java slave then never learned of the rmqd master it should follow).
 
         With ``only`` (a TopicConfig or a list of them), the body carries just those topics (Java's
         registerIncrementBrokerData): the name server adds or updates them and keeps the others."""
-        wrapper = self.topic_config_manager.wrapper(only)
+        with self._body_lock:
+            wrapper = self.topic_config_manager.wrapper(only)
+            self._body_seq += 1
+            seq = self._body_seq
         if self.replication.controller_mode:
             # 5.x (#6316): the master epoch as the registration's stateVersion; a name server keeps routing to the
             # master of the newer epoch when an unreachable old master's entry is still live (a 5.x name server
@@ -489,7 +499,7 @@ class BrokerController:
             for tc in wrapper["topicConfigTable"].values():
                 tc["perm"] &= perm | 1
         body = orjson.dumps({"filterServerList": [], "topicConfigSerializeWrapper": wrapper})
-        return body, int(wrapper["dataVersion"]["counter"])
+        return body, seq
 
     async def register_broker_all(self, body: Optional[bytes] = None, version: int = -1) -> None:
         """REGISTER_BROKER to every name server (failures are logged, not raised).
