@@ -33,7 +33,8 @@ from rmqd.store.message_store import GetMessageStatus, parse_delay_levels
 if TYPE_CHECKING:
     from rmqd.broker.handles import SendHookContext
     from rmqd.store.message import StoredMessage
-    from rmqd.store.message_store import DispatchRequest, MessageStore
+    from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.message_store import DispatchRequest
     from rmqd.store.metadata import DelayOffsetManager
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ class ScheduleMessageService(ServiceThread):
 
     master_only = True     # a slave does not run it (rmqd.replicas.wiring)
 
-    def __init__(self, store: "MessageStore", offsets: "DelayOffsetManager", delay_levels: str,
+    def __init__(self, store: "MessageStoreAPI", offsets: "DelayOffsetManager", delay_levels: str,
                  flush_interval_ms: int = 10000) -> None:
         super().__init__("rmqd-schedule", _IDLE_WAIT_S)
         self.store = store

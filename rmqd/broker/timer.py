@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     from rmqd.broker.handles import SendHookContext
     from rmqd.config import BrokerConfig
     from rmqd.metrics.recorders import TimerCounters
-    from rmqd.store.message_store import DispatchRequest, MessageStore
+    from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.message_store import DispatchRequest
     from rmqd.store.metadata import TopicConfigManager
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ class TimerMessageService(ServiceThread):
     MARKERS = ("TIMER_DEL",)
     master_only = True     # a slave does not run it (rmqd.replicas.wiring)
 
-    def __init__(self, store: "MessageStore", topics: "TopicConfigManager", config_dir: str,
+    def __init__(self, store: "MessageStoreAPI", topics: "TopicConfigManager", config_dir: str,
                  flush_interval_ms: int = 10000, enabled: bool = True,
                  max_delay_ms: int = DEFAULT_TIMER_MAX_DELAY_SEC * 1000,
                  counters: Optional["TimerCounters"] = None) -> None:
@@ -161,7 +162,7 @@ class TimerMessageService(ServiceThread):
         topics.system_topics.add(TIMER_TOPIC)
 
     @classmethod
-    def from_config(cls, store: "MessageStore", topics: "TopicConfigManager", config_dir: str,
+    def from_config(cls, store: "MessageStoreAPI", topics: "TopicConfigManager", config_dir: str,
                     c: "BrokerConfig", counters: Optional["TimerCounters"] = None) -> "TimerMessageService":
         """The service with its broker.conf settings (timerWheelEnable and timerMaxDelaySec are rmqd's
         unknown keys: read from ``extra``)."""
