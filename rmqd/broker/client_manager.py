@@ -11,9 +11,16 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.filter import ExpressionMessageFilter, SQLParseError, is_tag_type
+
+if TYPE_CHECKING:
+    from rmqd.broker.handles import ClientConnection
+    from rmqd.remoting.fastjson import JsonValue
+
+# a SubscriptionData as a client sends it (JSON) and as the broker keeps it
+SubscriptionData = dict[str, "JsonValue"]
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +33,7 @@ CONSUME_FROM_WHERE = [
 ]
 
 
-def enum_name(value: Any, names: list[str], default: str) -> str:
+def enum_name(value: object, names: list[str], default: str) -> str:
     """Java enums arrive as names (Java/Go) or ordinals (C++); normalise to the name."""
     if value is None:
         return default
@@ -45,17 +52,24 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def json_int(value: "JsonValue") -> int:
+    """``int(value)`` of a number a client sent in JSON (C++ sends numbers as strings); raises what int() raises."""
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"a number was expected, not {value!r}")
+
+
 @dataclass(eq=False)
 class ClientChannelInfo:
     """One client on one connection (Java ClientChannelInfo)."""
 
-    conn: Any
+    conn: "ClientConnection"
     client_id: str
     language: str
     version: int
     last_update: int = field(default_factory=now_ms)
 
-    def to_connection_json(self) -> dict:
+    def to_connection_json(self) -> dict[str, str | int]:
         """The ``Connection`` JSON shape used by admin bodies."""
         return {"clientAddr": self.conn.remote_address, "clientId": self.client_id,
                 "language": self.language, "version": self.version}
@@ -66,9 +80,9 @@ class SubscriptionEntry:
 
     __slots__ = ("data", "sub_version", "filter", "filter_error")
 
-    def __init__(self, data: dict) -> None:
+    def __init__(self, data: SubscriptionData) -> None:
         self.data = data
-        self.sub_version = int(data.get("subVersion") or 0)
+        self.sub_version = json_int(data.get("subVersion") or 0)
         self.filter: Optional[ExpressionMessageFilter] = None
         self.filter_error: Optional[str] = None
         try:
@@ -80,13 +94,14 @@ class SubscriptionEntry:
 
     @property
     def is_tag(self) -> bool:
-        return is_tag_type(self.data.get("expressionType"))
+        expression_type = self.data.get("expressionType")
+        return is_tag_type(str(expression_type) if expression_type else None)
 
 
-def normalize_subscription(sub: dict) -> dict:
+def normalize_subscription(sub: SubscriptionData) -> SubscriptionData:
     """SubscriptionData as Java would re-serialize it (C++ sends strings/ints, omits fields)."""
     out = dict(sub)
-    out["subVersion"] = int(out.get("subVersion") or 0)
+    out["subVersion"] = json_int(out.get("subVersion") or 0)
     out.setdefault("classFilterMode", False)
     out.setdefault("codeSet", [])
     out.setdefault("tagsSet", [])
@@ -105,7 +120,7 @@ class ConsumerGroupInfo:
         self.consume_type = consume_type
         self.message_model = message_model
         self.consume_from_where = consume_from_where
-        self.channels: dict[Any, ClientChannelInfo] = {}
+        self.channels: dict["ClientConnection", ClientChannelInfo] = {}
         self.subscriptions: dict[str, SubscriptionEntry] = {}
         # a pull named a newer subVersion than the group's (SUBSCRIPTION_NOT_LATEST) since its subscriptions last
         # came: a 5.x client whose rebalance heartbeat was skipped sends none again unless asked (IS_SUB_CHANGE)
@@ -141,7 +156,7 @@ class ConsumerGroupInfo:
         self.last_update = now_ms()
         return new
 
-    def update_subscriptions(self, subs: list[dict]) -> bool:
+    def update_subscriptions(self, subs: list[SubscriptionData]) -> bool:
         """Java rule: replace a topic's entry only for a newer subVersion; drop absent topics.
 
         Returns True when topics were added or removed.
@@ -151,12 +166,15 @@ class ConsumerGroupInfo:
         for raw in subs:
             sub = normalize_subscription(raw)
             topic = sub.get("topic")
+            if not isinstance(topic, str):
+                log.warning("consumer group %s: a subscription without a topic is ignored: %r", self.group, raw)
+                continue
             seen.add(topic)
             old = self.subscriptions.get(topic)
             if old is None:
                 self.subscriptions[topic] = SubscriptionEntry(sub)
                 changed = True
-            elif sub["subVersion"] > old.sub_version:
+            elif json_int(sub["subVersion"]) > old.sub_version:
                 self.subscriptions[topic] = SubscriptionEntry(sub)
         for topic in [t for t in self.subscriptions if t not in seen]:
             del self.subscriptions[topic]
@@ -169,7 +187,7 @@ class ConsumerGroupInfo:
 class ConsumerManager:
     """group → ConsumerGroupInfo.  ``on_group_changed(group, conns)`` sends notifications."""
 
-    def __init__(self, on_group_changed: Optional[Callable[[str, list], None]] = None) -> None:
+    def __init__(self, on_group_changed: Optional[Callable[[str, list["ClientConnection"]], None]] = None) -> None:
         self._groups: dict[str, ConsumerGroupInfo] = {}
         self._lock = threading.RLock()
         self.on_group_changed = on_group_changed
@@ -177,9 +195,10 @@ class ConsumerManager:
         # for a pop), from the pulls and pops seen since start and kept after the group's clients leave: a group's
         # subscription is read there when it has none registered (QUERY_SUBSCRIPTION_BY_CONSUMER), and the lag
         # metrics cover those groups (Java's ConsumerLagCalculator reads getConsumerGroupInfo(group, true))
-        self._compensation: dict[str, tuple[str, dict[str, Optional[dict]]]] = {}
+        self._compensation: dict[str, tuple[str, dict[str, Optional[SubscriptionData]]]] = {}
 
-    def compensate(self, group: str, consume_type: str, topic: str, subscription: Optional[dict] = None) -> None:
+    def compensate(self, group: str, consume_type: str, topic: str,
+                   subscription: Optional[SubscriptionData] = None) -> None:
         """A pull naming its subscription, or a pop, of ``group`` on ``topic`` (Java compensateBasicConsumerInfo and
         compensateSubscribeData); cheap when nothing changes."""
         entry = self._compensation.get(group)
@@ -193,7 +212,7 @@ class ConsumerManager:
                 topics[topic] = subscription
             self._compensation[group] = (consume_type, topics)
 
-    def compensated_subscription(self, group: str, topic: str) -> Optional[dict]:
+    def compensated_subscription(self, group: str, topic: str) -> Optional[SubscriptionData]:
         entry = self._compensation.get(group)
         return entry[1].get(topic) if entry is not None else None
 
@@ -225,7 +244,8 @@ class ConsumerManager:
             self.on_group_changed(group, list(info.channels))
 
     def register(self, group: str, channel: ClientChannelInfo, consume_type: str, message_model: str,
-                 consume_from_where: str, subscriptions: Optional[list[dict]], notify: bool = True) -> bool:
+                 consume_from_where: str, subscriptions: Optional[list[SubscriptionData]],
+                 notify: bool = True) -> bool:
         """Heartbeat registration; returns True when membership or subscriptions changed. ``subscriptions``
         None: a 5.x heartbeat without them (v2, fingerprint unchanged): the group's stay as they are."""
         with self._lock:
@@ -240,7 +260,7 @@ class ConsumerManager:
             self._notify(group, info, notify)
         return changed
 
-    def unregister(self, group: str, conn: Any, notify: bool = True) -> bool:
+    def unregister(self, group: str, conn: "ClientConnection", notify: bool = True) -> bool:
         with self._lock:
             info = self._groups.get(group)
             if info is None or info.channels.pop(conn, None) is None:
@@ -250,7 +270,7 @@ class ConsumerManager:
         self._notify(group, info, notify)
         return True
 
-    def do_channel_close(self, conn: Any) -> list[str]:
+    def do_channel_close(self, conn: "ClientConnection") -> list[str]:
         """Remove ``conn`` from every group; notifies the remaining members.  Returns the groups."""
         removed = []
         with self._lock:
@@ -263,7 +283,7 @@ class ConsumerManager:
             self._notify(group, info, True)
         return [g for g, _ in removed]
 
-    def scan_not_active(self, timeout_ms: int) -> list[Any]:
+    def scan_not_active(self, timeout_ms: int) -> list["ClientConnection"]:
         """Drop channels silent for more than ``timeout_ms``; returns their connections."""
         limit = now_ms() - timeout_ms
         expired = []
@@ -291,7 +311,7 @@ class ProducerManager:
     MAX_EMPTIED = 10000
 
     def __init__(self) -> None:
-        self._groups: dict[str, dict[Any, ClientChannelInfo]] = {}
+        self._groups: dict[str, dict["ClientConnection", ClientChannelInfo]] = {}
         # groups whose producers all disconnected or expired: Java keeps their (empty) entry, so
         # GET_PRODUCER_CONNECTION_LIST answers an empty set for them instead of "not exist"
         self._emptied: dict[str, None] = {}
@@ -319,7 +339,7 @@ class ProducerManager:
                 old.last_update = channel.last_update
                 old.client_id = channel.client_id
 
-    def unregister(self, group: str, conn: Any) -> None:
+    def unregister(self, group: str, conn: "ClientConnection") -> None:
         with self._lock:
             chans = self._groups.get(group)
             if chans is not None:
@@ -333,20 +353,20 @@ class ProducerManager:
     def groups(self) -> dict[str, list[ClientChannelInfo]]:
         return {g: list(c.values()) for g, c in self._groups.items()}
 
-    def available_channel(self, group: str) -> Optional[Any]:
+    def available_channel(self, group: str) -> Optional["ClientConnection"]:
         """A live connection of ``group`` (for broker → producer calls)."""
         for info in self._groups.get(group, {}).values():
             if not info.conn.closed:
                 return info.conn
         return None
 
-    def do_channel_close(self, conn: Any) -> None:
+    def do_channel_close(self, conn: "ClientConnection") -> None:
         with self._lock:
             for group, chans in list(self._groups.items()):
                 if chans.pop(conn, None) is not None and not chans:
                     self._forget(group, keep_name=True)
 
-    def scan_not_active(self, timeout_ms: int) -> list[Any]:
+    def scan_not_active(self, timeout_ms: int) -> list["ClientConnection"]:
         limit = now_ms() - timeout_ms
         expired = []
         with self._lock:

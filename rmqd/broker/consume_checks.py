@@ -1,12 +1,16 @@
 """The consumer-group preconditions shared by PULL_MESSAGE and POP (Java repeats them in both processors)."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.remoting.codes import ResponseCode
 
+if TYPE_CHECKING:
+    from rmqd.store.metadata import SubscriptionGroupConfig, SubscriptionGroupManager
 
-def check_consume_group(groups: Any, group: str, faq: str) -> tuple[Optional[Any], Optional[tuple[int, str]]]:
+
+def check_consume_group(groups: "SubscriptionGroupManager", group: str,
+                        faq: str) -> tuple[Optional["SubscriptionGroupConfig"], Optional[tuple[int, str]]]:
     """``(group config, None)`` when ``group`` exists (or is auto-created) and may consume, else
     ``(None, (response code, remark))`` with the Java broker's remark (``faq``: the FAQ tail it appends)."""
     sg = groups.find(group)

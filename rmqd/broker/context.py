@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from rmqd.metrics.recorders import BrokerMetrics
     from rmqd.replicas.role_manager import RoleManager
     from rmqd.replicas.wiring import Replication
-    from rmqd.store.message_store import MessageStore
+    from rmqd.store.api import MessageStoreAPI
     from rmqd.store.metadata import (ConsumerOffsetManager, DelayOffsetManager, SubscriptionGroupManager,
                                      TopicConfigManager)
 
@@ -45,7 +45,7 @@ class BrokerContext:
     """What processors and broker services may use; every field is built by ``BrokerController``."""
 
     config: BrokerConfig
-    store: "MessageStore"
+    store: "MessageStoreAPI"
     topics: "TopicConfigManager"
     groups: "SubscriptionGroupManager"
     offsets: "ConsumerOffsetManager"

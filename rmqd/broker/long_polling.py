@@ -14,9 +14,15 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.store.message import decode_properties
+
+if TYPE_CHECKING:
+    from rmqd.cython_ext.store_put import DispatchRequest
+    from rmqd.filter import ExpressionMessageFilter
+    from rmqd.remoting.command import RemotingCommand
+    from rmqd.remoting.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +31,8 @@ class PullRequest:
     __slots__ = ("conn", "request", "topic", "queue_id", "offset", "filter", "deadline", "timer",
                  "done", "wakeable")
 
-    def __init__(self, conn: Any, request: Any, topic: str, queue_id: int, offset: int,
-                 message_filter: Any, timeout_ms: int, wakeable: bool = True) -> None:
+    def __init__(self, conn: "Connection", request: "RemotingCommand", topic: str, queue_id: int, offset: int,
+                 message_filter: Optional["ExpressionMessageFilter"], timeout_ms: int, wakeable: bool = True) -> None:
         self.conn = conn
         self.request = request
         self.topic = topic
@@ -53,7 +59,7 @@ class PullRequestHoldService:
     """Holds parked pulls; ``rerun(conn, request)`` re-executes one without suspension."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, get_max_offset: Callable[[str, int], int],
-                 rerun: Callable[[Any, Any], None], check_interval_s: float = 5.0) -> None:
+                 rerun: Callable[["Connection", "RemotingCommand"], None], check_interval_s: float = 5.0) -> None:
         self.loop = loop
         self.get_max_offset = get_max_offset
         self.rerun = rerun
@@ -79,7 +85,7 @@ class PullRequestHoldService:
                 pr.timer.cancel()
 
     @property
-    def watched_queues(self) -> dict:
+    def watched_queues(self) -> dict[tuple[str, int], list[PullRequest]]:
         """Live ``(topic, queue_id) -> holds`` map: the store calls :meth:`on_dispatch` only for
         messages of these queues."""
         return self._holds
@@ -141,7 +147,7 @@ class PullRequestHoldService:
             log.exception("re-running held pull %s/%d@%d failed", pr.topic, pr.queue_id, pr.offset)
 
     # ------------------------------------------------------------------ waking
-    def on_dispatch(self, req: Any) -> None:
+    def on_dispatch(self, req: "DispatchRequest") -> None:
         """Store dispatch listener (any thread): cheap unless a pull is parked on that queue."""
         if (req.topic, req.queue_id) in self._holds:
             try:

@@ -11,10 +11,13 @@ this on a remoting send, so neither does rmqd's remoting path.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmqd.store.topic_attributes import message_type_of
+
+if TYPE_CHECKING:
+    from rmqd.store.metadata import TopicConfig
 
 TRANSFER_FLAG = "TRANSFER_FLAG"
 
@@ -41,19 +44,19 @@ def type_conflict(expected: str, actual: str) -> Optional[str]:
     return None
 
 
-def send_conflict(enabled: bool, topic_config: Any, props: Mapping[str, str]) -> Optional[str]:
+def send_conflict(enabled: bool, topic_config: Optional["TopicConfig"], props: Mapping[str, str]) -> Optional[str]:
     """The proxy's send check (``enabled``: enableTopicMessageTypeCheck): a message of ``props`` sent to the topic
     of ``topic_config`` (None: a topic that does not exist, UNSPECIFIED). None when it may go."""
     if not enabled or TRANSFER_FLAG in props:
         return None
-    topic = getattr(topic_config, "topic_name", "") or ""
+    topic = (topic_config.topic_name if topic_config is not None else "") or ""
     if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
         return None
     expected = message_type_of(topic_config) if topic_config is not None else "UNSPECIFIED"
     return type_conflict(expected, message_type_of_properties(props))
 
 
-def recall_conflict(enabled: bool, topic_config: Any) -> Optional[str]:
+def recall_conflict(enabled: bool, topic_config: Optional["TopicConfig"]) -> Optional[str]:
     """The proxy's recall check: only a DELAY (or MIXED) topic's messages can be recalled."""
     if not enabled:
         return None

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.constants import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, SCHEDULE_TOPIC
 from rmqd.service_thread import ServiceThread
@@ -31,7 +31,10 @@ from rmqd.store.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, M
 from rmqd.store.message_store import GetMessageStatus, parse_delay_levels
 
 if TYPE_CHECKING:
-    from rmqd.store.message_store import DispatchRequest, MessageStore
+    from rmqd.broker.handles import SendHookContext
+    from rmqd.store.message import StoredMessage
+    from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.message_store import DispatchRequest
     from rmqd.store.metadata import DelayOffsetManager
 
 log = logging.getLogger(__name__)
@@ -68,7 +71,7 @@ def join_pairs(pairs: list[tuple[str, str]]) -> str:
     return PROP_SEP.join(f"{k}{NV_SEP}{v}" for k, v in pairs)
 
 
-def edit_properties(props: str, remove: tuple[str, ...] = (), put: Optional[dict] = None) -> str:
+def edit_properties(props: str, remove: tuple[str, ...] = (), put: Optional[dict[str, str]] = None) -> str:
     """Remove ``remove`` names, then set ``put`` values (replacing in place, else appended)."""
     put = dict(put or {})
     out = []
@@ -124,7 +127,7 @@ class ScheduleMessageService(ServiceThread):
 
     master_only = True     # a slave does not run it (rmqd.replicas.wiring)
 
-    def __init__(self, store: "MessageStore", offsets: "DelayOffsetManager", delay_levels: str,
+    def __init__(self, store: "MessageStoreAPI", offsets: "DelayOffsetManager", delay_levels: str,
                  flush_interval_ms: int = 10000) -> None:
         super().__init__("rmqd-schedule", _IDLE_WAIT_S)
         self.store = store
@@ -143,7 +146,7 @@ class ScheduleMessageService(ServiceThread):
         return self.levels_ms[min(max(level, 1), self.max_level) - 1]
 
     # -- the send hook
-    def before_store(self, ctx: Any, msgs: list) -> None:
+    def before_store(self, ctx: "SendHookContext", msgs: list[MessageToStore]) -> None:
         """Divert each message carrying a delay level to its SCHEDULE_TOPIC_XXXX queue (not batches)."""
         if ctx.batch:
             return None
@@ -248,7 +251,7 @@ class ScheduleMessageService(ServiceThread):
                 res.release()
         return _NEVER
 
-    def _deliver(self, msg, level: int) -> bool:
+    def _deliver(self, msg: "StoredMessage", level: int) -> bool:
         """Write the real message; False when the store refused it (retried later)."""
         props = msg.properties_str
         topic = find_property(props, PROPERTY_REAL_TOPIC)

@@ -20,9 +20,12 @@ import collections
 import logging
 import threading
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.service_thread import ServiceThread
+
+if TYPE_CHECKING:
+    from rmqd.store.api import MessageStoreAPI
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,12 @@ ALL_STATS = (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, GROUP_GET_NUMS, GROUP_GET_SIZE, SND
 SAMPLE_RECORDS = 601          # StoreStatsService keeps 10 min of 1 s samples
 
 
+# (ms, sum, times): one snapshot of a StatsItem
+Snapshot = tuple[int, int, int]
+# (ms, put times, get found, get total, get transferred, get miss): one store sample
+StoreSample = tuple[int, int, int, int, int, int]
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -58,12 +67,13 @@ class StatsItem:
         self.value = 0
         self.times = 0
         now = _now_ms()
-        self.minute: collections.deque = collections.deque([(now, 0, 0)], maxlen=7)
-        self.hour: collections.deque = collections.deque([(now, 0, 0)], maxlen=7)
-        self.day: collections.deque = collections.deque([(now, 0, 0)], maxlen=25)
+        self.minute: collections.deque[Snapshot] = collections.deque([(now, 0, 0)], maxlen=7)
+        self.hour: collections.deque[Snapshot] = collections.deque([(now, 0, 0)], maxlen=7)
+        self.day: collections.deque[Snapshot] = collections.deque([(now, 0, 0)], maxlen=25)
 
     @staticmethod
-    def _window(snaps: collections.deque, now: tuple) -> dict:
+    def _window(snaps: collections.deque[Snapshot], now: Snapshot) -> dict[str, float]:
+        """``{"avgpt", "sum", "tps"}`` of the window from the oldest snapshot to ``now`` (sum is an int)."""
         first = snaps[0]
         sum_ = now[1] - first[1]
         times = now[2] - first[2]
@@ -72,10 +82,10 @@ class StatsItem:
         avgpt = (sum_ / times) if times > 0 else 0.0
         return {"avgpt": float(avgpt), "sum": int(sum_), "tps": float(tps)}
 
-    def snapshot(self) -> tuple:
+    def snapshot(self) -> Snapshot:
         return (_now_ms(), self.value, self.times)
 
-    def stats_data(self) -> dict:
+    def stats_data(self) -> dict[str, dict[str, float]]:
         """BrokerStatsData JSON (statsMinute/statsHour/statsDay of BrokerStatsItem)."""
         cur = self.snapshot()
         return {"statsDay": self._window(self.day, cur), "statsHour": self._window(self.hour, cur),
@@ -88,12 +98,12 @@ class StatsItem:
 class BrokerStatsManager(ServiceThread):
     """Stats items by name and key (``topic``, ``topic@group``, cluster name...) of the broker's ``store``."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: "MessageStoreAPI") -> None:
         super().__init__("rmqd-broker-stats", 1.0)
         self.store = store
         self._lock = threading.Lock()
         self.items: dict[str, dict[str, StatsItem]] = {name: {} for name in ALL_STATS}
-        self.store_samples: collections.deque = collections.deque(maxlen=SAMPLE_RECORDS)
+        self.store_samples: collections.deque[StoreSample] = collections.deque(maxlen=SAMPLE_RECORDS)
         self.morning = {"put_yesterday": 0, "put_today": 0, "get_yesterday": 0, "get_today": 0}
         self._day = time.localtime().tm_yday
         self._last_minute = self._last_hour = self._last_day = time.monotonic()
@@ -175,7 +185,7 @@ class BrokerStatsManager(ServiceThread):
         return " ".join("%.2f" % self.store_tps(field, s) for s in (10, 60, 600))
 
     # ------------------------------------------------------------------ sampling
-    def sample_store(self, store: Any) -> None:
+    def sample_store(self, store: "MessageStoreAPI") -> None:
         """Record (ts, put times, get found, get total, get transferred, get miss)."""
         st = store.stats
         miss = st.get_message_times_total - st.get_message_found_total

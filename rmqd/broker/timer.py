@@ -36,7 +36,7 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional, TypedDict, cast
 
 from rmqd.broker.schedule import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC,
                                   delay_level_of, edit_properties, now_ms)
@@ -49,9 +49,11 @@ from rmqd.store.message_store import GetMessageStatus
 from rmqd.store.metadata import TopicConfig, atomic_write, load_json_file
 
 if TYPE_CHECKING:
+    from rmqd.broker.handles import SendHookContext
     from rmqd.config import BrokerConfig
     from rmqd.metrics.recorders import TimerCounters
-    from rmqd.store.message_store import DispatchRequest, MessageStore
+    from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.message_store import DispatchRequest
     from rmqd.store.metadata import TopicConfigManager
 
 log = logging.getLogger(__name__)
@@ -91,6 +93,15 @@ def is_timer_message(props: str) -> bool:
         find_property(props, p) is not None for p in TIMER_PROPERTIES)
 
 
+class TimerProgressJson(TypedDict, total=False):
+    """``config/timerProgress.json``."""
+
+    scanOffset: int
+    watermark: int
+    headDeliverMs: int
+    headOffset: int
+
+
 class TimerProgress:
     """``config/timerProgress.json`` (see the module docstring)."""
 
@@ -101,7 +112,8 @@ class TimerProgress:
         self.head: tuple[int, int] = (0, 0)
 
     def load(self) -> None:
-        data = load_json_file(self.path)
+        # the JSON boundary: the file this class writes (persist)
+        data = cast("Optional[TimerProgressJson]", load_json_file(self.path))
         if not data:
             return
         self.scan_offset = int(data.get("scanOffset", 0))
@@ -123,7 +135,7 @@ class TimerMessageService(ServiceThread):
     MARKERS = ("TIMER_DEL",)
     master_only = True     # a slave does not run it (rmqd.replicas.wiring)
 
-    def __init__(self, store: "MessageStore", topics: "TopicConfigManager", config_dir: str,
+    def __init__(self, store: "MessageStoreAPI", topics: "TopicConfigManager", config_dir: str,
                  flush_interval_ms: int = 10000, enabled: bool = True,
                  max_delay_ms: int = DEFAULT_TIMER_MAX_DELAY_SEC * 1000,
                  counters: Optional["TimerCounters"] = None) -> None:
@@ -139,7 +151,7 @@ class TimerMessageService(ServiceThread):
         self._timing_topics: set[str] = set()             # every real topic seen (5.x keeps a 0 series for each)
         self.counters = counters
         self._scan_offset = 0
-        self._skip_below: tuple[int, int, int] = (0, (0, 0), 0)   # (S, H, W) from the progress file
+        self._skip_below: tuple[int, tuple[int, int], int] = (0, (0, 0), 0)   # (S, H, W) from the progress file
         self._heap_lock = threading.Lock()
         self._deleted: set[str] = set()        # keys of delete markers read (recall), until the marker is due
         self._new_data = True
@@ -150,7 +162,7 @@ class TimerMessageService(ServiceThread):
         topics.system_topics.add(TIMER_TOPIC)
 
     @classmethod
-    def from_config(cls, store: "MessageStore", topics: "TopicConfigManager", config_dir: str,
+    def from_config(cls, store: "MessageStoreAPI", topics: "TopicConfigManager", config_dir: str,
                     c: "BrokerConfig", counters: Optional["TimerCounters"] = None) -> "TimerMessageService":
         """The service with its broker.conf settings (timerWheelEnable and timerMaxDelaySec are rmqd's
         unknown keys: read from ``extra``)."""
@@ -208,7 +220,7 @@ class TimerMessageService(ServiceThread):
                 "timerDequeueTps": repr(float(deq))}
 
     # -- the send hook
-    def before_store(self, ctx: Any, msgs: list) -> Optional[RemotingCommand]:
+    def before_store(self, ctx: "SendHookContext", msgs: list[MessageToStore]) -> Optional[RemotingCommand]:
         """Park each timer message on the timer topic (a delay level wins over a timer); batches are left."""
         if ctx.batch:
             return None
@@ -310,8 +322,10 @@ class TimerMessageService(ServiceThread):
                     msg = decode_message(view)
                     out = find_property(msg.properties_str, TIMER_OUT_MS)
                     try:
-                        due = int(out)
-                    except (TypeError, ValueError):
+                        due: Optional[int] = int(out) if out is not None else None
+                    except ValueError:
+                        due = None
+                    if due is None:
                         log.error("timer message at %d has no valid TIMER_OUT_MS (%r); delivering now",
                                   msg.commit_log_offset, out)
                         due = 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Optional
+from typing import Mapping, Optional
 
 from rmqd.broker.context import BrokerContext
 from rmqd.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_SYS_GROUP
@@ -41,7 +41,7 @@ TRANSACTION_COMMIT_TYPE = 0x8
 TRANSACTION_ROLLBACK_TYPE = 0xC
 
 
-def with_properties(props: dict, **changes: Optional[str]) -> str:
+def with_properties(props: Mapping[str, str], **changes: Optional[str]) -> str:
     """Encode ``props`` with ``changes`` applied (a None value removes the property)."""
     out = dict(props)
     for k, v in changes.items():
@@ -52,7 +52,7 @@ def with_properties(props: dict, **changes: Optional[str]) -> str:
     return encode_properties(out)
 
 
-def tags_code(props: dict) -> int:
+def tags_code(props: Mapping[str, str]) -> int:
     tags = props.get("TAGS")
     return java_string_hash(tags) if tags else 0
 

@@ -15,14 +15,17 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, ParamSpec, TypedDict, TypeVar, cast, overload
 
 from rmqd.controller.codes import ControllerRequestCode as Req, ControllerResponseCode as Res
 from rmqd.fileutil import atomic_write
 from rmqd.remoting import fastjson
 from rmqd.remoting.client import RemotingClient
 from rmqd.remoting.codes import ResponseCode
-from rmqd.remoting.command import RemotingCommand, new_request
+from rmqd.remoting.command import ExtValue, RemotingCommand, new_request
+
+if TYPE_CHECKING:
+    from rmqd.tls.contexts import ClientTls
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,18 @@ class ReplicaInfo:
     sync_state_set_epoch: int = -1
 
 
-def _int(value: Any, default: Optional[int] = None) -> Optional[int]:
+class SyncStateSetBody(TypedDict, total=False):
+    """The body of a controller's answer naming the SyncStateSet (Java ``SyncStateSet``)."""
+
+    syncStateSet: Optional[list[int]]
+    syncStateSetEpoch: int
+
+
+@overload
+def _int(value: Optional[str], default: int) -> int: ...
+@overload
+def _int(value: Optional[str], default: None = None) -> Optional[int]: ...
+def _int(value: Optional[str], default: Optional[int] = None) -> Optional[int]:
     if value is None or value == "" or value == "null":
         return default
     return int(value)
@@ -52,7 +66,8 @@ def replica_info_of(r: RemotingCommand) -> ReplicaInfo:
     members, set_epoch = None, -1
     if r.body:
         try:
-            doc = fastjson.loads_lenient(r.body)
+            # the JSON boundary: the controller's SyncStateSet body (the int() calls below check its values)
+            doc = cast(SyncStateSetBody, fastjson.loads_lenient(r.body))
             if "syncStateSet" in doc:
                 members = frozenset(int(x) for x in doc["syncStateSet"] or ())
             set_epoch = int(doc.get("syncStateSetEpoch", -1))
@@ -71,8 +86,12 @@ def read_identity(path: str) -> Optional[list[str]]:
         return None
 
 
-async def _blocking(fn: Callable[..., Any], *args: Any) -> Any:
-    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def _blocking(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
 
 
 class ControllerClient:
@@ -86,7 +105,7 @@ class ControllerClient:
         self.leader: Optional[str] = None
         self._client: Optional[RemotingClient] = None
 
-    def start(self, tls: Any, signer: Optional[Callable[[RemotingCommand], None]] = None) -> None:
+    def start(self, tls: "ClientTls | None", signer: Optional[Callable[[RemotingCommand], None]] = None) -> None:
         """``signer``: signs the requests (the master's epoch cache is asked of a broker that may demand access
         control 2.0's signature)."""
         self._client = RemotingClient(connect_timeout=RPC_TIMEOUT_S, tls=tls, signer=signer)
@@ -96,9 +115,14 @@ class ControllerClient:
             self._client.close()
 
     # ================================================================ transport and the leader
-    async def call(self, addr: str, code: int, ext: Optional[dict] = None,
+    def _remoting(self) -> RemotingClient:
+        if self._client is None:
+            raise RuntimeError("ControllerClient.start was not called")
+        return self._client
+
+    async def call(self, addr: str, code: int, ext: Optional[Mapping[str, Optional[ExtValue]]] = None,
                    body: Optional[bytes] = None) -> RemotingCommand:
-        return await self._client.invoke(addr, new_request(code, {k: v for k, v in (ext or {}).items()
+        return await self._remoting().invoke(addr, new_request(code, {k: v for k, v in (ext or {}).items()
                                                                   if v is not None}, body), RPC_TIMEOUT_S)
 
     async def find_leader(self) -> Optional[str]:
@@ -130,7 +154,7 @@ class ControllerClient:
         self.leader = addr
         return addr
 
-    async def leader_call(self, code: int, ext: Optional[dict] = None,
+    async def leader_call(self, code: int, ext: Optional[Mapping[str, Optional[ExtValue]]] = None,
                           body: Optional[bytes] = None) -> Optional[RemotingCommand]:
         """A call to the leader (found again when it moved); None when no leader answers."""
         for _ in range(2):
@@ -149,18 +173,18 @@ class ControllerClient:
             return r
         return None
 
-    def _base(self) -> dict:
+    def _base(self) -> dict[str, Optional[ExtValue]]:
         return {"clusterName": self.cluster, "brokerName": self.broker_name}
 
     # ================================================================ the requests
-    async def heartbeat(self, fields: dict, only: Optional[str] = None) -> None:
+    async def heartbeat(self, fields: Mapping[str, Optional[ExtValue]], only: Optional[str] = None) -> None:
         """BROKER_HEARTBEAT (904, oneway) with ``fields`` to every controller at once (or to ``only``): an
         unreachable one must not hold up the others."""
         ext = dict(self._base(), **fields)
 
         async def one(addr: str) -> None:
             try:
-                await self._client.invoke_oneway(addr, new_request(Req.BROKER_HEARTBEAT, ext))
+                await self._remoting().invoke_oneway(addr, new_request(Req.BROKER_HEARTBEAT, ext))
             except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
                 log.debug("heartbeat to controller %s failed: %r", addr, exc)
         await asyncio.gather(*(one(a) for a in ([only] if only else self.controller_addrs)))
@@ -190,7 +214,7 @@ class ControllerClient:
             r = await self.leader_call(Req.CONTROLLER_GET_NEXT_BROKER_ID, self._base())
             if r is None or r.code != ResponseCode.SUCCESS:
                 return None
-            next_id = int(r.ext_fields["nextBrokerId"])
+            next_id = int((r.ext_fields or {})["nextBrokerId"])
             check = f"{own_address};{int(time.time() * 1000)}"
             ident = [cluster, name, str(next_id), check]
             await _blocking(atomic_write, temp, "#".join(ident), False)

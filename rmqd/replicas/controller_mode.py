@@ -40,7 +40,7 @@ import logging
 import os
 import random
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, TypedDict, cast
 
 from rmqd.config import BrokerRole
 from rmqd.controller.codes import ControllerRequestCode as Req
@@ -53,11 +53,47 @@ from rmqd.replicas.role_manager import RoleManager
 from rmqd.store.ha.autoswitch import ControllerHAService
 from rmqd.store.ha.epoch_file import LONG_MAX, EpochFileCache
 
+if TYPE_CHECKING:
+    from rmqd.config import BrokerConfig
+    from rmqd.remoting.connection import Connection
+    from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
+    from rmqd.remoting.fastjson import Encodable
+    from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.ha.autoswitch import ControllerHAConnection
+
 log = logging.getLogger(__name__)
 
 REGISTER_RETRY_S = 1.0
 FOLLOW_RETRY_S = 0.3
 LEASE_FRACTION = 0.5
+
+
+class EpochEntryJson(TypedDict):
+    epoch: int
+    startOffset: int
+
+
+class EpochCacheBody(TypedDict, total=False):
+    """GET_BROKER_EPOCH_CACHE's body (5.x ``EpochEntryCache``): what a slave reads of it."""
+
+    brokerId: int
+    epochList: Optional[list[EpochEntryJson]]
+
+
+class ManagerStatus(TypedDict):
+    """:meth:`ReplicasManager.status`."""
+
+    brokerId: int
+    role: str
+    masterEpoch: int
+    masterBrokerId: Optional[int]
+    syncStateSet: list[int]
+    syncStateSetEpoch: int
+    fenced: bool
+    controllerLeader: Optional[str]
+    lastSwitchMillis: int
+    confirmOffset: int
+    epochs: list[tuple[int, int]]
 
 
 def _next_port(addr: str) -> str:
@@ -68,7 +104,8 @@ def _next_port(addr: str) -> str:
 class ReplicasManager:
     """See the module docstring."""
 
-    def __init__(self, config: Any, role: RoleManager, ha: ControllerHAService, store: Any) -> None:
+    def __init__(self, config: "BrokerConfig", role: RoleManager, ha: ControllerHAService,
+                 store: "MessageStoreAPI") -> None:
         self.config = config
         self.role = role
         self.ha = ha
@@ -97,8 +134,8 @@ class ReplicasManager:
         self.lease_until = 0.0
         self.last_switch_ms = 0
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._tasks: list[asyncio.Task] = []
-        self._follow_task: Optional[asyncio.Task] = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._follow_task: Optional[asyncio.Task[None]] = None
         self._apply_lock: Optional[asyncio.Lock] = None
         self._check_soon: Optional[asyncio.TimerHandle] = None
         self._own_address: Callable[[], str] = lambda: ""
@@ -111,7 +148,19 @@ class ReplicasManager:
         ha.lease_valid = lambda: not self.role.fenced and time.monotonic() <= self.lease_until
 
     # ================================================================ wiring
-    def register(self, dispatcher: Any, pool: Any) -> None:
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        """The broker's loop (set by :meth:`start`)."""
+        if self._loop is None:
+            raise RuntimeError("ReplicasManager.start was not called")
+        return self._loop
+
+    def _lock(self) -> asyncio.Lock:
+        """Serialises the role transitions (made by :meth:`start`, on the loop)."""
+        if self._apply_lock is None:
+            raise RuntimeError("ReplicasManager.start was not called")
+        return self._apply_lock
+
+    def register(self, dispatcher: "Dispatcher", pool: "ProcessorPool") -> None:
         """NOTIFY_BROKER_ROLE_CHANGED (1008, on the loop) and GET_BROKER_EPOCH_CACHE (1007)."""
         dispatcher.register(Req.NOTIFY_BROKER_ROLE_CHANGED, self._on_notify)
         dispatcher.register(Req.GET_BROKER_EPOCH_CACHE, self._on_get_epoch_cache, pool)
@@ -129,8 +178,14 @@ class ReplicasManager:
         self._ha_address = ha_address
         self._apply_lock = asyncio.Lock()
         self.controllers.start(remoting_client_tls(self.config.extra), signer)
-        self.ha.client.on_disconnect = lambda addr: loop.call_soon_threadsafe(self._on_ha_disconnect, addr)
-        self.ha.on_slave_change.append(lambda: loop.call_soon_threadsafe(self._schedule_set_check, 0.05))
+
+        def on_disconnect(addr: str) -> None:
+            loop.call_soon_threadsafe(self._on_ha_disconnect, addr)
+
+        def on_slave_change() -> None:
+            loop.call_soon_threadsafe(self._schedule_set_check, 0.05)
+        self.ha.client.on_disconnect = on_disconnect
+        self.ha.on_slave_change.append(on_slave_change)
         self.ha.on_ack.append(self._on_ack)
         self._tasks = [loop.create_task(self._run(), name="controller-mode")]
 
@@ -144,7 +199,7 @@ class ReplicasManager:
             self._check_soon.cancel()
         self.controllers.close()
 
-    def status(self) -> dict:
+    def status(self) -> ManagerStatus:
         """Role, epoch, SyncStateSet, lease (metrics and the admin surface)."""
         return {"brokerId": self.broker_id, "role": self.role.role.value, "masterEpoch": self.master_epoch,
                 "masterBrokerId": self.master_id, "syncStateSet": sorted(self.ha.sync_state_set),
@@ -173,7 +228,7 @@ class ReplicasManager:
                 log.exception("registering with the controllers failed")
             await asyncio.sleep(REGISTER_RETRY_S + random.random() * 0.5)
         self.ready = True
-        loop = self._loop
+        loop = self._running_loop()
         self._tasks.append(loop.create_task(self._heartbeat_loop(), name="controller-heartbeat"))
         self._tasks.append(loop.create_task(self._poll_loop(), name="controller-poll"))
         self._tasks.append(loop.create_task(self._set_check_loop(), name="sync-state-set-check"))
@@ -267,11 +322,11 @@ class ReplicasManager:
                           self.lease_s)
                 self.role.set_fenced(True)
 
-    def _on_notify(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def _on_notify(self, conn: "Connection", request: RemotingCommand) -> RemotingCommand:
         """NOTIFY_BROKER_ROLE_CHANGED: act on it now (on the loop; the work is a task)."""
         info = replica_info_of(request)
         if self.ready:
-            self._loop.create_task(self._apply_logged(info, "notification"))
+            self._running_loop().create_task(self._apply_logged(info, "notification"))
         return new_response(ResponseCode.SUCCESS)
 
     async def _apply_logged(self, info: ReplicaInfo, source: str) -> None:
@@ -284,7 +339,7 @@ class ReplicasManager:
                           source, info.master_id, info.master_epoch)
 
     async def _apply(self, info: ReplicaInfo, source: str) -> None:
-        async with self._apply_lock:
+        async with self._lock():
             if info.master_epoch < self.master_epoch:
                 if source == "notification":            # a poll answered by a lagging controller is routine
                     log.warning("ignoring a stale role notification: master %s at epoch %d, this broker is at "
@@ -352,8 +407,8 @@ class ReplicasManager:
             log.warning("%s is no longer master: slave %d of %s", self.config.brokerName, self.broker_id,
                         info.master_addr)
         if info.master_id is not None and info.master_addr:
-            self._follow_task = self._loop.create_task(self._follow(info.master_addr, info.master_epoch),
-                                                       name="epoch-handshake")
+            self._follow_task = self._running_loop().create_task(self._follow(info.master_addr, info.master_epoch),
+                                                                 name="epoch-handshake")
 
     def _cancel_follow(self) -> None:
         if self._follow_task is not None and not self._follow_task.done():
@@ -366,8 +421,8 @@ class ReplicasManager:
             return
         if self._follow_task is not None and not self._follow_task.done():
             return
-        self._follow_task = self._loop.create_task(self._follow(self.master_addr, self.master_epoch, 1.0),
-                                                   name="epoch-handshake")
+        self._follow_task = self._running_loop().create_task(self._follow(self.master_addr, self.master_epoch, 1.0),
+                                                             name="epoch-handshake")
 
     async def _follow(self, master_addr: str, epoch: int, delay: float = 0.0) -> None:
         """Find the master's HA address, then hand the HA client over to it: the epoch handshake and the
@@ -385,7 +440,7 @@ class ReplicasManager:
             if r.code != ResponseCode.SUCCESS or not r.body:
                 await asyncio.sleep(FOLLOW_RETRY_S)
                 continue
-            doc = fastjson.loads_lenient(r.body)
+            doc = cast(EpochCacheBody, fastjson.loads_lenient(r.body))     # the JSON boundary: the master's answer
             entries = [(int(e["epoch"]), int(e["startOffset"])) for e in doc.get("epochList") or ()]
             if not entries or entries[-1][0] < epoch or int(doc.get("brokerId", -1)) != 0:
                 await asyncio.sleep(FOLLOW_RETRY_S)        # it has not taken over yet
@@ -414,20 +469,21 @@ class ReplicasManager:
                 raise RuntimeError("the HA client did not leave its connection within 10 s")
             time.sleep(0.01)
 
-    def _on_get_epoch_cache(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def _on_get_epoch_cache(self, conn: "Connection", request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_EPOCH_CACHE (1007): 5.x's EpochEntryCache; rmqd adds ``haServerAddr`` to the header."""
         mx = self.store.commitlog_max_offset()
         ends = self.epoch_cache.with_ends(mx)
-        body = {"clusterName": self.config.brokerClusterName, "brokerName": self.config.brokerName,
-                "brokerId": 0 if self.role.is_master else self.broker_id,
-                "epochList": [{"epoch": e, "startOffset": s, "endOffset": LONG_MAX if i == len(ends) - 1 else end}
-                              for i, (e, s, end) in enumerate(ends)],
-                "maxOffset": mx}
+        body: dict[str, Encodable] = {
+            "clusterName": self.config.brokerClusterName, "brokerName": self.config.brokerName,
+            "brokerId": 0 if self.role.is_master else self.broker_id,
+            "epochList": [{"epoch": e, "startOffset": s, "endOffset": LONG_MAX if i == len(ends) - 1 else end}
+                          for i, (e, s, end) in enumerate(ends)],
+            "maxOffset": mx}
         resp = new_response(ResponseCode.SUCCESS, None, {"haServerAddr": self._ha_address()}, fastjson.dumps(body))
         return resp
 
     # ================================================================ SyncStateSet (master)
-    def _on_ack(self, conn: Any) -> None:
+    def _on_ack(self, conn: "ControllerHAConnection") -> None:
         """HA reader thread: a slave caught up that is not in the set yet -> check the set soon."""
         if conn.broker_id > 0 and conn.broker_id not in self.ha.sync_state_set and conn.last_caught_up and \
                 conn.slave_ack_offset >= self.ha.epoch_start and self._loop is not None:
@@ -435,10 +491,12 @@ class ReplicasManager:
 
     def _schedule_set_check(self, delay: float) -> None:
         if self._check_soon is None and self.ready and self.role.is_master:
+            loop = self._running_loop()
+
             def run() -> None:
                 self._check_soon = None
-                self._loop.create_task(self._check_sync_state_set())
-            self._check_soon = self._loop.call_later(delay, run)
+                loop.create_task(self._check_sync_state_set())
+            self._check_soon = loop.call_later(delay, run)
 
     async def _set_check_loop(self) -> None:
         while True:
@@ -463,7 +521,7 @@ class ReplicasManager:
                                                                               current, wanted)
         if not accepted:
             return                              # the union stays in force until the controller's set arrives
-        async with self._apply_lock:
+        async with self._lock():
             if self.master_epoch != epoch or not self.role.is_master:
                 return
             self.set_epoch = self.set_epoch + 1 if new_set_epoch is None else new_set_epoch

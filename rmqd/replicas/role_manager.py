@@ -16,10 +16,13 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
-from typing import Any, Callable, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional, TypedDict
 
 from rmqd.config import BrokerRole
+
+if TYPE_CHECKING:
+    from rmqd.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +37,29 @@ SWITCH_CAUSES = (ELECTED_MASTER, BECAME_SLAVE, FOLLOWED_NEW_MASTER, FENCED_LEASE
 SWITCH_HISTORY = 16
 
 
+class RoleSwitchJson(TypedDict):
+    """:class:`RoleSwitch` as the console and the metrics read it."""
+
+    time_ms: int
+    cause: str
+    role: str
+    broker_id: int
+    epoch: int
+
+
+class RoleSnapshot(TypedDict):
+    """:meth:`RoleManager.snapshot`."""
+
+    role: str
+    brokerId: int
+    epoch: int
+    fenced: bool
+    masterAddr: Optional[str]
+    lastSwitch: Optional[RoleSwitchJson]
+    switches: list[RoleSwitchJson]
+    switchCounts: dict[str, int]
+
+
 @dataclass(frozen=True)
 class RoleSwitch:
     """One role switch: wall-clock time, cause (one of :data:`SWITCH_CAUSES`), and the state it led to."""
@@ -44,11 +70,15 @@ class RoleSwitch:
     broker_id: int
     epoch: int
 
+    def to_json(self) -> RoleSwitchJson:
+        return {"time_ms": self.time_ms, "cause": self.cause, "role": self.role, "broker_id": self.broker_id,
+                "epoch": self.epoch}
+
 
 class RoleManager:
     """Role, brokerId, master addresses and epoch; see the module docstring."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: "BrokerConfig") -> None:
         self._config = config
         role = BrokerRole.parse(config.brokerRole)
         broker_id = int(config.brokerId)
@@ -98,10 +128,10 @@ class RoleManager:
     def last_switch(self) -> Optional[RoleSwitch]:
         return self._switches[-1] if self._switches else None
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> RoleSnapshot:
         """A read-only copy of the role state and the switch history (newest last) for views and metrics."""
         with self._lock:
-            switches = [asdict(sw) for sw in self._switches]
+            switches = [sw.to_json() for sw in self._switches]
             return {"role": self._role.value, "brokerId": self._broker_id, "epoch": self.epoch,
                     "fenced": self.fenced, "masterAddr": self.master_addr,
                     "lastSwitch": switches[-1] if switches else None, "switches": switches,

@@ -33,13 +33,23 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Collection, Optional, cast
 
 from rmqd.data_version import DataVersion
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request, new_response
 from rmqd.remoting.fastjson import loads_lenient
 from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
+
+if TYPE_CHECKING:
+    from rmqd.auth.store import AuthStore
+    from rmqd.data_version import DataVersionJson
+    from rmqd.remoting.client import RemotingClient
+    from rmqd.replicas.handles import RunBlocking
+    from rmqd.replicas.role_manager import RoleManager
+    from rmqd.store.metadata import (ConsumerOffsetFileJson, ConsumerOffsetManager, DelayOffsetFileJson,
+                                     DelayOffsetManager, SubscriptionGroupManager, SubscriptionGroupsFileJson,
+                                     TopicConfigManager, TopicsFileJson)
 
 log = logging.getLogger(__name__)
 
@@ -60,16 +70,18 @@ def vip_address(addr: str) -> str:
     return f"{host}:{int(port) - 2}"
 
 
-def _version_ext(v: DataVersion, prefix: str) -> dict:
+def _version_ext(v: DataVersion, prefix: str) -> dict[str, str]:
     return {f"{prefix}Timestamp": str(v.timestamp), f"{prefix}Counter": str(v.counter)}
 
 
 class SlaveSynchronize:
     """Pulls the master's metadata into the slave's managers (see the module docstring)."""
 
-    def __init__(self, role: Any, client: Any, topics: Any, groups: Any, offsets: Any, delay_offsets: Any,
-                 own_address: Callable[[], str], run_blocking: Callable[..., Any],
-                 on_topics_replaced: Optional[Callable[[list], None]] = None, auth_store: Any = None) -> None:
+    def __init__(self, role: "RoleManager", client: "RemotingClient", topics: "TopicConfigManager",
+                 groups: "SubscriptionGroupManager", offsets: "ConsumerOffsetManager",
+                 delay_offsets: "DelayOffsetManager", own_address: Callable[[], str], run_blocking: "RunBlocking",
+                 on_topics_replaced: Optional[Callable[[list[TopicConfig]], None]] = None,
+                 auth_store: Optional["AuthStore"] = None) -> None:
         self.role = role
         self.auth_store = auth_store        # rmqd.auth.store.AuthStore, or None
         self.master_auth_version: Optional[DataVersion] = None      # of the last users-and-ACLs copy
@@ -126,7 +138,7 @@ class SlaveSynchronize:
             body = await self._call(vip_address(master), RequestCode.GET_ALL_TOPIC_CONFIG)
         except (ConnectionError, OSError):
             body = await self._call(master, RequestCode.GET_ALL_TOPIC_CONFIG)
-        wrapper = loads_lenient(body)
+        wrapper = cast("TopicsFileJson", loads_lenient(body))       # the JSON boundary: the master's topics.json
         version = DataVersion.from_json(wrapper.get("dataVersion"))
         self.master_topic_version = version
         if version == self.topics.data_version:
@@ -136,7 +148,7 @@ class SlaveSynchronize:
         if changed and self.on_topics_replaced is not None:
             self.on_topics_replaced(changed)
 
-    def _replace_topics(self, wrapper: dict, version: DataVersion) -> list:
+    def _replace_topics(self, wrapper: "TopicsFileJson", version: DataVersion) -> list[TopicConfig]:
         mgr = self.topics
         table = {name: TopicConfig.from_json(d) for name, d in (wrapper.get("topicConfigTable") or {}).items()}
         with mgr._lock:                 # held over the write too: another persist would race for the temp file
@@ -152,13 +164,13 @@ class SlaveSynchronize:
 
     async def _copy_offsets(self, master: str, persist: bool) -> None:
         body = await self._call(master, RequestCode.GET_ALL_CONSUMER_OFFSET)
-        data = loads_lenient(body)
+        data = cast("ConsumerOffsetFileJson", loads_lenient(body))     # the JSON boundary: consumerOffset.json
         table = {k: {int(q): int(o) for q, o in (v or {}).items()} for k, v in (data.get("offsetTable") or {}).items()}
         await self.run_blocking(self._apply_offsets, table, persist)
         self.last_offset_copy_ms = int(time.time() * 1000)
         log.debug("Update slave consumer offset from master, %s", master)
 
-    def _apply_offsets(self, table: dict, persist: bool = True) -> None:
+    def _apply_offsets(self, table: dict[str, dict[int, int]], persist: bool = True) -> None:
         """The master's entries overwrite; a pushed copy (several a second) is persisted by the manager's own
         5 s flush, a round's at once (Java's)."""
         mgr = self.offsets
@@ -173,12 +185,12 @@ class SlaveSynchronize:
         body = await self._call(master, RequestCode.GET_ALL_DELAY_OFFSET)
         if not body:
             return
-        data = loads_lenient(body)
+        data = cast("DelayOffsetFileJson", loads_lenient(body))        # the JSON boundary: delayOffset.json
         table = {int(k): int(v) for k, v in (data.get("offsetTable") or {}).items()}
         await self.run_blocking(self._apply_delay_offsets, table)
         log.debug("Update slave delay offset from master, %s", master)
 
-    def _apply_delay_offsets(self, table: dict) -> None:
+    def _apply_delay_offsets(self, table: dict[int, int]) -> None:
         mgr = self.delay_offsets
         with mgr._lock:
             mgr.table = table
@@ -186,7 +198,8 @@ class SlaveSynchronize:
 
     async def sync_subscription_group_config(self, master: str) -> None:
         body = await self._call(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        wrapper = loads_lenient(body)
+        # the JSON boundary: the master's subscriptionGroup.json
+        wrapper = cast("SubscriptionGroupsFileJson", loads_lenient(body))
         version = DataVersion.from_json(wrapper.get("dataVersion"))
         mgr = self.groups
         self.master_group_version = version
@@ -197,7 +210,7 @@ class SlaveSynchronize:
         await self.run_blocking(self._replace_groups, table, version)
         log.info("Update slave Subscription Group from master, %s", master)
 
-    def _replace_groups(self, table: dict, version: DataVersion) -> None:
+    def _replace_groups(self, table: dict[str, SubscriptionGroupConfig], version: DataVersion) -> None:
         mgr = self.groups
         with mgr._lock:
             mgr.table.clear()
@@ -218,10 +231,14 @@ class SlaveSynchronize:
             raise RuntimeError(f"code {GET_AUTH_METADATA} answered {resp.code} {resp.remark}")
         self.auth_supported = True
         data = loads_lenient(resp.body_bytes())
-        self.master_auth_version = DataVersion.from_json(data.get("dataVersion"))
-        if self.master_auth_version == self.auth_store.state.version:
+        if not isinstance(data, dict):
+            raise ValueError(f"the master's users and ACLs are not a JSON object: {type(data).__name__}")
+        # the JSON boundary: the snapshot's DataVersion (from_json reads anything else as 0/0)
+        self.master_auth_version = DataVersion.from_json(cast("Optional[DataVersionJson]", data.get("dataVersion")))
+        auth_store = self.auth_store
+        if self.master_auth_version == auth_store.state.version:
             return
-        if await self.run_blocking(self.auth_store.replace, data):
+        if await self.run_blocking(auth_store.replace, data):
             log.info("Update slave users and ACLs from master, %s", master)
 
     # ------------------------------------------------------------------ push (rmqd <-> rmqd)
@@ -282,7 +299,8 @@ class MetadataChangeWaiter:
     from the one the slave names, or its consumer offsets moved since the change count the slave names (at most
     every ``OFFSET_PUSH_S`` per slave), or after ``holdMillis`` (at most 60 s) with changed=false."""
 
-    def __init__(self, topics: Any, groups: Any = None, offsets: Any = None, auth: Any = None) -> None:
+    def __init__(self, topics: "TopicConfigManager", groups: Optional["SubscriptionGroupManager"] = None,
+                 offsets: Optional["ConsumerOffsetManager"] = None, auth: Optional["AuthStore"] = None) -> None:
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
@@ -293,11 +311,13 @@ class MetadataChangeWaiter:
         self.copied: dict[int, tuple[str, str]] = {}
         #: brokerId -> (timestamp, counter) of the subscription-group table that slave last said it holds
         self.copied_groups: dict[int, tuple[str, str]] = {}
-        self._offsets_told: dict[int, float] = {}       # brokerId -> loop time it was last told offsets moved
+        # brokerId (None: a slave that named none) -> loop time it was last told offsets moved
+        self._offsets_told: dict[Optional[int], float] = {}
         #: notified (from the loop) whenever a slave names the versions it holds; the master's pool threads wait on it
         self.copied_changed = threading.Condition()
 
-    def wait_copied(self, members: Callable[[], Any], holds: Callable[[int], bool], timeout_s: float) -> list[int]:
+    def wait_copied(self, members: Callable[[], Collection[int]], holds: Callable[[int], bool],
+                    timeout_s: float) -> list[int]:
         """From a pool thread: until every broker id of ``members()`` ``holds``, or ``timeout_s``; the ids still
         missing (none: all hold it). ``members()`` is read again at least every 100 ms (the set can shrink)."""
         deadline = time.monotonic() + timeout_s
@@ -322,15 +342,15 @@ class MetadataChangeWaiter:
         return self._holds(self.copied_auth, broker_id, timestamp, counter)
 
     @staticmethod
-    def _holds(table: dict, broker_id: int, timestamp: int, counter: int) -> bool:
+    def _holds(table: dict[int, tuple[str, str]], broker_id: int, timestamp: int, counter: int) -> bool:
         got = table.get(broker_id)
         return got is not None and got[0] == str(timestamp) and int(got[1]) >= counter
 
     @staticmethod
-    def _version_differs(v: DataVersion, ext: dict, prefix: str) -> bool:
+    def _version_differs(v: DataVersion, ext: dict[str, str], prefix: str) -> bool:
         return str(v.timestamp) != ext.get(f"{prefix}Timestamp") or str(v.counter) != ext.get(f"{prefix}Counter")
 
-    def _changes(self, ext: dict, broker_id: Optional[int], now: float) -> list[str]:
+    def _changes(self, ext: dict[str, str], broker_id: Optional[int], now: float) -> list[str]:
         what = []
         if self._version_differs(self.topics.data_version, ext, "topic"):
             what.append("topic")
@@ -346,11 +366,11 @@ class MetadataChangeWaiter:
             what.append("offset")
         return what
 
-    def _record(self, table: dict, ext: dict, prefix: str, broker_id: int) -> None:
+    def _record(self, table: dict[int, tuple[str, str]], ext: dict[str, str], prefix: str, broker_id: int) -> None:
         if ext.get(f"{prefix}Counter"):
             table[broker_id] = (ext.get(f"{prefix}Timestamp", ""), ext[f"{prefix}Counter"])
 
-    async def wait(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def wait(self, conn: object, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
         broker_id: Optional[int] = None
         if ext.get("brokerId"):
@@ -378,7 +398,7 @@ class MetadataChangeWaiter:
         out = {"changed": "true" if what else "false"}
         if what:
             out["what"] = ",".join(what)
-        if "offset" in what:
+        if "offset" in what and self.offsets is not None:      # "offset" is only found with offsets
             self._offsets_told[broker_id] = loop.time()
             out["offsetVersion"] = str(self.offsets.change_count)
         return new_response(ResponseCode.SUCCESS, None, out)

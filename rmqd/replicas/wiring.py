@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Optional
+from typing import (TYPE_CHECKING, Awaitable, Callable, Iterable, Optional, Required, TypedDict, TypeVar, TypeVarTuple,
+                    cast)
 
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_response
-from rmqd.replicas.role_manager import RoleManager
+from rmqd.replicas.role_manager import RoleManager, RoleSnapshot
 from rmqd.replicas.slave_sync import FIRST_DELAY_S, PERIOD_S, WAIT_METADATA_CHANGE, MetadataChangeWaiter, \
     SlaveSynchronize
 from rmqd.store.ha.config import ha_config_from
@@ -25,12 +26,54 @@ from rmqd.store.ha.layer import ReplicatedStore
 from rmqd.store.ha.service import DefaultHAService
 from rmqd.store.topic_restore import restore_topics_from_store
 
+if TYPE_CHECKING:
+    from rmqd.auth.store import AuthStore
+    from rmqd.config import BrokerConfig
+    from rmqd.remoting.client import RemotingClient
+    from rmqd.remoting.connection import Connection
+    from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
+    from rmqd.remoting.fastjson import Encodable
+    from rmqd.replicas.controller_mode import ReplicasManager
+    from rmqd.replicas.handles import BrokerService, HeldPops, HeldPulls
+    from rmqd.store.ha.autoswitch import ControllerHAConnection
+    from rmqd.store.ha.service import HARuntimeInfo
+    from rmqd.store.layer import StoreChain
+    from rmqd.store.metadata import (ConsumerOffsetManager, DelayOffsetManager, SubscriptionGroupManager,
+                                     TopicConfig, TopicConfigManager)
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
 log = logging.getLogger(__name__)
 
 GET_BROKER_HA_STATUS = 907            # 5.x RequestCode (mqadmin haStatus)
 
 
-def is_master_only(service: Any) -> bool:
+class SlaveSyncStatus(TypedDict):
+    rounds: int
+    pushes: int
+    offsetPushes: int
+    lastOffsetCopyMillis: int
+    pushSupported: Optional[bool]
+
+
+class ReplicaStatus(RoleSnapshot, total=False):
+    """:meth:`Replication.replica_status`: the role manager's snapshot, then controller mode's and SlaveSynchronize's
+    parts when they run."""
+
+    controllerMode: Required[bool]
+    controllerBrokerId: int
+    masterEpoch: int
+    masterBrokerId: Optional[int]
+    syncStateSet: list[int]
+    syncStateSetEpoch: int
+    controllerLeader: Optional[str]
+    controllerAddrs: list[str]
+    epochs: list[list[int]]
+    slaveSync: SlaveSyncStatus
+
+
+def is_master_only(service: object) -> bool:
     """Services a slave does not run (Java: the schedule and transaction-check services, 5.x timers and POP revive):
     their classes say ``master_only = True``."""
     return bool(getattr(service, "master_only", False))
@@ -42,7 +85,7 @@ class Replication:
     sync_first_delay_s = FIRST_DELAY_S      # SlaveSynchronize's schedule (Java's); attributes so tests shorten it
     sync_period_s = PERIOD_S
 
-    def __init__(self, config: Any, store: Any, host: str) -> None:
+    def __init__(self, config: "BrokerConfig", store: "StoreChain", host: str) -> None:
         self.config = config
         self.controller_mode = bool(config.enableControllerMode)
         if self.controller_mode:            # the controllers decide the role: start as a fenced slave
@@ -51,42 +94,48 @@ class Replication:
         self.role = RoleManager(config)
         ha_config = ha_config_from(config)
         ha_config.listen_host = host
-        self.replicas_manager: Optional[Any] = None
+        self.replicas_manager: Optional["ReplicasManager"] = None
+        controller_ha: Optional["ControllerHAService"] = None
         if self.controller_mode:
             # controller mode's modules load only for a broker that uses it (start-up time of a lone broker)
-            from rmqd.replicas.controller_mode import ReplicasManager
             from rmqd.store.ha.autoswitch import ControllerHAService
-            self.ha = ControllerHAService(store, ha_config, slave=True, all_ack=bool(config.allAckInSyncStateSet),
-                                          in_sync_replicas=int(config.inSyncReplicas),
-                                          max_not_catchup_ms=int(config.haMaxTimeSlaveNotCatchup),
-                                          min_in_sync_replicas=int(config.minInSyncReplicas),
-                                          async_learner=bool(config.asyncLearner),
-                                          sync_from_last_file=bool(config.syncFromLastFile))
-        else:
-            self.ha = DefaultHAService(store, ha_config, slave=self.role.is_slave)
+            controller_ha = ControllerHAService(store, ha_config, slave=True,
+                                                all_ack=bool(config.allAckInSyncStateSet),
+                                                in_sync_replicas=int(config.inSyncReplicas),
+                                                max_not_catchup_ms=int(config.haMaxTimeSlaveNotCatchup),
+                                                min_in_sync_replicas=int(config.minInSyncReplicas),
+                                                async_learner=bool(config.asyncLearner),
+                                                sync_from_last_file=bool(config.syncFromLastFile))
+        self.ha: DefaultHAService = controller_ha if controller_ha is not None else \
+            DefaultHAService(store, ha_config, slave=self.role.is_slave)
         self.store = ReplicatedStore(store, self.ha, self.role.role)
         self._applied_role = self.role.role
-        if self.controller_mode:
+        if controller_ha is not None:
+            from rmqd.replicas.controller_mode import ReplicasManager
             #: controller mode (5.x): the broker's ReplicasManager (rmqd.replicas.controller_mode), else None
-            self.replicas_manager = ReplicasManager(config, self.role, self.ha, self.store)
+            self.replicas_manager = ReplicasManager(config, self.role, controller_ha, self.store)
             if not bool(config.readUnCommitted):
-                self.store.bound_reads(self.ha.get_confirm_offset)
+                self.store.bound_reads(controller_ha.get_confirm_offset)
         self.slave_sync: Optional[SlaveSynchronize] = None
         #: the master's side of WAIT_METADATA_CHANGE (set by :meth:`register`)
         self.metadata_waiter: Optional[MetadataChangeWaiter] = None
-        self._services: list = []
-        self._started_services: list = []
-        self._tasks: list[asyncio.Task] = []
+        self._services: list["BrokerService"] = []
+        self._started_services: list["BrokerService"] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self.role.on_master_change(lambda _addr, ha_addr: self.ha.update_master_address(ha_addr))
         if self.controller_mode:           # a new master: SlaveSynchronize starts over with it at once
-            self.role.on_master_change(lambda _addr, _ha: self._loop is not None and
-                                       self._loop.call_soon_threadsafe(self._restart_tasks))
+            self.role.on_master_change(self._restart_tasks_soon)
         self.role.on_role_change(self._apply_role, call_now=False)
         if self.role.master_ha_addr:
             self.ha.update_master_address(self.role.master_ha_addr)
 
     # ------------------------------------------------------------------ role
+    def _restart_tasks_soon(self, _addr: Optional[str], _ha_addr: Optional[str]) -> None:
+        """A new master (controller mode): SlaveSynchronize starts over with it at once (on the loop)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._restart_tasks)
+
     def _apply_role(self, role: RoleManager) -> None:
         self.store.set_fenced(role.fenced)
         if self.controller_mode and role.role is self._applied_role:
@@ -104,24 +153,24 @@ class Replication:
             self._loop.call_soon_threadsafe(self._restart_tasks)
 
     # ------------------------------------------------------------------ services
-    def start_services(self, services: list) -> None:
+    def start_services(self, services: list["BrokerService"]) -> None:
         """Start the broker's services; on a slave the master-only ones wait until it becomes master."""
         self._services = services
         self._start_services(s for s in services if not (self.role.is_slave and is_master_only(s)))
 
-    def _start_services(self, services: Any) -> None:
+    def _start_services(self, services: Iterable["BrokerService"]) -> None:
         for svc in services:
             svc.start()
             self._started_services.append(svc)
 
-    def _stop_service(self, svc: Any) -> None:
+    def _stop_service(self, svc: "BrokerService") -> None:
         try:
             svc.shutdown()
         except Exception:
             log.exception("stopping %s on the change to slave failed", type(svc).__name__)
         self._started_services.remove(svc)
 
-    def services_to_shut_down(self) -> list:
+    def services_to_shut_down(self) -> list["BrokerService"]:
         """What the broker's shutdown must stop (a slave's master-only services never started)."""
         return list(self._started_services)
 
@@ -145,9 +194,11 @@ class Replication:
         cfg.listen_port = port
         return port
 
-    def start(self, loop: asyncio.AbstractEventLoop, client: Any, topics: Any, groups: Any, offsets: Any,
-              delay_offsets: Any, own_address: Callable[[], str],
-              on_topics_replaced: Optional[Callable[[list], None]] = None, auth_store: Any = None,
+    def start(self, loop: asyncio.AbstractEventLoop, client: "RemotingClient", topics: "TopicConfigManager",
+              groups: "SubscriptionGroupManager", offsets: "ConsumerOffsetManager",
+              delay_offsets: "DelayOffsetManager", own_address: Callable[[], str],
+              on_topics_replaced: Optional[Callable[[list["TopicConfig"]], None]] = None,
+              auth_store: Optional["AuthStore"] = None,
               signer: Optional[Callable[[RemotingCommand], None]] = None) -> None:
         """Start the HA service and, on a slave, SlaveSynchronize (on the loop). ``auth_store``: access control 2.0's
         users and ACLs (rmqd.auth.store), copied from the master as the topics are; ``signer``: signs controller
@@ -161,17 +212,20 @@ class Replication:
             cfg = self.config
             self.replicas_manager.start(loop, own_address,
                                         lambda: f"{cfg.brokerIP2 or cfg.brokerIP1}:{cfg.haListenPort}", signer)
+
+        def run_blocking(fn: Callable[[*Ts], T], /, *args: *Ts) -> Awaitable[T]:
+            return loop.run_in_executor(None, fn, *args)
         self.slave_sync = SlaveSynchronize(self.role, client, topics, groups, offsets, delay_offsets, own_address,
-                                           lambda fn, *a: loop.run_in_executor(None, fn, *a), on_topics_replaced,
-                                           auth_store)
+                                           run_blocking, on_topics_replaced, auth_store)
         self._restart_tasks()
 
-    def watch_confirm(self, hold: Any, pop_polling: Any = None) -> None:
+    def watch_confirm(self, hold: "HeldPulls", pop_polling: Optional["HeldPops"] = None) -> None:
         """Controller mode with reads bounded by the confirmOffset: a slave's ack moves it, so the pulls parked in
         ``hold`` (a PullRequestHoldService) and the POPs parked in ``pop_polling`` (PopLongPolling) look again
         then (one sweep at a time, on the loop)."""
         if self.replicas_manager is None or not self.store.reads_bounded:
             return
+        ha = self.replicas_manager.ha
         loop = hold.loop
         pending = [False]
 
@@ -183,7 +237,7 @@ class Replication:
                 for topic in {t for t, _ in list(pop_polling.watched)}:
                     pop_polling.notify(topic)
 
-        def on_ack(_conn: Any) -> None:
+        def on_ack(_conn: "ControllerHAConnection") -> None:
             if pending[0] or not (hold.watched_queues or (pop_polling is not None and pop_polling.watched)):
                 return
             pending[0] = True
@@ -191,20 +245,20 @@ class Replication:
                 loop.call_soon_threadsafe(sweep)
             except RuntimeError:             # the loop closed (shutdown)
                 pending[0] = False
-        self.ha.on_ack.append(on_ack)
+        ha.on_ack.append(on_ack)
 
     def _restart_tasks(self) -> None:
         for task in self._tasks:
             task.cancel()
         self._tasks = []
-        if self.role.is_slave and self.slave_sync is not None:
-            loop = self._loop
+        loop = self._loop
+        if self.role.is_slave and self.slave_sync is not None and loop is not None:
             sync = self._every(self.sync_first_delay_s, self.sync_period_s, self.slave_sync.sync_all)
             self._tasks = [loop.create_task(sync, name="slave-synchronize"),
                            loop.create_task(self.slave_sync.follow_changes(), name="slave-follow-changes")]
 
     @staticmethod
-    async def _every(first: float, period: float, fn: Callable[[], Any]) -> None:
+    async def _every(first: float, period: float, fn: Callable[[], Awaitable[None]]) -> None:
         await asyncio.sleep(first)
         while True:
             try:
@@ -242,7 +296,8 @@ class Replication:
 
     def _wait_replicated(self, kind: str, timeout_s: float) -> bool:
         waiter = self.metadata_waiter
-        if self.replicas_manager is None or waiter is None or not self.role.is_master:
+        manager = self.replicas_manager
+        if manager is None or waiter is None or not self.role.is_master:
             return True
         if kind == "auth":
             if waiter.auth is None:
@@ -253,7 +308,7 @@ class Replication:
             if mgr is None:
                 return True
             version = mgr.data_version
-        missing = waiter.wait_copied(self.ha.ack_members, lambda m: holds(m, version.timestamp, version.counter),
+        missing = waiter.wait_copied(manager.ha.ack_members, lambda m: holds(m, version.timestamp, version.counter),
                                      timeout_s)
         if missing:
             log.warning("%s table version %s not copied by SyncStateSet member(s) %s within %.1f s",
@@ -283,7 +338,7 @@ class Replication:
         """Stop the HA service (blocking: call it off the loop, before the store shuts down)."""
         self.ha.shutdown()
 
-    def topic_from_store(self, topics: Any, topic: str) -> Any:
+    def topic_from_store(self, topics: "TopicConfigManager", topic: str) -> Optional["TopicConfig"]:
         """A slave asked for a topic its master's config has not reached yet (SlaveSynchronize runs every 10 s,
         and the master may be gone): when the replicated CommitLog holds its consume queues, put its config
         back from them (rmqd.store.topic_restore) so the slave serves what it holds; Java answers
@@ -299,7 +354,7 @@ class Replication:
         return topics.get(topic)
 
     # ------------------------------------------------------------------ codes
-    def register(self, dispatcher: Any, pool: Any, topics: Any) -> None:
+    def register(self, dispatcher: "Dispatcher", pool: "ProcessorPool", topics: "TopicConfigManager") -> None:
         """GET_BROKER_HA_STATUS (907, 5.x) and rmqd's WAIT_METADATA_CHANGE (9010)."""
         dispatcher.register(GET_BROKER_HA_STATUS, self.get_ha_status, pool)
         self.metadata_waiter = MetadataChangeWaiter(topics)
@@ -307,22 +362,29 @@ class Replication:
         if self.replicas_manager is not None:
             self.replicas_manager.register(dispatcher, pool)
 
-    def runtime_info(self) -> dict:
+    def runtime_info(self) -> "HARuntimeInfo":
         return self.ha.runtime_info(self.role.is_master)
 
-    def replica_status(self) -> dict:
+    def replica_status(self) -> ReplicaStatus:
         """A read-only snapshot of this broker's place in its replica group for the console and the metrics:
         the role manager's state and switch history; in controller mode the ReplicasManager's (brokerId from the
         controller, master epoch, SyncStateSet and its epoch, controller leader, epoch entries); SlaveSynchronize's
         pushes and last offset copy."""
-        out: dict = {"controllerMode": self.controller_mode, **self.role.snapshot()}
+        snap = self.role.snapshot()
+        out: ReplicaStatus = {"controllerMode": self.controller_mode, "role": snap["role"],
+                              "brokerId": snap["brokerId"], "epoch": snap["epoch"], "fenced": snap["fenced"],
+                              "masterAddr": snap["masterAddr"], "lastSwitch": snap["lastSwitch"],
+                              "switches": snap["switches"], "switchCounts": snap["switchCounts"]}
         if self.replicas_manager is not None:
             st = self.replicas_manager.status()
-            out.update(controllerBrokerId=st["brokerId"], masterEpoch=st["masterEpoch"],
-                       masterBrokerId=st["masterBrokerId"], syncStateSet=st["syncStateSet"],
-                       syncStateSetEpoch=st["syncStateSetEpoch"], controllerLeader=st["controllerLeader"],
-                       controllerAddrs=list(self.replicas_manager.controller_addrs),
-                       epochs=[list(e) for e in st["epochs"]])
+            out["controllerBrokerId"] = st["brokerId"]
+            out["masterEpoch"] = st["masterEpoch"]
+            out["masterBrokerId"] = st["masterBrokerId"]
+            out["syncStateSet"] = st["syncStateSet"]
+            out["syncStateSetEpoch"] = st["syncStateSetEpoch"]
+            out["controllerLeader"] = st["controllerLeader"]
+            out["controllerAddrs"] = list(self.replicas_manager.controller_addrs)
+            out["epochs"] = [list(e) for e in st["epochs"]]
         sync = self.slave_sync
         if sync is not None:
             out["slaveSync"] = {"rounds": sync.rounds, "pushes": sync.pushes, "offsetPushes": sync.offset_pushes,
@@ -330,8 +392,9 @@ class Replication:
                                 "pushSupported": sync.push_supported}
         return out
 
-    def get_ha_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_ha_status(self, conn: "Connection", request: RemotingCommand) -> RemotingCommand:
         """5.x's HARuntimeInfo; rmqd adds ``rmqdReplicaStatus`` (:meth:`replica_status`), which 5.x's mqadmin
         ignores (an unknown field)."""
         body = dict(self.runtime_info(), rmqdReplicaStatus=self.replica_status())
-        return new_response(ResponseCode.SUCCESS, None, None, fastjson.dumps(body))
+        # the JSON boundary: TypedDicts of JSON values (fastjson's Encodable has no TypedDict form)
+        return new_response(ResponseCode.SUCCESS, None, None, fastjson.dumps(cast("Encodable", body)))

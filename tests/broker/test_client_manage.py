@@ -139,3 +139,14 @@ def test_consumer_running_info_timeout(harness):
     heartbeat(consumer, "cid-1", "G", [sub("T")])
     r = admin.invoke(new_request(307, {"consumerGroup": "G", "clientId": "cid-1"}))
     assert r.code == 207
+
+
+def test_subscription_without_a_topic_is_ignored():
+    """A SubscriptionData naming no topic is left out of the group's table (Java's would fail the heartbeat with a
+    NullPointerException on its topic-keyed map); the others are registered, a C++ string subVersion read as a
+    number."""
+    from rmqd.broker.client_manager import ConsumerGroupInfo
+
+    info = ConsumerGroupInfo("G", "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET")
+    assert info.update_subscriptions([{"subString": "*"}, {"topic": "T", "subString": "*", "subVersion": "7"}])
+    assert list(info.subscriptions) == ["T"] and info.subscriptions["T"].sub_version == 7
