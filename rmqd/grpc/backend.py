@@ -97,12 +97,28 @@ class LiteService(Protocol):
 class MessagingBackend(Protocol):
     """The brokers' side of every MessagingService RPC."""
 
-    config: BrokerConfig                 # the limits and switches the service reads (the proxy's settings)
-    guard: Optional[AuthGuard]           # access control 2.0 (rmqd.auth), None when off
-    acl_manager: Optional[PlainAclManager]   # ACL 1.0 (rmqd.acl), None when off
-    registry: ClientRegistry
-    inline_acks: bool                    # an ack may run on the loop (a memory copy)
-    max_lite_topic_size: int             # maxLiteTopicSize (bytes of a lite topic name)
+    @property
+    def config(self) -> BrokerConfig:
+        """The limits and switches the service reads (the proxy's settings)."""
+
+    @property
+    def guard(self) -> Optional[AuthGuard]:
+        """Access control 2.0 (rmqd.auth), None when off."""
+
+    @property
+    def acl_manager(self) -> Optional[PlainAclManager]:
+        """ACL 1.0 (rmqd.acl), None when off."""
+
+    @property
+    def registry(self) -> ClientRegistry: ...
+
+    @property
+    def inline_acks(self) -> bool:
+        """Whether an ack may run on the loop (a memory copy)."""
+
+    @property
+    def max_lite_topic_size(self) -> int:
+        """maxLiteTopicSize (bytes of a lite topic name)."""
 
     def lite(self, service: MessagingService) -> LiteService:
         """The Lite Mode part for ``service`` (it reaches the clients' Telemetry streams through it)."""

@@ -4,7 +4,7 @@ against the broker controller.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Optional, Protocol
 
 if TYPE_CHECKING:
     from rmqd.acl.plain_acl import PlainAclManager
@@ -180,11 +180,23 @@ class BrokerParts(Protocol):
     def acl_manager(self) -> Optional[PlainAclManager]: ...
 
     @property
-    def namesrv_client(self) -> NamesrvClient: ...
+    def namesrv_client(self) -> Optional[NamesrvClient]:
+        """Made when the broker starts."""
 
     @property
     def address(self) -> str: ...
 
 
+def namesrv_invoke(broker: BrokerParts) -> Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]]:
+    """Requests to the name servers over the broker's client (ConnectionError before the broker made it)."""
+    async def invoke(addr: str, request: RemotingCommand, timeout: float) -> RemotingCommand:
+        client = broker.namesrv_client
+        if client is None:
+            raise ConnectionError("the broker has no name server client yet (not started)")
+        return await client.invoke(addr, request, timeout)
+    return invoke
+
+
 __all__ = ["Auth", "BrokerParts", "Consumers", "Groups", "LiteParts", "NamesrvClient", "Offsets", "Producers",
-           "Recaller", "ReplicaRole", "RequestProcessor", "SendProcessor", "Signer", "Topics"]
+           "Recaller", "ReplicaRole", "RequestProcessor", "SendProcessor", "Signer", "Topics",
+           "namesrv_invoke"]

@@ -20,6 +20,7 @@ from rmqd.config import BrokerConfig
 from rmqd.grpc.backend import Received, ReceiveRequest
 from rmqd.grpc.clients import producer_group_of
 from rmqd.grpc.convert import to_grpc_message
+from rmqd.grpc.handles import namesrv_invoke
 from rmqd.grpc.master_link import MasterLink
 from rmqd.grpc.routes import Address, ClusterRoutes, TopicRoute, local_route
 from rmqd.pop.extra_info import ExtraInfo, ReceiptHandle
@@ -124,9 +125,7 @@ class LocalParts:
                    broker.consumer_offset_manager, broker.producer_manager, broker.consumer_manager,
                    broker.pop_service, broker.pop_executor, broker.send_processor, broker.end_transaction_processor,
                    broker.send_back_processor, broker.recaller, broker.role_manager, broker.lite_priority,
-                   broker.auth, broker.acl_manager,
-                   lambda addr, req, timeout: broker.namesrv_client.invoke(addr, req, timeout),
-                   lambda: broker.address)
+                   broker.auth, broker.acl_manager, namesrv_invoke(broker), lambda: broker.address)
 
 
 class LocalRegistry:
