@@ -23,6 +23,8 @@ from rmqd.remoting.codes import RequestCode
 from rmqd.store.message import decode_message
 
 if TYPE_CHECKING:
+    import grpc
+
     from rmqd.grpc.backend import ClientRegistry
     from rmqd.remoting.command import RemotingCommand
 
@@ -50,6 +52,19 @@ def parse_transaction_id(text: str) -> tuple[int, int, str, Optional[str]]:
     return int(cl, 16), int(qo, 16), msg_id, broker or None
 
 
+class TelemetryFailed(Exception):
+    """A Telemetry command refused: queued on the stream's outbox, it ends the call with this gRPC status (the
+    proxy's ``onError``)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+#: what a Telemetry stream's outbox holds: a command for the client, the status that ends the call, or None (the end)
+Outgoing = Optional["s.TelemetryCommand | TelemetryFailed"]
+
+
 class GrpcChannel:
     """One 5.x client as the broker's client managers see it."""
 
@@ -65,7 +80,7 @@ class GrpcChannel:
         self.language = "JAVA"
         self.language_header = "JAVA"                     # x-mq-language of its Telemetry stream
         # the open Telemetry stream's outgoing commands (None ends the stream)
-        self.outbox: Optional[asyncio.Queue[Optional[s.TelemetryCommand]]] = None
+        self.outbox: Optional[asyncio.Queue[Outgoing]] = None
         self.last_seen = time.monotonic()
         self.on_close: Optional[Callable[[GrpcChannel], None]] = None     # the manager forgets it
         self.broker_name: Optional[str] = None           # behind a proxy: the broker a check-back came from
