@@ -65,7 +65,8 @@ class GrpcPortAdvertiser:
             if resp.code != ResponseCode.SUCCESS or not resp.body:
                 continue
             table = obj(obj(fastjson.loads_lenient(bytes(resp.body))).get("brokerAddrTable"))
-            return any(str(addr) != own for data in table.values() for addr in obj(obj(data).get("brokerAddrs")).values())
+            return any(str(addr) != own for data in table.values()
+                       for addr in obj(obj(data).get("brokerAddrs")).values())
         return False
 
     async def _ensure(self, namesrv: str) -> None:

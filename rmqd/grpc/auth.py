@@ -40,7 +40,8 @@ def parse_authorization(value: Optional[str]) -> tuple[Optional[str], Optional[s
     return fields.get("Credential") or None, fields.get("Signature") or None
 
 
-def check(manager: PlainAclManager, peer_host: str, metadata: Mapping[str, str], need: dict[str, int], code: int = 0) -> None:
+def check(manager: PlainAclManager, peer_host: str, metadata: Mapping[str, str], need: dict[str, int],
+          code: int = 0) -> None:
     """Raise GrpcAuthError when the request is refused (``need``: resource -> PUB/SUB bits)."""
     state = manager.state
     ak, given = parse_authorization(metadata.get("authorization"))

@@ -149,7 +149,8 @@ class MessagingBackend(Protocol):
         """A SEND_MESSAGE request (queue -1) to the topic: the queue of ``key`` (a message group or lite topic,
         '' for none), else any; (the broker's answer, the broker name a transaction id must carry or None)."""
 
-    async def end_transaction(self, ext: dict[str, str], broker: Optional[str], peer: tuple[str, int]) -> Optional[RemotingCommand]:
+    async def end_transaction(self, ext: dict[str, str], broker: Optional[str],
+                              peer: tuple[str, int]) -> Optional[RemotingCommand]:
         """An END_TRANSACTION request's header to the broker that holds the half message."""
 
     async def recall(self, topic: str, handle: str, producer_group: str, peer: tuple[str, int]) -> str:

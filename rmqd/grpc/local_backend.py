@@ -256,7 +256,8 @@ class LocalBackend:
             log.warning("%s failed: %r", what, exc)
             return error_response(ResponseCode.SERVICE_NOT_AVAILABLE, f"{what} failed: {exc!r}")
 
-    async def end_transaction(self, ext: dict[str, str], broker: Optional[str], peer: tuple[str, int]) -> Optional[RemotingCommand]:
+    async def end_transaction(self, ext: dict[str, str], broker: Optional[str],
+                              peer: tuple[str, int]) -> Optional[RemotingCommand]:
         if self._on_slave():        # the half message was stored on the master (a slave takes none)
             return await self._to_master(new_request(RequestCode.END_TRANSACTION, ext), "END_TRANSACTION")
         proc = self.parts.end_transaction_processor
@@ -283,9 +284,10 @@ class LocalBackend:
             return Received([], state)
         out = await _in(self.pop_executor, self._to_messages, result.messages, rr.topic.topic_name, rr.namespace)
         group = rr.group.group_name
-        holds: list[tuple[Hashable, Hashable]] = [((group, pm.extra.broker_name, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time),
-                  (pm.topic, group, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time))
-                 for pm in result.messages]
+        holds: list[tuple[Hashable, Hashable]] = [
+            ((group, pm.extra.broker_name, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time),
+             (pm.topic, group, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time))
+            for pm in result.messages]
         return Received(out, state, holds)
 
     @staticmethod

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from rmqd.store.metadata import TopicConfig
 
 # the route's accept_message_types of a topic type (RouteActivity.parseTopicMessageType)
-ACCEPT_TYPES: dict[str, list[d.MessageType.ValueType]] = {"NORMAL": [d.NORMAL], "FIFO": [d.FIFO], "DELAY": [d.DELAY], "TRANSACTION": [d.TRANSACTION],
-                "PRIORITY": [d.PRIORITY], "LITE": [d.LITE], "MIXED": [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION]}
+ACCEPT_TYPES: dict[str, list[d.MessageType.ValueType]] = {
+    "NORMAL": [d.NORMAL], "FIFO": [d.FIFO], "DELAY": [d.DELAY], "TRANSACTION": [d.TRANSACTION],
+    "PRIORITY": [d.PRIORITY], "LITE": [d.LITE], "MIXED": [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION]}
 
 
 def enabled(config: BrokerConfig) -> bool:

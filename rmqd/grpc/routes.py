@@ -197,7 +197,8 @@ class ClusterRoutes:
             call.add_done_callback(lambda _f: self._route_calls.pop(topic, None))
         return await asyncio.shield(call)
 
-    async def _fetch_route(self, topic: str, kept: Optional[tuple[float, Optional[TopicRoute]]]) -> Optional[TopicRoute]:
+    async def _fetch_route(self, topic: str,
+                           kept: Optional[tuple[float, Optional[TopicRoute]]]) -> Optional[TopicRoute]:
         failures = []
         for addr in self.namesrv_addrs():
             try:

@@ -74,9 +74,10 @@ MAX_RENEW_MS = 3 * 3600 * 1000        # auto-renew keeps a push consumer's messa
 # send answers a client retries or tells apart (the proxy's cluster mapping); any other broker refusal is the
 # local proxy's INTERNAL_SERVER_ERROR with the broker's remark
 _SEND_CODES = {ResponseCode.SYSTEM_BUSY: C.TOO_MANY_REQUESTS, 2017: C.LITE_TOPIC_QUOTA_EXCEEDED}
-_FLUSH_CODES: dict[int, tuple[d.Code.ValueType, str]] = {ResponseCode.FLUSH_DISK_TIMEOUT: (C.MASTER_PERSISTENCE_TIMEOUT, "FLUSH_DISK_TIMEOUT"),
-                ResponseCode.FLUSH_SLAVE_TIMEOUT: (C.SLAVE_PERSISTENCE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"),
-                ResponseCode.SLAVE_NOT_AVAILABLE: (C.HA_NOT_AVAILABLE, "SLAVE_NOT_AVAILABLE")}
+_FLUSH_CODES: dict[int, tuple[d.Code.ValueType, str]] = {
+    ResponseCode.FLUSH_DISK_TIMEOUT: (C.MASTER_PERSISTENCE_TIMEOUT, "FLUSH_DISK_TIMEOUT"),
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: (C.SLAVE_PERSISTENCE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"),
+    ResponseCode.SLAVE_NOT_AVAILABLE: (C.HA_NOT_AVAILABLE, "SLAVE_NOT_AVAILABLE")}
 _POP_CODES = {ResponseCode.TOPIC_NOT_EXIST: C.TOPIC_NOT_FOUND,
               ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: C.CONSUMER_GROUP_NOT_FOUND,
               ResponseCode.NO_PERMISSION: C.FORBIDDEN, ResponseCode.NO_MESSAGE: C.INVALID_RECEIPT_HANDLE,
@@ -285,10 +286,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.clients.touch(ch)
         return s.HeartbeatResponse(status=status(C.OK))
 
-    async def QueryAssignment(self, request: s.QueryAssignmentRequest, context: RpcContext) -> s.QueryAssignmentResponse:
+    async def QueryAssignment(self, request: s.QueryAssignmentRequest,
+                              context: RpcContext) -> s.QueryAssignmentResponse:
         return await self._unary(self._query_assignment, s.QueryAssignmentResponse, request, context)
 
-    async def _query_assignment(self, request: s.QueryAssignmentRequest, context: RpcContext) -> s.QueryAssignmentResponse:
+    async def _query_assignment(self, request: s.QueryAssignmentRequest,
+                                context: RpcContext) -> s.QueryAssignmentResponse:
         self._begin(context, {request.topic.name: SUB, f"%RETRY%{request.group.name}": SUB}, request)
         validate.check_topic(request.topic.name)
         validate.check_group(request.group.name)
@@ -577,10 +580,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         top = status(C.MULTIPLE_RESULTS) if len(codes) > 1 else status(results[0].status.code)
         return s.AckMessageResponse(status=top, entries=results)
 
-    async def ChangeInvisibleDuration(self, request: s.ChangeInvisibleDurationRequest, context: RpcContext) -> s.ChangeInvisibleDurationResponse:
+    async def ChangeInvisibleDuration(self, request: s.ChangeInvisibleDurationRequest,
+                                      context: RpcContext) -> s.ChangeInvisibleDurationResponse:
         return await self._unary(self._change_invisible, s.ChangeInvisibleDurationResponse, request, context)
 
-    async def _change_invisible(self, request: s.ChangeInvisibleDurationRequest, context: RpcContext) -> s.ChangeInvisibleDurationResponse:
+    async def _change_invisible(self, request: s.ChangeInvisibleDurationRequest,
+                                context: RpcContext) -> s.ChangeInvisibleDurationResponse:
         topic, group = request.topic.name, request.group.name
         md, _ = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         validate.check_topic(topic)
@@ -598,10 +603,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return s.ChangeInvisibleDurationResponse(status=status(C.OK),
                                                  receipt_handle=ReceiptHandle(extra, h.commit_log_offset).encode())
 
-    async def ForwardMessageToDeadLetterQueue(self, request: s.ForwardMessageToDeadLetterQueueRequest, context: RpcContext) -> s.ForwardMessageToDeadLetterQueueResponse:
+    async def ForwardMessageToDeadLetterQueue(self, request: s.ForwardMessageToDeadLetterQueueRequest,
+                                              context: RpcContext) -> s.ForwardMessageToDeadLetterQueueResponse:
         return await self._unary(self._forward_to_dlq, s.ForwardMessageToDeadLetterQueueResponse, request, context)
 
-    async def _forward_to_dlq(self, request: s.ForwardMessageToDeadLetterQueueRequest, context: RpcContext) -> s.ForwardMessageToDeadLetterQueueResponse:
+    async def _forward_to_dlq(self, request: s.ForwardMessageToDeadLetterQueueRequest,
+                              context: RpcContext) -> s.ForwardMessageToDeadLetterQueueResponse:
         topic, group = request.topic.name, request.group.name
         md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         validate.check_topic(topic)
@@ -745,10 +752,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         st.metric.CopyFrom(d.Metric(on=False))
         return st
 
-    async def NotifyClientTermination(self, request: s.NotifyClientTerminationRequest, context: RpcContext) -> s.NotifyClientTerminationResponse:
+    async def NotifyClientTermination(self, request: s.NotifyClientTerminationRequest,
+                                      context: RpcContext) -> s.NotifyClientTerminationResponse:
         return await self._unary(self._terminate, s.NotifyClientTerminationResponse, request, context)
 
-    async def _terminate(self, request: s.NotifyClientTerminationRequest, context: RpcContext) -> s.NotifyClientTerminationResponse:
+    async def _terminate(self, request: s.NotifyClientTerminationRequest,
+                         context: RpcContext) -> s.NotifyClientTerminationResponse:
         md, _ = self._begin(context, request=request)
         cid = md["x-mq-client-id"]
         self._language_refused(md.get("x-mq-language", ""))
@@ -824,9 +833,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             raise proxy_error(C.INTERNAL_SERVER_ERROR, exc.remark) from None
         return s.RecallMessageResponse(status=status(C.OK), message_id=message_id)
 
-    async def SyncLiteSubscription(self, request: s.SyncLiteSubscriptionRequest, context: RpcContext) -> s.SyncLiteSubscriptionResponse:
+    async def SyncLiteSubscription(self, request: s.SyncLiteSubscriptionRequest,
+                                   context: RpcContext) -> s.SyncLiteSubscriptionResponse:
         return await self._unary(self._sync_lite, s.SyncLiteSubscriptionResponse, request, context)
 
-    async def _sync_lite(self, request: s.SyncLiteSubscriptionRequest, context: RpcContext) -> s.SyncLiteSubscriptionResponse:
+    async def _sync_lite(self, request: s.SyncLiteSubscriptionRequest,
+                         context: RpcContext) -> s.SyncLiteSubscriptionResponse:
         md, peer = self._begin(context, {request.topic.name: SUB}, request)
         return await self.lite.sync(request, context, md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")
