@@ -16,6 +16,7 @@ import asyncio
 import logging
 from typing import Awaitable, Callable, Optional
 
+from rmqd.grpc.json_fields import obj
 from rmqd.namesrv.kvconfig import NAMESPACE_GRPC_ENDPOINT
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -40,7 +41,7 @@ class GrpcPortAdvertiser:
         self.namesrv_addrs = namesrv_addrs
         self.broker_addr = broker_addr
         self.port = port
-        self._task: Optional[asyncio.Task] = None
+        self._task: Optional[asyncio.Task[None]] = None
         self._failing: set[str] = set()          # name servers whose last check failed (logged once)
         self._written: set[str] = set()          # name servers holding the entry
 
@@ -63,9 +64,9 @@ class GrpcPortAdvertiser:
                 continue
             if resp.code != ResponseCode.SUCCESS or not resp.body:
                 continue
-            table = (fastjson.loads_lenient(bytes(resp.body)) or {}).get("brokerAddrTable") or {}
+            table = obj(obj(fastjson.loads_lenient(bytes(resp.body))).get("brokerAddrTable"))
             return any(str(addr) != own for data in table.values()
-                       for addr in ((data or {}).get("brokerAddrs") or {}).values())
+                       for addr in obj(obj(data).get("brokerAddrs")).values())
         return False
 
     async def _ensure(self, namesrv: str) -> None:

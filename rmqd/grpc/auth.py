@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from rmqd.acl.permission import AclError
 from rmqd.acl.validator import AclValidator
+from rmqd.grpc.pb import definition_pb2 as d
 
-UNAUTHORIZED, FORBIDDEN = 40100, 40300
+if TYPE_CHECKING:
+    from rmqd.acl.plain_acl import PlainAclManager
+
+UNAUTHORIZED, FORBIDDEN = d.Code.UNAUTHORIZED, d.Code.FORBIDDEN      # 40100, 40300
 
 
 class GrpcAuthError(Exception):
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: d.Code.ValueType, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -29,14 +33,15 @@ def parse_authorization(value: Optional[str]) -> tuple[Optional[str], Optional[s
     if not value:
         return None, None
     _, _, rest = value.partition(" ")
-    fields = {}
+    fields: dict[str, str] = {}
     for part in rest.split(","):
         k, _, v = part.strip().partition("=")
         fields[k] = v
     return fields.get("Credential") or None, fields.get("Signature") or None
 
 
-def check(manager: Any, peer_host: str, metadata: Mapping[str, str], need: dict[str, int], code: int = 0) -> None:
+def check(manager: PlainAclManager, peer_host: str, metadata: Mapping[str, str], need: dict[str, int],
+          code: int = 0) -> None:
     """Raise GrpcAuthError when the request is refused (``need``: resource -> PUB/SUB bits)."""
     state = manager.state
     ak, given = parse_authorization(metadata.get("authorization"))

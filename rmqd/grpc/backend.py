@@ -10,13 +10,31 @@ refused acks and invisible-time changes; :class:`rmqd.pop.frontend.Busy` when it
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Hashable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Hashable, Optional, Protocol, Sequence, TypeVar, TypeVarTuple, Unpack
 
 from rmqd.config import BrokerConfig
 from rmqd.grpc.routes import Address, TopicRoute
 from rmqd.pop.extra_info import ExtraInfo, ReceiptHandle
 from rmqd.remoting.command import RemotingCommand
 from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
+
+if TYPE_CHECKING:
+    import grpc.aio
+
+    from rmqd.acl.plain_acl import PlainAclManager
+    from rmqd.auth.guard import AuthGuard
+    from rmqd.grpc.clients import GrpcChannel
+    from rmqd.grpc.pb import definition_pb2 as d
+    from rmqd.grpc.pb import service_pb2 as s
+    from rmqd.grpc.service import MessagingService
+    from rmqd.store.api import MessageFilter
+
+    #: the call context grpc.aio hands each MessagingService RPC
+    RpcContext = grpc.aio.ServicerContext[object, object]
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
 
 
 @dataclasses.dataclass
@@ -25,7 +43,7 @@ class Received:
     and, per message, (match key, renew key) for auto-renew (:meth:`MessagingBackend.handle_key`,
     :meth:`MessagingBackend.renew`)."""
 
-    messages: list
+    messages: list[d.Message]
     state: str
     holds: list[tuple[Hashable, Hashable]] = dataclasses.field(default_factory=list)
 
@@ -43,7 +61,7 @@ class ReceiveRequest:
     poll_ms: int
     filter_type: str                 # "TAG" or "SQL92"
     expression: str
-    message_filter: Any              # the parsed filter (rmqd.filter), None for every message
+    message_filter: Optional[MessageFilter]   # the parsed filter (rmqd.filter), None for every message
     host: str                        # the client's "ip:port"
     namespace: str
     auto_renew: bool = False         # a push consumer's: the endpoint keeps its messages invisible while held
@@ -53,20 +71,21 @@ class ClientRegistry(Protocol):
     """Where 5.x clients are registered as producers and consumers (the broker's client managers, or the brokers
     behind a proxy through heartbeats): admin views list them, a transaction check-back finds a producer."""
 
-    def register_producer(self, group: str, channel: Any) -> None: ...
+    def register_producer(self, group: str, channel: GrpcChannel) -> None: ...
 
-    def register_consumer(self, group: str, channel: Any, subscriptions: list[dict]) -> None: ...
+    def register_consumer(self, group: str, channel: GrpcChannel, subscriptions: list[dict[str, object]]) -> None: ...
 
-    def release(self, channel: Any) -> list[str]:
+    def release(self, channel: GrpcChannel) -> list[str]:
         """Drop the channel's registrations; the consumer groups it was in."""
 
 
 class LiteService(Protocol):
     """5.5 Lite Mode as the service delegates it (:class:`rmqd.grpc.lite.LiteGrpc` locally)."""
 
-    async def sync(self, request: Any, context: Any, client_id: str, peer: str) -> Any: ...
+    async def sync(self, request: s.SyncLiteSubscriptionRequest, context: RpcContext, client_id: str,
+                   peer: str) -> s.SyncLiteSubscriptionResponse: ...
 
-    def fill_settings(self, settings: Any, group_config: Optional[SubscriptionGroupConfig]) -> None: ...
+    def fill_settings(self, settings: d.Settings, group_config: Optional[SubscriptionGroupConfig]) -> None: ...
 
     async def receive(self, rr: ReceiveRequest) -> Received: ...
 
@@ -78,21 +97,37 @@ class LiteService(Protocol):
 class MessagingBackend(Protocol):
     """The brokers' side of every MessagingService RPC."""
 
-    config: BrokerConfig                 # the limits and switches the service reads (the proxy's settings)
-    guard: Any                           # access control 2.0 (rmqd.auth), None when off
-    acl_manager: Any                     # ACL 1.0 (rmqd.acl), None when off
-    registry: ClientRegistry
-    inline_acks: bool                    # an ack may run on the loop (a memory copy)
-    max_lite_topic_size: int             # maxLiteTopicSize (bytes of a lite topic name)
+    @property
+    def config(self) -> BrokerConfig:
+        """The limits and switches the service reads (the proxy's settings)."""
 
-    def lite(self, service: Any) -> LiteService:
+    @property
+    def guard(self) -> Optional[AuthGuard]:
+        """Access control 2.0 (rmqd.auth), None when off."""
+
+    @property
+    def acl_manager(self) -> Optional[PlainAclManager]:
+        """ACL 1.0 (rmqd.acl), None when off."""
+
+    @property
+    def registry(self) -> ClientRegistry: ...
+
+    @property
+    def inline_acks(self) -> bool:
+        """Whether an ack may run on the loop (a memory copy)."""
+
+    @property
+    def max_lite_topic_size(self) -> int:
+        """maxLiteTopicSize (bytes of a lite topic name)."""
+
+    def lite(self, service: MessagingService) -> LiteService:
         """The Lite Mode part for ``service`` (it reaches the clients' Telemetry streams through it)."""
 
     def start(self) -> None: ...
 
     def close(self) -> None: ...
 
-    async def run(self, fn: Any, *args: Any) -> Any:
+    async def run(self, fn: Callable[[Unpack[Ts]], T], *args: Unpack[Ts]) -> T:
         """Run blocking work off the loop in the backend's bounded executor (Busy when full)."""
 
     # ---- metadata
@@ -114,7 +149,8 @@ class MessagingBackend(Protocol):
         """A SEND_MESSAGE request (queue -1) to the topic: the queue of ``key`` (a message group or lite topic,
         '' for none), else any; (the broker's answer, the broker name a transaction id must carry or None)."""
 
-    async def end_transaction(self, ext: dict, broker: Optional[str], peer: tuple[str, int]) -> Optional[RemotingCommand]:
+    async def end_transaction(self, ext: dict[str, str], broker: Optional[str],
+                              peer: tuple[str, int]) -> Optional[RemotingCommand]:
         """An END_TRANSACTION request's header to the broker that holds the half message."""
 
     async def recall(self, topic: str, handle: str, producer_group: str, peer: tuple[str, int]) -> str:
@@ -126,7 +162,7 @@ class MessagingBackend(Protocol):
     def handle_key(self, group: str, handle: ReceiptHandle) -> Hashable:
         """The key a held (auto-renewed) message is known by, from the handle the client holds."""
 
-    async def renew(self, keys: list, invisible_ms: int, within_ms: int) -> list:
+    async def renew(self, keys: list[Hashable], invisible_ms: int, within_ms: int) -> list[Hashable]:
         """Keep held messages invisible; the keys still held."""
 
     async def ack(self, group: str, queue: str, handle: ReceiptHandle, inline: bool = False) -> None:
@@ -136,7 +172,7 @@ class MessagingBackend(Protocol):
                                suspend: bool) -> ExtraInfo:
         """The message's new extraInfo. Raises PopError."""
 
-    async def send_back(self, ext: dict, handle: ReceiptHandle, peer: tuple[str, int]) -> RemotingCommand:
+    async def send_back(self, ext: dict[str, str], handle: ReceiptHandle, peer: tuple[str, int]) -> RemotingCommand:
         """A CONSUMER_SEND_MSG_BACK (to the DLQ) for the message of ``handle``."""
 
     # ---- offsets (the pull-style RPCs)

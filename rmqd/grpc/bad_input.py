@@ -14,9 +14,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, AsyncIterator, Callable, Optional
+from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable, Optional, Protocol, cast
 
 import grpc
+
+if TYPE_CHECKING:
+    from rmqd.grpc.backend import RpcContext
 
 log = logging.getLogger("rmqd.grpc.bad_input")
 
@@ -80,8 +83,32 @@ class CauseLog:
         return f" ({suppressed} more like it in the last {self.interval_s:.0f} s, not logged)" if suppressed else ""
 
 
-def _safe_deserializer(method: str, deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
-    def parse(raw: bytes) -> Any:
+UnaryBehaviour = Callable[[object, "RpcContext"], Awaitable[object]]
+StreamBehaviour = Callable[[object, "RpcContext"], AsyncIterator[object]]
+BidiBehaviour = Callable[[AsyncIterator[object], "RpcContext"], AsyncIterator[object]]
+
+
+class AioMethodHandler(Protocol):
+    """A method handler as grpc.aio's server runs it (``grpc._utilities.RpcMethodHandler``, a namedtuple): its
+    behaviours are coroutine functions (grpc's stubs type the sync server's)."""
+
+    @property
+    def request_deserializer(self) -> Optional[Callable[[bytes], object]]: ...
+
+    @property
+    def unary_unary(self) -> Optional[UnaryBehaviour]: ...
+
+    @property
+    def unary_stream(self) -> Optional[StreamBehaviour]: ...
+
+    @property
+    def stream_stream(self) -> Optional[BidiBehaviour]: ...
+
+    def _replace(self, **fields: object) -> "grpc.RpcMethodHandler[object, object]": ...
+
+
+def _safe_deserializer(method: str, deserialize: Callable[[bytes], object]) -> Callable[[bytes], object]:
+    def parse(raw: bytes) -> object:
         try:
             return deserialize(raw)
         except Exception as exc:          # DecodeError, or anything protobuf raises on bytes it cannot read
@@ -89,22 +116,26 @@ def _safe_deserializer(method: str, deserialize: Callable[[bytes], Any]) -> Call
     return parse
 
 
-def guard(handler: Any, method: str, causes: CauseLog) -> Any:
-    """``handler`` (a grpc RpcMethodHandler) with a deserializer that never raises and behaviours that end a
+def guard(found: "grpc.RpcMethodHandler[object, object] | None", method: str,
+          causes: CauseLog) -> "grpc.RpcMethodHandler[object, object] | None":
+    """``found`` (a grpc RpcMethodHandler) with a deserializer that never raises and behaviours that end a
     malformed request's call with UNKNOWN (no details), noting it in ``causes``."""
-    if handler is None or handler.request_deserializer is None:
-        return handler
+    deserializer = found.request_deserializer if found is not None else None
+    if found is None or deserializer is None:
+        return found
+    # the boundary with grpc: an aio server's handler is grpc's namedtuple with coroutine behaviours
+    handler = cast(AioMethodHandler, found)
     cause = f"gRPC {method}: malformed request body"
 
-    async def reject(m: Malformed, context: Any) -> None:
+    async def reject(m: Malformed, context: RpcContext) -> None:
         causes.warning(cause, f"{m.size} bytes that are not a request ({type(m.error).__name__}: {m.error})")
         await context.abort(grpc.StatusCode.UNKNOWN, "")
 
-    replaced: dict = {"request_deserializer": _safe_deserializer(method, handler.request_deserializer)}
+    replaced: dict[str, object] = {"request_deserializer": _safe_deserializer(method, deserializer)}
     if handler.unary_unary is not None:
         behaviour = handler.unary_unary
 
-        async def unary_unary(request: Any, context: Any) -> Any:
+        async def unary_unary(request: object, context: RpcContext) -> object:
             if isinstance(request, Malformed):
                 await reject(request, context)
             return await behaviour(request, context)
@@ -112,7 +143,7 @@ def guard(handler: Any, method: str, causes: CauseLog) -> Any:
     elif handler.unary_stream is not None:
         stream_behaviour = handler.unary_stream
 
-        async def unary_stream(request: Any, context: Any) -> AsyncIterator[Any]:
+        async def unary_stream(request: object, context: RpcContext) -> AsyncIterator[object]:
             if isinstance(request, Malformed):
                 await reject(request, context)
             async for answer in stream_behaviour(request, context):
@@ -121,8 +152,8 @@ def guard(handler: Any, method: str, causes: CauseLog) -> Any:
     elif handler.stream_stream is not None:
         bidi_behaviour = handler.stream_stream
 
-        async def stream_stream(request_iterator: Any, context: Any) -> AsyncIterator[Any]:
-            async def checked() -> AsyncIterator[Any]:
+        async def stream_stream(request_iterator: AsyncIterator[object], context: RpcContext) -> AsyncIterator[object]:
+            async def checked() -> AsyncIterator[object]:
                 async for request in request_iterator:
                     if isinstance(request, Malformed):
                         causes.warning(cause, f"{request.size} bytes that are not a request "

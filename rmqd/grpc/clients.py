@@ -14,13 +14,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.grpc.convert import to_grpc_message
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.pb import service_pb2 as s
 from rmqd.remoting.codes import RequestCode
 from rmqd.store.message import decode_message
+
+if TYPE_CHECKING:
+    import grpc
+
+    from rmqd.grpc.backend import ClientRegistry
+    from rmqd.remoting.command import RemotingCommand
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +52,19 @@ def parse_transaction_id(text: str) -> tuple[int, int, str, Optional[str]]:
     return int(cl, 16), int(qo, 16), msg_id, broker or None
 
 
+class TelemetryFailed(Exception):
+    """A Telemetry command refused: queued on the stream's outbox, it ends the call with this gRPC status (the
+    proxy's ``onError``)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+#: what a Telemetry stream's outbox holds: a command for the client, the status that ends the call, or None (the end)
+Outgoing = Optional["s.TelemetryCommand | TelemetryFailed"]
+
+
 class GrpcChannel:
     """One 5.x client as the broker's client managers see it."""
 
@@ -57,15 +76,16 @@ class GrpcChannel:
         self.remote_address = f"{self.peer_host}:{self.peer_port}"
         self.loop = loop
         self.closed = False
-        self.settings: Optional[Any] = None
+        self.settings: Optional[d.Settings] = None
         self.language = "JAVA"
         self.language_header = "JAVA"                     # x-mq-language of its Telemetry stream
-        self.outbox: Optional[asyncio.Queue] = None      # the open Telemetry stream's outgoing commands
+        # the open Telemetry stream's outgoing commands (None ends the stream)
+        self.outbox: Optional[asyncio.Queue[Outgoing]] = None
         self.last_seen = time.monotonic()
-        self.on_close: Optional[Any] = None               # (channel) -> None: the manager forgets it
+        self.on_close: Optional[Callable[[GrpcChannel], None]] = None     # the manager forgets it
         self.broker_name: Optional[str] = None           # behind a proxy: the broker a check-back came from
 
-    def send_command(self, cmd: Any) -> bool:
+    def send_command(self, cmd: s.TelemetryCommand) -> bool:
         """Queue a TelemetryCommand for the client (any thread); False when it has no stream."""
         box = self.outbox
         if box is None or self.closed:
@@ -84,18 +104,20 @@ class GrpcChannel:
         return True
 
     # --- the remoting-connection surface the broker's managers use ------------------------------
-    def invoke_oneway(self, request: Any) -> None:
+    def invoke_oneway(self, request: RemotingCommand) -> None:
         if request.code == RequestCode.CHECK_TRANSACTION_STATE:
             self.recover_orphaned(request)
         # NOTIFY_CONSUMER_IDS_CHANGED and friends mean nothing to a 5.x client (it asks QueryAssignment)
 
-    async def invoke(self, request: Any, timeout: float = 3.0) -> Any:
+    async def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         """Remoting calls to a client (running info, consume directly, status) have no gRPC equivalent here."""
         raise RuntimeError(f"the RocketMQ 5 gRPC client {self.client_id} does not answer request code {request.code}")
 
-    def recover_orphaned(self, request: Any, broker: Optional[str] = None) -> None:
+    def recover_orphaned(self, request: RemotingCommand, broker: Optional[str] = None) -> None:
         """A broker's CHECK_TRANSACTION_STATE as a RecoverOrphanedTransactionCommand on the Telemetry stream
         (``broker``: the broker that asks, named in the transaction id behind a proxy)."""
+        if request.body is None:
+            raise TypeError(f"CHECK_TRANSACTION_STATE for {self.client_id} without the message")
         m = decode_message(bytes(request.body))
         ext = request.ext_fields or {}
         tid = transaction_id_of(int(ext["commitLogOffset"]), int(ext["tranStateTableOffset"]),
@@ -121,7 +143,7 @@ class GrpcChannel:
 class GrpcClientManager:
     """client id -> GrpcChannel, kept in step with the backend's client registry."""
 
-    def __init__(self, registry: Any) -> None:
+    def __init__(self, registry: ClientRegistry) -> None:
         self.registry = registry
         self.channels: dict[str, GrpcChannel] = {}
 
@@ -133,7 +155,7 @@ class GrpcClientManager:
         ch.last_seen = time.monotonic()
         return ch
 
-    def on_settings(self, ch: GrpcChannel, settings: Any) -> None:
+    def on_settings(self, ch: GrpcChannel, settings: d.Settings) -> None:
         """A client's Settings: remember them and register it as a producer or consumer."""
         ch.settings = settings
         ch.language = d.Language.Name(settings.user_agent.language) if settings.user_agent.language else "JAVA"
@@ -148,7 +170,7 @@ class GrpcClientManager:
             for t in st.publishing.topics:
                 self.registry.register_producer(producer_group_of(t.name), ch)
         elif st.HasField("subscription") and st.subscription.group.name:
-            subs = []
+            subs: list[dict[str, object]] = []
             for e in st.subscription.subscriptions:
                 etype = "SQL92" if e.expression.type == d.SQL else "TAG"
                 subs.append({"topic": e.topic.name, "subString": e.expression.expression or "*",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import time
 import zlib
-from typing import Any, Optional
+from typing import Mapping, Optional
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -64,7 +64,7 @@ def ms_to_duration(ms: int) -> Duration:
     return dur
 
 
-def message_type_of(props: dict, sys_flag: int = 0) -> int:
+def message_type_of(props: Mapping[str, str], sys_flag: int = 0) -> d.MessageType.ValueType:
     """The type the proxy reports for a stored message (``TopicMessageType.parseFromMessageProperty``, first match
     wins): TRANSACTION > DELAY (a delay level or timer property) > FIFO > PRIORITY > LITE > NORMAL."""
     if props.get(TRAN_MSG, "").lower() == "true":
@@ -80,7 +80,7 @@ def message_type_of(props: dict, sys_flag: int = 0) -> int:
     return d.NORMAL
 
 
-def to_properties(msg: Any, producer_group: Optional[str]) -> dict[str, str]:
+def to_properties(msg: d.Message, producer_group: Optional[str]) -> dict[str, str]:
     """The 4.x properties of a 5.x ``Message`` being sent (user properties first, then the system ones)."""
     sp = msg.system_properties
     props = dict(msg.user_properties)
@@ -120,13 +120,13 @@ def java_split(text: str, sep: str) -> list[str]:
     return parts
 
 
-def body_digest(body: bytes) -> Any:
+def body_digest(body: bytes) -> d.Digest:
     """MD5, upper-case hex, as the proxy sends it (clients format CRC32 differently, MD5 alike)."""
     return d.Digest(type=d.MD5, checksum=hashlib.md5(body).hexdigest().upper())
 
 
 def to_grpc_message(m: StoredMessage, topic: Optional[str] = None, receipt: Optional[ReceiptHandle] = None,
-                    invisible_ms: Optional[int] = None, namespace: str = "") -> Any:
+                    invisible_ms: Optional[int] = None, namespace: str = "") -> d.Message:
     """A stored record as the 5.x ``Message`` a consumer receives (``topic``: the real topic of a
     retry-topic redelivery)."""
     props = m.properties

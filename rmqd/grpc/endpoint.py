@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, cast
 
 from rmqd.tls.contexts import grpc_key_and_chain
 
 if TYPE_CHECKING:
+    import grpc
+    import grpc.aio
+
     from rmqd.app import Services
+    from rmqd.grpc.advertise import GrpcPortAdvertiser
+    from rmqd.grpc.backend import MessagingBackend
     from rmqd.grpc.front import GrpcFront
+    from rmqd.grpc.handles import BrokerParts
+    from rmqd.grpc.service import MessagingService
     from rmqd.tls.settings import ServerTlsSettings
 
 log = logging.getLogger(__name__)
@@ -36,7 +43,7 @@ class GrpcEndpoint:
     client (the test-mode certificate is not made until a client wants it)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8081, optional: bool = False,
-                 tls: "ServerTlsSettings | None" = None, backend: Optional[Callable[[], Any]] = None,
+                 tls: "ServerTlsSettings | None" = None, backend: Optional[Callable[[], MessagingBackend]] = None,
                  label: str = "rmqd gRPC (RocketMQ 5 clients) on {address}{tls}") -> None:
         """``backend``: makes the MessagingService's backend (:class:`rmqd.grpc.backend.MessagingBackend`) on first
         use; None: the broker of this process (:class:`rmqd.grpc.local_backend.LocalBackend`), whose gRPC port is
@@ -45,21 +52,21 @@ class GrpcEndpoint:
         self.port = port
         self.optional = optional
         self.failed = ""
-        self.server: Any = None
+        self.server: Optional[grpc.aio.Server] = None
         self.tls = tls
         self.front: Optional["GrpcFront"] = None
         self._backend_factory = backend
         self.label = label
-        self._backend: Optional[Callable[[], Any]] = None
-        self._service: Any = None
+        self._backend: Optional[Callable[[], MessagingBackend]] = None
+        self._service: Optional[MessagingService] = None
         self._handlers: Optional[_LazyHandlers] = None
         self._plain_port = 0
-        self._tls_server: Any = None
+        self._tls_server: Optional[grpc.aio.Server] = None
         self._tls_port = 0
-        self._tls_starting: Optional[asyncio.Future] = None
-        self._advertiser: Any = None
+        self._tls_starting: Optional[asyncio.Future[int]] = None
+        self._advertiser: Optional[GrpcPortAdvertiser] = None
 
-    def _options(self) -> list[tuple[str, Any]]:
+    def _options(self) -> list[tuple[str, int]]:
         assert self.tls is not None
         return [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -74,7 +81,11 @@ class GrpcEndpoint:
         from rmqd.tls.settings import TlsMode, grpc_server_settings, tls_properties
 
         broker = services.broker if self._backend_factory is None else None
-        if broker is None and self._backend_factory is None:
+        if self._backend_factory is not None:
+            backend = self._backend_factory
+        elif broker is not None:
+            backend = self._local_backend(broker)
+        else:
             raise ValueError("the gRPC endpoint needs a broker in this process")
         if self.tls is None:
             self.tls = grpc_server_settings(tls_properties(broker.config.extra if broker is not None else {}))
@@ -105,8 +116,8 @@ class GrpcEndpoint:
                 broker.config.grpcServerPort = 0            # getBrokerConfig: this broker serves no gRPC
             return
         self.port = port
-        self._backend = self._backend_factory or self._local_backend(broker)
-        server.add_generic_rpc_handlers((self._handlers,))
+        self._backend = backend
+        server.add_generic_rpc_handlers(self._handlers.as_grpc())
         await server.start()
         self.server = server
         if broker is None:
@@ -115,13 +126,14 @@ class GrpcEndpoint:
         broker.config.grpcServerPort = port
         # other brokers' endpoints route clients here: the port in the name servers' KV table
         from rmqd.grpc.advertise import GrpcPortAdvertiser
-        self._advertiser = GrpcPortAdvertiser(lambda addr, req, t: broker.namesrv_client.invoke(addr, req, t),
-                                              lambda: broker.config.namesrv_addrs, lambda: broker.address, port)
+        from rmqd.grpc.handles import namesrv_invoke
+        self._advertiser = GrpcPortAdvertiser(namesrv_invoke(broker), lambda: broker.config.namesrv_addrs,
+                                              lambda: broker.address, port)
         self._advertiser.start()
         log.debug("gRPC MessagingService on %s (TLS %s)", self.address, mode.value)
 
-    def _local_backend(self, broker: Any) -> Callable[[], Any]:
-        def make() -> Any:
+    def _local_backend(self, broker: BrokerParts) -> Callable[[], MessagingBackend]:
+        def make() -> MessagingBackend:
             from rmqd.grpc.local_backend import LocalBackend, LocalParts
             return LocalBackend(LocalParts.of(broker), lambda: (self.host, self.port))
         return make
@@ -157,7 +169,8 @@ class GrpcEndpoint:
         key, chain = await asyncio.get_running_loop().run_in_executor(None, grpc_key_and_chain, self.tls)
         server = grpc.aio.server(options=self._options())
         port = server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([(key, chain)]))
-        server.add_generic_rpc_handlers((self._handlers,))
+        assert self._handlers is not None          # made in start(), before any client
+        server.add_generic_rpc_handlers(self._handlers.as_grpc())
         await server.start()
         self._tls_server, self._tls_port = server, port
         log.info("gRPC: TLS for %s ready (%s)", self.address,
@@ -169,7 +182,7 @@ class GrpcEndpoint:
         return self.front.client_of(host, port) if self.front is not None else (host, port)
 
     @property
-    def service(self) -> Any:
+    def service(self) -> Optional[MessagingService]:
         """The MessagingService, made (and started) on first use: the first call, or a caller asking."""
         if self._service is None and self._backend is not None:
             from rmqd.grpc.service import MessagingService
@@ -214,27 +227,36 @@ class _LazyHandlers:
 
     def __init__(self, endpoint: GrpcEndpoint) -> None:
         self.endpoint = endpoint
-        self.handlers: Optional[tuple] = None
-        self.guarded: dict[str, Any] = {}        # method path -> its handler behind rmqd.grpc.bad_input.guard
+        self.handlers: Optional[tuple[grpc.GenericRpcHandler, ...]] = None
+        # method path -> its handler behind rmqd.grpc.bad_input.guard
+        self.guarded: dict[str, grpc.RpcMethodHandler[object, object]] = {}
 
-    def service(self, handler_call_details: Any) -> Any:
+    def as_grpc(self) -> tuple[grpc.GenericRpcHandler]:
+        """These handlers as a server's generic handlers (grpc calls ``service`` of any object given; its stubs
+        ask for the GenericRpcHandler class, which would load grpc when this module loads)."""
+        return (cast("grpc.GenericRpcHandler", self),)
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Optional[grpc.RpcMethodHandler[object, object]]:
         path = handler_call_details.method
         found = self.guarded.get(path)
         if found is not None:
             return found
+        service = self.endpoint.service
+        if service is None:         # a call before the endpoint has its backend (start sets it before serving)
+            return None
         if self.handlers is None:
             from rmqd.grpc.pb import service_pb2_grpc
             capture = _HandlerCapture()
-            service_pb2_grpc.add_MessagingServiceServicer_to_server(self.endpoint.service, capture)
+            # the boundary with grpc: the generated function only calls the server's two registration methods
+            service_pb2_grpc.add_MessagingServiceServicer_to_server(service, cast("grpc.aio.Server", capture))
             self.handlers = capture.generic
             log.debug("gRPC MessagingService loaded on its first call")
         from rmqd.grpc.bad_input import guard
         for handler in self.handlers:
-            found = handler.service(handler_call_details)
-            if found is not None:
-                found = guard(found, path.rsplit("/", 1)[-1], self.endpoint.service.causes)
-                self.guarded[path] = found
-                return found
+            guarded = guard(handler.service(handler_call_details), path.rsplit("/", 1)[-1], service.causes)
+            if guarded is not None:
+                self.guarded[path] = guarded
+                return guarded
         return None
 
 
@@ -242,10 +264,11 @@ class _HandlerCapture:
     """Stands in for the server in ``add_..._to_server``: keeps the generic handlers it is given."""
 
     def __init__(self) -> None:
-        self.generic: tuple = ()
+        self.generic: tuple[grpc.GenericRpcHandler, ...] = ()
 
-    def add_generic_rpc_handlers(self, handlers: tuple) -> None:
+    def add_generic_rpc_handlers(self, handlers: Iterable[grpc.GenericRpcHandler]) -> None:
         self.generic += tuple(handlers)
 
-    def add_registered_method_handlers(self, service_name: str, handlers: dict) -> None:
+    def add_registered_method_handlers(self, service_name: str,
+                                       handlers: dict[str, grpc.RpcMethodHandler[object, object]]) -> None:
         pass            # the same handlers as the generic one; registration needs a server not started yet

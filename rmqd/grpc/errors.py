@@ -7,14 +7,12 @@ the topic message-type check, an expired receipt handle, a broker's error) reach
 """
 from __future__ import annotations
 
-from typing import Any
-
 from rmqd.grpc.pb import definition_pb2 as d
 
 PROXY_EXCEPTION = "org.apache.rocketmq.proxy.common.ProxyException"
 
 
-def status(code: int, message: str = "") -> Any:
+def status(code: d.Code.ValueType, message: str = "") -> d.Status:
     """A ``Status``; an empty message is the code's name (``ResponseBuilder.buildStatus``)."""
     return d.Status(code=code, message=message or d.Code.Name(code))
 
@@ -22,12 +20,12 @@ def status(code: int, message: str = "") -> Any:
 class RpcError(Exception):
     """Ends an RPC with ``status(code, message)`` in its response."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: d.Code.ValueType, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
 
 
-def proxy_error(code: int, message: str) -> RpcError:
+def proxy_error(code: d.Code.ValueType, message: str) -> RpcError:
     """A refusal the proxy's processors raise (see the module docstring)."""
     return RpcError(code, f"{PROXY_EXCEPTION}: {message}")

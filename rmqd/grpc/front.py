@@ -16,13 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Awaitable, Callable, Optional
+from typing import Awaitable, Callable, Optional, cast
 
 log = logging.getLogger(__name__)
 
 TLS_HANDSHAKE_RECORD = 0x16
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"     # what every plaintext HTTP/2 (gRPC) client sends first
 HIGH_WATER = 1 << 20            # pause the other side's reading above this much unsent
+
+
+def _stream(transport: asyncio.BaseTransport) -> asyncio.Transport:
+    """The transport asyncio hands a stream protocol's ``connection_made``: a stream transport (uvloop's too),
+    typed as the base class by asyncio's protocol."""
+    return cast(asyncio.Transport, transport)
 
 
 class _Backend(asyncio.Protocol):
@@ -33,22 +39,22 @@ class _Backend(asyncio.Protocol):
         self.transport: Optional[asyncio.Transport] = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport          # type: ignore[assignment]
-        transport.set_write_buffer_limits(high=HIGH_WATER)     # type: ignore[attr-defined]
+        self.transport = _stream(transport)
+        self.transport.set_write_buffer_limits(high=HIGH_WATER)
 
     def data_received(self, data: bytes) -> None:
         self.front.answered += len(data)
-        self.front.transport.write(data)    # type: ignore[union-attr]
+        self.front.client().write(data)
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.front.backend_closed(exc)
 
     def pause_writing(self) -> None:
-        self.front.transport.pause_reading()            # type: ignore[union-attr]
+        self.front.client().pause_reading()
 
     def resume_writing(self) -> None:
         if not self.front.closed:
-            self.front.transport.resume_reading()       # type: ignore[union-attr]
+            self.front.client().resume_reading()
 
 
 class _ClientSide(asyncio.Protocol):
@@ -66,10 +72,16 @@ class _ClientSide(asyncio.Protocol):
         self._silence: Optional[asyncio.TimerHandle] = None
         self._backend_port = 0
 
+    def client(self) -> asyncio.Transport:
+        """The client's connection (made before any callback that uses it)."""
+        if self.transport is None:
+            raise RuntimeError(f"gRPC front: no client connection yet for {self.peer}")
+        return self.transport
+
     # ------------------------------------------------------------------ client side
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport          # type: ignore[assignment]
-        transport.set_write_buffer_limits(high=HIGH_WATER)     # type: ignore[attr-defined]
+        self.transport = _stream(transport)
+        self.transport.set_write_buffer_limits(high=HIGH_WATER)
         peer = transport.get_extra_info("peername") or ("", 0)
         self.peer = (peer[0], peer[1])
         self._silence = asyncio.get_running_loop().call_later(self.owner.handshake_timeout_s, self._silent)
@@ -77,7 +89,7 @@ class _ClientSide(asyncio.Protocol):
     def _silent(self) -> None:
         log.info("gRPC: closing the connection from %s:%d: nothing received in %.0f s", *self.peer,
                  self.owner.handshake_timeout_s)
-        self.transport.close()              # type: ignore[union-attr]
+        self.client().close()
 
     def data_received(self, data: bytes) -> None:
         backend = self.backend
@@ -96,12 +108,12 @@ class _ClientSide(asyncio.Protocol):
                 log.warning("gRPC: %s:%d sent neither a TLS handshake nor the HTTP/2 preface (%r): closed",
                             *self.peer, data[:16])
                 self.pending = None
-                self.transport.close()      # type: ignore[union-attr]
+                self.client().close()
                 return
             asyncio.get_running_loop().create_task(self._connect())
         pending.append(data)
         if sum(map(len, pending)) > HIGH_WATER:
-            self.transport.pause_reading()  # type: ignore[union-attr]
+            self.client().pause_reading()
 
     async def _connect(self) -> None:
         loop = asyncio.get_running_loop()
@@ -112,7 +124,7 @@ class _ClientSide(asyncio.Protocol):
         except Exception as exc:
             log.error("gRPC: cannot reach the %s endpoint for %s:%d (%s: %s): closing it",
                       "TLS" if self.tls else "plaintext", *self.peer, type(exc).__name__, exc)
-            self.transport.close()          # type: ignore[union-attr]
+            self.client().close()
             return
         if self.closed:
             transport.close()
@@ -123,7 +135,7 @@ class _ClientSide(asyncio.Protocol):
             self.owner.clients[local[1]] = self.peer
         transport.writelines(self.pending or [])
         self.pending = None
-        self.transport.resume_reading()     # type: ignore[union-attr]
+        self.client().resume_reading()
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.closed = True
@@ -151,7 +163,7 @@ class _ClientSide(asyncio.Protocol):
         if self.tls and self.answered == 0:
             log.warning("gRPC: TLS handshake with %s:%d failed or did not finish in %.1f s (the endpoint closed the "
                         "connection before answering): closed", *self.peer, self.owner.handshake_timeout_s)
-        self.transport.close()              # type: ignore[union-attr]
+        self.client().close()
 
 
 class GrpcFront:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.grpc.errors import RpcError
 from rmqd.grpc.pb import definition_pb2 as d
@@ -23,10 +23,19 @@ from rmqd.grpc.backend import Received, ReceiveRequest
 from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, check_name, lmq_name
 from rmqd.store.message import decode_message
 
+if TYPE_CHECKING:
+    from rmqd.grpc.backend import MessagingBackend, RpcContext
+    from rmqd.grpc.local_backend import LocalBackend
+    from rmqd.grpc.service import MessagingService
+    from rmqd.pop.extra_info import ReceiptHandle
+    from rmqd.pop.service import PoppedMessage
+    from rmqd.store.metadata import SubscriptionGroupConfig
+
 log = logging.getLogger(__name__)
 
 C = d.Code
-CODES = {LiteError.ILLEGAL_LITE_TOPIC: C.ILLEGAL_LITE_TOPIC, LiteError.ILLEGAL_TOPIC: C.ILLEGAL_TOPIC,
+CODES: dict[str, d.Code.ValueType] = {
+         LiteError.ILLEGAL_LITE_TOPIC: C.ILLEGAL_LITE_TOPIC, LiteError.ILLEGAL_TOPIC: C.ILLEGAL_TOPIC,
          LiteError.ILLEGAL_GROUP: C.ILLEGAL_CONSUMER_GROUP, LiteError.TOPIC_NOT_FOUND: C.TOPIC_NOT_FOUND,
          LiteError.GROUP_NOT_FOUND: C.CONSUMER_GROUP_NOT_FOUND, LiteError.FORBIDDEN: C.FORBIDDEN,
          LiteError.SUBSCRIPTION_QUOTA: C.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
@@ -35,7 +44,7 @@ CODES = {LiteError.ILLEGAL_LITE_TOPIC: C.ILLEGAL_LITE_TOPIC, LiteError.ILLEGAL_T
 LITE_CLIENT_TYPES = (d.LITE_PUSH_CONSUMER, d.LITE_SIMPLE_CONSUMER)
 
 
-def offset_option(request: Any) -> Optional[OffsetOption]:
+def offset_option(request: s.SyncLiteSubscriptionRequest) -> Optional[OffsetOption]:
     if not request.HasField("offset_option"):
         return None
     opt = request.offset_option
@@ -49,7 +58,8 @@ def offset_option(request: Any) -> Optional[OffsetOption]:
     return OffsetOption(policy=d.OffsetOption.Policy.Name(opt.policy) if kind == "policy" else "LAST")
 
 
-async def proxy_checks(request: Any, names: list, backend: Any, max_lite_topic_size: int) -> Any:
+async def proxy_checks(request: s.SyncLiteSubscriptionRequest, names: list[str], backend: MessagingBackend,
+                       max_lite_topic_size: int) -> SubscriptionGroupConfig:
     """What the proxy refuses before the broker sees a SyncLiteSubscription (``ClientActivity`` and
     ``ClientProcessor.syncLiteSubscription``), with its texts: names, group, bind topic, the +300 quota. Returns the
     group's config."""
@@ -75,17 +85,17 @@ async def proxy_checks(request: Any, names: list, backend: Any, max_lite_topic_s
 class LiteGrpc:
     """The lite RPCs and hooks of one MessagingService."""
 
-    def __init__(self, service: Any, manager: LiteSubscriptionManager, backend: Any) -> None:
+    def __init__(self, service: MessagingService, manager: LiteSubscriptionManager, backend: LocalBackend) -> None:
         """``backend``: the :class:`rmqd.grpc.local_backend.LocalBackend` (groups, POP, the store)."""
         self.service = service
         self.manager = manager
         self.backend = backend
 
-    def error(self, exc: LiteError) -> tuple[int, str]:
+    def error(self, exc: LiteError) -> tuple[d.Code.ValueType, str]:
         return CODES.get(exc.kind, C.INTERNAL_ERROR), exc.message
 
     # ------------------------------------------------------------------ SyncLiteSubscription
-    def _notifier(self, client_id: str):
+    def _notifier(self, client_id: str) -> Callable[[str], None]:
         clients = self.service.clients
 
         def notify(lite: str) -> None:
@@ -95,7 +105,8 @@ class LiteGrpc:
                 log.info("lite: NotifyUnsubscribeLite(%s) to %s: no telemetry stream", lite, client_id)
         return notify
 
-    async def sync(self, request: Any, context: Any, client_id: str, peer: str) -> Any:
+    async def sync(self, request: s.SyncLiteSubscriptionRequest, context: RpcContext, client_id: str,
+                   peer: str) -> s.SyncLiteSubscriptionResponse:
         names = list(request.lite_topic_set)
         await self._proxy_checks(request, names)
         try:
@@ -106,11 +117,11 @@ class LiteGrpc:
             return s.SyncLiteSubscriptionResponse(status=d.Status(code=code, message=message))
         return s.SyncLiteSubscriptionResponse(status=d.Status(code=C.OK, message="OK"))
 
-    async def _proxy_checks(self, request: Any, names: list) -> None:
+    async def _proxy_checks(self, request: s.SyncLiteSubscriptionRequest, names: list[str]) -> None:
         await proxy_checks(request, names, self.backend, int(self.manager.config.maxLiteTopicSize))
 
     # ------------------------------------------------------------------ settings
-    def fill_settings(self, settings: Any, group_config: Optional[Any]) -> None:
+    def fill_settings(self, settings: d.Settings, group_config: Optional[SubscriptionGroupConfig]) -> None:
         """A consumer's lite settings (the proxy merges them into every consumer's): the group's
         ``lite.sub.client.quota`` as it is (2000 by default, -1 unlimited) and the max lite topic size."""
         settings.subscription.lite_subscription_quota = ga.get_int(group_config, ga.LITE_CLIENT_QUOTA)
@@ -152,7 +163,7 @@ class LiteGrpc:
             state = "found" if keep else "timeout"
         return await self.backend.received(result, state, rr)
 
-    async def _give_back(self, group: str, popped: list) -> None:
+    async def _give_back(self, group: str, popped: list[PoppedMessage]) -> None:
         """Make messages popped for a client that unsubscribed meanwhile visible again (same attempt)."""
         pop = self.backend.pop
         for pm in popped:
@@ -164,7 +175,7 @@ class LiteGrpc:
                               pm.topic, pm.queue_offset, group)
 
     # ------------------------------------------------------------------ ack, invisible time, DLQ
-    async def queue_of(self, topic: str, lite: Optional[str], handle: Any) -> str:
+    async def queue_of(self, topic: str, lite: Optional[str], handle: ReceiptHandle) -> str:
         """The LMQ a lite receipt handle belongs to: the request's ``lite_topic``, else the lite topic stored
         with the message (a client that leaves the field out still acks the right queue)."""
         if lite:

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Any, Callable, Hashable, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Hashable, NamedTuple, Optional, Sequence, TypeVar, TypeVarTuple, Unpack
 
 from rmqd.broker.client_manager import ClientChannelInfo
 from rmqd.config import BrokerConfig
 from rmqd.grpc.backend import Received, ReceiveRequest
 from rmqd.grpc.clients import producer_group_of
 from rmqd.grpc.convert import to_grpc_message
+from rmqd.grpc.handles import namesrv_invoke
 from rmqd.grpc.master_link import MasterLink
 from rmqd.grpc.routes import Address, ClusterRoutes, TopicRoute, local_route
 from rmqd.pop.extra_info import ExtraInfo, ReceiptHandle
@@ -33,10 +34,37 @@ from rmqd.store.lite.names import is_lite_queue
 from rmqd.store.message import decode_message, java_string_hash
 from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
 
+if TYPE_CHECKING:
+    from rmqd.grpc import handles
+    from rmqd.grpc.clients import GrpcChannel
+    from rmqd.grpc.lite import LiteGrpc
+    from rmqd.grpc.pb import definition_pb2 as d
+    from rmqd.grpc.routes import Invoke
+    from rmqd.grpc.service import MessagingService
+    from rmqd.acl.plain_acl import PlainAclManager
+    from rmqd.pop.service import PopResult, PoppedMessage, PopService
+    from rmqd.store.api import MessageStoreAPI
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
 log = logging.getLogger(__name__)
 
 FORWARD_TIMEOUT_S = 5.0               # a slave's endpoint waiting for its master's answer to a forwarded send
 INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
+
+
+async def _in(executor: PopExecutor, fn: Callable[[Unpack[Ts]], T], *args: Unpack[Ts]) -> T:
+    """``fn(*args)`` in ``executor`` (Busy when full), typed as ``fn``'s result."""
+    result: T = await executor.run(fn, *args)      # PopExecutor.run's own result type is open
+    return result
+
+
+def _header(request: RemotingCommand) -> dict[str, str]:
+    """The ext fields of a request the service built (always with a header)."""
+    if request.ext_fields is None:
+        raise TypeError(f"request {request.code} has no ext fields")
+    return request.ext_fields
 
 
 def guava_consistent_hash(key: int, buckets: int) -> int:
@@ -71,55 +99,53 @@ class LocalParts:
     """The broker's parts the gRPC endpoint uses."""
 
     config: BrokerConfig
-    store: Any                       # rmqd.store.MessageStore
-    topics: Any                      # TopicConfigManager
-    groups: Any                      # SubscriptionGroupManager
-    offsets: Any                     # ConsumerOffsetManager
-    producers: Any                   # ProducerManager
-    consumers: Any                   # ConsumerManager
-    pop_service: Any                 # rmqd.pop.PopService
+    store: MessageStoreAPI
+    topics: handles.Topics
+    groups: handles.Groups
+    offsets: handles.Offsets
+    producers: handles.Producers
+    consumers: handles.Consumers
+    pop_service: PopService
     pop_executor: PopExecutor
-    send_processor: Any
-    end_transaction_processor: Any
-    send_back_processor: Any
-    recaller: Any
-    role: Any                        # the replication role manager (is_slave, master_addr)
-    lite_priority: Any
-    auth: Any                        # rmqd.auth (guard, request_signer)
-    acl_manager: Any
-    namesrv_invoke: Callable          # (addr, request, timeout) -> awaitable response
+    send_processor: handles.SendProcessor
+    end_transaction_processor: handles.RequestProcessor
+    send_back_processor: handles.RequestProcessor
+    recaller: handles.Recaller
+    role: handles.ReplicaRole         # the replication role manager (is_slave, master_addr)
+    lite_priority: handles.LiteParts
+    auth: handles.Auth                # rmqd.auth (guard, request_signer)
+    acl_manager: Optional[PlainAclManager]
+    namesrv_invoke: Invoke            # (addr, request, timeout) -> awaitable response
     address: Callable[[], str]        # this broker's remoting address
 
     @classmethod
-    def of(cls, broker: Any) -> "LocalParts":
+    def of(cls, broker: handles.BrokerParts) -> "LocalParts":
         """The parts of a broker controller (where the endpoint is made)."""
         return cls(broker.config, broker.store, broker.topic_config_manager, broker.subscription_group_manager,
                    broker.consumer_offset_manager, broker.producer_manager, broker.consumer_manager,
                    broker.pop_service, broker.pop_executor, broker.send_processor, broker.end_transaction_processor,
                    broker.send_back_processor, broker.recaller, broker.role_manager, broker.lite_priority,
-                   broker.auth, broker.acl_manager,
-                   lambda addr, req, timeout: broker.namesrv_client.invoke(addr, req, timeout),
-                   lambda: broker.address)
+                   broker.auth, broker.acl_manager, namesrv_invoke(broker), lambda: broker.address)
 
 
 class LocalRegistry:
     """5.x clients in the broker's producer and consumer managers, as 4.x clients' channels."""
 
-    def __init__(self, producers: Any, consumers: Any) -> None:
+    def __init__(self, producers: handles.Producers, consumers: handles.Consumers) -> None:
         self.producers, self.consumers = producers, consumers
 
     @staticmethod
-    def _info(ch: Any) -> ClientChannelInfo:
+    def _info(ch: GrpcChannel) -> ClientChannelInfo:
         return ClientChannelInfo(ch, ch.client_id, ch.language, Version.V4_9_8)
 
-    def register_producer(self, group: str, channel: Any) -> None:
+    def register_producer(self, group: str, channel: GrpcChannel) -> None:
         self.producers.register(group, self._info(channel))
 
-    def register_consumer(self, group: str, channel: Any, subscriptions: list[dict]) -> None:
+    def register_consumer(self, group: str, channel: GrpcChannel, subscriptions: list[dict[str, object]]) -> None:
         self.consumers.register(group, self._info(channel), "CONSUME_POP", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
                                 subscriptions, notify=False)
 
-    def release(self, channel: Any) -> list[str]:
+    def release(self, channel: GrpcChannel) -> list[str]:
         self.producers.do_channel_close(channel)
         return self.consumers.do_channel_close(channel) or []
 
@@ -145,9 +171,12 @@ class LocalBackend:
         # the name server's routes and the other brokers' gRPC ports (rmqd.grpc.routes), over the broker's client
         self.routes = ClusterRoutes(p.namesrv_invoke, lambda: c.namesrv_addrs, p.address, endpoint_address)
 
-    def lite(self, service: Any) -> Any:
+    def lite(self, service: MessagingService) -> LiteGrpc:
         from rmqd.grpc.lite import LiteGrpc
-        return LiteGrpc(service, self.parts.lite_priority.manager, self)
+        manager = self.parts.lite_priority.manager
+        if manager is None:         # LitePriority.install runs while the broker is made, before any endpoint
+            raise RuntimeError("the broker's Lite Mode is not installed (LitePriority.install)")
+        return LiteGrpc(service, manager, self)
 
     def start(self) -> None:
         pass
@@ -156,8 +185,8 @@ class LocalBackend:
         self.master.close()
         self.send_executor.shutdown()
 
-    async def run(self, fn: Any, *args: Any) -> Any:
-        return await self.send_executor.run(fn, *args)
+    async def run(self, fn: Callable[[Unpack[Ts]], T], *args: Unpack[Ts]) -> T:
+        return await _in(self.send_executor, fn, *args)
 
     # ------------------------------------------------------------------ metadata
     async def topic(self, name: str) -> Optional[TopicConfig]:
@@ -168,7 +197,7 @@ class LocalBackend:
         groups = self.parts.groups
         sg = groups.table.get(name)
         if sg is None and create and groups.auto_create:
-            sg = await self.send_executor.run(groups.find, name)
+            sg = await _in(self.send_executor, groups.find, name)
         return sg
 
     async def route(self, topic: str, tc: Optional[TopicConfig]) -> Optional[TopicRoute]:
@@ -187,19 +216,20 @@ class LocalBackend:
     # ------------------------------------------------------------------ producers
     async def send(self, tc: TopicConfig, request: RemotingCommand, key: str,
                    peer: tuple[str, int]) -> tuple[RemotingCommand, Optional[str]]:
+        ext = _header(request)
         if key:
-            request.ext_fields["queueId"] = str(guava_consistent_hash(java_string_hash(key),
-                                                                      max(1, tc.write_queue_nums)))
-        master = self._master_to_forward(request.ext_fields.get("sysFlag") == "4")
+            ext["queueId"] = str(guava_consistent_hash(java_string_hash(key), max(1, tc.write_queue_nums)))
+        master = self._master_to_forward(ext.get("sysFlag") == "4")
         if master is not None:
             return await self._forward_send(master, request), None
         sp = self.parts.send_processor
         conn = GrpcConn(*peer)
         # the broker's send lane rule: a small ASYNC_FLUSH append to an existing topic is a memory copy,
         # answered on the loop; anything that may block goes to the executor
-        resp = sp.process_inline(conn, request)
-        if resp is TO_POOL:
-            resp = await self.send_executor.run(sp.process, conn, request)
+        inline = sp.process_inline(conn, request)
+        resp = await _in(self.send_executor, sp.process, conn, request) if inline is TO_POOL else inline
+        if not isinstance(resp, RemotingCommand):
+            raise TypeError(f"the send processor answered {resp!r}, not a RemotingCommand")
         return resp, None
 
     def _on_slave(self) -> bool:
@@ -215,7 +245,7 @@ class LocalBackend:
             return None
         return rm.master_addr
 
-    async def _forward_send(self, master: str, request: Any) -> Any:
+    async def _forward_send(self, master: str, request: RemotingCommand) -> RemotingCommand:
         return await self._to_master(request, f"gRPC send forwarded to the master {master}")
 
     async def _to_master(self, request: RemotingCommand, what: str) -> RemotingCommand:
@@ -226,14 +256,16 @@ class LocalBackend:
             log.warning("%s failed: %r", what, exc)
             return error_response(ResponseCode.SERVICE_NOT_AVAILABLE, f"{what} failed: {exc!r}")
 
-    async def end_transaction(self, ext: dict, broker: Optional[str], peer: tuple[str, int]) -> Optional[RemotingCommand]:
+    async def end_transaction(self, ext: dict[str, str], broker: Optional[str],
+                              peer: tuple[str, int]) -> Optional[RemotingCommand]:
         if self._on_slave():        # the half message was stored on the master (a slave takes none)
             return await self._to_master(new_request(RequestCode.END_TRANSACTION, ext), "END_TRANSACTION")
         proc = self.parts.end_transaction_processor
-        return await self.send_executor.run(proc.process, GrpcConn(*peer), new_request(RequestCode.END_TRANSACTION, ext))
+        return await _in(self.send_executor, proc.process, GrpcConn(*peer),
+                         new_request(RequestCode.END_TRANSACTION, ext))
 
     async def recall(self, topic: str, handle: str, producer_group: str, peer: tuple[str, int]) -> str:
-        return await self.send_executor.run(self.parts.recaller.recall, topic, handle, producer_group, peer)
+        return await _in(self.send_executor, self.parts.recaller.recall, topic, handle, producer_group, peer)
 
     # ------------------------------------------------------------------ consumers
     async def receive(self, rr: ReceiveRequest) -> Received:
@@ -246,19 +278,20 @@ class LocalBackend:
                                                rr.host, order=rr.group.consume_message_orderly)
         return await self.received(result, state, rr)
 
-    async def received(self, result: Any, state: str, rr: ReceiveRequest) -> Received:
+    async def received(self, result: PopResult, state: str, rr: ReceiveRequest) -> Received:
         """A pop's result as 5.x messages (decoded in the executor: CPU work), with their renewal keys."""
         if not result.messages:
             return Received([], state)
-        out = await self.pop_executor.run(self._to_messages, result.messages, rr.topic.topic_name, rr.namespace)
+        out = await _in(self.pop_executor, self._to_messages, result.messages, rr.topic.topic_name, rr.namespace)
         group = rr.group.group_name
-        holds = [((group, pm.extra.broker_name, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time),
-                  (pm.topic, group, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time))
-                 for pm in result.messages]
+        holds: list[tuple[Hashable, Hashable]] = [
+            ((group, pm.extra.broker_name, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time),
+             (pm.topic, group, pm.queue_id, pm.extra.ck_queue_offset, pm.extra.pop_time))
+            for pm in result.messages]
         return Received(out, state, holds)
 
     @staticmethod
-    def _to_messages(popped: list, topic: str, namespace: str) -> list:
+    def _to_messages(popped: list[PoppedMessage], topic: str, namespace: str) -> list[d.Message]:
         """Popped records as 5.x messages."""
         out = []
         for pm in popped:
@@ -276,10 +309,11 @@ class LocalBackend:
         """The same key whether the message was popped here or through the master (RemotePop's)."""
         return self.at_master.handle_key(group, h)
 
-    async def renew(self, keys: list, invisible_ms: int, within_ms: int) -> list:
+    async def renew(self, keys: list[Hashable], invisible_ms: int, within_ms: int) -> list[Hashable]:
         remote = [k.key for k in keys if isinstance(k, AtMaster)]
         local = [k for k in keys if not isinstance(k, AtMaster)]
-        still = list(await self.pop_executor.run(self.pop.renew, local, invisible_ms, within_ms)) if local else []
+        still: list[Hashable] = list(await _in(self.pop_executor, self.pop.renew, local, invisible_ms, within_ms)) \
+            if local else []
         if remote:
             still.extend(AtMaster(k) for k in await self.at_master.renew(remote, invisible_ms, within_ms))
         return still
@@ -290,20 +324,23 @@ class LocalBackend:
         elif inline:        # ASYNC_FLUSH: an ack record is a memory copy, done on the loop
             self.pop.ack(group, queue, h.extra, h.extra.queue_offset)
         else:
-            await self.pop_executor.run(self.pop.ack, group, queue, h.extra, h.extra.queue_offset)
+            await _in(self.pop_executor, self.pop.ack, group, queue, h.extra, h.extra.queue_offset)
 
     async def change_invisible(self, group: str, queue: str, h: ReceiptHandle, invisible_ms: int,
                                suspend: bool) -> ExtraInfo:
         if self._on_slave():
             return await self.at_master.change_invisible(group, queue, h, invisible_ms, suspend)
-        return await self.pop_executor.run(self.pop.change_invisible_time, group, queue, h.extra,
-                                           h.extra.queue_offset, invisible_ms, suspend)
+        return await _in(self.pop_executor, self.pop.change_invisible_time, group, queue, h.extra,
+                         h.extra.queue_offset, invisible_ms, suspend)
 
-    async def send_back(self, ext: dict, h: ReceiptHandle, peer: tuple[str, int]) -> RemotingCommand:
+    async def send_back(self, ext: dict[str, str], h: ReceiptHandle, peer: tuple[str, int]) -> RemotingCommand:
         if self._on_slave():
             return await self.at_master.send_back(ext, h, peer)
-        return await self.send_executor.run(self.parts.send_back_processor.process, GrpcConn(*peer),
-                                            new_request(RequestCode.CONSUMER_SEND_MSG_BACK, ext))
+        resp = await _in(self.send_executor, self.parts.send_back_processor.process, GrpcConn(*peer),
+                         new_request(RequestCode.CONSUMER_SEND_MSG_BACK, ext))
+        if resp is None:
+            raise TypeError("the send-back processor answered nothing")
+        return resp
 
     # ------------------------------------------------------------------ offsets
     async def get_offset(self, group: str, topic: str, queue_id: int, broker: str) -> int:
@@ -319,7 +356,7 @@ class LocalBackend:
             return store.get_min_offset(topic, queue_id)
         if policy == "END":
             return store.get_max_offset(topic, queue_id)
-        return await self.pop_executor.run(store.get_offset_by_time, topic, queue_id, timestamp_ms)
+        return await _in(self.pop_executor, store.get_offset_by_time, topic, queue_id, timestamp_ms)
 
     # ------------------------------------------------------------------ lite (rmqd.grpc.lite)
     def read_message(self, commit_log_offset: int) -> Optional[bytes]:

@@ -10,10 +10,14 @@ and the client retries.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.proxy.brokers import CONNECT_ERRORS, BrokerUnavailable
 from rmqd.remoting.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from rmqd.grpc.handles import Signer
+    from rmqd.remoting.client import RemotingClient
 
 log = logging.getLogger(__name__)
 
@@ -22,12 +26,12 @@ class MasterLink:
     """:class:`rmqd.proxy.remote_pop.BrokerCalls` to this broker's master (the group's name is the only name it
     serves); one remoting connection, made at the first call, signed as the broker signs its own requests."""
 
-    def __init__(self, master_addr: Callable[[], Optional[str]], signer: Callable[[], Any]) -> None:
+    def __init__(self, master_addr: Callable[[], Optional[str]], signer: Callable[[], Optional[Signer]]) -> None:
         self.master_addr = master_addr
         self._signer = signer
-        self._client: Any = None
+        self._client: Optional[RemotingClient] = None
 
-    def _connection(self) -> Any:
+    def _connection(self) -> RemotingClient:
         if self._client is None:
             from rmqd.remoting.client import RemotingClient
             self._client = RemotingClient(signer=self._signer())

@@ -26,9 +26,10 @@ import dataclasses
 import ipaddress
 import logging
 import time
-from typing import Any, Awaitable, Callable, Iterable, Optional, Sequence
+from typing import Awaitable, Callable, Iterable, Mapping, Optional, Sequence
 
 from rmqd.grpc.advertise import NAMESPACE
+from rmqd.grpc.json_fields import array, integer, obj
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -69,22 +70,23 @@ class TopicRoute:
 
 def parse_topic_route(body: bytes) -> TopicRoute:
     """The name server's TopicRouteData (fastjson: broker ids as bare numbers)."""
-    raw = fastjson.loads_lenient(body) or {}
-    queues = tuple(QueueData(str(q.get("brokerName", "")), int(q.get("readQueueNums", 0)),
-                             int(q.get("writeQueueNums", 0)), int(q.get("perm", 0)))
-                   for q in raw.get("queueDatas") or ())
+    raw = obj(fastjson.loads_lenient(body))
+    queues = tuple(QueueData(str(q.get("brokerName", "")), integer(q.get("readQueueNums", 0)),
+                             integer(q.get("writeQueueNums", 0)), integer(q.get("perm", 0)))
+                   for q in map(obj, array(raw.get("queueDatas"))))
     groups = tuple(BrokerGroup(str(b.get("brokerName", "")),
-                               {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()})
-                   for b in raw.get("brokerDatas") or ())
+                               {integer(k): str(v) for k, v in obj(b.get("brokerAddrs")).items()})
+                   for b in map(obj, array(raw.get("brokerDatas"))))
     return TopicRoute(queues, groups)
 
 
-def _permission(perm: int) -> int:
+def _permission(perm: int) -> d.Permission.ValueType:
     readable, writable = bool(perm & 4), bool(perm & 2)
     return d.READ_WRITE if readable and writable else d.READ if readable else d.WRITE if writable else d.NONE
 
 
-def _queues_of(q: QueueData, topic: Any, broker: Any, accept: Sequence[int]) -> list:
+def _queues_of(q: QueueData, topic: d.Resource, broker: d.Broker,
+               accept: Sequence[d.MessageType.ValueType]) -> list[d.MessageQueue]:
     """``RouteActivity.genMessageQueueFromQueueData``: read-only, write-only, read-write, then inaccessible ids."""
     readable, writable = bool(q.perm & 4), bool(q.perm & 2)
     r = w = rw = n = 0
@@ -97,7 +99,8 @@ def _queues_of(q: QueueData, topic: Any, broker: Any, accept: Sequence[int]) -> 
         r = q.read_queue_nums
     else:
         n = max(1, q.write_queue_nums, q.read_queue_nums)
-    out, qid = [], 0
+    out: list[d.MessageQueue] = []
+    qid = 0
     for count, perm in ((r, d.READ), (w, d.WRITE), (rw, d.READ_WRITE), (n, d.NONE)):
         for _ in range(count):
             out.append(d.MessageQueue(topic=topic, id=qid, permission=perm, broker=broker,
@@ -106,7 +109,7 @@ def _queues_of(q: QueueData, topic: Any, broker: Any, accept: Sequence[int]) -> 
     return out
 
 
-def address_scheme(host: str) -> int:
+def address_scheme(host: str) -> d.AddressScheme.ValueType:
     """The scheme the proxy gives a host (``proxy.common.Address.buildScheme``): an IPv4 literal IPv4, an IPv6
     literal IPv6, anything else DOMAIN_NAME."""
     try:
@@ -116,7 +119,7 @@ def address_scheme(host: str) -> int:
     return d.IPv4 if ip.version == 4 else d.IPv6
 
 
-def endpoints_pb(endpoints: Sequence[Address]) -> Any:
+def endpoints_pb(endpoints: Sequence[Address]) -> d.Endpoints:
     """``endpoints`` as one Endpoints: the scheme of the first address, and only the addresses of that scheme (an
     entry may hold the name a client asked with beside replicas' IP literals); a DOMAIN_NAME entry holds one
     address, as the 5.x clients refuse more ("Multiple addresses not allowed in domain schema")."""
@@ -127,15 +130,15 @@ def endpoints_pb(endpoints: Sequence[Address]) -> Any:
     return d.Endpoints(scheme=scheme, addresses=[d.Address(host=h.strip("[]"), port=p) for h, p in kept])
 
 
-def _broker(name: str, broker_id: int, endpoints: Sequence[Address]) -> Any:
+def _broker(name: str, broker_id: int, endpoints: Sequence[Address]) -> d.Broker:
     return d.Broker(name=name, id=broker_id, endpoints=endpoints_pb(endpoints))
 
 
-def message_queues(route: TopicRoute, topic: Any, accept: Sequence[int],
-                   endpoints: dict[tuple[str, int], Sequence[Address]]) -> list:
+def message_queues(route: TopicRoute, topic: d.Resource, accept: Sequence[d.MessageType.ValueType],
+                   endpoints: Mapping[tuple[str, int], Sequence[Address]]) -> list[d.MessageQueue]:
     """QueryRoute's queues: ``endpoints[(brokerName, brokerId)]`` is where that broker is served (a broker missing
     from it is left out)."""
-    out = []
+    out: list[d.MessageQueue] = []
     for q in route.queue_datas:
         for (name, broker_id) in sorted(k for k in endpoints if k[0] == q.broker_name):
             eps = endpoints[(name, broker_id)]
@@ -144,11 +147,11 @@ def message_queues(route: TopicRoute, topic: Any, accept: Sequence[int],
     return out
 
 
-def assignments(route: TopicRoute, topic: Any, endpoints: dict[tuple[str, int], Sequence[Address]],
-                per_queue: bool = False) -> list:
+def assignments(route: TopicRoute, topic: d.Resource, endpoints: Mapping[tuple[str, int], Sequence[Address]],
+                per_queue: bool = False) -> list[d.Assignment]:
     """QueryAssignment's, from each readable group's master: queue -1 (the proxy's for most groups), or with
     ``per_queue`` (a FIFO group) each readable queue. As the proxy's, without accepted message types."""
-    out = []
+    out: list[d.Assignment] = []
     for q in route.queue_datas:
         eps = endpoints.get((q.broker_name, MASTER_ID))
         if not eps or not q.perm & 4 or q.read_queue_nums <= 0:
@@ -174,9 +177,9 @@ class ClusterRoutes:
         self.own_broker = own_broker
         self.own_endpoint = own_endpoint
         self._routes: dict[str, tuple[float, Optional[TopicRoute]]] = {}
-        self._route_calls: dict[str, asyncio.Future] = {}
+        self._route_calls: dict[str, asyncio.Future[Optional[TopicRoute]]] = {}
         self._ports: Optional[tuple[float, dict[str, int]]] = None     # (asked at, broker address -> gRPC port)
-        self._port_call: Optional[asyncio.Future] = None
+        self._port_call: Optional[asyncio.Future[dict[str, int]]] = None
         self._unserved: set[str] = set()                        # brokers logged as having no endpoint
         self._masters: dict[str, tuple[float, list[Address]]] = {}   # group -> (seen at, its master entry)
 
@@ -194,7 +197,8 @@ class ClusterRoutes:
             call.add_done_callback(lambda _f: self._route_calls.pop(topic, None))
         return await asyncio.shield(call)
 
-    async def _fetch_route(self, topic: str, kept: Optional[tuple[float, Optional[TopicRoute]]]) -> Optional[TopicRoute]:
+    async def _fetch_route(self, topic: str,
+                           kept: Optional[tuple[float, Optional[TopicRoute]]]) -> Optional[TopicRoute]:
         failures = []
         for addr in self.namesrv_addrs():
             try:
@@ -229,7 +233,7 @@ class ClusterRoutes:
         if self._port_call is None:
             self._port_call = asyncio.ensure_future(self._ask_ports())
 
-            def done(_f: asyncio.Future) -> None:
+            def done(_f: asyncio.Future[dict[str, int]]) -> None:
                 self._port_call = None
             self._port_call.add_done_callback(done)
         return await asyncio.shield(self._port_call)
@@ -245,8 +249,8 @@ class ClusterRoutes:
                 continue
             ports: dict[str, int] = {}
             if resp.code == ResponseCode.SUCCESS and resp.body:
-                table = (fastjson.loads_lenient(bytes(resp.body)) or {}).get("table") or {}
-                ports = {str(k): int(v) for k, v in table.items() if str(v).strip().isdigit()}
+                table = obj(obj(fastjson.loads_lenient(bytes(resp.body))).get("table"))
+                ports = {str(k): integer(v) for k, v in table.items() if str(v).strip().isdigit()}
             self._ports = (time.monotonic(), ports)
             return ports
         log.warning("gRPC route: no name server said the brokers' gRPC ports (%s)", "; ".join(failures))

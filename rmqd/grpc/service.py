@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional
+from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable, Hashable, Optional, Protocol, Sequence, TypeVar
 
 import grpc
 
@@ -28,7 +28,8 @@ from rmqd.grpc.errors import RpcError, proxy_error, status
 from rmqd.grpc.backend import ReceiveRequest
 from rmqd.grpc.lite import LITE_CLIENT_TYPES
 from rmqd.grpc.routes import assignments, message_queues
-from rmqd.grpc.clients import GrpcClientManager, parse_transaction_id, producer_group_of, transaction_id_of
+from rmqd.grpc.clients import (GrpcChannel, GrpcClientManager, Outgoing, TelemetryFailed, parse_transaction_id,
+                               producer_group_of, transaction_id_of)
 from rmqd.grpc.convert import duration_ms, ms_to_duration, ms_to_timestamp, to_properties
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.pb import service_pb2 as s
@@ -45,7 +46,24 @@ from rmqd.store.message import encode_properties
 from rmqd.store.topic_attributes import is_lite_topic
 
 if TYPE_CHECKING:
-    from rmqd.grpc.backend import MessagingBackend
+    from google.protobuf.message import Message
+
+    from rmqd.grpc.backend import MessagingBackend, RpcContext
+    from rmqd.grpc.routes import TopicRoute
+    from rmqd.remoting.command import RemotingCommand
+    from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
+
+R = TypeVar("R")
+Q = TypeVar("Q")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class _StatusResponse(Protocol[R_co]):
+    """A response message class: made with just a status (an RPC that failed)."""
+
+    __name__: str
+
+    def __call__(self, *, status: d.Status) -> R_co: ...
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +74,10 @@ MAX_RENEW_MS = 3 * 3600 * 1000        # auto-renew keeps a push consumer's messa
 # send answers a client retries or tells apart (the proxy's cluster mapping); any other broker refusal is the
 # local proxy's INTERNAL_SERVER_ERROR with the broker's remark
 _SEND_CODES = {ResponseCode.SYSTEM_BUSY: C.TOO_MANY_REQUESTS, 2017: C.LITE_TOPIC_QUOTA_EXCEEDED}
-_FLUSH_CODES = {ResponseCode.FLUSH_DISK_TIMEOUT: (C.MASTER_PERSISTENCE_TIMEOUT, "FLUSH_DISK_TIMEOUT"),
-                ResponseCode.FLUSH_SLAVE_TIMEOUT: (C.SLAVE_PERSISTENCE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"),
-                ResponseCode.SLAVE_NOT_AVAILABLE: (C.HA_NOT_AVAILABLE, "SLAVE_NOT_AVAILABLE")}
+_FLUSH_CODES: dict[int, tuple[d.Code.ValueType, str]] = {
+    ResponseCode.FLUSH_DISK_TIMEOUT: (C.MASTER_PERSISTENCE_TIMEOUT, "FLUSH_DISK_TIMEOUT"),
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: (C.SLAVE_PERSISTENCE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"),
+    ResponseCode.SLAVE_NOT_AVAILABLE: (C.HA_NOT_AVAILABLE, "SLAVE_NOT_AVAILABLE")}
 _POP_CODES = {ResponseCode.TOPIC_NOT_EXIST: C.TOPIC_NOT_FOUND,
               ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: C.CONSUMER_GROUP_NOT_FOUND,
               ResponseCode.NO_PERMISSION: C.FORBIDDEN, ResponseCode.NO_MESSAGE: C.INVALID_RECEIPT_HANDLE,
@@ -75,20 +94,11 @@ def topic_not_found(topic: str) -> RpcError:
                                        "https://rocketmq.apache.org/docs/bestPractice/06FAQ")
 
 
-class _TelemetryFailed(Exception):
-    """A Telemetry command refused: queued on the stream's outbox, it ends the call with this gRPC status (the
-    proxy's ``onError``)."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code, self.details = code, details
-
-
 class _LanguageError(Exception):
     """An ``x-mq-language`` the proxy's ``LanguageCode`` has no constant for."""
 
 
-def _peer(context: Any) -> tuple[str, int]:
+def _peer(context: RpcContext) -> tuple[str, int]:
     peer = context.peer() or ""
     addr = peer.split(":", 1)[1] if ":" in peer else peer
     host, _, port = addr.rpartition(":")
@@ -115,8 +125,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.client_idle_s = int(c.grpcClientIdleTimeMills) / 1000.0   # then no more renewals, registrations
         self.inline_acks = backend.inline_acks
         # client id -> {held message's key: (renew key, invisible ms, renew until ms)} (auto-renew)
-        self._renewals: dict[str, dict] = {}
-        self._renew_task: Optional[asyncio.Task] = None
+        self._renewals: dict[str, dict[Hashable, tuple[Hashable, int, int]]] = {}
+        self._renew_task: Optional[asyncio.Future[None]] = None
         self.renew_interval_s = 1.0
         self.lite = backend.lite(self)           # 5.5 Lite Mode (rmqd.grpc.lite)
         self.max_lite_topic_size = backend.max_lite_topic_size
@@ -129,10 +139,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.backend.close()
 
     # ------------------------------------------------------------------ request context
-    def _begin(self, context: Any, need: Optional[dict] = None, request: Any = None) -> tuple[dict, tuple[str, int]]:
+    def _begin(self, context: RpcContext, need: Optional[dict[str, int]] = None,
+               request: Optional[Message] = None) -> tuple[dict[str, str], tuple[str, int]]:
         """The call's metadata and peer, once it passed the checks: access control 2.0 on ``request`` first (5.x's
         pipelines run before anything else: UNAUTHORIZED), the client id, then ACL 1.0 on ``need``."""
-        md = {m.key: m.value for m in (context.invocation_metadata() or ())}
+        # (grpc's binary "-bin" values are bytes: no header read here is one)
+        md = {key: value for key, value in (context.invocation_metadata() or ()) if isinstance(value, str)}
         peer = self.peer_of(*_peer(context))
         guard = self.backend.guard
         if guard is not None and request is not None:
@@ -148,14 +160,14 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             self._authorize(md, peer, need)
         return md, peer
 
-    def _authorize(self, md: dict, peer: tuple[str, int], need: dict) -> None:
+    def _authorize(self, md: dict[str, str], peer: tuple[str, int], need: dict[str, int]) -> None:
         if self.backend.acl_manager is not None:
             try:
                 auth.check(self.backend.acl_manager, peer[0], md, need)
             except auth.GrpcAuthError as exc:
                 raise RpcError(exc.code, exc.message) from None
 
-    async def _topic(self, name: str) -> Any:
+    async def _topic(self, name: str) -> TopicConfig:
         """The config of a topic the request names (validated as the proxy does; TOPIC_NOT_FOUND without one)."""
         validate.check_topic(name)
         tc = await self.backend.topic(name)
@@ -163,7 +175,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             raise topic_not_found(name)
         return tc
 
-    async def _group(self, name: str) -> Any:
+    async def _group(self, name: str) -> SubscriptionGroupConfig:
         """The group's config (made where the brokers auto-create groups)."""
         validate.check_group(name)
         sg = await self.backend.group(name)
@@ -171,7 +183,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             raise RpcError(C.CONSUMER_GROUP_NOT_FOUND, f"consumer group not found: {name}")
         return sg
 
-    async def _route(self, topic: str) -> tuple[Any, Any]:
+    async def _route(self, topic: str) -> tuple[Optional[TopicConfig], TopicRoute]:
         """(topic config or None, the route): the route of ``topic`` (every broker); TOPIC_NOT_FOUND without one."""
         validate.check_topic(topic)
         tc = await self.backend.topic(topic)
@@ -181,16 +193,17 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return tc, route
 
     @staticmethod
-    def _asked(request_endpoints: Any) -> list[tuple[str, int]]:
+    def _asked(request_endpoints: Optional[d.Endpoints]) -> list[tuple[str, int]]:
         return [(a.host, a.port) for a in request_endpoints.addresses] if request_endpoints is not None else []
 
     @staticmethod
-    def _accept_types(tc: Any) -> list[int]:
+    def _accept_types(tc: Optional[TopicConfig]) -> list[d.MessageType.ValueType]:
         """The topic's message types (rmqd.grpc.message_types); a topic this broker does not have (another broker's,
         known from the name server) takes the four 4.x-era types: the broker that has it checks each send."""
         return message_types.accept_types(tc) if tc is not None else [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION]
 
-    async def _consumer_group(self, name: str, client_type: int, subscriptions: Any) -> Any:
+    async def _consumer_group(self, name: str, client_type: d.ClientType.ValueType,
+                              subscriptions: Sequence[d.SubscriptionEntry]) -> SubscriptionGroupConfig:
         """The group of a consumer registering (Settings, Heartbeat), with the proxy's checks
         (``ClientProcessor.registerConsumer``): it must exist (rmqd creates a plain consumer's group when
         ``autoCreateSubscriptionGroup`` is on; a lite group cannot be made that way), a lite group takes lite
@@ -225,13 +238,14 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             raise RpcError(C.INTERNAL_SERVER_ERROR, f"{error}. IllegalArgumentException. "
                                                     "java.base/java.lang.Enum.valueOf(Enum.java:273)")
 
-    def _settings_of(self, client_id: str) -> Any:
+    def _settings_of(self, client_id: str) -> d.Settings:
         ch = self.clients.channels.get(client_id)
         if ch is None or ch.settings is None:
             raise RpcError(C.UNRECOGNIZED_CLIENT_TYPE, NO_SETTINGS)
         return ch.settings
 
-    async def _unary(self, fn: Any, response_type: Any, request: Any, context: Any) -> Any:
+    async def _unary(self, fn: Callable[[Q, RpcContext], Awaitable[R]], response_type: _StatusResponse[R], request: Q,
+                     context: RpcContext) -> R:
         try:
             return await fn(request, context)
         except RpcError as exc:
@@ -243,20 +257,20 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             return response_type(status=status(C.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"))
 
     # ------------------------------------------------------------------ route, heartbeat, assignment
-    async def QueryRoute(self, request: Any, context: Any) -> Any:
+    async def QueryRoute(self, request: s.QueryRouteRequest, context: RpcContext) -> s.QueryRouteResponse:
         return await self._unary(self._query_route, s.QueryRouteResponse, request, context)
 
-    async def _query_route(self, request: Any, context: Any) -> Any:
+    async def _query_route(self, request: s.QueryRouteRequest, context: RpcContext) -> s.QueryRouteResponse:
         self._begin(context, {}, request)
         tc, route = await self._route(request.topic.name)
         endpoints = await self.backend.endpoints(route, self._asked(request.endpoints))
         queues = message_queues(route, request.topic, self._accept_types(tc), endpoints)
         return s.QueryRouteResponse(status=status(C.OK), message_queues=queues)
 
-    async def Heartbeat(self, request: Any, context: Any) -> Any:
+    async def Heartbeat(self, request: s.HeartbeatRequest, context: RpcContext) -> s.HeartbeatResponse:
         return await self._unary(self._heartbeat, s.HeartbeatResponse, request, context)
 
-    async def _heartbeat(self, request: Any, context: Any) -> Any:
+    async def _heartbeat(self, request: s.HeartbeatRequest, context: RpcContext) -> s.HeartbeatResponse:
         md, peer = self._begin(context, {}, request)
         settings = self._settings_of(md["x-mq-client-id"])
         ctype = settings.client_type
@@ -272,10 +286,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         self.clients.touch(ch)
         return s.HeartbeatResponse(status=status(C.OK))
 
-    async def QueryAssignment(self, request: Any, context: Any) -> Any:
+    async def QueryAssignment(self, request: s.QueryAssignmentRequest,
+                              context: RpcContext) -> s.QueryAssignmentResponse:
         return await self._unary(self._query_assignment, s.QueryAssignmentResponse, request, context)
 
-    async def _query_assignment(self, request: Any, context: Any) -> Any:
+    async def _query_assignment(self, request: s.QueryAssignmentRequest,
+                                context: RpcContext) -> s.QueryAssignmentResponse:
         self._begin(context, {request.topic.name: SUB, f"%RETRY%{request.group.name}": SUB}, request)
         validate.check_topic(request.topic.name)
         validate.check_group(request.group.name)
@@ -291,10 +307,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return s.QueryAssignmentResponse(status=status(C.OK), assignments=found)
 
     # ------------------------------------------------------------------ send
-    async def SendMessage(self, request: Any, context: Any) -> Any:
+    async def SendMessage(self, request: s.SendMessageRequest, context: RpcContext) -> s.SendMessageResponse:
         return await self._unary(self._send_message, s.SendMessageResponse, request, context)
 
-    async def _send_message(self, request: Any, context: Any) -> Any:
+    async def _send_message(self, request: s.SendMessageRequest, context: RpcContext) -> s.SendMessageResponse:
         md, peer = self._begin(context, request=request)
         if not request.messages:
             raise RpcError(C.MESSAGE_CORRUPTED, "no message to send")
@@ -324,7 +340,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return s.SendMessageResponse(status=top, entries=entries)
 
     @staticmethod
-    def _send_request(tc: Any, m: Any) -> tuple[Any, bool]:
+    def _send_request(tc: TopicConfig, m: d.Message) -> tuple[RemotingCommand, bool]:
         """The SEND_MESSAGE request a 4.x client would send for ``m`` (and whether it is transactional), queue -1:
         the backend picks the queue (a message group's or lite topic's as the proxy does)."""
         sp = m.system_properties
@@ -341,7 +357,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return new_request(RequestCode.SEND_MESSAGE, ext, m.body), transactional
 
     @staticmethod
-    def _send_result(resp: Any, sp: Any, transactional: bool, broker: Optional[str] = None) -> Any:
+    def _send_result(resp: RemotingCommand, sp: d.SystemProperties, transactional: bool,
+                     broker: Optional[str] = None) -> s.SendResultEntry:
         if resp.code in _FLUSH_CODES:
             code, name = _FLUSH_CODES[resp.code]
             return s.SendResultEntry(status=status(code, f"send message failed, sendStatus={name}"))
@@ -358,10 +375,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             entry.transaction_id = transaction_id_of(cl, int(re.get("queueOffset", 0)), sp.message_id, broker)
         return entry
 
-    async def EndTransaction(self, request: Any, context: Any) -> Any:
+    async def EndTransaction(self, request: s.EndTransactionRequest, context: RpcContext) -> s.EndTransactionResponse:
         return await self._unary(self._end_transaction, s.EndTransactionResponse, request, context)
 
-    async def _end_transaction(self, request: Any, context: Any) -> Any:
+    async def _end_transaction(self, request: s.EndTransactionRequest, context: RpcContext) -> s.EndTransactionResponse:
         _, peer = self._begin(context, {request.topic.name: PUB}, request)
         validate.check_topic(request.topic.name)
         if not request.transaction_id.strip():
@@ -384,7 +401,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                                                       resp.remark or ""))
 
     # ------------------------------------------------------------------ receive (POP)
-    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
+    async def ReceiveMessage(self, request: s.ReceiveMessageRequest,
+                             context: RpcContext) -> AsyncIterator[s.ReceiveMessageResponse]:
         try:
             head, messages, invisible = await self._receive(request, context)
         except RpcError as exc:
@@ -403,7 +421,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         if messages:
             yield s.ReceiveMessageResponse(delivery_timestamp=ms_to_timestamp(int(time.time() * 1000)))
 
-    async def _receive(self, request: Any, context: Any) -> tuple[Any, list, int]:  # noqa: C901
+    async def _receive(self, request: s.ReceiveMessageRequest,  # noqa: C901
+                       context: RpcContext) -> tuple[d.Status, list[d.Message], int]:
         topic, group = request.message_queue.topic.name, request.group.name
         md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         cid = md["x-mq-client-id"]
@@ -452,7 +471,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 mine[match] = (renew_key, invisible, until)
         return status(C.OK), got.messages, invisible
 
-    def _polling_ms(self, request: Any, context: Any, md: dict) -> int:
+    def _polling_ms(self, request: s.ReceiveMessageRequest, context: RpcContext, md: dict[str, str]) -> int:
         """How long a receive may wait (``ReceiveMessageActivity``): the asked time (or what the deadline leaves
         beyond half the request timeout), held within the long-polling bounds and the call's deadline, less a
         reserve for the answer to reach the client."""
@@ -503,7 +522,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             if ch is None or ch.closed or time.monotonic() - ch.last_seen > self.client_idle_s:
                 del self._renewals[cid]
                 continue
-            by_invisible: dict[int, dict] = {}
+            by_invisible: dict[int, dict[Hashable, Hashable]] = {}
             for match, (renew_key, invisible, until) in list(entries.items()):
                 if until < now:
                     del entries[match]
@@ -528,12 +547,14 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
 
     def _renewed(self, client_id: str, group: str, h: ReceiptHandle) -> bool:
         mine = self._renewals.get(client_id)
-        return bool(mine) and self.backend.handle_key(group, h) in mine
+        if not mine:
+            return False
+        return self.backend.handle_key(group, h) in mine
 
-    async def AckMessage(self, request: Any, context: Any) -> Any:
+    async def AckMessage(self, request: s.AckMessageRequest, context: RpcContext) -> s.AckMessageResponse:
         return await self._unary(self._ack, s.AckMessageResponse, request, context)
 
-    async def _ack(self, request: Any, context: Any) -> Any:
+    async def _ack(self, request: s.AckMessageRequest, context: RpcContext) -> s.AckMessageResponse:
         topic, group = request.topic.name, request.group.name
         md, _ = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         validate.check_topic(topic)
@@ -559,10 +580,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         top = status(C.MULTIPLE_RESULTS) if len(codes) > 1 else status(results[0].status.code)
         return s.AckMessageResponse(status=top, entries=results)
 
-    async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
+    async def ChangeInvisibleDuration(self, request: s.ChangeInvisibleDurationRequest,
+                                      context: RpcContext) -> s.ChangeInvisibleDurationResponse:
         return await self._unary(self._change_invisible, s.ChangeInvisibleDurationResponse, request, context)
 
-    async def _change_invisible(self, request: Any, context: Any) -> Any:
+    async def _change_invisible(self, request: s.ChangeInvisibleDurationRequest,
+                                context: RpcContext) -> s.ChangeInvisibleDurationResponse:
         topic, group = request.topic.name, request.group.name
         md, _ = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         validate.check_topic(topic)
@@ -580,10 +603,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return s.ChangeInvisibleDurationResponse(status=status(C.OK),
                                                  receipt_handle=ReceiptHandle(extra, h.commit_log_offset).encode())
 
-    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
+    async def ForwardMessageToDeadLetterQueue(self, request: s.ForwardMessageToDeadLetterQueueRequest,
+                                              context: RpcContext) -> s.ForwardMessageToDeadLetterQueueResponse:
         return await self._unary(self._forward_to_dlq, s.ForwardMessageToDeadLetterQueueResponse, request, context)
 
-    async def _forward_to_dlq(self, request: Any, context: Any) -> Any:
+    async def _forward_to_dlq(self, request: s.ForwardMessageToDeadLetterQueueRequest,
+                              context: RpcContext) -> s.ForwardMessageToDeadLetterQueueResponse:
         topic, group = request.topic.name, request.group.name
         md, peer = self._begin(context, {topic: SUB, f"%RETRY%{group}": SUB}, request)
         validate.check_topic(topic)
@@ -608,7 +633,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return s.ForwardMessageToDeadLetterQueueResponse(status=status(C.OK, resp.remark or "0"))
 
     # ------------------------------------------------------------------ telemetry
-    async def Telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
+    async def Telemetry(self, request_iterator: AsyncIterator[s.TelemetryCommand],
+                        context: RpcContext) -> AsyncIterator[s.TelemetryCommand]:
         try:
             md, peer = self._begin(context)
         except RpcError as exc:
@@ -617,7 +643,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         guard = self.backend.guard
         ch = self.clients.channel(md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")
         ch.language_header = md.get("x-mq-language", "")
-        outbox: asyncio.Queue = asyncio.Queue()
+        outbox: asyncio.Queue[Outgoing] = asyncio.Queue()
         ch.outbox = outbox
 
         async def read() -> None:
@@ -633,13 +659,13 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                     if cmd.HasField("settings"):
                         try:
                             answer = await self._accept_settings(ch, cmd.settings)
-                        except _TelemetryFailed as failed:
+                        except TelemetryFailed as failed:
                             outbox.put_nowait(failed)
                             return
                         except Exception as exc:        # a bug: the proxy's INTERNAL, a line per cause
                             self.causes.exception(f"gRPC Telemetry settings failed with {type(exc).__name__}",
                                                   str(exc), exc)
-                            outbox.put_nowait(_TelemetryFailed(grpc.StatusCode.INTERNAL, TELEMETRY_FAILED + str(exc)))
+                            outbox.put_nowait(TelemetryFailed(grpc.StatusCode.INTERNAL, TELEMETRY_FAILED + str(exc)))
                             return
                         outbox.put_nowait(s.TelemetryCommand(status=status(C.OK), settings=answer))
                     elif cmd.HasField("thread_stack_trace") or cmd.HasField("verify_message_result"):
@@ -647,7 +673,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             except asyncio.CancelledError:
                 raise
             except MalformedRequest:     # noted by rmqd.grpc.bad_input; the call ends as grpc-java ends it
-                outbox.put_nowait(_TelemetryFailed(grpc.StatusCode.UNKNOWN, ""))
+                outbox.put_nowait(TelemetryFailed(grpc.StatusCode.UNKNOWN, ""))
             except Exception as exc:     # the client went away mid-stream
                 log.debug("telemetry stream of %s ended: %r", ch.client_id, exc)
             finally:
@@ -659,7 +685,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 cmd = await outbox.get()
                 if cmd is None:
                     break
-                if isinstance(cmd, _TelemetryFailed):
+                if isinstance(cmd, TelemetryFailed):
                     await context.abort(cmd.code, cmd.details)
                 yield cmd
         finally:
@@ -670,12 +696,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                     self.clients.release(ch)
                 self.lite.client_gone(ch.client_id, "telemetry stream ended")
 
-    async def _accept_settings(self, ch: Any, settings: Any) -> Any:
+    async def _accept_settings(self, ch: GrpcChannel, settings: d.Settings) -> d.Settings:
         """A client's Settings, checked and registered as the proxy does (``processAndWriteClientSettings``);
-        the Settings to answer. Raises :class:`_TelemetryFailed` with the status the proxy ends the stream with."""
+        the Settings to answer. Raises :class:`TelemetryFailed` with the status the proxy ends the stream with."""
         kind = settings.WhichOneof("pub_sub")
         if kind is None:
-            raise _TelemetryFailed(grpc.StatusCode.INVALID_ARGUMENT,
+            raise TelemetryFailed(grpc.StatusCode.INVALID_ARGUMENT,
                                    "there is no publishing or subscription data in settings")
         try:
             if kind == "publishing":
@@ -693,13 +719,13 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         except RpcError as exc:
             grpc_code = grpc.StatusCode.INVALID_ARGUMENT if C.BAD_REQUEST <= exc.code < C.INTERNAL_ERROR \
                 else grpc.StatusCode.INTERNAL
-            raise _TelemetryFailed(grpc_code, TELEMETRY_FAILED + exc.message) from None
+            raise TelemetryFailed(grpc_code, TELEMETRY_FAILED + exc.message) from None
         except _LanguageError as exc:
-            raise _TelemetryFailed(grpc.StatusCode.INTERNAL, TELEMETRY_FAILED + str(exc)) from None
+            raise TelemetryFailed(grpc.StatusCode.INTERNAL, TELEMETRY_FAILED + str(exc)) from None
         self.clients.on_settings(ch, settings)
         return await self._server_settings(settings)
 
-    async def _server_settings(self, client: Any) -> Any:
+    async def _server_settings(self, client: d.Settings) -> d.Settings:
         """The Settings the server answers with (the proxy's ``GrpcClientSettingsManager``: its producer and
         consumer defaults merged with the group's config; metrics off)."""
         c = self.config
@@ -726,10 +752,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         st.metric.CopyFrom(d.Metric(on=False))
         return st
 
-    async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
+    async def NotifyClientTermination(self, request: s.NotifyClientTerminationRequest,
+                                      context: RpcContext) -> s.NotifyClientTerminationResponse:
         return await self._unary(self._terminate, s.NotifyClientTerminationResponse, request, context)
 
-    async def _terminate(self, request: Any, context: Any) -> Any:
+    async def _terminate(self, request: s.NotifyClientTerminationRequest,
+                         context: RpcContext) -> s.NotifyClientTerminationResponse:
         md, _ = self._begin(context, request=request)
         cid = md["x-mq-client-id"]
         self._language_refused(md.get("x-mq-language", ""))
@@ -743,10 +771,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return s.NotifyClientTerminationResponse(status=status(C.OK))
 
     # ------------------------------------------------------------------ offsets (pull-style API)
-    async def GetOffset(self, request: Any, context: Any) -> Any:
+    async def GetOffset(self, request: s.GetOffsetRequest, context: RpcContext) -> s.GetOffsetResponse:
         return await self._unary(self._get_offset, s.GetOffsetResponse, request, context)
 
-    async def _get_offset(self, request: Any, context: Any) -> Any:
+    async def _get_offset(self, request: s.GetOffsetRequest, context: RpcContext) -> s.GetOffsetResponse:
         mq = request.message_queue
         self._begin(context, {mq.topic.name: SUB}, request)
         await self._topic(mq.topic.name)
@@ -755,10 +783,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             raise RpcError(C.OFFSET_NOT_FOUND, "offset not found")
         return s.GetOffsetResponse(status=status(C.OK), offset=off)
 
-    async def UpdateOffset(self, request: Any, context: Any) -> Any:
+    async def UpdateOffset(self, request: s.UpdateOffsetRequest, context: RpcContext) -> s.UpdateOffsetResponse:
         return await self._unary(self._update_offset, s.UpdateOffsetResponse, request, context)
 
-    async def _update_offset(self, request: Any, context: Any) -> Any:
+    async def _update_offset(self, request: s.UpdateOffsetRequest, context: RpcContext) -> s.UpdateOffsetResponse:
         mq = request.message_queue
         _, peer = self._begin(context, {mq.topic.name: SUB}, request)
         await self._topic(mq.topic.name)
@@ -767,10 +795,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                                          mq.broker.name, request.offset)
         return s.UpdateOffsetResponse(status=status(C.OK))
 
-    async def QueryOffset(self, request: Any, context: Any) -> Any:
+    async def QueryOffset(self, request: s.QueryOffsetRequest, context: RpcContext) -> s.QueryOffsetResponse:
         return await self._unary(self._query_offset, s.QueryOffsetResponse, request, context)
 
-    async def _query_offset(self, request: Any, context: Any) -> Any:
+    async def _query_offset(self, request: s.QueryOffsetRequest, context: RpcContext) -> s.QueryOffsetResponse:
         mq = request.message_queue
         self._begin(context, {mq.topic.name: SUB}, request)
         await self._topic(mq.topic.name)
@@ -779,16 +807,17 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         off = await self.backend.query_offset(mq.topic.name, mq.id, mq.broker.name, policy, ts)
         return s.QueryOffsetResponse(status=status(C.OK), offset=off)
 
-    async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
+    async def PullMessage(self, request: s.PullMessageRequest,
+                          context: RpcContext) -> AsyncIterator[s.PullMessageResponse]:
         # as the 5.5 proxy, which does not implement it (grpc-java's answer for an unimplemented method)
         await context.abort(grpc.StatusCode.UNIMPLEMENTED,
                             "Method apache.rocketmq.v2.MessagingService/PullMessage is unimplemented")
         yield s.PullMessageResponse()
 
-    async def RecallMessage(self, request: Any, context: Any) -> Any:
+    async def RecallMessage(self, request: s.RecallMessageRequest, context: RpcContext) -> s.RecallMessageResponse:
         return await self._unary(self._recall, s.RecallMessageResponse, request, context)
 
-    async def _recall(self, request: Any, context: Any) -> Any:
+    async def _recall(self, request: s.RecallMessageRequest, context: RpcContext) -> s.RecallMessageResponse:
         """Recall a delay message by the handle its send answered (the broker's
         :class:`rmqd.processors.recall.Recaller`, as the proxy's ``ProducerProcessor.recallMessage``: the topic
         must be a DELAY topic, then the broker's checks; a refusal is the proxy's INTERNAL_SERVER_ERROR)."""
@@ -804,9 +833,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             raise proxy_error(C.INTERNAL_SERVER_ERROR, exc.remark) from None
         return s.RecallMessageResponse(status=status(C.OK), message_id=message_id)
 
-    async def SyncLiteSubscription(self, request: Any, context: Any) -> Any:
+    async def SyncLiteSubscription(self, request: s.SyncLiteSubscriptionRequest,
+                                   context: RpcContext) -> s.SyncLiteSubscriptionResponse:
         return await self._unary(self._sync_lite, s.SyncLiteSubscriptionResponse, request, context)
 
-    async def _sync_lite(self, request: Any, context: Any) -> Any:
+    async def _sync_lite(self, request: s.SyncLiteSubscriptionRequest,
+                         context: RpcContext) -> s.SyncLiteSubscriptionResponse:
         md, peer = self._begin(context, {request.topic.name: SUB}, request)
         return await self.lite.sync(request, context, md["x-mq-client-id"], f"{peer[0]}:{peer[1]}")

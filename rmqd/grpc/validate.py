@@ -9,8 +9,7 @@ config (``maxMessageSize`` is the broker's own, 4 MiB as the proxy's): ``maxUser
 from __future__ import annotations
 
 import time
-from typing import Optional
-from typing import Any
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.grpc.convert import JAVA_SYSTEM_PROPERTIES
 from rmqd.grpc.errors import RpcError, proxy_error
@@ -18,6 +17,9 @@ from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.pop.extra_info import ReceiptHandle
 from rmqd.processors.admin_common import is_system_topic
 from rmqd.store.lite.names import check_name
+
+if TYPE_CHECKING:
+    from rmqd.config import BrokerConfig
 
 C = d.Code
 TOPIC_MAX_LENGTH, GROUP_MAX_LENGTH = 127, 120
@@ -85,7 +87,7 @@ def check_lite_topic(name: str, max_size: int) -> None:
         raise RpcError(C.ILLEGAL_LITE_TOPIC, reason)
 
 
-def check_message(m: Any, config: Any, max_lite_topic_size: int) -> None:
+def check_message(m: d.Message, config: BrokerConfig, max_lite_topic_size: int) -> None:
     """What ``SendMessageActivity.buildMessage`` refuses in one message, in its order."""
     body_empty_check = str(getattr(config, "enableMessageBodyEmptyCheck", True)).lower() == "true"
     if body_empty_check and not m.body:

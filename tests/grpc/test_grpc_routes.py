@@ -45,6 +45,16 @@ def test_parse_fastjson_route():
     assert route.queue_datas == (QueueData("broker-a", 4, 4, 6),)
 
 
+@pytest.mark.parametrize("body", [b'[1,2]', b'{"queueDatas":{"brokerName":"a"}}', b'{"queueDatas":[{"perm":[6]}]}',
+                                  b'{"brokerDatas":[{"brokerAddrs":["127.0.0.1:10911"]}]}'])
+def test_a_route_with_fields_of_other_json_types_is_unreadable(body):
+    """rmqd.grpc.json_fields: a field of another JSON type than the route's is a TypeError (the caller's
+    "unreadable" answer), null or absent ones read as empty."""
+    with pytest.raises(TypeError):
+        parse_topic_route(body)
+    assert parse_topic_route(b'{"queueDatas":null}') == TopicRoute((), ())
+
+
 class FakeCluster:
     """A name server answering GET_ROUTEINFO_BY_TOPIC and the gRPC ports' KV namespace."""
 
@@ -123,6 +133,18 @@ def test_a_name_server_that_does_not_answer_keeps_the_last_route(caplog):
         assert await routes.topic_route("T") is first
     asyncio.run(go())
     assert "no name server answered" in caplog.text
+
+
+def test_an_unreadable_route_keeps_the_last_route(caplog):
+    async def go():
+        fake = FakeCluster(group_route(), {})
+        routes = ClusterRoutes(fake.invoke, lambda: ["ns:9876"], lambda: "x:1", lambda: ("x", 2))
+        first = await routes.topic_route("T")
+        fake.route = b'{"queueDatas":"not a list"}'
+        routes._routes["T"] = (0.0, first)              # expired
+        assert await routes.topic_route("T") is first
+    asyncio.run(go())
+    assert "unreadable route" in caplog.text
 
 
 @pytest.mark.parametrize("perm", [2, 0])
