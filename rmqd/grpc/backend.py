@@ -19,6 +19,7 @@ from rmqd.remoting.command import RemotingCommand
 from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
 
 if TYPE_CHECKING:
+    from rmqd.broker.client_manager import SubscriptionData
     import grpc.aio
 
     from rmqd.acl.plain_acl import PlainAclManager
@@ -73,7 +74,7 @@ class ClientRegistry(Protocol):
 
     def register_producer(self, group: str, channel: GrpcChannel) -> None: ...
 
-    def register_consumer(self, group: str, channel: GrpcChannel, subscriptions: list[dict[str, object]]) -> None: ...
+    def register_consumer(self, group: str, channel: GrpcChannel, subscriptions: list[SubscriptionData]) -> None: ...
 
     def release(self, channel: GrpcChannel) -> list[str]:
         """Drop the channel's registrations; the consumer groups it was in."""

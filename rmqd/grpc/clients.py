@@ -23,6 +23,7 @@ from rmqd.remoting.codes import RequestCode
 from rmqd.store.message import decode_message
 
 if TYPE_CHECKING:
+    from rmqd.broker.client_manager import SubscriptionData
     import grpc
 
     from rmqd.grpc.backend import ClientRegistry
@@ -170,7 +171,7 @@ class GrpcClientManager:
             for t in st.publishing.topics:
                 self.registry.register_producer(producer_group_of(t.name), ch)
         elif st.HasField("subscription") and st.subscription.group.name:
-            subs: list[dict[str, object]] = []
+            subs: list[SubscriptionData] = []
             for e in st.subscription.subscriptions:
                 etype = "SQL92" if e.expression.type == d.SQL else "TAG"
                 subs.append({"topic": e.topic.name, "subString": e.expression.expression or "*",

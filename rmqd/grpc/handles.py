@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Awaitable, Callable, Optional, Protocol
 if TYPE_CHECKING:
     from rmqd.acl.plain_acl import PlainAclManager
     from rmqd.auth.guard import AuthGuard
-    from rmqd.broker.client_manager import ClientChannelInfo
+    from rmqd.broker.client_manager import ClientChannelInfo, SubscriptionData
+    from rmqd.broker.handles import ClientConnection
     from rmqd.config import BrokerConfig
     from rmqd.pop.frontend import PopExecutor
     from rmqd.pop.lite import LiteSubscriptionManager
@@ -55,17 +56,17 @@ class Producers(Protocol):
 
     def register(self, group: str, channel: ClientChannelInfo) -> None: ...
 
-    def do_channel_close(self, conn: object) -> None: ...
+    def do_channel_close(self, conn: ClientConnection) -> None: ...
 
 
 class Consumers(Protocol):
     """The consumer registrations (``ConsumerManager``)."""
 
     def register(self, group: str, channel: ClientChannelInfo, consume_type: str, message_model: str,
-                 consume_from_where: str, subscriptions: Optional[list[dict[str, object]]],
+                 consume_from_where: str, subscriptions: Optional[list[SubscriptionData]],
                  notify: bool = True) -> bool: ...
 
-    def do_channel_close(self, conn: object) -> list[str]: ...
+    def do_channel_close(self, conn: ClientConnection) -> list[str]: ...
 
 
 class RequestProcessor(Protocol):

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Callable, Hashable, NamedTuple, Optional, Sequence, TypeVar, TypeVarTuple, Unpack
+from typing import (TYPE_CHECKING, Callable, Hashable, NamedTuple, Optional, Sequence, TypeVar, TypeVarTuple, Unpack,
+                    cast)
 
 from rmqd.broker.client_manager import ClientChannelInfo
 from rmqd.config import BrokerConfig
@@ -35,6 +36,8 @@ from rmqd.store.message import decode_message, java_string_hash
 from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
 
 if TYPE_CHECKING:
+    from rmqd.broker.client_manager import SubscriptionData
+    from rmqd.pop.checkpoint import CkKey
     from rmqd.grpc import handles
     from rmqd.grpc.clients import GrpcChannel
     from rmqd.grpc.lite import LiteGrpc
@@ -141,7 +144,7 @@ class LocalRegistry:
     def register_producer(self, group: str, channel: GrpcChannel) -> None:
         self.producers.register(group, self._info(channel))
 
-    def register_consumer(self, group: str, channel: GrpcChannel, subscriptions: list[dict[str, object]]) -> None:
+    def register_consumer(self, group: str, channel: GrpcChannel, subscriptions: list[SubscriptionData]) -> None:
         self.consumers.register(group, self._info(channel), "CONSUME_POP", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
                                 subscriptions, notify=False)
 
@@ -311,7 +314,8 @@ class LocalBackend:
 
     async def renew(self, keys: list[Hashable], invisible_ms: int, within_ms: int) -> list[Hashable]:
         remote = [k.key for k in keys if isinstance(k, AtMaster)]
-        local = [k for k in keys if not isinstance(k, AtMaster)]
+        # the others are this broker's own POP keys (AtMaster is a NamedTuple: isinstance(k, tuple) would not do)
+        local = [cast("CkKey", k) for k in keys if not isinstance(k, AtMaster)]
         still: list[Hashable] = list(await _in(self.pop_executor, self.pop.renew, local, invisible_ms, within_ms)) \
             if local else []
         if remote:
