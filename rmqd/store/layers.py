@@ -13,19 +13,22 @@ store unless the tier's rules (:mod:`rmqd.store.tier.fallthrough`) send it to th
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.store.api import MessageStoreAPI
 from rmqd.store.compaction.store import CompactionConfig, CompactionStore
 from rmqd.store.message_store import MessageStore, StoreConfig
 from rmqd.store.tier.config import TierConfig
 
+if TYPE_CHECKING:
+    from rmqd.store.layer import StoreChain
+
 
 def build_store(store_config: StoreConfig,
                 compaction_config: Optional[CompactionConfig] = None,
                 tier_config: Optional[TierConfig] = None) -> MessageStoreAPI:
     """The local store wrapped by the layers that are switched on; returns the outermost."""
-    store: MessageStoreAPI = CompactionStore(MessageStore(store_config), compaction_config or CompactionConfig())
+    store: StoreChain = CompactionStore(MessageStore(store_config), compaction_config or CompactionConfig())
     if tier_config is not None and tier_config.enabled:
         from rmqd.store.tier.store import TieredStore
         store = TieredStore(store, tier_config)

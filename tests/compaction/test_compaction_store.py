@@ -174,3 +174,35 @@ def test_keyless_records_are_left_out_and_plain_topics_untouched(tmp_path):
     assert store.get_messages_resident("Plain", 0, 0, 32, None) is not None
     assert store.get_messages_resident(TOPIC, 0, 0, 32, None) is None
     store.shutdown()
+
+
+def test_negative_offset_before_the_first_copy_is_answered_like_a_plain_topic(tmp_path):
+    """A pull at offset -1 on a compaction topic whose log has nothing copied yet gets the local queue's
+    answer, as a plain topic does (it raised AttributeError on the missing log)."""
+    store = open_store(tmp_path / "s")
+    try:
+        put(store, "k", b"v")
+        put(store, "k", b"v", topic="Plain")
+        assert (TOPIC, 0) not in store.compaction.logs
+        got = store.get_messages(TOPIC, 0, -1, 32)
+        plain = store.get_messages("Plain", 0, -1, 32)
+        assert got.status is plain.status is GetMessageStatus.OFFSET_TOO_SMALL
+        assert (got.next_begin_offset, got.min_offset, got.max_offset) == (0, 0, 1)
+    finally:
+        store.shutdown()
+
+
+def test_status_rows_carry_every_queue_stats_field(tmp_path):
+    """``status()`` lists the QueueStats fields one by one (a typed row): none may be left out."""
+    from dataclasses import fields
+
+    from rmqd.store.compaction.store import QueueStats, QueueStatus
+    store = open_store(tmp_path / "s")
+    try:
+        put(store, "k", b"v")
+        store.compaction.catch_up_all()
+        (row,) = store.compaction.status(TOPIC)
+        assert {f.name for f in fields(QueueStats)} <= set(row)
+        assert list(row) == list(QueueStatus.__annotations__)
+    finally:
+        store.shutdown()

@@ -26,12 +26,15 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import asdict, dataclass, field
-from typing import Callable, Optional
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, NotRequired, Optional, TypedDict
 
 from rmqd.fileutil import atomic_write, fsync_path
 from rmqd.store.compaction.config import PIPELINE_DIR  # noqa: F401 (this module's API too)
 from rmqd.store.compaction.queue_log import QueueCompactionLog
+
+if TYPE_CHECKING:
+    from rmqd.store.compaction.queue_log import Segment
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,51 @@ class StaleOutput(Exception):
     """The output no longer matches the compaction log it was computed from."""
 
 
+class AdoptResult(TypedDict):
+    """What adopting one output did (``rmqd admin adoptCompaction``)."""
+    output: str
+    adopted: bool
+    error: NotRequired[str]
+    topic: NotRequired[str]
+    job: NotRequired[str]
+    resumed: NotRequired[bool]
+    segmentsReplaced: NotRequired[int]
+    segmentsDropped: NotRequired[int]
+    recordsBefore: NotRequired[int]
+    recordsAfter: NotRequired[int]
+
+
+class SegmentInputDoc(TypedDict):
+    base: int
+    log_size: int
+    units: int
+    first_offset: int
+    last_offset: int
+
+
+class SegmentOutputDoc(TypedDict):
+    units: int
+    log_size: int
+    unchanged: bool
+
+
+class QueuePlanDoc(TypedDict):
+    queueId: int
+    checkpoint: int
+    inputs: list[SegmentInputDoc]
+    outputs: dict[str, SegmentOutputDoc]      # by segment base
+
+
+class ManifestDoc(TypedDict):
+    """``manifest.json`` of a compaction output."""
+    format: str
+    version: int
+    topic: str
+    job: str
+    createdMs: int
+    queues: list[QueuePlanDoc]
+
+
 @dataclass
 class SegmentInput:
     """A sealed segment as the job read it. A compaction only ever removes records, so these figures
@@ -57,7 +105,11 @@ class SegmentInput:
     first_offset: int
     last_offset: int
 
-    def matches(self, seg: "object") -> bool:
+    def to_json(self) -> SegmentInputDoc:
+        return {"base": self.base, "log_size": self.log_size, "units": self.units, "first_offset": self.first_offset,
+                "last_offset": self.last_offset}
+
+    def matches(self, seg: Optional["Segment"]) -> bool:
         return (seg is not None and seg.sealed and seg.log_size == self.log_size and len(seg.qoffs) == self.units
                 and seg.qoffs[0] == self.first_offset and seg.qoffs[-1] == self.last_offset)
 
@@ -67,6 +119,9 @@ class SegmentOutput:
     units: int
     log_size: int
     unchanged: bool = False          # nothing to drop: the segment stays as it is (no files written)
+
+    def to_json(self) -> SegmentOutputDoc:
+        return {"units": self.units, "log_size": self.log_size, "unchanged": self.unchanged}
 
 
 @dataclass
@@ -93,16 +148,16 @@ class StagedCompaction:
     created_ms: int
     queues: list[QueuePlan]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> ManifestDoc:
         return {"format": FORMAT, "version": VERSION, "topic": self.topic, "job": self.job,
                 "createdMs": self.created_ms,
                 "queues": [{"queueId": q.queue_id, "checkpoint": q.checkpoint,
-                            "inputs": [asdict(s) for s in q.inputs],
-                            "outputs": {str(b): asdict(o) for b, o in sorted(q.outputs.items())}}
+                            "inputs": [s.to_json() for s in q.inputs],
+                            "outputs": {str(b): o.to_json() for b, o in sorted(q.outputs.items())}}
                            for q in self.queues]}
 
     @classmethod
-    def from_json(cls, d: dict) -> "StagedCompaction":
+    def from_json(cls, d: ManifestDoc) -> "StagedCompaction":
         if d.get("format") != FORMAT or d.get("version") != VERSION:
             raise ValueError(f"not a {FORMAT} v{VERSION} manifest")
         queues = [QueuePlan(int(q["queueId"]), int(q["checkpoint"]),
@@ -151,7 +206,7 @@ def pending_outputs(root: str, topic: Optional[str] = None) -> list[str]:
         names = sorted(os.listdir(root))
     except FileNotFoundError:
         return []
-    out = []
+    out: list[str] = []
     for n in names:
         path = os.path.join(root, n)
         if n.endswith((STAGING_SUFFIX, STALE_SUFFIX)) or not os.path.isfile(os.path.join(path, MANIFEST)):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from rmqd.cython_ext import compaction as _cx
 from rmqd.store.compaction.queue_log import UNIT, QueueCompactionLog, Segment
@@ -38,7 +38,7 @@ class RunResult:
     duration_s: float = 0.0
 
 
-def record_windows(seg: Segment, cq: bytes):
+def record_windows(seg: Segment, cq: bytes) -> Iterator[tuple[int, bytes, bytes]]:
     """Yield ``(log_base, log bytes, cq bytes)`` windows of about WINDOW bytes of records."""
     for i, j, first_phys, end in _cx.window_bounds(cq, WINDOW):
         yield first_phys, seg_pread(seg, first_phys, end), cq[i * UNIT:j * UNIT]
@@ -95,7 +95,7 @@ def compact_queue(qlog: QueueCompactionLog, map_bytes: int, checkpoint: int,
     return res
 
 
-def _rewrite_segment(qlog: QueueCompactionLog, seg: Segment, m, upto: int, res: RunResult,
+def _rewrite_segment(qlog: QueueCompactionLog, seg: Segment, m: _cx.OffsetMap, upto: int, res: RunResult,
                      step: Callable[[str], None]) -> None:
     cq = seg.read_cq()
     n_in = len(cq) // UNIT

@@ -21,14 +21,19 @@ import struct
 import threading
 from array import array
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypedDict
 
 from rmqd.cython_ext import compaction as _cx
 from rmqd.fileutil import copy_sparse, fsync_path
 
 log = logging.getLogger(__name__)
 
+if TYPE_CHECKING:
+    from rmqd.store.message import StoredMessage
+
 UNIT = _cx.CQ_UNIT_SIZE
+# (phys, size, tags code, store time, queue offset) of one compaction CQ unit
+Unit = tuple[int, int, int, int, int]
 _UNIT = struct.Struct(">qiqqqhii")
 _BLANK = struct.Struct(">ii")
 BLANK_MAGIC = _cx.BLANK_MAGIC
@@ -65,7 +70,7 @@ class Segment:
     cq_path: str
     log_fd: int
     cq_fd: int
-    qoffs: array = field(default_factory=lambda: array("q"))
+    qoffs: array[int] = field(default_factory=lambda: array("q"))
     log_size: int = 0
     sealed: bool = False
     first_store_ts: int = -1
@@ -87,9 +92,10 @@ class Segment:
     def read_log(self) -> bytes:
         return os.pread(self.log_fd, self.log_size, 0)
 
-    def unit(self, i: int) -> tuple:
+    def unit(self, i: int) -> Unit:
         """``(phys, size, tags_code, store_ts, queue_offset)`` of unit ``i``."""
-        return _UNIT.unpack(os.pread(self.cq_fd, UNIT, i * UNIT))[:5]
+        u: Unit = _UNIT.unpack(os.pread(self.cq_fd, UNIT, i * UNIT))[:5]
+        return u
 
 
 def scan_units(seg: Segment, cq: bytes, log_len: int) -> tuple[int, int]:
@@ -166,7 +172,7 @@ class QueueCompactionLog:
                     else:           # a swap that never reached its marker cannot leave this; be safe
                         os.rename(os.path.join(d, n), os.path.join(d, base))
 
-    def _move_into_place(self, name: str, hook=None) -> None:
+    def _move_into_place(self, name: str, hook: Optional[Callable[[str], None]] = None) -> None:
         """Steps 2-4 of a swap (idempotent): old -> .delete, compacting -> place, drop .delete + marker."""
         for d in (self.log_dir, self.cq_dir):
             if hook and d == self.cq_dir:
@@ -382,13 +388,16 @@ class QueueCompactionLog:
         return CompactingWriter(lp, cp, os.path.join(self.cq_dir, COMPACTING, seg.name + ".done"),
                                 seg.base, self.log_file_size)
 
-    def install(self, seg: Segment, hook=None) -> None:
+    def install(self, seg: Segment, hook: Optional[Callable[[str], None]] = None) -> None:
         """Steps 2-4: move the marked compacted files into place and swap the Segment object."""
         with self.lock:
             if hook:
                 hook("rename")
             self._move_into_place(seg.name, hook)
             new = self._open(seg.base)
+            if new is None:
+                raise RuntimeError(f"compaction log {self.topic}-{self.queue_id}: segment {seg.name} missing after "
+                                   "its swap")
             new.sealed = True
             seg.close()
             if not new.qoffs and self.segments[-1] is not seg:    # nothing left: drop the pair
@@ -403,7 +412,7 @@ class QueueCompactionLog:
         with self.lock:
             return next((s for s in self.segments if s.base == base), None)
 
-    def adopt(self, base: int, log_src: str, cq_src: str, hook=None) -> None:
+    def adopt(self, base: int, log_src: str, cq_src: str, hook: Optional[Callable[[str], None]] = None) -> None:
         """Swap in compacted files made elsewhere (``rmqd pipeline compact``) for the segment at ``base``,
         by the same steps as the broker's own swap: placed under ``compacting/`` (hard link, or a copy
         across file systems), marked ``.done``, then moved into place (``install``)."""
@@ -483,12 +492,20 @@ class CompactingWriter:
                 os.unlink(p)
 
 
-def iter_units(cq: bytes) -> Iterator[tuple]:
+def iter_units(cq: bytes) -> Iterator[Unit]:
     for i in range(len(cq) // UNIT):
-        yield _UNIT.unpack_from(cq, i * UNIT)[:5]
+        u: Unit = _UNIT.unpack_from(cq, i * UNIT)[:5]
+        yield u
 
 
-def decode_log_file(path: str) -> Iterator[dict]:
+class DumpedRecord(TypedDict):
+    """One record of a compaction log file, as ``rmqd admin dumpCompactionLog`` prints it."""
+    position: int
+    size: int
+    message: "StoredMessage"
+
+
+def decode_log_file(path: str) -> Iterator[DumpedRecord]:
     """Records of one compaction log file (``rmqd admin dumpCompactionLog``)."""
     from rmqd.store.message import decode_message
     with open(path, "rb") as f:

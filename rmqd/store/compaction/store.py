@@ -21,8 +21,8 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypedDict
 
 from rmqd.service_thread import ServiceThread
 from rmqd.store.compaction.config import PIPELINE_DIR, CompactionConfig
@@ -30,7 +30,11 @@ from rmqd.store.layer import StoreLayer
 from rmqd.store.results import GetMessageResult, GetMessageStatus as S, collect_records, transfer_limits
 
 if TYPE_CHECKING:
-    from rmqd.store.api import MessageStoreAPI
+    from concurrent.futures import Future
+
+    from rmqd.store.api import MessageFilter
+    from rmqd.store.compaction.adopt import AdoptResult
+    from rmqd.store.layer import StoreChain
     from rmqd.store.compaction.compactor import RunResult
     from rmqd.store.compaction.queue_log import QueueCompactionLog
 
@@ -57,6 +61,30 @@ class QueueStats:
     runs: int = 0
     failures: int = 0
     last_error: str = ""
+
+
+class QueueStatus(TypedDict):
+    """One queue in :meth:`CompactionStore.status` (``rmqd admin compactionStatus``, the console): the
+    queue's figures, then its :class:`QueueStats` (under the field names)."""
+    topic: str
+    queueId: int
+    minOffset: int
+    copiedOffset: int
+    files: int
+    records: int
+    liveKeys: int
+    bytes: int
+    last_compacted_offset: int
+    last_run_ms: int
+    last_duration_ms: float
+    last_rounds: int
+    last_bytes_before: int
+    last_bytes_after: int
+    last_records_before: int
+    last_records_after: int
+    runs: int
+    failures: int
+    last_error: str
 
 
 class PositionCheckpoint:
@@ -105,8 +133,8 @@ class PositionCheckpoint:
 class CompactionStore(StoreLayer):
     """Per-queue compaction logs of the COMPACTION topics over the next store; see the module docstring."""
 
-    def __init__(self, inner: "MessageStoreAPI", config: CompactionConfig,
-                 is_compaction_topic: Optional[Callable[[str], bool]] = None):
+    def __init__(self, inner: "StoreChain", config: CompactionConfig,
+                 is_compaction_topic: Optional[Callable[[str], bool]] = None) -> None:
         super().__init__(inner)
         self.compaction_config = config
         self.root = self.local.config.compaction_dir
@@ -121,7 +149,7 @@ class CompactionStore(StoreLayer):
         self._next_run: dict[tuple[str, int], float] = {}
         self._scheduler = ServiceThread("rmqd-compaction-schedule", config.copy_interval_ms / 1000.0,
                                         self._schedule_round)
-        self._running_runs: dict[tuple[str, int], object] = {}
+        self._running_runs: dict[tuple[str, int], "Future[None]"] = {}
         self._first_round = True
         self._pool: Optional[ThreadPoolExecutor] = None
         self.step_hook: Optional[Callable[[str], None]] = None   # fault injection in tests
@@ -320,10 +348,10 @@ class CompactionStore(StoreLayer):
             pass
 
     # ------------------------------------------------------------------ adoption (rmqd pipeline compact)
-    def adopt_pending(self, topic: Optional[str] = None, root: Optional[str] = None) -> list[dict]:
+    def adopt_pending(self, topic: Optional[str] = None, root: Optional[str] = None) -> list["AdoptResult"]:
         """Adopt every complete job output under ``root`` (default ``compaction/pipeline``), oldest
         first; a stale one is set aside as ``<dir>.stale``. Returns one result per output."""
-        results: list[dict] = []
+        results: list["AdoptResult"] = []
         if not os.path.exists(root or self.pipeline_dir):     # no job output (pending_outputs would say [])
             return results
         from rmqd.store.compaction import adopt as _adopt
@@ -338,7 +366,7 @@ class CompactionStore(StoreLayer):
                 results.append({"output": path, "adopted": False, "error": f"{type(exc).__name__}: {exc}"})
         return results
 
-    def adopt(self, path: str) -> dict:
+    def adopt(self, path: str) -> "AdoptResult":
         """Swap in one job output atomically per queue (see :mod:`rmqd.store.compaction.adopt`)."""
         from rmqd.store.compaction import adopt as _adopt
         staged = _adopt.read_manifest(path)
@@ -411,7 +439,8 @@ class CompactionStore(StoreLayer):
         return q.min_offset if q is not None else 0
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
-                     max_total_bytes: Optional[int] = None, message_filter=None) -> GetMessageResult:
+                     max_total_bytes: Optional[int] = None,
+                     message_filter: Optional["MessageFilter"] = None) -> GetMessageResult:
         if not self.routes(topic):
             return self.inner.get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
         t0 = time.perf_counter()
@@ -422,12 +451,12 @@ class CompactionStore(StoreLayer):
             self.local.record_get_time(t0)
 
     def _read(self, topic: str, qid: int, offset: int, max_nums: int, max_bytes: int,
-              message_filter) -> GetMessageResult:
+              message_filter: Optional["MessageFilter"]) -> GetMessageResult:
         """Below the copied point from the compaction log, above it from the local queue."""
         qlog = self.logs.get((topic, qid))
         copied = qlog.next_offset() if qlog is not None else 0
         mn, mx = self.get_min_offset(topic, qid), self.get_max_offset(topic, qid)
-        if offset >= copied:
+        if offset >= copied or qlog is None:          # (None: nothing copied yet, a negative offset)
             q = self.local.local_queue(topic, qid)
             if q is None:
                 res = GetMessageResult(S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -504,10 +533,10 @@ class CompactionStore(StoreLayer):
         self.compaction_topics.discard(topic)
         self.checkpoint.drop_topic(topic)
 
-    def status(self, topic: Optional[str] = None) -> list[dict]:
+    def status(self, topic: Optional[str] = None) -> list[QueueStatus]:
         """Per queue: offsets, files, records, live keys (``liveKeys``: keys in the compacted files, see
         QueueCompactionLog.compacted_keys), bytes, and the last run's figures."""
-        out = []
+        out: list[QueueStatus] = []
         for (t, q), qlog in sorted(self.logs.items()):
             if topic is not None and t != topic:
                 continue
@@ -515,7 +544,12 @@ class CompactionStore(StoreLayer):
             out.append({"topic": t, "queueId": q, "minOffset": qlog.min_offset(),
                         "copiedOffset": qlog.next_offset(), "files": len(qlog.segments),
                         "records": qlog.record_count(), "liveKeys": qlog.compacted_keys(self.checkpoint.get(t, q)),
-                        "bytes": qlog.byte_size(), **asdict(st)})
+                        "bytes": qlog.byte_size(), "last_compacted_offset": st.last_compacted_offset,
+                        "last_run_ms": st.last_run_ms, "last_duration_ms": st.last_duration_ms,
+                        "last_rounds": st.last_rounds, "last_bytes_before": st.last_bytes_before,
+                        "last_bytes_after": st.last_bytes_after, "last_records_before": st.last_records_before,
+                        "last_records_after": st.last_records_after, "runs": st.runs, "failures": st.failures,
+                        "last_error": st.last_error})
         return out
 
     def runtime_info(self) -> dict[str, str]:

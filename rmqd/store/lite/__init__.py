@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmqd.store.lite.index import LiteIndex, LiteQueue  # noqa: F401 (the package's API)
 from rmqd.store.lite.names import lmq_name, parse_lmq  # noqa: F401
 from rmqd.store.lite.view import LiteStoreView, LiteTopicsView
 from rmqd.store.topic_attributes import is_lite_topic
+
+if TYPE_CHECKING:
+    from rmqd.store.layer import StoreChain
+    from rmqd.store.lite.topic_table import TopicTable
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +29,7 @@ log = logging.getLogger(__name__)
 class LiteStore:
     """The lite index over ``store``, its feed, and the views POP reads through."""
 
-    def __init__(self, store: Any, topics: Any) -> None:
+    def __init__(self, store: "StoreChain", topics: "TopicTable") -> None:
         self.store = store
         self.topics = topics
         self.index = LiteIndex(store, self._queue_count)

@@ -25,11 +25,15 @@ import heapq
 import logging
 import threading
 from array import array
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Literal, Optional, overload
 
 from rmqd.cython_ext import store_commitlog as _cl
 from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, lmq_name
 from rmqd.store.message import find_property
+
+if TYPE_CHECKING:
+    from rmqd.cython_ext.store_put import DispatchRequest
+    from rmqd.store.api import MessageStoreAPI
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +47,7 @@ class LiteQueue:
 
     def __init__(self) -> None:
         self.base = 0
-        self.phys = array("q")
+        self.phys: array[int] = array("q")
         self.last_store_ts = 0
 
     @property
@@ -72,7 +76,7 @@ class LiteParent:
 class LiteIndex:
     """Every LITE parent's lite topics (thread-safe: fed by putting threads, read by POP threads)."""
 
-    def __init__(self, store: Any, queue_count: Callable[[str], int]) -> None:
+    def __init__(self, store: "MessageStoreAPI", queue_count: Callable[[str], int]) -> None:
         """``store``: the message store (``get_max_offset`` / ``get_min_offset`` / ``get_messages`` of the
         parent's queues); ``queue_count(parent)``: how many queues the parent has."""
         self.store = store
@@ -84,6 +88,12 @@ class LiteIndex:
         self.lite_count = 0
 
     # ------------------------------------------------------------------ lookup
+    @overload
+    def parent(self, name: str, create: Literal[True]) -> LiteParent: ...
+
+    @overload
+    def parent(self, name: str, create: bool = False) -> Optional[LiteParent]: ...
+
     def parent(self, name: str, create: bool = False) -> Optional[LiteParent]:
         p = self.parents.get(name)
         if p is None and create:
@@ -116,7 +126,7 @@ class LiteIndex:
                 yield pname, lite, q
 
     # ------------------------------------------------------------------ feed
-    def on_dispatch(self, req: Any) -> None:
+    def on_dispatch(self, req: "DispatchRequest") -> None:
         """Store dispatch listener of a LITE parent (any putting thread)."""
         if req.sys_flag & 0xC in _PREPARED_OR_ROLLBACK:
             return                                   # no consume-queue entry: not part of the parent's order
@@ -158,7 +168,7 @@ class LiteIndex:
                 p.last_phys[q] = -1
             if self.store.get_max_offset(p.name, q) > nxt:     # written, not reported yet
                 limit = min(limit, p.last_phys.get(q, -1) + 1)
-        applied = []
+        applied: list[tuple[str, bool]] = []
         while p.held and p.held[0][0] < limit:
             phys, lite, ts = heapq.heappop(p.held)
             applied.append((lite, self._append(p, lite, phys, ts)))
@@ -167,7 +177,7 @@ class LiteIndex:
     def _append(self, p: LiteParent, lite: str, phys: int, store_ts: int) -> bool:
         lq = p.queues.get(lite)
         created = lq is None
-        if created:
+        if lq is None:
             lq = p.queues[lite] = LiteQueue()
             self.lite_count += 1
         lq.phys.append(phys)

@@ -9,13 +9,21 @@ other — its consumer offsets, checkpoints and revive records are the ordinary 
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
+from rmqd.store.layer import StoreLayer
 from rmqd.store.lite.index import LiteIndex
 from rmqd.store.lite.names import parse_lmq
 from rmqd.store.message_store import GetMessageResult, GetMessageStatus
-from rmqd.store.metadata import TopicConfig
+from rmqd.store.metadata import PERM_READ, PERM_WRITE, TopicConfig
 from rmqd.store.topic_attributes import is_lite_topic
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from rmqd.store.api import MessageFilter
+    from rmqd.store.layer import StoreChain
+    from rmqd.store.lite.topic_table import TopicTable
 
 _S = GetMessageStatus
 
@@ -27,15 +35,13 @@ def record_store_time(record: bytes) -> int:
     return int.from_bytes(record[at:at + 8], "big", signed=True)
 
 
-class LiteStoreView:
-    """The message store, with lite topics readable as LMQs (see the module docstring)."""
+class LiteStoreView(StoreLayer):
+    """The message store, with lite topics readable as LMQs (see the module docstring): a layer over
+    ``store`` that answers the four queue calls for LMQ names and passes everything else down."""
 
-    def __init__(self, store: Any, index: LiteIndex) -> None:
-        self._store = store
+    def __init__(self, store: "StoreChain", index: LiteIndex) -> None:
+        super().__init__(store)
         self.index = index
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
 
     def _lite(self, topic: str) -> Optional[tuple[str, str]]:
         return parse_lmq(topic) if topic[:1] == "%" else None
@@ -43,34 +49,35 @@ class LiteStoreView:
     def get_max_offset(self, topic: str, queue_id: int) -> int:
         pl = self._lite(topic)
         if pl is None:
-            return self._store.get_max_offset(topic, queue_id)
+            return self.inner.get_max_offset(topic, queue_id)
         q = self.index.queue(*pl)
         return q.max_offset if q is not None and queue_id == 0 else 0
 
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         pl = self._lite(topic)
         if pl is None:
-            return self._store.get_min_offset(topic, queue_id)
+            return self.inner.get_min_offset(topic, queue_id)
         q = self.index.queue(*pl)
         return q.min_offset if q is not None and queue_id == 0 else 0
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
         pl = self._lite(topic)
         if pl is None:
-            return self._store.get_message_store_timestamp(topic, queue_id, queue_offset)
+            return self.inner.get_message_store_timestamp(topic, queue_id, queue_offset)
         q = self.index.queue(*pl)
         if q is None or queue_id != 0 or not q.min_offset <= queue_offset < q.max_offset:
             return -1
         if queue_offset == q.max_offset - 1 and q.last_store_ts:
             return q.last_store_ts
-        rec = self._store.read_message(q.phys[queue_offset - q.base])
+        rec = self.inner.read_message(q.phys[queue_offset - q.base])
         return record_store_time(rec) if rec is not None else -1
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
-                     max_total_bytes: Optional[int] = None, message_filter: Any = None) -> GetMessageResult:
+                     max_total_bytes: Optional[int] = None,
+                     message_filter: Optional["MessageFilter"] = None) -> GetMessageResult:
         pl = self._lite(topic)
         if pl is None:
-            return self._store.get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
+            return self.inner.get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
         q = self.index.queue(*pl)
         if q is None or queue_id != 0:
             return GetMessageResult(_S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -91,7 +98,7 @@ class LiteStoreView:
                 phys = q.phys[off - q.base]
             except IndexError:          # trimmed meanwhile
                 break
-            rec = self._store.read_message(phys)
+            rec = self.inner.read_message(phys)
             if rec is None:                          # its CommitLog file is gone
                 if not res.buffers:
                     res.status = _S.MESSAGE_WAS_REMOVING
@@ -112,13 +119,10 @@ class LiteStoreView:
 class LiteTopicsView:
     """The topic config manager, with each LMQ of a LITE parent as a one-queue topic."""
 
-    def __init__(self, topics: Any) -> None:
+    def __init__(self, topics: "TopicTable") -> None:
         self._topics = topics
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._topics, name)
-
-    def get(self, name: str) -> Any:
+    def get(self, name: str) -> Optional[TopicConfig]:
         tc = self._topics.get(name)
         if tc is not None or name[:1] != "%":
             return tc
@@ -129,3 +133,19 @@ class LiteTopicsView:
         if parent is None or not is_lite_topic(parent):
             return None
         return TopicConfig(name, 1, 1, parent.perm)
+
+    # ---- the other calls POP makes: to the topic table unchanged
+    @property
+    def table(self) -> "Mapping[str, TopicConfig]":
+        return self._topics.table
+
+    def add_system_topic(self, tc: TopicConfig) -> None:
+        self._topics.add_system_topic(tc)
+
+    def update(self, tc: TopicConfig) -> None:
+        self._topics.update(tc)
+
+    def create_topic_in_send_message_back_method(self, topic: str, client_queue_nums: int,
+                                                 perm: int = PERM_READ | PERM_WRITE,
+                                                 topic_sys_flag: int = 0) -> TopicConfig:
+        return self._topics.create_topic_in_send_message_back_method(topic, client_queue_nums, perm, topic_sys_flag)

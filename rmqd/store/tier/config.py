@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
 
 
 # messageStorePlugIn values that switch the tier on: Java's class name, rmqd's short names
@@ -38,7 +37,7 @@ class TieredStorageLevel(enum.IntEnum):
     FORCE = 3          # whenever the tier has it
 
     @classmethod
-    def parse(cls, value: Any) -> "TieredStorageLevel":
+    def parse(cls, value: object) -> "TieredStorageLevel":
         text = str(value).strip().upper()
         if text.isdigit():
             return cls(int(text))
@@ -90,6 +89,6 @@ class TierConfig:
         return max(20, self.consume_queue_max_size - self.consume_queue_max_size % 20)
 
 
-def is_plugin_enabled(value: Any) -> bool:
+def is_plugin_enabled(value: object) -> bool:
     v = str(value or "").strip()
     return any(v == n or v.endswith("." + n) for n in PLUGIN_NAMES) or v.lower() in ("tiered", "tier")

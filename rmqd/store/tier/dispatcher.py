@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.cython_ext import tier_index as _ix
 from rmqd.store.results import GetMessageStatus
@@ -23,6 +23,10 @@ from rmqd.store.tier.index.layout import java_hashset_order
 from rmqd.store.tier.queue import BLANK_SIZE
 
 if TYPE_CHECKING:
+    from rmqd.store.local_queue import LocalQueue
+    from rmqd.store.tier.index.store_file import IndexMessage
+    from rmqd.store.tier.metadata import QueueDoc
+    from rmqd.store.tier.queue import TieredQueue
     from rmqd.store.tier.store import TieredStore
 
 log = logging.getLogger(__name__)
@@ -52,6 +56,7 @@ class TierDispatcher:
         """One round over every queue; returns how many records were copied."""
         tier = self.tier
         cfg = tier.tier_config
+        index = tier.started_index()
         with self.lock:
             now = time.time()
             if now - self._last_expire >= cfg.delete_file_interval_ms / 1000:
@@ -62,12 +67,12 @@ class TierDispatcher:
                     tier.mark_committed()
             try:
                 copied, touched = self._round(force)
-                entries = tier.index.checkpoint()
+                entries = index.checkpoint()
                 if touched or entries:
-                    tier.index.flush()
+                    index.flush()
                     tier.step("dispatch.metadata")
                     tier.metadata.commit(touched, entries)
-                    tier.index.committed(entries)
+                    index.committed(entries)
                     tier.mark_committed()
             except BaseException:
                 tier.rollback_uncommitted()       # back to the committed state; the next round redoes it
@@ -75,17 +80,17 @@ class TierDispatcher:
             self.copied_total += copied
             return copied
 
-    def _round(self, force: bool) -> tuple[int, dict]:
+    def _round(self, force: bool) -> tuple[int, dict[str, "QueueDoc"]]:
         tier = self.tier
         self.backlog = False
         copied = 0
-        touched = {}
-        tier.index.maybe_roll()
+        touched: dict[str, "QueueDoc"] = {}
+        tier.started_index().maybe_roll()
         for cq in tier.local.local_queues():
             topic, qid = cq.topic, cq.queue_id
             if not tier.eligible(topic):
                 continue
-            tq = tier.queue(topic, qid, create=True, init_offset=cq.min_offset)
+            tq = tier.created_queue(topic, qid, init_offset=cq.min_offset)
             try:
                 n = self._copy_queue(tq, cq, force)
             except Exception:
@@ -96,7 +101,8 @@ class TierDispatcher:
                 touched[tq.key] = tq.to_json()
         return copied, touched
 
-    def _copy_group_fast(self, tq, cq, nxt: int, entries: list, topic_id: int) -> int:
+    def _copy_group_fast(self, tq: "TieredQueue", cq: "LocalQueue", nxt: int, entries: list[tuple[int, int, int]],
+                         topic_id: int) -> int:
         """One group commit in C when its records are in memory (the usual case: the copier
         follows the head): memcpy gathers and scans for times and keys, in slices of
         :data:`SLICE` records with the GIL handed over in between. -1 when it cannot."""
@@ -104,7 +110,8 @@ class TierDispatcher:
         cfg = tier.tier_config
         count = min(len(entries), FAST_GROUP_MAX)
         base = tq.commitlog.commit_offset
-        parts, msgs = [], []
+        parts: list[bytes] = []
+        msgs: list["IndexMessage"] = []
         n = size = 0
         min_ts = max_ts = first = last = -1
         while n < count and size < cfg.group_commit_size:
@@ -135,15 +142,16 @@ class TierDispatcher:
         if cfg.message_index_enable:
             tier.step("dispatch.index")
             if msgs:
-                tier.index.put(msgs)
+                tier.started_index().put(msgs)
         return n
 
-    def _copy_group(self, tq, nxt: int, entries: list, topic_id: int) -> int:
+    def _copy_group(self, tq: "TieredQueue", nxt: int, entries: list[tuple[int, int, int]], topic_id: int) -> int:
         """One group commit record by record (blank entries, records not in memory)."""
         tier = self.tier
         cfg = tier.tier_config
         local = tier.local
-        batch = []
+        # (record or None for a blank, tagsCode, storeTime, CommitLog offset, KEYS, UNIQ_KEY)
+        batch: list[tuple[Optional[bytes], int, int, int, Optional[str], Optional[str]]] = []
         size = 0
         for phys, sz, tags in entries:
             if sz == BLANK_SIZE:
@@ -168,28 +176,28 @@ class TierDispatcher:
         tier.step("dispatch.commitlog")
         positions = tq.append([b[:4] for b in batch])
         if cfg.message_index_enable:
-            msgs = []
-            for (rec, tags, ts, phys, keys, uniq), pos in zip(batch, positions):
-                if rec is None or (not keys and not uniq):
+            msgs: list["IndexMessage"] = []
+            for (record, _tags, ts, _phys, keys, uniq), pos in zip(batch, positions):
+                if record is None or pos is None or (not keys and not uniq):
                     continue
                 hashes = _ix.message_key_hashes(tq.topic, keys, uniq, java_hashset_order)   # = entries_of_message
                 if hashes:
-                    msgs.append((hashes, topic_id, tq.queue_id, pos, len(rec), ts))
+                    msgs.append((hashes, topic_id, tq.queue_id, pos, len(record), ts))
             tier.step("dispatch.index")
             if msgs:
-                tier.index.put(msgs)
+                tier.started_index().put(msgs)
         return len(batch)
 
-    def _expire(self, now: float) -> dict:
+    def _expire(self, now: float) -> dict[str, "QueueDoc"]:
         limit = int((now - self.tier.tier_config.file_reserved_hours * 3600) * 1000)
-        out = {}
+        out: dict[str, "QueueDoc"] = {}
         for tq in list(self.tier.queues.values()):
             if tq.delete_expired(limit):
                 log.info("tier: expired segments of %s-%d, min offset now %d", tq.topic, tq.queue_id, tq.min_offset)
                 out[tq.key] = tq.to_json()
         return out
 
-    def _copy_queue(self, tq, cq, force: bool) -> int:
+    def _copy_queue(self, tq: "TieredQueue", cq: "LocalQueue", force: bool) -> int:
         tier = self.tier
         cfg = tier.tier_config
         local = tier.local

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, AbstractSet, Callable, Optional
 
 from rmqd.store.message import record_carries_key
 from rmqd.store.results import GetMessageResult, GetMessageStatus as S, collect_records
@@ -30,6 +30,7 @@ from rmqd.store.tier.queue import PHYS_POS, TieredQueue, record_store_time
 _I64 = struct.Struct(">q")
 
 if TYPE_CHECKING:
+    from rmqd.store.api import MessageFilter
     from rmqd.store.tier.store import TieredStore
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,8 @@ class TierReads:
             return tq.min_offset
         return min(local_min, tq.min_offset)
 
-    def get_messages(self, topic: str, qid: int, offset: int, max_nums: int, max_bytes: int, message_filter,
+    def get_messages(self, topic: str, qid: int, offset: int, max_nums: int, max_bytes: int,
+                     message_filter: Optional["MessageFilter"],
                      local: Callable[[], GetMessageResult]) -> GetMessageResult:
         tq = self._tq(topic, qid)
         if tq is None or not self.serves_pull(topic, qid, offset):
@@ -115,8 +117,8 @@ class TierReads:
         mx = q.max_offset if q is not None else tq.max_offset
         return self._from_tier(tq, offset, max_nums, max_bytes, message_filter, max(mx, tq.max_offset))
 
-    def _from_tier(self, tq: TieredQueue, offset: int, max_nums: int, max_bytes: int, message_filter,
-                   max_offset: int) -> GetMessageResult:
+    def _from_tier(self, tq: TieredQueue, offset: int, max_nums: int, max_bytes: int,
+                   message_filter: Optional["MessageFilter"], max_offset: int) -> GetMessageResult:
         q = self.local.local_queue(tq.topic, tq.queue_id)
         local_min = q.min_offset if q is not None else tq.min_offset
         res = GetMessageResult(S.NO_MATCHED_MESSAGE, offset, min(local_min, tq.min_offset), max_offset)
@@ -172,7 +174,7 @@ class TierReads:
         rec.release()
         return t
 
-    def query(self, topic: str, key: str, max_num: int, begin: int, end: int, found: list) -> list:
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int, found: list[bytes]) -> list[bytes]:
         """Records from the tier to add to ``found`` (the local hits), per the module docstring."""
         if self.level == Level.DISABLE or len(found) >= max_num or self.tier.index is None:
             return []
@@ -181,19 +183,19 @@ class TierReads:
             if begin > earliest:
                 return []
             end = min(end, earliest)          # the boundary millisecond: local hits are skipped below
-        have = {_I64.unpack_from(r, PHYS_POS)[0] for r in found}
+        have = {_phys_of(r) for r in found}
         return self.tier_query(topic, key, max_num - len(found), begin, end, have)
 
     def tier_query(self, topic: str, key: str, max_num: int, begin: int, end: int,
-                   skip_phys: frozenset = frozenset()) -> list:
+                   skip_phys: AbstractSet[int] = frozenset()) -> list[bytes]:
         """Up to ``max_num`` records of ``topic`` carrying ``key`` stored in [begin, end], newest
         index file first, stopping as soon as there are enough (``skip_phys``: original CommitLog
         offsets already found locally)."""
         out: list[bytes] = []
-        seen = set()
+        seen: set[tuple[int, int, int]] = set()
         md = self.tier.metadata
-        for _ts, items in self.tier.index.query(topic, key, begin, end, max_num + 16):
-            todo = []
+        for _ts, items in self.tier.started_index().query(topic, key, begin, end, max_num + 16):
+            todo: list[tuple[TieredQueue, int, int]] = []
             for topic_id, qid, offset, size, _diff in items:
                 if (topic_id, qid, offset) in seen:
                     continue
@@ -211,7 +213,7 @@ class TierReads:
                 except ValueError as exc:
                     log.warning("tier query: undecodable record %s@%d: %s", tq.key, offset, exc)
                     continue
-                if not begin <= record_store_time(rec) <= end or _I64.unpack_from(rec, PHYS_POS)[0] in skip_phys:
+                if not begin <= record_store_time(rec) <= end or _phys_of(rec) in skip_phys:
                     continue
                 out.append(rec)
                 if len(out) >= max_num:
@@ -233,11 +235,17 @@ COALESCE_GAP = 256 * 1024           # read neighbours together when less than th
 COALESCE_MAX = 4 * 1024 * 1024
 
 
-def _read_coalesced(todo: list) -> dict:
+def _phys_of(record: bytes) -> int:
+    """The original CommitLog offset a record carries (its PHYSICALOFFSET field)."""
+    phys: int = _I64.unpack_from(record, PHYS_POS)[0]
+    return phys
+
+
+def _read_coalesced(todo: list[tuple[TieredQueue, int, int]]) -> dict[tuple[str, int], bytes]:
     """Records ``(queue, flat offset, size)`` read with one range read per run of neighbours (an
     object store answers one 1 MB read about as fast as one 1 KB read)."""
-    out: dict = {}
-    by_queue: dict = {}
+    out: dict[tuple[str, int], bytes] = {}
+    by_queue: dict[str, tuple[TieredQueue, list[tuple[int, int]]]] = {}
     for tq, offset, size in todo:
         by_queue.setdefault(tq.key, (tq, []))[1].append((offset, size))
     for tq, spans in by_queue.values():

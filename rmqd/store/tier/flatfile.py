@@ -10,10 +10,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Callable, Optional
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from rmqd.store.tier.backend import TierBackend
+
+if TYPE_CHECKING:
+    from rmqd.store.tier.metadata import SegmentDoc
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +36,20 @@ class Segment:
     def end(self) -> int:
         return self.base + self.size
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    def to_json(self) -> "SegmentDoc":
+        return {"base": self.base, "size": self.size, "min_ts": self.min_ts, "max_ts": self.max_ts,
+                "created_ms": self.created_ms, "sealed": self.sealed, "first_phys": self.first_phys,
+                "last_phys": self.last_phys}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Segment":
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+    def from_json(cls, d: "SegmentDoc") -> "Segment":
+        """Fields ``d`` lacks (metadata written before they existed) keep their defaults; unknown keys are
+        ignored."""
+        seg = cls(d["base"])
+        for k, v in d.items():
+            if k in cls.__dataclass_fields__:
+                setattr(seg, k, v)
+        return seg
 
 
 @dataclass
@@ -46,7 +57,7 @@ class FlatFile:
     """Segments of one file type of one queue (or the uploaded index) in ``backend``."""
     backend: TierBackend
     path_of: Callable[[int], str]
-    segments: list = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # ---- bounds ---------------------------------------------------------------------------
@@ -123,7 +134,7 @@ class FlatFile:
 
     def read(self, offset: int, length: int) -> bytes:
         """Bytes [offset, offset+length) clipped to what was written; spans segments."""
-        parts = []
+        parts: list[bytes] = []
         end = offset + length
         while offset < end:
             seg = self.find(offset)
@@ -169,8 +180,8 @@ class FlatFile:
         for s in gone:
             self.backend.delete(self.path_of(s.base))
 
-    def to_json(self) -> list:
+    def to_json(self) -> list["SegmentDoc"]:
         return [s.to_json() for s in self.segments]
 
-    def load_json(self, items: list) -> None:
+    def load_json(self, items: Sequence["SegmentDoc"]) -> None:
         self.segments = [Segment.from_json(d) for d in items]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, Optional
+from typing import Mapping, NotRequired, Optional, TypedDict
 
 import orjson
 
@@ -22,18 +22,64 @@ FILE_NAME = "tieredStoreMetadata.json"
 VERSION = 1
 
 
+class SegmentDoc(TypedDict):
+    """One segment of a flat file (:class:`rmqd.store.tier.flatfile.Segment`'s fields)."""
+    base: int
+    size: int
+    min_ts: int
+    max_ts: int
+    created_ms: int
+    sealed: bool
+    first_phys: int
+    last_phys: int
+
+
+class QueueDoc(TypedDict):
+    """One queue of the tier (:meth:`rmqd.store.tier.queue.TieredQueue.to_json`)."""
+    topic: str
+    queueId: int
+    commitLog: list[SegmentDoc]
+    consumeQueue: list[SegmentDoc]
+    indexed: NotRequired[list[list[int]]]     # absent in metadata written before coverage was recorded
+
+
+class IndexFileDoc(TypedDict):
+    """One index file (:meth:`rmqd.store.tier.index.store_file.IndexStoreFile.to_json`)."""
+    beginTs: int
+    state: str
+    sealed: bool
+    items: int
+    endTs: int
+    usedSlots: int
+    minTs: int
+    maxTs: int
+    slots: int
+    maxItems: int
+    segBase: int
+    segSize: int
+    uploadBase: int
+    origin: NotRequired[str]                  # the `rmqd pipeline index` job that built it
+
+
+class IndexConfigDoc(TypedDict, total=False):
+    """The broker's index settings, for offline tools."""
+    slots: int
+    maxItems: int
+    enabled: bool
+
+
 class TierMetadata:
     def __init__(self, config_dir: str) -> None:
         self.path = os.path.join(config_dir, FILE_NAME)
         self.topics: dict[str, int] = {}
         self.next_topic_id = 1
-        self.queues: dict[str, dict] = {}          # "topic/qid" -> {"commitLog": [...], "consumeQueue": [...]}
-        self.index_files: dict[int, dict] = {}     # beginTs -> file entry
+        self.queues: dict[str, QueueDoc] = {}      # "topic/qid" -> {"commitLog": [...], "consumeQueue": [...]}
+        self.index_files: dict[int, IndexFileDoc] = {}     # beginTs -> file entry
         self.index_segment_end = 0                 # next base offset of the uploaded index flat file
         self.backend = ""
         self.cluster = ""                          # the broker's names and index settings, for offline tools
         self.broker = ""                           # (rmqd pipeline index) that read the tier without broker.conf
-        self.index_config: dict = {}               # {"slots", "maxItems", "enabled"}
+        self.index_config: IndexConfigDoc = {}     # {"slots", "maxItems", "enabled"}
         self._lock = threading.RLock()
 
     # ---- load / persist -----------------------------------------------------------------------
@@ -108,7 +154,7 @@ class TierMetadata:
             self.queues = {k: v for k, v in self.queues.items() if v.get("topic") != topic}
 
     # ---- committed state --------------------------------------------------------------------------
-    def commit(self, queues: dict[str, Any], index_entries: dict[int, Optional[dict]],
+    def commit(self, queues: Mapping[str, QueueDoc], index_entries: Mapping[int, Optional[IndexFileDoc]],
                index_segment_end: Optional[int] = None) -> None:
         """Record a consistent state and persist it (``None`` entries remove index files)."""
         with self._lock:

@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import struct
 import time
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 from rmqd.constants import CQ_BLANK_SIZE, CQ_STORE_UNIT_SIZE
 from rmqd.store.tier.backend import COMMIT_LOG, CONSUME_QUEUE, TierBackend, segment_path
 from rmqd.store.tier.config import TierConfig
 from rmqd.store.tier.flatfile import FlatFile
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+
+    from rmqd.store.tier.metadata import QueueDoc
+
+# (record bytes, None for a blank entry; tagsCode; storeTime; original CommitLog offset): one entry to append
+Record = tuple[Optional[bytes], int, int, int]
 
 CQ_UNIT = CQ_STORE_UNIT_SIZE
 BLANK_SIZE = CQ_BLANK_SIZE
@@ -29,10 +37,11 @@ BORNHOST_V6_FLAG = 0x10
 PHYS_POS = 28
 
 
-def record_store_time(rec: bytes) -> int:
+def record_store_time(rec: "ReadableBuffer") -> int:
     """STORETIMESTAMP of a CommitLog-format record (its first 64+ bytes suffice)."""
-    sys_flag = _I32.unpack_from(rec, 36)[0]
-    return _I64.unpack_from(rec, 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8))[0]
+    sys_flag: int = _I32.unpack_from(rec, 36)[0]
+    ts: int = _I64.unpack_from(rec, 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8))[0]
+    return ts
 
 
 class TieredQueue:
@@ -84,7 +93,7 @@ class TieredQueue:
         age_ms = time.time() * 1000 - last.created_ms
         return age_ms >= cfg.rolling_interval_hours * 3_600_000 and last.size >= cfg.rolling_min_size
 
-    def append(self, records: Sequence[tuple]) -> list:
+    def append(self, records: Sequence[Record]) -> list[Optional[int]]:
         """Append ``(record bytes or None for a blank entry, tagsCode, storeTime, originalPhys)``
         in queue-offset order: the records to the flat CommitLog, then their units. Returns each
         record's position in the flat CommitLog (None for blanks)."""
@@ -96,7 +105,7 @@ class TieredQueue:
         total = sum(len(r[0]) for r in records if r[0] is not None)
         roll = self._roll_commitlog(total)
         base = cl_end                                # a roll starts the new segment at the same offset
-        positions: list = []
+        positions: list[Optional[int]] = []
         for i, (rec, tags, ts, phys) in enumerate(records):
             if rec is None:
                 _UNIT.pack_into(units, i * CQ_UNIT, 0, BLANK_SIZE, 0)
@@ -146,7 +155,7 @@ class TieredQueue:
         """``(queueOffset, record, tagsCode)`` from ``offset``: at most ``max_nums`` records and
         ``max_bytes`` bytes (at least one record), read from the flat CommitLog in one range."""
         units = self.units(offset, max_nums)
-        picked = []
+        picked: list[tuple[int, Optional[bool], int, int, int]] = []    # (queueOffset, None: blank, tags, phys, size)
         lo = hi = -1
         for i, (phys, size, tags) in enumerate(units):
             if size == BLANK_SIZE:
@@ -161,7 +170,7 @@ class TieredQueue:
         if lo < 0:
             return [(q, b"", t) for q, _, t, _, _ in picked]
         data = self.commitlog.read(lo, hi - lo)
-        out = []
+        out: list[tuple[int, bytes, int]] = []
         for q, rec, tags, phys, size in picked:
             if rec is None:
                 out.append((q, b"", tags))           # blank: skipped by the reader, offset counted
@@ -189,7 +198,10 @@ class TieredQueue:
         if not u or u[0][1] == BLANK_SIZE:
             return -1
         raw = self.commitlog.read(u[0][0] + PHYS_POS, 8)
-        return _I64.unpack(raw)[0] if len(raw) == 8 else -1
+        if len(raw) != 8:
+            return -1
+        phys: int = _I64.unpack(raw)[0]
+        return phys
 
     def find_by_commitlog_offset(self, phys: int) -> Optional[bytes]:
         """The record whose original CommitLog offset is ``phys`` (offset msgId look-up): the
@@ -239,11 +251,11 @@ class TieredQueue:
         """The parts of [lo, hi) no index file covers, in order."""
         return subtract_ranges([(lo, hi)], self.indexed)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> "QueueDoc":
         return {"topic": self.topic, "queueId": self.queue_id, "commitLog": self.commitlog.to_json(),
                 "consumeQueue": self.consume_queue.to_json(), "indexed": [list(r) for r in self.indexed]}
 
-    def load_json(self, doc: dict) -> None:
+    def load_json(self, doc: "QueueDoc") -> None:
         self.commitlog.load_json(doc.get("commitLog", []))
         self.consume_queue.load_json(doc.get("consumeQueue", []))
         if "indexed" in doc:
@@ -262,7 +274,7 @@ class TieredQueue:
         self.consume_queue.destroy()
 
 
-def merge_ranges(ranges: Sequence) -> list[list[int]]:
+def merge_ranges(ranges: Iterable[Sequence[int]]) -> list[list[int]]:
     """Sorted, merged ``[lo, hi)`` ranges (touching ranges join)."""
     out: list[list[int]] = []
     for lo, hi in sorted((int(a), int(b)) for a, b in ranges if b > a):
@@ -273,10 +285,10 @@ def merge_ranges(ranges: Sequence) -> list[list[int]]:
     return out
 
 
-def subtract_ranges(ranges: Sequence, minus: Sequence) -> list[tuple[int, int]]:
+def subtract_ranges(ranges: Iterable[Sequence[int]], minus: Iterable[Sequence[int]]) -> list[tuple[int, int]]:
     """``ranges`` without ``minus`` (both ``[lo, hi)`` lists), in order."""
     cut = merge_ranges(minus)
-    out = []
+    out: list[tuple[int, int]] = []
     for lo, hi in merge_ranges(ranges):
         cur = lo
         for a, b in cut:

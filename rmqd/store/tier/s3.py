@@ -16,7 +16,7 @@ import bisect
 import logging
 import os
 import threading
-from typing import Callable, Optional
+from typing import BinaryIO, Callable, Optional
 
 from rmqd.store.tier.backend import TierBackend
 
@@ -69,7 +69,7 @@ class S3Backend(TierBackend):
         return f"{self.prefix}{path}{CHUNK}{position:020d}"
 
     def _list_keys(self, prefix: str) -> list[tuple[str, int]]:
-        out = []
+        out: list[tuple[str, int]] = []
         token = None
         while True:
             kw = {"Bucket": self.bucket, "Prefix": prefix}
@@ -123,10 +123,10 @@ class S3Backend(TierBackend):
             self._chunks[path] = [(0, size)]
         self._count_write(size)
 
-    def _multipart(self, key: str, f, size: int, part: int, progress: Optional[Callable[[], None]]) -> None:
+    def _multipart(self, key: str, f: BinaryIO, size: int, part: int, progress: Optional[Callable[[], None]]) -> None:
         upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
         try:
-            parts = []
+            parts: list[dict[str, object]] = []
             pos = 0
             while pos < size:
                 data = f.read(part)

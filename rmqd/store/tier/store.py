@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypedDict
 
 from rmqd import constants as C
 from rmqd.service_thread import ServiceThread
@@ -30,8 +30,12 @@ from rmqd.store.tier.queue import BLANK_SIZE, TieredQueue
 from rmqd.store.results import transfer_limits
 
 if TYPE_CHECKING:
-    from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.api import MessageFilter
+    from rmqd.store.layer import StoreChain
     from rmqd.store.results import GetMessageResult, QueryResult
+    from rmqd.store.tier.index.adopt import AdoptResult
+    from rmqd.store.tier.index.service import IndexFileStatus
+    from rmqd.store.tier.metadata import QueueDoc, SegmentDoc
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,36 @@ BACKLOG_DUTY = 0.25            # ... each followed by a pause of 3x its duration
 BACKLOG_PAUSE_S = 0.005        # (at least this)
 
 
+class TierQueueStatus(TypedDict):
+    """One queue in :meth:`TieredStore.status`."""
+    topic: str
+    queueId: int
+    minOffset: int
+    maxOffset: int
+    committedOffset: int
+    commitLogBytes: int
+    consumeQueueBytes: int
+    bytes: int
+    segments: int
+
+
+class TierStatus(TypedDict):
+    """:meth:`TieredStore.status`: the body of GET_TIER_STATUS and the console's tier page."""
+    backend: str
+    level: str
+    queues: list[TierQueueStatus]
+    indexFiles: list["IndexFileStatus"]
+    copied: int
+    lastError: str
+    backendStats: dict[str, int]
+
+
+class CommitResult(TypedDict):
+    """:meth:`TieredStore.commit_now` (``rmqd admin commitTier``)."""
+    copied: int
+    indexSteps: int
+
+
 def is_system_topic(topic: str) -> bool:
     return topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_")
 
@@ -55,7 +89,7 @@ def is_system_topic(topic: str) -> bool:
 class TieredStore(StoreLayer):
     """The tier over the next store; see the module docstring."""
 
-    def __init__(self, inner: "MessageStoreAPI", config: TierConfig, backend: Optional[TierBackend] = None) -> None:
+    def __init__(self, inner: "StoreChain", config: TierConfig, backend: Optional[TierBackend] = None) -> None:
         super().__init__(inner)
         self.tier_config = config
         self.backend = backend
@@ -77,6 +111,18 @@ class TieredStore(StoreLayer):
     def tier(self) -> "TieredStore":
         return self
 
+    def started_backend(self) -> TierBackend:
+        """The backend (given, or made by :meth:`start`)."""
+        if self.backend is None:
+            raise RuntimeError("tier: not started (no backend yet)")
+        return self.backend
+
+    def started_index(self) -> IndexStoreService:
+        """The index service (made by :meth:`start`)."""
+        if self.index is None:
+            raise RuntimeError("tier: not started (no index service yet)")
+        return self.index
+
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the store below, then recover the tier and start the copier and the index service."""
@@ -85,47 +131,49 @@ class TieredStore(StoreLayer):
         if self.backend is None:
             self.backend = make_backend(cfg.provider, cfg.file_path, cfg.endpoint, cfg.bucket, cfg.access_key,
                                         cfg.secret_key, cfg.region)
+        backend = self.backend
         md = self.metadata
         had = md.load()
-        if had and (not self.backend.persistent or (md.backend and md.backend != self.backend.describe())):
-            log.warning("tier: backend is now %s (was %s); starting an empty tier", self.backend.describe(),
+        if had and (not backend.persistent or (md.backend and md.backend != backend.describe())):
+            log.warning("tier: backend is now %s (was %s); starting an empty tier", backend.describe(),
                         md.backend or "?")
             md.reset()
-        md.backend = self.backend.describe()
+        md.backend = backend.describe()
         md.cluster, md.broker = cfg.cluster, cfg.broker
         md.index_config = {"slots": cfg.index_slots, "maxItems": cfg.index_max_items,
                            "enabled": cfg.message_index_enable}
         for doc in md.queues.values():
-            tq = TieredQueue(self.backend, cfg, doc["topic"], int(doc["queueId"]))
+            tq = TieredQueue(backend, cfg, doc["topic"], int(doc["queueId"]))
             tq.load_json(doc)
             tq.recover()
             self.queues[(tq.topic, tq.queue_id)] = tq
         self._sweep_orphans()
-        self.backend.abort_partial_uploads(self._broker_prefix())
-        self.index = IndexStoreService(self.local.config.store_root_dir, self.backend, md, cfg.cluster, cfg.broker,
-                                       cfg.index_slots, cfg.index_max_items, cfg.file_reserved_hours,
-                                       cfg.rolling_interval_hours, clock=self.local.clock)
-        self.index.step_hook = self.step
-        self.index.recover()
+        backend.abort_partial_uploads(self._broker_prefix())
+        index = self.index = IndexStoreService(self.local.config.store_root_dir, backend, md, cfg.cluster, cfg.broker,
+                                               cfg.index_slots, cfg.index_max_items, cfg.file_reserved_hours,
+                                               cfg.rolling_interval_hours, clock=self.local.clock)
+        index.step_hook = self.step
+        index.recover()
         md.persist()
         self.mark_committed()
         self.adopt_index_outputs()          # `rmqd pipeline index` outputs, before anything is served
         self.started = True
-        log.info("tier: %s, %d queue(s), %d index file(s), level %s", self.backend.describe(), len(self.queues),
-                 len(self.index.files), cfg.storage_level.name)
+        log.info("tier: %s, %d queue(s), %d index file(s), level %s", backend.describe(), len(self.queues),
+                 len(index.files), cfg.storage_level.name)
         self._spawn("rmqd-tier-dispatch", self._dispatch_loop, cfg.dispatch_interval_ms)
         self._spawn("rmqd-tier-index", self._index_loop, cfg.index_service_interval_ms)
 
     def _sweep_orphans(self) -> None:
         """Delete queue segments the metadata does not list (rolled after the last commit)."""
-        known = set()
+        known: set[str] = set()
         for tq in self.queues.values():
             known |= tq.commitlog.paths() | tq.consume_queue.paths()
-        for path in self.backend.list(self._broker_prefix()):
+        backend = self.started_backend()
+        for path in backend.list(self._broker_prefix()):
             if "/rmq_sys_INDEX/" in path or path in known:
                 continue
             log.warning("tier: deleting orphan segment %s", path)
-            self.backend.delete(path)
+            backend.delete(path)
 
     def _broker_prefix(self) -> str:
         """Where this broker's segments live in the backend."""
@@ -166,7 +214,7 @@ class TieredStore(StoreLayer):
 
     def _index_loop(self) -> None:
         for _ in range(16):                      # bounded work per wake-up
-            if self._stop.is_set() or not self.index.run_once():
+            if self._stop.is_set() or not self.started_index().run_once():
                 return
 
     def shutdown(self) -> None:
@@ -180,8 +228,8 @@ class TieredStore(StoreLayer):
                 self.dispatcher.run_once()     # commit what is in flight
             except Exception:
                 log.exception("tier: final copy round failed")
-            self.index.close()
-            self.backend.close()
+            self.started_index().close()
+            self.started_backend().close()
             self.started = False
         self.inner.shutdown()
 
@@ -199,12 +247,20 @@ class TieredStore(StoreLayer):
         return comp is None or not comp.routes(topic)
 
     def queue(self, topic: str, qid: int, create: bool = False, init_offset: int = 0) -> Optional[TieredQueue]:
+        """The tier's queue of (topic, qid); None when there is none and not ``create``."""
         tq = self.queues.get((topic, qid))
         if tq is None and create:
+            tq = self.created_queue(topic, qid, init_offset)
+        return tq
+
+    def created_queue(self, topic: str, qid: int, init_offset: int = 0) -> TieredQueue:
+        """The tier's queue of (topic, qid), made (its first offset ``init_offset``) when there is none."""
+        tq = self.queues.get((topic, qid))
+        if tq is None:
             with self._queues_lock:
                 tq = self.queues.get((topic, qid))
                 if tq is None:
-                    tq = TieredQueue(self.backend, self.tier_config, topic, qid)
+                    tq = TieredQueue(self.started_backend(), self.tier_config, topic, qid)
                     tq.init(init_offset)
                     self.queues = {**self.queues, (topic, qid): tq}
         return tq
@@ -214,7 +270,7 @@ class TieredStore(StoreLayer):
         metadata holds (as a restart would), so the next round copies the same messages again."""
         md = self.metadata
         with self._queues_lock:
-            kept = {}
+            kept: dict[tuple[str, int], TieredQueue] = {}
             for key, tq in self.queues.items():
                 doc = md.queues.get(tq.key)
                 live = tq.commitlog.paths() | tq.consume_queue.paths()
@@ -224,10 +280,10 @@ class TieredStore(StoreLayer):
                 tq.load_json(doc)
                 tq.recover()
                 for path in live - (tq.commitlog.paths() | tq.consume_queue.paths()):
-                    self.backend.delete(path)
+                    self.started_backend().delete(path)
                 kept[key] = tq
             self.queues = kept
-        self.index.rollback()
+        self.started_index().rollback()
         log.warning("tier: rolled back to the last committed state")
 
     def mark_committed(self) -> None:
@@ -310,7 +366,8 @@ class TieredStore(StoreLayer):
                                          lambda ts: self.inner.get_offset_by_time(topic, queue_id, ts))
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
-                     max_total_bytes: Optional[int] = None, message_filter=None) -> "GetMessageResult":
+                     max_total_bytes: Optional[int] = None,
+                     message_filter: Optional["MessageFilter"] = None) -> "GetMessageResult":
         if self._passes(topic):
             return self.inner.get_messages(topic, queue_id, offset, max_nums, max_total_bytes, message_filter)
         t0 = time.perf_counter()
@@ -353,12 +410,12 @@ class TieredStore(StoreLayer):
         return n
 
     # ---- admin ----------------------------------------------------------------------------------
-    def adopt_index_outputs(self, root: Optional[str] = None) -> list[dict]:
+    def adopt_index_outputs(self, root: Optional[str] = None) -> list["AdoptResult"]:
         """Adopt the complete outputs of ``rmqd pipeline index`` (:mod:`.index.adopt`); one result each."""
         from rmqd.store.tier.index.adopt import adopt_all
         return adopt_all(self, root, self.step)
 
-    def commit_now(self, upload: bool = True, timeout_s: float = 60.0) -> dict:
+    def commit_now(self, upload: bool = True, timeout_s: float = 60.0) -> CommitResult:
         """``rmqd admin commitTier``: copy everything pending, seal the writable index file, and
         (with ``upload``) compact and upload every sealed file now."""
         copied = 0
@@ -367,17 +424,18 @@ class TieredStore(StoreLayer):
             copied += n
             if not n:
                 break
-        self.index.seal_requested = True
+        index = self.started_index()
+        index.seal_requested = True
         self.dispatcher.run_once(force=True)
         steps = 0
         deadline = time.monotonic() + timeout_s
         if upload:
-            while time.monotonic() < deadline and self.index.run_once():
+            while time.monotonic() < deadline and index.run_once():
                 steps += 1
         return {"copied": copied, "indexSteps": steps}
 
-    def status(self) -> dict:
-        queues = []
+    def status(self) -> TierStatus:
+        queues: list[TierQueueStatus] = []
         for (topic, qid), tq in sorted(self.queues.items()):
             queues.append({"topic": topic, "queueId": qid, "minOffset": tq.min_offset, "maxOffset": tq.max_offset,
                            "committedOffset": self.committed_max.get((topic, qid), -1),
@@ -400,6 +458,6 @@ class TieredStore(StoreLayer):
         return info
 
 
-def _cq_end(doc: dict) -> int:
-    segs = doc.get("consumeQueue") or []
+def _cq_end(doc: "QueueDoc") -> int:
+    segs: list["SegmentDoc"] = doc.get("consumeQueue") or []
     return (segs[-1]["base"] + segs[-1]["size"]) // 20 if segs else -1

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, NotRequired, Optional, TypedDict, cast
 
 import orjson
 
@@ -34,6 +34,8 @@ from rmqd.store.tier.index import layout as L
 from rmqd.store.tier.index.store_file import COMPACTED, IndexStoreFile
 
 if TYPE_CHECKING:
+    from rmqd.store.tier.metadata import IndexFileDoc, QueueDoc
+    from rmqd.store.tier.queue import TieredQueue
     from rmqd.store.tier.store import TieredStore
 
 log = logging.getLogger(__name__)
@@ -45,12 +47,55 @@ STAGING_SUFFIX = ".tmp"
 STALE_SUFFIX = ".stale"
 
 
+class ManifestFile(TypedDict):
+    """One compacted index file of an output."""
+    beginTs: int
+    items: int
+    endTs: int
+    usedSlots: int
+    minTs: int
+    maxTs: int
+
+
+class ManifestQueue(TypedDict):
+    """One queue range an output indexed, with its first and last ConsumeQueue units."""
+    topic: str
+    queueId: int
+    topicId: int
+    lo: int
+    hi: int
+    first: list[int]
+    last: list[int]
+
+
+class Manifest(TypedDict):
+    """``manifest.json`` of an output (written by ``rmqd pipeline index``)."""
+    format: str
+    version: int
+    job: str
+    slots: int
+    maxItems: int
+    files: list[ManifestFile]
+    queues: list[ManifestQueue]
+
+
+class AdoptResult(TypedDict):
+    """What adopting one output did (``rmqd admin adoptTierIndex``)."""
+    output: str
+    adopted: bool
+    job: NotRequired[Optional[str]]
+    files: NotRequired[int]
+    items: NotRequired[int]
+    resumed: NotRequired[bool]
+    reason: NotRequired[str]
+
+
 def output_root(store_root: str) -> str:
     from rmqd.store.tier.index.service import DIR_NAME
     return os.path.join(store_root, DIR_NAME, PIPELINE_DIR)
 
 
-def file_entry(f: dict, slots: int, max_items: int, job: str) -> dict:
+def file_entry(f: ManifestFile, slots: int, max_items: int, job: str) -> "IndexFileDoc":
     """The metadata entry of an adopted file (state COMPACTED, sealed, not uploaded yet; ``origin``: the job)."""
     return {"beginTs": int(f["beginTs"]), "state": COMPACTED, "sealed": True, "items": int(f["items"]),
             "endTs": int(f["endTs"]), "usedSlots": int(f["usedSlots"]), "minTs": int(f["minTs"]),
@@ -58,7 +103,7 @@ def file_entry(f: dict, slots: int, max_items: int, job: str) -> dict:
             "uploadBase": -1, "origin": job}
 
 
-def write_manifest(out_dir: str, manifest: dict) -> None:
+def write_manifest(out_dir: str, manifest: Mapping[str, object]) -> None:
     """Write the manifest durably (the job's files are fsync'ed already)."""
     atomic_write(os.path.join(out_dir, MANIFEST),
                  orjson.dumps({"format": FORMAT, "version": VERSION, **manifest}, option=orjson.OPT_INDENT_2),
@@ -73,9 +118,9 @@ def publish(tmp_dir: str) -> str:
     return final
 
 
-def read_manifest(out_dir: str) -> dict:
+def read_manifest(out_dir: str) -> Manifest:
     with open(os.path.join(out_dir, MANIFEST), "rb") as f:
-        m = orjson.loads(f.read())
+        m = cast(Manifest, orjson.loads(f.read()))      # the JSON file: its format and version are checked next
     if m.get("format") != FORMAT or m.get("version") != VERSION:
         raise ValueError(f"{out_dir}: not an index output of format {FORMAT} v{VERSION}")
     return m
@@ -89,7 +134,7 @@ def complete_outputs(root: str) -> list[str]:
             if not n.endswith((STAGING_SUFFIX, STALE_SUFFIX)) and os.path.isfile(os.path.join(root, n, MANIFEST))]
 
 
-def _check(tier: "TieredStore", m: dict, out_dir: str) -> Optional[str]:
+def _check(tier: "TieredStore", m: Manifest, out_dir: str) -> Optional[str]:
     """Why the output cannot be adopted, or None."""
     md = tier.metadata
     for q in m["queues"]:
@@ -125,7 +170,7 @@ def _check(tier: "TieredStore", m: dict, out_dir: str) -> Optional[str]:
     return None
 
 
-def _already_adopted(tier: "TieredStore", m: dict) -> bool:
+def _already_adopted(tier: "TieredStore", m: Manifest) -> bool:
     md = tier.metadata
     for f in m["files"]:
         e = md.index_files.get(int(f["beginTs"]))
@@ -138,10 +183,10 @@ def _already_adopted(tier: "TieredStore", m: dict) -> bool:
     return True
 
 
-def adopt(tier: "TieredStore", out_dir: str, step: Callable[[str], None] = lambda _s: None) -> dict:
+def adopt(tier: "TieredStore", out_dir: str, step: Callable[[str], None] = lambda _s: None) -> AdoptResult:
     """Adopt one complete output (see the module docstring); the caller holds the copier's lock."""
     m = read_manifest(out_dir)
-    result: dict[str, Any] = {"output": out_dir, "job": m.get("job"), "files": len(m["files"]),
+    result: AdoptResult = {"output": out_dir, "job": m.get("job"), "files": len(m["files"]),
                               "items": sum(int(f["items"]) for f in m["files"]), "adopted": False}
     if _already_adopted(tier, m):
         shutil.rmtree(out_dir)
@@ -154,7 +199,7 @@ def adopt(tier: "TieredStore", out_dir: str, step: Callable[[str], None] = lambd
         log.warning("tier index: not adopting %s (%s); set aside as %s, run `rmqd pipeline index` again",
                     out_dir, why, stale)
         return {**result, "output": stale, "reason": why}
-    index = tier.index
+    index = tier.started_index()
     slots, max_items = int(m["slots"]), int(m["maxItems"])
     cdir = os.path.join(index.dir, "compacted")
     os.makedirs(cdir, exist_ok=True)
@@ -168,7 +213,8 @@ def adopt(tier: "TieredStore", out_dir: str, step: Callable[[str], None] = lambd
         step("adopt.link")
     fsync_path(cdir)
     entries = {int(f["beginTs"]): file_entry(f, slots, max_items, m["job"]) for f in m["files"]}
-    queues, coverage = {}, []
+    queues: dict[str, "QueueDoc"] = {}
+    coverage: list[tuple["TieredQueue", int, int]] = []
     for q in m["queues"]:
         tq = tier.queues[(q["topic"], int(q["queueId"]))]
         doc = tq.to_json()
@@ -187,16 +233,16 @@ def adopt(tier: "TieredStore", out_dir: str, step: Callable[[str], None] = lambd
     return {**result, "adopted": True}
 
 
-def _merged(indexed: list, lo: int, hi: int) -> list:
+def _merged(indexed: list[list[int]], lo: int, hi: int) -> list[list[int]]:
     from rmqd.store.tier.queue import merge_ranges
     return merge_ranges(list(indexed) + [[lo, hi]])
 
 
 def adopt_all(tier: "TieredStore", root: Optional[str] = None,
-              step: Callable[[str], None] = lambda _s: None) -> list[dict]:
+              step: Callable[[str], None] = lambda _s: None) -> list[AdoptResult]:
     """Adopt every complete output under ``root`` (default the store's), oldest first."""
     root = root or output_root(tier.local.config.store_root_dir)
-    results = []
+    results: list[AdoptResult] = []
     for out_dir in complete_outputs(root):
         with tier.dispatcher.lock:
             try:

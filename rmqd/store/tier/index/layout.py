@@ -35,17 +35,20 @@ for messages stored before the file was created (a dispatcher catching up).
 from __future__ import annotations
 
 import struct
-from typing import Iterable, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, NamedTuple, Optional, Sequence, TypeGuard
 
 from rmqd.cython_ext.message_codec import java_string_hash
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 HEADER_SIZE = 28
 HASH_SLOT_SIZE = 8
 ITEM_SIZE = 32
 COMPACT_ITEM_SIZE = 28
 INVALID_INDEX = 0
-BEGIN_MAGIC_CODE = struct.unpack(">i", struct.pack(">I", 0xCCDDEEFF ^ (1880681586 + 4)))[0]
-END_MAGIC_CODE = struct.unpack(">i", struct.pack(">I", 0xCCDDEEFF ^ (1880681586 + 8)))[0]
+BEGIN_MAGIC_CODE: int = struct.unpack(">i", struct.pack(">I", 0xCCDDEEFF ^ (1880681586 + 4)))[0]
+END_MAGIC_CODE: int = struct.unpack(">i", struct.pack(">I", 0xCCDDEEFF ^ (1880681586 + 8)))[0]
 JAVA_MAX_QUERY_HOPS = 512              # Java's chain walk limit on a writable file (rmqd walks all)
 JAVA_COMPACT_READ_ITEMS = 1024         # Java reads at most this many items of a slot's run
 
@@ -153,8 +156,10 @@ def java_hashset_order(keys: Iterable[str]) -> list[str]:
     return [k for i in range(cap) for _, k in bins.get(i, ())]
 
 
-def _not_blank(s: Optional[str]) -> bool:
-    return bool(s) and not s.isspace()
+def _not_blank(s: Optional[str]) -> TypeGuard[str]:
+    if not s:
+        return False
+    return not s.isspace()
 
 
 def indexed_keys(keys: Optional[str], uniq_key: Optional[str]) -> list[str]:
@@ -194,7 +199,7 @@ def pack_header(h: Header) -> bytes:
     return _HEADER.pack(*h)
 
 
-def parse_header(buf) -> Header:
+def parse_header(buf: "ReadableBuffer") -> Header:
     return Header(*_HEADER.unpack_from(buf, 0))
 
 
@@ -239,7 +244,7 @@ def build_writable(messages: Sequence[Sequence[IndexEntry]], begin_timestamp: in
     return bytes(buf), put
 
 
-def compact_writable(buf, slots: int, max_items: int) -> bytes:
+def compact_writable(buf: bytes | bytearray | memoryview, slots: int, max_items: int) -> bytes:
     """The compacted form of a writable file's bytes (Java ``compactToNewFile``)."""
     h = parse_header(buf)
     n = h.index_item_count
@@ -287,26 +292,26 @@ def build_compacted(messages: Sequence[Sequence[IndexEntry]], begin_timestamp: i
                 end_ts = e.timestamp
         put += 1
     head = bytearray(HEADER_SIZE + slots * HASH_SLOT_SIZE)
-    body = []
+    body: list[bytes] = []
     wpos = len(head)
     for s in range(slots):
         run = runs.get(s)
         n = len(run) if run else 0
         _SLOT.pack_into(head, HEADER_SIZE + s * HASH_SLOT_SIZE, wpos, n * COMPACT_ITEM_SIZE)
-        if n:
+        if run:
             body.extend(reversed(run))          # newest first, as the chain is walked
             wpos += n * COMPACT_ITEM_SIZE
     _HEADER.pack_into(head, 0, END_MAGIC_CODE, begin_timestamp, end_ts, used, count)
     return bytes(head) + b"".join(body), put
 
 
-def parse_compacted_items(run: bytes) -> list[tuple]:
+def parse_compacted_items(run: bytes) -> list[tuple[int, int, int, int, int, int]]:
     """``(hash, topicId, queueId, offset, size, timeDiff)`` of each 28-byte item of a run."""
     return [_CITEM.unpack_from(run, p) for p in range(0, len(run) - len(run) % COMPACT_ITEM_SIZE,
                                                       COMPACT_ITEM_SIZE)]
 
 
-def parse_slot(buf, slot: int) -> tuple[int, int]:
+def parse_slot(buf: bytes | bytearray | memoryview, slot: int) -> tuple[int, int]:
     """A compacted file's ``(beginPos, byteLen)`` for ``slot`` (from the 8 bytes at its position)."""
     return _SLOT.unpack_from(buf, 0 if len(buf) == HASH_SLOT_SIZE else HEADER_SIZE + slot * HASH_SLOT_SIZE)
 

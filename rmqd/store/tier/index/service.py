@@ -26,16 +26,33 @@ import os
 import shutil
 import threading
 import time
-from typing import Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypedDict
 
 from rmqd.store.tier.backend import INDEX, INDEX_TOPIC, TierBackend, segment_path
 from rmqd.store.tier.index import layout as L
 from rmqd.store.tier.index.store_file import COMPACTED, UPLOADED, WRITING, IndexClosedError, IndexStoreFile
 from rmqd.store.tier.metadata import TierMetadata
 
+if TYPE_CHECKING:
+    from rmqd.store.tier.index.store_file import IndexItem, IndexMessage
+    from rmqd.store.tier.metadata import IndexFileDoc
+
 log = logging.getLogger(__name__)
 
 DIR_NAME = "tiered_index_file"
+
+
+class IndexFileStatus(TypedDict):
+    """One index file in ``TieredStore.status()`` (GET_TIER_STATUS, the console's tier page)."""
+    beginTs: int
+    state: str
+    sealed: bool
+    items: int
+    beginTime: int
+    endTime: int
+    endTs: int
+    usedSlots: int
+    bytes: int
 
 
 class IndexStoreService:
@@ -71,8 +88,8 @@ class IndexStoreService:
         os.makedirs(self.dir, exist_ok=True)
         shutil.rmtree(os.path.join(self.dir, "compacting"), ignore_errors=True)
         os.makedirs(os.path.join(self.dir, "compacted"), exist_ok=True)
-        changed: dict[int, Optional[dict]] = {}
-        files = []
+        changed: dict[int, Optional["IndexFileDoc"]] = {}
+        files: list[IndexStoreFile] = []
         for ts, entry in sorted(self.metadata.index_files.items()):
             f = IndexStoreFile.from_json(self.dir, entry)
             if f.state == WRITING:
@@ -169,7 +186,7 @@ class IndexStoreService:
             self.current = None
             self.seal_requested = False
 
-    def put(self, messages: list) -> None:
+    def put(self, messages: list["IndexMessage"]) -> None:
         """Index a batch of ``(hashes, topicId, queueId, offset, size, storeTime)`` messages."""
         if self.closing:
             raise IndexClosedError("the tier index is closed")
@@ -194,7 +211,7 @@ class IndexStoreService:
             if f.state == WRITING and f.items != f.committed_items:
                 f.flush()
 
-    def checkpoint(self) -> dict[int, dict]:
+    def checkpoint(self) -> dict[int, "IndexFileDoc"]:
         """Entries of the files whose state the next commit must record."""
         return {f.begin_ts: f.to_json() for f in self.files
                 if f.state == WRITING and (f.items != f.committed_items or f.sealed != f.committed_sealed)}
@@ -220,7 +237,7 @@ class IndexStoreService:
         writing = [f for f in keep if f.state == WRITING and not f.sealed]
         self.current = writing[-1] if writing else None
 
-    def committed(self, entries: dict[int, dict]) -> None:
+    def committed(self, entries: dict[int, "IndexFileDoc"]) -> None:
         for f in self.files:
             e = entries.get(f.begin_ts)
             if e is not None:
@@ -275,7 +292,11 @@ class IndexStoreService:
             return
         t0 = time.perf_counter()
         self._step("index.compacting")
-        f.compact(progress=lambda: (self._check_open(), self._step("index.compacting.partial")))
+
+        def progress() -> None:
+            self._check_open()
+            self._step("index.compacting.partial")
+        f.compact(progress=progress)
         self._step("index.compacted")
         entry = f.to_json()
         entry["state"] = COMPACTED
@@ -290,12 +311,15 @@ class IndexStoreService:
         self.metadata.commit({}, {f.begin_ts: f.to_json()})
         self._step("index.uploading")
         path = self.segment_path(base)
-        self.backend.upload(path, f.compacted_path,      # replaces a partial upload at this base
-                            progress=lambda: (self._check_open(), self._step("index.uploading.partial")))
+
+        def progress() -> None:
+            self._check_open()
+            self._step("index.uploading.partial")
+        self.backend.upload(path, f.compacted_path, progress=progress)     # replaces a partial upload at this base
         size = os.path.getsize(f.compacted_path)
         self._step("index.uploaded")
         entry = f.to_json()
-        entry.update(state=UPLOADED, segBase=base, segSize=size, uploadBase=-1)
+        entry["state"], entry["segBase"], entry["segSize"], entry["uploadBase"] = UPLOADED, base, size, -1
         self.metadata.commit({}, {f.begin_ts: entry}, index_segment_end=base + size)
         f.became_uploaded(base, size)
         self._step("index.deleting_local")
@@ -316,7 +340,7 @@ class IndexStoreService:
         return True
 
     # ---- queries ---------------------------------------------------------------------------------
-    def query(self, topic: str, key: str, begin: int, end: int, want: int) -> Iterator[tuple[int, list]]:
+    def query(self, topic: str, key: str, begin: int, end: int, want: int) -> Iterator[tuple[int, list["IndexItem"]]]:
         """Yield ``(file beginTs, items)`` newest file first for ``topic#key`` in [begin, end];
         the caller stops iterating once it has what it wants (``want`` caps each file's items)."""
         h = L.key_hash(topic, key)
@@ -335,7 +359,7 @@ class IndexStoreService:
                 yield f.begin_ts, items
 
     # ---- status / lifecycle -----------------------------------------------------------------------
-    def status(self) -> list[dict]:
+    def status(self) -> list[IndexFileStatus]:
         return [{"beginTs": f.begin_ts, "state": f.state, "sealed": f.sealed, "items": f.items,
                  "beginTime": f.min_ts, "endTime": f.max_ts, "endTs": f.end_ts, "usedSlots": f.used_slots,
                  "bytes": f.seg_size if f.state == UPLOADED else (

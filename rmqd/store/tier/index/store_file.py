@@ -19,13 +19,21 @@ import logging
 import mmap
 import os
 import threading
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from rmqd.cython_ext import store_commitlog as _cl
 from rmqd.cython_ext import tier_index as _ix
 from rmqd.fileutil import fsync_path
 from rmqd.store.tier.backend import TierBackend
 from rmqd.store.tier.index import layout as L
+
+if TYPE_CHECKING:
+    from rmqd.store.tier.metadata import IndexFileDoc
+
+# (hashes, topicId, queueId, offset in the flat CommitLog, size, storeTime): one message to index
+IndexMessage = tuple[Sequence[int], int, int, int, int, int]
+# (topicId, queueId, offset, size, timeDiff): one item a query found
+IndexItem = tuple[int, int, int, int, int]
 
 log = logging.getLogger(__name__)
 
@@ -78,15 +86,18 @@ class IndexStoreFile:
         return os.path.join(self.dir, "compacting", str(self.begin_ts))
 
     # ---- metadata -----------------------------------------------------------------------------
-    def to_json(self) -> dict:
-        return {"beginTs": self.begin_ts, "state": self.state, "sealed": self.sealed, "items": self.items,
-                "endTs": self.end_ts, "usedSlots": self.used_slots, "minTs": self.min_ts, "maxTs": self.max_ts,
-                "slots": self.slots, "maxItems": self.max_items, "segBase": self.seg_base,
-                "segSize": self.seg_size, "uploadBase": self.upload_base,
-                **({"origin": self.origin} if self.origin else {})}
+    def to_json(self) -> "IndexFileDoc":
+        doc: "IndexFileDoc" = {
+            "beginTs": self.begin_ts, "state": self.state, "sealed": self.sealed, "items": self.items,
+            "endTs": self.end_ts, "usedSlots": self.used_slots, "minTs": self.min_ts, "maxTs": self.max_ts,
+            "slots": self.slots, "maxItems": self.max_items, "segBase": self.seg_base,
+            "segSize": self.seg_size, "uploadBase": self.upload_base}
+        if self.origin:
+            doc["origin"] = self.origin
+        return doc
 
     @classmethod
-    def from_json(cls, directory: str, d: dict) -> "IndexStoreFile":
+    def from_json(cls, directory: str, d: "IndexFileDoc") -> "IndexStoreFile":
         f = cls(directory, int(d["beginTs"]), int(d["slots"]), int(d["maxItems"]), d.get("state", WRITING))
         f.sealed = bool(d.get("sealed"))
         f.items = int(d.get("items", 0))
@@ -119,7 +130,7 @@ class IndexStoreFile:
         if create:
             _ix.init_header(mm, self.begin_ts, self.max_items)
 
-    def put(self, messages: list) -> int:
+    def put(self, messages: list[IndexMessage]) -> int:
         """Put ``(hashes, topicId, queueId, offset, size, storeTime)`` messages; returns how many
         fitted (fewer: the file is full and now sealed)."""
         with self.lock:
@@ -240,7 +251,7 @@ class IndexStoreFile:
 
     # ---- query -----------------------------------------------------------------------------------
     def query(self, h: int, t_lo: int, t_hi: int, max_count: int, backend: Optional[TierBackend] = None,
-              segment_path: Optional[str] = None) -> tuple[list, int]:
+              segment_path: Optional[str] = None) -> tuple[list[IndexItem], int]:
         """Items ``(topicId, queueId, offset, size, timeDiff)`` for hash ``h`` whose claimed time
         is in [t_lo, t_hi], newest first, and the number of range reads it took (0 for the
         mapped writable file)."""
@@ -254,12 +265,13 @@ class IndexStoreFile:
                     self._cfd = os.open(self.compacted_path, os.O_RDONLY)
                 fd = self._cfd
                 return self._query_compacted(lambda pos, n: os.pread(fd, n, pos), h, t_lo, t_hi, max_count)
-        if state == UPLOADED and backend is not None:
-            return self._query_compacted(lambda pos, n: backend.read(segment_path, pos, n), h, t_lo, t_hi,
-                                         max_count)
+        if state == UPLOADED and backend is not None and segment_path is not None:
+            path = segment_path
+            return self._query_compacted(lambda pos, n: backend.read(path, pos, n), h, t_lo, t_hi, max_count)
         return [], 0
 
-    def _query_compacted(self, read, h: int, t_lo: int, t_hi: int, max_count: int) -> tuple[list, int]:
+    def _query_compacted(self, read: Callable[[int, int], bytes], h: int, t_lo: int, t_hi: int,
+                         max_count: int) -> tuple[list[IndexItem], int]:
         slot = L.slot_of(h, self.slots)
         raw = read(L.slot_position(slot), L.HASH_SLOT_SIZE)
         reads = 1
@@ -267,7 +279,7 @@ class IndexStoreFile:
             log.error("index file %d: short slot read", self.begin_ts)
             return [], reads
         pos, length = L.parse_slot(raw, slot)
-        out: list = []
+        out: list[IndexItem] = []
         done = 0
         while length > done and len(out) < max_count:
             n = min(length - done, READ_CHUNK_ITEMS * L.COMPACT_ITEM_SIZE)
