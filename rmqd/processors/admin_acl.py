@@ -18,6 +18,7 @@ from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 
 if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
     from rmqd.acl.plain_acl import PlainAclManager
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class AclAdminProcessor:
         self.config = config
         self.identity = identity
 
-    def update_and_create_acl_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_acl_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (access_key,) = require(request, "accessKey")
         manager = self.manager
         if manager is None:
@@ -60,7 +61,7 @@ class AclAdminProcessor:
             return error_response(ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED, str(exc))
         return new_response()
 
-    def delete_acl_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def delete_acl_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (access_key,) = require(request, "accessKey")
         manager = self.manager
         if manager is None:
@@ -70,7 +71,7 @@ class AclAdminProcessor:
                                   f"The accesskey[{access_key}] corresponding to accessConfig has been deleted failed.")
         return new_response()
 
-    def get_broker_cluster_acl_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_broker_cluster_acl_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         manager = self.manager
         if manager is None:
             return _off(ResponseCode.SYSTEM_ERROR)
@@ -80,7 +81,7 @@ class AclAdminProcessor:
                                         "brokerName": cfg.brokerName, "brokerAddr": self.identity.address,
                                         "clusterName": cfg.brokerClusterName})
 
-    def update_global_white_addrs_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_global_white_addrs_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (addrs,) = require(request, "globalWhiteAddrs")
         manager = self.manager
         if manager is None:

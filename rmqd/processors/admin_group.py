@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmqd.broker.context import BrokerContext
 from rmqd.config import BrokerRole
@@ -31,6 +31,9 @@ from rmqd.remoting.command import (RemotingCommand, error_response, ext_bool, ne
 from rmqd.store.message import decode_offset_msg_id
 from rmqd.store import group_attributes
 from rmqd.store.metadata import SubscriptionGroupConfig
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 
 GET_ALL_PRODUCER_INFO = 328
@@ -72,7 +75,7 @@ class GroupAdminProcessor:
         self.ctx = ctx
 
     # ------------------------------------------------------------------ 200 / 201 / 207
-    def update_and_create_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_subscription_group(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ctx = self.ctx
         err = slave_error(ctx)
         if err is not None:
@@ -97,7 +100,7 @@ class GroupAdminProcessor:
                                   f"master but not copied by every in-sync replica within slaveTimeout; retry")
         return new_response()
 
-    def get_all_subscription_group_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_subscription_group_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         mgr = self.ctx.groups
         wrapper = mgr.encoded()
         if not wrapper.get("subscriptionGroupTable"):
@@ -105,7 +108,7 @@ class GroupAdminProcessor:
         return json_response(wrapper)
 
     # ------------------------------------------------------------------ 225 / 352 (5.x)
-    def update_and_create_subscription_group_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_subscription_group_list(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Body ``{"groupConfigList": [SubscriptionGroupConfig]}``: every name checked first (INVALID_PARAMETER),
         then all applied."""
         ctx = self.ctx
@@ -141,7 +144,7 @@ class GroupAdminProcessor:
                                   "copied by every in-sync replica within slaveTimeout; retry")
         return new_response()
 
-    def get_subscription_group_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_subscription_group_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """One group's config (auto-created when autoCreateSubscriptionGroup is on, as Java's lookup does)."""
         (group,) = require(request, "group")
         sg = self.ctx.groups.find(group)
@@ -151,13 +154,13 @@ class GroupAdminProcessor:
         return json_response(group_config_5x(sg))
 
     # ------------------------------------------------------------------ 343 / 345 / 353 (5.x)
-    def query_topics_by_consumer(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_topics_by_consumer(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """The topics ``group`` has committed offsets of, and this broker's address."""
         (group,) = require(request, "group")
         topics = sorted(self.ctx.offsets.which_topic_by_consumer(group))
         return json_response({"brokerAddr": self.ctx.identity.address, "topicList": topics})
 
-    def query_subscription_by_consumer(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_subscription_by_consumer(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """The subscription an online ``group`` registered for ``topic`` (absent when it has none)."""
         (group,) = require(request, "group")
         topic = (request.ext_fields or {}).get("topic")
@@ -173,7 +176,7 @@ class GroupAdminProcessor:
             del body["topic"]
         return json_response(body)
 
-    def update_and_get_group_forbidden(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_and_get_group_forbidden(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """``readable=false`` forbids ``group`` to pull ``topic``, ``true`` allows it again, absent only reads;
         answers the state (remark "", as Java)."""
         (group,) = require(request, "group")
@@ -191,7 +194,7 @@ class GroupAdminProcessor:
         body = {"group": group, "readable": not groups.get_forbidden(group, topic, INDEX_PERM_READ), "topic": topic}
         return json_response(body, remark="")
 
-    def delete_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def delete_subscription_group(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ctx = self.ctx
         err = slave_error(ctx)
         if err is not None:
@@ -206,7 +209,7 @@ class GroupAdminProcessor:
         return new_response()
 
     # ------------------------------------------------------------------ 208 / 317
-    def get_consume_stats(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_consume_stats(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "consumerGroup")
         ext = request.ext_fields or {}
         topic = ext.get("topic")
@@ -219,7 +222,7 @@ class GroupAdminProcessor:
         stats, _ = consume_stats(self.ctx, group, topics)
         return json_response(stats)
 
-    def get_broker_consume_stats(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_broker_consume_stats(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Java ``fetchAllConsumeStatsInBroker``: every subscription group, over the topics of its
         committed offsets (so a group that consumed and went offline is still listed), skipping topics
         an online group no longer subscribes to; ``isOrder`` keeps ordered topics only."""
@@ -245,7 +248,7 @@ class GroupAdminProcessor:
                               "totalDiff": total_diff})
 
     # ------------------------------------------------------------------ 203 / 204 / 300
-    def get_consumer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_consumer_connection_list(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "consumerGroup")
         info = self.ctx.consumers.get(group)
         if info is None or not info.channels:
@@ -259,14 +262,14 @@ class GroupAdminProcessor:
         }
         return json_response(body)
 
-    def get_producer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_producer_connection_list(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "producerGroup")
         chans = self.ctx.producers.get(group)
         if not chans and not self.ctx.producers.known(group):
             return error_response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
         return json_response({"connectionSet": [c.to_connection_json() for c in chans]})
 
-    def get_all_producer_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_producer_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_PRODUCER_INFO (328, ``mqadmin producer``): every online producer by group
         (ProducerTableInfo: {"data": {group: [ProducerInfo]}}); remoteIP as Java's ``channel.remoteAddress()
         .toString()``: ``/host:port``."""
@@ -276,7 +279,7 @@ class GroupAdminProcessor:
                             "version": c.version, "lastUpdateTimestamp": c.last_update} for c in chans]
         return json_response({"data": data})
 
-    def query_topic_consume_by_who(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_topic_consume_by_who(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (topic,) = require(request, "topic")
         ctx = self.ctx
         groups = {g for g, info in ctx.consumers.groups().items() if topic in info.subscriptions}
@@ -354,7 +357,7 @@ class GroupAdminProcessor:
         name = ctx.config.brokerName
         return json_response({"offsetTable": {fastjson.MessageQueue(topic, name, q): o for q, o in targets.items()}})
 
-    def invoke_broker_to_reset_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def invoke_broker_to_reset_offset(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         topic, group, timestamp = require(request, "topic", "group", "timestamp")
         force = ext_bool(request, "isForce")
         ts = int(timestamp)
@@ -394,7 +397,7 @@ class GroupAdminProcessor:
         return new_response(ResponseCode.SUCCESS, None, None, body_c if is_c_admin else body)
 
     # ------------------------------------------------------------------ 223 → 221 (loop handler)
-    async def invoke_broker_to_get_consumer_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def invoke_broker_to_get_consumer_status(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         topic, group = require(request, "topic", "group")
         client_addr = (request.ext_fields or {}).get("clientAddr")
         info = self.ctx.consumers.get(group)
@@ -427,7 +430,7 @@ class GroupAdminProcessor:
         return json_response({"consumerTable": result, "messageQueueTable": {}})
 
     # ------------------------------------------------------------------ 314
-    def clone_group_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def clone_group_offset(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         src, dest = require(request, "srcGroup", "destGroup")
         ext = request.ext_fields or {}
         topic = ext.get("topic")
@@ -447,7 +450,7 @@ class GroupAdminProcessor:
         return new_response()
 
     # ------------------------------------------------------------------ 303
-    def query_consume_time_span(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_consume_time_span(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         topic, group = require(request, "topic", "group")
         ctx = self.ctx
         tc = ctx.topics.get(topic)
@@ -477,7 +480,7 @@ class GroupAdminProcessor:
         return json_response({"consumeTimeSpanSet": spans})
 
     # ------------------------------------------------------------------ 308
-    def query_correction_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_correction_offset(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         topic, compare_group = require(request, "topic", "compareGroup")
         filters = {g for g in ((request.ext_fields or {}).get("filterGroups") or "").split(",") if g}
         offsets = self.ctx.offsets
@@ -493,7 +496,7 @@ class GroupAdminProcessor:
         return json_response({"correctionOffsets": correction})
 
     # ------------------------------------------------------------------ 309 relay (loop handler)
-    async def consume_message_directly(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def consume_message_directly(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         group, client_id, msg_id = require(request, "consumerGroup", "clientId", "msgId")
         ctx = self.ctx
         ext = dict(request.ext_fields or {})
@@ -524,13 +527,13 @@ class GroupAdminProcessor:
                             answer.body_bytes() if answer.body is not None else None)
 
     # ------------------------------------------------------------------ 43 / 45
-    def get_all_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_consumer_offset(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         table = self.ctx.offsets.table_copy()
         # Java encodes its ConsumerOffsetManager, never empty ({"offsetTable":{}}): its "No consumer offset"
         # branch cannot be reached, and a slave syncing from a master without offsets gets SUCCESS
         return json_response({"offsetTable": table})
 
-    def get_all_delay_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_delay_offset(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         mgr = self.ctx.delay_offsets
         table = mgr.table_copy()
         # Java answers its ScheduleMessageService's encode(): {"offsetTable":{}} before any delayed message

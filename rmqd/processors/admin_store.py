@@ -16,12 +16,15 @@ from __future__ import annotations
 import logging
 import re
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmqd.processors.admin_common import NOT_SET_REMARK, json_response
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 
 log = logging.getLogger(__name__)
@@ -43,7 +46,7 @@ class StoreAdminProcessor:
         self.store = store
         self.consumers = consumers
 
-    def query_consume_queue(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_consume_queue(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """The units of one ConsumeQueue from ``index`` (at most ``count``), its min/max index and, with a
         consumer group, the group's subscription (QueryConsumeQueueResponseBody)."""
         topic, queue_id = require(request, "topic", "queueId")
@@ -77,14 +80,14 @@ class StoreAdminProcessor:
         resp.remark = NOT_SET_REMARK        # Java sets the code of its createResponseCommand(null), not the remark
         return resp
 
-    def delete_expired_commit_log(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def delete_expired_commit_log(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Delete expired CommitLog files now, whatever the hour (Java executeDeleteFilesManually)."""
         log.warning("invoke deleteExpiredCommitLog start (from %s)", conn.remote_address)
         deleted = self.store.execute_delete_files_manually()
         log.warning("invoke deleteExpiredCommitLog end: %d commit log file(s) deleted", deleted)
         return new_response()
 
-    def export_rocksdb_config_to_json(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def export_rocksdb_config_to_json(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """``configType``: ``;``-separated names of topics / subscriptionGroups / consumerOffsets (an unknown one
         is refused as Java's header parser refuses it); the files are JSON already."""
         (config_type,) = require(request, "configType")
@@ -96,14 +99,14 @@ class StoreAdminProcessor:
                  getattr(conn, "remote_address", "?"))
         return new_response(ResponseCode.SUCCESS, "export done.")
 
-    def check_rocksdb_cq_write_progress(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def check_rocksdb_cq_write_progress(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Java answers CHECK_IN_PROGRESS at once and checks in the background; on a store without a RocksDB
         consume queue (Java's default store, and rmqd's) the check finds nothing to compare and only logs so."""
         log.info("checkRocksdbCqWriteProgress from %s (%s): consume queues are files only, no RocksDB consume "
                  "queue: no need to check", getattr(conn, "remote_address", "?"), request.ext_fields)
         return json_response({"checkStatus": CHECK_IN_PROGRESS}, remark=NOT_SET_REMARK)
 
-    def set_commitlog_read_mode(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def set_commitlog_read_mode(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """``READ_AHEAD_MODE`` 0 (MADV_NORMAL: read-ahead on) or 1 (MADV_RANDOM: off) for every CommitLog
         segment, as Java's AdminBrokerProcessor.setCommitLogReadaheadMode, with its answers to bad input."""
         log.info("setCommitLogReadaheadMode called by %s", getattr(conn, "remote_address", "?"))
@@ -120,7 +123,7 @@ class StoreAdminProcessor:
         self.store.commitlog.set_read_ahead(mode == MADV_NORMAL)
         return new_response(ResponseCode.SUCCESS, f"set commitlog readahead mode success, mode: {mode}")
 
-    def pop_rollback(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def pop_rollback(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Move POP records from the RocksDB POP store back to the file store: rmqd has only the file store."""
         log.info("POP_ROLLBACK from %s: POP records are in the file store already", getattr(conn, "remote_address", "?"))
         return new_response(ResponseCode.SUCCESS, NOT_SET_REMARK)

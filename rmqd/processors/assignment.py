@@ -10,7 +10,7 @@ queues.  BROADCASTING: every queue to everyone.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import orjson
 
@@ -20,6 +20,9 @@ from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.metadata import ConfigManager
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +111,7 @@ class AssignmentProcessor:
         mode = PULL if is_retry_topic(topic) else str(self.config.defaultMessageRequestMode).upper()
         return {"topic": topic, "consumerGroup": group, "mode": mode, "popShareQueueNum": 0}
 
-    def query_assignment(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_assignment(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         body = parse_json_body(request)
         if not isinstance(body, dict):
             return error_response(ResponseCode.SYSTEM_ERROR, "the query assignment body is invalid")
@@ -137,11 +140,11 @@ class AssignmentProcessor:
             "messageQueueAssignments": [{"messageQueue": mq, "mode": mode["mode"]} for mq in assigned]}
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
 
-    def get_all_message_request_mode(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_message_request_mode(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """messageRequestMode.json as it stands."""
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(self.modes.encoded()))
 
-    def set_message_request_mode(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def set_message_request_mode(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         body = parse_json_body(request)
         if not isinstance(body, dict):
             return error_response(ResponseCode.SYSTEM_ERROR, "the message request mode body is invalid")

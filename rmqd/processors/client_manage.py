@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import orjson
 
@@ -21,6 +21,9 @@ from rmqd.remoting.command import RemotingCommand, error_response, new_request, 
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.java_errors import BadBodyError, NullBodyError
 from rmqd.store.metadata import retry_topic
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 
 log = logging.getLogger(__name__)
@@ -63,7 +66,7 @@ class ClientManageProcessor:
         dispatcher.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self.get_consumer_running_info)  # awaits the client
 
     # ------------------------------------------------------------------ HEART_BEAT
-    def heart_beat(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def heart_beat(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Registers the consumers and producers of a client. 5.x heartbeat v2: a body with a non-zero
         ``heartbeatFingerprint`` may leave its subscriptions out (``withoutSub``/``isWithoutSub``: the group's
         stay as they are); the answer tells whether the group's fingerprint changed since its last heartbeat
@@ -120,7 +123,7 @@ class ClientManageProcessor:
                                                          "IS_SUB_CHANGE": "true" if sub_change else "false"})
 
     # ------------------------------------------------------------------ UNREGISTER_CLIENT
-    def unregister_client(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def unregister_client(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         require(request, "clientID")
         ext = request.ext_fields or {}
         ctx = self.ctx
@@ -135,7 +138,7 @@ class ClientManageProcessor:
         return new_response()
 
     # ------------------------------------------------------------------ CHECK_CLIENT_CONFIG
-    def check_client_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def check_client_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         body = parse_json_body(request) or {}
         sub = body.get("subscriptionData")
         if sub:
@@ -156,7 +159,7 @@ class ClientManageProcessor:
         return new_response()
 
     # ------------------------------------------------------------------ GET_CONSUMER_RUNNING_INFO
-    async def get_consumer_running_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_consumer_running_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Relay to the consumer's own connection (loop handler; awaits the client)."""
         group, client_id = require(request, "consumerGroup", "clientId")
         info = self.ctx.consumers.get(group)

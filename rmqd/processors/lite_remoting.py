@@ -41,6 +41,7 @@ from rmqd.store.group_attributes import bind_topic
 from rmqd.store.topic_attributes import is_lite_topic, lite_expiration_minutes
 
 if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
     from rmqd.processors.lite_priority import LitePriority
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ class LiteRemoting:
             return error_response(INVALID_PARAMETER, f"subscription bind topic not match, {group}")
         return None
 
-    async def pop_lite_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def pop_lite_message(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
         refused = self._pre_check(ext)
         if refused is not None:
@@ -167,14 +168,14 @@ class LiteRemoting:
         header["orderCountInfo"] = ";".join(str(max(0, pm.attempt - 1)) for pm in result.messages)
         return new_response(ResponseCode.SUCCESS, "FOUND", header, b"".join(records))
 
-    def _notifier(self, conn: Any, client_id: str, group: str):
+    def _notifier(self, conn: RequestPeer, client_id: str, group: str):
         def notify(lite: str) -> None:
             conn.invoke_oneway(new_request(NOTIFY_UNSUBSCRIBE_LITE, {"liteTopic": lite, "consumerGroup": group,
                                                                      "clientId": client_id}))
         return notify
 
     # ------------------------------------------------------------------ LITE_SUBSCRIPTION_CTL
-    def subscription_ctl(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def subscription_ctl(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         if not request.body:
             return error_response(ILLEGAL_OPERATION, "Request body is null.")
         try:
@@ -207,7 +208,7 @@ class LiteRemoting:
         return new_response(ResponseCode.SUCCESS)
 
     # ------------------------------------------------------------------ admin
-    def broker_lite_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def broker_lite_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """``LiteManagerProcessor.getBrokerLiteInfo``: topicMeta is every LITE topic's ``lite.topic.expiration``,
         groupMeta every bind topic's lite groups (``LiteMetadataUtil``), from the topic and group tables."""
         m, index, cfg = self.manager, self.lp.lite_store.index, self.lp.lite_config
@@ -238,7 +239,7 @@ class LiteRemoting:
             return error_response(INVALID_PARAMETER, f"Topic [{topic}] type not match.")
         return None
 
-    def parent_topic_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def parent_topic_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (topic,) = require(request, "topic")       # Java: a lookup of a null key (NullPointerException)
         refused = self._not_a_lite_parent(topic)
         if refused is not None:
@@ -252,7 +253,7 @@ class LiteRemoting:
                 "lmqNum": index.lite_count}
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
 
-    def lite_topic_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def lite_topic_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         parent, lite = require(request, "parentTopic", "liteTopic")
         refused = self._not_a_lite_parent(parent)
         if refused is not None:
@@ -266,14 +267,14 @@ class LiteRemoting:
                 "shardingToBroker": True}
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
 
-    def lite_client_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def lite_client_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (cid,) = require(request, "clientId")
         info = self.manager.client_info(cid)
         if info is None:
             return error_response(ResponseCode.SYSTEM_ERROR, f"lite client {cid} not found")
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(info))
 
-    def lite_group_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def lite_group_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "group")
         top_k = int((request.ext_fields or {}).get("topK") or 20)
         sg = self.ctx.groups.find(group)
@@ -287,7 +288,7 @@ class LiteRemoting:
                 "clients": self.manager.group_subscriptions(group)}
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
 
-    def trigger_dispatch(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def trigger_dispatch(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "group")
         n = self.manager.full_dispatch(group, (request.ext_fields or {}).get("clientId") or None)
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps({"dispatched": n}))

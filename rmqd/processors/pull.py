@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from rmqd.broker.consume_checks import check_consume_group
 from rmqd.broker.context import BrokerContext
@@ -23,6 +23,9 @@ from rmqd.remoting.command import RemotingCommand, error_response, new_response,
 from rmqd.remoting.dispatch import TO_POOL, Dispatcher, ProcessorPool, run_handler
 from rmqd.store.message_store import GetMessageResult
 from rmqd.store.message_store import GetMessageStatus as S
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 log = logging.getLogger(__name__)
 
@@ -140,17 +143,17 @@ class PullMessageProcessor:
         dispatcher.register([RequestCode.PULL_MESSAGE, LITE_PULL_MESSAGE], self.process, pool,
                             inline_first=self.process_inline)
 
-    def rerun(self, conn: Any, request: RemotingCommand) -> None:
+    def rerun(self, conn: RequestPeer, request: RemotingCommand) -> None:
         """Re-execute a held pull (no suspension, no offset commit): on the loop when it can be
         served there (the caller is on the loop), else in the pull pool."""
         if run_handler(self._rerun_inline, conn, request) is TO_POOL:
             self.submit(self._rerun_handler, conn, request)
 
-    def process_inline(self, conn: Any, request: RemotingCommand) -> Any:
+    def process_inline(self, conn: RequestPeer, request: RemotingCommand) -> Any:
         """The dispatcher's inline-first handler: answers on the loop or returns TO_POOL."""
         return self.process(conn, request, True, True)
 
-    def process(self, conn: Any, request: RemotingCommand, allow_suspend: bool = True,
+    def process(self, conn: RequestPeer, request: RemotingCommand, allow_suspend: bool = True,
                 inline: bool = False) -> Any:
         (group, topic, queue_id, queue_offset, max_nums, sys_flag, commit_offset, suspend_ms,
          sub_version) = require(request, "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums",
@@ -180,7 +183,7 @@ class PullMessageProcessor:
             self.ctx.offsets.commit_offset(conn.remote_address, group, topic, qid, int(commit_offset))
         return response
 
-    def _check_queue(self, conn: Any, group: str, topic: str, qid: int,
+    def _check_queue(self, conn: RequestPeer, group: str, topic: str, qid: int,
                      lite: bool = False) -> tuple[Any, Optional[RemotingCommand]]:
         """Broker and topic read permission, the group, the queue id (Java's order): (group config, None)
         or (None, error response). ``lite``: a LITE_PULL_MESSAGE (5.x's checks, codes and remarks)."""
@@ -298,7 +301,7 @@ class PullMessageProcessor:
             result = GetMessageResult(S.OFFSET_OVERFLOW_ONE, offset, store.get_min_offset(topic, qid), offset)
         return result
 
-    def _respond(self, conn: Any, request: RemotingCommand, sg: Any, group: str, topic: str, qid: int, offset: int,
+    def _respond(self, conn: RequestPeer, request: RemotingCommand, sg: Any, group: str, topic: str, qid: int, offset: int,
                  result: Any, message_filter: ExpressionMessageFilter, suspend: bool,
                  suspend_ms: int) -> Optional[RemotingCommand]:
         """The response of a read, or None when the pull is parked (long polling)."""

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 import orjson
 
@@ -20,6 +20,9 @@ from rmqd.remoting.command import RemotingCommand, error_response, new_response
 from rmqd.remoting.dispatch import Dispatcher
 from rmqd.remoting.fastjson import loads_lenient
 from rmqd.remoting.java_errors import NullBodyError
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +145,7 @@ class QueueLockProcessor:
         dispatcher.register(RequestCode.LOCK_BATCH_MQ, self.lock_batch_mq)
         dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq)
 
-    def lock_batch_mq(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def lock_batch_mq(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         try:
             group, client_id, mqs = parse_batch_body(request)
         except NullBodyError:
@@ -154,7 +157,7 @@ class QueueLockProcessor:
         body = orjson.dumps({"lockOKMQSet": [_mq_json(k) for k in granted]})
         return new_response(body=body)
 
-    def unlock_batch_mq(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def unlock_batch_mq(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         try:
             group, client_id, mqs = parse_batch_body(request)
         except NullBodyError:

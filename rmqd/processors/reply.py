@@ -21,7 +21,7 @@ import concurrent.futures
 import logging
 import random
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from rmqd.broker.context import BrokerContext
 from rmqd.processors.send import REQUIRED_SEND_FIELDS, SendMessageProcessor, full_header, truthy
@@ -29,6 +29,9 @@ from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.message import MessageToStore, find_property, java_string_hash
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,7 @@ class ReplyMessageProcessor:
                 return info.conn
         return None
 
-    def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def process(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
         h = full_header(request) if request.code == RequestCode.SEND_REPLY_MESSAGE_V2 else ext
         for name in REQUIRED_SEND_FIELDS:
@@ -113,7 +116,7 @@ class ReplyMessageProcessor:
                             result.remark)
         return new_response(code, remark, resp_ext)
 
-    def push_reply_message(self, conn: Any, h: Any, props: str, body: bytes) -> tuple[bool, Optional[str]]:
+    def push_reply_message(self, conn: RequestPeer, h: Any, props: str, body: bytes) -> tuple[bool, Optional[str]]:
         """PUSH_REPLY_MESSAGE_TO_CLIENT to the requester; (ok, failure remark)."""
         sender = find_property(props, PROPERTY_MESSAGE_REPLY_TO_CLIENT) if props else None
         if sender is None:

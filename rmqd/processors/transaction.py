@@ -7,7 +7,7 @@ progress are :mod:`rmqd.broker.transaction` (the bridge); the check-back service
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from rmqd.broker.context import BrokerContext
 from rmqd.broker.transaction import (PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
@@ -20,6 +20,9 @@ from rmqd.remoting.command import RemotingCommand, error_response, new_response,
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.message import MessageToStore, StoredMessage
 from rmqd.store.message_store import PutMessageStatus
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,7 @@ class EndTransactionProcessor:
         self.ctx = ctx
         self.bridge = bridge
 
-    def process(self, conn: Any, request: RemotingCommand) -> Optional[RemotingCommand]:
+    def process(self, conn: RequestPeer, request: RemotingCommand) -> Optional[RemotingCommand]:
         if self.ctx.role is BrokerRole.SLAVE:
             log.warning("END_TRANSACTION from %s refused: this broker is a slave", conn.remote_address)
             return error_response(ResponseCode.SLAVE_NOT_AVAILABLE, "Store is slave mode, can not endTransaction")
