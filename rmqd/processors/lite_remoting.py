@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import orjson
 
@@ -41,7 +41,12 @@ from rmqd.store.group_attributes import bind_topic
 from rmqd.store.topic_attributes import is_lite_topic, lite_expiration_minutes
 
 if TYPE_CHECKING:
+    from rmqd.pop.frontend import PopExecutor
+    from rmqd.pop.lite import LiteSubscriptionManager
+    from rmqd.pop.service import PopService
     from rmqd.processors.handles import RequestPeer
+    from rmqd.remoting.connection import Connection
+    from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
     from rmqd.processors.lite_priority import LitePriority
 
 log = logging.getLogger(__name__)
@@ -57,6 +62,14 @@ _LITE_CODES = {LiteError.SUBSCRIPTION_QUOTA: LITE_SUBSCRIPTION_QUOTA_EXCEEDED, L
                LiteError.FORBIDDEN: ILLEGAL_OPERATION, LiteError.GROUP_NOT_FOUND: ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                LiteError.TOPIC_NOT_FOUND: ResponseCode.TOPIC_NOT_EXIST, LiteError.TOO_MANY_REQUESTS: ResponseCode.SYSTEM_BUSY}
 _NV, _SEP = "\x01", "\x02"
+
+
+def _as_int(value: object) -> int:
+    """``int(value)`` of a JSON value: a TypeError for null, an object or a list, as ``int()`` raises."""
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"int() argument must be a string, a bytes-like object or a real number, "
+                    f"not '{type(value).__name__}'")
 
 
 def with_properties(record: bytes, extra: dict[str, str]) -> bytes:
@@ -81,18 +94,21 @@ def with_properties(record: bytes, extra: dict[str, str]) -> bytes:
 class LiteRemoting:
     """The 5.5 lite remoting codes over the broker context, POP and the lite parts."""
 
-    def __init__(self, ctx: BrokerContext, pop_service: Any, pop_executor: Any, lp: "LitePriority") -> None:
+    def __init__(self, ctx: BrokerContext, pop_service: PopService, pop_executor: PopExecutor,
+                 lp: "LitePriority") -> None:
         self.ctx = ctx
         self.pop_service = pop_service
         self.pop_executor = pop_executor
         self.lp = lp
 
     @property
-    def manager(self):
-        return self.lp.manager
+    def manager(self) -> LiteSubscriptionManager:
+        m = self.lp.manager
+        assert m is not None            # LitePriority.install makes it before it installs these codes
+        return m
 
     # ------------------------------------------------------------------ POP_LITE_MESSAGE
-    def _pre_check(self, ext: dict) -> RemotingCommand | None:
+    def _pre_check(self, ext: Mapping[str, str]) -> RemotingCommand | None:
         cfg = self.ctx.config
         ip = cfg.brokerIP1
         try:
@@ -130,7 +146,7 @@ class LiteRemoting:
             return error_response(INVALID_PARAMETER, f"subscription bind topic not match, {group}")
         return None
 
-    async def pop_lite_message(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
+    async def pop_lite_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
         refused = self._pre_check(ext)
         if refused is not None:
@@ -168,14 +184,14 @@ class LiteRemoting:
         header["orderCountInfo"] = ";".join(str(max(0, pm.attempt - 1)) for pm in result.messages)
         return new_response(ResponseCode.SUCCESS, "FOUND", header, b"".join(records))
 
-    def _notifier(self, conn: RequestPeer, client_id: str, group: str):
+    def _notifier(self, conn: Connection, client_id: str, group: str) -> Callable[[str], None]:
         def notify(lite: str) -> None:
             conn.invoke_oneway(new_request(NOTIFY_UNSUBSCRIBE_LITE, {"liteTopic": lite, "consumerGroup": group,
                                                                      "clientId": client_id}))
         return notify
 
     # ------------------------------------------------------------------ LITE_SUBSCRIPTION_CTL
-    def subscription_ctl(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
+    def subscription_ctl(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         if not request.body:
             return error_response(ILLEGAL_OPERATION, "Request body is null.")
         try:
@@ -195,8 +211,8 @@ class LiteRemoting:
             if isinstance(opt, dict) and opt.get("type"):
                 kind, value = str(opt["type"]).upper(), opt.get("value")
                 option = (OffsetOption(policy={0: "LAST", 1: "MIN", 2: "MAX"}.get(int(value or 0), "LAST"))
-                          if kind == "POLICY" else OffsetOption(offset=int(value)) if kind == "OFFSET" else
-                          OffsetOption(tail_n=int(value)) if kind == "TAIL_N" else OffsetOption(timestamp=int(value)))
+                          if kind == "POLICY" else OffsetOption(offset=_as_int(value)) if kind == "OFFSET" else
+                          OffsetOption(tail_n=_as_int(value)) if kind == "TAIL_N" else OffsetOption(timestamp=_as_int(value)))
             try:
                 self.manager.sync(dto["clientId"], dto["group"], dto["topic"], int(action if action is not None else 0),
                                   dto.get("liteTopicSet") or [], option, conn.remote_address,
@@ -245,6 +261,7 @@ class LiteRemoting:
         if refused is not None:
             return refused
         tc = self.ctx.topics.get(topic)
+        assert tc is not None           # _not_a_lite_parent refuses a missing topic
         index = self.lp.lite_store.index
         groups = sorted(name for name, sg in self.ctx.groups.table.items()
                         if (sg.attributes or {}).get("lite.bind.topic") == topic)
@@ -294,7 +311,8 @@ class LiteRemoting:
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps({"dispatched": n}))
 
 
-def install(d: Any, pools: dict, ctx: BrokerContext, pop_service: Any, pop_executor: Any,
+def install(d: Dispatcher, pools: Mapping[str, ProcessorPool], ctx: BrokerContext, pop_service: PopService,
+            pop_executor: PopExecutor,
             lp: "LitePriority") -> LiteRemoting:
     """Register the lite codes: POP_LITE_MESSAGE on the loop, the subscription control and info codes in pools."""
     r = LiteRemoting(ctx, pop_service, pop_executor, lp)
@@ -308,7 +326,7 @@ def install(d: Any, pools: dict, ctx: BrokerContext, pop_service: Any, pop_execu
     return r
 
 
-def lite_queue_of(topic: str, ext: dict) -> str:
+def lite_queue_of(topic: str, ext: Mapping[str, str]) -> str:
     """The queue an ACK_MESSAGE / CHANGE_MESSAGE_INVISIBLETIME applies to: the lite topic's LMQ when the
     header names one (5.5 ``liteTopic``), else the topic."""
     lite = ext.get("liteTopic")

@@ -76,7 +76,7 @@ class AckMessageProcessor:
     async def ack_message(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         group, topic, _qid, extra_s, offset = require(request, "consumerGroup", "topic", "queueId", "extraInfo",
                                                       "offset")
-        topic = lite_queue_of(topic, request.ext_fields)       # 5.5: a lite topic's queue (header liteTopic)
+        topic = lite_queue_of(topic, request.ext_fields or {})       # 5.5: a lite topic's queue (header liteTopic)
         try:
             extra = self._extra(extra_s)
             await self.executor.run(self.pop.ack, group, topic, extra, int(offset))
@@ -89,7 +89,7 @@ class AckMessageProcessor:
     async def change_invisible_time(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         group, topic, _qid, extra_s, offset, invisible = require(
             request, "consumerGroup", "topic", "queueId", "extraInfo", "offset", "invisibleTime")
-        topic = lite_queue_of(topic, request.ext_fields)
+        topic = lite_queue_of(topic, request.ext_fields or {})
         zeros = {"popTime": "0", "invisibleTime": "0", "reviveQid": "0"}   # Java's primitive header fields
         try:
             extra = self._extra(extra_s)
