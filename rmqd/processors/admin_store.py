@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Union
 
 from rmqd.processors.admin_common import NOT_SET_REMARK, json_response
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -24,7 +24,10 @@ from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 
 if TYPE_CHECKING:
-    from rmqd.processors.handles import RequestPeer
+    from rmqd.broker.client_manager import ConsumerManager
+    from rmqd.processors.handles import RequestPeer, StoreWithCommitLog
+    from rmqd.remoting import fastjson
+    from rmqd.store.local_queue import LocalQueue
 
 
 log = logging.getLogger(__name__)
@@ -42,7 +45,7 @@ _CONFIG_TYPES = ("topics", "subscriptionGroups", "consumerOffsets")
 
 
 class StoreAdminProcessor:
-    def __init__(self, store: Any, consumers: Any) -> None:
+    def __init__(self, store: StoreWithCommitLog, consumers: ConsumerManager) -> None:
         self.store = store
         self.consumers = consumers
 
@@ -56,7 +59,7 @@ class StoreAdminProcessor:
         cq = self.store.local_queue(topic, qid)
         if cq is None:
             return error_response(ResponseCode.SYSTEM_ERROR, f"{qid}@{topic} is not exist!")
-        body: dict[str, Any] = {"maxQueueIndex": cq.max_offset, "minQueueIndex": cq.min_offset}
+        body: dict[str, fastjson.Encodable] = {"maxQueueIndex": cq.max_offset, "minQueueIndex": cq.min_offset}
         if group is not None:
             info = self.consumers.get(group)
             entry = info.subscriptions.get(topic) if info is not None else None
@@ -65,7 +68,7 @@ class StoreAdminProcessor:
             else:
                 body["subscriptionData"] = entry.data
                 body["filterData"] = "null"      # JSON of the group's ConsumerFilterData: none is kept
-        units = []
+        units: list[dict[str, Union[bool, int]]] = []
         if cq.min_offset <= index < cq.max_offset:
             end = min(cq.max_offset, index + max(0, count), _file_end(cq, index))
             for i in range(index, end):
@@ -138,7 +141,7 @@ class StoreAdminProcessor:
         dispatcher.register(SET_COMMITLOG_READ_MODE, self.set_commitlog_read_mode, pool)
 
 
-def _file_end(cq: Any, index: int) -> int:
+def _file_end(cq: LocalQueue, index: int) -> int:
     """First index past the ConsumeQueue file holding ``index`` (Java reads one file's buffer)."""
     per_file = cq.file_size // _CQ_UNIT.size
     return (index // per_file + 1) * per_file

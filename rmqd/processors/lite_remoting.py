@@ -32,6 +32,7 @@ from rmqd.broker.context import BrokerContext
 from rmqd.pop.codes import INVALID_PARAMETER, POLLING_TIMEOUT
 from rmqd.pop.frontend import Busy
 from rmqd.pop.lite import LiteError, OffsetOption
+from rmqd.processors.json_values import json_int
 from rmqd.processors.pop_message import FAQ_APPLY_TOPIC
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response, require
@@ -62,14 +63,6 @@ _LITE_CODES = {LiteError.SUBSCRIPTION_QUOTA: LITE_SUBSCRIPTION_QUOTA_EXCEEDED, L
                LiteError.FORBIDDEN: ILLEGAL_OPERATION, LiteError.GROUP_NOT_FOUND: ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                LiteError.TOPIC_NOT_FOUND: ResponseCode.TOPIC_NOT_EXIST, LiteError.TOO_MANY_REQUESTS: ResponseCode.SYSTEM_BUSY}
 _NV, _SEP = "\x01", "\x02"
-
-
-def _as_int(value: object) -> int:
-    """``int(value)`` of a JSON value: a TypeError for null, an object or a list, as ``int()`` raises."""
-    if isinstance(value, (int, float, str)):
-        return int(value)
-    raise TypeError(f"int() argument must be a string, a bytes-like object or a real number, "
-                    f"not '{type(value).__name__}'")
 
 
 def with_properties(record: bytes, extra: dict[str, str]) -> bytes:
@@ -211,8 +204,8 @@ class LiteRemoting:
             if isinstance(opt, dict) and opt.get("type"):
                 kind, value = str(opt["type"]).upper(), opt.get("value")
                 option = (OffsetOption(policy={0: "LAST", 1: "MIN", 2: "MAX"}.get(int(value or 0), "LAST"))
-                          if kind == "POLICY" else OffsetOption(offset=_as_int(value)) if kind == "OFFSET" else
-                          OffsetOption(tail_n=_as_int(value)) if kind == "TAIL_N" else OffsetOption(timestamp=_as_int(value)))
+                          if kind == "POLICY" else OffsetOption(offset=json_int(value)) if kind == "OFFSET" else
+                          OffsetOption(tail_n=json_int(value)) if kind == "TAIL_N" else OffsetOption(timestamp=json_int(value)))
             try:
                 self.manager.sync(dto["clientId"], dto["group"], dto["topic"], int(action if action is not None else 0),
                                   dto.get("liteTopicSet") or [], option, conn.remote_address,

@@ -10,7 +10,7 @@ loop and await the blocking parts in the POP executor, parking a request at most
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 from rmqd.filter.message_filter import ExpressionMessageFilter
 from rmqd.filter.errors import SQLParseError
@@ -39,7 +39,7 @@ NOT_SET_REMARK = "not set any response code"     # Java's createResponseCommand(
 FAQ_APPLY_TOPIC = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 
-def pop_error_response(exc: PopError, ext: Optional[dict] = None) -> RemotingCommand:
+def pop_error_response(exc: PopError, ext: Optional[Mapping[str, str]] = None) -> RemotingCommand:
     return new_response(exc.code, exc.remark, ext)
 
 
@@ -59,7 +59,7 @@ def busy_response(exc: Busy) -> RemotingCommand:
 class PopMessageProcessor:
     """POP_MESSAGE, PEEK_MESSAGE, NOTIFICATION and POLLING_INFO."""
 
-    def __init__(self, pop: PopService, executor: PopExecutor, broker_ip: str, readable: Any) -> None:
+    def __init__(self, pop: PopService, executor: PopExecutor, broker_ip: str, readable: Callable[[], bool]) -> None:
         self.pop = pop
         self.executor = executor
         self.broker_ip = broker_ip
@@ -107,6 +107,7 @@ class PopMessageProcessor:
             return pop_error_response(exc, zeros)
         except Busy as exc:
             return busy_response(exc)
+        code: int
         if result.messages:
             code, remark = ResponseCode.SUCCESS, "FOUND"
         else:
@@ -131,7 +132,8 @@ class PopMessageProcessor:
             return new_response(POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", POP_HEADER_ZEROS)
         return new_response(ResponseCode.SUCCESS, "FOUND", POP_HEADER_ZEROS, b"".join(records))
 
-    def _pre_check(self, conn: RequestPeer, topic: str, qid: int, ext: dict) -> Optional[RemotingCommand]:
+    def _pre_check(self, conn: RequestPeer, topic: str, qid: int,
+                   ext: Mapping[str, str]) -> Optional[RemotingCommand]:
         """NOTIFICATION's and POLLING_INFO's checks in Java's order (broker, topic, queue id)."""
         if not self.readable():
             return new_response(ResponseCode.NO_PERMISSION, f"the broker[{self.broker_ip}] peeking message is forbidden",
