@@ -9,7 +9,7 @@ failure code and a remark that says ACL is off.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.broker.context import BrokerIdentity
 from rmqd.acl.permission import AclError
@@ -18,6 +18,7 @@ from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 
 if TYPE_CHECKING:
+    from rmqd.config import BrokerConfig
     from rmqd.processors.handles import RequestPeer
     from rmqd.acl.plain_acl import PlainAclManager
 
@@ -38,7 +39,7 @@ def _off(code: ResponseCode) -> RemotingCommand:
 class AclAdminProcessor:
     """``manager``: the broker's ACL manager, None with ACL off; ``identity``: for the broker's address."""
 
-    def __init__(self, manager: "Optional[PlainAclManager]", config: Any, identity: BrokerIdentity) -> None:
+    def __init__(self, manager: "Optional[PlainAclManager]", config: BrokerConfig, identity: BrokerIdentity) -> None:
         self.manager = manager
         self.config = config
         self.identity = identity
@@ -48,7 +49,7 @@ class AclAdminProcessor:
         manager = self.manager
         if manager is None:
             return _off(ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED)
-        ext = request.ext_fields
+        ext = request.ext_fields or {}      # present: accessKey was required
         cfg = {"accessKey": access_key, "secretKey": ext.get("secretKey"),
                "whiteRemoteAddress": ext.get("whiteRemoteAddress"),
                "admin": str(ext.get("admin", "false")).lower() == "true",
@@ -87,7 +88,7 @@ class AclAdminProcessor:
         if manager is None:
             return _off(ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED)
         try:
-            ok = manager.update_global_white(_split(addrs) or [], request.ext_fields.get("aclFileFullPath"))
+            ok = manager.update_global_white(_split(addrs) or [], (request.ext_fields or {}).get("aclFileFullPath"))
         except (AclError, OSError, ValueError) as exc:
             return error_response(ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, str(exc))
         if not ok:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
+from typing import TYPE_CHECKING, Mapping, Optional, Protocol
 
 import orjson
 
@@ -36,6 +36,7 @@ from rmqd.data_version import DataVersion
 
 if TYPE_CHECKING:
     from rmqd.processors.handles import RequestPeer
+    from rmqd.store.results import StoreStats
 
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ class BrokerAdminProcessor:
             t.update(timerReadBehind="0", timerOffsetBehind="0", timerCongestNum="0", timerEnqueueTps="0.0",
                      timerDequeueTps="0.0")
 
-    def _store_info(self, t: dict[str, str], st: Any) -> None:
+    def _store_info(self, t: dict[str, str], st: StoreStats) -> None:
         """StoreStatsService.getRuntimeInfo + DefaultMessageStore.getRuntimeInfo."""
         stats = self.ctx.stats
         now = int(time.time() * 1000)
@@ -191,7 +192,7 @@ class BrokerAdminProcessor:
             mx = self.ctx.store.get_max_offset(SCHEDULE_TOPIC, level - 1)
             t[f"scheduleMessageOffset_{level}"] = f"{delivered},{mx}"
 
-    def _broker_info(self, t: dict[str, str], st: Any) -> None:
+    def _broker_info(self, t: dict[str, str], st: StoreStats) -> None:
         """AdminBrokerProcessor.prepareRuntimeInfo: version, daily totals, pool queues, flush backlog."""
         stats, store, pools = self.ctx.stats, self.ctx.store, self.pools
         t["brokerVersionDesc"] = version_desc(Version.V4_9_8)

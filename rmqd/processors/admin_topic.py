@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Mapping, cast
 
 from rmqd.broker.context import BrokerContext
 from rmqd.processors.admin_common import (NOT_SET_REMARK, check_system_topic, json_response, slave_error,
@@ -34,9 +34,10 @@ GET_TOPIC_CONFIG = 351
 INVALID_PARAMETER = 29          # 5.x ResponseCode: what its admin codes answer a bad name
 
 
-def topic_config_5x(tc: TopicConfig) -> dict:
+def topic_config_5x(tc: TopicConfig) -> dict[str, fastjson.Encodable]:
     """A topic config as the 5.x broker writes one (``attributes`` always present)."""
-    return {**tc.to_json(), "attributes": dict(tc.attributes or {})}
+    # the JSON boundary: TopicConfigJson is a TypedDict of JSON values (fastjson's Encodable has no TypedDict form)
+    return {**cast("Mapping[str, fastjson.Encodable]", tc.to_json()), "attributes": dict(tc.attributes or {})}
 
 
 class TopicAdminProcessor:
@@ -50,7 +51,11 @@ class TopicAdminProcessor:
         if err is not None:
             return err
         topic = (request.ext_fields or {}).get("topic")      # Java: a null topic is "blank"
-        err = validate_topic(topic) or check_system_topic(topic, ctx.config)
+        err = validate_topic(topic)
+        if err is not None:
+            return err
+        assert topic is not None            # validate_topic refuses a missing name
+        err = check_system_topic(topic, ctx.config)
         if err is not None:
             return err
         read_q, write_q, perm = require(request, "readQueueNums", "writeQueueNums", "perm")
@@ -156,7 +161,8 @@ class TopicAdminProcessor:
         wrapper = self.ctx.topics.wrapper()
         if not wrapper.get("topicConfigTable"):
             return error_response(ResponseCode.SYSTEM_ERROR, "No topic in this broker")
-        return json_response(wrapper)
+        # the JSON boundary: a TypedDict of JSON values (fastjson's Encodable has no TypedDict form)
+        return json_response(cast("fastjson.Encodable", wrapper))
 
     # ------------------------------------------------------------------ 202
     def get_topic_stats_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
@@ -210,7 +216,7 @@ class TopicAdminProcessor:
 _KEPT_WHEN_UNUSED = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
 
 
-def topic_offset_table(ctx: BrokerContext, topic: str, queues: int) -> dict:
+def topic_offset_table(ctx: BrokerContext, topic: str, queues: int) -> dict[fastjson.MessageQueue, dict[str, int]]:
     """TopicStatsTable.offsetTable: MessageQueue → TopicOffset (min, max, last update)."""
     store = ctx.store
     table = {}
