@@ -20,7 +20,7 @@ authentication on, only a super user's request (the slave signs with ``innerClie
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 import orjson
 
@@ -60,7 +60,7 @@ class BodyError(Exception):
         self.remark = remark
 
 
-def _json_body(request: RemotingCommand) -> Any:
+def _json_body(request: RemotingCommand) -> object:
     """The body as JSON (None for none, or for ``null``); BodyError with 5.x's exception class otherwise."""
     raw = request.body_bytes() if request.body is not None else b""
     if not raw:
@@ -71,7 +71,7 @@ def _json_body(request: RemotingCommand) -> Any:
         raise BodyError(f"{JSON_EXCEPTION}: {exc}, {raw[:200].decode('utf-8', 'replace')}") from None
 
 
-def _object(data: Any, what: str) -> Optional[dict]:
+def _object(data: object, what: str) -> Optional[dict[str, object]]:
     if data is None:
         return None
     if not isinstance(data, dict):
@@ -79,7 +79,7 @@ def _object(data: Any, what: str) -> Optional[dict]:
     return data
 
 
-def _string_fields(d: dict, names: tuple, what: str) -> dict:
+def _string_fields(d: Mapping[str, object], names: tuple[str, ...], what: str) -> dict[str, object]:
     """fastjson2 reads a number or boolean into a String field as its text, and fails on an object or array."""
     out = dict(d)
     for n in names:
@@ -97,7 +97,7 @@ USER_INFO = "org.apache.rocketmq.remoting.protocol.body.UserInfo"
 ACL_INFO = "org.apache.rocketmq.remoting.protocol.body.AclInfo"
 
 
-def _user_body(request: RemotingCommand, method: str) -> dict:
+def _user_body(request: RemotingCommand, method: str) -> dict[str, object]:
     info = _object(_json_body(request), USER_INFO)
     if info is None:
         raise BodyError(NULL_USER_INFO.format(method, _LINES[method]))
@@ -240,7 +240,8 @@ class AuthAdminProcessor:
     def delete_acl(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
         subject = subject_of(ext.get("subject"))
-        policy_type = PolicyType.by_name(ext.get("policyType"))
+        named = PolicyType.by_name(ext.get("policyType"))     # typed as the base enum's lookup: narrowed here
+        policy_type = named if isinstance(named, PolicyType) else None
         resource = Resource.parse(ext.get("resource"))
         return self._answer(lambda: self.manager.delete_acl(subject, policy_type, resource),
                             f"deleteAcl {ext.get('subject')}", True)

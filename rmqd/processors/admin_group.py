@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Mapping, Optional, Union, cast
 
 from rmqd.broker.context import BrokerContext
 from rmqd.config import BrokerRole
@@ -34,6 +34,7 @@ from rmqd.store.metadata import SubscriptionGroupConfig
 
 if TYPE_CHECKING:
     from rmqd.processors.handles import RequestPeer
+    from rmqd.store.metadata import SubscriptionGroupJson
 
 
 GET_ALL_PRODUCER_INFO = 328
@@ -46,15 +47,18 @@ INVALID_PARAMETER = 29
 INDEX_PERM_READ = 2            # PermName.INDEX_PERM_READ: the forbidden bit a pull checks
 _SUBSCRIPTION_FIELDS = ("classFilterMode", "codeSet", "expressionType", "subString", "subVersion", "tagsSet", "topic")
 # SubscriptionGroupConfig fields of 5.x that rmqd does not keep, with the values 5.x gives a group by default
-_GROUP_5X_DEFAULTS = {"consumeMessageOrderly": False, "consumeTimeoutMinute": 15,
+_GROUP_5X_DEFAULTS: dict[str, fastjson.Encodable] = {"consumeMessageOrderly": False, "consumeTimeoutMinute": 15,
                       "groupRetryPolicy": {"type": "CUSTOMIZED"}, "groupSysFlag": 0}
 
 log = logging.getLogger(__name__)
 
 
-def group_config_5x(sg: SubscriptionGroupConfig) -> dict:
+def group_config_5x(sg: SubscriptionGroupConfig) -> dict[str, fastjson.Encodable]:
     """A group config as the 5.x broker writes one: every field of its SubscriptionGroupConfig."""
-    return {**_GROUP_5X_DEFAULTS, **sg.to_json(), "attributes": dict(sg.attributes or {})}
+    # the JSON boundary: SubscriptionGroupJson is a TypedDict of JSON values (fastjson's Encodable has no
+    # TypedDict form)
+    return {**_GROUP_5X_DEFAULTS, **cast("Mapping[str, fastjson.Encodable]", sg.to_json()),
+            "attributes": dict(sg.attributes or {})}
 
 
 def _java_date(ms: int) -> str:
@@ -83,7 +87,9 @@ class GroupAdminProcessor:
         data = parse_json_body(request)
         if not isinstance(data, dict) or not data.get("groupName"):
             return error_response(ResponseCode.SYSTEM_ERROR, "the subscription group config body is invalid")
-        sg = SubscriptionGroupConfig.from_json(data)
+        # the JSON boundary: a JSON object with a group name, read as SubscriptionGroupJson (from_json reads what
+        # it knows, with defaults)
+        sg = SubscriptionGroupConfig.from_json(cast("SubscriptionGroupJson", data))
         old = ctx.groups.table.get(sg.group_name)
         try:     # 5.x group attributes (lite.*, priority.factor): merged and checked as Java does
             sg.attributes = group_attributes.alter(old is None, dict(old.attributes) if old else {}, sg.attributes)
@@ -105,7 +111,8 @@ class GroupAdminProcessor:
         wrapper = mgr.encoded()
         if not wrapper.get("subscriptionGroupTable"):
             return error_response(ResponseCode.SYSTEM_ERROR, "No subscription group in this broker")
-        return json_response(wrapper)
+        # the JSON boundary: a TypedDict of JSON values (fastjson's Encodable has no TypedDict form)
+        return json_response(cast("fastjson.Encodable", wrapper))
 
     # ------------------------------------------------------------------ 225 / 352 (5.x)
     def update_and_create_subscription_group_list(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
@@ -164,7 +171,7 @@ class GroupAdminProcessor:
         """The subscription an online ``group`` registered for ``topic`` (absent when it has none)."""
         (group,) = require(request, "group")
         topic = (request.ext_fields or {}).get("topic")
-        body: dict = {"group": group, "topic": topic}
+        body: dict[str, fastjson.Encodable] = {"group": group, "topic": topic}
         consumers = self.ctx.consumers
         info = consumers.get(group)
         entry = info.subscriptions.get(topic) if info is not None and topic is not None else None
@@ -191,7 +198,8 @@ class GroupAdminProcessor:
             log.info("updateAndGetGroupForbidden called by %s for %s@%s readable=%s", conn.remote_address, group,
                      topic, readable)
             groups.update_forbidden(group, topic, INDEX_PERM_READ, readable.strip().lower() != "true")
-        body = {"group": group, "readable": not groups.get_forbidden(group, topic, INDEX_PERM_READ), "topic": topic}
+        body: dict[str, fastjson.Encodable] = {
+            "group": group, "readable": not groups.get_forbidden(group, topic, INDEX_PERM_READ), "topic": topic}
         return json_response(body, remark="")
 
     def delete_subscription_group(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
@@ -253,7 +261,7 @@ class GroupAdminProcessor:
         info = self.ctx.consumers.get(group)
         if info is None or not info.channels:
             return error_response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
-        body = {
+        body: dict[str, fastjson.Encodable] = {
             "connectionSet": [c.to_connection_json() for c in list(info.channels.values())],
             "consumeFromWhere": info.consume_from_where,
             "consumeType": info.consume_type,
@@ -267,7 +275,8 @@ class GroupAdminProcessor:
         chans = self.ctx.producers.get(group)
         if not chans and not self.ctx.producers.known(group):
             return error_response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
-        return json_response({"connectionSet": [c.to_connection_json() for c in chans]})
+        connections: list[fastjson.Encodable] = [c.to_connection_json() for c in chans]
+        return json_response({"connectionSet": connections})
 
     def get_all_producer_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_PRODUCER_INFO (328, ``mqadmin producer``): every online producer by group
@@ -287,14 +296,15 @@ class GroupAdminProcessor:
         return json_response({"groupList": sorted(groups)})
 
     # ------------------------------------------------------------------ 222 → 220
-    def _reset_offset_table(self, topic: str, group: str, timestamp: int, force: bool):
+    def _reset_offset_table(self, topic: str, group: str, timestamp: int,
+                            force: bool) -> Union[RemotingCommand, dict[fastjson.MessageQueue, int]]:
         """MessageQueue → target offset, or an error response (Broker2Client.resetOffset)."""
         ctx = self.ctx
         tc = ctx.topics.get(topic)
         if tc is None:
             return error_response(ResponseCode.SYSTEM_ERROR, f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
         store, offsets = ctx.store, ctx.offsets
-        table = {}
+        table: dict[fastjson.MessageQueue, int] = {}
         for qid in range(tc.write_queue_nums):
             committed = offsets.query_offset(group, topic, qid)
             if committed == -1:
@@ -310,7 +320,7 @@ class GroupAdminProcessor:
         return table
 
     def _reset_offset_server_side(self, topic: str, group: str, queue_id: int, timestamp: int,
-                                  offset: Any) -> RemotingCommand:
+                                  offset: Optional[str]) -> RemotingCommand:
         """5.x's resetOffsetInner: the target offsets (of one queue, or of every read queue by ``timestamp``; a
         negative timestamp is the queue's end) kept for each queue's next pull; answers ResetOffsetBody."""
         ctx = self.ctx
@@ -408,7 +418,7 @@ class GroupAdminProcessor:
         header = {"topic": topic, "group": group}
         if client_addr:
             header["clientAddr"] = client_addr
-        result: dict = {}
+        result: dict[str, dict[fastjson.JsonKey, fastjson.JsonValue]] = {}
         for ch in chans:
             if ch.version < V3_0_7_SNAPSHOT:
                 return error_response(ResponseCode.SYSTEM_ERROR,
@@ -423,8 +433,13 @@ class GroupAdminProcessor:
                 continue
             if answer.code == ResponseCode.SUCCESS and answer.body is not None:
                 try:
-                    data = fastjson.loads_lenient(answer.body_bytes())
-                    result[ch.client_id] = dict((data or {}).get("messageQueueTable") or {})
+                    data = fastjson.loads_lenient(answer.body_bytes()) or {}
+                    if not isinstance(data, dict):
+                        raise ValueError(f"the body is a {type(data).__name__}, not a JSON object")
+                    table = data.get("messageQueueTable") or {}
+                    if not isinstance(table, dict):
+                        raise ValueError(f"its messageQueueTable is a {type(table).__name__}, not a JSON object")
+                    result[ch.client_id] = dict(table)
                 except ValueError as exc:
                     log.warning("bad consumer status body from %s: %s", ch.client_id, exc)
         return json_response({"consumerTable": result, "messageQueueTable": {}})
@@ -457,7 +472,7 @@ class GroupAdminProcessor:
         if tc is None:
             return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         store = ctx.store
-        spans = []
+        spans: list[fastjson.Encodable] = []
         now = _now_ms()
         for qid in range(tc.write_queue_nums):
             mq = fastjson.MessageQueue(topic, ctx.config.brokerName, qid)
