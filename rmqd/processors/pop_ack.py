@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rmqd.pop.extra_info import ExtraInfo
 from rmqd.pop.frontend import Busy, PopExecutor

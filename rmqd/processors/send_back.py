@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rmqd.broker.context import BrokerContext, ContextProcessor
 from rmqd.broker.schedule import PROPERTY_DELAY, PROPERTY_WAIT, divert_delay_level, edit_properties
