@@ -1,7 +1,7 @@
 """Helpers shared by the admin processors (``admin_topic``, ``admin_group``, ``admin_broker``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional, cast
 
 from rmqd.broker.context import BrokerContext
 from rmqd import constants as C
@@ -97,6 +97,12 @@ def slave_error(ctx: BrokerContext) -> Optional[RemotingCommand]:
 def json_response(obj: fastjson.Encodable, ext: Optional[Mapping[str, Optional[ExtValue]]] = None, remark: Optional[str] = None) -> RemotingCommand:
     """SUCCESS with a fastjson-dialect body (MessageQueue keys as objects, int keys unquoted)."""
     return new_response(ResponseCode.SUCCESS, remark, ext, fastjson.dumps(obj))
+
+
+def json_document(doc: Mapping[str, object]) -> fastjson.Encodable:
+    """A body built of TypedDicts (JSON values by construction: the metadata wrappers, the tier's and the
+    compaction's status) as what fastjson encodes. The JSON boundary: fastjson's Encodable has no TypedDict form."""
+    return cast("fastjson.Encodable", doc)
 
 
 def offset_wrapper(store: MessageStoreAPI, offsets: ConsumerOffsetManager, group: str, topic: str,

@@ -17,7 +17,7 @@ import os
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from rmqd.processors.admin_common import json_response
+from rmqd.processors.admin_common import json_document, json_response
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, require
@@ -56,7 +56,7 @@ class CompactionAdminProcessor:
     def compaction_status(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         topic = (request.ext_fields or {}).get("topic") or None
         comp = self.store.compaction
-        return json_response({"queues": comp.status(topic) if comp is not None else []})
+        return json_response(json_document({"queues": comp.status(topic) if comp is not None else []}))
 
 
     def adopt_compaction(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
@@ -68,7 +68,7 @@ class CompactionAdminProcessor:
         if directory is not None and not os.path.isdir(directory):
             return error_response(ResponseCode.SYSTEM_ERROR, f"no directory {directory} on the broker")
         log.info("adoptCompaction topic %s dir %s requested by %s", topic, directory, conn.remote_address)
-        return json_response({"results": comp.adopt_pending(topic, directory)})
+        return json_response(json_document({"results": comp.adopt_pending(topic, directory)}))
 
     def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
         """Register the codes this processor answers (in ``pool``, or on the loop where noted)."""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Union, cast
 
 from rmqd.broker.context import BrokerContext
 from rmqd.config import BrokerRole
-from rmqd.processors.admin_common import consume_stats, json_response, slave_error, validate_group
+from rmqd.processors.admin_common import consume_stats, json_document, json_response, slave_error, validate_group
 from rmqd.processors.client_manage import parse_json_body
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -111,8 +111,7 @@ class GroupAdminProcessor:
         wrapper = mgr.encoded()
         if not wrapper.get("subscriptionGroupTable"):
             return error_response(ResponseCode.SYSTEM_ERROR, "No subscription group in this broker")
-        # the JSON boundary: a TypedDict of JSON values (fastjson's Encodable has no TypedDict form)
-        return json_response(cast("fastjson.Encodable", wrapper))
+        return json_response(json_document(wrapper))
 
     # ------------------------------------------------------------------ 225 / 352 (5.x)
     def update_and_create_subscription_group_list(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
@@ -282,7 +281,7 @@ class GroupAdminProcessor:
         """GET_ALL_PRODUCER_INFO (328, ``mqadmin producer``): every online producer by group
         (ProducerTableInfo: {"data": {group: [ProducerInfo]}}); remoteIP as Java's ``channel.remoteAddress()
         .toString()``: ``/host:port``."""
-        data = {}
+        data: dict[str, list[dict[str, fastjson.Encodable]]] = {}
         for group, chans in sorted(self.ctx.producers.groups().items()):
             data[group] = [{"clientId": c.client_id, "remoteIP": "/" + c.conn.remote_address, "language": c.language,
                             "version": c.version, "lastUpdateTimestamp": c.last_update} for c in chans]

@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Mapping, cast
 
 from rmqd.broker.context import BrokerContext
-from rmqd.processors.admin_common import (NOT_SET_REMARK, check_system_topic, json_response, slave_error,
+from rmqd.processors.admin_common import (NOT_SET_REMARK, check_system_topic, json_document, json_response, slave_error,
                                           validate_topic, validate_topic_5x)
 from rmqd.processors.client_manage import parse_json_body
 from rmqd.remoting import fastjson
@@ -161,8 +161,7 @@ class TopicAdminProcessor:
         wrapper = self.ctx.topics.wrapper()
         if not wrapper.get("topicConfigTable"):
             return error_response(ResponseCode.SYSTEM_ERROR, "No topic in this broker")
-        # the JSON boundary: a TypedDict of JSON values (fastjson's Encodable has no TypedDict form)
-        return json_response(cast("fastjson.Encodable", wrapper))
+        return json_response(json_document(wrapper))
 
     # ------------------------------------------------------------------ 202
     def get_topic_stats_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from rmqd.pop.service import PopService
     from rmqd.processors.send import SendContext, SendMessageProcessor
     from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
-    from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.layer import StoreChain
     from rmqd.store.lite.view import LiteStoreView, LiteTopicsView
     from rmqd.store.metadata import TopicConfigManager
 
@@ -110,7 +110,7 @@ class LitePriority:
         self.refused_lite_sends = 0
 
     @classmethod
-    def build(cls, properties: Mapping[str, str], store: MessageStoreAPI, topics: TopicConfigManager) -> "LitePriority":
+    def build(cls, properties: Mapping[str, str], store: StoreChain, topics: TopicConfigManager) -> "LitePriority":
         """Before POP is made: the store/lite layer over ``store`` and the queue selector."""
         return cls(LiteConfig.from_properties(properties), PriorityConfig.from_properties(properties),
                    LiteStore(store, topics))

@@ -149,6 +149,7 @@ class LiteRemoting:
         m = self.manager
         client_id, group, topic = ext["clientId"], ext["consumerGroup"], ext["topic"]
         sg = self.ctx.groups.find(group)
+        assert sg is not None           # _pre_check refuses a group that does not exist
         m.attach(client_id, group, topic, sg, conn.remote_address, self._notifier(conn, client_id, group))
         max_num, invisible = int(ext["maxMsgNum"]), int(ext["invisibleTime"])
         executor = self.pop_executor

@@ -112,6 +112,13 @@ def suggest_broker(cfg: BrokerConfig, sg: SubscriptionGroupConfig, store: Messag
     return str(suggest), code, next_begin
 
 
+def _expression_type(value: object) -> Optional[str]:
+    """A registered subscription's expressionType (any JSON value) as the text a pull compares and reports."""
+    if value is None or isinstance(value, str):
+        return value
+    return str(value) if value else None
+
+
 def _refuse(code: int, remark: str, forbidden_type: Optional[int]) -> RemotingCommand:
     """A refusal; with ``forbidden_type``, 5.x's ``forbiddenType`` header saying why."""
     return new_response(code, remark, {"forbiddenType": str(forbidden_type)} if forbidden_type else None)
@@ -257,7 +264,7 @@ class PullMessageProcessor:
                 info.subscription_behind = True     # its next heartbeat v2 asks for the subscriptions
                 return error_response(ResponseCode.SUBSCRIPTION_NOT_LATEST,
                                       "the consumer's subscription not latest")
-            etype = entry.data.get("expressionType")
+            etype = _expression_type(entry.data.get("expressionType"))
             if entry.filter is None:
                 return error_response(ResponseCode.FILTER_DATA_NOT_EXIST,
                                       "The broker's consumer filter data is not exist!Your expression may be wrong!")
