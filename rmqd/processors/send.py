@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from rmqd.cython_ext.store_put import PutMessageResult
     from rmqd.processors.handles import RequestPeer
     from rmqd.remoting.connection import Connection
-    from rmqd.remoting.dispatch import RequestHook, _ToPool
+    from rmqd.remoting.dispatch import HandlerResult, RequestHook
     from rmqd.store.metadata import TopicConfig
 
 log = logging.getLogger(__name__)
@@ -272,7 +272,7 @@ class SendMessageProcessor(ContextProcessor):
         response.ext_fields = ext
         return response
 
-    def process_inline(self, conn: RequestPeer, request: RemotingCommand) -> Union[RemotingCommand, _ToPool]:
+    def process_inline(self, conn: RequestPeer, request: RemotingCommand) -> HandlerResult:
         """Loop-thread fast path (see ``Dispatcher.register(inline_first=...)``).
 
         Under ASYNC_FLUSH, appending one small message to an existing topic is a memory copy into
