@@ -94,7 +94,8 @@ def slave_error(ctx: BrokerContext) -> Optional[RemotingCommand]:
     return None
 
 
-def json_response(obj: fastjson.Encodable, ext: Optional[Mapping[str, Optional[ExtValue]]] = None, remark: Optional[str] = None) -> RemotingCommand:
+def json_response(obj: fastjson.Encodable, ext: Optional[Mapping[str, Optional[ExtValue]]] = None,
+                  remark: Optional[str] = None) -> RemotingCommand:
     """SUCCESS with a fastjson-dialect body (MessageQueue keys as objects, int keys unquoted)."""
     return new_response(ResponseCode.SUCCESS, remark, ext, fastjson.dumps(obj))
 

@@ -406,7 +406,8 @@ class GroupAdminProcessor:
         return new_response(ResponseCode.SUCCESS, None, None, body_c if is_c_admin else body)
 
     # ------------------------------------------------------------------ 223 → 221 (loop handler)
-    async def invoke_broker_to_get_consumer_status(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
+    async def invoke_broker_to_get_consumer_status(self, conn: RequestPeer,
+                                                   request: RemotingCommand) -> RemotingCommand:
         topic, group = require(request, "topic", "group")
         client_addr = (request.ext_fields or {}).get("clientAddr")
         info = self.ctx.consumers.get(group)

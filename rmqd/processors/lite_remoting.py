@@ -206,7 +206,8 @@ class LiteRemoting:
                 kind, value = str(opt["type"]).upper(), opt.get("value")
                 option = (OffsetOption(policy={0: "LAST", 1: "MIN", 2: "MAX"}.get(int(value or 0), "LAST"))
                           if kind == "POLICY" else OffsetOption(offset=json_int(value)) if kind == "OFFSET" else
-                          OffsetOption(tail_n=json_int(value)) if kind == "TAIL_N" else OffsetOption(timestamp=json_int(value)))
+                          OffsetOption(tail_n=json_int(value)) if kind == "TAIL_N" else
+                          OffsetOption(timestamp=json_int(value)))
             try:
                 self.manager.sync(dto["clientId"], dto["group"], dto["topic"], int(action if action is not None else 0),
                                   dto.get("liteTopicSet") or [], option, conn.remote_address,

@@ -123,7 +123,8 @@ class AckMessageProcessor:
                 so = int(a.get("so", a.get("startOffset")))
                 extra = ExtraInfo(so, int(a.get("pt", a.get("popTime"))), int(a.get("it", a.get("invisibleTime", 0))),
                                   int(a.get("rq", a.get("reviveQueueId", 0))), str(a.get("r", a.get("retry", "0"))),
-                                  (body.get("brokerName") if isinstance(body, dict) else None) or self.pop.broker_name, int(a.get("q", a.get("queueId"))))
+                                  (body.get("brokerName") if isinstance(body, dict) else None) or self.pop.broker_name,
+                                  int(a.get("q", a.get("queueId"))))
                 offsets = bitset_offsets(a.get("b", a.get("bitSet")) or "", so)
                 items.append((a.get("c", a.get("consumerGroup")), a.get("t", a.get("topic")), extra, offsets))
         except (TypeError, ValueError, AttributeError, binascii.Error) as exc:

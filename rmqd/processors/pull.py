@@ -88,8 +88,8 @@ _CORRECTED = frozenset({S.NO_MESSAGE_IN_QUEUE, S.OFFSET_TOO_SMALL, S.OFFSET_OVER
                         S.OFFSET_FOUND_NULL, S.NO_MATCHED_LOGIC_QUEUE})
 
 
-def suggest_broker(cfg: BrokerConfig, sg: SubscriptionGroupConfig, store: MessageStoreAPI, slave: bool, topic: str, qid: int, offset: int,
-                   result: GetMessageResult, code: int) -> tuple[str, int, int]:
+def suggest_broker(cfg: BrokerConfig, sg: SubscriptionGroupConfig, store: MessageStoreAPI, slave: bool, topic: str,
+                   qid: int, offset: int, result: GetMessageResult, code: int) -> tuple[str, int, int]:
     """Java's PullMessageProcessor on ``suggestWhichBrokerId`` (and a slave's offset rules): with slaveReadEnable, a
     consumer more than accessMessageInMemoryMaxRatio of RAM behind goes to the group's whichBrokerWhenConsumeSlowly,
     else to the group's brokerId; without it, always to the master (0). A slave with offsetCheckInSlave off answers
@@ -230,8 +230,7 @@ class PullMessageProcessor:
         return sg, None
 
     def _message_filter(self, request: RemotingCommand, group: str, sg: SubscriptionGroupConfig, topic: str,
-                        sys_flag: int,
-                        sub_version: int) -> Union[ExpressionMessageFilter, RemotingCommand]:
+                        sys_flag: int, sub_version: int) -> Union[ExpressionMessageFilter, RemotingCommand]:
         """The filter of the pull: from the request's subscription, else the group's registered one."""
         ext = request.ext_fields or {}      # present: the pull's header fields were required
         if sys_flag & FLAG_SUBSCRIPTION:
@@ -319,8 +318,8 @@ class PullMessageProcessor:
         return result
 
     def _respond(self, conn: Connection, request: RemotingCommand, sg: SubscriptionGroupConfig, group: str,
-                 topic: str, qid: int, offset: int, result: GetMessageResult, message_filter: ExpressionMessageFilter, suspend: bool,
-                 suspend_ms: int) -> Optional[RemotingCommand]:
+                 topic: str, qid: int, offset: int, result: GetMessageResult, message_filter: ExpressionMessageFilter,
+                 suspend: bool, suspend_ms: int) -> Optional[RemotingCommand]:
         """The response of a read, or None when the pull is parked (long polling)."""
         code = _STATUS_CODES[result.status](offset)
         suggest, code, next_begin = suggest_broker(self.config, sg, self.ctx.store, self.ctx.role_manager.is_slave,

@@ -298,7 +298,8 @@ class SendMessageProcessor(ContextProcessor):
         return self.process(conn, request)
 
     # ------------------------------------------------------------------ checks (Java msgCheck)
-    def check_topic(self, conn: RequestPeer, h: dict[str, str]) -> tuple[Optional[RemotingCommand], Optional[TopicConfig]]:
+    def check_topic(self, conn: RequestPeer,
+                    h: dict[str, str]) -> tuple[Optional[RemotingCommand], Optional[TopicConfig]]:
         """Java ``msgCheck``: (error response, None) or (None, the topic's config, auto-created if allowed).
         Shared with SEND_REPLY_MESSAGE."""
         topic = h["topic"]
