@@ -9,7 +9,7 @@ failure code and a remark that says ACL is off.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.broker.context import BrokerIdentity
 from rmqd.acl.permission import AclError
@@ -18,6 +18,8 @@ from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 
 if TYPE_CHECKING:
+    from rmqd.config import BrokerConfig
+    from rmqd.processors.handles import RequestPeer
     from rmqd.acl.plain_acl import PlainAclManager
 
 log = logging.getLogger(__name__)
@@ -37,17 +39,17 @@ def _off(code: ResponseCode) -> RemotingCommand:
 class AclAdminProcessor:
     """``manager``: the broker's ACL manager, None with ACL off; ``identity``: for the broker's address."""
 
-    def __init__(self, manager: "Optional[PlainAclManager]", config: Any, identity: BrokerIdentity) -> None:
+    def __init__(self, manager: "Optional[PlainAclManager]", config: BrokerConfig, identity: BrokerIdentity) -> None:
         self.manager = manager
         self.config = config
         self.identity = identity
 
-    def update_and_create_acl_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_acl_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (access_key,) = require(request, "accessKey")
         manager = self.manager
         if manager is None:
             return _off(ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED)
-        ext = request.ext_fields
+        ext = request.ext_fields or {}      # present: accessKey was required
         cfg = {"accessKey": access_key, "secretKey": ext.get("secretKey"),
                "whiteRemoteAddress": ext.get("whiteRemoteAddress"),
                "admin": str(ext.get("admin", "false")).lower() == "true",
@@ -60,7 +62,7 @@ class AclAdminProcessor:
             return error_response(ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED, str(exc))
         return new_response()
 
-    def delete_acl_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def delete_acl_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (access_key,) = require(request, "accessKey")
         manager = self.manager
         if manager is None:
@@ -70,7 +72,7 @@ class AclAdminProcessor:
                                   f"The accesskey[{access_key}] corresponding to accessConfig has been deleted failed.")
         return new_response()
 
-    def get_broker_cluster_acl_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_broker_cluster_acl_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         manager = self.manager
         if manager is None:
             return _off(ResponseCode.SYSTEM_ERROR)
@@ -80,13 +82,13 @@ class AclAdminProcessor:
                                         "brokerName": cfg.brokerName, "brokerAddr": self.identity.address,
                                         "clusterName": cfg.brokerClusterName})
 
-    def update_global_white_addrs_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_global_white_addrs_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (addrs,) = require(request, "globalWhiteAddrs")
         manager = self.manager
         if manager is None:
             return _off(ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED)
         try:
-            ok = manager.update_global_white(_split(addrs) or [], request.ext_fields.get("aclFileFullPath"))
+            ok = manager.update_global_white(_split(addrs) or [], (request.ext_fields or {}).get("aclFileFullPath"))
         except (AclError, OSError, ValueError) as exc:
             return error_response(ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, str(exc))
         if not ok:

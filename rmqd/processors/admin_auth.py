@@ -20,7 +20,7 @@ authentication on, only a super user's request (the slave signs with ``innerClie
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 import orjson
 
@@ -30,6 +30,9 @@ from rmqd.auth.model import PolicyType, Resource, User, UserType, acl_from_info,
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +60,7 @@ class BodyError(Exception):
         self.remark = remark
 
 
-def _json_body(request: RemotingCommand) -> Any:
+def _json_body(request: RemotingCommand) -> object:
     """The body as JSON (None for none, or for ``null``); BodyError with 5.x's exception class otherwise."""
     raw = request.body_bytes() if request.body is not None else b""
     if not raw:
@@ -68,7 +71,7 @@ def _json_body(request: RemotingCommand) -> Any:
         raise BodyError(f"{JSON_EXCEPTION}: {exc}, {raw[:200].decode('utf-8', 'replace')}") from None
 
 
-def _object(data: Any, what: str) -> Optional[dict]:
+def _object(data: object, what: str) -> Optional[dict[str, object]]:
     if data is None:
         return None
     if not isinstance(data, dict):
@@ -76,7 +79,7 @@ def _object(data: Any, what: str) -> Optional[dict]:
     return data
 
 
-def _string_fields(d: dict, names: tuple, what: str) -> dict:
+def _string_fields(d: Mapping[str, object], names: tuple[str, ...], what: str) -> dict[str, object]:
     """fastjson2 reads a number or boolean into a String field as its text, and fails on an object or array."""
     out = dict(d)
     for n in names:
@@ -94,7 +97,7 @@ USER_INFO = "org.apache.rocketmq.remoting.protocol.body.UserInfo"
 ACL_INFO = "org.apache.rocketmq.remoting.protocol.body.AclInfo"
 
 
-def _user_body(request: RemotingCommand, method: str) -> dict:
+def _user_body(request: RemotingCommand, method: str) -> dict[str, object]:
     info = _object(_json_body(request), USER_INFO)
     if info is None:
         raise BodyError(NULL_USER_INFO.format(method, _LINES[method]))
@@ -147,10 +150,10 @@ class AuthAdminProcessor:
             return error_response(ResponseCode.SYSTEM_ERROR, exc.remark)
 
     # ------------------------------------------------------------------ users
-    def create_user(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def create_user(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         return self._guarded(lambda: self._create_or_update_user(request, True))
 
-    def update_user(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_user(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         return self._guarded(lambda: self._create_or_update_user(request, False))
 
     def _create_or_update_user(self, request: RemotingCommand, create: bool) -> RemotingCommand:
@@ -181,7 +184,7 @@ class AuthAdminProcessor:
             self.manager.update_user(user)
         return self._answer(update, f"updateUser {name}", True)
 
-    def delete_user(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def delete_user(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         name = (request.ext_fields or {}).get("username")
 
         def delete() -> None:
@@ -193,7 +196,7 @@ class AuthAdminProcessor:
             self.manager.delete_user(name)
         return self._answer(delete, f"deleteUser {name}", True)
 
-    def get_user(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_user(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         name = (request.ext_fields or {}).get("username")
         if name is None or not name.strip():
             return error_response(ResponseCode.INVALID_PARAMETER, "The username is blank")
@@ -203,7 +206,7 @@ class AuthAdminProcessor:
             return None if user is None else orjson.dumps(user.to_info(), option=orjson.OPT_SORT_KEYS)
         return self._answer(get, f"getUser {name}")
 
-    def list_user(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def list_user(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         filter_text = (request.ext_fields or {}).get("filter")
 
         def listing() -> Optional[bytes]:
@@ -212,10 +215,10 @@ class AuthAdminProcessor:
         return self._answer(listing, "listUser")
 
     # ------------------------------------------------------------------ ACLs
-    def create_acl(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def create_acl(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         return self._guarded(lambda: self._put_acl(request, "createAcl"))
 
-    def update_acl(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_acl(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         return self._guarded(lambda: self._put_acl(request, "updateAcl"))
 
     def _put_acl(self, request: RemotingCommand, method: str) -> RemotingCommand:
@@ -234,15 +237,16 @@ class AuthAdminProcessor:
         return self._answer(lambda: self.manager.put_acl(acl), f"{method} {acl.subject and acl.subject.subject_key}",
                             True)
 
-    def delete_acl(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def delete_acl(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
         subject = subject_of(ext.get("subject"))
-        policy_type = PolicyType.by_name(ext.get("policyType"))
+        named = PolicyType.by_name(ext.get("policyType"))     # typed as the base enum's lookup: narrowed here
+        policy_type = named if isinstance(named, PolicyType) else None
         resource = Resource.parse(ext.get("resource"))
         return self._answer(lambda: self.manager.delete_acl(subject, policy_type, resource),
                             f"deleteAcl {ext.get('subject')}", True)
 
-    def get_acl(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_acl(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         subject = subject_of((request.ext_fields or {}).get("subject"))
 
         def get() -> Optional[bytes]:
@@ -252,7 +256,7 @@ class AuthAdminProcessor:
             return None if acl is None else orjson.dumps(acl.to_info(), option=orjson.OPT_SORT_KEYS)
         return self._answer(get, "getAcl")
 
-    def list_acl(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def list_acl(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
 
         def listing() -> Optional[bytes]:
@@ -261,7 +265,7 @@ class AuthAdminProcessor:
         return self._answer(listing, "listAcl")
 
     # ------------------------------------------------------------------ replication
-    def get_all_metadata(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_metadata(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """GET_AUTH_METADATA (rmqd): the store's snapshot, for a slave; passwords included, so with authentication
         on only for a super user."""
         if self.authentication:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Mapping, Optional, Protocol
+from typing import TYPE_CHECKING, Mapping, Optional, Protocol
 
 import orjson
 
@@ -33,6 +33,10 @@ from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 from rmqd.tls.settings import SECRET_KEYS as SECRET_TLS_KEYS
 from rmqd.data_version import DataVersion
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
+    from rmqd.store.results import StoreStats
 
 
 log = logging.getLogger(__name__)
@@ -150,7 +154,7 @@ class BrokerAdminProcessor:
             t.update(timerReadBehind="0", timerOffsetBehind="0", timerCongestNum="0", timerEnqueueTps="0.0",
                      timerDequeueTps="0.0")
 
-    def _store_info(self, t: dict[str, str], st: Any) -> None:
+    def _store_info(self, t: dict[str, str], st: StoreStats) -> None:
         """StoreStatsService.getRuntimeInfo + DefaultMessageStore.getRuntimeInfo."""
         stats = self.ctx.stats
         now = int(time.time() * 1000)
@@ -188,7 +192,7 @@ class BrokerAdminProcessor:
             mx = self.ctx.store.get_max_offset(SCHEDULE_TOPIC, level - 1)
             t[f"scheduleMessageOffset_{level}"] = f"{delivered},{mx}"
 
-    def _broker_info(self, t: dict[str, str], st: Any) -> None:
+    def _broker_info(self, t: dict[str, str], st: StoreStats) -> None:
         """AdminBrokerProcessor.prepareRuntimeInfo: version, daily totals, pool queues, flush backlog."""
         stats, store, pools = self.ctx.stats, self.ctx.store, self.pools
         t["brokerVersionDesc"] = version_desc(Version.V4_9_8)
@@ -233,11 +237,11 @@ class BrokerAdminProcessor:
         else:
             log.warning("disk capacity of %s cannot be read: commitLogDirCapacity left out, as Java does", root)
 
-    def get_broker_runtime_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_broker_runtime_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         return json_response({"table": self.runtime_info(five=request.version >= Version.V5_0_0_SNAPSHOT)})
 
     # ------------------------------------------------------------------ 26 / 25
-    def get_broker_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_broker_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Every property the Java broker reports (see rmqd.java_config_defaults), rmqd's values where
         it has them."""
         props = java_broker_properties(self.ctx.config.to_properties())
@@ -251,7 +255,7 @@ class BrokerAdminProcessor:
         version = orjson.dumps(self.config_data_version.to_json()).decode()
         return new_response(ResponseCode.SUCCESS, None, {"version": version}, text.encode("utf-8"))
 
-    def update_broker_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_broker_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         raw = request.body_bytes() if request.body is not None else b""
         if not raw:
             return new_response()
@@ -272,7 +276,7 @@ class BrokerAdminProcessor:
         return new_response()
 
     # ------------------------------------------------------------------ 315
-    def view_broker_stats_data(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def view_broker_stats_data(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         name, key = require(request, "statsName", "statsKey")
         item = self.ctx.stats.get(name, key)
         if item is None:

@@ -1,7 +1,7 @@
 """Helpers shared by the admin processors (``admin_topic``, ``admin_group``, ``admin_broker``)."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Mapping, Optional, cast
 
 from rmqd.broker.context import BrokerContext
 from rmqd import constants as C
@@ -10,6 +10,12 @@ from rmqd.remoting import fastjson
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response
 from rmqd.store.metadata import TOPIC_NAME_RE
+
+if TYPE_CHECKING:
+    from rmqd.config import BrokerConfig
+    from rmqd.remoting.command import ExtValue
+    from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.metadata import ConsumerOffsetManager
 
 
 # TopicValidator.SYSTEM_TOPIC_SET (4.9.8) plus the ``rmq_sys_`` prefix.
@@ -53,7 +59,7 @@ def validate_topic_5x(topic: Optional[str]) -> Optional[str]:
     return None
 
 
-def validate_group(group: Any) -> Optional[str]:
+def validate_group(group: object) -> Optional[str]:
     """5.x TopicValidator.validateGroup: the remark refusing ``group``, or None if fine."""
     if not isinstance(group, str) or not group.strip():
         return "The specified group is blank."
@@ -64,7 +70,7 @@ def validate_group(group: Any) -> Optional[str]:
     return None
 
 
-def broker_system_topics(config: Any) -> set[str]:
+def broker_system_topics(config: BrokerConfig) -> set[str]:
     """The names the Java broker's TopicConfigManager adds to TopicValidator's system set at start: its
     cluster, its broker name, ``<cluster>_REPLY_TOPIC`` and, with traceTopicEnable, the trace topic."""
     names = {str(config.brokerClusterName), str(config.brokerName), f"{config.brokerClusterName}_REPLY_TOPIC"}
@@ -74,7 +80,7 @@ def broker_system_topics(config: Any) -> set[str]:
     return names
 
 
-def check_system_topic(topic: str, config: Any = None) -> Optional[RemotingCommand]:
+def check_system_topic(topic: str, config: Optional[BrokerConfig] = None) -> Optional[RemotingCommand]:
     """TopicValidator.isSystemTopic as a broker answers it (``config``: the broker's, for its own names)."""
     if is_system_topic(topic) or (config is not None and topic in broker_system_topics(config)):
         return error_response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
@@ -88,12 +94,20 @@ def slave_error(ctx: BrokerContext) -> Optional[RemotingCommand]:
     return None
 
 
-def json_response(obj: Any, ext: Optional[dict] = None, remark: Optional[str] = None) -> RemotingCommand:
+def json_response(obj: fastjson.Encodable, ext: Optional[Mapping[str, Optional[ExtValue]]] = None,
+                  remark: Optional[str] = None) -> RemotingCommand:
     """SUCCESS with a fastjson-dialect body (MessageQueue keys as objects, int keys unquoted)."""
     return new_response(ResponseCode.SUCCESS, remark, ext, fastjson.dumps(obj))
 
 
-def offset_wrapper(store: Any, offsets: Any, group: str, topic: str, queue_id: int) -> tuple[dict, int]:
+def json_document(doc: Mapping[str, object]) -> fastjson.Encodable:
+    """A body built of TypedDicts (JSON values by construction: the metadata wrappers, the tier's and the
+    compaction's status) as what fastjson encodes. The JSON boundary: fastjson's Encodable has no TypedDict form."""
+    return cast("fastjson.Encodable", doc)
+
+
+def offset_wrapper(store: MessageStoreAPI, offsets: ConsumerOffsetManager, group: str, topic: str,
+                   queue_id: int) -> tuple[dict[str, int], int]:
     """OffsetWrapper JSON for (group, topic, queue) and its lag (ConsumeStats rules)."""
     broker_offset = max(0, store.get_max_offset(topic, queue_id))
     consumer_offset = offsets.query_offset(group, topic, queue_id)
@@ -109,7 +123,7 @@ def offset_wrapper(store: Any, offsets: Any, group: str, topic: str, queue_id: i
 
 
 def consume_stats(ctx: BrokerContext, group: str, topics: list[str], queue_nums: int | None = None,
-                  check_subscription: bool = True) -> tuple[dict, int]:
+                  check_subscription: bool = True) -> tuple[dict[str, fastjson.Encodable], int]:
     """ConsumeStats JSON for ``group`` over ``topics`` (GET_CONSUME_STATS) and the total lag.
 
     Queues are the topic's read queues unless ``queue_nums`` is given (the broker-wide stats use the
@@ -118,7 +132,7 @@ def consume_stats(ctx: BrokerContext, group: str, topics: list[str], queue_nums:
     store = ctx.store
     offsets = ctx.offsets
     info = ctx.consumers.get(group)
-    table: dict = {}
+    table: dict[fastjson.MessageQueue, dict[str, int]] = {}
     tps = 0.0
     diff = 0
     for topic in topics:

@@ -15,12 +15,16 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING
 
-from rmqd.processors.admin_common import json_response
+from rmqd.processors.admin_common import json_document, json_response
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, require
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
+    from rmqd.store.api import MessageStoreAPI
 
 
 log = logging.getLogger(__name__)
@@ -31,10 +35,10 @@ ADOPT_COMPACTION = 9005
 
 
 class CompactionAdminProcessor:
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: MessageStoreAPI) -> None:
         self.store = store
 
-    def compact_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def compact_topic(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (topic,) = require(request, "topic")
         ext = request.ext_fields or {}
         comp = self.store.compaction
@@ -49,13 +53,13 @@ class CompactionAdminProcessor:
             return error_response(ResponseCode.SYSTEM_ERROR, f"compaction of {topic} failed: {exc}")
         return json_response({"runs": [{"queueId": q, **asdict(r)} for q, r in runs]})
 
-    def compaction_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def compaction_status(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         topic = (request.ext_fields or {}).get("topic") or None
         comp = self.store.compaction
-        return json_response({"queues": comp.status(topic) if comp is not None else []})
+        return json_response(json_document({"queues": comp.status(topic) if comp is not None else []}))
 
 
-    def adopt_compaction(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def adopt_compaction(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
         topic, directory = ext.get("topic") or None, ext.get("dir") or None
         comp = self.store.compaction
@@ -64,7 +68,7 @@ class CompactionAdminProcessor:
         if directory is not None and not os.path.isdir(directory):
             return error_response(ResponseCode.SYSTEM_ERROR, f"no directory {directory} on the broker")
         log.info("adoptCompaction topic %s dir %s requested by %s", topic, directory, conn.remote_address)
-        return json_response({"results": comp.adopt_pending(topic, directory)})
+        return json_response(json_document({"results": comp.adopt_pending(topic, directory)}))
 
     def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
         """Register the codes this processor answers (in ``pool``, or on the loop where noted)."""

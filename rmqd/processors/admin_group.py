@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Mapping, Optional, Union, cast
 
 from rmqd.broker.context import BrokerContext
 from rmqd.config import BrokerRole
-from rmqd.processors.admin_common import consume_stats, json_response, slave_error, validate_group
+from rmqd.processors.admin_common import consume_stats, json_document, json_response, slave_error, validate_group
 from rmqd.processors.client_manage import parse_json_body
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -31,6 +31,10 @@ from rmqd.remoting.command import (RemotingCommand, error_response, ext_bool, ne
 from rmqd.store.message import decode_offset_msg_id
 from rmqd.store import group_attributes
 from rmqd.store.metadata import SubscriptionGroupConfig
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
+    from rmqd.store.metadata import SubscriptionGroupJson
 
 
 GET_ALL_PRODUCER_INFO = 328
@@ -43,15 +47,18 @@ INVALID_PARAMETER = 29
 INDEX_PERM_READ = 2            # PermName.INDEX_PERM_READ: the forbidden bit a pull checks
 _SUBSCRIPTION_FIELDS = ("classFilterMode", "codeSet", "expressionType", "subString", "subVersion", "tagsSet", "topic")
 # SubscriptionGroupConfig fields of 5.x that rmqd does not keep, with the values 5.x gives a group by default
-_GROUP_5X_DEFAULTS = {"consumeMessageOrderly": False, "consumeTimeoutMinute": 15,
+_GROUP_5X_DEFAULTS: dict[str, fastjson.Encodable] = {"consumeMessageOrderly": False, "consumeTimeoutMinute": 15,
                       "groupRetryPolicy": {"type": "CUSTOMIZED"}, "groupSysFlag": 0}
 
 log = logging.getLogger(__name__)
 
 
-def group_config_5x(sg: SubscriptionGroupConfig) -> dict:
+def group_config_5x(sg: SubscriptionGroupConfig) -> dict[str, fastjson.Encodable]:
     """A group config as the 5.x broker writes one: every field of its SubscriptionGroupConfig."""
-    return {**_GROUP_5X_DEFAULTS, **sg.to_json(), "attributes": dict(sg.attributes or {})}
+    # the JSON boundary: SubscriptionGroupJson is a TypedDict of JSON values (fastjson's Encodable has no
+    # TypedDict form)
+    return {**_GROUP_5X_DEFAULTS, **cast("Mapping[str, fastjson.Encodable]", sg.to_json()),
+            "attributes": dict(sg.attributes or {})}
 
 
 def _java_date(ms: int) -> str:
@@ -72,7 +79,7 @@ class GroupAdminProcessor:
         self.ctx = ctx
 
     # ------------------------------------------------------------------ 200 / 201 / 207
-    def update_and_create_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_subscription_group(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ctx = self.ctx
         err = slave_error(ctx)
         if err is not None:
@@ -80,7 +87,9 @@ class GroupAdminProcessor:
         data = parse_json_body(request)
         if not isinstance(data, dict) or not data.get("groupName"):
             return error_response(ResponseCode.SYSTEM_ERROR, "the subscription group config body is invalid")
-        sg = SubscriptionGroupConfig.from_json(data)
+        # the JSON boundary: a JSON object with a group name, read as SubscriptionGroupJson (from_json reads what
+        # it knows, with defaults)
+        sg = SubscriptionGroupConfig.from_json(cast("SubscriptionGroupJson", data))
         old = ctx.groups.table.get(sg.group_name)
         try:     # 5.x group attributes (lite.*, priority.factor): merged and checked as Java does
             sg.attributes = group_attributes.alter(old is None, dict(old.attributes) if old else {}, sg.attributes)
@@ -97,15 +106,15 @@ class GroupAdminProcessor:
                                   f"master but not copied by every in-sync replica within slaveTimeout; retry")
         return new_response()
 
-    def get_all_subscription_group_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_subscription_group_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         mgr = self.ctx.groups
         wrapper = mgr.encoded()
         if not wrapper.get("subscriptionGroupTable"):
             return error_response(ResponseCode.SYSTEM_ERROR, "No subscription group in this broker")
-        return json_response(wrapper)
+        return json_response(json_document(wrapper))
 
     # ------------------------------------------------------------------ 225 / 352 (5.x)
-    def update_and_create_subscription_group_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_subscription_group_list(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Body ``{"groupConfigList": [SubscriptionGroupConfig]}``: every name checked first (INVALID_PARAMETER),
         then all applied."""
         ctx = self.ctx
@@ -141,7 +150,7 @@ class GroupAdminProcessor:
                                   "copied by every in-sync replica within slaveTimeout; retry")
         return new_response()
 
-    def get_subscription_group_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_subscription_group_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """One group's config (auto-created when autoCreateSubscriptionGroup is on, as Java's lookup does)."""
         (group,) = require(request, "group")
         sg = self.ctx.groups.find(group)
@@ -151,17 +160,17 @@ class GroupAdminProcessor:
         return json_response(group_config_5x(sg))
 
     # ------------------------------------------------------------------ 343 / 345 / 353 (5.x)
-    def query_topics_by_consumer(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_topics_by_consumer(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """The topics ``group`` has committed offsets of, and this broker's address."""
         (group,) = require(request, "group")
         topics = sorted(self.ctx.offsets.which_topic_by_consumer(group))
         return json_response({"brokerAddr": self.ctx.identity.address, "topicList": topics})
 
-    def query_subscription_by_consumer(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_subscription_by_consumer(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """The subscription an online ``group`` registered for ``topic`` (absent when it has none)."""
         (group,) = require(request, "group")
         topic = (request.ext_fields or {}).get("topic")
-        body: dict = {"group": group, "topic": topic}
+        body: dict[str, fastjson.Encodable] = {"group": group, "topic": topic}
         consumers = self.ctx.consumers
         info = consumers.get(group)
         entry = info.subscriptions.get(topic) if info is not None and topic is not None else None
@@ -173,7 +182,7 @@ class GroupAdminProcessor:
             del body["topic"]
         return json_response(body)
 
-    def update_and_get_group_forbidden(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_and_get_group_forbidden(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """``readable=false`` forbids ``group`` to pull ``topic``, ``true`` allows it again, absent only reads;
         answers the state (remark "", as Java)."""
         (group,) = require(request, "group")
@@ -188,10 +197,11 @@ class GroupAdminProcessor:
             log.info("updateAndGetGroupForbidden called by %s for %s@%s readable=%s", conn.remote_address, group,
                      topic, readable)
             groups.update_forbidden(group, topic, INDEX_PERM_READ, readable.strip().lower() != "true")
-        body = {"group": group, "readable": not groups.get_forbidden(group, topic, INDEX_PERM_READ), "topic": topic}
+        body: dict[str, fastjson.Encodable] = {
+            "group": group, "readable": not groups.get_forbidden(group, topic, INDEX_PERM_READ), "topic": topic}
         return json_response(body, remark="")
 
-    def delete_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def delete_subscription_group(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ctx = self.ctx
         err = slave_error(ctx)
         if err is not None:
@@ -206,7 +216,7 @@ class GroupAdminProcessor:
         return new_response()
 
     # ------------------------------------------------------------------ 208 / 317
-    def get_consume_stats(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_consume_stats(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "consumerGroup")
         ext = request.ext_fields or {}
         topic = ext.get("topic")
@@ -219,7 +229,7 @@ class GroupAdminProcessor:
         stats, _ = consume_stats(self.ctx, group, topics)
         return json_response(stats)
 
-    def get_broker_consume_stats(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_broker_consume_stats(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Java ``fetchAllConsumeStatsInBroker``: every subscription group, over the topics of its
         committed offsets (so a group that consumed and went offline is still listed), skipping topics
         an online group no longer subscribes to; ``isOrder`` keeps ordered topics only."""
@@ -245,12 +255,12 @@ class GroupAdminProcessor:
                               "totalDiff": total_diff})
 
     # ------------------------------------------------------------------ 203 / 204 / 300
-    def get_consumer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_consumer_connection_list(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "consumerGroup")
         info = self.ctx.consumers.get(group)
         if info is None or not info.channels:
             return error_response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
-        body = {
+        body: dict[str, fastjson.Encodable] = {
             "connectionSet": [c.to_connection_json() for c in list(info.channels.values())],
             "consumeFromWhere": info.consume_from_where,
             "consumeType": info.consume_type,
@@ -259,24 +269,25 @@ class GroupAdminProcessor:
         }
         return json_response(body)
 
-    def get_producer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_producer_connection_list(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "producerGroup")
         chans = self.ctx.producers.get(group)
         if not chans and not self.ctx.producers.known(group):
             return error_response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
-        return json_response({"connectionSet": [c.to_connection_json() for c in chans]})
+        connections: list[fastjson.Encodable] = [c.to_connection_json() for c in chans]
+        return json_response({"connectionSet": connections})
 
-    def get_all_producer_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_producer_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_PRODUCER_INFO (328, ``mqadmin producer``): every online producer by group
         (ProducerTableInfo: {"data": {group: [ProducerInfo]}}); remoteIP as Java's ``channel.remoteAddress()
         .toString()``: ``/host:port``."""
-        data = {}
+        data: dict[str, list[dict[str, fastjson.Encodable]]] = {}
         for group, chans in sorted(self.ctx.producers.groups().items()):
             data[group] = [{"clientId": c.client_id, "remoteIP": "/" + c.conn.remote_address, "language": c.language,
                             "version": c.version, "lastUpdateTimestamp": c.last_update} for c in chans]
         return json_response({"data": data})
 
-    def query_topic_consume_by_who(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_topic_consume_by_who(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (topic,) = require(request, "topic")
         ctx = self.ctx
         groups = {g for g, info in ctx.consumers.groups().items() if topic in info.subscriptions}
@@ -284,14 +295,15 @@ class GroupAdminProcessor:
         return json_response({"groupList": sorted(groups)})
 
     # ------------------------------------------------------------------ 222 → 220
-    def _reset_offset_table(self, topic: str, group: str, timestamp: int, force: bool):
+    def _reset_offset_table(self, topic: str, group: str, timestamp: int,
+                            force: bool) -> Union[RemotingCommand, dict[fastjson.MessageQueue, int]]:
         """MessageQueue → target offset, or an error response (Broker2Client.resetOffset)."""
         ctx = self.ctx
         tc = ctx.topics.get(topic)
         if tc is None:
             return error_response(ResponseCode.SYSTEM_ERROR, f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
         store, offsets = ctx.store, ctx.offsets
-        table = {}
+        table: dict[fastjson.MessageQueue, int] = {}
         for qid in range(tc.write_queue_nums):
             committed = offsets.query_offset(group, topic, qid)
             if committed == -1:
@@ -307,7 +319,7 @@ class GroupAdminProcessor:
         return table
 
     def _reset_offset_server_side(self, topic: str, group: str, queue_id: int, timestamp: int,
-                                  offset: Any) -> RemotingCommand:
+                                  offset: Optional[str]) -> RemotingCommand:
         """5.x's resetOffsetInner: the target offsets (of one queue, or of every read queue by ``timestamp``; a
         negative timestamp is the queue's end) kept for each queue's next pull; answers ResetOffsetBody."""
         ctx = self.ctx
@@ -354,7 +366,7 @@ class GroupAdminProcessor:
         name = ctx.config.brokerName
         return json_response({"offsetTable": {fastjson.MessageQueue(topic, name, q): o for q, o in targets.items()}})
 
-    def invoke_broker_to_reset_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def invoke_broker_to_reset_offset(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         topic, group, timestamp = require(request, "topic", "group", "timestamp")
         force = ext_bool(request, "isForce")
         ts = int(timestamp)
@@ -394,7 +406,8 @@ class GroupAdminProcessor:
         return new_response(ResponseCode.SUCCESS, None, None, body_c if is_c_admin else body)
 
     # ------------------------------------------------------------------ 223 → 221 (loop handler)
-    async def invoke_broker_to_get_consumer_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def invoke_broker_to_get_consumer_status(self, conn: RequestPeer,
+                                                   request: RemotingCommand) -> RemotingCommand:
         topic, group = require(request, "topic", "group")
         client_addr = (request.ext_fields or {}).get("clientAddr")
         info = self.ctx.consumers.get(group)
@@ -405,7 +418,7 @@ class GroupAdminProcessor:
         header = {"topic": topic, "group": group}
         if client_addr:
             header["clientAddr"] = client_addr
-        result: dict = {}
+        result: dict[str, dict[fastjson.JsonKey, fastjson.JsonValue]] = {}
         for ch in chans:
             if ch.version < V3_0_7_SNAPSHOT:
                 return error_response(ResponseCode.SYSTEM_ERROR,
@@ -420,14 +433,19 @@ class GroupAdminProcessor:
                 continue
             if answer.code == ResponseCode.SUCCESS and answer.body is not None:
                 try:
-                    data = fastjson.loads_lenient(answer.body_bytes())
-                    result[ch.client_id] = dict((data or {}).get("messageQueueTable") or {})
+                    data = fastjson.loads_lenient(answer.body_bytes()) or {}
+                    if not isinstance(data, dict):
+                        raise ValueError(f"the body is a {type(data).__name__}, not a JSON object")
+                    table = data.get("messageQueueTable") or {}
+                    if not isinstance(table, dict):
+                        raise ValueError(f"its messageQueueTable is a {type(table).__name__}, not a JSON object")
+                    result[ch.client_id] = dict(table)
                 except ValueError as exc:
                     log.warning("bad consumer status body from %s: %s", ch.client_id, exc)
         return json_response({"consumerTable": result, "messageQueueTable": {}})
 
     # ------------------------------------------------------------------ 314
-    def clone_group_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def clone_group_offset(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         src, dest = require(request, "srcGroup", "destGroup")
         ext = request.ext_fields or {}
         topic = ext.get("topic")
@@ -447,14 +465,14 @@ class GroupAdminProcessor:
         return new_response()
 
     # ------------------------------------------------------------------ 303
-    def query_consume_time_span(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_consume_time_span(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         topic, group = require(request, "topic", "group")
         ctx = self.ctx
         tc = ctx.topics.get(topic)
         if tc is None:
             return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         store = ctx.store
-        spans = []
+        spans: list[fastjson.Encodable] = []
         now = _now_ms()
         for qid in range(tc.write_queue_nums):
             mq = fastjson.MessageQueue(topic, ctx.config.brokerName, qid)
@@ -477,7 +495,7 @@ class GroupAdminProcessor:
         return json_response({"consumeTimeSpanSet": spans})
 
     # ------------------------------------------------------------------ 308
-    def query_correction_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_correction_offset(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         topic, compare_group = require(request, "topic", "compareGroup")
         filters = {g for g in ((request.ext_fields or {}).get("filterGroups") or "").split(",") if g}
         offsets = self.ctx.offsets
@@ -493,7 +511,7 @@ class GroupAdminProcessor:
         return json_response({"correctionOffsets": correction})
 
     # ------------------------------------------------------------------ 309 relay (loop handler)
-    async def consume_message_directly(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def consume_message_directly(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         group, client_id, msg_id = require(request, "consumerGroup", "clientId", "msgId")
         ctx = self.ctx
         ext = dict(request.ext_fields or {})
@@ -524,13 +542,13 @@ class GroupAdminProcessor:
                             answer.body_bytes() if answer.body is not None else None)
 
     # ------------------------------------------------------------------ 43 / 45
-    def get_all_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_consumer_offset(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         table = self.ctx.offsets.table_copy()
         # Java encodes its ConsumerOffsetManager, never empty ({"offsetTable":{}}): its "No consumer offset"
         # branch cannot be reached, and a slave syncing from a master without offsets gets SUCCESS
         return json_response({"offsetTable": table})
 
-    def get_all_delay_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_delay_offset(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         mgr = self.ctx.delay_offsets
         table = mgr.table_copy()
         # Java answers its ScheduleMessageService's encode(): {"offsetTable":{}} before any delayed message

@@ -16,12 +16,18 @@ from __future__ import annotations
 import logging
 import re
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Union
 
 from rmqd.processors.admin_common import NOT_SET_REMARK, json_response
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
+
+if TYPE_CHECKING:
+    from rmqd.broker.client_manager import ConsumerManager
+    from rmqd.processors.handles import RequestPeer, StoreWithCommitLog
+    from rmqd.remoting import fastjson
+    from rmqd.store.local_queue import LocalQueue
 
 
 log = logging.getLogger(__name__)
@@ -39,11 +45,11 @@ _CONFIG_TYPES = ("topics", "subscriptionGroups", "consumerOffsets")
 
 
 class StoreAdminProcessor:
-    def __init__(self, store: Any, consumers: Any) -> None:
+    def __init__(self, store: StoreWithCommitLog, consumers: ConsumerManager) -> None:
         self.store = store
         self.consumers = consumers
 
-    def query_consume_queue(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_consume_queue(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """The units of one ConsumeQueue from ``index`` (at most ``count``), its min/max index and, with a
         consumer group, the group's subscription (QueryConsumeQueueResponseBody)."""
         topic, queue_id = require(request, "topic", "queueId")
@@ -53,7 +59,7 @@ class StoreAdminProcessor:
         cq = self.store.local_queue(topic, qid)
         if cq is None:
             return error_response(ResponseCode.SYSTEM_ERROR, f"{qid}@{topic} is not exist!")
-        body: dict[str, Any] = {"maxQueueIndex": cq.max_offset, "minQueueIndex": cq.min_offset}
+        body: dict[str, fastjson.Encodable] = {"maxQueueIndex": cq.max_offset, "minQueueIndex": cq.min_offset}
         if group is not None:
             info = self.consumers.get(group)
             entry = info.subscriptions.get(topic) if info is not None else None
@@ -62,7 +68,7 @@ class StoreAdminProcessor:
             else:
                 body["subscriptionData"] = entry.data
                 body["filterData"] = "null"      # JSON of the group's ConsumerFilterData: none is kept
-        units = []
+        units: list[dict[str, Union[bool, int]]] = []
         if cq.min_offset <= index < cq.max_offset:
             end = min(cq.max_offset, index + max(0, count), _file_end(cq, index))
             for i in range(index, end):
@@ -77,14 +83,14 @@ class StoreAdminProcessor:
         resp.remark = NOT_SET_REMARK        # Java sets the code of its createResponseCommand(null), not the remark
         return resp
 
-    def delete_expired_commit_log(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def delete_expired_commit_log(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Delete expired CommitLog files now, whatever the hour (Java executeDeleteFilesManually)."""
         log.warning("invoke deleteExpiredCommitLog start (from %s)", conn.remote_address)
         deleted = self.store.execute_delete_files_manually()
         log.warning("invoke deleteExpiredCommitLog end: %d commit log file(s) deleted", deleted)
         return new_response()
 
-    def export_rocksdb_config_to_json(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def export_rocksdb_config_to_json(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """``configType``: ``;``-separated names of topics / subscriptionGroups / consumerOffsets (an unknown one
         is refused as Java's header parser refuses it); the files are JSON already."""
         (config_type,) = require(request, "configType")
@@ -96,14 +102,14 @@ class StoreAdminProcessor:
                  getattr(conn, "remote_address", "?"))
         return new_response(ResponseCode.SUCCESS, "export done.")
 
-    def check_rocksdb_cq_write_progress(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def check_rocksdb_cq_write_progress(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Java answers CHECK_IN_PROGRESS at once and checks in the background; on a store without a RocksDB
         consume queue (Java's default store, and rmqd's) the check finds nothing to compare and only logs so."""
         log.info("checkRocksdbCqWriteProgress from %s (%s): consume queues are files only, no RocksDB consume "
                  "queue: no need to check", getattr(conn, "remote_address", "?"), request.ext_fields)
         return json_response({"checkStatus": CHECK_IN_PROGRESS}, remark=NOT_SET_REMARK)
 
-    def set_commitlog_read_mode(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def set_commitlog_read_mode(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """``READ_AHEAD_MODE`` 0 (MADV_NORMAL: read-ahead on) or 1 (MADV_RANDOM: off) for every CommitLog
         segment, as Java's AdminBrokerProcessor.setCommitLogReadaheadMode, with its answers to bad input."""
         log.info("setCommitLogReadaheadMode called by %s", getattr(conn, "remote_address", "?"))
@@ -120,7 +126,7 @@ class StoreAdminProcessor:
         self.store.commitlog.set_read_ahead(mode == MADV_NORMAL)
         return new_response(ResponseCode.SUCCESS, f"set commitlog readahead mode success, mode: {mode}")
 
-    def pop_rollback(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def pop_rollback(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Move POP records from the RocksDB POP store back to the file store: rmqd has only the file store."""
         log.info("POP_ROLLBACK from %s: POP records are in the file store already", getattr(conn, "remote_address", "?"))
         return new_response(ResponseCode.SUCCESS, NOT_SET_REMARK)
@@ -135,7 +141,7 @@ class StoreAdminProcessor:
         dispatcher.register(SET_COMMITLOG_READ_MODE, self.set_commitlog_read_mode, pool)
 
 
-def _file_end(cq: Any, index: int) -> int:
+def _file_end(cq: LocalQueue, index: int) -> int:
     """First index past the ConsumeQueue file holding ``index`` (Java reads one file's buffer)."""
     per_file = cq.file_size // _CQ_UNIT.size
     return (index // per_file + 1) * per_file

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
-from rmqd.processors.admin_common import json_response
+from rmqd.processors.admin_common import json_document, json_response
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
+    from rmqd.store.api import MessageStoreAPI
 
 
 log = logging.getLogger(__name__)
@@ -31,10 +35,10 @@ NOT_ENABLED = "tiered storage is not enabled (messageStorePlugIn)"
 
 
 class TierAdminProcessor:
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: MessageStoreAPI) -> None:
         self.store = store
 
-    def tier_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def tier_status(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         tier = self.store.tier
         if tier is None or not tier.started:
             return error_response(ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
@@ -42,9 +46,9 @@ class TierAdminProcessor:
         topic = (request.ext_fields or {}).get("topic")
         if topic:
             status["queues"] = [q for q in status["queues"] if q["topic"] == topic]
-        return json_response(status)
+        return json_response(json_document(status))
 
-    def commit_tier(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def commit_tier(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         tier = self.store.tier
         if tier is None or not tier.started:
             return error_response(ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
@@ -55,9 +59,9 @@ class TierAdminProcessor:
         except Exception as exc:
             log.exception("commitTier failed")
             return error_response(ResponseCode.SYSTEM_ERROR, f"commitTier failed: {exc}")
-        return json_response(result)
+        return json_response(json_document(result))
 
-    def adopt_tier_index(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def adopt_tier_index(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         tier = self.store.tier
         if tier is None or not tier.started:
             return error_response(ResponseCode.SYSTEM_ERROR, NOT_ENABLED)
@@ -65,7 +69,7 @@ class TierAdminProcessor:
         if directory is not None and not os.path.isdir(directory):
             return error_response(ResponseCode.SYSTEM_ERROR, f"no directory {directory} on the broker")
         log.info("adoptTierIndex dir %s requested by %s", directory, conn.remote_address)
-        return json_response({"results": tier.adopt_index_outputs(directory)})
+        return json_response(json_document({"results": tier.adopt_index_outputs(directory)}))
 
     def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
         """Register the codes this processor answers (in ``pool``, or on the loop where noted)."""

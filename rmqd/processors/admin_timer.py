@@ -11,11 +11,14 @@ Java: ``AdminBrokerProcessor.switchTimerEngine``.
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +37,7 @@ class TimerAdminProcessor:
     def __init__(self, timer: TimerEngine) -> None:
         self.timer = timer
 
-    def switch_timer_engine(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def switch_timer_engine(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         peer = getattr(conn, "remote_address", "?")
         if not self.timer.enabled:
             log.info("switchTimerEngine from %s refused: timerWheelEnable is false", peer)

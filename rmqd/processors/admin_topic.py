@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Mapping, cast
 
 from rmqd.broker.context import BrokerContext
-from rmqd.processors.admin_common import (NOT_SET_REMARK, check_system_topic, json_response, slave_error,
+from rmqd.processors.admin_common import (NOT_SET_REMARK, check_system_topic, json_document, json_response, slave_error,
                                           validate_topic, validate_topic_5x)
 from rmqd.processors.client_manage import parse_json_body
 from rmqd.remoting import fastjson
@@ -23,6 +23,9 @@ from rmqd.remoting.command import RemotingCommand, error_response, ext_int, new_
 from rmqd.store import topic_attributes
 from rmqd.store.metadata import SCHEDULE_TOPIC, TopicConfig
 
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
+
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +34,10 @@ GET_TOPIC_CONFIG = 351
 INVALID_PARAMETER = 29          # 5.x ResponseCode: what its admin codes answer a bad name
 
 
-def topic_config_5x(tc: TopicConfig) -> dict:
+def topic_config_5x(tc: TopicConfig) -> dict[str, fastjson.Encodable]:
     """A topic config as the 5.x broker writes one (``attributes`` always present)."""
-    return {**tc.to_json(), "attributes": dict(tc.attributes or {})}
+    # the JSON boundary: TopicConfigJson is a TypedDict of JSON values (fastjson's Encodable has no TypedDict form)
+    return {**cast("Mapping[str, fastjson.Encodable]", tc.to_json()), "attributes": dict(tc.attributes or {})}
 
 
 class TopicAdminProcessor:
@@ -41,13 +45,17 @@ class TopicAdminProcessor:
         self.ctx = ctx
 
     # ------------------------------------------------------------------ 17
-    def update_and_create_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_topic(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ctx = self.ctx
         err = slave_error(ctx)
         if err is not None:
             return err
         topic = (request.ext_fields or {}).get("topic")      # Java: a null topic is "blank"
-        err = validate_topic(topic) or check_system_topic(topic, ctx.config)
+        err = validate_topic(topic)
+        if err is not None:
+            return err
+        assert topic is not None            # validate_topic refuses a missing name
+        err = check_system_topic(topic, ctx.config)
         if err is not None:
             return err
         read_q, write_q, perm = require(request, "readQueueNums", "writeQueueNums", "perm")
@@ -74,7 +82,7 @@ class TopicAdminProcessor:
         return new_response()
 
     # ------------------------------------------------------------------ 18 (5.x)
-    def update_and_create_topic_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_topic_list(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Body ``{"topicConfigList": [TopicConfig]}``; each name is checked as 5.x does (INVALID_PARAMETER).
 
         Java answers SUCCESS as soon as it meets a config equal to the existing one, creating nothing of the
@@ -121,7 +129,7 @@ class TopicAdminProcessor:
         return new_response(ResponseCode.SUCCESS, NOT_SET_REMARK)
 
     # ------------------------------------------------------------------ 351 (5.x)
-    def get_topic_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_topic_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """The topic's config (``lo=true`` would add its static-topic mapping: rmqd has none)."""
         (topic,) = require(request, "topic")
         tc = self.ctx.topics.get(topic)
@@ -131,7 +139,7 @@ class TopicAdminProcessor:
         return json_response(topic_config_5x(tc))
 
     # ------------------------------------------------------------------ 215
-    def delete_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def delete_topic(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ctx = self.ctx
         err = slave_error(ctx)
         if err is not None:
@@ -149,14 +157,14 @@ class TopicAdminProcessor:
         return new_response()
 
     # ------------------------------------------------------------------ 21
-    def get_all_topic_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_topic_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         wrapper = self.ctx.topics.wrapper()
         if not wrapper.get("topicConfigTable"):
             return error_response(ResponseCode.SYSTEM_ERROR, "No topic in this broker")
-        return json_response(wrapper)
+        return json_response(json_document(wrapper))
 
     # ------------------------------------------------------------------ 202
-    def get_topic_stats_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_topic_stats_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (topic,) = require(request, "topic")
         ctx = self.ctx
         tc = ctx.topics.get(topic)
@@ -165,13 +173,13 @@ class TopicAdminProcessor:
         return json_response({"offsetTable": topic_offset_table(ctx, topic, tc.write_queue_nums)})
 
     # ------------------------------------------------------------------ 305
-    def get_system_topic_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_system_topic_list(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         mgr = self.ctx.topics
         topics = sorted(t for t in mgr.topics() if mgr.is_system_topic(t))
         return json_response({"topicList": topics})
 
     # ------------------------------------------------------------------ 306 / 316
-    def clean_unused_topics(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def clean_unused_topics(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """CLEAN_UNUSED_TOPIC (316): drop the consume queues of topics no longer configured, but for
         SCHEDULE_TOPIC_XXXX and RMQ_SYS_TRANS_OP_HALF_TOPIC (Java's DefaultMessageStore.cleanUnusedTopic)."""
         ctx = self.ctx
@@ -183,7 +191,7 @@ class TopicAdminProcessor:
             ctx.store.delete_topic(topic)
         return new_response()
 
-    def clean_expired_consume_queues(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def clean_expired_consume_queues(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """CLEAN_EXPIRED_CONSUMEQUEUE (306): drop the consume queues whose messages retention removed
         (MessageStore.clean_expired_consume_queues)."""
         dropped = self.ctx.store.clean_expired_consume_queues()
@@ -207,7 +215,7 @@ class TopicAdminProcessor:
 _KEPT_WHEN_UNUSED = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
 
 
-def topic_offset_table(ctx: BrokerContext, topic: str, queues: int) -> dict:
+def topic_offset_table(ctx: BrokerContext, topic: str, queues: int) -> dict[fastjson.MessageQueue, dict[str, int]]:
     """TopicStatsTable.offsetTable: MessageQueue → TopicOffset (min, max, last update)."""
     store = ctx.store
     table = {}

@@ -10,7 +10,7 @@ queues.  BROADCASTING: every queue to everyone.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional, TypedDict, TypeVar, Union
 
 import orjson
 
@@ -21,6 +21,12 @@ from rmqd.remoting.command import RemotingCommand, error_response, new_response
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.metadata import ConfigManager
 
+if TYPE_CHECKING:
+    from rmqd.broker.client_manager import ConsumerManager
+    from rmqd.config import BrokerConfig
+    from rmqd.processors.handles import RequestPeer
+    from rmqd.store.metadata import SubscriptionGroupManager, TopicConfigManager
+
 log = logging.getLogger(__name__)
 
 QUERY_ASSIGNMENT = 400
@@ -29,31 +35,51 @@ GET_ALL_MESSAGE_REQUEST_MODE = 402
 PULL, POP = "PULL", "POP"
 
 
-class MessageRequestModeManager(ConfigManager):
+class RequestModeJson(TypedDict):
+    """One (topic, group)'s mode (Java ``SetMessageRequestModeRequestBody``)."""
+
+    topic: str
+    consumerGroup: str
+    mode: str
+    popShareQueueNum: int
+
+
+class RequestModeFileJson(TypedDict, total=False):
+    """``messageRequestMode.json``."""
+
+    messageRequestModeMap: dict[str, dict[str, RequestModeJson]]
+
+
+# A MessageQueue of an assignment: {"topic", "brokerName", "queueId"}
+MessageQueueJson = dict[str, Union[str, int]]
+_Q = TypeVar("_Q")
+
+
+class MessageRequestModeManager(ConfigManager[RequestModeFileJson]):
     """``messageRequestMode.json``: ``{"messageRequestModeMap": {topic: {group: body}}}``."""
 
     file_name = "messageRequestMode.json"
 
     def __init__(self, config_dir: str) -> None:
         super().__init__(config_dir)
-        self.table: dict[str, dict[str, dict]] = {}
+        self.table: dict[str, dict[str, RequestModeJson]] = {}
 
-    def encode(self) -> dict:
+    def encode(self) -> RequestModeFileJson:
         return {"messageRequestModeMap": self.table}
 
-    def decode(self, data: dict) -> None:
+    def decode(self, data: RequestModeFileJson) -> None:
         self.table = {t: dict(g) for t, g in (data.get("messageRequestModeMap") or {}).items()}
 
-    def get(self, topic: str, group: str) -> Optional[dict]:
+    def get(self, topic: str, group: str) -> Optional[RequestModeJson]:
         return (self.table.get(topic) or {}).get(group)
 
-    def set(self, body: dict) -> None:
+    def set(self, body: RequestModeJson) -> None:
         with self._lock:
             self.table.setdefault(body["topic"], {})[body["consumerGroup"]] = body
         self.persist()
 
 
-def allocate_averagely(mqs: list, cids: list[str], cid: str) -> list:
+def allocate_averagely(mqs: list[_Q], cids: list[str], cid: Optional[str]) -> list[_Q]:
     """AllocateMessageQueueAveragely (Java's default strategy)."""
     if cid not in cids or not mqs:
         return []
@@ -68,7 +94,8 @@ def allocate_averagely(mqs: list, cids: list[str], cid: str) -> list:
     return [mqs[(start + i) % len(mqs)] for i in range(max(rng, 0))]
 
 
-def allocate_for_pop(mqs: list, cids: list[str], cid: str, share: int) -> list:
+def allocate_for_pop(mqs: list[MessageQueueJson], cids: list[str], cid: Optional[str],
+                     share: int) -> list[MessageQueueJson]:
     """QueryAssignmentProcessor.allocate4Pop: with no sharing (``popShareQueueNum`` 0, or as many as the other
     clients) every client pops every queue (queue -1); else its own queues and those of the ``share`` clients
     after it in the sorted client list."""
@@ -88,8 +115,8 @@ def allocate_for_pop(mqs: list, cids: list[str], cid: str, share: int) -> list:
 class AssignmentProcessor:
     """Reads the broker's config (name, default request mode), its topics and the consumer table."""
 
-    def __init__(self, config: Any, topics: Any, consumers: Any, modes: MessageRequestModeManager,
-                 groups: Any = None) -> None:
+    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, consumers: ConsumerManager,
+                 modes: MessageRequestModeManager, groups: Optional[SubscriptionGroupManager] = None) -> None:
         self.config = config
         self.topics = topics
         self.consumers = consumers
@@ -101,14 +128,14 @@ class AssignmentProcessor:
         dispatcher.register(SET_MESSAGE_REQUEST_MODE, self.set_message_request_mode, admin_pool)
         dispatcher.register(GET_ALL_MESSAGE_REQUEST_MODE, self.get_all_message_request_mode, admin_pool)
 
-    def _mode(self, topic: str, group: str) -> dict:
+    def _mode(self, topic: str, group: str) -> RequestModeJson:
         body = self.modes.get(topic, group)
         if body is not None:
             return body
         mode = PULL if is_retry_topic(topic) else str(self.config.defaultMessageRequestMode).upper()
         return {"topic": topic, "consumerGroup": group, "mode": mode, "popShareQueueNum": 0}
 
-    def query_assignment(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_assignment(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         body = parse_json_body(request)
         if not isinstance(body, dict):
             return error_response(ResponseCode.SYSTEM_ERROR, "the query assignment body is invalid")
@@ -119,9 +146,10 @@ class AssignmentProcessor:
         mode = self._mode(topic, group)
         tc = self.topics.get(topic)
         name = self.config.brokerName
-        assigned: Optional[list] = None
+        assigned: Optional[list[MessageQueueJson]] = None
         if tc is not None:
-            mqs = [{"topic": topic, "brokerName": name, "queueId": q} for q in range(tc.read_queue_nums)]
+            mqs: list[MessageQueueJson] = [{"topic": topic, "brokerName": name, "queueId": q}
+                                           for q in range(tc.read_queue_nums)]
             if model == "BROADCASTING":
                 assigned = mqs
             else:
@@ -133,15 +161,15 @@ class AssignmentProcessor:
                     assigned = allocate_for_pop(mqs, cids, cid, int(mode.get("popShareQueueNum") or 0))
                 else:
                     assigned = allocate_averagely(mqs, cids, cid)
-        body = {} if assigned is None else {
+        answer = {} if assigned is None else {
             "messageQueueAssignments": [{"messageQueue": mq, "mode": mode["mode"]} for mq in assigned]}
-        return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
+        return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(answer))
 
-    def get_all_message_request_mode(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_all_message_request_mode(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """messageRequestMode.json as it stands."""
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(self.modes.encoded()))
 
-    def set_message_request_mode(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def set_message_request_mode(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         body = parse_json_body(request)
         if not isinstance(body, dict):
             return error_response(ResponseCode.SYSTEM_ERROR, "the message request mode body is invalid")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 import orjson
 
@@ -22,21 +22,27 @@ from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.java_errors import BadBodyError, NullBodyError
 from rmqd.store.metadata import retry_topic
 
+if TYPE_CHECKING:
+    from rmqd.processors.handles import ClientChannel, RequestPeer
+    from rmqd.remoting.connection import Connection
+
 
 log = logging.getLogger(__name__)
 
 
-def _int(value: Any) -> int:
+def _int(value: object) -> int:
     """A JSON number (or numeric text) as an int; anything else 0."""
+    if not value or not isinstance(value, (int, float, str)):
+        return 0
     try:
-        return int(value or 0)
-    except (TypeError, ValueError):
+        return int(value)
+    except ValueError:
         return 0
 
 
-def parse_json_body(request: RemotingCommand) -> Any:
+def parse_json_body(request: RemotingCommand) -> object:
     """Decode a JSON body (orjson first; fastjson liberties as a fallback); a request without a body
-    fails as Java's RemotingSerializable.decode does (NullBodyError)."""
+    fails as Java's RemotingSerializable.decode does (NullBodyError). Callers narrow the value with isinstance."""
     raw = request.body_bytes() if request.body is not None else b""
     if not raw:
         raise NullBodyError()
@@ -63,7 +69,7 @@ class ClientManageProcessor:
         dispatcher.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self.get_consumer_running_info)  # awaits the client
 
     # ------------------------------------------------------------------ HEART_BEAT
-    def heart_beat(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def heart_beat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """Registers the consumers and producers of a client. 5.x heartbeat v2: a body with a non-zero
         ``heartbeatFingerprint`` may leave its subscriptions out (``withoutSub``/``isWithoutSub``: the group's
         stay as they are); the answer tells whether the group's fingerprint changed since its last heartbeat
@@ -120,7 +126,7 @@ class ClientManageProcessor:
                                                          "IS_SUB_CHANGE": "true" if sub_change else "false"})
 
     # ------------------------------------------------------------------ UNREGISTER_CLIENT
-    def unregister_client(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def unregister_client(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         require(request, "clientID")
         ext = request.ext_fields or {}
         ctx = self.ctx
@@ -135,8 +141,10 @@ class ClientManageProcessor:
         return new_response()
 
     # ------------------------------------------------------------------ CHECK_CLIENT_CONFIG
-    def check_client_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def check_client_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         body = parse_json_body(request) or {}
+        if not isinstance(body, dict):
+            raise BadBodyError("the CHECK_CLIENT_CONFIG body is not a JSON object")
         sub = body.get("subscriptionData")
         if sub:
             etype = sub.get("expressionType")
@@ -156,7 +164,7 @@ class ClientManageProcessor:
         return new_response()
 
     # ------------------------------------------------------------------ GET_CONSUMER_RUNNING_INFO
-    async def get_consumer_running_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def get_consumer_running_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Relay to the consumer's own connection (loop handler; awaits the client)."""
         group, client_id = require(request, "consumerGroup", "clientId")
         info = self.ctx.consumers.get(group)
@@ -182,7 +190,7 @@ class ClientManageProcessor:
                             answer.body_bytes() if answer.body is not None else None)
 
 
-def notify_consumer_ids_changed(group: str, conns: list) -> None:
+def notify_consumer_ids_changed(group: str, conns: Iterable[ClientChannel]) -> None:
     """Send NOTIFY_CONSUMER_IDS_CHANGED (oneway, header consumerGroup) to every channel of a group."""
     for conn in conns:
         if conn.closed:
@@ -193,7 +201,7 @@ def notify_consumer_ids_changed(group: str, conns: list) -> None:
             log.exception("notify consumer ids changed to %s failed (group %s)", conn.remote_address, group)
 
 
-def find_consumer_conn(ctx: BrokerContext, group: str, client_id: str) -> Optional[Any]:
+def find_consumer_conn(ctx: BrokerContext, group: str, client_id: str) -> Optional[ClientChannel]:
     info = ctx.consumers.get(group)
     ch = info.find_channel(client_id) if info is not None else None
     return ch.conn if ch is not None else None

@@ -4,7 +4,7 @@ Java: ``ConsumerManageProcessor`` (README §3.3, §3.4, §6.5).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -13,11 +13,17 @@ from rmqd.remoting.command import RemotingCommand, error_response, new_response,
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.java_errors import java_int
 
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
+    from rmqd.broker.client_manager import ConsumerManager
+    from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.metadata import ConsumerOffsetManager
+
 
 class ConsumerManageProcessor:
     """Reads the consumer table, the offset table and the store."""
 
-    def __init__(self, consumers: Any, offsets: Any, store: Any) -> None:
+    def __init__(self, consumers: ConsumerManager, offsets: ConsumerOffsetManager, store: MessageStoreAPI) -> None:
         self.consumers = consumers
         self.offsets = offsets
         self.store = store
@@ -27,7 +33,7 @@ class ConsumerManageProcessor:
         dispatcher.register(RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset, pool)
         dispatcher.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset, pool)
 
-    def get_consumer_list_by_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def get_consumer_list_by_group(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "consumerGroup")
         info = self.consumers.get(group)
         ids = info.client_ids() if info is not None else []
@@ -35,7 +41,7 @@ class ConsumerManageProcessor:
             return error_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
         return new_response(body=orjson.dumps({"consumerIdList": ids}))
 
-    def update_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def update_consumer_offset(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         group, topic, queue_id, offset = require(request, "consumerGroup", "topic", "queueId", "commitOffset")
         qid = java_int(queue_id)
         if self.offsets.has_offset_reset(topic, group, qid):    # 5.x: a server-side reset not yet taken wins
@@ -43,7 +49,7 @@ class ConsumerManageProcessor:
         self.offsets.commit_offset(conn.remote_address, group, topic, qid, java_int(offset, 64))
         return new_response()
 
-    def query_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def query_consumer_offset(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Stored offset; else 0 when the queue still starts at 0 and its message 0 is "hot"
         (Java: ``minOffset <= 0 && !checkInDiskByConsumeOffset(topic, q, 0)``: it lies within 40 % of
         RAM behind the CommitLog head); otherwise QUERY_NOT_FOUND (22) and the client decides by

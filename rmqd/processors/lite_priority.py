@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 from rmqd.pop.lite import LiteSubscriptionManager
 from rmqd.pop.lite_priority_config import LiteConfig, PriorityConfig
@@ -24,6 +24,18 @@ from rmqd.store.lite import LiteStore
 from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, check_name, lmq_name, parse_lmq
 from rmqd.store.message import find_property
 from rmqd.store.topic_attributes import is_lite_topic
+
+if TYPE_CHECKING:
+    from rmqd.broker.context import BrokerContext
+    from rmqd.cython_ext.store_put import MessageToStore
+    from rmqd.metrics.recorders import PopCounters
+    from rmqd.pop.frontend import PopExecutor
+    from rmqd.pop.service import PopService
+    from rmqd.processors.send import SendContext, SendMessageProcessor
+    from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
+    from rmqd.store.layer import StoreChain
+    from rmqd.store.lite.view import LiteStoreView, LiteTopicsView
+    from rmqd.store.metadata import TopicConfigManager
 
 log = logging.getLogger(__name__)
 
@@ -42,17 +54,17 @@ def parent_topic(topic: str) -> str:
 class ParentTopicCounters:
     """POP's counters with LMQ names folded into their parent topic (one series per parent, not per lite topic)."""
 
-    def __init__(self, counters: Any) -> None:
+    def __init__(self, counters: PopCounters) -> None:
         self._counters = counters
 
-    def __getattr__(self, name: str) -> Any:
-        fn = getattr(self._counters, name)
-        if not callable(fn) or not name.startswith("on_"):
-            return fn
+    def on_revive_put(self, group: str, topic: str, tag: str, status: str) -> None:
+        self._counters.on_revive_put(group, parent_topic(topic), tag, status)
 
-        def folded(group: str, topic: str, *args: Any) -> Any:
-            return fn(group, parent_topic(topic), *args)
-        return folded
+    def on_settled(self, group: str, topic: str, revive_qid: int, ck_records: int, ack_records: int) -> None:
+        self._counters.on_settled(group, parent_topic(topic), revive_qid, ck_records, ack_records)
+
+    def on_retry_put(self, group: str, topic: str, status: str) -> None:
+        self._counters.on_retry_put(group, parent_topic(topic), status)
 
 
 class LiteService(ServiceThread):
@@ -73,6 +85,7 @@ class LiteService(ServiceThread):
 
     def run_once(self) -> None:
         m, cfg = self.lp.manager, self.lp.lite_config
+        assert m is not None            # LitePriority.install makes the manager before this service
         m.run_due()
         if self._due("events", cfg.liteEventCheckInterval):
             m.check_events()
@@ -97,17 +110,17 @@ class LitePriority:
         self.refused_lite_sends = 0
 
     @classmethod
-    def build(cls, properties: dict, store: Any, topics: Any) -> "LitePriority":
+    def build(cls, properties: Mapping[str, str], store: StoreChain, topics: TopicConfigManager) -> "LitePriority":
         """Before POP is made: the store/lite layer over ``store`` and the queue selector."""
         return cls(LiteConfig.from_properties(properties), PriorityConfig.from_properties(properties),
                    LiteStore(store, topics))
 
     @property
-    def store_view(self) -> Any:
+    def store_view(self) -> LiteStoreView:
         return self.lite_store.store_view
 
     @property
-    def topics_view(self) -> Any:
+    def topics_view(self) -> LiteTopicsView:
         return self.lite_store.topics_view
 
     @staticmethod
@@ -115,8 +128,9 @@ class LitePriority:
         """POP's messages-out callback with lite topics counted under their parent."""
         return lambda group, topic, n, size: on_out(group, parent_topic(topic), n, size)
 
-    def install(self, ctx: Any, pop_service: Any, pop_executor: Any, send_processor: Any, dispatcher: Any,
-                pools: dict) -> None:
+    def install(self, ctx: BrokerContext, pop_service: PopService, pop_executor: PopExecutor,
+                send_processor: SendMessageProcessor, dispatcher: Dispatcher,
+                pools: Mapping[str, ProcessorPool]) -> None:
         """After POP and the send processor are made: the registry, the send hooks, the remoting codes and the
         background service (the broker starts this object with its services)."""
         self.manager = LiteSubscriptionManager(self.lite_config, self.lite_store.index, pop_service,
@@ -139,7 +153,7 @@ class LitePriority:
             self.service.shutdown()
 
     # ------------------------------------------------------------------ lite send hook
-    def before_store(self, ctx: Any, msgs: list) -> Optional[RemotingCommand]:
+    def before_store(self, ctx: SendContext, msgs: list[MessageToStore]) -> Optional[RemotingCommand]:
         """Lite messages: a valid name; a LITE parent is indexed from now on; with ``enableLmqQuota``, a new lite
         topic beyond ``maxLmqConsumeQueueNum`` is refused (LMQ_QUOTA_EXCEEDED, 2017)."""
         tc = ctx.topic_config
@@ -150,7 +164,7 @@ class LitePriority:
                 continue
             lite = find_property(props, LITE_TOPIC_PROPERTY)
             reason = check_name(lite, cfg.maxLiteTopicSize)
-            if reason:
+            if reason or lite is None:      # check_name refuses a missing name
                 self.refused_lite_sends += 1
                 return error_response(ResponseCode.MESSAGE_ILLEGAL, f"illegal lite topic: {reason}")
             if not is_lite_topic(tc):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import orjson
 
@@ -32,6 +32,7 @@ from rmqd.broker.context import BrokerContext
 from rmqd.pop.codes import INVALID_PARAMETER, POLLING_TIMEOUT
 from rmqd.pop.frontend import Busy
 from rmqd.pop.lite import LiteError, OffsetOption
+from rmqd.processors.json_values import json_int
 from rmqd.processors.pop_message import FAQ_APPLY_TOPIC
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response, require
@@ -41,6 +42,12 @@ from rmqd.store.group_attributes import bind_topic
 from rmqd.store.topic_attributes import is_lite_topic, lite_expiration_minutes
 
 if TYPE_CHECKING:
+    from rmqd.pop.frontend import PopExecutor
+    from rmqd.pop.lite import LiteSubscriptionManager
+    from rmqd.pop.service import PopService
+    from rmqd.processors.handles import RequestPeer
+    from rmqd.remoting.connection import Connection
+    from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
     from rmqd.processors.lite_priority import LitePriority
 
 log = logging.getLogger(__name__)
@@ -80,18 +87,21 @@ def with_properties(record: bytes, extra: dict[str, str]) -> bytes:
 class LiteRemoting:
     """The 5.5 lite remoting codes over the broker context, POP and the lite parts."""
 
-    def __init__(self, ctx: BrokerContext, pop_service: Any, pop_executor: Any, lp: "LitePriority") -> None:
+    def __init__(self, ctx: BrokerContext, pop_service: PopService, pop_executor: PopExecutor,
+                 lp: "LitePriority") -> None:
         self.ctx = ctx
         self.pop_service = pop_service
         self.pop_executor = pop_executor
         self.lp = lp
 
     @property
-    def manager(self):
-        return self.lp.manager
+    def manager(self) -> LiteSubscriptionManager:
+        m = self.lp.manager
+        assert m is not None            # LitePriority.install makes it before it installs these codes
+        return m
 
     # ------------------------------------------------------------------ POP_LITE_MESSAGE
-    def _pre_check(self, ext: dict) -> RemotingCommand | None:
+    def _pre_check(self, ext: Mapping[str, str]) -> RemotingCommand | None:
         cfg = self.ctx.config
         ip = cfg.brokerIP1
         try:
@@ -129,7 +139,7 @@ class LiteRemoting:
             return error_response(INVALID_PARAMETER, f"subscription bind topic not match, {group}")
         return None
 
-    async def pop_lite_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def pop_lite_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
         refused = self._pre_check(ext)
         if refused is not None:
@@ -139,6 +149,7 @@ class LiteRemoting:
         m = self.manager
         client_id, group, topic = ext["clientId"], ext["consumerGroup"], ext["topic"]
         sg = self.ctx.groups.find(group)
+        assert sg is not None           # _pre_check refuses a group that does not exist
         m.attach(client_id, group, topic, sg, conn.remote_address, self._notifier(conn, client_id, group))
         max_num, invisible = int(ext["maxMsgNum"]), int(ext["invisibleTime"])
         executor = self.pop_executor
@@ -167,14 +178,14 @@ class LiteRemoting:
         header["orderCountInfo"] = ";".join(str(max(0, pm.attempt - 1)) for pm in result.messages)
         return new_response(ResponseCode.SUCCESS, "FOUND", header, b"".join(records))
 
-    def _notifier(self, conn: Any, client_id: str, group: str):
+    def _notifier(self, conn: Connection, client_id: str, group: str) -> Callable[[str], None]:
         def notify(lite: str) -> None:
             conn.invoke_oneway(new_request(NOTIFY_UNSUBSCRIBE_LITE, {"liteTopic": lite, "consumerGroup": group,
                                                                      "clientId": client_id}))
         return notify
 
     # ------------------------------------------------------------------ LITE_SUBSCRIPTION_CTL
-    def subscription_ctl(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def subscription_ctl(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         if not request.body:
             return error_response(ILLEGAL_OPERATION, "Request body is null.")
         try:
@@ -194,8 +205,9 @@ class LiteRemoting:
             if isinstance(opt, dict) and opt.get("type"):
                 kind, value = str(opt["type"]).upper(), opt.get("value")
                 option = (OffsetOption(policy={0: "LAST", 1: "MIN", 2: "MAX"}.get(int(value or 0), "LAST"))
-                          if kind == "POLICY" else OffsetOption(offset=int(value)) if kind == "OFFSET" else
-                          OffsetOption(tail_n=int(value)) if kind == "TAIL_N" else OffsetOption(timestamp=int(value)))
+                          if kind == "POLICY" else OffsetOption(offset=json_int(value)) if kind == "OFFSET" else
+                          OffsetOption(tail_n=json_int(value)) if kind == "TAIL_N" else
+                          OffsetOption(timestamp=json_int(value)))
             try:
                 self.manager.sync(dto["clientId"], dto["group"], dto["topic"], int(action if action is not None else 0),
                                   dto.get("liteTopicSet") or [], option, conn.remote_address,
@@ -207,7 +219,7 @@ class LiteRemoting:
         return new_response(ResponseCode.SUCCESS)
 
     # ------------------------------------------------------------------ admin
-    def broker_lite_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def broker_lite_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """``LiteManagerProcessor.getBrokerLiteInfo``: topicMeta is every LITE topic's ``lite.topic.expiration``,
         groupMeta every bind topic's lite groups (``LiteMetadataUtil``), from the topic and group tables."""
         m, index, cfg = self.manager, self.lp.lite_store.index, self.lp.lite_config
@@ -238,12 +250,13 @@ class LiteRemoting:
             return error_response(INVALID_PARAMETER, f"Topic [{topic}] type not match.")
         return None
 
-    def parent_topic_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def parent_topic_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (topic,) = require(request, "topic")       # Java: a lookup of a null key (NullPointerException)
         refused = self._not_a_lite_parent(topic)
         if refused is not None:
             return refused
         tc = self.ctx.topics.get(topic)
+        assert tc is not None           # _not_a_lite_parent refuses a missing topic
         index = self.lp.lite_store.index
         groups = sorted(name for name, sg in self.ctx.groups.table.items()
                         if (sg.attributes or {}).get("lite.bind.topic") == topic)
@@ -252,7 +265,7 @@ class LiteRemoting:
                 "lmqNum": index.lite_count}
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
 
-    def lite_topic_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def lite_topic_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         parent, lite = require(request, "parentTopic", "liteTopic")
         refused = self._not_a_lite_parent(parent)
         if refused is not None:
@@ -266,14 +279,14 @@ class LiteRemoting:
                 "shardingToBroker": True}
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
 
-    def lite_client_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def lite_client_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (cid,) = require(request, "clientId")
         info = self.manager.client_info(cid)
         if info is None:
             return error_response(ResponseCode.SYSTEM_ERROR, f"lite client {cid} not found")
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(info))
 
-    def lite_group_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def lite_group_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "group")
         top_k = int((request.ext_fields or {}).get("topK") or 20)
         sg = self.ctx.groups.find(group)
@@ -287,13 +300,14 @@ class LiteRemoting:
                 "clients": self.manager.group_subscriptions(group)}
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps(body))
 
-    def trigger_dispatch(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def trigger_dispatch(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         (group,) = require(request, "group")
         n = self.manager.full_dispatch(group, (request.ext_fields or {}).get("clientId") or None)
         return new_response(ResponseCode.SUCCESS, None, None, orjson.dumps({"dispatched": n}))
 
 
-def install(d: Any, pools: dict, ctx: BrokerContext, pop_service: Any, pop_executor: Any,
+def install(d: Dispatcher, pools: Mapping[str, ProcessorPool], ctx: BrokerContext, pop_service: PopService,
+            pop_executor: PopExecutor,
             lp: "LitePriority") -> LiteRemoting:
     """Register the lite codes: POP_LITE_MESSAGE on the loop, the subscription control and info codes in pools."""
     r = LiteRemoting(ctx, pop_service, pop_executor, lp)
@@ -307,7 +321,7 @@ def install(d: Any, pools: dict, ctx: BrokerContext, pop_service: Any, pop_execu
     return r
 
 
-def lite_queue_of(topic: str, ext: dict) -> str:
+def lite_queue_of(topic: str, ext: Mapping[str, str]) -> str:
     """The queue an ACK_MESSAGE / CHANGE_MESSAGE_INVISIBLETIME applies to: the lite topic's LMQ when the
     header names one (5.5 ``liteTopic``), else the topic."""
     lite = ext.get("liteTopic")

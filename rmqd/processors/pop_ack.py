@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmqd.pop.extra_info import ExtraInfo
 from rmqd.pop.frontend import Busy, PopExecutor
@@ -24,6 +24,9 @@ from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_response, require
 from rmqd.remoting.dispatch import Dispatcher
 from rmqd.remoting.java_errors import BadBodyError
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +73,10 @@ class AckMessageProcessor:
             raise PopError(ResponseCode.SYSTEM_ERROR, f"java.lang.IllegalArgumentException: getBrokerName fail, "
                                                       f"extraInfoStrs length {n}") from None
 
-    async def ack_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def ack_message(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         group, topic, _qid, extra_s, offset = require(request, "consumerGroup", "topic", "queueId", "extraInfo",
                                                       "offset")
-        topic = lite_queue_of(topic, request.ext_fields)       # 5.5: a lite topic's queue (header liteTopic)
+        topic = lite_queue_of(topic, request.ext_fields or {})       # 5.5: a lite topic's queue (header liteTopic)
         try:
             extra = self._extra(extra_s)
             await self.executor.run(self.pop.ack, group, topic, extra, int(offset))
@@ -83,10 +86,10 @@ class AckMessageProcessor:
             return busy_response(exc)
         return new_response(ResponseCode.SUCCESS)
 
-    async def change_invisible_time(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def change_invisible_time(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         group, topic, _qid, extra_s, offset, invisible = require(
             request, "consumerGroup", "topic", "queueId", "extraInfo", "offset", "invisibleTime")
-        topic = lite_queue_of(topic, request.ext_fields)
+        topic = lite_queue_of(topic, request.ext_fields or {})
         zeros = {"popTime": "0", "invisibleTime": "0", "reviveQid": "0"}   # Java's primitive header fields
         try:
             extra = self._extra(extra_s)
@@ -104,7 +107,7 @@ class AckMessageProcessor:
                                                          "invisibleTime": str(new.invisible_time),
                                                          "reviveQid": str(new.revive_qid)})
 
-    async def batch_ack(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def batch_ack(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """BATCH_ACK_MESSAGE as Java's AckMessageProcessor: no body or no acks is NO_MESSAGE; each ack names a
         checkpoint (``c t r so q rq pt it`` and the BitSet ``b`` of acked offsets - ``so``); an unknown topic or
         queue and offsets outside the queue are skipped silently; the answer is SUCCESS."""
@@ -120,7 +123,8 @@ class AckMessageProcessor:
                 so = int(a.get("so", a.get("startOffset")))
                 extra = ExtraInfo(so, int(a.get("pt", a.get("popTime"))), int(a.get("it", a.get("invisibleTime", 0))),
                                   int(a.get("rq", a.get("reviveQueueId", 0))), str(a.get("r", a.get("retry", "0"))),
-                                  body.get("brokerName") or self.pop.broker_name, int(a.get("q", a.get("queueId"))))
+                                  (body.get("brokerName") if isinstance(body, dict) else None) or self.pop.broker_name,
+                                  int(a.get("q", a.get("queueId"))))
                 offsets = bitset_offsets(a.get("b", a.get("bitSet")) or "", so)
                 items.append((a.get("c", a.get("consumerGroup")), a.get("t", a.get("topic")), extra, offsets))
         except (TypeError, ValueError, AttributeError, binascii.Error) as exc:

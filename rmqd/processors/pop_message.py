@@ -10,7 +10,7 @@ loop and await the blocking parts in the POP executor, parking a request at most
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 from rmqd.filter.message_filter import ExpressionMessageFilter
 from rmqd.filter.errors import SQLParseError
@@ -20,6 +20,9 @@ from rmqd.pop.service import PopService
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, ext_bool, new_response, require
 from rmqd.remoting.dispatch import Dispatcher
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +39,7 @@ NOT_SET_REMARK = "not set any response code"     # Java's createResponseCommand(
 FAQ_APPLY_TOPIC = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 
-def pop_error_response(exc: PopError, ext: Optional[dict] = None) -> RemotingCommand:
+def pop_error_response(exc: PopError, ext: Optional[Mapping[str, str]] = None) -> RemotingCommand:
     return new_response(exc.code, exc.remark, ext)
 
 
@@ -56,7 +59,7 @@ def busy_response(exc: Busy) -> RemotingCommand:
 class PopMessageProcessor:
     """POP_MESSAGE, PEEK_MESSAGE, NOTIFICATION and POLLING_INFO."""
 
-    def __init__(self, pop: PopService, executor: PopExecutor, broker_ip: str, readable: Any) -> None:
+    def __init__(self, pop: PopService, executor: PopExecutor, broker_ip: str, readable: Callable[[], bool]) -> None:
         self.pop = pop
         self.executor = executor
         self.broker_ip = broker_ip
@@ -76,7 +79,7 @@ class PopMessageProcessor:
             return None
         return ExpressionMessageFilter(ext.get("expType") or "TAG", exp)
 
-    async def pop_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def pop_message(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         group, topic = require(request, "consumerGroup", "topic")
         qid, nums, invisible, poll = (lenient_int(request, n) for n in ("queueId", "maxMsgNums", "invisibleTime",
                                                                          "pollTime"))
@@ -104,6 +107,7 @@ class PopMessageProcessor:
             return pop_error_response(exc, zeros)
         except Busy as exc:
             return busy_response(exc)
+        code: int
         if result.messages:
             code, remark = ResponseCode.SUCCESS, "FOUND"
         else:
@@ -115,7 +119,7 @@ class PopMessageProcessor:
             ext["orderCountInfo"] = result.order_count_info
         return new_response(code, remark, ext, result.body() if result.messages else None)
 
-    async def peek_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def peek_message(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         topic, group = require(request, "topic", "consumerGroup")
         qid, nums = lenient_int(request, "queueId"), lenient_int(request, "maxMsgNums")
         try:
@@ -128,7 +132,8 @@ class PopMessageProcessor:
             return new_response(POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", POP_HEADER_ZEROS)
         return new_response(ResponseCode.SUCCESS, "FOUND", POP_HEADER_ZEROS, b"".join(records))
 
-    def _pre_check(self, conn: Any, topic: str, qid: int, ext: dict) -> Optional[RemotingCommand]:
+    def _pre_check(self, conn: RequestPeer, topic: str, qid: int,
+                   ext: Mapping[str, str]) -> Optional[RemotingCommand]:
         """NOTIFICATION's and POLLING_INFO's checks in Java's order (broker, topic, queue id)."""
         if not self.readable():
             return new_response(ResponseCode.NO_PERMISSION, f"the broker[{self.broker_ip}] peeking message is forbidden",
@@ -145,7 +150,7 @@ class PopMessageProcessor:
                                                    f"[/{conn.remote_address}]", ext)
         return None
 
-    async def notification(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    async def notification(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         group, topic = require(request, "consumerGroup", "topic")
         qid, poll = lenient_int(request, "queueId"), lenient_int(request, "pollTime")
         refused = self._pre_check(conn, topic, qid, {"hasMsg": "false", "pollingFull": "false"})
@@ -172,7 +177,7 @@ class PopMessageProcessor:
         return new_response(ResponseCode.SUCCESS, NOT_SET_REMARK, {"hasMsg": "true" if has else "false",
                                                                    "pollingFull": "true" if full else "false"})
 
-    def polling_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def polling_info(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         group, topic = require(request, "consumerGroup", "topic")
         qid = lenient_int(request, "queueId")
         refused = self._pre_check(conn, topic, qid, {"pollingNum": "0"})

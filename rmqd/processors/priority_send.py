@@ -9,11 +9,15 @@ these sends leave the Cython fast lane and every other send keeps it.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response
 from rmqd.store.message import find_property
+
+if TYPE_CHECKING:
+    from rmqd.cython_ext.store_put import MessageToStore
+    from rmqd.processors.send import SendContext, SendMessageProcessor
 
 PRIORITY_PROPERTY = "_SYS_MSG_PRIORITY_"
 # properties that make a message TRANSACTION, DELAY or FIFO, which outrank PRIORITY (TopicMessageType)
@@ -44,7 +48,7 @@ def priority_of(props: str) -> Optional[int]:
     return p
 
 
-def before_store(ctx: Any, msgs: list) -> Optional[RemotingCommand]:
+def before_store(ctx: SendContext, msgs: list[MessageToStore]) -> Optional[RemotingCommand]:
     """The ``before_store`` hook: pin each priority message to its queue (or strip the property)."""
     queues = max(1, int(ctx.topic_config.write_queue_nums))
     for m in msgs:
@@ -63,5 +67,5 @@ def before_store(ctx: Any, msgs: list) -> Optional[RemotingCommand]:
     return None
 
 
-def install(send_processor: Any) -> None:
+def install(send_processor: SendMessageProcessor) -> None:
     send_processor.add_before_store(before_store, (PRIORITY_PROPERTY,))

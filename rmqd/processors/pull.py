@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from rmqd.broker.consume_checks import check_consume_group
 from rmqd.broker.context import BrokerContext
@@ -20,9 +20,16 @@ from rmqd.constants import PERM_READ
 from rmqd.filter import ExpressionMessageFilter, SQLParseError, is_tag_type
 from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
-from rmqd.remoting.dispatch import TO_POOL, Dispatcher, ProcessorPool, run_handler
+from rmqd.remoting.dispatch import TO_POOL, Dispatcher, Handler, HandlerResult, ProcessorPool, run_handler
 from rmqd.store.message_store import GetMessageResult
 from rmqd.store.message_store import GetMessageStatus as S
+
+if TYPE_CHECKING:
+    from rmqd.broker.long_polling import PullRequestHoldService
+    from rmqd.config import BrokerConfig
+    from rmqd.remoting.connection import Connection
+    from rmqd.store.api import MessageStoreAPI
+    from rmqd.store.metadata import SubscriptionGroupConfig
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +51,7 @@ def _moved_if_nonzero(offset: int) -> int:
     return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
 
 
-_STATUS_CODES = {
+_STATUS_CODES: dict[S, Callable[[int], int]] = {
     S.FOUND: lambda o: ResponseCode.SUCCESS,
     S.MESSAGE_WAS_REMOVING: lambda o: ResponseCode.PULL_RETRY_IMMEDIATELY,
     S.NO_MATCHED_MESSAGE: lambda o: ResponseCode.PULL_RETRY_IMMEDIATELY,
@@ -62,13 +69,16 @@ def _is_match_all(f: ExpressionMessageFilter) -> bool:
     return f.compiled is None and (f.class_filter_mode or (sub is not None and sub.sub_all))
 
 
-def _tag_codes(f: ExpressionMessageFilter) -> Any:
-    """What the resident fast path filters by: None (every tag), the tag hash codes, or TO_POOL
-    when the filter needs the message itself (SQL92)."""
-    if _is_match_all(f):
+def _needs_message(f: ExpressionMessageFilter) -> bool:
+    """Whether the filter needs the message itself (SQL92): the resident fast path cannot serve the pull."""
+    return not _is_match_all(f) and (f.compiled is not None or f.tag_subscription is None)
+
+
+def _tag_codes(f: ExpressionMessageFilter) -> Optional[frozenset[int]]:
+    """What the resident fast path filters by (a filter that does not :func:`_needs_message`): None (every tag)
+    or the tag hash codes."""
+    if _is_match_all(f) or f.tag_subscription is None:
         return None
-    if f.compiled is not None or f.tag_subscription is None:
-        return TO_POOL
     return f.tag_subscription.code_set
 
 
@@ -78,8 +88,8 @@ _CORRECTED = frozenset({S.NO_MESSAGE_IN_QUEUE, S.OFFSET_TOO_SMALL, S.OFFSET_OVER
                         S.OFFSET_FOUND_NULL, S.NO_MATCHED_LOGIC_QUEUE})
 
 
-def suggest_broker(cfg: Any, sg: Any, store: Any, slave: bool, topic: str, qid: int, offset: int,
-                   result: GetMessageResult, code: int) -> tuple[str, int, int]:
+def suggest_broker(cfg: BrokerConfig, sg: SubscriptionGroupConfig, store: MessageStoreAPI, slave: bool, topic: str,
+                   qid: int, offset: int, result: GetMessageResult, code: int) -> tuple[str, int, int]:
     """Java's PullMessageProcessor on ``suggestWhichBrokerId`` (and a slave's offset rules): with slaveReadEnable, a
     consumer more than accessMessageInMemoryMaxRatio of RAM behind goes to the group's whichBrokerWhenConsumeSlowly,
     else to the group's brokerId; without it, always to the master (0). A slave with offsetCheckInSlave off answers
@@ -100,6 +110,13 @@ def suggest_broker(cfg: Any, sg: Any, store: Any, slave: bool, topic: str, qid: 
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
             suggest = sg.broker_id
     return str(suggest), code, next_begin
+
+
+def _expression_type(value: object) -> Optional[str]:
+    """A registered subscription's expressionType (any JSON value) as the text a pull compares and reports."""
+    if value is None or isinstance(value, str):
+        return value
+    return str(value) if value else None
 
 
 def _refuse(code: int, remark: str, forbidden_type: Optional[int]) -> RemotingCommand:
@@ -127,11 +144,11 @@ class PullMessageProcessor:
     ``submit(fn, conn, request)`` hands a re-run of a held pull to the pull pool; the hold service
     (``hold``, set by the broker once its loop runs) parks pulls that found nothing."""
 
-    def __init__(self, ctx: BrokerContext, submit: Any) -> None:
+    def __init__(self, ctx: BrokerContext, submit: Callable[[Handler, Connection, RemotingCommand], None]) -> None:
         self.ctx = ctx
         self.config = ctx.config
         self.submit = submit
-        self.hold: Any = None
+        self.hold: Optional[PullRequestHoldService] = None
         self._rerun_handler = functools.partial(self.process, allow_suspend=False)
         self._rerun_inline = functools.partial(self.process, allow_suspend=False, inline=True)
 
@@ -140,28 +157,29 @@ class PullMessageProcessor:
         dispatcher.register([RequestCode.PULL_MESSAGE, LITE_PULL_MESSAGE], self.process, pool,
                             inline_first=self.process_inline)
 
-    def rerun(self, conn: Any, request: RemotingCommand) -> None:
+    def rerun(self, conn: Connection, request: RemotingCommand) -> None:
         """Re-execute a held pull (no suspension, no offset commit): on the loop when it can be
         served there (the caller is on the loop), else in the pull pool."""
         if run_handler(self._rerun_inline, conn, request) is TO_POOL:
             self.submit(self._rerun_handler, conn, request)
 
-    def process_inline(self, conn: Any, request: RemotingCommand) -> Any:
+    def process_inline(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
         """The dispatcher's inline-first handler: answers on the loop or returns TO_POOL."""
         return self.process(conn, request, True, True)
 
-    def process(self, conn: Any, request: RemotingCommand, allow_suspend: bool = True,
-                inline: bool = False) -> Any:
-        (group, topic, queue_id, queue_offset, max_nums, sys_flag, commit_offset, suspend_ms,
+    def process(self, conn: Connection, request: RemotingCommand, allow_suspend: bool = True,
+                inline: bool = False) -> HandlerResult:
+        (group, topic, queue_id, queue_offset, max_nums, sys_flag_text, commit_offset, suspend_ms,
          sub_version) = require(request, "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums",
                                 "sysFlag", "commitOffset", "suspendTimeoutMillis", "subVersion")
         qid = int(queue_id)
         offset = int(queue_offset)
-        sys_flag = int(sys_flag)
+        sys_flag = int(sys_flag_text)
         lite = request.code == LITE_PULL_MESSAGE
         sg, err = self._check_queue(conn, group, topic, qid, lite)
         if err is not None:
             return err
+        assert sg is not None       # _check_queue answers an error or the group's config
         message_filter = self._message_filter(request, group, sg, topic, sys_flag, int(sub_version))
         if isinstance(message_filter, RemotingCommand):
             if lite:
@@ -172,7 +190,7 @@ class PullMessageProcessor:
             if reset is not None:
                 return self._offset_reset(request, topic, qid, reset)
         result = self._read(topic, qid, offset, int(max_nums), message_filter, inline)
-        if result is TO_POOL:
+        if result is None:
             return TO_POOL
         response = self._respond(conn, request, sg, group, topic, qid, offset, result, message_filter,
                                  allow_suspend and bool(sys_flag & FLAG_SUSPEND), int(suspend_ms))
@@ -180,8 +198,8 @@ class PullMessageProcessor:
             self.ctx.offsets.commit_offset(conn.remote_address, group, topic, qid, int(commit_offset))
         return response
 
-    def _check_queue(self, conn: Any, group: str, topic: str, qid: int,
-                     lite: bool = False) -> tuple[Any, Optional[RemotingCommand]]:
+    def _check_queue(self, conn: Connection, group: str, topic: str, qid: int,
+                     lite: bool = False) -> tuple[Optional[SubscriptionGroupConfig], Optional[RemotingCommand]]:
         """Broker and topic read permission, the group, the queue id (Java's order): (group config, None)
         or (None, error response). ``lite``: a LITE_PULL_MESSAGE (5.x's checks, codes and remarks)."""
         cfg = self.config
@@ -211,10 +229,10 @@ class PullMessageProcessor:
                                         f"[{tc.read_queue_nums}] consumer:[/{conn.remote_address}]")
         return sg, None
 
-    def _message_filter(self, request: RemotingCommand, group: str, sg: Any, topic: str, sys_flag: int,
-                        sub_version: int) -> Union[ExpressionMessageFilter, RemotingCommand]:
+    def _message_filter(self, request: RemotingCommand, group: str, sg: SubscriptionGroupConfig, topic: str,
+                        sys_flag: int, sub_version: int) -> Union[ExpressionMessageFilter, RemotingCommand]:
         """The filter of the pull: from the request's subscription, else the group's registered one."""
-        ext = request.ext_fields
+        ext = request.ext_fields or {}      # present: the pull's header fields were required
         if sys_flag & FLAG_SUBSCRIPTION:
             etype = ext.get("expressionType")
             try:
@@ -245,7 +263,7 @@ class PullMessageProcessor:
                 info.subscription_behind = True     # its next heartbeat v2 asks for the subscriptions
                 return error_response(ResponseCode.SUBSCRIPTION_NOT_LATEST,
                                       "the consumer's subscription not latest")
-            etype = entry.data.get("expressionType")
+            etype = _expression_type(entry.data.get("expressionType"))
             if entry.filter is None:
                 return error_response(ResponseCode.FILTER_DATA_NOT_EXIST,
                                       "The broker's consumer filter data is not exist!Your expression may be wrong!")
@@ -282,25 +300,26 @@ class PullMessageProcessor:
             "subVersion": int(time.time() * 1000), "tagsSet": list(sub.tags) if sub else [], "topic": topic})
 
     def _read(self, topic: str, qid: int, offset: int, max_nums: int, message_filter: ExpressionMessageFilter,
-              inline: bool) -> Any:
-        """The store read; on the loop only when every page is resident (else TO_POOL)."""
+              inline: bool) -> Optional[GetMessageResult]:
+        """The store read; on the loop only when every page is resident (else None: the pull pool reads)."""
         store = self.ctx.store
         if not inline:
             return store.get_messages(topic, qid, offset, max_nums, None,
                                       None if _is_match_all(message_filter) else message_filter)
-        codes = _tag_codes(message_filter)
-        if codes is TO_POOL:
-            return TO_POOL
-        result = store.get_messages_resident(topic, qid, offset, max_nums, codes)
+        if _needs_message(message_filter):
+            return None
+        # the store API says Sequence[int]; the C read takes any sized iterable of codes (len + iteration)
+        result = store.get_messages_resident(topic, qid, offset, max_nums,
+                                             _tag_codes(message_filter))  # type: ignore[arg-type]
         if result is None:
             if offset != store.get_max_offset(topic, qid) or offset <= store.get_min_offset(topic, qid):
-                return TO_POOL
+                return None
             result = GetMessageResult(S.OFFSET_OVERFLOW_ONE, offset, store.get_min_offset(topic, qid), offset)
         return result
 
-    def _respond(self, conn: Any, request: RemotingCommand, sg: Any, group: str, topic: str, qid: int, offset: int,
-                 result: Any, message_filter: ExpressionMessageFilter, suspend: bool,
-                 suspend_ms: int) -> Optional[RemotingCommand]:
+    def _respond(self, conn: Connection, request: RemotingCommand, sg: SubscriptionGroupConfig, group: str,
+                 topic: str, qid: int, offset: int, result: GetMessageResult, message_filter: ExpressionMessageFilter,
+                 suspend: bool, suspend_ms: int) -> Optional[RemotingCommand]:
         """The response of a read, or None when the pull is parked (long polling)."""
         code = _STATUS_CODES[result.status](offset)
         suggest, code, next_begin = suggest_broker(self.config, sg, self.ctx.store, self.ctx.role_manager.is_slave,
@@ -321,6 +340,7 @@ class PullMessageProcessor:
             else:
                 pr = PullRequest(conn, request, topic, qid, offset, message_filter, cfg.shortPollingTimeMills,
                                  wakeable=False)
+            assert self.hold is not None    # set by the broker once its loop runs, before it serves pulls
             self.hold.suspend(pr)
             return None
         return new_response(code, result.status.name, ext_out)

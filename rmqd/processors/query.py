@@ -8,12 +8,16 @@ collisions in the index never reach the client.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.message import record_carries_key
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
+    from rmqd.store.api import MessageStoreAPI
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +36,7 @@ def record_matches(record: bytes, topic: str, key: str) -> bool:
 class QueryMessageProcessor:
     """``default_query_max_num``: () -> the broker's defaultQueryMaxNum (a unique-key query's limit)."""
 
-    def __init__(self, store: Any, default_query_max_num: Any) -> None:
+    def __init__(self, store: MessageStoreAPI, default_query_max_num: Callable[[], int]) -> None:
         self.store = store
         self.default_query_max_num = default_query_max_num
 
@@ -40,10 +44,10 @@ class QueryMessageProcessor:
         dispatcher.register(RequestCode.QUERY_MESSAGE, self.query_message, pool)
         dispatcher.register(RequestCode.VIEW_MESSAGE_BY_ID, self.view_message_by_id, pool)
 
-    def query_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        topic, key, max_num, begin, end = require(request, "topic", "key", "maxNum", "beginTimestamp",
-                                                  "endTimestamp")
-        max_num = int(max_num)
+    def query_message(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
+        topic, key, max_num_text, begin, end = require(request, "topic", "key", "maxNum", "beginTimestamp",
+                                                       "endTimestamp")
+        max_num = int(max_num_text)
         if (request.ext_fields or {}).get(UNIQUE_MSG_QUERY_FLAG) == "true":
             max_num = int(self.default_query_max_num())
         result = self.store.query_message(topic, key, max_num, int(begin), int(end))
@@ -55,9 +59,9 @@ class QueryMessageProcessor:
                                 "can not find message, maybe time range not correct", header)
         return new_response(ResponseCode.SUCCESS, None, header, found)
 
-    def view_message_by_id(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        (offset,) = require(request, "offset")
-        offset = int(offset)
+    def view_message_by_id(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
+        (offset_text,) = require(request, "offset")
+        offset = int(offset_text)
         record = self.store.read_message(offset) if offset >= 0 else None
         if record is None:
             return error_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")

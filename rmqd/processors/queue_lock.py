@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Union
 
 import orjson
 
@@ -19,13 +19,17 @@ from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response
 from rmqd.remoting.dispatch import Dispatcher
 from rmqd.remoting.fastjson import loads_lenient
+from rmqd.processors.json_values import json_int
 from rmqd.remoting.java_errors import NullBodyError
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LOCK_MAX_LIVE_TIME_MS = int(os.environ.get("ROCKETMQ_BROKER_REBALANCE_LOCKMAXLIVETIME", "60000"))
 
-MQKey = tuple  # (topic, brokerName, queueId)
+MQKey = tuple[str, str, int]  # (topic, brokerName, queueId)
 
 
 def _now_ms() -> int:
@@ -44,7 +48,7 @@ class RebalanceLockManager:
     """group → {(topic, brokerName, queueId): LockEntry}."""
 
     def __init__(self, max_live_time_ms: int = DEFAULT_LOCK_MAX_LIVE_TIME_MS,
-                 clock: Any = _now_ms) -> None:
+                 clock: Callable[[], int] = _now_ms) -> None:
         self.max_live_time_ms = max_live_time_ms
         self.clock = clock
         self._table: dict[str, dict[MQKey, LockEntry]] = {}
@@ -56,7 +60,7 @@ class RebalanceLockManager:
     def try_lock_batch(self, group: str, mqs: Iterable[MQKey], client_id: str) -> list[MQKey]:
         """Grant every queue that is free, expired or already held by ``client_id``; returns them."""
         now = self.clock()
-        granted = []
+        granted: list[MQKey] = []
         with self._lock:
             table = self._table.setdefault(group, {})
             for mq in mqs:
@@ -109,11 +113,11 @@ class RebalanceLockManager:
         return entry.client_id
 
 
-def _mq_key(mq: dict) -> MQKey:
-    return (str(mq["topic"]), str(mq["brokerName"]), int(mq["queueId"]))
+def _mq_key(mq: Mapping[str, object]) -> MQKey:
+    return (str(mq["topic"]), str(mq["brokerName"]), json_int(mq["queueId"]))
 
 
-def _mq_json(key: MQKey) -> dict:
+def _mq_json(key: MQKey) -> dict[str, Union[str, int]]:
     return {"brokerName": key[1], "queueId": key[2], "topic": key[0]}
 
 
@@ -142,7 +146,7 @@ class QueueLockProcessor:
         dispatcher.register(RequestCode.LOCK_BATCH_MQ, self.lock_batch_mq)
         dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq)
 
-    def lock_batch_mq(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def lock_batch_mq(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         try:
             group, client_id, mqs = parse_batch_body(request)
         except NullBodyError:
@@ -154,7 +158,7 @@ class QueueLockProcessor:
         body = orjson.dumps({"lockOKMQSet": [_mq_json(k) for k in granted]})
         return new_response(body=body)
 
-    def unlock_batch_mq(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def unlock_batch_mq(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         try:
             group, client_id, mqs = parse_batch_body(request)
         except NullBodyError:

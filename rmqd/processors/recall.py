@@ -21,7 +21,7 @@ import binascii
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.broker.schedule import PROPERTY_REAL_TOPIC, edit_properties
 from rmqd.broker.timer import TIMER_OUT_MS, TIMER_TOPIC, park_timer_message
@@ -32,6 +32,12 @@ from rmqd.remoting.command import MissingHeaderField, RemotingCommand, new_respo
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.message import MessageToStore, find_property, java_string_hash
 from rmqd.store.message_store import PutMessageStatus
+
+if TYPE_CHECKING:
+    from rmqd.config import BrokerConfig
+    from rmqd.cython_ext.store_put import PutMessageResult
+    from rmqd.processors.handles import RequestPeer
+    from rmqd.store.metadata import TopicConfigManager
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +130,8 @@ class Recaller:
     (the store's ``put_message``); ``max_delay_ms``: the timer's longest delay (timerMaxDelaySec);
     ``store_host``: the broker's (host, port)."""
 
-    def __init__(self, config: Any, role: Callable[[], BrokerRole], topics: Any,
-                 put: Callable[[MessageToStore], Any], max_delay_ms: Callable[[], int],
+    def __init__(self, config: BrokerConfig, role: Callable[[], BrokerRole], topics: TopicConfigManager,
+                 put: Callable[[MessageToStore], PutMessageResult], max_delay_ms: Callable[[], int],
                  store_host: Callable[[], tuple[str, int]]) -> None:
         self.config = config
         self.role = role
@@ -199,7 +205,7 @@ class RecallMessageProcessor:
         """In the send pool, as Java (the marker is a store write)."""
         dispatcher.register(RECALL_MESSAGE, self.recall_message, pool)
 
-    def recall_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def recall_message(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """As Java, a missing handle is an invalid one (its header decoder leaves absent fields null); a missing
         topic fails where Java's topic lookup throws, and is answered without the region, as Java's is."""
         ext = request.ext_fields or {}

@@ -21,7 +21,7 @@ import concurrent.futures
 import logging
 import random
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from rmqd.broker.context import BrokerContext
 from rmqd.processors.send import REQUIRED_SEND_FIELDS, SendMessageProcessor, full_header, truthy
@@ -29,6 +29,9 @@ from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.message import MessageToStore, find_property, java_string_hash
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import ClientChannel, RequestPeer
 
 log = logging.getLogger(__name__)
 
@@ -60,19 +63,22 @@ class ReplyMessageProcessor:
     def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
         dispatcher.register([RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2], self.process, pool)
 
-    def find_client_channel(self, client_id: str) -> Optional[Any]:
+    def find_client_channel(self, client_id: str) -> Optional[ClientChannel]:
         """A live channel registered (producer first, then consumer) under ``client_id``."""
+        channel: Optional[ClientChannel] = None
         for infos in self.ctx.producers.groups().values():
             for info in infos:
                 if info.client_id == client_id and not info.conn.closed:
-                    return info.conn
+                    channel = info.conn
+                    return channel
         for group_info in self.ctx.consumers.groups().values():
-            info = group_info.find_channel(client_id)
-            if info is not None and not info.conn.closed:
-                return info.conn
-        return None
+            found = group_info.find_channel(client_id)
+            if found is not None and not found.conn.closed:
+                channel = found.conn
+                return channel
+        return channel
 
-    def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def process(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
         h = full_header(request) if request.code == RequestCode.SEND_REPLY_MESSAGE_V2 else ext
         for name in REQUIRED_SEND_FIELDS:
@@ -83,6 +89,7 @@ class ReplyMessageProcessor:
         err, tc = self.sender.check_topic(conn, h)
         if err is not None:
             return err
+        assert tc is not None       # check_topic answers an error or the topic's config
         queue_id = int(h["queueId"])
         if queue_id < 0:
             queue_id = random.randrange(max(1, tc.write_queue_nums))
@@ -113,7 +120,8 @@ class ReplyMessageProcessor:
                             result.remark)
         return new_response(code, remark, resp_ext)
 
-    def push_reply_message(self, conn: Any, h: Any, props: str, body: bytes) -> tuple[bool, Optional[str]]:
+    def push_reply_message(self, conn: RequestPeer, h: Mapping[str, str], props: str,
+                           body: bytes) -> tuple[bool, Optional[str]]:
         """PUSH_REPLY_MESSAGE_TO_CLIENT to the requester; (ok, failure remark)."""
         sender = find_property(props, PROPERTY_MESSAGE_REPLY_TO_CLIENT) if props else None
         if sender is None:
@@ -142,8 +150,10 @@ class ReplyMessageProcessor:
         header = {k: str(v) for k, v in header.items() if v is not None}
         request = new_request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, header, body)
         fail = f"push reply message to {sender}fail."     # sic: the Java broker's wording
+        loop = self.ctx.identity.loop
+        assert loop is not None     # known once the broker has bound its port, before it serves requests
         try:
-            fut = asyncio.run_coroutine_threadsafe(channel.invoke(request, PUSH_TIMEOUT_S), self.ctx.identity.loop)
+            fut = asyncio.run_coroutine_threadsafe(channel.invoke(request, PUSH_TIMEOUT_S), loop)
             resp = fut.result(PUSH_TIMEOUT_S + 1)
         except (asyncio.TimeoutError, concurrent.futures.TimeoutError, ConnectionError, OSError) as exc:
             log.warning("push reply message to <%s> (%s) failed: %r", sender, channel.remote_address, exc)

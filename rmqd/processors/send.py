@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import random
 import struct
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Union, cast
 
 from rmqd.broker.context import BrokerContext, ContextProcessor
 from rmqd.broker.timer import TIMER_TOPIC
@@ -33,6 +33,13 @@ from rmqd.store.message import (MULTI_TAGS_FLAG, MessageToStore, find_property, 
 from rmqd.store.message_store import PutMessageStatus
 from rmqd.store.topic_attributes import is_compaction_topic
 from rmqd.store.metadata import TOPIC_NAME_RE
+
+if TYPE_CHECKING:
+    from rmqd.cython_ext.store_put import PutMessageResult
+    from rmqd.processors.handles import RequestPeer
+    from rmqd.remoting.connection import Connection
+    from rmqd.remoting.dispatch import HandlerResult, RequestHook
+    from rmqd.store.metadata import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +58,7 @@ REQUIRED_SEND_FIELDS = ("defaultTopic", "defaultTopicQueueNums", "queueId", "sys
              "bornTimestamp", "flag")
 
 
-def full_header(request: RemotingCommand) -> dict:
+def full_header(request: RemotingCommand) -> dict[str, str]:
     """The send header under its full field names (codes 310/320 use the compact ``a..n``)."""
     ext = request.ext_fields or {}
     if request.code == 10:
@@ -122,8 +129,8 @@ class _Stamp:
     __slots__ = ("topic", "queue_id", "sys_flag", "born_ts", "born_host", "store_host", "reconsume_times",
                  "cluster")
 
-    def __init__(self, topic: str, queue_id: int, sys_flag: int, born_ts: int, born_host: tuple,
-                 store_host: tuple, reconsume_times: int, cluster: str) -> None:
+    def __init__(self, topic: str, queue_id: int, sys_flag: int, born_ts: int, born_host: tuple[str, int],
+                 store_host: tuple[str, int], reconsume_times: int, cluster: str) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.sys_flag = sys_flag
@@ -139,8 +146,8 @@ class SendContext:
 
     __slots__ = ("conn", "request", "header", "topic_config", "queue_id", "producer_group", "batch")
 
-    def __init__(self, conn: Any, request: RemotingCommand, header: dict, topic_config: Any,
-                 queue_id: int, producer_group: str, batch: bool) -> None:
+    def __init__(self, conn: RequestPeer, request: RemotingCommand, header: dict[str, str], topic_config: TopicConfig,
+                 queue_id: int, producer_group: Optional[str], batch: bool) -> None:
         self.conn = conn
         self.request = request
         self.header = header
@@ -150,7 +157,7 @@ class SendContext:
         self.batch = batch
 
 
-def decode_batch(body: Any) -> list[tuple[int, bytes, str]]:
+def decode_batch(body: Union[bytes, bytearray, memoryview]) -> list[tuple[int, bytes, str]]:
     """Batch body (§4.5) → [(flag, body, properties)]; raises ValueError when malformed."""
     mv = memoryview(body)
     n = len(mv)
@@ -178,12 +185,16 @@ def decode_batch(body: Any) -> list[tuple[int, bytes, str]]:
     return out
 
 
+# A ``before_store`` hook: (the send's context, its messages) -> the response that ends the send, or None.
+BeforeStore = Callable[[SendContext, list[MessageToStore]], Optional[RemotingCommand]]
+
+
 class SendMessageProcessor(ContextProcessor):
     """Handles codes 10, 310 and 320."""
 
     def __init__(self, ctx: BrokerContext) -> None:
         super().__init__(ctx)
-        self.before_store: list[Callable[[SendContext, list], Optional[RemotingCommand]]] = []
+        self.before_store: list[BeforeStore] = []
         # TRAN_MSG=true → half message (the broker sets TransactionalMessageBridge.prepare_half_message)
         self.prepare_half_message: Optional[Callable[[MessageToStore], MessageToStore]] = None
         self._valid_topics: set[str] = set()
@@ -198,14 +209,14 @@ class SendMessageProcessor(ContextProcessor):
                             self.process, pool, inline_first=self.process_inline)
 
     # ------------------------------------------------------------------ fast lane
-    def add_before_store(self, hook: Callable[[SendContext, list], Optional[RemotingCommand]],
+    def add_before_store(self, hook: BeforeStore,
                          markers: tuple[str, ...]) -> None:
         """Run ``hook`` before every store write; messages whose properties contain one of
         ``markers`` (substrings) never take the fast lane, so the hook sees all it acts on."""
         self.before_store.append(hook)
         self.lane.markers = tuple(dict.fromkeys(self.lane.markers + tuple(markers)))
 
-    def open_lane(self, request_hook: Optional[Callable] = None) -> None:
+    def open_lane(self, request_hook: Optional[RequestHook] = None) -> None:
         """Serve plain sends on the event loop (ASYNC_FLUSH only; called once the broker's
         address is known, since it is part of every msgId).  ``request_hook``: the dispatcher's (ACL),
         which the lane runs itself."""
@@ -225,7 +236,7 @@ class SendMessageProcessor(ContextProcessor):
         lane.request_hook = request_hook
         lane.enabled = not getattr(self.store, "refuses_puts", False)
 
-    def _answer_when_flushed(self, conn: Any, end_offset: int, ok_frame: bytes, timeout_frame: bytes) -> None:
+    def _answer_when_flushed(self, conn: Connection, end_offset: int, ok_frame: bytes, timeout_frame: bytes) -> None:
         """SYNC_FLUSH / SYNC_MASTER lane sends: the message is stored; its answer leaves once the group commit
         has flushed it (FLUSH_DISK_TIMEOUT after syncFlushTimeout) and a slave has it (SLAVE_NOT_AVAILABLE,
         FLUSH_SLAVE_TIMEOUT), without holding a thread."""
@@ -244,7 +255,7 @@ class SendMessageProcessor(ContextProcessor):
         self.lane.enabled = False
 
     # ------------------------------------------------------------------ entry point
-    def process(self, conn: Any, request: RemotingCommand) -> Optional[RemotingCommand]:
+    def process(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         h = full_header(request)
         if "topic" not in h:        # Java: a null topic fails TopicValidator, with the send ext fields
             return self._with_send_ext(error_response(ResponseCode.SYSTEM_ERROR, "The specified topic is blank."))
@@ -261,7 +272,7 @@ class SendMessageProcessor(ContextProcessor):
         response.ext_fields = ext
         return response
 
-    def process_inline(self, conn: Any, request: RemotingCommand) -> Any:
+    def process_inline(self, conn: RequestPeer, request: RemotingCommand) -> HandlerResult:
         """Loop-thread fast path (see ``Dispatcher.register(inline_first=...)``).
 
         Under ASYNC_FLUSH, appending one small message to an existing topic is a memory copy into
@@ -287,7 +298,8 @@ class SendMessageProcessor(ContextProcessor):
         return self.process(conn, request)
 
     # ------------------------------------------------------------------ checks (Java msgCheck)
-    def check_topic(self, conn: Any, h: dict) -> tuple[Optional[RemotingCommand], Any]:
+    def check_topic(self, conn: RequestPeer,
+                    h: dict[str, str]) -> tuple[Optional[RemotingCommand], Optional[TopicConfig]]:
         """Java ``msgCheck``: (error response, None) or (None, the topic's config, auto-created if allowed).
         Shared with SEND_REPLY_MESSAGE."""
         topic = h["topic"]
@@ -338,16 +350,17 @@ class SendMessageProcessor(ContextProcessor):
         return None, tc
 
     # ------------------------------------------------------------------ send
-    def send(self, conn: Any, request: RemotingCommand, h: dict) -> RemotingCommand:
+    def send(self, conn: RequestPeer, request: RemotingCommand, h: dict[str, str]) -> RemotingCommand:
         response = self._send(conn, request, h)
         if response is not None and response.code != _SUCCESS and not response.ext_fields:
             self._with_send_ext(response)
         return response
 
-    def _send(self, conn: Any, request: RemotingCommand, h: dict) -> RemotingCommand:
+    def _send(self, conn: RequestPeer, request: RemotingCommand, h: dict[str, str]) -> RemotingCommand:
         err, tc = self.check_topic(conn, h)
         if err is not None:
             return err
+        assert tc is not None       # check_topic answers an error or the topic's config
         if not (tc.perm & PERM_WRITE):
             return error_response(ResponseCode.NO_PERMISSION,
                                   f"the topic[{tc.topic_name}] sending message is forbidden")
@@ -389,7 +402,8 @@ class SendMessageProcessor(ContextProcessor):
         result = self.store.put_message(msgs[0]) if len(msgs) == 1 else self.store.put_messages(msgs)
         return self._answer(conn, h, tc, msgs, result, queue_id, uniq if tran else None)
 
-    def _batch_messages(self, request: RemotingCommand, props: str, m: "_Stamp") -> Any:
+    def _batch_messages(self, request: RemotingCommand, props: str,
+                        m: "_Stamp") -> Union[list[MessageToStore], RemotingCommand]:
         """The messages of a batch body, each with the batch's properties appended (or the error response)."""
         try:
             records = decode_batch(request.body if request.body is not None else b"")
@@ -407,8 +421,8 @@ class SendMessageProcessor(ContextProcessor):
                                        find_property(own, "KEYS"), find_property(own, "UNIQ_KEY")))
         return msgs
 
-    def _single_message(self, request: RemotingCommand, h: dict, tc: Any, props: str,
-                        m: "_Stamp") -> tuple[Any, bool, Optional[str]]:
+    def _single_message(self, request: RemotingCommand, h: dict[str, str], tc: TopicConfig, props: str,
+                        m: "_Stamp") -> tuple[Union[list[MessageToStore], RemotingCommand], bool, Optional[str]]:
         """([message], is a half message, UNIQ_KEY), or (error response, False, None)."""
         body = request.body if request.body is not None else b""
         tran = bool(props) and "TRAN_MSG" in props and find_property(props, "TRAN_MSG") == "true"
@@ -435,12 +449,15 @@ class SendMessageProcessor(ContextProcessor):
             self.prepare_half_message(msg)
         return [msg], tran, uniq
 
-    def _answer(self, conn: Any, h: dict, tc: Any, msgs: list, result: Any, queue_id: int,
+    def _answer(self, conn: RequestPeer, h: dict[str, str], tc: TopicConfig, msgs: list[MessageToStore],
+                result: PutMessageResult, queue_id: int,
                 transaction_id: Optional[str]) -> RemotingCommand:
         """The send response of a store result (Java ``handlePutMessageResult``)."""
         if result.status is _PUT_OK:
             code = _SUCCESS
-            self.ctx.metrics.messages.on_put(tc.topic_name, h.get("properties"), [len(m.body) for m in msgs])
+            # the bodies put here are bytes (the stub types MessageToStore.body as any readable buffer)
+            self.ctx.metrics.messages.on_put(tc.topic_name, h.get("properties"),
+                                             [len(cast("bytes", m.body)) for m in msgs])
         else:
             if result.status in _ILLEGAL:
                 log.info("send to %s from %s refused: %s", tc.topic_name, conn.remote_address, result.remark)
@@ -472,7 +489,7 @@ class SendMessageProcessor(ContextProcessor):
         return RemotingCommand(code, ext, None, None, 0, RPC_TYPE_RESPONSE)
 
     # ------------------------------------------------------------------ retry topics
-    def _handle_retry(self, conn: Any, request: RemotingCommand, h: dict, topic: str, queue_id: int,
+    def _handle_retry(self, conn: RequestPeer, request: RemotingCommand, h: dict[str, str], topic: str, queue_id: int,
                       reconsume_times: int) -> tuple[Optional[RemotingCommand], str, int]:
         """Java handleRetryAndDLQ: too many reconsumes → ``%DLQ%<group>``."""
         group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]

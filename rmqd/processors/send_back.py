@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmqd.broker.context import BrokerContext, ContextProcessor
 from rmqd.broker.schedule import PROPERTY_DELAY, PROPERTY_WAIT, divert_delay_level, edit_properties
@@ -20,6 +20,9 @@ from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.message import MessageToStore, decode_message, find_property, tags_code_of
+
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ class SendMessageBackProcessor(ContextProcessor):
     def register(self, dispatcher: Dispatcher, pool: ProcessorPool) -> None:
         dispatcher.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.process, pool)
 
-    def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    def process(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         offset_s, group, delay_s = require(request, "offset", "group", "delayLevel")
         ext = request.ext_fields or {}
         offset = int(offset_s)

@@ -7,7 +7,7 @@ progress are :mod:`rmqd.broker.transaction` (the bridge); the check-back service
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.broker.context import BrokerContext
 from rmqd.broker.transaction import (PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
@@ -21,13 +21,17 @@ from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.store.message import MessageToStore, StoredMessage
 from rmqd.store.message_store import PutMessageStatus
 
+if TYPE_CHECKING:
+    from rmqd.processors.handles import RequestPeer
+
 log = logging.getLogger(__name__)
 
-_FINAL_STATUS = {
-    PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
-    PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.SUCCESS, None),
-    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.SUCCESS, None),
-    PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SUCCESS, None),
+# status of the final message's put -> (code, remark); a success is answered without a remark
+_FINAL_STATUS: dict[PutMessageStatus, tuple[int, str]] = {
+    PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, ""),
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.SUCCESS, ""),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.SUCCESS, ""),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SUCCESS, ""),
     PutMessageStatus.CREATE_MAPEDFILE_FAILED: (ResponseCode.SYSTEM_ERROR, "Create mapped file failed."),
     PutMessageStatus.MESSAGE_ILLEGAL: (ResponseCode.MESSAGE_ILLEGAL,
                                        "The message is illegal, maybe msg body or properties length not "
@@ -50,14 +54,14 @@ class EndTransactionProcessor:
         self.ctx = ctx
         self.bridge = bridge
 
-    def process(self, conn: Any, request: RemotingCommand) -> Optional[RemotingCommand]:
+    def process(self, conn: RequestPeer, request: RemotingCommand) -> Optional[RemotingCommand]:
         if self.ctx.role is BrokerRole.SLAVE:
             log.warning("END_TRANSACTION from %s refused: this broker is a slave", conn.remote_address)
             return error_response(ResponseCode.SLAVE_NOT_AVAILABLE, "Store is slave mode, can not endTransaction")
-        group, state_offset, cl_offset, kind = require(request, "producerGroup", "tranStateTableOffset",
-                                                       "commitLogOffset", "commitOrRollback")
+        group, state_text, cl_text, kind_text = require(request, "producerGroup", "tranStateTableOffset",
+                                                        "commitLogOffset", "commitOrRollback")
         ext = request.ext_fields or {}
-        state_offset, cl_offset, kind = int(state_offset), int(cl_offset), int(kind)
+        state_offset, cl_offset, kind = int(state_text), int(cl_text), int(kind_text)
         origin = "check back" if str(ext.get("fromTransactionCheck")).lower() in ("true", "1") else "producer"
         if kind == TRANSACTION_NOT_TYPE:
             log.info("END_TRANSACTION UNKNOW from %s (%s) for msgId %s: nothing to do", conn.remote_address,
@@ -73,6 +77,7 @@ class EndTransactionProcessor:
                         "commit" if kind == TRANSACTION_COMMIT_TYPE else "rollback", conn.remote_address,
                         origin, ext.get("msgId"), err.remark)
             return err
+        assert half is not None         # check_prepare_message refuses a missing half message
         real_topic = half.properties.get("REAL_TOPIC") or half.topic
         if kind == TRANSACTION_ROLLBACK_TYPE:
             self.bridge.put_op_message(half.queue_offset, half.queue_id)
