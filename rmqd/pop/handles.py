@@ -60,12 +60,17 @@ class PopGroups(Protocol):
 
     def find(self, group: str) -> Optional["SubscriptionGroupConfig"]: ...
 
+    @property
+    def table(self) -> Mapping[str, "SubscriptionGroupConfig"]:
+        """Every group by name, read without creating one (POLLING_INFO, the lite expiry sweep)."""
+
+    @property
+    def auto_create(self) -> bool:
+        """Whether an unknown group is created on first use (autoCreateSubscriptionGroup)."""
+
 
 class LiteGroups(PopGroups, Protocol):
     """The subscription groups as the lite expiry sweep reads them (every group, by name)."""
-
-    @property
-    def table(self) -> Mapping[str, "SubscriptionGroupConfig"]: ...
 
 
 class PopOffsets(Protocol):
