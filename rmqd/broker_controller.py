@@ -16,6 +16,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import time
 import zlib
 from typing import Any, Callable, Optional
 
@@ -78,6 +79,8 @@ from rmqd.store.metadata import (ConsumerOffsetManager, DelayOffsetManager, Subs
 log = logging.getLogger(__name__)
 
 REGISTER_TIMEOUT_S = 3.0
+#: a slave whose master's HA port refuses connections re-registers at most this often to learn the current one
+MASTER_UNREACHABLE_REREGISTER_S = 2.0
 
 
 class BrokerController:
@@ -150,6 +153,7 @@ class BrokerController:
         self._registered_version = -1
         self._body_lock = threading.Lock()          # register_body: a body and its sequence number together
         self._body_seq = 0
+        self._unreachable_registered = 0.0          # time.monotonic() of the last re-registration for that reason
         self._started = False
         self.identity = BrokerIdentity(store_host=(c.brokerIP1, c.listenPort))
         self.ctx = BrokerContext(
@@ -367,6 +371,9 @@ class BrokerController:
                                signer=self.auth.request_signer())
         self.role_manager.on_role_change(lambda _role: self.send_processor.open_lane(self.dispatcher.request_hook),
                                          call_now=False)
+        # a slave that cannot reach its master's HA port asks the name servers again (a restarted master may listen
+        # on another port); at most every MASTER_UNREACHABLE_REREGISTER_S
+        self.replication.ha.client.on_connect_failed = self._master_unreachable
         # a new role (or fence) is told to the name servers at once (Java: changeToMaster/changeToSlave)
         self.role_manager.on_role_change(
             lambda _role: loop.call_soon_threadsafe(lambda: loop.create_task(self.register_broker_all())),
@@ -500,6 +507,16 @@ class BrokerController:
                 tc["perm"] &= perm | 1
         body = orjson.dumps({"filterServerList": [], "topicConfigSerializeWrapper": wrapper})
         return body, seq
+
+    def _master_unreachable(self, _addr: str) -> None:
+        """From the HA client's thread: re-register soon, so the name servers' answer names the master's HA address
+        as it is now (Java's slave waits for its next periodic registration, 30 s by default)."""
+        now = time.monotonic()
+        loop = self.loop
+        if now - self._unreachable_registered < MASTER_UNREACHABLE_REREGISTER_S or loop is None or loop.is_closed():
+            return
+        self._unreachable_registered = now
+        loop.call_soon_threadsafe(lambda: loop.create_task(self.register_broker_all()))
 
     async def register_broker_all(self, body: Optional[bytes] = None, version: int = -1) -> None:
         """REGISTER_BROKER to every name server (failures are logged, not raised).

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from rmqd.auth.guard import AuthGuard
     from rmqd.broker.client_manager import ClientChannelInfo, SubscriptionData
     from rmqd.broker.handles import ClientConnection
+    from rmqd.processors.handles import RequestPeer
     from rmqd.config import BrokerConfig
     from rmqd.pop.frontend import PopExecutor
     from rmqd.pop.lite import LiteSubscriptionManager
@@ -72,14 +73,14 @@ class Consumers(Protocol):
 class RequestProcessor(Protocol):
     """A remoting request handler the endpoint calls directly (end transaction, send back)."""
 
-    def process(self, conn: object, request: RemotingCommand) -> Optional[RemotingCommand]: ...
+    def process(self, conn: RequestPeer, request: RemotingCommand) -> Optional[RemotingCommand]: ...
 
 
 class SendProcessor(RequestProcessor, Protocol):
     """The broker's SEND_MESSAGE handler: ``process_inline`` answers on the loop, or returns
     :data:`rmqd.remoting.dispatch.TO_POOL` when the send may block (then ``process`` in an executor)."""
 
-    def process_inline(self, conn: object, request: RemotingCommand) -> object: ...
+    def process_inline(self, conn: RequestPeer, request: RemotingCommand) -> object: ...
 
 
 class Recaller(Protocol):

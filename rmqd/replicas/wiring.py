@@ -46,6 +46,7 @@ Ts = TypeVarTuple("Ts")
 
 log = logging.getLogger(__name__)
 
+CANCEL_AGAIN_S = 0.5                  # stop_tasks: how long a cancelled task may take before it is cancelled again
 GET_BROKER_HA_STATUS = 907            # 5.x RequestCode (mqadmin haStatus)
 
 
@@ -327,12 +328,15 @@ class Replication:
         for task in tasks:
             task.cancel()
         for task in tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-            except Exception:
-                log.exception("replication task %s failed", task.get_name())
+            # a cancel can be lost (Python 3.11's wait_for returns a result that arrived together with the cancel,
+            # gh-86296): the task then goes on with its next round, so it is cancelled again until it has ended
+            while not task.done():
+                await asyncio.wait({task}, timeout=CANCEL_AGAIN_S)
+                if not task.done():
+                    log.warning("replication task %s went on after its cancel: cancelling it again", task.get_name())
+                    task.cancel()
+            if not task.cancelled() and task.exception() is not None:
+                log.error("replication task %s failed", task.get_name(), exc_info=task.exception())
 
     def shutdown(self) -> None:
         """Stop the HA service (blocking: call it off the loop, before the store shuts down)."""

@@ -6,9 +6,12 @@ from :mod:`tests.replication.procs`.
 """
 from __future__ import annotations
 
+import asyncio
 import faulthandler
 import filecmp
 import os
+import sys
+import time
 from typing import Any
 
 from rmqd.broker_controller import BrokerController
@@ -40,6 +43,12 @@ def commitlog_files_equal(master_dir: str, slave_dir: str) -> list[str]:
         a, b = os.path.join(master_dir, "commitlog", name), os.path.join(slave_dir, "commitlog", name)
         assert filecmp.cmp(a, b, shallow=False), f"CommitLog file {name} differs between master and slave"
     return names
+
+
+def _print_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        print(f"--- task {task.get_name()}", file=sys.stderr)
+        task.print_stack(file=sys.stderr)
 
 
 class Group:
@@ -90,6 +99,10 @@ class Group:
         faulthandler.dump_traceback_later(CLOSE_REPORT_S, exit=False)
         try:
             self.lt.call(broker.close(), timeout=CLOSE_TIMEOUT_S)
+        except TimeoutError:
+            self.lt.loop.call_soon_threadsafe(_print_tasks, self.lt.loop)     # where each coroutine waits
+            time.sleep(0.5)
+            raise
         finally:
             faulthandler.cancel_dump_traceback_later()
 

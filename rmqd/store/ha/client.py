@@ -16,7 +16,7 @@ import select
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Optional, TypedDict
+from typing import TYPE_CHECKING, Callable, Optional, TypedDict
 
 from rmqd.store.ha.config import HAConfig
 from rmqd.store.ha.protocol import HEADER_SIZE, TRANSFER_HEADER, HAProtocolError, pack_report
@@ -65,6 +65,9 @@ class HAClient:
         self.bytes_received = 0
         self.connected = False
         self.last_error = ""
+        #: called (from this client's thread) with the address after each failed connect: the broker asks the name
+        #: servers again, as a master that restarted may listen on another HA port
+        self.on_connect_failed: Optional[Callable[[str], None]] = None
         self._rate = (time.monotonic(), 0, 0.0)
 
     # ------------------------------------------------------------------ control
@@ -152,6 +155,11 @@ class HAClient:
             if self.last_error != f"connect {addr}":
                 log.warning("HA client: cannot connect to master %s: %r", addr, exc)
                 self.last_error = f"connect {addr}"
+            if self.on_connect_failed is not None:
+                try:
+                    self.on_connect_failed(addr)
+                except Exception:
+                    log.exception("HA client: the unreachable-master hook failed for %s", addr)
             return None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(None)
