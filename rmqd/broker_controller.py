@@ -63,6 +63,7 @@ from rmqd.processors.send import SendMessageProcessor
 from rmqd.processors.send_back import SendMessageBackProcessor
 from rmqd.processors.transaction import EndTransactionProcessor
 from rmqd.remoting.client import RemotingClient
+from rmqd.remoting.tasks import cancel_and_wait
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
@@ -404,14 +405,8 @@ class BrokerController:
 
     async def close(self) -> None:
         loop = asyncio.get_running_loop()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._tasks = []
+        tasks, self._tasks = self._tasks, []
+        await cancel_and_wait(tasks, "broker task")
         await self.replication.stop_tasks()
         if self._started:
             await self.unregister_broker_all()

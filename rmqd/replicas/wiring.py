@@ -18,6 +18,7 @@ from typing import (TYPE_CHECKING, Awaitable, Callable, Iterable, Optional, Requ
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_response
+from rmqd.remoting.tasks import cancel_and_wait
 from rmqd.replicas.role_manager import RoleManager, RoleSnapshot
 from rmqd.replicas.slave_sync import FIRST_DELAY_S, PERIOD_S, WAIT_METADATA_CHANGE, MetadataChangeWaiter, \
     SlaveSynchronize
@@ -46,7 +47,6 @@ Ts = TypeVarTuple("Ts")
 
 log = logging.getLogger(__name__)
 
-CANCEL_AGAIN_S = 0.5                  # stop_tasks: how long a cancelled task may take before it is cancelled again
 GET_BROKER_HA_STATUS = 907            # 5.x RequestCode (mqadmin haStatus)
 
 
@@ -325,18 +325,7 @@ class Replication:
         if self.replicas_manager is not None:
             await self.replicas_manager.stop()
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            # a cancel can be lost (Python 3.11's wait_for returns a result that arrived together with the cancel,
-            # gh-86296): the task then goes on with its next round, so it is cancelled again until it has ended
-            while not task.done():
-                await asyncio.wait({task}, timeout=CANCEL_AGAIN_S)
-                if not task.done():
-                    log.warning("replication task %s went on after its cancel: cancelling it again", task.get_name())
-                    task.cancel()
-            if not task.cancelled() and task.exception() is not None:
-                log.error("replication task %s failed", task.get_name(), exc_info=task.exception())
+        await cancel_and_wait(tasks, "replication task")
 
     def shutdown(self) -> None:
         """Stop the HA service (blocking: call it off the loop, before the store shuts down)."""
