@@ -17,6 +17,7 @@ from typing import Any
 from rmqd.broker_controller import BrokerController
 from rmqd.config import BrokerConfig, NamesrvConfig
 from rmqd.namesrv.server import NameServer
+from rmqd.localports import free_port_block
 from rmqd.remoting.client import BlockingClient
 from tests.kit.clients import send_keyed
 from tests.kit.loop import LoopThread
@@ -77,8 +78,10 @@ class Group:
     def start_master(self, **extra: Any) -> BrokerController:
         """Start (or restart, on the same ports: the slave keeps reconnecting to them) the master."""
         conf = {**self.master_conf, **extra}
-        if self.master_port:
-            conf["listenPort"] = self.master_port
+        if not self.master_port:        # below the ephemeral range: still free when the master starts again
+            self.master_port = free_port_block(2)
+        conf.setdefault("listenPort", self.master_port)
+        conf.setdefault("haListenPort", self.master_port + 1)
         self.master = BrokerController(self._config("master", conf))
         self.lt.call(self.master.start())
         self.master_port = self.master.server.port
