@@ -82,6 +82,11 @@ _POP_CODES = {ResponseCode.TOPIC_NOT_EXIST: C.TOPIC_NOT_FOUND,
               ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: C.CONSUMER_GROUP_NOT_FOUND,
               ResponseCode.NO_PERMISSION: C.FORBIDDEN, ResponseCode.NO_MESSAGE: C.INVALID_RECEIPT_HANDLE,
               ResponseCode.MESSAGE_ILLEGAL: C.INVALID_RECEIPT_HANDLE, 29: C.BAD_REQUEST}
+#: an ack or a change of invisible time the broker refused (offset out of the queue, queue id out of the topic): the
+#: 5.x local proxy turns every refusal into AckStatus.NO_EXIST, answered with these texts
+_SETTLE_REFUSED = {ResponseCode.NO_MESSAGE, ResponseCode.MESSAGE_ILLEGAL}
+ACK_REFUSED = "ack failed: status is abnormal"
+CHANGE_REFUSED = "changeInvisibleDuration failed: status is abnormal"
 NO_SETTINGS = "cannot find client settings for this client"
 CONSUMER_TYPES = (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, *LITE_CLIENT_TYPES)
 TELEMETRY_FAILED = "process client telemetryCommand failed. "
@@ -573,7 +578,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             except RpcError as exc:
                 code, msg = exc.code, exc.message
             except PopError as exc:
-                code, msg = _POP_CODES.get(exc.code, C.INTERNAL_ERROR), exc.remark
+                code, msg = (C.INTERNAL_SERVER_ERROR, ACK_REFUSED) if exc.code in _SETTLE_REFUSED else \
+                    (_POP_CODES.get(exc.code, C.INTERNAL_ERROR), exc.remark)
             results.append(s.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle,
                                                    status=status(code, msg)))
         codes = {r.status.code for r in results}
@@ -599,6 +605,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         try:
             extra = await self.backend.change_invisible(group, queue, h, ms, bool(request.suspend))
         except PopError as exc:
+            if exc.code in _SETTLE_REFUSED:
+                raise RpcError(C.INTERNAL_SERVER_ERROR, CHANGE_REFUSED) from None
             raise RpcError(_POP_CODES.get(exc.code, C.INTERNAL_ERROR), exc.remark) from None
         return s.ChangeInvisibleDurationResponse(status=status(C.OK),
                                                  receipt_handle=ReceiptHandle(extra, h.commit_log_offset).encode())

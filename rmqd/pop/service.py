@@ -543,8 +543,9 @@ class PopService(ReviveMixin):
         return [(topic, tc.read_queue_nums if tc else 1), (retry, rtc.read_queue_nums if rtc else 1)]
 
     # ------------------------------------------------------------------ ack / change invisible time
-    def check_ack(self, group: str, topic: str, extra: ExtraInfo, offset: int) -> str:
-        """Java AckMessageProcessor's checks; returns the checkpoint's topic."""
+    def check_ack(self, group: str, topic: str, extra: ExtraInfo, offset: int, *, change: bool = False) -> str:
+        """Java AckMessageProcessor's checks (``change``: ChangeInvisibleTimeProcessor's, which also refuses the
+        queue's max offset itself, apache/rocketmq#9187); returns the checkpoint's topic."""
         if self.topics.get(topic) is None:
             raise PopError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please! {FAQ_TOPIC}")
         ck_topic = real_topic(topic, group, extra.retry)
@@ -555,7 +556,7 @@ class PopService(ReviveMixin):
                            f"[{tc.read_queue_nums if tc else 0}] consumer:[]")
         mn = self.store.get_min_offset(ck_topic, extra.queue_id)
         mx = self.store.get_max_offset(ck_topic, extra.queue_id)
-        if offset < mn or offset > mx:
+        if offset < mn or offset > mx or (change and offset == mx):
             raise PopError(ResponseCode.NO_MESSAGE,
                            f"offset is illegal, key:{ck_topic}@{extra.queue_id}, commit:{offset}, store:{mn}~{mx}")
         return ck_topic
@@ -657,7 +658,7 @@ class PopService(ReviveMixin):
                               invisible_ms: int, suspend: bool = False) -> ExtraInfo:
         """A new one-message checkpoint (invisible from now for ``invisible_ms``), then ack of the old one.
         ``suspend`` (5.5): an orderly message handed out again keeps its delivery attempt."""
-        ck_topic = self.check_ack(group, topic, extra, offset)
+        ck_topic = self.check_ack(group, topic, extra, offset, change=True)
         pop_time = now_ms()
         with self._lock:
             while (ck_topic, group, extra.queue_id, offset, pop_time) in self._cks:

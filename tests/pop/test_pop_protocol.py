@@ -11,6 +11,7 @@ import pytest
 
 from rmqd.processors.pop_ack import encode_bitset
 from rmqd.remoting.client import BlockingClient
+from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.testing import EmbeddedServer
 from tests.kit.waits import poll
@@ -280,3 +281,17 @@ def test_renewed_invisible_time_survives_a_restart(tmp_path):
         assert ack(c, "RN", "RNG", extra_info(resp, m), m.queue_offset).code == 0   # the old handle still acks
         assert s.broker.pop_service.checkpoint_count == 0
         c.close()
+
+
+def test_change_invisible_time_refuses_the_queue_max_offset_as_5x(client, names):
+    """5.x (apache/rocketmq#9187) answers NO_MESSAGE to a change of invisible time at the queue's max offset (no
+    message there yet); an ack there is still answered as before (AckMessageProcessor checks ``> max``)."""
+    topic, group = names
+    send(client, topic, b"one")
+    resp = pop(client, topic, group, invisible=60000)
+    m = popped(resp)[0]
+    beyond = m.queue_offset + 1                                     # the queue's max offset
+    extra = f"{beyond} {resp.ext_fields['popTime']} 60000 {resp.ext_fields['reviveQid']} 0 broker-a " \
+            f"{m.queue_id} {beyond}"
+    assert change_invisible(client, topic, group, extra, beyond, 4000).code == ResponseCode.NO_MESSAGE
+    assert change_invisible(client, topic, group, extra_info(resp, m), m.queue_offset, 4000).code == 0
