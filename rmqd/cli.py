@@ -9,7 +9,12 @@ import argparse
 import os
 import sys
 
+from typing import TYPE_CHECKING
+
 from rmqd.config import BrokerConfig, NamesrvConfig
+
+if TYPE_CHECKING:
+    from rmqd.namesrv.server import NameServer
 
 
 def _broker_config(args: argparse.Namespace) -> BrokerConfig:
@@ -196,8 +201,9 @@ def _serve_services(args: argparse.Namespace):
                                       grpc_port=grpc_port, grpc_optional=grpc_optional))
     ns_config = _namesrv_config(args, args.namesrv_port)
     _inherit_tls(ns_config, config)
-    return Services(NameServer(ns_config), BrokerController(config),
-                    *_embedded_controller(ns_config, args.namesrv_config), *endpoints)
+    namesrv = NameServer(ns_config)
+    return Services(namesrv, BrokerController(config), *_embedded_controller(ns_config, args.namesrv_config, namesrv),
+                    *endpoints)
 
 
 def _inherit_tls(ns_config: NamesrvConfig, config: BrokerConfig) -> None:
@@ -208,14 +214,17 @@ def _inherit_tls(ns_config: NamesrvConfig, config: BrokerConfig) -> None:
     ns_config.update({**tls_keys_of(config.extra), **own}, source="broker.conf (TLS)")
 
 
-def _embedded_controller(ns_config: NamesrvConfig, path: str | None) -> list:
-    """The controller of ``enableControllerInNamesrv=true`` (keys from the same file), as an endpoint."""
+def _embedded_controller(ns_config: NamesrvConfig, path: str | None, namesrv: NameServer) -> list:
+    """The controller of ``enableControllerInNamesrv=true`` (keys from the same file), as an endpoint; the name
+    server tells registering slaves the master this controller knows."""
     if not ns_config.enableControllerInNamesrv:
         return []
     from rmqd.controller.config import ControllerConfigError
     from rmqd.controller.server import embedded_controller
     try:
         server = embedded_controller(ns_config, path)
+        if server is not None:
+            namesrv.route_info.master_hint = server.controller.state.master_address_of
         from rmqd.metrics.controller_metrics import controller_metrics_endpoint
         return [server, *controller_metrics_endpoint(server)]
     except ControllerConfigError as exc:
@@ -280,8 +289,10 @@ def main(argv: list[str] | None = None) -> int:
         return run(lambda: _with_endpoints(_serve_services(args), args), footer)
     if args.command == "namesrv":
         ns_config = _namesrv_config(args, args.namesrv_port)
-        return run(lambda: Services(NameServer(ns_config), *_embedded_controller(ns_config, args.namesrv_config)),
-                   footer)
+        def namesrv_services() -> Services:
+            namesrv = NameServer(ns_config)
+            return Services(namesrv, *_embedded_controller(ns_config, args.namesrv_config, namesrv))
+        return run(namesrv_services, footer)
     if args.command == "controller":
         return _controller_main(args)
     if args.command == "broker":

@@ -356,6 +356,12 @@ class ReplicasInfoManager:
         ssi = self.sync_state_info.get(broker_name)
         return ssi.masterBrokerId if ssi is not None else None
 
+    def master_address_of(self, broker_name: str) -> Optional[str]:
+        """The address of ``broker_name``'s master as this controller knows it (None: none, or no such group)."""
+        master = self.master_of(broker_name)
+        bri = self.replica_info.get(broker_name)
+        return bri.address(master) if master is not None and bri is not None else None
+
     # ================================================================ apply (the only writer)
     def apply(self, event: Event) -> bool:
         """Apply one committed event; False (and nothing changed) when it no longer fits the state."""

@@ -55,6 +55,8 @@ class RouteInfoManager:
 
     def __init__(self, broker_expired_millis: int = 120000) -> None:
         self.broker_expired_millis = broker_expired_millis
+        #: broker name -> its master's address as a controller in this process knows it (set by that controller)
+        self.master_hint: Callable[[str], str | None] | None = None
         self.lock = threading.RLock()
         self.topicQueueTable: dict[str, dict[str, QueueData]] = {}
         self.brokerAddrTable: dict[str, BrokerData] = {}
@@ -111,29 +113,31 @@ class RouteInfoManager:
                 self.filterServerTable.pop(broker_addr, None)
 
             if broker_id != MASTER_ID:
-                master_addr = addrs.get(MASTER_ID)
-                if master_addr is not None:
-                    master_live = self.brokerLiveTable.get(master_addr)
-                    if master_live is not None and not self._stale_master(master_live, data_version):
-                        result.ha_server_addr = master_live.ha_server_addr
-                        result.master_addr = master_addr
-                    elif master_live is not None:
-                        log.info("%s (%s id %d, stateVersion %s) registers while the master on record, %s, is at "
-                                 "stateVersion %s: no master in the answer until the new one registers",
-                                 broker_addr, broker_name, broker_id, data_version.stateVersion, master_addr,
-                                 master_live.data_version.stateVersion)
+                self._answer_master(result, broker_name, broker_addr, addrs)
         return result
 
-    @staticmethod
-    def _stale_master(master: BrokerLiveInfo, slave_version: DataVersion) -> bool:
-        """Whether the master on record is older than the registering slave knows (5.x controller mode: each
-        member's stateVersion is the master epoch it last heard of). Java's name server answers it anyway, and a
-        Java slave told of a new master that registers before that master does points its HA client at the old
-        one, which, a slave itself now, still serves it: the slave never rejoins the SyncStateSet. With no master
-        in the answer the slave waits for its next registration, by when the new master has registered."""
-        if master.data_version.stateVersion is None or slave_version.stateVersion is None:
-            return False
-        return master.data_version.stateVersion < slave_version.stateVersion
+    def _answer_master(self, result: RegisterBrokerResult, broker_name: str, broker_addr: str,
+                       addrs: dict[int, str]) -> None:
+        """The master a registering slave is told (its HA client connects to the HA address): the one on record as
+        brokerId 0, as Java's name server; with a controller in this process, the master that controller knows,
+        once it has registered (none before). Java's answer can name an old master that registered a moment before
+        the election, and a Java slave then points its HA client at it: the old master, a slave itself by then,
+        still serves it and the slave never rejoins the SyncStateSet."""
+        master_addr: str | None = addrs.get(MASTER_ID)
+        if self.master_hint is not None:
+            known = self.master_hint(broker_name)
+            if known is not None:
+                if known != master_addr:
+                    log.info("%s (%s) registers while the controller's master is %s and the one on record %s: "
+                             "told %s", broker_addr, broker_name, known, master_addr,
+                             known if known in self.brokerLiveTable else "no master until it registers")
+                master_addr = known
+        if master_addr is None or master_addr == broker_addr:
+            return
+        master_live = self.brokerLiveTable.get(master_addr)
+        if master_live is not None:
+            result.ha_server_addr = master_live.ha_server_addr
+            result.master_addr = master_addr
 
     def _older_master(self, current: str | None, newcomer: str, data_version: DataVersion) -> bool:
         """Whether ``newcomer`` registering as master is older than the live ``current`` master (both carry the

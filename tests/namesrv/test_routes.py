@@ -349,19 +349,20 @@ async def test_a_master_of_an_older_epoch_does_not_take_the_route_back(namesrv, 
     assert await master() == "127.0.0.1:40911"
 
 
-async def test_a_slave_of_a_newer_epoch_is_not_told_the_old_master(namesrv, client):
-    """5.x controller mode: a slave told of a new master (stateVersion 4) that registers before that master does is
-    not answered the master on record (epoch 3), which is a slave itself by then (a Java slave would point its HA
-    client at it and never rejoin the SyncStateSet); once the new master registered, it is answered. A slave of the
-    same epoch, and 4.x brokers (no stateVersion), are answered the master as before."""
+async def test_a_slave_is_told_the_master_the_controller_knows(namesrv, client):
+    """With a controller in the name server's process, a registering slave is told the master that controller
+    knows, once it has registered (none before), not the old master still on record as brokerId 0 (a Java slave
+    would point its HA client at it and never rejoin the SyncStateSet); without one, the one on record, as Java."""
     topics = {"TopicTest": (4, 4, 6)}
     await register(client, namesrv, addr="127.0.0.1:20911", ha="127.0.0.1:20912", topics=topics, state_version=3)
-    same = await register(client, namesrv, addr="127.0.0.1:30911", broker_id=2, state_version=3)
-    assert (same.ext_fields["masterAddr"], same.ext_fields["haServerAddr"]) == ("127.0.0.1:20911", "127.0.0.1:20912")
-    newer = await register(client, namesrv, addr="127.0.0.1:30911", broker_id=2, state_version=4)
-    assert not newer.ext_fields.get("masterAddr") and not newer.ext_fields.get("haServerAddr")
-    await register(client, namesrv, addr="127.0.0.1:40911", ha="127.0.0.1:40912", topics=topics, state_version=4)
-    after = await register(client, namesrv, addr="127.0.0.1:30911", broker_id=2, state_version=4)
-    assert (after.ext_fields["masterAddr"], after.ext_fields["haServerAddr"]) == ("127.0.0.1:40911", "127.0.0.1:40912")
-    old = await register(client, namesrv, addr="127.0.0.1:50911", broker_id=3)
-    assert old.ext_fields["masterAddr"] == "127.0.0.1:40911"
+    java_like = await register(client, namesrv, addr="127.0.0.1:30911", broker_id=2, state_version=4)
+    assert java_like.ext_fields["masterAddr"] == "127.0.0.1:20911"
+    masters = {"broker-a": "127.0.0.1:40911"}
+    namesrv.route_info.master_hint = masters.get          # the controller elected 40911, not registered yet
+    before = await register(client, namesrv, addr="127.0.0.1:30911", broker_id=2, state_version=4)
+    assert not before.ext_fields.get("masterAddr") and not before.ext_fields.get("haServerAddr")
+    await register(client, namesrv, addr="127.0.0.1:40911", broker_id=1, ha="127.0.0.1:40912", state_version=3)
+    known = await register(client, namesrv, addr="127.0.0.1:30911", broker_id=2, state_version=4)
+    assert (known.ext_fields["masterAddr"], known.ext_fields["haServerAddr"]) == ("127.0.0.1:40911", "127.0.0.1:40912")
+    other = await register(client, namesrv, addr="127.0.0.1:50911", broker_name="broker-b", broker_id=1)
+    assert not other.ext_fields.get("masterAddr")          # a group the controller does not know: as before
