@@ -48,6 +48,7 @@ from rmqd.remoting import fastjson
 from rmqd.tls.contexts import remoting_client_tls
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_response
+from rmqd.remoting.tasks import cancel_and_wait
 from rmqd.replicas.controller_client import ControllerClient, ReplicaInfo, replica_info_of
 from rmqd.replicas.role_manager import RoleManager
 from rmqd.store.ha.autoswitch import ControllerHAService
@@ -192,9 +193,7 @@ class ReplicasManager:
     async def stop(self) -> None:
         self._stopping = True
         tasks = self._tasks + ([self._follow_task] if self._follow_task else [])
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(tasks, "controller-mode task")
         if self._check_soon is not None:
             self._check_soon.cancel()
         self.controllers.close()

@@ -123,6 +123,7 @@ class Replication:
         self._services: list["BrokerService"] = []
         self._started_services: list["BrokerService"] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._reapers: set[asyncio.Task[None]] = set()     # _restart_tasks: the old tasks being stopped
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self.role.on_master_change(lambda _addr, ha_addr: self.ha.update_master_address(ha_addr))
         if self.controller_mode:           # a new master: SlaveSynchronize starts over with it at once
@@ -249,10 +250,17 @@ class Replication:
         ha.on_ack.append(on_ack)
 
     def _restart_tasks(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        self._tasks = []
+        """On the loop: the slave's sync tasks for the current role; the old ones are cancelled until they end (a
+        lost cancel would leave one running beside its replacement)."""
         loop = self._loop
+        old, self._tasks = self._tasks, []
+        if old and loop is not None:
+            reaper = loop.create_task(cancel_and_wait(old, "replication task"), name="replication-tasks-stop")
+            self._reapers.add(reaper)               # held until done (the loop keeps only a weak reference)
+            reaper.add_done_callback(self._reapers.discard)
+        else:
+            for task in old:
+                task.cancel()
         if self.role.is_slave and self.slave_sync is not None and loop is not None:
             sync = self._every(self.sync_first_delay_s, self.sync_period_s, self.slave_sync.sync_all)
             self._tasks = [loop.create_task(sync, name="slave-synchronize"),
@@ -326,6 +334,8 @@ class Replication:
             await self.replicas_manager.stop()
         tasks, self._tasks = self._tasks, []
         await cancel_and_wait(tasks, "replication task")
+        if self._reapers:                           # old tasks of a role change still ending
+            await asyncio.wait(set(self._reapers))
 
     def shutdown(self) -> None:
         """Stop the HA service (blocking: call it off the loop, before the store shuts down)."""
