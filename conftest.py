@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from rmqd.fileutil import disk_partition_space_used_percent
+from rmqd.common.fileutil import disk_partition_space_used_percent
 
 # Every broker the suite starts (in-process stores, `rmqd serve` children, the Java reference broker) refuses
 # writes only above 98 % disk use and cleans forcibly only above 98 %, instead of Java's 90 % and 85 %: a shared

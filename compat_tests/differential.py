@@ -117,7 +117,7 @@ def mask(text: str | None) -> str | None:
 
 
 # GET_BROKER_CONFIG values that depend on the machine or the run, not on how the broker behaves: the
-# defaults Java computes from the CPU count (rmqd.java_config_defaults._cpu_derived; rmqd's own pool sizes
+# defaults Java computes from the CPU count (rmqd.config.java_defaults._cpu_derived; rmqd's own pool sizes
 # for the pools it has), the ports, paths and addresses of this run.
 CPU_DERIVED_PROPERTIES = frozenset({
     "sendMessageThreadPoolNums", "putMessageFutureThreadPoolNums", "pullMessageThreadPoolNums",

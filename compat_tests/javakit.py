@@ -331,7 +331,7 @@ def shadow_home(directory: str | Path, conf_files: Mapping[str, str]) -> Path:
 def free_port_block(count: int = 4) -> int:
     """A base port such that ``base .. base+count-1`` are all free on loopback, below the ephemeral range
     (a restarted broker finds its ports still free)."""
-    from rmqd.localports import free_port_block as block
+    from rmqd.common.localports import free_port_block as block
     return block(count)
 
 

@@ -28,7 +28,7 @@ import orjson
 from java5kit import LOOPBACK, Broker5, Controller5, Namesrv5, Placement
 from netkit import Host, NetKit
 
-from rmqd.localports import free_port_block, free_ports
+from rmqd.common.localports import free_port_block, free_ports
 from rmqd.remoting.codes import ResponseCode
 from tests.controller.ctlkit import conf_text, find_leader
 from tests.failover.kit import FAST, call, create_topic, master_in_route, route_of, wait_until

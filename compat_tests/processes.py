@@ -6,7 +6,7 @@ from tests.kit.processes import RmqdProcess as _RmqdProcess
 
 
 class RmqdProcess(_RmqdProcess):
-    """A running ``python -m rmqd.cli ARGS``; ``addr`` is the first address it printed, ``lines`` its stdout."""
+    """A running ``python -m rmqd.runtime.cli ARGS``; ``addr`` is the first address it printed, ``lines`` its stdout."""
 
     def __init__(self, *args: str, timeout: float = 15.0) -> None:
         super().__init__(*args)

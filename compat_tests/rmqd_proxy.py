@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from rmqd.localports import free_port_block
+from rmqd.common.localports import free_port_block
 
 REPO = Path(__file__).resolve().parent.parent
 LISTENING = re.compile(r"rmqd proxy .* listening on (\S+):(\d+)")
@@ -43,7 +43,7 @@ class RmqdProxy:
     def start(self, timeout: float = 30.0) -> "RmqdProxy":
         conf = self.workdir / "rmq-proxy.json"
         conf.write_text(json.dumps(self.conf))
-        cmd = [*self.wrap, sys.executable, "-m", "rmqd.cli", "--log-level", "INFO", "proxy", "-n", self.namesrv,
+        cmd = [*self.wrap, sys.executable, "-m", "rmqd.runtime.cli", "--log-level", "INFO", "proxy", "-n", self.namesrv,
                "-c", str(conf), "--host", self.host, "--grpc-port", str(self.port)]
         if self.tls_mode:
             cmd += ["--tls-mode", self.tls_mode]

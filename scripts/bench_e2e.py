@@ -206,7 +206,7 @@ def answers(addr: str) -> bool:
 
 def start_server(store: str, extra: list[str]) -> tuple[subprocess.Popen, str, str, float]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "--namesrv-port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "rmqd.runtime.cli", "--log-level", "WARNING", "serve", "--namesrv-port", "0",
                              "--broker-port", "0", "--console-port", "0", "--store-dir", store, *extra],
                             stdout=subprocess.PIPE, text=True)
     addrs = []

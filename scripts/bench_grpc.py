@@ -245,7 +245,7 @@ class RssPeak(threading.Thread):
 
 
 def start_server(store: str) -> tuple[subprocess.Popen, str, str, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "--namesrv-port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "rmqd.runtime.cli", "--log-level", "WARNING", "serve", "--namesrv-port", "0",
                              "--broker-port", "0", "--console-port", "0", "--grpc-port", str(free_port()),
                              "--store-dir", store], stdout=subprocess.PIPE, text=True)
     addrs, grpc_addr = [], None

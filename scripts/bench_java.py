@@ -146,7 +146,7 @@ class RmqdTarget(Target):
             f.writelines(f"{k}={v}\n" for k, v in props.items())
         base = free_port_block(4)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "--namesrv-port", str(base),
+            [sys.executable, "-m", "rmqd.runtime.cli", "--log-level", "WARNING", "serve", "--namesrv-port", str(base),
              "--broker-port", str(base + 3), "--store-dir", store, "-c", conf, *self.extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         deadline = time.monotonic() + 30

@@ -89,7 +89,7 @@ def start_server(store: str, extra: list[str], repo: str = REPO) -> tuple[subpro
     with open(conf, "w") as f:
         f.write("maxLiteSubscriptionCount=200000\nmaxSyncLiteSubscriptionRate=100000\n"
                 "grpcClientConsumerMaxLongPollingTimeoutMillis=5000\n" + "".join(x + "\n" for x in extra))
-    proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "-c", conf,
+    proc = subprocess.Popen([sys.executable, "-m", "rmqd.runtime.cli", "--log-level", "WARNING", "serve", "-c", conf,
                              "--namesrv-port", "0", "--broker-port", "0", "--console-port", "0", "--grpc-port", str(free_port()),
                              "--store-dir", store], stdout=subprocess.PIPE, text=True, cwd=repo,
                             env=dict(os.environ, PYTHONPATH=repo))

@@ -63,7 +63,7 @@ class Scraper(threading.Thread):
 def one_run(tree: str, threads: int, seconds: float, metrics: bool, scrape_every: float = 1.0) -> float:
     store = tempfile.mkdtemp(prefix="rmqd-bench-metrics-")
     env = dict(os.environ, PYTHONPATH=tree, PYTHONUNBUFFERED="1")
-    args = [sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "--namesrv-port", "0",
+    args = [sys.executable, "-m", "rmqd.runtime.cli", "--log-level", "WARNING", "serve", "--namesrv-port", "0",
             "--broker-port", "0", "--store-dir", store]
     if os.path.isdir(os.path.join(tree, "rmqd", "console")):     # a tree that has them: other endpoints off
         args += ["--console-port", "0", "--grpc-port", "0"]

@@ -48,7 +48,7 @@ from bench_java import (JavaTarget, RmqdTarget, Target, create_topic, drain, fil
 from benchenv import machine_line  # noqa: E402
 from javakit import java_command  # noqa: E402
 
-from rmqd.localports import free_port_block  # noqa: E402
+from rmqd.common.localports import free_port_block  # noqa: E402
 from rmqd.remoting.client import BlockingClient  # noqa: E402
 from rmqd.remoting.command import new_request  # noqa: E402
 

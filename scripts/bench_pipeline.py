@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from rmqd.fileutil import copy_sparse
+from rmqd.common.fileutil import copy_sparse
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

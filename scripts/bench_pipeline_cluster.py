@@ -37,7 +37,7 @@ sys.path.insert(0, HERE)
 
 def run_job(py: str, args: list[str], master: str, env: dict, conf: list[str]) -> tuple[dict, float]:
     """One ``rmqd pipeline`` command: (its JSON summary, wall seconds)."""
-    cmd = [py, "-m", "rmqd.cli", "pipeline"] + args + ["--master", master, "--json", "--log-level", "WARNING"]
+    cmd = [py, "-m", "rmqd.runtime.cli", "pipeline"] + args + ["--master", master, "--json", "--log-level", "WARNING"]
     for c in conf:
         cmd += ["--conf", c]
     t = time.perf_counter()

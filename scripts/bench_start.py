@@ -69,7 +69,7 @@ def one_run(python: str, tree: str, extra: list[str], idle: float,
             timeout: float) -> tuple[float, float, float, float, str]:
     with tempfile.TemporaryDirectory(prefix="rmqd-bench-start-") as tmp:
         env = dict(os.environ, PYTHONPATH=tree, HOME=tmp, PYTHONUNBUFFERED="1")
-        args = [python, "-m", "rmqd.cli", "serve", "--namesrv-port", "0", "--broker-port", "0",
+        args = [python, "-m", "rmqd.runtime.cli", "serve", "--namesrv-port", "0", "--broker-port", "0",
                 "--console-port", str(free_port()), "--grpc-port", str(free_port()),
                 "--store-dir", os.path.join(tmp, "store")]
         args += extra

@@ -47,7 +47,7 @@ sys.path.insert(0, REPO)               # this checkout's rmqd, here and in the s
 from benchenv import machine_line  # noqa: E402
 from loadgen import send_request  # noqa: E402
 
-from rmqd.localports import free_port_block  # noqa: E402
+from rmqd.common.localports import free_port_block  # noqa: E402
 from rmqd.remoting.client import BlockingClient  # noqa: E402
 from rmqd.remoting.command import FrameReader, new_request  # noqa: E402
 
@@ -74,7 +74,7 @@ class Rmqd:
         env = dict(os.environ, PYTHONUNBUFFERED="1", RMQD_TLS_DIR=tls_dir, PYTHONPATH=REPO,
                    TLS_ENABLE="true" if props.get("tls.server.mode") == "enforcing" else "")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rmqd.cli", "--log-level", "WARNING", "serve", "-c", conf, "--namesrv-port", "0",
+            [sys.executable, "-m", "rmqd.runtime.cli", "--log-level", "WARNING", "serve", "-c", conf, "--namesrv-port", "0",
              "--broker-port", "0", "--grpc-port", str(grpc), "--no-metrics", "--console-port", "0", "--store-dir",
              os.path.join(self.dir, "store")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         deadline = time.monotonic() + 60

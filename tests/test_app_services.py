@@ -1,8 +1,8 @@
 """app.Services: an ordered list of components, started in order (early ones first), closed in reverse."""
 import pytest
 
-from rmqd.app import BrokerComponent, NameServerComponent, Services, as_component
-from rmqd.broker_controller import BrokerController
+from rmqd.runtime.services import BrokerComponent, NameServerComponent, Services, as_component
+from rmqd.broker.controller import BrokerController
 from rmqd.config import BrokerConfig, NamesrvConfig
 from rmqd.namesrv.server import NameServer
 

@@ -1,7 +1,7 @@
 """The layering rules of docs/architecture.md, checked on the source with ``ast`` (no import of rmqd needed).
 
 * Request handlers (processors/), broker services (broker/) and the front ends beside the broker (grpc/,
-  console/, metrics/, admin/) never import ``rmqd.broker_controller``: they get their collaborators passed in.
+  console/, metrics/, admin/) never import ``rmqd.broker.controller``: they get their collaborators passed in.
 * Nobody looks the broker's parts up by name (``getattr(broker, "...")``): every part is declared where the
   broker is built.
 * The lower layers (store/, remoting/, cython_ext/) never import the request handlers or the broker.
@@ -68,8 +68,8 @@ def controller_imports() -> list[str]:
     found = {}
     for rel, path in modules(*NO_CONTROLLER):
         for line, name in imported_modules(tree(path)):
-            if name == "rmqd.broker_controller" or name.startswith("rmqd.broker_controller."):
-                found.setdefault((rel, line), f"{rel}:{line} imports rmqd.broker_controller")
+            if name == "rmqd.broker.controller" or name.startswith("rmqd.broker.controller."):
+                found.setdefault((rel, line), f"{rel}:{line} imports rmqd.broker.controller")
     return list(found.values())
 
 
@@ -98,7 +98,7 @@ _PYX_IMPORT = re.compile(r"^\s*(?:from\s+(rmqd[\w.]*)\s+c?import|c?import\s+(rmq
 
 def upward_imports() -> list[str]:
     found = []
-    upward = re.compile(r"^rmqd\.(processors|broker|broker_controller|app)(\.|$)")
+    upward = re.compile(r"^rmqd\.(processors|broker|runtime)(\.|$)")
     for rel, path in modules(*LOWER_LAYERS):
         for line, name in imported_modules(tree(path)):
             if upward.match(name) and (not found or not found[-1].startswith(f"{rel}:{line} ")):

@@ -14,7 +14,7 @@ ADDR = re.compile(r"listening on (127\.0\.0\.1:\d+)")
 
 def start(args, tmp_path):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "rmqd.cli", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "rmqd.runtime.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
 
 
@@ -69,7 +69,7 @@ def test_namesrv_and_broker_run_apart(tmp_path):
 
 
 def test_multi_broker_names_and_stores():
-    from rmqd.broker_processes import broker_names, store_dir_of
+    from rmqd.runtime.broker_processes import broker_names, store_dir_of
 
     assert broker_names("broker-a", 3) == ["broker-a", "broker-b", "broker-c"]
     assert broker_names("broker-x", 3) == ["broker-x", "broker-y", "broker-z"]
@@ -79,7 +79,7 @@ def test_multi_broker_names_and_stores():
 
 
 def test_serve_refuses_zero_brokers(capsys):
-    from rmqd.cli import main
+    from rmqd.runtime.cli import main
 
     assert main(["serve", "--brokers", "0"]) == 2
     assert "--brokers must be at least 1" in capsys.readouterr().err
@@ -88,7 +88,7 @@ def test_serve_refuses_zero_brokers(capsys):
 def test_replicas_add_slave_processes_per_group(tmp_path):
     """`rmqd serve --brokers 2 --replicas 3`: broker-b, then two slaves of broker-a and two of broker-b, each with
     its own port (the master's + 4 per slave; groups 14 apart), store and a broker.conf naming role and id."""
-    from rmqd.broker_processes import ExtraBrokers
+    from rmqd.runtime.broker_processes import ExtraBrokers
 
     base = tmp_path / "base.conf"
     base.write_text("brokerRole=SYNC_MASTER\nflushDiskType=ASYNC_FLUSH\n")
@@ -111,7 +111,7 @@ def test_replicas_add_slave_processes_per_group(tmp_path):
 
 
 def test_failover_replicas_serve_grpc_on_their_own_ports(tmp_path):
-    from rmqd.failover_processes import FailoverProcesses
+    from rmqd.runtime.failover_processes import FailoverProcesses
 
     group = FailoverProcesses(["broker-a"], None, str(tmp_path), 0, replicas=3, namesrv_port=0, grpc_port=8081,
                               grpc_optional=False)

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from rmqd.localports import free_port
+from rmqd.common.localports import free_port
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]
 
@@ -25,7 +25,7 @@ READY = re.compile(r"^rmqd ready: name server (\S+), broker (\S+) \(vip \S+\), m
 
 def rmqd(*args: str, cwd: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "rmqd.cli", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "rmqd.runtime.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
 
 
@@ -118,7 +118,7 @@ def test_an_explicit_console_port_that_is_taken_is_an_error(tmp_path):
 
 
 def test_metrics_grafana_prints_the_dashboard(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "rmqd.cli", "metrics", "grafana"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "rmqd.runtime.cli", "metrics", "grafana"], capture_output=True, text=True,
                          timeout=30, check=True).stdout
     d = json.loads(out)
     assert d["uid"] == "rmqd-broker" and len(d["panels"]) >= 10
@@ -137,8 +137,8 @@ def test_grpc_port_taken_explicit_is_an_error_and_missing_extra_runs_on(tmp_path
     # without the grpc extra, serve says so and runs on without the endpoint
     import importlib.util
 
-    from rmqd import cli
-    from rmqd.app import Services
+    from rmqd.runtime import cli
+    from rmqd.runtime.services import Services
     from rmqd.config import BrokerConfig
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "grpc" else real(name, *a))
@@ -157,7 +157,7 @@ def test_metrics_prom_exporter_host_from_broker_conf(tmp_path, conf, host):
     BrokerMetricsManager); metricsExporterType by name or number."""
     from types import SimpleNamespace
 
-    from rmqd.cli import _broker_config, _with_endpoints, build_parser
+    from rmqd.runtime.cli import _broker_config, _with_endpoints, build_parser
     path = tmp_path / "broker.conf"
     path.write_text(conf)
     args = build_parser().parse_args(["serve", "-c", str(path), "--console-port", "0", "--grpc-port", "0",

@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from rmqd.localports import free_port
+from rmqd.common.localports import free_port
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -27,7 +27,7 @@ class Served:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env.pop("RMQD_LOG_LEVEL", None)
         env.pop("RMQD_LOG_DIR", None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", *args], stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", "rmqd.runtime.cli", *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
         self.err: list[str] = []
         threading.Thread(target=lambda: self.err.extend(self.proc.stderr), daemon=True).start()

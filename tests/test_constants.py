@@ -1,13 +1,13 @@
-"""The shared constants: rmqd/constants.py and its Cython mirror consts.pxi agree; ServiceThread's contract."""
+"""The shared constants: rmqd/common/constants.py and its Cython mirror consts.pxi agree; ServiceThread's contract."""
 import re
 import threading
 import time
 from pathlib import Path
 
-import rmqd.constants as C
-from rmqd.service_thread import ServiceThread
+import rmqd.common.constants as C
+from rmqd.common.service_thread import ServiceThread
 
-PXI = Path(C.__file__).parent / "cython_ext" / "consts.pxi"
+PXI = Path(C.__file__).parent.parent / "cython_ext" / "consts.pxi"
 
 
 def test_pxi_mirrors_python_constants():

@@ -3,7 +3,7 @@ import socket
 
 import pytest
 
-from rmqd.localports import ephemeral_range, free_port_block
+from rmqd.common.localports import ephemeral_range, free_port_block
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import RemotingCommand
 from rmqd.testing import AsyncEmbeddedServer, EmbeddedServer

@@ -1,4 +1,4 @@
-"""rmqd.fileutil: copy_sparse keeps a copied store file's holes (tests copy whole stores; a dense copy of
+"""rmqd.common.fileutil: copy_sparse keeps a copied store file's holes (tests copy whole stores; a dense copy of
 each 420 MB index file filled the disk); makedirs_below and drop_tree, which keep an orphan task of a
 dropped job from re-creating or adding to the directory it was writing into."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from rmqd.fileutil import copy_sparse, drop_tree, makedirs_below
+from rmqd.common.fileutil import copy_sparse, drop_tree, makedirs_below
 
 
 def _sparse_file(path: str, size: int, writes: dict[int, bytes]) -> None:

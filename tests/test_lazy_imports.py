@@ -16,9 +16,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-#: what `import rmqd.cli` and building the configs must not load
+#: what `import rmqd.runtime.cli` and building the configs must not load
 CONFIG_MUST_NOT_LOAD = (
-    "rmqd.app", "rmqd.broker_controller", "rmqd.namesrv.server", "rmqd.store.message_store", "rmqd.store.commitlog",
+    "rmqd.runtime.services", "rmqd.broker.controller", "rmqd.namesrv.server", "rmqd.store.message_store", "rmqd.store.commitlog",
     "rmqd.store.compaction.store", "rmqd.store.tier.backend", "rmqd.store.tier.store", "rmqd.pop",
     "rmqd.store.lite", "rmqd.filter.sql92", "rmqd.remoting.fastjson", "rmqd.cython_ext", "grpc", "google.protobuf",
     "aiohttp", "asyncio",
@@ -51,7 +51,7 @@ def test_reading_the_config_loads_no_store_broker_or_endpoint_code(tmp_path):
     conf.write_text("brokerName=broker-x\nenableCompaction=false\nmessageStorePlugIn=\n")
     out = _loaded_in_fresh_python(f"""
 import json, sys
-import rmqd.cli
+import rmqd.runtime.cli
 from rmqd.config import BrokerConfig, NamesrvConfig, compaction_config_from
 c = BrokerConfig()
 c.load_file({str(conf)!r})
@@ -67,7 +67,7 @@ print(json.dumps({{"modules": sorted(sys.modules), "name": c.brokerName, "compac
 def test_building_the_default_serve_defers_grpc_service_http_and_optional_parts(tmp_path):
     out = _loaded_in_fresh_python(f"""
 import json, re, sys
-from rmqd import cli
+from rmqd.runtime import cli
 args = cli.build_parser().parse_args(["serve", "--store-dir", {str(tmp_path / "store")!r}, "--namesrv-port", "0",
                                       "--broker-port", "0", "--grpc-port", "0"])
 args.grpc_port = 1          # a port number: the endpoint is built (not started, nothing binds)

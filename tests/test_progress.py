@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 
-from rmqd import progress
+from rmqd.common import progress
 
 
 class FakeTTY(io.StringIO):
@@ -46,7 +46,7 @@ def test_plain_log_lines_without_a_terminal(caplog):
     out = io.StringIO()
     r = progress.Reporter(out, interval=0)
     assert not r.tty
-    with caplog.at_level(logging.INFO, logger="rmqd.progress"):
+    with caplog.at_level(logging.INFO, logger="rmqd.common.progress"):
         with r.phase("re-dispatching records", 2, "records") as p:
             p.advance()
             p.advance()
@@ -59,7 +59,7 @@ def test_plain_log_lines_without_a_terminal(caplog):
 
 def test_quiet_when_the_work_is_quick(caplog):
     r = progress.Reporter(io.StringIO(), interval=3)
-    with caplog.at_level(logging.INFO, logger="rmqd.progress"):
+    with caplog.at_level(logging.INFO, logger="rmqd.common.progress"):
         with r.phase("quick", 10) as p:
             p.advance(10)
     assert caplog.records == []
@@ -69,7 +69,7 @@ def test_store_recovery_after_kill_reports_its_phases(tmp_path):
     """A broker killed with -9 recovers with log lines per phase (interval 0), no escape codes."""
     store = str(tmp_path / "store")
     env = dict(os.environ, RMQD_PROGRESS_INTERVAL="0", PYTHONUNBUFFERED="1")
-    args = [sys.executable, "-m", "rmqd.cli", "serve", "--namesrv-port", "0", "--broker-port", "0",
+    args = [sys.executable, "-m", "rmqd.runtime.cli", "serve", "--namesrv-port", "0", "--broker-port", "0",
             "--console-port", "0", "--store-dir", store]
     first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:

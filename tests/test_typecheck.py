@@ -67,7 +67,7 @@ def test_cython_stubs_match_the_compiled_modules() -> None:
 
 def _typed_properties(cls_name: str) -> dict[str, str]:
     """The ``if TYPE_CHECKING:`` annotations in the body of ``rmqd.config.<cls_name>``: name -> annotation."""
-    tree = ast.parse((ROOT / "rmqd" / "config.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "rmqd" / "config" / "__init__.py").read_text(encoding="utf-8"))
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_name)
     out: dict[str, str] = {}
     for node in cls.body:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from rmqd.localports import free_port
+from rmqd.common.localports import free_port
 from tests.console.kit import Http
 from tests.kit.waits import wait_until
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture(scope="module")
 def java_console(reference_cluster, tmp_path_factory):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "console", "-n", reference_cluster.namesrv_addr,
+    proc = subprocess.Popen([sys.executable, "-m", "rmqd.runtime.cli", "console", "-n", reference_cluster.namesrv_addr,
                              "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=str(tmp_path_factory.mktemp("java-console")))
     try:

@@ -20,7 +20,7 @@ from test_grpc_python import PRELUDE5
 
 from clientrunner import run_client_script
 from rmqd.grpc.advertise import NAMESPACE
-from rmqd.localports import free_port_block
+from rmqd.common.localports import free_port_block
 from rmqd.remoting.codes import RequestCode
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
@@ -51,7 +51,7 @@ def stored_per_broker(brokers: dict[str, str], topic: str) -> dict[str, int]:
 
 
 def admin(*args: str) -> None:
-    res = subprocess.run([sys.executable, "-m", "rmqd.cli", "admin", *args], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "rmqd.runtime.cli", "admin", *args], capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0 and "success" in res.stdout.lower(), (res.stdout, res.stderr)
 

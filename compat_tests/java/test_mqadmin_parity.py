@@ -13,7 +13,7 @@ import pytest
 from javakit import REFERENCE_BROKER_PROPERTIES, SETUP_BUDGET, mqadmin
 from scenarios import consume_until_committed, create_topic, produce, wait_for
 
-from rmqd.fileutil import disk_capacity, disk_partition_space_used_percent
+from rmqd.common.fileutil import disk_capacity, disk_partition_space_used_percent
 
 # bin/mqadmin starts a JVM per call (seconds each), so most calls go to the session's mqadmin JVM (mqadmin_shell);
 # a few stay on bin/mqadmin (compared with the shell's or rmqd admin's output). The longest test runs a push

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from rmqd.constants import RETRY_GROUP_TOPIC_PREFIX
+from rmqd.common.constants import RETRY_GROUP_TOPIC_PREFIX
 
 DENY = 1
 ANY = 1 << 1

@@ -7,7 +7,7 @@ effect without a restart: a watcher thread compares their modification stamps ev
 reloads; a file that fails to parse is logged and the previous configuration stays in force.
 
 The admin codes (updateAclConfig 50, deleteAclConfig 51, updateGlobalWhiteAddr 53) rewrite the file that
-holds the account (a new account goes to the default file) atomically (rmqd.fileutil.atomic_write), with
+holds the account (a new account goes to the default file) atomically (rmqd.common.fileutil.atomic_write), with
 the file's ``dataVersion`` bumped, and the change is live at once. Secret keys are never logged.
 """
 from __future__ import annotations
@@ -25,8 +25,8 @@ from rmqd.acl import permission as P
 from rmqd.acl.address import Matcher, address_matcher
 from rmqd.acl.permission import AclError
 from rmqd.acl.signer import Verifier
-from rmqd.data_version import DataVersion
-from rmqd.fileutil import atomic_write
+from rmqd.common.data_version import DataVersion
+from rmqd.common.fileutil import atomic_write
 
 log = logging.getLogger(__name__)
 

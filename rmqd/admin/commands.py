@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 
 from rmqd.admin.client import ORDER_TOPIC_CONFIG, AdminClient, AdminError, broker_addr_of
 from rmqd.config import parse_properties
-from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from rmqd.common.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.store.message import decode_messages, decode_offset_msg_id

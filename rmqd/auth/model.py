@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Iterable, Optional
 
-from rmqd.constants import RETRY_GROUP_TOPIC_PREFIX
+from rmqd.common.constants import RETRY_GROUP_TOPIC_PREFIX
 
 DLQ_PREFIX = "%DLQ%"
 

@@ -1,13 +1,13 @@
 """Users and ACLs on disk: ``<storePathRootDir>/config/auth.json``, rewritten whole on every change.
 
 5.x keeps them in two RocksDB instances (``config/users``, ``config/acls``). rmqd keeps one JSON file written
-with :func:`rmqd.fileutil.atomic_write` (temp file, fsync, rename, directory fsync): a crash at any instant of an
+with :func:`rmqd.common.fileutil.atomic_write` (temp file, fsync, rename, directory fsync): a crash at any instant of an
 update leaves the old or the new content, never a mix, and a change is on disk before it is answered. The
 previous content stays as ``auth.json.bak`` and is read when ``auth.json`` cannot be (a damaged disk).
 
 Readers take :attr:`AuthStore.state`, an immutable snapshot replaced as a whole by each commit (no locks on the
 request path); ``state.generation`` moves with every change, so decisions cached per snapshot stay right.
-The :class:`~rmqd.data_version.DataVersion` moves with every change too; a slave compares it with its master's.
+The :class:`~rmqd.common.data_version.DataVersion` moves with every change too; a slave compares it with its master's.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from typing import Iterable, Mapping, Optional
 import orjson
 
 from rmqd.auth.model import Acl, User, acl_from_store, acl_to_store
-from rmqd.data_version import DataVersion
-from rmqd.fileutil import atomic_write
+from rmqd.common.data_version import DataVersion
+from rmqd.common.fileutil import atomic_write
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Optional
 
-from rmqd.constants import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, SCHEDULE_TOPIC
-from rmqd.service_thread import ServiceThread
+from rmqd.common.constants import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, SCHEDULE_TOPIC
+from rmqd.common.service_thread import ServiceThread
 from rmqd.store.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, MessageToStore,
                                 decode_message, find_property, tags_code_of)
 from rmqd.store.message_store import GetMessageStatus, parse_delay_levels

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Optional
 
-from rmqd.service_thread import ServiceThread
+from rmqd.common.service_thread import ServiceThread
 
 if TYPE_CHECKING:
     from rmqd.store.api import MessageStoreAPI

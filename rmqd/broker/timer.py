@@ -42,7 +42,7 @@ from rmqd.broker.schedule import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_RE
                                   delay_level_of, edit_properties, now_ms)
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response
-from rmqd.service_thread import ServiceThread
+from rmqd.common.service_thread import ServiceThread
 from rmqd.store.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, MessageToStore,
                                 decode_message, find_property, tags_code_of)
 from rmqd.store.message_store import GetMessageStatus

@@ -18,7 +18,7 @@ import time
 from typing import Mapping, Optional
 
 from rmqd.broker.context import BrokerContext
-from rmqd.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_SYS_GROUP
+from rmqd.common.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_SYS_GROUP
 from rmqd.store.message import (MessageToStore, StoredMessage, decode_message, decode_properties,
                                 encode_properties, find_property, java_string_hash)
 from rmqd.store.message_store import PutMessageResult

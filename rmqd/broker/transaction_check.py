@@ -29,11 +29,11 @@ from rmqd.broker.transaction import (PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, PR
                                      PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_CHECK_TIMES,
                                      PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, PROPERTY_UNIQ_KEY, REMOVE_TAG,
                                      TransactionalMessageBridge, with_properties)
-from rmqd.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rmqd.common.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.remoting.codes import RequestCode
 from rmqd.remoting.command import new_request
-from rmqd.service_thread import ServiceThread
+from rmqd.common.service_thread import ServiceThread
 from rmqd.store.message import StoredMessage, decode_message, offset_msg_id, pack_host
 from rmqd.store.message_store import GetMessageStatus
 

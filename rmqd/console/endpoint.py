@@ -11,10 +11,10 @@ if TYPE_CHECKING:
 
     from aiohttp import web
 
-    from rmqd.app import Services
+    from rmqd.runtime.services import Services
     from rmqd.console.handles import ConsoleServices
     from rmqd.console.view import RemoteClusterView
-    from rmqd.lazy_http import LazyHttpSite
+    from rmqd.common.lazy_http import LazyHttpSite
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class ConsoleEndpoint:
     async def start(self, services: "Services") -> None:
         """Bind the port now; load the HTTP stack (aiohttp, the views) when the first connection waits
         on it, so a console nobody opens costs no memory (the pending connection is accepted then)."""
-        from rmqd.lazy_http import LazyHttpSite
+        from rmqd.common.lazy_http import LazyHttpSite
 
         if (self.namesrv_addr is None and services.broker is None and services.namesrv is None):
             raise ValueError("the console needs a broker in this process or a name server address")

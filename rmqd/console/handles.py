@@ -2,7 +2,7 @@
 whether they are up), the broker's context and the few named handles outside it (its address, the access control
 2.0 credentials, the plain ACL accounts, the lite and priority parts), and the name server's route table.
 
-``rmqd.app.Services``, ``BrokerController`` and ``NameServer`` satisfy these structurally; the console never
+``rmqd.runtime.services.Services``, ``BrokerController`` and ``NameServer`` satisfy these structurally; the console never
 sees the controller class.
 """
 from __future__ import annotations
@@ -89,7 +89,7 @@ class LocalNameServer(Protocol):
 
 
 class ConsoleServices(Protocol):
-    """The process the console runs in (``rmqd.app.Services``)."""
+    """The process the console runs in (``rmqd.runtime.services.Services``)."""
 
     @property
     def broker(self) -> Optional[ConsoleBroker]: ...

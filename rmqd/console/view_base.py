@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 from typing import Generic, Mapping, NotRequired, Required, TypedDict, TypeVar
 
-from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from rmqd.common.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmqd.processors.admin_common import is_system_topic
 from rmqd.remoting import fastjson
 from rmqd.store.message import StoredMessage

@@ -1,4 +1,4 @@
-# RocketMQ names the Cython modules share; mirrors rmqd/constants.py (tests/test_constants.py checks they agree).
+# RocketMQ names the Cython modules share; mirrors rmqd/common/constants.py (tests/test_constants.py checks they agree).
 # Use with: include "consts.pxi"
 
 cdef enum:

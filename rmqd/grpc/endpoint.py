@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import grpc
     import grpc.aio
 
-    from rmqd.app import Services
+    from rmqd.runtime.services import Services
     from rmqd.grpc.advertise import GrpcPortAdvertiser
     from rmqd.grpc.backend import MessagingBackend
     from rmqd.grpc.front import GrpcFront

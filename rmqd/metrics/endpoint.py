@@ -1,7 +1,7 @@
 """``GET /metrics`` (Prometheus text) and ``GET /healthz`` beside the broker, on its event loop.
 
 Joins ``rmqd serve`` (on by default at 5557) and ``rmqd broker`` as a ``Services`` endpoint.  The port is
-bound at start; aiohttp and the collector load on the first connection (:class:`rmqd.lazy_http.LazyHttpSite`),
+bound at start; aiohttp and the collector load on the first connection (:class:`rmqd.common.lazy_http.LazyHttpSite`),
 so an endpoint nobody scrapes costs no memory.  A scrape runs in a one-thread executor (scrapes queue behind
 each other, the loop never waits for one).
 """
@@ -13,12 +13,12 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Optional
 
-from rmqd.lazy_http import LazyHttpSite
+from rmqd.common.lazy_http import LazyHttpSite
 
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from rmqd.app import Services
+    from rmqd.runtime.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from typing import Optional, TypedDict
 from rmqd.metrics.families import (CREATE_TIME_BUCKETS_MS, DELAY_LATENCY_BUCKETS_S, FINISH_LATENCY_BUCKETS,
                                    LATENCY_BUCKETS_MS, MESSAGE_SIZE_BUCKETS)
 from rmqd.metrics.histogram import Histogram, Series
-from rmqd.constants import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
-from rmqd.constants import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
+from rmqd.common.constants import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
+from rmqd.common.constants import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.store.message import find_property
 

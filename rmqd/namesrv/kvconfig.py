@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, cast
 
-from rmqd.fileutil import atomic_write
+from rmqd.common.fileutil import atomic_write
 from rmqd.remoting.fastjson import dumps, loads_lenient
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from rmqd.remoting.dispatch import Dispatcher
 from rmqd.remoting.fastjson import dumps, loads_lenient
 
 if TYPE_CHECKING:
-    from rmqd.data_version import DataVersionJson
+    from rmqd.common.data_version import DataVersionJson
     from rmqd.namesrv.route_data import TopicRouteDataJson
     from rmqd.remoting.command import Body, ExtValue
     from rmqd.remoting.connection import Connection

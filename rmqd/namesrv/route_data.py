@@ -7,15 +7,15 @@ import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union, cast
 
-from rmqd.constants import PERM_READ, PERM_WRITE
-from rmqd.data_version import DataVersion  # noqa: F401  (re-exported: part of the body types)
+from rmqd.common.constants import PERM_READ, PERM_WRITE
+from rmqd.common.data_version import DataVersion  # noqa: F401  (re-exported: part of the body types)
 from rmqd.remoting.fastjson import dumps, loads_lenient
 from rmqd.store.metadata import TopicConfig
 
 if TYPE_CHECKING:
     from typing import Required, TypedDict
 
-    from rmqd.data_version import DataVersionJson
+    from rmqd.common.data_version import DataVersionJson
     from rmqd.remoting.fastjson import Encodable, JsonValue
     from rmqd.store.metadata import TopicsFileJson
 

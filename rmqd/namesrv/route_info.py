@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
-from rmqd.constants import MASTER_ID, PERM_READ, PERM_WRITE
+from rmqd.common.constants import MASTER_ID, PERM_READ, PERM_WRITE
 from rmqd.namesrv.route_data import (
     TOPIC_SYS_FLAG_UNIT,
     TOPIC_SYS_FLAG_UNIT_SUB,

@@ -109,7 +109,7 @@ def main(argv: Optional[Sequence[str]] = None, spark: Any = None) -> int:
         logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         logging.getLogger("py4j").setLevel(logging.WARNING)        # one line per gateway connection otherwise
-    from rmqd import progress
+    from rmqd.common import progress
     progress.set_reporter(progress.Reporter())           # a bar on a terminal, log lines otherwise
     name = f"rmqd pipeline {args.job}"
     try:

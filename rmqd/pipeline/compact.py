@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rmqd.fileutil import drop_tree, makedirs_below
+from rmqd.common.fileutil import drop_tree, makedirs_below
 from rmqd.pipeline.errors import CorruptSegment, PipelineError, in_task
 from rmqd.pipeline.runner import (JobSummary, SparkProgress, held_for_tests, hold_for_tests, spark_errors,
                                   task_groups)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from rmqd.fileutil import atomic_write, drop_tree, fsync_path, makedirs_below
+from rmqd.common.fileutil import atomic_write, drop_tree, fsync_path, makedirs_below
 from rmqd.pipeline.errors import PipelineError
 
 
@@ -91,7 +91,7 @@ class OutputFS:
 
     def drop_dir(self, rel: str) -> None:
         """Remove a run's directory that orphan tasks of a failed or killed job may still write into: on a
-        local file system through :func:`rmqd.fileutil.drop_tree` (renamed aside, then deleted; a crash in
+        local file system through :func:`rmqd.common.fileutil.drop_tree` (renamed aside, then deleted; a crash in
         between leaves a hidden directory with no commit record, which the next recovery drops like any
         unfinished run); on object stores deleted (tasks check the run's marker before each file)."""
         if self.local:

@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
-from rmqd.fileutil import drop_tree
+from rmqd.common.fileutil import drop_tree
 from rmqd.pipeline.errors import PipelineError, exclusive_lock, in_task
 from rmqd.pipeline.runner import JobSummary, SparkProgress, held_for_tests, hold_for_tests, spark_errors
 from rmqd.pipeline.tier import QueueDoc, TierView, open_queue

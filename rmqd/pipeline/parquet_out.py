@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rmqd.fileutil import fsync_path
+from rmqd.common.fileutil import fsync_path
 from rmqd.pipeline.fs import OutputFS
 
 log = logging.getLogger(__name__)

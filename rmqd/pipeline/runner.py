@@ -4,7 +4,7 @@
   ``--conf k=v`` go straight to the builder. Local masters bind the driver to 127.0.0.1 and leave the
   web UI off unless a ``--conf`` says otherwise; Spark's own console bar is off (ours replaces it).
 - :class:`SparkProgress`: a bar on a terminal, a plain log line every few seconds otherwise
-  (:mod:`rmqd.progress`), showing the stage, tasks, rows and bytes of the job group it watches.
+  (:mod:`rmqd.common.progress`), showing the stage, tasks, rows and bytes of the job group it watches.
 - :class:`JobSummary`: rows, bytes, seconds and output paths, as text or ``--json``.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from rmqd import progress
+from rmqd.common import progress
 from rmqd.pipeline.errors import PipelineError, user_error
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rmqd.constants import RETRY_GROUP_TOPIC_PREFIX
+from rmqd.common.constants import RETRY_GROUP_TOPIC_PREFIX
 NORMAL_TOPIC, RETRY_TOPIC_V1, RETRY_TOPIC_V2 = "0", "1", "2"
 
 

@@ -24,15 +24,15 @@ import orjson
 
 from rmqd.broker.context import BrokerContext
 from rmqd.config import BrokerRole, parse_properties
-from rmqd.constants import SCHEDULE_TOPIC
-from rmqd.fileutil import disk_capacity
-from rmqd.java_config_defaults import java_broker_properties
+from rmqd.common.constants import SCHEDULE_TOPIC
+from rmqd.common.fileutil import disk_capacity
+from rmqd.config.java_defaults import java_broker_properties
 from rmqd.processors.admin_common import json_response
 from rmqd.remoting.codes import RequestCode, ResponseCode, Version
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 from rmqd.tls.settings import SECRET_KEYS as SECRET_TLS_KEYS
-from rmqd.data_version import DataVersion
+from rmqd.common.data_version import DataVersion
 
 if TYPE_CHECKING:
     from rmqd.processors.handles import RequestPeer
@@ -242,7 +242,7 @@ class BrokerAdminProcessor:
 
     # ------------------------------------------------------------------ 26 / 25
     def get_broker_config(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
-        """Every property the Java broker reports (see rmqd.java_config_defaults), rmqd's values where
+        """Every property the Java broker reports (see rmqd.config.java_defaults), rmqd's values where
         it has them."""
         props = java_broker_properties(self.ctx.config.to_properties())
         if request.version >= Version.V5_0_0_SNAPSHOT:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping, Optional, cast
 
 from rmqd.broker.context import BrokerContext
-from rmqd import constants as C
+from rmqd.common import constants as C
 from rmqd.config import BrokerRole
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import ResponseCode

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional, TypedDict, TypeVar, Union
 
 import orjson
 
-from rmqd.constants import is_retry_topic
+from rmqd.common.constants import is_retry_topic
 from rmqd.processors.client_manage import parse_json_body
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response

@@ -19,7 +19,7 @@ from rmqd.pop.queue_selector import PriorityQueueSelector
 from rmqd.processors import priority_send
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response
-from rmqd.service_thread import ServiceThread
+from rmqd.common.service_thread import ServiceThread
 from rmqd.store.lite import LiteStore
 from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, check_name, lmq_name, parse_lmq
 from rmqd.store.message import find_property

@@ -16,7 +16,7 @@ from rmqd.broker.consume_checks import check_consume_group
 from rmqd.broker.context import BrokerContext
 from rmqd.broker.long_polling import PullRequest
 from rmqd.config import BrokerRole
-from rmqd.constants import PERM_READ
+from rmqd.common.constants import PERM_READ
 from rmqd.filter import ExpressionMessageFilter, SQLParseError, is_tag_type
 from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from rmqd.broker.schedule import PROPERTY_REAL_TOPIC, edit_properties
 from rmqd.broker.timer import TIMER_OUT_MS, TIMER_TOPIC, park_timer_message
 from rmqd.config import BrokerRole
-from rmqd.constants import PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX
+from rmqd.common.constants import PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import MissingHeaderField, RemotingCommand, new_response
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool

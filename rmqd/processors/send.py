@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Union, cast
 
 from rmqd.broker.context import BrokerContext, ContextProcessor
 from rmqd.broker.timer import TIMER_TOPIC
-from rmqd.constants import (DLQ_GROUP_TOPIC_PREFIX, NAME_VALUE_SEPARATOR, OFFSET_MOVED_EVENT, PERM_READ, PERM_WRITE,
+from rmqd.common.constants import (DLQ_GROUP_TOPIC_PREFIX, NAME_VALUE_SEPARATOR, OFFSET_MOVED_EVENT, PERM_READ, PERM_WRITE,
                             PROPERTY_SEPARATOR, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, SELF_TEST_TOPIC,
                             TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, dlq_topic)
 from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode, Version

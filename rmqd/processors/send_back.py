@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from rmqd.broker.context import BrokerContext, ContextProcessor
 from rmqd.broker.schedule import PROPERTY_DELAY, PROPERTY_WAIT, divert_delay_level, edit_properties
-from rmqd.constants import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
+from rmqd.common.constants import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
 from rmqd.processors.send import truthy
 from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require

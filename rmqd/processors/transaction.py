@@ -14,7 +14,7 @@ from rmqd.broker.transaction import (PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC
                                      PROPERTY_PRODUCER_GROUP, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
                                      TRANSACTION_ROLLBACK_TYPE, TransactionalMessageBridge, with_properties)
 from rmqd.config import BrokerRole
-from rmqd.constants import TRANS_HALF_TOPIC
+from rmqd.common.constants import TRANS_HALF_TOPIC
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, ParamSpec, TypedDict, TypeVar, cast, overload
 
 from rmqd.controller.codes import ControllerRequestCode as Req, ControllerResponseCode as Res
-from rmqd.fileutil import atomic_write
+from rmqd.common.fileutil import atomic_write
 from rmqd.remoting import fastjson
 from rmqd.remoting.client import RemotingClient
 from rmqd.remoting.codes import ResponseCode

@@ -35,7 +35,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Collection, Optional, cast
 
-from rmqd.data_version import DataVersion
+from rmqd.common.data_version import DataVersion
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request, new_response
 from rmqd.remoting.fastjson import loads_lenient
@@ -43,7 +43,7 @@ from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
 
 if TYPE_CHECKING:
     from rmqd.auth.store import AuthStore
-    from rmqd.data_version import DataVersionJson
+    from rmqd.common.data_version import DataVersionJson
     from rmqd.remoting.client import RemotingClient
     from rmqd.replicas.handles import RunBlocking
     from rmqd.replicas.role_manager import RoleManager

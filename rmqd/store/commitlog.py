@@ -8,11 +8,11 @@ import struct
 import threading
 from typing import TYPE_CHECKING, Callable, Optional
 
-from rmqd import progress
-from rmqd.constants import BORNHOST_V6_FLAG
+from rmqd.common import progress
+from rmqd.common.constants import BORNHOST_V6_FLAG
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.cython_ext import store_commitlog as _cl
-from rmqd.service_thread import ServiceThread
+from rmqd.common.service_thread import ServiceThread
 from rmqd.store.mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from rmqd.constants import SCHEDULE_TOPIC
+from rmqd.common.constants import SCHEDULE_TOPIC
 from rmqd.store.consume_queue import CQ_UNIT
 from rmqd.store.message import find_property, tags_code_of
 

@@ -10,7 +10,7 @@ import os
 import struct
 from typing import Callable, Optional
 
-from rmqd.constants import CQ_BLANK_SIZE, CQ_STORE_UNIT_SIZE
+from rmqd.common.constants import CQ_BLANK_SIZE, CQ_STORE_UNIT_SIZE
 from rmqd.cython_ext.store_commitlog import msync_range
 from rmqd.store.mapped_file import MappedFileQueue
 

@@ -13,8 +13,8 @@ import os
 import threading
 from typing import Callable, Iterator, Optional
 
-from rmqd import progress
-from rmqd.constants import SCHEDULE_TOPIC
+from rmqd.common import progress
+from rmqd.common.constants import SCHEDULE_TOPIC
 from rmqd.store.consume_queue import BLANK_ENTRY, ConsumeQueue
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Optional
 
-from rmqd.service_thread import ServiceThread
+from rmqd.common.service_thread import ServiceThread
 from rmqd.store.commitlog import PAGE
 from rmqd.store.results import PutMessageStatus
 

@@ -9,14 +9,14 @@ import struct
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
-from rmqd.constants import (BLANK_MAGIC_CODE, BORNHOST_V6_FLAG, NAME_VALUE_SEPARATOR,  # noqa: F401 (re-exported)
+from rmqd.common.constants import (BLANK_MAGIC_CODE, BORNHOST_V6_FLAG, NAME_VALUE_SEPARATOR,  # noqa: F401 (re-exported)
                             PROPERTY_SEPARATOR, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
-from rmqd.constants import MESSAGE_MAGIC_CODE as MAGIC_CODE  # noqa: F401
-from rmqd.constants import STOREHOST_V6_FLAG as STOREHOSTADDRESS_V6_FLAG  # noqa: F401
+from rmqd.common.constants import MESSAGE_MAGIC_CODE as MAGIC_CODE  # noqa: F401
+from rmqd.common.constants import STOREHOST_V6_FLAG as STOREHOSTADDRESS_V6_FLAG  # noqa: F401
 from rmqd.cython_ext import message_codec as _codec
 from rmqd.cython_ext import store_put as _store_put
 
-# sysFlag bits (section 4.2) not in rmqd.constants
+# sysFlag bits (section 4.2) not in rmqd.common.constants
 COMPRESSED_FLAG = 0x1
 MULTI_TAGS_FLAG = 0x2
 TRANSACTION_NOT_TYPE = 0x0

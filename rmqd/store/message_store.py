@@ -24,10 +24,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Container, Optional, Sequence, Union
 
-from rmqd.constants import SCHEDULE_TOPIC  # noqa: F401 (re-exported)
+from rmqd.common.constants import SCHEDULE_TOPIC  # noqa: F401 (re-exported)
 from rmqd.cython_ext import store_put as _sp
 from rmqd.cython_ext.store_put import DispatchRequest, PutMessageResult  # noqa: F401 (re-exported)
-from rmqd.service_thread import ServiceThread
+from rmqd.common.service_thread import ServiceThread
 from rmqd.store.checkpoint import StoreCheckpoint
 from rmqd.store.commitlog import CommitLog
 from rmqd.store.config import (DEFAULT_DELAY_LEVELS, JAVA_DISK_RATIO_DEFAULTS, DelayLevelTable,  # noqa: F401

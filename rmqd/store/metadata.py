@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING, Callable, Generic, Mapping, Optional, TypeVar,
 
 import orjson
 
-from rmqd.constants import (BENCHMARK_TOPIC, DLQ_GROUP_TOPIC_PREFIX, OFFSET_MOVED_EVENT,  # noqa: F401 (re-exported)
+from rmqd.common.constants import (BENCHMARK_TOPIC, DLQ_GROUP_TOPIC_PREFIX, OFFSET_MOVED_EVENT,  # noqa: F401 (re-exported)
                             PERM_INHERIT, PERM_PRIORITY, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX,
                             SCHEDULE_TOPIC, SELF_TEST_TOPIC, TRACE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
                             TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC)
-from rmqd.constants import AUTO_CREATE_TOPIC_KEY_TOPIC as TBW102
-from rmqd.data_version import DataVersion
-from rmqd.fileutil import atomic_write  # noqa: F401  (re-exported for callers)
+from rmqd.common.constants import AUTO_CREATE_TOPIC_KEY_TOPIC as TBW102
+from rmqd.common.data_version import DataVersion
+from rmqd.common.fileutil import atomic_write  # noqa: F401  (re-exported for callers)
 from rmqd.remoting.fastjson import loads_lenient
 
 if TYPE_CHECKING:
     from typing import Required, TypedDict
 
-    from rmqd.data_version import DataVersionJson
+    from rmqd.common.data_version import DataVersionJson
     from rmqd.remoting.fastjson import JsonValue
 
     # The JSON shapes of the Java broker's files and bodies (what decode trusts, what encode writes).

@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from rmqd.cython_ext.store_put import populate
-from rmqd.service_thread import ServiceThread
+from rmqd.common.service_thread import ServiceThread
 
 if TYPE_CHECKING:
     from rmqd.store.mapped_file import MappedFile

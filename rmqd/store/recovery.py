@@ -14,7 +14,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from rmqd import progress
+from rmqd.common import progress
 from rmqd.store.cq_check import repair_consume_queues
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Callable
 
-from rmqd.fileutil import disk_partition_space_used_percent
-from rmqd.service_thread import ServiceThread
+from rmqd.common.fileutil import disk_partition_space_used_percent
+from rmqd.common.service_thread import ServiceThread
 
 if TYPE_CHECKING:
     from rmqd.cython_ext.store_put import PutEngine
@@ -63,7 +63,7 @@ class CleanCommitLogService(ServiceThread):
     # ---- the disk
     def disk_ratio(self, path: str) -> float:
         """Used-space percentage of the disk holding ``path``, as the Java broker computes it
-        (:func:`rmqd.fileutil.disk_partition_space_used_percent`: a whole percent).  An unreadable
+        (:func:`rmqd.common.fileutil.disk_partition_space_used_percent`: a whole percent).  An unreadable
         path (the store directory vanished, I/O error) counts as a full disk, so writes are refused
         instead of failing in odd ways; it is logged once until it becomes readable again."""
         if self.config.disk_usage is not None:

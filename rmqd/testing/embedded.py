@@ -8,7 +8,7 @@
 
 The store lives in a temporary directory (removed on exit) unless ``store_dir`` is given; a
 server can be stopped and started again on the same ports and store to test restarts. Ports not given are
-picked below the kernel's ephemeral range (rmqd.localports), so no client connection can take them while the
+picked below the kernel's ephemeral range (rmqd.common.localports), so no client connection can take them while the
 server is down.
 """
 from __future__ import annotations
@@ -19,10 +19,10 @@ import tempfile
 import threading
 from typing import Any, Callable, Mapping
 
-from rmqd.app import Services
-from rmqd.broker_controller import BrokerController
+from rmqd.runtime.services import Services
+from rmqd.broker.controller import BrokerController
 from rmqd.config import BrokerConfig, NamesrvConfig
-from rmqd.localports import free_port, free_port_block
+from rmqd.common.localports import free_port, free_port_block
 from rmqd.namesrv.server import NameServer
 from rmqd.tls.settings import tls_keys_of
 

@@ -32,7 +32,7 @@ def send_ext(topic: str) -> dict:
 @contextlib.contextmanager
 def serve(args: list[str], tmp_path: Path, env: dict | None = None) -> Iterator[tuple[str, str]]:
     """`rmqd serve ARGS` on free ports; yields (name server, broker) once it is ready."""
-    proc = subprocess.Popen([sys.executable, "-m", "rmqd.cli", "serve", "--namesrv-port", "0", "--broker-port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "rmqd.runtime.cli", "serve", "--namesrv-port", "0", "--broker-port", "0",
                              "--console-port", "0", "--grpc-port", "0", "--store-dir", str(tmp_path / "store"), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path,
                             env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))

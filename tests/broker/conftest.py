@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import pytest
 
-from rmqd.broker_controller import BrokerController
+from rmqd.broker.controller import BrokerController
 from rmqd.config import BrokerConfig
 from rmqd.remoting.client import BlockingClient
 from tests.kit.loop import LoopThread

@@ -2,10 +2,10 @@
 master's table and version, and a Java master's counter is its own): they are ordered by the broker's own count."""
 from __future__ import annotations
 
-from rmqd.app import Services
-from rmqd.broker_controller import BrokerController
+from rmqd.runtime.services import Services
+from rmqd.broker.controller import BrokerController
 from rmqd.config import BrokerConfig, NamesrvConfig
-from rmqd.data_version import DataVersion
+from rmqd.common.data_version import DataVersion
 from rmqd.namesrv.server import NameServer
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import ResponseCode

@@ -1,6 +1,6 @@
 """Harness of the controller tests and scripts/controller_faults.py.
 
-* ``ControllerProcess`` (tests/kit/processes.py): ``python -m rmqd.cli controller -c FILE`` in a subprocess;
+* ``ControllerProcess`` (tests/kit/processes.py): ``python -m rmqd.runtime.cli controller -c FILE`` in a subprocess;
 * ``InProcessController``: one controller node on a background uvloop thread (fast single-node tests);
 * ``FakeBroker``: a broker of a replica group as the controller sees it: GET_NEXT_BROKER_ID, APPLY_BROKER_ID,
   REGISTER_BROKER, BROKER_HEARTBEAT, ELECT_MASTER over the wire, and a listening socket that records the
@@ -19,7 +19,7 @@ from typing import Iterable, Optional
 
 import orjson
 
-from rmqd.localports import free_ports
+from rmqd.common.localports import free_ports
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import FrameReader, RemotingCommand, new_request
 from tests.kit import clients

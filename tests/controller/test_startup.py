@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from rmqd.cli import main
+from rmqd.runtime.cli import main
 from tests.controller.ctlkit import call, find_leader, free_ports
 from tests.kit.processes import READY, RmqdProcess
 

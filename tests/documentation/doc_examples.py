@@ -232,7 +232,7 @@ class PageRun:
 
     def _write_shims(self) -> None:
         """``rmqd`` and ``python3`` run this suite's interpreter and tree; ``mqadmin`` is the Java kit's."""
-        shims = {"rmqd": f'exec "{sys.executable}" -m rmqd.cli "$@"',
+        shims = {"rmqd": f'exec "{sys.executable}" -m rmqd.runtime.cli "$@"',
                  "python3": f'exec "{sys.executable}" "$@"',
                  "python": f'exec "{sys.executable}" "$@"'}
         kit = _kit()

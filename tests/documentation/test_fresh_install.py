@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqd.localports import free_port
+from rmqd.common.localports import free_port
 from tests.documentation.doc_examples import REPO
 
 PIP_TIMEOUT_S = 240.0

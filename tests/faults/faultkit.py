@@ -1,6 +1,6 @@
 """Shared harness of the fault suite and the soak scripts (scripts/*_soak.py, scripts/fuzz_*.py).
 
-``ServerProcess`` (tests/kit/processes.py's ``ServeProcess``) runs ``python -m rmqd.cli serve`` (name server +
+``ServerProcess`` (tests/kit/processes.py's ``ServeProcess``) runs ``python -m rmqd.runtime.cli serve`` (name server +
 broker) in a subprocess on free 127.0.0.1 ports with a ``broker.conf``; it can be SIGKILLed and restarted on the
 same store. ``Producer`` threads send SEND_MESSAGE_V2 through ``BlockingClient`` and record every SUCCESS;
 ``pull_queue`` reads a queue back with PULL_MESSAGE.
@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from rmqd.fileutil import copy_sparse
+from rmqd.common.fileutil import copy_sparse
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request

@@ -47,7 +47,7 @@ BODIES = [b"", b"{}", b"[]", b"null", b'{"clientID":"c1","consumerDataSet":[{"gr
 
 def registered_codes() -> tuple[list[int], list[int]]:
     """Request codes the broker's and the name server's dispatchers handle."""
-    from rmqd.broker_controller import BrokerController
+    from rmqd.broker.controller import BrokerController
     from rmqd.config import BrokerConfig, NamesrvConfig
     from rmqd.namesrv.server import NameServer
     with tempfile.TemporaryDirectory(prefix="rmqd-codes-") as d:

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from rmqd.fileutil import copy_sparse
+from rmqd.common.fileutil import copy_sparse
 from tests.faults.faultkit import (CORR_TOPIC, CORRUPTION_TARGETS, corruption_trial, populate_store, pull_queue,
                       ServerProcess, CORRUPTION_CONF)
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from rmqd.app import Services
-from rmqd.broker_controller import BrokerController
+from rmqd.runtime.services import Services
+from rmqd.broker.controller import BrokerController
 from rmqd.config import BrokerConfig, NamesrvConfig
 from rmqd.namesrv.server import NameServer
 from rmqd.remoting.client import BlockingClient

@@ -1,7 +1,7 @@
 """rmqd as child processes (``rmqd serve``, ``broker``, ``namesrv``, ``controller``): start, wait until ready, read
 their addresses, kill -9, stop, restart on the same store; and the environment of Python child programs.
 
-* :class:`RmqdProcess`: ``python -m rmqd.cli --log-level L ARGS``, ready at the first ``listening on`` line (or
+* :class:`RmqdProcess`: ``python -m rmqd.runtime.cli --log-level L ARGS``, ready at the first ``listening on`` line (or
   another pattern), stdout kept in :attr:`~RmqdProcess.lines` (and drained), stderr appended to a log file;
 * :class:`ServeProcess`: ``rmqd serve`` on free ports over a store with a ``broker.conf``;
 * :class:`ControllerProcess`: ``rmqd controller -c FILE``, ready at its ``rmqd ready:`` line.
@@ -52,7 +52,7 @@ def tail(path: str, n: int = 40) -> str:
 
 
 class RmqdProcess:
-    """``python -m rmqd.cli --log-level LEVEL ARGS`` (started by :meth:`start`, again after a kill on the same
+    """``python -m rmqd.runtime.cli --log-level LEVEL ARGS`` (started by :meth:`start`, again after a kill on the same
     arguments). ``wrap`` goes before the command (``ip netns exec NS`` runs it on a host of compat_tests/netkit.py;
     it execs the command, so :attr:`proc` is still the rmqd process). Without ``log_path`` its stderr is dropped
     and it logs at WARNING unless told otherwise. With ``new_session`` it leads its own process group, and
@@ -91,7 +91,7 @@ class RmqdProcess:
             log = open(self.log_path, "a", encoding="utf-8")
             log.write(f"==== start #{self.starts + 1} at {time.time():.3f}\n")
             log.flush()
-        cmd = [*self.wrap, sys.executable, "-m", "rmqd.cli", "--log-level", self.log_level, *self.args]
+        cmd = [*self.wrap, sys.executable, "-m", "rmqd.runtime.cli", "--log-level", self.log_level, *self.args]
         try:
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=self.cwd,
                                          env=child_env(), start_new_session=self.new_session)

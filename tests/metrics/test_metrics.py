@@ -289,7 +289,7 @@ def http_get(url: str) -> tuple[int, bytes]:
 def test_healthz_is_503_while_the_store_loads(tmp_path, monkeypatch):
     """The metrics and console endpoints bind before the broker: while its store loads, /healthz
     answers 503 {"status": "starting"} (and /metrics and the console's API 503), then 200."""
-    from rmqd.broker_controller import BrokerController
+    from rmqd.broker.controller import BrokerController
     from rmqd.console.endpoint import ConsoleEndpoint
     loading, release = threading.Event(), threading.Event()
     load = BrokerController._load_blocking

@@ -9,7 +9,7 @@ import shutil
 from rmqd.store.message import MessageToStore
 from rmqd.store.message_store import MessageStore, StoreConfig
 from tests.tier.helpers import make_store, tier_props
-from rmqd.fileutil import copy_sparse
+from rmqd.common.fileutil import copy_sparse
 
 T_PUT = 1_709_337_540_000           # store times of the messages (37 ms apart)
 T_INDEX = 1_709_400_000_000         # the frozen clock of the copier round and of the job

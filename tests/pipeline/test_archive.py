@@ -21,7 +21,7 @@ pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]'
 
 from rmqd.pipeline.archive import COMMITS, INTENT, KEYINDEX_DDL, MESSAGES_DDL, STAGING, Archive  # noqa: E402
 from rmqd.pipeline.errors import PipelineError  # noqa: E402
-from rmqd.fileutil import copy_sparse
+from rmqd.common.fileutil import copy_sparse
 
 pytestmark = pytest.mark.timeout(300)      # a Spark job's first run on a loaded 2-core host
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

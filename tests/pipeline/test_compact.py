@@ -22,7 +22,7 @@ pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]'
 from rmqd.pipeline.compact import Compact  # noqa: E402
 from rmqd.pipeline.errors import PipelineError  # noqa: E402
 from rmqd.store.compaction import adopt as _adopt  # noqa: E402
-from rmqd.fileutil import copy_sparse  # noqa: E402
+from rmqd.common.fileutil import copy_sparse  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)      # a Spark job's first run on a loaded 2-core host
 LOG_FILE = 16 * 1024

@@ -23,7 +23,7 @@ from tests.pipeline.index_helpers import (MAX_ITEMS, T_INDEX, TOPICS, copy_store
 
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 
-from rmqd.fileutil import copy_sparse  # noqa: E402
+from rmqd.common.fileutil import copy_sparse  # noqa: E402
 from rmqd.pipeline.errors import PipelineError  # noqa: E402
 from rmqd.pipeline.index import Index  # noqa: E402
 from rmqd.store.message import decode_message  # noqa: E402

@@ -14,10 +14,10 @@ import sys
 import time
 from typing import Any
 
-from rmqd.broker_controller import BrokerController
+from rmqd.broker.controller import BrokerController
 from rmqd.config import BrokerConfig, NamesrvConfig
 from rmqd.namesrv.server import NameServer
-from rmqd.localports import free_port_block
+from rmqd.common.localports import free_port_block
 from rmqd.remoting.client import BlockingClient
 from tests.kit.clients import send_keyed
 from tests.kit.loop import LoopThread

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from rmqd.config import BrokerConfig, BrokerRole
-from rmqd.data_version import DataVersion
+from rmqd.common.data_version import DataVersion
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import (JSON, ROCKETMQ, RPC_TYPE_RESPONSE, RemotingCommand, decode_header,
                                    encode_frame_bytes, new_response)

@@ -16,7 +16,7 @@ from rmqd.spark.source import StoreRange, read_from_store
 from rmqd.spark.store_dir import FileAccess, QueueFiles, StoreLayout
 from rmqd.store.message import MessageToStore
 from rmqd.store.message_store import MessageStore, StoreConfig
-from rmqd.fileutil import copy_sparse
+from rmqd.common.fileutil import copy_sparse
 
 TOPIC = "DecodeT"
 N = 120

@@ -8,7 +8,7 @@ import os
 import random
 import shutil
 
-from rmqd.fileutil import copy_sparse
+from rmqd.common.fileutil import copy_sparse
 from rmqd.remoting.client import BlockingClient
 from rmqd.store.message import decode_message
 from rmqd.store.tier.index import layout as L

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from rmqd import fileutil
+from rmqd.common import fileutil
 from rmqd.store.config import resolve_disk_ratios
 from rmqd.store.message_store import MessageStore, StoreConfig
 

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from rmqd.localports import free_port
+from rmqd.common.localports import free_port
 from tests.tier.helpers import make_backend_of
 
 

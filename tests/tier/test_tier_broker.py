@@ -9,7 +9,7 @@ import io
 import pytest
 
 from rmqd.admin.main import main as admin_cli
-from rmqd.cli import _broker_config, build_parser
+from rmqd.runtime.cli import _broker_config, build_parser
 from rmqd.config import BrokerConfig, broker_config_from, tier_config_from
 from rmqd.store.tier.config import TieredStorageLevel
 from rmqd.testing.embedded import EmbeddedServer

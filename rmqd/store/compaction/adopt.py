@@ -29,7 +29,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, NotRequired, Optional, TypedDict
 
-from rmqd.fileutil import atomic_write, fsync_path
+from rmqd.common.fileutil import atomic_write, fsync_path
 from rmqd.store.compaction.config import PIPELINE_DIR  # noqa: F401 (this module's API too)
 from rmqd.store.compaction.queue_log import QueueCompactionLog
 

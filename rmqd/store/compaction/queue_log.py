@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypedDict
 
 from rmqd.cython_ext import compaction as _cx
-from rmqd.fileutil import copy_sparse, fsync_path
+from rmqd.common.fileutil import copy_sparse, fsync_path
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypedDict
 
-from rmqd.service_thread import ServiceThread
+from rmqd.common.service_thread import ServiceThread
 from rmqd.store.compaction.config import PIPELINE_DIR, CompactionConfig
 from rmqd.store.layer import StoreLayer
 from rmqd.store.results import GetMessageResult, GetMessageStatus as S, collect_records, transfer_limits

@@ -4,7 +4,7 @@ An entry is ``(epoch, startOffset)``; an epoch's data runs to the next entry's s
 CommitLog's max offset). The file is 5.x's ``epochFileCheckpoint`` text: the entry count, the CRC32 of the entry
 lines (``& 0x7FFFFFFF``), then one ``epoch-startOffset`` line per entry. Unlike Java (which rewrites the file in
 place without fsync, controller-5x.md §9) every write is a temp file, fsync, rename and a directory fsync
-(:func:`rmqd.fileutil.atomic_write`), so a crash leaves the old or the new file, never half of one; the previous
+(:func:`rmqd.common.fileutil.atomic_write`), so a crash leaves the old or the new file, never half of one; the previous
 content stays as ``.bak`` and is read when the main file is damaged.
 
 Appending follows 5.x (the epoch must grow, the start must not go back), with one change: an epoch starting at the
@@ -22,7 +22,7 @@ import threading
 import zlib
 from typing import Optional
 
-from rmqd.fileutil import atomic_write
+from rmqd.common.fileutil import atomic_write
 
 log = logging.getLogger(__name__)
 

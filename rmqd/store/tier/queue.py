@@ -15,7 +15,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
-from rmqd.constants import CQ_BLANK_SIZE, CQ_STORE_UNIT_SIZE
+from rmqd.common.constants import CQ_BLANK_SIZE, CQ_STORE_UNIT_SIZE
 from rmqd.store.tier.backend import COMMIT_LOG, CONSUME_QUEUE, TierBackend, segment_path
 from rmqd.store.tier.config import TierConfig
 from rmqd.store.tier.flatfile import FlatFile

@@ -17,8 +17,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypedDict
 
-from rmqd import constants as C
-from rmqd.service_thread import ServiceThread
+from rmqd.common import constants as C
+from rmqd.common.service_thread import ServiceThread
 from rmqd.store.layer import StoreLayer
 from rmqd.store.tier.backend import TierBackend, make_backend, md5_prefix
 from rmqd.store.tier.config import TierConfig

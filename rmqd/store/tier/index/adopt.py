@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, NotRequired, Optional, Type
 
 import orjson
 
-from rmqd.fileutil import atomic_write, fsync_path
+from rmqd.common.fileutil import atomic_write, fsync_path
 from rmqd.store.tier.index import layout as L
 from rmqd.store.tier.index.store_file import COMPACTED, IndexStoreFile
 

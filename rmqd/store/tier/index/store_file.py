@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from rmqd.cython_ext import store_commitlog as _cl
 from rmqd.cython_ext import tier_index as _ix
-from rmqd.fileutil import fsync_path
+from rmqd.common.fileutil import fsync_path
 from rmqd.store.tier.backend import TierBackend
 from rmqd.store.tier.index import layout as L
 

@@ -7,7 +7,7 @@ import signal
 import sys
 from typing import Any, Protocol, Sequence
 
-from rmqd.broker_controller import BrokerController
+from rmqd.broker.controller import BrokerController
 from rmqd.namesrv.server import NameServer
 
 log = logging.getLogger(__name__)

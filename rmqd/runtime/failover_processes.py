@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Optional
 
-from rmqd.broker_processes import SLAVE_PORT_STEP, ExtraBrokers, _Child, grpc_args, port_step, rmqd_command, store_dir_of
-from rmqd.localports import free_ports
+from rmqd.runtime.broker_processes import SLAVE_PORT_STEP, ExtraBrokers, _Child, grpc_args, port_step, rmqd_command, store_dir_of
+from rmqd.common.localports import free_ports
 
 if TYPE_CHECKING:
-    from rmqd.app import Services
+    from rmqd.runtime.services import Services
 
 CONTROLLER_PORT_OFFSETS = (2, -8, -18)      # from 9876: 9878/9868/9858, the distribution/conf/controller samples
 RAFT_PORT_OFFSET = 1000
@@ -38,7 +38,7 @@ def _conf(path: str, base: Optional[str], extra: dict) -> str:
 
 class FailoverProcesses(ExtraBrokers):
     """Three controller processes and ``replicas`` controller-mode broker processes per group (an endpoint of
-    :class:`rmqd.app.Services`; the name server is the serve process's)."""
+    :class:`rmqd.runtime.services.Services`; the name server is the serve process's)."""
 
     def __init__(self, names: list[str], config_file: Optional[str], store_root: str, base_port: int,
                  log_level: str = "WARNING", replicas: int = 3, namesrv_port: int = 9876,

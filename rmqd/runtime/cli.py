@@ -164,15 +164,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _serve_services(args: argparse.Namespace):
     """Name server + broker in this process, plus the other broker processes of ``--brokers N``."""
-    from rmqd.app import Services
-    from rmqd.broker_controller import BrokerController
+    from rmqd.runtime.services import Services
+    from rmqd.broker.controller import BrokerController
     from rmqd.namesrv.server import NameServer
 
     config = _broker_config(args)
     endpoints = []
     if getattr(args, "failover", False):
-        from rmqd.broker_processes import broker_names
-        from rmqd.failover_processes import FailoverProcesses
+        from rmqd.runtime.broker_processes import broker_names
+        from rmqd.runtime.failover_processes import FailoverProcesses
 
         ns_config = _namesrv_config(args, args.namesrv_port)
         _inherit_tls(ns_config, config)
@@ -185,7 +185,7 @@ def _serve_services(args: argparse.Namespace):
                                   grpc_port=grpc_port, grpc_optional=grpc_optional)
         return Services(NameServer(ns_config), group)
     if args.brokers > 1 or args.replicas > 1:
-        from rmqd.broker_processes import ExtraBrokers, broker_names, store_dir_of
+        from rmqd.runtime.broker_processes import ExtraBrokers, broker_names, store_dir_of
 
         names = broker_names(config.brokerName, args.brokers)
         grpc_port, grpc_optional = _grpc_port(args, config)
@@ -233,7 +233,7 @@ def _embedded_controller(ns_config: NamesrvConfig, path: str | None, namesrv: Na
 
 def _controller_main(args: argparse.Namespace) -> int:
     """`rmqd controller -c controller.conf`: one controller node in this process (Java's ControllerStartup)."""
-    from rmqd.app import Services, run
+    from rmqd.runtime.services import Services, run
     from rmqd.controller.config import ControllerConfig, ControllerConfigError
     from rmqd.controller.server import ControllerServer
 
@@ -266,15 +266,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "metrics":
         return _metrics_main(args.what)
-    from rmqd import logsetup
+    from rmqd.runtime import logsetup
     try:
         log_file = logsetup.setup(args.log_level, args.log_dir, _log_file_name(args))
     except (ValueError, OSError) as exc:
         parser.error(str(exc))
-    from rmqd import progress
+    from rmqd.common import progress
     progress.set_reporter(progress.Reporter())      # a bar when stderr is a terminal, log lines otherwise
-    from rmqd.app import Services, run
-    from rmqd.broker_controller import BrokerController
+    from rmqd.runtime.services import Services, run
+    from rmqd.broker.controller import BrokerController
     from rmqd.namesrv.server import NameServer
 
     footer = [f"rmqd logs: {log_file}" if log_file else "rmqd logs: stderr (--log-dir DIR for files)",

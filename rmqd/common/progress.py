@@ -17,7 +17,7 @@ import threading
 import time
 from typing import IO, Optional
 
-log = logging.getLogger("rmqd.progress")
+log = logging.getLogger("rmqd.common.progress")
 
 BAR_WIDTH = 30
 

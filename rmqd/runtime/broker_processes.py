@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from rmqd.app import Services
+    from rmqd.runtime.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,12 @@ RESTART_DELAY_S = 1.0
 def rmqd_command(log_level: str) -> list[str]:
     """The command that runs ``rmqd`` in a child process with the same ``rmqd`` package as this process.
 
-    ``python -m rmqd.cli`` would import ``rmqd`` from the child's working directory first: started inside a
+    ``python -m rmqd.runtime.cli`` would import ``rmqd`` from the child's working directory first: started inside a
     checkout of the sources with rmqd installed from a wheel, the children ran the unbuilt tree and failed. The
-    child puts this package's parent directory first on its path, then runs ``rmqd.cli`` as ``-m`` would."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    child puts this package's parent directory first on its path, then runs ``rmqd.runtime.cli`` as ``-m`` would."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # above rmqd/runtime/
     boot = (f"import sys; sys.path.insert(0, {root!r}); import runpy; "
-            "runpy.run_module('rmqd.cli', run_name='__main__', alter_sys=True)")
+            "runpy.run_module('rmqd.runtime.cli', run_name='__main__', alter_sys=True)")
     return [sys.executable, "-c", boot, "--log-level", log_level]
 
 
@@ -104,7 +104,7 @@ class _Child:
 
 
 class ExtraBrokers:
-    """Broker processes 2..N of `rmqd serve --brokers N` (an endpoint of :class:`rmqd.app.Services`)."""
+    """Broker processes 2..N of `rmqd serve --brokers N` (an endpoint of :class:`rmqd.runtime.services.Services`)."""
 
     def __init__(self, names: list[str], config_file: Optional[str], store_root: str, base_port: int,
                  log_level: str = "WARNING", metrics_port: Optional[int] = None,

@@ -1,0 +1,1 @@
+"""Leaf utilities every package may use (no rmqd imports above this package)."""
