@@ -6,6 +6,9 @@
   broker is built.
 * The lower layers (store/, remoting/, cython_ext/) never import the request handlers or the broker.
 * processors/ and broker/ use no other object's ``_private`` attribute and import no ``_private`` name.
+* Every package of rmqd has its place in ``LAYERS`` and imports only packages of its own layer or below (a
+  package's settings modules, ``<package>.config`` or ``*_config``, and the generated protocol, ``rmqd.grpc.pb``, may be read from
+  anywhere; the composition root, ``broker/controller.py``, assembles everything).
 """
 from __future__ import annotations
 
@@ -23,9 +26,28 @@ NO_PRIVATE_REACH = ("processors", "broker")
 # The receivers a getattr lookup on the broker goes through.
 BROKER_NAMES = re.compile(r"^(broker|broker_ctl|controller|ctx)$")
 
+# The layers of docs/architecture.md, lowest first: a package imports only packages of its layer or below.
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("base", frozenset({"common", "cython_ext"})),
+    ("settings", frozenset({"config", "tls"})),
+    ("wire", frozenset({"remoting", "filter", "acl", "auth"})),
+    ("storage and cluster state", frozenset({"store", "namesrv", "controller"})),
+    ("replication", frozenset({"replicas"})),
+    ("broker", frozenset({"broker", "processors", "pop", "lite"})),
+    ("endpoints", frozenset({"metrics", "console", "grpc", "proxy", "admin"})),
+    ("applications", frozenset({"runtime", "pipeline", "spark", "testing"})),
+)
+# Modules whose layer is not their package's: the metric instruments the broker and the controller record into
+# (the exporter, metrics/endpoint.py and the collectors, is an endpoint).
+MODULE_LAYERS = {"rmqd.metrics.recorders": "storage and cluster state", "rmqd.metrics.histogram": "base",
+                 "rmqd.metrics.families": "base"}
+COMPOSITION_ROOT = "broker/controller.py"
+
 # Store internals the processors still reach until the MessageStore API of the store-layers work replaces them
 # (that merge deletes these entries; an entry whose access is gone fails below, so the list only shrinks).
 PENDING_STORE_API: set[tuple[str, str]] = set()
+# Upward imports being removed (the lite package's move out of processors/); the list only shrinks.
+PENDING_LAYERING = {"processors/lite_priority.py"}
 
 
 def modules(*packages: str, suffixes: tuple[str, ...] = (".py",)) -> Iterator[tuple[str, Path]]:
@@ -150,3 +172,61 @@ def test_no_private_reach_ins_from_processors_or_broker_services():
     assert not unexpected, f"{len(unexpected)} private reach-ins:\n" + "\n".join(unexpected)
     stale = PENDING_STORE_API - {(rel, name) for rel, name, _ in found}
     assert not stale, f"these store reach-ins are gone: drop them from PENDING_STORE_API: {sorted(stale)}"
+
+
+def _rank(layer: str) -> int:
+    return [name for name, _ in LAYERS].index(layer)
+
+
+def layer_of_package(package: str) -> int | None:
+    for i, (_, packages) in enumerate(LAYERS):
+        if package in packages:
+            return i
+    return None
+
+
+def downward_violations() -> list[str]:
+    found = []
+    for rel, path in modules(*sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists())):
+        if rel == COMPOSITION_ROOT:
+            continue
+        package = rel.split("/", 1)[0]
+        own = MODULE_LAYERS.get("rmqd." + rel[:-3].replace("/", "."))
+        mine = _rank(own) if own else layer_of_package(package)
+        assert mine is not None
+        for line, name in imported_modules(tree(path)):
+            parts = name.split(".")
+            if parts[0] != "rmqd" or len(parts) < 2 or parts[1] == package:
+                continue
+            if _is_settings(parts) or name.startswith("rmqd.grpc.pb") or parts[1] not in _packages():
+                continue
+            target = next((_rank(MODULE_LAYERS[m]) for m in MODULE_LAYERS if name == m or name.startswith(m + ".")),
+                          layer_of_package(parts[1]))
+            if target is not None and target > mine:
+                found.append(f"{rel}:{line} imports {name} ({LAYERS[target][0]} above {LAYERS[mine][0]})")
+    return sorted(set(found))
+
+
+def _is_settings(parts: list[str]) -> bool:
+    """``rmqd.<package>[.<sub>].config`` or ``..._config`` (and the names imported from it)."""
+    return any(p == "config" or p.endswith("_config") for p in parts[2:])
+
+
+@functools.lru_cache(maxsize=None)
+def _packages() -> frozenset[str]:
+    return frozenset(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+
+
+def test_every_package_has_a_layer():
+    missing = sorted(p for p in _packages() if layer_of_package(p) is None)
+    assert not missing, f"packages with no place in LAYERS: {missing}"
+    stale = sorted(p for _, packages in LAYERS for p in packages if p not in _packages() and p != "lite")
+    assert not stale, f"LAYERS names packages that are gone: {stale}"
+
+
+def test_packages_import_only_their_layer_or_below():
+    found = downward_violations()
+    unexpected = [f for f in found if f.split(" ", 1)[0].rsplit(":", 1)[0] not in PENDING_LAYERING]
+    assert not unexpected, f"{len(unexpected)} upward imports:\n" + "\n".join(unexpected)
+    stale = PENDING_LAYERING - {f.split(" ", 1)[0].rsplit(":", 1)[0] for f in found}
+    assert not stale, f"these upward imports are gone: drop them from PENDING_LAYERING: {sorted(stale)}"

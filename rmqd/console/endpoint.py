@@ -11,7 +11,6 @@ if TYPE_CHECKING:
 
     from aiohttp import web
 
-    from rmqd.runtime.services import Services
     from rmqd.console.handles import ConsoleServices
     from rmqd.console.view import RemoteClusterView
     from rmqd.common.lazy_http import LazyHttpSite
@@ -53,7 +52,7 @@ class ConsoleEndpoint:
         self._site: Optional[LazyHttpSite] = None
         self._services: Optional[ConsoleServices] = None
 
-    async def start(self, services: "Services") -> None:
+    async def start(self, services: "ConsoleServices") -> None:
         """Bind the port now; load the HTTP stack (aiohttp, the views) when the first connection waits
         on it, so a console nobody opens costs no memory (the pending connection is accepted then)."""
         from rmqd.common.lazy_http import LazyHttpSite

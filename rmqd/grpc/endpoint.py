@@ -20,11 +20,10 @@ if TYPE_CHECKING:
     import grpc
     import grpc.aio
 
-    from rmqd.runtime.services import Services
     from rmqd.grpc.advertise import GrpcPortAdvertiser
     from rmqd.grpc.backend import MessagingBackend
     from rmqd.grpc.front import GrpcFront
-    from rmqd.grpc.handles import BrokerParts
+    from rmqd.grpc.handles import BrokerParts, GrpcServices
     from rmqd.grpc.service import MessagingService
     from rmqd.tls.settings import ServerTlsSettings
 
@@ -75,7 +74,7 @@ class GrpcEndpoint:
                 ("grpc.http2.max_pings_without_data", 0),
                 ("grpc.server_handshake_timeout_ms", int(self.tls.handshake_timeout_s * 1000))]
 
-    async def start(self, services: "Services") -> None:
+    async def start(self, services: "GrpcServices") -> None:
         import grpc
 
         from rmqd.tls.settings import TlsMode, grpc_server_settings, tls_properties

@@ -202,3 +202,10 @@ def namesrv_invoke(broker: BrokerParts) -> Callable[[str, RemotingCommand, float
 __all__ = ["Auth", "BrokerParts", "Consumers", "Groups", "LiteParts", "NamesrvClient", "Offsets", "Producers",
            "Recaller", "ReplicaRole", "RequestProcessor", "SendProcessor", "Signer", "Topics",
            "namesrv_invoke"]
+
+
+class GrpcServices(Protocol):
+    """The process the gRPC endpoint joins (``rmqd.runtime.services.Services``): its broker, if any."""
+
+    @property
+    def broker(self) -> Optional[BrokerParts]: ...

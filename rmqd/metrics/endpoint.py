@@ -18,7 +18,7 @@ from rmqd.common.lazy_http import LazyHttpSite
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from rmqd.runtime.services import Services
+    from rmqd.metrics.handles import MetricsServices
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +44,11 @@ class MetricsEndpoint:
         self.port = port
         self.optional = optional
         self.failed = ""
-        self._services: Optional["Services"] = None
+        self._services: Optional["MetricsServices"] = None
         self._site: Optional[LazyHttpSite] = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rmqd-metrics")
 
-    async def start(self, services: "Services") -> None:
+    async def start(self, services: "MetricsServices") -> None:
         self._services = services
         site = LazyHttpSite(self.host, self.port, self._serve, "metrics")
         try:
@@ -112,7 +112,7 @@ class MetricsEndpoint:
         return health_response(self._services)
 
 
-def health_response(services: Optional["Services"]) -> "web.Response":
+def health_response(services: Optional["MetricsServices"]) -> "web.Response":
     """200 ``ok`` when the process's name server and broker are up, else 503."""
     from aiohttp import web
     ready = services is not None and services.ready()

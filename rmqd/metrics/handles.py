@@ -82,6 +82,15 @@ class ScrapedBroker(Protocol):
     def timer_message_service(self) -> TimerService: ...
 
 
+class MetricsServices(Protocol):
+    """The process the metrics endpoint joins (``rmqd.runtime.services.Services``): its broker, if any."""
+
+    @property
+    def broker(self) -> Optional[ScrapedBroker]: ...
+
+    def ready(self) -> bool: ...
+
+
 class RaftRole(Protocol):
     @property
     def is_leader(self) -> bool: ...
