@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, Union
 
 import orjson
 
@@ -113,7 +113,10 @@ class RebalanceLockManager:
         return entry.client_id
 
 
-def _mq_key(mq: Mapping[str, object]) -> MQKey:
+def _mq_key(mq: object) -> MQKey:
+    """A MessageQueue JSON object's key; TypeError/KeyError for anything else."""
+    if not isinstance(mq, dict):
+        raise TypeError(f"a MessageQueue is a JSON object, not {type(mq).__name__}")
     return (str(mq["topic"]), str(mq["brokerName"]), json_int(mq["queueId"]))
 
 
@@ -127,13 +130,13 @@ def parse_batch_body(request: RemotingCommand) -> tuple[str, str, list[MQKey]]:
     if not raw:
         raise NullBodyError()
     raw = bytes(raw).strip()
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        data = loads_lenient(raw)
+    data = loads_lenient(raw)                  # fastjson's dialect (standard JSON first)
     if not isinstance(data, dict):
         raise ValueError("request body is not a JSON object")
-    mqs = [_mq_key(mq) for mq in data.get("mqSet") or []]
+    mq_set = data.get("mqSet") or []
+    if not isinstance(mq_set, list):
+        raise TypeError(f"mqSet is a JSON array, not {type(mq_set).__name__}")
+    mqs = [_mq_key(mq) for mq in mq_set]
     return str(data.get("consumerGroup") or ""), str(data.get("clientId") or ""), mqs
 
 
