@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import zlib
-from typing import TYPE_CHECKING, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 import orjson
 
@@ -32,6 +32,7 @@ from rmqd.broker.stats import BrokerStatsManager
 from rmqd.broker.timer import TimerMessageService
 from rmqd.broker.transaction import TransactionalMessageBridge
 from rmqd.broker.transaction_check import TransactionalMessageCheckService
+from rmqd.common.periodic import run_every
 from rmqd.config import BrokerConfig, compaction_config_from, store_config_from, store_runtime_changes, \
     tier_config_from
 from rmqd.metrics.recorders import BrokerMetrics
@@ -387,27 +388,16 @@ class BrokerController:
         self._started = True
         await self.register_broker_all()
         self._tasks = [
-            loop.create_task(self._every(max(10.0, min(self.config.registerNameServerPeriod, 60000) / 1000.0),
-                                         self.register_broker_all), name="broker-register"),
-            loop.create_task(self._every(lambda: self.offset_persist_interval_s, self._persist_offsets_if_changed),
+            loop.create_task(run_every(max(10.0, min(self.config.registerNameServerPeriod, 60000) / 1000.0),
+                                       self.register_broker_all, "registering with the name servers", logger=log),
+                             name="broker-register"),
+            loop.create_task(run_every(lambda: self.offset_persist_interval_s, self._persist_offsets_if_changed,
+                                       "persisting the consumer offsets", logger=log),
                              name="broker-persist-offsets"),
-            loop.create_task(self._every(self.channel_scan_interval_s, self._scan_not_active_channels),
+            loop.create_task(run_every(self.channel_scan_interval_s, self._scan_not_active_channels,
+                                       "closing idle client channels", logger=log),
                              name="broker-scan-channels"),
         ]
-
-    async def _every(self, interval_s: "float | Callable[[], float]",
-                     fn: "Callable[[], Awaitable[None] | None]") -> None:
-        """Run ``fn`` every ``interval_s`` (a number, or a callable read before each wait); failures are logged."""
-        while True:
-            await asyncio.sleep(interval_s() if callable(interval_s) else interval_s)
-            try:
-                result = fn()
-                if result is not None:
-                    await result
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("periodic broker task %s failed", getattr(fn, "__name__", fn))
 
     async def close(self) -> None:
         loop = asyncio.get_running_loop()

@@ -37,6 +37,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Callable, Optional, Protocol, TypedDict
 
+from rmqd.common.periodic import run_every
 from rmqd.controller.codes import ControllerRequestCode as Req
 from rmqd.tls.contexts import remoting_client_tls
 from rmqd.remoting.codes import ResponseCode
@@ -251,9 +252,11 @@ class ReplicasManager:
             await asyncio.sleep(REGISTER_RETRY_S + random.random() * 0.5)
         self.ready = True
         loop = self._running_loop()
-        self._tasks.append(loop.create_task(self._heartbeat_loop(), name="controller-heartbeat"))
+        self._tasks.append(loop.create_task(run_every(self.heartbeat_s, self._heartbeat, "controller heartbeat round",
+                                                      logger=log), name="controller-heartbeat"))
         self._tasks.append(loop.create_task(self._poll_loop(), name="controller-poll"))
-        self._tasks.append(loop.create_task(self._set_check_loop(), name="sync-state-set-check"))
+        self._tasks.append(loop.create_task(run_every(self.check_set_s, self._check_sync_state_set,
+                                                      "SyncStateSet check", logger=log), name="sync-state-set-check"))
         self._tasks.append(loop.create_task(self._lease_watch(), name="master-lease"))
 
     async def _register(self) -> bool:
@@ -286,16 +289,6 @@ class ReplicasManager:
                  broker_id)
 
     # ================================================================ running
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_s)
-            try:
-                await self._heartbeat()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("controller heartbeat round failed")
-
     async def _poll_loop(self) -> None:
         """The group's state from the leader: every heartbeat interval on a master (its lease), every
         syncBrokerMetadataPeriod on a slave (and every interval while it knows no master)."""
@@ -377,16 +370,6 @@ class ReplicasManager:
                 self._check_soon = None
                 loop.create_task(self._check_sync_state_set())
             self._check_soon = loop.call_later(delay, run)
-
-    async def _set_check_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.check_set_s)
-            try:
-                await self._check_sync_state_set()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("SyncStateSet check failed")
 
     async def _check_sync_state_set(self) -> None:
         if not self.role.is_master or self.role.fenced:
