@@ -150,25 +150,32 @@ class QueueLockProcessor:
         dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq)
 
     def lock_batch_mq(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
-        try:
-            group, client_id, mqs = parse_batch_body(request)
-        except NullBodyError:
-            raise
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("bad LOCK_BATCH_MQ body from %s: %s", conn.remote_address, exc)
-            return error_response(ResponseCode.SYSTEM_ERROR, f"bad LockBatchRequestBody: {exc}")
+        batch = _batch_or_refusal(conn, request, "LOCK_BATCH_MQ", "LockBatchRequestBody")
+        if isinstance(batch, RemotingCommand):
+            return batch
+        group, client_id, mqs = batch
         granted = self.manager.try_lock_batch(group, mqs, client_id)
         body = orjson.dumps({"lockOKMQSet": [_mq_json(k) for k in granted]})
         return new_response(body=body)
 
     def unlock_batch_mq(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
-        try:
-            group, client_id, mqs = parse_batch_body(request)
-        except NullBodyError:
-            raise
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("bad UNLOCK_BATCH_MQ body from %s: %s", conn.remote_address, exc)
-            return error_response(ResponseCode.SYSTEM_ERROR, f"bad UnlockBatchRequestBody: {exc}")
+        batch = _batch_or_refusal(conn, request, "UNLOCK_BATCH_MQ", "UnlockBatchRequestBody")
+        if isinstance(batch, RemotingCommand):
+            return batch
+        group, client_id, mqs = batch
         self.manager.unlock_batch(group, mqs, client_id)
         return new_response()
+
+
+def _batch_or_refusal(conn: RequestPeer, request: RemotingCommand, code: str,
+                      body_class: str) -> "tuple[str, str, list[MQKey]] | RemotingCommand":
+    """The batch body of a (UN)LOCK_BATCH_MQ, or the SYSTEM_ERROR answer to a bad one (a missing body raises
+    NullBodyError, answered as Java's decode answers it)."""
+    try:
+        return parse_batch_body(request)
+    except NullBodyError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("bad %s body from %s: %s", code, conn.remote_address, exc)
+        return error_response(ResponseCode.SYSTEM_ERROR, f"bad {body_class}: {exc}")
 
