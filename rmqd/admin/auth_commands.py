@@ -11,10 +11,9 @@ import json
 from typing import Any, Optional
 
 from rmqd.admin.client import AdminClient, AdminError, broker_addr_of
+from rmqd.admin.options import BROKER as _B, CLUSTER as _C, SpecTable
 from rmqd.remoting.codes import RequestCode, ResponseCode
 
-_B = ("-b", "--brokerAddr")
-_C = ("-c", "--clusterName")
 USER_FORMAT = "%-16s  %-22s  %-22s  %-22s"
 ACL_FORMAT = "%-16s  %-10s  %-22s  %-20s  %-24s  %-10s"
 
@@ -237,7 +236,7 @@ _COPY_ACL = (copy_acl, "Copy acl to cluster.", [
     (("-f", "--fromBroker"), {"required": True}), (("-t", "--toBroker"), {"required": True}),
     (("-s", "--subjects"), {})])
 
-SPEC = {
+SPEC: SpecTable = {
     "createUser": (create_user, "Create user to cluster.", [
         (_C, {}), (_B, {}), (("-u", "--username"), {"required": True}), (("-p", "--password"), {"required": True}),
         (("-t", "--userType"), {})]),

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable
+from typing import Any
 
 from rmqd.admin.client import AdminClient, AdminError
+from rmqd.admin.options import SpecTable
 from rmqd.config import parse_properties
 from rmqd.controller.codes import ControllerRequestCode as R
 from rmqd.remoting import fastjson
@@ -182,7 +183,7 @@ def get_broker_epoch(c: AdminClient, a: Any) -> None:
 
 
 # sub-command -> (handler, help, [(flags, kwargs)...]), merged into rmqd.admin.main.SPEC
-SPEC: dict[str, tuple[Callable, str, list]] = {
+SPEC: SpecTable = {
     "getControllerMetaData": (get_controller_metadata, "Get controller cluster's metadata.", [
         (_A, {"required": True, "help": "the address of controller"})]),
     "getSyncStateSet": (get_sync_state_set, "Fetch syncStateSet for target brokers.", [

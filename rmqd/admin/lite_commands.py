@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from typing import Any
 
 from rmqd.admin.client import AdminClient
+from rmqd.admin.options import BROKER as _B, CLUSTER as _C, SpecTable
 from rmqd.processors import lite_remoting as lr
 
-_B = ("-b", "--brokerAddr")
-_C = ("-c", "--clusterName")
 _QUEUE_ID = re.compile(r"queue_?[iI]d\W+(\d+)")
 
 
@@ -61,7 +60,7 @@ def priority_backlog(c: AdminClient, a: Any) -> None:
             print("%-8d %d" % (qid, levels[qid]))
 
 
-SPEC: dict[str, tuple[Callable, str, list]] = {
+SPEC: SpecTable = {
     "getBrokerLiteInfo": (broker_lite_info, "Lite Mode state of brokers (lite topics, subscriptions, events)", [
         (_B, {}), (_C, {})]),
     "getParentTopicInfo": (parent_topic_info, "A LITE parent topic: expiration, bound groups, lite topic count", [

@@ -11,6 +11,8 @@ import functools
 import ipaddress
 from typing import Optional
 
+from rmqd.acl.address import is_ipv6
+
 
 def _ipv4(text: str) -> bool:
     parts = text.split(".")
@@ -22,19 +24,9 @@ def _ipv4(text: str) -> bool:
     return True
 
 
-def _ipv6(text: str) -> bool:
-    if ":" not in text:
-        return False
-    try:
-        ipaddress.IPv6Address(text)
-        return True
-    except ValueError:
-        return False
-
-
 def is_valid_ip(text: str) -> bool:
     """commons-validator's ``InetAddressValidator.isValid``: an IPv4 or IPv6 literal."""
-    return _ipv4(text) or _ipv6(text)
+    return _ipv4(text) or is_ipv6(text)
 
 
 def _java_split_slash(text: str) -> list[str]:
@@ -62,7 +54,7 @@ def is_valid_cidr(text: str) -> bool:
         return False
     if _ipv4(parts[0]):
         return 0 <= prefix <= 32
-    if _ipv6(parts[0]):
+    if is_ipv6(parts[0]):
         return 0 <= prefix <= 128
     return False
 

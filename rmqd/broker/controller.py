@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import zlib
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 import orjson
 
@@ -32,6 +32,7 @@ from rmqd.broker.stats import BrokerStatsManager
 from rmqd.broker.timer import TimerMessageService
 from rmqd.broker.transaction import TransactionalMessageBridge
 from rmqd.broker.transaction_check import TransactionalMessageCheckService
+from rmqd.common.periodic import run_every
 from rmqd.config import BrokerConfig, compaction_config_from, store_config_from, store_runtime_changes, \
     tier_config_from
 from rmqd.metrics.recorders import BrokerMetrics
@@ -74,8 +75,15 @@ from rmqd.store.message import pack_host
 from rmqd.store.topic_attributes import is_compaction_topic
 from rmqd.store.layers import build_store
 from rmqd.store.topic_restore import restore_topics_from_store
-from rmqd.store.metadata import (ConsumerOffsetManager, DelayOffsetManager, SubscriptionGroupManager,
+from rmqd.store.metadata import (ConsumerOffsetManager, DelayOffsetManager, SubscriptionGroupManager, TopicConfig,
                                  TopicConfigManager)
+
+if TYPE_CHECKING:
+    from rmqd.acl.plain_acl import PlainAclManager
+    from rmqd.broker.handles import ClientConnection
+    from rmqd.remoting.connection import Connection
+    from rmqd.replicas.handles import BrokerService
+    from rmqd.store.metadata import TopicsFileJson
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +130,9 @@ class BrokerController:
 
         # store and metadata
         self.store_config = store_config_from(c)
-        self.store = build_store(self.store_config, compaction_config_from(c), tier_config_from(c))
+        chain = build_store(self.store_config, compaction_config_from(c), tier_config_from(c))
         # replication: the role owner, the HA service and the ReplicatedStore layer every processor writes through
-        self.replication = Replication(c, self.store, host or c.ha_bind_host)
+        self.replication = Replication(c, chain, host or c.ha_bind_host)
         self.store = self.replication.store
         self.role_manager = self.replication.role
         cfg_dir = self.store_config.config_dir
@@ -149,8 +157,8 @@ class BrokerController:
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.namesrv_client: Optional[RemotingClient] = None
         self.pull_hold_service: Optional[PullRequestHoldService] = None
-        self._tasks: list[asyncio.Task] = []
-        self._register_lock: Optional[asyncio.Lock] = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._register_lock = asyncio.Lock()        # made again by each start(), for the loop it runs on
         self._registered_version = -1
         self._body_lock = threading.Lock()          # register_body: a body and its sequence number together
         self._body_seq = 0
@@ -165,8 +173,8 @@ class BrokerController:
             identity=self.identity, replication=self.replication)
         # Background services (start()/shutdown()): started after the store and metadata load,
         # shut down (reverse order) before metadata is persisted.
-        self.services: list[Any] = []
-        self.acl_manager = None
+        self.services: list[BrokerService] = []
+        self.acl_manager: Optional[PlainAclManager] = None
         if c.aclEnable:
             from rmqd.acl.setup import build_acl
 
@@ -282,7 +290,7 @@ class BrokerController:
         self.replication.register(d, p["admin"], self.topic_config_manager)
 
     # ------------------------------------------------------------------ runtime config (UPDATE_BROKER_CONFIG)
-    def _on_config_change(self, c: BrokerConfig, changed: frozenset) -> None:
+    def _on_config_change(self, c: BrokerConfig, changed: frozenset[str]) -> None:
         """Push what the Java broker applies at runtime: auto-create flags, the store settings read on each use,
         the offset persist interval, and a new permission (re-register at once)."""
         if "autoCreateTopicEnable" in changed:
@@ -308,7 +316,7 @@ class BrokerController:
         self.identity.call_client_timeout_s = value
 
     @property
-    def store_host(self) -> tuple:
+    def store_host(self) -> tuple[str, int]:
         return self.identity.store_host
 
     @property
@@ -339,7 +347,7 @@ class BrokerController:
 
     async def start(self) -> None:
         loop = self.loop = asyncio.get_running_loop()
-        self._register_lock = asyncio.Lock()
+        self._register_lock = asyncio.Lock()        # a restarted broker may run on another loop
         await loop.run_in_executor(None, self._load_blocking)
         try:
             self.pull_hold_service = PullRequestHoldService(loop, self.store.get_max_offset,
@@ -368,7 +376,7 @@ class BrokerController:
         self.namesrv_client = RemotingClient(tls=self.client_tls, signer=self.auth.request_signer())  # name servers, the master
         self.replication.start(loop, self.namesrv_client, self.topic_config_manager, self.subscription_group_manager,
                                self.consumer_offset_manager, self.delay_offset_manager, lambda: self.address,
-                               lambda tcs: [self._tell_store_policy(tc) for tc in tcs], auth_store=self.auth.store,
+                               self._tell_store_policies, auth_store=self.auth.store,
                                signer=self.auth.request_signer())
         self.role_manager.on_role_change(lambda _role: self.send_processor.open_lane(self.dispatcher.request_hook),
                                          call_now=False)
@@ -376,32 +384,20 @@ class BrokerController:
         # on another port); at most every MASTER_UNREACHABLE_REREGISTER_S
         self.replication.ha.client.on_connect_failed = self._master_unreachable
         # a new role (or fence) is told to the name servers at once (Java: changeToMaster/changeToSlave)
-        self.role_manager.on_role_change(
-            lambda _role: loop.call_soon_threadsafe(lambda: loop.create_task(self.register_broker_all())),
-            call_now=False)
+        self.role_manager.on_role_change(lambda _role: self._register_soon(), call_now=False)
         self._started = True
         await self.register_broker_all()
         self._tasks = [
-            loop.create_task(self._every(max(10.0, min(self.config.registerNameServerPeriod, 60000) / 1000.0),
-                                         self.register_broker_all), name="broker-register"),
-            loop.create_task(self._every(lambda: self.offset_persist_interval_s, self._persist_offsets_if_changed),
+            loop.create_task(run_every(max(10.0, min(self.config.registerNameServerPeriod, 60000) / 1000.0),
+                                       self.register_broker_all, "registering with the name servers", logger=log),
+                             name="broker-register"),
+            loop.create_task(run_every(lambda: self.offset_persist_interval_s, self._persist_offsets_if_changed,
+                                       "persisting the consumer offsets", logger=log),
                              name="broker-persist-offsets"),
-            loop.create_task(self._every(self.channel_scan_interval_s, self._scan_not_active_channels),
+            loop.create_task(run_every(self.channel_scan_interval_s, self._scan_not_active_channels,
+                                       "closing idle client channels", logger=log),
                              name="broker-scan-channels"),
         ]
-
-    async def _every(self, interval_s: "float | Callable[[], float]", fn: Callable[[], Any]) -> None:
-        """Run ``fn`` every ``interval_s`` (a number, or a callable read before each wait); failures are logged."""
-        while True:
-            await asyncio.sleep(interval_s() if callable(interval_s) else interval_s)
-            try:
-                result = fn()
-                if asyncio.iscoroutine(result):
-                    await result
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("periodic broker task %s failed", getattr(fn, "__name__", fn))
 
     async def close(self) -> None:
         loop = asyncio.get_running_loop()
@@ -444,16 +440,16 @@ class BrokerController:
                 mgr.shutdown()
             except Exception:
                 log.exception("persisting %s on shutdown failed", mgr.path)
-        for mgr in (self.topic_config_manager, self.subscription_group_manager):
+        for table in (self.topic_config_manager, self.subscription_group_manager):
             try:
-                mgr.persist()
+                table.persist()
             except Exception:
-                log.exception("persisting %s on shutdown failed", mgr.path)
+                log.exception("persisting %s on shutdown failed", table.path)
         self.store.shutdown()
 
     # ------------------------------------------------------------------ periodic work
     async def _persist_offsets_if_changed(self) -> None:
-        await self.loop.run_in_executor(None, self.consumer_offset_manager.persist_if_dirty)
+        await asyncio.get_running_loop().run_in_executor(None, self.consumer_offset_manager.persist_if_dirty)
 
     def _scan_not_active_channels(self) -> None:
         for conn in self.consumer_manager.scan_not_active(self.channel_expired_timeout_ms):
@@ -461,22 +457,22 @@ class BrokerController:
         for conn in self.producer_manager.scan_not_active(self.channel_expired_timeout_ms):
             conn.close()
 
-    def _on_channel_close(self, conn: Any) -> None:
+    def _on_channel_close(self, conn: Connection) -> None:
         groups = self.consumer_manager.do_channel_close(conn)
         if groups:
             log.info("consumer channel %s closed; removed from groups %s", conn.remote_address, groups)
         self.producer_manager.do_channel_close(conn)
 
-    def _on_consumer_group_changed(self, group: str, conns: list) -> None:
+    def _on_consumer_group_changed(self, group: str, conns: list[ClientConnection]) -> None:
         notify_consumer_ids_changed(group, conns)
 
     # ------------------------------------------------------------------ name server registration
-    def _register_header(self) -> dict:
+    def _register_header(self) -> dict[str, str]:
         c = self.config
         return {"brokerName": c.brokerName, "brokerAddr": self.address, "clusterName": c.brokerClusterName,
                 "haServerAddr": f"{c.brokerIP2 or c.brokerIP1}:{c.haListenPort}", "brokerId": str(c.brokerId)}
 
-    def register_body(self, only: Any = None) -> tuple[bytes, int]:
+    def register_body(self, only: Optional[TopicConfig | list[TopicConfig]] = None) -> tuple[bytes, int]:
         """RegisterBrokerBody JSON (topic config wrapper + empty filter server list) and its sequence number
         (bodies built later carry later states of the table).  Takes the topic manager's lock: never call it on
         the loop thread (a pool thread may hold that lock while it waits for the loop).
@@ -488,14 +484,14 @@ class BrokerController:
         With ``only`` (a TopicConfig or a list of them), the body carries just those topics (Java's
         registerIncrementBrokerData): the name server adds or updates them and keeps the others."""
         with self._body_lock:
-            wrapper = self.topic_config_manager.wrapper(only)
+            wrapper: TopicsFileJson = self.topic_config_manager.wrapper(only)
             self._body_seq += 1
             seq = self._body_seq
         if self.replication.controller_mode:
             # 5.x (#6316): the master epoch as the registration's stateVersion; a name server keeps routing to the
             # master of the newer epoch when an unreachable old master's entry is still live (a 5.x name server
             # ignored an rmqd master without it, and kept the old Java master in the route)
-            wrapper = dict(wrapper, dataVersion=dict(wrapper["dataVersion"], stateVersion=self.role_manager.epoch))
+            wrapper = {**wrapper, "dataVersion": {**wrapper["dataVersion"], "stateVersion": self.role_manager.epoch}}
         perm = self.config.brokerPermission
         if (perm & 6) != 6:
             for tc in wrapper["topicConfigTable"].values():
@@ -511,6 +507,13 @@ class BrokerController:
         if now - self._unreachable_registered < MASTER_UNREACHABLE_REREGISTER_S or loop is None or loop.is_closed():
             return
         self._unreachable_registered = now
+        self._register_soon()
+
+    def _register_soon(self) -> None:
+        """From any thread: a registration with every name server, scheduled on the broker's loop."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
         loop.call_soon_threadsafe(lambda: loop.create_task(self.register_broker_all()))
 
     async def register_broker_all(self, body: Optional[bytes] = None, version: int = -1) -> None:
@@ -518,22 +521,24 @@ class BrokerController:
 
         A body older than one already sent is skipped, so a slow periodic registration cannot
         roll the name server back to a stale topic table."""
-        addrs = self.config.namesrv_addrs
-        if not addrs or not self._started or not self.replication.may_register():
+        addrs, client = self.config.namesrv_addrs, self.namesrv_client
+        if not addrs or client is None or not self._started or not self.replication.may_register():
             return
         if body is None:
-            body, version = await self.loop.run_in_executor(None, self.register_body)
+            payload, version = await asyncio.get_running_loop().run_in_executor(None, self.register_body)
+        else:
+            payload = body
         async with self._register_lock:
             if version < self._registered_version:
                 return
             self._registered_version = version
             header = dict(self._register_header(), compressed="false",
-                          bodyCrc32=str(zlib.crc32(body) & 0x7FFFFFFF))
+                          bodyCrc32=str(zlib.crc32(payload) & 0x7FFFFFFF))
 
             async def one(addr: str) -> None:
                 try:
-                    resp = await self.namesrv_client.invoke(
-                        addr, new_request(RequestCode.REGISTER_BROKER, header, body), REGISTER_TIMEOUT_S)
+                    resp = await client.invoke(
+                        addr, new_request(RequestCode.REGISTER_BROKER, header, payload), REGISTER_TIMEOUT_S)
                     if resp.code != ResponseCode.SUCCESS:
                         log.warning("register broker to name server %s failed: %d %s", addr, resp.code, resp.remark)
                     else:
@@ -544,22 +549,22 @@ class BrokerController:
             await asyncio.gather(*(one(a) for a in addrs))
 
     async def unregister_broker_all(self) -> None:
-        addrs = self.config.namesrv_addrs
-        if not addrs or self.namesrv_client is None:
+        addrs, client = self.config.namesrv_addrs, self.namesrv_client
+        if not addrs or client is None:
             return
         header = self._register_header()
         header.pop("haServerAddr")
 
         async def one(addr: str) -> None:
             try:
-                await self.namesrv_client.invoke(addr, new_request(RequestCode.UNREGISTER_BROKER, header),
-                                                 REGISTER_TIMEOUT_S)
+                await client.invoke(addr, new_request(RequestCode.UNREGISTER_BROKER, header), REGISTER_TIMEOUT_S)
             except Exception as exc:
                 log.warning("unregister broker from name server %s failed: %r", addr, exc)
 
         await asyncio.gather(*(one(a) for a in addrs))
 
-    def register_broker_all_sync(self, timeout: float = 5.0, only: Any = None) -> None:
+    def register_broker_all_sync(self, timeout: float = 5.0,
+                                 only: Optional[TopicConfig | list[TopicConfig]] = None) -> None:
         """Re-register now.  From a pool thread: waits until done, so a new topic is routable when
         the caller answers its client.  On the loop: schedules it."""
         loop = self.loop
@@ -579,21 +584,24 @@ class BrokerController:
         except concurrent.futures.TimeoutError:
             log.warning("re-registration with the name servers did not finish within %.1fs", timeout)
 
-    def _tell_store_policy(self, tc: Any) -> None:
+    def _tell_store_policy(self, tc: Optional[TopicConfig]) -> None:
         """A COMPACTION topic's reads go to the compaction store; its sends skip the fast lane
         (the processor checks the key)."""
         if tc is not None and is_compaction_topic(tc) and self.store.compaction is not None:
             self.store.compaction.on_topic_config(tc.topic_name, True)
             self.send_processor.forget_lane_topic(tc.topic_name)
 
-    def _on_topic_change(self, topic_config: Any) -> None:
+    def _on_topic_change(self, topic_config: Optional[TopicConfig]) -> None:
         self._tell_store_policy(topic_config)
         # A created/updated topic is registered alone; a deletion re-registers the whole table.
         self.register_broker_all_sync(only=topic_config)
 
-    def _on_topics_change(self, topic_configs: list) -> None:
-        """Topics created or updated together (UPDATE_AND_CREATE_TOPIC_LIST): one incremental registration of
-        all of them, as Java's registerIncrementBrokerData."""
+    def _tell_store_policies(self, topic_configs: list[TopicConfig]) -> None:
         for tc in topic_configs:
             self._tell_store_policy(tc)
+
+    def _on_topics_change(self, topic_configs: list[TopicConfig]) -> None:
+        """Topics created or updated together (UPDATE_AND_CREATE_TOPIC_LIST): one incremental registration of
+        all of them, as Java's registerIncrementBrokerData."""
+        self._tell_store_policies(topic_configs)
         self.register_broker_all_sync(only=topic_configs)

@@ -31,6 +31,9 @@ class ClientConnection(Protocol):
     def invoke_oneway(self, request: "RemotingCommand") -> None:
         """A request to the client that is not answered (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE)."""
 
+    def close(self) -> None:
+        """Drop the connection (the broker's scan of channels idle past their timeout)."""
+
 
 class SendHookContext(Protocol):
     """The send a ``before_store`` hook looks at (``rmqd.processors.send.SendContext``)."""

@@ -32,7 +32,7 @@ from rmqd.store.message_store import GetMessageStatus, parse_delay_levels
 
 if TYPE_CHECKING:
     from rmqd.broker.handles import SendHookContext
-    from rmqd.store.message import StoredMessage
+    from rmqd.store.message import Host, StoredMessage
     from rmqd.store.api import MessageStoreAPI
     from rmqd.store.message_store import DispatchRequest
     from rmqd.store.metadata import DelayOffsetManager
@@ -83,6 +83,24 @@ def edit_properties(props: str, remove: tuple[str, ...] = (), put: Optional[dict
         out.append((k, v))
     out.extend(put.items())
     return join_pairs(out)
+
+
+def real_queue_of(props: str) -> Optional[tuple[str, int]]:
+    """``REAL_TOPIC`` and ``REAL_QID`` of a diverted message; None when either is missing or not a number."""
+    topic = find_property(props, PROPERTY_REAL_TOPIC)
+    qid = find_property(props, PROPERTY_REAL_QID)
+    if not topic or qid is None or not qid.lstrip("-").isdigit():
+        return None
+    return topic, int(qid)
+
+
+def requeued(msg: "StoredMessage", topic: str, queue_id: int, props: str, store_host: "Host",
+             reconsume_times: int) -> MessageToStore:
+    """``msg`` to be written again on ``topic``/``queue_id`` with ``props``: its body, flags and born time and host
+    kept; the tags code, ``KEYS`` and ``UNIQ_KEY`` read from ``props``."""
+    return MessageToStore(topic, queue_id, msg.body, props, msg.flag, msg.sys_flag, msg.born_timestamp,
+                          msg.born_host, store_host, reconsume_times, 0, tags_code_of(props),
+                          find_property(props, "KEYS"), find_property(props, "UNIQ_KEY"))
 
 
 def delay_level_of(props: str) -> int:
@@ -254,19 +272,15 @@ class ScheduleMessageService(ServiceThread):
     def _deliver(self, msg: "StoredMessage", level: int) -> bool:
         """Write the real message; False when the store refused it (retried later)."""
         props = msg.properties_str
-        topic = find_property(props, PROPERTY_REAL_TOPIC)
-        qid = find_property(props, PROPERTY_REAL_QID)
-        if not topic or qid is None or not qid.lstrip("-").isdigit():
+        real = real_queue_of(props)
+        if real is None:
             log.error("scheduled message at %d (level %d) has no REAL_TOPIC/REAL_QID; dropped",
                       msg.commit_log_offset, level)
             return True
+        topic, qid = real
         # Java's messageTimeup copies the properties string before it clears DELAY and sets WAIT=false on the
         # map only: the delivered record keeps DELAY (and REAL_TOPIC/REAL_QID) and gains no WAIT (4.9.8 and 5.5)
-        new_props = props
-        inner = MessageToStore(topic, int(qid), msg.body, new_props, msg.flag, msg.sys_flag,
-                               msg.born_timestamp, msg.born_host, msg.store_host, msg.reconsume_times,
-                               0, tags_code_of(new_props), find_property(new_props, "KEYS"),
-                               find_property(new_props, "UNIQ_KEY"))
+        inner = requeued(msg, topic, qid, props, msg.store_host, msg.reconsume_times)
         result = self.store.put_message(inner)
         if not result.ok:
             log.warning("delivering scheduled message %d (level %d) to %s/%s failed: %s %s",

@@ -39,12 +39,12 @@ import time
 from typing import TYPE_CHECKING, NamedTuple, Optional, TypedDict, cast
 
 from rmqd.broker.schedule import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC,
-                                  delay_level_of, edit_properties, now_ms)
+                                  delay_level_of, edit_properties, now_ms, real_queue_of, requeued)
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response
 from rmqd.common.service_thread import ServiceThread
 from rmqd.store.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, MessageToStore,
-                                decode_message, find_property, tags_code_of)
+                                decode_message, find_property)
 from rmqd.store.message_store import GetMessageStatus
 from rmqd.store.metadata import TopicConfig, atomic_write, load_json_file
 
@@ -373,20 +373,17 @@ class TimerMessageService(ServiceThread):
             return True
         msg = decode_message(raw)
         props = msg.properties_str
-        topic = find_property(props, PROPERTY_REAL_TOPIC)
-        qid = find_property(props, PROPERTY_REAL_QID)
-        if not topic or qid is None or not qid.lstrip("-").isdigit():
+        real = real_queue_of(props)
+        if real is None:
             log.error("timer message %d has no REAL_TOPIC/REAL_QID; dropped", phys)
             return True
+        topic, qid = real
         if self._recalled(props, topic):
             return True
         # as 5.5's delivered records: REAL_TOPIC/REAL_QID kept, no WAIT added
         put = {TIMER_ENQUEUE_MS: str(msg.store_timestamp), TIMER_DEQUEUE_MS: str(now_ms())}
         new_props = edit_properties(props, remove=(TIMER_DELAY_SEC, TIMER_DELAY_MS), put=put)
-        inner = MessageToStore(topic, int(qid), msg.body, new_props, msg.flag, msg.sys_flag,
-                               msg.born_timestamp, msg.born_host, msg.store_host, msg.reconsume_times,
-                               0, tags_code_of(new_props), find_property(new_props, "KEYS"),
-                               find_property(new_props, "UNIQ_KEY"))
+        inner = requeued(msg, topic, qid, new_props, msg.store_host, msg.reconsume_times)
         result = self.store.put_message(inner)
         if not result.ok:
             log.warning("delivering timer message %d to %s/%s failed: %s %s", phys, topic, qid,

@@ -677,6 +677,11 @@ def _same(value: Any) -> Any:
     return value
 
 
+def _fields_from(c: BrokerConfig, table: Mapping[str, tuple[str, Callable[[Any], Any]]]) -> dict[str, Any]:
+    """``table``'s broker.conf keys of ``c`` as the part's fields: {field: conversion(value)}."""
+    return {name: conv(getattr(c, key)) for key, (name, conv) in table.items()}
+
+
 #: broker.conf name -> (StoreConfig field, conversion): what :func:`store_config_from` maps.
 STORE_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "storePathRootDir": ("store_root_dir", _same),
@@ -704,7 +709,7 @@ STORE_STATIC_KEYS = frozenset({"storePathRootDir", "mapedFileSizeCommitLog", "ma
 def store_config_from(c: BrokerConfig) -> StoreConfig:
     """The local store's settings from their broker.conf names."""
     from rmqd.store.config import StoreConfig
-    return StoreConfig(**{name: conv(getattr(c, key)) for key, (name, conv) in STORE_FIELDS.items()})
+    return StoreConfig(**_fields_from(c, STORE_FIELDS))
 
 
 def store_runtime_changes(c: BrokerConfig, changed: Iterable[str]) -> dict[str, Any]:
@@ -714,16 +719,36 @@ def store_runtime_changes(c: BrokerConfig, changed: Iterable[str]) -> dict[str, 
             if k in STORE_FIELDS and k not in STORE_STATIC_KEYS}
 
 
+#: broker.conf name -> (CompactionConfig field, conversion): what :func:`compaction_config_from` maps.
+COMPACTION_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "enableCompaction": ("enabled", bool),
+    "compactionMappedFileSize": ("log_file_size", int),
+    "compactionCqMappedFileSize": ("cq_file_size", int),
+    "compactionScheduleInternal": ("schedule_interval_ms", int),
+    "maxOffsetMapSize": ("max_offset_map_size", int),
+    "compactionThreadNum": ("thread_num", int),
+}
+
+#: broker.conf name -> (TierConfig field, conversion): the tier's numeric settings (:func:`tier_config_from`).
+TIER_NUMERIC_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "tieredStoreCommitLogMaxSize": ("commitlog_max_size", int),
+    "tieredStoreConsumeQueueMaxSize": ("consume_queue_max_size", int),
+    "tieredStoreIndexFileMaxHashSlotNum": ("index_slots", int),
+    "tieredStoreIndexFileMaxIndexNum": ("index_max_items", int),
+    "tieredStoreFileReservedTime": ("file_reserved_hours", float),
+    "tieredStoreDeleteFileInterval": ("delete_file_interval_ms", int),
+    "commitLogRollingInterval": ("rolling_interval_hours", float),
+    "commitLogRollingMinimumSize": ("rolling_min_size", int),
+    "tieredStoreGroupCommitCount": ("group_commit_count", int),
+    "tieredStoreGroupCommitSize": ("group_commit_size", int),
+    "tieredStoreGroupCommitTimeout": ("group_commit_timeout_ms", int),
+    "tieredStoreDispatchInterval": ("dispatch_interval_ms", int),
+}
+
+
 def compaction_config_from(c: BrokerConfig) -> CompactionConfig:
     """The compaction store's settings from their RocketMQ 5.x broker.conf names."""
-    return CompactionConfig(
-        enabled=bool(c.enableCompaction),
-        log_file_size=int(c.compactionMappedFileSize),
-        cq_file_size=int(c.compactionCqMappedFileSize),
-        schedule_interval_ms=int(c.compactionScheduleInternal),
-        max_offset_map_size=int(c.maxOffsetMapSize),
-        thread_num=int(c.compactionThreadNum),
-    )
+    return CompactionConfig(**_fields_from(c, COMPACTION_FIELDS))
 
 
 def tier_config_from(c: BrokerConfig) -> TierConfig:
@@ -738,24 +763,13 @@ def tier_config_from(c: BrokerConfig) -> TierConfig:
         provider=provider_name(str(c.tieredBackendServiceProvider or "memory")),
         file_path=str(c.tieredStoreFilePath or ""),
         storage_level=TieredStorageLevel.parse(c.tieredStorageLevel or "NOT_IN_DISK"),
-        commitlog_max_size=int(c.tieredStoreCommitLogMaxSize),
-        consume_queue_max_size=int(c.tieredStoreConsumeQueueMaxSize),
-        index_slots=int(c.tieredStoreIndexFileMaxHashSlotNum),
-        index_max_items=int(c.tieredStoreIndexFileMaxIndexNum),
-        file_reserved_hours=float(c.tieredStoreFileReservedTime),
-        delete_file_interval_ms=int(c.tieredStoreDeleteFileInterval),
-        rolling_interval_hours=float(c.commitLogRollingInterval),
-        rolling_min_size=int(c.commitLogRollingMinimumSize),
-        group_commit_count=int(c.tieredStoreGroupCommitCount),
-        group_commit_size=int(c.tieredStoreGroupCommitSize),
-        group_commit_timeout_ms=int(c.tieredStoreGroupCommitTimeout),
         message_index_enable=str(c.extra.get("messageIndexEnable", True)).lower() != "false",
         endpoint=str(c.objectStoreEndpoint or ""),
         bucket=str(c.objectStoreBucket or ""),
         access_key=str(c.objectStoreAccessKey or ""),
         secret_key=str(c.objectStoreSecretKey or ""),
         region=str(c.objectStoreRegion or ""),
-        dispatch_interval_ms=int(c.tieredStoreDispatchInterval),
+        **_fields_from(c, TIER_NUMERIC_FIELDS),
     )
 
 

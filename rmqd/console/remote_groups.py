@@ -113,7 +113,7 @@ class RemoteGroups(RemoteCluster):
     def reset_offset(self, group: str, topic: str, timestamp: int) -> JsonObject:
         """Reset ``group`` on ``topic`` to the first message stored at/after ``timestamp`` (-1 = skip
         the backlog); online consumers are told by the broker, offline groups get their offsets written."""
-        from rmqd.admin.commands import reset_offsets
+        from rmqd.admin.offset_commands import reset_offsets
         self.route_masters(topic)
         out = self.call(lambda a: reset_offsets(a, group, topic, int(timestamp), True))
         return {"group": group, "topic": topic, "timestamp": timestamp,

@@ -76,7 +76,7 @@ class RemoteMessages(RemoteCluster):
         return {"topic": topic, "begin": begin, "end": end, "messages": rows, "truncated": truncated}
 
     def messages_by_key(self, topic: str, key: str) -> JsonObject:
-        from rmqd.admin.commands import query_messages
+        from rmqd.admin.message_commands import query_messages
         msgs = self.call(lambda a: query_messages(a, topic, key, False, 64))
         names = {addr: name for name, addr in self.route_masters(topic).items()}
         seen: dict[str, MessageRow] = {}
@@ -98,7 +98,7 @@ class RemoteMessages(RemoteCluster):
         msg_id = msg_id.strip()
         by_addr = {b["addr"]: b["brokerName"] for b in self.brokers()}
         if topic:
-            from rmqd.admin.commands import query_messages
+            from rmqd.admin.message_commands import query_messages
             try:
                 for m in self.call(lambda a: query_messages(a, topic, msg_id, True, 32)):
                     if m.properties.get("UNIQ_KEY") == msg_id:

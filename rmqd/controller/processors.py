@@ -17,6 +17,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Awaitable, Optional, Union
 
+from rmqd.common.fileutil import atomic_write
 from rmqd.config import parse_properties
 from rmqd.controller.codes import ControllerRequestCode as R, ControllerResponseCode as C
 from rmqd.controller.config import ControllerConfig
@@ -31,7 +32,7 @@ from rmqd.remoting.dispatch import Dispatcher
 
 if TYPE_CHECKING:
     from rmqd.remoting.connection import Connection
-    from rmqd.remoting.dispatch import AsyncResponse
+    from rmqd.remoting.dispatch import AsyncResponse, Handler, HandlerResult
     from rmqd.remoting.fastjson import JsonValue
 
     # a leader-only handler: a refusal at once, or the answer once the Raft write or read is done
@@ -74,8 +75,14 @@ def _json_body(request: RemotingCommand, what: str) -> JsonValue:
         raise InvalidRequest(f"the {what} body is not JSON: {exc}") from None
 
 
-def _invalid(exc: InvalidRequest) -> RemotingCommand:
-    return error_response(C.CONTROLLER_INVALID_REQUEST, str(exc))
+def _answering_invalid(handler: "Handler") -> "Handler":
+    """``handler`` with its InvalidRequest (raised while it reads the request) answered CONTROLLER_INVALID_REQUEST."""
+    def run(conn: Connection, request: RemotingCommand) -> HandlerResult:
+        try:
+            return handler(conn, request)
+        except InvalidRequest as exc:
+            return error_response(C.CONTROLLER_INVALID_REQUEST, str(exc))
+    return run
 
 
 class ControllerProcessors:
@@ -105,7 +112,7 @@ class ControllerProcessors:
             R.CONTROLLER_APPLY_BROKER_ID: self.apply_broker_id,
         }
         for code, handler in table.items():
-            dispatcher.register(code, metered(self.meter, code, handler))
+            dispatcher.register(code, metered(self.meter, code, _answering_invalid(handler)))
 
     # -- every node ------------------------------------------------------------------------------------
     def broker_heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -149,29 +156,19 @@ class ControllerProcessors:
     def _persist_config(self) -> None:
         """Java's Configuration.persist: all settings to configStorePath (temp file, fsync, rename)."""
         path = os.path.abspath(os.path.expanduser(str(self.config.configStorePath)))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(self.config.to_properties_text())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, self.config.to_properties_text(), keep_backup=False)
 
     def get_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         return new_response(ResponseCode.SUCCESS, None, None, self.config.to_properties_text().encode("utf-8"))
 
     # -- leader ----------------------------------------------------------------------------------------
     def alter_sync_state_set(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
-        try:
-            broker_name = _field(request, "brokerName")
-            master_id = _int_field(request, "masterBrokerId")
-            master_epoch = _int_field(request, "masterEpoch")
-            body = _json_body(request, "SyncStateSet")
-            members, set_epoch = _sync_state_set(body)
-        except InvalidRequest as exc:
-            return _invalid(exc)
-        return _respond(self.controller.alter_sync_state_set(broker_name, master_id, master_epoch,
-                                                                       members, set_epoch))
+        broker_name = _field(request, "brokerName")
+        master_id = _int_field(request, "masterBrokerId")
+        master_epoch = _int_field(request, "masterEpoch")
+        body = _json_body(request, "SyncStateSet")
+        members, set_epoch = _sync_state_set(body)
+        return _respond(self.controller.alter_sync_state_set(broker_name, master_id, master_epoch, members, set_epoch))
 
     def elect_master(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
         # Java's header defaults: clusterName "", brokerName "", brokerId -1, designateElect false
@@ -182,20 +179,14 @@ class ControllerProcessors:
             ext_bool(request, "designateElect", False)))
 
     def register_broker(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
-        try:
-            cluster = _field(request, "clusterName")
-            broker_name = _field(request, "brokerName")
-            broker_id = _int_field(request, "brokerId")
-            address = _field(request, "brokerAddress")
-        except InvalidRequest as exc:
-            return _invalid(exc)
+        cluster = _field(request, "clusterName")
+        broker_name = _field(request, "brokerName")
+        broker_id = _int_field(request, "brokerId")
+        address = _field(request, "brokerAddress")
         return _respond(self.controller.register_broker(cluster, broker_name, broker_id, address))
 
     def get_replica_info(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
-        try:
-            broker_name = _field(request, "brokerName")
-        except InvalidRequest as exc:
-            return _invalid(exc)
+        broker_name = _field(request, "brokerName")
         return _respond(self.controller.get_replica_info(broker_name))
 
     def get_sync_state_data(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
@@ -205,12 +196,12 @@ class ControllerProcessors:
         try:
             names = fastjson.loads_lenient(raw)
         except (ValueError, UnicodeDecodeError) as exc:
-            return _invalid(InvalidRequest(f"the broker name list body is not JSON: {exc}"))
+            raise InvalidRequest(f"the broker name list body is not JSON: {exc}") from None
         if not isinstance(names, list):
-            return _invalid(InvalidRequest("the body must be a JSON array of broker names"))
+            raise InvalidRequest("the body must be a JSON array of broker names")
         broker_names = [n for n in names if isinstance(n, str)]
         if len(broker_names) != len(names):
-            return _invalid(InvalidRequest("the body must be a JSON array of broker names"))
+            raise InvalidRequest("the body must be a JSON array of broker names")
         if not broker_names:
             return error_response(ResponseCode.SYSTEM_ERROR, "not set any response code")
         return _respond(self.controller.get_sync_state_data(broker_names))
@@ -223,21 +214,15 @@ class ControllerProcessors:
             ext_bool(request, "isCleanLivingBroker", False)))
 
     def get_next_broker_id(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
-        try:
-            cluster = _field(request, "clusterName")
-            broker_name = _field(request, "brokerName")
-        except InvalidRequest as exc:
-            return _invalid(exc)
+        cluster = _field(request, "clusterName")
+        broker_name = _field(request, "brokerName")
         return _respond(self.controller.get_next_broker_id(cluster, broker_name))
 
     def apply_broker_id(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
-        try:
-            cluster = _field(request, "clusterName")
-            broker_name = _field(request, "brokerName")
-            broker_id = _int_field(request, "appliedBrokerId")
-            check_code = _field(request, "registerCheckCode")
-        except InvalidRequest as exc:
-            return _invalid(exc)
+        cluster = _field(request, "clusterName")
+        broker_name = _field(request, "brokerName")
+        broker_id = _int_field(request, "appliedBrokerId")
+        check_code = _field(request, "registerCheckCode")
         return _respond(self.controller.apply_broker_id(cluster, broker_name, broker_id, check_code))
 
 

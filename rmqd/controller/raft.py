@@ -37,6 +37,7 @@ import orjson
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.node import TCPNode
 
+from rmqd.common.fileutil import atomic_write
 from rmqd.controller.request_meter import OperationMeter
 
 # pysyncobj.win_inet_pton (imported by pysyncobj.tcp_connection) replaces socket.inet_ntop with a Windows-only
@@ -219,12 +220,7 @@ class RaftNode(Generic[R]):
                 raise RaftStartError(f"{self.store_dir} holds the Raft log of {theirs}, not of {mine}; "
                                      f"use another controllerStorePath")
             return
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(orjson.dumps(mine))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, orjson.dumps(mine), keep_backup=False)
 
     # -- status --------------------------------------------------------------------------------------------
     @property

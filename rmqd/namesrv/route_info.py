@@ -288,23 +288,19 @@ class RouteInfoManager:
 
     def wipe_write_perm_of_broker(self, broker_name: str) -> int:
         """Clear the WRITE bit of ``broker_name``'s queue data in every topic; returns the count."""
-        count = 0
-        with self.lock:
-            for table in self.topicQueueTable.values():
-                qd = table.get(broker_name)
-                if qd is not None:
-                    qd.perm &= ~PERM_WRITE
-                    count += 1
-        return count
+        return self._change_perm_of_broker(broker_name, lambda perm: perm & ~PERM_WRITE)
 
     def add_write_perm_of_broker(self, broker_name: str) -> int:
         """Set ``broker_name``'s queue data perm to READ|WRITE in every topic; returns the count."""
+        return self._change_perm_of_broker(broker_name, lambda _perm: PERM_READ | PERM_WRITE)
+
+    def _change_perm_of_broker(self, broker_name: str, change: Callable[[int], int]) -> int:
         count = 0
         with self.lock:
             for table in self.topicQueueTable.values():
                 qd = table.get(broker_name)
                 if qd is not None:
-                    qd.perm = PERM_READ | PERM_WRITE
+                    qd.perm = change(qd.perm)
                     count += 1
         return count
 

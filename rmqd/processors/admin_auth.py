@@ -127,6 +127,11 @@ class AuthAdminProcessor:
             return False
         return not self.manager.is_super_user(ak)
 
+    def _check_super_changed_by_super(self, user: User, request: RemotingCommand) -> None:
+        """5.x: a super user is updated or deleted only by a super user (its message says "update" for both)."""
+        if user.user_type is UserType.SUPER and self._not_super_login(request):
+            raise AuthenticationError("The super user can only be update by super user")
+
     def _answer(self, fn: Callable[[], Optional[bytes]], what: str, change: bool = False) -> RemotingCommand:
         """5.x's ``handleAuthException``: its refusals NO_PERMISSION, anything else SYSTEM_ERROR; a ``change`` is
         a success once the in-sync replicas hold it."""
@@ -179,8 +184,7 @@ class AuthAdminProcessor:
             old = self.manager.get_user(name)
             if old is None:
                 raise AuthenticationError("The user is not exist")
-            if old.user_type is UserType.SUPER and self._not_super_login(request):
-                raise AuthenticationError("The super user can only be update by super user")
+            self._check_super_changed_by_super(old, request)
             self.manager.update_user(user)
         return self._answer(update, f"updateUser {name}", True)
 
@@ -191,8 +195,7 @@ class AuthAdminProcessor:
             old = self.manager.get_user(name)
             if old is None:
                 return
-            if old.user_type is UserType.SUPER and self._not_super_login(request):
-                raise AuthenticationError("The super user can only be update by super user")
+            self._check_super_changed_by_super(old, request)
             self.manager.delete_user(name)
         return self._answer(delete, f"deleteUser {name}", True)
 

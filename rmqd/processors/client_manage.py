@@ -9,7 +9,6 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Iterable, Optional
 
-import orjson
 
 from rmqd.broker.context import BrokerContext
 from rmqd.filter import SQLParseError, is_tag_type
@@ -41,15 +40,12 @@ def _int(value: object) -> int:
 
 
 def parse_json_body(request: RemotingCommand) -> object:
-    """Decode a JSON body (orjson first; fastjson liberties as a fallback); a request without a body
-    fails as Java's RemotingSerializable.decode does (NullBodyError). Callers narrow the value with isinstance."""
+    """Decode a JSON body in fastjson's dialect (:func:`~rmqd.remoting.fastjson.loads_lenient`: standard JSON
+    first); a request without a body fails as Java's RemotingSerializable.decode does (NullBodyError). Callers
+    narrow the value with isinstance."""
     raw = request.body_bytes() if request.body is not None else b""
     if not raw:
         raise NullBodyError()
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        pass
     try:
         return fastjson.loads_lenient(raw)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, Union
 
 import orjson
 
@@ -113,7 +113,10 @@ class RebalanceLockManager:
         return entry.client_id
 
 
-def _mq_key(mq: Mapping[str, object]) -> MQKey:
+def _mq_key(mq: object) -> MQKey:
+    """A MessageQueue JSON object's key; TypeError/KeyError for anything else."""
+    if not isinstance(mq, dict):
+        raise TypeError(f"a MessageQueue is a JSON object, not {type(mq).__name__}")
     return (str(mq["topic"]), str(mq["brokerName"]), json_int(mq["queueId"]))
 
 
@@ -127,13 +130,13 @@ def parse_batch_body(request: RemotingCommand) -> tuple[str, str, list[MQKey]]:
     if not raw:
         raise NullBodyError()
     raw = bytes(raw).strip()
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        data = loads_lenient(raw)
+    data = loads_lenient(raw)                  # fastjson's dialect (standard JSON first)
     if not isinstance(data, dict):
         raise ValueError("request body is not a JSON object")
-    mqs = [_mq_key(mq) for mq in data.get("mqSet") or []]
+    mq_set = data.get("mqSet") or []
+    if not isinstance(mq_set, list):
+        raise TypeError(f"mqSet is a JSON array, not {type(mq_set).__name__}")
+    mqs = [_mq_key(mq) for mq in mq_set]
     return str(data.get("consumerGroup") or ""), str(data.get("clientId") or ""), mqs
 
 
@@ -147,25 +150,32 @@ class QueueLockProcessor:
         dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq)
 
     def lock_batch_mq(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
-        try:
-            group, client_id, mqs = parse_batch_body(request)
-        except NullBodyError:
-            raise
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("bad LOCK_BATCH_MQ body from %s: %s", conn.remote_address, exc)
-            return error_response(ResponseCode.SYSTEM_ERROR, f"bad LockBatchRequestBody: {exc}")
+        batch = _batch_or_refusal(conn, request, "LOCK_BATCH_MQ", "LockBatchRequestBody")
+        if isinstance(batch, RemotingCommand):
+            return batch
+        group, client_id, mqs = batch
         granted = self.manager.try_lock_batch(group, mqs, client_id)
         body = orjson.dumps({"lockOKMQSet": [_mq_json(k) for k in granted]})
         return new_response(body=body)
 
     def unlock_batch_mq(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
-        try:
-            group, client_id, mqs = parse_batch_body(request)
-        except NullBodyError:
-            raise
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("bad UNLOCK_BATCH_MQ body from %s: %s", conn.remote_address, exc)
-            return error_response(ResponseCode.SYSTEM_ERROR, f"bad UnlockBatchRequestBody: {exc}")
+        batch = _batch_or_refusal(conn, request, "UNLOCK_BATCH_MQ", "UnlockBatchRequestBody")
+        if isinstance(batch, RemotingCommand):
+            return batch
+        group, client_id, mqs = batch
         self.manager.unlock_batch(group, mqs, client_id)
         return new_response()
+
+
+def _batch_or_refusal(conn: RequestPeer, request: RemotingCommand, code: str,
+                      body_class: str) -> "tuple[str, str, list[MQKey]] | RemotingCommand":
+    """The batch body of a (UN)LOCK_BATCH_MQ, or the SYSTEM_ERROR answer to a bad one (a missing body raises
+    NullBodyError, answered as Java's decode answers it)."""
+    try:
+        return parse_batch_body(request)
+    except NullBodyError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("bad %s body from %s: %s", code, conn.remote_address, exc)
+        return error_response(ResponseCode.SYSTEM_ERROR, f"bad {body_class}: {exc}")
 

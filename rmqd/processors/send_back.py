@@ -13,13 +13,13 @@ import random
 from typing import TYPE_CHECKING
 
 from rmqd.broker.context import BrokerContext, ContextProcessor
-from rmqd.broker.schedule import PROPERTY_DELAY, PROPERTY_WAIT, divert_delay_level, edit_properties
+from rmqd.broker.schedule import PROPERTY_DELAY, PROPERTY_WAIT, divert_delay_level, edit_properties, requeued
 from rmqd.common.constants import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
 from rmqd.processors.send import truthy
 from rmqd.remoting.codes import FAQ_SUGGEST, RequestCode, ResponseCode, Version
 from rmqd.remoting.command import RemotingCommand, error_response, new_response, require
 from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
-from rmqd.store.message import MessageToStore, decode_message, find_property, tags_code_of
+from rmqd.store.message import decode_message, find_property
 
 if TYPE_CHECKING:
     from rmqd.processors.handles import RequestPeer
@@ -99,10 +99,7 @@ class SendMessageBackProcessor(ContextProcessor):
         origin = find_property(props, PROPERTY_ORIGIN_MESSAGE_ID)
         put[PROPERTY_ORIGIN_MESSAGE_ID] = origin if origin else msg.msg_id
         new_props = edit_properties(props, put=put)
-        inner = MessageToStore(new_topic, queue_id, msg.body, new_props, msg.flag, msg.sys_flag,
-                               msg.born_timestamp, msg.born_host, self.ctx.store_host,
-                               msg.reconsume_times + 1, 0, tags_code_of(new_props),
-                               find_property(new_props, "KEYS"), find_property(new_props, "UNIQ_KEY"))
+        inner = requeued(msg, new_topic, queue_id, new_props, self.ctx.store_host, msg.reconsume_times + 1)
         if not to_dlq:
             divert_delay_level(inner, self.max_delay_level)
         result = self.store.put_message(inner)

@@ -6,7 +6,8 @@ when it moves (a failed call or CONTROLLER_NOT_LEADER asks again once); it gets 
 ``brokerIdentity`` file, else GET_NEXT_BROKER_ID 1012 + ``brokerIdentity-temp`` + APPLY_BROKER_ID 1013), registers
 (1003), heartbeats every controller (904, oneway), asks for the group's state (1004), for an election (1002) and to
 change the SyncStateSet (1001); and it asks a master for its epoch cache (GET_BROKER_EPOCH_CACHE 1007). What the
-broker does with the answers is :mod:`rmqd.replicas.controller_mode`'s.
+broker does with the answers is :mod:`rmqd.replicas.controller_mode`'s (the session) and
+:mod:`rmqd.replicas.role_transitions`'s (the role changes).
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ import logging
 from typing import (TYPE_CHECKING, Awaitable, Callable, Iterable, Optional, Required, TypedDict, TypeVar, TypeVarTuple,
                     cast)
 
+from rmqd.common.periodic import run_every
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_response
@@ -262,21 +263,10 @@ class Replication:
             for task in old:
                 task.cancel()
         if self.role.is_slave and self.slave_sync is not None and loop is not None:
-            sync = self._every(self.sync_first_delay_s, self.sync_period_s, self.slave_sync.sync_all)
+            sync = run_every(self.sync_period_s, self.slave_sync.sync_all, "SlaveSynchronize round",
+                             first_delay_s=self.sync_first_delay_s, logger=log)
             self._tasks = [loop.create_task(sync, name="slave-synchronize"),
                            loop.create_task(self.slave_sync.follow_changes(), name="slave-follow-changes")]
-
-    @staticmethod
-    async def _every(first: float, period: float, fn: Callable[[], Awaitable[None]]) -> None:
-        await asyncio.sleep(first)
-        while True:
-            try:
-                await fn()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("SlaveSynchronize round failed")
-            await asyncio.sleep(period)
 
     def on_registered(self, response: RemotingCommand) -> None:
         """A name server's answer to REGISTER_BROKER: the master's addresses (Java's doRegisterBrokerAll)."""

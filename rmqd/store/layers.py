@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from rmqd.store.api import MessageStoreAPI
 from rmqd.store.compaction.store import CompactionConfig, CompactionStore
 from rmqd.store.message_store import MessageStore, StoreConfig
 from rmqd.store.tier.config import TierConfig
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
 
 def build_store(store_config: StoreConfig,
                 compaction_config: Optional[CompactionConfig] = None,
-                tier_config: Optional[TierConfig] = None) -> MessageStoreAPI:
+                tier_config: Optional[TierConfig] = None) -> "StoreChain":
     """The local store wrapped by the layers that are switched on; returns the outermost."""
     store: StoreChain = CompactionStore(MessageStore(store_config), compaction_config or CompactionConfig())
     if tier_config is not None and tier_config.enabled:

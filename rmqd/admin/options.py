@@ -1,0 +1,36 @@
+"""What the ``rmqd admin`` sub-command families share: the option flags most of them take, the shape of their
+part of the command table, and the reading and printing of values as mqadmin does (booleans, times)."""
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any, Callable, Optional
+
+BROKER = ("-b", "--brokerAddr")
+CLUSTER = ("-c", "--clusterName")
+TOPIC = ("-t", "--topic")
+GROUP = ("-g", "--consumerGroup")
+
+#: sub-command -> (handler, help, [(flags, argparse keyword arguments)...])
+SpecTable = dict[str, tuple[Callable[..., None], str, list[tuple[tuple[str, ...], dict[str, Any]]]]]
+
+
+def is_true(v: Any) -> bool:
+    """An option given as ``true``/``false`` (mqadmin's Boolean.parseBoolean)."""
+    return str(v).strip().lower() == "true"
+
+
+def human_time(ms: int) -> str:
+    """mqadmin's ``yyyy-MM-dd HH:mm:ss,SSS`` of epoch milliseconds (``N/A`` for none)."""
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3] if ms > 0 else "N/A"
+
+
+def parse_time(s: Optional[str]) -> Optional[int]:
+    """mqadmin time formats: millis, ``now``, ``yyyy-MM-dd#HH:mm:ss:SSS``."""
+    if s is None:
+        return None
+    if s == "now":
+        return int(time.time() * 1000)
+    if s.lstrip("-").isdigit():
+        return int(s)
+    return int(datetime.strptime(s, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
