@@ -1,4 +1,4 @@
-# One step of a CommitLog record walk, shared by the recovery scan (store_commitlog.pyx) and a slave's check of
+# The CommitLog record walk, shared by the recovery scan (store_commitlog.pyx) and a slave's check of
 # the bytes its master sent (ha_verify.pyx): each maps the kinds below onto its own answer codes.
 # Use with: include "consts.pxi" then include "commitlog_walk.pxi" (after cimporting masked_crc, read_i32).
 
@@ -45,3 +45,23 @@ cdef inline RecordKind next_record(const unsigned char* r, Py_ssize_t room, bint
         return REC_BAD
     plen = (r[q] << 8) | r[q + 1]
     return REC_OK if q + 2 + plen == total[0] else REC_BAD
+
+
+cdef inline Py_ssize_t walk_records(const unsigned char* base, Py_ssize_t pos, Py_ssize_t limit, bint check_crc,
+                                    int max_record_size, long long stop_after, RecordKind* kind, int* total,
+                                    long long* count, long long* nbytes) noexcept nogil:
+    """Step over the whole records from ``pos`` towards ``limit`` and return where it stopped: at the first that is
+    not one (``kind[0]`` / ``total[0]`` say what is there), or once ``stop_after`` records are passed (-1: no such
+    stop) after the last, with ``kind[0] == REC_OK`` and ``total[0]`` its size. ``count[0]`` and ``nbytes[0]`` add
+    up the records passed and their bytes."""
+    cdef long long passed = 0
+    while True:
+        kind[0] = next_record(base + pos, limit - pos, check_crc, max_record_size, total)
+        if kind[0] != REC_OK:
+            return pos
+        pos += total[0]
+        count[0] += 1
+        nbytes[0] += total[0]
+        passed += 1
+        if passed == stop_after:
+            return pos

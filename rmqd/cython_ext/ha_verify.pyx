@@ -30,34 +30,23 @@ def verify_range(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t limi
                  int max_record_size):
     """``(end, code, records, record_bytes)``: how far whole, well-formed records reach from ``start``, why it
     stopped (VERIFY_*), and how many records (and bytes) that is, BLANK markers not counted."""
-    cdef Py_ssize_t n = buf.shape[0]
-    if limit > n:
-        limit = n
-    cdef Py_ssize_t pos = start
-    cdef const unsigned char* base = &buf[0]
-    cdef int total = 0
+    if limit > buf.shape[0]:
+        limit = buf.shape[0]
+    cdef Py_ssize_t pos
+    cdef int total = 0, code
     cdef RecordKind kind
-    cdef int code = C_LIMIT
     cdef long long count = 0, nbytes = 0
     with nogil:
-        while True:
-            if pos == limit:
-                code = C_LIMIT
-                break
-            kind = next_record(base + pos, limit - pos, check_crc, max_record_size, &total)
-            if kind == REC_OK:
-                pos += total
-                count += 1
-                nbytes += total
-                continue
-            if kind == REC_BLANK:
-                pos += total
-                code = C_BLANK
-            elif kind == REC_SHORT or kind == REC_PARTIAL:
-                code = C_PARTIAL
-            else:
-                code = C_BAD
-            break
+        pos = walk_records(&buf[0], start, limit, check_crc, max_record_size, -1, &kind, &total, &count, &nbytes)
+    if kind == REC_SHORT and pos == limit:
+        code = C_LIMIT
+    elif kind == REC_BLANK:
+        pos += total
+        code = C_BLANK
+    elif kind == REC_SHORT or kind == REC_PARTIAL:
+        code = C_PARTIAL
+    else:
+        code = C_BAD
     return pos, code, count, nbytes
 
 

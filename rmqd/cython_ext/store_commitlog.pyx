@@ -67,42 +67,31 @@ def scan_records(const unsigned char[::1] buf not None, Py_ssize_t start, Py_ssi
     ``(pos, size)`` of valid records when ``collect`` (else None).  A record is valid when its
     size is sane, magic is V1, its internal lengths add up and (optionally) its body CRC matches.
     """
-    cdef Py_ssize_t n = buf.shape[0]
+    cdef Py_ssize_t n = buf.shape[0], pos = start, end
     if limit > n:
         limit = n
-    cdef Py_ssize_t pos = start
-    cdef const unsigned char* base = &buf[0]
-    cdef int total = 0
+    cdef int total = 0, code
     cdef RecordKind kind
-    cdef int code = C_LIMIT
-    cdef bint got
+    cdef long long count = 0, nbytes = 0
     out = [] if collect else None
     while True:
-        got = False
-        with nogil:
-            while True:
-                kind = next_record(base + pos, limit - pos, check_crc, max_record_size, &total)
-                if kind == REC_OK:
-                    if collect:
-                        got = True
-                        break          # hand the record to Python below, then continue
-                    pos += total
-                    continue
-                if kind == REC_SHORT:
-                    code = C_LIMIT if pos == limit else C_END
-                elif kind == REC_ZERO:
-                    code = C_END
-                elif kind == REC_BLANK and pos + total <= n:
-                    pos += total
-                    code = C_BLANK
-                else:
-                    code = C_CORRUPT
-                break
-        if got:
-            out.append((pos, total))
-            pos += total
-            continue
-        break
+        with nogil:         # collecting: one record a step, handed to Python below
+            end = walk_records(&buf[0], pos, limit, check_crc, max_record_size, 1 if collect else -1, &kind, &total,
+                               &count, &nbytes)
+        if kind != REC_OK:
+            pos = end
+            break
+        out.append((pos, total))
+        pos = end
+    if kind == REC_SHORT:
+        code = C_LIMIT if pos == limit else C_END
+    elif kind == REC_ZERO:
+        code = C_END
+    elif kind == REC_BLANK and pos + total <= n:
+        pos += total
+        code = C_BLANK
+    else:
+        code = C_CORRUPT
     return pos, code, out
 
 
