@@ -48,8 +48,11 @@ def _plugin_args(tmp: pathlib.Path) -> list[str]:
 
 def generate() -> dict[str, str]:
     """protoc output: {module or stub file name: text}, imports rewritten to rmqd.grpc.pb."""
-    import grpc_tools
-    from grpc_tools import protoc
+    try:
+        import grpc_tools
+        from grpc_tools import protoc
+    except ImportError as e:
+        raise SystemExit(f"grpcio-tools is missing ({e}): pip install grpcio-tools (a build requirement)") from e
 
     well_known = pathlib.Path(grpc_tools.__file__).parent / "_proto"
     with tempfile.TemporaryDirectory() as tmp_name:
