@@ -230,3 +230,29 @@ def test_packages_import_only_their_layer_or_below():
     assert not unexpected, f"{len(unexpected)} upward imports:\n" + "\n".join(unexpected)
     stale = PENDING_LAYERING - {f.split(" ", 1)[0].rsplit(":", 1)[0] for f in found}
     assert not stale, f"these upward imports are gone: drop them from PENDING_LAYERING: {sorted(stale)}"
+
+
+# The only store code that may take the whole local store down the chain (``message_store``): its replication,
+# which appends to and truncates the CommitLog, and the chain's own definition.
+WHOLE_LOCAL_STORE = ("store/ha/", "store/layer.py", "store/message_store.py")
+
+
+def chain_reach_ins() -> list[str]:
+    """Store layers talk to the next layer through the API: the local store's parts come passed in (a
+    LocalStoreAPI from build_store), never as ``.local`` / ``.inner.local`` / ``.inner.inner`` down the chain."""
+    found = []
+    for rel, path in modules("store"):
+        for n in ast.walk(tree(path)):
+            if not isinstance(n, ast.Attribute):
+                continue
+            name = dotted(n)
+            if n.attr == "local" or name.endswith("inner.inner") or ".inner.inner." in name:
+                found.append(f"{rel}:{n.lineno} {name or n.attr}")
+            elif n.attr == "message_store" and not rel.startswith(WHOLE_LOCAL_STORE):
+                found.append(f"{rel}:{n.lineno} {name or n.attr} (only replication takes the whole local store)")
+    return found
+
+
+def test_store_layers_reach_the_local_store_only_through_what_is_passed_in():
+    found = chain_reach_ins()
+    assert not found, f"{len(found)} reach-ins down the store chain:\n" + "\n".join(found)

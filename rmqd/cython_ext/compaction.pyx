@@ -187,32 +187,44 @@ cdef inline bytes _digest(const uint8_t* rec, Py_ssize_t ks, Py_ssize_t kl):
     return _md5(PyBytes_FromStringAndSize(<const char*>rec + ks, kl)).digest()
 
 
+cdef const uint8_t* _unit_record(const uint8_t[::1] log, int64_t log_base, const uint8_t* u, Py_ssize_t i) except? NULL:
+    """The record ConsumeQueue unit ``u`` (the ``i``-th of its segment) points to in ``log``, the CommitLog window
+    that starts at ``log_base``; ValueError when it lies outside."""
+    cdef int64_t phys = _get64(u)
+    cdef int32_t size = _get32(u + 8)
+    if size < 0 or phys < log_base or phys - log_base + size > log.shape[0]:
+        raise ValueError(f"cq unit {i} points outside its log file ({phys}, {size})")
+    return &log[phys - log_base]
+
+
+cdef bytes _key_digest(const uint8_t* rec, int32_t size, int32_t* body_len):
+    """MD5 of a record's KEYS (``body_len[0]`` its body length); None when it is keyless or malformed (the
+    compaction rule never drops those)."""
+    cdef Py_ssize_t ks = 0, kl = 0
+    cdef int64_t ts = 0
+    if _record_key(rec, size, &ks, &kl, body_len, &ts) != 1:
+        return None
+    return _digest(rec, ks, kl)
+
+
 def build_map(OffsetMap m, const uint8_t[::1] log, int64_t log_base, const uint8_t[::1] cq,
               int64_t after_offset):
     """Add the keys of the records above ``after_offset`` (in unit order) to ``m``.
 
     Returns ``(units_done, full)``: how many units were consumed; ``full`` when the map could not
     take a new key (``m.last_offset`` is then the last offset whose key went in)."""
-    cdef Py_ssize_t n = cq.shape[0] // UNIT, i, ks = 0, kl = 0
+    cdef Py_ssize_t n = cq.shape[0] // UNIT, i
     cdef const uint8_t* u
-    cdef int64_t phys, qoff, ts = 0
-    cdef int32_t size, body_len = 0
-    cdef int r
+    cdef int64_t qoff
+    cdef int32_t body_len = 0
     cdef bytes d
     for i in range(n):
         u = &cq[i * UNIT]
-        phys = _get64(u)
-        size = _get32(u + 8)
         qoff = _get64(u + 28)
         if qoff <= after_offset:
             continue
-        if phys < log_base or phys - log_base + size > log.shape[0]:
-            raise ValueError(f"cq unit {i} points outside its log file ({phys}, {size})")
-        r = _record_key(&log[phys - log_base], size, &ks, &kl, &body_len, &ts)
-        if r != 1:
-            continue
-        d = _digest(&log[phys - log_base], ks, kl)
-        if m._put(<const uint8_t*>PyBytes_AS_STRING(d), qoff) == 0:
+        d = _key_digest(_unit_record(log, log_base, u, i), _get32(u + 8), &body_len)
+        if d is not None and m._put(<const uint8_t*>PyBytes_AS_STRING(d), qoff) == 0:
             return i, True
     return n, False
 
@@ -230,26 +242,21 @@ def rewrite(OffsetMap m, const uint8_t[::1] log, int64_t log_base, const uint8_t
     A record at or below ``upto_offset`` (the map's range) is dropped by the rule (``_superseded``).
     Everything else is kept with its queue offset; PHYSICALOFFSET (byte 28) is set to its new position
     ``out_base + len``. Returns the number of records kept."""
-    cdef Py_ssize_t n = cq.shape[0] // UNIT, i, ks = 0, kl = 0
+    cdef Py_ssize_t n = cq.shape[0] // UNIT, i
     cdef const uint8_t* u
-    cdef int64_t phys, qoff, ts = 0
-    cdef int32_t size, body_len = 0
-    cdef int r
+    cdef const uint8_t* rec
+    cdef int64_t qoff
+    cdef int32_t body_len = 0
     cdef bytes d
     cdef bytearray keep = bytearray(n)
     for i in range(n):
         u = &cq[i * UNIT]
-        phys = _get64(u)
-        size = _get32(u + 8)
         qoff = _get64(u + 28)
-        if phys < log_base or phys - log_base + size > log.shape[0]:
-            raise ValueError(f"cq unit {i} points outside its log file ({phys}, {size})")
+        rec = _unit_record(log, log_base, u, i)
         if qoff <= upto_offset:
-            r = _record_key(&log[phys - log_base], size, &ks, &kl, &body_len, &ts)
-            if r == 1:
-                d = _digest(&log[phys - log_base], ks, kl)
-                if _superseded(m._get(<const uint8_t*>PyBytes_AS_STRING(d)), qoff, body_len):
-                    continue
+            d = _key_digest(rec, _get32(u + 8), &body_len)
+            if d is not None and _superseded(m._get(<const uint8_t*>PyBytes_AS_STRING(d)), qoff, body_len):
+                continue
         keep[i] = 1
     return copy_units(log, log_base, cq, keep, out_log, out_cq, out_base)
 
@@ -306,11 +313,9 @@ def key_digests(const uint8_t[::1] log, int64_t log_base, const uint8_t[::1] cq)
     16-byte MD5 digests (zeros when keyless), int32 body lengths and 0/1 bytes (1: a keyed record the
     rule applies to; malformed and keyless records are never dropped, as in ``rewrite``). This is what a
     distributed job shards by digest to build its OffsetMaps (``put_all`` / ``survivors``)."""
-    cdef Py_ssize_t n = cq.shape[0] // UNIT, i, ks = 0, kl = 0
+    cdef Py_ssize_t n = cq.shape[0] // UNIT, i
     cdef const uint8_t* u
-    cdef int64_t phys, ts = 0
-    cdef int32_t size, body_len = 0
-    cdef int r
+    cdef int32_t body_len = 0
     cdef bytes d
     cdef bytearray offs = bytearray(8 * n), digs = bytearray(16 * n), lens = bytearray(4 * n)
     cdef bytearray keyed = bytearray(n)
@@ -320,16 +325,11 @@ def key_digests(const uint8_t[::1] log, int64_t log_base, const uint8_t[::1] cq)
     cdef uint8_t* pk = <uint8_t*><char*>keyed
     for i in range(n):
         u = &cq[i * UNIT]
-        phys = _get64(u)
-        size = _get32(u + 8)
         po[i] = _get64(u + 28)
-        if size < 0 or phys < log_base or phys - log_base + size > log.shape[0]:
-            raise ValueError(f"cq unit {i} points outside its log file ({phys}, {size})")
         body_len = 0
-        r = _record_key(&log[phys - log_base], size, &ks, &kl, &body_len, &ts)
+        d = _key_digest(_unit_record(log, log_base, u, i), _get32(u + 8), &body_len)
         pl[i] = body_len
-        if r == 1:
-            d = _digest(&log[phys - log_base], ks, kl)
+        if d is not None:
             memcpy(pd + 16 * i, PyBytes_AS_STRING(d), 16)
             pk[i] = 1
     return offs, digs, lens, keyed

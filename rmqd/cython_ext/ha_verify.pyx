@@ -7,9 +7,8 @@ records it received (Java's ReputMessageService counts them on a slave too).
 """
 from rmqd.cython_ext.message_codec cimport masked_crc, read_i32
 
-DEF MAGIC_V1 = -626843481
-DEF BLANK_MAGIC = -875286124
-DEF MIN_RECORD = 91
+include "consts.pxi"
+include "commitlog_walk.pxi"
 
 cdef enum:
     C_LIMIT = 0        # reached ``limit`` exactly: every record up to there is whole and well formed
@@ -31,62 +30,23 @@ def verify_range(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t limi
                  int max_record_size):
     """``(end, code, records, record_bytes)``: how far whole, well-formed records reach from ``start``, why it
     stopped (VERIFY_*), and how many records (and bytes) that is, BLANK markers not counted."""
-    cdef Py_ssize_t n = buf.shape[0]
-    if limit > n:
-        limit = n
-    cdef Py_ssize_t pos = start, q, bh, sh
-    cdef const unsigned char* base = &buf[0]
-    cdef const unsigned char* r
-    cdef int total, magic, sys_flag, blen, tlen, plen
-    cdef int code = C_LIMIT
+    if limit > buf.shape[0]:
+        limit = buf.shape[0]
+    cdef Py_ssize_t pos
+    cdef int total = 0, code
+    cdef RecordKind kind
     cdef long long count = 0, nbytes = 0
     with nogil:
-        while True:
-            if pos == limit:
-                code = C_LIMIT
-                break
-            if pos + 8 > limit:
-                code = C_PARTIAL
-                break
-            r = base + pos
-            total = read_i32(r)
-            magic = read_i32(r + 4)
-            if magic == BLANK_MAGIC:
-                code = C_BLANK if total >= 8 else C_BAD
-                if total >= 8:
-                    pos += total
-                break
-            if magic != MAGIC_V1 or total < MIN_RECORD or total > max_record_size:
-                code = C_BAD
-                break
-            if pos + total > limit:
-                code = C_PARTIAL
-                break
-            sys_flag = read_i32(r + 36)
-            bh = 20 if (sys_flag & 0x10) else 8
-            sh = 20 if (sys_flag & 0x20) else 8
-            q = 48 + bh + 8 + sh + 12
-            blen = read_i32(r + q)
-            q += 4
-            if blen < 0 or q + blen + 3 > total:
-                code = C_BAD
-                break
-            if check_crc and blen > 0 and masked_crc(r + q, blen) != <unsigned int>read_i32(r + 8):
-                code = C_BAD
-                break
-            q += blen
-            tlen = r[q]
-            q += 1 + tlen
-            if q + 2 > total:
-                code = C_BAD
-                break
-            plen = (r[q] << 8) | r[q + 1]
-            if q + 2 + plen != total:
-                code = C_BAD
-                break
-            pos += total
-            count += 1
-            nbytes += total
+        pos = walk_records(&buf[0], start, limit, check_crc, max_record_size, -1, &kind, &total, &count, &nbytes)
+    if kind == REC_SHORT and pos == limit:
+        code = C_LIMIT
+    elif kind == REC_BLANK:
+        pos += total
+        code = C_BLANK
+    elif kind == REC_SHORT or kind == REC_PARTIAL:
+        code = C_PARTIAL
+    else:
+        code = C_BAD
     return pos, code, count, nbytes
 
 
@@ -115,10 +75,10 @@ def locate(const unsigned char[::1] buf, Py_ssize_t pos, Py_ssize_t limit, int m
                 break
             total = read_i32(base + cur)
             magic = read_i32(base + cur + 4)
-            if magic == BLANK_MAGIC and total >= 8:
+            if magic == BLANK_MAGIC_CODE and total >= 8:
                 where = L_IN_PADDING if pos < cur + total else L_UNREADABLE
                 break
-            if magic != MAGIC_V1 or total < MIN_RECORD or total > max_record_size:
+            if magic != MESSAGE_MAGIC_CODE or total < MIN_RECORD or total > max_record_size:
                 where = L_UNREADABLE
                 break
             if pos < cur + total:

@@ -185,18 +185,7 @@ def decode_record(const unsigned char[::1] buf, Py_ssize_t pos=0):
 
 def java_string_hash(str s) -> int:
     """Java ``String.hashCode`` (UTF-16 code units, signed 32-bit)."""
-    cdef unsigned int h = 0
-    cdef Py_UCS4 ch
-    cdef unsigned int c
-    for ch in s:
-        c = <unsigned int>ch
-        if c >= 0x10000:
-            c -= 0x10000
-            h = h * 31 + (0xD800 + (c >> 10))
-            h = h * 31 + (0xDC00 + (c & 0x3FF))
-        else:
-            h = h * 31 + c
-    return <int>h
+    return <int>hash_units(0, s, 0, len(s))
 
 
 def decode_properties(str s) -> dict:

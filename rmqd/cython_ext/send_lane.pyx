@@ -194,13 +194,25 @@ cdef bytes _ok_frame(bytes prefix, long long phys, int queue_id, long long queue
     return PyBytes_FromStringAndSize(buf, 8 + hlen)
 
 
+cdef inline bint _ascii_slice(Slice* s, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """Point ``s`` at the ``n`` bytes at ``p`` as a V_STR; False (``s`` untouched) when one is not ASCII."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] >= 0x80:
+            return False
+    s.p = p
+    s.n = n
+    s.kind = V_STR
+    return True
+
+
 cdef bint _scan_binary(const uint8_t* p, Py_ssize_t n, Header* h, long long* code, long long* flag,
                        long long* opaque) noexcept nogil:
     """Read a ROCKETMQ (binary) request header into ``h`` the way the JSON scanner fills it: every
     extFields value a V_STR slice of the received bytes.  False (the decoder reads it) for a header
     the decoder would refuse, one with more than MAX_EXT fields, or any non-ASCII byte in a name or
     value (the decoder turns those into str through UTF-8)."""
-    cdef Py_ssize_t pos, end, remark_len, ext_len, klen, vlen, i
+    cdef Py_ssize_t pos, end, remark_len, ext_len, klen, vlen
     if n < 21:
         return False
     code[0] = (p[0] << 8) | p[1]
@@ -226,23 +238,15 @@ cdef bint _scan_binary(const uint8_t* p, Py_ssize_t n, Header* h, long long* cod
         pos += 2
         if klen > end - pos - 4 or h.n_ext == MAX_EXT:
             return False
-        for i in range(pos, pos + klen):
-            if p[i] >= 0x80:
-                return False
-        h.keys[h.n_ext].p = p + pos
-        h.keys[h.n_ext].n = klen
-        h.keys[h.n_ext].kind = V_STR
+        if not _ascii_slice(&h.keys[h.n_ext], p + pos, klen):
+            return False
         pos += klen
         vlen = <int>be32(p + pos)
         pos += 4
         if vlen < 0 or vlen > end - pos:
             return False
-        for i in range(pos, pos + vlen):
-            if p[i] >= 0x80:
-                return False
-        h.vals[h.n_ext].p = p + pos
-        h.vals[h.n_ext].n = vlen
-        h.vals[h.n_ext].kind = V_STR
+        if not _ascii_slice(&h.vals[h.n_ext], p + pos, vlen):
+            return False
         h.n_ext += 1
         pos += vlen
     return True

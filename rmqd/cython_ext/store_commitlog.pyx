@@ -16,8 +16,7 @@ cdef extern from "errno.h":
     int errno
 
 include "consts.pxi"
-
-DEF MIN_RECORD = 91            # the smallest well-formed record (empty body, topic and properties)
+include "commitlog_walk.pxi"
 
 cdef enum:
     C_END = 0        # zero/garbage size: end of the log
@@ -68,72 +67,31 @@ def scan_records(const unsigned char[::1] buf not None, Py_ssize_t start, Py_ssi
     ``(pos, size)`` of valid records when ``collect`` (else None).  A record is valid when its
     size is sane, magic is V1, its internal lengths add up and (optionally) its body CRC matches.
     """
-    cdef Py_ssize_t n = buf.shape[0]
+    cdef Py_ssize_t n = buf.shape[0], pos = start, end
     if limit > n:
         limit = n
-    cdef Py_ssize_t pos = start
-    cdef const unsigned char* base = &buf[0]
-    cdef const unsigned char* r
-    cdef int total, magic, sys_flag, blen, tlen, plen
-    cdef Py_ssize_t q, bh, sh
-    cdef int code = C_LIMIT
-    cdef bint got
+    cdef int total = 0, code
+    cdef RecordKind kind
+    cdef long long count = 0, nbytes = 0
     out = [] if collect else None
     while True:
-        got = False
-        with nogil:
-            while True:
-                if pos + 8 > limit:
-                    code = C_LIMIT if pos == limit else C_END
-                    break
-                r = base + pos
-                total = read_i32(r)
-                magic = read_i32(r + 4)
-                if magic == BLANK_MAGIC_CODE:
-                    if total >= 8 and pos + total <= n:
-                        pos = pos + total
-                        code = C_BLANK
-                    else:
-                        code = C_CORRUPT
-                    break
-                if total == 0 and magic == 0:
-                    code = C_END
-                    break
-                if magic != MESSAGE_MAGIC_CODE or total < MIN_RECORD or total > max_record_size or pos + total > limit:
-                    code = C_CORRUPT
-                    break
-                sys_flag = read_i32(r + 36)
-                bh = 20 if (sys_flag & BORNHOST_V6_FLAG) else 8
-                sh = 20 if (sys_flag & STOREHOST_V6_FLAG) else 8
-                q = 48 + bh + 8 + sh + 12
-                blen = read_i32(r + q)
-                q += 4
-                if blen < 0 or q + blen + 3 > total:
-                    code = C_CORRUPT
-                    break
-                if check_crc and blen > 0:
-                    if masked_crc(r + q, blen) != <unsigned int>read_i32(r + 8):
-                        code = C_CORRUPT
-                        break
-                q += blen
-                tlen = r[q]
-                q += 1 + tlen
-                if q + 2 > total:
-                    code = C_CORRUPT
-                    break
-                plen = (r[q] << 8) | r[q + 1]
-                if q + 2 + plen != total:
-                    code = C_CORRUPT
-                    break
-                if collect:
-                    got = True
-                    break          # hand the record to Python below, then continue
-                pos += total
-        if got:
-            out.append((pos, total))
-            pos += total
-            continue
-        break
+        with nogil:         # collecting: one record a step, handed to Python below
+            end = walk_records(&buf[0], pos, limit, check_crc, max_record_size, 1 if collect else -1, &kind, &total,
+                               &count, &nbytes)
+        if kind != REC_OK:
+            pos = end
+            break
+        out.append((pos, total))
+        pos = end
+    if kind == REC_SHORT:
+        code = C_LIMIT if pos == limit else C_END
+    elif kind == REC_ZERO:
+        code = C_END
+    elif kind == REC_BLANK and pos + total <= n:
+        pos += total
+        code = C_BLANK
+    else:
+        code = C_CORRUPT
     return pos, code, out
 
 

@@ -19,7 +19,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from libc.string cimport memcmp, memcpy, memset
 from libc.stdlib cimport malloc, free
-from rmqd.cython_ext.message_codec cimport masked_crc
+from rmqd.cython_ext.message_codec cimport hash_units, masked_crc
 from rmqd.cython_ext.byteorder cimport rd32, rd64, wr32, wr64
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME, CLOCK_MONOTONIC
 import logging
@@ -54,21 +54,6 @@ cdef inline double mono_ms() noexcept nogil:
 
 
 # ---------------------------------------------------------------------------------- hashing
-cdef inline unsigned int hash_units(unsigned int h, str s, Py_ssize_t start, Py_ssize_t end):
-    """Continue Java's String.hashCode over the UTF-16 units of ``s[start:end]``."""
-    cdef Py_ssize_t i
-    cdef unsigned int c
-    for i in range(start, end):
-        c = <unsigned int>(<Py_UCS4>s[i])
-        if c >= 0x10000:
-            c -= 0x10000
-            h = h * 31 + (0xD800 + (c >> 10))
-            h = h * 31 + (0xDC00 + (c & 0x3FF))
-        else:
-            h = h * 31 + c
-    return h
-
-
 cdef inline unsigned int index_key_hash(unsigned int h) noexcept nogil:
     """abs(hashCode) with Integer.MIN_VALUE mapped to 0."""
     cdef int s = <int>h

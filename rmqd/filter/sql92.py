@@ -192,38 +192,31 @@ def _as_boolean(n: Node, expr: str, pos: int) -> Node:
     raise SQLParseError(f"expression will not result in a boolean value: {n.text}", expr, pos)
 
 
-def _make_and(a: Node, b: Node) -> Node:
+def _make_junction(a: Node, b: Node, decisive: bool, op: str) -> Node:
+    """AND (``decisive`` False) or OR (True) in SQL's three-valued logic: either side's decisive value decides,
+    else an unknown side (None) makes the whole unknown."""
     lf, rf = a.fn, b.fn
 
     def f(p: Props) -> Optional[bool]:
         lv = lf(p)
-        if lv is False:
-            return False
+        if lv is decisive:
+            return decisive
         rv = rf(p)
-        if rv is False:
-            return False
+        if rv is decisive:
+            return decisive
         if lv is None or rv is None:
             return None
-        return True
+        return not decisive
 
-    return _bool_node(f, f"({a.text} AND {b.text})")
+    return _bool_node(f, f"({a.text} {op} {b.text})")
+
+
+def _make_and(a: Node, b: Node) -> Node:
+    return _make_junction(a, b, False, "AND")
 
 
 def _make_or(a: Node, b: Node) -> Node:
-    lf, rf = a.fn, b.fn
-
-    def f(p: Props) -> Optional[bool]:
-        lv = lf(p)
-        if lv is True:
-            return True
-        rv = rf(p)
-        if rv is True:
-            return True
-        if lv is None or rv is None:
-            return None
-        return False
-
-    return _bool_node(f, f"({a.text} OR {b.text})")
+    return _make_junction(a, b, True, "OR")
 
 
 def _make_not(a: Node, text: str | None = None) -> Node:

@@ -10,9 +10,12 @@ use them in both.
 Layers that must be asked before the local store deletes CommitLog files or drops a consume queue
 register a :class:`RetentionGuard` with the local store (``local.add_retention_guard``).
 
-A layer sees the next store as a :class:`StoreChain` and the local store at the bottom as a
-:class:`~rmqd.store.api.LocalStoreAPI` (``local``); only the local store's replication (``rmqd.store.ha``),
-which appends to and truncates its CommitLog, takes the whole local store (``message_store``).
+A layer sees the next store as a :class:`StoreChain`. A layer that truly needs the local store's parts (its
+queues, its CommitLog, its retention: compaction and the tier) gets them as a
+:class:`~rmqd.store.api.LocalStoreAPI` passed in by the chain's builder (:func:`rmqd.store.layers.build_store`),
+never by reaching down the chain (tests/test_architecture.py checks). Only the local store's replication
+(``rmqd.store.ha``), which appends to and truncates its CommitLog, takes the whole local store
+(``message_store``).
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from rmqd.store.api import MessageStoreAPI
 
 if TYPE_CHECKING:
     from rmqd.cython_ext.store_put import DispatchRequest, MessageToStore, PutEngine, PutMessageResult
-    from rmqd.store.api import LocalStoreAPI, MessageFilter
+    from rmqd.store.api import MessageFilter
     from rmqd.store.commitlog import CommitLog
     from rmqd.store.compaction.store import CompactionStore
     from rmqd.store.config import StoreConfig
@@ -45,12 +48,8 @@ class RetentionGuard(Protocol):
 
 
 class StoreChain(MessageStoreAPI, Protocol):
-    """A store of the chain as the layer above it sees it: the API, the local store at the bottom, and the
-    local store's extras every layer passes down (the local store and every layer offer this)."""
-
-    @property
-    def local(self) -> "LocalStoreAPI":
-        """What a layer may use of the local store at the bottom of the chain."""
+    """A store of the chain as the layer above it sees it: the API and the local store's extras every layer
+    passes down (the local store and every layer offer this)."""
 
     @property
     def message_store(self) -> "MessageStore":
@@ -77,11 +76,6 @@ class StoreLayer:
         self.inner = inner
 
     # ---- the chain
-    @property
-    def local(self) -> "LocalStoreAPI":
-        """What a layer may use of the local store at the bottom of the chain."""
-        return self.inner.local
-
     @property
     def message_store(self) -> "MessageStore":
         """The local store itself, for its replication (``rmqd.store.ha``) only."""

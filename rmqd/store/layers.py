@@ -26,9 +26,11 @@ if TYPE_CHECKING:
 def build_store(store_config: StoreConfig,
                 compaction_config: Optional[CompactionConfig] = None,
                 tier_config: Optional[TierConfig] = None) -> "StoreChain":
-    """The local store wrapped by the layers that are switched on; returns the outermost."""
-    store: StoreChain = CompactionStore(MessageStore(store_config), compaction_config or CompactionConfig())
+    """The local store wrapped by the layers that are switched on; returns the outermost. Each layer that
+    works on the local store's queues and CommitLog gets it here, as a LocalStoreAPI."""
+    local = MessageStore(store_config)
+    store: StoreChain = CompactionStore(local, local, compaction_config or CompactionConfig())
     if tier_config is not None and tier_config.enabled:
         from rmqd.store.tier.store import TieredStore
-        store = TieredStore(store, tier_config)
+        store = TieredStore(store, local, tier_config)
     return store

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 from rmqd.cython_ext import store_get as _sg
 from rmqd.store.consume_queue import BLANK_ENTRY, CQ_UNIT, ConsumeQueue
-from rmqd.store.results import GetMessageResult, GetMessageStatus, LazyProps, StoreCounters, transfer_limits
+from rmqd.store.results import (GetMessageResult, GetMessageStatus, LazyProps, StoreCounters, out_of_range,
+                                transfer_limits)
 
 if TYPE_CHECKING:
     from rmqd.cython_ext.store_get import GetMessageStatus as Status
@@ -107,14 +108,9 @@ class LocalQueue:
         zero-copy views of the CommitLog."""
         cq = self._cq
         mn, mx = cq.min_offset, cq.max_offset
-        if mx == 0:
-            return GetMessageResult(S.NO_MESSAGE_IN_QUEUE, 0, mn, mx)
-        if offset < mn:
-            return GetMessageResult(S.OFFSET_TOO_SMALL, mn, mn, mx)
-        if offset == mx:
-            return GetMessageResult(S.OFFSET_OVERFLOW_ONE, offset, mn, mx)
-        if offset > mx:
-            return GetMessageResult(S.OFFSET_OVERFLOW_BADLY, mx, mn, mx)
+        outside = out_of_range(offset, mn, mx)
+        if outside is not None:
+            return outside
         limit_count, limit_bytes = transfer_limits(self._config, max_nums, max_total_bytes)
         entries = cq.iter_from(offset, max(16000, max_nums * CQ_UNIT))
         if entries is None:

@@ -104,10 +104,6 @@ class MessageStore:
 
     # ------------------------------------------------------------------ the chain, the engine, the clock
     @property
-    def local(self) -> "MessageStore":
-        return self                       # the bottom of the chain
-
-    @property
     def message_store(self) -> "MessageStore":
         return self
 

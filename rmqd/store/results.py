@@ -49,6 +49,21 @@ class GetMessageResult:
         self.buffers = []
 
 
+def out_of_range(offset: int, min_offset: int, max_offset: int) -> Optional[GetMessageResult]:
+    """A queue read's answer when ``offset`` is not inside [min, max) (Java ``DefaultMessageStore.getMessage``'s
+    status table: no message, too small, overflow by one or badly), None when it is."""
+    S = GetMessageStatus
+    if max_offset == 0:
+        return GetMessageResult(S.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+    if offset < min_offset:
+        return GetMessageResult(S.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+    if offset == max_offset:
+        return GetMessageResult(S.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+    if offset > max_offset:
+        return GetMessageResult(S.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
+    return None
+
+
 @dataclass
 class QueryResult:
     messages: list[bytes]

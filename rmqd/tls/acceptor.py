@@ -133,6 +133,13 @@ class TlsAcceptor:
                  self.first_byte_timeout_s)
         self._drop(conn, None)
 
+    def _refuse(self, conn: socket.socket, kind: str, mode: str) -> None:
+        """Close a connection the port's mode does not take (``kind``: "an SSL" or "an insecure"), as Java logs it."""
+        self.refused += 1
+        log.warning("%s: %s intends to establish %s connection while this server is running in SSL %s mode "
+                    "(tls.server.mode=%s): closed", self.name, _peer_of(conn), kind, mode, mode)
+        _read_and_close(conn)
+
     def _first_bytes(self, conn: socket.socket) -> None:
         try:
             first = conn.recv(1, socket.MSG_PEEK)
@@ -153,20 +160,14 @@ class TlsAcceptor:
         mode = self.tls.mode
         if first[0] == TLS_HANDSHAKE_RECORD:
             if mode is TlsMode.DISABLED:
-                self.refused += 1
-                log.warning("%s: %s intends to establish an SSL connection while this server is running in SSL "
-                            "disabled mode (tls.server.mode=disabled): closed", self.name, _peer_of(conn))
-                _read_and_close(conn)
+                self._refuse(conn, "an SSL", "disabled")
                 return
             task = self._loop.create_task(self._start_tls(conn))
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
             return
         if mode is TlsMode.ENFORCING:
-            self.refused += 1
-            log.warning("%s: %s intends to establish an insecure connection while this server is running in SSL "
-                        "enforcing mode (tls.server.mode=enforcing): closed", self.name, _peer_of(conn))
-            _read_and_close(conn)
+            self._refuse(conn, "an insecure", "enforcing")
             return
         self.plaintext_connections += 1
         task = self._loop.create_task(self._start_plain(conn))

@@ -45,7 +45,7 @@ def test_offset_codes(broker, client):
 
 def test_query_offset_not_found_when_cold(broker, client, monkeypatch):
     send_v2(client, "Cold")
-    monkeypatch.setattr(broker.store.local, "hot_data_limit", 0)
+    monkeypatch.setattr(broker.store.message_store, "hot_data_limit", 0)
     r = q(client, 14, consumerGroup="G", topic="Cold", queueId=0)
     assert r.code == 22 and "maybe this group consumer boot first" in r.remark
 
@@ -60,7 +60,7 @@ def test_query_offset_hot_is_judged_by_the_queues_first_message(broker, client, 
     store = broker.store
     head = store.commitlog_max_offset()
     new_first = store.local_queue("NewTopic", 0).get_entry(0)[0]
-    monkeypatch.setattr(store.local, "hot_data_limit", head - new_first)   # NewTopic's message 0 is just hot
+    monkeypatch.setattr(store.message_store, "hot_data_limit", head - new_first)   # NewTopic's message 0 is just hot
     assert q(client, 14, consumerGroup="G", topic="NewTopic", queueId=0).ext_fields["offset"] == "0"
     r = q(client, 14, consumerGroup="G", topic="OldTopic", queueId=0)
     assert r.code == 22 and "maybe this group consumer boot first" in r.remark

@@ -168,7 +168,7 @@ def test_lane_under_sync_flush_times_out_with_flush_disk_timeout(harness, monkey
     broker = harness.start(flushDiskType="SYNC_FLUSH", syncFlushTimeout=200)
     client = harness.client()
     send_v2(client, "SyncSlow")
-    monkeypatch.setattr(broker.store.local.flusher, "flush_commitlog", lambda: None)   # the disk never confirms
+    monkeypatch.setattr(broker.store.message_store.flusher, "flush_commitlog", lambda: None)   # the disk never confirms
     r = send_v2(client, "SyncSlow", body=b"late")
     assert r.code == 10 and r.ext_fields["queueOffset"] == "1"            # stored, flush not confirmed
     r = send_v2(client, "SyncSlow", body=b"nowait", properties="WAIT\x01false\x02")

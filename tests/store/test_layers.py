@@ -33,22 +33,24 @@ def test_build_store_returns_the_outermost_layer(tmp_path):
                                     warm_mapped_pages=False), None, tier_config_from(broker_config_from(props)))
     assert isinstance(store, TieredStore) and isinstance(store.inner, CompactionStore)
     assert isinstance(store.inner.inner, MessageStore)
-    assert store.tier is store and store.compaction is store.inner and store.local is store.inner.inner
-    assert store.config is store.local.config
+    assert store.tier is store and store.compaction is store.inner and store.message_store is store.inner.inner
+    # the layers that work on the local store's queues got it from the builder
+    assert store.local_store is store.message_store and store.inner.local_store is store.message_store
+    assert store.config is store.message_store.config
     store.start()
     try:
         assert store.tier.started
         r = store.put_message(MessageToStore.create("T", 0, b"x", {"KEYS": "k"}))
-        assert r.ok and store.get_max_offset("T", 0) == 1 and store.local.get_max_offset("T", 0) == 1
+        assert r.ok and store.get_max_offset("T", 0) == 1 and store.message_store.get_max_offset("T", 0) == 1
         assert store.local_queue("T", 0).max_offset == 1 and store.queue_keys() == [("T", 0)]
         assert len(store.query_message("T", "k", 4).messages) == 1
         g = store.get_messages("T", 0, 0, 4)
         assert g.message_count == 1 and store.stats.get_message_times_total == 1   # one read, counted once
     finally:
         store.shutdown()
-    assert not store.tier.started and not store.local.put_engine.running
+    assert not store.tier.started and not store.message_store.put_engine.running
 
 
 def test_local_store_alone_is_the_chain_end(tmp_path):
     s = MessageStore(StoreConfig(str(tmp_path / "s"), mapped_file_size_commitlog=1 << 20, warm_mapped_pages=False))
-    assert s.local is s and s.compaction is None and s.tier is None
+    assert s.message_store is s and s.compaction is None and s.tier is None

@@ -32,7 +32,7 @@ from rmqd.store.results import GetMessageResult, GetMessageStatus as S, collect_
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from rmqd.store.api import MessageFilter
+    from rmqd.store.api import LocalStoreAPI, MessageFilter
     from rmqd.store.compaction.adopt import AdoptResult
     from rmqd.store.layer import StoreChain
     from rmqd.store.compaction.compactor import RunResult
@@ -133,11 +133,12 @@ class PositionCheckpoint:
 class CompactionStore(StoreLayer):
     """Per-queue compaction logs of the COMPACTION topics over the next store; see the module docstring."""
 
-    def __init__(self, inner: "StoreChain", config: CompactionConfig,
+    def __init__(self, inner: "StoreChain", local: "LocalStoreAPI", config: CompactionConfig,
                  is_compaction_topic: Optional[Callable[[str], bool]] = None) -> None:
         super().__init__(inner)
+        self.local_store = local        # the local store's queues and CommitLog this layer compacts from
         self.compaction_config = config
-        self.root = self.local.config.compaction_dir
+        self.root = self.local_store.config.compaction_dir
         self.compaction_topics: set[str] = set()
         self._is_compaction = is_compaction_topic
         self.logs: dict[tuple[str, int], "QueueCompactionLog"] = {}
@@ -153,7 +154,7 @@ class CompactionStore(StoreLayer):
         self._first_round = True
         self._pool: Optional[ThreadPoolExecutor] = None
         self.step_hook: Optional[Callable[[str], None]] = None   # fault injection in tests
-        self.local.add_retention_guard(self)
+        self.local_store.add_retention_guard(self)
 
     @property
     def compaction(self) -> "CompactionStore":
@@ -225,14 +226,14 @@ class CompactionStore(StoreLayer):
         return qlog
 
     def queue_ids(self, topic: str) -> list[int]:
-        ids = {q for (t, q) in self.local.queue_keys() if t == topic} | {q for (t, q) in self.logs if t == topic}
+        ids = {q for (t, q) in self.local_store.queue_keys() if t == topic} | {q for (t, q) in self.logs if t == topic}
         return sorted(ids)
 
     # ------------------------------------------------------------------ copier
     def catch_up(self, topic: str, qid: int) -> int:
         """Copy the keyed records of the local consume queue past the log's end; returns how many."""
         qlog = self._log(topic, qid)
-        cq = self.local.local_queue(topic, qid)
+        cq = self.local_store.local_queue(topic, qid)
         if cq is None:
             return 0
         from rmqd.cython_ext import compaction as _cx
@@ -246,7 +247,7 @@ class CompactionStore(StoreLayer):
             batch = []
             missing = 0
             for i, (phys, size, tags) in enumerate(entries):
-                view = self.local.commitlog.get(phys, size)
+                view = self.local_store.commitlog.get(phys, size)
                 if view is None:              # its CommitLog file is gone (retention): nothing to copy
                     missing += 1
                     continue
@@ -425,7 +426,7 @@ class CompactionStore(StoreLayer):
             return self.inner.get_max_offset(topic, queue_id)
         qlog = self.logs.get((topic, queue_id))
         nxt = qlog.next_offset() if qlog is not None else 0
-        q = self.local.local_queue(topic, queue_id)
+        q = self.local_store.local_queue(topic, queue_id)
         return max(nxt, q.max_offset if q is not None else 0)
 
     def get_min_offset(self, topic: str, queue_id: int) -> int:
@@ -435,7 +436,7 @@ class CompactionStore(StoreLayer):
         mn = qlog.min_offset() if qlog is not None else -1
         if mn >= 0:
             return mn
-        q = self.local.local_queue(topic, queue_id)
+        q = self.local_store.local_queue(topic, queue_id)
         return q.min_offset if q is not None else 0
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
@@ -448,7 +449,7 @@ class CompactionStore(StoreLayer):
             count, limit = transfer_limits(self.config, max_nums, max_total_bytes)
             return self._read(topic, queue_id, offset, count, limit, message_filter)
         finally:
-            self.local.record_get_time(t0)
+            self.local_store.record_get_time(t0)
 
     def _read(self, topic: str, qid: int, offset: int, max_nums: int, max_bytes: int,
               message_filter: Optional["MessageFilter"]) -> GetMessageResult:
@@ -457,7 +458,7 @@ class CompactionStore(StoreLayer):
         copied = qlog.next_offset() if qlog is not None else 0
         mn, mx = self.get_min_offset(topic, qid), self.get_max_offset(topic, qid)
         if offset >= copied or qlog is None:          # (None: nothing copied yet, a negative offset)
-            q = self.local.local_queue(topic, qid)
+            q = self.local_store.local_queue(topic, qid)
             if q is None:
                 res = GetMessageResult(S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
             else:
@@ -486,7 +487,7 @@ class CompactionStore(StoreLayer):
         qlog = self.logs.get((topic, queue_id))
         if qlog is not None and queue_offset < qlog.next_offset():
             return qlog.store_time_at(queue_offset)
-        q = self.local.local_queue(topic, queue_id)
+        q = self.local_store.local_queue(topic, queue_id)
         return q.store_time(queue_offset) if q is not None else -1
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
@@ -496,7 +497,7 @@ class CompactionStore(StoreLayer):
         t = qlog.earliest_store_time() if qlog is not None else -1
         if t >= 0:
             return t
-        q = self.local.local_queue(topic, queue_id)
+        q = self.local_store.local_queue(topic, queue_id)
         return q.earliest_time() if q is not None else -1
 
     def get_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
@@ -511,7 +512,7 @@ class CompactionStore(StoreLayer):
         return self._local_offset_by_time(topic, queue_id, timestamp)
 
     def _local_offset_by_time(self, topic: str, qid: int, timestamp: int) -> int:
-        q = self.local.local_queue(topic, qid)
+        q = self.local_store.local_queue(topic, qid)
         return q.offset_by_time(timestamp) if q is not None else 0
 
     def delete_topic(self, topic: str) -> int:

@@ -226,7 +226,8 @@ class ReplicatedStore(StoreLayer):
         return self._slave or self._fenced or self.ha.gates_puts
 
     # ------------------------------------------------------------------ puts
-    def put_message(self, msg: "MessageToStore") -> PutMessageResult:
+    def _refusal(self) -> Optional[PutMessageResult]:
+        """Why no put is taken now (a slave, a fenced master, the HA service's gate), None when puts are."""
         if self._slave:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=SLAVE_REFUSAL)
         if self._fenced:
@@ -234,19 +235,21 @@ class ReplicatedStore(StoreLayer):
         refusal = self.ha.put_refusal() if self.ha.gates_puts else None
         if refusal is not None:
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=refusal)
+        return None
+
+    def put_message(self, msg: "MessageToStore") -> PutMessageResult:
+        refused = self._refusal()
+        if refused is not None:
+            return refused
         r = self.inner.put_message(msg)
         if self._sync_master and r.status in _STORED and waits_for_store(msg):
             self._wait_replica(r)
         return r
 
     def put_messages(self, msgs: Sequence["MessageToStore"]) -> PutMessageResult:
-        if self._slave:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=SLAVE_REFUSAL)
-        if self._fenced:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=FENCED_REFUSAL)
-        refusal = self.ha.put_refusal() if self.ha.gates_puts else None
-        if refusal is not None:
-            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=refusal)
+        refused = self._refusal()
+        if refused is not None:
+            return refused
         r = self.inner.put_messages(msgs)
         if self._sync_master and msgs and r.status in _STORED and waits_for_store(msgs[0]):
             self._wait_replica(r)

@@ -15,6 +15,7 @@ from rmqd.store.layer import StoreLayer
 from rmqd.store.lite.index import LiteIndex
 from rmqd.store.lite.names import parse_lmq
 from rmqd.store.message_store import GetMessageResult, GetMessageStatus
+from rmqd.store.results import out_of_range
 from rmqd.store.metadata import PERM_READ, PERM_WRITE, TopicConfig
 from rmqd.store.topic_attributes import is_lite_topic
 
@@ -82,14 +83,9 @@ class LiteStoreView(StoreLayer):
         if q is None or queue_id != 0:
             return GetMessageResult(_S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         mn, mx = q.min_offset, q.max_offset
-        if mx == 0:
-            return GetMessageResult(_S.NO_MESSAGE_IN_QUEUE, 0, mn, mx)
-        if offset < mn:
-            return GetMessageResult(_S.OFFSET_TOO_SMALL, mn, mn, mx)
-        if offset == mx:
-            return GetMessageResult(_S.OFFSET_OVERFLOW_ONE, offset, mn, mx)
-        if offset > mx:
-            return GetMessageResult(_S.OFFSET_OVERFLOW_BADLY, mx, mn, mx)
+        outside = out_of_range(offset, mn, mx)
+        if outside is not None:
+            return outside
         res = GetMessageResult(_S.NO_MATCHED_MESSAGE, offset, mn, mx)
         limit = max_total_bytes if max_total_bytes is not None else 1 << 62
         total, off = 0, offset

@@ -23,6 +23,7 @@ from rmqd.store.tier.index.layout import java_hashset_order
 from rmqd.store.tier.queue import BLANK_SIZE
 
 if TYPE_CHECKING:
+    from rmqd.store.api import LocalStoreAPI
     from rmqd.store.local_queue import LocalQueue
     from rmqd.store.tier.index.store_file import IndexMessage
     from rmqd.store.tier.metadata import QueueDoc
@@ -45,8 +46,9 @@ def yield_gil() -> None:
 
 
 class TierDispatcher:
-    def __init__(self, tier: "TieredStore") -> None:
+    def __init__(self, tier: "TieredStore", local: "LocalStoreAPI") -> None:
         self.tier = tier
+        self.local_store = local
         self.lock = threading.Lock()
         self._last_expire = 0.0
         self.copied_total = 0
@@ -86,7 +88,7 @@ class TierDispatcher:
         copied = 0
         touched: dict[str, "QueueDoc"] = {}
         tier.started_index().maybe_roll()
-        for cq in tier.local.local_queues():
+        for cq in self.local_store.local_queues():
             topic, qid = cq.topic, cq.queue_id
             if not tier.eligible(topic):
                 continue
@@ -149,7 +151,7 @@ class TierDispatcher:
         """One group commit record by record (blank entries, records not in memory)."""
         tier = self.tier
         cfg = tier.tier_config
-        local = tier.local
+        local = self.local_store
         # (record or None for a blank, tagsCode, storeTime, CommitLog offset, KEYS, UNIQ_KEY)
         batch: list[tuple[Optional[bytes], int, int, int, Optional[str], Optional[str]]] = []
         size = 0
@@ -200,7 +202,7 @@ class TierDispatcher:
     def _copy_queue(self, tq: "TieredQueue", cq: "LocalQueue", force: bool) -> int:
         tier = self.tier
         cfg = tier.tier_config
-        local = tier.local
+        local = self.local_store
         nxt = tq.max_offset
         if nxt < cq.min_offset:
             log.error("tier: %s-%d lost offsets %d..%d locally before they were copied; the tier restarts "

@@ -30,7 +30,7 @@ from rmqd.store.tier.queue import PHYS_POS, TieredQueue, record_store_time
 _I64 = struct.Struct(">q")
 
 if TYPE_CHECKING:
-    from rmqd.store.api import MessageFilter
+    from rmqd.store.api import LocalStoreAPI, MessageFilter
     from rmqd.store.tier.store import TieredStore
 
 log = logging.getLogger(__name__)
@@ -65,9 +65,9 @@ def search_offset_by_time(lo: int, hi: int, ts: int, time_of: Callable[[int], in
 
 
 class TierReads:
-    def __init__(self, tier: "TieredStore") -> None:
+    def __init__(self, tier: "TieredStore", local: "LocalStoreAPI") -> None:
         self.tier = tier
-        self.local = tier.local
+        self.local_store = local
         self.level = tier.tier_config.storage_level
 
     def _tq(self, topic: str, qid: int) -> Optional[TieredQueue]:
@@ -78,7 +78,7 @@ class TierReads:
 
     # ---- pulls ----------------------------------------------------------------------------------
     def local_has(self, topic: str, qid: int, offset: int) -> bool:
-        q = self.local.local_queue(topic, qid)
+        q = self.local_store.local_queue(topic, qid)
         return q is not None and q.has(offset)
 
     def serves_pull(self, topic: str, qid: int, offset: int) -> bool:
@@ -87,13 +87,13 @@ class TierReads:
             return False
         if self.level == Level.FORCE or not self.local_has(topic, qid, offset):
             return True
-        return self.level == Level.NOT_IN_MEM and self.local.check_in_disk_by_consume_offset(topic, qid, offset)
+        return self.level == Level.NOT_IN_MEM and self.local_store.check_in_disk_by_consume_offset(topic, qid, offset)
 
     def min_offset(self, topic: str, qid: int, local_min: int) -> int:
         tq = self._tq(topic, qid)
         if tq is None:
             return local_min
-        if self.local.local_queue(topic, qid) is None:
+        if self.local_store.local_queue(topic, qid) is None:
             return tq.min_offset
         return min(local_min, tq.min_offset)
 
@@ -104,7 +104,7 @@ class TierReads:
         if tq is None or not self.serves_pull(topic, qid, offset):
             res = local()
             if tq is not None:
-                has_local = self.local.local_queue(topic, qid) is not None
+                has_local = self.local_store.local_queue(topic, qid) is not None
                 mn = min(res.min_offset, tq.min_offset) if has_local else tq.min_offset
                 res.min_offset = mn
                 if res.status is S.OFFSET_TOO_SMALL or (res.status is S.NO_MATCHED_LOGIC_QUEUE and offset < mn):
@@ -113,13 +113,13 @@ class TierReads:
                     elif offset < tq.max_offset:      # the tier has it after all (level rules said local)
                         return self._from_tier(tq, offset, max_nums, max_bytes, message_filter, res.max_offset)
             return res
-        q = self.local.local_queue(topic, qid)
+        q = self.local_store.local_queue(topic, qid)
         mx = q.max_offset if q is not None else tq.max_offset
         return self._from_tier(tq, offset, max_nums, max_bytes, message_filter, max(mx, tq.max_offset))
 
     def _from_tier(self, tq: TieredQueue, offset: int, max_nums: int, max_bytes: int,
                    message_filter: Optional["MessageFilter"], max_offset: int) -> GetMessageResult:
-        q = self.local.local_queue(tq.topic, tq.queue_id)
+        q = self.local_store.local_queue(tq.topic, tq.queue_id)
         local_min = q.min_offset if q is not None else tq.min_offset
         res = GetMessageResult(S.NO_MATCHED_MESSAGE, offset, min(local_min, tq.min_offset), max_offset)
         got = tq.read_messages(offset, max_nums, max_bytes)
@@ -130,7 +130,7 @@ class TierReads:
 
     # ---- offsets and times ---------------------------------------------------------------------
     def _local_earliest(self, topic: str, qid: int) -> int:
-        q = self.local.local_queue(topic, qid)
+        q = self.local_store.local_queue(topic, qid)
         return q.earliest_time() if q is not None else -1
 
     def earliest_time(self, topic: str, qid: int, local_time: int) -> int:
@@ -144,7 +144,7 @@ class TierReads:
         tq = self._tq(topic, qid)
         if tq is None:
             return local(ts)
-        q = self.local.local_queue(topic, qid)
+        q = self.local_store.local_queue(topic, qid)
         local_min = q.min_offset if q is not None else -1
         local_earliest = self._local_earliest(topic, qid)
         if self.level != Level.FORCE and local_earliest >= 0 and ts >= local_earliest:
@@ -167,7 +167,7 @@ class TierReads:
     # ---- queries -----------------------------------------------------------------------------------
     def local_earliest_time(self) -> int:
         """Store time of the oldest record in the local CommitLog, -1 when it is empty."""
-        rec = self.local.commitlog.read_record(self.local.commitlog.min_offset())
+        rec = self.local_store.commitlog.read_record(self.local_store.commitlog.min_offset())
         if rec is None:
             return -1
         t = record_store_time(rec)
@@ -222,7 +222,7 @@ class TierReads:
 
     def read_message(self, phys: int) -> Optional[bytes]:
         """VIEW_MESSAGE_BY_ID for an offset below the local CommitLog."""
-        if self.level == Level.DISABLE or phys >= self.local.commitlog.min_offset():
+        if self.level == Level.DISABLE or phys >= self.local_store.commitlog.min_offset():
             return None
         for tq in list(self.tier.queues.values()):
             rec = tq.find_by_commitlog_offset(phys)

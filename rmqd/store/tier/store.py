@@ -30,7 +30,7 @@ from rmqd.store.tier.queue import BLANK_SIZE, TieredQueue
 from rmqd.store.results import transfer_limits
 
 if TYPE_CHECKING:
-    from rmqd.store.api import MessageFilter
+    from rmqd.store.api import LocalStoreAPI, MessageFilter
     from rmqd.store.layer import StoreChain
     from rmqd.store.results import GetMessageResult, QueryResult
     from rmqd.store.tier.index.adopt import AdoptResult
@@ -89,23 +89,25 @@ def is_system_topic(topic: str) -> bool:
 class TieredStore(StoreLayer):
     """The tier over the next store; see the module docstring."""
 
-    def __init__(self, inner: "StoreChain", config: TierConfig, backend: Optional[TierBackend] = None) -> None:
+    def __init__(self, inner: "StoreChain", local: "LocalStoreAPI", config: TierConfig,
+                 backend: Optional[TierBackend] = None) -> None:
         super().__init__(inner)
+        self.local_store = local        # the local store's queues and CommitLog the tier copies from
         self.tier_config = config
         self.backend = backend
-        self.metadata = TierMetadata(self.local.config.config_dir)
+        self.metadata = TierMetadata(self.local_store.config.config_dir)
         self.queues: dict[tuple[str, int], TieredQueue] = {}
         self.committed_max: dict[tuple[str, int], int] = {}   # what the metadata holds (retention gate)
         self.index: Optional[IndexStoreService] = None
-        self.dispatcher = TierDispatcher(self)
-        self.reads = TierReads(self)
+        self.dispatcher = TierDispatcher(self, local)
+        self.reads = TierReads(self, local)
         self.step_hook: Optional[Callable[[str], None]] = None
         self._queues_lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[ServiceThread] = []
         self.last_error = ""
         self.started = False
-        self.local.add_retention_guard(self)
+        self.local_store.add_retention_guard(self)
 
     @property
     def tier(self) -> "TieredStore":
@@ -149,9 +151,9 @@ class TieredStore(StoreLayer):
             self.queues[(tq.topic, tq.queue_id)] = tq
         self._sweep_orphans()
         backend.abort_partial_uploads(self._broker_prefix())
-        index = self.index = IndexStoreService(self.local.config.store_root_dir, backend, md, cfg.cluster, cfg.broker,
+        index = self.index = IndexStoreService(self.local_store.config.store_root_dir, backend, md, cfg.cluster, cfg.broker,
                                                cfg.index_slots, cfg.index_max_items, cfg.file_reserved_hours,
-                                               cfg.rolling_interval_hours, clock=self.local.clock)
+                                               cfg.rolling_interval_hours, clock=self.local_store.clock)
         index.step_hook = self.step
         index.recover()
         md.persist()
@@ -313,7 +315,7 @@ class TieredStore(StoreLayer):
     def retention_limit(self) -> int:
         """CommitLog offset below which every record of a tiered queue is committed in the tier:
         local files that end at or below it may be deleted."""
-        local = self.local
+        local = self.local_store
         limit = 1 << 62
         for cq in local.local_queues():
             topic, qid = cq.topic, cq.queue_id
@@ -382,7 +384,7 @@ class TieredStore(StoreLayer):
             return self.reads.get_messages(topic, queue_id, offset, count, limit, message_filter, inner)
         finally:
             if not asked_inner:
-                self.local.record_get_time(t0)
+                self.local_store.record_get_time(t0)
 
     def get_messages_resident(self, topic: str, queue_id: int, offset: int, max_nums: int,
                               tag_codes: Optional[Sequence[int]]) -> Optional["GetMessageResult"]:

@@ -241,7 +241,7 @@ def _merged(indexed: list[list[int]], lo: int, hi: int) -> list[list[int]]:
 def adopt_all(tier: "TieredStore", root: Optional[str] = None,
               step: Callable[[str], None] = lambda _s: None) -> list[AdoptResult]:
     """Adopt every complete output under ``root`` (default the store's), oldest first."""
-    root = root or output_root(tier.local.config.store_root_dir)
+    root = root or output_root(tier.config.store_root_dir)
     results: list[AdoptResult] = []
     for out_dir in complete_outputs(root):
         with tier.dispatcher.lock:

@@ -219,29 +219,37 @@ def build_writable(messages: Sequence[Sequence[IndexEntry]], begin_timestamp: in
     :func:`entries_of_message` gives them) into a fresh file, and how many messages fitted
     (the first message that does not fit seals the file; later ones are not put)."""
     buf = bytearray(writable_size(slots, max_items))
-    count = used = 0
-    end_ts = 0
+    items, put = _fitting(messages, max_items)
+    used = 0
+    for count, e in enumerate(items, 1):
+        spos = HEADER_SIZE + slot_of(e.hash_code, slots) * HASH_SLOT_SIZE
+        old = max(struct.unpack_from(">i", buf, spos)[0], INVALID_INDEX)
+        _ITEM.pack_into(buf, item_position(slots, count), e.hash_code, e.topic_id, e.queue_id,
+                        e.offset, e.size, time_diff(e.timestamp, begin_timestamp), old)
+        struct.pack_into(">i", buf, spos, count)
+        if old <= INVALID_INDEX:
+            used += 1
+    _HEADER.pack_into(buf, 0, magic_for(len(items), max_items), begin_timestamp, _end_timestamp(items), used,
+                      len(items))
+    return bytes(buf), put
+
+
+def _fitting(messages: Sequence[Sequence[IndexEntry]], max_items: int) -> tuple[list[IndexEntry], int]:
+    """The entries of the leading ``messages`` that fit in a file of ``max_items``, and how many messages that is
+    (the first that does not fit seals the file; a message without entries always fits)."""
+    items: list[IndexEntry] = []
     put = 0
     for entries in messages:
-        if not entries:
-            put += 1
-            continue
-        if is_full_for(count, len(entries), max_items):
+        if entries and is_full_for(len(items), len(entries), max_items):
             break
-        for e in entries:
-            spos = HEADER_SIZE + slot_of(e.hash_code, slots) * HASH_SLOT_SIZE
-            old = max(struct.unpack_from(">i", buf, spos)[0], INVALID_INDEX)
-            count += 1
-            _ITEM.pack_into(buf, item_position(slots, count), e.hash_code, e.topic_id, e.queue_id,
-                            e.offset, e.size, time_diff(e.timestamp, begin_timestamp), old)
-            struct.pack_into(">i", buf, spos, count)
-            if old <= INVALID_INDEX:
-                used += 1
-            if end_ts < e.timestamp:
-                end_ts = e.timestamp
+        items.extend(entries)
         put += 1
-    _HEADER.pack_into(buf, 0, magic_for(count, max_items), begin_timestamp, end_ts, used, count)
-    return bytes(buf), put
+    return items, put
+
+
+def _end_timestamp(items: Sequence[IndexEntry]) -> int:
+    """The header's end timestamp: the newest entry's (0 for none)."""
+    return max([0] + [e.timestamp for e in items])
 
 
 def compact_writable(buf: bytes | bytearray | memoryview, slots: int, max_items: int) -> bytes:
@@ -270,27 +278,10 @@ def build_compacted(messages: Sequence[Sequence[IndexEntry]], begin_timestamp: i
     """The compacted file of the same puts as :func:`build_writable`, built directly (memory in
     proportion to the output, not to the preallocated writable file)."""
     runs: dict[int, list[bytes]] = {}
-    count = used = 0
-    end_ts = 0
-    put = 0
-    for entries in messages:
-        if not entries:
-            put += 1
-            continue
-        if is_full_for(count, len(entries), max_items):
-            break
-        for e in entries:
-            s = slot_of(e.hash_code, slots)
-            run = runs.get(s)
-            if run is None:
-                run = runs[s] = []
-                used += 1
-            run.append(_CITEM.pack(e.hash_code, e.topic_id, e.queue_id, e.offset, e.size,
-                                   time_diff(e.timestamp, begin_timestamp)))
-            count += 1
-            if end_ts < e.timestamp:
-                end_ts = e.timestamp
-        put += 1
+    items, put = _fitting(messages, max_items)
+    for e in items:
+        runs.setdefault(slot_of(e.hash_code, slots), []).append(
+            _CITEM.pack(e.hash_code, e.topic_id, e.queue_id, e.offset, e.size, time_diff(e.timestamp, begin_timestamp)))
     head = bytearray(HEADER_SIZE + slots * HASH_SLOT_SIZE)
     body: list[bytes] = []
     wpos = len(head)
@@ -301,7 +292,7 @@ def build_compacted(messages: Sequence[Sequence[IndexEntry]], begin_timestamp: i
         if run:
             body.extend(reversed(run))          # newest first, as the chain is walked
             wpos += n * COMPACT_ITEM_SIZE
-    _HEADER.pack_into(head, 0, END_MAGIC_CODE, begin_timestamp, end_ts, used, count)
+    _HEADER.pack_into(head, 0, END_MAGIC_CODE, begin_timestamp, _end_timestamp(items), len(runs), len(items))
     return bytes(head) + b"".join(body), put
 
 
