@@ -8,7 +8,7 @@ import re
 from typing import Any, Callable
 
 from rmqd.admin.client import AdminClient
-from rmqd.processors import lite_remoting as lr
+from rmqd.lite import remoting as lr
 
 _B = ("-b", "--brokerAddr")
 _C = ("-c", "--clusterName")

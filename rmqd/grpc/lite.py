@@ -5,7 +5,7 @@
 ``maxLiteTopicSize``); ReceiveMessage on a LITE topic (the client's lite topics, long polling keyed by
 client id); the LMQ an ack / change-invisible / DLQ forward of a lite message applies to; and
 NotifyUnsubscribeLite on the client's Telemetry stream when an Exclusive group evicts it. The registry and
-delivery rules are :class:`rmqd.pop.lite.LiteSubscriptionManager`'s.
+delivery rules are :class:`rmqd.lite.subscriptions.LiteSubscriptionManager`'s.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from rmqd.grpc.errors import RpcError
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.pb import service_pb2 as s
 from rmqd.grpc import validate
-from rmqd.pop.lite import QUOTA_SLACK, LiteError, LiteSubscriptionManager, OffsetOption
+from rmqd.lite.subscriptions import QUOTA_SLACK, LiteError, LiteSubscriptionManager, OffsetOption
 from rmqd.store import group_attributes as ga
 from rmqd.grpc.backend import Received, ReceiveRequest
 from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, check_name, lmq_name

@@ -124,7 +124,7 @@ class PopService(ReviveMixin):
         self.on_out = on_out
         self.queue_selector: QueueSelector = queue_selector or RotatingQueueSelector()
         # (topic, group, queue id, deadline ms) when an orderly batch is handed out; deadline None when the
-        # queue is free again (all acked): 5.5 lite delivery offers the lite topic again (rmqd.pop.lite)
+        # queue is free again (all acked): 5.5 lite delivery offers the lite topic again (rmqd.lite.subscriptions)
         self.orderly_listeners: list[Callable[[str, str, int, Optional[int]], None]] = []
         self.revive_queue_num = max(1, int(revive_queue_num))
         self.revive_topic = f"rmq_sys_REVIVE_LOG_{cluster}"

@@ -3,8 +3,8 @@
 :meth:`LitePriority.build` (before POP): the store/lite layer (:class:`rmqd.store.lite.LiteStore`: the lite
 index and the views POP reads lite topics through) and the priority queue selector POP orders queues with.
 :meth:`LitePriority.install` (after POP): the lite registry and delivery
-(:class:`rmqd.pop.lite.LiteSubscriptionManager`), the send hooks (priority queue, lite topic checks and
-quota) and the remoting codes (:mod:`rmqd.processors.lite_remoting`), and :class:`LiteService`, the
+(:class:`rmqd.lite.subscriptions.LiteSubscriptionManager`), the send hooks (priority queue, lite topic checks and
+quota) and the remoting codes (:mod:`rmqd.lite.remoting`), and :class:`LiteService`, the
 background rounds (due in-flight batches, blocked clients, quiet clients, idle lite topics, retention).
 """
 from __future__ import annotations
@@ -13,10 +13,10 @@ import logging
 import time
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
-from rmqd.pop.lite import LiteSubscriptionManager
-from rmqd.pop.lite_priority_config import LiteConfig, PriorityConfig
-from rmqd.pop.queue_selector import PriorityQueueSelector
-from rmqd.processors import priority_send
+from rmqd.lite.config import LiteConfig, PriorityConfig
+from rmqd.lite.subscriptions import LiteSubscriptionManager
+from rmqd.lite.priority_selector import PriorityQueueSelector
+from rmqd.lite import priority_send
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response
 from rmqd.common.service_thread import ServiceThread
@@ -137,10 +137,8 @@ class LitePriority:
                                                ctx.topics, ctx.groups, ctx.offsets)
         priority_send.install(send_processor)
         send_processor.add_before_store(self.before_store, (LITE_TOPIC_PROPERTY,))
-        from rmqd.console import lite_pages
-        from rmqd.processors import lite_remoting
+        from rmqd.lite import remoting as lite_remoting
         lite_remoting.install(dispatcher, pools, ctx, pop_service, pop_executor, self)
-        lite_pages.register()              # console /features/lite and /features/priority
         self.service = LiteService(self)
 
     def start(self) -> None:

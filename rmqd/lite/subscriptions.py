@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, TypedDict
 
 from rmqd.pop.checkpoint import now_ms
-from rmqd.pop.lite_priority_config import LiteConfig
+from rmqd.lite.config import LiteConfig
 from rmqd.pop.service import PopResult, PopService
 from rmqd.store import group_attributes as ga
 from rmqd.store.lite.index import LiteIndex
