@@ -1,7 +1,7 @@
 """Lite Mode over gRPC (5.5): what the 5.x proxy adds for LitePushConsumer / LiteSimpleConsumer.
 
-:class:`MessagingService` delegates here: ``SyncLiteSubscription``; the Settings a lite consumer gets
-(``lite_subscription_quota`` from the group's ``lite.sub.client.quota``, ``max_lite_topic_size`` from
+:class:`rmqd.grpc.service.MessagingService` delegates here: ``SyncLiteSubscription``; the Settings a lite
+consumer gets (``lite_subscription_quota`` from the group's ``lite.sub.client.quota``, ``max_lite_topic_size`` from
 ``maxLiteTopicSize``); ReceiveMessage on a LITE topic (the client's lite topics, long polling keyed by
 client id); the LMQ an ack / change-invisible / DLQ forward of a lite message applies to; and
 NotifyUnsubscribeLite on the client's Telemetry stream when an Exclusive group evicts it. The registry and
@@ -10,6 +10,7 @@ delivery rules are :class:`rmqd.lite.subscriptions.LiteSubscriptionManager`'s.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import TYPE_CHECKING, Callable, Optional
 
@@ -26,7 +27,7 @@ from rmqd.store.message import decode_message
 if TYPE_CHECKING:
     from rmqd.grpc.backend import MessagingBackend, RpcContext
     from rmqd.grpc.local_backend import LocalBackend
-    from rmqd.grpc.service import MessagingService
+    from rmqd.grpc.clients import GrpcClientManager
     from rmqd.pop.extra_info import ReceiptHandle
     from rmqd.pop.service import PoppedMessage
     from rmqd.store.metadata import SubscriptionGroupConfig
@@ -85,9 +86,10 @@ async def proxy_checks(request: s.SyncLiteSubscriptionRequest, names: list[str],
 class LiteGrpc:
     """The lite RPCs and hooks of one MessagingService."""
 
-    def __init__(self, service: MessagingService, manager: LiteSubscriptionManager, backend: LocalBackend) -> None:
-        """``backend``: the :class:`rmqd.grpc.local_backend.LocalBackend` (groups, POP, the store)."""
-        self.service = service
+    def __init__(self, clients: GrpcClientManager, manager: LiteSubscriptionManager, backend: LocalBackend) -> None:
+        """``clients``: the service's client sessions (their Telemetry streams); ``backend``: the
+        :class:`rmqd.grpc.local_backend.LocalBackend` (groups, POP, the store)."""
+        self.clients = clients
         self.manager = manager
         self.backend = backend
 
@@ -96,14 +98,7 @@ class LiteGrpc:
 
     # ------------------------------------------------------------------ SyncLiteSubscription
     def _notifier(self, client_id: str) -> Callable[[str], None]:
-        clients = self.service.clients
-
-        def notify(lite: str) -> None:
-            ch = clients.channels.get(client_id)
-            cmd = s.TelemetryCommand(notify_unsubscribe_lite_command=s.NotifyUnsubscribeLiteCommand(lite_topic=lite))
-            if ch is None or not ch.send_command(cmd):
-                log.info("lite: NotifyUnsubscribeLite(%s) to %s: no telemetry stream", lite, client_id)
-        return notify
+        return functools.partial(self.clients.notify_unsubscribe_lite, client_id)
 
     async def sync(self, request: s.SyncLiteSubscriptionRequest, context: RpcContext, client_id: str,
                    peer: str) -> s.SyncLiteSubscriptionResponse:

@@ -78,9 +78,9 @@ class RemoteBackend(RemotePop):
         self._groups: dict[str, tuple[float, Optional[SubscriptionGroupConfig]]] = {}
         self._round = itertools.count()
 
-    def lite(self, service: Any) -> Any:
+    def lite(self, clients: Any) -> Any:
         from rmqd.proxy.lite import RemoteLite
-        return RemoteLite(service, self)
+        return RemoteLite(clients, self)
 
     def start(self) -> None:
         self.registry.start()

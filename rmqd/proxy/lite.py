@@ -70,14 +70,14 @@ def _offset_json(request: Any) -> Optional[dict]:
 class RemoteLite:
     """The lite RPCs of one MessagingService over :class:`rmqd.proxy.backend.RemoteBackend`."""
 
-    def __init__(self, service: Any, backend: Any) -> None:
-        self.service = service
+    def __init__(self, clients: Any, backend: Any) -> None:
+        self.clients = clients
         self.backend = backend
         self.directory = backend.directory
         self.max_lite_topic_size = backend.max_lite_topic_size
         self._subscribed: dict[str, tuple[str, str, set]] = {}     # client id -> (group, topic, brokers)
         self._delivered: collections.OrderedDict = collections.OrderedDict()
-        backend.registry.lite_notice = self._notice
+        backend.registry.lite_notice = clients.notify_unsubscribe_lite
 
     # ------------------------------------------------------------------ subscriptions
     async def _brokers_of(self, topic: str) -> list[str]:
@@ -124,12 +124,6 @@ class RemoteLite:
                "liteTopicSet": [], "version": int(time.time() * 1000)}
         log.info("proxy: lite client %s gone (%s): its subscriptions removed", client_id, why)
         asyncio.ensure_future(self._ctl(sorted(brokers), dto))
-
-    def _notice(self, client_id: str, lite: str) -> None:
-        ch = self.service.clients.channels.get(client_id)
-        cmd = s.TelemetryCommand(notify_unsubscribe_lite_command=s.NotifyUnsubscribeLiteCommand(lite_topic=lite))
-        if ch is None or not ch.send_command(cmd):
-            log.info("proxy: NotifyUnsubscribeLite(%s) to %s: no telemetry stream", lite, client_id)
 
     def fill_settings(self, settings: Any, group_config: Optional[Any]) -> None:
         settings.subscription.lite_subscription_quota = ga.get_int(group_config, ga.LITE_CLIENT_QUOTA)
