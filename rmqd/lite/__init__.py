@@ -3,7 +3,9 @@
 - ``config``: the settings (``LiteConfig``, ``PriorityConfig``) under the Java names;
 - ``wiring``: ``LitePriority``, which builds the parts before POP and installs them after (send hooks,
   remoting codes, the background rounds);
-- ``subscriptions``: ``LiteSubscriptionManager``, the lite consumers' subscriptions, events and delivery;
+- ``subscriptions``: ``LiteSubscriptionManager``, the lite consumers' subscriptions, events and delivery, made of
+  ``registry`` (SyncLiteSubscription, sessions), ``delivery`` (events, pops, re-offers), ``lifecycle`` (quiet
+  clients, expired lite topics) and ``views`` (what admin, console and metrics read) over ``model``;
 - ``remoting``: the lite remoting codes (pop, subscription control, admin queries);
 - ``priority_send``, ``priority_selector``: a priority message's queue on send, the priority order of a POP.
 
