@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, AsyncGenerator, AsyncIterator
 
 import grpc
@@ -60,18 +61,19 @@ def language_refused(language: str) -> None:
                                                 "java.base/java.lang.Enum.valueOf(Enum.java:273)")
 
 
+@dataclass
 class ClientRpcs:
-    def __init__(self, checks: CallChecks, lookups: Lookups, access: Access, metadata: Metadata,
-                 clients: GrpcClientManager, lite: LiteService, config: BrokerConfig, causes: CauseLog) -> None:
-        self.checks = checks
-        self.lookups = lookups
-        self.access = access
-        self.metadata = metadata
-        self.clients = clients
-        self.lite = lite
-        self.config = config
-        self.causes = causes
-        self.max_long_polling_ms = int(config.grpcClientConsumerMaxLongPollingTimeoutMillis)
+    checks: CallChecks
+    lookups: Lookups
+    access: Access
+    metadata: Metadata
+    clients: GrpcClientManager
+    lite: LiteService
+    config: BrokerConfig
+    causes: CauseLog
+
+    def __post_init__(self) -> None:
+        self.max_long_polling_ms = int(self.config.grpcClientConsumerMaxLongPollingTimeoutMillis)
 
     def settings_of(self, client_id: str) -> d.Settings:
         ch = self.clients.channels.get(client_id)

@@ -2,6 +2,7 @@
 proxy does not implement)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rmqd.acl.permission import SUB
@@ -17,11 +18,11 @@ if TYPE_CHECKING:
 C = d.Code
 
 
+@dataclass
 class OffsetRpcs:
-    def __init__(self, checks: CallChecks, lookups: Lookups, offsets: OffsetAccess) -> None:
-        self.checks = checks
-        self.lookups = lookups
-        self.offsets = offsets
+    checks: CallChecks
+    lookups: Lookups
+    offsets: OffsetAccess
 
     async def get_offset(self, request: s.GetOffsetRequest, context: RpcContext) -> s.GetOffsetResponse:
         mq = request.message_queue

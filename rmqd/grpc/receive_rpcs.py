@@ -4,6 +4,7 @@ answered as a stream: the status, the messages, the delivery timestamp."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, AsyncGenerator
 
 from rmqd.acl.permission import SUB
@@ -12,6 +13,7 @@ from rmqd.filter.message_filter import ExpressionMessageFilter
 from rmqd.grpc import validate
 from rmqd.grpc.backend import ReceiveRequest
 from rmqd.grpc.broker_codes import POP_CODES
+from rmqd.grpc.consumer_rpcs import ConsumerRpcs
 from rmqd.grpc.convert import duration_ms, ms_to_timestamp
 from rmqd.grpc.errors import RpcError, status
 from rmqd.grpc.pb import definition_pb2 as d
@@ -22,26 +24,21 @@ from rmqd.store.topic_attributes import is_lite_topic
 
 if TYPE_CHECKING:
     from rmqd.config import BrokerConfig
-    from rmqd.grpc.backend import Consuming, LiteService, RpcContext
+    from rmqd.grpc.backend import RpcContext
     from rmqd.grpc.bad_input import CauseLog
-    from rmqd.grpc.call_checks import CallChecks
-    from rmqd.grpc.lookups import Lookups
-    from rmqd.grpc.renewals import Renewals
 
 C = d.Code
 MAX_BATCH = 32
 DEFAULT_INVISIBLE_MS = 60_000
 
 
-class ReceiveRpcs:
-    def __init__(self, checks: CallChecks, lookups: Lookups, consuming: Consuming, lite: LiteService,
-                 renewals: Renewals, config: BrokerConfig, causes: CauseLog) -> None:
-        self.checks = checks
-        self.lookups = lookups
-        self.consuming = consuming
-        self.lite = lite
-        self.renewals = renewals
-        self.causes = causes
+@dataclass
+class ReceiveRpcs(ConsumerRpcs):
+    config: BrokerConfig
+    causes: CauseLog
+
+    def __post_init__(self) -> None:
+        config = self.config
         self.min_invisible_ms = int(config.minInvisibleTimeMillsForRecv)
         self.max_invisible_ms = int(config.maxInvisibleTimeMills)
         self.min_long_polling_ms = int(config.grpcClientConsumerMinLongPollingTimeoutMillis)

@@ -1,6 +1,7 @@
 """QueryRoute and QueryAssignment: where a 5.x client sends and which queues a consumer group reads."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rmqd.acl.permission import SUB
@@ -19,11 +20,11 @@ if TYPE_CHECKING:
 C = d.Code
 
 
+@dataclass
 class RouteRpcs:
-    def __init__(self, checks: CallChecks, lookups: Lookups, metadata: Metadata) -> None:
-        self.checks = checks
-        self.lookups = lookups
-        self.metadata = metadata
+    checks: CallChecks
+    lookups: Lookups
+    metadata: Metadata
 
     async def query_route(self, request: s.QueryRouteRequest, context: RpcContext) -> s.QueryRouteResponse:
         self.checks.begin(context, {}, request)

@@ -4,6 +4,7 @@ send results."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from rmqd.acl.permission import PUB
@@ -66,14 +67,13 @@ def send_result(resp: RemotingCommand, sp: d.SystemProperties, transactional: bo
     return entry
 
 
+@dataclass
 class SendRpcs:
-    def __init__(self, checks: CallChecks, metadata: Metadata, producing: Producing, config: BrokerConfig,
-                 max_lite_topic_size: int) -> None:
-        self.checks = checks
-        self.metadata = metadata
-        self.producing = producing
-        self.config = config
-        self.max_lite_topic_size = max_lite_topic_size
+    checks: CallChecks
+    metadata: Metadata
+    producing: Producing
+    config: BrokerConfig
+    max_lite_topic_size: int
 
     async def send_message(self, request: s.SendMessageRequest, context: RpcContext) -> s.SendMessageResponse:
         md, peer = self.checks.begin(context, request=request)

@@ -3,11 +3,13 @@ message, by the receipt handle it holds (a lite message's: on its lite topic's L
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Union
 
 from rmqd.acl.permission import SUB
 from rmqd.grpc import validate
 from rmqd.grpc.broker_codes import POP_CODES, SEND_CODES, SETTLE_REFUSED
+from rmqd.grpc.consumer_rpcs import ConsumerRpcs
 from rmqd.grpc.convert import duration_ms
 from rmqd.grpc.errors import RpcError, status
 from rmqd.grpc.pb import definition_pb2 as d
@@ -18,10 +20,7 @@ from rmqd.remoting.codes import ResponseCode
 from rmqd.store.topic_attributes import is_lite_topic
 
 if TYPE_CHECKING:
-    from rmqd.grpc.backend import Consuming, LiteService, RpcContext
-    from rmqd.grpc.call_checks import CallChecks
-    from rmqd.grpc.lookups import Lookups
-    from rmqd.grpc.renewals import Renewals
+    from rmqd.grpc.backend import RpcContext
 
 log = logging.getLogger(__name__)
 
@@ -33,16 +32,10 @@ CHANGE_REFUSED = "changeInvisibleDuration failed: status is abnormal"
 OneMessage = Union[s.ChangeInvisibleDurationRequest, s.ForwardMessageToDeadLetterQueueRequest]
 
 
-class SettleRpcs:
-    def __init__(self, checks: CallChecks, lookups: Lookups, consuming: Consuming, lite: LiteService,
-                 renewals: Renewals, max_invisible_ms: int, inline_acks: bool) -> None:
-        self.checks = checks
-        self.lookups = lookups
-        self.consuming = consuming
-        self.lite = lite
-        self.renewals = renewals
-        self.max_invisible_ms = max_invisible_ms
-        self.inline_acks = inline_acks
+@dataclass
+class SettleRpcs(ConsumerRpcs):
+    max_invisible_ms: int
+    inline_acks: bool
 
     def _begin(self, context: RpcContext, request: Union[s.AckMessageRequest, OneMessage]
                ) -> tuple[dict[str, str], tuple[str, int]]:

@@ -2,6 +2,7 @@
 recall a delay message by its handle)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rmqd.acl.permission import PUB
@@ -21,12 +22,12 @@ if TYPE_CHECKING:
 C = d.Code
 
 
+@dataclass
 class TransactionRpcs:
-    def __init__(self, checks: CallChecks, metadata: Metadata, producing: Producing, config: BrokerConfig) -> None:
-        self.checks = checks
-        self.metadata = metadata
-        self.producing = producing
-        self.config = config
+    checks: CallChecks
+    metadata: Metadata
+    producing: Producing
+    config: BrokerConfig
 
     async def end_transaction(self, request: s.EndTransactionRequest,
                               context: RpcContext) -> s.EndTransactionResponse:
