@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 from rmqd.grpc.errors import RpcError
 from rmqd.grpc.pb import definition_pb2 as d
@@ -20,16 +20,16 @@ from rmqd.grpc.pb import service_pb2 as s
 from rmqd.grpc import validate
 from rmqd.lite.subscriptions import QUOTA_SLACK, LiteError, LiteSubscriptionManager, OffsetOption
 from rmqd.store import group_attributes as ga
-from rmqd.grpc.backend import Received, ReceiveRequest
+from rmqd.grpc.backend import Metadata, Received, ReceiveRequest
 from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, check_name, lmq_name
 from rmqd.store.message import decode_message
 
 if TYPE_CHECKING:
-    from rmqd.grpc.backend import MessagingBackend, RpcContext
-    from rmqd.grpc.local_backend import LocalBackend
+    from rmqd.grpc.backend import RpcContext
     from rmqd.grpc.clients import GrpcClientManager
     from rmqd.pop.extra_info import ReceiptHandle
-    from rmqd.pop.service import PoppedMessage
+    from rmqd.pop.frontend import PopExecutor
+    from rmqd.pop.service import PoppedMessage, PopResult, PopService
     from rmqd.store.metadata import SubscriptionGroupConfig
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def offset_option(request: s.SyncLiteSubscriptionRequest) -> Optional[OffsetOpti
     return OffsetOption(policy=d.OffsetOption.Policy.Name(opt.policy) if kind == "policy" else "LAST")
 
 
-async def proxy_checks(request: s.SyncLiteSubscriptionRequest, names: list[str], backend: MessagingBackend,
+async def proxy_checks(request: s.SyncLiteSubscriptionRequest, names: list[str], backend: Metadata,
                        max_lite_topic_size: int) -> SubscriptionGroupConfig:
     """What the proxy refuses before the broker sees a SyncLiteSubscription (``ClientActivity`` and
     ``ClientProcessor.syncLiteSubscription``), with its texts: names, group, bind topic, the +300 quota. Returns the
@@ -83,12 +83,26 @@ async def proxy_checks(request: s.SyncLiteSubscriptionRequest, names: list[str],
     return sg
 
 
+class LiteBackend(Metadata, Protocol):
+    """What the lite RPCs use of the broker in this process (:class:`rmqd.grpc.local_backend.LocalBackend`): groups,
+    POP and its executor, the conversion of popped messages, and stored records."""
+
+    @property
+    def pop(self) -> PopService: ...
+
+    @property
+    def pop_executor(self) -> PopExecutor: ...
+
+    async def received(self, result: PopResult, state: str, rr: ReceiveRequest) -> Received: ...
+
+    def read_message(self, commit_log_offset: int) -> Optional[bytes]: ...
+
+
 class LiteGrpc:
     """The lite RPCs and hooks of one MessagingService."""
 
-    def __init__(self, clients: GrpcClientManager, manager: LiteSubscriptionManager, backend: LocalBackend) -> None:
-        """``clients``: the service's client sessions (their Telemetry streams); ``backend``: the
-        :class:`rmqd.grpc.local_backend.LocalBackend` (groups, POP, the store)."""
+    def __init__(self, clients: GrpcClientManager, manager: LiteSubscriptionManager, backend: LiteBackend) -> None:
+        """``clients``: the service's client sessions (their Telemetry streams)."""
         self.clients = clients
         self.manager = manager
         self.backend = backend
