@@ -2,7 +2,7 @@
 
 - ``config``: the settings (``LiteConfig``, ``PriorityConfig``) under the Java names;
 - ``wiring``: ``LitePriority``, which builds the parts before POP and installs them after (send hooks,
-  remoting codes, the background rounds);
+  remoting codes, the background rounds of ``rounds``); ``parent_topics``: lite topics counted under their parent;
 - ``subscriptions``: ``LiteSubscriptionManager``, the lite consumers' subscriptions, events and delivery, made of
   ``registry`` (SyncLiteSubscription, sessions), ``delivery`` (events, pops, re-offers), ``lifecycle`` (quiet
   clients, expired lite topics) and ``views`` (what admin, console and metrics read) over ``model``;
