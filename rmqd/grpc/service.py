@@ -48,8 +48,9 @@ Q = TypeVar("Q")
 
 
 async def _closing(stream: AsyncGenerator[R, None]) -> AsyncIterator[R]:
-    """``stream``'s items; closed (its ``finally`` run) as soon as the caller stops, not when collected (grpc
-    serves a streaming RPC from an async generator function: the servicer's methods stay ones)."""
+    """``stream``'s items, closed (its ``finally`` run) as soon as the caller stops rather than when it is collected:
+    grpc.aio serves a streaming RPC by calling an async generator function, so the servicer's streaming methods are
+    async generators that delegate through this."""
     try:
         async for item in stream:
             yield item
@@ -71,14 +72,17 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         lookups = Lookups(backend)
         self.renewals = Renewals(self.clients, backend, int(c.grpcClientIdleTimeMills) / 1000.0,
                                  lambda cid: self.lite.client_gone(cid, "idle"))
-        self.routes = RouteRpcs(checks, lookups, backend)
-        self.sends = SendRpcs(checks, backend, backend, c, backend.max_lite_topic_size)
-        self.transactions = TransactionRpcs(checks, backend, backend, c)
-        self.receives = ReceiveRpcs(checks, lookups, backend, self.lite, self.renewals, c, self.causes)
-        self.settles = SettleRpcs(checks, lookups, backend, self.lite, self.renewals, int(c.maxInvisibleTimeMills),
-                                  backend.inline_acks)
-        self.sessions = ClientRpcs(checks, lookups, backend, backend, self.clients, self.lite, c, self.causes)
-        self.offsets = OffsetRpcs(checks, lookups, backend)
+        self.routes = RouteRpcs(checks, lookups, metadata=backend)
+        self.sends = SendRpcs(checks, metadata=backend, producing=backend, config=c,
+                              max_lite_topic_size=backend.max_lite_topic_size)
+        self.transactions = TransactionRpcs(checks, metadata=backend, producing=backend, config=c)
+        self.receives = ReceiveRpcs(checks, lookups, consuming=backend, lite=self.lite, renewals=self.renewals,
+                                    config=c, causes=self.causes)
+        self.settles = SettleRpcs(checks, lookups, consuming=backend, lite=self.lite, renewals=self.renewals,
+                                  max_invisible_ms=int(c.maxInvisibleTimeMills), inline_acks=backend.inline_acks)
+        self.sessions = ClientRpcs(checks, lookups, access=backend, metadata=backend, clients=self.clients,
+                                   lite=self.lite, config=c, causes=self.causes)
+        self.offsets = OffsetRpcs(checks, lookups, offsets=backend)
 
     def start(self) -> None:
         self.backend.start()
