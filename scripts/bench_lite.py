@@ -415,8 +415,8 @@ def structure_sizes(n_topics: int, n_clients: int, per_client: int) -> dict:
     with tracemalloc on the real classes (the RSS figures above also hold the messages' own pages)."""
     import tracemalloc
     from types import SimpleNamespace
-    from rmqd.pop.lite import LiteSubscriptionManager
-    from rmqd.pop.lite_priority_config import LiteConfig
+    from rmqd.lite.subscriptions import LiteSubscriptionManager
+    from rmqd.lite.config import LiteConfig
     from rmqd.store.lite.index import LiteIndex
     from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
     store = SimpleNamespace(get_max_offset=lambda t, q: 0, get_min_offset=lambda t, q: 0)

@@ -5,6 +5,8 @@
 * Nobody looks the broker's parts up by name (``getattr(broker, "...")``): every part is declared where the
   broker is built.
 * The lower layers (store/, remoting/, cython_ext/) never import the request handlers or the broker.
+* lite/ (priority and Lite Mode, beside processors/) is imported by none of the layers it uses (pop/, processors/,
+  store/, remoting/, cython_ext/).
 * processors/ and broker/ use no other object's ``_private`` attribute and import no ``_private`` name.
 * Every package of rmqd has its place in ``LAYERS`` and imports only packages of its own layer or below (a
   package's settings modules, ``<package>.config`` or ``*_config``, and the generated protocol, ``rmqd.grpc.pb``, may be read from
@@ -20,8 +22,9 @@ from typing import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent / "rmqd"
 
-NO_CONTROLLER = ("processors", "broker", "grpc", "console", "metrics", "admin")
+NO_CONTROLLER = ("processors", "broker", "grpc", "console", "metrics", "admin", "lite", "pop")
 LOWER_LAYERS = ("store", "remoting", "cython_ext")
+BELOW_LITE = ("pop", "processors", *LOWER_LAYERS)
 NO_PRIVATE_REACH = ("processors", "broker")
 # The receivers a getattr lookup on the broker goes through.
 BROKER_NAMES = re.compile(r"^(broker|broker_ctl|controller|ctx)$")
@@ -47,7 +50,7 @@ COMPOSITION_ROOT = "broker/controller.py"
 # (that merge deletes these entries; an entry whose access is gone fails below, so the list only shrinks).
 PENDING_STORE_API: set[tuple[str, str]] = set()
 # Upward imports being removed (the lite package's move out of processors/); the list only shrinks.
-PENDING_LAYERING = {"processors/lite_priority.py"}
+PENDING_LAYERING: set[str] = set()
 
 
 def modules(*packages: str, suffixes: tuple[str, ...] = (".py",)) -> Iterator[tuple[str, Path]]:
@@ -134,6 +137,16 @@ def upward_imports() -> list[str]:
     return found
 
 
+def imports_of_lite() -> list[str]:
+    found = []
+    for rel, path in modules(*BELOW_LITE):
+        for line, name in imported_modules(tree(path)):
+            if (name == "rmqd.lite" or name.startswith("rmqd.lite.")) and \
+                    (not found or not found[-1].startswith(f"{rel}:{line} ")):
+                found.append(f"{rel}:{line} imports {name}")
+    return found
+
+
 def private_reach_ins() -> list[tuple[str, str, str]]:
     """(module, private name, where) for each ``x._name`` with x not self/cls, and each imported ``_name``."""
     found = []
@@ -164,6 +177,11 @@ def test_the_broker_is_never_searched_by_attribute_name():
 def test_lower_layers_never_import_handlers_or_the_broker():
     found = upward_imports()
     assert not found, f"{len(found)} upward imports:\n" + "\n".join(found)
+
+
+def test_lite_is_imported_by_no_layer_it_uses():
+    found = imports_of_lite()
+    assert not found, f"{len(found)} imports of rmqd.lite from below it:\n" + "\n".join(found)
 
 
 def test_no_private_reach_ins_from_processors_or_broker_services():
@@ -220,7 +238,7 @@ def _packages() -> frozenset[str]:
 def test_every_package_has_a_layer():
     missing = sorted(p for p in _packages() if layer_of_package(p) is None)
     assert not missing, f"packages with no place in LAYERS: {missing}"
-    stale = sorted(p for _, packages in LAYERS for p in packages if p not in _packages() and p != "lite")
+    stale = sorted(p for _, packages in LAYERS for p in packages if p not in _packages())
     assert not stale, f"LAYERS names packages that are gone: {stale}"
 
 

@@ -81,7 +81,7 @@ def test_one_mapping_per_part_and_the_store_settings_a_running_store_takes():
 
 
 def test_lite_and_priority_keys_are_kept_but_not_reported_unused(caplog):
-    """5.4/5.5 keys live in their own settings class (rmqd.pop.lite_priority_config): kept, and not logged as
+    """5.4/5.5 keys live in their own settings class (rmqd.lite.config): kept, and not logged as
     unused; a key nothing reads still is."""
     import logging
 

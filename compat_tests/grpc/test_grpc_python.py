@@ -231,16 +231,16 @@ def test_failing_fifo_push_consumer_forwards_to_the_dlq(py5_python, grpc_server,
     (A concurrent push consumer nacks instead, and the broker's revive moves it to the DLQ.)"""
     grpc_server.create_topic("G5Poison", message_type="FIFO")
     grpc_server.create_group("G5PoisonGroup", retry_max_times=1, fifo=True)
-    service = grpc_server.endpoint.service
+    settles = grpc_server.endpoint.service.settles      # rmqd.grpc.settle_rpcs: the DLQ forward's job
     forwarded = []
-    original = service._forward_to_dlq
+    original = settles.forward_to_dlq
 
     async def spy(request, context):
         response = await original(request, context)
         forwarded.append((request.message_id, request.delivery_attempt, request.max_delivery_attempts,
                           response.status.code))
         return response
-    monkeypatch.setattr(service, "_forward_to_dlq", spy)
+    monkeypatch.setattr(settles, "forward_to_dlq", spy)
     res = run5(py5_python, grpc_server, '''
         import threading
         seen, lock = [], threading.Lock()

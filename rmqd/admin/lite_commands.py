@@ -9,7 +9,7 @@ from typing import Any
 
 from rmqd.admin.client import AdminClient
 from rmqd.admin.options import BROKER as _B, CLUSTER as _C, SpecTable
-from rmqd.processors import lite_remoting as lr
+from rmqd.lite import remoting as lr
 
 _QUEUE_ID = re.compile(r"queue_?[iI]d\W+(\d+)")
 

@@ -36,7 +36,8 @@ from rmqd.common.periodic import run_every
 from rmqd.config import BrokerConfig, compaction_config_from, store_config_from, store_runtime_changes, \
     tier_config_from
 from rmqd.metrics.recorders import BrokerMetrics
-from rmqd.processors.lite_priority import LitePriority, ParentTopicCounters
+from rmqd.lite.parent_topics import ParentTopicCounters
+from rmqd.lite.wiring import LitePriority
 from rmqd.pop.frontend import PopExecutor
 from rmqd.pop.extra_info import original_topic_of_pop_retry
 from rmqd.pop.service import PopService

@@ -135,10 +135,10 @@ def _coerce(default: Any, value: str) -> Any:
 @functools.lru_cache(maxsize=1)
 def _keys_read_elsewhere() -> frozenset[str]:
     """broker.conf keys kept in ``extra`` and read by a part with its own settings class (5.4 priority and
-    5.5 Lite Mode: rmqd.pop.lite_priority_config; TLS: rmqd.tls.settings; access control 2.0: rmqd.auth.config), so
+    5.5 Lite Mode: rmqd.lite.config; TLS: rmqd.tls.settings; access control 2.0: rmqd.auth.config), so
     not reported as unused."""
     from rmqd.auth.config import auth_config_keys
-    from rmqd.pop.lite_priority_config import LiteConfig, PriorityConfig
+    from rmqd.lite.config import LiteConfig, PriorityConfig
     from rmqd.tls.settings import ALL_KEYS as TLS_KEYS
     return frozenset(f.name for cls in (LiteConfig, PriorityConfig) for f in dataclasses.fields(cls)) | TLS_KEYS | \
         auth_config_keys()

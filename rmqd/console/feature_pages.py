@@ -133,7 +133,10 @@ def tier_page(broker: "ConsoleBroker") -> Optional["JsonObject"]:
 
 
 def register_builtin() -> None:
-    """Register the built-in pages (idempotent)."""
+    """Register the built-in pages (idempotent), and the lite and priority pages (:mod:`rmqd.console.lite_pages`,
+    read from the broker's ``lite_priority`` handle)."""
+    from rmqd.console import lite_pages
     extensions.register("compaction", compaction_page)
     extensions.register("tier", tier_page)
     extensions.register("acl", acl_page)
+    lite_pages.register()

@@ -13,9 +13,9 @@ if TYPE_CHECKING:
     from rmqd.acl.plain_acl import AclState
     from rmqd.broker.context import BrokerContext
     from rmqd.namesrv.route_info import RouteInfoManager
-    from rmqd.pop.lite import LiteSubscriptionManager
-    from rmqd.pop.lite_priority_config import LiteConfig, PriorityConfig
-    from rmqd.pop.queue_selector import PriorityQueueSelector
+    from rmqd.lite.subscriptions import LiteSubscriptionManager
+    from rmqd.lite.config import LiteConfig, PriorityConfig
+    from rmqd.lite.priority_selector import PriorityQueueSelector
     from rmqd.store.lite.index import LiteIndex
 
 

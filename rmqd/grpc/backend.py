@@ -24,10 +24,9 @@ if TYPE_CHECKING:
 
     from rmqd.acl.plain_acl import PlainAclManager
     from rmqd.auth.guard import AuthGuard
-    from rmqd.grpc.clients import GrpcChannel
+    from rmqd.grpc.clients import GrpcChannel, GrpcClientManager
     from rmqd.grpc.pb import definition_pb2 as d
     from rmqd.grpc.pb import service_pb2 as s
-    from rmqd.grpc.service import MessagingService
     from rmqd.store.api import MessageFilter
 
     #: the call context grpc.aio hands each MessagingService RPC
@@ -95,12 +94,8 @@ class LiteService(Protocol):
     def client_gone(self, client_id: str, why: str) -> None: ...
 
 
-class MessagingBackend(Protocol):
-    """The brokers' side of every MessagingService RPC."""
-
-    @property
-    def config(self) -> BrokerConfig:
-        """The limits and switches the service reads (the proxy's settings)."""
+class Access(Protocol):
+    """Who may call (the service's request checks, :mod:`rmqd.grpc.call_checks`)."""
 
     @property
     def guard(self) -> Optional[AuthGuard]:
@@ -110,28 +105,10 @@ class MessagingBackend(Protocol):
     def acl_manager(self) -> Optional[PlainAclManager]:
         """ACL 1.0 (rmqd.acl), None when off."""
 
-    @property
-    def registry(self) -> ClientRegistry: ...
 
-    @property
-    def inline_acks(self) -> bool:
-        """Whether an ack may run on the loop (a memory copy)."""
+class Metadata(Protocol):
+    """Topics, groups and routes."""
 
-    @property
-    def max_lite_topic_size(self) -> int:
-        """maxLiteTopicSize (bytes of a lite topic name)."""
-
-    def lite(self, service: MessagingService) -> LiteService:
-        """The Lite Mode part for ``service`` (it reaches the clients' Telemetry streams through it)."""
-
-    def start(self) -> None: ...
-
-    def close(self) -> None: ...
-
-    async def run(self, fn: Callable[[Unpack[Ts]], T], *args: Unpack[Ts]) -> T:
-        """Run blocking work off the loop in the backend's bounded executor (Busy when full)."""
-
-    # ---- metadata
     async def topic(self, name: str) -> Optional[TopicConfig]:
         """The topic's config; None when no broker has it."""
 
@@ -144,7 +121,10 @@ class MessagingBackend(Protocol):
     async def endpoints(self, route: TopicRoute, asked: Sequence[Address]) -> dict[tuple[str, int], list[Address]]:
         """Where clients reach each (brokerName, brokerId) of ``route`` (``asked``: the addresses they used)."""
 
-    # ---- producers
+
+class Producing(Protocol):
+    """The producers' part: sends, transaction ends, recalls."""
+
     async def send(self, topic_config: TopicConfig, request: RemotingCommand, key: str,
                    peer: tuple[str, int]) -> tuple[RemotingCommand, Optional[str]]:
         """A SEND_MESSAGE request (queue -1) to the topic: the queue of ``key`` (a message group or lite topic,
@@ -157,7 +137,10 @@ class MessagingBackend(Protocol):
     async def recall(self, topic: str, handle: str, producer_group: str, peer: tuple[str, int]) -> str:
         """Recall a delay message; its message id. Raises rmqd.processors.recall.RecallError."""
 
-    # ---- consumers
+
+class Consuming(Protocol):
+    """The consumers' part: receive, auto-renew, ack, invisible time, DLQ."""
+
     async def receive(self, rr: ReceiveRequest) -> Received: ...
 
     def handle_key(self, group: str, handle: ReceiptHandle) -> Hashable:
@@ -176,7 +159,10 @@ class MessagingBackend(Protocol):
     async def send_back(self, ext: dict[str, str], handle: ReceiptHandle, peer: tuple[str, int]) -> RemotingCommand:
         """A CONSUMER_SEND_MSG_BACK (to the DLQ) for the message of ``handle``."""
 
-    # ---- offsets (the pull-style RPCs)
+
+class OffsetAccess(Protocol):
+    """Consumer offsets (the pull-style RPCs)."""
+
     async def get_offset(self, group: str, topic: str, queue_id: int, broker: str) -> int: ...
 
     async def update_offset(self, client: str, group: str, topic: str, queue_id: int, broker: str,
@@ -184,3 +170,33 @@ class MessagingBackend(Protocol):
 
     async def query_offset(self, topic: str, queue_id: int, broker: str, policy: str, timestamp_ms: int) -> int:
         """``policy``: BEGINNING, END or TIMESTAMP."""
+
+
+class MessagingBackend(Access, Metadata, Producing, Consuming, OffsetAccess, Protocol):
+    """The brokers' side of every MessagingService RPC (each part of the service is given only the interfaces
+    above that it uses)."""
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The limits and switches the service reads (the proxy's settings)."""
+
+    @property
+    def registry(self) -> ClientRegistry: ...
+
+    @property
+    def inline_acks(self) -> bool:
+        """Whether an ack may run on the loop (a memory copy)."""
+
+    @property
+    def max_lite_topic_size(self) -> int:
+        """maxLiteTopicSize (bytes of a lite topic name)."""
+
+    def lite(self, clients: GrpcClientManager) -> LiteService:
+        """The Lite Mode part of a service whose clients are ``clients`` (it reaches their Telemetry streams)."""
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    async def run(self, fn: Callable[[Unpack[Ts]], T], *args: Unpack[Ts]) -> T:
+        """Run blocking work off the loop in the backend's bounded executor (Busy when full)."""

@@ -223,3 +223,10 @@ class GrpcClientManager:
     def close_all(self) -> None:
         for cid in list(self.channels):
             self.terminate(cid)
+
+    def notify_unsubscribe_lite(self, client_id: str, lite: str) -> None:
+        """NotifyUnsubscribeLite on the client's Telemetry stream (an Exclusive group evicted it from ``lite``)."""
+        ch = self.channels.get(client_id)
+        cmd = s.TelemetryCommand(notify_unsubscribe_lite_command=s.NotifyUnsubscribeLiteCommand(lite_topic=lite))
+        if ch is None or not ch.send_command(cmd):
+            log.info("lite: NotifyUnsubscribeLite(%s) to %s: no telemetry stream", lite, client_id)

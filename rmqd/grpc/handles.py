@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from rmqd.processors.handles import RequestPeer
     from rmqd.config import BrokerConfig
     from rmqd.pop.frontend import PopExecutor
-    from rmqd.pop.lite import LiteSubscriptionManager
-    from rmqd.pop.lite_priority_config import LiteConfig
+    from rmqd.lite.subscriptions import LiteSubscriptionManager
+    from rmqd.lite.config import LiteConfig
     from rmqd.pop.service import PopService
     from rmqd.remoting.command import RemotingCommand
     from rmqd.store.api import MessageStoreAPI

@@ -1,34 +1,35 @@
 """Lite Mode over gRPC (5.5): what the 5.x proxy adds for LitePushConsumer / LiteSimpleConsumer.
 
-:class:`MessagingService` delegates here: ``SyncLiteSubscription``; the Settings a lite consumer gets
-(``lite_subscription_quota`` from the group's ``lite.sub.client.quota``, ``max_lite_topic_size`` from
+:class:`rmqd.grpc.service.MessagingService` delegates here: ``SyncLiteSubscription``; the Settings a lite
+consumer gets (``lite_subscription_quota`` from the group's ``lite.sub.client.quota``, ``max_lite_topic_size`` from
 ``maxLiteTopicSize``); ReceiveMessage on a LITE topic (the client's lite topics, long polling keyed by
 client id); the LMQ an ack / change-invisible / DLQ forward of a lite message applies to; and
 NotifyUnsubscribeLite on the client's Telemetry stream when an Exclusive group evicts it. The registry and
-delivery rules are :class:`rmqd.pop.lite.LiteSubscriptionManager`'s.
+delivery rules are :class:`rmqd.lite.subscriptions.LiteSubscriptionManager`'s.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 from rmqd.grpc.errors import RpcError
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.pb import service_pb2 as s
 from rmqd.grpc import validate
-from rmqd.pop.lite import QUOTA_SLACK, LiteError, LiteSubscriptionManager, OffsetOption
+from rmqd.lite.subscriptions import QUOTA_SLACK, LiteError, LiteSubscriptionManager, OffsetOption
 from rmqd.store import group_attributes as ga
-from rmqd.grpc.backend import Received, ReceiveRequest
+from rmqd.grpc.backend import Metadata, Received, ReceiveRequest
 from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, check_name, lmq_name
 from rmqd.store.message import decode_message
 
 if TYPE_CHECKING:
-    from rmqd.grpc.backend import MessagingBackend, RpcContext
-    from rmqd.grpc.local_backend import LocalBackend
-    from rmqd.grpc.service import MessagingService
+    from rmqd.grpc.backend import RpcContext
+    from rmqd.grpc.clients import GrpcClientManager
     from rmqd.pop.extra_info import ReceiptHandle
-    from rmqd.pop.service import PoppedMessage
+    from rmqd.pop.frontend import PopExecutor
+    from rmqd.pop.service import PoppedMessage, PopResult, PopService
     from rmqd.store.metadata import SubscriptionGroupConfig
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ def offset_option(request: s.SyncLiteSubscriptionRequest) -> Optional[OffsetOpti
     return OffsetOption(policy=d.OffsetOption.Policy.Name(opt.policy) if kind == "policy" else "LAST")
 
 
-async def proxy_checks(request: s.SyncLiteSubscriptionRequest, names: list[str], backend: MessagingBackend,
+async def proxy_checks(request: s.SyncLiteSubscriptionRequest, names: list[str], backend: Metadata,
                        max_lite_topic_size: int) -> SubscriptionGroupConfig:
     """What the proxy refuses before the broker sees a SyncLiteSubscription (``ClientActivity`` and
     ``ClientProcessor.syncLiteSubscription``), with its texts: names, group, bind topic, the +300 quota. Returns the
@@ -82,12 +83,27 @@ async def proxy_checks(request: s.SyncLiteSubscriptionRequest, names: list[str],
     return sg
 
 
+class LiteBackend(Metadata, Protocol):
+    """What the lite RPCs use of the broker in this process (:class:`rmqd.grpc.local_backend.LocalBackend`): groups,
+    POP and its executor, the conversion of popped messages, and stored records."""
+
+    @property
+    def pop(self) -> PopService: ...
+
+    @property
+    def pop_executor(self) -> PopExecutor: ...
+
+    async def received(self, result: PopResult, state: str, rr: ReceiveRequest) -> Received: ...
+
+    def read_message(self, commit_log_offset: int) -> Optional[bytes]: ...
+
+
 class LiteGrpc:
     """The lite RPCs and hooks of one MessagingService."""
 
-    def __init__(self, service: MessagingService, manager: LiteSubscriptionManager, backend: LocalBackend) -> None:
-        """``backend``: the :class:`rmqd.grpc.local_backend.LocalBackend` (groups, POP, the store)."""
-        self.service = service
+    def __init__(self, clients: GrpcClientManager, manager: LiteSubscriptionManager, backend: LiteBackend) -> None:
+        """``clients``: the service's client sessions (their Telemetry streams)."""
+        self.clients = clients
         self.manager = manager
         self.backend = backend
 
@@ -96,14 +112,7 @@ class LiteGrpc:
 
     # ------------------------------------------------------------------ SyncLiteSubscription
     def _notifier(self, client_id: str) -> Callable[[str], None]:
-        clients = self.service.clients
-
-        def notify(lite: str) -> None:
-            ch = clients.channels.get(client_id)
-            cmd = s.TelemetryCommand(notify_unsubscribe_lite_command=s.NotifyUnsubscribeLiteCommand(lite_topic=lite))
-            if ch is None or not ch.send_command(cmd):
-                log.info("lite: NotifyUnsubscribeLite(%s) to %s: no telemetry stream", lite, client_id)
-        return notify
+        return functools.partial(self.clients.notify_unsubscribe_lite, client_id)
 
     async def sync(self, request: s.SyncLiteSubscriptionRequest, context: RpcContext, client_id: str,
                    peer: str) -> s.SyncLiteSubscriptionResponse:

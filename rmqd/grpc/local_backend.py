@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from rmqd.grpc.lite import LiteGrpc
     from rmqd.grpc.pb import definition_pb2 as d
     from rmqd.grpc.routes import Invoke
-    from rmqd.grpc.service import MessagingService
+    from rmqd.grpc.clients import GrpcClientManager
     from rmqd.acl.plain_acl import PlainAclManager
     from rmqd.pop.service import PopResult, PoppedMessage, PopService
     from rmqd.store.api import MessageStoreAPI
@@ -174,12 +174,12 @@ class LocalBackend:
         # the name server's routes and the other brokers' gRPC ports (rmqd.grpc.routes), over the broker's client
         self.routes = ClusterRoutes(p.namesrv_invoke, lambda: c.namesrv_addrs, p.address, endpoint_address)
 
-    def lite(self, service: MessagingService) -> LiteGrpc:
+    def lite(self, clients: GrpcClientManager) -> LiteGrpc:
         from rmqd.grpc.lite import LiteGrpc
         manager = self.parts.lite_priority.manager
         if manager is None:         # LitePriority.install runs while the broker is made, before any endpoint
             raise RuntimeError("the broker's Lite Mode is not installed (LitePriority.install)")
-        return LiteGrpc(service, manager, self)
+        return LiteGrpc(clients, manager, self)
 
     def start(self) -> None:
         pass

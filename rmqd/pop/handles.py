@@ -1,5 +1,5 @@
 """What POP is given of the broker: the narrow interfaces :class:`rmqd.pop.service.PopService` and
-:class:`rmqd.pop.lite.LiteSubscriptionManager` use, instead of the broker's managers.
+:class:`rmqd.lite.subscriptions.LiteSubscriptionManager` use, instead of the broker's managers.
 
 The broker passes its store chain (through the lite view, :mod:`rmqd.store.lite.view`), its topic table
 (through the lite topics view), its subscription groups and its consumer offsets

@@ -11,19 +11,19 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from rmqd.pop.extra_info import ExtraInfo
 from rmqd.pop.frontend import Busy, PopExecutor
 from rmqd.pop.codes import PopError
 from rmqd.processors.client_manage import parse_json_body
-from rmqd.processors.lite_remoting import lite_queue_of
 from rmqd.pop.service import PopService
 from rmqd.processors.pop_message import NOT_SET_REMARK, busy_response, pop_error_response
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_response, require
 from rmqd.remoting.dispatch import Dispatcher
 from rmqd.remoting.java_errors import BadBodyError
+from rmqd.store.lite.names import lmq_name, parse_lmq
 
 if TYPE_CHECKING:
     from rmqd.processors.handles import RequestPeer
@@ -33,6 +33,13 @@ log = logging.getLogger(__name__)
 ACK_MESSAGE = 200051
 CHANGE_MESSAGE_INVISIBLETIME = 200053
 BATCH_ACK_MESSAGE = 200151
+
+
+def lite_queue_of(topic: str, ext: Mapping[str, str]) -> str:
+    """The queue an ACK_MESSAGE / CHANGE_MESSAGE_INVISIBLETIME applies to: the lite topic's LMQ when the
+    header names one (5.5 ``liteTopic``), else the topic."""
+    lite = ext.get("liteTopic")
+    return lmq_name(topic, lite) if lite and parse_lmq(lmq_name(topic, lite)) else topic
 
 
 def bitset_offsets(encoded: str, start_offset: int) -> list[int]:

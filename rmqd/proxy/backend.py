@@ -34,7 +34,7 @@ from rmqd.grpc.routes import MASTER_ID, Address, TopicRoute
 from rmqd.pop.codes import PopError
 from rmqd.pop.frontend import PopExecutor
 from rmqd.processors.recall import RECALL_MESSAGE, RecallError, RecallHandle
-from rmqd.proxy.brokers import CONNECT_ERRORS, BrokerDirectory, BrokerUnavailable
+from rmqd.proxy.brokers import CALL_TIMEOUT_S, CONNECT_ERRORS, BrokerDirectory, BrokerUnavailable
 from rmqd.proxy.registry import ProxyRegistry
 from rmqd.proxy.remote_pop import RemotePop
 from rmqd.remoting.client import RemotingClient
@@ -51,7 +51,6 @@ GET_SUBSCRIPTIONGROUP_CONFIG = 352
 NOTIFY_UNSUBSCRIBE_LITE = 200073
 CONFIG_TTL_S = 5.0            # topic and group configs asked again after this
 MISSING_TTL_S = 1.0           # "no such topic / group" asked again after this
-CALL_TIMEOUT_S = 3.0
 SEND_TIMEOUT_S = 5.0
 
 
@@ -78,9 +77,9 @@ class RemoteBackend(RemotePop):
         self._groups: dict[str, tuple[float, Optional[SubscriptionGroupConfig]]] = {}
         self._round = itertools.count()
 
-    def lite(self, service: Any) -> Any:
+    def lite(self, clients: Any) -> Any:
         from rmqd.proxy.lite import RemoteLite
-        return RemoteLite(service, self)
+        return RemoteLite(clients, self)
 
     def start(self) -> None:
         self.registry.start()

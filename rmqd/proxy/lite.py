@@ -28,10 +28,11 @@ from rmqd.grpc.errors import RpcError
 from rmqd.grpc.lite import offset_option, proxy_checks
 from rmqd.grpc.pb import definition_pb2 as d
 from rmqd.grpc.pb import service_pb2 as s
-from rmqd.pop.codes import POLLING_TIMEOUT, PopError
+from rmqd.pop.codes import POLLING_TIMEOUT
 from rmqd.pop.extra_info import NORMAL_TOPIC, ExtraInfo, ReceiptHandle
 from rmqd.pop.frontend import Busy
-from rmqd.proxy.brokers import BrokerUnavailable
+from rmqd.proxy.brokers import CALL_TIMEOUT_S
+from rmqd.proxy.remote_pop import long_poll
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.store import group_attributes as ga
@@ -50,8 +51,6 @@ CODES = {2018: C.LITE_SUBSCRIPTION_QUOTA_EXCEEDED, 2017: C.LITE_TOPIC_QUOTA_EXCE
          ResponseCode.TOPIC_NOT_EXIST: C.TOPIC_NOT_FOUND, ResponseCode.SYSTEM_BUSY: C.TOO_MANY_REQUESTS,
          29: C.BAD_REQUEST}
 DELIVERED_KEPT = 100_000        # (broker, commit-log offset) -> LMQ of delivered lite messages, for acks without one
-CALL_TIMEOUT_S = 3.0
-POLL_MARGIN_S = 3.0
 
 
 def _offset_json(request: Any) -> Optional[dict]:
@@ -70,14 +69,14 @@ def _offset_json(request: Any) -> Optional[dict]:
 class RemoteLite:
     """The lite RPCs of one MessagingService over :class:`rmqd.proxy.backend.RemoteBackend`."""
 
-    def __init__(self, service: Any, backend: Any) -> None:
-        self.service = service
+    def __init__(self, clients: Any, backend: Any) -> None:
+        self.clients = clients
         self.backend = backend
         self.directory = backend.directory
         self.max_lite_topic_size = backend.max_lite_topic_size
         self._subscribed: dict[str, tuple[str, str, set]] = {}     # client id -> (group, topic, brokers)
         self._delivered: collections.OrderedDict = collections.OrderedDict()
-        backend.registry.lite_notice = self._notice
+        backend.registry.lite_notice = clients.notify_unsubscribe_lite
 
     # ------------------------------------------------------------------ subscriptions
     async def _brokers_of(self, topic: str) -> list[str]:
@@ -125,12 +124,6 @@ class RemoteLite:
         log.info("proxy: lite client %s gone (%s): its subscriptions removed", client_id, why)
         asyncio.ensure_future(self._ctl(sorted(brokers), dto))
 
-    def _notice(self, client_id: str, lite: str) -> None:
-        ch = self.service.clients.channels.get(client_id)
-        cmd = s.TelemetryCommand(notify_unsubscribe_lite_command=s.NotifyUnsubscribeLiteCommand(lite_topic=lite))
-        if ch is None or not ch.send_command(cmd):
-            log.info("proxy: NotifyUnsubscribeLite(%s) to %s: no telemetry stream", lite, client_id)
-
     def fill_settings(self, settings: Any, group_config: Optional[Any]) -> None:
         settings.subscription.lite_subscription_quota = ga.get_int(group_config, ga.LITE_CLIENT_QUOTA)
         settings.subscription.max_lite_topic_size = self.max_lite_topic_size
@@ -144,14 +137,8 @@ class RemoteLite:
         ext = {"clientId": rr.client_id, "consumerGroup": rr.group.group_name, "topic": rr.topic.topic_name,
                "maxMsgNum": str(rr.batch), "invisibleTime": str(rr.invisible_ms), "pollTime": str(rr.poll_ms),
                "bornTime": str(int(time.time() * 1000))}
-        try:
-            resp = await self.directory.invoke(broker, new_request(POP_LITE_MESSAGE, ext),
-                                               rr.poll_ms / 1000.0 + POLL_MARGIN_S)
-        except BrokerUnavailable as exc:
-            raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)) from None
-        except asyncio.TimeoutError:
-            return Received([], "timeout")
-        if resp.code == POLLING_TIMEOUT:
+        resp = await long_poll(self.directory, broker, new_request(POP_LITE_MESSAGE, ext), rr.poll_ms)
+        if resp is None or resp.code == POLLING_TIMEOUT:
             return Received([], "timeout")
         if resp.code == ResponseCode.SYSTEM_BUSY:
             raise Busy(resp.remark or "broker busy")

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 
 import orjson
 
-from rmqd.proxy.brokers import CONNECT_ERRORS, BrokerDirectory
+from rmqd.proxy.brokers import CALL_TIMEOUT_S, CONNECT_ERRORS, BrokerDirectory
 from rmqd.grpc.routes import MASTER_ID
 from rmqd.remoting.codes import RequestCode
 from rmqd.remoting.command import RemotingCommand, new_request
@@ -29,7 +29,6 @@ from rmqd.store.message import decode_message
 log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 10.0
-CALL_TIMEOUT_S = 3.0
 
 
 def proxy_client_id() -> str:

@@ -42,6 +42,19 @@ class BrokerCalls(Protocol):
     async def invoke(self, name: str, request: RemotingCommand, timeout: float) -> RemotingCommand: ...
 
 
+async def long_poll(directory: BrokerCalls, broker: str, request: RemotingCommand,
+                    poll_ms: int) -> RemotingCommand | None:
+    """A long-polling pop (POP_MESSAGE, POP_LITE_MESSAGE) on broker ``broker``, waited on up to its poll time and
+    a margin: the broker's answer, or None when the call timed out (nothing found). A broker that cannot be
+    reached is SERVICE_NOT_AVAILABLE (PopError)."""
+    try:
+        return await directory.invoke(broker, request, poll_ms / 1000.0 + POLL_MARGIN_S)
+    except BrokerUnavailable as exc:
+        raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)) from None
+    except asyncio.TimeoutError:
+        return None
+
+
 class RemotePop:
     """Receive, ack, invisible time, DLQ on brokers reached through ``directory``; blocking work on ``executor``."""
 
@@ -58,12 +71,8 @@ class RemotePop:
                "bornTime": str(int(time.time() * 1000)), "initMode": str(INIT_MODE_MAX),
                "expType": rr.filter_type, "exp": rr.expression,
                "order": "true" if rr.group.consume_message_orderly else "false"}
-        try:
-            resp = await self.directory.invoke(broker, new_request(POP_MESSAGE, ext),
-                                               rr.poll_ms / 1000.0 + POLL_MARGIN_S)
-        except BrokerUnavailable as exc:
-            raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)) from None
-        except asyncio.TimeoutError:
+        resp = await long_poll(self.directory, broker, new_request(POP_MESSAGE, ext), rr.poll_ms)
+        if resp is None:
             return Received([], "timeout")
         return await self.received(resp, broker, rr)
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from rmqd.pop.lite import COMPLETE_ADD, PARTIAL_ADD, PARTIAL_REMOVE, LiteError, LiteSubscriptionManager
-from rmqd.pop.lite_priority_config import LiteConfig
+from rmqd.lite.subscriptions import COMPLETE_ADD, PARTIAL_ADD, PARTIAL_REMOVE, LiteError, LiteSubscriptionManager
+from rmqd.lite.config import LiteConfig
 from rmqd.pop.service import PopService
 from rmqd.store.lite import LiteStore, lmq_name
 from rmqd.store.message import MessageToStore, encode_properties
@@ -196,7 +196,7 @@ def test_lite_offsets_move_on_ack_and_no_revive_record_is_written(lite):
 def test_offset_reset_forgets_the_batch_in_flight(lite):
     """A PARTIAL_ADD with an offset option while a lite batch is out (Java's clearBlock): its late ack does not
     move the new offset, and the lite topic is readable from the new offset at once."""
-    from rmqd.pop.lite import OffsetOption
+    from rmqd.lite.subscriptions import OffsetOption
     m, put, _, offsets = lite()
     lmq = lmq_name("P", "s")
     m.sync("c1", "G", "P", PARTIAL_ADD, ["s"])

@@ -8,7 +8,7 @@ import time
 import orjson
 import pytest
 
-from rmqd.processors.lite_remoting import with_properties
+from rmqd.lite.remoting import with_properties
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 from rmqd.store.message import decode_message, decode_messages, encode_properties

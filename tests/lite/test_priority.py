@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from rmqd.pop.lite_priority_config import PriorityConfig
-from rmqd.pop.queue_selector import PriorityQueueSelector, RotatingQueueSelector
-from rmqd.processors import priority_send
+from rmqd.lite.config import PriorityConfig
+from rmqd.lite.priority_selector import PriorityQueueSelector
+from rmqd.pop.queue_selector import RotatingQueueSelector
+from rmqd.lite import priority_send
 from rmqd.store.message import encode_properties, find_property
 from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
 

@@ -2,7 +2,7 @@
 
 A message whose properties parse to PRIORITY (``_SYS_MSG_PRIORITY_`` set, and not a transaction, delay
 or FIFO message) is stored in queue ``min(priority, writeQueueNums - 1)``: the queue id *is* the
-priority, and POP reads the highest queues first (:mod:`rmqd.pop.queue_selector`). On a transaction,
+priority, and POP reads the highest queues first (:mod:`rmqd.lite.priority_selector`). On a transaction,
 delay or FIFO message the property is stripped, as Java does. A value that is not a decimal int ≥ 0 is
 refused (MESSAGE_ILLEGAL). Installed as a ``before_store`` hook with the property as its marker, so
 these sends leave the Cython fast lane and every other send keeps it.

@@ -3,32 +3,31 @@
 :meth:`LitePriority.build` (before POP): the store/lite layer (:class:`rmqd.store.lite.LiteStore`: the lite
 index and the views POP reads lite topics through) and the priority queue selector POP orders queues with.
 :meth:`LitePriority.install` (after POP): the lite registry and delivery
-(:class:`rmqd.pop.lite.LiteSubscriptionManager`), the send hooks (priority queue, lite topic checks and
-quota) and the remoting codes (:mod:`rmqd.processors.lite_remoting`), and :class:`LiteService`, the
+(:class:`rmqd.lite.subscriptions.LiteSubscriptionManager`), the send hooks (priority queue, lite topic checks and
+quota) and the remoting codes (:mod:`rmqd.lite.remoting`), and :class:`rmqd.lite.rounds.LiteRounds`, the
 background rounds (due in-flight batches, blocked clients, quiet clients, idle lite topics, retention).
 """
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
-from rmqd.pop.lite import LiteSubscriptionManager
-from rmqd.pop.lite_priority_config import LiteConfig, PriorityConfig
-from rmqd.pop.queue_selector import PriorityQueueSelector
-from rmqd.processors import priority_send
+from rmqd.lite import priority_send
+from rmqd.lite.config import LiteConfig, PriorityConfig
+from rmqd.lite.parent_topics import fold_out
+from rmqd.lite.priority_selector import PriorityQueueSelector
+from rmqd.lite.rounds import LiteRounds
+from rmqd.lite.subscriptions import LiteSubscriptionManager
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response
-from rmqd.common.service_thread import ServiceThread
 from rmqd.store.lite import LiteStore
-from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, check_name, lmq_name, parse_lmq
+from rmqd.store.lite.names import LITE_TOPIC_PROPERTY, check_name, lmq_name
 from rmqd.store.message import find_property
 from rmqd.store.topic_attributes import is_lite_topic
 
 if TYPE_CHECKING:
     from rmqd.broker.context import BrokerContext
     from rmqd.cython_ext.store_put import MessageToStore
-    from rmqd.metrics.recorders import PopCounters
     from rmqd.pop.frontend import PopExecutor
     from rmqd.pop.service import PopService
     from rmqd.processors.send import SendContext, SendMessageProcessor
@@ -45,58 +44,6 @@ LMQ_QUOTA_EXCEEDED = 2017                  # 5.5 ResponseCode
 LITE_SUBSCRIPTION_QUOTA_EXCEEDED = 2018
 
 
-def parent_topic(topic: str) -> str:
-    """The LITE parent of an LMQ name, else the name itself (keeps metrics and stats per parent)."""
-    pl = parse_lmq(topic) if topic[:1] == "%" else None
-    return pl[0] if pl is not None else topic
-
-
-class ParentTopicCounters:
-    """POP's counters with LMQ names folded into their parent topic (one series per parent, not per lite topic)."""
-
-    def __init__(self, counters: PopCounters) -> None:
-        self._counters = counters
-
-    def on_revive_put(self, group: str, topic: str, tag: str, status: str) -> None:
-        self._counters.on_revive_put(group, parent_topic(topic), tag, status)
-
-    def on_settled(self, group: str, topic: str, revive_qid: int, ck_records: int, ack_records: int) -> None:
-        self._counters.on_settled(group, parent_topic(topic), revive_qid, ck_records, ack_records)
-
-    def on_retry_put(self, group: str, topic: str, status: str) -> None:
-        self._counters.on_retry_put(group, parent_topic(topic), status)
-
-
-class LiteService(ServiceThread):
-    """Lite Mode's background rounds (once a second; each kind of work at its own Java interval)."""
-
-    def __init__(self, lp: "LitePriority") -> None:
-        super().__init__("lite-service", interval=0.2)
-        self.lp = lp
-        self._last: dict[str, float] = {}
-        self.started = time.monotonic()
-
-    def _due(self, what: str, interval_ms: int) -> bool:
-        now = time.monotonic()
-        if now - self._last.get(what, self.started) >= interval_ms / 1000.0:
-            self._last[what] = now
-            return True
-        return False
-
-    def run_once(self) -> None:
-        m, cfg = self.lp.manager, self.lp.lite_config
-        assert m is not None            # LitePriority.install makes the manager before this service
-        m.run_due()
-        if self._due("events", cfg.liteEventCheckInterval):
-            m.check_events()
-        if self._due("clients", cfg.liteSubscriptionCheckInterval):
-            m.expire_clients()
-        if (time.monotonic() - self.started) * 1000 >= cfg.minLiteTTl and self._due("ttl", cfg.liteTtlCheckInterval):
-            m.sweep_expired()
-        if self._due("trim", 10_000):
-            self.lp.lite_store.trim()
-
-
 class LitePriority:
     """The broker's priority and Lite Mode parts (see the module docstring)."""
 
@@ -106,7 +53,7 @@ class LitePriority:
         self.lite_store = lite_store
         self.queue_selector = PriorityQueueSelector(priority_config)
         self.manager: Optional[LiteSubscriptionManager] = None
-        self.service: Optional[LiteService] = None
+        self.service: Optional[LiteRounds] = None
         self.refused_lite_sends = 0
 
     @classmethod
@@ -126,7 +73,7 @@ class LitePriority:
     @staticmethod
     def fold_out(on_out: Callable[[str, str, int, int], None]) -> Callable[[str, str, int, int], None]:
         """POP's messages-out callback with lite topics counted under their parent."""
-        return lambda group, topic, n, size: on_out(group, parent_topic(topic), n, size)
+        return fold_out(on_out)
 
     def install(self, ctx: BrokerContext, pop_service: PopService, pop_executor: PopExecutor,
                 send_processor: SendMessageProcessor, dispatcher: Dispatcher,
@@ -137,11 +84,9 @@ class LitePriority:
                                                ctx.topics, ctx.groups, ctx.offsets)
         priority_send.install(send_processor)
         send_processor.add_before_store(self.before_store, (LITE_TOPIC_PROPERTY,))
-        from rmqd.console import lite_pages
-        from rmqd.processors import lite_remoting
+        from rmqd.lite import remoting as lite_remoting
         lite_remoting.install(dispatcher, pools, ctx, pop_service, pop_executor, self)
-        lite_pages.register()              # console /features/lite and /features/priority
-        self.service = LiteService(self)
+        self.service = LiteRounds(self)
 
     def start(self) -> None:
         self.lite_store.start()

@@ -13,7 +13,7 @@
   quotas answer LITE_SUBSCRIPTION_QUOTA_EXCEEDED (2018).
 - ``NOTIFY_UNSUBSCRIBE_LITE`` (200073): sent to the connection that subscribed, on Exclusive eviction.
 - ACK_MESSAGE / CHANGE_MESSAGE_INVISIBLETIME with header ``liteTopic``: the existing POP codes
-  (:mod:`rmqd.processors.pop_ack`) on the lite topic's queue.
+  (:mod:`rmqd.processors.pop_ack`, its ``lite_queue_of``) on the lite topic's queue.
 - Admin: ``GET_BROKER_LITE_INFO`` (200074), ``GET_PARENT_TOPIC_INFO`` (200075), ``GET_LITE_TOPIC_INFO``
   (200076), ``GET_LITE_CLIENT_INFO`` (200077), ``GET_LITE_GROUP_INFO`` (200078), ``TRIGGER_LITE_DISPATCH``
   (200079). Bodies use the Java field names where the Java classes were read (broker and lite-topic info);
@@ -31,24 +31,24 @@ import orjson
 from rmqd.broker.context import BrokerContext
 from rmqd.pop.codes import INVALID_PARAMETER, POLLING_TIMEOUT
 from rmqd.pop.frontend import Busy
-from rmqd.pop.lite import LiteError, OffsetOption
+from rmqd.lite.subscriptions import LiteError, OffsetOption
 from rmqd.processors.json_values import json_int
 from rmqd.processors.pop_message import FAQ_APPLY_TOPIC
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response, require
-from rmqd.store.lite.names import lmq_name, parse_lmq
+from rmqd.store.lite.names import parse_lmq
 from rmqd.store.metadata import PERM_READ
 from rmqd.store.group_attributes import bind_topic
 from rmqd.store.topic_attributes import is_lite_topic, lite_expiration_minutes
 
 if TYPE_CHECKING:
     from rmqd.pop.frontend import PopExecutor
-    from rmqd.pop.lite import LiteSubscriptionManager
+    from rmqd.lite.subscriptions import LiteSubscriptionManager
     from rmqd.pop.service import PopService
     from rmqd.processors.handles import RequestPeer
     from rmqd.remoting.connection import Connection
     from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
-    from rmqd.processors.lite_priority import LitePriority
+    from rmqd.lite.wiring import LitePriority
 
 log = logging.getLogger(__name__)
 
@@ -320,9 +320,3 @@ def install(d: Dispatcher, pools: Mapping[str, ProcessorPool], ctx: BrokerContex
         d.register(code, fn, admin)
     return r
 
-
-def lite_queue_of(topic: str, ext: Mapping[str, str]) -> str:
-    """The queue an ACK_MESSAGE / CHANGE_MESSAGE_INVISIBLETIME applies to: the lite topic's LMQ when the
-    header names one (5.5 ``liteTopic``), else the topic."""
-    lite = ext.get("liteTopic")
-    return lmq_name(topic, lite) if lite and parse_lmq(lmq_name(topic, lite)) else topic
