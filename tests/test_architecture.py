@@ -49,8 +49,6 @@ COMPOSITION_ROOT = "broker/controller.py"
 # Store internals the processors still reach until the MessageStore API of the store-layers work replaces them
 # (that merge deletes these entries; an entry whose access is gone fails below, so the list only shrinks).
 PENDING_STORE_API: set[tuple[str, str]] = set()
-# Upward imports being removed (the lite package's move out of processors/); the list only shrinks.
-PENDING_LAYERING: set[str] = set()
 
 
 def modules(*packages: str, suffixes: tuple[str, ...] = (".py",)) -> Iterator[tuple[str, Path]]:
@@ -244,10 +242,7 @@ def test_every_package_has_a_layer():
 
 def test_packages_import_only_their_layer_or_below():
     found = downward_violations()
-    unexpected = [f for f in found if f.split(" ", 1)[0].rsplit(":", 1)[0] not in PENDING_LAYERING]
-    assert not unexpected, f"{len(unexpected)} upward imports:\n" + "\n".join(unexpected)
-    stale = PENDING_LAYERING - {f.split(" ", 1)[0].rsplit(":", 1)[0] for f in found}
-    assert not stale, f"these upward imports are gone: drop them from PENDING_LAYERING: {sorted(stale)}"
+    assert not found, f"{len(found)} upward imports:\n" + "\n".join(found)
 
 
 # The only store code that may take the whole local store down the chain (``message_store``): its replication,
