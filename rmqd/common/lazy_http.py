@@ -10,27 +10,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import Awaitable, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Optional
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
-
-
-class HttpRunner(Protocol):
-    """What ``activate`` returns: the running server (an aiohttp ``AppRunner``), cleaned up on ``close()``."""
-
-    async def cleanup(self) -> None: ...
 
 
 class LazyHttpSite:
     """``bind()`` at start; ``activate(sock)`` (the caller's coroutine: build the app, start a ``SockSite`` on
     ``sock``, return its runner) runs when the first connection arrives, or when ``ensure_active()`` asks."""
 
-    def __init__(self, host: str, port: int, activate: Callable[[socket.socket], Awaitable[HttpRunner]],
+    def __init__(self, host: str, port: int, activate: Callable[[socket.socket], Awaitable[web.AppRunner]],
                  name: str) -> None:
         self.host = host
         self.port = port
         self.name = name
-        self.runner: Optional[HttpRunner] = None
+        self.runner: Optional[web.AppRunner] = None
         self._activate_fn = activate
         self._sock: Optional[socket.socket] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None

@@ -1,12 +1,14 @@
-"""PyYAML behind typed functions: a loaded document is an ``object`` for its reader to check, shape by shape.
+"""PyYAML behind typed functions: a loaded document is an ``object`` for its reader to check, shape by shape
+(PyYAML's own ``safe_load`` returns ``Any``).
 
-The one module that imports PyYAML, which ships no type information (the test extra has no types-PyYAML).
+PyYAML ships no type information; the types-PyYAML stubs may or may not be installed (they are not in the test
+extra), so the import below is checked either way.
 """
 from __future__ import annotations
 
 from typing import IO, Union
 
-import yaml  # type: ignore[import-untyped]  # untyped library: typed here, once (see the module docstring)
+import yaml  # type: ignore[import-untyped, unused-ignore]  # with or without types-PyYAML (module docstring)
 
 #: What PyYAML raises for a malformed document.
 YAMLError: type[Exception] = yaml.YAMLError

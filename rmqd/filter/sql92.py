@@ -459,11 +459,13 @@ def tokenize(expr: str) -> list[Token]:
                 raise SQLParseError("unterminated comment", expr, pos)
             raise SQLParseError(f"unexpected character {ch!r}", expr, pos)
         kind = m.lastgroup
+        if kind is None:            # never: every alternative of _TOKEN_PATTERN is a named group
+            raise SQLParseError(f"unexpected character {expr[pos]!r}", expr, pos)
         text = m.group()
         if kind == "id" and text.upper() in _KEYWORDS:
             tokens.append(Token("kw", text.upper(), pos))
         elif kind not in ("ws", "comment"):
-            tokens.append(Token(kind, text, pos))  # type: ignore[arg-type]
+            tokens.append(Token(kind, text, pos))
         pos = m.end()
     tokens.append(Token("eof", "", n))
     return tokens

@@ -75,8 +75,8 @@ class TestPki:
         return builder.sign(signer, hashes.SHA256())
 
     @staticmethod
-    def _write(path: str, cert: x509.Certificate, key: Optional[ec.EllipticCurvePrivateKey] = None, key_path: Optional[str] = None,
-               password: Optional[str] = None) -> None:
+    def _write(path: str, cert: x509.Certificate, key: Optional[ec.EllipticCurvePrivateKey] = None,
+               key_path: Optional[str] = None, password: Optional[str] = None) -> None:
         from cryptography.hazmat.primitives import serialization
 
         with open(path, "wb") as f:
