@@ -71,14 +71,14 @@ class AuthStore:
 
     @staticmethod
     def _state_of(data: object, generation: int) -> AuthState:
-        """The state a snapshot (:meth:`snapshot`) holds; TypeError / ValueError / KeyError for a damaged one."""
+        """The state a snapshot (:meth:`snapshot`) holds; TypeError / ValueError for a damaged one."""
         if not isinstance(data, dict):
             raise TypeError(f"the users and ACLs are not a JSON object: {type(data).__name__}")
         users: dict[str, User] = {}
         for entry in _objects(data.get("users")):
             user = User.from_store(entry)
             if user.username is None:
-                raise KeyError("username")
+                raise ValueError("a stored user has no username")
             users[user.username] = user
         acls: dict[str, Acl] = {}
         for d in _objects(data.get("acls")):
