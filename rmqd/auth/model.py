@@ -353,8 +353,10 @@ def _list(v: object) -> list[object]:
     raise TypeError(f"expected a JSON array, got {type(v).__name__}")
 
 
-def _objects(v: object) -> list[Mapping[str, object]]:
-    """A JSON array of objects (None: none)."""
+def json_objects(v: object) -> list[Mapping[str, object]]:
+    """A JSON array of objects (null or empty: none); TypeError for anything else."""
+    if not v:
+        return []
     out: list[Mapping[str, object]] = []
     for item in _list(v):
         if not isinstance(item, dict):
@@ -402,10 +404,10 @@ def acl_to_store(acl: Acl) -> dict[str, object]:
 def acl_from_store(d: Mapping[str, object]) -> Acl:
     """The inverse of :func:`acl_to_store` (TypeError / ValueError for a damaged one)."""
     policies: list[Policy] = []
-    for p in _objects(d.get("policies")):
+    for p in json_objects(d.get("policies")):
         entries = [PolicyEntry(_resource_from_store(e.get("resource")),
                                [a for a in (Action.by_name(x) for x in _list(e.get("actions"))) if a is not None],
                                _ips(e.get("sourceIps")), Decision.by_name(e.get("decision")))
-                   for e in _objects(p.get("entries"))]
+                   for e in json_objects(p.get("entries"))]
         policies.append(Policy(PolicyType.by_name(p.get("policyType")), entries))
     return Acl(subject_of(_str_or_none(d.get("subject"))), policies)

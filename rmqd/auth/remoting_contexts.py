@@ -19,7 +19,7 @@ import orjson
 
 from rmqd.auth.authorization import AuthContext
 from rmqd.auth.errors import AuthorizationError
-from rmqd.auth.model import Action, Resource, ResourcePattern, ResourceType, is_retry_topic
+from rmqd.auth.model import Action, Resource, ResourcePattern, ResourceType, is_retry_topic, json_objects
 
 PUB, SUB, GET, LIST = Action.PUB, Action.SUB, Action.GET, Action.LIST
 CREATE, UPDATE, DELETE = Action.CREATE, Action.UPDATE, Action.DELETE
@@ -188,15 +188,6 @@ def _object(value: object) -> Mapping[str, object]:
     return value
 
 
-def _objects(value: object) -> list[Mapping[str, object]]:
-    """A JSON array of objects (absent or empty: none)."""
-    if not value:
-        return []
-    if not isinstance(value, list):
-        raise ValueError(f"expected a JSON array, got {type(value).__name__}")
-    return [_object(item) for item in value]
-
-
 def _name(value: object) -> Optional[str]:
     """A topic or group name of a JSON body (null: none)."""
     if value is None or isinstance(value, str):
@@ -207,7 +198,7 @@ def _name(value: object) -> Optional[str]:
 def _queue_contexts(data: Mapping[str, object], out: list[AuthContext]) -> None:
     """LOCK_BATCH_MQ / UNLOCK_BATCH_MQ bodies: the group, then each queue's topic (retry topics skipped)."""
     out.append(AuthContext(Resource.group(_name(data.get("consumerGroup"))), (SUB,)))
-    for mq in _objects(data.get("mqSet")):
+    for mq in json_objects(data.get("mqSet")):
         topic = _name(mq.get("topic"))
         if not is_retry_topic(topic):
             out.append(AuthContext(Resource.topic(topic), (SUB,)))
@@ -238,9 +229,9 @@ def contexts_of(code: int, ext: Optional[Mapping[str, str]], body: Optional[Body
             return out
         if code == 34:                                         # HEART_BEAT
             out = []
-            for consumer in _objects(_json(body).get("consumerDataSet")):
+            for consumer in json_objects(_json(body).get("consumerDataSet")):
                 out.append(AuthContext(Resource.group(_name(consumer.get("groupName"))), (SUB,)))
-                for sub in _objects(consumer.get("subscriptionDataSet")):
+                for sub in json_objects(consumer.get("subscriptionDataSet")):
                     topic = _name(sub.get("topic"))
                     if not is_retry_topic(topic):
                         out.append(AuthContext(Resource.topic(topic), (SUB,)))

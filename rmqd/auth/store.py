@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, cast
 
 import orjson
 
-from rmqd.auth.model import Acl, User, acl_from_store, acl_to_store
+from rmqd.auth.model import Acl, User, acl_from_store, acl_to_store, json_objects
 from rmqd.common.data_version import DataVersion
 from rmqd.common.fileutil import atomic_write
 
@@ -75,13 +75,13 @@ class AuthStore:
         if not isinstance(data, dict):
             raise TypeError(f"the users and ACLs are not a JSON object: {type(data).__name__}")
         users: dict[str, User] = {}
-        for entry in _objects(data.get("users")):
+        for entry in json_objects(data.get("users")):
             user = User.from_store(entry)
             if user.username is None:
                 raise ValueError("a stored user has no username")
             users[user.username] = user
         acls: dict[str, Acl] = {}
-        for d in _objects(data.get("acls")):
+        for d in json_objects(data.get("acls")):
             acl = acl_from_store(d)
             if acl.subject is not None:
                 acls[acl.subject.subject_key] = acl
@@ -146,20 +146,6 @@ class AuthStore:
             self._write(new)
             self._publish(new)
             return True
-
-
-def _objects(value: object) -> list[Mapping[str, object]]:
-    """A JSON array of objects (absent or empty: none)."""
-    if not value:
-        return []
-    if not isinstance(value, list):
-        raise TypeError(f"expected a JSON array, got {type(value).__name__}")
-    out: list[Mapping[str, object]] = []
-    for item in value:
-        if not isinstance(item, dict):
-            raise TypeError(f"expected a JSON object, got {type(item).__name__}")
-        out.append(item)
-    return out
 
 
 def _utf8(key: str) -> bytes:
