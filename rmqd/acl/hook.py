@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.acl.permission import AclError
 from rmqd.acl.validator import AclValidator, remark
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response
+
+if TYPE_CHECKING:
+    from rmqd.acl.handles import RequestPeer
+    from rmqd.remoting.command import BodyPart
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +24,7 @@ class AclRequestHook:
         self.validator = validator
         self.refused = 0
 
-    def __call__(self, conn: Any, request: RemotingCommand) -> Optional[RemotingCommand]:
+    def __call__(self, conn: RequestPeer, request: RemotingCommand) -> Optional[RemotingCommand]:
         try:
             self.validator.check(conn.peer_host, request.code, request.ext_fields, request.body)
         except AclError as exc:
@@ -28,7 +32,7 @@ class AclRequestHook:
         return None
 
     def signed_send(self, peer_host: str, code: int, access_key: str, signature: str, content: bytes,
-                    body: Any, topic: str, group: Optional[str]) -> Optional[RemotingCommand]:
+                    body: Optional[BodyPart], topic: str, group: Optional[str]) -> Optional[RemotingCommand]:
         """The send lane's entry (it read the header from the raw bytes and built the signed content)."""
         try:
             self.validator.check_signed_send(peer_host, code, access_key, signature, content, body, topic, group)

@@ -37,7 +37,7 @@ def check_permission(needed: int, owned: int) -> bool:
     return bool(needed & owned)
 
 
-def parse_perm(text: Optional[str]) -> int:
+def parse_perm(text: object) -> int:
     """``PUB``, ``SUB``, ``PUB|SUB``/``SUB|PUB`` or ``DENY``; anything else (or nothing) is DENY."""
     if text is None:
         return DENY
@@ -64,7 +64,7 @@ def _split_resource(item: str) -> list[str]:
     return [part for part in item.split("=") if part]
 
 
-def resource_perms(items: Optional[Iterable[str]], topics: bool) -> dict[str, int]:
+def resource_perms(items: Optional[Iterable[object]], topics: bool) -> dict[str, int]:
     """``["topicA=PUB|SUB", ...]`` -> ``{resource: perm}``; groups are keyed by their retry topic."""
     out: dict[str, int] = {}
     for item in items or ():
@@ -76,7 +76,7 @@ def resource_perms(items: Optional[Iterable[str]], topics: bool) -> dict[str, in
     return out
 
 
-def check_resource_perms(items: Optional[Iterable[str]]) -> None:
+def check_resource_perms(items: Optional[Iterable[object]]) -> None:
     """The admin codes' check of ``Res=Perm`` lists (Java ``Permission.checkResourcePerms``)."""
     for item in items or ():
         parts = _split_resource(str(item))

@@ -16,10 +16,9 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Mapping, Optional, cast
 
 import orjson
-import yaml
 
 from rmqd.acl import permission as P
 from rmqd.acl.address import Matcher, address_matcher
@@ -27,6 +26,10 @@ from rmqd.acl.permission import AclError
 from rmqd.acl.signer import Verifier
 from rmqd.common.data_version import DataVersion
 from rmqd.common.fileutil import atomic_write
+from rmqd.common.yaml_files import YAMLError, dump_yaml, load_yaml
+
+if TYPE_CHECKING:
+    from rmqd.common.data_version import DataVersionJson
 
 log = logging.getLogger(__name__)
 
@@ -43,46 +46,70 @@ class Account:
     admin: bool
     default_topic_perm: int
     default_group_perm: int
-    perms: dict = field(repr=False)          # resource (topic, or %RETRY%group) -> permission
+    perms: dict[str, int] = field(repr=False)          # resource (topic, or %RETRY%group) -> permission
     verifier: Verifier = field(repr=False, compare=False)
 
 
 @dataclass
 class AclState:
     """One consistent snapshot of every file (replaced as a whole on reload, read without locks)."""
-    accounts: dict = field(default_factory=dict)       # access key -> Account
-    file_of: dict = field(default_factory=dict)        # access key -> file
-    global_white: list = field(default_factory=list)   # matchers
-    global_white_text: list = field(default_factory=list)   # the patterns as written (for display)
-    versions: dict = field(default_factory=dict)       # file -> DataVersion
+    accounts: dict[str, Account] = field(default_factory=dict)       # access key -> Account
+    file_of: dict[str, str] = field(default_factory=dict)            # access key -> file
+    global_white: list[Matcher] = field(default_factory=list)
+    global_white_text: list[str] = field(default_factory=list)       # the patterns as written (for display)
+    versions: dict[str, DataVersion] = field(default_factory=dict)   # file -> DataVersion
 
 
-def _check_keys(access_key: Any, secret_key: Any) -> None:
+def _check_keys(access_key: object, secret_key: object) -> None:
     if (access_key is None or secret_key is None or len(str(access_key)) <= MIN_KEY_LENGTH
             or len(str(secret_key)) <= MIN_KEY_LENGTH):
         raise AclError(f"The accessKey={access_key} and secretKey=<hidden> cannot be null and length should "
                        f"longer than {MIN_KEY_LENGTH}")
 
 
-def build_account(cfg: dict) -> Account:
+def build_account(cfg: Mapping[str, object]) -> Account:
     """An account from its plain_acl.yml entry (raises AclError for a bad one)."""
     _check_keys(cfg.get("accessKey"), cfg.get("secretKey"))
     white = cfg.get("whiteRemoteAddress")
-    perms = P.resource_perms(cfg.get("groupPerms"), topics=False)
-    perms.update(P.resource_perms(cfg.get("topicPerms"), topics=True))
+    perms = P.resource_perms(_items(cfg, "groupPerms"), topics=False)
+    perms.update(P.resource_perms(_items(cfg, "topicPerms"), topics=True))
     return Account(str(cfg["accessKey"]), str(cfg["secretKey"]), None if white is None else str(white),
                    address_matcher(None if white is None else str(white)), _truthy(cfg.get("admin")),
                    P.parse_perm(cfg.get("defaultTopicPerm")), P.parse_perm(cfg.get("defaultGroupPerm")), perms,
                    Verifier(str(cfg["secretKey"])))
 
 
-def _truthy(value: Any) -> bool:
+def _truthy(value: object) -> bool:
     return value is True or str(value).strip().lower() == "true"
 
 
-def _read_yaml(path: str) -> dict:
+#: A plain_acl.yml document (or one account's entry) as PyYAML reads it.
+YamlMapping = dict[str, object]
+
+
+def _items(entry: Mapping[str, object], key: str) -> list[object]:
+    """A list field of a YAML mapping (absent or empty: no items); AclError for a value that is no list."""
+    value = entry.get(key)
+    if not value:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise AclError(f"{key} must be a list, not {type(value).__name__}")
+
+
+def _account_entries(data: Mapping[str, object], path: str) -> list[YamlMapping]:
+    """The ``accounts`` of a file; AclError for an entry that is not a mapping."""
+    entries: list[YamlMapping] = []
+    for entry in _items(data, "accounts"):
+        if not isinstance(entry, dict):
+            raise AclError(f"{path}: an account must be a mapping, not {type(entry).__name__}")
+        entries.append(entry)
+    return entries
+
+
+def _read_yaml(path: str) -> YamlMapping:
     with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f)
+        data = load_yaml(f)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -90,10 +117,11 @@ def _read_yaml(path: str) -> dict:
     return data
 
 
-def _version_of(data: dict) -> DataVersion:
+def _version_of(data: Mapping[str, object]) -> DataVersion:
     versions = data.get("dataVersion")
     if isinstance(versions, list) and versions and isinstance(versions[0], dict):
-        return DataVersion.from_json(versions[0])
+        # the YAML document's version entry; from_json reads a malformed one as 0/0
+        return DataVersion.from_json(cast("DataVersionJson", versions[0]))
     return DataVersion.fresh()
 
 
@@ -105,7 +133,7 @@ class PlainAclManager:
         self.acl_dir = os.path.join(self.home, "conf", "acl")
         self.default_file = os.path.abspath(default_file or os.path.join(self.home, "conf", "plain_acl.yml"))
         self._lock = threading.RLock()
-        self._stamps: dict[str, tuple] = {}
+        self._stamps: dict[str, tuple[int, int, int]] = {}
         self._stop = threading.Event()
         self._watcher: Optional[threading.Thread] = None
         self.state = self._load()
@@ -120,7 +148,7 @@ class PlainAclManager:
             found.append(self.default_file)
         return found
 
-    def _file_stamps(self) -> dict[str, tuple]:
+    def _file_stamps(self) -> dict[str, tuple[int, int, int]]:
         stamps = {}
         for path in self.files():
             try:
@@ -139,10 +167,10 @@ class PlainAclManager:
         stamps = self._file_stamps()
         for path in stamps:
             data = _read_yaml(path)
-            for pattern in data.get("globalWhiteRemoteAddresses") or ():
+            for pattern in _items(data, "globalWhiteRemoteAddresses"):
                 state.global_white.append(address_matcher(str(pattern)))
                 state.global_white_text.append(str(pattern))
-            for cfg in data.get("accounts") or ():
+            for cfg in _account_entries(data, path):
                 account = build_account(cfg)
                 if account.access_key in state.accounts:
                     log.warning("ACL: access key %s is defined again in %s; the one in %s is used",
@@ -162,7 +190,7 @@ class PlainAclManager:
             try:
                 self.state = self._load()
                 return True
-            except (AclError, yaml.YAMLError, OSError, KeyError, TypeError, ValueError) as exc:
+            except (AclError, YAMLError, OSError, KeyError, TypeError, ValueError) as exc:
                 log.error("ACL: not reloaded, keeping the previous configuration: %s", exc)
                 self._stamps = self._file_stamps()              # do not retry until the next edit
                 return False
@@ -192,23 +220,22 @@ class PlainAclManager:
                 log.exception("ACL: watching the configuration files failed")
 
     # ------------------------------------------------------------------ admin codes
-    def _rewrite(self, path: str, data: dict) -> None:
+    def _rewrite(self, path: str, data: YamlMapping) -> None:
         version = _version_of(data)
         version.next_version()
         data["dataVersion"] = [{"counter": version.counter, "timestamp": version.timestamp}]
-        atomic_write(path, yaml.safe_dump(data, default_flow_style=False, sort_keys=False, allow_unicode=True),
-                     keep_backup=False)
+        atomic_write(path, dump_yaml(data), keep_backup=False)
 
-    def update_account(self, cfg: dict) -> None:
+    def update_account(self, cfg: Mapping[str, object]) -> None:
         """updateAclConfig (50): create or update an account; raises AclError for bad input."""
         _check_keys(cfg.get("accessKey"), cfg.get("secretKey"))
-        P.check_resource_perms(cfg.get("topicPerms"))
-        P.check_resource_perms(cfg.get("groupPerms"))
+        P.check_resource_perms(_items(cfg, "topicPerms"))
+        P.check_resource_perms(_items(cfg, "groupPerms"))
         with self._lock:
-            path = self.state.file_of.get(cfg["accessKey"], self.default_file)
+            path = self.state.file_of.get(str(cfg["accessKey"]), self.default_file)
             data = _read_yaml(path) if os.path.exists(path) else {}
-            accounts = list(data.get("accounts") or [])
-            entry: dict = {}
+            accounts = _account_entries(data, path)
+            entry: YamlMapping = {}
             for i, existing in enumerate(accounts):
                 if existing.get("accessKey") == cfg["accessKey"]:
                     entry = accounts.pop(i)
@@ -232,8 +259,9 @@ class PlainAclManager:
             if path is None:
                 return False
             data = _read_yaml(path)
-            accounts = [a for a in data.get("accounts") or [] if a.get("accessKey") != access_key]
-            if len(accounts) == len(data.get("accounts") or []):
+            every = _account_entries(data, path)
+            accounts = [a for a in every if a.get("accessKey") != access_key]
+            if len(accounts) == len(every):
                 return False
             data["accounts"] = accounts
             self._rewrite(path, data)

@@ -17,13 +17,21 @@ A refusal is answered as the 4.9.8 broker answers it: SYSTEM_ERROR (1) with the 
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Mapping, Optional, Union
 
 import orjson
 
 from rmqd.acl import permission as P
 from rmqd.acl.permission import AclError
-from rmqd.acl.signer import ACCESS_KEY, SIGNATURE, UNIQUE_KEY_QUERY, header_content
+from rmqd.acl.signer import ACCESS_KEY, SIGNATURE, UNIQUE_KEY_QUERY, Verifier, header_content
+
+if TYPE_CHECKING:
+    from rmqd.acl.handles import AclStateSource
+    from rmqd.acl.plain_acl import Account, AclState
+    from rmqd.remoting.command import BodyPart
+
+#: A SEND's cached decision: ("pass",) when a white list lets it through, else (account, refusal or None).
+SendDecision = Union[tuple[str], tuple["Account", Optional[AclError]]]
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 EXCEPTION_CLASS = "org.apache.rocketmq.acl.common.AclException"
@@ -53,7 +61,7 @@ def send_resources(topic: Optional[str], group: Optional[str]) -> dict[str, int]
     return {} if topic is None else {topic: P.PUB}
 
 
-def resources_of(code: int, ext: dict, body: Optional[bytes]) -> dict[str, int]:
+def resources_of(code: int, ext: Mapping[str, str], body: Optional[BodyPart]) -> dict[str, int]:
     """Resource -> needed permission of one request (Java ``PlainAccessValidator.parse``)."""
     need: dict[str, int] = {}
 
@@ -92,13 +100,13 @@ def resources_of(code: int, ext: dict, body: Optional[bytes]) -> dict[str, int]:
 class AclValidator:
     """Checks requests against a :class:`rmqd.acl.plain_acl.PlainAclManager`'s current accounts."""
 
-    def __init__(self, manager: Any) -> None:
+    def __init__(self, manager: AclStateSource) -> None:
         self.manager = manager
-        self._send_state: Any = None
-        self._send_cache: dict = {}
+        self._send_state: Optional[AclState] = None
+        self._send_cache: dict[tuple[str, Optional[str], Optional[str], Optional[str]], SendDecision] = {}
 
-    def _send_decision(self, state: Any, remote_host: str, ak: Optional[str], topic: Optional[str],
-                       group: Optional[str]) -> tuple:
+    def _send_decision(self, state: AclState, remote_host: str, ak: Optional[str], topic: Optional[str],
+                       group: Optional[str]) -> SendDecision:
         """Steps 1-4 and 6-7 of a SEND_MESSAGE_V2 for one (peer, key, topic, group), cached per ACL
         snapshot: ("pass",) when a white list lets it through, else (account, refusal or None). Only the
         signature (step 5) depends on the request itself."""
@@ -121,7 +129,7 @@ class AclValidator:
             self._send_cache[key] = d
         return d
 
-    def check(self, remote_host: str, code: int, ext: Optional[dict], body: Optional[bytes]) -> None:
+    def check(self, remote_host: str, code: int, ext: Optional[Mapping[str, str]], body: Optional[BodyPart]) -> None:
         """Raise AclError when the request is refused."""
         state = self.manager.state
         if code == 310 and ext is not None:                 # the common case, without re-deciding
@@ -134,6 +142,7 @@ class AclValidator:
             if refusal is not None:
                 raise AclError(refusal.message, refusal.frame)
             return
+        need: dict[str, int]
         if ext is None:
             need = {}
         elif code == 310:                                   # the common case first
@@ -141,15 +150,15 @@ class AclValidator:
         else:
             need = resources_of(code, ext, body)            # Java parses before it checks
         ext = ext or {}
-        account = self._signer_of(state, remote_host, ext.get(ACCESS_KEY))
-        if account is None:
+        signer = self._signer_of(state, remote_host, ext.get(ACCESS_KEY))
+        if signer is None:
             return
-        if not self._signature_ok(ext, body, account.verifier):
-            raise AclError(f"Check signature failed for accessKey={account.access_key}", FRAME_SIGNATURE)
-        self._check_perm(code, need, account)
+        if not self._signature_ok(ext, body, signer.verifier):
+            raise AclError(f"Check signature failed for accessKey={signer.access_key}", FRAME_SIGNATURE)
+        self._check_perm(code, need, signer)
 
     def check_signed_send(self, remote_host: str, code: int, access_key: str, given: str, content: bytes,
-                          body: Any, topic: str, group: Optional[str]) -> None:
+                          body: Optional[BodyPart], topic: str, group: Optional[str]) -> None:
         """:meth:`check` for a SEND (10/310) whose signed content (the header values, without the body)
         the send lane built from the raw header; raise AclError when refused. The decision of steps
         1-4 and 6-7 is cached per (peer, key, topic, group) and ACL snapshot, as in :meth:`check`."""
@@ -163,7 +172,7 @@ class AclValidator:
             raise AclError(refusal.message, refusal.frame)
 
     @staticmethod
-    def _signer_of(state: Any, remote_host: str, access_key: Optional[str]) -> Any:
+    def _signer_of(state: AclState, remote_host: str, access_key: Optional[str]) -> Optional[Account]:
         """Steps 1-4: None when a white list lets the request through unchecked, else the account
         whose signature and permissions decide."""
         for match in state.global_white:
@@ -179,7 +188,7 @@ class AclValidator:
         return account
 
     @staticmethod
-    def _signature_ok(ext: dict, body: Optional[bytes], verifier: Any) -> bool:
+    def _signature_ok(ext: Mapping[str, str], body: Optional[BodyPart], verifier: Verifier) -> bool:
         """Java 4.9.8 leaves ``_UNIQUE_KEY_QUERY`` out of the signed content; later clients sign it:
         either matches."""
         given = ext.get(SIGNATURE)
@@ -190,7 +199,7 @@ class AclValidator:
         return UNIQUE_KEY_QUERY in ext and verifier.matches(header_content(ext), given, body)
 
     @staticmethod
-    def _check_perm(code: int, need: dict[str, int], account: Any) -> None:
+    def _check_perm(code: int, need: dict[str, int], account: Account) -> None:
         if need.get(TRACE_TOPIC) == P.PUB:
             return
         if code in P.ADMIN_CODES and not account.admin:

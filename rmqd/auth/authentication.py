@@ -13,12 +13,15 @@ does not match (or is missing): "check signature failed.".
 from __future__ import annotations
 
 import binascii
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from rmqd.acl.signer import SIGNATURE, UNIQUE_KEY_QUERY, Verifier, header_content
 from rmqd.auth.errors import AuthenticationError
 from rmqd.auth.model import User, UserStatus
 from rmqd.auth.store import AuthStore
+
+if TYPE_CHECKING:
+    from rmqd.remoting.command import BodyPart
 
 ACCESS_KEY = "AccessKey"
 V4_9_3 = 399                     # MQVersion.Version.V4_9_3.ordinal(): older requests sign without _UNIQUE_KEY_QUERY
@@ -28,10 +31,10 @@ class Authenticator:
     """Checks signatures against the users of an :class:`AuthStore` (one verifier per user and password, made
     once)."""
 
-    def __init__(self, store: AuthStore, whitelist: frozenset = frozenset()) -> None:
+    def __init__(self, store: AuthStore, whitelist: frozenset[str] = frozenset()) -> None:
         self.store = store
         self.whitelist = whitelist
-        self._verifiers: dict[tuple[str, str], Verifier] = {}
+        self._verifiers: dict[tuple[Optional[str], str], Verifier] = {}
 
     def verifier(self, user: User) -> Verifier:
         key = (user.username, user.password or "")
@@ -54,19 +57,21 @@ class Authenticator:
         return user
 
     # ------------------------------------------------------------------ remoting
-    def check_remoting(self, code: int, ext: Optional[Mapping[str, Any]], body: Any, version: int = 0) -> Optional[str]:
+    def check_remoting(self, code: int, ext: Optional[Mapping[str, str]], body: Optional[BodyPart],
+                       version: int = 0) -> Optional[str]:
         """The authenticated user name (None for a whitelisted code); raises AuthenticationError."""
         if self.whitelist and str(code) in self.whitelist:
             return None
-        username = ext.get(ACCESS_KEY) if ext else None
+        fields: Mapping[str, str] = ext or {}
+        username = fields.get(ACCESS_KEY)
         user = self.user_of(username)
-        given = ext.get(SIGNATURE)
+        given = fields.get(SIGNATURE)
         skip = (SIGNATURE, UNIQUE_KEY_QUERY) if version <= V4_9_3 else (SIGNATURE,)
-        if not isinstance(given, str) or not self.verifier(user).matches(header_content(ext, skip), given, body):
+        if not isinstance(given, str) or not self.verifier(user).matches(header_content(fields, skip), given, body):
             raise AuthenticationError("check signature failed.")
         return username
 
-    def check_signed(self, username: str, signature: str, content: bytes, body: Any) -> None:
+    def check_signed(self, username: str, signature: str, content: bytes, body: Optional[BodyPart]) -> None:
         """A send whose signed header content the send lane built from the raw bytes."""
         user = self.user_of(username)
         if not self.verifier(user).matches(content, signature, body):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Iterable, NamedTuple, Optional, Sequence
 
 from rmqd.auth.errors import AuthorizationError
-from rmqd.auth.model import Acl, Action, Decision, PolicyType, Resource, User, UserType
+from rmqd.auth.model import Acl, Action, Decision, PolicyEntry, PolicyType, Resource, User, UserType
 from rmqd.auth.store import AuthState
 
 AUTHORIZATION_FAILED = "Authorization failed. Please verify your access rights and try again."
@@ -30,7 +30,7 @@ class AuthContext(NamedTuple):
     """One thing a request does: ``actions`` (any of them) on ``resource``."""
 
     resource: Resource
-    actions: tuple
+    actions: tuple[Action, ...]
 
 
 def refusal(subject: User, resource: Resource, source_ip: Optional[str], detail: str) -> AuthorizationError:
@@ -42,7 +42,7 @@ def decide(acl: Optional[Acl], subject: User, ctx: AuthContext, source_ip: Optio
     """Steps 3-5 for one context (raises AuthorizationError)."""
     if acl is None:
         raise refusal(subject, ctx.resource, source_ip, "no matched policies.")
-    matched = []
+    matched: list[PolicyEntry] = []
     for policy_type in (PolicyType.CUSTOM, PolicyType.DEFAULT):
         policy = acl.policy(policy_type)
         if policy is None:
@@ -54,15 +54,16 @@ def decide(acl: Optional[Acl], subject: User, ctx: AuthContext, source_ip: Optio
             break
     if not matched:
         raise refusal(subject, ctx.resource, source_ip, "no matched policies.")
-    best = min(e.resource.specificity() for e in matched)
-    if any(e.decision is Decision.DENY for e in matched if e.resource.specificity() == best):
+    ranked = [(e.resource.specificity(), e) for e in matched if e.resource is not None]
+    best = min(rank for rank, _ in ranked)
+    if any(e.decision is Decision.DENY for rank, e in ranked if rank == best):
         raise refusal(subject, ctx.resource, source_ip, "the decision is deny.")
 
 
 class Authorizer:
     """Decides contexts against an :class:`AuthState` (read once per request)."""
 
-    def __init__(self, whitelist: frozenset = frozenset()) -> None:
+    def __init__(self, whitelist: frozenset[str] = frozenset()) -> None:
         self.whitelist = whitelist
 
     def check(self, state: AuthState, username: Optional[str], contexts: Iterable[AuthContext],
@@ -85,7 +86,7 @@ class Authorizer:
             decide(acl, user, ctx, source_ip)
 
 
-def contexts_of(pairs: Sequence[tuple[Resource, tuple]]) -> list[AuthContext]:
+def contexts_of(pairs: Sequence[tuple[Resource, tuple[Action, ...]]]) -> list[AuthContext]:
     return [AuthContext(r, a) for r, a in pairs]
 
 

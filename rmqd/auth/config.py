@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional, Union
 
 import orjson
 
@@ -80,7 +80,7 @@ class AuthConfig:
     clusterName: str = "DefaultCluster"
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, Any], cluster_name: str = "DefaultCluster") -> "AuthConfig":
+    def from_properties(cls, props: Mapping[str, object], cluster_name: str = "DefaultCluster") -> "AuthConfig":
         """From broker.conf's keys (Java's ``properties2Object``: a boolean is true only for ``true``)."""
         cfg = cls(clusterName=cluster_name)
         for f in dataclasses.fields(cls):
@@ -88,7 +88,7 @@ class AuthConfig:
                 continue
             raw = props[f.name]
             if f.type == "bool":
-                value: Any = raw if isinstance(raw, bool) else str(raw).strip().lower() == "true"
+                value: Union[bool, int, str] = raw if isinstance(raw, bool) else str(raw).strip().lower() == "true"
             elif f.type == "int":
                 value = int(str(raw).strip())
             else:
@@ -106,18 +106,18 @@ class AuthConfig:
         return self.authenticationEnabled or self.authorizationEnabled
 
     @staticmethod
-    def _whitelist(text: str) -> frozenset:
+    def _whitelist(text: str) -> frozenset[str]:
         return frozenset(p.strip() for p in text.split(",") if p.strip())
 
     @property
-    def authentication_whitelist(self) -> frozenset:
+    def authentication_whitelist(self) -> frozenset[str]:
         return self._whitelist(self.authenticationWhitelist)
 
     @property
-    def authorization_whitelist(self) -> frozenset:
+    def authorization_whitelist(self) -> frozenset[str]:
         return self._whitelist(self.authorizationWhitelist)
 
-    def init_user(self) -> Optional[dict]:
+    def init_user(self) -> Optional[dict[str, object]]:
         """``initAuthenticationUser`` parsed (a JSON object with username, password), or None when unset."""
         return _json_object(self.initAuthenticationUser, "initAuthenticationUser")
 
@@ -132,7 +132,7 @@ class AuthConfig:
         return str(ak), str(sk)
 
 
-def _json_object(text: str, key: str) -> Optional[dict]:
+def _json_object(text: str, key: str) -> Optional[dict[str, object]]:
     if not text or not text.strip():
         return None
     try:

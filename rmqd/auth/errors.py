@@ -5,13 +5,11 @@ UNAUTHORIZED status (gRPC). :func:`fmt` fills ``{}`` placeholders as SLF4J's ``M
 """
 from __future__ import annotations
 
-from typing import Any
-
 AUTHENTICATION_EXCEPTION = "org.apache.rocketmq.auth.authentication.exception.AuthenticationException"
 AUTHORIZATION_EXCEPTION = "org.apache.rocketmq.auth.authorization.exception.AuthorizationException"
 
 
-def fmt(pattern: str, *args: Any) -> str:
+def fmt(pattern: str, *args: object) -> str:
     """``{}`` placeholders filled in order (``null`` for None, as Java prints it); extra ones are left as is."""
     out, rest = [], pattern
     for arg in args:
@@ -30,7 +28,7 @@ class AuthError(Exception):
 
     java_class = ""
 
-    def __init__(self, pattern: str, *args: Any) -> None:
+    def __init__(self, pattern: str, *args: object) -> None:
         self.message = fmt(pattern, *args) if args else pattern
         super().__init__(self.message)
 

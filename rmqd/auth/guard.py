@@ -10,16 +10,26 @@ Sends are the hot path: the decision of everything but the signature (user enabl
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from rmqd.auth.authentication import ACCESS_KEY, Authenticator
 from rmqd.auth.authorization import Authorizer
 from rmqd.auth.config import AuthConfig
 from rmqd.auth.errors import AuthError, AuthenticationError
 from rmqd.auth.remoting_contexts import contexts_of as remoting_contexts_of, send_contexts
-from rmqd.auth.store import AuthStore
+from rmqd.auth.store import AuthState, AuthStore
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
+
+    from rmqd.acl.signer import Verifier
+    from rmqd.remoting.command import BodyPart
 
 SEND_CACHE_MAX = 10000
+
+#: A send's cached decision: (the user's verifier, or None when not authenticated; the user's refusal; the
+#: authorization's refusal).
+SendDecision = tuple[Optional["Verifier"], Optional[AuthError], Optional[AuthError]]
 
 
 class AuthGuard:
@@ -30,14 +40,14 @@ class AuthGuard:
         self.authn = Authenticator(store, cfg.authentication_whitelist) if cfg.authenticationEnabled else None
         self.authz = Authorizer(cfg.authorization_whitelist) if cfg.authorizationEnabled else None
         self._send_generation = -1
-        self._send_cache: dict[tuple, tuple] = {}
+        self._send_cache: dict[tuple[str, str, Optional[str], Optional[str], int], SendDecision] = {}
 
     @property
     def enabled(self) -> bool:
         return self.authn is not None or self.authz is not None
 
     # ------------------------------------------------------------------ remoting
-    def check_remoting(self, peer_host: str, code: int, ext: Optional[Mapping[str, Any]], body: Any,
+    def check_remoting(self, peer_host: str, code: int, ext: Optional[Mapping[str, str]], body: Optional[BodyPart],
                        version: int = 0) -> None:
         if self.authn is not None:
             self.authn.check_remoting(code, ext, body, version)
@@ -47,8 +57,8 @@ class AuthGuard:
                 username = ext.get(ACCESS_KEY) if ext and ACCESS_KEY in ext else None
                 self.authz.check(self.store.state, username, contexts, peer_host, str(code))
 
-    def check_send(self, peer_host: str, code: int, access_key: str, signature: str, content: bytes, body: Any,
-                   topic: Optional[str], group: Optional[str]) -> None:
+    def check_send(self, peer_host: str, code: int, access_key: str, signature: str, content: bytes,
+                   body: Optional[BodyPart], topic: Optional[str], group: Optional[str]) -> None:
         """A send (10/310) whose signed header content the send lane built: the cached decision, then the
         signature (authentication first, as 5.x: a bad signature is answered before a missing permission)."""
         state = self.store.state
@@ -69,9 +79,11 @@ class AuthGuard:
         if refusal is not None:
             raise refusal
 
-    def _decide_send(self, state: Any, peer_host: str, code: int, access_key: str, topic: Optional[str],
-                     group: Optional[str]) -> tuple:
-        verifier = user_refusal = refusal = None
+    def _decide_send(self, state: AuthState, peer_host: str, code: int, access_key: str, topic: Optional[str],
+                     group: Optional[str]) -> SendDecision:
+        verifier: Optional[Verifier] = None
+        user_refusal: Optional[AuthError] = None
+        refusal: Optional[AuthError] = None
         if self.authn is not None and not (self.authn.whitelist and str(code) in self.authn.whitelist):
             try:
                 verifier = self.authn.verifier(self.authn.user_of(access_key))
@@ -85,7 +97,7 @@ class AuthGuard:
         return verifier, user_refusal, refusal
 
     # ------------------------------------------------------------------ gRPC
-    def check_grpc(self, request: Any, metadata: Mapping[str, str], peer_host: str) -> None:
+    def check_grpc(self, request: Message, metadata: Mapping[str, str], peer_host: str) -> None:
         rpc_name = request.DESCRIPTOR.full_name
         username: Optional[str] = None
         if self.authn is not None:

@@ -6,14 +6,25 @@ With ACL 1.0 on as well (``aclEnable``), :class:`HookChain` runs both: 2.0 first
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.auth.errors import AuthError
 from rmqd.auth.guard import AuthGuard
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response
 
+if TYPE_CHECKING:
+    from rmqd.acl.handles import RequestPeer
+    from rmqd.remoting.command import BodyPart
+    from rmqd.remoting.connection import Connection
+    from rmqd.remoting.dispatch import RequestHook
+
 log = logging.getLogger(__name__)
+
+
+#: A hook's check of the send lane's raw sends: (peer host, code, access key, signature, signed content, body,
+#: topic, group) -> None (go on) or the answer.
+SignedSend = Callable[[str, int, str, str, bytes, Optional["BodyPart"], str, Optional[str]], Optional[RemotingCommand]]
 
 
 class AuthRequestHook:
@@ -23,7 +34,7 @@ class AuthRequestHook:
         self.guard = guard
         self.refused = 0
 
-    def __call__(self, conn: Any, request: RemotingCommand) -> Optional[RemotingCommand]:
+    def __call__(self, conn: RequestPeer, request: RemotingCommand) -> Optional[RemotingCommand]:
         try:
             self.guard.check_remoting(conn.peer_host, request.code, request.ext_fields, request.body,
                                       request.version)
@@ -32,7 +43,7 @@ class AuthRequestHook:
         return None
 
     def signed_send(self, peer_host: str, code: int, access_key: str, signature: str, content: bytes,
-                    body: Any, topic: str, group: Optional[str]) -> Optional[RemotingCommand]:
+                    body: Optional[BodyPart], topic: str, group: Optional[str]) -> Optional[RemotingCommand]:
         try:
             self.guard.check_send(peer_host, code, access_key, signature, content, body, topic, group)
         except AuthError as exc:
@@ -49,13 +60,18 @@ class HookChain:
     """Two request hooks in order; the first refusal answers. The send lane's raw path is kept when both hooks
     check raw sends themselves."""
 
-    def __init__(self, first: Any, second: Any) -> None:
+    def __init__(self, first: RequestHook, second: RequestHook) -> None:
         self.first, self.second = first, second
-        if hasattr(first, "signed_send") and hasattr(second, "signed_send"):
-            self.signed_send = self._signed_send
+        first_send: Optional[SignedSend] = getattr(first, "signed_send", None)
+        second_send: Optional[SignedSend] = getattr(second, "signed_send", None)
+        if first_send is not None and second_send is not None:
+            def signed_send(peer_host: str, code: int, access_key: str, signature: str, content: bytes,
+                            body: Optional[BodyPart], topic: str, group: Optional[str]) -> Optional[RemotingCommand]:
+                return (first_send(peer_host, code, access_key, signature, content, body, topic, group)
+                        or second_send(peer_host, code, access_key, signature, content, body, topic, group))
 
-    def __call__(self, conn: Any, request: RemotingCommand) -> Optional[RemotingCommand]:
+            self.signed_send: SignedSend = signed_send
+
+    def __call__(self, conn: Connection, request: RemotingCommand) -> Optional[RemotingCommand]:
         return self.first(conn, request) or self.second(conn, request)
 
-    def _signed_send(self, *args: Any) -> Optional[RemotingCommand]:
-        return self.first.signed_send(*args) or self.second.signed_send(*args)

@@ -9,7 +9,7 @@ Refusals raise :class:`~rmqd.auth.errors.AuthenticationError` / :class:`~rmqd.au
 from __future__ import annotations
 
 import logging
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional, TypeGuard
 
 from rmqd.auth.config import AuthConfig
 from rmqd.auth.errors import AuthenticationError, AuthorizationError
@@ -24,8 +24,9 @@ class AuthSystemError(Exception):
     """Where 5.x's manager fails with a NullPointerException (a request without a subject)."""
 
 
-def _blank(s: Optional[str]) -> bool:
-    return s is None or not s.strip()
+def _given(s: Optional[str]) -> TypeGuard[str]:
+    """Not None and not blank (the negation of 5.x's ``StringUtils.isBlank``)."""
+    return s is not None and bool(s.strip())
 
 
 class AuthMetadataManager:
@@ -61,7 +62,7 @@ class AuthMetadataManager:
 
     # ------------------------------------------------------------------ users
     def get_user(self, username: Optional[str]) -> Optional[User]:
-        if _blank(username):
+        if not _given(username):
             raise AuthenticationError("username can not be blank")
         return self.store.state.users.get(username)
 
@@ -72,34 +73,37 @@ class AuthMetadataManager:
         return user.user_type is UserType.SUPER
 
     @staticmethod
-    def _validate(user: Optional[User], create: bool) -> None:
+    def _validate(user: Optional[User], create: bool) -> str:
+        """The user's name, when the user may be stored (AuthenticationError otherwise)."""
         if user is None:
             raise AuthenticationError("user can not be null")
-        if _blank(user.username):
+        username = user.username
+        if not _given(username):
             raise AuthenticationError("username can not be blank")
-        if create and _blank(user.password):
+        if create and not _given(user.password):
             raise AuthenticationError("password can not be blank")
+        return username
 
     def create_user(self, user: User) -> None:
-        self._validate(user, True)
+        username = self._validate(user, True)
         user = copy_user(user)
         user.user_type = user.user_type or UserType.NORMAL
         user.user_status = user.user_status or UserStatus.ENABLE
         with self.store.lock:
-            if self.store.state.users.get(user.username) is not None:
+            if self.store.state.users.get(username) is not None:
                 raise AuthenticationError("The user is existed")
             self.store.commit(put_users=[user])
         self._changed()
 
     def update_user(self, user: User) -> None:
         """Only what is given changes: the password when not blank, the type and status when named."""
-        self._validate(user, False)
+        username = self._validate(user, False)
         with self.store.lock:
-            old = self.store.state.users.get(user.username)
+            old = self.store.state.users.get(username)
             if old is None:
                 raise AuthenticationError("The user is not exist")
             new = copy_user(old)
-            if not _blank(user.password):
+            if _given(user.password):
                 new.password = user.password
             if user.user_type is not None:
                 new.user_type = user.user_type
@@ -110,7 +114,7 @@ class AuthMetadataManager:
 
     def delete_user(self, username: Optional[str]) -> None:
         """The user and its ACL go together (one write)."""
-        if _blank(username):
+        if not _given(username):
             raise AuthenticationError("username can not be blank")
         with self.store.lock:
             self.store.commit(delete_users=[username], delete_acls=[User(username).subject_key])
@@ -119,12 +123,14 @@ class AuthMetadataManager:
     def list_users(self, filter_text: Optional[str]) -> list[User]:
         users = self.store.state.users
         return [users[k] for k in sorted(users, key=lambda k: k.encode("utf-8"))
-                if _blank(filter_text) or filter_text in k]
+                if not _given(filter_text) or filter_text in k]
 
     # ------------------------------------------------------------------ ACLs
     @staticmethod
-    def _validate_acl(acl: Acl) -> None:
-        if acl.subject is None:
+    def _validate_acl(acl: Acl) -> User:
+        """The ACL's subject, when the ACL may be stored (AuthorizationError / AuthSystemError otherwise)."""
+        subject = acl.subject
+        if subject is None:
             raise AuthSystemError("the ACL has no subject")
         if not acl.policies:
             raise AuthorizationError("The policies is empty.")
@@ -139,24 +145,25 @@ class AuthMetadataManager:
                 if Action.ANY in entry.actions:
                     raise AuthorizationError("The actions can not be Any.")
                 for ip in entry.source_ips or ():
-                    if _blank(ip):
+                    if not _given(ip):
                         raise AuthorizationError("The source ip is empty.")
                     if not is_valid_ip_or_cidr(ip):
                         raise AuthorizationError("The source ip is invalid.")
                 if entry.decision is None:
                     raise AuthorizationError("The decision is null or illegal.")
+        return subject
 
     def put_acl(self, acl: Acl) -> None:
         """createAcl and updateAcl (the same in 5.x): a new ACL is stored as given; into an existing one each policy
         is merged, an entry of the same resource replacing the old one."""
-        self._validate_acl(acl)
+        subject = self._validate_acl(acl)
         for policy in acl.policies:
             if policy.policy_type is None:
                 policy.policy_type = PolicyType.CUSTOM
-        key = acl.subject.subject_key
+        key = subject.subject_key
         with self.store.lock:
             state = self.store.state
-            if state.users.get(acl.subject.username) is None:
+            if not self._exists(state.users, subject):
                 raise AuthorizationError("The subject of {} is not exist.", key)
             old = state.acls.get(key)
             if old is None:
@@ -176,7 +183,7 @@ class AuthMetadataManager:
         policy_type = policy_type or PolicyType.CUSTOM
         with self.store.lock:
             state = self.store.state
-            if state.users.get(subject.username) is None:
+            if not self._exists(state.users, subject):
                 raise AuthorizationError("The subject is not exist.")
             old = state.acls.get(subject.subject_key)
             if old is None:
@@ -190,9 +197,14 @@ class AuthMetadataManager:
                 self.store.commit(put_acls=[acl])
         self._changed()
 
+    @staticmethod
+    def _exists(users: Mapping[str, User], subject: User) -> bool:
+        """Is ``subject`` a stored user?"""
+        return subject.username is not None and users.get(subject.username) is not None
+
     def get_acl(self, subject: User) -> Optional[Acl]:
         state = self.store.state
-        if state.users.get(subject.username) is None:
+        if not self._exists(state.users, subject):
             raise AuthorizationError("The subject is not exist.")
         return state.acls.get(subject.subject_key)
 
@@ -200,9 +212,9 @@ class AuthMetadataManager:
         """5.x's listing: ACLs whose subject contains ``subject_filter``; unless the subject contains
         ``resource_filter`` too, only the entries whose resource does (policies left empty are dropped)."""
         acls = self.store.state.acls
-        out = []
+        out: list[Acl] = []
         for key in sorted(acls, key=lambda k: k.encode("utf-8")):
-            if not _blank(subject_filter) and subject_filter not in key:
+            if _given(subject_filter) and subject_filter not in key:
                 continue
             acl = copy_acl(acls[key])
             kept: list[Policy] = []
@@ -210,9 +222,10 @@ class AuthMetadataManager:
                 if not policy.entries:
                     kept.append(policy)
                     continue
-                if not _blank(resource_filter) and resource_filter not in key:
+                if _given(resource_filter) and resource_filter not in key:
+                    wanted = resource_filter
                     policy.entries = [e for e in policy.entries if e.resource is not None and
-                                      resource_filter in e.resource.key]
+                                      wanted in e.resource.key]
                 if policy.entries:
                     kept.append(policy)
             acl.policies = kept

@@ -15,7 +15,8 @@ other becomes:
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable, Mapping
+from typing import Optional
 
 from rmqd.auth.errors import AuthError
 from rmqd.auth.metadata import AuthMetadataManager
@@ -40,9 +41,14 @@ def _decision(perm: str) -> Decision:
     return Decision.DENY if perm == "DENY" else Decision.ALLOW
 
 
-def _entries(items: Optional[Iterable[Any]], topics: bool) -> list[PolicyEntry]:
-    out = []
-    for item in items or ():
+def _entries(items: object, topics: bool) -> list[PolicyEntry]:
+    """The entries of a ``topicPerms`` / ``groupPerms`` list (absent or empty: none; TypeError for no list)."""
+    out: list[PolicyEntry] = []
+    if not items:
+        return out
+    if not isinstance(items, Iterable):
+        raise TypeError(f"a permission list is expected, not {type(items).__name__}")
+    for item in items:
         parts = [p for p in str(item).split("=") if p]
         if len(parts) != 2:
             continue
@@ -52,21 +58,21 @@ def _entries(items: Optional[Iterable[Any]], topics: bool) -> list[PolicyEntry]:
     return out
 
 
-def _truthy(value: Any) -> bool:
+def _truthy(value: object) -> bool:
     return value is True or str(value).strip().lower() == "true"
 
 
-def acl_of_account(account: dict) -> Optional[Acl]:
+def acl_of_account(account: Mapping[str, object]) -> Optional[Acl]:
     """The ACL 5.x makes of one plain_acl.yml account (None when it has no permissions at all)."""
-    policies = []
+    policies: list[Policy] = []
     custom = _entries(account.get("topicPerms"), True) + _entries(account.get("groupPerms"), False)
     if custom:
         policies.append(Policy(PolicyType.CUSTOM, custom))
-    defaults = []
+    defaults: list[PolicyEntry] = []
     for key, rtype in (("defaultTopicPerm", ResourceType.TOPIC), ("defaultGroupPerm", ResourceType.GROUP)):
-        perm = account.get(key)
-        if perm is not None and str(perm).strip():
-            perm = str(perm).strip()
+        value = account.get(key)
+        if value is not None and str(value).strip():
+            perm = str(value).strip()
             defaults.append(PolicyEntry(Resource(rtype, None, ResourcePattern.ANY), _actions(perm), None,
                                         _decision(perm)))
     if defaults:
@@ -76,17 +82,17 @@ def acl_of_account(account: dict) -> Optional[Acl]:
     return Acl(User(str(account.get("accessKey"))), policies)
 
 
-def migrate(manager: AuthMetadataManager, accounts: Iterable[dict]) -> int:
+def migrate(manager: AuthMetadataManager, accounts: Iterable[Mapping[str, object]]) -> int:
     """Migrate the accounts (in order; a repeated access key after its first definition is skipped); returns
     how many became users."""
-    seen: set = set()
+    seen: set[object] = set()
     done = 0
     for account in accounts:
-        ak = account.get("accessKey")
-        if ak is None or ak in seen:
+        key = account.get("accessKey")
+        if key is None or key in seen:
             continue
-        seen.add(ak)
-        ak = str(ak)
+        seen.add(key)
+        ak = str(key)
         try:
             if manager.store.state.users.get(ak) is not None:
                 continue
@@ -104,14 +110,13 @@ def migrate(manager: AuthMetadataManager, accounts: Iterable[dict]) -> int:
     return done
 
 
-def plain_acl_accounts(acl_file: Optional[str]) -> list[dict]:
+def plain_acl_accounts(acl_file: Optional[str]) -> list[dict[str, object]]:
     """Every account of ACL 1.0's files, in the order ACL 1.0 reads them (``conf/acl/`` first, then the default
     file); a file that cannot be read is logged and skipped."""
     import os
 
-    import yaml
-
     from rmqd.acl.setup import acl_locations
+    from rmqd.common.yaml_files import YAMLError, load_yaml
 
     home, default_file = acl_locations(acl_file)
     acl_dir = os.path.join(home, "conf", "acl")
@@ -121,12 +126,12 @@ def plain_acl_accounts(acl_file: Optional[str]) -> list[dict]:
             files += [os.path.join(root, n) for n in sorted(names) if n.endswith((".yml", ".yaml"))]
     if os.path.isfile(default_file) and default_file not in files:
         files.append(default_file)
-    accounts: list[dict] = []
+    accounts: list[dict[str, object]] = []
     for path in files:
         try:
             with open(path, encoding="utf-8") as f:
-                data = yaml.safe_load(f) or {}
-        except (OSError, yaml.YAMLError) as exc:
+                data = load_yaml(f) or {}
+        except (OSError, YAMLError) as exc:
             log.error("[ACL MIGRATE] cannot read %s: %s", path, exc)
             continue
         if isinstance(data, dict):

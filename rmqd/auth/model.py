@@ -12,18 +12,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterable, Optional
+from typing import Iterable, Mapping, Optional, TypeGuard, TypeVar
 
 from rmqd.common.constants import RETRY_GROUP_TOPIC_PREFIX
 
 DLQ_PREFIX = "%DLQ%"
+
+_N = TypeVar("_N", bound="_Named")
 
 
 class _Named(Enum):
     """An enum whose value is 5.x's name, looked up case-insensitively."""
 
     @classmethod
-    def by_name(cls, name: Any) -> Optional["_Named"]:
+    def by_name(cls: type[_N], name: object) -> Optional[_N]:
         if not isinstance(name, str):
             return None
         low = name.lower()
@@ -93,23 +95,23 @@ class User:
     def subject_key(self) -> str:
         return f"User:{self.username}"
 
-    def to_info(self) -> dict:
+    def to_info(self) -> dict[str, str]:
         """5.x ``UserInfo`` (what getUser / listUser answer; the password included, as 5.x sends it)."""
         info = {"password": self.password, "userStatus": self.user_status.value if self.user_status else None,
                 "userType": self.user_type.value if self.user_type else None, "username": self.username}
         return {k: v for k, v in info.items() if v is not None}
 
     @classmethod
-    def from_info(cls, info: dict) -> "User":
+    def from_info(cls, info: Mapping[str, object]) -> "User":
         """5.x ``UserConverter.convertUser``: unknown type or status names become None."""
         return cls(_str_or_none(info.get("username")), _str_or_none(info.get("password")),
                    UserType.by_name(info.get("userType")), UserStatus.by_name(info.get("userStatus")))
 
-    def to_store(self) -> dict:
+    def to_store(self) -> dict[str, str]:
         return self.to_info()
 
     @classmethod
-    def from_store(cls, d: dict) -> "User":
+    def from_store(cls, d: Mapping[str, object]) -> "User":
         return cls.from_info(d)
 
 
@@ -123,13 +125,15 @@ def subject_of(key: Optional[str]) -> Optional[User]:
     return User(name)
 
 
-def _str_or_none(v: Any) -> Optional[str]:
+def _str_or_none(v: object) -> Optional[str]:
     return None if v is None else (v if isinstance(v, str) else str(v))
 
 
 # ---------------------------------------------------------------------------------------------- resources
-def is_retry_topic(name: Optional[str]) -> bool:
-    return bool(name) and not name.isspace() and name.startswith(RETRY_GROUP_TOPIC_PREFIX)
+def is_retry_topic(name: Optional[str]) -> TypeGuard[str]:
+    if not name:
+        return False
+    return not name.isspace() and name.startswith(RETRY_GROUP_TOPIC_PREFIX)
 
 
 def without_retry_and_dlq(name: str) -> str:
@@ -162,7 +166,7 @@ class Resource:
         return cls(ResourceType.CLUSTER, name, ResourcePattern.LITERAL)
 
     @classmethod
-    def parse(cls, key: Any) -> Optional["Resource"]:
+    def parse(cls, key: object) -> Optional["Resource"]:
         """5.x ``Resource.of(String)``: None for a blank key or an unknown type."""
         if not isinstance(key, str) or not key.strip():
             return None
@@ -202,7 +206,7 @@ class Resource:
             return target.name == self.name
         return target.name.startswith(self.name)
 
-    def specificity(self) -> tuple:
+    def specificity(self) -> tuple[bool, int, int]:
         """Order of 5.x's policy-entry comparator (smaller decides first): a resource of a type before ``*``; then
         literal, prefixed (the longer prefix first), any name."""
         rank = {ResourcePattern.LITERAL: 0, ResourcePattern.PREFIXED: 1, ResourcePattern.ANY: 2}[self.pattern]
@@ -214,8 +218,8 @@ class Resource:
 @dataclass
 class PolicyEntry:
     resource: Optional[Resource]
-    actions: list
-    source_ips: Optional[list] = None        # None or empty: any source
+    actions: list[Action]
+    source_ips: Optional[list[Optional[str]]] = None        # None or empty: any source (None items: refused)
     decision: Optional[Decision] = None
 
     def matches_action(self, wanted: Iterable[Action]) -> bool:
@@ -232,10 +236,10 @@ class PolicyEntry:
             return True
         if not ip:
             return False
-        return any(ip_in_range(ip, rule) for rule in self.source_ips)
+        return any(rule is not None and ip_in_range(ip, rule) for rule in self.source_ips)
 
-    def to_info(self) -> dict:
-        info: dict = {"actions": [a.value for a in self.actions] or None,
+    def to_info(self) -> dict[str, object]:
+        info: dict[str, object] = {"actions": [a.value for a in self.actions] or None,
                       "decision": self.decision.value if self.decision else None,
                       "resource": self.resource.key if self.resource else None}
         if self.source_ips:
@@ -246,7 +250,7 @@ class PolicyEntry:
 @dataclass
 class Policy:
     policy_type: Optional[PolicyType]
-    entries: list                           # of PolicyEntry
+    entries: list[PolicyEntry]
 
     def entry_for(self, resource: Optional[Resource]) -> Optional[PolicyEntry]:
         for e in self.entries:
@@ -254,7 +258,7 @@ class Policy:
                 return e
         return None
 
-    def update_entries(self, new_entries: list) -> None:
+    def update_entries(self, new_entries: list[PolicyEntry]) -> None:
         """5.x ``Policy.updateEntry``: an entry of the same resource is replaced in place, a new one appended."""
         index = {e.resource: e for e in self.entries}
         for new in new_entries:
@@ -270,8 +274,8 @@ class Policy:
         if e is not None:
             self.entries.remove(e)
 
-    def to_info(self) -> dict:
-        info: dict = {}
+    def to_info(self) -> dict[str, object]:
+        info: dict[str, object] = {}
         if self.entries:
             info["entries"] = [e.to_info() for e in self.entries]
         if self.policy_type is not None:
@@ -282,15 +286,15 @@ class Policy:
 @dataclass
 class Acl:
     subject: Optional[User]
-    policies: list                          # of Policy
+    policies: list[Policy]
 
-    def policy(self, policy_type: PolicyType) -> Optional[Policy]:
+    def policy(self, policy_type: Optional[PolicyType]) -> Optional[Policy]:
         for p in self.policies or ():
             if p.policy_type is policy_type:
                 return p
         return None
 
-    def update_policies(self, new_policies: list) -> None:
+    def update_policies(self, new_policies: list[Policy]) -> None:
         """5.x ``Acl.updatePolicy``: per policy type, merge the entries (or add the policy)."""
         for new in new_policies:
             old = self.policy(new.policy_type)
@@ -307,8 +311,8 @@ class Acl:
         if not p.entries:
             self.policies.remove(p)
 
-    def to_info(self) -> dict:
-        info: dict = {}
+    def to_info(self) -> dict[str, object]:
+        info: dict[str, object] = {}
         if self.policies:
             info["policies"] = [p.to_info() for p in self.policies]
         if self.subject is not None:
@@ -316,34 +320,32 @@ class Acl:
         return info
 
 
-def acl_from_info(info: dict) -> Acl:
+def acl_from_info(info: Mapping[str, object]) -> Acl:
     """5.x ``AclConverter.convertAcl(AclInfo)``. A policy without entries is dropped; an unknown action name is
     dropped; an unknown resource, decision or policy type becomes None (the manager's checks refuse the first two).
     Raises TypeError where 5.x fails with a NullPointerException (an entry without ``actions``)."""
     subject = subject_of(_str_or_none(info.get("subject")))
-    policies = []
+    policies: list[Policy] = []
     for p in _list(info.get("policies")):
         if not isinstance(p, dict):
             raise TypeError("a policy is not a JSON object")
         entry_infos = _list(p.get("entries"))
         if not entry_infos:
             continue
-        entries = []
+        entries: list[PolicyEntry] = []
         for e in entry_infos:
             if not isinstance(e, dict):
                 raise TypeError("a policy entry is not a JSON object")
             if e.get("actions") is None:
                 raise TypeError("entry.getActions() is null")
             actions = [a for a in (Action.by_name(x) for x in _list(e.get("actions"))) if a is not None]
-            ips = _list(e.get("sourceIps"))
-            entries.append(PolicyEntry(Resource.parse(e.get("resource")), actions,
-                                       [None if x is None else str(x) for x in ips] or None,
+            entries.append(PolicyEntry(Resource.parse(e.get("resource")), actions, _ips(e.get("sourceIps")) or None,
                                        Decision.by_name(e.get("decision"))))
         policies.append(Policy(PolicyType.by_name(p.get("policyType")), entries))
     return Acl(subject, policies)
 
 
-def _list(v: Any) -> list:
+def _list(v: object) -> list[object]:
     if v is None:
         return []
     if isinstance(v, list):
@@ -351,33 +353,61 @@ def _list(v: Any) -> list:
     raise TypeError(f"expected a JSON array, got {type(v).__name__}")
 
 
+def json_objects(v: object) -> list[Mapping[str, object]]:
+    """A JSON array of objects (null or empty: none); TypeError for anything else."""
+    if not v:
+        return []
+    out: list[Mapping[str, object]] = []
+    for item in _list(v):
+        if not isinstance(item, dict):
+            raise TypeError(f"expected a JSON object, got {type(item).__name__}")
+        out.append(item)
+    return out
+
+
+def _ips(v: object) -> Optional[list[Optional[str]]]:
+    """An entry's ``sourceIps`` (None stays None; a null item stays None, for the manager's check to refuse)."""
+    return None if v is None else [None if x is None else str(x) for x in _list(v)]
+
+
 # ---------------------------------------------------------------------------------------------- storage form
-def _resource_to_store(r: Optional[Resource]) -> Optional[list]:
+def _resource_to_store(r: Optional[Resource]) -> Optional[list[Optional[str]]]:
     return None if r is None else [r.type.value, r.name, r.pattern.value]
 
 
-def _resource_from_store(v: Any) -> Optional[Resource]:
+def _resource_from_store(v: object) -> Optional[Resource]:
+    """``[type, name, pattern]`` as :func:`_resource_to_store` writes it; TypeError / ValueError for anything else."""
     if v is None:
         return None
-    return Resource(ResourceType.by_name(v[0]), v[1], ResourcePattern(v[2]))
+    if not isinstance(v, list) or len(v) != 3:
+        raise TypeError(f"a stored resource is [type, name, pattern], not {v!r}")
+    rtype, name, pattern = v
+    resource_type = ResourceType.by_name(rtype)
+    if resource_type is None:
+        raise ValueError(f"a stored resource of an unknown type: {v!r}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"a stored resource name is a string or null, not {name!r}")
+    return Resource(resource_type, name, ResourcePattern(pattern))
 
 
-def acl_to_store(acl: Acl) -> dict:
+def acl_to_store(acl: Acl) -> dict[str, object]:
     return {"subject": acl.subject.subject_key if acl.subject else None,
             "policies": [{"policyType": p.policy_type.value if p.policy_type else None,
                           "entries": [{"resource": _resource_to_store(e.resource),
                                        "actions": [a.value for a in e.actions],
-                                       "sourceIps": e.source_ips, "decision": e.decision.value if e.decision else None}
+                                       "sourceIps": None if e.source_ips is None else list(e.source_ips),
+                                       "decision": e.decision.value if e.decision else None}
                                       for e in p.entries]}
                          for p in acl.policies]}
 
 
-def acl_from_store(d: dict) -> Acl:
-    policies = []
-    for p in d.get("policies") or ():
+def acl_from_store(d: Mapping[str, object]) -> Acl:
+    """The inverse of :func:`acl_to_store` (TypeError / ValueError for a damaged one)."""
+    policies: list[Policy] = []
+    for p in json_objects(d.get("policies")):
         entries = [PolicyEntry(_resource_from_store(e.get("resource")),
-                               [a for a in (Action.by_name(x) for x in e.get("actions") or ()) if a is not None],
-                               e.get("sourceIps"), Decision.by_name(e.get("decision")))
-                   for e in p.get("entries") or ()]
+                               [a for a in (Action.by_name(x) for x in _list(e.get("actions"))) if a is not None],
+                               _ips(e.get("sourceIps")), Decision.by_name(e.get("decision")))
+                   for e in json_objects(p.get("entries"))]
         policies.append(Policy(PolicyType.by_name(p.get("policyType")), entries))
-    return Acl(subject_of(d.get("subject")), policies)
+    return Acl(subject_of(_str_or_none(d.get("subject"))), policies)

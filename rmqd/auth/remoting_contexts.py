@@ -13,23 +13,31 @@ error." (:class:`~rmqd.auth.errors.AuthorizationError`).
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional, Union
 
 import orjson
 
 from rmqd.auth.authorization import AuthContext
 from rmqd.auth.errors import AuthorizationError
-from rmqd.auth.model import Action, Resource, ResourcePattern, ResourceType, is_retry_topic
+from rmqd.auth.model import Action, Resource, ResourcePattern, ResourceType, is_retry_topic, json_objects
 
 PUB, SUB, GET, LIST = Action.PUB, Action.SUB, Action.GET, Action.LIST
 CREATE, UPDATE, DELETE = Action.CREATE, Action.UPDATE, Action.DELETE
 UNKNOWN, CLUSTER = ResourceType.UNKNOWN, ResourceType.CLUSTER
 TOPIC, GROUP = ResourceType.TOPIC, ResourceType.GROUP
 
+if TYPE_CHECKING:
+    from rmqd.remoting.command import BodyPart
+
 PARSE_ERROR = "parse authorization context error."
 
+#: A header's resource field: (ext field, resource type[, splitter]).
+ResourceField = Union[tuple[str, ResourceType], tuple[str, ResourceType, str]]
+#: A request header's annotation: (its resource type, its actions, its resource fields).
+HeaderAnnotation = tuple[ResourceType, tuple[Action, ...], tuple[ResourceField, ...]]
+
 # code: (the header's resource type, its actions, its resource fields: (ext field, type[, splitter]))
-ANNOTATED: dict[int, tuple] = {
+ANNOTATED: dict[int, HeaderAnnotation] = {
     10: (UNKNOWN, (PUB,), (('topic', TOPIC),)),  # SendMessage
     11: (UNKNOWN, (SUB,), (('consumerGroup', GROUP), ('topic', TOPIC))),  # PullMessage
     12: (UNKNOWN, (SUB, GET), (('topic', TOPIC),)),  # QueryMessage
@@ -132,7 +140,8 @@ ANNOTATED: dict[int, tuple] = {
 
 def _split(value: str, splitter: str) -> list[str]:
     """commons-lang ``StringUtils.split(value, chars)``: split on any of the chars, empty tokens dropped."""
-    tokens, cur = [], []
+    tokens: list[str] = []
+    cur: list[str] = []
     for ch in value:
         if ch in splitter:
             if cur:
@@ -145,18 +154,18 @@ def _split(value: str, splitter: str) -> list[str]:
     return tokens
 
 
-def _annotated(code: int, ext: Mapping[str, Any], cluster: str) -> list[AuthContext]:
+def _annotated(code: int, ext: Mapping[str, str], cluster: str) -> list[AuthContext]:
     row = ANNOTATED.get(code)
     if row is None:
         return []
     rtype, actions, fields = row
-    out = []
+    out: list[AuthContext] = []
     for f in fields:
-        value = ext.get(f[0])
-        if value is None:
+        raw = ext.get(f[0])
+        if raw is None:
             continue
-        value = value if isinstance(value, str) else str(value)
-        for v in (_split(value, f[2]) if len(f) > 2 else [value]):
+        value = raw if isinstance(raw, str) else str(raw)
+        for v in (_split(value, f[2]) if len(f) == 3 else [value]):
             if f[1] is TOPIC and is_retry_topic(v):
                 out.append(AuthContext(Resource.group(v), actions))
             else:
@@ -166,17 +175,31 @@ def _annotated(code: int, ext: Mapping[str, Any], cluster: str) -> list[AuthCont
     return out
 
 
-def _json(body: Any) -> Any:
+def _json(body: Optional[BodyPart]) -> Mapping[str, object]:
+    """The body as a JSON object (ValueError for anything else: the caller's parse error)."""
     if body is None:
         raise ValueError("no body")
-    return orjson.loads(bytes(body))
+    return _object(orjson.loads(bytes(body)))
 
 
-def _queue_contexts(data: Any, out: list) -> None:
+def _object(value: object) -> Mapping[str, object]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _name(value: object) -> Optional[str]:
+    """A topic or group name of a JSON body (null: none)."""
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"expected a JSON string, got {type(value).__name__}")
+
+
+def _queue_contexts(data: Mapping[str, object], out: list[AuthContext]) -> None:
     """LOCK_BATCH_MQ / UNLOCK_BATCH_MQ bodies: the group, then each queue's topic (retry topics skipped)."""
-    out.append(AuthContext(Resource.group(data.get("consumerGroup")), (SUB,)))
-    for mq in data.get("mqSet") or ():
-        topic = mq.get("topic")
+    out.append(AuthContext(Resource.group(_name(data.get("consumerGroup"))), (SUB,)))
+    for mq in json_objects(data.get("mqSet")):
+        topic = _name(mq.get("topic"))
         if not is_retry_topic(topic):
             out.append(AuthContext(Resource.topic(topic), (SUB,)))
 
@@ -189,7 +212,8 @@ def send_contexts(topic: Optional[str], group: Optional[str]) -> list[AuthContex
     return [AuthContext(Resource.topic(topic), (PUB,))]
 
 
-def contexts_of(code: int, ext: Optional[Mapping[str, Any]], body: Any, cluster: str) -> list[AuthContext]:
+def contexts_of(code: int, ext: Optional[Mapping[str, str]], body: Optional[BodyPart],
+                cluster: str) -> list[AuthContext]:
     """The contexts of one request (raises AuthorizationError "parse authorization context error.")."""
     if not ext:
         return []
@@ -205,11 +229,12 @@ def contexts_of(code: int, ext: Optional[Mapping[str, Any]], body: Any, cluster:
             return out
         if code == 34:                                         # HEART_BEAT
             out = []
-            for consumer in _json(body).get("consumerDataSet") or ():
-                out.append(AuthContext(Resource.group(consumer.get("groupName")), (SUB,)))
-                for sub in consumer.get("subscriptionDataSet") or ():
-                    if not is_retry_topic(sub.get("topic")):
-                        out.append(AuthContext(Resource.topic(sub.get("topic")), (SUB,)))
+            for consumer in json_objects(_json(body).get("consumerDataSet")):
+                out.append(AuthContext(Resource.group(_name(consumer.get("groupName"))), (SUB,)))
+                for sub in json_objects(consumer.get("subscriptionDataSet")):
+                    topic = _name(sub.get("topic"))
+                    if not is_retry_topic(topic):
+                        out.append(AuthContext(Resource.topic(topic), (SUB,)))
             return out
         if code == 105:                                        # GET_ROUTEINFO_BY_TOPIC
             topic = get("topic")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 from rmqd.auth.config import AuthConfig
 from rmqd.auth.guard import AuthGuard
@@ -11,7 +11,13 @@ from rmqd.auth.hook import AuthRequestHook
 from rmqd.auth.metadata import AuthMetadataManager
 from rmqd.auth.store import AuthStore
 
+if TYPE_CHECKING:
+    from rmqd.remoting.command import RemotingCommand
+
 log = logging.getLogger(__name__)
+
+#: Signs a request this broker sends (a RemotingClient's ``signer``).
+Signer = Callable[["RemotingCommand"], None]
 
 
 @dataclass
@@ -34,13 +40,13 @@ class BrokerAuth:
             from rmqd.auth.migration import migrate, plain_acl_accounts
             migrate(self.manager, plain_acl_accounts(acl_file))
 
-    def request_signer(self) -> Optional[Any]:
+    def request_signer(self) -> Optional[Signer]:
         """The RemotingClient ``signer`` of this broker's own requests (to name servers, its master, other brokers):
         ``innerClientAuthenticationCredentials``, as 5.x's BrokerOuterAPI signs; None without them."""
         return request_signer(self.config.inner_credentials())
 
 
-def build_auth(broker_properties: dict[str, Any], cluster_name: str, config_dir: str) -> BrokerAuth:
+def build_auth(broker_properties: Mapping[str, object], cluster_name: str, config_dir: str) -> BrokerAuth:
     cfg = AuthConfig.from_properties(broker_properties, cluster_name)
     store = AuthStore(config_dir)
     manager = AuthMetadataManager(store)
@@ -51,7 +57,7 @@ def build_auth(broker_properties: dict[str, Any], cluster_name: str, config_dir:
     return BrokerAuth(cfg, store, manager, guard, AuthRequestHook(guard) if guard is not None else None)
 
 
-def request_signer(credentials: Optional[tuple[str, str]]) -> Optional[Any]:
+def request_signer(credentials: Optional[tuple[str, str]]) -> Optional[Signer]:
     """A RemotingClient ``signer`` for the broker's own requests, or None without credentials."""
     if credentials is None:
         return None

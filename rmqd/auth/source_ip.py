@@ -64,7 +64,7 @@ def is_valid_ip_or_cidr(text: str) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
-def _network(cidr: str) -> Optional[ipaddress._BaseNetwork]:
+def _network(cidr: str) -> Optional[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     addr, _, prefix = cidr.partition("/")
     try:
         return ipaddress.ip_network(f"{addr}/{int(prefix)}", strict=False)

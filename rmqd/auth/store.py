@@ -16,13 +16,16 @@ import os
 import threading
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, cast
 
 import orjson
 
-from rmqd.auth.model import Acl, User, acl_from_store, acl_to_store
+from rmqd.auth.model import Acl, User, acl_from_store, acl_to_store, json_objects
 from rmqd.common.data_version import DataVersion
 from rmqd.common.fileutil import atomic_write
+
+if TYPE_CHECKING:
+    from rmqd.common.data_version import DataVersionJson
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ class AuthStore:
         self.path = os.path.join(config_dir, FILE_NAME)
         self.lock = threading.RLock()
         self.state = AuthState(version=DataVersion.fresh())
-        self.listeners: list = []          # called with the new state after every change (from the writer)
+        self.listeners: list[Callable[[AuthState], None]] = []   # told the new state after every change (by the writer)
 
     # ------------------------------------------------------------------ disk
     def load(self) -> None:
@@ -67,17 +70,26 @@ class AuthStore:
             raise RuntimeError(f"auth: {self.path} and its backup are unreadable; refusing to start with no users")
 
     @staticmethod
-    def _state_of(data: dict, generation: int) -> AuthState:
-        users = {u["username"]: User.from_store(u) for u in data.get("users") or ()}
-        acls = {}
-        for d in data.get("acls") or ():
+    def _state_of(data: object, generation: int) -> AuthState:
+        """The state a snapshot (:meth:`snapshot`) holds; TypeError / ValueError for a damaged one."""
+        if not isinstance(data, dict):
+            raise TypeError(f"the users and ACLs are not a JSON object: {type(data).__name__}")
+        users: dict[str, User] = {}
+        for entry in json_objects(data.get("users")):
+            user = User.from_store(entry)
+            if user.username is None:
+                raise ValueError("a stored user has no username")
+            users[user.username] = user
+        acls: dict[str, Acl] = {}
+        for d in json_objects(data.get("acls")):
             acl = acl_from_store(d)
             if acl.subject is not None:
                 acls[acl.subject.subject_key] = acl
-        return AuthState(MappingProxyType(users), MappingProxyType(acls),
-                         DataVersion.from_json(data.get("dataVersion")), generation)
+        # the JSON document's version entry (from_json reads a malformed one as 0/0)
+        version = DataVersion.from_json(cast("Optional[DataVersionJson]", data.get("dataVersion")))
+        return AuthState(MappingProxyType(users), MappingProxyType(acls), version, generation)
 
-    def snapshot(self, state: Optional[AuthState] = None) -> dict:
+    def snapshot(self, state: Optional[AuthState] = None) -> dict[str, object]:
         """The whole store as JSON-able data (the file's content; what a slave copies)."""
         st = state or self.state
         return {"dataVersion": st.version.to_json(),
@@ -107,10 +119,14 @@ class AuthStore:
             old = self.state
             users, acls = dict(old.users), dict(old.acls)
             for u in put_users:
+                if u.username is None:
+                    raise ValueError("a user without a name cannot be stored")
                 users[u.username] = u
             for name in delete_users:
                 users.pop(name, None)
             for a in put_acls:
+                if a.subject is None:
+                    raise ValueError("an ACL without a subject cannot be stored")
                 acls[a.subject.subject_key] = a
             for key in delete_acls:
                 acls.pop(key, None)
@@ -121,7 +137,7 @@ class AuthStore:
             self._publish(new)
             return new
 
-    def replace(self, data: dict) -> bool:
+    def replace(self, data: object) -> bool:
         """Take a master's snapshot (:meth:`snapshot`) as a whole; False when it is the version held already."""
         with self.lock:
             new = self._state_of(data, self.state.generation + 1)

@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Awaitable, Callable, Optional
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
 
@@ -19,16 +22,16 @@ class LazyHttpSite:
     """``bind()`` at start; ``activate(sock)`` (the caller's coroutine: build the app, start a ``SockSite`` on
     ``sock``, return its runner) runs when the first connection arrives, or when ``ensure_active()`` asks."""
 
-    def __init__(self, host: str, port: int, activate: Callable[[socket.socket], Awaitable[Any]],
+    def __init__(self, host: str, port: int, activate: Callable[[socket.socket], Awaitable[web.AppRunner]],
                  name: str) -> None:
         self.host = host
         self.port = port
         self.name = name
-        self.runner: Any = None
+        self.runner: Optional[web.AppRunner] = None
         self._activate_fn = activate
         self._sock: Optional[socket.socket] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._activating: Optional[asyncio.Future] = None
+        self._activating: Optional[asyncio.Future[None]] = None
 
     def bind(self) -> None:
         """Bind and listen now (OSError when the port is taken); the port picked for 0 is in ``port``."""
@@ -47,7 +50,7 @@ class LazyHttpSite:
     def _first_connection(self) -> None:
         self._begin().add_done_callback(self._log_failure)
 
-    def _begin(self) -> asyncio.Future:
+    def _begin(self) -> asyncio.Future[None]:
         """Stop watching the socket (the server takes it over) and start the server, once."""
         if self._activating is None:
             assert self._loop is not None and self._sock is not None
@@ -59,7 +62,7 @@ class LazyHttpSite:
         self.runner = await self._activate_fn(sock)
         log.debug("%s HTTP server started on %s:%s", self.name, self.host, self.port)
 
-    def _log_failure(self, fut: asyncio.Future) -> None:
+    def _log_failure(self, fut: asyncio.Future[None]) -> None:
         if not fut.cancelled() and fut.exception() is not None:
             log.error("starting the %s HTTP server on %s:%s failed", self.name, self.host, self.port,
                       exc_info=fut.exception())

@@ -17,7 +17,7 @@ import enum
 import functools
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, TypeVar, Union
 
 # Settings classes only: the store's modules load with the store (``store_config_from`` imports StoreConfig),
 # so reading broker.conf (the CLI, the name server, the admin tool) does not load them.
@@ -122,14 +122,18 @@ def _unescape(s: str) -> str:
     return "".join(out)
 
 
-def _coerce(default: Any, value: str) -> Any:
+#: A property's typed value (the type of its default in ``_DEFAULTS``).
+PropertyValue = Union[str, int, float, bool, None]
+
+
+def _coerce(default: PropertyValue, value: str) -> PropertyValue:
     if isinstance(default, bool):
         return value.strip().lower() == "true"
     if isinstance(default, int):
         return int(value.strip())
     if isinstance(default, float):
         return float(value.strip())
-    return value.strip() if isinstance(value, str) else value
+    return value.strip()
 
 
 @functools.lru_cache(maxsize=1)
@@ -147,15 +151,15 @@ def _keys_read_elsewhere() -> frozenset[str]:
 class _PropertiesConfig:
     """Typed properties with Java names; unknown keys are kept in ``extra``."""
 
-    _DEFAULTS: dict[str, Any] = {}
+    _DEFAULTS: dict[str, PropertyValue] = {}
 
-    def __init__(self, **overrides: Any) -> None:
+    def __init__(self, **overrides: object) -> None:
         for key, value in self._DEFAULTS.items():
             setattr(self, key, value)
         self.extra: dict[str, str] = {}
         self.update(overrides)
 
-    def update(self, values: Mapping[str, Any], source: str = "") -> list[str]:
+    def update(self, values: Mapping[str, object], source: str = "") -> list[str]:
         """Apply values (strings are coerced to the default's type); returns unknown keys."""
         unknown = []
         for key, value in values.items():
@@ -203,7 +207,7 @@ class _PropertiesConfig:
         return other
 
 
-ConfigListener = Callable[["BrokerConfig", frozenset], None]
+ConfigListener = Callable[["BrokerConfig", frozenset[str]], None]
 
 
 class BrokerConfig(_PropertiesConfig):
@@ -352,12 +356,12 @@ class BrokerConfig(_PropertiesConfig):
         maxDelayTimeMills: int
         maxTransactionRecoverySecond: int
 
-    def __init__(self, **overrides: Any) -> None:
-        self._role_cache: tuple[Any, BrokerRole] | None = None
+    def __init__(self, **overrides: object) -> None:
+        self._role_cache: tuple[object, BrokerRole] | None = None
         self._listeners: list[ConfigListener] = []
         super().__init__(**overrides)
 
-    def update(self, values: Mapping[str, Any], source: str = "") -> list[str]:
+    def update(self, values: Mapping[str, object], source: str = "") -> list[str]:
         """Apply values (see :meth:`_PropertiesConfig.update`); a ``brokerRole`` that is not a role raises
         ValueError, as the Java broker refuses to start with one."""
         unknown = super().update(values, source)
@@ -379,7 +383,7 @@ class BrokerConfig(_PropertiesConfig):
         """Call ``listener(config, changed_keys)`` after every :meth:`apply_runtime` that changed something."""
         self._listeners.append(listener)
 
-    def apply_runtime(self, props: Mapping[str, Any], source: str = "updateBrokerConfig") -> frozenset:
+    def apply_runtime(self, props: Mapping[str, object], source: str = "updateBrokerConfig") -> frozenset[str]:
         """The one runtime-update path (UPDATE_BROKER_CONFIG): validate every value first (ValueError or
         TypeError, and nothing changes), apply them, then tell each subscriber which keys changed.
 
@@ -673,17 +677,27 @@ class NamesrvConfig(_PropertiesConfig):
 
 
 # ---------------------------------------------------------------------------------- the parts' settings
-def _same(value: Any) -> Any:
+#: How a broker.conf value becomes a part's field (``int``, ``float``, ``str``, ``bool`` or :func:`_same`).
+FieldConversion = Callable[[Union[str, int, float]], object]
+_PartT = TypeVar("_PartT")
+
+
+def _same(value: object) -> object:
     return value
 
 
-def _fields_from(c: BrokerConfig, table: Mapping[str, tuple[str, Callable[[Any], Any]]]) -> dict[str, Any]:
+def _fields_from(c: BrokerConfig, table: Mapping[str, tuple[str, FieldConversion]]) -> dict[str, object]:
     """``table``'s broker.conf keys of ``c`` as the part's fields: {field: conversion(value)}."""
     return {name: conv(getattr(c, key)) for key, (name, conv) in table.items()}
 
 
+def _part_from(part: type[_PartT], fields: Mapping[str, object]) -> _PartT:
+    """``part(**fields)``: the field tables above name its fields (tests/test_config.py builds each part)."""
+    return part(**fields)
+
+
 #: broker.conf name -> (StoreConfig field, conversion): what :func:`store_config_from` maps.
-STORE_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+STORE_FIELDS: dict[str, tuple[str, FieldConversion]] = {
     "storePathRootDir": ("store_root_dir", _same),
     "mapedFileSizeCommitLog": ("mapped_file_size_commitlog", int),
     "mapedFileSizeConsumeQueue": ("mapped_file_size_consume_queue", int),
@@ -709,10 +723,10 @@ STORE_STATIC_KEYS = frozenset({"storePathRootDir", "mapedFileSizeCommitLog", "ma
 def store_config_from(c: BrokerConfig) -> StoreConfig:
     """The local store's settings from their broker.conf names."""
     from rmqd.store.config import StoreConfig
-    return StoreConfig(**_fields_from(c, STORE_FIELDS))
+    return _part_from(StoreConfig, _fields_from(c, STORE_FIELDS))
 
 
-def store_runtime_changes(c: BrokerConfig, changed: Iterable[str]) -> dict[str, Any]:
+def store_runtime_changes(c: BrokerConfig, changed: Iterable[str]) -> dict[str, object]:
     """The StoreConfig fields a running store takes from the ``changed`` broker.conf keys (it reads them on
     each use: flush intervals, retention, message size...); the directory and file sizes are left out."""
     return {STORE_FIELDS[k][0]: STORE_FIELDS[k][1](getattr(c, k)) for k in changed
@@ -720,7 +734,7 @@ def store_runtime_changes(c: BrokerConfig, changed: Iterable[str]) -> dict[str, 
 
 
 #: broker.conf name -> (CompactionConfig field, conversion): what :func:`compaction_config_from` maps.
-COMPACTION_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+COMPACTION_FIELDS: dict[str, tuple[str, FieldConversion]] = {
     "enableCompaction": ("enabled", bool),
     "compactionMappedFileSize": ("log_file_size", int),
     "compactionCqMappedFileSize": ("cq_file_size", int),
@@ -730,7 +744,7 @@ COMPACTION_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 }
 
 #: broker.conf name -> (TierConfig field, conversion): the tier's numeric settings (:func:`tier_config_from`).
-TIER_NUMERIC_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+TIER_NUMERIC_FIELDS: dict[str, tuple[str, FieldConversion]] = {
     "tieredStoreCommitLogMaxSize": ("commitlog_max_size", int),
     "tieredStoreConsumeQueueMaxSize": ("consume_queue_max_size", int),
     "tieredStoreIndexFileMaxHashSlotNum": ("index_slots", int),
@@ -748,7 +762,7 @@ TIER_NUMERIC_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 
 def compaction_config_from(c: BrokerConfig) -> CompactionConfig:
     """The compaction store's settings from their RocketMQ 5.x broker.conf names."""
-    return CompactionConfig(**_fields_from(c, COMPACTION_FIELDS))
+    return _part_from(CompactionConfig, _fields_from(c, COMPACTION_FIELDS))
 
 
 def tier_config_from(c: BrokerConfig) -> TierConfig:
@@ -756,24 +770,24 @@ def tier_config_from(c: BrokerConfig) -> TierConfig:
 
     ``messageIndexEnable`` is not one of rmqd's typed keys: it is read from the unknown ones, true unless
     "false".  A TierConfig whose index file would pass 2 GiB raises ValueError."""
-    return TierConfig(
-        enabled=is_plugin_enabled(c.messageStorePlugIn),
-        cluster=str(c.brokerClusterName or "DefaultCluster"),
-        broker=str(c.brokerName or "broker-a"),
-        provider=provider_name(str(c.tieredBackendServiceProvider or "memory")),
-        file_path=str(c.tieredStoreFilePath or ""),
-        storage_level=TieredStorageLevel.parse(c.tieredStorageLevel or "NOT_IN_DISK"),
-        message_index_enable=str(c.extra.get("messageIndexEnable", True)).lower() != "false",
-        endpoint=str(c.objectStoreEndpoint or ""),
-        bucket=str(c.objectStoreBucket or ""),
-        access_key=str(c.objectStoreAccessKey or ""),
-        secret_key=str(c.objectStoreSecretKey or ""),
-        region=str(c.objectStoreRegion or ""),
+    return _part_from(TierConfig, {
+        "enabled": is_plugin_enabled(c.messageStorePlugIn),
+        "cluster": str(c.brokerClusterName or "DefaultCluster"),
+        "broker": str(c.brokerName or "broker-a"),
+        "provider": provider_name(str(c.tieredBackendServiceProvider or "memory")),
+        "file_path": str(c.tieredStoreFilePath or ""),
+        "storage_level": TieredStorageLevel.parse(c.tieredStorageLevel or "NOT_IN_DISK"),
+        "message_index_enable": str(c.extra.get("messageIndexEnable", True)).lower() != "false",
+        "endpoint": str(c.objectStoreEndpoint or ""),
+        "bucket": str(c.objectStoreBucket or ""),
+        "access_key": str(c.objectStoreAccessKey or ""),
+        "secret_key": str(c.objectStoreSecretKey or ""),
+        "region": str(c.objectStoreRegion or ""),
         **_fields_from(c, TIER_NUMERIC_FIELDS),
-    )
+    })
 
 
-def broker_config_from(props: Mapping[str, Any]) -> BrokerConfig:
+def broker_config_from(props: Mapping[str, object]) -> BrokerConfig:
     """A BrokerConfig from plain broker.conf properties (tools that read a broker's file)."""
     c = BrokerConfig()
     c.update(props, source="broker.conf")

@@ -13,7 +13,7 @@ __all__ = ["SQLParseError", "SUB_ALL", "TagSubscription", "java_string_hash", "p
 __all__ += message_filter.__all__
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name in _SQL92_NAMES:
         from rmqd.filter import sql92
         return getattr(sql92, name)

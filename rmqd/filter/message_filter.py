@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Container, Iterable, Mapping, Optional, TypedDict
 
 from rmqd.filter.errors import SQLParseError
 from rmqd.filter.tags import SUB_ALL, TagSubscription, java_trim, parse_tag_expression
 
 if TYPE_CHECKING:        # the SQL92 compiler loads with the first SQL92 expression (start-up time)
     from rmqd.filter.sql92 import CompiledFilter
+    from rmqd.remoting.fastjson import JsonValue
 
 __all__ = [
     "SQL92",
@@ -46,8 +47,20 @@ def normalize_expression_type(expression_type: Optional[str]) -> str:
     raise SQLParseError(f"unsupported expression type {expression_type!r}")
 
 
+class SubscriptionDataJson(TypedDict):
+    """Java ``SubscriptionData`` as JSON (what :func:`build_subscription_data` makes)."""
+
+    classFilterMode: bool
+    codeSet: list[int]
+    expressionType: str
+    subString: str
+    subVersion: int
+    tagsSet: list[str]
+    topic: str
+
+
 def build_subscription_data(topic: str, expr: Optional[str], expression_type: Optional[str] = TAG,
-                            sub_version: Optional[int] = None) -> dict[str, Any]:
+                            sub_version: Optional[int] = None) -> SubscriptionDataJson:
     """Java ``FilterAPI.build`` as a SubscriptionData JSON dict (protocol §3.0).
 
     TAG: ``*``/empty ⇒ ``subString "*"`` with empty sets; otherwise the trimmed
@@ -88,7 +101,7 @@ class ExpressionMessageFilter:
                  "compiled", "_match_all")
 
     def __init__(self, subscription_type: Optional[str], expression: Optional[str],
-                 class_filter_mode: bool = False, code_set: Optional[Any] = None):
+                 class_filter_mode: bool = False, code_set: Optional[Iterable[object]] = None):
         self.subscription_type = normalize_expression_type(subscription_type)
         self.expression = expression
         self.class_filter_mode = bool(class_filter_mode)
@@ -98,7 +111,7 @@ class ExpressionMessageFilter:
             sub = parse_tag_expression(expression)
             if code_set is not None and not sub.sub_all:
                 # Trust the hash codes the client registered (Java uses them as sent).
-                codes = frozenset(int(c) for c in code_set)
+                codes = frozenset(_tag_code(c) for c in code_set)
                 sub = TagSubscription(sub.sub_string, sub.tags, tuple(codes), sub.tags_set, codes)
             self.tag_subscription = sub
             self._match_all = self.class_filter_mode or sub.sub_all
@@ -110,11 +123,15 @@ class ExpressionMessageFilter:
             self._match_all = self.class_filter_mode
 
     @classmethod
-    def from_subscription_data(cls, data: Mapping[str, Any]) -> "ExpressionMessageFilter":
-        """Build from a SubscriptionData dict (heartbeat / consumer table)."""
-        return cls(data.get("expressionType"), data.get("subString"),
+    def from_subscription_data(cls, data: Mapping[str, JsonValue]) -> "ExpressionMessageFilter":
+        """Build from a SubscriptionData dict (heartbeat / consumer table); SQLParseError for a field of the
+        wrong JSON type."""
+        code_set = data.get("codeSet")
+        if code_set is not None and not isinstance(code_set, list):
+            raise SQLParseError(f"SubscriptionData codeSet is not a list: {code_set!r}")
+        return cls(_json_text(data, "expressionType"), _json_text(data, "subString"),
                    class_filter_mode=bool(data.get("classFilterMode", False)),
-                   code_set=data.get("codeSet"))
+                   code_set=code_set)
 
     def is_matched_by_consume_queue(self, tags_code: Optional[int]) -> bool:
         """Stage 1, from the consume-queue entry.
@@ -132,7 +149,7 @@ class ExpressionMessageFilter:
             return True
         return tags_code in sub.code_set
 
-    def is_matched_by_commit_log(self, record: Any = None,
+    def is_matched_by_commit_log(self, record: object = None,
                                  get_properties: Optional[Callable[[], Optional[Mapping[str, str]]]] = None) -> bool:
         """Stage 2, on the stored message. TAG (and class-filter mode): True.
 
@@ -165,7 +182,22 @@ class ExpressionMessageFilter:
         return f"ExpressionMessageFilter({self.subscription_type}, {self.expression!r})"
 
 
-def tag_code_matches(sub_string: str, code_set: Any, tags_code: int) -> bool:
+def _json_text(data: Mapping[str, JsonValue], key: str) -> Optional[str]:
+    """A SubscriptionData string field (absent: None)."""
+    value = data.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise SQLParseError(f"SubscriptionData {key} is not a string: {value!r}")
+
+
+def _tag_code(code: object) -> int:
+    """One hash code of a registered ``codeSet`` (JSON numbers; strings of digits are taken too)."""
+    if isinstance(code, (int, float, str)):
+        return int(code)
+    raise SQLParseError(f"SubscriptionData codeSet holds {code!r}, not a number")
+
+
+def tag_code_matches(sub_string: str, code_set: Container[int], tags_code: int) -> bool:
     """Stateless form of the TAG consume-queue check."""
     return sub_string == SUB_ALL or tags_code in code_set
 

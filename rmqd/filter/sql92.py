@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Mapping, Optional
+from typing import Callable, Mapping, Optional, Union
 
 from rmqd.filter.errors import SQLParseError
 
@@ -39,7 +39,9 @@ DOUBLE_MAX = 1.7976931348623157e308
 DOUBLE_MIN = 5e-324  # Java Double.MIN_VALUE (smallest positive subnormal)
 
 Props = Mapping[str, str]
-EvalFn = Callable[[Props], Any]
+#: A node's runtime value: None or the Python type of its kind (``bool`` is an ``int``).
+Value = Union[str, int, float, None]
+EvalFn = Callable[[Props], Value]
 
 
 class FilterEvaluationError(Exception):
@@ -54,7 +56,7 @@ _NUMERIC = (INT, LONG, DOUBLE)
 
 _JAVA_TRIM = "".join(chr(i) for i in range(33))
 _DOUBLE_PATTERN = r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)\Z"
-_DOUBLE_RE: "re.Pattern | None" = None      # compiled on first use, not at import (start-up time)
+_DOUBLE_RE: "re.Pattern[str] | None" = None      # compiled on first use, not at import (start-up time)
 _INF = float("inf")
 
 
@@ -102,14 +104,34 @@ def to_bool(s: str) -> bool:
     return s.lower() == "true"
 
 
-_CONVERTERS: dict[str, Callable[[str], Any]] = {INT: to_int, LONG: to_long, DOUBLE: to_double, BOOL: to_bool}
+_CONVERTERS: dict[str, Callable[[str], float]] = {INT: to_int, LONG: to_long, DOUBLE: to_double, BOOL: to_bool}
 
 
-def _cmp(a: Any, b: Any) -> int:
-    return (a > b) - (a < b)
+def _cmp(a: Value, b: Value) -> int:
+    """-1, 0 or 1 for two strings or two numbers (the kinds say which); TypeError otherwise, as Python's own."""
+    if isinstance(a, str):
+        if isinstance(b, str):
+            return (a > b) - (a < b)
+    elif a is not None and b is not None and not isinstance(b, str):
+        return (a > b) - (a < b)
+    raise TypeError(f"cannot order {a!r} and {b!r}")
 
 
-def java_compare(lv: Any, lk: str, rv: Any, rk: str) -> int:
+def _text(v: Value) -> str:
+    """A value of kind STR (a property or a string literal)."""
+    if isinstance(v, str):
+        return v
+    raise TypeError(f"{v!r} is not a string")
+
+
+def _double(v: Value) -> float:
+    """A value of a numeric kind as a Java double."""
+    if v is None or isinstance(v, str):
+        raise TypeError(f"{v!r} is not a number")
+    return float(v)
+
+
+def java_compare(lv: Value, lk: str, rv: Value, rk: str) -> int:
     """``ComparisonExpression.__compare`` with string conversion on (both non-null).
 
     Incomparable kinds give -1 (Java's fallback); ``bool`` vs ``str`` raises like
@@ -123,15 +145,15 @@ def java_compare(lv: Any, lk: str, rv: Any, rk: str) -> int:
         return -1
     if lk == STR:
         if rk in _CONVERTERS:
-            return _cmp(_CONVERTERS[rk](lv), rv)
+            return _cmp(_CONVERTERS[rk](_text(lv)), rv)
         return -1
     # lk numeric
     if rk == STR:
-        return _cmp(lv, _CONVERTERS[lk](rv))
+        return _cmp(lv, _CONVERTERS[lk](_text(rv)))
     if rk == BOOL:
         return -1
     if lk == DOUBLE or rk == DOUBLE:
-        return _cmp(float(lv), float(rv))
+        return _cmp(_double(lv), _double(rv))
     return _cmp(lv, rv)
 
 
@@ -151,7 +173,7 @@ class Node:
     __slots__ = ("fn", "kind", "is_const", "value", "is_bool", "prop", "text")
 
     def __init__(self, fn: EvalFn, kind: str, text: str, *, is_const: bool = False,
-                 value: Any = None, is_bool: bool = False, prop: Optional[str] = None):
+                 value: Value = None, is_bool: bool = False, prop: Optional[str] = None):
         self.fn = fn
         self.kind = kind
         self.text = text
@@ -161,7 +183,7 @@ class Node:
         self.prop = prop  # property name (Java PropertyExpression)
 
 
-def _const(value: Any, kind: str, text: str, is_const: bool = True) -> Node:
+def _const(value: Value, kind: str, text: str, is_const: bool = True) -> Node:
     return Node(lambda p: value, kind, text, is_const=is_const, value=value,
                 is_bool=kind in (BOOL, NULL) and is_const)
 
@@ -231,7 +253,7 @@ def _make_not(a: Node, text: str | None = None) -> Node:
 
 def _make_negate(a: Node) -> Node:
     text = f"-{a.text}"
-    if _numeric_value(a):
+    if a.kind in _NUMERIC and isinstance(a.value, (int, float)):      # _numeric_value(a)
         v = -a.value
         if a.kind == INT and v > INT_MAX:  # -Integer.MIN_VALUE wraps in Java
             v = INT_MIN
@@ -245,10 +267,10 @@ def _make_relational(op: str, a: Node, b: Node) -> Node:
     text = f"({a.text} {op} {b.text})"
     if b.prop is not None and _numeric_value(a):
         a, b, op = b, a, _MIRROR[op]
-    if a.prop is not None and _numeric_value(b):
+    if a.prop is not None and b.kind in _NUMERIC and isinstance(b.value, (int, float)):     # _numeric_value(b)
         return _bool_node(_rel_prop_const(op, a.prop, _CONVERTERS[b.kind], b.value), text)
     if a.prop is not None and b.prop is not None:
-        return _bool_node(_rel_prop_const(op, a.prop, to_double, None, b.prop), text)
+        return _bool_node(_rel_prop_prop(op, a.prop, b.prop), text)
     lf, rf, lk, rk, test = a.fn, b.fn, a.kind, b.kind, _REL_TEST[op]
 
     def f(p: Props) -> Optional[bool]:
@@ -259,25 +281,29 @@ def _make_relational(op: str, a: Node, b: Node) -> Node:
         if rv is None:
             return None
         if lk == STR and rk == STR:
-            return test(_cmp(to_double(lv), to_double(rv)))
+            return test(_cmp(to_double(_text(lv)), to_double(_text(rv))))
         return test(java_compare(lv, lk, rv, rk))
 
     return _bool_node(f, text)
 
 
-def _rel_prop_const(op: str, name: str, conv: Callable[[str], Any], c: Any,
-                    other: Optional[str] = None) -> EvalFn:
-    """Specialised ``prop <op> constant`` (or ``prop <op> prop`` as doubles)."""
-    if other is not None:
-        def f(p: Props) -> Optional[bool]:
-            v = p.get(name)
-            if v is None:
-                return None
-            w = p.get(other)
-            if w is None:
-                return None
-            return _REL_TEST[op](_cmp(conv(v), conv(w)))
-        return f
+def _rel_prop_prop(op: str, name: str, other: str) -> EvalFn:
+    """Specialised ``prop <op> prop``: both parsed as doubles."""
+    test = _REL_TEST[op]
+
+    def f(p: Props) -> Optional[bool]:
+        v = p.get(name)
+        if v is None:
+            return None
+        w = p.get(other)
+        if w is None:
+            return None
+        return test(_cmp(to_double(v), to_double(w)))
+    return f
+
+
+def _rel_prop_const(op: str, name: str, conv: Callable[[str], float], c: float) -> EvalFn:
+    """Specialised ``prop <op> constant``."""
     if op == ">":
         def f(p: Props) -> Optional[bool]:
             v = p.get(name)
@@ -319,7 +345,7 @@ def _make_equal(a: Node, b: Node, text: str | None = None) -> Node:
     return _bool_node(f, text)
 
 
-def _eq_prop_const(name: str, kind: str, c: Any) -> EvalFn:
+def _eq_prop_const(name: str, kind: str, c: Value) -> EvalFn:
     if kind == STR:
         def f(p: Props) -> Optional[bool]:
             v = p.get(name)
@@ -341,8 +367,8 @@ def _make_is_null(a: Node, negate: bool) -> Node:
 
 
 # -- IN / CONTAINS ------------------------------------------------------------------
-def _make_in(a: Node, items: list[str], negate: bool) -> Node:
-    name = a.prop
+def _make_in(a: Node, name: str, items: list[str], negate: bool) -> Node:
+    """``name`` is ``a``'s property (the parser allows nothing else on the left of IN)."""
     values = frozenset(items)
     text = f"({a.text} {'NOT IN' if negate else 'IN'} ({', '.join(map(_quote, items))}))"
     if negate:
@@ -371,7 +397,7 @@ def _make_string_op(op: str, a: Node, search: str, negate: bool) -> Node:
 
     def f(p: Props) -> bool:
         v = inner(p)
-        if v is None:
+        if not isinstance(v, str):          # NULL (a STR node's value is a str or None)
             return False
         return not test(v) if negate else test(v)
 
@@ -400,7 +426,7 @@ _TOKEN_PATTERN = (
   | (?P<op><>|>=|<=|[=<>(),+-])
     """
 )
-_TOKEN_RE: "re.Pattern | None" = None       # compiled on first use, not at import (start-up time)
+_TOKEN_RE: "re.Pattern[str] | None" = None       # compiled on first use, not at import (start-up time)
 
 
 class Token:
@@ -433,11 +459,13 @@ def tokenize(expr: str) -> list[Token]:
                 raise SQLParseError("unterminated comment", expr, pos)
             raise SQLParseError(f"unexpected character {ch!r}", expr, pos)
         kind = m.lastgroup
+        if kind is None:            # never: every alternative of _TOKEN_PATTERN is a named group
+            raise SQLParseError(f"unexpected character {expr[pos]!r}", expr, pos)
         text = m.group()
         if kind == "id" and text.upper() in _KEYWORDS:
             tokens.append(Token("kw", text.upper(), pos))
         elif kind not in ("ws", "comment"):
-            tokens.append(Token(kind, text, pos))  # type: ignore[arg-type]
+            tokens.append(Token(kind, text, pos))
         pos = m.end()
     tokens.append(Token("eof", "", n))
     return tokens
@@ -560,7 +588,7 @@ class _Parser:
                     self.next()
                     items.append(self.string_literal())
                 self.expect(")")
-                left = _make_in(left, items, negate)
+                left = _make_in(left, left.prop, items, negate)
             elif t.type == "kw" and t.text in _STRING_OPS:
                 self.next()
                 left = _make_string_op(t.text, left, self.string_literal(), negate)
@@ -669,7 +697,8 @@ class CompiledFilter:
     def evaluate(self, props: Optional[Props]) -> Optional[bool]:
         """Three-valued result (True/False/None); raises :class:`FilterEvaluationError`
         when a value cannot be converted."""
-        return self._fn(props if props is not None else {})
+        result = self._fn(props if props is not None else {})
+        return None if result is None else result is True       # the root is boolean (``_as_boolean``)
 
     def matches(self, props: Optional[Props]) -> bool:
         """True only if the expression evaluates to exactly TRUE without error."""

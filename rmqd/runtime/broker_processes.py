@@ -97,7 +97,7 @@ class _Child:
     proc: Optional[asyncio.subprocess.Process] = None
     address: str = ""
     grpc: str = ""                      # its gRPC endpoint, from its "rmqd ready:" line
-    watcher: Optional[asyncio.Task] = None
+    watcher: Optional[asyncio.Task[None]] = None
     restarts: int = 0
     lines: list[str] = field(default_factory=list)
     takes_namesrv: bool = True          # a broker gets ``-n <name server>``; a controller does not
@@ -143,7 +143,7 @@ class ExtraBrokers:
 
     async def start(self, services: "Services") -> None:
         broker = services.broker
-        self._namesrv = broker.config.namesrvAddr if broker is not None else ""
+        self._namesrv = (broker.config.namesrvAddr or "") if broker is not None else ""
         try:
             await asyncio.gather(*(self._spawn(c) for c in self.children))
         except BaseException:

@@ -15,6 +15,7 @@ from rmqd.config import BrokerConfig, NamesrvConfig
 
 if TYPE_CHECKING:
     from rmqd.namesrv.server import NameServer
+    from rmqd.runtime.services import Part, Services
 
 
 def _broker_config(args: argparse.Namespace) -> BrokerConfig:
@@ -162,14 +163,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _serve_services(args: argparse.Namespace):
+def _serve_services(args: argparse.Namespace) -> Services:
     """Name server + broker in this process, plus the other broker processes of ``--brokers N``."""
     from rmqd.runtime.services import Services
     from rmqd.broker.controller import BrokerController
     from rmqd.namesrv.server import NameServer
 
     config = _broker_config(args)
-    endpoints = []
+    endpoints: list[Part] = []
     if getattr(args, "failover", False):
         from rmqd.runtime.broker_processes import broker_names
         from rmqd.runtime.failover_processes import FailoverProcesses
@@ -214,7 +215,7 @@ def _inherit_tls(ns_config: NamesrvConfig, config: BrokerConfig) -> None:
     ns_config.update({**tls_keys_of(config.extra), **own}, source="broker.conf (TLS)")
 
 
-def _embedded_controller(ns_config: NamesrvConfig, path: str | None, namesrv: NameServer) -> list:
+def _embedded_controller(ns_config: NamesrvConfig, path: str | None, namesrv: NameServer) -> list[Part]:
     """The controller of ``enableControllerInNamesrv=true`` (keys from the same file), as an endpoint; the name
     server tells registering slaves the master this controller knows."""
     if not ns_config.enableControllerInNamesrv:
@@ -223,8 +224,9 @@ def _embedded_controller(ns_config: NamesrvConfig, path: str | None, namesrv: Na
     from rmqd.controller.server import embedded_controller
     try:
         server = embedded_controller(ns_config, path)
-        if server is not None:
-            namesrv.route_info.master_hint = server.controller.state.master_address_of
+        if server is None:
+            return []
+        namesrv.route_info.master_hint = server.controller.state.master_address_of
         from rmqd.metrics.controller_metrics import controller_metrics_endpoint
         return [server, *controller_metrics_endpoint(server)]
     except ControllerConfigError as exc:
@@ -327,7 +329,7 @@ def _metrics_main(what: str) -> int:
     return 0
 
 
-def _with_endpoints(services, args: argparse.Namespace, namesrv_addr: str | None = None):
+def _with_endpoints(services: Services, args: argparse.Namespace, namesrv_addr: str | None = None) -> Services:
     """Add the metrics and console endpoints the options and broker.conf ask for."""
     broker = services.broker
     if broker is not None:
@@ -355,7 +357,7 @@ def _with_endpoints(services, args: argparse.Namespace, namesrv_addr: str | None
     return services
 
 
-def _add_grpc_endpoint(services, args: argparse.Namespace, config: BrokerConfig) -> None:
+def _add_grpc_endpoint(services: Services, args: argparse.Namespace, config: BrokerConfig) -> None:
     """The 5.x clients' gRPC endpoint: --grpc-port, else grpcServerPort (8081); 0 turns it off.  Without
     the grpc extra, say so and run on."""
     import importlib.util
@@ -385,8 +387,9 @@ def _grpc_port(args: argparse.Namespace, config: BrokerConfig) -> tuple[int, boo
 def _explicit_metrics_port(args: argparse.Namespace, config: BrokerConfig) -> int | None:
     """--metrics-port, else metricsPromExporterPort when broker.conf says metricsExporterType=PROM."""
     from rmqd.metrics.endpoint import exporter_type
-    if getattr(args, "metrics_port", None) is not None:
-        return args.metrics_port
+    given: int | None = getattr(args, "metrics_port", None)
+    if given is not None:
+        return given
     if exporter_type(config.metricsExporterType) == "PROM":
         return int(config.metricsPromExporterPort)
     return None

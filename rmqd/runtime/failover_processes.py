@@ -24,7 +24,7 @@ CONTROLLER_PORT_OFFSETS = (2, -8, -18)      # from 9876: 9878/9868/9858, the dis
 RAFT_PORT_OFFSET = 1000
 
 
-def _conf(path: str, base: Optional[str], extra: dict) -> str:
+def _conf(path: str, base: Optional[str], extra: dict[str, object]) -> str:
     text = ""
     if base:
         with open(base, encoding="utf-8") as f:

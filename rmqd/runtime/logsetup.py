@@ -47,7 +47,7 @@ def setup(level: str, log_dir: Optional[str] = None, file_name: str = "rmqd.log"
     to_stderr = logging.StreamHandler(sys.stderr)
     to_stderr.setFormatter(formatter)
     to_stderr.setLevel(logging.WARNING)
-    records: queue.SimpleQueue = queue.SimpleQueue()
+    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
     listener = QueueListener(records, to_file, to_stderr, respect_handler_level=True)
     listener.start()
     atexit.register(listener.stop)              # flushes what is queued at exit

@@ -5,7 +5,7 @@ import asyncio
 import logging
 import signal
 import sys
-from typing import Any, Protocol, Sequence
+from typing import Callable, Protocol, Sequence, Union
 
 from rmqd.broker.controller import BrokerController
 from rmqd.namesrv.server import NameServer
@@ -85,7 +85,11 @@ class BrokerComponent:
         return [f"broker {self.broker.address} (vip {self.broker.vip_address})"]
 
 
-def as_component(part: Any) -> Component:
+#: What ``Services`` takes: a component, or a NameServer / BrokerController that it wraps.
+Part = Union[NameServer, BrokerController, Component]
+
+
+def as_component(part: Part) -> Component:
     """``part`` as a component (a NameServer or BrokerController is wrapped; anything else is one already)."""
     if isinstance(part, NameServer):
         return NameServerComponent(part)
@@ -100,34 +104,34 @@ class Services:
     Started in order (those that start early first) and closed in reverse, so a broker starts after the
     name server it registers with and the endpoints that read it start after it."""
 
-    def __init__(self, *components: Any) -> None:
+    def __init__(self, *components: Part) -> None:
         self.components: list[Component] = []
         self.stopped = asyncio.Event()
         self.started = False
         for part in components:
             self.add(part)
 
-    def add(self, part: Any) -> Component:
+    def add(self, part: Part) -> Component:
         """Append a component (a NameServer or BrokerController is wrapped)."""
         component = as_component(part)
         self.components.append(component)
         return component
 
-    def _first(self, kind: type, attr: str) -> Any:
-        for component in self.components:
-            if isinstance(component, kind):
-                return getattr(component, attr)
-        return None
-
     @property
     def namesrv(self) -> NameServer | None:
         """The name server this process runs, if any."""
-        return self._first(NameServerComponent, "namesrv")
+        for component in self.components:
+            if isinstance(component, NameServerComponent):
+                return component.namesrv
+        return None
 
     @property
     def broker(self) -> BrokerController | None:
         """The (first) broker this process runs, if any."""
-        return self._first(BrokerComponent, "broker")
+        for component in self.components:
+            if isinstance(component, BrokerComponent):
+                return component.broker
+        return None
 
     async def start(self) -> None:
         early = [c for c in self.components if getattr(c, "starts_early", False)]
@@ -170,7 +174,7 @@ class Services:
 
     def ready_line(self) -> str:
         """One line with every endpoint this process serves."""
-        parts = []
+        parts: list[str] = []
         for component in self.components:
             ready_parts = getattr(component, "ready_parts", None)
             parts.extend(ready_parts() if ready_parts is not None else component.describe())
@@ -196,7 +200,7 @@ async def run_until_signalled(services: Services, footer: Sequence[str] = ()) ->
     return 0
 
 
-def run(services_factory, footer: Sequence[str] = ()) -> int:
+def run(services_factory: Callable[[], Services], footer: Sequence[str] = ()) -> int:
     install_event_loop_policy()
 
     async def main() -> int:

@@ -17,22 +17,24 @@ import asyncio
 import shutil
 import tempfile
 import threading
-from typing import Any, Callable, Mapping
+from typing import Callable, Coroutine, Mapping, TypeVar
 
-from rmqd.runtime.services import Services
+from rmqd.runtime.services import Endpoint, Services
 from rmqd.broker.controller import BrokerController
 from rmqd.config import BrokerConfig, NamesrvConfig
 from rmqd.common.localports import free_port, free_port_block
 from rmqd.namesrv.server import NameServer
 from rmqd.tls.settings import tls_keys_of
 
+_T = TypeVar("_T")
+
 
 class AsyncEmbeddedServer:
     """Name server + broker on the running loop (``async with``)."""
 
-    def __init__(self, store_dir: str | None = None, broker_properties: Mapping[str, Any] | None = None,
+    def __init__(self, store_dir: str | None = None, broker_properties: Mapping[str, object] | None = None,
                  namesrv_port: int = 0, broker_port: int = 0,
-                 endpoints: Callable[[], list] | None = None) -> None:
+                 endpoints: Callable[[], list[Endpoint]] | None = None) -> None:
         self._own_store = store_dir is None
         self.endpoints_factory = endpoints     # () -> [Endpoint]: servers beside the broker (metrics, console)
         self.store_dir = store_dir or tempfile.mkdtemp(prefix="rmqd-store-")
@@ -53,11 +55,13 @@ class AsyncEmbeddedServer:
         return Services(NameServer(ns_config), BrokerController(broker_config), *endpoints)
 
     async def start(self) -> "AsyncEmbeddedServer":
-        self.services = self._build()
-        await self.services.start()
+        services = self.services = self._build()
+        await services.start()
+        namesrv, broker = services.namesrv, services.broker
+        assert namesrv is not None and broker is not None        # _build made both
         # Restarts reuse the ports that were picked the first time.
-        self.namesrv_port = self.services.namesrv.server.port
-        self.broker_port = self.services.broker.server.port
+        self.namesrv_port = namesrv.server.port
+        self.broker_port = broker.server.port
         return self
 
     async def stop(self) -> None:
@@ -93,9 +97,9 @@ class AsyncEmbeddedServer:
 class EmbeddedServer:
     """Name server + broker on a background uvloop thread (``with``), for synchronous tests."""
 
-    def __init__(self, store_dir: str | None = None, broker_properties: Mapping[str, Any] | None = None,
+    def __init__(self, store_dir: str | None = None, broker_properties: Mapping[str, object] | None = None,
                  namesrv_port: int = 0, broker_port: int = 0, start_timeout: float = 10.0,
-                 endpoints: Callable[[], list] | None = None) -> None:
+                 endpoints: Callable[[], list[Endpoint]] | None = None) -> None:
         self._server = AsyncEmbeddedServer(store_dir, broker_properties, namesrv_port, broker_port, endpoints)
         self._start_timeout = start_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -106,10 +110,10 @@ class EmbeddedServer:
 
         ready = threading.Event()
         failure: list[BaseException] = []
-        self._loop = uvloop.new_event_loop()
+        loop = self._loop = uvloop.new_event_loop()
 
         def run() -> None:
-            asyncio.set_event_loop(self._loop)
+            asyncio.set_event_loop(loop)
 
             async def boot() -> None:
                 try:
@@ -119,11 +123,11 @@ class EmbeddedServer:
                 finally:
                     ready.set()
 
-            self._loop.run_until_complete(boot())
+            loop.run_until_complete(boot())
             if not failure:
-                self._loop.run_forever()
-            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
-            self._loop.close()
+                loop.run_forever()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
 
         self._thread = threading.Thread(target=run, name="rmqd-embedded", daemon=True)
         self._thread.start()
@@ -151,7 +155,7 @@ class EmbeddedServer:
         self.stop()
         return self.start()
 
-    def call(self, coro: Any, timeout: float = 10.0) -> Any:
+    def call(self, coro: Coroutine[object, object, _T], timeout: float = 10.0) -> _T:
         """Run a coroutine on the server's loop and return its result."""
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)

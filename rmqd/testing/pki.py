@@ -12,7 +12,11 @@ import datetime
 import ipaddress
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,14 +46,15 @@ class TestPki:
         self.server = self.issue("server", "localhost", sans=("localhost", "127.0.0.1"))
 
     @staticmethod
-    def _name(cn: str) -> Any:
+    def _name(cn: str) -> x509.Name:
         from cryptography import x509
         from cryptography.x509.oid import NameOID
         return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
     @staticmethod
-    def _build(subject: Any, issuer: Any, public_key: Any, signer: Any, ca: bool = False,
-               sans: tuple[str, ...] = (), expired: bool = False) -> Any:
+    def _build(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey,
+               signer: ec.EllipticCurvePrivateKey, ca: bool = False, sans: tuple[str, ...] = (),
+               expired: bool = False) -> x509.Certificate:
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes
 
@@ -60,7 +65,7 @@ class TestPki:
                    .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
                    .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
         if sans:
-            names: list[Any] = []
+            names: list[x509.GeneralName] = []
             for san in sans:
                 try:
                     names.append(x509.IPAddress(ipaddress.ip_address(san)))
@@ -70,8 +75,8 @@ class TestPki:
         return builder.sign(signer, hashes.SHA256())
 
     @staticmethod
-    def _write(path: str, cert: Any, key: Any = None, key_path: Optional[str] = None,
-               password: Optional[str] = None) -> None:
+    def _write(path: str, cert: x509.Certificate, key: Optional[ec.EllipticCurvePrivateKey] = None,
+               key_path: Optional[str] = None, password: Optional[str] = None) -> None:
         from cryptography.hazmat.primitives import serialization
 
         with open(path, "wb") as f:

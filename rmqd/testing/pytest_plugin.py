@@ -7,9 +7,12 @@ Broker properties can be set per test with ``@pytest.mark.rmqd_broker(flushDiskT
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
+
+if TYPE_CHECKING:
+    from rmqd.testing.embedded import EmbeddedServer
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -17,7 +20,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def rmqd_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
+def rmqd_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
     from rmqd.testing.embedded import EmbeddedServer
 
     marker = request.node.get_closest_marker("rmqd_broker")
@@ -32,5 +35,5 @@ def rmqd_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 
 
 @pytest.fixture
-def rmqd_namesrv_addr(rmqd_server: "object") -> str:
-    return rmqd_server.namesrv_addr  # type: ignore[attr-defined]
+def rmqd_namesrv_addr(rmqd_server: EmbeddedServer) -> str:
+    return rmqd_server.namesrv_addr

@@ -61,7 +61,7 @@ class TlsAcceptor:
         self.sock: Optional[socket.socket] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._waiting: dict[socket.socket, asyncio.TimerHandle] = {}   # accepted, first byte not seen yet
-        self._handshakes: set[asyncio.Task] = set()
+        self._handshakes: set[asyncio.Task[None]] = set()
         self._resume: Optional[asyncio.TimerHandle] = None
         self.tls_connections = 0
         self.plaintext_connections = 0
@@ -75,7 +75,8 @@ class TlsAcceptor:
         sock.setblocking(False)
         self.sock = sock
         self._loop.add_reader(sock.fileno(), self._accept)
-        return sock.getsockname()[1]
+        bound_port: int = sock.getsockname()[1]
+        return bound_port
 
     def close(self) -> None:
         """Stop accepting; connections still waiting for their first byte are closed (established ones are the

@@ -28,7 +28,8 @@ def self_signed_dir() -> str:
 
 def split_pem(bundle: bytes) -> tuple[bytes, bytes]:
     """(private key PEM, certificate chain PEM) of a PEM file holding both."""
-    key, certs = [], []
+    key: list[bytes] = []
+    certs: list[bytes] = []
     block: list[bytes] = []
     for line in bundle.splitlines(keepends=True):
         if line.startswith(b"-----BEGIN "):
@@ -89,7 +90,10 @@ def _usable(bundle: bytes) -> bool:
             return False
     if not infos:
         return False
-    not_after = ssl.cert_time_to_seconds(infos[0]["notAfter"])
+    not_after_text = infos[0]["notAfter"]
+    if not isinstance(not_after_text, str):
+        return False
+    not_after = ssl.cert_time_to_seconds(not_after_text)
     return not_after - datetime.datetime.now().timestamp() > 7 * 86400
 
 

@@ -21,6 +21,13 @@ log = logging.getLogger(__name__)
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require": ssl.CERT_REQUIRED}
 
 
+def _configured(path: Optional[str], name: str) -> str:
+    """A certificate or key path the settings must hold outside test mode (``validate()`` checked it)."""
+    if not path:
+        raise ValueError(f"TLS: {name} is needed when test mode is off")
+    return path
+
+
 def _load_bundle(ctx: ssl.SSLContext, path: str, bundle: bytes) -> None:
     if path:
         ctx.load_cert_chain(path)
@@ -46,7 +53,7 @@ def server_context(settings: ServerTlsSettings, alpn: Optional[list[str]] = None
     if settings.test_mode:
         _load_bundle(ctx, *self_signed_bundle())
         return ctx
-    ctx.load_cert_chain(settings.cert_path, settings.key_path, settings.key_password)
+    ctx.load_cert_chain(_configured(settings.cert_path, "certificate"), settings.key_path, settings.key_password)
     ctx.verify_mode = _CLIENT_AUTH[settings.need_client_auth]
     if ctx.verify_mode != ssl.CERT_NONE:
         if settings.trust_cert_path:
@@ -83,9 +90,9 @@ def grpc_key_and_chain(settings: ServerTlsSettings) -> tuple[bytes, bytes]:
     if settings.test_mode:
         _, bundle = self_signed_bundle()
         return split_pem(bundle)
-    with open(settings.cert_path, "rb") as f:          # type: ignore[arg-type]
+    with open(_configured(settings.cert_path, "certificate"), "rb") as f:
         chain = f.read()
-    return unencrypted_key_pem(settings.key_path, settings.key_password), chain   # type: ignore[arg-type]
+    return unencrypted_key_pem(_configured(settings.key_path, "key"), settings.key_password), chain
 
 
 class ServerTls:
@@ -95,7 +102,7 @@ class ServerTls:
         self.settings = settings
         self.alpn = alpn
         self._context: Optional[ssl.SSLContext] = None
-        self._building: Optional[asyncio.Future] = None
+        self._building: Optional[asyncio.Future[ssl.SSLContext]] = None
 
     @property
     def mode(self) -> TlsMode:
@@ -109,11 +116,12 @@ class ServerTls:
             loop = asyncio.get_running_loop()
             self._building = loop.run_in_executor(None, server_context, self.settings, self.alpn)
         try:
-            self._context = await asyncio.shield(self._building)
+            context = await asyncio.shield(self._building)
         except Exception:
             self._building = None               # a later connection tries again (a fixed file, say)
             raise
-        return self._context
+        self._context = context
+        return context
 
 
 def remoting_server_tls(*configs: Mapping[str, str]) -> ServerTls:
