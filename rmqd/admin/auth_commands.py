@@ -7,6 +7,7 @@ copyUsers / copyAcls). Request codes 3001-3010.
 """
 from __future__ import annotations
 
+import argparse
 import json
 from typing import Any, Optional
 
@@ -40,7 +41,7 @@ def cluster_addrs(c: AdminClient, cluster: str, masters_only: bool) -> list[str]
     return out
 
 
-def _targets(c: AdminClient, a: Any, masters_only: bool) -> list[str]:
+def _targets(c: AdminClient, a: argparse.Namespace, masters_only: bool) -> list[str]:
     if a.brokerAddr:
         return [a.brokerAddr.strip()]
     if a.clusterName:
@@ -124,14 +125,14 @@ def _print_acls(acls: list) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- users
-def create_user(c: AdminClient, a: Any) -> None:
+def create_user(c: AdminClient, a: argparse.Namespace) -> None:
     info = {"username": _trim(a.username), "password": _trim(a.password), "userType": _trim(a.userType)}
     for addr in _targets(c, a, masters_only=False):
         create_user_at(c, addr, info)
         print(f"create user to {addr} success.")
 
 
-def update_user(c: AdminClient, a: Any) -> None:
+def update_user(c: AdminClient, a: argparse.Namespace) -> None:
     info = {"username": _trim(a.username), "password": _trim(a.password), "userType": _trim(a.userType),
             "userStatus": _trim(a.userStatus)}
     for addr in _targets(c, a, masters_only=False):
@@ -139,13 +140,13 @@ def update_user(c: AdminClient, a: Any) -> None:
         print(f"update user to {addr} success.")
 
 
-def delete_user(c: AdminClient, a: Any) -> None:
+def delete_user(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _targets(c, a, masters_only=False):
         c.call(addr, RequestCode.AUTH_DELETE_USER, {"username": _trim(a.username)})
         print(f"delete user to {addr} success.")
 
 
-def get_user(c: AdminClient, a: Any) -> None:
+def get_user(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _targets(c, a, masters_only=True):
         user = get_user_at(c, addr, _trim(a.username))
         if user:
@@ -154,7 +155,7 @@ def get_user(c: AdminClient, a: Any) -> None:
                 break
 
 
-def list_user(c: AdminClient, a: Any) -> None:
+def list_user(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _targets(c, a, masters_only=True):
         users = list_users_at(c, addr, _trim(a.filter))
         if users:
@@ -164,7 +165,7 @@ def list_user(c: AdminClient, a: Any) -> None:
                 break
 
 
-def copy_user(c: AdminClient, a: Any) -> None:
+def copy_user(c: AdminClient, a: argparse.Namespace) -> None:
     source, target = a.fromBroker.strip(), a.toBroker.strip()
     names = _split(a.usernames)
     users = [u for u in (get_user_at(c, source, n) for n in names) if u] if names else \
@@ -178,41 +179,41 @@ def copy_user(c: AdminClient, a: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- ACLs
-def create_acl(c: AdminClient, a: Any) -> None:
+def create_acl(c: AdminClient, a: argparse.Namespace) -> None:
     info = acl_info(_trim(a.subject), _split(a.resources), _split(a.actions), _split(a.sourceIp), _trim(a.decision))
     for addr in _targets(c, a, masters_only=False):
         create_acl_at(c, addr, info)
         print(f"create acl to {addr} success.")
 
 
-def update_acl(c: AdminClient, a: Any) -> None:
+def update_acl(c: AdminClient, a: argparse.Namespace) -> None:
     info = acl_info(_trim(a.subject), _split(a.resources), _split(a.actions), _split(a.sourceIp), _trim(a.decision))
     for addr in _targets(c, a, masters_only=False):
         update_acl_at(c, addr, info)
         print(f"update acl to {addr} success.")
 
 
-def delete_acl(c: AdminClient, a: Any) -> None:
+def delete_acl(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _targets(c, a, masters_only=False):
         c.call(addr, RequestCode.AUTH_DELETE_ACL, {"subject": _trim(a.subject), "resource": _trim(a.resources)})
         print(f"delete acl to {addr} success.")
 
 
-def get_acl(c: AdminClient, a: Any) -> None:
+def get_acl(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _targets(c, a, masters_only=True):
         acl = get_acl_at(c, addr, _trim(a.subject))
         if acl:
             _print_acls([acl])
 
 
-def list_acl(c: AdminClient, a: Any) -> None:
+def list_acl(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _targets(c, a, masters_only=True):
         acls = list_acls_at(c, addr, _trim(a.subject), _trim(a.resource))
         if acls:
             _print_acls(acls)
 
 
-def copy_acl(c: AdminClient, a: Any) -> None:
+def copy_acl(c: AdminClient, a: argparse.Namespace) -> None:
     source, target = a.fromBroker.strip(), a.toBroker.strip()
     subjects = _split(a.subjects)
     acls = [x for x in (get_acl_at(c, source, s) for s in subjects) if x] if subjects else \

@@ -5,6 +5,7 @@ Each ``fn(client, args)`` talks to the servers and prints like mqadmin; ``SPEC``
 command table (:mod:`rmqd.admin.main`)."""
 from __future__ import annotations
 
+import argparse
 import time
 from typing import Any, Optional
 
@@ -20,7 +21,7 @@ def _runtime(c: AdminClient, addr: str) -> dict:
     return c.call_json(addr, RequestCode.GET_BROKER_RUNTIME_INFO)["table"]
 
 
-def cluster_list(c: AdminClient, a: Any) -> None:
+def cluster_list(c: AdminClient, a: argparse.Namespace) -> None:
     info = c.cluster_info()
     clusters = sorted(info.get("clusterAddrTable", {}).items())
     if a.clusterName:
@@ -62,13 +63,13 @@ def cluster_list(c: AdminClient, a: Any) -> None:
                     kv["pageCacheLockTimeMills"], "%2.2f" % hour, "%.4f" % space))
 
 
-def broker_status(c: AdminClient, a: Any) -> None:
+def broker_status(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in c.broker_addrs_of(a.brokerAddr, a.clusterName):
         for k, v in sorted(_runtime(c, addr).items()):
             print("%-32s: %s" % (k, v) if a.brokerAddr else "%-24s %-32s: %s" % (addr, k, v))
 
 
-def get_broker_config(c: AdminClient, a: Any) -> None:
+def get_broker_config(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in c.broker_addrs_of(a.brokerAddr, a.clusterName):
         resp = c.call(addr, RequestCode.GET_BROKER_CONFIG)
         print(f"============{addr}============")
@@ -76,14 +77,14 @@ def get_broker_config(c: AdminClient, a: Any) -> None:
             print("%-50s=  %s" % (k, v))
 
 
-def update_broker_config(c: AdminClient, a: Any) -> None:
+def update_broker_config(c: AdminClient, a: argparse.Namespace) -> None:
     body = f"{a.key}={a.value}\n".encode("utf-8")
     for addr in c.broker_addrs_of(a.brokerAddr, a.clusterName):
         c.call(addr, RequestCode.UPDATE_BROKER_CONFIG, None, body)
         print(f"update broker config success, {addr}")
 
 
-def get_namesrv_config(c: AdminClient, a: Any) -> None:
+def get_namesrv_config(c: AdminClient, a: argparse.Namespace) -> None:
     for ns in c.namesrv_addrs:
         resp = c.call(ns, RequestCode.GET_NAMESRV_CONFIG)
         print(f"============{ns}============")
@@ -91,27 +92,27 @@ def get_namesrv_config(c: AdminClient, a: Any) -> None:
             print("%-50s=  %s" % (k, v))
 
 
-def update_namesrv_config(c: AdminClient, a: Any) -> None:
+def update_namesrv_config(c: AdminClient, a: argparse.Namespace) -> None:
     for ns in c.namesrv_addrs:
         c.call(ns, RequestCode.UPDATE_NAMESRV_CONFIG, None, f"{a.key}={a.value}\n".encode("utf-8"))
     print(f"update name server config success!{c.namesrv_addrs}\n{a.key} : {a.value}")
 
 
-def wipe_write_perm(c: AdminClient, a: Any) -> None:
+def wipe_write_perm(c: AdminClient, a: argparse.Namespace) -> None:
     for ns in c.namesrv_addrs:
         resp = c.call(ns, RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": a.brokerName})
         print(f"wipe write perm of broker[{a.brokerName}] in name server[{ns}] OK, "
               f"{resp.ext_fields.get('wipeTopicCount')}")
 
 
-def add_write_perm(c: AdminClient, a: Any) -> None:
+def add_write_perm(c: AdminClient, a: argparse.Namespace) -> None:
     for ns in c.namesrv_addrs:
         resp = c.call(ns, RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": a.brokerName})
         print(f"add write perm of broker[{a.brokerName}] in name server[{ns}] OK, "
               f"{resp.ext_fields.get('addTopicCount')}")
 
 
-def _broker_targets(c: AdminClient, a: Any) -> list[str]:
+def _broker_targets(c: AdminClient, a: argparse.Namespace) -> list[str]:
     """``-b`` if given, else the masters of ``-c``, else every master of every cluster."""
     if a.brokerAddr:
         return [a.brokerAddr]
@@ -120,22 +121,22 @@ def _broker_targets(c: AdminClient, a: Any) -> list[str]:
     return [x for cl in c.cluster_info().get("clusterAddrTable", {}) for x in c.master_addrs(cl)]
 
 
-def _call_each(c: AdminClient, a: Any, code: int) -> None:
+def _call_each(c: AdminClient, a: argparse.Namespace, code: int) -> None:
     targets = _broker_targets(c, a)
     for addr in targets:
         c.call(addr, code)
     print(f"{'success' if targets else 'false'}")
 
 
-def clean_expired_cq(c: AdminClient, a: Any) -> None:
+def clean_expired_cq(c: AdminClient, a: argparse.Namespace) -> None:
     _call_each(c, a, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
 
 
-def clean_unused_topic(c: AdminClient, a: Any) -> None:
+def clean_unused_topic(c: AdminClient, a: argparse.Namespace) -> None:
     _call_each(c, a, RequestCode.CLEAN_UNUSED_TOPIC)
 
 
-def delete_expired_commit_log(c: AdminClient, a: Any) -> None:
+def delete_expired_commit_log(c: AdminClient, a: argparse.Namespace) -> None:
     _call_each(c, a, RequestCode.DELETE_EXPIRED_COMMITLOG)
 
 
@@ -146,7 +147,7 @@ def _stats_data(c: AdminClient, addr: str, name: str, key: str) -> Optional[dict
         return None
 
 
-def stats_all(c: AdminClient, a: Any) -> None:
+def stats_all(c: AdminClient, a: argparse.Namespace) -> None:
     print("%-64s  %-64s %12s %11s %11s %14s %14s" % ("#Topic", "#Consumer Group", "#Accumulation", "#InTPS",
                                                     "#OutTPS", "#InMsg24Hour", "#OutMsg24Hour"))
     topics = [a.topic] if a.topic else c.topic_list()
@@ -187,7 +188,7 @@ def stats_all(c: AdminClient, a: Any) -> None:
             print("%-64s  %-64s %12d %11.2f %11.2f %14d %14d" % (t, g, acc, in_tps, out_tps, in_day, out_day))
 
 
-def broker_consume_stats(c: AdminClient, a: Any) -> None:
+def broker_consume_stats(c: AdminClient, a: argparse.Namespace) -> None:
     body = c.call_json(a.brokerAddr, RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": is_true(a.order)})
     print("%-64s  %-64s  %-32s  %-4s  %-20s  %-20s  %-20s %s" % ("#Topic", "#Group", "#Broker Name", "#QID",
                                                                "#Broker Offset", "#Consumer Offset", "#Diff",
@@ -205,12 +206,12 @@ def broker_consume_stats(c: AdminClient, a: Any) -> None:
     print(f"\nDiff Total: {body.get('totalDiff', 0)}")
 
 
-def update_kv_config(c: AdminClient, a: Any) -> None:
+def update_kv_config(c: AdminClient, a: argparse.Namespace) -> None:
     c.namesrv(RequestCode.PUT_KV_CONFIG, {"namespace": a.namespace, "key": a.key, "value": a.value})
     print("update kv config in namespace success.")
 
 
-def delete_kv_config(c: AdminClient, a: Any) -> None:
+def delete_kv_config(c: AdminClient, a: argparse.Namespace) -> None:
     c.namesrv(RequestCode.DELETE_KV_CONFIG, {"namespace": a.namespace, "key": a.key})
     print("delete kv config from namespace success.")
 

@@ -10,6 +10,7 @@ response body's ``brokerMemberGroup``; mqadmin 5.x decodes the body as the wrong
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from typing import Any
@@ -52,7 +53,7 @@ def _leader(c: AdminClient, addr: str) -> str:
 
 
 # ====================================================================== commands
-def get_controller_metadata(c: AdminClient, a: Any) -> None:
+def get_controller_metadata(c: AdminClient, a: argparse.Namespace) -> None:
     md = controller_metadata(c, a.controllerAddress.strip())
     out = [f"\n#ControllerGroup\t{_java(md.get('group'))}",
            f"\n#ControllerLeaderId\t{_java(md.get('controllerLeaderId'))}",
@@ -61,7 +62,7 @@ def get_controller_metadata(c: AdminClient, a: Any) -> None:
     sys.stdout.write("".join(out) + "\n")
 
 
-def get_sync_state_set(c: AdminClient, a: Any) -> None:
+def get_sync_state_set(c: AdminClient, a: argparse.Namespace) -> None:
     addr = _first_addr(a.controllerAddress)
     if a.brokerName:
         names = [a.brokerName.strip()]
@@ -101,7 +102,7 @@ def _replica_identity(r: dict) -> str:
             f"brokerAddress='{_java(r.get('brokerAddress'))}', alive={_java(r.get('alive'))}}}")
 
 
-def elect_master(c: AdminClient, a: Any) -> None:
+def elect_master(c: AdminClient, a: argparse.Namespace) -> None:
     broker_id = int(a.brokerId.strip())
     leader = _leader(c, a.controllerAddress.strip())
     resp = c.call(leader, R.CONTROLLER_ELECT_MASTER, {
@@ -117,7 +118,7 @@ def elect_master(c: AdminClient, a: Any) -> None:
         sys.stdout.write(f"\t#Broker\t{int(bid)}\t{addr}\n")
 
 
-def clean_broker_metadata(c: AdminClient, a: Any) -> None:
+def clean_broker_metadata(c: AdminClient, a: argparse.Namespace) -> None:
     ids = a.brokerControllerIdsToClean.strip() if a.brokerControllerIdsToClean else None
     if ids:
         try:
@@ -135,7 +136,7 @@ def clean_broker_metadata(c: AdminClient, a: Any) -> None:
     sys.stdout.write(f"clear broker {a.brokerName.strip()} metadata from controller success! \n")
 
 
-def update_controller_config(c: AdminClient, a: Any) -> None:
+def update_controller_config(c: AdminClient, a: argparse.Namespace) -> None:
     servers = _addr_list(a.controllerAddress)
     key, value = a.key.strip(), a.value.strip()
     body = f"{key}={value}\n".encode("utf-8")
@@ -144,7 +145,7 @@ def update_controller_config(c: AdminClient, a: Any) -> None:
     sys.stdout.write(f"update controller config success![{', '.join(servers)}]\n{key} : {value}\n")
 
 
-def get_controller_config(c: AdminClient, a: Any) -> None:
+def get_controller_config(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _addr_list(a.controllerAddress):
         resp = c.call(addr, R.GET_CONTROLLER_CONFIG)
         props = parse_properties(resp.body_bytes().decode("utf-8")) if resp.body is not None else {}
@@ -153,7 +154,7 @@ def get_controller_config(c: AdminClient, a: Any) -> None:
             sys.stdout.write(f"{key:<50s}=  {value}\n")
 
 
-def get_broker_epoch(c: AdminClient, a: Any) -> None:
+def get_broker_epoch(c: AdminClient, a: argparse.Namespace) -> None:
     """GET_BROKER_EPOCH_CACHE (1007) to every master and slave of ``-b`` (or of every group of ``-c``), printed
     as mqadmin's GetBrokerEpochSubCommand (the last epoch ends at the broker's max offset)."""
     info = c.cluster_info()

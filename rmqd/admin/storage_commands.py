@@ -5,6 +5,7 @@ Each ``fn(client, args)`` talks to the servers and prints like mqadmin; ``SPEC``
 command table (:mod:`rmqd.admin.main`)."""
 from __future__ import annotations
 
+import argparse
 from typing import Any, Callable, Optional
 
 from rmqd.admin.client import AdminClient, AdminError
@@ -12,7 +13,7 @@ from rmqd.admin.options import BROKER, SpecTable, TOPIC, human_time
 from rmqd.remoting.codes import ResponseCode
 
 
-def _compaction_addrs(c: AdminClient, a: Any) -> list[str]:
+def _compaction_addrs(c: AdminClient, a: argparse.Namespace) -> list[str]:
     if getattr(a, "brokerAddr", None):
         return [a.brokerAddr]
     addrs = list(c.route_masters(a.topic).values()) if getattr(a, "topic", None) else c.all_master_addrs()
@@ -21,7 +22,7 @@ def _compaction_addrs(c: AdminClient, a: Any) -> list[str]:
     return addrs
 
 
-def compact_topic(c: AdminClient, a: Any) -> None:
+def compact_topic(c: AdminClient, a: argparse.Namespace) -> None:
     """Copy and compact a COMPACTION topic now (rmqd admin code 9001)."""
     ext = {"topic": a.topic}
     if a.queueId is not None:
@@ -38,7 +39,7 @@ def compact_topic(c: AdminClient, a: Any) -> None:
                   f"{r['rounds']} round(s), checkpoint {r['checkpoint']}, {r['duration_s'] * 1000:.1f} ms")
 
 
-def compaction_status(c: AdminClient, a: Any) -> None:
+def compaction_status(c: AdminClient, a: argparse.Namespace) -> None:
     """Per queue: last compacted offset, files, records, live keys, bytes before/after, last run (code 9002)."""
     print("%-32s  %-4s  %-14s  %-14s  %-6s  %-10s  %-10s  %-12s  %-12s  %-12s  %-5s  %s" % (
         "#Topic", "#QID", "#MinOffset", "#Compacted", "#Files", "#Records", "#LiveKeys", "#Bytes", "#Before",
@@ -61,7 +62,7 @@ def _long_calls(c: AdminClient, code: int, ext: dict, addrs: list[str]) -> list[
         c.timeout = saved
 
 
-def adopt_compaction(c: AdminClient, a: Any) -> None:
+def adopt_compaction(c: AdminClient, a: argparse.Namespace) -> None:
     """Adopt the output of `rmqd pipeline compact` now (rmqd admin code 9005)."""
     ext = {k: v for k, v in (("topic", a.topic), ("dir", a.dir)) if v}
     _print_adoptions(_long_calls(c, 9005, ext, _compaction_addrs(c, a)), "compaction output", "error", "output(s)",
@@ -88,7 +89,7 @@ def _print_adoptions(bodies: list, what: str, reason_key: str, counted: str, det
         raise AdminError(1, f"{len(failed)} {counted} not adopted")
 
 
-def dump_compaction_log(c: Optional[AdminClient], a: Any) -> None:
+def dump_compaction_log(c: Optional[AdminClient], a: argparse.Namespace) -> None:
     """Decode one compaction log file (mqadmin dumpCompactionLog -f FILE)."""
     from rmqd.store.compaction.queue_log import decode_log_file
     for rec in decode_log_file(a.file):
@@ -98,12 +99,12 @@ def dump_compaction_log(c: Optional[AdminClient], a: Any) -> None:
               f"keys={m.properties.get('KEYS')} tags={m.properties.get('TAGS')} bodyLength={len(m.body)}")
 
 
-def _tier_addrs(c: AdminClient, a: Any) -> list[str]:
+def _tier_addrs(c: AdminClient, a: argparse.Namespace) -> list[str]:
     """-b, else every master of the cluster (the topic filters the answer, not the brokers)."""
     return [a.brokerAddr] if getattr(a, "brokerAddr", None) else c.all_master_addrs()
 
 
-def tier_status(c: AdminClient, a: Any) -> None:
+def tier_status(c: AdminClient, a: argparse.Namespace) -> None:
     """Per queue the tier's min/max offset and size; per index file its state, items and time
     range (rmqd admin code 9003)."""
     ext = {"topic": a.topic} if a.topic else {}
@@ -126,7 +127,7 @@ def tier_status(c: AdminClient, a: Any) -> None:
                                                             f["bytes"]))
 
 
-def adopt_tier_index(c: AdminClient, a: Any) -> None:
+def adopt_tier_index(c: AdminClient, a: argparse.Namespace) -> None:
     """Adopt the index files of `rmqd pipeline index` now (rmqd admin code 9006)."""
     ext = {"dir": a.dir} if a.dir else {}
     _print_adoptions(_long_calls(c, 9006, ext, _tier_addrs(c, a)), "index output", "reason", "index output(s)",
@@ -134,7 +135,7 @@ def adopt_tier_index(c: AdminClient, a: Any) -> None:
                                f"{r['files']} index file(s), {r['items']} item(s)")
 
 
-def commit_tier(c: AdminClient, a: Any) -> None:
+def commit_tier(c: AdminClient, a: argparse.Namespace) -> None:
     """Copy everything pending into the tier, seal the writable index file and upload the sealed
     ones now (rmqd admin code 9004)."""
     ext = {"upload": "false" if str(a.upload).lower() == "false" else "true"}

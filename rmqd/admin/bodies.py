@@ -1,0 +1,186 @@
+"""The JSON bodies of the answers ``rmqd admin`` reads, as TypedDicts (the shapes Java's and rmqd's name servers
+and brokers answer with). A body is taken to have its code's shape where it is decoded
+(:meth:`rmqd.admin.client.AdminClient.answer`); fields a server may leave out are read with ``.get``.
+"""
+from __future__ import annotations
+
+from typing import TypedDict
+
+from rmqd.remoting.fastjson import MessageQueue
+
+
+class BrokerData(TypedDict, total=False):
+    """A broker group of a route or of the cluster info (Java's BrokerData)."""
+    cluster: str
+    brokerName: str
+    brokerAddrs: dict[int | str, str]            # brokerId -> address (fastjson writes the ids as numbers)
+    zoneName: str
+    enableActingMaster: bool
+
+
+class ClusterInfo(TypedDict, total=False):
+    """GET_BROKER_CLUSTER_INFO."""
+    brokerAddrTable: dict[str, BrokerData]
+    clusterAddrTable: dict[str, list[str]]
+
+
+class QueueData(TypedDict, total=False):
+    brokerName: str
+    readQueueNums: int
+    writeQueueNums: int
+    perm: int
+    topicSysFlag: int
+
+
+class TopicRoute(TypedDict, total=False):
+    """GET_ROUTEINFO_BY_TOPIC (Java's TopicRouteData)."""
+    orderTopicConf: str
+    queueDatas: list[QueueData]
+    brokerDatas: list[BrokerData]
+    filterServerTable: dict[str, list[str]]
+
+
+class TopicList(TypedDict, total=False):
+    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (and the other topic lists)."""
+    topicList: list[str]
+
+
+class GroupList(TypedDict, total=False):
+    """QUERY_TOPIC_CONSUME_BY_WHO."""
+    groupList: list[str]
+
+
+class TopicConfig(TypedDict, total=False):
+    topicName: str
+    readQueueNums: int
+    writeQueueNums: int
+    perm: int
+    topicFilterType: str
+    topicSysFlag: int
+    order: bool
+    attributes: dict[str, str]
+
+
+class TopicConfigTable(TypedDict, total=False):
+    """GET_ALL_TOPIC_CONFIG (Java's TopicConfigSerializeWrapper)."""
+    topicConfigTable: dict[str, TopicConfig]
+
+
+class OffsetWrapper(TypedDict, total=False):
+    brokerOffset: int
+    consumerOffset: int
+    pullOffset: int
+    lastTimestamp: int
+
+
+class ConsumeStats(TypedDict, total=False):
+    """GET_CONSUME_STATS."""
+    offsetTable: dict[MessageQueue, OffsetWrapper]
+    consumeTps: float
+
+
+class TopicOffset(TypedDict, total=False):
+    minOffset: int
+    maxOffset: int
+    lastUpdateTimestamp: int
+
+
+class TopicStats(TypedDict, total=False):
+    """GET_TOPIC_STATS_INFO."""
+    offsetTable: dict[MessageQueue, TopicOffset]
+
+
+class ResetOffsetEntry(TypedDict):
+    """One queue of a reset answered as a list (``{topic, brokerName, queueId, offset}``)."""
+    topic: str
+    brokerName: str
+    queueId: int
+    offset: int
+
+
+class ResetOffsetBody(TypedDict, total=False):
+    """INVOKE_BROKER_TO_RESET_OFFSET: the new offset per queue, as a map or as a list."""
+    offsetTable: dict[MessageQueue, int] | list[ResetOffsetEntry]
+
+
+class HaConnection(TypedDict, total=False):
+    """One slave connection of a master's HA runtime info."""
+    addr: str
+    slaveAckOffset: int
+    diff: int
+    inSync: bool
+    transferredByteInSecond: int
+    transferFromWhere: int
+    lagMillis: int
+
+
+class HaClientRuntime(TypedDict, total=False):
+    """A slave's HA client runtime info."""
+    masterAddr: str
+    maxOffset: int
+    transferredByteInSecond: int
+    lastReadTimestamp: int
+    lastWriteTimestamp: int
+    masterFlushOffset: int
+
+
+class HaStatus(TypedDict, total=False):
+    """GET_BROKER_HA_STATUS (Java's HARuntimeInfo)."""
+    master: bool
+    masterCommitLogMaxOffset: int
+    inSyncSlaveNums: int
+    haConnectionInfo: list[HaConnection]
+    haClientRuntimeInfo: HaClientRuntime
+
+
+class RuntimeInfo(TypedDict, total=False):
+    """GET_BROKER_RUNTIME_INFO (KVTable): every figure is a string."""
+    table: dict[str, str]
+
+
+class Connection(TypedDict, total=False):
+    """One client connection of a group (Java's Connection)."""
+    clientId: str
+    clientAddr: str
+    language: str
+    version: int
+
+
+class SubscriptionData(TypedDict, total=False):
+    topic: str
+    subString: str
+    expressionType: str
+
+
+class ConsumerConnection(TypedDict, total=False):
+    """GET_CONSUMER_CONNECTION_LIST."""
+    connectionSet: list[Connection]
+    subscriptionTable: dict[str, SubscriptionData]
+    consumeType: str
+    messageModel: str
+    consumeFromWhere: str
+
+
+class ProducerConnection(TypedDict, total=False):
+    """GET_PRODUCER_CONNECTION_LIST."""
+    connectionSet: list[Connection]
+
+
+class ConsumeQueueUnit(TypedDict, total=False):
+    """One unit of QUERY_CONSUME_QUEUE's answer (Java's ConsumeQueueData)."""
+    physicOffset: int
+    physicSize: int
+    tagsCode: int
+    extendDataJson: str
+    bitMap: str
+    eval: bool
+    msg: str
+
+
+class ConsumeQueueBody(TypedDict, total=False):
+    """QUERY_CONSUME_QUEUE (Java's QueryConsumeQueueResponseBody)."""
+    subscriptionData: SubscriptionData
+    filterData: str
+    queueData: list[ConsumeQueueUnit]
+    maxQueueIndex: int
+    minQueueIndex: int
