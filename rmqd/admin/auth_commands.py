@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Optional
+from typing import Mapping, Optional, cast
 
+from rmqd.admin.bodies import AclEntry, AclInfo, UserInfo
 from rmqd.admin.client import AdminClient, AdminError, broker_addr_of
-from rmqd.admin.options import BROKER as _B, CLUSTER as _C, SpecTable
+from rmqd.admin.options import BROKER as _B, CLUSTER as _C, SpecEntry, SpecTable
 from rmqd.remoting.codes import RequestCode, ResponseCode
 
 USER_FORMAT = "%-16s  %-22s  %-22s  %-22s"
@@ -29,7 +30,7 @@ def _split(text: Optional[str]) -> Optional[list[str]]:
 def cluster_addrs(c: AdminClient, cluster: str, masters_only: bool) -> list[str]:
     """The brokers of ``cluster``: masters (and slaves), in the name server's order."""
     info = c.cluster_info()
-    out = []
+    out: list[str] = []
     for name in sorted(info.get("clusterAddrTable", {}).get(cluster, [])):
         bd = info.get("brokerAddrTable", {}).get(name) or {}
         if masters_only:
@@ -52,67 +53,83 @@ def _targets(c: AdminClient, a: argparse.Namespace, masters_only: bool) -> list[
     raise AdminError(ResponseCode.SYSTEM_ERROR, "one of -b (broker address) or -c (cluster name) is required")
 
 
-def _body(d: dict) -> bytes:
+def _body(d: Mapping[str, object]) -> bytes:
     return json.dumps({k: v for k, v in d.items() if v is not None}, separators=(",", ":")).encode()
 
 
-def _java_list(items: Optional[list]) -> str:
+def _java_list(items: Optional[list[str]]) -> str:
     return "null" if items is None else "[" + ", ".join(str(i) for i in items) + "]"
 
 
 # ---------------------------------------------------------------------------------------------- client calls
-def create_user_at(c: AdminClient, addr: str, info: dict) -> None:
+def create_user_at(c: AdminClient, addr: str, info: Mapping[str, object]) -> None:
     c.call(addr, RequestCode.AUTH_CREATE_USER, {"username": info.get("username")}, _body(info))
 
 
-def update_user_at(c: AdminClient, addr: str, info: dict) -> None:
+def update_user_at(c: AdminClient, addr: str, info: Mapping[str, object]) -> None:
     c.call(addr, RequestCode.AUTH_UPDATE_USER, {"username": info.get("username")}, _body(info))
 
 
-def get_user_at(c: AdminClient, addr: str, username: Optional[str]) -> Optional[dict]:
-    return c.call_json(addr, RequestCode.AUTH_GET_USER, {"username": username})
+def get_user_at(c: AdminClient, addr: str, username: Optional[str]) -> Optional[UserInfo]:
+    # the JSON decode boundary: the user, or no body for none
+    return cast("Optional[UserInfo]", c.call_json(addr, RequestCode.AUTH_GET_USER, {"username": username}))
 
 
-def list_users_at(c: AdminClient, addr: str, filter_text: Optional[str]) -> list:
-    return c.call_json(addr, RequestCode.AUTH_LIST_USER, {"filter": filter_text}) or []
+def list_users_at(c: AdminClient, addr: str, filter_text: Optional[str]) -> list[UserInfo]:
+    # the JSON decode boundary: a list of users
+    return cast("list[UserInfo]", c.call_json(addr, RequestCode.AUTH_LIST_USER, {"filter": filter_text}) or [])
 
 
-def create_acl_at(c: AdminClient, addr: str, info: dict) -> None:
+def create_acl_at(c: AdminClient, addr: str, info: AclInfo) -> None:
     c.call(addr, RequestCode.AUTH_CREATE_ACL, {"subject": info.get("subject")}, _body(info))
 
 
-def update_acl_at(c: AdminClient, addr: str, info: dict) -> None:
+def update_acl_at(c: AdminClient, addr: str, info: AclInfo) -> None:
     c.call(addr, RequestCode.AUTH_UPDATE_ACL, {"subject": info.get("subject")}, _body(info))
 
 
-def get_acl_at(c: AdminClient, addr: str, subject: Optional[str]) -> Optional[dict]:
-    return c.call_json(addr, RequestCode.AUTH_GET_ACL, {"subject": subject})
+def get_acl_at(c: AdminClient, addr: str, subject: Optional[str]) -> Optional[AclInfo]:
+    # the JSON decode boundary: the subject's ACL, or no body for none
+    return cast("Optional[AclInfo]", c.call_json(addr, RequestCode.AUTH_GET_ACL, {"subject": subject}))
 
 
-def list_acls_at(c: AdminClient, addr: str, subject_filter: Optional[str], resource_filter: Optional[str]) -> list:
-    return c.call_json(addr, RequestCode.AUTH_LIST_ACL, {"subjectFilter": subject_filter,
-                                                        "resourceFilter": resource_filter}) or []
+def list_acls_at(c: AdminClient, addr: str, subject_filter: Optional[str],
+                 resource_filter: Optional[str]) -> list[AclInfo]:
+    # the JSON decode boundary: a list of ACLs
+    return cast("list[AclInfo]", c.call_json(addr, RequestCode.AUTH_LIST_ACL, {
+        "subjectFilter": subject_filter, "resourceFilter": resource_filter}) or [])
 
 
-def acl_info(subject: Optional[str], resources: Optional[list], actions: Optional[list],
-             source_ips: Optional[list], decision: Optional[str]) -> dict:
+def _acl_entry(resource: str, actions: Optional[list[str]], source_ips: Optional[list[str]],
+               decision: Optional[str]) -> AclEntry:
+    """One entry, its absent (None) parts left out."""
+    entry: AclEntry = {"resource": resource}
+    if actions is not None:
+        entry["actions"] = actions
+    if source_ips is not None:
+        entry["sourceIps"] = source_ips
+    if decision is not None:
+        entry["decision"] = decision
+    return entry
+
+
+def acl_info(subject: Optional[str], resources: Optional[list[str]], actions: Optional[list[str]],
+             source_ips: Optional[list[str]], decision: Optional[str]) -> AclInfo:
     """5.x ``AclInfo.of``: one policy (no type: Custom), one entry per resource with the same actions, source IPs
     and decision."""
-    entries = [{"resource": r, "actions": actions, "sourceIps": source_ips, "decision": decision}
-               for r in resources or ()]
-    return {"subject": subject, "policies": [{"entries": [{k: v for k, v in e.items() if v is not None}
-                                                          for e in entries]}]}
+    return {"subject": subject,
+            "policies": [{"entries": [_acl_entry(r, actions, source_ips, decision) for r in resources or ()]}]}
 
 
 # ---------------------------------------------------------------------------------------------- printing
-def _print_users(users: list) -> None:
+def _print_users(users: list[UserInfo]) -> None:
     print(USER_FORMAT % ("#UserName", "#Password", "#UserType", "#UserStatus"))
     for u in users:
         print(USER_FORMAT % tuple("null" if u.get(k) is None else u.get(k)
                                   for k in ("username", "password", "userType", "userStatus")))
 
 
-def _print_acls(acls: list) -> None:
+def _print_acls(acls: list[AclInfo]) -> None:
     print(ACL_FORMAT % ("#Subject", "#PolicyType", "#Resource", "#Actions", "#SourceIp", "#Decision"))
     for acl in acls:
         policies = acl.get("policies") or []
@@ -230,10 +247,10 @@ def _trim(v: Optional[str]) -> Optional[str]:
     return None if v is None else v.strip()
 
 
-_COPY_USER = (copy_user, "Copy user to cluster.", [
+_COPY_USER: SpecEntry = (copy_user, "Copy user to cluster.", [
     (("-f", "--fromBroker"), {"required": True}), (("-t", "--toBroker"), {"required": True}),
     (("-u", "--usernames"), {})])
-_COPY_ACL = (copy_acl, "Copy acl to cluster.", [
+_COPY_ACL: SpecEntry = (copy_acl, "Copy acl to cluster.", [
     (("-f", "--fromBroker"), {"required": True}), (("-t", "--toBroker"), {"required": True}),
     (("-s", "--subjects"), {})])
 

@@ -4,9 +4,16 @@ and brokers answer with). A body is taken to have its code's shape where it is d
 """
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import TYPE_CHECKING, Optional, TypedDict
 
 from rmqd.remoting.fastjson import MessageQueue
+
+if TYPE_CHECKING:
+    from rmqd.store.compaction.adopt import AdoptResult as CompactionAdoptResult
+    from rmqd.store.compaction.store import QueueStatus as CompactionQueueStatus
+    from rmqd.store.tier.index.adopt import AdoptResult as IndexAdoptResult
+    from rmqd.store.tier.index.service import IndexFileStatus
+    from rmqd.store.tier.store import TierQueueStatus
 
 
 class BrokerData(TypedDict, total=False):
@@ -184,3 +191,142 @@ class ConsumeQueueBody(TypedDict, total=False):
     queueData: list[ConsumeQueueUnit]
     maxQueueIndex: int
     minQueueIndex: int
+
+
+# ---------------------------------------------------------------- rmqd's own storage codes (9001-9006)
+class CompactRun(TypedDict, total=False):
+    """One queue's run in the answer of 9001 (compactTopic): the queue and the compactor's RunResult."""
+    queueId: int
+    checkpoint: int
+    rounds: int
+    records_in: int
+    records_out: int
+    bytes_in: int
+    bytes_out: int
+    segments_rewritten: int
+    duration_s: float
+
+
+class CompactRuns(TypedDict, total=False):
+    """9001 (compactTopic)."""
+    runs: list[CompactRun]
+
+
+class CompactionStatus(TypedDict, total=False):
+    """9002 (compactionStatus)."""
+    queues: list[CompactionQueueStatus]
+
+
+class CompactionAdoptions(TypedDict, total=False):
+    """9005 (adoptCompaction)."""
+    results: list[CompactionAdoptResult]
+
+
+class IndexAdoptions(TypedDict, total=False):
+    """9006 (adoptTierIndex)."""
+    results: list[IndexAdoptResult]
+
+
+class TierStatusBody(TypedDict, total=False):
+    """9003 (tierStatus): rmqd.store.tier.store.TierStatus as admin reads it."""
+    backend: str
+    level: str
+    queues: list[TierQueueStatus]
+    indexFiles: list[IndexFileStatus]
+    copied: int
+    lastError: str
+
+
+class CommitTierBody(TypedDict, total=False):
+    """9004 (commitTier): rmqd.store.tier.store.CommitResult."""
+    copied: int
+    indexSteps: int
+
+
+class StatsItem(TypedDict, total=False):
+    sum: int
+    tps: float
+    avgpt: float
+
+
+class BrokerStatsData(TypedDict, total=False):
+    """VIEW_BROKER_STATS_DATA."""
+    statsMinute: StatsItem
+    statsHour: StatsItem
+    statsDay: StatsItem
+
+
+class ConsumeStatsList(TypedDict, total=False):
+    """GET_BROKER_CONSUME_STATS: per entry, group -> the group's ConsumeStats on each topic."""
+    consumeStatsList: list[dict[str, list[ConsumeStats]]]
+    brokerAddr: str
+    totalDiff: int
+
+
+# ---------------------------------------------------------------- access control 2.0 (3001-3010)
+class UserInfo(TypedDict, total=False):
+    """A user (AUTH_GET_USER, AUTH_LIST_USER; the body of AUTH_CREATE_USER / AUTH_UPDATE_USER)."""
+    username: str
+    password: str
+    userType: str
+    userStatus: str
+
+
+class AclEntry(TypedDict, total=False):
+    resource: str
+    actions: list[str]
+    sourceIps: list[str]
+    decision: str
+
+
+class AclPolicy(TypedDict, total=False):
+    policyType: Optional[str]
+    entries: list[AclEntry]
+
+
+class AclInfo(TypedDict, total=False):
+    """A subject's ACL (AUTH_GET_ACL, AUTH_LIST_ACL; the body of AUTH_CREATE_ACL / AUTH_UPDATE_ACL)."""
+    subject: Optional[str]
+    policies: list[AclPolicy]
+
+
+# ---------------------------------------------------------------- the 5.x controller
+class ReplicaIdentity(TypedDict, total=False):
+    brokerName: str
+    brokerId: int
+    brokerAddress: str
+    alive: bool
+
+
+class ReplicasInfo(TypedDict, total=False):
+    masterBrokerId: int
+    masterAddress: str
+    masterEpoch: int
+    syncStateSetEpoch: int
+    inSyncReplicas: list[ReplicaIdentity]
+    notInSyncReplicas: list[ReplicaIdentity]
+
+
+class SyncStateData(TypedDict, total=False):
+    """CONTROLLER_GET_SYNC_STATE_DATA (Java's BrokerReplicasInfo)."""
+    replicasInfoTable: dict[str, ReplicasInfo]
+
+
+class ElectMasterBody(TypedDict, total=False):
+    """CONTROLLER_ELECT_MASTER's body (Java's ElectMasterResponseBody)."""
+    brokerMemberGroup: BrokerData
+
+
+class EpochEntry(TypedDict, total=False):
+    epoch: int
+    startOffset: int
+    endOffset: int
+
+
+class EpochCache(TypedDict, total=False):
+    """GET_BROKER_EPOCH_CACHE (Java's EpochEntryCache)."""
+    clusterName: str
+    brokerName: str
+    brokerId: int
+    epochList: list[EpochEntry]
+    maxOffset: int

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Optional
+from typing import Optional
 
+from rmqd.admin.bodies import BrokerStatsData, ConsumeStats, ConsumeStatsList, GroupList, RuntimeInfo
 from rmqd.admin.client import AdminClient, AdminError
 from rmqd.admin.ha_status import ha_status
 from rmqd.admin.options import BROKER, CLUSTER, SpecTable, TOPIC, human_time, is_true
@@ -17,8 +18,8 @@ from rmqd.config import parse_properties
 from rmqd.remoting.codes import RequestCode
 
 
-def _runtime(c: AdminClient, addr: str) -> dict:
-    return c.call_json(addr, RequestCode.GET_BROKER_RUNTIME_INFO)["table"]
+def _runtime(c: AdminClient, addr: str) -> dict[str, str]:
+    return c.answer(RuntimeInfo, addr, RequestCode.GET_BROKER_RUNTIME_INFO)["table"]
 
 
 def cluster_list(c: AdminClient, a: argparse.Namespace) -> None:
@@ -102,14 +103,14 @@ def wipe_write_perm(c: AdminClient, a: argparse.Namespace) -> None:
     for ns in c.namesrv_addrs:
         resp = c.call(ns, RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": a.brokerName})
         print(f"wipe write perm of broker[{a.brokerName}] in name server[{ns}] OK, "
-              f"{resp.ext_fields.get('wipeTopicCount')}")
+              f"{(resp.ext_fields or {}).get('wipeTopicCount')}")
 
 
 def add_write_perm(c: AdminClient, a: argparse.Namespace) -> None:
     for ns in c.namesrv_addrs:
         resp = c.call(ns, RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": a.brokerName})
         print(f"add write perm of broker[{a.brokerName}] in name server[{ns}] OK, "
-              f"{resp.ext_fields.get('addTopicCount')}")
+              f"{(resp.ext_fields or {}).get('addTopicCount')}")
 
 
 def _broker_targets(c: AdminClient, a: argparse.Namespace) -> list[str]:
@@ -140,9 +141,9 @@ def delete_expired_commit_log(c: AdminClient, a: argparse.Namespace) -> None:
     _call_each(c, a, RequestCode.DELETE_EXPIRED_COMMITLOG)
 
 
-def _stats_data(c: AdminClient, addr: str, name: str, key: str) -> Optional[dict]:
+def _stats_data(c: AdminClient, addr: str, name: str, key: str) -> Optional[BrokerStatsData]:
     try:
-        return c.call_json(addr, RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+        return c.answer(BrokerStatsData, addr, RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
     except AdminError:
         return None
 
@@ -159,14 +160,15 @@ def stats_all(c: AdminClient, a: argparse.Namespace) -> None:
         except AdminError:
             continue
         in_tps, in_day = 0.0, 0
-        groups: set = set()
+        groups: set[str] = set()
         for addr in masters.values():
             sd = _stats_data(c, addr, "TOPIC_PUT_NUMS", t)
             if sd:
                 in_tps += sd["statsMinute"]["tps"]
                 in_day += sd["statsDay"]["sum"]
             try:
-                groups |= set(c.call_json(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": t})["groupList"])
+                by_who = c.answer(GroupList, addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": t})
+                groups |= set(by_who["groupList"])
             except AdminError:
                 pass
         if a.activeTopic and in_day == 0:
@@ -181,7 +183,7 @@ def stats_all(c: AdminClient, a: argparse.Namespace) -> None:
                     out_tps += sd["statsMinute"]["tps"]
                     out_day += sd["statsDay"]["sum"]
                 try:
-                    st = c.call_json(addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": g, "topic": t})
+                    st = c.answer(ConsumeStats, addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": g, "topic": t})
                     acc += sum(w["brokerOffset"] - w["consumerOffset"] for w in st["offsetTable"].values())
                 except AdminError:
                     pass
@@ -189,7 +191,7 @@ def stats_all(c: AdminClient, a: argparse.Namespace) -> None:
 
 
 def broker_consume_stats(c: AdminClient, a: argparse.Namespace) -> None:
-    body = c.call_json(a.brokerAddr, RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": is_true(a.order)})
+    body = c.answer(ConsumeStatsList, a.brokerAddr, RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": is_true(a.order)})
     print("%-64s  %-64s  %-32s  %-4s  %-20s  %-20s  %-20s %s" % ("#Topic", "#Group", "#Broker Name", "#QID",
                                                                "#Broker Offset", "#Consumer Offset", "#Diff",
                                                                "#LastTime"))

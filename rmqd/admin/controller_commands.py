@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import cast
 
+from rmqd.admin.bodies import ElectMasterBody, EpochCache, ReplicaIdentity, SyncStateData
 from rmqd.admin.client import AdminClient, AdminError
 from rmqd.admin.options import SpecTable
 from rmqd.config import parse_properties
@@ -24,7 +25,7 @@ from rmqd.remoting import fastjson
 _A = ("-a", "--controllerAddress")
 
 
-def _java(value: Any) -> str:
+def _java(value: object) -> str:
     """Java's ``%s`` / ``%d`` of a possibly-null value."""
     if value is None:
         return "null"
@@ -82,7 +83,9 @@ def _print_sync_state_set(c: AdminClient, addr: str, names: list[str]) -> None:
     if not names:
         return
     resp = c.call(_leader(c, addr), R.CONTROLLER_GET_SYNC_STATE_DATA, body=fastjson.dumps(names))
-    table = (fastjson.loads_lenient(resp.body_bytes()) or {}).get("replicasInfoTable") or {}
+    # the JSON decode boundary: the controller's BrokerReplicasInfo
+    data = cast(SyncStateData, fastjson.loads_lenient(resp.body_bytes()) or {})
+    table = data.get("replicasInfoTable") or {}
     for name, info in table.items():
         in_sync = info.get("inSyncReplicas") or []
         not_in_sync = info.get("notInSyncReplicas") or []
@@ -97,7 +100,7 @@ def _print_sync_state_set(c: AdminClient, addr: str, names: list[str]) -> None:
             sys.stdout.write(f"\nNotInSyncReplica:\t{_replica_identity(member)}\n")
 
 
-def _replica_identity(r: dict) -> str:
+def _replica_identity(r: ReplicaIdentity) -> str:
     return (f"ReplicaIdentity{{brokerName='{_java(r.get('brokerName'))}', brokerId={_java(r.get('brokerId'))}, "
             f"brokerAddress='{_java(r.get('brokerAddress'))}', alive={_java(r.get('alive'))}}}")
 
@@ -112,8 +115,10 @@ def elect_master(c: AdminClient, a: argparse.Namespace) -> None:
     sys.stdout.write(f"\n#ClusterName\t{a.clusterName.strip()}\n#BrokerName\t{a.brokerName.strip()}"
                      f"\n#BrokerMasterAddr\t{_java(h.get('masterAddress'))}\n#MasterEpoch\t{_java(h.get('masterEpoch'))}"
                      f"\n#SyncStateSetEpoch\t{_java(h.get('syncStateSetEpoch'))}\n")
-    body = fastjson.loads_lenient(resp.body_bytes()) if resp.body is not None and resp.body_bytes() else {}
-    group = (body or {}).get("brokerMemberGroup") or {}
+    # the JSON decode boundary: the controller's ElectMasterResponseBody
+    body = cast(ElectMasterBody, fastjson.loads_lenient(resp.body_bytes()) or {}
+                if resp.body is not None and resp.body_bytes() else {})
+    group = body.get("brokerMemberGroup") or {}
     for bid, addr in sorted((group.get("brokerAddrs") or {}).items(), key=lambda kv: int(kv[0])):
         sys.stdout.write(f"\t#Broker\t{int(bid)}\t{addr}\n")
 
@@ -168,7 +173,7 @@ def get_broker_epoch(c: AdminClient, a: argparse.Namespace) -> None:
         for name in names:
             addrs = (info.get("brokerAddrTable", {}).get(name) or {}).get("brokerAddrs") or {}
             for addr in sorted(set(addrs.values())):
-                cache = c.call_json(addr, R.GET_BROKER_EPOCH_CACHE) or {}
+                cache = c.answer(EpochCache, addr, R.GET_BROKER_EPOCH_CACHE)
                 out = (f"\n#clusterName\t{_java(cache.get('clusterName'))}\n#brokerName\t{_java(cache.get('brokerName'))}"
                        f"\n#brokerAddr\t{addr}\n#brokerId\t{_java(cache.get('brokerId'))}")
                 epochs = cache.get("epochList") or []

@@ -58,7 +58,8 @@ def delete_sub_group(c: AdminClient, a: argparse.Namespace) -> None:
               f"[{a.clusterName or ''}] success.")
 
 
-def _consume_stats(c: AdminClient, group: str, topic: Optional[str] = None) -> tuple[dict[MessageQueue, OffsetWrapper], float]:
+def _consume_stats(c: AdminClient, group: str,
+                   topic: Optional[str] = None) -> tuple[dict[MessageQueue, OffsetWrapper], float]:
     table: dict[MessageQueue, OffsetWrapper] = {}
     tps = 0.0
     for addr in c.route_masters(RETRY + group).values():
@@ -109,7 +110,8 @@ def _consumer_conn(c: AdminClient, group: str) -> ConsumerConnection:
     last: Optional[AdminError] = None
     for addr in c.route_masters(RETRY + group).values():
         try:
-            return c.answer(ConsumerConnection, addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
+            return c.answer(ConsumerConnection, addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                            {"consumerGroup": group})
         except AdminError as exc:
             last = exc
     raise last or AdminError(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
@@ -145,7 +147,8 @@ def consumer_status(c: AdminClient, a: argparse.Namespace) -> None:
 
 def producer_connection(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in c.route_masters(a.topic).values():
-        body = c.answer(ProducerConnection, addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": a.producerGroup})
+        body = c.answer(ProducerConnection, addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                        {"producerGroup": a.producerGroup})
         for i, conn in enumerate(sorted(body["connectionSet"], key=lambda x: x["clientId"]), 1):
             print("%04d  %-32s %-22s %-8s %s" % (i, conn["clientId"], conn["clientAddr"], conn["language"],
                                                 conn["version"]))

@@ -45,7 +45,8 @@ def _print_detail(m: StoredMessage, body: bool = True) -> None:
     rows = [("Topic:", m.topic), ("Tags:", f"[{m.properties.get('TAGS')}]"), ("Keys:", f"[{m.properties.get('KEYS')}]"),
             ("Queue ID:", m.queue_id), ("Queue Offset:", m.queue_offset), ("CommitLog Offset:", m.commit_log_offset),
             ("Reconsume Times:", m.reconsume_times), ("Born Timestamp:", human_time(m.born_timestamp)),
-            ("Store Timestamp:", human_time(m.store_timestamp)), ("Born Host:", "%s:%d" % (m.born_host[0], m.born_host[1])),
+            ("Store Timestamp:", human_time(m.store_timestamp)),
+            ("Born Host:", "%s:%d" % (m.born_host[0], m.born_host[1])),
             ("Store Host:", "%s:%d" % (m.store_host[0], m.store_host[1])), ("System Flag:", m.sys_flag),
             ("Properties:", m.properties), ("Message Body Path:", "")]
     print(f"OffsetID: {m.msg_id}")

@@ -41,7 +41,8 @@ def reset_offsets(c: AdminClient, group: str, topic: str, ts: int, force: bool,
         except AdminError as exc:
             if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
                 raise
-            stats = c.answer(ConsumeStats, addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic})
+            stats = c.answer(ConsumeStats, addr, RequestCode.GET_CONSUME_STATS,
+                             {"consumerGroup": group, "topic": topic})
             for mq, w in stats.get("offsetTable", {}).items():
                 target = (c.max_offset(addr, topic, mq.queueId) if ts == -1
                           else c.search_offset(addr, topic, mq.queueId, ts))

@@ -29,8 +29,10 @@ class OptionArgs(TypedDict, total=False):
 
 #: a sub-command's handler: the admin client and the parsed options
 Handler = Callable[["AdminClient", argparse.Namespace], None]
-#: sub-command -> (handler, help, [(flags, argparse keyword arguments)...])
-SpecTable = dict[str, tuple[Handler, str, list[tuple[tuple[str, ...], OptionArgs]]]]
+#: one sub-command: (handler, help, [(flags, argparse keyword arguments)...])
+SpecEntry = tuple[Handler, str, list[tuple[tuple[str, ...], OptionArgs]]]
+#: sub-command -> its entry
+SpecTable = dict[str, SpecEntry]
 
 
 def is_true(v: object) -> bool:
