@@ -11,6 +11,7 @@ from rmqd.remoting.fastjson import MessageQueue
 if TYPE_CHECKING:
     from rmqd.store.compaction.adopt import AdoptResult as CompactionAdoptResult
     from rmqd.store.compaction.store import QueueStatus as CompactionQueueStatus
+    from rmqd.store.ha.service import HAConnectionInfo
     from rmqd.store.tier.index.adopt import AdoptResult as IndexAdoptResult
     from rmqd.store.tier.index.service import IndexFileStatus
     from rmqd.store.tier.store import TierQueueStatus
@@ -110,19 +111,8 @@ class ResetOffsetBody(TypedDict, total=False):
     offsetTable: dict[MessageQueue, int] | list[ResetOffsetEntry]
 
 
-class HaConnection(TypedDict, total=False):
-    """One slave connection of a master's HA runtime info."""
-    addr: str
-    slaveAckOffset: int
-    diff: int
-    inSync: bool
-    transferredByteInSecond: int
-    transferFromWhere: int
-    lagMillis: int
-
-
 class HaClientRuntime(TypedDict, total=False):
-    """A slave's HA client runtime info."""
+    """A slave's HA client runtime info (rmqd.store.ha.client.HAClientRuntimeInfo, read with defaults)."""
     masterAddr: str
     maxOffset: int
     transferredByteInSecond: int
@@ -132,11 +122,11 @@ class HaClientRuntime(TypedDict, total=False):
 
 
 class HaStatus(TypedDict, total=False):
-    """GET_BROKER_HA_STATUS (Java's HARuntimeInfo)."""
+    """GET_BROKER_HA_STATUS (Java's HARuntimeInfo; rmqd's is rmqd.store.ha.service.HARuntimeInfo)."""
     master: bool
     masterCommitLogMaxOffset: int
     inSyncSlaveNums: int
-    haConnectionInfo: list[HaConnection]
+    haConnectionInfo: list[HAConnectionInfo]
     haClientRuntimeInfo: HaClientRuntime
 
 
