@@ -4,9 +4,9 @@ Each ``fn(client, args)`` talks to the servers and prints like mqadmin; ``SPEC``
 command table (:mod:`rmqd.admin.main`)."""
 from __future__ import annotations
 
+import argparse
 from datetime import datetime
 import json
-from typing import Any
 
 from rmqd.admin.client import AdminClient, AdminError
 from rmqd.admin.options import BROKER, CLUSTER, SpecTable
@@ -14,7 +14,7 @@ from rmqd.remoting.codes import RequestCode, ResponseCode
 
 
 # ---------------------------------------------------------------------------------------------- ACL
-def _acl_targets(c: AdminClient, a: Any) -> list[str]:
+def _acl_targets(c: AdminClient, a: argparse.Namespace) -> list[str]:
     if a.brokerAddr:
         return [a.brokerAddr]
     if a.clusterName:
@@ -22,7 +22,7 @@ def _acl_targets(c: AdminClient, a: Any) -> list[str]:
     raise AdminError(ResponseCode.SYSTEM_ERROR, "one of -b (broker address) or -c (cluster name) is required")
 
 
-def update_acl_config(c: AdminClient, a: Any) -> None:
+def update_acl_config(c: AdminClient, a: argparse.Namespace) -> None:
     ext = {"accessKey": a.accessKey, "secretKey": a.secretKey, "whiteRemoteAddress": a.whiteRemoteAddress,
            "defaultTopicPerm": a.defaultTopicPerm, "defaultGroupPerm": a.defaultGroupPerm,
            "topicPerms": a.topicPerms, "groupPerms": a.groupPerms,
@@ -37,21 +37,21 @@ def update_acl_config(c: AdminClient, a: Any) -> None:
           .replace("=None", "=null"))
 
 
-def delete_acl_config(c: AdminClient, a: Any) -> None:
+def delete_acl_config(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _acl_targets(c, a):
         c.call(addr, RequestCode.DELETE_ACL_CONFIG, {"accessKey": a.accessKey})
         print(f"delete plain access config account from {addr} success.")
     print(f"account's accesskey is:{a.accessKey}")
 
 
-def update_global_white_addr(c: AdminClient, a: Any) -> None:
+def update_global_white_addr(c: AdminClient, a: argparse.Namespace) -> None:
     ext = {"globalWhiteAddrs": a.globalWhiteRemoteAddresses, "aclFileFullPath": a.aclFileFullPath}
     for addr in _acl_targets(c, a):
         c.call(addr, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, ext)
         print(f"update global white remote addresses to {addr} success.")
 
 
-def cluster_acl_config_version(c: AdminClient, a: Any) -> None:
+def cluster_acl_config_version(c: AdminClient, a: argparse.Namespace) -> None:
     fmt = "%-16s  %-22s  %-22s  %-20s  %-22s  %-22s"
     print(fmt % ("#Cluster Name", "#Broker Name", "#Broker Addr", "#AclFilePath", "#AclConfigVersionNum",
                  "#AclLastUpdateTime"))

@@ -7,11 +7,13 @@ copyUsers / copyAcls). Request codes 3001-3010.
 """
 from __future__ import annotations
 
+import argparse
 import json
-from typing import Any, Optional
+from typing import Mapping, Optional, cast
 
+from rmqd.admin.bodies import AclEntry, AclInfo, UserInfo
 from rmqd.admin.client import AdminClient, AdminError, broker_addr_of
-from rmqd.admin.options import BROKER as _B, CLUSTER as _C, SpecTable
+from rmqd.admin.options import BROKER as _B, CLUSTER as _C, SpecEntry, SpecTable
 from rmqd.remoting.codes import RequestCode, ResponseCode
 
 USER_FORMAT = "%-16s  %-22s  %-22s  %-22s"
@@ -28,7 +30,7 @@ def _split(text: Optional[str]) -> Optional[list[str]]:
 def cluster_addrs(c: AdminClient, cluster: str, masters_only: bool) -> list[str]:
     """The brokers of ``cluster``: masters (and slaves), in the name server's order."""
     info = c.cluster_info()
-    out = []
+    out: list[str] = []
     for name in sorted(info.get("clusterAddrTable", {}).get(cluster, [])):
         bd = info.get("brokerAddrTable", {}).get(name) or {}
         if masters_only:
@@ -40,7 +42,7 @@ def cluster_addrs(c: AdminClient, cluster: str, masters_only: bool) -> list[str]
     return out
 
 
-def _targets(c: AdminClient, a: Any, masters_only: bool) -> list[str]:
+def _targets(c: AdminClient, a: argparse.Namespace, masters_only: bool) -> list[str]:
     if a.brokerAddr:
         return [a.brokerAddr.strip()]
     if a.clusterName:
@@ -51,67 +53,83 @@ def _targets(c: AdminClient, a: Any, masters_only: bool) -> list[str]:
     raise AdminError(ResponseCode.SYSTEM_ERROR, "one of -b (broker address) or -c (cluster name) is required")
 
 
-def _body(d: dict) -> bytes:
+def _body(d: Mapping[str, object]) -> bytes:
     return json.dumps({k: v for k, v in d.items() if v is not None}, separators=(",", ":")).encode()
 
 
-def _java_list(items: Optional[list]) -> str:
+def _java_list(items: Optional[list[str]]) -> str:
     return "null" if items is None else "[" + ", ".join(str(i) for i in items) + "]"
 
 
 # ---------------------------------------------------------------------------------------------- client calls
-def create_user_at(c: AdminClient, addr: str, info: dict) -> None:
+def create_user_at(c: AdminClient, addr: str, info: Mapping[str, object]) -> None:
     c.call(addr, RequestCode.AUTH_CREATE_USER, {"username": info.get("username")}, _body(info))
 
 
-def update_user_at(c: AdminClient, addr: str, info: dict) -> None:
+def update_user_at(c: AdminClient, addr: str, info: Mapping[str, object]) -> None:
     c.call(addr, RequestCode.AUTH_UPDATE_USER, {"username": info.get("username")}, _body(info))
 
 
-def get_user_at(c: AdminClient, addr: str, username: Optional[str]) -> Optional[dict]:
-    return c.call_json(addr, RequestCode.AUTH_GET_USER, {"username": username})
+def get_user_at(c: AdminClient, addr: str, username: Optional[str]) -> Optional[UserInfo]:
+    # the JSON decode boundary: the user, or no body for none
+    return cast("Optional[UserInfo]", c.call_json(addr, RequestCode.AUTH_GET_USER, {"username": username}))
 
 
-def list_users_at(c: AdminClient, addr: str, filter_text: Optional[str]) -> list:
-    return c.call_json(addr, RequestCode.AUTH_LIST_USER, {"filter": filter_text}) or []
+def list_users_at(c: AdminClient, addr: str, filter_text: Optional[str]) -> list[UserInfo]:
+    # the JSON decode boundary: a list of users
+    return cast("list[UserInfo]", c.call_json(addr, RequestCode.AUTH_LIST_USER, {"filter": filter_text}) or [])
 
 
-def create_acl_at(c: AdminClient, addr: str, info: dict) -> None:
+def create_acl_at(c: AdminClient, addr: str, info: AclInfo) -> None:
     c.call(addr, RequestCode.AUTH_CREATE_ACL, {"subject": info.get("subject")}, _body(info))
 
 
-def update_acl_at(c: AdminClient, addr: str, info: dict) -> None:
+def update_acl_at(c: AdminClient, addr: str, info: AclInfo) -> None:
     c.call(addr, RequestCode.AUTH_UPDATE_ACL, {"subject": info.get("subject")}, _body(info))
 
 
-def get_acl_at(c: AdminClient, addr: str, subject: Optional[str]) -> Optional[dict]:
-    return c.call_json(addr, RequestCode.AUTH_GET_ACL, {"subject": subject})
+def get_acl_at(c: AdminClient, addr: str, subject: Optional[str]) -> Optional[AclInfo]:
+    # the JSON decode boundary: the subject's ACL, or no body for none
+    return cast("Optional[AclInfo]", c.call_json(addr, RequestCode.AUTH_GET_ACL, {"subject": subject}))
 
 
-def list_acls_at(c: AdminClient, addr: str, subject_filter: Optional[str], resource_filter: Optional[str]) -> list:
-    return c.call_json(addr, RequestCode.AUTH_LIST_ACL, {"subjectFilter": subject_filter,
-                                                        "resourceFilter": resource_filter}) or []
+def list_acls_at(c: AdminClient, addr: str, subject_filter: Optional[str],
+                 resource_filter: Optional[str]) -> list[AclInfo]:
+    # the JSON decode boundary: a list of ACLs
+    return cast("list[AclInfo]", c.call_json(addr, RequestCode.AUTH_LIST_ACL, {
+        "subjectFilter": subject_filter, "resourceFilter": resource_filter}) or [])
 
 
-def acl_info(subject: Optional[str], resources: Optional[list], actions: Optional[list],
-             source_ips: Optional[list], decision: Optional[str]) -> dict:
+def _acl_entry(resource: str, actions: Optional[list[str]], source_ips: Optional[list[str]],
+               decision: Optional[str]) -> AclEntry:
+    """One entry, its absent (None) parts left out."""
+    entry: AclEntry = {"resource": resource}
+    if actions is not None:
+        entry["actions"] = actions
+    if source_ips is not None:
+        entry["sourceIps"] = source_ips
+    if decision is not None:
+        entry["decision"] = decision
+    return entry
+
+
+def acl_info(subject: Optional[str], resources: Optional[list[str]], actions: Optional[list[str]],
+             source_ips: Optional[list[str]], decision: Optional[str]) -> AclInfo:
     """5.x ``AclInfo.of``: one policy (no type: Custom), one entry per resource with the same actions, source IPs
     and decision."""
-    entries = [{"resource": r, "actions": actions, "sourceIps": source_ips, "decision": decision}
-               for r in resources or ()]
-    return {"subject": subject, "policies": [{"entries": [{k: v for k, v in e.items() if v is not None}
-                                                          for e in entries]}]}
+    return {"subject": subject,
+            "policies": [{"entries": [_acl_entry(r, actions, source_ips, decision) for r in resources or ()]}]}
 
 
 # ---------------------------------------------------------------------------------------------- printing
-def _print_users(users: list) -> None:
+def _print_users(users: list[UserInfo]) -> None:
     print(USER_FORMAT % ("#UserName", "#Password", "#UserType", "#UserStatus"))
     for u in users:
         print(USER_FORMAT % tuple("null" if u.get(k) is None else u.get(k)
                                   for k in ("username", "password", "userType", "userStatus")))
 
 
-def _print_acls(acls: list) -> None:
+def _print_acls(acls: list[AclInfo]) -> None:
     print(ACL_FORMAT % ("#Subject", "#PolicyType", "#Resource", "#Actions", "#SourceIp", "#Decision"))
     for acl in acls:
         policies = acl.get("policies") or []
@@ -124,14 +142,14 @@ def _print_acls(acls: list) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- users
-def create_user(c: AdminClient, a: Any) -> None:
+def create_user(c: AdminClient, a: argparse.Namespace) -> None:
     info = {"username": _trim(a.username), "password": _trim(a.password), "userType": _trim(a.userType)}
     for addr in _targets(c, a, masters_only=False):
         create_user_at(c, addr, info)
         print(f"create user to {addr} success.")
 
 
-def update_user(c: AdminClient, a: Any) -> None:
+def update_user(c: AdminClient, a: argparse.Namespace) -> None:
     info = {"username": _trim(a.username), "password": _trim(a.password), "userType": _trim(a.userType),
             "userStatus": _trim(a.userStatus)}
     for addr in _targets(c, a, masters_only=False):
@@ -139,13 +157,13 @@ def update_user(c: AdminClient, a: Any) -> None:
         print(f"update user to {addr} success.")
 
 
-def delete_user(c: AdminClient, a: Any) -> None:
+def delete_user(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _targets(c, a, masters_only=False):
         c.call(addr, RequestCode.AUTH_DELETE_USER, {"username": _trim(a.username)})
         print(f"delete user to {addr} success.")
 
 
-def get_user(c: AdminClient, a: Any) -> None:
+def get_user(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _targets(c, a, masters_only=True):
         user = get_user_at(c, addr, _trim(a.username))
         if user:
@@ -154,7 +172,7 @@ def get_user(c: AdminClient, a: Any) -> None:
                 break
 
 
-def list_user(c: AdminClient, a: Any) -> None:
+def list_user(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _targets(c, a, masters_only=True):
         users = list_users_at(c, addr, _trim(a.filter))
         if users:
@@ -164,7 +182,7 @@ def list_user(c: AdminClient, a: Any) -> None:
                 break
 
 
-def copy_user(c: AdminClient, a: Any) -> None:
+def copy_user(c: AdminClient, a: argparse.Namespace) -> None:
     source, target = a.fromBroker.strip(), a.toBroker.strip()
     names = _split(a.usernames)
     users = [u for u in (get_user_at(c, source, n) for n in names) if u] if names else \
@@ -178,41 +196,41 @@ def copy_user(c: AdminClient, a: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- ACLs
-def create_acl(c: AdminClient, a: Any) -> None:
+def create_acl(c: AdminClient, a: argparse.Namespace) -> None:
     info = acl_info(_trim(a.subject), _split(a.resources), _split(a.actions), _split(a.sourceIp), _trim(a.decision))
     for addr in _targets(c, a, masters_only=False):
         create_acl_at(c, addr, info)
         print(f"create acl to {addr} success.")
 
 
-def update_acl(c: AdminClient, a: Any) -> None:
+def update_acl(c: AdminClient, a: argparse.Namespace) -> None:
     info = acl_info(_trim(a.subject), _split(a.resources), _split(a.actions), _split(a.sourceIp), _trim(a.decision))
     for addr in _targets(c, a, masters_only=False):
         update_acl_at(c, addr, info)
         print(f"update acl to {addr} success.")
 
 
-def delete_acl(c: AdminClient, a: Any) -> None:
+def delete_acl(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _targets(c, a, masters_only=False):
         c.call(addr, RequestCode.AUTH_DELETE_ACL, {"subject": _trim(a.subject), "resource": _trim(a.resources)})
         print(f"delete acl to {addr} success.")
 
 
-def get_acl(c: AdminClient, a: Any) -> None:
+def get_acl(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _targets(c, a, masters_only=True):
         acl = get_acl_at(c, addr, _trim(a.subject))
         if acl:
             _print_acls([acl])
 
 
-def list_acl(c: AdminClient, a: Any) -> None:
+def list_acl(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _targets(c, a, masters_only=True):
         acls = list_acls_at(c, addr, _trim(a.subject), _trim(a.resource))
         if acls:
             _print_acls(acls)
 
 
-def copy_acl(c: AdminClient, a: Any) -> None:
+def copy_acl(c: AdminClient, a: argparse.Namespace) -> None:
     source, target = a.fromBroker.strip(), a.toBroker.strip()
     subjects = _split(a.subjects)
     acls = [x for x in (get_acl_at(c, source, s) for s in subjects) if x] if subjects else \
@@ -229,10 +247,10 @@ def _trim(v: Optional[str]) -> Optional[str]:
     return None if v is None else v.strip()
 
 
-_COPY_USER = (copy_user, "Copy user to cluster.", [
+_COPY_USER: SpecEntry = (copy_user, "Copy user to cluster.", [
     (("-f", "--fromBroker"), {"required": True}), (("-t", "--toBroker"), {"required": True}),
     (("-u", "--usernames"), {})])
-_COPY_ACL = (copy_acl, "Copy acl to cluster.", [
+_COPY_ACL: SpecEntry = (copy_acl, "Copy acl to cluster.", [
     (("-f", "--fromBroker"), {"required": True}), (("-t", "--toBroker"), {"required": True}),
     (("-s", "--subjects"), {})])
 

@@ -5,9 +5,11 @@ Each ``fn(client, args)`` talks to the servers and prints like mqadmin; ``SPEC``
 command table (:mod:`rmqd.admin.main`)."""
 from __future__ import annotations
 
+import argparse
 import time
-from typing import Any, Optional
+from typing import Optional
 
+from rmqd.admin.bodies import BrokerStatsData, ConsumeStats, ConsumeStatsList, GroupList, RuntimeInfo
 from rmqd.admin.client import AdminClient, AdminError
 from rmqd.admin.ha_status import ha_status
 from rmqd.admin.options import BROKER, CLUSTER, SpecTable, TOPIC, human_time, is_true
@@ -16,11 +18,11 @@ from rmqd.config import parse_properties
 from rmqd.remoting.codes import RequestCode
 
 
-def _runtime(c: AdminClient, addr: str) -> dict:
-    return c.call_json(addr, RequestCode.GET_BROKER_RUNTIME_INFO)["table"]
+def _runtime(c: AdminClient, addr: str) -> dict[str, str]:
+    return c.answer(RuntimeInfo, addr, RequestCode.GET_BROKER_RUNTIME_INFO)["table"]
 
 
-def cluster_list(c: AdminClient, a: Any) -> None:
+def cluster_list(c: AdminClient, a: argparse.Namespace) -> None:
     info = c.cluster_info()
     clusters = sorted(info.get("clusterAddrTable", {}).items())
     if a.clusterName:
@@ -62,13 +64,13 @@ def cluster_list(c: AdminClient, a: Any) -> None:
                     kv["pageCacheLockTimeMills"], "%2.2f" % hour, "%.4f" % space))
 
 
-def broker_status(c: AdminClient, a: Any) -> None:
+def broker_status(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in c.broker_addrs_of(a.brokerAddr, a.clusterName):
         for k, v in sorted(_runtime(c, addr).items()):
             print("%-32s: %s" % (k, v) if a.brokerAddr else "%-24s %-32s: %s" % (addr, k, v))
 
 
-def get_broker_config(c: AdminClient, a: Any) -> None:
+def get_broker_config(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in c.broker_addrs_of(a.brokerAddr, a.clusterName):
         resp = c.call(addr, RequestCode.GET_BROKER_CONFIG)
         print(f"============{addr}============")
@@ -76,14 +78,14 @@ def get_broker_config(c: AdminClient, a: Any) -> None:
             print("%-50s=  %s" % (k, v))
 
 
-def update_broker_config(c: AdminClient, a: Any) -> None:
+def update_broker_config(c: AdminClient, a: argparse.Namespace) -> None:
     body = f"{a.key}={a.value}\n".encode("utf-8")
     for addr in c.broker_addrs_of(a.brokerAddr, a.clusterName):
         c.call(addr, RequestCode.UPDATE_BROKER_CONFIG, None, body)
         print(f"update broker config success, {addr}")
 
 
-def get_namesrv_config(c: AdminClient, a: Any) -> None:
+def get_namesrv_config(c: AdminClient, a: argparse.Namespace) -> None:
     for ns in c.namesrv_addrs:
         resp = c.call(ns, RequestCode.GET_NAMESRV_CONFIG)
         print(f"============{ns}============")
@@ -91,27 +93,27 @@ def get_namesrv_config(c: AdminClient, a: Any) -> None:
             print("%-50s=  %s" % (k, v))
 
 
-def update_namesrv_config(c: AdminClient, a: Any) -> None:
+def update_namesrv_config(c: AdminClient, a: argparse.Namespace) -> None:
     for ns in c.namesrv_addrs:
         c.call(ns, RequestCode.UPDATE_NAMESRV_CONFIG, None, f"{a.key}={a.value}\n".encode("utf-8"))
     print(f"update name server config success!{c.namesrv_addrs}\n{a.key} : {a.value}")
 
 
-def wipe_write_perm(c: AdminClient, a: Any) -> None:
+def wipe_write_perm(c: AdminClient, a: argparse.Namespace) -> None:
     for ns in c.namesrv_addrs:
         resp = c.call(ns, RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": a.brokerName})
         print(f"wipe write perm of broker[{a.brokerName}] in name server[{ns}] OK, "
-              f"{resp.ext_fields.get('wipeTopicCount')}")
+              f"{(resp.ext_fields or {}).get('wipeTopicCount')}")
 
 
-def add_write_perm(c: AdminClient, a: Any) -> None:
+def add_write_perm(c: AdminClient, a: argparse.Namespace) -> None:
     for ns in c.namesrv_addrs:
         resp = c.call(ns, RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": a.brokerName})
         print(f"add write perm of broker[{a.brokerName}] in name server[{ns}] OK, "
-              f"{resp.ext_fields.get('addTopicCount')}")
+              f"{(resp.ext_fields or {}).get('addTopicCount')}")
 
 
-def _broker_targets(c: AdminClient, a: Any) -> list[str]:
+def _broker_targets(c: AdminClient, a: argparse.Namespace) -> list[str]:
     """``-b`` if given, else the masters of ``-c``, else every master of every cluster."""
     if a.brokerAddr:
         return [a.brokerAddr]
@@ -120,33 +122,33 @@ def _broker_targets(c: AdminClient, a: Any) -> list[str]:
     return [x for cl in c.cluster_info().get("clusterAddrTable", {}) for x in c.master_addrs(cl)]
 
 
-def _call_each(c: AdminClient, a: Any, code: int) -> None:
+def _call_each(c: AdminClient, a: argparse.Namespace, code: int) -> None:
     targets = _broker_targets(c, a)
     for addr in targets:
         c.call(addr, code)
     print(f"{'success' if targets else 'false'}")
 
 
-def clean_expired_cq(c: AdminClient, a: Any) -> None:
+def clean_expired_cq(c: AdminClient, a: argparse.Namespace) -> None:
     _call_each(c, a, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
 
 
-def clean_unused_topic(c: AdminClient, a: Any) -> None:
+def clean_unused_topic(c: AdminClient, a: argparse.Namespace) -> None:
     _call_each(c, a, RequestCode.CLEAN_UNUSED_TOPIC)
 
 
-def delete_expired_commit_log(c: AdminClient, a: Any) -> None:
+def delete_expired_commit_log(c: AdminClient, a: argparse.Namespace) -> None:
     _call_each(c, a, RequestCode.DELETE_EXPIRED_COMMITLOG)
 
 
-def _stats_data(c: AdminClient, addr: str, name: str, key: str) -> Optional[dict]:
+def _stats_data(c: AdminClient, addr: str, name: str, key: str) -> Optional[BrokerStatsData]:
     try:
-        return c.call_json(addr, RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+        return c.answer(BrokerStatsData, addr, RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
     except AdminError:
         return None
 
 
-def stats_all(c: AdminClient, a: Any) -> None:
+def stats_all(c: AdminClient, a: argparse.Namespace) -> None:
     print("%-64s  %-64s %12s %11s %11s %14s %14s" % ("#Topic", "#Consumer Group", "#Accumulation", "#InTPS",
                                                     "#OutTPS", "#InMsg24Hour", "#OutMsg24Hour"))
     topics = [a.topic] if a.topic else c.topic_list()
@@ -158,14 +160,15 @@ def stats_all(c: AdminClient, a: Any) -> None:
         except AdminError:
             continue
         in_tps, in_day = 0.0, 0
-        groups: set = set()
+        groups: set[str] = set()
         for addr in masters.values():
             sd = _stats_data(c, addr, "TOPIC_PUT_NUMS", t)
             if sd:
                 in_tps += sd["statsMinute"]["tps"]
                 in_day += sd["statsDay"]["sum"]
             try:
-                groups |= set(c.call_json(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": t})["groupList"])
+                by_who = c.answer(GroupList, addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": t})
+                groups |= set(by_who["groupList"])
             except AdminError:
                 pass
         if a.activeTopic and in_day == 0:
@@ -180,15 +183,15 @@ def stats_all(c: AdminClient, a: Any) -> None:
                     out_tps += sd["statsMinute"]["tps"]
                     out_day += sd["statsDay"]["sum"]
                 try:
-                    st = c.call_json(addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": g, "topic": t})
+                    st = c.answer(ConsumeStats, addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": g, "topic": t})
                     acc += sum(w["brokerOffset"] - w["consumerOffset"] for w in st["offsetTable"].values())
                 except AdminError:
                     pass
             print("%-64s  %-64s %12d %11.2f %11.2f %14d %14d" % (t, g, acc, in_tps, out_tps, in_day, out_day))
 
 
-def broker_consume_stats(c: AdminClient, a: Any) -> None:
-    body = c.call_json(a.brokerAddr, RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": is_true(a.order)})
+def broker_consume_stats(c: AdminClient, a: argparse.Namespace) -> None:
+    body = c.answer(ConsumeStatsList, a.brokerAddr, RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": is_true(a.order)})
     print("%-64s  %-64s  %-32s  %-4s  %-20s  %-20s  %-20s %s" % ("#Topic", "#Group", "#Broker Name", "#QID",
                                                                "#Broker Offset", "#Consumer Offset", "#Diff",
                                                                "#LastTime"))
@@ -205,12 +208,12 @@ def broker_consume_stats(c: AdminClient, a: Any) -> None:
     print(f"\nDiff Total: {body.get('totalDiff', 0)}")
 
 
-def update_kv_config(c: AdminClient, a: Any) -> None:
+def update_kv_config(c: AdminClient, a: argparse.Namespace) -> None:
     c.namesrv(RequestCode.PUT_KV_CONFIG, {"namespace": a.namespace, "key": a.key, "value": a.value})
     print("update kv config in namespace success.")
 
 
-def delete_kv_config(c: AdminClient, a: Any) -> None:
+def delete_kv_config(c: AdminClient, a: argparse.Namespace) -> None:
     c.namesrv(RequestCode.DELETE_KV_CONFIG, {"namespace": a.namespace, "key": a.key})
     print("delete kv config from namespace success.")
 

@@ -5,7 +5,7 @@ import os
 import random
 import socket
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Mapping, Optional, TypeVar, cast
 
 from rmqd.remoting import fastjson
 from rmqd.acl.signer import sign_request
@@ -13,6 +13,15 @@ from rmqd.remoting.client import BlockingClient, BlockingClientPool
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, new_request
 from rmqd.store.message import decode_messages, encode_properties
+
+if TYPE_CHECKING:
+    from rmqd.admin.bodies import ClusterInfo, TopicList, TopicRoute
+    from rmqd.remoting.fastjson import JsonValue
+    from rmqd.store.message import StoredMessage
+
+#: a request's extension fields (None: left out; booleans as ``true``/``false``, anything else as ``str()``)
+ExtFields = Mapping[str, object]
+_Body = TypeVar("_Body")
 
 TOOLS_CONSUMER = "TOOLS_CONSUMER"
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
@@ -39,7 +48,9 @@ def tools_credentials(home: Optional[str] = None) -> Optional[tuple[str, str]]:
     import yaml
 
     with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f) or {}
+        data: object = yaml.safe_load(f) or {}
+    if not isinstance(data, dict):
+        return None
     ak, sk = data.get("accessKey"), data.get("secretKey")
     return (str(ak), str(sk)) if ak and sk else None
 
@@ -61,50 +72,63 @@ class AdminClient:
     def _client(self, addr: str) -> BlockingClient:
         return self._pool.get(addr)
 
-    def call(self, addr: str, code: int, ext: Optional[dict] = None, body: Any = None,
-             ok: tuple = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+    def call(self, addr: str, code: int, ext: Optional[ExtFields] = None, body: Optional[bytes] = None,
+             ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
         """Invoke and return the response; raise :class:`AdminError` unless its code is in ``ok``."""
-        ext = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (ext or {}).items()
-               if v is not None}
+        fields = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (ext or {}).items()
+                  if v is not None}
         if self.credentials is not None:
-            sign_request(ext, body if isinstance(body, (bytes, bytearray)) else None, *self.credentials)
-        resp = self._client(addr).invoke(new_request(code, ext, body), self.timeout)
+            sign_request(fields, body, *self.credentials)
+        resp = self._client(addr).invoke(new_request(code, fields, body), self.timeout)
         if resp.code not in ok:
             raise AdminError(resp.code, resp.remark, addr)
         return resp
 
-    def call_json(self, addr: str, code: int, ext: Optional[dict] = None, body: Any = None) -> Any:
+    def call_json(self, addr: str, code: int, ext: Optional[ExtFields] = None,
+                  body: Optional[bytes] = None) -> JsonValue:
         resp = self.call(addr, code, ext, body)
         raw = resp.body_bytes() if resp.body is not None else b""
         return fastjson.loads_lenient(raw) if raw else None
 
-    def namesrv(self, code: int, ext: Optional[dict] = None, body: Any = None, **kw: Any) -> RemotingCommand:
+    def answer(self, shape: type[_Body], addr: str, code: int, ext: Optional[ExtFields] = None,
+               body: Optional[bytes] = None) -> _Body:
+        """``call_json``'s answer ({} without a body) read as ``shape``, the body the code answers with
+        (:mod:`rmqd.admin.bodies`)."""
+        # the JSON decode boundary: the server's body is trusted to have its code's shape, as mqadmin does
+        return cast(_Body, self.call_json(addr, code, ext, body) or {})
+
+    def namesrv(self, code: int, ext: Optional[ExtFields] = None, body: Optional[bytes] = None,
+                ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
         last: Optional[Exception] = None
         for addr in self.namesrv_addrs:
             try:
-                return self.call(addr, code, ext, body, **kw)
+                return self.call(addr, code, ext, body, ok)
             except (OSError, TimeoutError, ConnectionError) as exc:
                 last = exc
         raise last or AdminError(-1, "no name server address")
 
-    def namesrv_json(self, code: int, ext: Optional[dict] = None) -> Any:
+    def namesrv_json(self, code: int, ext: Optional[ExtFields] = None) -> JsonValue:
         resp = self.namesrv(code, ext)
         raw = resp.body_bytes() if resp.body is not None else b""
         return fastjson.loads_lenient(raw) if raw else None
 
     # ------------------------------------------------------------------ name server views
-    def cluster_info(self) -> dict:
-        return self.namesrv_json(RequestCode.GET_BROKER_CLUSTER_INFO) or {}
+    def cluster_info(self) -> ClusterInfo:
+        # the JSON decode boundary: GET_BROKER_CLUSTER_INFO's body
+        return cast("ClusterInfo", self.namesrv_json(RequestCode.GET_BROKER_CLUSTER_INFO) or {})
 
-    def route(self, topic: str) -> dict:
-        return self.namesrv_json(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}) or {}
+    def route(self, topic: str) -> TopicRoute:
+        # the JSON decode boundary: GET_ROUTEINFO_BY_TOPIC's body
+        return cast("TopicRoute", self.namesrv_json(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}) or {})
 
     def topic_list(self) -> list[str]:
-        return list((self.namesrv_json(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) or {}).get("topicList", []))
+        # the JSON decode boundary: GET_ALL_TOPIC_LIST_FROM_NAMESERVER's body
+        body = cast("TopicList", self.namesrv_json(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) or {})
+        return list(body.get("topicList", []))
 
     def master_addrs(self, cluster: str) -> list[str]:
         info = self.cluster_info()
-        addrs = []
+        addrs: list[str] = []
         for name in sorted(info.get("clusterAddrTable", {}).get(cluster, [])):
             bd = info.get("brokerAddrTable", {}).get(name) or {}
             a = broker_addr_of(bd, 0)
@@ -130,7 +154,7 @@ class AdminClient:
 
     def route_masters(self, topic: str) -> dict[str, str]:
         """brokerName → master address from the topic route."""
-        out = {}
+        out: dict[str, str] = {}
         for bd in self.route(topic).get("brokerDatas", []):
             a = broker_addr_of(bd, 0)
             if a:
@@ -139,17 +163,17 @@ class AdminClient:
 
     # ------------------------------------------------------------------ broker helpers
     def max_offset(self, addr: str, topic: str, qid: int) -> int:
-        return int(self.call(addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": qid}).ext_fields["offset"])
+        return _offset(self.call(addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": qid}))
 
     def min_offset(self, addr: str, topic: str, qid: int) -> int:
-        return int(self.call(addr, RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": qid}).ext_fields["offset"])
+        return _offset(self.call(addr, RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": qid}))
 
     def search_offset(self, addr: str, topic: str, qid: int, ts: int) -> int:
-        return int(self.call(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                             {"topic": topic, "queueId": qid, "timestamp": ts}).ext_fields["offset"])
+        return _offset(self.call(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                 {"topic": topic, "queueId": qid, "timestamp": ts}))
 
     def pull(self, addr: str, topic: str, qid: int, offset: int, max_nums: int = 32, group: str = TOOLS_CONSUMER,
-             sub: str = "*") -> tuple[int, int, list]:
+             sub: str = "*") -> tuple[int, int, list[StoredMessage]]:
         """One PULL_MESSAGE (subscription in the request, no suspend): (code, nextBeginOffset, messages)."""
         resp = self.call(addr, RequestCode.PULL_MESSAGE, {
             "consumerGroup": group, "topic": topic, "queueId": qid, "queueOffset": offset,
@@ -173,6 +197,15 @@ class AdminClient:
             "properties": encode_properties(props), "reconsumeTimes": 0, "unitMode": False, "batch": False}, body)
 
 
-def broker_addr_of(broker_data: dict, bid: int) -> Optional[str]:
+def _offset(resp: RemotingCommand) -> int:
+    """The ``offset`` extension field of an offset answer."""
+    return int((resp.ext_fields or {})["offset"])
+
+
+def broker_addr_of(broker_data: Mapping[str, object], bid: int) -> Optional[str]:
+    """The address of broker ``bid`` in a BrokerData body (its ``brokerAddrs`` keys are numbers or strings)."""
     addrs = broker_data.get("brokerAddrs") or {}
-    return addrs.get(bid) or addrs.get(str(bid))
+    if not isinstance(addrs, dict):
+        return None
+    addr = addrs.get(bid) or addrs.get(str(bid))
+    return addr if isinstance(addr, str) else None

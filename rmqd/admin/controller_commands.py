@@ -10,10 +10,12 @@ response body's ``brokerMemberGroup``; mqadmin 5.x decodes the body as the wrong
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import time
-from typing import Any
+from typing import cast
 
+from rmqd.admin.bodies import ElectMasterBody, EpochCache, ReplicaIdentity, SyncStateData
 from rmqd.admin.client import AdminClient, AdminError
 from rmqd.admin.options import SpecTable
 from rmqd.config import parse_properties
@@ -23,7 +25,7 @@ from rmqd.remoting import fastjson
 _A = ("-a", "--controllerAddress")
 
 
-def _java(value: Any) -> str:
+def _java(value: object) -> str:
     """Java's ``%s`` / ``%d`` of a possibly-null value."""
     if value is None:
         return "null"
@@ -52,7 +54,7 @@ def _leader(c: AdminClient, addr: str) -> str:
 
 
 # ====================================================================== commands
-def get_controller_metadata(c: AdminClient, a: Any) -> None:
+def get_controller_metadata(c: AdminClient, a: argparse.Namespace) -> None:
     md = controller_metadata(c, a.controllerAddress.strip())
     out = [f"\n#ControllerGroup\t{_java(md.get('group'))}",
            f"\n#ControllerLeaderId\t{_java(md.get('controllerLeaderId'))}",
@@ -61,7 +63,7 @@ def get_controller_metadata(c: AdminClient, a: Any) -> None:
     sys.stdout.write("".join(out) + "\n")
 
 
-def get_sync_state_set(c: AdminClient, a: Any) -> None:
+def get_sync_state_set(c: AdminClient, a: argparse.Namespace) -> None:
     addr = _first_addr(a.controllerAddress)
     if a.brokerName:
         names = [a.brokerName.strip()]
@@ -81,7 +83,9 @@ def _print_sync_state_set(c: AdminClient, addr: str, names: list[str]) -> None:
     if not names:
         return
     resp = c.call(_leader(c, addr), R.CONTROLLER_GET_SYNC_STATE_DATA, body=fastjson.dumps(names))
-    table = (fastjson.loads_lenient(resp.body_bytes()) or {}).get("replicasInfoTable") or {}
+    # the JSON decode boundary: the controller's BrokerReplicasInfo
+    data = cast(SyncStateData, fastjson.loads_lenient(resp.body_bytes()) or {})
+    table = data.get("replicasInfoTable") or {}
     for name, info in table.items():
         in_sync = info.get("inSyncReplicas") or []
         not_in_sync = info.get("notInSyncReplicas") or []
@@ -96,12 +100,12 @@ def _print_sync_state_set(c: AdminClient, addr: str, names: list[str]) -> None:
             sys.stdout.write(f"\nNotInSyncReplica:\t{_replica_identity(member)}\n")
 
 
-def _replica_identity(r: dict) -> str:
+def _replica_identity(r: ReplicaIdentity) -> str:
     return (f"ReplicaIdentity{{brokerName='{_java(r.get('brokerName'))}', brokerId={_java(r.get('brokerId'))}, "
             f"brokerAddress='{_java(r.get('brokerAddress'))}', alive={_java(r.get('alive'))}}}")
 
 
-def elect_master(c: AdminClient, a: Any) -> None:
+def elect_master(c: AdminClient, a: argparse.Namespace) -> None:
     broker_id = int(a.brokerId.strip())
     leader = _leader(c, a.controllerAddress.strip())
     resp = c.call(leader, R.CONTROLLER_ELECT_MASTER, {
@@ -111,13 +115,15 @@ def elect_master(c: AdminClient, a: Any) -> None:
     sys.stdout.write(f"\n#ClusterName\t{a.clusterName.strip()}\n#BrokerName\t{a.brokerName.strip()}"
                      f"\n#BrokerMasterAddr\t{_java(h.get('masterAddress'))}\n#MasterEpoch\t{_java(h.get('masterEpoch'))}"
                      f"\n#SyncStateSetEpoch\t{_java(h.get('syncStateSetEpoch'))}\n")
-    body = fastjson.loads_lenient(resp.body_bytes()) if resp.body is not None and resp.body_bytes() else {}
-    group = (body or {}).get("brokerMemberGroup") or {}
+    # the JSON decode boundary: the controller's ElectMasterResponseBody
+    body = cast(ElectMasterBody, fastjson.loads_lenient(resp.body_bytes()) or {}
+                if resp.body is not None and resp.body_bytes() else {})
+    group = body.get("brokerMemberGroup") or {}
     for bid, addr in sorted((group.get("brokerAddrs") or {}).items(), key=lambda kv: int(kv[0])):
         sys.stdout.write(f"\t#Broker\t{int(bid)}\t{addr}\n")
 
 
-def clean_broker_metadata(c: AdminClient, a: Any) -> None:
+def clean_broker_metadata(c: AdminClient, a: argparse.Namespace) -> None:
     ids = a.brokerControllerIdsToClean.strip() if a.brokerControllerIdsToClean else None
     if ids:
         try:
@@ -135,7 +141,7 @@ def clean_broker_metadata(c: AdminClient, a: Any) -> None:
     sys.stdout.write(f"clear broker {a.brokerName.strip()} metadata from controller success! \n")
 
 
-def update_controller_config(c: AdminClient, a: Any) -> None:
+def update_controller_config(c: AdminClient, a: argparse.Namespace) -> None:
     servers = _addr_list(a.controllerAddress)
     key, value = a.key.strip(), a.value.strip()
     body = f"{key}={value}\n".encode("utf-8")
@@ -144,7 +150,7 @@ def update_controller_config(c: AdminClient, a: Any) -> None:
     sys.stdout.write(f"update controller config success![{', '.join(servers)}]\n{key} : {value}\n")
 
 
-def get_controller_config(c: AdminClient, a: Any) -> None:
+def get_controller_config(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in _addr_list(a.controllerAddress):
         resp = c.call(addr, R.GET_CONTROLLER_CONFIG)
         props = parse_properties(resp.body_bytes().decode("utf-8")) if resp.body is not None else {}
@@ -153,7 +159,7 @@ def get_controller_config(c: AdminClient, a: Any) -> None:
             sys.stdout.write(f"{key:<50s}=  {value}\n")
 
 
-def get_broker_epoch(c: AdminClient, a: Any) -> None:
+def get_broker_epoch(c: AdminClient, a: argparse.Namespace) -> None:
     """GET_BROKER_EPOCH_CACHE (1007) to every master and slave of ``-b`` (or of every group of ``-c``), printed
     as mqadmin's GetBrokerEpochSubCommand (the last epoch ends at the broker's max offset)."""
     info = c.cluster_info()
@@ -167,7 +173,7 @@ def get_broker_epoch(c: AdminClient, a: Any) -> None:
         for name in names:
             addrs = (info.get("brokerAddrTable", {}).get(name) or {}).get("brokerAddrs") or {}
             for addr in sorted(set(addrs.values())):
-                cache = c.call_json(addr, R.GET_BROKER_EPOCH_CACHE) or {}
+                cache = c.answer(EpochCache, addr, R.GET_BROKER_EPOCH_CACHE)
                 out = (f"\n#clusterName\t{_java(cache.get('clusterName'))}\n#brokerName\t{_java(cache.get('brokerName'))}"
                        f"\n#brokerAddr\t{addr}\n#brokerId\t{_java(cache.get('brokerId'))}")
                 epochs = cache.get("epochList") or []

@@ -5,9 +5,11 @@ Each ``fn(client, args)`` talks to the servers and prints like mqadmin; ``SPEC``
 command table (:mod:`rmqd.admin.main`)."""
 from __future__ import annotations
 
+import argparse
 import json
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
+from rmqd.admin.bodies import ConsumeStats, ConsumerConnection, OffsetWrapper, ProducerConnection
 from rmqd.admin.client import AdminClient, AdminError
 from rmqd.admin.options import BROKER, CLUSTER, GROUP, SpecTable, TOPIC, human_time, is_true
 from rmqd.common.constants import RETRY_GROUP_TOPIC_PREFIX as RETRY
@@ -15,8 +17,11 @@ from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.store import topic_attributes
 
+if TYPE_CHECKING:
+    from rmqd.remoting.fastjson import MessageQueue
 
-def update_sub_group(c: AdminClient, a: Any) -> None:
+
+def update_sub_group(c: AdminClient, a: argparse.Namespace) -> None:
     cfg = {"brokerId": a.brokerId, "consumeBroadcastEnable": is_true(a.consumeBroadcastEnable),
            "consumeEnable": is_true(a.consumeEnable), "consumeFromMinEnable": is_true(a.consumeFromMinEnable),
            "groupName": a.consumerGroup, "notifyConsumerIdsChangedEnable": is_true(a.notifyConsumerIdsChanged),
@@ -33,7 +38,7 @@ def update_sub_group(c: AdminClient, a: Any) -> None:
     print("SubscriptionGroupConfig " + json.dumps(cfg, sort_keys=True))
 
 
-def set_consume_mode(c: AdminClient, a: Any) -> None:
+def set_consume_mode(c: AdminClient, a: argparse.Namespace) -> None:
     """5.x mqadmin setConsumeMode: SET_MESSAGE_REQUEST_MODE (401), how QUERY_ASSIGNMENT serves the group."""
     body = {"topic": a.topicName, "consumerGroup": a.consumerGroup, "mode": a.mode,
             "popShareQueueNum": a.popShareQueueNum}
@@ -44,7 +49,7 @@ def set_consume_mode(c: AdminClient, a: Any) -> None:
           f"popShareQueueNum[{a.popShareQueueNum}]")
 
 
-def delete_sub_group(c: AdminClient, a: Any) -> None:
+def delete_sub_group(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in c.broker_addrs_of(a.brokerAddr, a.clusterName):
         c.call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP,
                {"groupName": a.consumerGroup, "removeOffset": is_true(a.removeOffset),
@@ -53,17 +58,18 @@ def delete_sub_group(c: AdminClient, a: Any) -> None:
               f"[{a.clusterName or ''}] success.")
 
 
-def _consume_stats(c: AdminClient, group: str, topic: Optional[str] = None) -> tuple[dict, float]:
-    table: dict = {}
+def _consume_stats(c: AdminClient, group: str,
+                   topic: Optional[str] = None) -> tuple[dict[MessageQueue, OffsetWrapper], float]:
+    table: dict[MessageQueue, OffsetWrapper] = {}
     tps = 0.0
     for addr in c.route_masters(RETRY + group).values():
-        body = c.call_json(addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic})
+        body = c.answer(ConsumeStats, addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic})
         table.update(body.get("offsetTable", {}))
         tps += float(body.get("consumeTps", 0.0))
     return table, tps
 
 
-def consumer_progress(c: AdminClient, a: Any) -> None:
+def consumer_progress(c: AdminClient, a: argparse.Namespace) -> None:
     if a.consumerGroup:
         table, tps = _consume_stats(c, a.consumerGroup)
         print("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %s" % ("#Topic", "#Broker Name", "#QID", "#Broker Offset",
@@ -100,17 +106,18 @@ def consumer_progress(c: AdminClient, a: Any) -> None:
                                                            ("PULL" if ctype else ""), model, int(tps), diff))
 
 
-def _consumer_conn(c: AdminClient, group: str) -> dict:
+def _consumer_conn(c: AdminClient, group: str) -> ConsumerConnection:
     last: Optional[AdminError] = None
     for addr in c.route_masters(RETRY + group).values():
         try:
-            return c.call_json(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
+            return c.answer(ConsumerConnection, addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                            {"consumerGroup": group})
         except AdminError as exc:
             last = exc
     raise last or AdminError(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
 
 
-def consumer_connection(c: AdminClient, a: Any) -> None:
+def consumer_connection(c: AdminClient, a: argparse.Namespace) -> None:
     cc = _consumer_conn(c, a.consumerGroup)
     print("%-36s %-22s %-10s %s" % ("#ClientId", "#ClientAddr", "#Language", "#Version"))
     for i, conn in enumerate(sorted(cc["connectionSet"], key=lambda x: x["clientId"]), 1):
@@ -123,7 +130,7 @@ def consumer_connection(c: AdminClient, a: Any) -> None:
           f"ConsumeFromWhere: {cc['consumeFromWhere']}")
 
 
-def consumer_status(c: AdminClient, a: Any) -> None:
+def consumer_status(c: AdminClient, a: argparse.Namespace) -> None:
     cc = _consumer_conn(c, a.consumerGroup)
     masters = list(c.route_masters(RETRY + a.consumerGroup).values())
     for i, conn in enumerate(sorted(cc["connectionSet"], key=lambda x: x["clientId"]), 1):
@@ -138,9 +145,10 @@ def consumer_status(c: AdminClient, a: Any) -> None:
             print(f"\n{cid}: {exc}")
 
 
-def producer_connection(c: AdminClient, a: Any) -> None:
+def producer_connection(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in c.route_masters(a.topic).values():
-        body = c.call_json(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": a.producerGroup})
+        body = c.answer(ProducerConnection, addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                        {"producerGroup": a.producerGroup})
         for i, conn in enumerate(sorted(body["connectionSet"], key=lambda x: x["clientId"]), 1):
             print("%04d  %-32s %-22s %-8s %s" % (i, conn["clientId"], conn["clientAddr"], conn["language"],
                                                 conn["version"]))

@@ -8,9 +8,10 @@ operator computes it from ``brokerStatus``.
 """
 from __future__ import annotations
 
+import argparse
 import time
-from typing import Any
 
+from rmqd.admin.bodies import HaStatus, RuntimeInfo
 from rmqd.admin.client import AdminClient, AdminError
 from rmqd.remoting.codes import ResponseCode
 
@@ -28,14 +29,14 @@ def _groups(c: AdminClient, cluster: str | None) -> list[dict[int, str]]:
     info = c.cluster_info()
     names = info.get("clusterAddrTable", {}).get(cluster, []) if cluster else \
         [n for ns in info.get("clusterAddrTable", {}).values() for n in ns]
-    out = []
+    out: list[dict[int, str]] = []
     for name in sorted(set(names)):
         addrs = (info.get("brokerAddrTable", {}).get(name) or {}).get("brokerAddrs") or {}
         out.append({int(k): v for k, v in addrs.items()})
     return out
 
 
-def _print_master(addr: str, info: dict) -> None:
+def _print_master(addr: str, info: HaStatus) -> None:
     conns = info.get("haConnectionInfo") or []
     print(f"\n#MasterAddr\t{addr}\n#MasterCommitLogMaxOffset\t{info.get('masterCommitLogMaxOffset', 0)}\n"
           f"#SlaveNum\t{len(conns)}\n#InSyncSlaveNum\t{info.get('inSyncSlaveNums', 0)}")
@@ -47,7 +48,7 @@ def _print_master(addr: str, info: dict) -> None:
             "OK" if ci.get("inSync") else "Fall Behind", ci.get("transferFromWhere", 0), ci.get("lagMillis", 0)))
 
 
-def _print_slave(info: dict) -> None:
+def _print_slave(info: HaStatus) -> None:
     ci = info.get("haClientRuntimeInfo") or {}
     print(f"\n#MasterAddr\t{ci.get('masterAddr', '')}")
     print(f"#CommitLogMaxOffset\t{ci.get('maxOffset', 0)}")
@@ -60,7 +61,7 @@ def _print_slave(info: dict) -> None:
 def _print_offsets(c: AdminClient, group: dict[int, str]) -> None:
     """A broker without GET_BROKER_HA_STATUS (Java 4.9.8): lag from the CommitLog max offsets."""
     def max_offset(addr: str) -> int:
-        return int(c.call_json(addr, 28)["table"]["commitLogMaxOffset"])
+        return int(c.answer(RuntimeInfo, addr, 28)["table"]["commitLogMaxOffset"])
     master = group.get(0)
     mx = max_offset(master) if master else 0
     print(f"\n#MasterAddr\t{master or '-'} (no GET_BROKER_HA_STATUS: lag from CommitLog max offsets)\n"
@@ -72,7 +73,7 @@ def _print_offsets(c: AdminClient, group: dict[int, str]) -> None:
             print("%-32s  %-16d %16d" % (addr, off, max(0, mx - off) if master else 0))
 
 
-def ha_status(c: AdminClient, a: Any) -> None:
+def ha_status(c: AdminClient, a: argparse.Namespace) -> None:
     """``-b`` one broker (master or slave), else every group of ``-c`` (or of every cluster)."""
     targets = [{0: a.brokerAddr}] if a.brokerAddr else _groups(c, a.clusterName)
     for group in targets:
@@ -80,7 +81,7 @@ def ha_status(c: AdminClient, a: Any) -> None:
         if addr is None:
             continue
         try:
-            info = c.call_json(addr, GET_BROKER_HA_STATUS)
+            info = c.answer(HaStatus, addr, GET_BROKER_HA_STATUS)
         except AdminError as exc:
             if exc.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
                 raise

@@ -4,36 +4,45 @@ Each ``fn(client, args)`` talks to the servers and prints like mqadmin; ``SPEC``
 command table (:mod:`rmqd.admin.main`)."""
 from __future__ import annotations
 
-from typing import Any
+import argparse
+from typing import TYPE_CHECKING
 
 from rmqd.admin.client import AdminClient, AdminError
 from rmqd.admin.options import GROUP, SpecTable, TOPIC, is_true, parse_time
 from rmqd.remoting import fastjson
+from rmqd.admin.bodies import ConsumeStats, ResetOffsetBody
 from rmqd.remoting.codes import RequestCode, ResponseCode
 
+if TYPE_CHECKING:
+    from rmqd.remoting.fastjson import MessageQueue
 
-def clone_group_offset(c: AdminClient, a: Any) -> None:
+
+def clone_group_offset(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in c.route_masters(a.topic).values():
         c.call(addr, RequestCode.CLONE_GROUP_OFFSET, {"srcGroup": a.srcGroup, "destGroup": a.destGroup,
                                                       "topic": a.topic, "offline": is_true(a.offline)})
     print(f"clone group offset success. srcGroup[{a.srcGroup}], destGroup={a.destGroup}, topic[{a.topic}]")
 
 
-def reset_offsets(c: AdminClient, group: str, topic: str, ts: int, force: bool, cplus: bool = False) -> dict:
+def reset_offsets(c: AdminClient, group: str, topic: str, ts: int, force: bool,
+                  cplus: bool = False) -> dict[MessageQueue, int]:
     """222 on every master; on CONSUMER_NOT_ONLINE the offline path (208 + 29 + 15)."""
-    out: dict = {}
+    out: dict[MessageQueue, int] = {}
     for name, addr in sorted(c.route_masters(topic).items()):
         try:
-            body = c.call_json(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
-                               {"topic": topic, "group": group, "timestamp": ts, "isForce": force})
+            body = c.answer(ResetOffsetBody, addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                            {"topic": topic, "group": group, "timestamp": ts, "isForce": force})
             table = body.get("offsetTable", {})
             if isinstance(table, list):
-                table = {fastjson.MessageQueue(x["topic"], x["brokerName"], x["queueId"]): x["offset"] for x in table}
-            out.update(table)
+                out.update({fastjson.MessageQueue(x["topic"], x["brokerName"], x["queueId"]): x["offset"]
+                            for x in table})
+            else:
+                out.update(table)
         except AdminError as exc:
             if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
                 raise
-            stats = c.call_json(addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic})
+            stats = c.answer(ConsumeStats, addr, RequestCode.GET_CONSUME_STATS,
+                             {"consumerGroup": group, "topic": topic})
             for mq, w in stats.get("offsetTable", {}).items():
                 target = (c.max_offset(addr, topic, mq.queueId) if ts == -1
                           else c.search_offset(addr, topic, mq.queueId, ts))
@@ -46,13 +55,13 @@ def reset_offsets(c: AdminClient, group: str, topic: str, ts: int, force: bool, 
     return out
 
 
-def _print_reset(out: dict) -> None:
+def _print_reset(out: dict[MessageQueue, int]) -> None:
     print("%-40s  %-40s  %-40s" % ("#brokerName", "#queueId", "#offset"))
     for mq in sorted(out, key=lambda m: (m.brokerName, m.queueId)):
         print("%-40s  %-40d  %-40d" % (mq.brokerName, mq.queueId, out[mq]))
 
 
-def reset_offset_by_time(c: AdminClient, a: Any) -> None:
+def reset_offset_by_time(c: AdminClient, a: argparse.Namespace) -> None:
     ts = parse_time(a.timestamp)
     force = is_true(a.force)
     out = reset_offsets(c, a.consumerGroup, a.topic, ts, force, a.cplus)
@@ -61,7 +70,7 @@ def reset_offset_by_time(c: AdminClient, a: Any) -> None:
     _print_reset(out)
 
 
-def skip_accumulated(c: AdminClient, a: Any) -> None:
+def skip_accumulated(c: AdminClient, a: argparse.Namespace) -> None:
     _print_reset(reset_offsets(c, a.consumerGroup, a.topic, -1, is_true(a.force)))
 
 

@@ -5,16 +5,21 @@ Each ``fn(client, args)`` talks to the servers and prints like mqadmin; ``SPEC``
 command table (:mod:`rmqd.admin.main`)."""
 from __future__ import annotations
 
+import argparse
 import json
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
+from rmqd.admin.bodies import GroupList, TopicConfigTable, TopicStats
 from rmqd.admin.client import AdminClient, AdminError, ORDER_TOPIC_CONFIG, broker_addr_of
 from rmqd.admin.options import BROKER, CLUSTER, SpecTable, TOPIC, human_time, is_true
 from rmqd.common.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX as RETRY
 from rmqd.remoting.codes import RequestCode, ResponseCode
 
+if TYPE_CHECKING:
+    from rmqd.admin.bodies import TopicConfig, TopicOffset
 
-def _topic_config_text(tc: dict) -> str:
+
+def _topic_config_text(tc: Mapping[str, object]) -> str:
     return ("TopicConfig [topicName={topicName}, readQueueNums={readQueueNums}, writeQueueNums={writeQueueNums}, "
             "perm={perm}, topicFilterType={topicFilterType}, topicSysFlag={topicSysFlag}, order={order}, "
             "attributes={attributes}]").format(**tc)
@@ -24,7 +29,7 @@ def _perm_text(perm: int) -> str:
     return ("R" if perm & 4 else "-") + ("W" if perm & 2 else "-") + ("X" if perm & 1 else "-")
 
 
-def update_topic(c: AdminClient, a: Any) -> None:
+def update_topic(c: AdminClient, a: argparse.Namespace) -> None:
     ext = {"topic": a.topic, "defaultTopic": "TBW102", "readQueueNums": a.readQueueNums,
            "writeQueueNums": a.writeQueueNums, "perm": a.perm, "topicFilterType": "SINGLE_TAG",
            "topicSysFlag": (1 if is_true(a.unit) else 0) | (2 if is_true(a.hasUnitSub) else 0),
@@ -49,7 +54,7 @@ def update_topic(c: AdminClient, a: Any) -> None:
     print(_topic_config_text(tc))
 
 
-def delete_topic(c: AdminClient, a: Any) -> None:
+def delete_topic(c: AdminClient, a: argparse.Namespace) -> None:
     for addr in c.master_addrs(a.clusterName):
         c.call(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": a.topic})
     print(f"delete topic [{a.topic}] from cluster [{a.clusterName}] success.")
@@ -58,7 +63,7 @@ def delete_topic(c: AdminClient, a: Any) -> None:
     print(f"delete topic [{a.topic}] from NameServer success.")
 
 
-def topic_list(c: AdminClient, a: Any) -> None:
+def topic_list(c: AdminClient, a: argparse.Namespace) -> None:
     topics = c.topic_list()
     if not a.clusterModel:
         attrs = {}
@@ -81,43 +86,43 @@ def topic_list(c: AdminClient, a: Any) -> None:
             for cl, brokers in info.get("clusterAddrTable", {}).items():
                 if names & set(brokers):
                     cluster = cl
-            groups: list = []
+            groups: list[str] = []
             for addr in c.route_masters(t).values():
-                groups += c.call_json(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": t})["groupList"]
+                groups += c.answer(GroupList, addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": t})["groupList"]
         except AdminError:
             groups = []
         for g in sorted(set(groups)) or [""]:
             print("%-20s  %-48s  %-48s" % (cluster, t, g))
 
 
-def topic_route(c: AdminClient, a: Any) -> None:
+def topic_route(c: AdminClient, a: argparse.Namespace) -> None:
     print(json.dumps(c.route(a.topic), indent=2, sort_keys=True, default=str))
 
 
-def topic_status(c: AdminClient, a: Any) -> None:
-    attrs = {}
+def topic_status(c: AdminClient, a: argparse.Namespace) -> None:
+    attrs: dict[str, str] = {}
     for table in _topic_configs(c, a.topic).values():
         attrs.update((table.get(a.topic) or {}).get("attributes") or {})
     if attrs:
         print(f"#Attributes: {_attrs_text(attrs)}")
     print("%-32s  %-4s  %-20s  %-20s    %s" % ("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"))
-    rows = []
+    rows: list[tuple[str, int, TopicOffset]] = []
     for name, addr in sorted(c.route_masters(a.topic).items()):
-        table = c.call_json(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": a.topic})["offsetTable"]
-        rows += [(mq.brokerName, mq.queueId, v) for mq, v in table.items()]
+        offsets = c.answer(TopicStats, addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": a.topic})["offsetTable"]
+        rows += [(mq.brokerName, mq.queueId, v) for mq, v in offsets.items()]
     for name, qid, v in sorted(rows, key=lambda r: (r[0], r[1])):
         print("%-32s  %-4d  %-20d  %-20d    %s" % (name, qid, v["minOffset"], v["maxOffset"],
                                                   human_time(v["lastUpdateTimestamp"])))
 
 
-def topic_cluster_list(c: AdminClient, a: Any) -> None:
+def topic_cluster_list(c: AdminClient, a: argparse.Namespace) -> None:
     names = {bd["brokerName"] for bd in c.route(a.topic).get("brokerDatas", [])}
     for cl, brokers in sorted(c.cluster_info().get("clusterAddrTable", {}).items()):
         if names & set(brokers):
             print(cl)
 
 
-def update_topic_perm(c: AdminClient, a: Any) -> None:
+def update_topic_perm(c: AdminClient, a: argparse.Namespace) -> None:
     route = c.route(a.topic)
     masters = {bd["brokerName"]: broker_addr_of(bd, 0) for bd in route.get("brokerDatas", [])}
     targets = [a.brokerAddr] if a.brokerAddr else (c.master_addrs(a.clusterName) if a.clusterName else [])
@@ -138,11 +143,11 @@ def update_topic_perm(c: AdminClient, a: Any) -> None:
         print(f"update topic perm from {qd['perm']} to {a.perm} in {addr} success.")
 
 
-def update_order_conf(c: AdminClient, a: Any) -> None:
+def update_order_conf(c: AdminClient, a: argparse.Namespace) -> None:
     ext = {"namespace": ORDER_TOPIC_CONFIG, "key": a.topic}
     if a.method == "get":
         resp = c.namesrv(RequestCode.GET_KV_CONFIG, ext)
-        print(f"get orderConf success. topic={a.topic}, orderConf={resp.ext_fields.get('value')}")
+        print(f"get orderConf success. topic={a.topic}, orderConf={(resp.ext_fields or {}).get('value')}")
     elif a.method == "put":
         if not a.orderConf:
             raise AdminError(-1, "please set orderConf with option -v.")
@@ -155,7 +160,7 @@ def update_order_conf(c: AdminClient, a: Any) -> None:
         raise AdminError(-1, f"unknown method {a.method}")
 
 
-def allocate_mq(c: AdminClient, a: Any) -> None:
+def allocate_mq(c: AdminClient, a: argparse.Namespace) -> None:
     """AllocateMessageQueueAveragely over the topic's readable queues for each client ip."""
     route = c.route(a.topic)
     mqs = []
@@ -173,17 +178,18 @@ def allocate_mq(c: AdminClient, a: Any) -> None:
     print(json.dumps({"result": result}, indent=2))
 
 
-def _attrs_text(attrs: Optional[dict]) -> str:
+def _attrs_text(attrs: Optional[Mapping[str, str]]) -> str:
     return "{" + ", ".join(f"{k}={v}" for k, v in sorted((attrs or {}).items())) + "}"
 
 
-def _topic_configs(c: AdminClient, topic: Optional[str] = None, broker: Optional[str] = None) -> dict:
+def _topic_configs(c: AdminClient, topic: Optional[str] = None,
+                   broker: Optional[str] = None) -> dict[str, dict[str, TopicConfig]]:
     """brokerAddr -> {topic: TopicConfig dict} from GET_ALL_TOPIC_CONFIG."""
     addrs = [broker] if broker else (list(c.route_masters(topic).values()) if topic else c.all_master_addrs())
-    out = {}
+    out: dict[str, dict[str, TopicConfig]] = {}
     for addr in addrs:
         try:
-            body = c.call_json(addr, RequestCode.GET_ALL_TOPIC_CONFIG, {}) or {}
+            body = c.answer(TopicConfigTable, addr, RequestCode.GET_ALL_TOPIC_CONFIG, {})
         except (AdminError, OSError, TimeoutError) as exc:
             print(f"# {addr}: topic configs unavailable ({exc})")
             continue
@@ -191,7 +197,7 @@ def _topic_configs(c: AdminClient, topic: Optional[str] = None, broker: Optional
     return out
 
 
-def get_topic_config(c: AdminClient, a: Any) -> None:
+def get_topic_config(c: AdminClient, a: argparse.Namespace) -> None:
     """The topic's config on each broker, attributes included (5.x getTopicConfig)."""
     found = False
     for addr, table in sorted(_topic_configs(c, a.topic, a.brokerAddr).items()):

@@ -31,7 +31,7 @@ import os
 import posixpath
 import time
 import uuid
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypedDict, cast
 
 import numpy as np
 import pyarrow as pa
@@ -39,14 +39,18 @@ import pyarrow.compute as pc
 
 from rmqd.pipeline.errors import PipelineError, exclusive_lock, in_task
 from rmqd.pipeline.fs import OutputFS
-from rmqd.pipeline.parquet_out import PartitionedWriter, escape_value, split_rows, split_runs
+from rmqd.pipeline.parquet_out import PartitionedWriter, WrittenFile, escape_value, split_rows, split_runs
 from rmqd.pipeline.runner import (JobSummary, SparkProgress, held_for_tests, hold_for_tests, spark_errors,
                                   task_groups)
-from rmqd.pipeline.segments import (LocalCommitLog, SegmentRef, SegmentReport, SegmentSource, day_of,
+from rmqd.pipeline.segments import (CorruptRange, LocalCommitLog, SegmentRef, SegmentReport, SegmentSource, day_of,
                                     segment_batches)
 from rmqd.spark.arrow import DDL as CONNECTOR_DDL
 from rmqd.spark.arrow import SCHEMA as CONNECTOR_SCHEMA
 from rmqd.spark.arrow import TS
+
+if TYPE_CHECKING:
+    from pyspark import Accumulator
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +79,61 @@ MESSAGE_STATISTICS = ("partition", "offset", "timestamp", "commitLogOffset", "bo
 _EPOCH = dt.date(1970, 1, 1)
 
 
-def archive_meta() -> dict:
+class ArchiveMeta(TypedDict):
+    """``_rmqd/archive.json``: what the archive is, its partitioning and its tables' schemas."""
+    format: str
+    version: int
+    partitioning: dict[str, list[str]]
+    schemas: dict[str, str]
+
+
+class WriterLimits(TypedDict, total=False):
+    """File-size limits of a run's Parquet writers (tests make them small)."""
+    row_group_bytes: int
+    max_buffered_bytes: int
+    max_open_files: int
+
+
+class SegmentRecord(TypedDict):
+    """One archived segment in a run's commit record."""
+    segment: str
+    source: str
+    name: str
+    base: int
+    size: int
+    fingerprint: str
+    rows: int
+    recordBytes: int
+    skippedTransactions: int
+    corrupt: list[CorruptRange]
+
+
+class CommittedSegment(SegmentRecord):
+    """A segment of the manifest: its record and the run that archived it."""
+    run: str
+
+
+class TaskResult(TypedDict):
+    """What one archive task returns to the driver."""
+    segments: list[SegmentRecord]
+    files: list[WrittenFile]
+
+
+class RunIntent(TypedDict):
+    """A run's commit record (``COMMITTING.json`` while its files move, then ``commits/<run>.json``)."""
+    run: str
+    createdMs: int
+    brokerName: str
+    segments: list[SegmentRecord]
+    files: list[WrittenFile]
+
+
+def read_intent(fs: OutputFS, rel: str) -> RunIntent:
+    # a commit record this module wrote (JSON): its shape is RunIntent
+    return cast(RunIntent, fs.read_json(rel))
+
+
+def archive_meta() -> ArchiveMeta:
     return {"format": FORMAT, "version": VERSION, "partitioning": PARTITIONING,
             "schemas": {MESSAGES: MESSAGES_DDL, KEYINDEX: KEYINDEX_DDL}}
 
@@ -124,8 +182,8 @@ def _write_batch(msgs: PartitionedWriter, keys: PartitionedWriter, ref: SegmentR
 
 
 def archive_segments(refs: list[SegmentRef], out_uri: str, run_id: str, broker_name: str, on_corrupt: str,
-                     attempt: int = 0, limits: Optional[dict] = None,
-                     progress: Optional[Callable[[SegmentRef, int], None]] = None) -> dict:
+                     attempt: int = 0, limits: Optional[WriterLimits] = None,
+                     progress: Optional[Callable[[SegmentRef, int], None]] = None) -> TaskResult:
     """One Spark task: the messages and key-index rows of some segments into the run's staging directory
     (one file per partition and task). Returns the segments' reports and the files written."""
     fs = OutputFS(out_uri)
@@ -138,7 +196,7 @@ def archive_segments(refs: list[SegmentRef], out_uri: str, run_id: str, broker_n
     keys = PartitionedWriter(fs, f"{stage}/{KEYINDEX}", KEYINDEX_FILE_SCHEMA, prefix, sort_by="key", guard=guard,
                              bloom_columns=("key", "uniqueKey"), dictionary_columns=("queueId",), **limits)
     hold = held_for_tests()
-    segments = []
+    segments: list[SegmentRecord] = []
     try:
         for ref in refs:
             report = SegmentReport()
@@ -172,9 +230,9 @@ def archive_segments(refs: list[SegmentRef], out_uri: str, run_id: str, broker_n
     return {"segments": segments, "files": files}
 
 
-def _task(out_uri: str, run_id: str, broker_name: str, on_corrupt: str, rows_acc: Any, bytes_acc: Any,
-          limits: Optional[dict]) -> Callable[[list[SegmentRef]], dict]:
-    def run(refs: list[SegmentRef]) -> dict:
+def _task(out_uri: str, run_id: str, broker_name: str, on_corrupt: str, rows_acc: Accumulator[int],
+          bytes_acc: Accumulator[int], limits: Optional[WriterLimits]) -> Callable[[list[SegmentRef]], TaskResult]:
+    def run(refs: list[SegmentRef]) -> TaskResult:
         from pyspark import TaskContext
         ctx = TaskContext.get()
 
@@ -187,7 +245,7 @@ def _task(out_uri: str, run_id: str, broker_name: str, on_corrupt: str, rows_acc
 
 
 # ---------------------------------------------------------------------------------------------- driver
-def _tier_sources(store: str, broker_conf: Optional[str], tier_dir: Optional[str]) -> list:
+def _tier_sources(store: str, broker_conf: Optional[str], tier_dir: Optional[str]) -> list[SegmentSource]:
     """The tier source when the store has a tier whose data outlives the broker (posix, s3)."""
     from rmqd.pipeline.segments import check_store_dir
     from rmqd.store.tier.metadata import FILE_NAME, TierMetadata
@@ -209,7 +267,7 @@ class Archive:
     """One archive run over a store directory into an output; see the module docstring."""
 
     def __init__(self, store: str, out: str, broker_name: str = "broker-a", on_corrupt: str = "fail",
-                 hook: Optional[Callable[[str], None]] = None, limits: Optional[dict] = None,
+                 hook: Optional[Callable[[str], None]] = None, limits: Optional[WriterLimits] = None,
                  sources: Optional[list[SegmentSource]] = None, tier: bool = True,
                  broker_conf: Optional[str] = None, tier_dir: Optional[str] = None) -> None:
         """``sources``: where sealed segments come from (default: the store's local CommitLog, and with
@@ -237,7 +295,7 @@ class Archive:
             except (OSError, ValueError) as exc:
                 raise PipelineError(f"--out {fs.uri}: unreadable {META} ({exc})") from None
             want = archive_meta()
-            if meta.get("format") != FORMAT:
+            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
                 raise PipelineError(f"--out {fs.uri}: {META} is not an rmqd archive's")
             if meta.get("version") != VERSION or meta.get("schemas") != want["schemas"] \
                     or meta.get("partitioning") != want["partitioning"]:
@@ -251,15 +309,15 @@ class Archive:
                                 f"{' ...' if len(others) > 5 else ''}); choose an empty or new location")
 
     # ---------------------------------------------------------------- manifest
-    def committed(self) -> dict[str, dict]:
+    def committed(self) -> dict[str, CommittedSegment]:
         """segment key -> its record in the commits (the manifest of archived segments), including runs
         past their commit point whose files are still being moved."""
         records = [f"{COMMITS}/{n}" for n in self.fs.listdir(COMMITS) if n.endswith(".json")]
         records += [f"{STAGING}/{r}/{INTENT}" for r in self.fs.listdir(STAGING)
                     if self.fs.exists(f"{STAGING}/{r}/{INTENT}")]
-        out = {}
+        out: dict[str, CommittedSegment] = {}
         for path in records:
-            rec = self.fs.read_json(path)
+            rec = read_intent(self.fs, path)
             for seg in rec["segments"]:
                 out[seg["segment"]] = {**seg, "run": rec["run"]}
         return out
@@ -267,7 +325,7 @@ class Archive:
     def pending(self) -> list[SegmentRef]:
         """Sealed segments not archived yet (refusing an output made from another store)."""
         done = self.committed()
-        todo = []
+        todo: list[SegmentRef] = []
         for ref in (r for src in self.sources for r in src.sealed_segments()):
             rec = done.get(ref.key)
             if rec is None:
@@ -280,12 +338,12 @@ class Archive:
     # ---------------------------------------------------------------- recovery / commit
     def recover(self) -> list[str]:
         """Finish runs that reached their commit point; throw away the others. Returns what it did."""
-        done = []
+        done: list[str] = []
         for run in self.fs.listdir(STAGING):
             intent = f"{STAGING}/{run}/{INTENT}"
             if self.fs.exists(intent):
                 log.info("archive %s: finishing run %s (interrupted after its commit point)", self.fs.uri, run)
-                self._finish(run, self.fs.read_json(intent))
+                self._finish(run, read_intent(self.fs, intent))
                 done.append(f"finished {run}")
             else:
                 log.info("archive %s: removing run %s (interrupted before its commit point)", self.fs.uri, run)
@@ -293,7 +351,7 @@ class Archive:
                 done.append(f"dropped {run}")
         return done
 
-    def _finish(self, run: str, intent: dict) -> None:
+    def _finish(self, run: str, intent: RunIntent) -> None:
         stage = f"{STAGING}/{run}"
         for f in intent["files"]:
             src, dst = f"{stage}/{f['file']}", f["file"]
@@ -322,7 +380,7 @@ class Archive:
         """Whether a run would archive anything (else it needs no SparkSession)."""
         return bool(self.pending())
 
-    def run(self, spark: Any) -> JobSummary:
+    def run(self, spark: Optional[SparkSession]) -> JobSummary:
         t0 = time.perf_counter()
         with self._locked():
             if not self.fs.exists(META):
@@ -348,7 +406,7 @@ class Archive:
         return summary
 
     @spark_errors("archive")
-    def _spark(self, spark: Any, todo: list[SegmentRef]) -> dict:
+    def _spark(self, spark: SparkSession, todo: list[SegmentRef]) -> RunIntent:
         sc = spark.sparkContext
         run = f"{int(time.time() * 1000):013d}-{uuid.uuid4().hex[:8]}"
         rows_acc, bytes_acc = sc.accumulator(0), sc.accumulator(0)
@@ -362,7 +420,7 @@ class Archive:
         except Exception:
             self.fs.drop_dir(f"{STAGING}/{run}")         # nothing of it was committed: no trace left
             raise
-        intent = {"run": run, "createdMs": int(time.time() * 1000), "brokerName": self.broker_name,
+        intent: RunIntent = {"run": run, "createdMs": int(time.time() * 1000), "brokerName": self.broker_name,
                   "segments": sorted((s for r in results for s in r["segments"]), key=lambda s: (s["source"], s["base"])),
                   "files": sorted((f for r in results for f in r["files"]), key=lambda f: f["file"])}
         self.hook("staged")

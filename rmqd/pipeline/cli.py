@@ -12,9 +12,18 @@ import json
 import logging
 import os
 import sys
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
 from rmqd.pipeline.errors import PipelineError, describe, user_error
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from rmqd.pipeline.query import MessageJson
+    from rmqd.pipeline.runner import JobSummary
+
+    # what a job returns: its summary (a query: and the messages found)
+    Outcome = Union[JobSummary, tuple[JobSummary, list[MessageJson]]]
 
 log = logging.getLogger("rmqd.pipeline")
 
@@ -73,31 +82,37 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _job(args: argparse.Namespace) -> Any:
-    """The job object: every check that needs no Spark happens here."""
+def _job(args: argparse.Namespace) -> Callable[[Callable[[], SparkSession]], Outcome]:
+    """The job, made: every check that needs no Spark happens here. It runs given the SparkSession's
+    maker, which an archive or index run with nothing new to do does not call."""
     if args.job == "archive":
         from rmqd.pipeline.archive import Archive
-        return Archive(args.store, args.out, args.broker_name, args.on_corrupt, tier=not args.no_tier,
-                       broker_conf=args.broker_conf, tier_dir=args.tier_dir)
+        archive = Archive(args.store, args.out, args.broker_name, args.on_corrupt, tier=not args.no_tier,
+                          broker_conf=args.broker_conf, tier_dir=args.tier_dir)
+        return lambda session: archive.run(session() if archive.has_work() else None)
     if args.job == "compact":
         from rmqd.pipeline.compact import DEFAULT_ROWS_PER_SHARD, Compact
-        return Compact(args.store, args.topic, args.out, args.rows_per_shard or DEFAULT_ROWS_PER_SHARD,
-                       args.on_corrupt)
+        compact = Compact(args.store, args.topic, args.out, args.rows_per_shard or DEFAULT_ROWS_PER_SHARD,
+                          args.on_corrupt)
+        return lambda session: compact.run(session())
     if args.job == "index":
         from rmqd.pipeline.index import DEFAULT_MESSAGES_PER_TASK, Index
-        return Index(args.store, args.broker_conf, args.tier_dir, args.messages_per_task or DEFAULT_MESSAGES_PER_TASK)
+        index = Index(args.store, args.broker_conf, args.tier_dir,
+                      args.messages_per_task or DEFAULT_MESSAGES_PER_TASK)
+        return lambda session: index.run(session() if index.has_work() else None)
     from rmqd.pipeline.query import Query
-    return Query(args.archive, args.topic, args.key, args.msg_id, args.time_from, args.time_to, args.limit)
+    query = Query(args.archive, args.topic, args.key, args.msg_id, args.time_from, args.time_to, args.limit)
+    return lambda session: query.run(session())
 
 
-def _print_messages(msgs: list[dict]) -> None:
+def _print_messages(msgs: list[MessageJson]) -> None:
     for m in msgs:
         body = m["body"] if m["bodyEncoding"] == "utf-8" else f"<{m['bodyEncoding']}> {m['body']}"
         print(f"{m['storeTimestamp']}  {m['topic']}  queue {m['queueId']}  offset {m['offset']}  "
               f"msgId {m['msgId']}  keys {m['keys']}  tags {m['tags']}  body {body[:120]}")
 
 
-def main(argv: Optional[Sequence[str]] = None, spark: Any = None) -> int:
+def main(argv: Optional[Sequence[str]] = None, spark: Optional[SparkSession] = None) -> int:
     """Run one job; ``spark``: an existing SparkSession to use instead of making one (tests, notebooks)."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     import importlib.util
@@ -116,11 +131,7 @@ def main(argv: Optional[Sequence[str]] = None, spark: Any = None) -> int:
         from rmqd.pipeline.runner import parse_conf, spark_session
         conf = parse_conf(args.conf)
         job = _job(args)
-        if args.job in ("archive", "index") and not job.has_work():
-            summary = job.run(None)                        # nothing new: no Spark needed
-        else:
-            session = spark or spark_session(args.master, conf, app=name)
-            summary = job.run(session)
+        outcome = job(lambda: spark or spark_session(args.master, conf, app=name))
     except PipelineError as exc:
         return _fail(args, name, str(exc), EXIT_BAD_INPUT)
     except KeyboardInterrupt:
@@ -131,9 +142,11 @@ def main(argv: Optional[Sequence[str]] = None, spark: Any = None) -> int:
             return _fail(args, name, msg, EXIT_BAD_INPUT)
         log.debug("%s failed", name, exc_info=True)
         return _fail(args, name, f"{describe(exc)} (--log-level DEBUG shows the traceback)", EXIT_FAILED)
-    messages = None
-    if isinstance(summary, tuple):
-        summary, messages = summary
+    messages: Optional[list[MessageJson]] = None
+    if isinstance(outcome, tuple):
+        summary, messages = outcome
+    else:
+        summary = outcome
     if args.json:
         out = summary.to_json()
         if messages is not None:

@@ -29,9 +29,10 @@ import struct
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypedDict, cast
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -41,6 +42,12 @@ from rmqd.pipeline.runner import (JobSummary, SparkProgress, held_for_tests, hol
                                   task_groups)
 from rmqd.pipeline.segments import check_store_dir
 from rmqd.store.compaction import adopt as _adopt
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+    from pyspark.sql import SparkSession
+
+    from rmqd.store.compaction.queue_log import Segment
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +76,28 @@ class SegmentDesc:
     last: bool                       # the queue's last segment (kept even when emptied, as the broker does)
 
 
+class SegmentCheck(TypedDict):
+    """Step 1's finding for one segment (what the driver plans the rest with)."""
+    queueId: int
+    base: int
+    units: int
+    logSize: int
+    first: int
+    last: int
+    sealed: bool
+    fileSize: int
+    corrupt: Optional[str]
+    blank: Optional[int]
+
+
+def _c_buffer(a: npt.NDArray[np.int64] | npt.NDArray[np.int32] | npt.NDArray[np.uint8]) -> ReadableBuffer:
+    """An ndarray for a Cython function's buffer argument. numpy's stubs declare ``ndarray.__buffer__`` only
+    for Python 3.12+ and the checker targets 3.11: an ndarray is a buffer either way."""
+    return cast("ReadableBuffer", a)
+
+
 # ---------------------------------------------------------------------------------------------- tasks
-def _open_checked(d: SegmentDesc):
+def _open_checked(d: SegmentDesc) -> Segment:
     """The segment, read-only, refusing one that is not the file the driver planned."""
     from rmqd.store.compaction.queue_log import open_readonly
     try:
@@ -97,14 +124,16 @@ def _check_visible(d: SegmentDesc) -> None:
         raise PipelineError(not_visible("--store", store))
 
 
-def check_segment(d: SegmentDesc) -> dict:
+def check_segment(d: SegmentDesc) -> SegmentCheck:
     """Step 1: units, offsets and log size of one segment, or where its CQ stops making sense."""
     seg = _open_checked(d)
     try:
         units = len(seg.qoffs)
-        out = {"queueId": d.queue_id, "base": d.base, "units": units, "logSize": seg.log_size,
-               "first": seg.qoffs[0] if units else -1, "last": seg.qoffs[-1] if units else -1,
-               "sealed": seg.sealed or not d.last, "fileSize": os.fstat(seg.log_fd).st_size, "corrupt": None}
+        out: SegmentCheck = {
+            "queueId": d.queue_id, "base": d.base, "units": units, "logSize": seg.log_size,
+            "first": seg.qoffs[0] if units else -1, "last": seg.qoffs[-1] if units else -1,
+            "sealed": seg.sealed or not d.last, "fileSize": os.fstat(seg.log_fd).st_size, "corrupt": None,
+            "blank": None}
         if units * UNIT != d.cq_bytes:
             phys = _UNIT.unpack(os.pread(seg.cq_fd, UNIT, units * UNIT))[0] if d.cq_bytes >= (units + 1) * UNIT \
                 else None
@@ -161,9 +190,10 @@ def shard_survivors(table: pa.Table, firsts: dict[int, tuple[list[int], list[int
     lens = np.ascontiguousarray(table["bodyLen"].to_numpy(), dtype=np.int32)
     keyed = np.ascontiguousarray(table["keyed"].to_numpy(), dtype=np.uint8)
     m = _cx.OffsetMap((n * 4 // 3 + 256) * _cx.OFFSET_MAP_ENTRY_SIZE)
-    if not _cx.put_all(m, digs, offs, keyed):
+    if not _cx.put_all(m, digs, _c_buffer(offs), _c_buffer(keyed)):
         raise RuntimeError(f"queue {qid}: a shard's OffsetMap filled up ({m.size} keys)")
-    keep = np.frombuffer(_cx.survivors(m, digs, offs, lens, keyed), dtype=np.uint8).astype(bool)
+    alive = _cx.survivors(m, digs, _c_buffer(offs), _c_buffer(lens), _c_buffer(keyed))
+    keep = np.frombuffer(alive, dtype=np.uint8).astype(bool)
     kept = offs[keep]
     seg_firsts, seg_bases = firsts[qid]
     which = np.searchsorted(np.asarray(seg_firsts, dtype=np.int64), kept, side="right") - 1
@@ -172,8 +202,8 @@ def shard_survivors(table: pa.Table, firsts: dict[int, tuple[list[int], list[int
                      "offset": pa.array(kept)})
 
 
-def write_segment(table: pa.Table, descs: dict[tuple[int, int], SegmentDesc], checks: dict[tuple[int, int], dict],
-                  out_dir: str) -> pa.Table:
+def write_segment(table: pa.Table, descs: dict[tuple[int, int], SegmentDesc],
+                  checks: dict[tuple[int, int], SegmentCheck], out_dir: str) -> pa.Table:
     """Step 4: the surviving records of one segment, copied into its compacted (log, CQ) pair."""
     from rmqd.cython_ext import compaction as _cx
     from rmqd.store.compaction.compactor import record_windows
@@ -206,7 +236,7 @@ def write_segment(table: pa.Table, descs: dict[tuple[int, int], SegmentDesc], ch
             q = np.ndarray(len(units) // UNIT, dtype=">i8", buffer=units, offset=28, strides=(UNIT,))
             mask = np.isin(q, kept).astype(np.uint8)
             out_log, out_cq = bytearray(), bytearray()
-            _cx.copy_units(data, wbase, units, mask, out_log, out_cq, writer.next_phys)
+            _cx.copy_units(data, wbase, units, _c_buffer(mask), out_log, out_cq, writer.next_phys)
             writer.write(out_log, out_cq)
         writer.finish()
     except BaseException:
@@ -219,7 +249,7 @@ def write_segment(table: pa.Table, descs: dict[tuple[int, int], SegmentDesc], ch
     return row(writer.units, writer.written, False)
 
 
-def _file_size(chk: dict) -> int:
+def _file_size(chk: SegmentCheck) -> int:
     """The log file size the broker sealed it with (records + the blank's maxBlank)."""
     blank = chk.get("blank")
     return chk["logSize"] + blank if blank else max(chk["fileSize"], chk["logSize"] + 8)
@@ -251,7 +281,7 @@ class Compact:
 
     def plan(self) -> list[SegmentDesc]:
         """Every segment but each queue's active one (the broker's notion of sealed is checked in step 1)."""
-        descs = []
+        descs: list[SegmentDesc] = []
         for q in sorted((int(n) for n in os.listdir(self.cq_dir) if n.isdigit())):
             d = os.path.join(self.cq_dir, str(q))
             names = sorted(n for n in os.listdir(d) if n.isdigit())
@@ -273,7 +303,7 @@ class Compact:
                 log.info("removing %s, left by an interrupted compaction job", n)
                 drop_tree(os.path.join(self.out_root, n), _adopt.STAGING_SUFFIX)
 
-    def run(self, spark: Any) -> JobSummary:
+    def run(self, spark: SparkSession) -> JobSummary:
         t0 = time.perf_counter()
         descs = self.plan()
         self._clean_old_staging()
@@ -308,11 +338,12 @@ class Compact:
                                        "(or restart the broker)"})
 
     @spark_errors("compact")
-    def _spark(self, spark: Any, descs: list[SegmentDesc], tmp: str, job: str):
+    def _spark(self, spark: SparkSession, descs: list[SegmentDesc], tmp: str,
+               job: str) -> tuple[_adopt.StagedCompaction, int, list[str]]:
         sc = spark.sparkContext
         total = sum(os.path.getsize(d.log_path) for d in descs)
         rows_acc, bytes_acc = sc.accumulator(0), sc.accumulator(0)
-        checks: dict[tuple[int, int], dict] = {}
+        checks: dict[tuple[int, int], SegmentCheck] = {}
         if descs:
             check = in_task(lambda group: [check_segment(d) for d in group])
             groups = task_groups(descs, lambda d: d.cq_bytes, sc.defaultParallelism, CHECK_TASK_BYTES)
@@ -328,7 +359,7 @@ class Compact:
             for d in ds:
                 c = checks[(q, d.base)]
                 plans[q].inputs.append(_adopt.SegmentInput(d.base, c["logSize"], c["units"], c["first"], c["last"]))
-        rows: list[dict] = []
+        rows: list[dict[str, int]] = []
         if inputs:
             shards = {q: max(1, math.ceil(sum(checks[(q, d.base)]["units"] for d in ds) / self.rows_per_shard))
                       for q, ds in per_queue.items()}
@@ -373,10 +404,12 @@ class Compact:
                                          [plans[q] for q in sorted(plans)])
         return staged, n_written, skipped
 
-    def _choose(self, descs: list[SegmentDesc], checks: dict) -> tuple[list[SegmentDesc], list[str]]:
+    def _choose(self, descs: list[SegmentDesc],
+                checks: dict[tuple[int, int], SegmentCheck]) -> tuple[list[SegmentDesc], list[str]]:
         """The sealed segments to compact: with --on-corrupt skip, a queue stops before its first damaged
         segment (compacting a prefix is safe; leaving out a middle one could resurrect deleted keys)."""
-        inputs, skipped = [], []
+        inputs: list[SegmentDesc] = []
+        skipped: list[str] = []
         stopped: set[int] = set()
         for d in descs:
             c = checks[(d.queue_id, d.base)]
@@ -395,7 +428,7 @@ class Compact:
         return inputs, skipped
 
     @staticmethod
-    def _write_empty(tmp: str, d: SegmentDesc, chk: dict) -> None:
+    def _write_empty(tmp: str, d: SegmentDesc, chk: SegmentCheck) -> None:
         from rmqd.store.compaction.queue_log import CompactingWriter
         log_path, cq_path = _adopt.output_paths(tmp, d.queue_id, d.base)
         os.makedirs(os.path.dirname(log_path), exist_ok=True)

@@ -6,10 +6,12 @@ import contextlib
 import fcntl
 import os
 import re
-from typing import Any, Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, ParamSpec, TypeVar
 
 MARK = "rmqd-pipeline-error"
 _FOUND = re.compile(MARK + r": (.*?)(?:\n|$)")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class PipelineError(Exception):
@@ -30,11 +32,11 @@ class TaskError(Exception):
         super().__init__(err.tagged())
 
 
-def in_task(fn: Callable) -> Callable:
+def in_task(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """``fn`` for a Spark task: a PipelineError it raises travels to the driver tagged (see user_error)."""
-    def run(*a: Any) -> Any:
+    def run(*a: _P.args, **kw: _P.kwargs) -> _R:
         try:
-            return fn(*a)
+            return fn(*a, **kw)
         except PipelineError as exc:
             raise TaskError(exc) from None
     return run

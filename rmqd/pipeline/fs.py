@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-from typing import Any
-
 import pyarrow.fs as pafs
 
 from rmqd.common.fileutil import atomic_write, drop_tree, fsync_path, makedirs_below
@@ -36,7 +34,7 @@ class OutputFS:
                 raise PipelineError(f"cannot open {uri!r}: {exc}") from None
         self.local = isinstance(self.fs, pafs.LocalFileSystem)
 
-    def __reduce__(self) -> tuple:                 # executors rebuild it from the URI
+    def __reduce__(self) -> tuple[type[OutputFS], tuple[str]]:                 # executors rebuild it from the URI
         return (OutputFS, (self.uri,))
 
     def path(self, *parts: str) -> str:
@@ -53,10 +51,10 @@ class OutputFS:
         return self.fs.get_file_info(self.path(rel))
 
     def exists(self, rel: str) -> bool:
-        return self.info(rel).type != pafs.FileType.NotFound
+        return bool(self.info(rel).type != pafs.FileType.NotFound)
 
     def is_dir(self, rel: str) -> bool:
-        return self.info(rel).type == pafs.FileType.Directory
+        return bool(self.info(rel).type == pafs.FileType.Directory)
 
     def listdir(self, rel: str) -> list[str]:
         if not self.is_dir(rel):
@@ -110,11 +108,13 @@ class OutputFS:
         if self.local:
             fsync_path(os.path.dirname(self.path(dst)))
 
-    def read_json(self, rel: str) -> Any:
+    def read_json(self, rel: str) -> object:
+        """The JSON document at ``rel`` (the caller narrows it to the shape it wrote)."""
         with self.fs.open_input_stream(self.path(rel)) as f:
-            return json.loads(f.read())
+            doc: object = json.loads(f.read())
+            return doc
 
-    def write_json(self, rel: str, obj: Any) -> None:
+    def write_json(self, rel: str, obj: object) -> None:
         """Write ``rel`` whole or not at all (a temporary name, then a rename)."""
         data = json.dumps(obj, indent=1, sort_keys=True).encode()
         if self.local:

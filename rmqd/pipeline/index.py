@@ -39,24 +39,48 @@ import time
 import uuid
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence, TypedDict
 
 import numpy as np
 
 from rmqd.common.fileutil import drop_tree
 from rmqd.pipeline.errors import PipelineError, exclusive_lock, in_task
 from rmqd.pipeline.runner import JobSummary, SparkProgress, held_for_tests, hold_for_tests, spark_errors
-from rmqd.pipeline.tier import QueueDoc, TierView, open_queue
+from rmqd.pipeline.tier import BackendSpec, QueueDoc, TierView, open_queue
 from rmqd.store.tier.config import TierConfig
 from rmqd.store.tier.index import adopt as _adopt
 from rmqd.store.tier.index import layout as L
 from rmqd.store.tier.queue import BLANK_SIZE, subtract_ranges
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from rmqd.store.tier.backend import TierBackend
+    from rmqd.store.tier.index.adopt import Manifest, ManifestFile, ManifestQueue
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MESSAGES_PER_TASK = 1 << 20
 READ_WINDOW = 8 << 20                 # flat CommitLog bytes per index_batch call
 UNITS_PER_READ = 1 << 16
+# (key hashes, topicId, queueId, offset, size, storeTime): one keyed message for tier_index.put_batch
+IndexMessage = tuple[Sequence[int], int, int, int, int, int]
+
+
+class ChunkScan(TypedDict):
+    """Step 1's result for one chunk: messages read, keyed ones, their keys, bytes, per-message key counts."""
+    seq: int
+    messages: int
+    keyed: int
+    keys: int
+    bytes: int
+    counts: bytes                 # zlib-compressed uint32 key count per keyed message
+
+
+if TYPE_CHECKING:
+    class BuiltFile(ManifestFile):
+        """Step 3's result: one compacted index file and its size."""
+        size: int
 
 
 @dataclass(frozen=True)
@@ -71,18 +95,19 @@ class Chunk:
 @dataclass
 class PlannedFile:
     begin_ts: int
-    pieces: list = field(default_factory=list)     # (chunk seq, first message, end message) of keyed messages
+    # (chunk seq, first message, end message) of keyed messages
+    pieces: list[tuple[int, int, int]] = field(default_factory=list)
     items: int = 0
 
 
 # ---------------------------------------------------------------------------------------------- tasks
-def chunk_messages(chunk: Chunk, backend: Any, config: TierConfig) -> tuple[list, int, int]:
+def chunk_messages(chunk: Chunk, backend: TierBackend, config: TierConfig) -> tuple[list[IndexMessage], int, int]:
     """The copier's index messages ``(hashes, topicId, queueId, offset, size, storeTime)`` of a chunk's
     keyed messages in offset order, the messages read and the flat CommitLog bytes read."""
     from rmqd.cython_ext import tier_index as _ix
     tq = open_queue(chunk.queue, backend, config)
     q = chunk.queue
-    out: list = []
+    out: list[IndexMessage] = []
     n_read = n_bytes = 0
     off = chunk.lo
     while off < chunk.hi:
@@ -120,7 +145,7 @@ def chunk_messages(chunk: Chunk, backend: Any, config: TierConfig) -> tuple[list
     return out, n_read, n_bytes
 
 
-def scan_chunk(chunk: Chunk, spec: Any, config: TierConfig) -> dict:
+def scan_chunk(chunk: Chunk, spec: BackendSpec, config: TierConfig) -> ChunkScan:
     """Step 1: each keyed message's key count (compressed), and what was read."""
     backend = spec.open()
     try:
@@ -132,8 +157,8 @@ def scan_chunk(chunk: Chunk, spec: Any, config: TierConfig) -> dict:
             "bytes": n_bytes, "counts": zlib.compress(counts.tobytes(), 1)}
 
 
-def build_file(plan: PlannedFile, chunks: dict[int, Chunk], spec: Any, config: TierConfig, slots: int,
-               max_items: int, out_dir: str) -> dict:
+def build_file(plan: PlannedFile, chunks: dict[int, Chunk], spec: BackendSpec, config: TierConfig, slots: int,
+               max_items: int, out_dir: str) -> BuiltFile:
     """Step 3: one index file: the broker's put_batch into a fresh writable file, then its compact."""
     from rmqd.cython_ext import tier_index as _ix
     scratch = os.path.join(out_dir, f".scratch-{plan.begin_ts}")
@@ -154,7 +179,7 @@ def build_file(plan: PlannedFile, chunks: dict[int, Chunk], spec: Any, config: T
         os.ftruncate(fd, size)                   # sparse, as the broker's writable file
         with mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as mm:
             _ix.init_header(mm, plan.begin_ts, max_items)
-            cache: dict[int, list] = {}
+            cache: dict[int, list[IndexMessage]] = {}
             for seq, a, b in plan.pieces:
                 if seq not in cache:
                     cache = {seq: chunk_messages(chunks[seq], backend, config)[0]}
@@ -191,7 +216,7 @@ def build_file(plan: PlannedFile, chunks: dict[int, Chunk], spec: Any, config: T
             "usedSlots": h.hash_slot_count, "minTs": min_ts, "maxTs": max_ts, "size": csize}
 
 
-def plan_files(scans: list[dict], max_items: int, first_ts: int) -> tuple[list[PlannedFile], int]:
+def plan_files(scans: list[ChunkScan], max_items: int, first_ts: int) -> tuple[list[PlannedFile], int]:
     """Step 2: the broker's file boundaries over the key counts, in chunk order; and how many messages
     are not indexed (more keys than an empty file takes)."""
     files: list[PlannedFile] = []
@@ -237,18 +262,18 @@ class Index:
         self.out_root = _adopt.output_root(self.tier.root)
 
     # ---------------------------------------------------------------- planning
-    def _pending_outputs(self) -> list[dict]:
+    def _pending_outputs(self) -> list[Manifest]:
         return [_adopt.read_manifest(d) for d in _adopt.complete_outputs(self.out_root)]
 
-    def plan(self) -> tuple[list[Chunk], list[dict]]:
+    def plan(self) -> tuple[list[Chunk], list[ManifestQueue]]:
         """Scan chunks in the broker's put order, and per queue range its record for the manifest."""
-        pending: dict[tuple[str, int], list] = {}
+        pending: dict[tuple[str, int], list[Sequence[int]]] = {}
         for m in self._pending_outputs():
-            for q in m["queues"]:
-                pending.setdefault((q["topic"], int(q["queueId"])), []).append((int(q["lo"]), int(q["hi"])))
+            for mq in m["queues"]:
+                pending.setdefault((mq["topic"], int(mq["queueId"])), []).append((int(mq["lo"]), int(mq["hi"])))
         backend = None
         chunks: list[Chunk] = []
-        ranges: list[dict] = []
+        ranges: list[ManifestQueue] = []
         try:
             for q in self.tier.queues():
                 if backend is None:
@@ -296,7 +321,7 @@ class Index:
                 drop_tree(os.path.join(self.out_root, n), _adopt.STAGING_SUFFIX)
 
     # ---------------------------------------------------------------- run
-    def run(self, spark: Any) -> JobSummary:
+    def run(self, spark: Optional[SparkSession]) -> JobSummary:
         t0 = time.perf_counter()
         with self._locked():
             self._clean_old_staging()
@@ -342,13 +367,14 @@ class Index:
         return summary
 
     @spark_errors("index")
-    def _spark(self, spark: Any, chunks: list[Chunk], tmp: str) -> tuple[list[dict], list[dict], int]:
+    def _spark(self, spark: SparkSession, chunks: list[Chunk],
+               tmp: str) -> tuple[list[BuiltFile], list[ChunkScan], int]:
         sc = spark.sparkContext
         spec, config = self.tier.spec, self.tier.config
         slots, max_items = self.tier.slots, self.tier.max_items
         rows_acc, bytes_acc = sc.accumulator(0), sc.accumulator(0)
 
-        def scan(c: Chunk) -> dict:
+        def scan(c: Chunk) -> ChunkScan:
             s = in_task(scan_chunk)(c, spec, config)
             rows_acc.add(s["messages"])
             bytes_acc.add(s["bytes"])

@@ -19,9 +19,10 @@ import os
 import posixpath
 import re
 from collections import OrderedDict
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence, TypedDict
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -44,9 +45,9 @@ def unescape_value(name: str) -> str:
     return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), name)
 
 
-def split_rows(table: pa.Table, cols: Sequence[str]) -> Iterator[tuple[tuple, pa.Table]]:
-    """``(values of cols, the rows with those values)`` for each distinct combination, in bulk (one
-    group-by and one take; any number of combinations)."""
+def split_rows(table: pa.Table, cols: Sequence[str]) -> Iterator[tuple[tuple[str, ...], pa.Table]]:
+    """``(values of cols, the rows with those values)`` for each distinct combination of the string
+    columns ``cols``, in bulk (one group-by and one take; any number of combinations)."""
     n = table.num_rows
     if n == 0:
         return
@@ -61,7 +62,7 @@ def split_rows(table: pa.Table, cols: Sequence[str]) -> Iterator[tuple[tuple, pa
         yield tuple(grouped[c][r].as_py() for c in cols), table.take(idx[r].values)
 
 
-def split_runs(table: pa.Table, key: np.ndarray, min_run: int = 32) -> Iterator[tuple[int, pa.Table]]:
+def split_runs(table: pa.Table, key: npt.NDArray[np.int64], min_run: int = 32) -> Iterator[tuple[int, pa.Table]]:
     """Rows grouped by an int64 partition ``key`` per row, without copying when the rows come in runs
     (a CommitLog holds each producer batch's records together): ``(key, zero-copy slice)`` per run;
     rows that alternate more often are reordered once (a stable sort and one take)."""
@@ -76,6 +77,13 @@ def split_runs(table: pa.Table, key: np.ndarray, min_run: int = 32) -> Iterator[
     bounds = np.concatenate(([0], starts, [n]))
     for a, b in zip(bounds[:-1], bounds[1:]):
         yield int(key[a]), table.slice(int(a), int(b - a))
+
+
+class WrittenFile(TypedDict):
+    """One closed Parquet file: its path (relative to the output root), rows and size."""
+    file: str
+    rows: int
+    bytes: int
 
 
 class PartitionedWriter:
@@ -100,7 +108,7 @@ class PartitionedWriter:
         self._open: "OrderedDict[str, tuple[pq.ParquetWriter, str, int]]" = OrderedDict()
         self._tmp: dict[str, str] = {}            # final rel -> the rel it is being written under
         self._seq: dict[str, int] = {}
-        self.files: list[dict] = []
+        self.files: list[WrittenFile] = []
 
     def write(self, part: str, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -147,7 +155,7 @@ class PartitionedWriter:
                 self._tmp[rel] = target
         else:
             self.fs.mkdirs(posixpath.dirname(rel))
-        opts: dict = {"compression": "zstd", "compression_level": ZSTD_LEVEL,
+        opts: dict[str, object] = {"compression": "zstd", "compression_level": ZSTD_LEVEL,
                       "use_dictionary": self.dictionary_columns or False}
         if self.statistics_columns is not None:
             opts["write_statistics"] = list(self.statistics_columns)
@@ -170,7 +178,7 @@ class PartitionedWriter:
             os.rename(self.fs.path(tmp), self.fs.path(rel))     # fails if the run's directory was dropped
         self.files.append({"file": rel, "rows": rows, "bytes": self.fs.info(rel).size})
 
-    def close(self) -> list[dict]:
+    def close(self) -> list[WrittenFile]:
         """Write what is buffered and close every file; returns ``{file, rows, bytes}`` per file."""
         for part in list(self._buf):
             self._flush(part)

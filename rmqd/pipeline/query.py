@@ -12,14 +12,17 @@ import base64
 import datetime as dt
 import logging
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional, TypedDict
 
 from rmqd.pipeline.archive import (INTENT, KEYINDEX, KEYINDEX_DDL, MESSAGES, MESSAGES_DDL, META, STAGING,
-                                   archive_meta)
+                                   archive_meta, read_intent)
 from rmqd.pipeline.errors import PipelineError
 from rmqd.pipeline.fs import OutputFS
 from rmqd.pipeline.parquet_out import escape_value, unescape_value
 from rmqd.pipeline.runner import JobSummary, SparkProgress, spark_errors
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,25 @@ def _iso(when: Optional[dt.datetime]) -> Optional[str]:
     return when.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds") if when else None
 
 
-def message_json(row: Any) -> dict:
+class MessageJson(TypedDict):
+    """One message found, as ``--json`` prints it."""
+    topic: str
+    queueId: int
+    offset: int
+    commitLogOffset: int
+    msgId: str
+    storeTimestamp: Optional[str]
+    bornTimestamp: Optional[str]
+    keys: Optional[str]
+    tags: Optional[str]
+    reconsumeTimes: int
+    brokerName: str
+    properties: dict[str, str]
+    body: str
+    bodyEncoding: str
+
+
+def message_json(row: Row) -> MessageJson:
     body = bytes(row["value"]) if row["value"] is not None else b""
     try:
         text, enc = body.decode("utf-8"), "utf-8"
@@ -94,7 +115,8 @@ class Query:
         if not self.fs.exists(META):
             raise PipelineError(f"--archive {archive}: not an rmqd archive (no {META}; make one with "
                                 "`rmqd pipeline archive`)")
-        if self.fs.read_json(META).get("schemas") != archive_meta()["schemas"]:
+        meta = self.fs.read_json(META)
+        if not isinstance(meta, dict) or meta.get("schemas") != archive_meta()["schemas"]:
             raise PipelineError(f"--archive {archive}: written by another archive format version")
         self.topic, self.key, self.msg_id, self.limit = topic, key, msg_id, limit
         self.t_from = parse_time(time_from, "--from") if time_from is not None else None
@@ -109,12 +131,12 @@ class Query:
         pending = [r for r in self.fs.listdir(STAGING) if self.fs.exists(f"{STAGING}/{r}/{INTENT}")]
         self.hidden: set[str] = set()       # files of runs interrupted while moving them into place
         for r in pending:
-            self.hidden |= {f["file"] for f in self.fs.read_json(f"{STAGING}/{r}/{INTENT}")["files"]}
+            self.hidden |= {f["file"] for f in read_intent(self.fs, f"{STAGING}/{r}/{INTENT}")["files"]}
         if pending:
             log.warning("archive %s: run(s) %s were interrupted while committing; their rows are left out "
                         "until `rmqd pipeline archive` runs again and completes them", archive, ", ".join(pending))
 
-    def _read(self, spark: Any, table: str, ddl: str) -> Any:
+    def _read(self, spark: SparkSession, table: str, ddl: str) -> DataFrame:
         """One topic's files of ``table``: its directory, or while a run is half moved into place the
         directory's files minus that run's (a query sees each run whole or not at all)."""
         reader = spark.read.schema(ddl).option("basePath", self.fs.url(table))
@@ -126,22 +148,23 @@ class Query:
                  and f"{base}/{f}" not in self.hidden]
         return reader.parquet(*files) if files else spark.createDataFrame([], ddl)
 
-    def _messages(self, spark: Any) -> Any:
+    def _messages(self, spark: SparkSession) -> DataFrame:
         return self._read(spark, MESSAGES, MESSAGES_DDL)
 
-    def _keyindex(self, spark: Any) -> Any:
+    def _keyindex(self, spark: SparkSession) -> DataFrame:
         return self._read(spark, KEYINDEX, KEYINDEX_DDL)
 
     @spark_errors("query")
-    def run(self, spark: Any) -> tuple[JobSummary, list[dict]]:
+    def run(self, spark: SparkSession) -> tuple[JobSummary, list[MessageJson]]:
         from pyspark.sql import functions as F
         t0 = time.perf_counter()
         sc = spark.sparkContext
         msgs = self._messages(spark)
         if self.key is not None or self.msg_id is not None:
             ki = self._keyindex(spark) if self.fs.is_dir(f"{KEYINDEX}/{self.topic_dir}") else None
-            cond = (F.col("key") == self.key) if self.key is not None else (F.col("uniqueKey") == self.msg_id)
-            hits = []
+            cond = (F.col("key") == F.lit(self.key)) if self.key is not None else \
+                (F.col("uniqueKey") == F.lit(self.msg_id))
+            hits: list[Row] = []
             if ki is not None:
                 hits = SparkProgress(sc, "query: key index", 0).run(
                     "rmqd pipeline query: key index",

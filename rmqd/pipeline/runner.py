@@ -16,14 +16,21 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, ParamSpec, Sequence, TypeVar
 
 from rmqd.common import progress
 from rmqd.pipeline.errors import PipelineError, user_error
 
+if TYPE_CHECKING:
+    from pyspark import Accumulator, SparkContext
+    from pyspark.sql import SparkSession
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MASTER = "local[*]"
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_T = TypeVar("_T")
 
 
 def under_spark_submit() -> bool:
@@ -32,7 +39,7 @@ def under_spark_submit() -> bool:
 
 
 def parse_conf(items: Sequence[str]) -> list[tuple[str, str]]:
-    out = []
+    out: list[tuple[str, str]] = []
     for item in items:
         k, sep, v = item.partition("=")
         if not sep or not k.strip():
@@ -42,7 +49,7 @@ def parse_conf(items: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def spark_session(master: Optional[str] = None, conf: Sequence[tuple[str, str]] = (),
-                  app: str = "rmqd pipeline") -> Any:
+                  app: str = "rmqd pipeline") -> SparkSession:
     """A SparkSession for a job (the existing one if this process already has it)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)          # local executors: this interpreter
     from pyspark.sql import SparkSession
@@ -80,9 +87,9 @@ class JobSummary:
     bytes: int = 0
     seconds: float = 0.0
     outputs: list[str] = field(default_factory=list)
-    details: dict = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"job": self.job, "rows": self.rows, "bytes": self.bytes, "seconds": round(self.seconds, 3),
                 "outputs": self.outputs, **self.details}
 
@@ -102,7 +109,8 @@ class JobSummary:
 class SparkProgress:
     """Watches one job group: stage n of m, tasks done, rows and bytes (accumulators) against a total."""
 
-    def __init__(self, sc: Any, name: str, total_bytes: int, rows_acc: Any = None, bytes_acc: Any = None,
+    def __init__(self, sc: SparkContext, name: str, total_bytes: int, rows_acc: Optional[Accumulator[int]] = None,
+                 bytes_acc: Optional[Accumulator[int]] = None,
                  reporter: Optional[progress.Reporter] = None) -> None:
         self.sc, self.name = sc, name
         self.rows_acc, self.bytes_acc = rows_acc, bytes_acc
@@ -116,7 +124,7 @@ class SparkProgress:
 
     def _stages(self) -> list[int]:
         tracker = self.sc.statusTracker()
-        stages = []
+        stages: list[int] = []
         for jid in tracker.getJobIdsForGroup(self.group) or []:
             info = tracker.getJobInfo(jid)
             if info is not None:
@@ -180,7 +188,7 @@ class SparkProgress:
         while not self._stop.wait(period):
             self._tick()
 
-    def run(self, description: str, action: Callable[[], Any]) -> Any:
+    def run(self, description: str, action: Callable[[], _T]) -> _T:
         """Run ``action`` (a Spark action) in this progress' job group, showing progress meanwhile."""
         self.sc.setJobGroup(self.group, description, interruptOnCancel=True)
         self._thread = threading.Thread(target=self._loop, name="rmqd-pipeline-progress", daemon=True)
@@ -200,7 +208,8 @@ class SparkProgress:
             if ok:
                 self._tick()
             self.phase.__exit__(None if ok else RuntimeError, None, None)
-            self.sc.setLocalProperty("spark.jobGroup.id", None)
+            # pyspark annotates the value as str, but None is what removes a local property (the JVM side)
+            self.sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
 
 TASK_BYTES = 256 << 20
@@ -236,8 +245,8 @@ def hold_for_tests() -> None:
         time.sleep(pause)
 
 
-def task_groups(items: Sequence[Any], size: Callable[[Any], int], parallelism: int,
-                task_bytes: int = TASK_BYTES) -> list[list[Any]]:
+def task_groups(items: Sequence[_T], size: Callable[[_T], int], parallelism: int,
+                task_bytes: int = TASK_BYTES) -> list[list[_T]]:
     """Consecutive items grouped into Spark tasks: at least two tasks per core when there are enough
     items, else tasks of about ``task_bytes`` (a task costs ~0.1 s to schedule: small segments share one)."""
     if not items:
@@ -245,7 +254,7 @@ def task_groups(items: Sequence[Any], size: Callable[[Any], int], parallelism: i
     total = sum(size(i) for i in items)
     n = min(len(items), max(2 * max(parallelism, 1), -(-total // task_bytes)))
     per = total / n
-    groups: list[list[Any]] = [[]]
+    groups: list[list[_T]] = [[]]
     acc = 0.0
     for it in items:
         if groups[-1] and acc >= per * len(groups) and len(groups) < n:
@@ -255,10 +264,10 @@ def task_groups(items: Sequence[Any], size: Callable[[Any], int], parallelism: i
     return groups
 
 
-def spark_errors(job: str) -> Callable:
+def spark_errors(job: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
     """Decorator: a PipelineError raised on an executor comes back as that PipelineError."""
-    def wrap(fn: Callable) -> Callable:
-        def inner(*a: Any, **kw: Any) -> Any:
+    def wrap(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+        def inner(*a: _P.args, **kw: _P.kwargs) -> _R:
             try:
                 return fn(*a, **kw)
             except PipelineError:

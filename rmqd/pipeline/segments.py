@@ -18,7 +18,7 @@ import logging
 import mmap
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional, Protocol
+from typing import Iterator, Optional, Protocol, TypedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,7 +43,7 @@ class SegmentRef:
     size: int              # file size
     path: str              # where an executor opens it (for the tier: a description)
     fingerprint: str       # hash of its first record's header (tier: of the tier's identity): tells stores apart
-    extra: Any = field(default=None, compare=False, hash=False)      # what the source needs to open it
+    extra: object = field(default=None, compare=False, hash=False)   # what the source needs to open it
 
     @property
     def key(self) -> str:
@@ -101,7 +101,7 @@ class LocalCommitLog:
         for i, (_n, _s, head) in enumerate(heads):
             if len(head) >= 8 and head[4:8] == MAGIC_V1:
                 last_with_data = i
-        out = []
+        out: list[SegmentRef] = []
         for n, size, head in heads[:max(last_with_data, 0)]:
             out.append(SegmentRef(self.kind, n, int(n), size, os.path.join(self.dir, n), _fingerprint(head)))
         return out
@@ -115,7 +115,7 @@ class LocalCommitLog:
             return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
 
 
-SOURCES: dict[str, type] = {LocalCommitLog.kind: LocalCommitLog}
+SOURCES: dict[str, type[SegmentSource]] = {LocalCommitLog.kind: LocalCommitLog}
 _LAZY_SOURCES = {"tier": "rmqd.pipeline.tier"}      # imported on first use (they register themselves)
 
 
@@ -135,13 +135,21 @@ def open_segment(ref: SegmentRef) -> mmap.mmap:
                             "run the job again") from None
 
 
+class CorruptRange(TypedDict):
+    """A damaged range of a segment that was skipped (``--on-corrupt skip``), as the job reports it."""
+    file: str
+    offset: int
+    physicalOffset: int
+    skippedBytes: int
+
+
 @dataclass
 class SegmentReport:
     """What reading one segment found: rows, record bytes, and the damaged ranges skipped."""
     rows: int = 0
     record_bytes: int = 0
     skipped_transactions: int = 0
-    corrupt: list[dict] = field(default_factory=list)
+    corrupt: list[CorruptRange] = field(default_factory=list)
 
 
 def _max_record(size: int) -> int:

@@ -18,7 +18,7 @@ import mmap
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from rmqd.pipeline.errors import PipelineError
 from rmqd.pipeline.segments import check_store_dir
@@ -26,7 +26,11 @@ from rmqd.store.tier.backend import TierBackend
 from rmqd.config import broker_config_from, parse_properties, tier_config_from
 from rmqd.store.tier.config import TierConfig
 from rmqd.store.tier.metadata import FILE_NAME, TierMetadata
+from rmqd.store.tier.metadata import QueueDoc as QueueJson
 from rmqd.store.tier.queue import TieredQueue
+
+if TYPE_CHECKING:
+    from rmqd.pipeline.segments import SegmentRef
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ class QueueDoc:
     topic: str
     queue_id: int
     topic_id: int
-    doc: dict
+    doc: QueueJson
 
 
 class TierView:
@@ -74,7 +78,7 @@ class TierView:
         if not md.load():
             raise PipelineError(f"--store {store}: no tier in it (no config/{FILE_NAME}: the broker writes it once "
                                 "tiered storage is on, messageStorePlugIn=...TieredMessageStore)")
-        props: dict = {}
+        props: dict[str, str] = {}
         if broker_conf:
             try:
                 with open(broker_conf, encoding="utf-8") as f:
@@ -123,7 +127,7 @@ class TierView:
 
     def queues(self) -> list[QueueDoc]:
         """The tier's queues in the metadata's order (the order the copier first copied them)."""
-        out = []
+        out: list[QueueDoc] = []
         for doc in self.metadata.queues.values():
             tid = self.metadata.topics.get(doc["topic"])
             if tid is not None:
@@ -147,7 +151,7 @@ class TierSegment:
     """What an executor needs to rebuild one deleted CommitLog file from the tier (picklable)."""
     spec: BackendSpec
     config: TierConfig
-    queues: tuple                      # QueueDocs whose tier records may come from the file
+    queues: tuple[QueueDoc, ...]       # QueueDocs whose tier records may come from the file
 
 
 class TierCommitLog:
@@ -175,7 +179,7 @@ class TierCommitLog:
             raise _PE(f"--store {self.tier.root}: no CommitLog file to tell the file size by")
         return int(names[0]), size
 
-    def sealed_segments(self) -> list:
+    def sealed_segments(self) -> list[SegmentRef]:
         from rmqd.pipeline.segments import SegmentRef
         first, size = self._local_files()
         self.tier.open_backend().close()            # the backend is reachable and is the metadata's
@@ -196,9 +200,11 @@ class TierCommitLog:
                 for k, qs in sorted(files.items())]
 
     @staticmethod
-    def open(ref: Any) -> mmap.mmap:
+    def open(ref: SegmentRef) -> mmap.mmap:
         """The file's tier records, queue by queue, in a temporary file mapped read-only."""
-        info: TierSegment = ref.extra
+        info = ref.extra
+        if not isinstance(info, TierSegment):
+            raise PipelineError(f"{ref.path}: not a tier segment (its source is {ref.source!r})")
         lo, hi = ref.base, ref.base + ref.size
         backend = info.spec.open()
         tmp = tempfile.TemporaryFile(prefix="rmqd-tier-segment-")
