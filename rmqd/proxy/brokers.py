@@ -14,6 +14,7 @@ import logging
 import time
 from typing import Callable, Optional
 
+from rmqd.grpc.json_fields import integer, obj
 from rmqd.grpc.routes import MASTER_ID, ClusterRoutes, TopicRoute
 from rmqd.remoting import fastjson
 from rmqd.remoting.client import RemotingClient
@@ -35,18 +36,9 @@ class BrokerUnavailable(Exception):
 
 def parse_cluster_info(body: bytes) -> dict[str, dict[int, str]]:
     """GET_BROKER_CLUSTER_INFO's ``brokerAddrTable``: broker name -> {broker id: address}."""
-    table = _object(_object(fastjson.loads_lenient(body)).get("brokerAddrTable"))
-    return {str(name): {int(str(k)): str(v) for k, v in _object(_object(data).get("brokerAddrs")).items()}
+    table = obj(obj(fastjson.loads_lenient(body)).get("brokerAddrTable"))
+    return {str(name): {integer(k): str(v) for k, v in obj(obj(data).get("brokerAddrs")).items()}
             for name, data in table.items()}
-
-
-def _object(value: fastjson.JsonValue) -> dict[fastjson.JsonKey, fastjson.JsonValue]:
-    """A JSON object of the cluster info (null or absent: empty); anything else is a TypeError."""
-    if not value:
-        return {}
-    if not isinstance(value, dict):
-        raise TypeError(f"not a JSON object: {type(value).__name__}")
-    return value
 
 
 class BrokerDirectory:
