@@ -35,6 +35,12 @@ class Options:
         v = self.raw.get(name.lower())
         return default if v is None or v == "" else str(v)
 
+    @overload
+    def int(self, name: str) -> Optional[int]: ...
+
+    @overload
+    def int(self, name: str, default: int) -> int: ...
+
     def int(self, name: str, default: Optional[int] = None) -> Optional[int]:
         v = self.get(name)
         if v is None:
