@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.config import BrokerConfig
+
+if TYPE_CHECKING:
+    from rmqd.grpc.endpoint import GrpcEndpoint
 
 
 def proxy_config(config_file: Optional[str], namesrv: Optional[str]) -> BrokerConfig:
@@ -36,7 +39,7 @@ def proxy_config(config_file: Optional[str], namesrv: Optional[str]) -> BrokerCo
     return config
 
 
-def proxy_endpoint(config: BrokerConfig, host: str, port: int, tls_mode: Optional[str] = None) -> Any:
+def proxy_endpoint(config: BrokerConfig, host: str, port: int, tls_mode: Optional[str] = None) -> GrpcEndpoint:
     """The gRPC endpoint of a proxy (its MessagingService made on the first call)."""
     from rmqd.grpc.endpoint import GrpcEndpoint
     from rmqd.proxy.backend import RemoteBackend

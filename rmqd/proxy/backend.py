@@ -23,7 +23,7 @@ import asyncio
 import itertools
 import logging
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypeVar, TypeVarTuple, Unpack, cast
 
 import orjson
 
@@ -44,6 +44,18 @@ from rmqd.remoting.dispatch import Dispatcher
 from rmqd.store.message import java_string_hash
 from rmqd.store.metadata import SubscriptionGroupConfig, TopicConfig
 
+if TYPE_CHECKING:
+    from rmqd.acl.plain_acl import PlainAclManager
+    from rmqd.auth.guard import AuthGuard
+    from rmqd.grpc.clients import GrpcClientManager
+    from rmqd.proxy.lite import RemoteLite
+    from rmqd.tls.contexts import ClientTls
+    from rmqd.store.metadata import SubscriptionGroupJson, TopicConfigJson
+    from rmqd.tls.contexts import ClientTls
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
 log = logging.getLogger(__name__)
 
 GET_TOPIC_CONFIG = 351
@@ -58,11 +70,13 @@ class RemoteBackend(RemotePop):
     """:class:`rmqd.grpc.backend.MessagingBackend` over remoting (``rmqd proxy``); the consumers' part is
     :class:`rmqd.proxy.remote_pop.RemotePop`'s."""
 
+    directory: BrokerDirectory          # RemotePop's calls by broker name, and the name servers' view
+
     def __init__(self, config: BrokerConfig, namesrv_addrs: Callable[[], list[str]], endpoint: Callable[[], Address],
-                 client_tls: Any = None) -> None:
+                 client_tls: Optional[ClientTls] = None) -> None:
         self.config = config
-        self.guard = None
-        self.acl_manager = None
+        self.guard: Optional[AuthGuard] = None
+        self.acl_manager: Optional[PlainAclManager] = None
         self.inline_acks = False
         self.max_lite_topic_size = int(config.extra.get("maxLiteTopicSize", 64)) if hasattr(config, "extra") else 64
         self.endpoint = endpoint
@@ -77,7 +91,7 @@ class RemoteBackend(RemotePop):
         self._groups: dict[str, tuple[float, Optional[SubscriptionGroupConfig]]] = {}
         self._round = itertools.count()
 
-    def lite(self, clients: Any) -> Any:
+    def lite(self, clients: GrpcClientManager) -> RemoteLite:
         from rmqd.proxy.lite import RemoteLite
         return RemoteLite(clients, self)
 
@@ -89,7 +103,7 @@ class RemoteBackend(RemotePop):
         self.client.close()
         self.executor.shutdown()
 
-    async def run(self, fn: Any, *args: Any) -> Any:
+    async def run(self, fn: Callable[[Unpack[Ts]], T], *args: Unpack[Ts]) -> T:
         return await self.executor.run(fn, *args)
 
     # ------------------------------------------------------------------ metadata
@@ -102,7 +116,7 @@ class RemoteBackend(RemotePop):
             names = sorted(await self.directory.cluster())
         return [n for n in dict.fromkeys(names) if self.directory.master_of(n)]
 
-    async def _ask_config(self, code: int, ext: dict, names: list[str]) -> tuple[Optional[dict], bool]:
+    async def _ask_config(self, code: int, ext: dict[str, str], names: list[str]) -> tuple[Optional[object], bool]:
         """(the first config a master answers, whether any answered at all)."""
         answered = False
         for name in names:
@@ -129,7 +143,8 @@ class RemoteBackend(RemotePop):
             return None
         raw, answered = await self._ask_config(GET_TOPIC_CONFIG, {"topic": name}, await self._masters(name))
         if raw is not None:
-            tc = TopicConfig.from_json(raw)
+            # the JSON boundary: a broker's TopicConfig as JSON (from_json reads the fields it knows)
+            tc = TopicConfig.from_json(cast("TopicConfigJson", raw))
         else:               # a broker without GET_TOPIC_CONFIG (4.x): what the route says, no attributes
             q = route.queue_datas[0]
             tc = TopicConfig(name, q.read_queue_nums, q.write_queue_nums, q.perm)
@@ -144,7 +159,8 @@ class RemoteBackend(RemotePop):
         if kept is not None and now - kept[0] < (CONFIG_TTL_S if kept[1] is not None else MISSING_TTL_S):
             return kept[1]
         raw, _ = await self._ask_config(GET_SUBSCRIPTIONGROUP_CONFIG, {"group": name}, await self._masters())
-        sg = SubscriptionGroupConfig.from_json(raw) if raw is not None else None
+        # the JSON boundary: a broker's SubscriptionGroupConfig as JSON (from_json reads the fields it knows)
+        sg = SubscriptionGroupConfig.from_json(cast("SubscriptionGroupJson", raw)) if raw is not None else None
         self._groups[name] = (now, sg)
         return sg
 
@@ -160,7 +176,7 @@ class RemoteBackend(RemotePop):
 
     # ------------------------------------------------------------------ producers
     def _write_queues(self, route: TopicRoute) -> list[tuple[str, int]]:
-        out = []
+        out: list[tuple[str, int]] = []
         for q in sorted(route.queue_datas, key=lambda q: q.broker_name):
             if q.perm & 2:
                 out.extend((q.broker_name, qid) for qid in range(q.write_queue_nums))
@@ -171,7 +187,7 @@ class RemoteBackend(RemotePop):
         if not queues:
             return None
         start = next(self._round)
-        fallback = None
+        fallback: Optional[tuple[str, int]] = None
         for i in range(len(queues)):
             name, qid = queues[(start + i) % len(queues)]
             if name in avoid or not self.directory.master_of(name):
@@ -190,6 +206,7 @@ class RemoteBackend(RemotePop):
             return error_response(ResponseCode.TOPIC_NOT_EXIST, f"no writable queue of {tc.topic_name}"), None
         tried: set[str] = set()
         for attempt in range(2):
+            target: Optional[tuple[str, int]]
             if key:
                 target = queues[guava_consistent_hash(java_string_hash(key), len(queues))]
             else:
@@ -213,7 +230,7 @@ class RemoteBackend(RemotePop):
             return resp, name
         return error_response(ResponseCode.SYSTEM_ERROR, f"no broker of {tc.topic_name} reachable"), None
 
-    async def end_transaction(self, ext: dict, broker: Optional[str], peer: tuple[str, int]) -> Optional[RemotingCommand]:
+    async def end_transaction(self, ext: dict[str, str], broker: Optional[str], peer: tuple[str, int]) -> Optional[RemotingCommand]:
         if not broker:
             return error_response(ResponseCode.SYSTEM_ERROR, "cannot found transaction data")
         try:
@@ -255,7 +272,7 @@ class RemoteBackend(RemotePop):
         return await self.pop(broker, rr)
 
     # ------------------------------------------------------------------ offsets
-    async def _offset_call(self, broker: str, code: int, ext: dict) -> RemotingCommand:
+    async def _offset_call(self, broker: str, code: int, ext: dict[str, str]) -> RemotingCommand:
         if not broker:
             raise PopError(ResponseCode.SYSTEM_ERROR, "the message queue names no broker")
         try:

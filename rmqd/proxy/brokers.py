@@ -14,6 +14,7 @@ import logging
 import time
 from typing import Callable, Optional
 
+from rmqd.grpc.json_fields import integer, obj
 from rmqd.grpc.routes import MASTER_ID, ClusterRoutes, TopicRoute
 from rmqd.remoting import fastjson
 from rmqd.remoting.client import RemotingClient
@@ -35,8 +36,8 @@ class BrokerUnavailable(Exception):
 
 def parse_cluster_info(body: bytes) -> dict[str, dict[int, str]]:
     """GET_BROKER_CLUSTER_INFO's ``brokerAddrTable``: broker name -> {broker id: address}."""
-    table = (fastjson.loads_lenient(body) or {}).get("brokerAddrTable") or {}
-    return {str(name): {int(k): str(v) for k, v in ((data or {}).get("brokerAddrs") or {}).items()}
+    table = obj(obj(fastjson.loads_lenient(body)).get("brokerAddrTable"))
+    return {str(name): {integer(k): str(v) for k, v in obj(obj(data).get("brokerAddrs")).items()}
             for name, data in table.items()}
 
 
@@ -50,7 +51,7 @@ class BrokerDirectory:
         self.routes = ClusterRoutes(self._invoke_namesrv, namesrv_addrs, lambda: "", lambda: ("", 0))
         self.brokers: dict[str, dict[int, str]] = {}        # broker name -> {id: address}
         self._cluster_at = 0.0
-        self._cluster_call: Optional[asyncio.Future] = None
+        self._cluster_call: Optional[asyncio.Future[dict[str, dict[int, str]]]] = None
         self._failed: dict[str, float] = {}                  # broker name -> when a call to it last failed
 
     async def _invoke_namesrv(self, addr: str, request: RemotingCommand, timeout: float) -> RemotingCommand:
@@ -76,13 +77,13 @@ class BrokerDirectory:
         if self._cluster_call is None:
             self._cluster_call = asyncio.ensure_future(self._ask_cluster())
 
-            def done(_f: asyncio.Future) -> None:
+            def done(_f: asyncio.Future[dict[str, dict[int, str]]]) -> None:
                 self._cluster_call = None
             self._cluster_call.add_done_callback(done)
         return await asyncio.shield(self._cluster_call)
 
     async def _ask_cluster(self) -> dict[str, dict[int, str]]:
-        failures = []
+        failures: list[str] = []
         for addr in self.namesrv_addrs():
             try:
                 resp = await self.client.invoke(addr, new_request(RequestCode.GET_BROKER_CLUSTER_INFO), CALL_TIMEOUT_S)

@@ -18,7 +18,7 @@ import asyncio
 import collections
 import logging
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Hashable, NotRequired, Optional, TypedDict
 
 import orjson
 
@@ -37,7 +37,13 @@ from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import new_request
 from rmqd.store import group_attributes as ga
 from rmqd.store.lite.names import check_name, lmq_name
-from rmqd.store.message import decode_messages
+from rmqd.store.message import StoredMessage, decode_messages
+
+if TYPE_CHECKING:
+    from rmqd.grpc.backend import RpcContext
+    from rmqd.grpc.clients import GrpcClientManager
+    from rmqd.proxy.backend import RemoteBackend
+    from rmqd.store.metadata import SubscriptionGroupConfig
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +59,24 @@ CODES = {2018: C.LITE_SUBSCRIPTION_QUOTA_EXCEEDED, 2017: C.LITE_TOPIC_QUOTA_EXCE
 DELIVERED_KEPT = 100_000        # (broker, commit-log offset) -> LMQ of delivered lite messages, for acks without one
 
 
-def _offset_json(request: Any) -> Optional[dict]:
+class OffsetOptionJson(TypedDict):
+    """A LITE_SUBSCRIPTION_CTL entry's ``offsetOption``."""
+    type: str
+    value: int
+
+
+class LiteSubscriptionJson(TypedDict):
+    """One entry of LITE_SUBSCRIPTION_CTL's ``subscriptionSet``."""
+    action: str
+    clientId: str
+    group: str
+    topic: str
+    liteTopicSet: list[str]
+    version: int
+    offsetOption: NotRequired[OffsetOptionJson]
+
+
+def _offset_json(request: s.SyncLiteSubscriptionRequest) -> Optional[OffsetOptionJson]:
     opt = offset_option(request)
     if opt is None:
         return None
@@ -69,13 +92,14 @@ def _offset_json(request: Any) -> Optional[dict]:
 class RemoteLite:
     """The lite RPCs of one MessagingService over :class:`rmqd.proxy.backend.RemoteBackend`."""
 
-    def __init__(self, clients: Any, backend: Any) -> None:
+    def __init__(self, clients: GrpcClientManager, backend: RemoteBackend) -> None:
         self.clients = clients
         self.backend = backend
         self.directory = backend.directory
         self.max_lite_topic_size = backend.max_lite_topic_size
-        self._subscribed: dict[str, tuple[str, str, set]] = {}     # client id -> (group, topic, brokers)
-        self._delivered: collections.OrderedDict = collections.OrderedDict()
+        self._subscribed: dict[str, tuple[str, str, set[str]]] = {}     # client id -> (group, topic, brokers)
+        # (broker, commit-log offset) -> LMQ
+        self._delivered: collections.OrderedDict[tuple[str, int], str] = collections.OrderedDict()
         backend.registry.lite_notice = clients.notify_unsubscribe_lite
 
     # ------------------------------------------------------------------ subscriptions
@@ -83,12 +107,12 @@ class RemoteLite:
         route = await self.directory.topic_route(topic)
         return sorted({q.broker_name for q in route.queue_datas}) if route is not None else []
 
-    async def _ctl(self, brokers: list[str], dto: dict) -> Optional[tuple[int, str]]:
+    async def _ctl(self, brokers: list[str], dto: LiteSubscriptionJson) -> Optional[tuple[int, str]]:
         """LITE_SUBSCRIPTION_CTL to each broker; the first refusal as (code, remark)."""
         body = orjson.dumps({"subscriptionSet": [dto]})
         calls = [self.directory.invoke(b, new_request(LITE_SUBSCRIPTION_CTL, {}, body), CALL_TIMEOUT_S)
                  for b in brokers]
-        refused = None
+        refused: Optional[tuple[int, str]] = None
         for b, result in zip(brokers, await asyncio.gather(*calls, return_exceptions=True)):
             if isinstance(result, BaseException):
                 log.warning("proxy: lite subscription of %s on %s failed: %r", dto.get("clientId"), b, result)
@@ -97,12 +121,13 @@ class RemoteLite:
                 refused = refused or (result.code, result.remark or str(result.code))
         return refused
 
-    async def sync(self, request: Any, context: Any, client_id: str, peer: str) -> Any:
+    async def sync(self, request: s.SyncLiteSubscriptionRequest, context: RpcContext, client_id: str,
+                   peer: str) -> s.SyncLiteSubscriptionResponse:
         names = list(request.lite_topic_set)
         await proxy_checks(request, names, self.backend, self.max_lite_topic_size)
         topic, group = request.topic.name, request.group.name
         brokers = await self._brokers_of(topic)
-        dto = {"action": ACTIONS.get(request.action, "PARTIAL_ADD"), "clientId": client_id, "group": group,
+        dto: LiteSubscriptionJson = {"action": ACTIONS.get(request.action, "PARTIAL_ADD"), "clientId": client_id, "group": group,
                "topic": topic, "liteTopicSet": names, "version": int(time.time() * 1000)}
         opt = _offset_json(request)
         if opt is not None:
@@ -119,12 +144,12 @@ class RemoteLite:
         if sub is None:
             return
         group, topic, brokers = sub
-        dto = {"action": "COMPLETE_REMOVE", "clientId": client_id, "group": group, "topic": topic,
+        dto: LiteSubscriptionJson = {"action": "COMPLETE_REMOVE", "clientId": client_id, "group": group, "topic": topic,
                "liteTopicSet": [], "version": int(time.time() * 1000)}
         log.info("proxy: lite client %s gone (%s): its subscriptions removed", client_id, why)
         asyncio.ensure_future(self._ctl(sorted(brokers), dto))
 
-    def fill_settings(self, settings: Any, group_config: Optional[Any]) -> None:
+    def fill_settings(self, settings: d.Settings, group_config: Optional[SubscriptionGroupConfig]) -> None:
         settings.subscription.lite_subscription_quota = ga.get_int(group_config, ga.LITE_CLIENT_QUOTA)
         settings.subscription.max_lite_topic_size = self.max_lite_topic_size
 
@@ -147,10 +172,12 @@ class RemoteLite:
         records = await self.backend.run(decode_messages, bytes(resp.body or b""))    # CPU work: off the loop
         return self._messages(dict(resp.ext_fields or {}), records, broker, rr)
 
-    def _messages(self, ext: dict, records: list, broker: str, rr: ReceiveRequest) -> Received:
+    def _messages(self, ext: dict[str, str], records: list[StoredMessage], broker: str,
+                  rr: ReceiveRequest) -> Received:
         pop_time, invisible, revive = (int(ext.get(k, 0)) for k in ("popTime", "invisibleTime", "reviveQid"))
         counts = [int(c) for c in (ext.get("orderCountInfo") or "").split(";") if c.strip()]
-        out, holds = [], []
+        out: list[d.Message] = []
+        holds: list[tuple[Hashable, Hashable]] = []
         for i, m in enumerate(records):
             lmq = m.properties.get("INNER_MULTI_DISPATCH", "")
             off = int(m.properties.get("INNER_MULTI_QUEUE_OFFSET", m.queue_offset))
@@ -166,7 +193,7 @@ class RemoteLite:
             key = self.backend.handle_key(rr.group.group_name, h)
             holds.append((key, key))
             if rr.auto_renew:
-                self.backend._held[key] = (lmq, h)
+                self.backend._held[key] = (rr.group.group_name, lmq, h)
         return Received(out, "found", holds)
 
     async def queue_of(self, topic: str, lite: Optional[str], handle: ReceiptHandle) -> str:

@@ -32,7 +32,7 @@ def _infos(text: Optional[str]) -> list[list[str]]:
 
 def parse_start_offsets(text: Optional[str]) -> dict[tuple[str, int], int]:
     """``startOffsetInfo``: (retry flag, queue id) -> the checkpoint's start offset."""
-    out = {}
+    out: dict[tuple[str, int], int] = {}
     for f in _infos(text):
         if len(f) != 3:
             raise ValueError(f"bad startOffsetInfo: {text!r}")
@@ -40,9 +40,13 @@ def parse_start_offsets(text: Optional[str]) -> dict[tuple[str, int], int]:
     return out
 
 
-def parse_order_counts(text: Optional[str]) -> dict[tuple, int]:
+#: an ``orderCountInfo`` key: (flag, qid) for a queue, (flag, qid, offset) for one message
+OrderKey = tuple[str, int] | tuple[str, int, int]
+
+
+def parse_order_counts(text: Optional[str]) -> dict[OrderKey, int]:
     """``orderCountInfo``: (flag, qid) -> count for a queue, (flag, qid, offset) -> count for one message."""
-    out: dict[tuple, int] = {}
+    out: dict[OrderKey, int] = {}
     for f in _infos(text):
         if len(f) == 3:
             out[(f[0], int(f[1]))] = int(f[2])
@@ -53,14 +57,14 @@ def parse_order_counts(text: Optional[str]) -> dict[tuple, int]:
     return out
 
 
-def popped_records(ext: dict, body: bytes, broker_name: str) -> list[PoppedRecord]:
+def popped_records(ext: dict[str, str], body: bytes, broker_name: str) -> list[PoppedRecord]:
     """The messages of a POP_MESSAGE answer (``ext``: its header) with their receipt handles. Raises ValueError
     for an answer that does not hold together (a record whose queue has no start offset)."""
     starts = parse_start_offsets(ext.get("startOffsetInfo"))
     orders = parse_order_counts(ext.get("orderCountInfo"))
     pop_time, invisible, revive = int(ext.get("popTime", 0)), int(ext.get("invisibleTime", 0)), \
         int(ext.get("reviveQid", 0))
-    out = []
+    out: list[PoppedRecord] = []
     for m in decode_messages(body) if body else ():
         ck = m.properties.get(POP_CK)
         if ck:

@@ -16,7 +16,7 @@ import os
 import random
 import socket
 import uuid
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Coroutine, Optional
 
 import orjson
 
@@ -25,6 +25,11 @@ from rmqd.grpc.routes import MASTER_ID
 from rmqd.remoting.codes import RequestCode
 from rmqd.remoting.command import RemotingCommand, new_request
 from rmqd.store.message import decode_message
+
+if TYPE_CHECKING:
+    from rmqd.broker.client_manager import SubscriptionData
+    from rmqd.grpc.clients import GrpcChannel
+    from rmqd.remoting.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -43,29 +48,31 @@ class ProxyRegistry:
     def __init__(self, directory: BrokerDirectory, client_id: Optional[str] = None) -> None:
         self.directory = directory
         self.client_id = client_id or proxy_client_id()
-        self.producers: dict[str, set] = {}                 # producer group -> channels
-        self.consumers: dict[str, dict[Any, list[dict]]] = {}   # consumer group -> channel -> subscriptions
+        self.producers: dict[str, set[GrpcChannel]] = {}    # producer group -> channels
+        # consumer group -> channel -> subscriptions
+        self.consumers: dict[str, dict[GrpcChannel, list[SubscriptionData]]] = {}
         self.lite_notice: Optional[Callable[[str, str], None]] = None   # (client id, lite topic) -> None
-        self._task: Optional[asyncio.Task] = None
-        self._soon: Optional[asyncio.Task] = None
+        self._task: Optional[asyncio.Task[None]] = None
+        self._soon: Optional[asyncio.Task[None]] = None
 
     # ------------------------------------------------------------------ ClientRegistry
-    def register_producer(self, group: str, channel: Any) -> None:
+    def register_producer(self, group: str, channel: GrpcChannel) -> None:
         chans = self.producers.setdefault(group, set())
         if channel not in chans:
             chans.add(channel)
             if len(chans) == 1:
                 self._heartbeat_soon()
 
-    def register_consumer(self, group: str, channel: Any, subscriptions: list[dict]) -> None:
+    def register_consumer(self, group: str, channel: GrpcChannel, subscriptions: list[SubscriptionData]) -> None:
         chans = self.consumers.setdefault(group, {})
         new = channel not in chans
         chans[channel] = subscriptions
         if new and len(chans) == 1:
             self._heartbeat_soon()
 
-    def release(self, channel: Any) -> list[str]:
-        gone, groups = [], []
+    def release(self, channel: GrpcChannel) -> list[str]:
+        gone: list[tuple[str, str]] = []
+        groups: list[str] = []
         for group, chans in list(self.producers.items()):
             if channel in chans:
                 chans.discard(channel)
@@ -110,10 +117,10 @@ class ProxyRegistry:
 
     def heartbeat_body(self, with_producers: bool, with_consumers: bool) -> bytes:
         producers = [{"groupName": g} for g in sorted(self.producers)] if with_producers else []
-        consumers = []
+        consumers: list[dict[str, object]] = []
         if with_consumers:
             for group, chans in sorted(self.consumers.items()):
-                subs: dict[str, dict] = {}
+                subs: dict[object, SubscriptionData] = {}     # topic -> its subscription
                 for entries in chans.values():
                     for e in entries:
                         subs[e["topic"]] = e
@@ -128,7 +135,7 @@ class ProxyRegistry:
         if not self.producers and not self.consumers:
             return
         brokers = await self.directory.cluster()
-        calls = []
+        calls: list[Coroutine[None, None, None]] = []
         for name, addrs in brokers.items():
             for bid, addr in addrs.items():
                 master = bid == MASTER_ID
@@ -153,7 +160,7 @@ class ProxyRegistry:
         await asyncio.gather(*calls)
 
     # ------------------------------------------------------------------ the brokers' requests
-    def check_transaction(self, conn: Any, request: RemotingCommand) -> None:
+    def check_transaction(self, conn: Connection, request: RemotingCommand) -> None:
         """CHECK_TRANSACTION_STATE from a broker: to a client of the message's producer group (oneway)."""
         try:
             group = decode_message(bytes(request.body or b"")).properties.get("PGROUP", "")
@@ -172,7 +179,7 @@ class ProxyRegistry:
         random.choice(chans).recover_orphaned(request, broker)
         return None
 
-    def notify_unsubscribe_lite(self, conn: Any, request: RemotingCommand) -> None:
+    def notify_unsubscribe_lite(self, conn: Connection, request: RemotingCommand) -> None:
         ext = request.ext_fields or {}
         if self.lite_notice is not None:
             self.lite_notice(ext.get("clientId", ""), ext.get("liteTopic", ""))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Hashable, Protocol
+from typing import TYPE_CHECKING, Hashable, Protocol
 
 from rmqd.grpc.backend import Received, ReceiveRequest
 from rmqd.grpc.convert import to_grpc_message
@@ -29,6 +29,9 @@ from rmqd.proxy.popped import popped_records
 from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_request
 from rmqd.store.lite.names import parse_lmq
+
+if TYPE_CHECKING:
+    from rmqd.grpc.pb import definition_pb2 as d
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +64,9 @@ class RemotePop:
     def __init__(self, directory: BrokerCalls, executor: PopExecutor) -> None:
         self.directory = directory
         self.executor = executor
-        # auto-renew: (group, broker, queue id, ck offset, pop time) of the handle a client holds -> (topic, newest)
-        self._held: dict[Hashable, tuple[str, ReceiptHandle]] = {}
+        # auto-renew: (group, broker, queue id, ck offset, pop time) of the handle a client holds
+        # -> (group, topic, newest)
+        self._held: dict[Hashable, tuple[str, str, ReceiptHandle]] = {}
 
     async def pop(self, broker: str, rr: ReceiveRequest) -> Received:
         """POP_MESSAGE (every queue) on broker ``broker`` for ``rr``."""
@@ -88,7 +92,8 @@ class RemotePop:
             raise PopError(resp.code, resp.remark or str(resp.code))
         converted = await self.executor.run(_to_messages, dict(resp.ext_fields or {}), bytes(resp.body or b""),
                                             broker, rr.topic.topic_name, rr.namespace)
-        out, holds = [], []
+        out: list[d.Message] = []
+        holds: list[tuple[Hashable, Hashable]] = []
         group = rr.group.group_name
         max_attempts = int(rr.group.retry_max_times) + 1
         for msg, handle in converted:
@@ -99,10 +104,10 @@ class RemotePop:
             key = self.handle_key(group, handle)
             holds.append((key, key))
             if rr.auto_renew:
-                self._held[key] = (rr.topic.topic_name, handle)
+                self._held[key] = (group, rr.topic.topic_name, handle)
         return Received(out, "found", holds)
 
-    async def _to_dlq(self, rr: ReceiveRequest, msg: Any, h: ReceiptHandle) -> None:
+    async def _to_dlq(self, rr: ReceiveRequest, msg: d.Message, h: ReceiptHandle) -> None:
         """A popped message past its group's max attempts (a Java broker hands it out again; the 5.x proxy
         filters it): to the DLQ (CONSUMER_SEND_MSG_BACK, delay level -1), then acked. On failure it is logged and
         left invisible: it comes back after its time and is tried again."""
@@ -128,36 +133,36 @@ class RemotePop:
 
     def _newest(self, group: str, h: ReceiptHandle) -> ReceiptHandle:
         held = self._held.get(self.handle_key(group, h))
-        return held[1] if held is not None else h
+        return held[2] if held is not None else h
 
-    async def renew(self, keys: list, invisible_ms: int, within_ms: int) -> list:
+    async def renew(self, keys: list[Hashable], invisible_ms: int, within_ms: int) -> list[Hashable]:
         """Push consumers' messages due within ``within_ms``: CHANGE_MESSAGE_INVISIBLETIME, newest handle kept
         (acks and changes use it). Messages no one renews any more are forgotten once past their time."""
         now = int(time.time() * 1000)
-        still = []
+        still: list[Hashable] = []
         for key in keys:
             held = self._held.get(key)
             if held is None:            # acked, changed, or its renewal failed
                 continue
-            queue, h = held
+            group, queue, h = held
             if h.extra.pop_time + h.extra.invisible_time - now >= within_ms:
                 still.append(key)
                 continue
             try:
-                extra = await self.change_invisible(key[0], queue, h, invisible_ms, False, keep=False)
+                extra = await self.change_invisible(group, queue, h, invisible_ms, False, keep=False)
             except PopError as exc:
                 log.info("proxy: renewing a message of %s on %s failed (%s): it is visible again after its time",
-                         key[0], h.extra.broker_name, exc.remark)
+                         group, h.extra.broker_name, exc.remark)
                 self._held.pop(key, None)
                 continue
-            self._held[key] = (queue, ReceiptHandle(extra, h.commit_log_offset))
+            self._held[key] = (group, queue, ReceiptHandle(extra, h.commit_log_offset))
             still.append(key)
-        for key, (_, h) in list(self._held.items()):
+        for key, (_, _, h) in list(self._held.items()):
             if h.extra.pop_time + h.extra.invisible_time < now - 10_000:
                 del self._held[key]
         return still
 
-    async def _pop_call(self, h: ReceiptHandle, code: int, ext: dict) -> RemotingCommand:
+    async def _pop_call(self, h: ReceiptHandle, code: int, ext: dict[str, str]) -> RemotingCommand:
         try:
             resp = await self.directory.invoke(h.extra.broker_name, new_request(code, ext), CALL_TIMEOUT_S)
         except BrokerUnavailable as exc:
@@ -169,7 +174,7 @@ class RemotePop:
         return resp
 
     @staticmethod
-    def _pop_ext(group: str, queue: str, h: ReceiptHandle) -> dict:
+    def _pop_ext(group: str, queue: str, h: ReceiptHandle) -> dict[str, str]:
         """ACK_MESSAGE / CHANGE_MESSAGE_INVISIBLETIME's header; a lite message's (``queue`` its LMQ) names the
         parent topic and the lite topic, as the 5.5 proxy sends it."""
         lite = parse_lmq(queue)
@@ -198,7 +203,7 @@ class RemotePop:
             self._held.pop(self.handle_key(group, h), None)
         return extra
 
-    async def send_back(self, ext: dict, h: ReceiptHandle, peer: tuple[str, int]) -> RemotingCommand:
+    async def send_back(self, ext: dict[str, str], h: ReceiptHandle, peer: tuple[str, int]) -> RemotingCommand:
         try:
             return await self.directory.invoke(h.extra.broker_name,
                                                new_request(RequestCode.CONSUMER_SEND_MSG_BACK, ext), CALL_TIMEOUT_S)
@@ -206,9 +211,10 @@ class RemotePop:
             return error_response(ResponseCode.SYSTEM_ERROR, f"broker {h.extra.broker_name}: {exc!r}")
 
 
-def _to_messages(ext: dict, body: bytes, broker: str, topic: str, namespace: str) -> list[tuple[Any, ReceiptHandle]]:
+def _to_messages(ext: dict[str, str], body: bytes, broker: str, topic: str,
+                 namespace: str) -> list[tuple[d.Message, ReceiptHandle]]:
     """A POP answer's records as 5.x messages of ``topic`` with their handles (in the executor: CPU work)."""
-    out = []
+    out: list[tuple[d.Message, ReceiptHandle]] = []
     for rec in popped_records(ext, body, broker):
         msg = to_grpc_message(rec.message, topic, rec.handle, namespace=namespace)
         if rec.attempt:

@@ -2,12 +2,18 @@
 from __future__ import annotations
 
 import zlib
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]  # pyarrow ships no type information
 
 from rmqd.cython_ext import record_columns as _rc
 from rmqd.spark.errors import ConnectorError
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+    from pyspark.sql.types import StructType
+
+    from rmqd.cython_ext.record_columns import _ColumnBuffers, _VarColumn
 
 COMPRESSED_FLAG = 0x1              # sysFlag bit: the body is zlib-compressed
 TIMESTAMP_TYPE_LOG_APPEND = 1     # Kafka's LogAppendTime: ``timestamp`` is the broker's store time
@@ -38,18 +44,18 @@ DDL = ("key binary, value binary, topic string, partition int, offset bigint, ti
        "msgId string, bornTimestamp timestamp, commitLogOffset bigint, reconsumeTimes int")
 
 
-def _var(t: pa.DataType, col: tuple) -> pa.Array:
+def _var(t: pa.DataType, col: _VarColumn) -> pa.Array:
     n, nulls, valid, offsets, data = col
     return pa.Array.from_buffers(t, n, [pa.py_buffer(valid) if nulls else None, pa.py_buffer(offsets),
                                         pa.py_buffer(data)], null_count=nulls)
 
 
-def _fixed(t: pa.DataType, n: int, data: Any) -> pa.Array:
+def _fixed(t: pa.DataType, n: int, data: memoryview) -> pa.Array:
     return pa.Array.from_buffers(t, n, [None, pa.py_buffer(data)])
 
 
-def decode_batch(buf: Any, broker_name: str, lo: int = -1, hi: int = -1,
-                 max_rows: int = -1) -> tuple[pa.RecordBatch, int, int, Any]:
+def decode_batch(buf: ReadableBuffer, broker_name: str, lo: int = -1, hi: int = -1,
+                 max_rows: int = -1) -> tuple[pa.RecordBatch, int, int, memoryview]:
     """Records in ``buf`` with queue offset in [lo, hi) -> (RecordBatch, rows, bytes consumed, the rows'
     sysFlag int32 buffer)."""
     cols, used = _rc.decode(buf, lo, hi, max_rows)
@@ -57,7 +63,7 @@ def decode_batch(buf: Any, broker_name: str, lo: int = -1, hi: int = -1,
     return batch, cols["rows"], used, sys_flags
 
 
-def columns_batch(cols: dict, broker_name: str) -> tuple[pa.RecordBatch, Any]:
+def columns_batch(cols: _ColumnBuffers, broker_name: str) -> tuple[pa.RecordBatch, memoryview]:
     """``record_columns.Columns.result()`` -> (RecordBatch, the rows' sysFlag int32 buffer), no copying."""
     n = cols["rows"]
     hk, hv = _var(pa.string(), cols["header_key"]), _var(pa.binary(), cols["header_value"])
@@ -82,7 +88,7 @@ def columns_batch(cols: dict, broker_name: str) -> tuple[pa.RecordBatch, Any]:
     return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA), cols["sysFlag"]
 
 
-def decompress_values(batch: pa.RecordBatch, sys_flags: Any) -> pa.RecordBatch:
+def decompress_values(batch: pa.RecordBatch, sys_flags: memoryview) -> pa.RecordBatch:
     """Rows whose sysFlag says COMPRESSED carry a zlib body (producers compress big bodies): inflate."""
     import numpy as np
     if not (np.frombuffer(sys_flags, dtype=np.int32, count=batch.num_rows) & COMPRESSED_FLAG).any():
@@ -101,7 +107,7 @@ class Projection:
     The Python data source API has no column pruning, so a narrower schema is how a job reads fewer columns:
     only those cross from the Python worker to the JVM (zero-copy selection of the decoded batch)."""
 
-    def __init__(self, spark_schema: Any) -> None:
+    def __init__(self, spark_schema: StructType) -> None:
         from pyspark.sql.pandas.types import to_arrow_schema
         self.schema = to_arrow_schema(spark_schema, timezone="UTC")
         for f in self.schema:
@@ -119,7 +125,7 @@ class Projection:
         return pa.RecordBatch.from_arrays([batch.column(n) for n in self.names], schema=self.schema)
 
 
-def projection(spark_schema: Any) -> Optional[Projection]:
+def projection(spark_schema: Optional[StructType]) -> Optional[Projection]:
     """A Projection, or None when the schema is the connector's own (every column)."""
     if spark_schema is None:
         return None

@@ -32,10 +32,10 @@ HEARTBEAT_INTERVAL_S = 30.0            # the Java client's heartbeatBrokerInterv
 POLL_S = 0.5                           # longest wait between looks at the brokers' requests
 
 
-def subscription_data(topic: str, expr_type: str, expression: str, sub_version: int) -> dict:
+def subscription_data(topic: str, expr_type: str, expression: str, sub_version: int) -> dict[str, object]:
     """One SubscriptionData as the Java client serializes it (tags and their String.hashCode values)."""
-    tags: tuple = ()
-    codes: tuple = ()
+    tags: tuple[str, ...] = ()
+    codes: tuple[int, ...] = ()
     sub_string = expression
     if expr_type == "TAG":
         sub = parse_tag_expression(expression)
@@ -58,7 +58,7 @@ def heartbeat_body(client_id: str, group: str, topics: Iterable[str], expr_type:
         "producerDataSet": []})
 
 
-def running_info_body(group: str, subscriptions: list[dict], start_ms: int) -> bytes:
+def running_info_body(group: str, subscriptions: list[dict[str, object]], start_ms: int) -> bytes:
     """ConsumerRunningInfo of a pull consumer, as the Java client's DefaultMQPullConsumerImpl and
     MQClientInstance fill it: properties (PROP_CONSUME_TYPE and PROP_CONSUMER_START_TIMESTAMP are what
     mqadmin's analysis reads) and the subscriptions; a pull consumer has no process queues."""

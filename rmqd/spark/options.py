@@ -6,7 +6,7 @@ earliest and -1 = latest (Kafka's convention); ``earliest`` / ``latest`` apply t
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional, Union, overload
 
 from rmqd.spark.remote import ConnectorError
 
@@ -14,14 +14,32 @@ EARLIEST, LATEST = -2, -1
 DEFAULT_GROUP = "spark_rmqd_reader"
 DEFAULT_PRODUCER_GROUP = "spark_rmqd_writer"
 
+#: ``"earliest"``, ``"latest"`` or {topic: {brokerName: {queueId: offset}}}
+OffsetSpec = Union[str, dict[str, dict[str, dict[str, int]]]]
+
 
 class Options:
-    def __init__(self, raw: Mapping[str, Any]) -> None:
+    def __init__(self, raw: Mapping[str, object]) -> None:
         self.raw = {str(k).lower(): v for k, v in dict(raw).items()}
+
+    @overload
+    def get(self, name: str) -> Optional[str]: ...
+
+    @overload
+    def get(self, name: str, default: str) -> str: ...
+
+    @overload
+    def get(self, name: str, default: Optional[str]) -> Optional[str]: ...
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
         v = self.raw.get(name.lower())
         return default if v is None or v == "" else str(v)
+
+    @overload
+    def int(self, name: str) -> Optional[int]: ...
+
+    @overload
+    def int(self, name: str, default: int) -> int: ...
 
     def int(self, name: str, default: Optional[int] = None) -> Optional[int]:
         v = self.get(name)
@@ -40,13 +58,13 @@ class Options:
             raise ConnectorError(f"option '{name}': {v!r} is not true or false")
         return v.strip().lower() == "true"
 
-    def offsets(self, name: str, default: str) -> Any:
+    def offsets(self, name: str, default: str) -> OffsetSpec:
         """``"earliest"``/``"latest"`` or the parsed JSON {topic: {broker: {qid: offset}}}."""
         v = self.get(name, default)
         if v.strip().lower() in ("earliest", "latest"):
             return v.strip().lower()
         try:
-            spec = json.loads(v)
+            spec: object = json.loads(v)
         except ValueError as exc:
             raise ConnectorError(f"option '{name}': not 'earliest', 'latest' or offsets JSON ({exc})") from None
         if not isinstance(spec, dict) or not all(
@@ -66,14 +84,16 @@ class Options:
         return "TAG", self.get("subExpression", "*")
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def pick(spec: Any, topic: str, broker: str, queue_id: int, default: int) -> int:
+def pick(spec: OffsetSpec, topic: str, broker: str, queue_id: int, default: int) -> int:
     """The offset a spec gives one queue: EARLIEST, LATEST or a number (missing queues: ``default``)."""
     if spec == "earliest":
         return EARLIEST
     if spec == "latest":
         return LATEST
+    if isinstance(spec, str):          # Options.offsets gives only the two words above or the JSON
+        raise ConnectorError(f"offsets {spec!r}: not 'earliest', 'latest' or offsets JSON")
     return int(spec.get(topic, {}).get(broker, {}).get(str(queue_id), default))

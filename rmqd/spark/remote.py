@@ -8,8 +8,9 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
+from rmqd.grpc.json_fields import array, integer, obj
 from rmqd.remoting import fastjson
 from rmqd.spark.errors import ConnectorError  # noqa: F401  (re-exported)
 from rmqd.remoting.client import BlockingClient, BlockingClientPool
@@ -50,15 +51,16 @@ class Clients:
         """Close and forget the connection to ``addr``; the next call reconnects."""
         self._pool.drop(addr)
 
-    def invoke(self, addr: str, code: int, ext: Optional[dict] = None, body: Optional[bytes] = None) -> RemotingCommand:
+    def invoke(self, addr: str, code: int, ext: Optional[Mapping[str, object]] = None,
+               body: Optional[bytes] = None) -> RemotingCommand:
         """One request. A kept connection found closed is replaced before the request is written (the Java
         broker closes connections idle for 120 s, e.g. a stream's driver between slow triggers); one that
         fails on the way (closed between that check and the write) is replaced once."""
-        ext = {k: str(v) for k, v in (ext or {}).items() if v is not None}
+        fields = {k: str(v) for k, v in (ext or {}).items() if v is not None}
         while True:
             reused = self._pool.connected(addr) is not None
             try:
-                return self.get(addr).invoke(new_request(code, ext, body), self.timeout)
+                return self.get(addr).invoke(new_request(code, fields, body), self.timeout)
             except OSError as exc:
                 self.drop(addr)
                 if not reused or isinstance(exc, TimeoutError):
@@ -78,8 +80,8 @@ class Cluster:
             raise ConnectorError("option 'nameServer' is required (host:port[;host:port])")
         self.clients = clients or Clients()
 
-    def _namesrv(self, code: int, ext: Optional[dict] = None) -> RemotingCommand:
-        errors = []
+    def _namesrv(self, code: int, ext: Optional[Mapping[str, object]] = None) -> RemotingCommand:
+        errors: list[str] = []
         for addr in self.namesrv_addrs:
             try:
                 return self.clients.invoke(addr, code, ext)
@@ -89,13 +91,16 @@ class Cluster:
 
     def topics(self) -> list[str]:
         r = self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-        return list((fastjson.loads_lenient(r.body_bytes()) or {}).get("topicList", [])) if r.body else []
+        if not r.body:
+            return []
+        return [str(t) for t in array(obj(fastjson.loads_lenient(r.body_bytes())).get("topicList"))]
 
     def resolve_topics(self, topic: Optional[str], pattern: Optional[str]) -> list[str]:
         if bool(topic) == bool(pattern):
             raise ConnectorError("set exactly one of the options 'topic' (comma list) and 'topicPattern'")
         if topic:
             return [t.strip() for t in topic.split(",") if t.strip()]
+        assert pattern is not None          # exactly one of the two is set (checked above)
         try:
             rx = re.compile(pattern)
         except re.error as exc:
@@ -113,29 +118,34 @@ class Cluster:
                                  f"{';'.join(self.namesrv_addrs)})")
         if r.code != ResponseCode.SUCCESS:
             raise ConnectorError(f"option 'topic': route of {topic!r} failed: {r.code} {r.remark}")
-        data = fastjson.loads_lenient(r.body_bytes())
-        masters = {}
-        for bd in data.get("brokerDatas", []):
-            addrs = {int(k): v for k, v in (bd.get("brokerAddrs") or {}).items()}
+        data = obj(fastjson.loads_lenient(r.body_bytes()))
+        masters: dict[str, str] = {}
+        for bd in array(data.get("brokerDatas")):
+            broker = obj(bd)
+            addrs = {integer(k): str(v) for k, v in obj(broker.get("brokerAddrs")).items()}
             if 0 in addrs:
-                masters[bd["brokerName"]] = addrs[0]
-        queues = {qd["brokerName"]: int(qd["readQueueNums"]) for qd in data.get("queueDatas", [])
-                  if qd["brokerName"] in masters}
+                masters[str(broker["brokerName"])] = addrs[0]
+        queues: dict[str, int] = {}
+        for qd in array(data.get("queueDatas")):
+            queue = obj(qd)
+            if str(queue["brokerName"]) in masters:
+                queues[str(queue["brokerName"])] = integer(queue["readQueueNums"])
         return masters, queues
 
     def queues(self, topics: Iterable[str]) -> tuple[list[QueueRef], dict[str, str]]:
-        refs, addrs = [], {}
+        refs: list[QueueRef] = []
+        addrs: dict[str, str] = {}
         for t in topics:
             masters, nums = self.route(t)
             addrs.update(masters)
             refs += [QueueRef(t, b, q) for b in sorted(nums) for q in range(nums[b])]
         return refs, addrs
 
-    def _offset(self, code: int, addr: str, ref: QueueRef, extra: Optional[dict] = None) -> int:
+    def _offset(self, code: int, addr: str, ref: QueueRef, extra: Optional[Mapping[str, object]] = None) -> int:
         r = self.clients.invoke(addr, code, {"topic": ref.topic, "queueId": ref.queue_id, **(extra or {})})
         if r.code != ResponseCode.SUCCESS:
             raise ConnectorError(f"offset query {code} for {ref} failed: {r.code} {r.remark}")
-        return int(r.ext_fields["offset"])
+        return int((r.ext_fields or {})["offset"])
 
     def min_offset(self, addr: str, ref: QueueRef) -> int:
         return self._offset(RequestCode.GET_MIN_OFFSET, addr, ref)

@@ -16,20 +16,37 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Mapping, Optional, Sequence, TypedDict, Union
 
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]  # pyarrow ships no type information
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 
 from rmqd.filter.tags import java_string_hash
+from rmqd.grpc.json_fields import array, integer, obj
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode
 from rmqd.spark.options import DEFAULT_PRODUCER_GROUP, Options
 from rmqd.spark.remote import Cluster, ConnectorError, send_batch
 
+if TYPE_CHECKING:
+    from pyspark.sql.types import Row
+
 log = logging.getLogger(__name__)
 
 BATCH_OVERHEAD = 22                  # per message in a SEND_BATCH body: sizes, magic, CRC, flag
+
+#: one queue's pending batch: (topic, broker name, broker address, queue id)
+QueueKey = tuple[str, str, str, int]
+
+
+class HeaderStruct(TypedDict):
+    """A ``headers`` element as Arrow gives it (struct<key:string, value:binary>)."""
+    key: str
+    value: Union[str, bytes]
+
+
+#: a ``headers`` element: the struct, or a (key, value) pair
+Header = Union[HeaderStruct, tuple[str, Union[str, bytes]]]
 
 
 class BadRow(ConnectorError):
@@ -50,7 +67,7 @@ def _partition_id() -> int:
 class _Sender:
     """Groups rows into per-queue batches and sends them (SEND_BATCH_MESSAGE), at least once."""
 
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: Mapping[str, str]) -> None:
         o = Options(options)
         self.cluster = Cluster(o.get("nameServer") or "")
         self.topic_option = o.get("topic")
@@ -58,8 +75,8 @@ class _Sender:
         self.max_size = o.int("maxMessageSize", 4 * 1024 * 1024)
         self.batch_rows = o.int("batchSize", 256)
         self.routes: dict[str, list[tuple[str, str, int]]] = {}
-        self.pending: dict[tuple[str, str, str, int], list] = {}
-        self.pending_bytes: dict[tuple[str, str, str, int], int] = {}
+        self.pending: dict[QueueKey, list[tuple[bytes, str]]] = {}
+        self.pending_bytes: dict[QueueKey, int] = {}
         self.rr = 0
         self.sent = 0                    # rows the brokers acknowledged
 
@@ -68,17 +85,20 @@ class _Sender:
         if queues is None:
             masters, _ = self.cluster.route(topic)
             resp = self.cluster._namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-            data = fastjson.loads_lenient(resp.body_bytes())
-            queues = [(qd["brokerName"], masters[qd["brokerName"]], q) for qd in data.get("queueDatas", [])
-                      if qd["brokerName"] in masters and int(qd.get("perm", 6)) & 2
-                      for q in range(int(qd["writeQueueNums"]))]
+            data = obj(fastjson.loads_lenient(resp.body_bytes()))
+            queues = []
+            for qd in array(data.get("queueDatas")):
+                queue = obj(qd)
+                name = str(queue["brokerName"])
+                if name in masters and integer(queue.get("perm", 6)) & 2:
+                    queues.extend((name, masters[name], q) for q in range(integer(queue["writeQueueNums"])))
             if not queues:
                 raise ConnectorError(f"option 'topic': {topic!r} has no writable queue")
             self.routes[topic] = queues
         return queues
 
     def message(self, value: Optional[bytes], key: Optional[str], tags: Optional[str],
-                topic: Optional[str], headers: Optional[list]) -> tuple[str, bytes, str]:
+                topic: Optional[str], headers: Optional[Sequence[Header]]) -> tuple[str, bytes, str]:
         """(topic, body, properties) of one row; raises BadRow."""
         topic = self.topic_option or topic
         if not topic:
@@ -87,7 +107,7 @@ class _Sender:
             raise BadRow("'value' is null (a message needs a body)")
         if len(value) > self.max_size:
             raise BadRow(f"'value' is {len(value)} bytes, over maxMessageSize {self.max_size}")
-        props = []
+        props: list[str] = []
         if key:
             props.append(f"KEYS\x01{key}")
         if tags:
@@ -95,8 +115,8 @@ class _Sender:
         props.append(f"UNIQ_KEY\x01{uuid.uuid4().hex.upper()}")
         props.append("WAIT\x01true")
         for h in headers or ():
-            k, v = (h["key"], h["value"]) if isinstance(h, dict) else (h[0], h[1])
-            v = v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else str(v)
+            k, raw = (h["key"], h["value"]) if isinstance(h, dict) else (h[0], h[1])
+            v = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
             if any(c in k + v for c in "\x01\x02"):
                 raise BadRow(f"header {k!r} contains a control character")
             props.append(f"{k}\x01{v}")
@@ -109,7 +129,7 @@ class _Sender:
         else:
             target = queues[self.rr % len(queues)]
             self.rr += 1
-        k = (topic,) + target
+        k: QueueKey = (topic,) + target
         size = BATCH_OVERHEAD + len(body) + len(props.encode("utf-8"))
         if k in self.pending and self.pending_bytes[k] + size > self.max_size:
             self._flush_one(k)                   # a SEND_BATCH body stays within maxMessageSize
@@ -118,7 +138,7 @@ class _Sender:
         if len(self.pending[k]) >= self.batch_rows:
             self._flush_one(k)
 
-    def _flush_one(self, k: tuple) -> None:
+    def _flush_one(self, k: QueueKey) -> None:
         batch = self.pending.pop(k, None)
         self.pending_bytes.pop(k, None)
         if batch:
@@ -134,7 +154,7 @@ class _Sender:
         self.cluster.clients.close()
 
 
-def _write_batches(options: dict, batches: Iterator[pa.RecordBatch]) -> SentSummary:
+def _write_batches(options: Mapping[str, str], batches: Iterator[pa.RecordBatch]) -> SentSummary:
     sender = _Sender(options)
     row_no = 0
     try:
@@ -167,32 +187,32 @@ def _write_batches(options: dict, batches: Iterator[pa.RecordBatch]) -> SentSumm
 
 
 class BatchWriter(DataSourceArrowWriter):
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: Mapping[str, str]) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SentSummary:
         return _write_batches(self.options, iterator)
 
-    def commit(self, messages: list) -> None:
-        log.info("rocketmq sink: %d rows sent", sum(m.rows for m in messages if m is not None))
+    def commit(self, messages: list[Optional[WriterCommitMessage]]) -> None:
+        log.info("rocketmq sink: %d rows sent", sum(m.rows for m in messages if isinstance(m, SentSummary)))
 
-    def abort(self, messages: list) -> None:
+    def abort(self, messages: list[Optional[WriterCommitMessage]]) -> None:
         log.warning("rocketmq sink aborted; rows already sent stay (at-least-once)")
 
 
 class StreamWriter(DataSourceStreamWriter):
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: Mapping[str, str]) -> None:
         self.options = options
 
-    def write(self, iterator: Iterator[Any]) -> SentSummary:
+    def write(self, iterator: Iterator[Row]) -> SentSummary:
         def batches() -> Iterator[pa.RecordBatch]:
             rows = [row.asDict(recursive=True) for row in iterator]
             if rows:
                 yield pa.RecordBatch.from_pylist(rows)
         return _write_batches(self.options, batches())
 
-    def commit(self, messages: list, batchId: int) -> None:
+    def commit(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
         log.info("rocketmq stream sink: batch %d committed", batchId)
 
-    def abort(self, messages: list, batchId: int) -> None:
+    def abort(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
         log.warning("rocketmq stream sink: batch %d aborted; rows already sent stay (at-least-once)", batchId)

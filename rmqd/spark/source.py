@@ -7,29 +7,41 @@ import gc
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Mapping, Optional, Sequence, Union
 
-import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]  # pyarrow ships no type information
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
 
 from rmqd.remoting.codes import ResponseCode
 from rmqd.cython_ext import record_columns as _rc
 from rmqd.spark.arrow import DDL, Projection, columns_batch, decode_batch, decompress_values, projection
 from rmqd.spark.executor import not_visible
 from rmqd.spark.group import GroupRegistration
-from rmqd.spark.options import DEFAULT_GROUP, EARLIEST, LATEST, Options, pick
+from rmqd.spark.options import DEFAULT_GROUP, EARLIEST, LATEST, OffsetSpec, Options, pick
 from rmqd.spark.remote import Clients, Cluster, ConnectorError, QueueRef, pull
 from rmqd.spark.sink import BatchWriter, StreamWriter
 from rmqd.spark.store_dir import FileAccess, QueueFiles, StoreLayout
 
-try:                                   # Spark >= 4.2: Trigger.AvailableNow for Python sources
-    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
-except ImportError:                    # pragma: no cover - older Spark
-    SupportsTriggerAvailableNow = object
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
+    from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
+    from pyspark.sql.types import StructType
+else:
+    try:                               # Spark >= 4.2: Trigger.AvailableNow for Python sources
+        from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+    except ImportError:                # pragma: no cover - older Spark
+        SupportsTriggerAvailableNow = object
 
 log = logging.getLogger(__name__)
 
 BATCH_BYTES = 4 << 20                  # records decoded into one Arrow batch
+
+#: a stream's offsets: {topic: {brokerName: {queueId: next offset}}}
+QueueOffsets = dict[str, dict[str, dict[str, int]]]
+#: a pushed-down filter's narrowing of one column: [lo, hi) and the value set (None: no bound)
+Narrowed = tuple[Optional[int], Optional[int], Optional[set[object]]]
+#: the filters that narrow a store directory's read (BatchReader._push)
+PushedFilter = Union["EqualTo", "GreaterThan", "GreaterThanOrEqual", "LessThan", "LessThanOrEqual", "In"]
 
 
 @dataclass
@@ -119,13 +131,13 @@ def _projected(batches: Iterator[pa.RecordBatch], proj: Optional[Projection]) ->
     return batches if proj is None else (proj.apply(b) for b in batches)
 
 
-def _decode(buf: Any, broker: str, lo: int, hi: int) -> pa.RecordBatch:
+def _decode(buf: bytearray, broker: str, lo: int, hi: int) -> pa.RecordBatch:
     batch, _n, _used, sys_flags = decode_batch(buf, broker, lo, hi)
     return decompress_values(batch, sys_flags)
 
 
-def read_from_store(p: StoreRange, access_log: Optional[str], tags: Optional[set]) -> Iterator[pa.RecordBatch]:
-    import pyarrow.compute as pc
+def read_from_store(p: StoreRange, access_log: Optional[str], tags: Optional[set[str]]) -> Iterator[pa.RecordBatch]:
+    import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]  # no type information
     layout = StoreLayout(p.root)
     if not os.path.isdir(layout.cq_root) or not os.path.isdir(layout.commitlog_dir):
         # planned on the driver, which sees the store: this executor does not (missing files would read as
@@ -175,7 +187,7 @@ def first_offset_at(cluster: Cluster, addr: str, ref: QueueRef, ts_ms: int, grou
     return mx
 
 
-def _int_bounds(v: Any) -> tuple[int, int]:
+def _int_bounds(v: Union[datetime.datetime, int, float]) -> tuple[int, int]:
     """(floor, ceil) of a filter value: a timestamp in whole ms (store times are ms), else the integer."""
     if isinstance(v, datetime.datetime):
         us = round(v.timestamp() * 1_000_000)        # naive = local time, as PySpark hands TimestampType over
@@ -186,7 +198,7 @@ def _int_bounds(v: Any) -> tuple[int, int]:
 class _Plan:
     """The driver's view of the options a reader needs."""
 
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: Mapping[str, str]) -> None:
         self.o = Options(options)
         self.group = self.o.get("group", DEFAULT_GROUP)
         self.expr_type, self.expression = self.o.expression()
@@ -197,7 +209,7 @@ class _Plan:
     def cluster(self) -> Cluster:
         return Cluster(self.o.get("nameServer") or "")
 
-    def resolve(self, spec: Any, cluster: Cluster, addrs: dict, ref: QueueRef, default: int) -> int:
+    def resolve(self, spec: OffsetSpec, cluster: Cluster, addrs: dict[str, str], ref: QueueRef, default: int) -> int:
         want = pick(spec, ref.topic, ref.broker, ref.queue_id, default)
         if want == EARLIEST:
             return cluster.min_offset(addrs[ref.broker], ref)
@@ -212,16 +224,17 @@ class _Plan:
 class BatchReader(DataSourceReader):
     """Batch reads from the brokers, or from a store directory (``path``)."""
 
-    def __init__(self, options: dict, schema: Any = None) -> None:
+    def __init__(self, options: Mapping[str, str], schema: Optional[StructType] = None) -> None:
         self.plan = _Plan(options)
-        self.pushed: dict[str, Any] = {}
+        self.pushed: dict[str, Narrowed] = {}
         self.projection: Optional[Projection] = projection(schema)
 
-    def _push(self, filters: list) -> Iterator:
+    def _push(self, filters: list[Filter]) -> Iterator[Filter]:
         from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan,
                                             LessThanOrEqual)
         for f in filters:
-            col = f.attribute[0] if getattr(f, "attribute", None) and len(f.attribute) == 1 else None
+            attribute = getattr(f, "attribute", None)
+            col = attribute[0] if attribute and len(attribute) == 1 else None
             if col in ("offset", "partition") and isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual,
                                                                   LessThan, LessThanOrEqual, In)):
                 self._narrow(col, f)
@@ -232,7 +245,7 @@ class BatchReader(DataSourceReader):
                 self._narrow(col, f)
             yield f                    # Spark still applies every filter: pushdown only prunes files
 
-    def _narrow(self, col: str, f: Any) -> None:
+    def _narrow(self, col: str, f: PushedFilter) -> None:
         """Intersect [lo, hi) (offsets, queue ids, store times in ms) or the value set (topics, queue ids)."""
         from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan,
                                             LessThanOrEqual)
@@ -251,10 +264,10 @@ class BatchReader(DataSourceReader):
         self.pushed[col] = (lo, hi, values)
 
     # ------------------------------------------------------------------ partitions
-    def partitions(self) -> list:
-        return self._store_partitions() if self.plan.path else self._broker_partitions()
+    def partitions(self) -> Sequence[InputPartition]:
+        return self._store_partitions(self.plan.path) if self.plan.path else self._broker_partitions()
 
-    def _broker_partitions(self) -> list:
+    def _broker_partitions(self) -> list[QueueRange]:
         plan, o = self.plan, self.plan.o
         cluster = plan.cluster()
         try:
@@ -263,7 +276,7 @@ class BatchReader(DataSourceReader):
             starting = o.offsets("startingOffsets", "earliest")
             ending = o.offsets("endingOffsets", "latest")
             ts = o.int("startingTimestamp")
-            parts = []
+            parts: list[QueueRange] = []
             for ref in refs:
                 addr = addrs[ref.broker]
                 start = first_offset_at(cluster, addr, ref, ts, plan.group) if ts is not None else \
@@ -276,9 +289,9 @@ class BatchReader(DataSourceReader):
         finally:
             cluster.clients.close()
 
-    def _store_partitions(self) -> list:
+    def _store_partitions(self, path: str) -> list[StoreRange]:
         plan, o = self.plan, self.plan.o
-        layout = StoreLayout(plan.path)
+        layout = StoreLayout(path)
         layout.check()
         broker = o.get("brokerName", "broker-a")
         topics = layout.topics(o.get("topic"), o.get("topicPattern"))
@@ -291,7 +304,7 @@ class BatchReader(DataSourceReader):
         starting = o.offsets("startingOffsets", "earliest")
         ending = o.offsets("endingOffsets", "latest")
         access = FileAccess(o.get("fileAccessLog"))
-        parts = []
+        parts: list[StoreRange] = []
         try:
             for topic in topics:
                 for qid in layout.queue_ids(topic):
@@ -309,12 +322,12 @@ class BatchReader(DataSourceReader):
                     if ohi is not None:
                         end = min(end, ohi)
                     for a, b in _split(start, end, plan.max_per_partition):
-                        parts.append(StoreRange(plan.path, topic, broker, qid, a, b, slo, shi))
+                        parts.append(StoreRange(path, topic, broker, qid, a, b, slo, shi))
         finally:
             access.close()
         return parts
 
-    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         freeze_worker_heap()
         plan = self.plan
         if isinstance(partition, StoreRange):
@@ -336,14 +349,14 @@ class PruningBatchReader(BatchReader):
     partition, offset and timestamp, which prune files (Spark insists on
     ``spark.sql.python.filterPushdown.enabled=true`` for any reader that takes filters)."""
 
-    def pushFilters(self, filters: list) -> Iterator:
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         yield from self._push(filters)
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are {topic: {broker: {queueId: next offset}}}; each micro-batch reads [start, end)."""
 
-    def __init__(self, options: dict, schema: Any = None) -> None:
+    def __init__(self, options: Mapping[str, str], schema: Optional[StructType] = None) -> None:
         self.plan = _Plan(options)
         self.projection: Optional[Projection] = projection(schema)
         o = self.plan.o
@@ -353,11 +366,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.commit_offsets = o.bool("commitOffsets", False)
         if self.commit_offsets and not o.get("group"):
             raise ConnectorError("option 'commitOffsets' needs the option 'group' (the consumer group to commit)")
-        self.cap: Optional[dict] = None
+        self.cap: Optional[QueueOffsets] = None
         self._cluster: Optional[Cluster] = None
-        self._topics: Optional[list] = None
-        self._initial: Optional[dict] = None          # a fresh query's initialOffset (nothing read yet)
-        self._committed: dict[tuple, int] = {}         # what the broker already has, per queue
+        self._topics: Optional[list[str]] = None
+        self._initial: Optional[QueueOffsets] = None  # a fresh query's initialOffset (nothing read yet)
+        self._committed: dict[tuple[str, str, int], int] = {}     # what the broker already has, per queue
         self._group: Optional[GroupRegistration] = None
         self._broker_addrs: set[str] = set()
 
@@ -366,7 +379,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._cluster = self.plan.cluster()
         return self._cluster
 
-    def _refs(self) -> tuple[list[QueueRef], dict]:
+    def _refs(self) -> tuple[list[QueueRef], dict[str, str]]:
         c = self._c()
         if self._topics is None:
             self._topics = c.resolve_topics(self.plan.o.get("topic"), self.plan.o.get("topicPattern"))
@@ -378,19 +391,19 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                                 self.plan.expression, lambda: list(self._broker_addrs)).start()
         return refs, addrs
 
-    def _latest_all(self) -> dict:
+    def _latest_all(self) -> QueueOffsets:
         refs, addrs = self._refs()
-        out: dict = {}
+        out: QueueOffsets = {}
         for ref in refs:
             out.setdefault(ref.topic, {}).setdefault(ref.broker, {})[str(ref.queue_id)] = \
                 self._c().max_offset(addrs[ref.broker], ref)
         return out
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> QueueOffsets:
         spec = self.plan.o.offsets("startingOffsets", "latest")
         refs, addrs = self._refs()
         ts = self.plan.o.int("startingTimestamp")
-        out: dict = {}
+        out: QueueOffsets = {}
         for ref in refs:
             off = first_offset_at(self._c(), addrs[ref.broker], ref, ts, self.plan.group) if ts is not None else \
                 self.plan.resolve(spec, self._c(), addrs, ref, LATEST)
@@ -401,7 +414,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self.cap = self._latest_all()
 
-    def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+    def latestOffset(self, start: Optional[QueueOffsets] = None, limit: Optional[ReadLimit] = None) -> QueueOffsets:
         if start is not None and start != self._initial:
             # Spark plans the next batch only once the previous one is done, so ``start`` (that batch's
             # end) is consumed: committing it here commits an AvailableNow run's last batch before the
@@ -411,23 +424,23 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start is None or not self.max_per_trigger:
             return latest
         # maxOffsetsPerTrigger: split the budget over the queues in proportion to their backlog
-        backlog = {}
+        backlog: dict[tuple[str, str, str], tuple[int, int]] = {}
         for t, brokers in latest.items():
             for b, queues in brokers.items():
                 for q, mx in queues.items():
                     s = start.get(t, {}).get(b, {}).get(q, 0)
                     backlog[(t, b, q)] = (s, max(0, mx - s))
         total = sum(n for _s, n in backlog.values())
-        out: dict = {}
+        out: QueueOffsets = {}
         budget = self.max_per_trigger
         for (t, b, q), (s, n) in sorted(backlog.items()):
             take = n if total <= budget else min(n, max(1 if n else 0, budget * n // total))
             out.setdefault(t, {}).setdefault(b, {})[q] = s + take
         return out
 
-    def partitions(self, start: dict, end: dict) -> list:
+    def partitions(self, start: QueueOffsets, end: QueueOffsets) -> list[QueueRange]:
         refs, addrs = self._refs()
-        parts = []
+        parts: list[QueueRange] = []
         for ref in refs:
             q = str(ref.queue_id)
             s = start.get(ref.topic, {}).get(ref.broker, {}).get(q, 0)
@@ -443,16 +456,16 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                         self.plan.fail_on_data_loss))
         return parts
 
-    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         freeze_worker_heap()
         if isinstance(partition, QueueRange):
             yield from _projected(read_from_broker(partition, self.plan.group, self.plan.expr_type,
                                                    self.plan.expression), self.projection)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: QueueOffsets) -> None:
         self._commit(end)
 
-    def _commit(self, offsets: dict) -> None:
+    def _commit(self, offsets: QueueOffsets) -> None:
         """UPDATE_CONSUMER_OFFSET of the group for every queue whose offset the broker does not have yet."""
         if not self.commit_offsets:
             return
@@ -482,18 +495,18 @@ class RocketMQDataSource(DataSource):
     def schema(self) -> str:
         return DDL
 
-    def reader(self, schema: Any) -> BatchReader:
+    def reader(self, schema: StructType) -> BatchReader:
         freeze_worker_heap()                 # the planning worker: Spark collects its garbage after each call
         o = Options(self.options)
         if o.get("path") and o.bool("filterPushdown", False):
             return PruningBatchReader(self.options, schema)
         return BatchReader(self.options, schema)
 
-    def streamReader(self, schema: Any) -> StreamReader:
+    def streamReader(self, schema: StructType) -> StreamReader:
         freeze_worker_heap()
         return StreamReader(self.options, schema)
 
-    def writer(self, schema: Any, overwrite: bool) -> BatchWriter:
+    def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         # Spark itself refuses its default save mode (ErrorIfExists) for a Python data source, naming Append
         # or Overwrite; a topic cannot be overwritten, so Overwrite is refused here, naming the one that works.
         if overwrite:
@@ -501,6 +514,6 @@ class RocketMQDataSource(DataSource):
                                  'overwritten): use .mode("append")')
         return BatchWriter(self.options)
 
-    def streamWriter(self, schema: Any, overwrite: bool) -> StreamWriter:
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
         return StreamWriter(self.options)
 

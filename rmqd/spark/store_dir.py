@@ -16,9 +16,12 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rmqd.spark.remote import ConnectorError
+
+if TYPE_CHECKING:
+    from rmqd.cython_ext.record_columns import Columns
 
 CQ_UNIT = 20
 _UNIT = struct.Struct(">qiq")
@@ -27,6 +30,10 @@ _I64 = struct.Struct(">q")
 BLANK_SIZE = 0x7FFFFFFF
 
 log = logging.getLogger(__name__)
+
+
+#: (device, inode, size, mtime) of a store file: a map is used only while the file is still this one
+_FileIdentity = tuple[int, int, int, int]
 
 
 class MapCache:
@@ -40,13 +47,13 @@ class MapCache:
 
     def __init__(self, capacity: int = 64, idle_s: float = 30.0) -> None:
         self.capacity, self.idle_s = capacity, idle_s
-        self._maps: dict[str, tuple[tuple, mmap.mmap]] = {}
+        self._maps: dict[str, tuple[_FileIdentity, mmap.mmap]] = {}
         self._lock = threading.Lock()
         self._used = 0.0                              # monotonic time of the last get
         self._timer: Optional[threading.Timer] = None
 
     @staticmethod
-    def _identity(path: str) -> Optional[tuple]:
+    def _identity(path: str) -> Optional[_FileIdentity]:
         try:
             st = os.stat(path)
         except FileNotFoundError:
@@ -205,8 +212,9 @@ class QueueFiles:
         lo = self.cq_names[0] // CQ_UNIT
         last = self.cq_names[-1]
         m = self.access.map(os.path.join(self.cq_dir, f"{last:020d}"))
-        n = 0 if m is None else len(m) // CQ_UNIT
-        a, b = 0, n
+        if m is None:
+            return lo, last // CQ_UNIT
+        a, b = 0, len(m) // CQ_UNIT
         while a < b:                                 # first unit whose size is 0
             mid = (a + b) // 2
             if _I32.unpack_from(m, mid * CQ_UNIT + 8)[0] != 0:
@@ -243,7 +251,7 @@ class QueueFiles:
         if rec is None or len(rec) < 64:
             return -1
         sys_flag = _I32.unpack_from(rec, 36)[0]
-        return _I64.unpack_from(rec, 48 + (20 if sys_flag & 0x10 else 8))[0]
+        return int(_I64.unpack_from(rec, 48 + (20 if sys_flag & 0x10 else 8))[0])
 
     def offset_at_time(self, ts: int, lo: int, hi: int) -> int:
         """First logical offset in [lo, hi) stored at or after ``ts`` (hi when none)."""
@@ -257,7 +265,7 @@ class QueueFiles:
                 b = mid
         return a
 
-    def decode(self, start: int, end: int, max_bytes: int, cols: Any) -> int:
+    def decode(self, start: int, end: int, max_bytes: int, cols: Columns) -> int:
         """Decode the records of [start, end) into ``cols`` (a ``record_columns.Columns``) until the next
         one would take it past ``max_bytes`` of records; returns the next offset. Each record is decoded in C straight out
         of its mapped CommitLog file (``record_columns.decode_units``), one CommitLog file at a time."""
