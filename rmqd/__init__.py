@@ -24,7 +24,7 @@ def _install_build_hint() -> None:
     class NotBuilt:
         rmqd_build_hint = True
 
-        def find_spec(self, fullname, path=None, target=None):
+        def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
             prefix, _, name = fullname.rpartition(".")
             if prefix != "rmqd.cython_ext":
                 return None

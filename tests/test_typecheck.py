@@ -1,5 +1,5 @@
-"""The type checker passes: mypy, configured in pyproject.toml ([tool.mypy]: the packages in ``files`` are
-checked strictly, an explicit ``Any`` there is an error), and the ``.pyi`` stubs of the Cython modules
+"""The type checker passes: mypy, configured in pyproject.toml ([tool.mypy]: the whole ``rmqd`` package is
+checked strictly, an explicit ``Any`` is an error), and the ``.pyi`` stubs of the Cython modules
 match the compiled modules (mypy's stubtest: names, and the signatures of module-level functions and
 methods).
 

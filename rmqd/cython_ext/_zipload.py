@@ -22,10 +22,11 @@ import os
 import sys
 import threading
 import zipimport
-from typing import Any, Optional, Sequence
+from importlib.machinery import ModuleSpec
+from typing import Optional, Sequence
 
 
-def zip_location(package: Any) -> Optional[tuple[str, str]]:
+def zip_location(package: object) -> Optional[tuple[str, str]]:
     """(archive, directory inside it) of a package imported from a zip archive, else None."""
     spec = getattr(package, "__spec__", None)
     loader = getattr(spec, "loader", None)
@@ -81,7 +82,8 @@ class ZipExtensionFinder(importlib.abc.MetaPathFinder):
                 a = self._archives[path] = _Archive(path)
             return a
 
-    def find_spec(self, fullname: str, path: Optional[Sequence[str]] = None, target: object = None):
+    def find_spec(self, fullname: str, path: Optional[Sequence[str]] = None,
+                  target: object = None) -> Optional[ModuleSpec]:
         parent, _, name = fullname.rpartition(".")
         if not parent:
             return None
@@ -104,7 +106,7 @@ def install() -> None:
         sys.meta_path.insert(0, ZipExtensionFinder())
 
 
-def install_if_zipped(spec: Any) -> None:
+def install_if_zipped(spec: object) -> None:
     """:func:`install` when the module of ``spec`` (a package's ``__spec__``) was imported from an archive."""
     if isinstance(getattr(spec, "loader", None), zipimport.zipimporter):
         install()
