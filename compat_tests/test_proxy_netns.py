@@ -23,24 +23,14 @@ from tests.kit.processes import RmqdProcess, write_conf
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc"))
 import client5_env  # noqa: E402
-from two_brokers import admin, assert_spread, stored_per_broker, stored_per_queue, wait_two_brokers  # noqa: E402
+from two_brokers import SEND_AND_RECEIVE, admin, assert_spread, stored_per_broker, stored_per_queue, wait_two_brokers  # noqa: E402
 from test_grpc_python import PRELUDE5  # noqa: E402
 
 TOPIC, GROUP, COUNT = "NetnsSpread", "NetnsSpreadG", 40
 
-CLIENT = '''
-p = Producer(CONFIG, ("NetnsSpread",))
-p.startup()
-for i in range(40):
-    m = Message(); m.topic = "NetnsSpread"; m.body = f"spread-{i}".encode()
-    emit(op="sent", id=p.send(m).message_id)
-p.shutdown()
-c = SimpleConsumer(CONFIG, "NetnsSpreadG", {"NetnsSpread": FilterExpression()}, await_duration=2)
-c.startup()
-for m in receive_all(c, 40, timeout=40):
-    emit(op="got", id=m.message_id, body=m.body.decode())
-c.shutdown()
-'''
+CLIENT = f'''
+SPREAD_TOPIC, SPREAD_COUNT, SIMPLE_GROUP, AWAIT, SIMPLE_OP = "{TOPIC}", {COUNT}, "{GROUP}", 2, "got"
+''' + SEND_AND_RECEIVE
 
 
 @pytest.mark.timeout(BUILD_TIMEOUT + 150)

@@ -11,7 +11,7 @@ import pytest
 from java5kit import run_java5
 from processes import RmqdProcess
 from test_grpc_python import PRELUDE5
-from two_brokers import PUSH_ALL, admin, assert_spread, grpc_ports, stored_per_broker, wait_two_brokers
+from two_brokers import PUSH_ALL, SEND_AND_RECEIVE, admin, assert_spread, grpc_ports, stored_per_broker, wait_two_brokers
 
 from clientrunner import run_client_script
 from rmqd.common.localports import free_port_block
@@ -43,23 +43,12 @@ def two_brokers(tmp_path, monkeypatch):
 def test_python5_producer_spreads_over_both_brokers_and_consumers_get_everything(py5_python, two_brokers):
     namesrv, brokers, grpc = two_brokers
     admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", "Spread5")
+    # serve's defaults are the proxy's: a long poll of at least 5 s within the request timeout (3 s) + await
     res = run_client_script(py5_python, PRELUDE5 + '''
 import threading
-ROUTE_ENDPOINTS = set()
-p = Producer(CONFIG, ("Spread5",))
-p.startup()
-for i in range(40):
-    m = Message(); m.topic = "Spread5"; m.body = f"spread-{i}".encode()
-    emit(op="sent", id=p.send(m).message_id)
-p.shutdown()
-# serve's defaults are the proxy's: a long poll of at least 5 s within the request timeout (3 s) + await
-c = SimpleConsumer(CONFIG, "Spread5Simple", {"Spread5": FilterExpression()}, await_duration=5)
-c.startup()
-for m in receive_all(c, 40, timeout=60):
-    emit(op="simple", id=m.message_id)
-c.shutdown()
+SPREAD_TOPIC, SPREAD_COUNT, SIMPLE_GROUP, AWAIT, SIMPLE_OP = "Spread5", 40, "Spread5Simple", 5, "simple"
 PUSH_GROUP, PUSH_TOPIC, PUSH_COUNT, TLS = "Spread5Push", "Spread5", 40, {}
-''' + PUSH_ALL, env={"ENDPOINT": grpc[0]}, timeout=200)
+''' + SEND_AND_RECEIVE + PUSH_ALL, env={"ENDPOINT": grpc[0]}, timeout=200)
     assert res.returncode == 0 and not res.timed_out, (res.stderr[-3000:], res.events[-5:])
     assert_spread(res, brokers, "Spread5", 40, "simple", "push")
 

@@ -14,6 +14,22 @@ from rmqd.remoting.codes import RequestCode
 from rmqd.remoting.command import new_request
 from tests.kit.waits import wait_until
 
+#: ``SPREAD_COUNT`` messages ``spread-<i>`` sent to ``SPREAD_TOPIC`` (each an ``op=sent`` event), then received by
+#: a SimpleConsumer of ``SIMPLE_GROUP`` (long polls of ``AWAIT`` s; each an ``op=SIMPLE_OP`` event)
+SEND_AND_RECEIVE = '''
+p = Producer(CONFIG, (SPREAD_TOPIC,))
+p.startup()
+for i in range(SPREAD_COUNT):
+    m = Message(); m.topic = SPREAD_TOPIC; m.body = f"spread-{i}".encode()
+    emit(op="sent", id=p.send(m).message_id)
+p.shutdown()
+c = SimpleConsumer(CONFIG, SIMPLE_GROUP, {SPREAD_TOPIC: FilterExpression()}, await_duration=AWAIT)
+c.startup()
+for m in receive_all(c, SPREAD_COUNT, timeout=60):
+    emit(op=SIMPLE_OP, id=m.message_id, body=m.body.decode())
+c.shutdown()
+'''
+
 #: a PushConsumer of ``PUSH_GROUP`` on ``PUSH_TOPIC`` until it has ``PUSH_COUNT`` distinct messages (60 s at most),
 #: then one more second (a redelivery shows), each delivery an ``op=push`` event (``TLS``: the client's TLS keywords)
 PUSH_ALL = '''
