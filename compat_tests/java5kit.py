@@ -31,10 +31,11 @@ import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
-from javakit import JAVA_SRC, REFERENCE_BROKER_PROPERTIES, JavaProcess, JavaRun, MqadminShell, _run, _wait_dead, compile_java, \
+from javakit import JAVA_SRC, REFERENCE_BROKER_PROPERTIES, JavaProcess, JavaRun, MqadminShell, _run, compile_java, \
     disk_ratio_system_properties, free_port_block, work_dir
+from serverproc import ServerProcess, kit_main, wait_broker_registered
 
 KIT5_VERSION = os.environ.get("RMQD_JAVA5_VERSION", "5.5.0")
 CLIENT_JAVA_VERSION = os.environ.get("RMQD_CLIENT_JAVA_VERSION", "5.2.0")
@@ -219,82 +220,23 @@ class Mqadmin5(MqadminShell):
         super().__init__(cmd=java5_command("remoting", "MqadminShell", system_props=props))
 
 
-def _port_open(port: int, host: str = "127.0.0.1") -> bool:
-    import socket
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex((host, port)) == 0
-
-
 def _props(values: Mapping[str, object]) -> str:
     return "".join(f"{k}={v}\n" for k, v in values.items())
 
 
-class _Jvm:
+class _Jvm(ServerProcess):
     """One server JVM of a 5.x cluster: started with its log in ``workdir/<name>.out``; SIGKILLed or stopped.
     ``wrap`` goes before the command (``ip netns exec NS``: the JVM runs on a host of compat_tests/netkit.py,
     which execs it, so the process is still ``proc``); ``host`` is the address its ports are probed on."""
 
     def __init__(self, name: str, workdir: Path, main_class: str, heap: Sequence[str], args: Sequence[str],
                  wrap: Sequence[str] = (), host: str = "127.0.0.1") -> None:
-        self.name = name
-        self.host = host
-        self.log = workdir / f"{name}.out"
         home = workdir / "home"
         cmd = [*wrap, "java", "-server", *heap, *GC_OPTS, *JDK17_OPTS, f"-Duser.home={workdir}",
                f"-Drocketmq.home.dir={home}",
                *[f"-D{k}={v}" for k, v in disk_ratio_system_properties().items()],
                "-cp", server_classpath(), main_class, *args]
-        env = dict(os.environ, ROCKETMQ_HOME=str(home))
-        with open(self.log, "ab") as out:
-            out.write(f"==== start at {time.time():.3f}\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=env, cwd=workdir, start_new_session=True)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def output(self, tail: int = 3000) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-tail:]
-        except OSError:
-            return ""
-
-    def wait_port(self, port: int, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            if _port_open(port, self.host):
-                return
-            if not self.alive():
-                raise Kit5Error(f"java5kit step 'start {self.name}': exited ({self.proc.returncode}): "
-                                f"{self.output()}")
-            time.sleep(0.1)
-        raise Kit5Error(f"java5kit step 'start {self.name}': port {port} not open in time: {self.output()}")
-
-    def wait_output(self, text: str, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            if text in self.output(1 << 20):
-                return
-            if not self.alive():
-                raise Kit5Error(f"java5kit step 'start {self.name}': exited ({self.proc.returncode}): "
-                                f"{self.output()}")
-            time.sleep(0.1)
-        raise Kit5Error(f"java5kit step 'start {self.name}': '{text}' not printed in time: {self.output()}")
-
-    def kill(self) -> None:
-        if self.alive():
-            os.killpg(self.proc.pid, 9)
-            _wait_dead(self.proc.pid, 10.0)
-        self.proc.wait()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM (the JVM's shutdown hooks run), SIGKILL after ``timeout``."""
-        if self.alive():
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        super().__init__(name, workdir, cmd, dict(os.environ, ROCKETMQ_HOME=str(home)), "java5kit", Kit5Error, host)
 
 
 NAMESRV_HEAP = ("-Xms128m", "-Xmx256m")
@@ -367,22 +309,9 @@ class Reference5Cluster:
         return self
 
     def _wait_registered(self, deadline: float) -> None:
-        from rmqd.remoting.client import BlockingClient
-        from rmqd.remoting.command import new_request
-
-        while time.monotonic() < deadline:
-            client = BlockingClient(self.namesrv_addr)
-            try:
-                resp = client.invoke(new_request(106, {}), 5)
-                if resp.code == 0 and self.broker_addr.encode() in bytes(resp.body or b""):
-                    return
-            except OSError:
-                pass
-            finally:
-                client.close()
-            time.sleep(0.2)
-        raise Kit5Error(f"java5kit step 'broker registers with the name server': not within the start timeout: "
-                        f"{self.broker.output() if self.broker else ''}")
+        if not wait_broker_registered(self.namesrv_addr, self.broker_addr, deadline):
+            raise Kit5Error("java5kit step 'broker registers with the name server': not within the start timeout: "
+                            f"{self.broker.output() if self.broker else ''}")
 
     def kill(self) -> None:
         """Crash both JVMs (SIGKILL): a throwaway cluster need not wait for the broker's graceful shutdown."""
@@ -721,30 +650,14 @@ class Broker5:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python compat_tests/java5kit.py fetch`` (what .ci/run does), or ``start DIR`` to run a cluster by hand
     until Ctrl-C."""
-    import argparse
-    import signal
+    def start(d: Path) -> tuple[str, Callable[[], None]]:
+        c = Reference5Cluster(d).start()
+        return f"namesrv {c.namesrv_addr} broker {c.broker_addr} grpc {c.grpc_addr}", c.stop
 
-    parser = argparse.ArgumentParser(prog="java5kit", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("fetch", help="resolve the pinned 5.x artifacts into the cache")
-    start = sub.add_parser("start", help="run a name server and a broker with the local-mode proxy until Ctrl-C")
-    start.add_argument("dir")
-    args = parser.parse_args(argv)
-    try:
-        kit = fetch_kit5()
-    except Kit5Error as exc:
-        print(exc)
-        return 1
-    if args.cmd == "fetch":
-        print(f"RocketMQ {KIT5_VERSION} kit (client-java {CLIENT_JAVA_VERSION}) in {kit}")
-        return 0
-    cluster = Reference5Cluster(Path(args.dir).resolve()).start()
-    print(f"namesrv {cluster.namesrv_addr} broker {cluster.broker_addr} grpc {cluster.grpc_addr}", flush=True)
-    try:
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
-    finally:
-        cluster.stop()
-    return 0
+    return kit_main(argv, "java5kit", __doc__.split("\n")[0],
+                    ("fetch", "resolve the pinned 5.x artifacts into the cache",
+                     lambda: f"RocketMQ {KIT5_VERSION} kit (client-java {CLIENT_JAVA_VERSION}) in {fetch_kit5()}"),
+                    ("run a name server and a broker with the local-mode proxy until Ctrl-C", start), Kit5Error)
 
 
 if __name__ == "__main__":

@@ -208,14 +208,24 @@ def check(master: str, topic: str, producer: Any, consumer: Optional[RoutedConsu
     return v
 
 
-def wait_read_back(master: str, topic: str, producer: Any, timeout: float = 20.0, queues: int = 4) -> None:
+def wait_read_back(master: str, topic: str, producer: Any, timeout: float = 20.0, queues: int = 4,
+                   settled: float = 5.0) -> None:
     """Until every acknowledged key is readable on ``master`` (a new master serves reads up to its confirmOffset,
-    which reaches its max offset once its slaves have the tail), or ``timeout``; the checker then judges."""
+    which reaches its max offset once its slaves have the tail), or the keys still missing have stayed the same
+    for ``settled`` seconds (nothing more is coming: what is missing then is the checker's to judge, e.g. a Java
+    master's split-brain acknowledgements), or ``timeout``; the checker then judges."""
     deadline = time.monotonic() + timeout
+    missing: set | None = None
+    since = time.monotonic()
     while time.monotonic() < deadline:
         try:
-            if not set(producer.acked) - set(read_queues(master, topic, queues)):
-                return
+            now = set(producer.acked) - set(read_queues(master, topic, queues))
         except (OSError, TimeoutError, ConnectionError, AssertionError):
-            pass
+            now = None
+        if now is not None and not now:
+            return
+        if now is None or now != missing:
+            missing, since = now, time.monotonic()
+        elif time.monotonic() - since >= settled:
+            return
         time.sleep(0.5)

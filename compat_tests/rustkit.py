@@ -18,14 +18,14 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from java5kit import cache_dir
-from javakit import _wait_dead, free_port_block
+from javakit import free_port_block
+from serverproc import ServerProcess, kit_main, wait_broker_registered
 
 RUST_VERSION = os.environ.get("RMQD_RUST_VERSION", "1.0.0")
 #: crate -> the binary it installs
@@ -107,56 +107,9 @@ def toml_text(sections: Mapping[str, Mapping[str, object]], top: Mapping[str, ob
     return "\n".join(lines) + "\n"
 
 
-def _port_open(port: int) -> bool:
-    import socket
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-class _Process:
+def _process(name: str, workdir: Path, cmd: list[str], home: Path) -> ServerProcess:
     """One server process of the kit, its output in ``workdir/<name>.out``."""
-
-    def __init__(self, name: str, workdir: Path, cmd: list[str], env: Mapping[str, str]) -> None:
-        self.name = name
-        self.log = workdir / f"{name}.out"
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=dict(os.environ, **env), cwd=workdir, start_new_session=True)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def output(self, tail: int = 3000) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-tail:]
-        except OSError:
-            return ""
-
-    def wait_port(self, port: int, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            if _port_open(port):
-                return
-            if not self.alive():
-                raise RustKitError(f"rustkit step 'start {self.name}': exited ({self.proc.returncode}): "
-                                   f"{self.output()}")
-            time.sleep(0.1)
-        raise RustKitError(f"rustkit step 'start {self.name}': port {port} not open in time: {self.output()}")
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM (a graceful shutdown), SIGKILL after ``timeout``."""
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                _wait_dead(self.proc.pid, 10.0)
-                self.proc.wait()
+    return ServerProcess(name, workdir, cmd, dict(os.environ, **_env(home)), "rustkit", RustKitError)
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -185,8 +138,8 @@ class RustCluster:
         self.store_conf = {"storeType": "LocalFile", "brokerRole": "ASYNC_MASTER", "flushDiskType": "ASYNC_FLUSH",
                            "storePathRootDir": str(store_dir), "haListenAddress": "127.0.0.1",
                            "haListenPort": self.broker_port + 1, **(store or {})}
-        self.namesrv: Optional[_Process] = None
-        self.broker: Optional[_Process] = None
+        self.namesrv: Optional[ServerProcess] = None
+        self.broker: Optional[ServerProcess] = None
 
     @property
     def pids(self) -> tuple[int, ...]:
@@ -204,12 +157,12 @@ class RustCluster:
                                                              "brokerClusterName": "DefaultCluster", "brokerId": 0},
                                    "store": self.store_conf}))
         try:
-            self.namesrv = _Process("namesrv", self.workdir, [
+            self.namesrv = _process("namesrv", self.workdir, [
                 str(bins / CRATES["rocketmq-namesrv"]), "--listenPort", str(self.namesrv_port), "--bindAddress",
-                "127.0.0.1", "--rocketmqHome", str(home)], _env(home))
+                "127.0.0.1", "--rocketmqHome", str(home)], home)
             self.namesrv.wait_port(self.namesrv_port, deadline)
-            self.broker = _Process("broker", self.workdir, [str(bins / CRATES["rocketmq-broker"]), "-c", str(conf)],
-                                   _env(home))
+            self.broker = _process("broker", self.workdir, [str(bins / CRATES["rocketmq-broker"]), "-c", str(conf)],
+                                   home)
             self.broker.wait_port(self.broker_port, deadline)
             self._wait_registered(deadline)
         except BaseException:
@@ -218,22 +171,9 @@ class RustCluster:
         return self
 
     def _wait_registered(self, deadline: float) -> None:
-        from rmqd.remoting.client import BlockingClient
-        from rmqd.remoting.command import new_request
-
-        while time.monotonic() < deadline:
-            client = BlockingClient(self.namesrv_addr)
-            try:
-                resp = client.invoke(new_request(106, {}), 5)      # GET_BROKER_CLUSTER_INFO
-                if resp.code == 0 and self.broker_addr.encode() in bytes(resp.body or b""):
-                    return
-            except OSError:
-                pass
-            finally:
-                client.close()
-            time.sleep(0.2)
-        raise RustKitError("rustkit step 'broker registers with the name server': not within the start timeout: "
-                           f"{self.broker.output() if self.broker else ''}")
+        if not wait_broker_registered(self.namesrv_addr, self.broker_addr, deadline):
+            raise RustKitError("rustkit step 'broker registers with the name server': not within the start timeout: "
+                               f"{self.broker.output() if self.broker else ''}")
 
     def stop(self, timeout: float = 20.0) -> None:
         for p in (self.broker, self.namesrv):
@@ -267,7 +207,7 @@ class RustLocalProxy:
                 self.conf[k].update(v)
             else:
                 self.conf[k] = v
-        self.proc: Optional[_Process] = None
+        self.proc: Optional[ServerProcess] = None
 
     @property
     def pids(self) -> tuple[int, ...]:
@@ -282,8 +222,8 @@ class RustLocalProxy:
         conf.write_text(toml_text({k: v for k, v in self.conf.items() if isinstance(v, dict)},
                                   {k: v for k, v in self.conf.items() if not isinstance(v, dict)}))
         try:
-            self.proc = _Process("proxy", self.workdir, [str(bins / CRATES["rocketmq-proxy"]), "-c", str(conf)],
-                                 _env(home))
+            self.proc = _process("proxy", self.workdir, [str(bins / CRATES["rocketmq-proxy"]), "-c", str(conf)],
+                                 home)
             self.proc.wait_port(self.grpc_port, deadline)
             self.proc.wait_port(self.broker_port, deadline)
         except BaseException:
@@ -305,29 +245,14 @@ class RustLocalProxy:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python compat_tests/rustkit.py build`` (install what is missing) or ``start DIR`` (a name server and a
     broker until Ctrl-C)."""
-    import argparse
+    def start(d: Path) -> tuple[str, Callable[[], None]]:
+        c = RustCluster(d).start()
+        return f"namesrv {c.namesrv_addr} broker {c.broker_addr}", c.stop
 
-    parser = argparse.ArgumentParser(prog="rustkit", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("build", help="install the missing binaries with cargo")
-    start = sub.add_parser("start", help="run a name server and a broker until Ctrl-C")
-    start.add_argument("dir")
-    args = parser.parse_args(argv)
-    try:
-        bins = ensure_binaries()
-    except RustKitError as exc:
-        print(exc)
-        return 1
-    if args.cmd == "build":
-        print(f"Rust RocketMQ {RUST_VERSION} binaries in {bins}")
-        return 0
-    cluster = RustCluster(Path(args.dir).resolve()).start()
-    print(f"namesrv {cluster.namesrv_addr} broker {cluster.broker_addr}", flush=True)
-    try:
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
-    finally:
-        cluster.stop()
-    return 0
+    return kit_main(argv, "rustkit", __doc__.split("\n")[0],
+                    ("build", "install the missing binaries with cargo",
+                     lambda: f"Rust RocketMQ {RUST_VERSION} binaries in {ensure_binaries()}"),
+                    ("run a name server and a broker until Ctrl-C", start), RustKitError)
 
 
 if __name__ == "__main__":

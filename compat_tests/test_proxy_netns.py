@@ -7,10 +7,8 @@ every message exactly once; the Go v5 client with TLS as it comes sends and rece
 same time. Needs root and ``ip netns``: without them the test fails naming what is missing (never skips)."""
 from __future__ import annotations
 
-import collections
 import os
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -21,51 +19,18 @@ from gokit import BUILD_TIMEOUT, run_go_all
 from netkit import NetKit, require_netns
 from rmqd_proxy import RmqdProxy
 
-from rmqd.remoting.client import BlockingClient
-from rmqd.remoting.command import new_request
 from tests.kit.processes import RmqdProcess, write_conf
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc"))
 import client5_env  # noqa: E402
-from test_grpc_brokers import admin, cluster_brokers, stored_per_broker  # noqa: E402
+from two_brokers import SEND_AND_RECEIVE, admin, assert_spread, stored_per_broker, stored_per_queue, wait_two_brokers  # noqa: E402
 from test_grpc_python import PRELUDE5  # noqa: E402
 
 TOPIC, GROUP, COUNT = "NetnsSpread", "NetnsSpreadG", 40
 
-CLIENT = '''
-p = Producer(CONFIG, ("NetnsSpread",))
-p.startup()
-for i in range(40):
-    m = Message(); m.topic = "NetnsSpread"; m.body = f"spread-{i}".encode()
-    emit(op="sent", id=p.send(m).message_id)
-p.shutdown()
-c = SimpleConsumer(CONFIG, "NetnsSpreadG", {"NetnsSpread": FilterExpression()}, await_duration=2)
-c.startup()
-for m in receive_all(c, 40, timeout=40):
-    emit(op="got", id=m.message_id, body=m.body.decode())
-c.shutdown()
-'''
-
-
-def wait_for(what: str, check, timeout: float):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s")
-
-
-def stored_per_queue(brokers: dict[str, str], topic: str, queues: int = 8) -> dict[tuple[str, int], int]:
-    """The max offset of each of ``topic``'s queues on each broker (updateTopic's default: 8 queues)."""
-    out = {}
-    for name, addr in brokers.items():
-        with BlockingClient(addr) as c:
-            for qid in range(queues):
-                resp = c.invoke(new_request(30, {"topic": topic, "queueId": str(qid)}))
-                out[(name, qid)] = int(resp.ext_fields["offset"])
-    return out
+CLIENT = f'''
+SPREAD_TOPIC, SPREAD_COUNT, SIMPLE_GROUP, AWAIT, SIMPLE_OP = "{TOPIC}", {COUNT}, "{GROUP}", 2, "got"
+''' + SEND_AND_RECEIVE
 
 
 @pytest.mark.timeout(BUILD_TIMEOUT + 150)
@@ -88,8 +53,7 @@ def test_python5_through_the_proxy_spreads_over_brokers_on_two_hosts(tmp_path):
                 procs.append(RmqdProcess("broker", "-c", conf, "--store-dir", str(tmp_path / name), "--grpc-port", "0",
                                          "--no-metrics", log_path=tmp_path / f"{name}.log",
                                          wrap=host.wrap).start(60))
-            brokers = wait_for("both brokers registered", lambda: (lambda c: c if len(c) == 2 else None)(
-                cluster_brokers(namesrv)), 30)
+            brokers = wait_two_brokers(namesrv)
             assert brokers == {"broker-a": f"{a.ip}:10911", "broker-b": f"{b.ip}:10911"}, brokers
             for topic in (TOPIC, "NetnsGo"):
                 admin("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", topic)
@@ -103,14 +67,9 @@ def test_python5_through_the_proxy_spreads_over_brokers_on_two_hosts(tmp_path):
                 go = go_run.result()["go"]
             assert res.returncode == 0 and not res.timed_out, (res.stderr[-3000:], res.events[-5:],
                                                                proxy.log_tail())
-            sent = [e["id"] for e in res.events_of("sent")]
-            assert len(set(sent)) == COUNT
-            per = stored_per_broker(brokers, TOPIC)
-            assert sum(per.values()) == COUNT and min(per.values()) > 0, per       # both hosts store some
+            per = assert_spread(res, brokers, TOPIC, COUNT, "got")             # both hosts store some
             queues = stored_per_queue(brokers, TOPIC)
             assert min(queues.values()) > 0, queues                                # every queue of both
-            got = collections.Counter(e["id"] for e in res.events_of("got"))
-            assert set(got) == set(sent) and set(got.values()) == {1}, got
             assert sorted(e["body"] for e in res.events_of("got")) == sorted(f"spread-{i}" for i in range(COUNT))
             print(f"stored per broker {per}")
             ok(go, "the Go client with TLS through the proxy")

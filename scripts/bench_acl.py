@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_java import (JavaTarget, RmqdTarget, create_topic, machine_line, prime_memory, proc_cpu_s,  # noqa: E402
+from procstat import cpu_seconds  # noqa: E402
+from bench_java import (JavaTarget, RmqdTarget, create_topic, machine_line, prime_memory,  # noqa: E402
                         produce)
 from javakit import ReferenceCluster, shadow_home  # noqa: E402
 
@@ -51,10 +52,10 @@ def native(target, threads: int, seconds: float, credentials) -> dict:
             "--threads", str(threads), "--seconds", str(seconds)]
     if credentials:
         args += ["--access-key", credentials[0], "--secret-key", credentials[1]]
-    cpu0, t0 = proc_cpu_s(target.pid), time.monotonic()
+    cpu0, t0 = cpu_seconds(target.pid), time.monotonic()
     out = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 60,
                          env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
-    cores = (proc_cpu_s(target.pid) - cpu0) / (time.monotonic() - t0)
+    cores = (cpu_seconds(target.pid) - cpu0) / (time.monotonic() - t0)
     if out.returncode != 0 or not out.stdout.strip():
         raise RuntimeError(f"loadgen failed: {out.stderr[-2000:]}")
     r = json.loads(out.stdout.strip().splitlines()[-1])

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_java import (RmqdTarget, Target, create_topic, machine_line, prime_memory, proc_cpu_s,  # noqa: E402
+from procstat import cpu_seconds  # noqa: E402
+from bench_java import (RmqdTarget, Target, create_topic, machine_line, prime_memory,  # noqa: E402
                         produce)
 from java5kit import REFERENCE5_BROKER_PROPERTIES, Reference5Cluster  # noqa: E402
 
@@ -105,12 +106,12 @@ def run_mode(target: Target, mode: str, args: argparse.Namespace) -> list[dict]:
         creds = SUPER if mode == "on" else None
         for p in range(args.passes):
             idle = idle_cores(target.pid, IDLE_S)
-            cpu0, n0, t0 = proc_cpu_s(target.pid), stored(target, creds), time.monotonic()
+            cpu0, n0, t0 = cpu_seconds(target.pid), stored(target, creds), time.monotonic()
             r = produce(target, TOPIC, args.threads, 1024, args.windows, extra)
             # the broker's CPU over the whole run divided by the messages it stored: exact, whatever the windows;
             # and without what the broker spends idle (timers, GC, the JIT) over as long
             r["stored"] = stored(target, creds) - n0
-            cpu = proc_cpu_s(target.pid) - cpu0
+            cpu = cpu_seconds(target.pid) - cpu0
             r["idle_cores"] = round(idle, 3)
             r["cpu_us_per_send"] = round(1e6 * cpu / max(1, r["stored"]), 2)
             r["busy_us_per_send"] = round(1e6 * max(0.0, cpu - idle * (time.monotonic() - t0)) / max(1, r["stored"]), 2)
@@ -125,9 +126,9 @@ def run_mode(target: Target, mode: str, args: argparse.Namespace) -> list[dict]:
 
 def idle_cores(pid: int, seconds: float) -> float:
     """The broker's CPU (cores) with nothing sent for ``seconds``."""
-    cpu0, t0 = proc_cpu_s(pid), time.monotonic()
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
     time.sleep(seconds)
-    return (proc_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
+    return (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
 
 
 def cpu_per_send(runs: list[dict], field: str = "cpu_us_per_send") -> float:

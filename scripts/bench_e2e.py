@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "compat_tests"))
 sys.path.insert(0, os.path.join(HERE, ".."))                  # tests.kit (compat_tests' modules import it)
 
 from benchenv import machine_line  # noqa: E402
+from procstat import cpu_ticks, rss_mb  # noqa: E402
 from clientrunner import run_client_script  # noqa: E402
 from scenarios import create_topic  # noqa: E402
 
@@ -165,16 +166,6 @@ _os._exit(0)
 '''
 
 
-def rss_mb(pid: int, field: str = "VmRSS") -> float:
-    """A memory figure of /proc/<pid>/status in MB.  VmRSS counts the touched pages of the mapped
-    CommitLog/ConsumeQueue files (page cache, RssFile) too; RssAnon is the process's own memory."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 class RssSampler(threading.Thread):
     def __init__(self, pid: int):
         super().__init__(daemon=True)
@@ -287,11 +278,6 @@ def load(namesrv: str, topic: str, threads: int, seconds: float, size: int) -> d
     if not events:
         raise RuntimeError(f"load generator failed: {res.stderr[-2000:]} {res.client_log[-2000:]}")
     return events[0]
-
-
-def cpu_ticks() -> list[int]:
-    with open("/proc/stat") as f:
-        return [int(v) for v in f.readline().split()[1:]]
 
 
 def native_load(broker: str, topic: str, threads: int, seconds: float, size: int, mode: str = "closed-loop") -> dict:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -33,11 +32,11 @@ sys.path.insert(0, os.path.join(REPO, "compat_tests"))
 sys.path.insert(0, REPO)                                       # tests.kit (compat_tests' modules import it)
 
 from benchenv import machine_line  # noqa: E402
+from procstat import cpu_seconds, rss_mb  # noqa: E402
+from serve_child import ready_addresses, stop_child  # noqa: E402
 from clientrunner import run_client_script  # noqa: E402
 from scenarios import create_topic  # noqa: E402
 
-ADDR = re.compile(r"listening on (127\.0\.0\.1:\d+)")
-GRPC = re.compile(r"grpc (127\.0\.0\.1:\d+)")
 
 PRODUCE5 = r'''
 import threading, time
@@ -208,25 +207,10 @@ import uvloop; uvloop.install(); asyncio.run(main())
 '''
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 class RssPeak(threading.Thread):
@@ -248,16 +232,7 @@ def start_server(store: str) -> tuple[subprocess.Popen, str, str, str]:
     proc = subprocess.Popen([sys.executable, "-m", "rmqd.runtime.cli", "--log-level", "WARNING", "serve", "--namesrv-port", "0",
                              "--broker-port", "0", "--console-port", "0", "--grpc-port", str(free_port()),
                              "--store-dir", store], stdout=subprocess.PIPE, text=True)
-    addrs, grpc_addr = [], None
-    deadline = time.time() + 60
-    while grpc_addr is None and time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError("server exited during start-up")
-        addrs += ADDR.findall(line)
-        m = GRPC.search(line)
-        if line.startswith("rmqd ready:") and m:
-            grpc_addr = m.group(1)
+    addrs, grpc_addr = ready_addresses(proc)
     if grpc_addr is None:
         raise RuntimeError("no gRPC endpoint in the ready line (is rmqd[grpc] installed?)")
     return proc, addrs[0], addrs[1], grpc_addr
@@ -351,11 +326,7 @@ def main() -> None:
         peak_rss = peak.stop()
         ceilings = {t: null_ceiling(py5, a, t) for t in threads}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_child(proc)
         shutil.rmtree(store, ignore_errors=True)
     print()
     print(f"machine: {machine_line()}; {a.size} B messages, {a.seconds:g} s per send run")

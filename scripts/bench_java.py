@@ -43,6 +43,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "compat_tests"))
 
 from benchenv import machine_line  # noqa: E402
+from procstat import cpu_seconds, cpu_ticks, rss_mb  # noqa: E402
 from javakit import ReferenceCluster, free_port_block, kit_dir  # noqa: E402
 
 from rmqd.admin.client import AdminClient  # noqa: E402
@@ -55,17 +56,12 @@ POINTS = ("idle", "send", "big", "drain", "live", "sync")
 
 
 # ---------------------------------------------------------------------------------------------- system probes
-def cpu_ticks() -> list[int]:
-    with open("/proc/stat") as f:
-        return [int(v) for v in f.readline().split()[1:]]
-
-
 def cpu_shares(start: tuple[float, float, float], broker_pid: int, client_pid: int) -> dict:
     """Cores used by the broker process and by the benchmark client JVM since ``start``."""
     wall = time.monotonic() - start[2]
     try:
-        return {"broker_cores": round((proc_cpu_s(broker_pid) - start[0]) / wall, 2),
-                "client_cores": round((proc_cpu_s(client_pid) - start[1]) / wall, 2)}
+        return {"broker_cores": round((cpu_seconds(broker_pid) - start[0]) / wall, 2),
+                "client_cores": round((cpu_seconds(client_pid) - start[1]) / wall, 2)}
     except OSError:
         return {}
 
@@ -74,22 +70,6 @@ def steal_pct(before: list[int], after: list[int]) -> float:
     d = [b - a for a, b in zip(before, after)]
     total = sum(d[:8]) or 1
     return 100.0 * d[7] / total
-
-
-def proc_cpu_s(pid: int) -> float:
-    """utime + stime of a process and its threads, in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mb(pid: int, field: str = "VmRSS") -> float:
-    """VmRSS (includes touched pages of mapped store files) or RssAnon (the process's own memory)."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def prime_memory(fraction: float = 0.8) -> float:
@@ -246,22 +226,27 @@ def create_topic(target: Target, topic: str, queues: int = 8, credentials: Optio
         admin.call(target.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
             "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
             "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:   # wait until the name server routes it
-            try:
-                if admin.route(topic).get("queueDatas"):
-                    return
-            except Exception:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"topic {topic} not routable")
+        wait_routed(admin, topic)
     finally:
         admin.close()
 
 
+def wait_routed(admin: AdminClient, topic: str, timeout: float = 30.0) -> None:
+    """Until the name server routes ``topic`` (RuntimeError after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if admin.route(topic).get("queueDatas"):
+                return
+        except Exception:                   # not routed yet: the name server answers TOPIC_NOT_EXIST
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {topic} not routable")
+
+
 def server_cpu_s(target: Target) -> float:
     """CPU seconds of all the target's server processes (name server, broker, proxy) together."""
-    return sum(proc_cpu_s(p) for p in target.server_pids)
+    return sum(cpu_seconds(p) for p in target.server_pids)
 
 
 def server_rss_mb(target: Target) -> float:
@@ -275,7 +260,7 @@ def produce(target: Target, topic: str, threads: int, size: int, windows: int, e
                     *extra)
     rows: list[tuple[int, float, int]] = []
     before = cpu_ticks()
-    cpu0 = (proc_cpu_s(target.pid), proc_cpu_s(proc.pid), time.monotonic())
+    cpu0 = (cpu_seconds(target.pid), cpu_seconds(proc.pid), time.monotonic())
     srv0 = 0.0
     deadline = time.monotonic() + WINDOW_S * (windows + 1) + 20
     for line in proc.stdout:
@@ -347,7 +332,7 @@ def drain(target: Target, topic: str, backlog: int, timeout_s: float = 300) -> d
         first_value = done = 0
         srv_first = srv_last = 0.0
         before = cpu_ticks()
-        cpu0 = (proc_cpu_s(target.pid), proc_cpu_s(proc.pid), time.monotonic())
+        cpu0 = (cpu_seconds(target.pid), cpu_seconds(proc.pid), time.monotonic())
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             value = consumed(admin, target, group, topic)
@@ -399,9 +384,9 @@ def live_latency(target: Target, topic: str, windows: int) -> dict:
 
 def idle(target: Target, seconds: float = 10.0) -> dict:
     time.sleep(2.0)
-    c0 = proc_cpu_s(target.pid)
+    c0 = cpu_seconds(target.pid)
     time.sleep(seconds)
-    return {"cpu_pct": 100.0 * (proc_cpu_s(target.pid) - c0) / seconds, "rss_mb": rss_mb(target.pid),
+    return {"cpu_pct": 100.0 * (cpu_seconds(target.pid) - c0) / seconds, "rss_mb": rss_mb(target.pid),
             "anon_mb": rss_mb(target.pid, "RssAnon"),
             "server_rss_mb": sum(rss_mb(p) for p in target.server_pids),
             "server_anon_mb": sum(rss_mb(p, "RssAnon") for p in target.server_pids)}

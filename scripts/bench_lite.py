@@ -32,7 +32,6 @@ import argparse
 import asyncio
 import os
 import random
-import re
 import socket
 import statistics
 import subprocess
@@ -49,32 +48,14 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from benchenv import machine_line  # noqa: E402
+from procstat import cpu_seconds, open_fds, rss_mb  # noqa: E402
+from serve_child import ready_addresses  # noqa: E402
 from rmqd.grpc.pb import definition_pb2 as d  # noqa: E402
 from rmqd.grpc.pb import service_pb2 as s  # noqa: E402
 from rmqd.grpc.pb import service_pb2_grpc as sg  # noqa: E402
 from rmqd.remoting.client import BlockingClient  # noqa: E402
 from rmqd.remoting.command import new_request  # noqa: E402
 
-ADDR = re.compile(r"(\d+\.\d+\.\d+\.\d+:\d+)")
-GRPC = re.compile(r"grpc (\d+\.\d+\.\d+\.\d+:\d+)")
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -93,17 +74,7 @@ def start_server(store: str, extra: list[str], repo: str = REPO) -> tuple[subpro
                              "--namesrv-port", "0", "--broker-port", "0", "--console-port", "0", "--grpc-port", str(free_port()),
                              "--store-dir", store], stdout=subprocess.PIPE, text=True, cwd=repo,
                             env=dict(os.environ, PYTHONPATH=repo))
-    addrs, grpc_addr = [], None
-    deadline = time.time() + 60
-    while grpc_addr is None and time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError("server exited during start-up")
-        addrs += ADDR.findall(line)
-        m = GRPC.search(line)
-        if line.startswith("rmqd ready:"):
-            grpc_addr = m.group(1) if m else None
-            break
+    addrs, grpc_addr = ready_addresses(proc)
     if grpc_addr is None:
         proc.kill()
         raise RuntimeError("no gRPC endpoint in the ready line")

@@ -44,8 +44,9 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "compat_tests"))
 
 from bench_java import (JavaTarget, RmqdTarget, Target, create_topic, drain, fill_backlog, kit_dir,  # noqa: E402
-                        prime_memory, produce)
+                        prime_memory, produce, wait_routed)
 from benchenv import machine_line  # noqa: E402
+from procstat import cpu_seconds, rss_mb  # noqa: E402
 from javakit import java_command  # noqa: E402
 
 from rmqd.common.localports import free_port_block  # noqa: E402
@@ -298,15 +299,7 @@ def create(broker_addr: str, namesrv: Optional[str], topic: str, attrs: str = ""
         from rmqd.admin.client import AdminClient
         admin = AdminClient(namesrv)
         try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                try:
-                    if admin.route(topic).get("queueDatas"):
-                        return
-                except Exception:
-                    pass
-                time.sleep(0.2)
-            raise RuntimeError(f"topic {topic} not routable")
+            wait_routed(admin, topic)
         finally:
             admin.close()
 
@@ -320,7 +313,7 @@ def grpcload() -> str:
 def run_grpcload(sys_: GrpcSystem, *args: str, timeout: float) -> dict:
     """One grpcload run against ``sys_``; its result line plus the server processes' CPU per message and RSS."""
     pids = sys_.server_pids
-    cpu0 = sum(_cpu(p) for p in pids) if sys_.name != "null" else 0.0
+    cpu0 = sum(cpu_seconds(p) for p in pids) if sys_.name != "null" else 0.0
     res = subprocess.run([grpcload(), "-endpoint", sys_.grpc_addr, *args], capture_output=True, text=True,
                          timeout=timeout)
     lines = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
@@ -328,21 +321,11 @@ def run_grpcload(sys_: GrpcSystem, *args: str, timeout: float) -> dict:
     if res.returncode != 0 or result is None:
         raise RuntimeError(f"grpcload {' '.join(args)} failed (rc={res.returncode}): {res.stderr[-1500:]}")
     if sys_.name != "null":
-        cpu = sum(_cpu(p) for p in pids) - cpu0
+        cpu = sum(cpu_seconds(p) for p in pids) - cpu0
         n = result.get("acked") or result.get("sent") or 0
         result["server_us_per_msg"] = round(cpu / n * 1e6, 2) if n else None
-        result["server_rss_mb"] = round(sum(_rss(p) for p in pids))
+        result["server_rss_mb"] = round(sum(rss_mb(p) for p in pids))
     return result
-
-
-def _cpu(pid: int) -> float:
-    from bench_java import proc_cpu_s
-    return proc_cpu_s(pid)
-
-
-def _rss(pid: int) -> float:
-    from bench_java import rss_mb
-    return rss_mb(pid)
 
 
 def send_latency(target: Target, topic: str, threads: int, seconds: int) -> dict:

@@ -10,7 +10,6 @@ the producers' messages over both brokers' queues and its consumers receive ever
 - Lite Mode with the Python client: LitePushConsumers and a LiteSimpleConsumer (which polls one broker)."""
 from __future__ import annotations
 
-import collections
 import time
 
 import orjson
@@ -24,8 +23,8 @@ from processes import RmqdProcess
 from rmqd_proxy import FAST_PROXY, RmqdProxy
 from test_grpc5_java import admin_commands
 from test_grpc_tls import check_go_normal, go_normal
-from test_grpc_brokers import admin, cluster_brokers, stored_per_broker
 from test_grpc_python import PRELUDE5
+from two_brokers import PUSH_ALL, admin, assert_fifo_tx_delay, assert_spread, stored_per_broker, wait_two_brokers
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
@@ -50,10 +49,7 @@ def proxied(tmp_path_factory):
                             "--broker-port", "0", "--grpc-port", "0", "--no-metrics", "--console-port", "0",
                             "--store-dir", str(tmp_path / "store"), timeout=60)
         try:
-            deadline = time.monotonic() + 30
-            while len(cluster_brokers(serve.addr)) < 2 and time.monotonic() < deadline:
-                time.sleep(0.2)
-            brokers = cluster_brokers(serve.addr)
+            brokers = wait_two_brokers(serve.addr)
             assert sorted(brokers) == ["broker-a", "broker-b"]
             pki = TestPki(tmp_path / "pki")
             conf = dict(FAST_PROXY, tlsTestModeEnable="false", tlsCertPath=str(pki.server.cert),
@@ -90,21 +86,8 @@ c.startup()
 for m in receive_all(c, 40, timeout=60):
     emit(op="simple", id=m.message_id)
 c.shutdown()
-seen, lock = [], threading.Lock()
-class L(MessageListener):
-    def consume(self, m):
-        with lock:
-            seen.append(m.message_id)
-        return ConsumeResult.SUCCESS
-pc = PushConsumer(CONFIG, "PxSpreadPush", L(), {"PxSpread": FilterExpression()}, **TLS)
-pc.startup()
-end = time.time() + 60
-while len(set(seen)) < 40 and time.time() < end:
-    time.sleep(0.2)
-time.sleep(1.0)
-pc.shutdown()
-for mid in seen:
-    emit(op="push", id=mid)
+PUSH_GROUP, PUSH_TOPIC, PUSH_COUNT = "PxSpreadPush", "PxSpread", 40
+''' + PUSH_ALL + '''
 f = SimpleConsumer(CONFIG, "PxFifoG", {"PxFifo": FilterExpression()}, await_duration=2, **TLS)
 f.startup()
 for m in receive_all(f, 12, timeout=60):
@@ -143,23 +126,8 @@ def test_python5_through_the_proxy_spreads_over_both_brokers_and_receives_everyt
                                                                 "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": proxy.ca},
                             timeout=300)
     assert res.returncode == 0 and not res.timed_out, (res.stderr[-3000:], res.events[-5:], proxy.log_tail())
-    sent = [e["id"] for e in res.events_of("sent")]
-    assert len(set(sent)) == 40
-    per = stored_per_broker(brokers, "PxSpread")
-    assert sum(per.values()) == 40 and min(per.values()) > 0, per          # both brokers store some
-    simple = collections.Counter(e["id"] for e in res.events_of("simple"))
-    assert set(simple) == set(sent) and set(simple.values()) == {1}, simple
-    push = collections.Counter(e["id"] for e in res.events_of("push"))
-    assert set(push) == set(sent) and set(push.values()) == {1}, push
-    fifo = collections.defaultdict(list)
-    for e in res.events_of("fifo"):
-        fifo[e["group"]].append(e["body"])
-    assert dict(fifo) == {f"order-{g}": [f"g{g}-{i}" for i in range(4)] for g in range(3)}, dict(fifo)
-    assert sorted(e["body"] for e in res.events_of("tx")) == ["tx-commit", "tx-open"]
-    assert [e["body"] for e in res.events_of("check")][:1] == ["tx-open"], res.events_of("check")
-    delay = res.events_of("delay")
-    # at its delivery time, give or take a Java 5.x timer's precision (timerPrecisionMs 1000: its slot's second)
-    assert [e["body"] for e in delay] == ["later"] and delay[0]["late"] >= -1.0, delay
+    assert_spread(res, brokers, "PxSpread", 40, "simple", "push")
+    assert_fifo_tx_delay(res)
     assert "TLS" in proxy.log_tail(100000) or "tls" in proxy.log_tail(100000)
 
 

@@ -10,7 +10,6 @@ judged against Java's own proxy on that same broker:
 """
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import json
 
@@ -23,6 +22,7 @@ from rmqd_proxy import FAST_PROXY, RmqdProxy
 from test_grpc5_java import admin_commands, normalise
 from test_grpc_python import PRELUDE5
 from test_proxy_brokers import JAVA_SECTIONS, PYTHON
+from two_brokers import assert_each_once, assert_fifo_tx_delay
 
 from rmqd.testing.pki import TestPki
 
@@ -103,15 +103,5 @@ def test_python5_client_tls_through_rmqd_proxy_over_the_java_broker(py5_python, 
                                                        proxy_over_java.log_tail())
     sent = [e["id"] for e in res.events_of("sent")]
     assert len(set(sent)) == 40
-    for op in ("simple", "push"):
-        got = collections.Counter(e["id"] for e in res.events_of(op))
-        assert set(got) == set(sent) and set(got.values()) == {1}, (op, got)
-    fifo = collections.defaultdict(list)
-    for e in res.events_of("fifo"):
-        fifo[e["group"]].append(e["body"])
-    assert dict(fifo) == {f"order-{g}": [f"g{g}-{i}" for i in range(4)] for g in range(3)}, dict(fifo)
-    assert sorted(e["body"] for e in res.events_of("tx")) == ["tx-commit", "tx-open"]
-    assert [e["body"] for e in res.events_of("check")][:1] == ["tx-open"], res.events_of("check")
-    delay = res.events_of("delay")
-    # at its delivery time, give or take the Java 5.x timer's precision (timerPrecisionMs 1000: its slot's second)
-    assert [e["body"] for e in delay] == ["later"] and delay[0]["late"] >= -1.0, delay
+    assert_each_once(res, sent, "simple", "push")
+    assert_fifo_tx_delay(res)

@@ -48,7 +48,7 @@ class Clients:
             if predicate(report):
                 return report
             assert time.monotonic() < deadline, f"{what}: {json.dumps(report)[:3000]}"
-            time.sleep(1.0)
+            time.sleep(0.2)
 
 
 def _bodies(report: dict, name: str, prefix: str = "") -> list[str]:

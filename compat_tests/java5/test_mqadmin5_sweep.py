@@ -14,9 +14,11 @@ says); differences that remain are in :data:`KNOWN` with their reason, and in do
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -305,11 +307,15 @@ def normalise(text: str, ns: str, broker: str) -> str:
 
 @pytest.fixture(scope="module")
 def fresh_reference5(tmp_path_factory):
-    """A Java 5.5.0 name server + broker for this module alone, started as the session's ``reference5`` is."""
+    """A Java 5.5.0 name server + broker for this module alone, started as the session's ``reference5`` is (the
+    sweep reads the broker's whole state, which the shared reference gathers from every earlier test). It starts
+    in the background, while the sweep runs on rmqd: a future of the started cluster."""
     from java5kit import reference5_running
 
-    with reference5_running(tmp_path_factory.mktemp("sweep5-reference")) as cluster:
-        yield cluster
+    home = tmp_path_factory.mktemp("sweep5-reference")
+    with contextlib.ExitStack() as running:               # the cluster is killed after the start has ended
+        with ThreadPoolExecutor(1, thread_name_prefix="sweep5-reference") as pool:
+            yield pool.submit(lambda: running.enter_context(reference5_running(home)))
 
 
 @pytest.fixture(scope="module")
@@ -318,8 +324,11 @@ def outputs(fresh_reference5, mqadmin5, tmp_path_factory) -> dict[str, dict[str,
     ours = EmbeddedServer(store_dir=str(tmp_path_factory.mktemp("sweep5")),
                           broker_properties=REFERENCE5_BROKER_PROPERTIES).start()
     try:
-        targets = {"java": (fresh_reference5.namesrv_addr, fresh_reference5.broker_addr),
-                   "rmqd": (ours.namesrv_addr, ours.broker_addr)}
+        def java() -> tuple[str, str]:
+            cluster = fresh_reference5.result()
+            return cluster.namesrv_addr, cluster.broker_addr
+        # rmqd first, while the Java reference starts
+        targets = {"rmqd": lambda: (ours.namesrv_addr, ours.broker_addr), "java": java}
         lists = tmp_path_factory.mktemp("sweep5-lists")
         (lists / "topics.json").write_text(json.dumps([
             {"topicName": name, "readQueueNums": 2, "writeQueueNums": 2, "perm": 6, "topicFilterType": "SINGLE_TAG",
@@ -329,7 +338,8 @@ def outputs(fresh_reference5, mqadmin5, tmp_path_factory) -> dict[str, dict[str,
             for name in ("Sweep5ListGroupA", "Sweep5ListGroupB")]))
         (lists / "garbage.json").write_text("[{not json")
         out: dict[str, dict[str, tuple[object, str]]] = {c.name: {} for c in CASES}
-        for target, (ns, broker) in targets.items():
+        for target, addresses in targets.items():
+            ns, broker = addresses()
             export_dir = tmp_path_factory.mktemp(f"sweep5-{target}")
             def run(*args: str) -> str:
                 res = mqadmin5.run(*args, timeout=60)

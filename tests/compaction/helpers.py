@@ -1,6 +1,8 @@
 """Shared helpers of the compaction tests: a store with small compaction files, keyed puts, reads."""
 from __future__ import annotations
 
+import random
+
 from rmqd.store.compaction.store import CompactionConfig
 from rmqd.store.layers import build_store
 from rmqd.store.message import MessageToStore, decode_messages
@@ -56,3 +58,17 @@ def newest_per_key(sent: list[tuple[int, str, bytes]]) -> dict[str, tuple[int, b
     for off, key, value in sent:
         table[key] = (off, value)
     return table
+
+
+def fill_rewritten_keys(store: MessageStore, n: int, seed: int, first: int = 0, topic: str = TOPIC) -> None:
+    """Messages ``first`` .. ``first + n - 1`` on queues 0 and 1 of ``topic``: ~400 keys rewritten many times,
+    6 % tombstones (empty bodies), put in batches of 64; then the compaction caught up on both queues."""
+    rnd = random.Random(seed)
+    msgs = []
+    for i in range(first, first + n):
+        body = b"" if rnd.random() < 0.06 else f"v{i}-".encode() + b"x" * rnd.randint(0, 90)
+        msgs.append(MessageToStore.create(topic, i % 2, body, {"KEYS": f"key-{rnd.randint(0, 400)}"}))
+    for i in range(0, len(msgs), 64):
+        store.put_messages(msgs[i:i + 64])
+    for q in (0, 1):
+        store.compaction.catch_up(topic, q)

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from typing import Iterable, Optional
@@ -21,10 +20,11 @@ import orjson
 
 from rmqd.common.localports import free_ports
 from rmqd.remoting.client import BlockingClient
-from rmqd.remoting.command import FrameReader, RemotingCommand, new_request
+from rmqd.remoting.command import RemotingCommand, new_request
 from tests.kit import clients
 from tests.kit.loop import LoopThread
 from tests.kit.netfaults import FaultProxy
+from tests.kit.peers import RecordingPeer
 from tests.kit.processes import REPO, ControllerProcess
 from tests.kit.waits import wait_until
 
@@ -134,45 +134,11 @@ def call(addr: str, code: int, ext: Optional[dict] = None, body: Optional[bytes]
 
 
 # ------------------------------------------------------------------------------------------- brokers
-class NotifySink:
+class NotifySink(RecordingPeer):
     """A listening socket standing in for a broker's remoting port: records the requests pushed to it."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.addr = f"127.0.0.1:{self.sock.getsockname()[1]}"
-        self.received: list[RemotingCommand] = []
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
-
-    def _read(self, conn: socket.socket) -> None:
-        reader = FrameReader()
-        with conn:
-            while not self._closed:
-                try:
-                    data = conn.recv(65536)
-                except OSError:
-                    return
-                if not data:
-                    return
-                self.received.extend(reader.feed(data))
 
     def role_changes(self) -> list[RemotingCommand]:
         return [c for c in self.received if c.code == 1008]
-
-    def close(self) -> None:
-        self._closed = True
-        self.sock.close()
 
 
 class FakeBroker:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
@@ -26,6 +28,23 @@ pytestmark = pytest.mark.slow
 
 ROUNDS = int(os.environ.get("RMQD_FAILOVER_ROUNDS", "1"))
 TOPIC = "FailoverTopic"
+
+
+@contextmanager
+def sending_group(tmp_path, **conf: object) -> Iterator[tuple[FailoverGroup, RoutedProducer]]:
+    """A started group (all three replicas in sync) with a :class:`RoutedProducer` sending to it; both stopped
+    on the way out."""
+    group = FailoverGroup(str(tmp_path), **conf)
+    producer = None
+    try:
+        group.start_all()
+        group.wait_group(TOPIC, 3)
+        producer = RoutedProducer(group.namesrv, TOPIC).start()
+        yield group, producer
+    finally:
+        if producer is not None:
+            producer.stop()
+        group.stop()
 
 
 def topics_of(addr: str) -> dict:
@@ -56,12 +75,7 @@ def check_nothing_lost(group: FailoverGroup, producer: RoutedProducer, fault: st
 
 
 def test_kill9_master_fails_over_and_the_old_master_rejoins_as_a_truncated_slave(tmp_path, capsys):
-    group = FailoverGroup(str(tmp_path))
-    producer = None
-    try:
-        group.start_all()
-        group.wait_group(TOPIC, 3)
-        producer = RoutedProducer(group.namesrv, TOPIC).start()
+    with sending_group(tmp_path) as (group, producer):
         for rnd in range(ROUNDS):
             st = group.wait_group(TOPIC, 3)
             old = st["masterAddress"]
@@ -101,27 +115,14 @@ def test_kill9_master_fails_over_and_the_old_master_rejoins_as_a_truncated_slave
         assert out.count("#brokerAddr") == 3 and "#brokerId\t0" in out, out
         epoch = group.sync_state()["masterEpoch"]
         assert out.count(f"#Epoch: EpochEntry{{epoch={epoch}, startOffset=") == 3, out
-    finally:
-        if producer is not None:
-            producer.stop()
-        group.stop()
 
 
 def test_master_cut_off_from_the_controller_fences_itself_before_another_is_elected(tmp_path):
-    group = FailoverGroup(str(tmp_path), proxies=True)
-    producer = None
-    try:
-        group.start_all()
-        group.wait_group(TOPIC, 3)
-        producer = RoutedProducer(group.namesrv, TOPIC).start()
+    with sending_group(tmp_path, proxies=True) as (group, producer):
         for rnd in range(ROUNDS):
             partition_round(group, producer, rnd)
         producer.stop()
         check_nothing_lost(group, producer, "partition")
-    finally:
-        if producer is not None:
-            producer.stop()
-        group.stop()
 
 
 def partition_round(group: FailoverGroup, producer: RoutedProducer, rnd: int) -> None:
@@ -206,12 +207,7 @@ def test_a_master_paused_past_its_lease_acknowledges_nothing_when_it_resumes(tmp
     ``allAckInSyncStateSet=true``, where the checker must find nothing acknowledged lost; with ``false`` an ack
     is given before the slaves have the message, so the checker only reports."""
     all_ack = os.environ.get("RMQD_FAILOVER_SIGSTOP_ALLACK", "false")
-    group = FailoverGroup(str(tmp_path), allAckInSyncStateSet=all_ack)
-    producer = None
-    try:
-        group.start_all()
-        group.wait_group(TOPIC, 3)
-        producer = RoutedProducer(group.namesrv, TOPIC).start()
+    with sending_group(tmp_path, allAckInSyncStateSet=all_ack) as (group, producer):
         for rnd in range(ROUNDS):
             sigstop_master_round(group, producer, rnd)
         time.sleep(0.5)
@@ -222,10 +218,6 @@ def test_a_master_paused_past_its_lease_acknowledges_nothing_when_it_resumes(tmp
             verdict = check_acked(group.master_addr(TOPIC), TOPIC, producer.acked)
             print(f"allAckInSyncStateSet=false: {len(verdict['lost'])} of {verdict['acked']} acknowledged "
                   "messages were not yet on a slave when the master paused")
-    finally:
-        if producer is not None:
-            producer.stop()
-        group.stop()
 
 
 def sigstop_master_round(group: FailoverGroup, producer: RoutedProducer, rnd: int) -> None:
@@ -264,12 +256,7 @@ def test_a_paused_slave_leaves_the_sync_state_set_and_rejoins_after_it_resumes(t
     it from the SyncStateSet (``haMaxTimeSlaveNotCatchup``), then the master acknowledges again with the other
     replicas; after SIGCONT the slave catches up and is back in the set. The checker reads the master and the
     resumed slave: nothing acknowledged lost on either."""
-    group = FailoverGroup(str(tmp_path))
-    producer = None
-    try:
-        group.start_all()
-        group.wait_group(TOPIC, 3)
-        producer = RoutedProducer(group.namesrv, TOPIC).start()
+    with sending_group(tmp_path) as (group, producer):
         for rnd in range(ROUNDS):
             sigstop_slave_round(group, producer, rnd)
         time.sleep(0.5)
@@ -280,10 +267,6 @@ def test_a_paused_slave_leaves_the_sync_state_set_and_rejoins_after_it_resumes(t
             if p is not None and p.addr != master:
                 wait_until(lambda p=p: not check_acked(p.addr, TOPIC, producer.acked)["lost"], 20, interval=0.5,
                            what=f"slave {p.addr} has every acknowledged message")
-    finally:
-        if producer is not None:
-            producer.stop()
-        group.stop()
 
 
 def sigstop_slave_round(group: FailoverGroup, producer: RoutedProducer, rnd: int) -> None:
@@ -351,12 +334,7 @@ def test_kill9_of_the_master_and_the_leader_controller_together(tmp_path):
     another master, sends resume, and after both come back nothing acknowledged is lost and no queue offset was
     handed out twice (the checker pulls every queue from offset 0). Each round first kills the leader alone
     (:func:`leader_kill_round`). Repeated ``RMQD_FAILOVER_ROUNDS`` times."""
-    group = FailoverGroup(str(tmp_path), controllers=3)
-    producer = None
-    try:
-        group.start_all()
-        group.wait_group(TOPIC, 3)
-        producer = RoutedProducer(group.namesrv, TOPIC).start()
+    with sending_group(tmp_path, controllers=3) as (group, producer):
         for rnd in range(ROUNDS):
             leader_kill_round(group, producer, rnd)
             st = group.wait_group(TOPIC, 3, timeout=40)
@@ -383,19 +361,10 @@ def test_kill9_of_the_master_and_the_leader_controller_together(tmp_path):
         verdict = check_nothing_lost(group, producer, "kill-master-and-leader")
         report(fault="kill-leader-controller", summary=True, acked=verdict["acked"], lost=len(verdict["lost"]),
                duplicates=verdict["duplicates"])
-    finally:
-        if producer is not None:
-            producer.stop()
-        group.stop()
 
 
 def test_the_whole_group_killed_and_restarted_comes_back_with_everything_acknowledged(tmp_path):
-    group = FailoverGroup(str(tmp_path))
-    producer = None
-    try:
-        group.start_all()
-        group.wait_group(TOPIC, 3)
-        producer = RoutedProducer(group.namesrv, TOPIC).start()
+    with sending_group(tmp_path) as (group, producer):
         wait_until(lambda: len(producer.acked) > 200, 10, interval=0.05, what="sends")
         for i in range(3):
             group.kill9(i)
@@ -407,10 +376,6 @@ def test_the_whole_group_killed_and_restarted_comes_back_with_everything_acknowl
         assert st["masterEpoch"] >= 1
         producer.stop()
         check_nothing_lost(group, producer)
-    finally:
-        if producer is not None:
-            producer.stop()
-        group.stop()
 
 
 def test_min_in_sync_replicas_refuses_sends_until_enough_replicas_are_in_sync(tmp_path):

@@ -55,12 +55,18 @@ def test_ill_shaped_json_falls_back_to_backup(tmp_path):
     assert mgr.get("T") is not None
 
 
-def test_damaged_consume_queue_entry_is_rebuilt(tmp_path):
-    """Bug: a flipped consume-queue entry served another record (or garbage) for that offset."""
+def _filled_and_closed(tmp_path) -> tuple[str, list]:
+    """A store under ``tmp_path/s`` filled by :func:`_fill` and shut down: its root and the bodies written."""
     root = str(tmp_path / "s")
     s = _store(root)
     bodies = _fill(s)
     s.shutdown()
+    return root, bodies
+
+
+def test_damaged_consume_queue_entry_is_rebuilt(tmp_path):
+    """Bug: a flipped consume-queue entry served another record (or garbage) for that offset."""
+    root, bodies = _filled_and_closed(tmp_path)
     path = os.path.join(root, "consumequeue", "RT", "0", "%020d" % 0)
     with open(path, "r+b") as f:
         f.seek(3 * 20 + 12)   # size field of entry 3
@@ -74,10 +80,7 @@ def test_damaged_consume_queue_entry_is_rebuilt(tmp_path):
 
 def test_truncated_consume_queue_and_last_commitlog_segment_load(tmp_path):
     """Bug: a short file (truncated) made the store refuse to start (size != configured)."""
-    root = str(tmp_path / "s")
-    s = _store(root)
-    bodies = _fill(s)
-    s.shutdown()
+    root, bodies = _filled_and_closed(tmp_path)
     cq = os.path.join(root, "consumequeue", "RT", "1", "%020d" % 0)
     os.truncate(cq, 50)
     s = _store(root)

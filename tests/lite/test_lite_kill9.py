@@ -14,15 +14,9 @@ import orjson
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import new_request
 from rmqd.store.message import decode_messages, encode_properties
-from tests.kit.processes import ServeProcess
-from tests.pop.pop_helpers import start_serve
+from tests.pop.pop_helpers import serving
 
 CTL, POP_LITE, ACK = 200071, 200070, 200051
-
-
-def start(store: str) -> tuple[ServeProcess, str]:
-    srv = start_serve(store, 60)
-    return srv, srv.broker_addr
 
 
 def subscribe(c: BlockingClient, names: list[str]) -> None:
@@ -61,9 +55,7 @@ def persisted_offset(path: str, key: str) -> int:
 @pytest.mark.slow
 def test_kill9_redelivers_unacked_lite_messages(tmp_path):
     store = str(tmp_path / "store")
-    proc, addr = start(store)
-    try:
-        c = BlockingClient(addr)
+    with serving(store, 60) as c:
         assert c.invoke(new_request(17, {"topic": "K9L", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6",
                                          "attributes": "+message.type=LITE"}), 5).code == 0
         assert c.invoke(new_request(200, None, orjson.dumps({"groupName": "K9LG", "attributes": {
@@ -90,23 +82,15 @@ def test_kill9_redelivers_unacked_lite_messages(tmp_path):
             time.sleep(0.2)
         else:
             raise AssertionError("the acked lite offset was not persisted within 15 s")
-        c.close()
-    finally:
-        proc.kill()
     # no revive record was written for lite messages: their checkpoints and acks live in memory
     for f in glob.glob(os.path.join(store, "commitlog", "*")):
         with open(f, "rb") as fh:                   # a few KB were written: the head of the first file holds them
             head = fh.read(1 << 20)
         assert b'"t":"%LMQ%' not in head and (b"K9L" in head or not f.endswith("0" * 20))
-    proc, addr = start(store)
-    try:
-        c = BlockingClient(addr)
+    with serving(store, 60) as c:
         subscribe(c, ["k-a", "k-b"])                  # subscriptions are in memory: the client syncs again
         again = pop_all(c, 3, 15)
         assert sorted(m.body for m, _ in again) == [b"m3", b"m4", b"m5"]      # the unacked ones, not the acked
         for m, pt in again:
             ack(c, m, pt)
         assert not pop_all(c, 1, 1.5)
-        c.close()
-    finally:
-        proc.kill()

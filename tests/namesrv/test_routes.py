@@ -55,12 +55,18 @@ async def test_route_topic_not_exist(namesrv, client):
                            "See https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.")
 
 
-async def test_cpp_client_frame_gets_a_route_it_can_parse(namesrv, client):
+async def _fixture_frame_sent(namesrv, client, fixture: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """TopicTest registered, then a client's captured GET_ROUTEINFO_BY_TOPIC frame (tests/fixtures) sent on a
+    connection of its own; the caller closes the writer."""
     await register(client, namesrv, topics={"TopicTest": (4, 4, 6)})
-    frame = (FIXTURES / "001_105_get_routeinfo_by_topic.bin").read_bytes()
     reader, writer = await asyncio.open_connection("127.0.0.1", namesrv.server.port)
+    writer.write((FIXTURES / fixture).read_bytes())
+    return reader, writer
+
+
+async def test_cpp_client_frame_gets_a_route_it_can_parse(namesrv, client):
+    reader, writer = await _fixture_frame_sent(namesrv, client, "001_105_get_routeinfo_by_topic.bin")
     try:
-        writer.write(frame)
         (length,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 3))
         rest = await asyncio.wait_for(reader.readexactly(length), 3)
     finally:
@@ -76,11 +82,8 @@ async def test_cpp_client_frame_gets_a_route_it_can_parse(namesrv, client):
 
 
 async def test_cpp2_frame_same_answer(namesrv, client):
-    await register(client, namesrv, topics={"TopicTest": (4, 4, 6)})
-    frame = (FIXTURES / "019_105_cpp2_get_routeinfo_by_topic.bin").read_bytes()
-    reader, writer = await asyncio.open_connection("127.0.0.1", namesrv.server.port)
+    reader, writer = await _fixture_frame_sent(namesrv, client, "019_105_cpp2_get_routeinfo_by_topic.bin")
     try:
-        writer.write(frame)
         frames = FrameReader()
         got = []
         while not got:

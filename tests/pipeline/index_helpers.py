@@ -75,3 +75,13 @@ def upload_all(store: MessageStore) -> None:
 
 def local_copy_paths(root: str) -> list[str]:
     return sorted(os.listdir(os.path.join(root, "tiered_index_file", "compacted")))
+
+
+def unindexed_tier(base: str, root: str) -> str:
+    """A copy of the base store whose Posix tier (``<root>-tier``) holds every message, un-indexed."""
+    copy_store(base, root)
+    store = tier_store(root, root + "-tier", index=False)
+    store.start()
+    store.tier.dispatcher.run_once(force=True)
+    store.shutdown()
+    return root

@@ -5,7 +5,6 @@ aside; a damaged CQ fails the job naming the file."""
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -13,8 +12,7 @@ import textwrap
 
 import pytest
 
-from rmqd.store.message import MessageToStore
-from tests.compaction.helpers import TOPIC, open_store, read_all
+from tests.compaction.helpers import TOPIC, fill_rewritten_keys, open_store, read_all
 from tests.kit.processes import child_env
 
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
@@ -34,15 +32,7 @@ def _open(root):
 
 def _fill(root, n, seed, first=0):
     store = _open(root)
-    rnd = random.Random(seed)
-    msgs = []
-    for i in range(first, first + n):
-        body = b"" if rnd.random() < 0.06 else f"v{i}-".encode() + b"x" * rnd.randint(0, 90)
-        msgs.append(MessageToStore.create(TOPIC, i % 2, body, {"KEYS": f"key-{rnd.randint(0, 400)}"}))
-    for i in range(0, len(msgs), 64):
-        store.put_messages(msgs[i:i + 64])
-    for q in (0, 1):
-        store.compaction.catch_up(TOPIC, q)
+    fill_rewritten_keys(store, n, seed, first)
     store.shutdown()
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from tests.kit.processes import child_env
 from tests.pipeline.index_helpers import (MAX_ITEMS, T_INDEX, TOPICS, copy_store, fill_base, local_copy_paths,
-                                          tier_store, upload_all, uploaded_files)
+                                          tier_store, unindexed_tier, upload_all, uploaded_files)
 
 pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]') is required")
 
@@ -43,16 +43,6 @@ def _queried(store) -> dict:
     return out
 
 
-def _unindexed_tier(base: str, root: str) -> str:
-    """A copy of the base store whose tier holds every message, un-indexed (broker B)."""
-    copy_store(base, root)
-    store = tier_store(root, root + "-tier", index=False)
-    store.start()
-    store.tier.dispatcher.run_once(force=True)
-    store.shutdown()
-    return root
-
-
 def _job_files(out_dir: str) -> dict[int, bytes]:
     return {int(n): open(os.path.join(out_dir, n), "rb").read() for n in os.listdir(out_dir) if n.isdigit()}
 
@@ -74,7 +64,7 @@ def reference(spark, tmp_path_factory):
     broker = uploaded_files(a)
     answers = _queried(a)
     a.shutdown()
-    b = _unindexed_tier(base, str(d / "b"))
+    b = unindexed_tier(base, str(d / "b"))
     summary = Index(b, clock=lambda: T_INDEX, messages_per_task=50).run(spark)
     (out,) = summary.outputs
     # B adopts (and removes) ``out``
@@ -120,7 +110,7 @@ def test_the_broker_adopts_the_output_and_serves_queries_from_it(spark, referenc
 
 @pytest.mark.slow
 def test_a_killed_job_leaves_nothing_adoptable_and_a_rerun_gives_the_same_files(spark, reference):
-    root = _unindexed_tier(reference["base"], str(reference["dir"] / "killed"))
+    root = unindexed_tier(reference["base"], str(reference["dir"] / "killed"))
 
     class Kill(BaseException):
         pass
@@ -144,7 +134,7 @@ def test_a_killed_job_leaves_nothing_adoptable_and_a_rerun_gives_the_same_files(
 @pytest.mark.slow
 @pytest.mark.parametrize("step,nth", [("adopt.link", 2), ("adopt.commit", 1), ("adopt.committed", 1)])
 def test_kill_9_during_adoption_loses_and_duplicates_nothing(reference, step, nth, tmp_path):
-    root = _unindexed_tier(reference["base"], str(tmp_path / "b"))
+    root = unindexed_tier(reference["base"], str(tmp_path / "b"))
     os.makedirs(output_root(root))
     job_dir = os.path.join(output_root(root), "0000000000001-job")
     shutil.copytree(reference["saved"], job_dir, copy_function=copy_sparse)
@@ -187,7 +177,7 @@ def test_a_running_broker_adopts_on_rmqd_admin_adopt_tier_index(reference, tmp_p
     from rmqd.testing.embedded import EmbeddedServer
     from tests.tier.helpers import tier_props
     from tests.pipeline.index_helpers import SLOTS
-    root = _unindexed_tier(reference["base"], str(tmp_path / "b"))
+    root = unindexed_tier(reference["base"], str(tmp_path / "b"))
     props = tier_props("posix", root + "-tier", tieredStoreIndexFileMaxHashSlotNum=SLOTS,
                        tieredStoreIndexFileMaxIndexNum=MAX_ITEMS, messageIndexEnable="false",
                        mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=100 * 20)

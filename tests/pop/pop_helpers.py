@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from contextlib import contextmanager
+from typing import Iterator
 
 from rmqd.remoting.client import BlockingClient
 from rmqd.remoting.command import RemotingCommand, new_request
@@ -76,3 +78,18 @@ def start_serve(store: str, timeout: float = 60.0) -> ServeProcess:
     """`rmqd serve` on free ports over ``store`` in its own session (``kill()`` is kill -9 of the whole group),
     started and ready (every listener up)."""
     return ServeProcess(store, None, None, "WARNING", ("--grpc-port", "0"), ready=READY, new_session=True).start(timeout)
+
+
+@contextmanager
+def serving(store: str, timeout: float = 60.0) -> Iterator[BlockingClient]:
+    """:func:`start_serve` over ``store`` and a client of its broker; on the way out the client is closed and the
+    process group killed (kill -9: the store is left as a crash leaves it)."""
+    proc = start_serve(store, timeout)
+    try:
+        client = BlockingClient(proc.broker_addr)
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        proc.kill()

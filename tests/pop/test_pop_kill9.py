@@ -6,24 +6,15 @@ import time
 
 import pytest
 
-from rmqd.remoting.client import BlockingClient
-from tests.kit.processes import ServeProcess
-from tests.pop.pop_helpers import ack, create_group, create_topic, extra_info, pop, popped, send, start_serve
+from tests.pop.pop_helpers import ack, create_group, create_topic, extra_info, pop, popped, send, serving
 
 INVISIBLE_MS = 6000
-
-
-def start(store: str) -> tuple[ServeProcess, str]:
-    srv = start_serve(store, 30)
-    return srv, srv.broker_addr
 
 
 @pytest.mark.slow
 def test_kill9_in_the_middle_of_the_invisible_time(tmp_path):
     store = str(tmp_path / "store")
-    proc, addr = start(store)
-    try:
-        c = BlockingClient(addr)
+    with serving(store, 30) as c:
         create_topic(c, "K9")
         create_group(c, "K9G")
         uniq = [send(c, "K9", f"k{i}".encode()) for i in range(4)]
@@ -34,12 +25,7 @@ def test_kill9_in_the_middle_of_the_invisible_time(tmp_path):
         assert len(msgs) == 4
         for m in msgs[:2]:
             assert ack(c, "K9", "K9G", extra_info(resp, m), m.queue_offset).code == 0
-        c.close()
-    finally:
-        proc.kill()
-    proc, addr = start(store)
-    try:
-        c = BlockingClient(addr)
+    with serving(store, 30) as c:
         first = pop(c, "K9", "K9G", invisible=60000, poll=0)
         elapsed = time.monotonic() - popped_at
         assert elapsed < INVISIBLE_MS / 1000, f"the restart took {elapsed:.1f} s: past the invisible time"
@@ -51,6 +37,3 @@ def test_kill9_in_the_middle_of_the_invisible_time(tmp_path):
         assert sorted(m.properties["UNIQ_KEY"] for m in got) == sorted(uniq[2:])
         assert all(m.reconsume_times == 1 for m in got)
         assert pop(c, "K9", "K9G", poll=1500).code == 210
-        c.close()
-    finally:
-        proc.kill()

@@ -19,13 +19,6 @@ def server():
         yield s
 
 
-@pytest.fixture()
-def client(server):
-    c = BlockingClient(server.broker_addr)
-    yield c
-    c.close()
-
-
 def test_one_batch_at_a_time_and_redelivery_in_order(client, server):
     create_topic(client, "OrdT")
     create_group(client, "OrdG", orderly=True)

@@ -27,13 +27,6 @@ def server():
         yield s
 
 
-@pytest.fixture()
-def client(server):
-    c = BlockingClient(server.broker_addr)
-    yield c
-    c.close()
-
-
 _n = iter(range(1000))
 
 

@@ -9,17 +9,16 @@ decoded byte for byte as well.
 from __future__ import annotations
 
 import os
-import socket
 import struct
 import sys
-import threading
 from pathlib import Path
 
 import orjson
 import pytest
 
 from clientrunner import ensure_cpp2_python, run_client_script     # compat_tests/ (pyproject's pythonpath)
-from rmqd.remoting.command import FrameReader, RemotingCommand, encode_frame_bytes, new_response, prepare_reply
+from rmqd.remoting.command import FrameReader, new_response
+from tests.kit.peers import RecordingPeer
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "cpp_frames"
@@ -58,54 +57,6 @@ def test_code_of_captures_matches_file_names():
         assert cmd.code == code, path.name
 
 
-class FakePeer:
-    """A plain TCP listener that records raw frames and answers each with ``respond(cmd)``."""
-
-    def __init__(self, respond):
-        self.respond = respond
-        self.frames: list[tuple[bytes, RemotingCommand]] = []
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        self.answered: list[bytes] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn):
-        buf = b""
-        while True:
-            try:
-                data = conn.recv(65536)
-            except OSError:
-                return
-            if not data:
-                return
-            buf += data
-            while len(buf) >= 4:
-                (length,) = struct.unpack_from(">I", buf)
-                if len(buf) < 4 + length:
-                    break
-                raw, buf = buf[:4 + length], buf[4 + length:]
-                [cmd] = FrameReader().feed(raw)
-                self.frames.append((raw, cmd))
-                response = self.respond(cmd)
-                if response is not None:
-                    out = encode_frame_bytes(prepare_reply(cmd, response))
-                    self.answered.append(out)
-                    conn.sendall(out)
-
-    def close(self):
-        self.sock.close()
-
-
 PRODUCER = r'''
 from rocketmq.client import Producer, Message
 p = Producer('CapturePG')
@@ -126,12 +77,12 @@ SEND_ANSWER = {"msgId": "7F00000100002A9F0000000000000064", "queueId": "0", "que
 @pytest.mark.slow
 def test_live_capture_route_request_and_send(client_pythons_for_capture):
     for name, python in client_pythons_for_capture.items():
-        broker = FakePeer(lambda cmd: new_response(0, None, SEND_ANSWER) if cmd.code in (10, 310)
+        broker = RecordingPeer(lambda cmd: new_response(0, None, SEND_ANSWER) if cmd.code in (10, 310)
                           else new_response(0))
         route = (b'{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:%d"},"brokerName":"fake","cluster":"C"}],'
                  b'"filterServerTable":{},"queueDatas":[{"brokerName":"fake","perm":6,"readQueueNums":1,'
                  b'"topicSysFlag":0,"writeQueueNums":1}]}' % broker.port)
-        namesrv = FakePeer(lambda cmd: new_response(0, body=route) if cmd.code == 105 else new_response(0))
+        namesrv = RecordingPeer(lambda cmd: new_response(0, body=route) if cmd.code == 105 else new_response(0))
         try:
             res = run_client_script(python, PRODUCER, env={"NAMESRV": f"127.0.0.1:{namesrv.port}"}, timeout=40)
             assert res.events_of("send"), f"{name}: {res.stderr[-1500:]} {res.client_log[-1500:]}"

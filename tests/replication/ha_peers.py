@@ -11,6 +11,32 @@ REPORT = struct.Struct(">q")
 HEADER = struct.Struct(">qi")
 
 
+def recv_exactly(sock: socket.socket, n: int, who: str) -> bytes:
+    """``n`` bytes from ``sock``; ConnectionError naming ``who`` if it closes first."""
+    out = b""
+    while len(out) < n:
+        got = sock.recv(n - len(out))
+        if not got:
+            raise ConnectionError(f"closed by {who}")
+        out += got
+    return out
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
+    """True once the peer closed ``sock`` (data still arriving is read and dropped)."""
+    deadline = time.monotonic() + timeout
+    sock.settimeout(0.2)
+    while time.monotonic() < deadline:
+        try:
+            if not sock.recv(65536):
+                return True
+        except socket.timeout:
+            continue
+        except OSError:
+            return True
+    return False
+
+
 class FakeSlave:
     """Connects to a master's HA port and reports whatever the test says."""
 
@@ -23,39 +49,19 @@ class FakeSlave:
     def read_transfer(self, timeout: float = 5.0) -> tuple[int, bytes]:
         """The next transfer (offset, body); a heartbeat has an empty body."""
         self.sock.settimeout(timeout)
-        head = self._exactly(12)
-        offset, size = HEADER.unpack(head)
-        return offset, self._exactly(size)
-
-    def _exactly(self, n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            got = self.sock.recv(n - len(out))
-            if not got:
-                raise ConnectionError("closed by the master")
-            out += got
-        return out
+        offset, size = HEADER.unpack(recv_exactly(self.sock, 12, "the master"))
+        return offset, recv_exactly(self.sock, size, "the master")
 
     def closed_by_peer(self, timeout: float = 5.0) -> bool:
         """True once the master closed the connection (transfers still arriving are read and dropped)."""
-        deadline = time.monotonic() + timeout
-        self.sock.settimeout(0.2)
-        while time.monotonic() < deadline:
-            try:
-                if not self.sock.recv(65536):
-                    return True
-            except socket.timeout:
-                continue
-            except ConnectionError:
-                return True
-        return False
+        return closed_by_peer(self.sock, timeout)
 
     def close(self) -> None:
         self.sock.close()
 
 
-class FakeMaster:
-    """Listens like a master's HA port; the test drives what it sends."""
+class FakeListener:
+    """A loopback listening socket that accepts one peer (``conn``); closes both."""
 
     def __init__(self) -> None:
         self.lsock = socket.socket()
@@ -68,45 +74,42 @@ class FakeMaster:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def accept(self, timeout: float = 10.0) -> int:
-        """Accept the slave and return the offset of its first report."""
+    def accept_conn(self, timeout: float) -> socket.socket:
         self.lsock.settimeout(timeout)
         self.conn, _ = self.lsock.accept()
-        return self.read_report(timeout)
-
-    def read_report(self, timeout: float = 5.0) -> int:
         self.conn.settimeout(timeout)
-        data = b""
-        while len(data) < 8:
-            got = self.conn.recv(8 - len(data))
-            if not got:
-                raise ConnectionError("closed by the slave")
-            data += got
-        return REPORT.unpack(data)[0]
-
-    def transfer(self, offset: int, body: bytes) -> None:
-        self.conn.sendall(HEADER.pack(offset, len(body)) + body)
-
-    def raw(self, data: bytes) -> None:
-        self.conn.sendall(data)
+        return self.conn
 
     def closed_by_peer(self, timeout: float = 5.0) -> bool:
-        deadline = time.monotonic() + timeout
-        self.conn.settimeout(0.2)
-        while time.monotonic() < deadline:
-            try:
-                if not self.conn.recv(4096):
-                    return True
-            except socket.timeout:
-                continue
-            except ConnectionError:
-                return True
-        return False
+        assert self.conn is not None
+        return closed_by_peer(self.conn, timeout)
 
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
         self.lsock.close()
+
+
+class FakeMaster(FakeListener):
+    """Listens like a master's HA port; the test drives what it sends."""
+
+    def accept(self, timeout: float = 10.0) -> int:
+        """Accept the slave and return the offset of its first report."""
+        self.accept_conn(timeout)
+        return self.read_report(timeout)
+
+    def read_report(self, timeout: float = 5.0) -> int:
+        assert self.conn is not None
+        self.conn.settimeout(timeout)
+        return REPORT.unpack(recv_exactly(self.conn, 8, "the slave"))[0]
+
+    def transfer(self, offset: int, body: bytes) -> None:
+        assert self.conn is not None
+        self.conn.sendall(HEADER.pack(offset, len(body)) + body)
+
+    def raw(self, data: bytes) -> None:
+        assert self.conn is not None
+        self.conn.sendall(data)
 
 
 def make_store(root: str, file_size: int) -> MessageStore:

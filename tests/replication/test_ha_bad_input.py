@@ -6,6 +6,8 @@ record); the rmqd master faces a fake slave (an offset beyond the master, not at
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
@@ -71,23 +73,26 @@ def _record_end(source, after: int) -> int:
     return pos
 
 
-def test_wrong_offset_from_master(caplog, slave, source):
+def _after_good_prefix(caplog, slave, source, after: int) -> tuple:
+    """The fake master accepted the slave (which reports 0: it is empty) and sent it the source's records up to
+    the end of the first one ending after ``after``; returns the slave's store, the fake master and that end."""
     store, fake = slave
     caplog.set_level(logging.INFO)
     assert fake.accept() == 0
-    n = _record_end(source, 10_000)
+    n = _record_end(source, after)
     _good_prefix(store, source, fake, n)
+    return store, fake, n
+
+
+def test_wrong_offset_from_master(caplog, slave, source):
+    store, fake, n = _after_good_prefix(caplog, slave, source, 10_000)
     fake.transfer(n + 700, commitlog_bytes(source, n, n + 700))
     _fault(caplog, fake, "master pushed offset")
     _intact(store, source, n)
 
 
 def test_truncated_frame(caplog, slave, source):
-    store, fake = slave
-    caplog.set_level(logging.INFO)
-    fake.accept()
-    n = _record_end(source, 5_000)
-    _good_prefix(store, source, fake, n)
+    store, fake, n = _after_good_prefix(caplog, slave, source, 5_000)
     body = commitlog_bytes(source, n, n + 3000)
     fake.raw(n.to_bytes(8, "big") + (3000).to_bytes(4, "big") + body[:1000])
     fake.close()                                             # the connection ends inside the transfer
@@ -96,22 +101,14 @@ def test_truncated_frame(caplog, slave, source):
 
 
 def test_absurd_transfer_size(caplog, slave, source):
-    store, fake = slave
-    caplog.set_level(logging.INFO)
-    fake.accept()
-    n = _record_end(source, 5_000)
-    _good_prefix(store, source, fake, n)
+    store, fake, n = _after_good_prefix(caplog, slave, source, 5_000)
     fake.raw(n.to_bytes(8, "big") + (-5).to_bytes(4, "big", signed=True))
     _fault(caplog, fake, "transfer of -5 bytes")
     _intact(store, source, n)
 
 
 def test_damaged_record_is_cut_off(caplog, slave, source):
-    store, fake = slave
-    caplog.set_level(logging.INFO)
-    fake.accept()
-    n = _record_end(source, 5_000)
-    _good_prefix(store, source, fake, n)
+    store, fake, n = _after_good_prefix(caplog, slave, source, 5_000)
     bad = bytearray(commitlog_bytes(source, n, n + 4000))
     bad[500] ^= 0xFF                                          # inside the first record's body: CRC mismatch
     fake.transfer(n, bytes(bad))
@@ -119,14 +116,24 @@ def test_damaged_record_is_cut_off(caplog, slave, source):
     _intact(store, source, n)
 
 
-def test_master_with_smaller_files(caplog, slave, tmp_path):
-    """A master with 32 KiB files: its end-of-file record stops in the middle of the slave's 64 KiB file."""
+@contextmanager
+def _master_with_file_size(caplog, slave, tmp_path, file_size: int, count: int) -> Iterator[tuple]:
+    """The slave accepted by the fake master, and a source store of ``count`` records in ``file_size`` files
+    (a master whose CommitLog files differ from the slave's 64 KiB): yields slave store, fake master, source."""
     store, fake = slave
     caplog.set_level(logging.INFO)
-    small = make_store(str(tmp_path / "small"), 32 * 1024)
+    other = make_store(str(tmp_path / f"fs{file_size}"), file_size)
     try:
-        fill(small, 60, size=700)
-        fake.accept()
+        fill(other, count, size=700)
+        assert fake.accept() == 0
+        yield store, fake, other
+    finally:
+        other.shutdown()
+
+
+def test_master_with_smaller_files(caplog, slave, tmp_path):
+    """A master with 32 KiB files: its end-of-file record stops in the middle of the slave's 64 KiB file."""
+    with _master_with_file_size(caplog, slave, tmp_path, 32 * 1024, 60) as (store, fake, small):
         first = commitlog_bytes(small, 0, 32 * 1024)          # a whole file: records, then the BLANK marker
         end = _record_end(small, 20_000)
         fake.transfer(0, first[:end])
@@ -135,26 +142,17 @@ def test_master_with_smaller_files(caplog, slave, tmp_path):
         _fault(caplog, fake, "does not end at this slave's file end")
         assert store.commitlog_max_offset() == end
         assert commitlog_bytes(store, 0, end) == first[:end]
-    finally:
-        small.shutdown()
 
 
 def test_master_with_larger_files(caplog, slave, tmp_path):
     """A master with 128 KiB files sends a transfer crossing the end of the slave's 64 KiB file."""
-    store, fake = slave
-    caplog.set_level(logging.INFO)
-    big = make_store(str(tmp_path / "big"), 128 * 1024)
-    try:
-        fill(big, 120, size=700)
-        fake.accept()
+    with _master_with_file_size(caplog, slave, tmp_path, 128 * 1024, 120) as (store, fake, big):
         end = _record_end(big, 60_000)
         fake.transfer(0, commitlog_bytes(big, 0, end))
         assert fake.read_report() == end
         fake.transfer(end, commitlog_bytes(big, end, end + 8000))
         _fault(caplog, fake, "crosses the end of this slave's CommitLog file")
         assert store.commitlog_max_offset() == end
-    finally:
-        big.shutdown()
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ pytest.importorskip("pyspark", reason="the spark extra (pip install -e '.[test]'
 
 import rmqd  # noqa: E402
 from tests.kit.clients import create_topic  # noqa: E402
+from tests.pipeline.index_helpers import unindexed_tier  # noqa: E402
 from tests.spark_cluster import data  # noqa: E402
 from tests.spark_cluster.standalone import (PYSPARK_NEEDS, StandaloneCluster, clean_env, cmdline,  # noqa: E402
                                       descendants, live, make_venv, processes_inside, requirement_closure,
@@ -225,7 +226,7 @@ def _run_jobs(mode, d, cluster, pythons, pyfiles, stores, broker) -> dict:
     rmqd in the archive: ``spark-submit --py-files <zip> cluster_jobs.py`` with the bare Python everywhere,
     nothing else changed."""
     out = str(d / "archive")
-    index_store = data.unindexed_tier(stores["index_base"], str(d / "index"))
+    index_store = unindexed_tier(stores["index_base"], str(d / "index"))
     compact_store = data.copy(stores["compact"], str(d / "compact"))
     topic = f"Cluster_{mode}"
     with _BROKER_SETUP:                        # the applications' threads: one at a time on the embedded broker

@@ -14,10 +14,10 @@ from rmqd.store.message import decode_message
 from rmqd.store.tier.index import layout as L
 from tests.compaction.helpers import TOPIC as COMPACT_TOPIC
 from tests.compaction.helpers import open_store as open_compaction_store
-from tests.compaction.helpers import read_all
+from tests.compaction.helpers import fill_rewritten_keys, read_all
 from tests.kit import clients
 from tests.pipeline.helpers import archive_rows, expected_rows, fill, open_store
-from tests.pipeline.index_helpers import MAX_ITEMS, copy_store, fill_base, tier_store
+from tests.pipeline.index_helpers import MAX_ITEMS, fill_base, tier_store
 
 COMPACT_LOG_FILE = 16 * 1024
 
@@ -72,16 +72,6 @@ def messages_with_key(root: str, topic: str, key: str) -> list[tuple[int, int]]:
 # ------------------------------------------------------------------------------------------ index
 def make_index_base(root: str) -> str:
     fill_base(root)
-    return root
-
-
-def unindexed_tier(base: str, root: str) -> str:
-    """A copy of the base store whose Posix tier (``<root>-tier``) holds every message, un-indexed."""
-    copy_store(base, root)
-    store = tier_store(root, root + "-tier", index=False)
-    store.start()
-    store.tier.dispatcher.run_once(force=True)
-    store.shutdown()
     return root
 
 
@@ -141,17 +131,8 @@ def _open_compaction(root: str):
 
 def make_compact_store(root: str, n: int = 3000, seed: int = 3) -> str:
     """A compaction topic of two queues, 16 KB compaction-log files, keys rewritten many times, tombstones."""
-    from rmqd.store.message import MessageToStore
     store = _open_compaction(root)
-    rnd = random.Random(seed)
-    msgs = []
-    for i in range(n):
-        body = b"" if rnd.random() < 0.06 else f"v{i}-".encode() + b"x" * rnd.randint(0, 90)
-        msgs.append(MessageToStore.create(COMPACT_TOPIC, i % 2, body, {"KEYS": f"key-{rnd.randint(0, 400)}"}))
-    for i in range(0, len(msgs), 64):
-        store.put_messages(msgs[i:i + 64])
-    for q in (0, 1):
-        store.compaction.catch_up(COMPACT_TOPIC, q)
+    fill_rewritten_keys(store, n, seed)
     store.shutdown()
     return root
 

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
+from tests.kit.processes import tail
+
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
@@ -175,9 +177,9 @@ class StandaloneCluster:
             if m:
                 return m
             if proc.poll() is not None:
-                raise RuntimeError(f"{proc.args[:3]} exited with {proc.returncode}; log {path}:\n{_tail(path)}")
+                raise RuntimeError(f"{proc.args[:3]} exited with {proc.returncode}; log {path}:\n{tail(path)}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no {pattern!r} in {path} in time; log:\n{_tail(path)}")
+                raise TimeoutError(f"no {pattern!r} in {path} in time; log:\n{tail(path)}")
             time.sleep(0.2)
 
     def start(self, timeout: float = 240.0) -> "StandaloneCluster":
@@ -272,14 +274,6 @@ class StandaloneCluster:
                 pass
         self.master, self.nodes = None, []
         return killed
-
-
-def _tail(path: str, n: int = 40) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-    except OSError as exc:
-        return f"({exc})"
 
 
 # ------------------------------------------------------------------------------------------ Pythons
