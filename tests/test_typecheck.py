@@ -3,8 +3,9 @@ checked strictly, an explicit ``Any`` is an error), and the ``.pyi`` stubs of th
 match the compiled modules (mypy's stubtest: names, and the signatures of module-level functions and
 methods).
 
-mypy's cache lives in ~/.cache/rmqd/mypy (one directory per checkout), so a run after a small change is
-incremental.
+mypy's cache lives in ~/.cache/rmqd/mypy, one directory per checkout and commit (and mypy version), so a run
+after a small change is incremental; a cache is never reused across commits (one made before a module moved or
+a generated module was rebuilt answered "module has no attribute" for modules that are there).
 """
 from __future__ import annotations
 
@@ -26,8 +27,22 @@ pytestmark = pytest.mark.timeout(600)
 
 
 def _cache_dir() -> Path:
-    checkout = hashlib.sha1(str(ROOT).encode()).hexdigest()[:12]
-    return Path(os.path.expanduser("~/.cache/rmqd/mypy")) / checkout
+    import shutil
+
+    import mypy.version
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    checkout = Path(os.path.expanduser("~/.cache/rmqd/mypy")) / hashlib.sha1(str(ROOT).encode()).hexdigest()[:12]
+    key = hashlib.sha1(f"{head or 'no-git'}|{mypy.version.__version__}".encode()).hexdigest()[:12]
+    if checkout.is_dir():      # this checkout's caches of other commits (or of the old one-per-checkout layout)
+        for old in checkout.iterdir():
+            if old.name == key:
+                continue
+            if old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink()
+    return checkout / key
 
 
 def _require_mypy() -> None:
