@@ -6,40 +6,18 @@ from __future__ import annotations
 
 from typing import Mapping, TypedDict
 
+from rmqd.admin.bodies import BrokerData as BrokerDataBody  # noqa: F401 (the answers admin reads too)
+from rmqd.admin.bodies import ClusterInfo as ClusterInfoBody  # noqa: F401
+from rmqd.admin.bodies import ConsumeStats as ConsumeStatsBody  # noqa: F401
+from rmqd.admin.bodies import GroupList as GroupListBody  # noqa: F401
+from rmqd.admin.bodies import OffsetWrapper as OffsetWrapperBody  # noqa: F401
+from rmqd.admin.bodies import QueueData as QueueDataBody  # noqa: F401
+from rmqd.admin.bodies import RuntimeInfo as RuntimeInfoBody  # noqa: F401
+from rmqd.admin.bodies import TopicList as TopicListBody  # noqa: F401
+from rmqd.admin.bodies import TopicOffset as TopicOffsetBody  # noqa: F401
+from rmqd.admin.bodies import TopicRoute as RouteBody  # noqa: F401
+from rmqd.admin.bodies import TopicStats as TopicStatsBody  # noqa: F401
 from rmqd.remoting.fastjson import MessageQueue
-
-
-class BrokerDataBody(TypedDict, total=False):
-    cluster: str
-    brokerName: str
-    brokerAddrs: dict[int | str, str]            # brokerId -> address
-
-
-class ClusterInfoBody(TypedDict, total=False):
-    """GET_BROKER_CLUSTER_INFO."""
-
-    brokerAddrTable: dict[str, BrokerDataBody]
-    clusterAddrTable: dict[str, list[str]]
-
-
-class QueueDataBody(TypedDict, total=False):
-    brokerName: str
-    readQueueNums: int
-    writeQueueNums: int
-    perm: int
-
-
-class RouteBody(TypedDict, total=False):
-    """GET_ROUTEINFO_BY_TOPIC."""
-
-    brokerDatas: list[BrokerDataBody]
-    queueDatas: list[QueueDataBody]
-
-
-class RuntimeInfoBody(TypedDict, total=False):
-    """GET_BROKER_RUNTIME_INFO: every figure is a string."""
-
-    table: dict[str, str]
 
 
 class HaConnectionBody(TypedDict, total=False):
@@ -56,47 +34,10 @@ class HaStatusBody(TypedDict, total=False):
     inSyncSlaveNums: int
 
 
-class TopicOffsetBody(TypedDict, total=False):
-    minOffset: int
-    maxOffset: int
-    lastUpdateTimestamp: int
-
-
-class TopicStatsBody(TypedDict, total=False):
-    """GET_TOPIC_STATS_INFO."""
-
-    offsetTable: dict[MessageQueue, TopicOffsetBody]
-
-
-class GroupListBody(TypedDict, total=False):
-    """QUERY_TOPIC_CONSUME_BY_WHO."""
-
-    groupList: list[str]
-
-
-class TopicListBody(TypedDict, total=False):
-    """GET_SYSTEM_TOPIC_LIST_FROM_NS."""
-
-    topicList: list[str]
-
-
 class SubscriptionGroupsBody(TypedDict, total=False):
     """GET_ALL_SUBSCRIPTIONGROUP_CONFIG."""
 
     subscriptionGroupTable: dict[str, dict[str, object]]
-
-
-class OffsetWrapperBody(TypedDict, total=False):
-    brokerOffset: int
-    consumerOffset: int
-    lastTimestamp: int
-
-
-class ConsumeStatsBody(TypedDict, total=False):
-    """GET_CONSUME_STATS."""
-
-    consumeTps: float
-    offsetTable: dict[MessageQueue, OffsetWrapperBody]
 
 
 class ConsumerConnectionBody(TypedDict, total=False):

@@ -88,8 +88,7 @@ class RemoteCluster(ClusterView):
         cached = self._cluster_info
         if cached is not None and now - cached[0] < CLUSTER_INFO_TTL_S:
             return cached[1]
-        # the JSON decode boundary (AdminClient.cluster_info): GET_BROKER_CLUSTER_INFO's body
-        info = cast(ClusterInfoBody, self.call(lambda a: a.cluster_info()))
+        info: ClusterInfoBody = self.call(lambda a: a.cluster_info())
         self._cluster_info = (now, info)
         return info
 
@@ -121,8 +120,7 @@ class RemoteCluster(ClusterView):
 
     def route(self, topic: str) -> RouteBody:
         """GET_ROUTEINFO_BY_TOPIC."""
-        # the JSON decode boundary (AdminClient.route): the topic's route data
-        return cast(RouteBody, self.call(lambda a: a.route(topic)))
+        return self.call(lambda a: a.route(topic))
 
     def route_masters(self, topic: str) -> dict[str, str]:
         try:
