@@ -158,7 +158,10 @@ const sections = {
     got('dlq', 'attempts', attempts);
     got('dlq', 'after', await receive(c, 1, 1000, 5000, false));
     const r = await simple(name('DlqReader'), `%DLQ%${g}`);
-    got('dlq', 'dlq', await receive(r, 1, 15000, 20000));
+    // one entry per message id: forwarding to the DLQ is at-least-once on both servers (a loaded Java 5.5
+    // broker's revive once put the poison message there twice)
+    const seenIds = new Set();
+    got('dlq', 'dlq', (await receive(r, 1, 15000, 20000)).filter((m) => !seenIds.has(m.messageId) && seenIds.add(m.messageId)));
   },
   async recall() {
     const t = name('Recall');
