@@ -17,6 +17,7 @@ from rmqd.admin.bodies import TopicList as TopicListBody  # noqa: F401
 from rmqd.admin.bodies import TopicOffset as TopicOffsetBody  # noqa: F401
 from rmqd.admin.bodies import TopicRoute as RouteBody  # noqa: F401
 from rmqd.admin.bodies import TopicStats as TopicStatsBody  # noqa: F401
+from rmqd.admin.bodies import TierStatusBody  # noqa: F401
 from rmqd.remoting.fastjson import MessageQueue
 
 
@@ -54,38 +55,6 @@ class ProducerConnectionBody(TypedDict, total=False):
     """GET_PRODUCER_CONNECTION_LIST."""
 
     connectionSet: list[Mapping[str, object]]
-
-
-class TierQueueBody(TypedDict, total=False):
-    topic: str
-    queueId: int
-    minOffset: int
-    maxOffset: int
-    committedOffset: int
-    bytes: int
-    commitLogBytes: int
-    consumeQueueBytes: int
-    segments: int
-
-
-class TierIndexFileBody(TypedDict, total=False):
-    beginTs: int
-    state: str
-    items: int
-    beginTime: int
-    endTime: int
-    bytes: int
-
-
-class TierStatusBody(TypedDict, total=False):
-    """rmqd's GET_TIER_STATUS (9003), and ``TieredStore.status()`` in-process."""
-
-    backend: str
-    level: str
-    queues: list[TierQueueBody]
-    indexFiles: list[TierIndexFileBody]
-    copied: int
-    lastError: str
 
 
 class LastSwitchBody(TypedDict, total=False):
