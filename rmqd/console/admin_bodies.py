@@ -10,29 +10,20 @@ from rmqd.admin.bodies import BrokerData as BrokerDataBody  # noqa: F401 (the an
 from rmqd.admin.bodies import ClusterInfo as ClusterInfoBody  # noqa: F401
 from rmqd.admin.bodies import ConsumeStats as ConsumeStatsBody  # noqa: F401
 from rmqd.admin.bodies import GroupList as GroupListBody  # noqa: F401
+from rmqd.admin.bodies import HaStatus as HaStatusBody  # noqa: F401
 from rmqd.admin.bodies import OffsetWrapper as OffsetWrapperBody  # noqa: F401
+from rmqd.admin.bodies import ProducerConnection as ProducerConnectionBody  # noqa: F401
 from rmqd.admin.bodies import QueueData as QueueDataBody  # noqa: F401
+from rmqd.admin.bodies import ReplicaIdentity as ReplicaMemberBody  # noqa: F401
+from rmqd.admin.bodies import ReplicasInfo as ReplicasInfoBody  # noqa: F401
 from rmqd.admin.bodies import RuntimeInfo as RuntimeInfoBody  # noqa: F401
+from rmqd.admin.bodies import SyncStateData as SyncStateDataBody  # noqa: F401
 from rmqd.admin.bodies import TopicList as TopicListBody  # noqa: F401
 from rmqd.admin.bodies import TopicOffset as TopicOffsetBody  # noqa: F401
 from rmqd.admin.bodies import TopicRoute as RouteBody  # noqa: F401
 from rmqd.admin.bodies import TopicStats as TopicStatsBody  # noqa: F401
 from rmqd.admin.bodies import TierStatusBody  # noqa: F401
 from rmqd.remoting.fastjson import MessageQueue
-
-
-class HaConnectionBody(TypedDict, total=False):
-    addr: str
-    slaveAckOffset: int
-    diff: int
-    lagMillis: int
-
-
-class HaStatusBody(TypedDict, total=False):
-    """GET_BROKER_HA_STATUS."""
-
-    haConnectionInfo: list[HaConnectionBody]
-    inSyncSlaveNums: int
 
 
 class SubscriptionGroupsBody(TypedDict, total=False):
@@ -42,19 +33,14 @@ class SubscriptionGroupsBody(TypedDict, total=False):
 
 
 class ConsumerConnectionBody(TypedDict, total=False):
-    """GET_CONSUMER_CONNECTION_LIST."""
+    """GET_CONSUMER_CONNECTION_LIST, as the console reads and (for its own broker) makes it: the connections and
+    subscriptions as plain JSON objects."""
 
     connectionSet: list[Mapping[str, object]]
     consumeType: str
     messageModel: str
     consumeFromWhere: str
     subscriptionTable: dict[str, Mapping[str, object]]      # topic -> SubscriptionData
-
-
-class ProducerConnectionBody(TypedDict, total=False):
-    """GET_PRODUCER_CONNECTION_LIST."""
-
-    connectionSet: list[Mapping[str, object]]
 
 
 class LastSwitchBody(TypedDict, total=False):
@@ -75,26 +61,3 @@ class ReplicaStatusBody(TypedDict, total=False):
     lastSwitch: LastSwitchBody | None
     switchCounts: dict[str, int]
     controllerAddrs: list[str]
-
-
-class ReplicaMemberBody(TypedDict, total=False):
-    brokerId: int
-    brokerAddress: str
-    alive: bool
-
-
-class ReplicasInfoBody(TypedDict, total=False):
-    """A group of CONTROLLER_GET_SYNC_STATE_DATA's ``replicasInfoTable``."""
-
-    masterBrokerId: int
-    masterAddress: str
-    masterEpoch: int
-    syncStateSetEpoch: int
-    inSyncReplicas: list[ReplicaMemberBody]
-    notInSyncReplicas: list[ReplicaMemberBody]
-
-
-class SyncStateDataBody(TypedDict, total=False):
-    """CONTROLLER_GET_SYNC_STATE_DATA."""
-
-    replicasInfoTable: dict[str, ReplicasInfoBody]
