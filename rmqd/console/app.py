@@ -28,6 +28,7 @@ import orjson
 from aiohttp import web
 
 from rmqd.admin.client import AdminError
+from rmqd.common.json_values import json_int
 from rmqd.console import auth_view
 from rmqd.console.jobs import SEARCH_WORKERS, SearchJobs
 from rmqd.console.lag_history import LagHistory
@@ -125,13 +126,6 @@ def _int(request: web.Request, name: str, default: int = 0) -> int:
         return int(v) if v.strip() else default
     except ValueError:
         raise ViewError(f"{name} must be a number")
-
-
-def _as_int(value: object) -> int:
-    """``int()`` of a value of a JSON body: TypeError for null, a list or an object (as ``int()`` raises)."""
-    if isinstance(value, (int, float, str)):
-        return int(value)
-    raise TypeError(f"int() argument must be a string or a number, not '{type(value).__name__}'")
 
 
 def _required(values: Mapping[str, object], name: str) -> str:
@@ -281,8 +275,8 @@ async def upsert_topic(request: web.Request) -> web.Response:
     b = await _body(request)
     name = str(b.get("topic") or request.match_info.get("topic") or "").strip()
     try:
-        read_queues, write_queues = _as_int(b.get("readQueueNums", 4)), _as_int(b.get("writeQueueNums", 4))
-        perm, order = _as_int(b.get("perm", 6)), bool(b.get("order", False))
+        read_queues, write_queues = json_int(b.get("readQueueNums", 4)), json_int(b.get("writeQueueNums", 4))
+        perm, order = json_int(b.get("perm", 6)), bool(b.get("order", False))
     except (TypeError, ValueError):
         raise ViewError("queue numbers and perm must be numbers")
     if not (0 < read_queues <= 1024 and 0 < write_queues <= 1024):
@@ -395,7 +389,7 @@ async def upsert_group(request: web.Request) -> web.Response:
     name = str(b.get("group") or "").strip()
     if not name:
         raise ViewError("group name is empty")
-    return _json(await st.run(st.view.upsert_group, name, _as_int(b.get("retryMaxTimes", 16))))
+    return _json(await st.run(st.view.upsert_group, name, json_int(b.get("retryMaxTimes", 16))))
 
 
 async def lag_history(request: web.Request) -> web.Response:
@@ -414,7 +408,7 @@ async def reset_offset(request: web.Request) -> web.Response:
     b = await _body(request)
     topic_name = _required(b, "topic")
     try:
-        ts = _as_int(b.get("timestamp"))
+        ts = json_int(b.get("timestamp"))
     except (TypeError, ValueError):
         raise ViewError("timestamp (ms) is required")
     return _json(await st.run(st.view.reset_offset, request.match_info["group"], topic_name, ts))
