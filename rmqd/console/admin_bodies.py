@@ -4,7 +4,7 @@ optional.  ``RemoteCluster._answer`` is where a decoded body is taken to have it
 """
 from __future__ import annotations
 
-from typing import Mapping, TypedDict
+from typing import TYPE_CHECKING, Mapping, TypedDict
 
 from rmqd.admin.bodies import BrokerData as BrokerDataBody  # noqa: F401 (the answers admin reads too)
 from rmqd.admin.bodies import ClusterInfo as ClusterInfoBody  # noqa: F401
@@ -25,6 +25,10 @@ from rmqd.admin.bodies import TopicStats as TopicStatsBody  # noqa: F401
 from rmqd.admin.bodies import TierStatusBody  # noqa: F401
 from rmqd.remoting.fastjson import MessageQueue
 
+if TYPE_CHECKING:
+    # ``rmqdReplicaStatus`` of rmqd's GET_BROKER_HA_STATUS (``Replication.replica_status``)
+    from rmqd.replicas.wiring import ReplicaStatus as ReplicaStatusBody  # noqa: F401
+
 
 class SubscriptionGroupsBody(TypedDict, total=False):
     """GET_ALL_SUBSCRIPTIONGROUP_CONFIG."""
@@ -41,23 +45,3 @@ class ConsumerConnectionBody(TypedDict, total=False):
     messageModel: str
     consumeFromWhere: str
     subscriptionTable: dict[str, Mapping[str, object]]      # topic -> SubscriptionData
-
-
-class LastSwitchBody(TypedDict, total=False):
-    time_ms: int
-    cause: str
-
-
-class ReplicaStatusBody(TypedDict, total=False):
-    """``rmqdReplicaStatus`` of rmqd's GET_BROKER_HA_STATUS (``Replication.replica_status``)."""
-
-    controllerMode: bool
-    role: str
-    controllerBrokerId: int
-    masterEpoch: int
-    syncStateSet: list[int]
-    syncStateSetEpoch: int
-    fenced: bool
-    lastSwitch: LastSwitchBody | None
-    switchCounts: dict[str, int]
-    controllerAddrs: list[str]
