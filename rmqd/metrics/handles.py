@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Optional, Protocol
 
+from rmqd.common.endpoint_services import EndpointServices
+
 if TYPE_CHECKING:
     from rmqd.broker.context import BrokerContext
     from rmqd.broker.timer import TimerState as TimerSnapshot
@@ -82,13 +84,8 @@ class ScrapedBroker(Protocol):
     def timer_message_service(self) -> TimerService: ...
 
 
-class MetricsServices(Protocol):
-    """The process the metrics endpoint joins (``rmqd.runtime.services.Services``): its broker, if any."""
-
-    @property
-    def broker(self) -> Optional[ScrapedBroker]: ...
-
-    def ready(self) -> bool: ...
+#: The process the metrics endpoint joins: its broker, if any.
+MetricsServices = EndpointServices[ScrapedBroker]
 
 
 class RaftRole(Protocol):
