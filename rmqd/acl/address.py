@@ -15,20 +15,20 @@ from rmqd.acl.permission import AclError
 Matcher = Callable[[str], bool]
 
 
-def is_ipv4(text: str) -> bool:
+def _parses_as(address_type: Callable[[str], object], text: str) -> bool:
     try:
-        ipaddress.IPv4Address(text)
+        address_type(text)
         return True
     except ValueError:
         return False
+
+
+def is_ipv4(text: str) -> bool:
+    return _parses_as(ipaddress.IPv4Address, text)
 
 
 def is_ipv6(text: str) -> bool:
-    try:
-        ipaddress.IPv6Address(text)
-        return True
-    except ValueError:
-        return False
+    return _parses_as(ipaddress.IPv6Address, text)
 
 
 def expand_ipv6(address: str, groups: int = 8) -> str:

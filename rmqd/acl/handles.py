@@ -15,10 +15,11 @@ class AclStateSource(Protocol):
 
 
 class RequestPeer(Protocol):
-    """The connection a request came on, as a request hook sees it."""
+    """The connection a request came on, as a request hook sees it: who sent it."""
+
+    @property
+    def remote_address(self) -> str:
+        """``host:port`` of the peer."""
 
     @property
     def peer_host(self) -> str: ...
-
-    @property
-    def remote_address(self) -> str: ...

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from rmqd.acl.hook import AclRequestHook
+from rmqd.acl.hook import AclRequestHook, acl_request_hook
 from rmqd.acl.plain_acl import PlainAclManager
 from rmqd.acl.validator import AclValidator
 
@@ -25,4 +25,4 @@ def acl_locations(acl_file: Optional[str]) -> tuple[str, str]:
 def build_acl(acl_file: Optional[str]) -> tuple[PlainAclManager, AclRequestHook]:
     home, default_file = acl_locations(acl_file)
     manager = PlainAclManager(home, default_file)
-    return manager, AclRequestHook(AclValidator(manager))
+    return manager, acl_request_hook(AclValidator(manager))

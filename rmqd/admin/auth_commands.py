@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Mapping, Optional, cast
+from typing import Callable, Mapping, Optional, TypeVar, cast
 
 from rmqd.admin.bodies import AclEntry, AclInfo, UserInfo
 from rmqd.admin.client import AdminClient, AdminError, broker_addr_of
 from rmqd.admin.options import BROKER as _B, CLUSTER as _C, SpecEntry, SpecTable
 from rmqd.remoting.codes import RequestCode, ResponseCode
+
+T = TypeVar("T")
 
 USER_FORMAT = "%-16s  %-22s  %-22s  %-22s"
 ACL_FORMAT = "%-16s  %-10s  %-22s  %-20s  %-24s  %-10s"
@@ -142,25 +144,39 @@ def _print_acls(acls: list[AclInfo]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- users
+def _change_each(c: AdminClient, a: argparse.Namespace, done: str, change: Callable[[str], object]) -> None:
+    """``change(addr)`` at every target broker (masters and slaves), printing "<done> to <addr> success." each."""
+    for addr in _targets(c, a, masters_only=False):
+        change(addr)
+        print(f"{done} to {addr} success.")
+
+
+def _copy(source: str, target: str, items: list[T], what: str, name: Callable[[T], Optional[str]],
+          get: Callable[[str, Optional[str]], Optional[T]], create: Callable[[str, T], None],
+          update: Callable[[str, T], None]) -> None:
+    """copyUser / copyAcl: each item created at ``target``, or updated where ``target`` has it already."""
+    for item in items:
+        if get(target, name(item)) is None:
+            create(target, item)
+        else:
+            update(target, item)
+        print(f"copy {what} of {name(item)} from {source} to {target} success.")
+
+
 def create_user(c: AdminClient, a: argparse.Namespace) -> None:
     info = {"username": _trim(a.username), "password": _trim(a.password), "userType": _trim(a.userType)}
-    for addr in _targets(c, a, masters_only=False):
-        create_user_at(c, addr, info)
-        print(f"create user to {addr} success.")
+    _change_each(c, a, "create user", lambda addr: create_user_at(c, addr, info))
 
 
 def update_user(c: AdminClient, a: argparse.Namespace) -> None:
     info = {"username": _trim(a.username), "password": _trim(a.password), "userType": _trim(a.userType),
             "userStatus": _trim(a.userStatus)}
-    for addr in _targets(c, a, masters_only=False):
-        update_user_at(c, addr, info)
-        print(f"update user to {addr} success.")
+    _change_each(c, a, "update user", lambda addr: update_user_at(c, addr, info))
 
 
 def delete_user(c: AdminClient, a: argparse.Namespace) -> None:
-    for addr in _targets(c, a, masters_only=False):
-        c.call(addr, RequestCode.AUTH_DELETE_USER, {"username": _trim(a.username)})
-        print(f"delete user to {addr} success.")
+    _change_each(c, a, "delete user",
+                 lambda addr: c.call(addr, RequestCode.AUTH_DELETE_USER, {"username": _trim(a.username)}))
 
 
 def get_user(c: AdminClient, a: argparse.Namespace) -> None:
@@ -187,33 +203,24 @@ def copy_user(c: AdminClient, a: argparse.Namespace) -> None:
     names = _split(a.usernames)
     users = [u for u in (get_user_at(c, source, n) for n in names) if u] if names else \
         list_users_at(c, source, None)
-    for user in users:
-        if get_user_at(c, target, user.get("username")) is None:
-            create_user_at(c, target, user)
-        else:
-            update_user_at(c, target, user)
-        print(f"copy user of {user.get('username')} from {source} to {target} success.")
+    _copy(source, target, users, "user", lambda u: u.get("username"), lambda addr, n: get_user_at(c, addr, n),
+          lambda addr, u: create_user_at(c, addr, u), lambda addr, u: update_user_at(c, addr, u))
 
 
 # ---------------------------------------------------------------------------------------------- ACLs
 def create_acl(c: AdminClient, a: argparse.Namespace) -> None:
     info = acl_info(_trim(a.subject), _split(a.resources), _split(a.actions), _split(a.sourceIp), _trim(a.decision))
-    for addr in _targets(c, a, masters_only=False):
-        create_acl_at(c, addr, info)
-        print(f"create acl to {addr} success.")
+    _change_each(c, a, "create acl", lambda addr: create_acl_at(c, addr, info))
 
 
 def update_acl(c: AdminClient, a: argparse.Namespace) -> None:
     info = acl_info(_trim(a.subject), _split(a.resources), _split(a.actions), _split(a.sourceIp), _trim(a.decision))
-    for addr in _targets(c, a, masters_only=False):
-        update_acl_at(c, addr, info)
-        print(f"update acl to {addr} success.")
+    _change_each(c, a, "update acl", lambda addr: update_acl_at(c, addr, info))
 
 
 def delete_acl(c: AdminClient, a: argparse.Namespace) -> None:
-    for addr in _targets(c, a, masters_only=False):
-        c.call(addr, RequestCode.AUTH_DELETE_ACL, {"subject": _trim(a.subject), "resource": _trim(a.resources)})
-        print(f"delete acl to {addr} success.")
+    _change_each(c, a, "delete acl", lambda addr: c.call(
+        addr, RequestCode.AUTH_DELETE_ACL, {"subject": _trim(a.subject), "resource": _trim(a.resources)}))
 
 
 def get_acl(c: AdminClient, a: argparse.Namespace) -> None:
@@ -235,12 +242,8 @@ def copy_acl(c: AdminClient, a: argparse.Namespace) -> None:
     subjects = _split(a.subjects)
     acls = [x for x in (get_acl_at(c, source, s) for s in subjects) if x] if subjects else \
         list_acls_at(c, source, None, None)
-    for acl in acls:
-        if get_acl_at(c, target, acl.get("subject")) is None:
-            create_acl_at(c, target, acl)
-        else:
-            update_acl_at(c, target, acl)
-        print(f"copy acl of {acl.get('subject')} from {source} to {target} success.")
+    _copy(source, target, acls, "acl", lambda x: x.get("subject"), lambda addr, s: get_acl_at(c, addr, s),
+          lambda addr, x: create_acl_at(c, addr, x), lambda addr, x: update_acl_at(c, addr, x))
 
 
 def _trim(v: Optional[str]) -> Optional[str]:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Callable, Optional
 
+from rmqd.acl.refusing_hook import RefusingHook
 from rmqd.auth.errors import AuthError
 from rmqd.auth.guard import AuthGuard
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response
 
 if TYPE_CHECKING:
-    from rmqd.acl.handles import RequestPeer
     from rmqd.remoting.command import BodyPart
     from rmqd.remoting.connection import Connection
     from rmqd.remoting.dispatch import RequestHook
@@ -26,34 +26,20 @@ log = logging.getLogger(__name__)
 #: topic, group) -> None (go on) or the answer.
 SignedSend = Callable[[str, int, str, str, bytes, Optional["BodyPart"], str, Optional[str]], Optional[RemotingCommand]]
 
+#: The access control 2.0 request hook (``rmqd.acl.refusing_hook.RefusingHook`` refusing with an AuthError).
+AuthRequestHook = RefusingHook[AuthError]
 
-class AuthRequestHook:
-    """``hook(conn, request)`` -> None (go on) or the answer to send instead; ``signed_send`` for the send lane."""
 
-    def __init__(self, guard: AuthGuard) -> None:
-        self.guard = guard
-        self.refused = 0
+def auth_request_hook(guard: AuthGuard) -> AuthRequestHook:
+    """Access control 2.0's check of every request: a refusal is NO_PERMISSION with 5.x's message as the remark."""
+    def check(peer_host: str, request: RemotingCommand) -> None:
+        guard.check_remoting(peer_host, request.code, request.ext_fields, request.body, request.version)
+    return RefusingHook(AuthError, check, guard.check_send, _refusal)
 
-    def __call__(self, conn: RequestPeer, request: RemotingCommand) -> Optional[RemotingCommand]:
-        try:
-            self.guard.check_remoting(conn.peer_host, request.code, request.ext_fields, request.body,
-                                      request.version)
-        except AuthError as exc:
-            return self._refuse(request.code, conn.remote_address, exc)
-        return None
 
-    def signed_send(self, peer_host: str, code: int, access_key: str, signature: str, content: bytes,
-                    body: Optional[BodyPart], topic: str, group: Optional[str]) -> Optional[RemotingCommand]:
-        try:
-            self.guard.check_send(peer_host, code, access_key, signature, content, body, topic, group)
-        except AuthError as exc:
-            return self._refuse(code, peer_host, exc)
-        return None
-
-    def _refuse(self, code: int, peer: str, exc: AuthError) -> RemotingCommand:
-        self.refused += 1
-        log.debug("auth: refused request code %d from %s: %s", code, peer, exc.message)
-        return error_response(ResponseCode.NO_PERMISSION, exc.message)
+def _refusal(code: int, peer: str, exc: AuthError) -> RemotingCommand:
+    log.debug("auth: refused request code %d from %s: %s", code, peer, exc.message)
+    return error_response(ResponseCode.NO_PERMISSION, exc.message)
 
 
 class HookChain:

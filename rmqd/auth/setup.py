@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 from rmqd.auth.config import AuthConfig
 from rmqd.auth.guard import AuthGuard
-from rmqd.auth.hook import AuthRequestHook
+from rmqd.auth.hook import AuthRequestHook, auth_request_hook
 from rmqd.auth.metadata import AuthMetadataManager
 from rmqd.auth.store import AuthStore
 
@@ -54,7 +54,7 @@ def build_auth(broker_properties: Mapping[str, object], cluster_name: str, confi
     if guard is not None:
         log.info("auth: authentication %s, authorization %s", "on" if cfg.authenticationEnabled else "off",
                  "on" if cfg.authorizationEnabled else "off")
-    return BrokerAuth(cfg, store, manager, guard, AuthRequestHook(guard) if guard is not None else None)
+    return BrokerAuth(cfg, store, manager, guard, auth_request_hook(guard) if guard is not None else None)
 
 
 def request_signer(credentials: Optional[tuple[str, str]]) -> Optional[Signer]:

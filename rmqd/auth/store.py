@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, cast
 import orjson
 
 from rmqd.auth.model import Acl, User, acl_from_store, acl_to_store, json_objects
+from rmqd.common.backup_read import read_with_backup
 from rmqd.common.data_version import DataVersion
 from rmqd.common.fileutil import atomic_write
 
@@ -53,21 +54,15 @@ class AuthStore:
     # ------------------------------------------------------------------ disk
     def load(self) -> None:
         """Read the file (the backup when the file is damaged); nothing on disk is an empty store."""
-        for path in (self.path, self.path + ".bak"):
-            if not os.path.exists(path):
-                continue
-            try:
-                with open(path, "rb") as f:
-                    data = orjson.loads(f.read())
-                self.state = self._state_of(data, self.state.generation + 1)
-                if path != self.path:
-                    log.warning("auth: %s could not be read; loaded its backup %s", self.path, path)
-                log.info("auth: %d user(s), %d ACL(s) from %s", len(self.state.users), len(self.state.acls), path)
-                return
-            except (OSError, ValueError, TypeError, AttributeError) as exc:
-                log.error("auth: cannot read %s: %r", path, exc)
-        if os.path.exists(self.path):
-            raise RuntimeError(f"auth: {self.path} and its backup are unreadable; refusing to start with no users")
+        generation = self.state.generation + 1
+        found = read_with_backup(self.path, lambda raw: self._state_of(orjson.loads(raw), generation),
+                                 (OSError, ValueError, TypeError, AttributeError), "auth")
+        if found is None:
+            if os.path.exists(self.path):
+                raise RuntimeError(f"auth: {self.path} and its backup are unreadable; refusing to start with no users")
+            return
+        path, self.state = found
+        log.info("auth: %d user(s), %d ACL(s) from %s", len(self.state.users), len(self.state.acls), path)
 
     @staticmethod
     def _state_of(data: object, generation: int) -> AuthState:

@@ -4,15 +4,20 @@ optional.  ``RemoteCluster._answer`` is where a decoded body is taken to have it
 """
 from __future__ import annotations
 
-from typing import Mapping, TypedDict
+from typing import TYPE_CHECKING, Mapping, TypedDict
 
 from rmqd.admin.bodies import BrokerData as BrokerDataBody  # noqa: F401 (the answers admin reads too)
 from rmqd.admin.bodies import ClusterInfo as ClusterInfoBody  # noqa: F401
 from rmqd.admin.bodies import ConsumeStats as ConsumeStatsBody  # noqa: F401
 from rmqd.admin.bodies import GroupList as GroupListBody  # noqa: F401
+from rmqd.admin.bodies import HaStatus as HaStatusBody  # noqa: F401
 from rmqd.admin.bodies import OffsetWrapper as OffsetWrapperBody  # noqa: F401
+from rmqd.admin.bodies import ProducerConnection as ProducerConnectionBody  # noqa: F401
 from rmqd.admin.bodies import QueueData as QueueDataBody  # noqa: F401
+from rmqd.admin.bodies import ReplicaIdentity as ReplicaMemberBody  # noqa: F401
+from rmqd.admin.bodies import ReplicasInfo as ReplicasInfoBody  # noqa: F401
 from rmqd.admin.bodies import RuntimeInfo as RuntimeInfoBody  # noqa: F401
+from rmqd.admin.bodies import SyncStateData as SyncStateDataBody  # noqa: F401
 from rmqd.admin.bodies import TopicList as TopicListBody  # noqa: F401
 from rmqd.admin.bodies import TopicOffset as TopicOffsetBody  # noqa: F401
 from rmqd.admin.bodies import TopicRoute as RouteBody  # noqa: F401
@@ -20,19 +25,9 @@ from rmqd.admin.bodies import TopicStats as TopicStatsBody  # noqa: F401
 from rmqd.admin.bodies import TierStatusBody  # noqa: F401
 from rmqd.remoting.fastjson import MessageQueue
 
-
-class HaConnectionBody(TypedDict, total=False):
-    addr: str
-    slaveAckOffset: int
-    diff: int
-    lagMillis: int
-
-
-class HaStatusBody(TypedDict, total=False):
-    """GET_BROKER_HA_STATUS."""
-
-    haConnectionInfo: list[HaConnectionBody]
-    inSyncSlaveNums: int
+if TYPE_CHECKING:
+    # ``rmqdReplicaStatus`` of rmqd's GET_BROKER_HA_STATUS (``Replication.replica_status``)
+    from rmqd.replicas.wiring import ReplicaStatus as ReplicaStatusBody  # noqa: F401
 
 
 class SubscriptionGroupsBody(TypedDict, total=False):
@@ -42,59 +37,11 @@ class SubscriptionGroupsBody(TypedDict, total=False):
 
 
 class ConsumerConnectionBody(TypedDict, total=False):
-    """GET_CONSUMER_CONNECTION_LIST."""
+    """GET_CONSUMER_CONNECTION_LIST, as the console reads and (for its own broker) makes it: the connections and
+    subscriptions as plain JSON objects."""
 
     connectionSet: list[Mapping[str, object]]
     consumeType: str
     messageModel: str
     consumeFromWhere: str
     subscriptionTable: dict[str, Mapping[str, object]]      # topic -> SubscriptionData
-
-
-class ProducerConnectionBody(TypedDict, total=False):
-    """GET_PRODUCER_CONNECTION_LIST."""
-
-    connectionSet: list[Mapping[str, object]]
-
-
-class LastSwitchBody(TypedDict, total=False):
-    time_ms: int
-    cause: str
-
-
-class ReplicaStatusBody(TypedDict, total=False):
-    """``rmqdReplicaStatus`` of rmqd's GET_BROKER_HA_STATUS (``Replication.replica_status``)."""
-
-    controllerMode: bool
-    role: str
-    controllerBrokerId: int
-    masterEpoch: int
-    syncStateSet: list[int]
-    syncStateSetEpoch: int
-    fenced: bool
-    lastSwitch: LastSwitchBody | None
-    switchCounts: dict[str, int]
-    controllerAddrs: list[str]
-
-
-class ReplicaMemberBody(TypedDict, total=False):
-    brokerId: int
-    brokerAddress: str
-    alive: bool
-
-
-class ReplicasInfoBody(TypedDict, total=False):
-    """A group of CONTROLLER_GET_SYNC_STATE_DATA's ``replicasInfoTable``."""
-
-    masterBrokerId: int
-    masterAddress: str
-    masterEpoch: int
-    syncStateSetEpoch: int
-    inSyncReplicas: list[ReplicaMemberBody]
-    notInSyncReplicas: list[ReplicaMemberBody]
-
-
-class SyncStateDataBody(TypedDict, total=False):
-    """CONTROLLER_GET_SYNC_STATE_DATA."""
-
-    replicasInfoTable: dict[str, ReplicasInfoBody]

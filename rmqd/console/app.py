@@ -21,13 +21,14 @@ import os
 import secrets
 import threading
 import time
-from typing import TYPE_CHECKING, Awaitable, Callable, Optional, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, Optional, ParamSpec, TypeVar
 from urllib.parse import urlparse
 
 import orjson
 from aiohttp import web
 
 from rmqd.admin.client import AdminError
+from rmqd.common.json_values import json_int
 from rmqd.console import auth_view
 from rmqd.console.jobs import SEARCH_WORKERS, SearchJobs
 from rmqd.console.lag_history import LagHistory
@@ -127,11 +128,12 @@ def _int(request: web.Request, name: str, default: int = 0) -> int:
         raise ViewError(f"{name} must be a number")
 
 
-def _as_int(value: object) -> int:
-    """``int()`` of a value of a JSON body: TypeError for null, a list or an object (as ``int()`` raises)."""
-    if isinstance(value, (int, float, str)):
-        return int(value)
-    raise TypeError(f"int() argument must be a string or a number, not '{type(value).__name__}'")
+def _required(values: Mapping[str, object], name: str) -> str:
+    """``values[name]`` (a JSON body's or the query's) as text; ViewError "<name> is required" when it is empty."""
+    value = str(values.get(name) or "")
+    if not value:
+        raise ViewError(f"{name} is required")
+    return value
 
 
 async def _body(request: web.Request) -> JsonObject:
@@ -144,6 +146,15 @@ async def _body(request: web.Request) -> JsonObject:
     if not isinstance(data, dict):
         raise ViewError("the request body must be a JSON object")
     return data
+
+
+def _view_answer(answer: Callable[["RemoteClusterView", str], object],
+                 key: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """A handler answering ``answer(view, <the URL's {key}>)`` as JSON (run in the console's executor)."""
+    async def handler(request: web.Request) -> web.Response:
+        st: ConsoleState = request.app[STATE]
+        return _json(await st.run(answer, st.view, request.match_info[key]))
+    return handler
 
 
 # ---------------------------------------------------------------------------------- middlewares
@@ -239,9 +250,7 @@ async def overview(request: web.Request) -> web.Response:
     return _json(await st.run(st.view.overview))
 
 
-async def broker(request: web.Request) -> web.Response:
-    st: ConsoleState = request.app[STATE]
-    return _json(await st.run(st.view.broker, request.match_info["addr"]))
+broker = _view_answer(lambda view, addr: view.broker(addr), "addr")
 
 
 async def features(request: web.Request) -> web.Response:
@@ -258,9 +267,7 @@ async def topics(request: web.Request) -> web.Response:
                               _int(request, "size", 20)))
 
 
-async def topic(request: web.Request) -> web.Response:
-    st: ConsoleState = request.app[STATE]
-    return _json(await st.run(st.view.topic, request.match_info["topic"]))
+topic = _view_answer(lambda view, name: view.topic(name), "topic")
 
 
 async def upsert_topic(request: web.Request) -> web.Response:
@@ -268,8 +275,8 @@ async def upsert_topic(request: web.Request) -> web.Response:
     b = await _body(request)
     name = str(b.get("topic") or request.match_info.get("topic") or "").strip()
     try:
-        read_queues, write_queues = _as_int(b.get("readQueueNums", 4)), _as_int(b.get("writeQueueNums", 4))
-        perm, order = _as_int(b.get("perm", 6)), bool(b.get("order", False))
+        read_queues, write_queues = json_int(b.get("readQueueNums", 4)), json_int(b.get("writeQueueNums", 4))
+        perm, order = json_int(b.get("perm", 6)), bool(b.get("order", False))
     except (TypeError, ValueError):
         raise ViewError("queue numbers and perm must be numbers")
     if not (0 < read_queues <= 1024 and 0 < write_queues <= 1024):
@@ -278,9 +285,7 @@ async def upsert_topic(request: web.Request) -> web.Response:
                               perm=perm, order=order))
 
 
-async def delete_topic(request: web.Request) -> web.Response:
-    st: ConsoleState = request.app[STATE]
-    return _json(await st.run(st.view.delete_topic, request.match_info["topic"]))
+delete_topic = _view_answer(lambda view, name: view.delete_topic(name), "topic")
 
 
 async def send_test(request: web.Request) -> web.Response:
@@ -375,9 +380,7 @@ async def groups(request: web.Request) -> web.Response:
                               q.get("system", "") == "true"))
 
 
-async def group(request: web.Request) -> web.Response:
-    st: ConsoleState = request.app[STATE]
-    return _json(await st.run(st.view.group, request.match_info["group"]))
+group = _view_answer(lambda view, name: view.group(name), "group")
 
 
 async def upsert_group(request: web.Request) -> web.Response:
@@ -386,7 +389,7 @@ async def upsert_group(request: web.Request) -> web.Response:
     name = str(b.get("group") or "").strip()
     if not name:
         raise ViewError("group name is empty")
-    return _json(await st.run(st.view.upsert_group, name, _as_int(b.get("retryMaxTimes", 16))))
+    return _json(await st.run(st.view.upsert_group, name, json_int(b.get("retryMaxTimes", 16))))
 
 
 async def lag_history(request: web.Request) -> web.Response:
@@ -403,11 +406,9 @@ async def running_info(request: web.Request) -> web.Response:
 async def reset_offset(request: web.Request) -> web.Response:
     st: ConsoleState = request.app[STATE]
     b = await _body(request)
-    topic_name = str(b.get("topic") or "")
-    if not topic_name:
-        raise ViewError("topic is required")
+    topic_name = _required(b, "topic")
     try:
-        ts = _as_int(b.get("timestamp"))
+        ts = json_int(b.get("timestamp"))
     except (TypeError, ValueError):
         raise ViewError("timestamp (ms) is required")
     return _json(await st.run(st.view.reset_offset, request.match_info["group"], topic_name, ts))
@@ -415,10 +416,7 @@ async def reset_offset(request: web.Request) -> web.Response:
 
 async def skip_backlog(request: web.Request) -> web.Response:
     st: ConsoleState = request.app[STATE]
-    b = await _body(request)
-    topic_name = str(b.get("topic") or "")
-    if not topic_name:
-        raise ViewError("topic is required")
+    topic_name = _required(await _body(request), "topic")
     return _json(await st.run(st.view.reset_offset, request.match_info["group"], topic_name, -1))
 
 
@@ -434,9 +432,7 @@ async def producers(request: web.Request) -> web.Response:
 async def messages(request: web.Request) -> web.Response:
     st: ConsoleState = request.app[STATE]
     q = request.query
-    t = q.get("topic", "")
-    if not t:
-        raise ViewError("topic is required")
+    t = _required(q, "topic")
     if q.get("key"):
         return _json(await st.run(st.view.messages_by_key, t, q["key"]))
     now = int(time.time() * 1000)
@@ -463,9 +459,7 @@ async def message_raw(request: web.Request) -> web.Response:
 async def resend(request: web.Request) -> web.Response:
     st: ConsoleState = request.app[STATE]
     b = await _body(request)
-    g = str(b.get("group") or "")
-    if not g:
-        raise ViewError("group is required")
+    g = _required(b, "group")
     return _json(await st.run(st.view.resend, request.match_info["id"], g, str(b.get("clientId") or ""),
                               str(b.get("topic") or "")))
 
@@ -479,19 +473,14 @@ async def dlq(request: web.Request) -> web.Response:
 
 async def dlq_resend(request: web.Request) -> web.Response:
     st: ConsoleState = request.app[STATE]
-    b = await _body(request)
-    mid = str(b.get("msgId") or "")
-    if not mid:
-        raise ViewError("msgId is required")
+    mid = _required(await _body(request), "msgId")
     return _json(await st.run(st.view.dlq_resend, request.match_info["group"], mid))
 
 
 async def search_start(request: web.Request) -> web.Response:
     st: ConsoleState = request.app[STATE]
     q = request.query
-    t = q.get("topic", "")
-    if not t:
-        raise ViewError("topic is required")
+    t = _required(q, "topic")
     job = st.searches.create(t, q.get("q", ""), q.get("field", "all"), q.get("mode", "contains"),
                              _int(request, "begin", 0), _int(request, "end", 0), _int(request, "max", 10_000))
     st.search_executor.submit(job.run, st.view)

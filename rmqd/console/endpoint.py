@@ -6,6 +6,8 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Optional
 
+from rmqd.common.http_endpoint import LazyHttpEndpoint
+
 if TYPE_CHECKING:
     import socket
 
@@ -13,7 +15,6 @@ if TYPE_CHECKING:
 
     from rmqd.console.handles import ConsoleServices
     from rmqd.console.view import RemoteClusterView
-    from rmqd.common.lazy_http import LazyHttpSite
 
 log = logging.getLogger(__name__)
 
@@ -27,50 +28,33 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class ConsoleEndpoint:
+class ConsoleEndpoint(LazyHttpEndpoint):
     """Serves the console for the in-process broker, or for ``namesrv_addr``'s cluster when given.
 
     It binds before the broker starts (``starts_early``): while the store recovers, ``/healthz``
     answers 503 and every other request 503 too; its view is made on first use, once everything is up."""
 
-    starts_early = True
-
     def __init__(self, host: str = "127.0.0.1", port: int = 8080, read_only: bool = False,
                  token: Optional[str] = None, namesrv_addr: Optional[str] = None,
                  require_token: Optional[bool] = None, lag_interval_s: float = 10.0,
                  optional: bool = False) -> None:
-        self.host = host
-        self.optional = optional          # a taken port is a warning, not a failure (serve's default)
-        self.failed: Optional[str] = None
-        self.port = port
+        super().__init__(host, port, optional)     # optional: a taken port is a warning (serve's default)
         self.read_only = read_only
         self.namesrv_addr = namesrv_addr
         need = (not is_loopback(host)) if require_token is None else require_token
         self.token = (token or secrets.token_urlsafe(18)) if need else None
         self.lag_interval_s = lag_interval_s
         self._app: Optional[web.Application] = None
-        self._site: Optional[LazyHttpSite] = None
         self._services: Optional[ConsoleServices] = None
 
     async def start(self, services: "ConsoleServices") -> None:
         """Bind the port now; load the HTTP stack (aiohttp, the views) when the first connection waits
         on it, so a console nobody opens costs no memory (the pending connection is accepted then)."""
-        from rmqd.common.lazy_http import LazyHttpSite
-
         if (self.namesrv_addr is None and services.broker is None and services.namesrv is None):
             raise ValueError("the console needs a broker in this process or a name server address")
         self._services = services
-        site = LazyHttpSite(self.host, self.port, self._serve, "console")
-        try:
-            site.bind()
-        except OSError as exc:
-            if not self.optional:
-                raise
-            self.failed = f"console not started: {self.host}:{self.port}: {exc.strerror or exc} (use --console-port)"
-            log.warning("%s", self.failed)
-            return
-        self._site = site
-        self.port = site.port
+        self._bind("console", self._serve, lambda exc: f"console not started: {self.host}:{self.port}: "
+                                                       f"{exc.strerror or exc} (use --console-port)")
 
     async def activate(self) -> None:
         """Start the HTTP server on the bound socket now (also started by the first connection)."""
@@ -122,9 +106,7 @@ class ConsoleEndpoint:
         return self._app[STATE].view if self._app is not None else None
 
     async def close(self) -> None:
-        if self._site is not None:
-            await self._site.close()
-            self._site = None
+        await self._close_site()
         if self._app is not None:
             from rmqd.console.app import STATE
             self._app[STATE].close_view()
@@ -132,8 +114,7 @@ class ConsoleEndpoint:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/"
+        return self._url("/")
 
     def describe(self) -> list[str]:
         if self.failed:

@@ -39,7 +39,6 @@ def when(ms: Optional[int]) -> str:
 
 def broker_statuses(view: "RemoteCluster") -> list[tuple["BrokerRow", "ReplicaStatusBody"]]:
     """(name-server row, rmqdReplicaStatus) of every registered broker that runs in controller mode."""
-    from rmqd.console.admin_bodies import ReplicaMemberBody, ReplicasInfoBody, ReplicaStatusBody, SyncStateDataBody
     from rmqd.console.remote_cluster import RemoteCluster
     # every broker the name servers know (a broker's own console lists only itself when it has no name server)
     brokers = RemoteCluster.brokers(view) if view.namesrv_addr else view.brokers()
@@ -99,11 +98,11 @@ def failover_page(view: "RemoteCluster") -> Optional["JsonObject"]:
         return None
     brokers = []
     for b, st in statuses:
-        last = st.get("lastSwitch") or {}
+        last = st.get("lastSwitch")
         brokers.append([b["brokerName"], b["addr"], st.get("role", ""), st.get("controllerBrokerId", ""),
                         st.get("masterEpoch", ""), ", ".join(str(i) for i in st.get("syncStateSet") or ()),
                         st.get("syncStateSetEpoch", ""), "yes" if st.get("fenced") else "no",
-                        when(last.get("time_ms")), last.get("cause", "none"),
+                        when(last.get("time_ms") if last else None), last.get("cause", "none") if last else "none",
                         sum((st.get("switchCounts") or {}).values())])
     controllers = sorted({a for _, st in statuses for a in st.get("controllerAddrs") or ()})
     groups = sorted({b["brokerName"] for b, _ in statuses})

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Protocol
 
+from rmqd.common.endpoint_services import EndpointServices
+
 if TYPE_CHECKING:
-    from rmqd.acl.plain_acl import AclState
+    from rmqd.acl.handles import AclStateSource
     from rmqd.broker.context import BrokerContext
     from rmqd.namesrv.route_info import RouteInfoManager
     from rmqd.lite.subscriptions import LiteSubscriptionManager
@@ -28,13 +30,6 @@ class InnerCredentials(Protocol):
 class AuthHandle(Protocol):
     @property
     def config(self) -> InnerCredentials: ...
-
-
-class AclAccounts(Protocol):
-    """The plain ACL (plain_acl.yml) accounts."""
-
-    @property
-    def state(self) -> "AclState": ...
 
 
 class LiteIndexHolder(Protocol):
@@ -74,7 +69,8 @@ class ConsoleBroker(Protocol):
     def auth(self) -> AuthHandle: ...
 
     @property
-    def acl_manager(self) -> Optional[AclAccounts]: ...
+    def acl_manager(self) -> Optional[AclStateSource]:
+        """The plain ACL (plain_acl.yml) accounts."""
 
     @property
     def lite_priority(self) -> LitePriorityParts: ...
@@ -88,13 +84,8 @@ class LocalNameServer(Protocol):
     def route_info(self) -> "RouteInfoManager": ...
 
 
-class ConsoleServices(Protocol):
-    """The process the console runs in (``rmqd.runtime.services.Services``)."""
-
-    @property
-    def broker(self) -> Optional[ConsoleBroker]: ...
+class ConsoleServices(EndpointServices[ConsoleBroker], Protocol):
+    """The process the console runs in: its broker and its name server, if any."""
 
     @property
     def namesrv(self) -> Optional[LocalNameServer]: ...
-
-    def ready(self) -> bool: ...

@@ -10,6 +10,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Callable, Container, Iterable, Mapping, Optional, TypedDict
 
+from rmqd.common.json_values import json_int
 from rmqd.filter.errors import SQLParseError
 from rmqd.filter.tags import SUB_ALL, TagSubscription, java_trim, parse_tag_expression
 
@@ -192,9 +193,10 @@ def _json_text(data: Mapping[str, JsonValue], key: str) -> Optional[str]:
 
 def _tag_code(code: object) -> int:
     """One hash code of a registered ``codeSet`` (JSON numbers; strings of digits are taken too)."""
-    if isinstance(code, (int, float, str)):
-        return int(code)
-    raise SQLParseError(f"SubscriptionData codeSet holds {code!r}, not a number")
+    try:
+        return json_int(code)
+    except TypeError:
+        raise SQLParseError(f"SubscriptionData codeSet holds {code!r}, not a number") from None
 
 
 def tag_code_matches(sub_string: str, code_set: Container[int], tags_code: int) -> bool:

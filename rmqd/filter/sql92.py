@@ -64,22 +64,23 @@ def _conv_fail(s: str, kind: str) -> FilterEvaluationError:
     return FilterEvaluationError(f"cannot convert {s!r} to {kind}")
 
 
-def to_int(s: str) -> int:
-    """Java ``Integer.valueOf(String)``."""
+def _java_integer(s: str, low: int, high: int, kind: str) -> int:
+    """Java ``Integer.valueOf`` / ``Long.valueOf``: decimal digits with an optional sign, within [low, high]."""
     if s.isdecimal() or (s[:1] in ("+", "-") and s[1:].isdecimal() and len(s) > 1):
         n = int(s)
-        if INT_MIN <= n <= INT_MAX:
+        if low <= n <= high:
             return n
-    raise _conv_fail(s, "Integer")
+    raise _conv_fail(s, kind)
+
+
+def to_int(s: str) -> int:
+    """Java ``Integer.valueOf(String)``."""
+    return _java_integer(s, INT_MIN, INT_MAX, "Integer")
 
 
 def to_long(s: str) -> int:
     """Java ``Long.valueOf(String)``."""
-    if s.isdecimal() or (s[:1] in ("+", "-") and s[1:].isdecimal() and len(s) > 1):
-        n = int(s)
-        if LONG_MIN <= n <= LONG_MAX:
-            return n
-    raise _conv_fail(s, "Long")
+    return _java_integer(s, LONG_MIN, LONG_MAX, "Long")
 
 
 def to_double(s: str) -> float:
@@ -512,23 +513,20 @@ class _Parser:
         return _as_boolean(node, self.expr, start)
 
     def or_expr(self) -> Node:
-        pos = self.peek().pos
-        left = self.and_expr()
-        while self.at("OR"):
-            self.next()
-            rpos = self.peek().pos
-            right = self.and_expr()
-            left = _make_or(_as_boolean(left, self.expr, pos), _as_boolean(right, self.expr, rpos))
-        return left
+        return self._logical("OR", self.and_expr, _make_or)
 
     def and_expr(self) -> Node:
+        return self._logical("AND", self.equality_expr, _make_and)
+
+    def _logical(self, keyword: str, operand: Callable[[], Node], make: Callable[[Node, Node], Node]) -> Node:
+        """``operand (keyword operand)*``, left-associative; each operand must be a boolean expression."""
         pos = self.peek().pos
-        left = self.equality_expr()
-        while self.at("AND"):
+        left = operand()
+        while self.at(keyword):
             self.next()
             rpos = self.peek().pos
-            right = self.equality_expr()
-            left = _make_and(_as_boolean(left, self.expr, pos), _as_boolean(right, self.expr, rpos))
+            right = operand()
+            left = make(_as_boolean(left, self.expr, pos), _as_boolean(right, self.expr, rpos))
         return left
 
     def equality_expr(self) -> Node:

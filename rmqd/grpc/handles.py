@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Awaitable, Callable, Optional, Protocol
 
+from rmqd.common.endpoint_services import EndpointServices
+
 if TYPE_CHECKING:
     from rmqd.acl.plain_acl import PlainAclManager
     from rmqd.auth.guard import AuthGuard
@@ -204,8 +206,5 @@ __all__ = ["Auth", "BrokerParts", "Consumers", "Groups", "LiteParts", "NamesrvCl
            "namesrv_invoke"]
 
 
-class GrpcServices(Protocol):
-    """The process the gRPC endpoint joins (``rmqd.runtime.services.Services``): its broker, if any."""
-
-    @property
-    def broker(self) -> Optional[BrokerParts]: ...
+#: The process the gRPC endpoint joins: its broker, if any.
+GrpcServices = EndpointServices[BrokerParts]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rmqd.common.json_values import json_int as integer     # a number, or a string of one (object keys too)
+
 if TYPE_CHECKING:
     from rmqd.remoting.fastjson import JsonKey, JsonValue
 
@@ -26,13 +28,6 @@ def array(value: JsonValue) -> list[JsonValue]:
     if isinstance(value, list):
         return value
     raise TypeError(f"a JSON array expected, not {type(value).__name__}")
-
-
-def integer(value: object) -> int:
-    """A number, or a string of one (fastjson writes longs either way; object keys are either too)."""
-    if isinstance(value, (int, float, str)):
-        return int(value)
-    raise TypeError(f"a number expected, not {type(value).__name__}")
 
 
 __all__ = ["array", "integer", "obj"]

@@ -13,7 +13,7 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Optional
 
-from rmqd.common.lazy_http import LazyHttpSite
+from rmqd.common.http_endpoint import LazyHttpEndpoint
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -32,36 +32,20 @@ def exporter_type(value: object) -> str:
     return EXPORTER_TYPES.get(v, v)
 
 
-class MetricsEndpoint:
+class MetricsEndpoint(LazyHttpEndpoint):
     """Prometheus pull endpoint for the broker of the ``Services`` it joins.  It binds before the broker
     starts (``starts_early``), so ``/healthz`` answers 503 while the store recovers.  With ``optional``
     (``rmqd serve``'s default port) a taken port is a note in the start-up block, not a failure."""
 
-    starts_early = True
-
     def __init__(self, host: str = "127.0.0.1", port: int = 5557, optional: bool = False) -> None:
-        self.host = host
-        self.port = port
-        self.optional = optional
-        self.failed = ""
+        super().__init__(host, port, optional)
         self._services: Optional["MetricsServices"] = None
-        self._site: Optional[LazyHttpSite] = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rmqd-metrics")
 
     async def start(self, services: "MetricsServices") -> None:
         self._services = services
-        site = LazyHttpSite(self.host, self.port, self._serve, "metrics")
-        try:
-            site.bind()
-        except OSError as exc:
-            if not self.optional:
-                raise
-            self.failed = (f"metrics not started: {self.host}:{self.port} is in use "
-                           f"({exc.strerror or exc}; use --metrics-port)")
-            log.warning("%s", self.failed)
-            return
-        self._site = site
-        self.port = site.port                       # the port picked for port 0
+        self._bind("metrics", self._serve, lambda exc: f"metrics not started: {self.host}:{self.port} is in use "
+                                                       f"({exc.strerror or exc}; use --metrics-port)")
 
     async def _serve(self, sock: socket.socket) -> "web.AppRunner":
         """The HTTP server, started on the bound socket when the first connection arrives."""
@@ -75,9 +59,7 @@ class MetricsEndpoint:
         return runner
 
     async def close(self) -> None:
-        if self._site is not None:
-            await self._site.close()
-            self._site = None
+        await self._close_site()
         self._executor.shutdown(wait=False)
 
     def describe(self) -> list[str]:
@@ -87,8 +69,7 @@ class MetricsEndpoint:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
+        return self._url("/metrics")
 
     def ready_parts(self) -> list[str]:
         if self.failed:

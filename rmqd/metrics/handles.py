@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Optional, Protocol
 
+from rmqd.common.endpoint_services import EndpointServices
+
 if TYPE_CHECKING:
     from rmqd.broker.context import BrokerContext
     from rmqd.broker.timer import TimerState as TimerSnapshot
+    from rmqd.controller.config import ControllerConfig
     from rmqd.controller.controller import Controller
     from rmqd.controller.heartbeat import BrokerHeartbeatManager
     from rmqd.controller.request_meter import OperationMeter
@@ -82,21 +85,8 @@ class ScrapedBroker(Protocol):
     def timer_message_service(self) -> TimerService: ...
 
 
-class MetricsServices(Protocol):
-    """The process the metrics endpoint joins (``rmqd.runtime.services.Services``): its broker, if any."""
-
-    @property
-    def broker(self) -> Optional[ScrapedBroker]: ...
-
-    def ready(self) -> bool: ...
-
-
-class RaftRole(Protocol):
-    @property
-    def is_leader(self) -> bool: ...
-
-    @property
-    def leader_id(self) -> Optional[str]: ...
+#: The process the metrics endpoint joins: its broker, if any.
+MetricsServices = EndpointServices[ScrapedBroker]
 
 
 class PeerId(Protocol):
@@ -104,31 +94,12 @@ class PeerId(Protocol):
     def id(self) -> str: ...
 
 
-class ControllerMetricsConfig(Protocol):
-    """The keys of a controller's configuration its metrics read (``rmqd.controller.config.ControllerConfig``)."""
-
-    @property
-    def metricsExporterType(self) -> str: ...
-
-    @property
-    def metricsPromExporterHost(self) -> str: ...
-
-    @property
-    def metricsPromExporterPort(self) -> int: ...
-
-    @property
-    def metricsLabel(self) -> str: ...
-
-    def store_path(self) -> str: ...
-
-    def group(self) -> str: ...
-
-
 class ControllerNode(Protocol):
     """A controller node as its metrics read it (``rmqd.controller.server.ControllerServer``)."""
 
     @property
-    def config(self) -> ControllerMetricsConfig: ...
+    def config(self) -> "ControllerConfig":
+        """Its settings: the metrics read the exporter's keys, the label, the store path and the group."""
 
     @property
     def address(self) -> str: ...

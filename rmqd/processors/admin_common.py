@@ -1,7 +1,8 @@
 """Helpers shared by the admin processors (``admin_topic``, ``admin_group``, ``admin_broker``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Optional, cast
+import functools
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Protocol, TypeVar, cast
 
 from rmqd.broker.context import BrokerContext
 from rmqd.common import constants as C
@@ -13,6 +14,7 @@ from rmqd.store.metadata import TOPIC_NAME_RE
 
 if TYPE_CHECKING:
     from rmqd.config import BrokerConfig
+    from rmqd.processors.handles import RequestPeer
     from rmqd.remoting.command import ExtValue
     from rmqd.store.api import MessageStoreAPI
     from rmqd.store.metadata import ConsumerOffsetManager
@@ -92,6 +94,24 @@ def slave_error(ctx: BrokerContext) -> Optional[RemotingCommand]:
     if ctx.role is BrokerRole.SLAVE:
         return error_response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
     return None
+
+
+class _AdminProcessor(Protocol):
+    @property
+    def ctx(self) -> BrokerContext: ...
+
+
+P = TypeVar("P", bound=_AdminProcessor)
+AdminHandler = Callable[[P, "RequestPeer", RemotingCommand], RemotingCommand]
+
+
+def refused_on_slave(handler: AdminHandler[P]) -> AdminHandler[P]:
+    """A topic or group change handler that a slave answers with :func:`slave_error` instead of running it."""
+    @functools.wraps(handler)
+    def on_master(self: P, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
+        err = slave_error(self.ctx)
+        return err if err is not None else handler(self, conn, request)
+    return on_master
 
 
 def json_response(obj: fastjson.Encodable, ext: Optional[Mapping[str, Optional[ExtValue]]] = None,

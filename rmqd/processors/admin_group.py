@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Mapping, Optional, Union, cast
 
 from rmqd.broker.context import BrokerContext
 from rmqd.config import BrokerRole
-from rmqd.processors.admin_common import consume_stats, json_document, json_response, slave_error, validate_group
+from rmqd.processors.admin_common import consume_stats, json_document, json_response, refused_on_slave, validate_group
 from rmqd.processors.client_manage import parse_json_body
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -79,11 +79,9 @@ class GroupAdminProcessor:
         self.ctx = ctx
 
     # ------------------------------------------------------------------ 200 / 201 / 207
+    @refused_on_slave
     def update_and_create_subscription_group(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ctx = self.ctx
-        err = slave_error(ctx)
-        if err is not None:
-            return err
         data = parse_json_body(request)
         if not isinstance(data, dict) or not data.get("groupName"):
             return error_response(ResponseCode.SYSTEM_ERROR, "the subscription group config body is invalid")
@@ -114,13 +112,11 @@ class GroupAdminProcessor:
         return json_response(json_document(wrapper))
 
     # ------------------------------------------------------------------ 225 / 352 (5.x)
+    @refused_on_slave
     def update_and_create_subscription_group_list(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Body ``{"groupConfigList": [SubscriptionGroupConfig]}``: every name checked first (INVALID_PARAMETER),
         then all applied."""
         ctx = self.ctx
-        err = slave_error(ctx)
-        if err is not None:
-            return err
         data = parse_json_body(request)
         items = data.get("groupConfigList") if isinstance(data, dict) else None
         if not isinstance(items, list) or not all(isinstance(d, dict) for d in items):
@@ -201,11 +197,9 @@ class GroupAdminProcessor:
             "group": group, "readable": not groups.get_forbidden(group, topic, INDEX_PERM_READ), "topic": topic}
         return json_response(body, remark="")
 
+    @refused_on_slave
     def delete_subscription_group(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ctx = self.ctx
-        err = slave_error(ctx)
-        if err is not None:
-            return err
         (group,) = require(request, "groupName")
         log.info("deleteSubscriptionGroup called by %s: %s", conn.remote_address, group)
         ctx.groups.delete(group)

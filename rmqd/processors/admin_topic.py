@@ -13,8 +13,8 @@ import time
 from typing import TYPE_CHECKING, Mapping, cast
 
 from rmqd.broker.context import BrokerContext
-from rmqd.processors.admin_common import (NOT_SET_REMARK, check_system_topic, json_document, json_response, slave_error,
-                                          validate_topic, validate_topic_5x)
+from rmqd.processors.admin_common import (NOT_SET_REMARK, check_system_topic, json_document, json_response,
+                                          refused_on_slave, validate_topic, validate_topic_5x)
 from rmqd.processors.client_manage import parse_json_body
 from rmqd.remoting import fastjson
 from rmqd.remoting.codes import RequestCode, ResponseCode
@@ -45,11 +45,9 @@ class TopicAdminProcessor:
         self.ctx = ctx
 
     # ------------------------------------------------------------------ 17
+    @refused_on_slave
     def update_and_create_topic(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ctx = self.ctx
-        err = slave_error(ctx)
-        if err is not None:
-            return err
         topic = (request.ext_fields or {}).get("topic")      # Java: a null topic is "blank"
         err = validate_topic(topic)
         if err is not None:
@@ -82,15 +80,13 @@ class TopicAdminProcessor:
         return new_response()
 
     # ------------------------------------------------------------------ 18 (5.x)
+    @refused_on_slave
     def update_and_create_topic_list(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         """Body ``{"topicConfigList": [TopicConfig]}``; each name is checked as 5.x does (INVALID_PARAMETER).
 
         Java answers SUCCESS as soon as it meets a config equal to the existing one, creating nothing of the
         list; rmqd answers the same SUCCESS but applies the others (docs/compatibility.md)."""
         ctx = self.ctx
-        err = slave_error(ctx)
-        if err is not None:
-            return err
         data = parse_json_body(request)
         items = data.get("topicConfigList") if isinstance(data, dict) else None
         if not isinstance(items, list) or not all(isinstance(d, dict) for d in items):
@@ -139,11 +135,9 @@ class TopicAdminProcessor:
         return json_response(topic_config_5x(tc))
 
     # ------------------------------------------------------------------ 215
+    @refused_on_slave
     def delete_topic(self, conn: RequestPeer, request: RemotingCommand) -> RemotingCommand:
         ctx = self.ctx
-        err = slave_error(ctx)
-        if err is not None:
-            return err
         (topic,) = require(request, "topic")
         err = validate_topic(topic) or check_system_topic(topic)
         if err is not None:

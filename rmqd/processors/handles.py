@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from rmqd.acl.handles import RequestPeer as HookPeer
 from rmqd.store.api import MessageStoreAPI
 
 if TYPE_CHECKING:
@@ -17,15 +18,8 @@ if TYPE_CHECKING:
     from rmqd.store.commitlog import CommitLog
 
 
-class RequestPeer(Protocol):
+class RequestPeer(HookPeer, Protocol):
     """The connection a request came on, as far as a processor reads it: who sent it, and whether it is gone."""
-
-    @property
-    def remote_address(self) -> str:
-        """``host:port`` of the peer."""
-
-    @property
-    def peer_host(self) -> str: ...
 
     @property
     def peer_port(self) -> int: ...

@@ -1,11 +1,7 @@
-"""Typed reads of values from a decoded JSON request body (whose type is open until checked)."""
+"""Typed reads of values from a decoded JSON request body: :func:`rmqd.common.json_values.json_int`, under the name
+the processors and lite/ import it by."""
 from __future__ import annotations
 
+from rmqd.common.json_values import json_int
 
-def json_int(value: object) -> int:
-    """``int(value)`` of a JSON value: a number or numeric text; null, an object or a list raise the TypeError
-    ``int()`` raises for them, non-numeric text its ValueError."""
-    if isinstance(value, (int, float, str)):
-        return int(value)
-    raise TypeError(f"int() argument must be a string, a bytes-like object or a real number, "
-                    f"not '{type(value).__name__}'")
+__all__ = ["json_int"]

@@ -19,7 +19,7 @@ from rmqd.remoting.codes import RequestCode, ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_response
 from rmqd.remoting.dispatch import Dispatcher
 from rmqd.remoting.fastjson import loads_lenient
-from rmqd.processors.json_values import json_int
+from rmqd.common.json_values import json_int
 from rmqd.remoting.java_errors import NullBodyError
 
 if TYPE_CHECKING:

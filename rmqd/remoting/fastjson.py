@@ -205,13 +205,10 @@ class _Encoder:
     def array(self, items: "Iterable[Encodable]") -> None:
         parts = self.parts
         parts.append("[")
-        first = True
         for item in items:
-            if not first:
-                parts.append(",")
-            first = False
             self.value(item)
-        parts.append("]")
+            parts.append(",")
+        self.close("]")
 
     def mapping(self, obj: "Mapping[JsonKey, Encodable]") -> None:
         parts = self.parts
@@ -220,15 +217,21 @@ class _Encoder:
             keys = sorted(obj)
         except TypeError:
             keys = sorted(obj, key=_key_sort)
-        first = True
         for key in keys:
-            if not first:
-                parts.append(",")
-            first = False
             self.key(key)
             parts.append(":")
             self.value(obj[key])
-        parts.append("}")
+            parts.append(",")
+        self.close("}")
+
+    def close(self, bracket: str) -> None:
+        """End an array or object whose every element was followed by a ``,`` part: the last one becomes the
+        bracket (no value's own last part is a lone ``,``: strings end in a quote)."""
+        parts = self.parts
+        if parts[-1] == ",":
+            parts[-1] = bracket
+        else:
+            parts.append(bracket)
 
     def key(self, key: "Encodable") -> None:
         parts = self.parts

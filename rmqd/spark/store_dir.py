@@ -15,10 +15,10 @@ import re
 import struct
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from rmqd.spark.remote import ConnectorError
+from rmqd.store.config import StoreConfig
 
 if TYPE_CHECKING:
     from rmqd.cython_ext.record_columns import Columns
@@ -144,17 +144,14 @@ def _numbered(d: str) -> list[int]:
         return []
 
 
-@dataclass
 class StoreLayout:
-    root: str
+    """A store directory as the connector reads it: the store's own layout of its root (``StoreConfig``'s)."""
 
-    @property
-    def cq_root(self) -> str:
-        return os.path.join(self.root, "consumequeue")
-
-    @property
-    def commitlog_dir(self) -> str:
-        return os.path.join(self.root, "commitlog")
+    def __init__(self, root: str) -> None:
+        dirs = StoreConfig(store_root_dir=root)
+        self.root = root
+        self.cq_root = dirs.consume_queue_dir
+        self.commitlog_dir = dirs.commitlog_dir
 
     def check(self) -> None:
         if not os.path.isdir(self.cq_root) or not os.path.isdir(self.commitlog_dir):

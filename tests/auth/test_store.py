@@ -111,6 +111,17 @@ def test_a_damaged_file_falls_back_to_its_backup(tmp_path) -> None:
     assert set(again.state.users) == {"a"}        # the content before the last change
 
 
+def test_a_damaged_file_and_backup_refuse_to_start_with_no_users(tmp_path) -> None:
+    s = AuthStore(str(tmp_path))
+    s.load()
+    s.commit(put_users=[User("a", "pw")])
+    for path in (s.path, s.path + ".bak"):
+        with open(path, "wb") as f:
+            f.write(b"[1]")
+    with pytest.raises(RuntimeError, match="unreadable"):
+        AuthStore(str(tmp_path)).load()
+
+
 def test_replace_takes_a_snapshot_once(tmp_path) -> None:
     master, slave = AuthStore(str(tmp_path / "m")), AuthStore(str(tmp_path / "s"))
     master.load()
