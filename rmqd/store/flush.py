@@ -76,7 +76,8 @@ class FlushRealTimeService(ServiceThread):
     """ASYNC_FLUSH: msync the CommitLog when enough is dirty, and thoroughly now and then."""
 
     def __init__(self, config: "StoreConfig", flusher: StoreFlusher) -> None:
-        super().__init__("rmqd-store-flush-commitlog", lambda: config.flush_interval_commitlog_ms / 1000)    # read on every round
+        # the interval is read from the config every round, so runtime updates apply
+        super().__init__("rmqd-store-flush-commitlog", lambda: config.flush_interval_commitlog_ms / 1000)
         self.config = config
         self.flusher = flusher
         self._last_thorough = 0.0
@@ -95,7 +96,7 @@ class FlushConsumeQueueService(ServiceThread):
     """Flush consume queues, index files and the checkpoint every ``flushIntervalConsumeQueue``."""
 
     def __init__(self, config: "StoreConfig", flusher: StoreFlusher) -> None:
-        super().__init__("rmqd-store-flush-cq", lambda: config.flush_interval_consume_queue_ms / 1000)    # read on every round
+        super().__init__("rmqd-store-flush-cq", lambda: config.flush_interval_consume_queue_ms / 1000)
         self.config = config
         self.flusher = flusher
 

@@ -37,7 +37,7 @@ class CleanCommitLogService(ServiceThread):
     def __init__(self, config: "StoreConfig", commitlog: "CommitLog", consume_queues: "ConsumeQueueTable",
                  index: "IndexService", engine: "PutEngine", counters: "StoreCounters",
                  now_ms: Callable[[], int]) -> None:
-        super().__init__("rmqd-store-clean", lambda: config.clean_resource_interval_ms / 1000)   # read every round
+        super().__init__("rmqd-store-clean", lambda: config.clean_resource_interval_ms / 1000)  # read every round
         self.config = config
         self.commitlog = commitlog
         self.consume_queues = consume_queues
