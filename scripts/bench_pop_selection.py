@@ -108,7 +108,7 @@ def main() -> None:
     finally:
         c.close()
         s.stop()
-        s._server.cleanup()
+        s.cleanup()
 
 
 if __name__ == "__main__":

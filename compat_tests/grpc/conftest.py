@@ -78,7 +78,7 @@ class GrpcServer:
     def close(self) -> None:
         self.admin.close()
         self.server.stop()
-        self.server._server.cleanup()
+        self.server.cleanup()
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
 from rmqd.filter import ExpressionMessageFilter, SQLParseError, is_tag_type
+from rmqd.store.config import wall_clock_ms as now_ms
 
 if TYPE_CHECKING:
     from rmqd.broker.handles import ClientConnection
@@ -46,10 +46,6 @@ def enum_name(value: object, names: list[str], default: str) -> str:
         i = int(s)
         return names[i] if 0 <= i < len(names) else default
     return s
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def json_int(value: "JsonValue") -> int:

@@ -205,9 +205,10 @@ class BrokerController:
         # POP (5.x): one PopService under the remoting codes here and the gRPC endpoint (rmqd.grpc)
         # 5.4 priority / 5.5 Lite Mode: POP reads lite topics through the store/lite views, orders queues by priority
         lp = self.lite_priority = LitePriority.build(c.to_properties(), self.store, self.topic_config_manager)
-        self.pop_service = PopService(c.brokerName, c.brokerClusterName, lp.store_view, lp.topics_view,
-                                      self.subscription_group_manager, self.consumer_offset_manager,
-                                      lambda: self.identity.store_host, int(c.reviveQueueNum),
+        self.pop_service = PopService(c.brokerName, c.brokerClusterName, lp.lite_store.store_view,
+                                      lp.lite_store.topics_view, self.subscription_group_manager,
+                                      self.consumer_offset_manager, lambda: self.identity.store_host,
+                                      int(c.reviveQueueNum),
                                       self.metrics.messages.on_dlq, counters=ParentTopicCounters(self.metrics.pop),
                                       on_out=lp.fold_out(self._on_pop_out),
                                       queue_selector=lp.queue_selector)
@@ -315,14 +316,6 @@ class BrokerController:
     @call_client_timeout.setter
     def call_client_timeout(self, value: float) -> None:
         self.identity.call_client_timeout_s = value
-
-    @property
-    def store_host(self) -> tuple[str, int]:
-        return self.identity.store_host
-
-    @property
-    def msg_id_prefix(self) -> str:
-        return self.identity.msg_id_prefix
 
     # ------------------------------------------------------------------ addresses
     @property

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import TYPE_CHECKING, Optional
 
 from rmqd.common.constants import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, SCHEDULE_TOPIC
@@ -29,6 +28,7 @@ from rmqd.common.service_thread import ServiceThread
 from rmqd.store.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, MessageToStore,
                                 decode_message, find_property, tags_code_of)
 from rmqd.store.message_store import GetMessageStatus, parse_delay_levels
+from rmqd.store.config import wall_clock_ms as now_ms
 
 if TYPE_CHECKING:
     from rmqd.broker.handles import SendHookContext
@@ -50,10 +50,6 @@ _BATCH = 32                # consume-queue entries read per store call
 _RETRY_AFTER_FAILURE_S = 0.1
 _NEVER = float("inf")
 _IDLE_WAIT_S = 60.0        # nothing due: a dispatch listener wakes the thread, this only bounds the wait
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 # ------------------------------------------------------------------------------ properties helpers

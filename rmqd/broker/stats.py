@@ -23,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Optional
 
 from rmqd.common.service_thread import ServiceThread
+from rmqd.store.config import wall_clock_ms as _now_ms
 
 if TYPE_CHECKING:
     from rmqd.store.api import MessageStoreAPI
@@ -52,10 +53,6 @@ SAMPLE_RECORDS = 601          # StoreStatsService keeps 10 min of 1 s samples
 Snapshot = tuple[int, int, int]
 # (ms, put times, get found, get total, get transferred, get miss): one store sample
 StoreSample = tuple[int, int, int, int, int, int]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class StatsItem:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -36,16 +35,13 @@ from rmqd.remoting.command import new_request
 from rmqd.common.service_thread import ServiceThread
 from rmqd.store.message import StoredMessage, decode_message, offset_msg_id, pack_host
 from rmqd.store.message_store import GetMessageStatus
+from rmqd.store.config import wall_clock_ms as _now_ms
 
 log = logging.getLogger(__name__)
 
 MAX_PROCESS_TIME_LIMIT_MS = 60_000
 OP_PULL_BATCH = 32
 MAX_OP_RECORDS_PER_ROUND = 100_000
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def immunity_time_ms(value: str, transaction_timeout_ms: int) -> int:

@@ -1,7 +1,8 @@
 """ServiceThread: one background loop with start, wake-up and a bounded, logged shutdown (Java's ServiceThread).
 
 A service subclasses it and implements :meth:`run_once` (one round of work), or passes ``target``; the loop calls
-it, then waits up to ``interval`` seconds or until :meth:`wakeup`.  An exception in a round is logged with the
+it, then waits up to ``interval`` seconds (a number, or a function read before every wait, such as a config value
+that may change at runtime) or until :meth:`wakeup`.  An exception in a round is logged with the
 service's name and the loop goes on, so one bad round never ends a service silently.  :meth:`shutdown` stops the
 loop and joins it within ``join_timeout``; a thread that does not stop in time is logged.
 """
@@ -17,8 +18,8 @@ log = logging.getLogger(__name__)
 class ServiceThread:
     """A daemon thread running ``run_once`` every ``interval`` seconds until shut down."""
 
-    def __init__(self, name: str, interval: float = 1.0, target: Optional[Callable[[], None]] = None,
-                 join_timeout: float = 10.0) -> None:
+    def __init__(self, name: str, interval: "float | Callable[[], float]" = 1.0,
+                 target: Optional[Callable[[], None]] = None, join_timeout: float = 10.0) -> None:
         self.name = name
         self.interval = interval
         self.join_timeout = join_timeout
@@ -86,5 +87,6 @@ class ServiceThread:
                 self.run_once()
             except Exception:
                 log.exception("service thread %s: a round failed", self.name)
-            if not self.wait_for_running(self.interval):
+            interval = self.interval
+            if not self.wait_for_running(interval() if callable(interval) else interval):
                 break

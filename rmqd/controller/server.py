@@ -34,6 +34,7 @@ class ControllerServer:
     def __init__(self, config: ControllerConfig) -> None:
         self.config = config
         self.peer = config.self_peer()
+        self.address: str = self.peer.addr
         host, port = split_address(self.peer.addr)
         self.dispatcher = Dispatcher("controller")
         self.server = RemotingServer(self.dispatcher, host, port, name="controller", max_idle_s=SERVER_CHANNEL_MAX_IDLE_S,
@@ -47,10 +48,6 @@ class ControllerServer:
         self.processors.register(self.dispatcher)
         self.server.add_close_listener(self.heartbeat.on_channel_close)
         self._started = False
-
-    @property
-    def address(self) -> str:
-        return self.peer.addr
 
     @property
     def started(self) -> bool:

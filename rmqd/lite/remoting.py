@@ -88,17 +88,12 @@ class LiteRemoting:
     """The 5.5 lite remoting codes over the broker context, POP and the lite parts."""
 
     def __init__(self, ctx: BrokerContext, pop_service: PopService, pop_executor: PopExecutor,
-                 lp: "LitePriority") -> None:
+                 lp: "LitePriority", manager: LiteSubscriptionManager) -> None:
         self.ctx = ctx
         self.pop_service = pop_service
         self.pop_executor = pop_executor
         self.lp = lp
-
-    @property
-    def manager(self) -> LiteSubscriptionManager:
-        m = self.lp.manager
-        assert m is not None            # LitePriority.install makes it before it installs these codes
-        return m
+        self.manager = manager
 
     # ------------------------------------------------------------------ POP_LITE_MESSAGE
     def _pre_check(self, ext: Mapping[str, str]) -> RemotingCommand | None:
@@ -310,7 +305,8 @@ def install(d: Dispatcher, pools: Mapping[str, ProcessorPool], ctx: BrokerContex
             pop_executor: PopExecutor,
             lp: "LitePriority") -> LiteRemoting:
     """Register the lite codes: POP_LITE_MESSAGE on the loop, the subscription control and info codes in pools."""
-    r = LiteRemoting(ctx, pop_service, pop_executor, lp)
+    assert lp.manager is not None            # LitePriority.install makes it before it installs these codes
+    r = LiteRemoting(ctx, pop_service, pop_executor, lp, lp.manager)
     admin = pools["admin"]
     d.register(POP_LITE_MESSAGE, r.pop_lite_message)
     d.register(LITE_SUBSCRIPTION_CTL, r.subscription_ctl, pools["consumer"])

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from rmqd.processors.send import SendContext, SendMessageProcessor
     from rmqd.remoting.dispatch import Dispatcher, ProcessorPool
     from rmqd.store.layer import StoreChain
-    from rmqd.store.lite.view import LiteStoreView, LiteTopicsView
     from rmqd.store.metadata import TopicConfigManager
 
 log = logging.getLogger(__name__)
@@ -61,14 +60,6 @@ class LitePriority:
         """Before POP is made: the store/lite layer over ``store`` and the queue selector."""
         return cls(LiteConfig.from_properties(properties), PriorityConfig.from_properties(properties),
                    LiteStore(store, topics))
-
-    @property
-    def store_view(self) -> LiteStoreView:
-        return self.lite_store.store_view
-
-    @property
-    def topics_view(self) -> LiteTopicsView:
-        return self.lite_store.topics_view
 
     @staticmethod
     def fold_out(on_out: Callable[[str, str, int, int], None]) -> Callable[[str, str, int, int], None]:

@@ -11,19 +11,17 @@ Records in the revive topic (JSON bodies, tagged like Java's): ``ck`` (Java's fi
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import orjson
+
+from rmqd.store.config import wall_clock_ms
 
 CK_TAG, ACK_TAG, BATCH_ACK_TAG = "ck", "ack", "bAck"
 
 CkKey = tuple[str, str, int, int, int]  # (topic, group, queue_id, start_offset, pop_time)
 OrderKey = tuple[str, str, int]         # (topic, group, queue_id): an orderly queue of a group
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
+now_ms = wall_clock_ms                  # the POP clock: wall time in ms
 
 
 @dataclass

@@ -106,6 +106,8 @@ class Services:
 
     def __init__(self, *components: Part) -> None:
         self.components: list[Component] = []
+        self.namesrv: NameServer | None = None          # the name server this process runs, if any
+        self.broker: BrokerController | None = None     # the (first) broker this process runs, if any
         self.stopped = asyncio.Event()
         self.started = False
         for part in components:
@@ -115,23 +117,11 @@ class Services:
         """Append a component (a NameServer or BrokerController is wrapped)."""
         component = as_component(part)
         self.components.append(component)
+        if isinstance(component, NameServerComponent) and self.namesrv is None:
+            self.namesrv = component.namesrv
+        elif isinstance(component, BrokerComponent) and self.broker is None:
+            self.broker = component.broker
         return component
-
-    @property
-    def namesrv(self) -> NameServer | None:
-        """The name server this process runs, if any."""
-        for component in self.components:
-            if isinstance(component, NameServerComponent):
-                return component.namesrv
-        return None
-
-    @property
-    def broker(self) -> BrokerController | None:
-        """The (first) broker this process runs, if any."""
-        for component in self.components:
-            if isinstance(component, BrokerComponent):
-                return component.broker
-        return None
 
     async def start(self) -> None:
         early = [c for c in self.components if getattr(c, "starts_early", False)]

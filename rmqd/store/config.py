@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from rmqd.common.constants import SCHEDULE_TOPIC
@@ -114,26 +114,20 @@ class StoreConfig:
     warm_mapped_pages: bool = True     # pre-fault pages ahead of the writers (PageWarmer)
     access_message_in_memory_max_ratio: int = 40   # % of RAM behind the CommitLog head that counts as hot
 
-    @property
-    def commitlog_dir(self) -> str:
-        return os.path.join(self.store_root_dir, "commitlog")
+    # the directories under store_root_dir (set from it once made)
+    commitlog_dir: str = field(init=False)
+    consume_queue_dir: str = field(init=False)
+    compaction_dir: str = field(init=False)         # per-(topic, queue) compaction logs (5.x compaction topics)
+    index_dir: str = field(init=False)
+    config_dir: str = field(init=False)
 
-    @property
-    def consume_queue_dir(self) -> str:
-        return os.path.join(self.store_root_dir, "consumequeue")
-
-    @property
-    def compaction_dir(self) -> str:
-        """Per-(topic, queue) compaction logs (5.x compaction topics)."""
-        return os.path.join(self.store_root_dir, "compaction")
-
-    @property
-    def index_dir(self) -> str:
-        return os.path.join(self.store_root_dir, "index")
-
-    @property
-    def config_dir(self) -> str:
-        return os.path.join(self.store_root_dir, "config")
+    def __post_init__(self) -> None:
+        root = self.store_root_dir
+        self.commitlog_dir = os.path.join(root, "commitlog")
+        self.consume_queue_dir = os.path.join(root, "consumequeue")
+        self.compaction_dir = os.path.join(root, "compaction")
+        self.index_dir = os.path.join(root, "index")
+        self.config_dir = os.path.join(root, "config")
 
     @property
     def sync_flush(self) -> bool:

@@ -11,13 +11,31 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Mapping, Optional, Protocol, TypeVar
 
 from rmqd.common import progress
 from rmqd.common.constants import SCHEDULE_TOPIC
 from rmqd.store.consume_queue import BLANK_ENTRY, ConsumeQueue
 
 log = logging.getLogger(__name__)
+
+
+class Destroyable(Protocol):
+    def destroy(self) -> None: ...
+
+
+_Q = TypeVar("_Q", bound=Destroyable)
+QueueKey = tuple[str, int]          # (topic, queueId)
+
+
+def without_topic(queues: Mapping[QueueKey, _Q], topic: str) -> tuple[dict[QueueKey, _Q], list[QueueKey]]:
+    """A copy of the (topic, queueId) table ``queues`` without ``topic``'s queues, which are destroyed, and the
+    keys removed (the caller replaces its snapshot with the copy under its lock)."""
+    gone = [k for k in queues if k[0] == topic]
+    kept = dict(queues)
+    for k in gone:
+        kept.pop(k).destroy()
+    return kept, gone
 
 
 class ConsumeQueueTable:
@@ -98,11 +116,7 @@ class ConsumeQueueTable:
     def remove_topic(self, topic: str) -> list[tuple[str, int]]:
         """Destroy every queue of ``topic`` and its directory; returns the keys removed."""
         with self._lock:
-            gone = [k for k in self._cqs if k[0] == topic]
-            new = dict(self._cqs)
-            for k in gone:
-                new.pop(k).destroy()
-            self._cqs = new
+            self._cqs, gone = without_topic(self._cqs, topic)
         tdir = os.path.join(self.root, topic)
         if os.path.isdir(tdir):
             import shutil          # imports bz2/lzma: only when needed

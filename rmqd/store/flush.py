@@ -76,18 +76,11 @@ class FlushRealTimeService(ServiceThread):
     """ASYNC_FLUSH: msync the CommitLog when enough is dirty, and thoroughly now and then."""
 
     def __init__(self, config: "StoreConfig", flusher: StoreFlusher) -> None:
-        super().__init__("rmqd-store-flush-commitlog")
+        # the interval is read from the config every round, so runtime updates apply
+        super().__init__("rmqd-store-flush-commitlog", lambda: config.flush_interval_commitlog_ms / 1000)
         self.config = config
         self.flusher = flusher
         self._last_thorough = 0.0
-
-    @property
-    def interval(self) -> float:
-        return self.config.flush_interval_commitlog_ms / 1000
-
-    @interval.setter
-    def interval(self, _value: float) -> None:
-        """Fixed by the config (read on every round, so runtime updates apply)."""
 
     def run_once(self) -> None:
         cfg = self.config
@@ -103,17 +96,9 @@ class FlushConsumeQueueService(ServiceThread):
     """Flush consume queues, index files and the checkpoint every ``flushIntervalConsumeQueue``."""
 
     def __init__(self, config: "StoreConfig", flusher: StoreFlusher) -> None:
-        super().__init__("rmqd-store-flush-cq")
+        super().__init__("rmqd-store-flush-cq", lambda: config.flush_interval_consume_queue_ms / 1000)
         self.config = config
         self.flusher = flusher
-
-    @property
-    def interval(self) -> float:
-        return self.config.flush_interval_consume_queue_ms / 1000
-
-    @interval.setter
-    def interval(self, _value: float) -> None:
-        """Fixed by the config."""
 
     def run_once(self) -> None:
         self.flusher.flush_logics()

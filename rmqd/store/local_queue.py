@@ -26,10 +26,13 @@ S = GetMessageStatus
 class LocalQueue:
     """Read view of a :class:`~rmqd.store.consume_queue.ConsumeQueue` and the records it points to."""
 
-    __slots__ = ("_cq", "_cl", "_config", "_counters", "_hot_limit")
+    __slots__ = ("topic", "queue_id", "file_size", "_cq", "_cl", "_config", "_counters", "_hot_limit")
 
     def __init__(self, cq: ConsumeQueue, commitlog: "CommitLog", config: "StoreConfig", counters: StoreCounters,
                  hot_limit: int) -> None:
+        self.topic: str = cq.topic
+        self.queue_id: int = cq.queue_id
+        self.file_size: int = cq.file_size          # bytes per consume-queue file (``file_size // 20`` entries)
         self._cq = cq
         self._cl = commitlog
         self._config = config
@@ -38,25 +41,12 @@ class LocalQueue:
 
     # ---- bounds and entries
     @property
-    def topic(self) -> str:
-        return self._cq.topic
-
-    @property
-    def queue_id(self) -> int:
-        return self._cq.queue_id
-
-    @property
     def min_offset(self) -> int:
         return self._cq.min_offset
 
     @property
     def max_offset(self) -> int:
         return self._cq.max_offset
-
-    @property
-    def file_size(self) -> int:
-        """Bytes per consume-queue file (``file_size // 20`` entries)."""
-        return self._cq.file_size
 
     def get_entry(self, offset: int) -> Optional[tuple[int, int, int]]:
         """``(commitlog offset, size, tags code)`` of entry ``offset``, None if not present."""

@@ -37,7 +37,7 @@ class CleanCommitLogService(ServiceThread):
     def __init__(self, config: "StoreConfig", commitlog: "CommitLog", consume_queues: "ConsumeQueueTable",
                  index: "IndexService", engine: "PutEngine", counters: "StoreCounters",
                  now_ms: Callable[[], int]) -> None:
-        super().__init__("rmqd-store-clean")
+        super().__init__("rmqd-store-clean", lambda: config.clean_resource_interval_ms / 1000)  # read every round
         self.config = config
         self.commitlog = commitlog
         self.consume_queues = consume_queues
@@ -48,14 +48,6 @@ class CleanCommitLogService(ServiceThread):
         self.guards: list["RetentionGuard"] = []
         self._manual_delete_times = 0
         self._unreadable_paths: set[str] = set()
-
-    @property
-    def interval(self) -> float:
-        return self.config.clean_resource_interval_ms / 1000
-
-    @interval.setter
-    def interval(self, _value: float) -> None:
-        """Fixed by the config (read on every round)."""
 
     def run_once(self) -> None:
         self.run_retention_once()

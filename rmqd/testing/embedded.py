@@ -29,8 +29,8 @@ from rmqd.tls.settings import tls_keys_of
 _T = TypeVar("_T")
 
 
-class AsyncEmbeddedServer:
-    """Name server + broker on the running loop (``async with``)."""
+class _EmbeddedParts:
+    """What both servers hold: the ports, the store directory and, once started, the services."""
 
     def __init__(self, store_dir: str | None = None, broker_properties: Mapping[str, object] | None = None,
                  namesrv_port: int = 0, broker_port: int = 0,
@@ -54,7 +54,7 @@ class AsyncEmbeddedServer:
         endpoints = self.endpoints_factory() if self.endpoints_factory is not None else []
         return Services(NameServer(ns_config), BrokerController(broker_config), *endpoints)
 
-    async def start(self) -> "AsyncEmbeddedServer":
+    async def _start_services(self) -> None:
         services = self.services = self._build()
         await services.start()
         namesrv, broker = services.namesrv, services.broker
@@ -62,14 +62,14 @@ class AsyncEmbeddedServer:
         # Restarts reuse the ports that were picked the first time.
         self.namesrv_port = namesrv.server.port
         self.broker_port = broker.server.port
-        return self
 
-    async def stop(self) -> None:
+    async def _stop_services(self) -> None:
         if self.services is not None:
             await self.services.close()
             self.services = None
 
     def cleanup(self) -> None:
+        """Remove the store directory if it is a temporary one (after stopping)."""
         if self._own_store:
             shutil.rmtree(self.store_dir, ignore_errors=True)
 
@@ -86,6 +86,17 @@ class AsyncEmbeddedServer:
         assert self.services is not None and self.services.broker is not None
         return self.services.broker
 
+
+class AsyncEmbeddedServer(_EmbeddedParts):
+    """Name server + broker on the running loop (``async with``)."""
+
+    async def start(self) -> "AsyncEmbeddedServer":
+        await self._start_services()
+        return self
+
+    async def stop(self) -> None:
+        await self._stop_services()
+
     async def __aenter__(self) -> "AsyncEmbeddedServer":
         return await self.start()
 
@@ -94,13 +105,13 @@ class AsyncEmbeddedServer:
         self.cleanup()
 
 
-class EmbeddedServer:
+class EmbeddedServer(_EmbeddedParts):
     """Name server + broker on a background uvloop thread (``with``), for synchronous tests."""
 
     def __init__(self, store_dir: str | None = None, broker_properties: Mapping[str, object] | None = None,
                  namesrv_port: int = 0, broker_port: int = 0, start_timeout: float = 10.0,
                  endpoints: Callable[[], list[Endpoint]] | None = None) -> None:
-        self._server = AsyncEmbeddedServer(store_dir, broker_properties, namesrv_port, broker_port, endpoints)
+        super().__init__(store_dir, broker_properties, namesrv_port, broker_port, endpoints)
         self._start_timeout = start_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -117,7 +128,7 @@ class EmbeddedServer:
 
             async def boot() -> None:
                 try:
-                    await self._server.start()
+                    await self._start_services()
                 except BaseException as exc:  # reported to the starting thread
                     failure.append(exc)
                 finally:
@@ -143,7 +154,7 @@ class EmbeddedServer:
         """Shut the servers down cleanly (store flushed); the store directory is kept."""
         if self._loop is None or self._thread is None:
             return
-        fut = asyncio.run_coroutine_threadsafe(self._server.stop(), self._loop)
+        fut = asyncio.run_coroutine_threadsafe(self._stop_services(), self._loop)
         fut.result(30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
@@ -160,29 +171,9 @@ class EmbeddedServer:
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
-    @property
-    def namesrv_addr(self) -> str:
-        return self._server.namesrv_addr
-
-    @property
-    def broker_addr(self) -> str:
-        return self._server.broker_addr
-
-    @property
-    def store_dir(self) -> str:
-        return self._server.store_dir
-
-    @property
-    def broker(self) -> BrokerController:
-        return self._server.broker
-
-    @property
-    def services(self) -> Services | None:
-        return self._server.services
-
     def __enter__(self) -> "EmbeddedServer":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-        self._server.cleanup()
+        self.cleanup()

@@ -49,7 +49,7 @@ class Grpc:
     def close(self) -> None:
         self.channel.close()
         self.server.stop()
-        self.server._server.cleanup()
+        self.server.cleanup()
 
 
 @pytest.fixture(scope="module")

@@ -185,7 +185,7 @@ def test_an_endpoint_keeps_its_port_in_the_name_servers_kv_table_while_others_ma
     finally:
         server.stop()
     assert kv.get(NAMESPACE, server.broker_addr) is None          # removed when the endpoint closed
-    server._server.cleanup()
+    server.cleanup()
 
 
 @pytest.mark.parametrize("host, scheme", [("127.0.0.1", d.IPv4), ("10.0.0.2", d.IPv4), ("::1", d.IPv6),

@@ -43,7 +43,7 @@ class Endpoint:
 
     def close(self) -> None:
         self.server.stop()
-        self.server._server.cleanup()
+        self.server.cleanup()
 
 
 @pytest.fixture(autouse=True)

@@ -31,7 +31,7 @@ def srv():
     yield s, c
     c.close()
     s.stop()
-    s._server.cleanup()
+    s.cleanup()
 
 
 def send(c, lite, body, topic="RL"):

@@ -75,4 +75,4 @@ def test_admin_console_and_metrics_show_lite_and_priority(capsys):
     finally:
         c.close()
         s.stop()
-        s._server.cleanup()
+        s.cleanup()

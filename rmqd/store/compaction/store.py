@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from rmqd.store.layer import StoreChain
     from rmqd.store.compaction.compactor import RunResult
     from rmqd.store.compaction.queue_log import QueueCompactionLog
+    from rmqd.store.local_queue import LocalQueue
 
 # The compaction logs, the compactor, adoption and the compiled helpers load with the first compaction topic or
 # job output (:meth:`CompactionStore._log`, :meth:`CompactionStore.adopt`): a broker without them, every
@@ -432,12 +433,18 @@ class CompactionStore(StoreLayer):
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         if not self.routes(topic):
             return self.inner.get_min_offset(topic, queue_id)
-        qlog = self.logs.get((topic, queue_id))
-        mn = qlog.min_offset() if qlog is not None else -1
-        if mn >= 0:
-            return mn
-        q = self.local_store.local_queue(topic, queue_id)
-        return q.min_offset if q is not None else 0
+        return self._log_or_local(topic, queue_id, lambda qlog: qlog.min_offset(), lambda q: q.min_offset, 0)
+
+    def _log_or_local(self, topic: str, qid: int, from_log: Callable[["QueueCompactionLog"], int],
+                      from_local: Callable[["LocalQueue"], int], missing: int) -> int:
+        """The compaction log's answer when it has one (>= 0), else the local queue's (``missing`` without a
+        local queue)."""
+        qlog = self.logs.get((topic, qid))
+        got = from_log(qlog) if qlog is not None else -1
+        if got >= 0:
+            return got
+        q = self.local_store.local_queue(topic, qid)
+        return from_local(q) if q is not None else missing
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
                      max_total_bytes: Optional[int] = None,
@@ -493,12 +500,8 @@ class CompactionStore(StoreLayer):
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
         if not self.routes(topic):
             return self.inner.get_earliest_message_time(topic, queue_id)
-        qlog = self.logs.get((topic, queue_id))
-        t = qlog.earliest_store_time() if qlog is not None else -1
-        if t >= 0:
-            return t
-        q = self.local_store.local_queue(topic, queue_id)
-        return q.earliest_time() if q is not None else -1
+        return self._log_or_local(topic, queue_id, lambda qlog: qlog.earliest_store_time(),
+                                  lambda q: q.earliest_time(), -1)
 
     def get_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         if not self.routes(topic):

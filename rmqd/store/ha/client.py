@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Optional, TypedDict
 
 from rmqd.store.ha.config import HAConfig
 from rmqd.store.ha.protocol import HEADER_SIZE, TRANSFER_HEADER, HAProtocolError, pack_report
+from rmqd.store.ha.rate import ByteRate
 from rmqd.store.ha.slave_append import SlaveAppender
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ class HAClient:
         #: called (from this client's thread) with the address after each failed connect: the broker asks the name
         #: servers again, as a master that restarted may listen on another HA port
         self.on_connect_failed: Optional[Callable[[str], None]] = None
-        self._rate = (time.monotonic(), 0, 0.0)
+        self._rate = ByteRate()
 
     # ------------------------------------------------------------------ control
     def start(self) -> None:
@@ -113,11 +114,7 @@ class HAClient:
 
     def runtime_info(self) -> HAClientRuntimeInfo:
         """5.x ``HAClientRuntimeInfo``."""
-        now = time.monotonic()
-        when, got, rate = self._rate
-        if now - when >= 1.0:
-            rate = (self.bytes_received - got) / (now - when)
-            self._rate = (now, self.bytes_received, rate)
+        rate = self._rate.sample(self.bytes_received)
         return {"masterAddr": self._master or "", "transferredByteInSecond": int(rate),
                 "maxOffset": self.store.commitlog_max_offset(), "lastReadTimestamp": self.last_read_ms,
                 "lastWriteTimestamp": self.last_write_ms, "masterFlushOffset": 0,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Union
 
 from rmqd.cython_ext.ha_verify import AT_BOUNDARY, IN_PADDING, locate
 from rmqd.store.ha.protocol import HEADER_SIZE, REPORT, REPORT_SIZE, HAProtocolError, pack_header
+from rmqd.store.ha.rate import ByteRate
 
 if TYPE_CHECKING:
     from rmqd.store.ha.service import DefaultHAService
@@ -64,7 +65,7 @@ class HAConnection:
         self.transfer_from = -1
         self.bytes_sent = 0
         self.connected_at = time.time()
-        self._rate = (time.monotonic(), 0, 0.0)      # (when, bytes_sent then, bytes/s)
+        self._rate = ByteRate()
         self._marks: collections.deque[tuple[int, float]] = collections.deque(maxlen=_MARKS_MAX)   # (end offset sent, when)
         self._requested = threading.Event()
         # the writer's bell: a plain lock the writer holds while there is nothing new; ring() releases it
@@ -107,12 +108,7 @@ class HAConnection:
         return 0
 
     def transferred_per_second(self) -> float:
-        now = time.monotonic()
-        when, sent, rate = self._rate
-        if now - when >= 1.0:
-            rate = (self.bytes_sent - sent) / (now - when)
-            self._rate = (now, self.bytes_sent, rate)
-        return rate
+        return self._rate.sample(self.bytes_sent)
 
     # ------------------------------------------------------------------ close
     def close(self, reason: str, error: bool = True) -> None:
@@ -162,14 +158,8 @@ class HAConnection:
                     buf[:rest] = buf[whole:filled]
                 filled = rest
                 self._on_report(offset)
-        except HAProtocolError as exc:
-            self.close(str(exc))
-        except OSError as exc:
-            if not self._closed.is_set():
-                self.close(f"read failed: {exc!r}", error=False)
         except Exception as exc:
-            log.exception("HA reader of slave %s failed", self.addr)
-            self.close(f"reader failed: {exc!r}")
+            self._close_after("read", exc)
 
     def _decode_report(self, buf: bytearray, pos: int) -> int:
         """The offset in the report at ``buf[pos:]`` (Java keeps only the newest of those read at once)."""
@@ -256,16 +246,23 @@ class HAConnection:
                     last_write = now
                     continue
                 bell.acquire(True, max(0.0, min(svc.poll_interval_s, heartbeat_s - (now - last_write))))
-        except HAProtocolError as exc:
-            self.close(str(exc))
         except (socket.timeout, TimeoutError):
             self.close(f"the slave took no data for {cfg.housekeeping_interval_ms} ms (haHousekeepingInterval)")
-        except OSError as exc:
-            if not self._closed.is_set():
-                self.close(f"write failed: {exc!r}", error=False)
         except Exception as exc:
-            log.exception("HA writer of slave %s failed", self.addr)
-            self.close(f"writer failed: {exc!r}")
+            self._close_after("write", exc)
+
+    def _close_after(self, verb: str, exc: Exception) -> None:
+        """Close after the ``verb`` ("read" or "write") loop ended with ``exc`` (called from its handler): bad
+        input closes with its reason; a socket error is expected once closed, else a quiet close; anything else is
+        logged with its trace."""
+        if isinstance(exc, HAProtocolError):
+            self.close(str(exc))
+        elif isinstance(exc, OSError):
+            if not self._closed.is_set():
+                self.close(f"{verb} failed: {exc!r}", error=False)
+        else:
+            log.exception("HA %ser of slave %s failed", verb, self.addr)
+            self.close(f"{verb}er failed: {exc!r}")
 
     def _start_offset(self) -> int:
         """Where the transfer starts: the slave's first report; 0 means the start of the master's current

@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import zlib
-from typing import Optional
+from typing import Callable, Optional
 
 from rmqd.common.fileutil import atomic_write
 
@@ -130,16 +130,16 @@ class EpochFileCache:
 
     def truncate_suffix(self, offset: int) -> None:
         """Drop the entries that start at or after ``offset`` (the CommitLog was cut there)."""
-        with self._lock:
-            keep = [(e, s) for e, s in self.entries if s < offset]
-            if keep != self.entries:
-                self.entries = keep
-                self._persist()
+        self._keep(lambda entry: entry[1] < offset)
 
     def drop_from_epoch(self, epoch: int) -> None:
         """Drop the entries of ``epoch`` and later (before becoming master at ``epoch``)."""
+        self._keep(lambda entry: entry[0] < epoch)
+
+    def _keep(self, wanted: Callable[[Entry], bool]) -> None:
+        """Keep only the ``wanted`` entries (persisted when that drops any)."""
         with self._lock:
-            keep = [(e, s) for e, s in self.entries if e < epoch]
+            keep = [entry for entry in self.entries if wanted(entry)]
             if keep != self.entries:
                 self.entries = keep
                 self._persist()

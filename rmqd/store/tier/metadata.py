@@ -9,14 +9,14 @@ truth: bytes and items beyond it are dropped and copied again, so nothing is los
 """
 from __future__ import annotations
 
-import logging
 import os
 import threading
-from typing import Mapping, NotRequired, Optional, TypedDict
+from typing import Mapping, NotRequired, Optional, TypedDict, cast
 
 import orjson
 
-log = logging.getLogger(__name__)
+from rmqd.common.fileutil import atomic_write
+from rmqd.store.metadata import load_json_file
 
 FILE_NAME = "tieredStoreMetadata.json"
 VERSION = 1
@@ -68,6 +68,20 @@ class IndexConfigDoc(TypedDict, total=False):
     enabled: bool
 
 
+class TierMetadataFileDoc(TypedDict, total=False):
+    """The file (tieredStoreMetadata.json)."""
+    version: int
+    backend: str
+    topics: dict[str, int]
+    nextTopicId: int
+    queues: dict[str, QueueDoc]
+    indexFiles: dict[str, IndexFileDoc]
+    indexSegmentEnd: int
+    cluster: str
+    broker: str
+    index: IndexConfigDoc
+
+
 class TierMetadata:
     def __init__(self, config_dir: str) -> None:
         self.path = os.path.join(config_dir, FILE_NAME)
@@ -85,48 +99,29 @@ class TierMetadata:
     # ---- load / persist -----------------------------------------------------------------------
     def load(self) -> bool:
         """Read the file (or its backup); False when there is none."""
-        for p in (self.path, self.path + ".bak"):
-            if not os.path.exists(p):
-                continue
-            try:
-                with open(p, "rb") as f:
-                    doc = orjson.loads(f.read())
-            except (OSError, ValueError) as exc:
-                log.error("tier metadata %s unreadable (%s); trying the backup", p, exc)
-                continue
-            self.topics = {k: int(v) for k, v in doc.get("topics", {}).items()}
-            self.next_topic_id = int(doc.get("nextTopicId", max(self.topics.values(), default=0) + 1))
-            self.queues = doc.get("queues", {})
-            self.index_files = {int(k): v for k, v in doc.get("indexFiles", {}).items()}
-            self.index_segment_end = int(doc.get("indexSegmentEnd", 0))
-            self.backend = doc.get("backend", "")
-            self.cluster, self.broker = doc.get("cluster", ""), doc.get("broker", "")
-            self.index_config = doc.get("index", {})
-            return True
-        return False
+        found = load_json_file(self.path)
+        if found is None:
+            return False
+        doc = cast(TierMetadataFileDoc, found)
+        self.topics = {k: int(v) for k, v in doc.get("topics", {}).items()}
+        self.next_topic_id = int(doc.get("nextTopicId", max(self.topics.values(), default=0) + 1))
+        self.queues = doc.get("queues", {})
+        self.index_files = {int(k): v for k, v in doc.get("indexFiles", {}).items()}
+        self.index_segment_end = int(doc.get("indexSegmentEnd", 0))
+        self.backend = doc.get("backend", "")
+        self.cluster, self.broker = doc.get("cluster", ""), doc.get("broker", "")
+        self.index_config = doc.get("index", {})
+        return True
 
     def persist(self) -> None:
         with self._lock:
-            doc = {"version": VERSION, "backend": self.backend, "topics": self.topics,
-                   "nextTopicId": self.next_topic_id, "queues": self.queues,
-                   "indexFiles": {str(k): v for k, v in sorted(self.index_files.items())},
-                   "indexSegmentEnd": self.index_segment_end, "cluster": self.cluster, "broker": self.broker,
-                   "index": self.index_config}
-            data = orjson.dumps(doc)
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            tmp = self.path + ".tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            if os.path.exists(self.path):
-                os.replace(self.path, self.path + ".bak")
-            os.replace(tmp, self.path)
-            dfd = os.open(os.path.dirname(self.path), os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            doc: TierMetadataFileDoc = {
+                "version": VERSION, "backend": self.backend, "topics": self.topics,
+                "nextTopicId": self.next_topic_id, "queues": self.queues,
+                "indexFiles": {str(k): v for k, v in sorted(self.index_files.items())},
+                "indexSegmentEnd": self.index_segment_end, "cluster": self.cluster, "broker": self.broker,
+                "index": self.index_config}
+            atomic_write(self.path, orjson.dumps(doc))
 
     def reset(self) -> None:
         with self._lock:

@@ -48,15 +48,12 @@ class TieredQueue:
     def __init__(self, backend: TierBackend, config: TierConfig, topic: str, queue_id: int) -> None:
         self.topic = topic
         self.queue_id = queue_id
+        self.key = f"{topic}/{queue_id}"           # its name in the metadata's queue table
         self.config = config
         c, b = config.cluster, config.broker
         self.commitlog = FlatFile(backend, lambda base: segment_path(c, b, topic, queue_id, COMMIT_LOG, base))
         self.consume_queue = FlatFile(backend, lambda base: segment_path(c, b, topic, queue_id, CONSUME_QUEUE, base))
         self.indexed: list[list[int]] = []       # merged [lo, hi) queue-offset ranges covered by index files
-
-    @property
-    def key(self) -> str:
-        return f"{self.topic}/{self.queue_id}"
 
     # ---- bounds ---------------------------------------------------------------------------
     @property

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypedDict
 
 from rmqd.common import constants as C
 from rmqd.common.service_thread import ServiceThread
+from rmqd.store.consume_queues import without_topic
 from rmqd.store.layer import StoreLayer
 from rmqd.store.tier.backend import TierBackend, make_backend, md5_prefix
 from rmqd.store.tier.config import TierConfig
@@ -295,11 +296,7 @@ class TieredStore(StoreLayer):
         """Destroy the topic's queues in the tier and forget them in the metadata."""
         with self.dispatcher.lock:
             with self._queues_lock:
-                gone = [k for k in self.queues if k[0] == topic]
-                queues = dict(self.queues)
-                for k in gone:
-                    queues.pop(k).destroy()
-                self.queues = queues
+                self.queues = without_topic(self.queues, topic)[0]
             self.metadata.drop_topic(topic)
             self.metadata.persist()
             self.mark_committed()
