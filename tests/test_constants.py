@@ -70,3 +70,21 @@ def test_broker_role_parses_java_values():
     assert BrokerRole.parse(" SYNC_MASTER ") is BrokerRole.SYNC_MASTER and BrokerRole.SYNC_MASTER.is_master
     with pytest.raises(ValueError, match="brokerRole"):
         BrokerRole.parse("LEADER")
+
+
+def test_a_service_thread_that_does_not_stop_is_logged_with_where_it_is(caplog):
+    release = threading.Event()
+
+    def stuck_in_a_round():
+        release.wait(10)
+
+    svc = ServiceThread("t-stuck", interval=0.01, target=stuck_in_a_round, join_timeout=0.2)
+    svc.start()
+    time.sleep(0.05)
+    try:
+        with caplog.at_level("ERROR", logger="rmqd.common.service_thread"):
+            svc.shutdown()
+    finally:
+        release.set()
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "t-stuck did not stop within 0.2 s" in text and "in stuck_in_a_round" in text, text

@@ -9,7 +9,9 @@ loop and joins it within ``join_timeout``; a thread that does not stop in time i
 from __future__ import annotations
 
 import logging
+import sys
 import threading
+import traceback
 from typing import Callable, Optional
 
 log = logging.getLogger(__name__)
@@ -77,7 +79,8 @@ class ServiceThread:
         if t is not None and t is not threading.current_thread():
             t.join(self.join_timeout)
             if t.is_alive():
-                log.error("service thread %s did not stop within %.1f s", self.name, self.join_timeout)
+                log.error("service thread %s did not stop within %.1f s; it is at:\n%s", self.name,
+                          self.join_timeout, thread_stack(t))
         self.on_shutdown()
 
     # -- the loop
@@ -90,3 +93,9 @@ class ServiceThread:
             interval = self.interval
             if not self.wait_for_running(interval() if callable(interval) else interval):
                 break
+
+
+def thread_stack(t: threading.Thread) -> str:
+    """Where a live thread is now (its Python stack), for a log line about a thread that did not stop."""
+    frame = sys._current_frames().get(t.ident or -1)
+    return "".join(traceback.format_stack(frame)) if frame is not None else "(no Python frame)"

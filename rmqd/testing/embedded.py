@@ -14,6 +14,7 @@ server is down.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import shutil
 import tempfile
 import threading
@@ -27,6 +28,7 @@ from rmqd.namesrv.server import NameServer
 from rmqd.tls.settings import tls_keys_of
 
 _T = TypeVar("_T")
+STOP_TIMEOUT_S = 60.0      # the services are shut down one after another, each thread joined for up to 10 s
 
 
 class _EmbeddedParts:
@@ -155,7 +157,11 @@ class EmbeddedServer(_EmbeddedParts):
         if self._loop is None or self._thread is None:
             return
         fut = asyncio.run_coroutine_threadsafe(self._stop_services(), self._loop)
-        fut.result(30)
+        try:
+            fut.result(STOP_TIMEOUT_S)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"embedded rmqd did not stop within {STOP_TIMEOUT_S} s (the log names each service "
+                               "thread that did not stop, with where it was)") from None
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop = None
