@@ -23,6 +23,7 @@ from rmqd.common.constants import (BENCHMARK_TOPIC, DLQ_GROUP_TOPIC_PREFIX, OFFS
                             SCHEDULE_TOPIC, SELF_TEST_TOPIC, TRACE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
                             TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC)
 from rmqd.common.constants import AUTO_CREATE_TOPIC_KEY_TOPIC as TBW102
+from rmqd.common.backup_read import read_with_backup
 from rmqd.common.data_version import DataVersion
 from rmqd.common.fileutil import atomic_write  # noqa: F401  (re-exported for callers)
 from rmqd.remoting.fastjson import loads_lenient
@@ -81,22 +82,17 @@ TOPIC_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
 # ---------------------------------------------------------------------------------- JSON I/O
+def _parse_config_json(raw: bytes) -> "JsonValue":
+    """A config file's JSON; ValueError when it is empty or corrupt (incl. UnicodeDecodeError: flipped bytes)."""
+    if not raw.strip():
+        raise ValueError("the file is empty")
+    return loads_lenient(raw.decode("utf-8"))
+
+
 def load_json_file(path: str) -> "Optional[JsonValue]":
     """Parse ``path``, falling back to ``path.bak`` if missing/empty/corrupt; None if neither."""
-    for p in (path, path + ".bak"):
-        try:
-            with open(p, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            continue
-        if not raw.strip():
-            log.warning("config file %s is empty", p)
-            continue
-        try:
-            return loads_lenient(raw.decode("utf-8"))
-        except ValueError as e:   # bad JSON, incl. UnicodeDecodeError (flipped bytes)
-            log.error("config file %s is corrupt (%s); trying the backup", p, e)
-    return None
+    found = read_with_backup(path, _parse_config_json, (ValueError,), "config file")
+    return None if found is None else found[1]
 
 
 def dumps_pretty(obj: Mapping[str, object]) -> str:
