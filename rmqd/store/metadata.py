@@ -539,18 +539,19 @@ class SubscriptionGroupManager(ConfigManager["SubscriptionGroupsFileJson"]):
 
 
 # ---------------------------------------------------------------------------------- offsets
-class _Periodic:
-    """Mixin: persist every ``interval_s`` when dirty, and on :meth:`shutdown`."""
+def _topic_group(key: str) -> tuple[str, str]:
+    """(topic, group) of a consumer offset table key ``topic@group``."""
+    topic, _, group = key.partition("@")
+    return topic, group
+
+
+class PeriodicConfigManager(ConfigManager[DocT]):
+    """A config file persisted every ``interval_s`` when dirty, and on :meth:`shutdown`."""
 
     interval_s = 5.0
-    if TYPE_CHECKING:                      # given by ConfigManager, which it is mixed into
-        path: str
-        file_name: str
-        _lock: threading.RLock
 
-        def persist(self) -> None: ...
-
-    def _init_periodic(self) -> None:
+    def __init__(self, config_dir: str) -> None:
+        super().__init__(config_dir)
         self._dirty = False
         self._stopping = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -585,15 +586,14 @@ class _Periodic:
         self.persist()
 
 
-class ConsumerOffsetManager(_Periodic, ConfigManager["ConsumerOffsetFileJson"]):
+class ConsumerOffsetManager(PeriodicConfigManager["ConsumerOffsetFileJson"]):
     """consumerOffset.json ``{"offsetTable":{"T@G":{"0":123}}}``; persisted every 5 s if changed."""
 
     file_name = "consumerOffset.json"
     interval_s = 5.0
 
     def __init__(self, config_dir: str) -> None:
-        ConfigManager.__init__(self, config_dir)
-        self._init_periodic()
+        super().__init__(config_dir)
         self.reset_table: dict[str, dict[int, int]] = {}     # "topic@group" -> queue -> pending reset offset
         self.table: dict[str, dict[int, int]] = {}
         #: bumped on every change in this process (a master's slaves copy the table when it moved: rmqd.replicas)
@@ -673,19 +673,15 @@ class ConsumerOffsetManager(_Periodic, ConfigManager["ConsumerOffsetFileJson"]):
 
     def remove_offset(self, group: str, topic: Optional[str] = None) -> int:
         """Drop offsets of ``group`` (all topics, or just ``topic``); returns entries removed."""
-        with self._lock:
-            gone = [k for k in self.table if k.split("@", 1)[1] == group
-                    and (topic is None or k.split("@", 1)[0] == topic)]
-            for k in gone:
-                del self.table[k]
-            if gone:
-                self._dirty = True
-                self.change_count += 1
-            return len(gone)
+        return self._remove_where(lambda t, g: g == group and (topic is None or t == topic))
 
     def remove_topic(self, topic: str) -> int:
+        return self._remove_where(lambda t, g: t == topic)
+
+    def _remove_where(self, match: Callable[[str, str], bool]) -> int:
+        """Drop the offsets whose ``topic@group`` key ``match(topic, group)``; returns entries removed."""
         with self._lock:
-            gone = [k for k in self.table if k.split("@", 1)[0] == topic]
+            gone = [k for k in self.table if match(*_topic_group(k))]
             for k in gone:
                 del self.table[k]
             if gone:
@@ -707,15 +703,14 @@ class ConsumerOffsetManager(_Periodic, ConfigManager["ConsumerOffsetFileJson"]):
                 self.change_count += 1
 
 
-class DelayOffsetManager(_Periodic, ConfigManager["DelayOffsetFileJson"]):
+class DelayOffsetManager(PeriodicConfigManager["DelayOffsetFileJson"]):
     """delayOffset.json ``{"offsetTable":{1:0,2:17}}`` (level → next SCHEDULE queue offset)."""
 
     file_name = "delayOffset.json"
     interval_s = 10.0
 
     def __init__(self, config_dir: str) -> None:
-        ConfigManager.__init__(self, config_dir)
-        self._init_periodic()
+        super().__init__(config_dir)
         self.table: dict[int, int] = {}
 
     def encode(self) -> "DelayOffsetFileJson":
