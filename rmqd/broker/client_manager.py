@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
+from rmqd.common.json_values import json_int
 from rmqd.filter import ExpressionMessageFilter, SQLParseError, is_tag_type
 from rmqd.store.config import wall_clock_ms as now_ms
 
@@ -46,13 +47,6 @@ def enum_name(value: object, names: list[str], default: str) -> str:
         i = int(s)
         return names[i] if 0 <= i < len(names) else default
     return s
-
-
-def json_int(value: "JsonValue") -> int:
-    """``int(value)`` of a number a client sent in JSON (C++ sends numbers as strings); raises what int() raises."""
-    if isinstance(value, (int, float, str)):
-        return int(value)
-    raise TypeError(f"a number was expected, not {value!r}")
 
 
 @dataclass(eq=False)

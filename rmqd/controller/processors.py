@@ -65,6 +65,11 @@ def _int_field(request: RemotingCommand, name: str) -> int:
         raise InvalidRequest(f"the request header field <{name}> is not a number: {value!r}") from None
 
 
+def _broker_set(request: RemotingCommand) -> tuple[str, str]:
+    """(clusterName, brokerName): the broker set a request is about, both required."""
+    return _field(request, "clusterName"), _field(request, "brokerName")
+
+
 def _json_body(request: RemotingCommand, what: str) -> JsonValue:
     raw = request.body_bytes() if request.body is not None else b""
     if not raw:
@@ -179,8 +184,7 @@ class ControllerProcessors:
             ext_bool(request, "designateElect", False)))
 
     def register_broker(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
-        cluster = _field(request, "clusterName")
-        broker_name = _field(request, "brokerName")
+        cluster, broker_name = _broker_set(request)
         broker_id = _int_field(request, "brokerId")
         address = _field(request, "brokerAddress")
         return _respond(self.controller.register_broker(cluster, broker_name, broker_id, address))
@@ -214,13 +218,11 @@ class ControllerProcessors:
             ext_bool(request, "isCleanLivingBroker", False)))
 
     def get_next_broker_id(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
-        cluster = _field(request, "clusterName")
-        broker_name = _field(request, "brokerName")
+        cluster, broker_name = _broker_set(request)
         return _respond(self.controller.get_next_broker_id(cluster, broker_name))
 
     def apply_broker_id(self, conn: Connection, request: RemotingCommand) -> LeaderReply:
-        cluster = _field(request, "clusterName")
-        broker_name = _field(request, "brokerName")
+        cluster, broker_name = _broker_set(request)
         broker_id = _int_field(request, "appliedBrokerId")
         check_code = _field(request, "registerCheckCode")
         return _respond(self.controller.apply_broker_id(cluster, broker_name, broker_id, check_code))

@@ -11,6 +11,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy, memset
+from rmqd.cython_ext.byteorder cimport rd32, rd64, wr32, wr64
 
 import hashlib
 
@@ -28,34 +29,6 @@ OFFSET_MAP_ENTRY_SIZE = ENTRY
 BLANK_MAGIC = -875286124      # 0xCBD43194, CommitLog BLANK_MAGIC_CODE
 
 
-cdef inline int64_t _get64(const uint8_t* p) noexcept nogil:
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(8):
-        v = (v << 8) | p[i]
-    return <int64_t>v
-
-
-cdef inline int32_t _get32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint64_t>p[0] << 24) | (<uint64_t>p[1] << 16) | (<uint64_t>p[2] << 8) | p[3])
-
-
-cdef inline void _put64(uint8_t* p, int64_t v) noexcept nogil:
-    cdef uint64_t u = <uint64_t>v
-    cdef int i
-    for i in range(7, -1, -1):
-        p[i] = u & 0xFF
-        u >>= 8
-
-
-cdef inline void _put32(uint8_t* p, int32_t v) noexcept nogil:
-    cdef uint64_t u = <uint32_t_>v
-    p[0] = (u >> 24) & 0xFF
-    p[1] = (u >> 16) & 0xFF
-    p[2] = (u >> 8) & 0xFF
-    p[3] = u & 0xFF
-
-
 cdef inline void _put16(uint8_t* p, int16_t v) noexcept nogil:
     p[0] = (<uint32_t_>v >> 8) & 0xFF
     p[1] = <uint32_t_>v & 0xFF
@@ -68,17 +41,17 @@ cdef int _record_key(const uint8_t* rec, Py_ssize_t size, Py_ssize_t* kstart, Py
     cdef Py_ssize_t p, born_len, store_len, props_len, end, i, j
     if size < 60:
         return -1
-    sys_flag = _get32(rec + 36)
+    sys_flag = rd32(rec + 36)
     born_len = 20 if sys_flag & BORNHOST_V6 else 8
     store_len = 20 if sys_flag & STOREHOST_V6 else 8
     p = 48 + born_len
     if p + 8 > size:
         return -1
-    store_ts[0] = _get64(rec + p)
+    store_ts[0] = rd64(rec + p)
     p += 8 + store_len + 4 + 8
     if p + 4 > size:
         return -1
-    body_len[0] = _get32(rec + p)
+    body_len[0] = rd32(rec + p)
     if body_len[0] < 0:
         return -1
     p += 4 + body_len[0]
@@ -149,12 +122,12 @@ cdef class OffsetMap:
         free(self.table)
 
     cdef inline Py_ssize_t _slot(self, const uint8_t* digest) noexcept nogil:
-        cdef uint64_t h = <uint64_t>_get64(digest)
+        cdef uint64_t h = <uint64_t>rd64(digest)
         cdef Py_ssize_t i = <Py_ssize_t>(h % <uint64_t>self.slots)
         cdef uint8_t* e
         while True:
             e = self.table + i * ENTRY
-            if _get64(e + 16) == -1 or memcmp(e, digest, 16) == 0:
+            if rd64(e + 16) == -1 or memcmp(e, digest, 16) == 0:
                 return i
             i += 1
             if i == self.slots:
@@ -163,18 +136,18 @@ cdef class OffsetMap:
     cdef int _put(self, const uint8_t* digest, int64_t offset) noexcept nogil:
         cdef Py_ssize_t i = self._slot(digest)
         cdef uint8_t* e = self.table + i * ENTRY
-        if _get64(e + 16) == -1:
+        if rd64(e + 16) == -1:
             if self.size >= self.capacity:
                 return 0
             memcpy(e, digest, 16)
             self.size += 1
-        _put64(e + 16, offset)
+        wr64(e + 16, offset)
         if offset > self.last_offset:
             self.last_offset = offset
         return 1
 
     cdef int64_t _get(self, const uint8_t* digest) noexcept nogil:
-        return _get64(self.table + self._slot(digest) * ENTRY + 16)
+        return rd64(self.table + self._slot(digest) * ENTRY + 16)
 
     def put(self, bytes digest, int64_t offset) -> bool:
         return self._put(<const uint8_t*>PyBytes_AS_STRING(digest), offset) == 1
@@ -190,8 +163,8 @@ cdef inline bytes _digest(const uint8_t* rec, Py_ssize_t ks, Py_ssize_t kl):
 cdef const uint8_t* _unit_record(const uint8_t[::1] log, int64_t log_base, const uint8_t* u, Py_ssize_t i) except? NULL:
     """The record ConsumeQueue unit ``u`` (the ``i``-th of its segment) points to in ``log``, the CommitLog window
     that starts at ``log_base``; ValueError when it lies outside."""
-    cdef int64_t phys = _get64(u)
-    cdef int32_t size = _get32(u + 8)
+    cdef int64_t phys = rd64(u)
+    cdef int32_t size = rd32(u + 8)
     if size < 0 or phys < log_base or phys - log_base + size > log.shape[0]:
         raise ValueError(f"cq unit {i} points outside its log file ({phys}, {size})")
     return &log[phys - log_base]
@@ -220,10 +193,10 @@ def build_map(OffsetMap m, const uint8_t[::1] log, int64_t log_base, const uint8
     cdef bytes d
     for i in range(n):
         u = &cq[i * UNIT]
-        qoff = _get64(u + 28)
+        qoff = rd64(u + 28)
         if qoff <= after_offset:
             continue
-        d = _key_digest(_unit_record(log, log_base, u, i), _get32(u + 8), &body_len)
+        d = _key_digest(_unit_record(log, log_base, u, i), rd32(u + 8), &body_len)
         if d is not None and m._put(<const uint8_t*>PyBytes_AS_STRING(d), qoff) == 0:
             return i, True
     return n, False
@@ -251,10 +224,10 @@ def rewrite(OffsetMap m, const uint8_t[::1] log, int64_t log_base, const uint8_t
     cdef bytearray keep = bytearray(n)
     for i in range(n):
         u = &cq[i * UNIT]
-        qoff = _get64(u + 28)
+        qoff = rd64(u + 28)
         rec = _unit_record(log, log_base, u, i)
         if qoff <= upto_offset:
-            d = _key_digest(rec, _get32(u + 8), &body_len)
+            d = _key_digest(rec, rd32(u + 8), &body_len)
             if d is not None and _superseded(m._get(<const uint8_t*>PyBytes_AS_STRING(d)), qoff, body_len):
                 continue
         keep[i] = 1
@@ -279,8 +252,8 @@ def copy_units(const uint8_t[::1] log, int64_t log_base, const uint8_t[::1] cq, 
     for i in range(n):
         if keep[i]:
             u = &cq[i * UNIT]
-            phys = _get64(u)
-            size = _get32(u + 8)
+            phys = rd64(u)
+            size = rd32(u + 8)
             if size < 0 or phys < log_base or phys - log_base + size > log.shape[0]:
                 raise ValueError(f"cq unit {i} points outside its log file ({phys}, {size})")
             total += size
@@ -297,12 +270,12 @@ def copy_units(const uint8_t[::1] log, int64_t log_base, const uint8_t[::1] cq, 
             if not keep[i]:
                 continue
             u = &cq[i * UNIT]
-            phys = _get64(u)
-            size = _get32(u + 8)
+            phys = rd64(u)
+            size = rd32(u + 8)
             memcpy(w + pos, &log[phys - log_base], size)
-            _put64(w + pos + 28, out_base + pos)
+            wr64(w + pos + 28, out_base + pos)
             memcpy(wu + cq_n, u, UNIT)
-            _put64(wu + cq_n, out_base + pos)
+            wr64(wu + cq_n, out_base + pos)
             pos += size
             cq_n += UNIT
     return kept
@@ -325,9 +298,9 @@ def key_digests(const uint8_t[::1] log, int64_t log_base, const uint8_t[::1] cq)
     cdef uint8_t* pk = <uint8_t*><char*>keyed
     for i in range(n):
         u = &cq[i * UNIT]
-        po[i] = _get64(u + 28)
+        po[i] = rd64(u + 28)
         body_len = 0
-        d = _key_digest(_unit_record(log, log_base, u, i), _get32(u + 8), &body_len)
+        d = _key_digest(_unit_record(log, log_base, u, i), rd32(u + 8), &body_len)
         pl[i] = body_len
         if d is not None:
             memcpy(pd + 16 * i, PyBytes_AS_STRING(d), 16)
@@ -368,20 +341,20 @@ def survivors(OffsetMap m, const uint8_t[::1] digests, const int64_t[::1] offset
 def pack_unit(int64_t phys, int32_t size, int64_t tags_code, int64_t store_ts, int64_t queue_offset) -> bytes:
     """One 46-byte CQ unit (batchSize 1, compactOffset -1, reserved 0)."""
     cdef uint8_t buf[UNIT]
-    _put64(buf, phys)
-    _put32(buf + 8, size)
-    _put64(buf + 12, tags_code)
-    _put64(buf + 20, store_ts)
-    _put64(buf + 28, queue_offset)
+    wr64(buf, phys)
+    wr32(buf + 8, size)
+    wr64(buf + 12, tags_code)
+    wr64(buf + 20, store_ts)
+    wr64(buf + 28, queue_offset)
     _put16(buf + 36, 1)
-    _put32(buf + 38, -1)
-    _put32(buf + 42, 0)
+    wr32(buf + 38, -1)
+    wr32(buf + 42, 0)
     return PyBytes_FromStringAndSize(<char*>buf, UNIT)
 
 
 def set_phys_offset(bytearray rec, int64_t phys) -> None:
     """Rewrite PHYSICALOFFSET (byte 28) of a record in place."""
-    _put64(<uint8_t*><char*>rec + 28, phys)
+    wr64(<uint8_t*><char*>rec + 28, phys)
 
 
 def scan_cq(const uint8_t[::1] cq, int64_t base, int64_t log_len):
@@ -397,15 +370,15 @@ def scan_cq(const uint8_t[::1] cq, int64_t base, int64_t log_len):
     with nogil:
         for i in range(n):
             u = &cq[i * UNIT]
-            phys = _get64(u)
-            size = _get32(u + 8)
+            phys = rd64(u)
+            size = rd32(u + 8)
             if phys < 0 or size < 0:
                 break
             if phys - base + size > log_len or phys - base < end:
                 break
-            po[i] = _get64(u + 28)
+            po[i] = rd64(u + 28)
             if first_ts < 0:
-                first_ts = _get64(u + 20)
+                first_ts = rd64(u + 20)
             end = phys - base + size
             good += 1
     return good, end, first_ts, bytes(offs[:8 * good])
@@ -419,12 +392,12 @@ def window_bounds(const uint8_t[::1] cq, int64_t window):
     cdef int32_t size
     out = []
     while i < n:
-        first_phys = _get64(&cq[i * UNIT])
+        first_phys = rd64(&cq[i * UNIT])
         j = i
         end = first_phys
         while j < n:
-            phys = _get64(&cq[j * UNIT])
-            size = _get32(&cq[j * UNIT + 8])
+            phys = rd64(&cq[j * UNIT])
+            size = rd32(&cq[j * UNIT + 8])
             if j > i and phys + size - first_phys > window:
                 break
             end = phys + size

@@ -28,10 +28,15 @@ cdef inline double _now() noexcept nogil:
     return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
-cdef int _write_all(int fd, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+ctypedef ssize_t (*io_call)(int fd, void *buf, size_t count) noexcept nogil
+
+
+cdef int _transfer_all(io_call op, int fd, uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """Repeat ``op`` (read or write) until all ``n`` bytes at ``p`` are moved: 0, or -1 on an error or end of
+    stream."""
     cdef ssize_t k
     while n > 0:
-        k = write(fd, p, n)
+        k = op(fd, p, n)
         if k <= 0:
             return -1
         p += k
@@ -39,15 +44,12 @@ cdef int _write_all(int fd, const uint8_t* p, Py_ssize_t n) noexcept nogil:
     return 0
 
 
-cdef int _read_all(int fd, uint8_t* p, Py_ssize_t n) noexcept nogil:
-    cdef ssize_t k
-    while n > 0:
-        k = read(fd, p, n)
-        if k <= 0:
-            return -1
-        p += k
-        n -= k
-    return 0
+cdef inline int _write_all(int fd, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    return _transfer_all(<io_call>write, fd, <uint8_t*>p, n)
+
+
+cdef inline int _read_all(int fd, uint8_t* p, Py_ssize_t n) noexcept nogil:
+    return _transfer_all(read, fd, p, n)
 
 
 def run_sync_sender(int fd, bytes request, double seconds, double[::1] latencies, bytes ok_prefix):

@@ -12,6 +12,7 @@ bitmap) for the binary/string columns, little-endian int32/int64 arrays for the 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
+from rmqd.cython_ext.byteorder cimport rd32, rd64
 
 DEF BORNHOST_V6 = 0x10
 DEF STOREHOST_V6 = 0x20
@@ -35,18 +36,6 @@ SYSTEM_PROPERTIES = frozenset((
 
 cdef set _SYSTEM_B = {s.encode() for s in SYSTEM_PROPERTIES}
 cdef const char* HEX = b"0123456789ABCDEF"
-
-
-cdef inline int64_t _g64(const uint8_t* p) noexcept nogil:
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(8):
-        v = (v << 8) | p[i]
-    return <int64_t>v
-
-
-cdef inline int32_t _g32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint64_t>p[0] << 24) | (<uint64_t>p[1] << 16) | (<uint64_t>p[2] << 8) | p[3])
 
 
 cdef inline bytearray _raw(Py_ssize_t n):
@@ -143,26 +132,26 @@ cdef int _parse(const uint8_t* r, Py_ssize_t total, _Rec* out) noexcept nogil:
     cdef int32_t magic
     if total < 60:
         return -1
-    magic = _g32(r + 4)
+    magic = rd32(r + 4)
     if magic != MAGIC_V1 and magic != MAGIC_V2:
         return -1
-    out.qid = _g32(r + 12)
-    out.flag = _g32(r + 16)
-    out.qoff = _g64(r + 20)
-    out.phys = _g64(r + 28)
-    out.sys_flag = _g32(r + 36)
-    out.born_ts = _g64(r + 40)
+    out.qid = rd32(r + 12)
+    out.flag = rd32(r + 16)
+    out.qoff = rd64(r + 20)
+    out.phys = rd64(r + 28)
+    out.sys_flag = rd32(r + 36)
+    out.born_ts = rd64(r + 40)
     born_len = 20 if out.sys_flag & BORNHOST_V6 else 8
     out.store_len = 20 if out.sys_flag & STOREHOST_V6 else 8
     p = 48 + born_len
     if p + 8 + out.store_len + 4 + 8 + 4 > total:
         return -1
-    out.store_ts = _g64(r + p)
+    out.store_ts = rd64(r + p)
     out.store_host = r + p + 8
     p += 8 + out.store_len
-    out.reconsume = _g32(r + p)
+    out.reconsume = rd32(r + p)
     p += 4 + 8
-    out.body_len = _g32(r + p)
+    out.body_len = rd32(r + p)
     p += 4
     if out.body_len < 0 or p + out.body_len > total:
         return -1
@@ -310,8 +299,8 @@ def decode(const uint8_t[::1] buf, int64_t lo=-1, int64_t hi=-1, Py_ssize_t max_
     cdef int32_t total, magic
     cdef Columns cols = Columns(lo, hi, n, 64)
     while pos + 8 <= n:
-        total = _g32(b + pos)
-        magic = _g32(b + pos + 4)
+        total = rd32(b + pos)
+        magic = rd32(b + pos + 4)
         if magic != MAGIC_V1 and magic != MAGIC_V2:
             break
         if total < 60 or pos + total > n:
@@ -349,8 +338,8 @@ def decode_units(const uint8_t[::1] cq, Py_ssize_t pos, Py_ssize_t stop, int64_t
     cdef int32_t size
     cdef Py_ssize_t cl_len = cl.shape[0], damaged = 0
     while pos + 20 <= stop:
-        phys = _g64(&cq[pos])
-        size = _g32(&cq[pos + 8])
+        phys = rd64(&cq[pos])
+        size = rd32(&cq[pos + 8])
         if size == 0:
             return pos, 3, damaged
         if size != BLANK_UNIT and size < 60:           # no record is this short
@@ -360,7 +349,7 @@ def decode_units(const uint8_t[::1] cq, Py_ssize_t pos, Py_ssize_t stop, int64_t
                 return pos, 1, damaged
             if cols.record_bytes and cols.record_bytes + size > max_bytes:
                 return pos, 2, damaged
-            if _g32(&cl[phys - cl_base]) != size or cols.add(&cl[phys - cl_base], size) < 0:
+            if rd32(&cl[phys - cl_base]) != size or cols.add(&cl[phys - cl_base], size) < 0:
                 damaged += 1
         pos += 20
     return pos, 0, damaged

@@ -206,6 +206,14 @@ cdef inline bint _ascii_slice(Slice* s, const uint8_t* p, Py_ssize_t n) noexcept
     return True
 
 
+cdef inline Py_ssize_t _length_at(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t end) noexcept nogil:
+    """The big-endian int32 length at ``p + pos``, ``pos`` moved past it: -1 when it is negative or more than the
+    bytes left before ``end``."""
+    cdef Py_ssize_t length = <int>be32(p + pos[0])
+    pos[0] += 4
+    return length if 0 <= length <= end - pos[0] else -1
+
+
 cdef bint _scan_binary(const uint8_t* p, Py_ssize_t n, Header* h, long long* code, long long* flag,
                        long long* opaque) noexcept nogil:
     """Read a ROCKETMQ (binary) request header into ``h`` the way the JSON scanner fills it: every
@@ -218,14 +226,13 @@ cdef bint _scan_binary(const uint8_t* p, Py_ssize_t n, Header* h, long long* cod
     code[0] = (p[0] << 8) | p[1]
     opaque[0] = <int>be32(p + 5)
     flag[0] = <int>be32(p + 9)
-    remark_len = <int>be32(p + 13)
-    pos = 17
-    if remark_len < 0 or remark_len > n - pos - 4:
+    pos = 13
+    remark_len = _length_at(p, &pos, n - 4)             # the extFields length follows the remark
+    if remark_len < 0:
         return False
     pos += remark_len
-    ext_len = <int>be32(p + pos)
-    pos += 4
-    if ext_len < 0 or ext_len > n - pos:
+    ext_len = _length_at(p, &pos, n)
+    if ext_len < 0:
         return False
     h.code.kind = h.flag.kind = h.opaque.kind = V_ABSENT
     h.has_ext = ext_len > 0
@@ -241,9 +248,8 @@ cdef bint _scan_binary(const uint8_t* p, Py_ssize_t n, Header* h, long long* cod
         if not _ascii_slice(&h.keys[h.n_ext], p + pos, klen):
             return False
         pos += klen
-        vlen = <int>be32(p + pos)
-        pos += 4
-        if vlen < 0 or vlen > end - pos:
+        vlen = _length_at(p, &pos, end)
+        if vlen < 0:
             return False
         if not _ascii_slice(&h.vals[h.n_ext], p + pos, vlen):
             return False
@@ -332,6 +338,15 @@ cdef long long _int(object v) except? -1:
 
 cdef inline bint _fits_int(long long v) noexcept nogil:
     return -2147483648 <= v <= 2147483647
+
+
+cdef inline tuple _send_fields(long long code, tuple v2_names, tuple v1_names):
+    """The extFields names of a send of ``code``: SEND_MESSAGE_V2 (310) or SEND_MESSAGE (10); None for another code."""
+    if code == 310:
+        return v2_names
+    if code == 10:
+        return v1_names
+    return None
 
 
 cdef inline const Slice* _field(const Header* h, tuple names, int i):
@@ -595,11 +610,8 @@ cdef class SendLane:
                 return None
         elif not scan_header(p + 8, hlen, &h) or not h.has_ext or not slice_int(&h.code, &code):
             return None
-        if code == 310:
-            names = V2_FIELDS_B
-        elif code == 10:
-            names = V1_FIELDS_B
-        else:
+        names = _send_fields(code, V2_FIELDS_B, V1_FIELDS_B)
+        if names is None:
             return None
         self._v2 = code == 310
         if stype == 0 and h.flag.kind != V_ABSENT and (h.flag.kind != V_NUM or not slice_int(&h.flag, &rpc_flag)):
@@ -741,11 +753,8 @@ cdef class SendLane:
         cdef long long born_ts
         if not self.enabled or type(ext) is not dict:
             return None
-        if code == 310:
-            names = V2_FIELDS
-        elif code == 10:
-            names = V1_FIELDS
-        else:
+        names = _send_fields(code, V2_FIELDS, V1_FIELDS)
+        if names is None:
             return None
         self._v2 = code == 310
         v = (<dict>ext).get(names[F_TOPIC])

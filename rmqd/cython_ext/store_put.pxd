@@ -126,6 +126,7 @@ cdef class PutEngine:
     cdef int _cq_put(self, QueueState st, long long qoff, long long phys, int size,
                      long long tags) except -1
     cdef int _index_key(self, unsigned int h, long long phys, long long ts) except -1
+    cdef int _indexed(self, long long phys) except -1
     cdef int _index(self, str topic, keys, uniq, long long phys, long long ts) except -1
     cdef object _prep(self, Prep* p, MessageToStore m, list keep)
     cdef void _write_record(self, Prep* p, long long qoff, long long phys, long long store_ts)

@@ -454,17 +454,24 @@ cdef class PutEngine:
         log.error("index: cannot add key at %d", phys)
         return 0
 
+    cdef int _indexed(self, long long phys) except -1:
+        """1 when the record at ``phys`` is indexed already: below the open index file's end offset, or (none open)
+        below the last file's."""
+        if self.ix_ptr is not None and self.ix_ptr.p != NULL and phys < rd64(self.ix_ptr.p + 24):
+            return 1
+        if self.ix_ptr is None:
+            files = self.index.files
+            if files and phys < files[len(files) - 1].end_phy_offset:
+                return 1
+        return 0
+
     cdef int _index(self, str topic, keys, uniq, long long phys, long long ts) except -1:
         cdef unsigned int base
         cdef Py_ssize_t i, j, n
         cdef str ks
         cdef Py_UCS4 ch
-        if self.ix_ptr is not None and self.ix_ptr.p != NULL and phys < rd64(self.ix_ptr.p + 24):
-            return 0      # already indexed
-        if self.ix_ptr is None:
-            files = self.index.files
-            if files and phys < files[len(files) - 1].end_phy_offset:
-                return 0
+        if self._indexed(phys):
+            return 0
         base = hash_units(hash_units(0, topic, 0, len(topic)), "#", 0, 1)
         if uniq is not None and len(uniq) > 0:
             ks = <str?>uniq
@@ -501,12 +508,8 @@ cdef class PutEngine:
         """:meth:`_index` on the UTF-8 KEYS / UNIQ_KEY values of a stored record (no str built for ASCII)."""
         cdef unsigned int base
         cdef Py_ssize_t i, j
-        if self.ix_ptr is not None and self.ix_ptr.p != NULL and phys < rd64(self.ix_ptr.p + 24):
-            return 0      # already indexed
-        if self.ix_ptr is None:
-            files = self.index.files
-            if files and phys < files[len(files) - 1].end_phy_offset:
-                return 0
+        if self._indexed(phys):
+            return 0
         base = hash_units(hash_units(0, topic, 0, len(topic)), "#", 0, 1)
         if ulen > 0:
             self._index_key(hash_utf8(base, uniq, ulen), phys, ts)

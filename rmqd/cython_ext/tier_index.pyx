@@ -14,6 +14,7 @@ byte for byte) live in the layout module.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
+from rmqd.cython_ext.byteorder cimport rd32, rd64, wr32, wr64
 
 DEF HEADER = 28
 DEF SLOT = 8
@@ -21,34 +22,6 @@ DEF ITEM = 32
 DEF CITEM = 28
 DEF BEGIN_MAGIC = -1127939447        # 0xCCDDEEFF ^ 1880681590 as a Java int
 DEF END_MAGIC = -1127939451          # 0xCCDDEEFF ^ 1880681594
-
-
-cdef inline int32_t rd32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
-
-
-cdef inline int64_t rd64(const uint8_t* p) noexcept nogil:
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(8):
-        v = (v << 8) | p[i]
-    return <int64_t>v
-
-
-cdef inline void wr32(uint8_t* p, int32_t v) noexcept nogil:
-    cdef uint32_t u = <uint32_t>v
-    p[0] = u >> 24
-    p[1] = (u >> 16) & 0xFF
-    p[2] = (u >> 8) & 0xFF
-    p[3] = u & 0xFF
-
-
-cdef inline void wr64(uint8_t* p, int64_t v) noexcept nogil:
-    cdef uint64_t u = <uint64_t>v
-    cdef int i
-    for i in range(8):
-        p[7 - i] = u & 0xFF
-        u >>= 8
 
 
 cdef inline int64_t slot_of(int32_t h, int64_t slots) noexcept nogil:

@@ -32,7 +32,7 @@ from rmqd.broker.context import BrokerContext
 from rmqd.pop.codes import INVALID_PARAMETER, POLLING_TIMEOUT
 from rmqd.pop.frontend import Busy
 from rmqd.lite.subscriptions import LiteError, OffsetOption
-from rmqd.processors.json_values import json_int
+from rmqd.common.json_values import json_int
 from rmqd.processors.pop_message import FAQ_APPLY_TOPIC
 from rmqd.remoting.codes import ResponseCode
 from rmqd.remoting.command import RemotingCommand, error_response, new_request, new_response, require

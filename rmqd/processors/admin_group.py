@@ -31,6 +31,7 @@ from rmqd.remoting.command import (RemotingCommand, error_response, ext_bool, ne
 from rmqd.store.message import decode_offset_msg_id
 from rmqd.store import group_attributes
 from rmqd.store.metadata import SubscriptionGroupConfig
+from rmqd.store.config import wall_clock_ms
 
 if TYPE_CHECKING:
     from rmqd.processors.handles import RequestPeer
@@ -68,10 +69,6 @@ def _java_date(ms: int) -> str:
     return time.strftime("%Y-%m-%d#%H:%M:%S", t) + ":%03d" % (ms % 1000)
 
 V3_0_7_SNAPSHOT = 43   # MQVersion ordinal: first client able to handle 220 / 221
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class GroupAdminProcessor:
@@ -467,7 +464,7 @@ class GroupAdminProcessor:
             return error_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         store = ctx.store
         spans: list[fastjson.Encodable] = []
-        now = _now_ms()
+        now = wall_clock_ms()
         for qid in range(tc.write_queue_nums):
             mq = fastjson.MessageQueue(topic, ctx.config.brokerName, qid)
             min_time = max(0, store.get_earliest_message_time(topic, qid))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Union
 
 import orjson
@@ -21,6 +20,7 @@ from rmqd.remoting.dispatch import Dispatcher
 from rmqd.remoting.fastjson import loads_lenient
 from rmqd.common.json_values import json_int
 from rmqd.remoting.java_errors import NullBodyError
+from rmqd.store.config import wall_clock_ms
 
 if TYPE_CHECKING:
     from rmqd.processors.handles import RequestPeer
@@ -30,10 +30,6 @@ log = logging.getLogger(__name__)
 DEFAULT_LOCK_MAX_LIVE_TIME_MS = int(os.environ.get("ROCKETMQ_BROKER_REBALANCE_LOCKMAXLIVETIME", "60000"))
 
 MQKey = tuple[str, str, int]  # (topic, brokerName, queueId)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class LockEntry:
@@ -48,7 +44,7 @@ class RebalanceLockManager:
     """group → {(topic, brokerName, queueId): LockEntry}."""
 
     def __init__(self, max_live_time_ms: int = DEFAULT_LOCK_MAX_LIVE_TIME_MS,
-                 clock: Callable[[], int] = _now_ms) -> None:
+                 clock: Callable[[], int] = wall_clock_ms) -> None:
         self.max_live_time_ms = max_live_time_ms
         self.clock = clock
         self._table: dict[str, dict[MQKey, LockEntry]] = {}

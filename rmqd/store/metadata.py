@@ -23,6 +23,7 @@ from rmqd.common.constants import (BENCHMARK_TOPIC, DLQ_GROUP_TOPIC_PREFIX, OFFS
                             SCHEDULE_TOPIC, SELF_TEST_TOPIC, TRACE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
                             TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC)
 from rmqd.common.constants import AUTO_CREATE_TOPIC_KEY_TOPIC as TBW102
+from rmqd.common.backup_read import read_with_backup
 from rmqd.common.data_version import DataVersion
 from rmqd.common.fileutil import atomic_write  # noqa: F401  (re-exported for callers)
 from rmqd.remoting.fastjson import loads_lenient
@@ -81,22 +82,17 @@ TOPIC_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
 # ---------------------------------------------------------------------------------- JSON I/O
+def _parse_config_json(raw: bytes) -> "JsonValue":
+    """A config file's JSON; ValueError when it is empty or corrupt (incl. UnicodeDecodeError: flipped bytes)."""
+    if not raw.strip():
+        raise ValueError("the file is empty")
+    return loads_lenient(raw.decode("utf-8"))
+
+
 def load_json_file(path: str) -> "Optional[JsonValue]":
     """Parse ``path``, falling back to ``path.bak`` if missing/empty/corrupt; None if neither."""
-    for p in (path, path + ".bak"):
-        try:
-            with open(p, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            continue
-        if not raw.strip():
-            log.warning("config file %s is empty", p)
-            continue
-        try:
-            return loads_lenient(raw.decode("utf-8"))
-        except ValueError as e:   # bad JSON, incl. UnicodeDecodeError (flipped bytes)
-            log.error("config file %s is corrupt (%s); trying the backup", p, e)
-    return None
+    found = read_with_backup(path, _parse_config_json, (ValueError,), "config file")
+    return None if found is None else found[1]
 
 
 def dumps_pretty(obj: Mapping[str, object]) -> str:
@@ -543,18 +539,19 @@ class SubscriptionGroupManager(ConfigManager["SubscriptionGroupsFileJson"]):
 
 
 # ---------------------------------------------------------------------------------- offsets
-class _Periodic:
-    """Mixin: persist every ``interval_s`` when dirty, and on :meth:`shutdown`."""
+def _topic_group(key: str) -> tuple[str, str]:
+    """(topic, group) of a consumer offset table key ``topic@group``."""
+    topic, _, group = key.partition("@")
+    return topic, group
+
+
+class PeriodicConfigManager(ConfigManager[DocT]):
+    """A config file persisted every ``interval_s`` when dirty, and on :meth:`shutdown`."""
 
     interval_s = 5.0
-    if TYPE_CHECKING:                      # given by ConfigManager, which it is mixed into
-        path: str
-        file_name: str
-        _lock: threading.RLock
 
-        def persist(self) -> None: ...
-
-    def _init_periodic(self) -> None:
+    def __init__(self, config_dir: str) -> None:
+        super().__init__(config_dir)
         self._dirty = False
         self._stopping = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -589,15 +586,14 @@ class _Periodic:
         self.persist()
 
 
-class ConsumerOffsetManager(_Periodic, ConfigManager["ConsumerOffsetFileJson"]):
+class ConsumerOffsetManager(PeriodicConfigManager["ConsumerOffsetFileJson"]):
     """consumerOffset.json ``{"offsetTable":{"T@G":{"0":123}}}``; persisted every 5 s if changed."""
 
     file_name = "consumerOffset.json"
     interval_s = 5.0
 
     def __init__(self, config_dir: str) -> None:
-        ConfigManager.__init__(self, config_dir)
-        self._init_periodic()
+        super().__init__(config_dir)
         self.reset_table: dict[str, dict[int, int]] = {}     # "topic@group" -> queue -> pending reset offset
         self.table: dict[str, dict[int, int]] = {}
         #: bumped on every change in this process (a master's slaves copy the table when it moved: rmqd.replicas)
@@ -677,19 +673,15 @@ class ConsumerOffsetManager(_Periodic, ConfigManager["ConsumerOffsetFileJson"]):
 
     def remove_offset(self, group: str, topic: Optional[str] = None) -> int:
         """Drop offsets of ``group`` (all topics, or just ``topic``); returns entries removed."""
-        with self._lock:
-            gone = [k for k in self.table if k.split("@", 1)[1] == group
-                    and (topic is None or k.split("@", 1)[0] == topic)]
-            for k in gone:
-                del self.table[k]
-            if gone:
-                self._dirty = True
-                self.change_count += 1
-            return len(gone)
+        return self._remove_where(lambda t, g: g == group and (topic is None or t == topic))
 
     def remove_topic(self, topic: str) -> int:
+        return self._remove_where(lambda t, g: t == topic)
+
+    def _remove_where(self, match: Callable[[str, str], bool]) -> int:
+        """Drop the offsets whose ``topic@group`` key ``match(topic, group)``; returns entries removed."""
         with self._lock:
-            gone = [k for k in self.table if k.split("@", 1)[0] == topic]
+            gone = [k for k in self.table if match(*_topic_group(k))]
             for k in gone:
                 del self.table[k]
             if gone:
@@ -711,15 +703,14 @@ class ConsumerOffsetManager(_Periodic, ConfigManager["ConsumerOffsetFileJson"]):
                 self.change_count += 1
 
 
-class DelayOffsetManager(_Periodic, ConfigManager["DelayOffsetFileJson"]):
+class DelayOffsetManager(PeriodicConfigManager["DelayOffsetFileJson"]):
     """delayOffset.json ``{"offsetTable":{1:0,2:17}}`` (level → next SCHEDULE queue offset)."""
 
     file_name = "delayOffset.json"
     interval_s = 10.0
 
     def __init__(self, config_dir: str) -> None:
-        ConfigManager.__init__(self, config_dir)
-        self._init_periodic()
+        super().__init__(config_dir)
         self.table: dict[int, int] = {}
 
     def encode(self) -> "DelayOffsetFileJson":

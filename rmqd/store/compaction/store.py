@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypedDict
 
+from rmqd.common.backup_read import read_with_backup
 from rmqd.common.service_thread import ServiceThread
 from rmqd.store.compaction.config import PIPELINE_DIR, CompactionConfig
 from rmqd.store.layer import StoreLayer
@@ -88,6 +89,11 @@ class QueueStatus(TypedDict):
     last_error: str
 
 
+def _parse_checkpoint(raw: bytes) -> dict[str, int]:
+    """The ``queueOffsetMap`` of a position checkpoint file."""
+    return {k: int(v) for k, v in json.loads(raw).get("queueOffsetMap", {}).items()}
+
+
 class PositionCheckpoint:
     """``compaction/position-checkpoint``: {"queueOffsetMap": {"<topic>_<qid>": lastCompactedOffset}},
     rewritten atomically (tmp + fsync + rename)."""
@@ -98,14 +104,9 @@ class PositionCheckpoint:
         self._lock = threading.Lock()
 
     def load(self) -> None:
-        for p in (self.path, self.path + ".bak"):
-            if os.path.exists(p):
-                try:
-                    with open(p, "rb") as f:
-                        self.offsets = {k: int(v) for k, v in json.load(f).get("queueOffsetMap", {}).items()}
-                    return
-                except (ValueError, OSError) as exc:
-                    log.error("compaction checkpoint %s unreadable (%s); trying the backup", p, exc)
+        found = read_with_backup(self.path, _parse_checkpoint, (ValueError, OSError), "compaction checkpoint")
+        if found is not None:
+            self.offsets = found[1]
 
     def get(self, topic: str, qid: int) -> int:
         return self.offsets.get(f"{topic}_{qid}", -1)

@@ -22,6 +22,7 @@ import threading
 import zlib
 from typing import Callable, Optional
 
+from rmqd.common.backup_read import read_with_backup
 from rmqd.common.fileutil import atomic_write
 
 log = logging.getLogger(__name__)
@@ -74,18 +75,9 @@ class EpochFileCache:
         self._load()
 
     def _load(self) -> None:
-        for candidate in (self.path, self.path + ".bak"):
-            if not os.path.exists(candidate):
-                continue
-            try:
-                with open(candidate, encoding="utf-8") as f:
-                    self.entries = decode(f.read())
-                if candidate != self.path:
-                    log.warning("epoch file %s unreadable: using its backup", self.path)
-                return
-            except (OSError, EpochFileError) as exc:
-                log.error("epoch file %s unreadable: %s", candidate, exc)
-        self.entries = []
+        found = read_with_backup(self.path, lambda raw: decode(raw.decode("utf-8")),
+                                 (OSError, EpochFileError, UnicodeDecodeError), "epoch file")
+        self.entries = [] if found is None else found[1]
 
     def _persist(self) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)

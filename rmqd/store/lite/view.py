@@ -47,19 +47,22 @@ class LiteStoreView(StoreLayer):
     def _lite(self, topic: str) -> Optional[tuple[str, str]]:
         return parse_lmq(topic) if topic[:1] == "%" else None
 
+    def _lite_bounds(self, parent_lite: tuple[str, str], queue_id: int) -> tuple[int, int]:
+        """(min, max) offset of a lite queue: (0, 0) when the index has none, or for a queue id other than 0."""
+        q = self.index.queue(*parent_lite)
+        return (q.min_offset, q.max_offset) if q is not None and queue_id == 0 else (0, 0)
+
     def get_max_offset(self, topic: str, queue_id: int) -> int:
         pl = self._lite(topic)
         if pl is None:
             return self.inner.get_max_offset(topic, queue_id)
-        q = self.index.queue(*pl)
-        return q.max_offset if q is not None and queue_id == 0 else 0
+        return self._lite_bounds(pl, queue_id)[1]
 
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         pl = self._lite(topic)
         if pl is None:
             return self.inner.get_min_offset(topic, queue_id)
-        q = self.index.queue(*pl)
-        return q.min_offset if q is not None and queue_id == 0 else 0
+        return self._lite_bounds(pl, queue_id)[0]
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
         pl = self._lite(topic)
