@@ -47,7 +47,10 @@ def test_a_slave_copies_users_and_acls_and_signs_its_sync(group_factory) -> None
     make_user(master.address)
     wait_until(lambda: slave.auth.store.state.users.get("replicated"), 10, interval=0.05, what="the user on the slave")
     print(f"user on the slave {time.monotonic() - t0:.2f} s after its creation")
-    assert slave.auth.store.state.version == master.auth.store.state.version
+    # the user and its ACL are two changes: the slave may copy the first before the second is made
+    wait_until(lambda: slave.auth.store.state.version == master.auth.store.state.version, 10, interval=0.05,
+               what=lambda: f"the slave at the master's auth version ({slave.auth.store.state.version} vs "
+                            f"{master.auth.store.state.version})")
     wait_until(lambda: slave.topic_config_manager.get("ReplTopic"), 10, interval=0.05, what="the topic on the slave (a signed sync)")
     # the slave decides with its copy
     r = signed(slave.address, 3005, {"filter": "repl"}, cred=("replicated", "replPass01"))
