@@ -34,6 +34,10 @@ CLUSTER = "FailoverCluster"
 
 #: a send's time-out in :class:`RoutedProducer`: the Java client's default sendMsgTimeout (3 s)
 SEND_TIMEOUT_S = 3.0
+#: a connect to a live server here takes well under a millisecond; one that takes longer is to a host cut off, and the
+#: producer asks the route again rather than wait (a 5 s connect once added 5 s to a failover: connect to the
+#: cut-off master the route still named a moment before the new master registered)
+CONNECT_TIMEOUT_S = 1.0
 
 #: short timers so a CI round is seconds (the 5.x defaults are 10 s heartbeat timeout, 5 s polls)
 FAST = dict(brokerHeartbeatInterval=300, controllerHeartBeatTimeoutMills=3000, syncBrokerMetadataPeriod=1000,
@@ -271,7 +275,7 @@ class RoutedProducer:
                     time.sleep(0.05)
                     continue
                 try:
-                    client = BlockingClient(addr, timeout=5)
+                    client = BlockingClient(addr, timeout=CONNECT_TIMEOUT_S)
                 except OSError:
                     client = None
                     time.sleep(0.05)
