@@ -68,7 +68,7 @@ class Controller:
                              heartbeat_interval_s=int(config.controllerRaftHeartbeatIntervalMs) / 1000.0,
                              password=str(config.controllerRaftPassword or "") or None,
                              on_role_change=self._on_role_change, append_meter=append_meter)
-        self.policy = DefaultElectPolicy(heartbeat.is_active, heartbeat.live_info)
+        self.policy = DefaultElectPolicy(heartbeat.is_active, heartbeat.live_info, heartbeat.is_fresh)
         self._write_lock = asyncio.Lock()
         self._ready_term = -1                      # the term in which this leader committed its first entry
         self._leader_task: Optional[asyncio.Task[None]] = None

@@ -119,6 +119,12 @@ class BrokerHeartbeatManager:
         info = self._table.get((cluster, broker_name, int(broker_id)))
         return info is not None and info.lastUpdateTimestamp + info.heartbeatTimeoutMillis >= self._clock()
 
+    def is_fresh(self, cluster: str, broker_name: str, broker_id: int) -> bool:
+        """Alive, with a heartbeat at most half its time-out old. A member whose heartbeats stopped when the
+        master's did (cut off on the master's side of a partition) is still alive for a while but not fresh."""
+        info = self._table.get((cluster, broker_name, int(broker_id)))
+        return info is not None and self._clock() - info.lastUpdateTimestamp <= info.heartbeatTimeoutMillis // 2
+
     def live_info(self, cluster: str, broker_name: str, broker_id: int) -> Optional[BrokerLiveInfo]:
         return self._table.get((cluster, broker_name, int(broker_id)))
 

@@ -338,3 +338,28 @@ def test_a_malformed_log_entry_is_a_value_error(payload):
     """Controller.apply_entry skips (and logs) an entry that raises ValueError; an unhashable type raised TypeError."""
     with pytest.raises(ValueError):
         decode_events(payload)
+
+
+def test_elect_master_prefers_a_fresh_candidate_to_one_cut_off_with_the_master(rim):
+    # A partition cut the master (1) off with slave 2 at the same moment: 2 is still within its 3 s time-out when
+    # 1 expires, but its heartbeat is as old; 3 heartbeats on. 2 ranks first (higher offset), yet 3 is elected: 2
+    # would be master only until its own heartbeat expired, leaving it alone in the SyncStateSet and no master.
+    clock = Clock()
+    hb = BrokerHeartbeatManager(clock)
+    mock_metadata(rim)
+    heartbeats(hb, [(1, 3000, 1, 5, 0)])
+    clock.now += 100
+    heartbeats(hb, [(2, 3000, 1, 5, 0)])                 # the cut: neither 1 nor 2 heartbeats after this
+    clock.now += 2950
+    heartbeats(hb, [(3, 3000, 1, 4, 0)])
+    assert not hb.is_active(CLUSTER, NAME, 1) and hb.is_active(CLUSTER, NAME, 2) and hb.is_fresh(CLUSTER, NAME, 3)
+    assert not hb.is_fresh(CLUSTER, NAME, 2)
+    result = rim.elect_master(CLUSTER, NAME, None, False, DefaultElectPolicy(hb.is_active, hb.live_info, hb.is_fresh))
+    assert result.code == 0 and result.header["masterBrokerId"] == 3
+    # without the freshness order (Java's policy) the slave cut off with the master wins
+    assert DefaultElectPolicy(hb.is_active, hb.live_info).elect(CLUSTER, NAME, [1, 2, 3], None, 1, None) == 2
+    # when no candidate is fresh, the alive ones are ranked as before
+    clock.now += 1600
+    assert not hb.is_fresh(CLUSTER, NAME, 3) and hb.is_active(CLUSTER, NAME, 3)
+    assert DefaultElectPolicy(hb.is_active, hb.live_info, hb.is_fresh).elect(CLUSTER, NAME, [1, 2, 3], None, 1,
+                                                                             None) == 3
