@@ -316,9 +316,15 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
     def topics(self) -> list[str]:
         return list(self.table)
 
-    def _changed(self, tc: Optional[TopicConfig]) -> None:
+    def _changed(self) -> None:
+        """Under the lock: a new data version, persisted. The caller then calls :meth:`_notify` outside it."""
         self.data_version.next_version()
         self.persist()
+
+    def _notify(self, tc: Optional[TopicConfig]) -> None:
+        """``on_change`` after the lock is released: the broker's callback builds a registration body, which takes
+        its own lock and then this table's (called under this lock, a registration built at the same moment by
+        another thread deadlocked both for good: the transaction checker creating the half topic)."""
         if self.on_change is not None:
             try:
                 self.on_change(tc)
@@ -331,7 +337,8 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
             old = self.table.get(tc.topic_name)
             self.table[tc.topic_name] = tc
             log.debug("topic config %s: %s -> %s", "updated" if old else "created", old, tc)
-            self._changed(tc)
+            self._changed()
+        self._notify(tc)
 
     def update_many(self, tcs: list[TopicConfig]) -> None:
         """Create or replace several topic configs: one persist, then one notification per topic."""
@@ -359,8 +366,10 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
             old = self.table.pop(topic, None)
             if old is not None:
                 log.debug("topic config deleted: %s", old)
-                self._changed(None)
-            return old
+                self._changed()
+        if old is not None:
+            self._notify(None)
+        return old
 
     def create_topic_in_send_message_method(self, topic: str, default_topic: str, remote_addr: str,
                                             client_default_topic_queue_nums: int,
@@ -386,8 +395,9 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
             tc = TopicConfig(topic, n, n, perm & ~PERM_INHERIT, dflt.topic_filter_type, topic_sys_flag)
             self.table[topic] = tc
             log.debug("auto-created topic %s from %s for %s: %s", topic, default_topic, remote_addr, tc)
-            self._changed(tc)
-            return tc
+            self._changed()
+        self._notify(tc)
+        return tc
 
     def create_topic_in_send_message_back_method(self, topic: str, client_queue_nums: int,
                                                  perm: int = PERM_READ | PERM_WRITE,
@@ -400,8 +410,9 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
             tc = TopicConfig(topic, client_queue_nums, client_queue_nums, perm, "SINGLE_TAG",
                              topic_sys_flag)
             self.table[topic] = tc
-            self._changed(tc)
-            return tc
+            self._changed()
+        self._notify(tc)
+        return tc
 
     def create_retry_topic(self, group: str, retry_queue_nums: int = 1) -> TopicConfig:
         return self.create_topic_in_send_message_back_method(retry_topic(group), retry_queue_nums)

@@ -1,5 +1,8 @@
 import json
 import os
+import threading
+
+import pytest
 
 from rmqd.store.metadata import (PERM_INHERIT, PERM_READ, PERM_WRITE, TBW102, ConsumerOffsetManager,
                                  DelayOffsetManager, SubscriptionGroupManager, TopicConfig,
@@ -128,3 +131,26 @@ def test_controller_mode_creates_the_transaction_topics_at_start_as_5x(tmp_path)
         tc = eager.table[t]
         assert (tc.read_queue_nums, tc.write_queue_nums, tc.perm) == (1, 1, PERM_READ | PERM_WRITE)
         assert eager.is_system_topic(t)
+
+
+@pytest.mark.parametrize("change", ["update", "back_method", "send_method", "delete"])
+def test_the_change_callback_runs_with_the_table_unlocked(tmp_path, change):
+    # The broker's callback builds a registration body (its own lock, then this table's). Called under the table's
+    # lock, it deadlocked for good with a body built at the same moment on another thread (the transaction checker
+    # creating the half topic, seen twice in full runs). Another thread must be able to read the table meanwhile.
+    read_in_callback = []
+
+    def on_change(_tc):
+        t = threading.Thread(target=lambda: read_in_callback.append(tcm.wrapper()), daemon=True)
+        t.start()
+        t.join(5)
+        read_in_callback.append(not t.is_alive())
+
+    tcm = TopicConfigManager(str(tmp_path), on_change=on_change)
+    tcm.update(TopicConfig("Existing", 1, 1))
+    read_in_callback.clear()
+    {"update": lambda: tcm.update(TopicConfig("T1", 1, 1)),
+     "back_method": lambda: tcm.create_topic_in_send_message_back_method("%RETRY%g", 1),
+     "send_method": lambda: tcm.create_topic_in_send_message_method("T2", "TBW102", "127.0.0.1:1", 4),
+     "delete": lambda: tcm.delete("Existing")}[change]()
+    assert read_in_callback and read_in_callback[-1] is True, "the table was locked while the callback ran"
