@@ -106,21 +106,34 @@ def _free(port: int) -> bool:
 PORT_RANGE = (20000, 32000)
 
 
-def _any_port(rng: random.Random) -> int:
+#: a controller's Raft port is its own + controllerRaftPortOffset (rmqd/controller/config.py)
+RAFT_PORT_OFFSET = 1000
+
+
+def ports_the_page_names(text: str) -> set[int]:
+    """Port numbers a page's examples use as they are (not substituted: e.g. a controller at 127.0.0.1:19878) and
+    the Raft ports those imply (+1000): the page's own servers must not take them (one did: 20878, the Raft port
+    of the example's controller at 19878, which then could not bind it)."""
+    named = {int(n) for n in re.findall(r"(?<![\d.])(\d{4,5})(?![\d.])", text) if 1024 <= int(n) <= 65535}
+    return named | {n + RAFT_PORT_OFFSET for n in named}
+
+
+def _any_port(rng: random.Random, avoid: "set[int] | frozenset[int]" = frozenset()) -> int:
     while True:
         p = rng.randrange(*PORT_RANGE)
-        if _free(p):
+        if p not in avoid and _free(p):
             return p
 
 
-def page_ports() -> dict[str, int]:
+def page_ports(avoid: "set[int] | frozenset[int]" = frozenset()) -> dict[str, int]:
     """Free ports for one page: the broker's with its VIP (port-2) and HA (port+1) ports and room for a second
-    broker of ``--brokers 2`` (port+10, its -2 and +1), and the metrics port with port+1 (that broker's)."""
+    broker of ``--brokers 2`` (port+10, its -2 and +1), and the metrics port with port+1 (that broker's); none of
+    them (or the neighbours they imply) in ``avoid``."""
     rng = random.Random()
     ports: dict[str, int] = {}
     for _ in range(200):
-        p = _any_port(rng)
-        if all(_free(p + d) for d in (-2, 1, 8, 10, 11)):
+        p = _any_port(rng, avoid)
+        if all(_free(p + d) and p + d not in avoid for d in (-2, 1, 8, 10, 11)):
             ports["broker"], ports["vip"] = p, p - 2
             break
     else:
@@ -128,8 +141,8 @@ def page_ports() -> dict[str, int]:
     taken = {ports["broker"] + d for d in range(-2, 12)}
     for name in ("namesrv", "console", "grpc", "metrics", "console2"):
         while True:
-            p = _any_port(rng)
-            if not {p, p + 1} & taken and (name != "metrics" or _free(p + 1)):
+            p = _any_port(rng, avoid)
+            if not {p, p + 1} & (taken | avoid) and (name != "metrics" or _free(p + 1)):
                 break
         ports[name] = p
         taken.update({p, p + 1})
@@ -224,7 +237,7 @@ class PageRun:
         self.path = path
         self.dir = scratch
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.ports = page_ports()
+        self.ports = page_ports(ports_the_page_names(path.read_text(encoding="utf-8")))
         self.servers: list[Server] = []
         self.bin = self.dir / ".doc-bin"
         self.bin.mkdir(exist_ok=True)
