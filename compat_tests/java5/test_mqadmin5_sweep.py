@@ -97,6 +97,13 @@ def messages(text: str) -> str:
     return re.sub(r"(?i)(commitLog ?offset[=:]\s*)\d+", r"\1<offset>", text)
 
 
+def without_own_client(text: str) -> str:
+    """The ``producer`` listing without the mqadmin instance's own CLIENT_INNER_PRODUCER: that instance is made by
+    the command and is listed only when its first heartbeat (1 s after it starts) reaches the broker before the
+    query does: two local full runs listed it for the Java broker and not for rmqd, others for both or neither)."""
+    return "\n".join(line for line in text.splitlines() if "(CLIENT_INNER_PRODUCER)" not in line)
+
+
 def rows_of(first: str) -> Callable[[str], list[list[str]]]:
     """The rows starting with ``first``, split, each without its figures and times (columns of digits)."""
     def view(text: str) -> list[list[str]]:
@@ -244,7 +251,7 @@ CASES = [
     Case("consumerStatus of a group not online", ("consumerStatus", "-n", "{ns}", "-g", GROUP)),
     Case("producerConnection of a group not online", ("producerConnection", "-n", "{ns}", "-g", "Sweep5PG",
                                                       "-t", TOPIC)),
-    Case("producer", ("producer", "-n", "{ns}", "-b", "{broker}"), messages),
+    Case("producer", ("producer", "-n", "{ns}", "-b", "{broker}"), lambda text: messages(without_own_client(text))),
     Case("cloneGroupOffset", ("cloneGroupOffset", "-n", "{ns}", "-s", GROUP, "-d", "Sweep5Clone", "-t", TOPIC,
                               "-o", "true")),
     Case("resetOffsetByTime", ("resetOffsetByTime", "-n", "{ns}", "-g", GROUP, "-t", TOPIC, "-s", "now",
