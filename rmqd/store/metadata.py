@@ -347,8 +347,7 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
         with self._lock:
             for tc in tcs:
                 self.table[tc.topic_name] = tc
-            self.data_version.next_version()
-            self.persist()
+            self._changed()
         if self.on_change_many is not None:
             try:
                 self.on_change_many(list(tcs))
