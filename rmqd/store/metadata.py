@@ -353,12 +353,9 @@ class TopicConfigManager(ConfigManager["TopicsFileJson"]):
                 self.on_change_many(list(tcs))
             except Exception:
                 log.exception("topic change callback failed for %s", [tc.topic_name for tc in tcs])
-        elif self.on_change is not None:
+        else:
             for tc in tcs:
-                try:
-                    self.on_change(tc)
-                except Exception:
-                    log.exception("topic change callback failed for %s", tc.topic_name)
+                self._notify(tc)
 
     def delete(self, topic: str) -> Optional[TopicConfig]:
         with self._lock:
